@@ -1,0 +1,43 @@
+//! faucet-core: the contract between sources, sinks and state stores, and the run loop that
+//! keeps the delivery promise of the seeds (`shared/seeds/000_*`):
+//!
+//! * per page, **write to the sink → flush → persist the bookmark**; the bookmark is never
+//!   persisted before the sink confirmed the page, so no committed change is ever lost
+//!   (at-least-once);
+//! * effectively-once when the sink can absorb a replay (an atomic watermark or a keyed
+//!   upsert), and a typed [`DeliveryError`] naming the limiting side when it cannot;
+//! * there is no `ExactlyOnce` anywhere.
+//!
+//! The pieces:
+//! * [`Value`], [`Schema`], [`Page`]: typed records, field names shared by a page;
+//! * [`Source`] / [`PageStream`], [`Sink`] / [`SinkWriter`], [`state::StateStore`];
+//! * [`Pipeline`] and [`RunStreamOptions`]: the run loop, returning a [`RunSummary`];
+//! * [`fault`]: named fault points a crash test arms to abort the process;
+//! * [`util::quote_ident`]: SQL identifier quoting shared by the SQL connectors;
+//! * feature `testing`: in-memory doubles and the conformance battery for connectors.
+
+pub mod delivery;
+pub mod error;
+pub mod fault;
+pub mod page;
+pub mod pipeline;
+pub mod sink;
+pub mod source;
+pub mod state;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod util;
+pub mod value;
+
+pub use delivery::{
+    DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, LimitingSide,
+};
+pub use error::{BoxError, FaucetError};
+pub use page::{Bookmark, Page, PageBuilder, RowRef};
+pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
+pub use sink::{CommitToken, Sink, SinkCapabilities, SinkWriter};
+pub use source::{PageStream, ReadOptions, ReplayGuarantee, Source};
+pub use value::{DataType, Field, Schema, Value};
+
+/// Re-exported so connectors and library users share one `serde_json` (with exact numbers).
+pub use serde_json;

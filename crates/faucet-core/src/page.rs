@@ -1,0 +1,186 @@
+//! Pages: the records a source hands over at once, plus the bookmark after them.
+//!
+//! A page holds at most `batch_size` records that share one [`Schema`]; the values are kept
+//! in one flat buffer (row-major), so a page costs a few allocations, not one per row. The
+//! representation is private: use [`PageBuilder`] to make a page and [`Page::rows`] to read it.
+
+use std::sync::Arc;
+
+use crate::value::{Schema, Value};
+
+/// A source position reached after a page: a JSON value such as `{"lsn": "0/16B3748"}` or
+/// `{"updated_at": "...", "id": 42}`. Opaque to everything but the source that made it.
+pub type Bookmark = serde_json::Value;
+
+/// Records sharing a schema, plus the bookmark after them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page {
+    schema: Arc<Schema>,
+    values: Vec<Value>,
+    bookmark: Option<Bookmark>,
+}
+
+impl Page {
+    /// An empty page of `schema` carrying only `bookmark` (a source that advanced without
+    /// producing records, e.g. past a transaction of unpublished tables).
+    pub fn empty(schema: Arc<Schema>, bookmark: Option<Bookmark>) -> Self {
+        Self {
+            schema,
+            values: Vec::new(),
+            bookmark,
+        }
+    }
+
+    /// The shared schema.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    /// The number of records.
+    pub fn len(&self) -> usize {
+        if self.schema.is_empty() {
+            0
+        } else {
+            self.values.len() / self.schema.len()
+        }
+    }
+
+    /// Whether the page has no records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bookmark after this page's records; `None` when the source cannot resume.
+    pub fn bookmark(&self) -> Option<&Bookmark> {
+        self.bookmark.as_ref()
+    }
+
+    /// Replaces the bookmark.
+    pub fn set_bookmark(&mut self, bookmark: Option<Bookmark>) {
+        self.bookmark = bookmark;
+    }
+
+    /// The records, in order.
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = RowRef<'_>> + '_ {
+        let width = self.schema.len().max(1);
+        let n = self.len();
+        (0..n).map(move |i| RowRef {
+            schema: &self.schema,
+            values: &self.values[i * width..(i + 1) * width],
+        })
+    }
+
+    /// The record at `index`.
+    pub fn row(&self, index: usize) -> Option<RowRef<'_>> {
+        let width = self.schema.len();
+        (index < self.len()).then(|| RowRef {
+            schema: &self.schema,
+            values: &self.values[index * width..(index + 1) * width],
+        })
+    }
+}
+
+/// A borrowed record of a page.
+#[derive(Debug, Clone, Copy)]
+pub struct RowRef<'a> {
+    schema: &'a Schema,
+    values: &'a [Value],
+}
+
+impl<'a> RowRef<'a> {
+    /// The page's schema.
+    pub fn schema(&self) -> &'a Schema {
+        self.schema
+    }
+
+    /// The values, one per field of the schema.
+    pub fn values(&self) -> &'a [Value] {
+        self.values
+    }
+
+    /// The value of the field called `name`.
+    pub fn get(&self, name: &str) -> Option<&'a Value> {
+        self.schema.index_of(name).map(|i| &self.values[i])
+    }
+}
+
+/// Builds a [`Page`] row by row.
+#[derive(Debug)]
+pub struct PageBuilder {
+    schema: Arc<Schema>,
+    values: Vec<Value>,
+}
+
+impl PageBuilder {
+    /// A builder for up to `rows` records of `schema` (capacity only; more may be pushed).
+    pub fn new(schema: Arc<Schema>, rows: usize) -> Self {
+        let values = Vec::with_capacity(rows.saturating_mul(schema.len()).min(1 << 20));
+        Self { schema, values }
+    }
+
+    /// The schema records must follow.
+    pub fn schema(&self) -> &Arc<Schema> {
+        &self.schema
+    }
+
+    /// Appends one record of exactly `schema.len()` values. (A short record is padded with
+    /// nulls and a long one cut, so a faulty source cannot shift later rows; debug builds
+    /// assert instead.)
+    pub fn push_row(&mut self, row: impl IntoIterator<Item = Value>) {
+        let start = self.values.len();
+        self.values.extend(row);
+        let width = self.schema.len();
+        debug_assert_eq!(
+            self.values.len() - start,
+            width,
+            "row width must match schema"
+        );
+        self.values.resize(start + width, Value::Null);
+    }
+
+    /// The number of records pushed so far.
+    pub fn len(&self) -> usize {
+        if self.schema.is_empty() {
+            0
+        } else {
+            self.values.len() / self.schema.len()
+        }
+    }
+
+    /// Whether no record was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// The page, with `bookmark` after its records.
+    pub fn finish(self, bookmark: Option<Bookmark>) -> Page {
+        Page {
+            schema: self.schema,
+            values: self.values,
+            bookmark,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::value::{DataType, Field};
+
+    #[test]
+    fn rows_share_the_schema() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int),
+            Field::new("name", DataType::Text),
+        ]));
+        let mut b = PageBuilder::new(schema, 2);
+        b.push_row([Value::Int(1), Value::Text("a".into())]);
+        b.push_row([Value::Int(2), Value::Null]);
+        let page = b.finish(Some(serde_json::json!({"offset": 2})));
+        assert_eq!(page.len(), 2);
+        let rows: Vec<_> = page.rows().collect();
+        assert_eq!(rows[1].get("id"), Some(&Value::Int(2)));
+        assert_eq!(rows[0].get("name"), Some(&Value::Text("a".into())));
+        assert_eq!(page.bookmark(), Some(&serde_json::json!({"offset": 2})));
+    }
+}

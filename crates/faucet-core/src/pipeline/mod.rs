@@ -1,0 +1,203 @@
+//! [`Pipeline`]: the run loop that moves pages from a [`Source`] to a [`Sink`] and persists
+//! bookmarks in a [`StateStore`], keeping the invariants of DESIGN.md:
+//!
+//! 1. per page, **write → flush → persist the bookmark** (atomic-watermark sinks commit the
+//!    rows and the token in one step, then the bookmark is persisted);
+//! 2. the source hears that a bookmark is durable only after it is;
+//! 3. the delivery request is resolved before any data moves (see [`crate::delivery`]);
+//! 4. one runner per state key, through the state store's lease where it has one;
+//! 5. cancellation finishes the page in hand, flushes, persists and returns the summary;
+//!    any error unwinds through one path that flushes what was written first.
+//!
+//! ```no_run
+//! # async fn run(source: impl faucet_core::Source, sink: impl faucet_core::Sink)
+//! #     -> Result<(), faucet_core::FaucetError> {
+//! use std::sync::Arc;
+//! use faucet_core::{Pipeline, RunStreamOptions, state::FileStateStore};
+//!
+//! let summary = Pipeline::new(&source, &sink)
+//!     .with_state_store(Arc::new(FileStateStore::new("./state")))
+//!     .with_options(RunStreamOptions { state_key: "orders::eu".into(), ..Default::default() })
+//!     .run()
+//!     .await?;
+//! println!("{} records in {} pages, {}", summary.records_out, summary.pages, summary.guarantee);
+//! # Ok(())
+//! # }
+//! ```
+
+mod lease;
+mod run;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use crate::delivery::{DeliveryGuarantee, DeliveryRequest, Topology};
+use crate::error::FaucetError;
+use crate::page::Bookmark;
+use crate::sink::Sink;
+use crate::source::Source;
+use crate::state::{MemoryStateStore, StateStore};
+
+/// The page size when none is given: 10,000 records.
+pub const DEFAULT_BATCH_SIZE: usize = 10_000;
+/// How long a run's lease on its state key lasts without renewal: 30 s (renewed every third).
+pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// Progress after each page, for a progress line.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Records written so far.
+    pub records: u64,
+    /// Pages written so far.
+    pub pages: u64,
+    /// Time since the run started.
+    pub elapsed: Duration,
+}
+
+/// A progress callback.
+pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
+
+/// How a run behaves.
+#[derive(Clone)]
+pub struct RunStreamOptions {
+    /// The most records in a page (≥ 1). Default [`DEFAULT_BATCH_SIZE`].
+    pub batch_size: usize,
+    /// The key the bookmark is stored under (`{pipeline}::{matrix row}` from the CLI).
+    pub state_key: String,
+    /// The delivery the user asks for; resolved before any data moves.
+    pub delivery: DeliveryRequest,
+    /// Cancels the run gracefully: the page in hand is finished and persisted.
+    pub cancel: CancellationToken,
+    /// The lease's time to live; it is renewed every third of it.
+    pub lease_ttl: Duration,
+    /// When another run holds the state key: wait up to this long for it, instead of failing.
+    pub wait_for_lease: Option<Duration>,
+    /// Called after every page.
+    pub on_progress: Option<ProgressFn>,
+}
+
+impl Default for RunStreamOptions {
+    fn default() -> Self {
+        Self {
+            batch_size: DEFAULT_BATCH_SIZE,
+            state_key: "default".to_owned(),
+            delivery: DeliveryRequest::AtLeastOnce,
+            cancel: CancellationToken::new(),
+            lease_ttl: DEFAULT_LEASE_TTL,
+            wait_for_lease: None,
+            on_progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for RunStreamOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunStreamOptions")
+            .field("batch_size", &self.batch_size)
+            .field("state_key", &self.state_key)
+            .field("delivery", &self.delivery)
+            .field("lease_ttl", &self.lease_ttl)
+            .field("wait_for_lease", &self.wait_for_lease)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    /// Records read from the source.
+    pub records_in: u64,
+    /// Records written to the sink.
+    pub records_out: u64,
+    /// Pages written.
+    pub pages: u64,
+    /// Wall time of the run.
+    #[serde(serialize_with = "serialize_secs")]
+    pub elapsed: Duration,
+    /// The delivery guarantee the topology gave.
+    pub guarantee: DeliveryGuarantee,
+    /// The state key.
+    pub state_key: String,
+    /// The bookmark the run started from.
+    pub resumed_from: Option<Bookmark>,
+    /// Whether the start was re-anchored at the sink's commit token.
+    pub re_anchored: bool,
+    /// The last bookmark persisted (or the one resumed from, if no page moved it).
+    pub last_bookmark: Option<Bookmark>,
+    /// Whether the run stopped because it was cancelled.
+    pub cancelled: bool,
+}
+
+fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// A source, a sink, a state store and options: one run of the loop.
+pub struct Pipeline<'a> {
+    source: &'a dyn Source,
+    sink: &'a dyn Sink,
+    state: Arc<dyn StateStore>,
+    options: RunStreamOptions,
+}
+
+impl<'a> Pipeline<'a> {
+    /// A pipeline from `source` to `sink`, with a [`MemoryStateStore`] and default options.
+    pub fn new<S: Source, K: Sink>(source: &'a S, sink: &'a K) -> Self {
+        Self::from_dyn(source, sink)
+    }
+
+    /// As [`Pipeline::new`], for trait objects.
+    pub fn from_dyn(source: &'a dyn Source, sink: &'a dyn Sink) -> Self {
+        Self {
+            source,
+            sink,
+            state: Arc::new(MemoryStateStore::new()),
+            options: RunStreamOptions::default(),
+        }
+    }
+
+    /// Uses `store` for bookmarks (and the lease).
+    pub fn with_state_store(mut self, store: Arc<dyn StateStore>) -> Self {
+        self.state = store;
+        self
+    }
+
+    /// Uses `options`.
+    pub fn with_options(mut self, options: RunStreamOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// The topology's sides, as [`crate::delivery`] sees them.
+    pub fn topology(&self) -> Topology<'_> {
+        Topology {
+            source: self.source.connector(),
+            replay: self.source.replay(),
+            sink: self.sink.connector(),
+            sink_caps: self.sink.capabilities(),
+            state: self.state.name(),
+            state_durable: self.state.is_durable(),
+        }
+    }
+
+    /// The guarantee a run would give for the configured request, without any I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Delivery`] when the request cannot be met.
+    pub fn resolve_delivery(&self) -> Result<DeliveryGuarantee, FaucetError> {
+        Ok(self.topology().resolve(self.options.delivery)?)
+    }
+
+    /// Runs until the source is exhausted or the run is cancelled.
+    ///
+    /// # Errors
+    /// [`FaucetError::Delivery`] before any data moves when the request cannot be met;
+    /// [`FaucetError::Lease`] when another run holds the state key or this one lost it;
+    /// any source, sink or state error, after flushing what was written.
+    pub async fn run(self) -> Result<RunSummary, FaucetError> {
+        run::run(self).await
+    }
+}

@@ -1,0 +1,187 @@
+//! The run loop, split into its steps: resolve the guarantee, take the lease, find the start
+//! (state store, or the sink's commit token), then per page: read → write → flush → persist
+//! → tell the source.
+
+use std::time::Instant;
+
+use crate::delivery::{DeliveryGuarantee, EffectivelyOnceMechanism};
+use crate::error::FaucetError;
+use crate::fault;
+use crate::page::{Bookmark, Page};
+use crate::sink::{CommitToken, SinkWriter};
+use crate::source::{PageStream, ReadOptions};
+use crate::state::validate_state_key;
+
+use super::lease::LeaseGuard;
+use super::{Pipeline, Progress, RunSummary};
+
+pub(super) async fn run(p: Pipeline<'_>) -> Result<RunSummary, FaucetError> {
+    let started = Instant::now();
+    let guarantee = p.resolve_delivery()?;
+    validate_state_key(&p.options.state_key)?;
+    if p.options.batch_size == 0 {
+        return Err(FaucetError::config("batch_size", "must be at least 1"));
+    }
+    let key = p.options.state_key.clone();
+    let lease = LeaseGuard::acquire(
+        p.state.clone(),
+        &key,
+        p.options.lease_ttl,
+        p.options.wait_for_lease,
+    )
+    .await?;
+    let result = run_leased(&p, &lease, guarantee, started).await;
+    lease.release().await;
+    result
+}
+
+struct Loop<'a> {
+    writer: Box<dyn SinkWriter + 'a>,
+    atomic: bool,
+    sequence: u64,
+    summary: RunSummary,
+}
+
+async fn run_leased(
+    p: &Pipeline<'_>,
+    lease: &LeaseGuard,
+    guarantee: DeliveryGuarantee,
+    started: Instant,
+) -> Result<RunSummary, FaucetError> {
+    let key = p.options.state_key.as_str();
+    let stored = p.state.get(key).await?;
+    let mut writer = p.sink.open().await?;
+    let atomic =
+        guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
+    let token = if atomic {
+        writer.last_committed_token(key).await?
+    } else {
+        None
+    };
+    let (from, re_anchored) = resume_point(stored, token.as_ref());
+    if re_anchored {
+        tracing::warn!(
+            key,
+            token = ?token,
+            "the sink's commit token is ahead of the state store; resuming from the token"
+        );
+    }
+    let mut state = Loop {
+        writer,
+        atomic,
+        sequence: token.map_or(0, |t| t.sequence),
+        summary: RunSummary {
+            records_in: 0,
+            records_out: 0,
+            pages: 0,
+            elapsed: started.elapsed(),
+            guarantee,
+            state_key: key.to_owned(),
+            resumed_from: from.clone(),
+            re_anchored,
+            last_bookmark: from.clone(),
+            cancelled: false,
+        },
+    };
+    let read = ReadOptions {
+        batch_size: p.options.batch_size,
+        cancel: p.options.cancel.clone(),
+    };
+    let outcome = match p.source.open(from, read).await {
+        Ok(mut stream) => pump(p, lease, &mut state, stream.as_mut(), started).await,
+        Err(e) => Err(e),
+    };
+    // The one unwinding path: whatever happened, flush what was written.
+    let flushed = state.writer.flush().await;
+    state.summary.elapsed = started.elapsed();
+    match (outcome, flushed) {
+        (Err(e), flush) => {
+            if let Err(fe) = flush {
+                tracing::error!(error = %fe, "flush after a failed run also failed");
+            }
+            Err(e)
+        }
+        (Ok(()), Err(e)) => Err(e),
+        (Ok(()), Ok(())) => Ok(state.summary),
+    }
+}
+
+async fn pump(
+    p: &Pipeline<'_>,
+    lease: &LeaseGuard,
+    state: &mut Loop<'_>,
+    stream: &mut (dyn PageStream + '_),
+    started: Instant,
+) -> Result<(), FaucetError> {
+    let key = p.options.state_key.as_str();
+    while let Some(page) = stream.next_page().await? {
+        state.summary.records_in += page.len() as u64;
+        write_page(state, key, &page).await?;
+        if let Some(bookmark) = page.bookmark() {
+            persist_bookmark(lease, key, bookmark).await?;
+            stream.bookmark_durable(bookmark).await?;
+            state.summary.last_bookmark = Some(bookmark.clone());
+        }
+        state.summary.pages += 1;
+        state.summary.records_out += page.len() as u64;
+        if let Some(report) = &p.options.on_progress {
+            report(&Progress {
+                records: state.summary.records_out,
+                pages: state.summary.pages,
+                elapsed: started.elapsed(),
+            });
+        }
+        if p.options.cancel.is_cancelled() {
+            state.summary.cancelled = true;
+            break;
+        }
+    }
+    state.summary.cancelled |= p.options.cancel.is_cancelled();
+    Ok(())
+}
+
+/// Write and flush (or commit rows + token atomically).
+async fn write_page(state: &mut Loop<'_>, key: &str, page: &Page) -> Result<(), FaucetError> {
+    match (state.atomic, page.bookmark()) {
+        (true, Some(bookmark)) => {
+            let token = CommitToken {
+                sequence: state.sequence + 1,
+                bookmark: bookmark.clone(),
+            };
+            state.writer.write_committed(page, key, &token).await?;
+            state.sequence = token.sequence;
+            fault::point(fault::AFTER_WRITE);
+        }
+        _ => {
+            state.writer.write(page).await?;
+            fault::point(fault::AFTER_WRITE);
+            state.writer.flush().await?;
+        }
+    }
+    fault::point(fault::AFTER_FLUSH);
+    Ok(())
+}
+
+async fn persist_bookmark(
+    lease: &LeaseGuard,
+    key: &str,
+    bookmark: &Bookmark,
+) -> Result<(), FaucetError> {
+    lease.put(key, bookmark).await?;
+    fault::point(fault::AFTER_STATE_PUT);
+    Ok(())
+}
+
+/// Where to start: the state store's bookmark, unless the sink's commit token differs from it
+/// (the process died after the sink committed and before the state was written, or the state
+/// entry was lost), in which case the token's bookmark wins: the sink holds exactly the pages
+/// up to it. Returns the start and whether it was re-anchored.
+pub(crate) fn resume_point(
+    stored: Option<Bookmark>,
+    token: Option<&CommitToken>,
+) -> (Option<Bookmark>, bool) {
+    match token {
+        Some(t) if stored.as_ref() != Some(&t.bookmark) => (Some(t.bookmark.clone()), true),
+        _ => (stored, false),
+    }
+}

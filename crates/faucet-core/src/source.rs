@@ -1,0 +1,91 @@
+//! The source side of the contract: a [`Source`] opens a [`PageStream`] from a bookmark.
+//!
+//! What the run loop guarantees a source: it asks for the next page only after the previous
+//! one was written, flushed and its bookmark persisted; it calls
+//! [`PageStream::bookmark_durable`] with a page's bookmark once that bookmark is durable in
+//! the state store (or in the sink's commit token), so a CDC source may acknowledge upstream
+//! (a replication slot's `confirmed_flush_lsn`, DESIGN.md invariant 2) *during* a run.
+//! What a source must do: emit at most `batch_size` records per page; put in each page's
+//! bookmark everything needed to resume right after that page (also in the middle of a
+//! transaction or a file); hold no more than about one page in memory; end the stream when
+//! the read's cancellation token fires, returning the records already in hand first.
+
+use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::FaucetError;
+use crate::page::{Bookmark, Page};
+
+/// Whether a source, resumed from a bookmark, emits exactly the same records after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayGuarantee {
+    /// The same records, in the same order (a CDC log, an immutable file).
+    Deterministic,
+    /// Possibly different records (a query over a table that changes).
+    NonDeterministic,
+}
+
+/// How a stream should read.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// The most records in one page; at least 1.
+    pub batch_size: usize,
+    /// Fires when the run is cancelled: finish the page in hand and end the stream.
+    pub cancel: CancellationToken,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        Self {
+            batch_size: crate::pipeline::DEFAULT_BATCH_SIZE,
+            cancel: CancellationToken::new(),
+        }
+    }
+}
+
+/// A configured source. Built by the CLI's registry or by a library user; opening it does
+/// the I/O.
+#[async_trait]
+pub trait Source: Send + Sync {
+    /// The connector's name (`csv`, `postgres-cdc`), used in errors and summaries.
+    fn connector(&self) -> &str;
+
+    /// Whether resuming from a bookmark replays the same records.
+    fn replay(&self) -> ReplayGuarantee;
+
+    /// Opens a stream starting right after `from` (`None`: from the beginning).
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the source cannot be opened,
+    /// [`FaucetError::State`] when `from` is not a bookmark this source made.
+    async fn open(
+        &self,
+        from: Option<Bookmark>,
+        options: ReadOptions,
+    ) -> Result<Box<dyn PageStream + '_>, FaucetError>;
+
+    /// Probes the source without moving data or consuming anything (for `faucet doctor`).
+    ///
+    /// # Errors
+    /// The failing prerequisite, with its fix in the message.
+    async fn check(&self) -> Result<(), FaucetError>;
+}
+
+/// An open read.
+#[async_trait]
+pub trait PageStream: Send {
+    /// The next page; `Ok(None)` when the source is exhausted (or the read was cancelled and
+    /// nothing is left in hand).
+    ///
+    /// # Errors
+    /// A read failure or malformed data, naming the location.
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError>;
+
+    /// Told that `bookmark` (one this stream emitted) is durable. The default does nothing.
+    ///
+    /// # Errors
+    /// When acknowledging upstream fails.
+    async fn bookmark_durable(&mut self, _bookmark: &Bookmark) -> Result<(), FaucetError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,71 @@
+//! State key validation, shared by every store (`shared/seeds/004_*`, "Validated keys").
+
+use crate::error::FaucetError;
+
+/// The longest valid state key, in bytes.
+pub const MAX_STATE_KEY_LEN: usize = 256;
+
+/// Checks a state key: 1 to 256 ASCII letters, digits, `_`, `-`, `:` or `.`, not starting
+/// with a dot (so a key is also a safe file name: no `/`, no `..`, no hidden files).
+///
+/// # Errors
+/// [`FaucetError::Config`] on field `state key`, saying what is wrong with which key.
+pub fn validate_state_key(key: &str) -> Result<(), FaucetError> {
+    let fail = |why: &str| Err(FaucetError::config("state key", format!("{key:?} {why}")));
+    if key.is_empty() {
+        return fail("is empty; a state key has 1 to 256 characters");
+    }
+    if key.len() > MAX_STATE_KEY_LEN {
+        return fail(&format!(
+            "is {} characters long; the limit is {MAX_STATE_KEY_LEN}",
+            key.len()
+        ));
+    }
+    if key.starts_with('.') {
+        return fail("starts with a dot");
+    }
+    if let Some(c) = key
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | ':' | '.')))
+    {
+        return fail(&format!(
+            "contains {c:?}; allowed are ASCII letters, digits and `_ - : .`"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_the_documented_alphabet() {
+        for ok in [
+            "a",
+            "orders::eu",
+            "postgres-cdc:faucet_slot",
+            "a.b",
+            &"k".repeat(256),
+        ] {
+            assert!(validate_state_key(ok).is_ok(), "{ok}");
+        }
+    }
+
+    #[test]
+    fn rejects_everything_else_with_the_key_named() {
+        for bad in [
+            "",
+            "a/b",
+            "a b",
+            ".hidden",
+            "é",
+            "a\0",
+            &"k".repeat(257),
+            "../x",
+        ] {
+            let err = validate_state_key(bad).expect_err(bad).to_string();
+            assert!(err.contains("state key"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! State stores: where bookmarks live between runs.
+//!
+//! [`StateStore`] is the trait of `shared/seeds/004_*` (`get`, `put`, `delete`, `check`) plus
+//! optional leasing: one runner per state key (see [`lease`]). A store that does not
+//! implement leasing still works; the run loop warns that it cannot stop two runners of one
+//! key. Built in: [`MemoryStateStore`] (forgets on exit) and [`FileStateStore`] (one file per
+//! key, written atomically and durably). Every store validates keys with
+//! [`validate_state_key`].
+
+mod file;
+mod key;
+pub mod lease;
+mod memory;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::error::FaucetError;
+
+pub use file::FileStateStore;
+pub use key::{MAX_STATE_KEY_LEN, validate_state_key};
+pub use lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome};
+pub use memory::MemoryStateStore;
+
+/// The sentinel key `check()` writes, reads and deletes (`__faucet_doctor__`).
+pub const DOCTOR_KEY: &str = "__faucet_doctor__";
+
+/// Durable storage for bookmarks, keyed by state key (`{pipeline}::{matrix row}`).
+#[async_trait]
+pub trait StateStore: Send + Sync {
+    /// The store's kind (`memory`, `file`, `postgres`, `redis`), used in errors.
+    fn name(&self) -> &str;
+
+    /// Whether entries survive the process. Atomic-watermark delivery needs a durable store.
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    /// The bookmark stored under `key`, or `None` when there is none.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] for an invalid key; [`FaucetError::State`] when the store
+    /// cannot be read or holds something unreadable (never reported as `None`).
+    async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError>;
+
+    /// Stores `value` under `key`; durable when it returns `Ok`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] for an invalid key; [`FaucetError::State`] otherwise.
+    async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError>;
+
+    /// Removes `key`; a missing key is not an error.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] for an invalid key; [`FaucetError::State`] otherwise.
+    async fn delete(&self, key: &str) -> Result<(), FaucetError>;
+
+    /// A real put → get → delete round trip on [`DOCTOR_KEY`], leaving nothing behind.
+    ///
+    /// # Errors
+    /// [`FaucetError::State`] / [`FaucetError::Connect`] naming what is at fault.
+    async fn check(&self) -> Result<(), FaucetError> {
+        let probe = serde_json::json!({ "probe": true });
+        self.put(DOCTOR_KEY, &probe).await?;
+        let back = self.get(DOCTOR_KEY).await?;
+        self.delete(DOCTOR_KEY).await?;
+        if back.as_ref() != Some(&probe) {
+            return Err(FaucetError::state(
+                self.name(),
+                format!("check: `{DOCTOR_KEY}` read back {back:?} after writing {probe}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Takes the lease on `key` for `ttl`, unless another live holder has it.
+    /// The default: [`LeaseOutcome::Unsupported`].
+    ///
+    /// # Errors
+    /// [`FaucetError::State`] when the store cannot be reached.
+    async fn acquire_lease(
+        &self,
+        _key: &str,
+        _holder: &LeaseHolder,
+        _ttl: Duration,
+    ) -> Result<LeaseOutcome, FaucetError> {
+        Ok(LeaseOutcome::Unsupported)
+    }
+
+    /// Extends a held lease by `ttl` from now.
+    ///
+    /// # Errors
+    /// [`LeaseError::Lost`] when the lease expired and was taken, or is gone.
+    async fn renew_lease(&self, _lease: &Lease, _ttl: Duration) -> Result<(), FaucetError> {
+        Ok(())
+    }
+
+    /// Gives a lease up; releasing a lease that is already gone is not an error.
+    ///
+    /// # Errors
+    /// [`FaucetError::State`] when the store cannot be reached.
+    async fn release_lease(&self, _lease: &Lease) -> Result<(), FaucetError> {
+        Ok(())
+    }
+
+    /// `put`, but only while `lease` is still held: a runner whose lease expired (it was
+    /// paused, partitioned) cannot move the bookmark. The default is a plain `put`.
+    ///
+    /// # Errors
+    /// [`LeaseError::Lost`] when the lease is no longer held; otherwise as [`StateStore::put`].
+    async fn put_fenced(
+        &self,
+        key: &str,
+        value: &Value,
+        _lease: &Lease,
+    ) -> Result<(), FaucetError> {
+        self.put(key, value).await
+    }
+}
+
+#[async_trait]
+impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn is_durable(&self) -> bool {
+        (**self).is_durable()
+    }
+    async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
+        (**self).get(key).await
+    }
+    async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
+        (**self).put(key, value).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), FaucetError> {
+        (**self).delete(key).await
+    }
+    async fn check(&self) -> Result<(), FaucetError> {
+        (**self).check().await
+    }
+    async fn acquire_lease(
+        &self,
+        key: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+    ) -> Result<LeaseOutcome, FaucetError> {
+        (**self).acquire_lease(key, holder, ttl).await
+    }
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {
+        (**self).renew_lease(lease, ttl).await
+    }
+    async fn release_lease(&self, lease: &Lease) -> Result<(), FaucetError> {
+        (**self).release_lease(lease).await
+    }
+    async fn put_fenced(&self, key: &str, value: &Value, lease: &Lease) -> Result<(), FaucetError> {
+        (**self).put_fenced(key, value, lease).await
+    }
+}

@@ -1,0 +1,1 @@
+//! Test support (feature `testing`): in-memory doubles and the conformance battery.

@@ -1,0 +1,200 @@
+//! The JSON form of a [`Value`] (DESIGN.md, "Values and their JSON form"), written straight
+//! into a byte buffer: this is the jsonl sink's and the CDC record's hot path.
+//!
+//! Integers and numerics are written with exactly their digits; floats in the shortest form
+//! that parses back to the same `f64`; NaN and infinities as the strings `"NaN"`,
+//! `"Infinity"`, `"-Infinity"` (the spelling of PostgreSQL's `to_jsonb`); bytes as standard
+//! base64; json values embedded as themselves.
+
+use base64::Engine as _;
+
+use super::{Row, Value};
+
+/// Appends the JSON form of `value` to `out`.
+pub fn write_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Int(i) => {
+            let mut buf = itoa_buf();
+            out.extend_from_slice(format_i64(*i, &mut buf));
+        }
+        Value::Float(f) => write_f64(out, *f),
+        Value::Numeric(n) => match &**n {
+            "NaN" | "Infinity" | "-Infinity" => write_str(out, n),
+            digits => out.extend_from_slice(digits.as_bytes()),
+        },
+        Value::Text(s)
+        | Value::Date(s)
+        | Value::Timestamp(s)
+        | Value::TimestampTz(s)
+        | Value::Time(s)
+        | Value::TimeTz(s)
+        | Value::Interval(s) => write_str(out, s),
+        Value::Bytes(b) => {
+            out.push(b'"');
+            let start = out.len();
+            let encoded_len = base64::encoded_len(b.len(), true).unwrap_or(0);
+            out.resize(start + encoded_len, 0);
+            let written = base64::engine::general_purpose::STANDARD
+                .encode_slice(b, &mut out[start..])
+                .unwrap_or(0);
+            out.truncate(start + written);
+            out.push(b'"');
+        }
+        Value::Json(j) => {
+            // Writing into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *out, j);
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Row(row) => write_row(out, row),
+    }
+}
+
+/// Appends a nested row as a JSON object, fields in schema order.
+pub fn write_row(out: &mut Vec<u8>, row: &Row) {
+    out.push(b'{');
+    for (i, (field, value)) in row.schema.fields().iter().zip(&row.values).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, &field.name);
+        out.push(b':');
+        write_value(out, value);
+    }
+    out.push(b'}');
+}
+
+/// Appends `f` in its shortest round-trip form; NaN and infinities as strings.
+pub fn write_f64(out: &mut Vec<u8>, f: f64) {
+    if f.is_nan() {
+        write_str(out, "NaN");
+    } else if f.is_infinite() {
+        write_str(out, if f > 0.0 { "Infinity" } else { "-Infinity" });
+    } else {
+        let _ = serde_json::to_writer(&mut *out, &f);
+    }
+}
+
+/// Appends `s` as a JSON string, escaping `"`, `\` and control characters.
+pub fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => {
+                out.extend_from_slice(&bytes[start..i]);
+                const HEX: &[u8; 16] = b"0123456789abcdef";
+                out.extend_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[(b >> 4) as usize],
+                    HEX[(b & 0xf) as usize],
+                ]);
+                start = i + 1;
+                continue;
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(escape);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+fn itoa_buf() -> [u8; 20] {
+    [0; 20]
+}
+
+/// Formats `i` into `buf` without allocating; returns the digits.
+fn format_i64(i: i64, buf: &mut [u8; 20]) -> &[u8] {
+    let negative = i < 0;
+    let mut n = i.unsigned_abs();
+    let mut pos = buf.len();
+    loop {
+        pos -= 1;
+        buf[pos] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    if negative {
+        pos -= 1;
+        buf[pos] = b'-';
+    }
+    &buf[pos..]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(v: &Value) -> String {
+        let mut out = Vec::new();
+        write_value(&mut out, v);
+        String::from_utf8(out).expect("utf8")
+    }
+
+    #[test]
+    fn exact_numbers() {
+        assert_eq!(json(&Value::Int(i64::MIN)), "-9223372036854775808");
+        assert_eq!(json(&Value::Int(9_007_199_254_740_993)), "9007199254740993");
+        assert_eq!(
+            json(&Value::numeric("12345678901234567890.123456789").expect("numeric")),
+            "12345678901234567890.123456789"
+        );
+        assert_eq!(json(&Value::numeric("1.10").expect("numeric")), "1.10");
+        assert_eq!(json(&Value::numeric("NaN").expect("numeric")), "\"NaN\"");
+        assert_eq!(json(&Value::Float(0.1)), "0.1");
+        assert_eq!(json(&Value::Float(f64::NEG_INFINITY)), "\"-Infinity\"");
+        let f: f64 = json(&Value::Float(1e300)).parse().expect("f64");
+        assert_eq!(f, 1e300);
+    }
+
+    #[test]
+    fn strings_bytes_and_arrays() {
+        assert_eq!(
+            json(&Value::Text("a\"b\\c\nd\r\u{1}é".into())),
+            r#""a\"b\\c\nd\r\u0001é""#
+        );
+        assert_eq!(
+            json(&Value::Bytes(vec![0xde, 0xad, 0xbe, 0xef])),
+            "\"3q2+7w==\""
+        );
+        assert_eq!(json(&Value::Bytes(vec![])), "\"\"");
+        assert_eq!(
+            json(&Value::Array(vec![Value::Text("NULL".into()), Value::Null])),
+            r#"["NULL",null]"#
+        );
+    }
+
+    #[test]
+    fn every_control_character_round_trips() {
+        let s: String = (0u8..0x80).map(char::from).collect();
+        let parsed: String = serde_json::from_str(&json(&Value::Text(s.clone()))).expect("json");
+        assert_eq!(parsed, s);
+    }
+}

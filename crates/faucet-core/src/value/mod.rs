@@ -1,0 +1,262 @@
+//! Typed values, fields and schemas (DESIGN.md, "Values and their JSON form").
+//!
+//! A [`Value`] keeps the type the source gave it, so a typed sink can create and fill typed
+//! columns and JSON output stays exact: integers never pass through `f64`, a numeric keeps
+//! exactly the digits the database gave, temporal values are already normalised text
+//! (`2024-02-29T12:45:00.123456Z` for timestamptz), infinities and NaN are spelled out.
+//! [`json`] writes values in the JSON form of DESIGN.md's table.
+
+pub mod json;
+
+use std::sync::Arc;
+
+/// One typed value.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Value {
+    /// SQL NULL, a CSV null value; JSON `null`.
+    Null,
+    /// boolean.
+    Bool(bool),
+    /// smallint, integer, bigint: exact.
+    Int(i64),
+    /// real, double precision: JSON shortest round-trip; NaN and infinities as strings.
+    Float(f64),
+    /// numeric/decimal as the database spelled it (`"1.10"`, `"-0.0001"`, `"NaN"`,
+    /// `"Infinity"`, `"-Infinity"`). Build with [`Value::numeric`], which checks the shape.
+    Numeric(Arc<str>),
+    /// text, varchar, char, uuid, enum.
+    Text(String),
+    /// bytea; JSON base64.
+    Bytes(Vec<u8>),
+    /// json, jsonb: the JSON value itself.
+    Json(serde_json::Value),
+    /// date: `2024-02-29`, `infinity`, `-infinity`.
+    Date(String),
+    /// timestamp without time zone: `2024-02-29T13:45:00.123456`.
+    Timestamp(String),
+    /// timestamptz, in UTC: `2024-02-29T12:45:00.123456Z`.
+    TimestampTz(String),
+    /// time: `13:45:00`.
+    Time(String),
+    /// timetz: `13:45:00+01:00`.
+    TimeTz(String),
+    /// interval as an ISO 8601 duration: `P1Y2M3DT4H5M6.5S`.
+    Interval(String),
+    /// An array; elements follow the same rules. Multi-dimensional arrays nest.
+    Array(Vec<Value>),
+    /// A nested row with its own schema (a change record's `before` / `after`).
+    Row(Row),
+}
+
+/// A nested row: a schema and one value per field, in the schema's order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The field names and types.
+    pub schema: Arc<Schema>,
+    /// One value per field of `schema`.
+    pub values: Vec<Value>,
+}
+
+impl Value {
+    /// A numeric from its decimal text. Accepts an optional sign, digits with an optional
+    /// fraction and exponent, and `NaN`, `Infinity`, `-Infinity`.
+    ///
+    /// # Errors
+    /// Returns the text back when it is not a decimal number.
+    pub fn numeric(text: &str) -> Result<Self, String> {
+        if is_decimal_text(text) || matches!(text, "NaN" | "Infinity" | "-Infinity") {
+            Ok(Self::Numeric(Arc::from(text)))
+        } else {
+            Err(text.to_owned())
+        }
+    }
+
+    /// The value's type, for a sink that creates columns.
+    pub fn data_type(&self) -> DataType {
+        match self {
+            Self::Null => DataType::Unknown,
+            Self::Bool(_) => DataType::Bool,
+            Self::Int(_) => DataType::Int,
+            Self::Float(_) => DataType::Float,
+            Self::Numeric(_) => DataType::Numeric,
+            Self::Text(_) => DataType::Text,
+            Self::Bytes(_) => DataType::Bytes,
+            Self::Json(_) => DataType::Json,
+            Self::Date(_) => DataType::Date,
+            Self::Timestamp(_) => DataType::Timestamp,
+            Self::TimestampTz(_) => DataType::TimestampTz,
+            Self::Time(_) => DataType::Time,
+            Self::TimeTz(_) => DataType::TimeTz,
+            Self::Interval(_) => DataType::Interval,
+            Self::Array(items) => DataType::Array(Box::new(
+                items
+                    .iter()
+                    .map(Value::data_type)
+                    .find(|t| *t != DataType::Unknown)
+                    .unwrap_or(DataType::Unknown),
+            )),
+            Self::Row(_) => DataType::Json,
+        }
+    }
+
+    /// Whether this is [`Value::Null`].
+    pub fn is_null(&self) -> bool {
+        matches!(self, Self::Null)
+    }
+}
+
+/// `-?digits(.digits)?([eE][+-]?digits)?` — the JSON number grammar, also accepting a leading
+/// zero run (`007`) is *not* allowed, as in JSON.
+fn is_decimal_text(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    if b.first() == Some(&b'-') {
+        i = 1;
+    }
+    let int_start = i;
+    while i < b.len() && b[i].is_ascii_digit() {
+        i += 1;
+    }
+    let int_len = i - int_start;
+    if int_len == 0 || (int_len > 1 && b[int_start] == b'0') {
+        return false;
+    }
+    if i < b.len() && b[i] == b'.' {
+        i += 1;
+        let frac_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == frac_start {
+            return false;
+        }
+    }
+    if i < b.len() && (b[i] == b'e' || b[i] == b'E') {
+        i += 1;
+        if i < b.len() && (b[i] == b'+' || b[i] == b'-') {
+            i += 1;
+        }
+        let exp_start = i;
+        while i < b.len() && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i == exp_start {
+            return false;
+        }
+    }
+    i == b.len()
+}
+
+/// The type of a field, as far as the source knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DataType {
+    /// Not known (a CSV column without a declared type reads as [`DataType::Text`]).
+    Unknown,
+    /// boolean
+    Bool,
+    /// 64-bit integer
+    Int,
+    /// 64-bit float
+    Float,
+    /// arbitrary-precision decimal
+    Numeric,
+    /// text
+    Text,
+    /// bytes
+    Bytes,
+    /// json / jsonb
+    Json,
+    /// date
+    Date,
+    /// timestamp without time zone
+    Timestamp,
+    /// timestamp with time zone
+    TimestampTz,
+    /// time
+    Time,
+    /// time with time zone
+    TimeTz,
+    /// interval
+    Interval,
+    /// array of the element type
+    Array(Box<DataType>),
+}
+
+/// A named, typed field of a [`Schema`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Field {
+    /// The field name, as the source gave it.
+    pub name: String,
+    /// Its type.
+    pub data_type: DataType,
+}
+
+impl Field {
+    /// A field named `name` of type `data_type`.
+    pub fn new(name: impl Into<String>, data_type: DataType) -> Self {
+        Self {
+            name: name.into(),
+            data_type,
+        }
+    }
+}
+
+/// The ordered fields shared by every record of a page (field names are not allocated again
+/// for every row).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Schema {
+    fields: Vec<Field>,
+}
+
+impl Schema {
+    /// A schema of `fields`, in order.
+    pub fn new(fields: Vec<Field>) -> Self {
+        Self { fields }
+    }
+
+    /// The fields in order.
+    pub fn fields(&self) -> &[Field] {
+        &self.fields
+    }
+
+    /// The number of fields.
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    /// Whether there are no fields.
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    /// The position of the field called `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.fields.iter().position(|f| f.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numeric_accepts_decimal_text_and_specials_only() {
+        for ok in [
+            "0",
+            "1.10",
+            "-0.0001",
+            "12345678901234567890.123456789",
+            "1e-45",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+        ] {
+            assert!(Value::numeric(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-", "1.", ".5", "01", "1e", "abc", "1,5", "+1", "nan"] {
+            assert!(Value::numeric(bad).is_err(), "{bad}");
+        }
+    }
+}
