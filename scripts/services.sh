@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Makes sure the services faucet's tests talk to are up and configured, on this machine:
+# PostgreSQL (wal_level = logical, for CDC), Redis. Starts whichever is down; on a Debian
+# machine without them, as root, installs them from Debian's packages first. Fails loudly,
+# naming the service, when one cannot be reached.
+#
+# Tests reach the services through FAUCET_TEST_PG_URL (default
+# postgres://postgres@127.0.0.1:5432/test) and FAUCET_TEST_REDIS_URL (default
+# redis://127.0.0.1:6379/). Point them at your own servers to skip this script (set
+# FAUCET_SKIP_SERVICES=1).
+set -euo pipefail
+
+log() { printf 'services: %s\n' "$*" >&2; }
+die() { printf 'services: ERROR: %s\n' "$*" >&2; exit 1; }
+
+if [ "${FAUCET_SKIP_SERVICES:-0}" = 1 ]; then
+  log "FAUCET_SKIP_SERVICES=1: using the servers in FAUCET_TEST_PG_URL / FAUCET_TEST_REDIS_URL as they are"
+  exit 0
+fi
+
+as_root() { [ "$(id -u)" = 0 ]; }
+
+apt_install() {
+  as_root && command -v apt-get >/dev/null || die "$1 is missing and cannot be installed here (need root on Debian); install it or set FAUCET_TEST_PG_URL / FAUCET_TEST_REDIS_URL and FAUCET_SKIP_SERVICES=1"
+  log "installing $* from Debian's packages"
+  if [ -z "${FAUCET_APT_UPDATED:-}" ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    FAUCET_APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+wait_for() { # name, command...
+  local name=$1; shift
+  for _ in $(seq 1 60); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  die "$name did not come up (tried: $*)"
+}
+
+# --- PostgreSQL -------------------------------------------------------------------------
+command -v pg_ctlcluster >/dev/null || apt_install postgresql postgresql-client
+PGVER=$(ls /etc/postgresql 2>/dev/null | sort -V | tail -n1)
+[ -n "$PGVER" ] || die "PostgreSQL: no cluster under /etc/postgresql"
+pg_isready -q -h 127.0.0.1 -p 5432 || {
+  log "starting PostgreSQL $PGVER"
+  pg_ctlcluster --skip-systemctl-redirect "$PGVER" main start || true
+}
+wait_for "PostgreSQL on 127.0.0.1:5432" pg_isready -q -h 127.0.0.1 -p 5432
+psql_admin() { psql -h 127.0.0.1 -U postgres -d postgres -XAtq "$@" 2>/dev/null || su postgres -c "psql -XAtq $(printf '%q ' "$@")"; }
+# Trust auth for local TCP connections, as on the development machines.
+if ! psql -h 127.0.0.1 -U postgres -d postgres -XAtqc 'select 1' >/dev/null 2>&1; then
+  hba=/etc/postgresql/$PGVER/main/pg_hba.conf
+  as_root || die "PostgreSQL: cannot connect as postgres@127.0.0.1 and cannot change $hba"
+  log "allowing trust auth on 127.0.0.1 in $hba"
+  sed -i '1i host all all 127.0.0.1/32 trust\nlocal all all trust' "$hba"
+  pg_ctlcluster --skip-systemctl-redirect "$PGVER" main reload
+  sleep 1
+fi
+if [ "$(psql_admin -c 'show wal_level')" != logical ]; then
+  log "PostgreSQL: setting wal_level = logical (needs one restart)"
+  psql_admin -c "alter system set wal_level = logical" >/dev/null
+  pg_ctlcluster --skip-systemctl-redirect "$PGVER" main restart
+  wait_for "PostgreSQL after restart" pg_isready -q -h 127.0.0.1 -p 5432
+fi
+[ "$(psql_admin -c 'show wal_level')" = logical ] || die "PostgreSQL: wal_level is still not logical"
+for db in test; do
+  [ "$(psql_admin -c "select 1 from pg_database where datname = '$db'")" = 1 ] ||
+    psql_admin -c "create database $db" >/dev/null
+done
+
+# --- Redis ------------------------------------------------------------------------------
+command -v redis-server >/dev/null || apt_install redis-server
+if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+  log "starting Redis"
+  mkdir -p /var/lib/redis /var/log/redis 2>/dev/null || true
+  redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+    --dir /tmp --logfile /tmp/faucet-redis.log >/dev/null
+fi
+wait_for "Redis on 127.0.0.1:6379" redis-cli -h 127.0.0.1 -p 6379 ping
+
+log "PostgreSQL $PGVER (wal_level=logical) and Redis are up"
