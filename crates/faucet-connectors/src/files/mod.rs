@@ -1,0 +1,1 @@
+//! The file connectors: `csv` and `jsonl` sources, the `jsonl` sink.

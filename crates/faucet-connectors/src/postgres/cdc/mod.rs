@@ -1,0 +1,1 @@
+//! The `postgres-cdc` source: logical replication with pgoutput.

@@ -1,0 +1,1 @@
+//! The `postgres` query source.

@@ -1,0 +1,1 @@
+//! PostgreSQL text output → faucet values, and faucet types → SQL types.
