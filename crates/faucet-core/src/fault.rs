@@ -50,10 +50,11 @@ fn armed() -> &'static Option<(String, u64)> {
 /// Aborts the process if `name` is the armed point and this is its armed hit.
 #[inline]
 pub fn point(name: &str) {
-    if let Some((armed, nth)) = armed() {
-        if armed == name && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth {
-            eprintln!("faucet: fault point `{name}` reached (hit {nth}); aborting");
-            std::process::abort();
-        }
+    if let Some((armed, nth)) = armed()
+        && armed == name
+        && HITS.fetch_add(1, Ordering::SeqCst) + 1 == *nth
+    {
+        eprintln!("faucet: fault point `{name}` reached (hit {nth}); aborting");
+        std::process::abort();
     }
 }

@@ -91,10 +91,10 @@ impl LeaseGuard {
         if let Some(r) = self.renewer.take() {
             r.abort();
         }
-        if let Some(lease) = self.lease.take() {
-            if let Err(e) = self.store.release_lease(&lease).await {
-                tracing::warn!(key = %lease.key, error = %e, "could not release the lease");
-            }
+        if let Some(lease) = self.lease.take()
+            && let Err(e) = self.store.release_lease(&lease).await
+        {
+            tracing::warn!(key = %lease.key, error = %e, "could not release the lease");
         }
     }
 }

@@ -1,1 +1,17 @@
-//! Test support (feature `testing`): in-memory doubles and the conformance battery.
+//! Test support (feature `testing`): in-memory doubles and the conformance battery every
+//! connector calls from its tests.
+//!
+//! * [`doubles`]: [`VecSource`] (a deterministic source over given records),
+//!   [`MemorySink`] (a sink that records what is durable, with configurable capabilities),
+//!   and a [`CrashSwitch`] that makes both, and [`CrashingStateStore`], behave as if the
+//!   process died at a chosen operation — for in-process crash simulation (property tests);
+//! * [`conformance`]: checks a connector must pass (strict config, bounded pages, bookmark
+//!   round trip, idempotent replay for keyed and atomic sinks, truthful guarantees, errors
+//!   not panics, cancellation flushes, state store contract). Each returns
+//!   `Err(ConformanceError)` saying what broke; faucet-core's own tests prove each can fail.
+
+pub mod conformance;
+pub mod doubles;
+
+pub use conformance::ConformanceError;
+pub use doubles::{CrashSwitch, CrashingStateStore, MemorySink, SinkLog, VecSource};

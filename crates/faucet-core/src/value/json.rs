@@ -75,6 +75,24 @@ pub fn write_row(out: &mut Vec<u8>, row: &Row) {
     out.push(b'}');
 }
 
+/// A record as a `serde_json::Value` object (field order kept), through the same writer:
+/// handy for comparing sink output with source input in tests.
+pub fn row_to_json(row: crate::page::RowRef<'_>) -> serde_json::Value {
+    let mut out = Vec::with_capacity(64);
+    out.push(b'{');
+    for (i, (field, value)) in row.schema().fields().iter().zip(row.values()).enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(&mut out, &field.name);
+        out.push(b':');
+        write_value(&mut out, value);
+    }
+    out.push(b'}');
+    // The writer emits valid JSON by construction.
+    serde_json::from_slice(&out).unwrap_or(serde_json::Value::Null)
+}
+
 /// Appends `f` in its shortest round-trip form; NaN and infinities as strings.
 pub fn write_f64(out: &mut Vec<u8>, f: f64) {
     if f.is_nan() {

@@ -1,0 +1,437 @@
+//! The conformance battery. A connector's tests call the checks that apply to it:
+//!
+//! | check | for |
+//! |---|---|
+//! | [`config_is_strict`] | every connector config: an unknown field is rejected |
+//! | [`source_pages_are_bounded`] | sources: no page over `batch_size` (memory bounded by the page) |
+//! | [`source_bookmarks_round_trip`] | sources: reopening from any page's bookmark yields exactly the rest |
+//! | [`sink_guarantee_is_truthful`] | sinks: a claimed keyed upsert or atomic watermark really absorbs a replay |
+//! | [`sink_flush_is_durable`] | sinks: what `flush` confirmed is there when the sink is read back |
+//! | [`errors_not_panics`] | anything: a failing operation returns an error instead of panicking |
+//! | [`cancellation_flushes`] | source + sink: a cancelled run returns its summary and the sink holds exactly the delivered records |
+//! | [`state_store_contract`] | state stores: get/put/delete, missing delete, key validation, `check` leaves nothing |
+//!
+//! Sinks are read back through a closure the connector's test supplies (the rows as JSON
+//! objects), because only it knows how to read its target.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::{Value as Json, json};
+
+use crate::error::FaucetError;
+use crate::page::{Bookmark, Page, PageBuilder};
+use crate::pipeline::{Pipeline, RunStreamOptions};
+use crate::sink::{CommitToken, Sink};
+use crate::source::{ReadOptions, Source};
+use crate::state::{DOCTOR_KEY, StateStore};
+use crate::value::json::row_to_json;
+use crate::value::{DataType, Field, Schema, Value};
+
+/// A failed conformance check: which check and what broke.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("conformance check `{check}` failed: {message}")]
+pub struct ConformanceError {
+    /// The check's name.
+    pub check: &'static str,
+    /// What broke.
+    pub message: String,
+}
+
+fn fail<T>(check: &'static str, message: impl Into<String>) -> Result<T, ConformanceError> {
+    Err(ConformanceError {
+        check,
+        message: message.into(),
+    })
+}
+
+fn io<T>(check: &'static str, r: Result<T, FaucetError>) -> Result<T, ConformanceError> {
+    r.or_else(|e| fail(check, format!("unexpected error: {e}")))
+}
+
+/// Reads a whole source in pages of `batch_size`, returning the pages.
+async fn read_all(
+    check: &'static str,
+    source: &dyn Source,
+    from: Option<Bookmark>,
+    batch_size: usize,
+) -> Result<Vec<Page>, ConformanceError> {
+    let options = ReadOptions {
+        batch_size,
+        ..ReadOptions::default()
+    };
+    let mut stream = io(check, source.open(from, options).await)?;
+    let mut pages = Vec::new();
+    while let Some(page) = io(check, stream.next_page().await)? {
+        pages.push(page);
+    }
+    Ok(pages)
+}
+
+fn rows_of(pages: &[Page]) -> Vec<Json> {
+    pages
+        .iter()
+        .flat_map(|p| p.rows().map(row_to_json).collect::<Vec<_>>())
+        .collect()
+}
+
+/// `valid` (a JSON object that deserializes into `C`) with an extra field must be rejected.
+///
+/// # Errors
+/// When `valid` is rejected, or the unknown field is accepted.
+pub fn config_is_strict<C: DeserializeOwned>(valid: &Json) -> Result<(), ConformanceError> {
+    const CHECK: &str = "config_is_strict";
+    if let Err(e) = serde_json::from_value::<C>(valid.clone()) {
+        return fail(CHECK, format!("the valid config was rejected: {e}"));
+    }
+    let mut bad = valid.clone();
+    match bad.as_object_mut() {
+        Some(map) => {
+            map.insert("surely_not_a_field".into(), json!(1));
+        }
+        None => return fail(CHECK, "the valid config must be a JSON object"),
+    }
+    match serde_json::from_value::<C>(bad) {
+        Ok(_) => fail(CHECK, "an unknown field `surely_not_a_field` was accepted"),
+        Err(e) if e.to_string().contains("surely_not_a_field") => Ok(()),
+        Err(e) => fail(
+            CHECK,
+            format!("rejected, but without naming the field: {e}"),
+        ),
+    }
+}
+
+/// No page holds more than `batch_size` records, and the source yields `expected` records.
+///
+/// # Errors
+/// A page over the limit, or a different record count.
+pub async fn source_pages_are_bounded(
+    source: &dyn Source,
+    batch_size: usize,
+    expected: usize,
+) -> Result<(), ConformanceError> {
+    const CHECK: &str = "source_pages_are_bounded";
+    let pages = read_all(CHECK, source, None, batch_size).await?;
+    if let Some((i, p)) = pages.iter().enumerate().find(|(_, p)| p.len() > batch_size) {
+        return fail(
+            CHECK,
+            format!(
+                "page {i} has {} records; batch_size is {batch_size}",
+                p.len()
+            ),
+        );
+    }
+    let total: usize = pages.iter().map(Page::len).sum();
+    if total != expected {
+        return fail(CHECK, format!("{total} records read, {expected} expected"));
+    }
+    Ok(())
+}
+
+/// Reading from the start gives records R in pages; reopening from page i's bookmark gives
+/// exactly the records after page i, for every i. Every page must carry a bookmark.
+///
+/// # Errors
+/// A page without a bookmark, or a resume that loses or repeats records.
+pub async fn source_bookmarks_round_trip(
+    source: &dyn Source,
+    batch_size: usize,
+) -> Result<(), ConformanceError> {
+    const CHECK: &str = "source_bookmarks_round_trip";
+    let pages = read_all(CHECK, source, None, batch_size).await?;
+    let all = rows_of(&pages);
+    let mut seen = 0;
+    for (i, page) in pages.iter().enumerate() {
+        seen += page.len();
+        let Some(bookmark) = page.bookmark() else {
+            return fail(CHECK, format!("page {i} has no bookmark"));
+        };
+        let rest = rows_of(&read_all(CHECK, source, Some(bookmark.clone()), batch_size).await?);
+        if rest != all[seen..] {
+            return fail(
+                CHECK,
+                format!(
+                    "resuming after page {i} (bookmark {bookmark}) gave {} records, {} expected \
+                     (first: {:?}, expected first: {:?})",
+                    rest.len(),
+                    all.len() - seen,
+                    rest.first(),
+                    all.get(seen)
+                ),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A page of `(id Int, v Text)` rows, for sink checks.
+pub fn sample_page(ids: &[i64], tag: &str, bookmark: Json) -> Page {
+    let schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int),
+        Field::new("v", DataType::Text),
+    ]));
+    let mut b = PageBuilder::new(schema, ids.len());
+    for id in ids {
+        b.push_row([Value::Int(*id), Value::Text(format!("{tag}{id}"))]);
+    }
+    b.finish(Some(bookmark))
+}
+
+/// What the sink claims must hold: with keyed upsert (key `id`), writing the same page twice
+/// leaves each id once with the last value; with atomic watermark, a token only moves
+/// forward — a stale sequence is refused *and its rows are not committed* — and
+/// `last_committed_token` returns the stored one. A sink claiming neither passes trivially.
+/// `read_back` returns the rows now in the target.
+///
+/// # Errors
+/// When a claim does not hold.
+pub async fn sink_guarantee_is_truthful<F, Fut>(
+    sink: &dyn Sink,
+    read_back: F,
+) -> Result<(), ConformanceError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Vec<Json>>,
+{
+    const CHECK: &str = "sink_guarantee_is_truthful";
+    let caps = sink.capabilities();
+    if caps.keyed_upsert {
+        let mut w = io(CHECK, sink.open().await)?;
+        io(
+            CHECK,
+            w.write(&sample_page(&[1, 2, 3], "a", json!(1))).await,
+        )?;
+        io(CHECK, w.flush().await)?;
+        io(
+            CHECK,
+            w.write(&sample_page(&[2, 3, 4], "b", json!(2))).await,
+        )?;
+        io(CHECK, w.flush().await)?;
+        let rows = read_back().await;
+        let ids: Vec<_> = rows.iter().map(|r| r["id"].clone()).collect();
+        let mut unique = ids.clone();
+        unique.sort_by_key(|v| v.to_string());
+        unique.dedup();
+        if unique.len() != ids.len() || ids.len() != 4 {
+            return fail(
+                CHECK,
+                format!(
+                    "claims keyed upsert, but a replay left ids {ids:?} (want 1..=4 once each)"
+                ),
+            );
+        }
+        let two = rows.iter().find(|r| r["id"] == json!(2));
+        if two.map(|r| &r["v"]) != Some(&json!("b2")) {
+            return fail(
+                CHECK,
+                format!("the replayed row was not overwritten: {two:?}"),
+            );
+        }
+    }
+    if caps.atomic_watermark {
+        let scope = "conformance-atomic";
+        let mut w = io(CHECK, sink.open().await)?;
+        let before = read_back().await.len();
+        let t2 = CommitToken {
+            sequence: 2,
+            bookmark: json!({"offset": 2}),
+        };
+        io(
+            CHECK,
+            w.write_committed(&sample_page(&[100], "t", json!(2)), scope, &t2)
+                .await,
+        )?;
+        let stale = CommitToken {
+            sequence: 1,
+            bookmark: json!({"offset": 1}),
+        };
+        if w.write_committed(&sample_page(&[101], "t", json!(1)), scope, &stale)
+            .await
+            .is_ok()
+        {
+            return fail(
+                CHECK,
+                "a stale commit token (sequence 1 after 2) was accepted",
+            );
+        }
+        let after = read_back().await;
+        if after.len() != before + 1 || after.iter().any(|r| r["id"] == json!(101)) {
+            return fail(
+                CHECK,
+                "the rows of a refused (stale) commit reached the target, or the accepted ones \
+                 did not",
+            );
+        }
+        let token = io(CHECK, w.last_committed_token(scope).await)?;
+        if token.as_ref() != Some(&t2) {
+            return fail(
+                CHECK,
+                format!("last_committed_token gave {token:?}, want {t2:?}"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// After `write` + `flush` of a page, `read_back` shows its rows, exactly.
+///
+/// # Errors
+/// When flushed rows are missing or different.
+pub async fn sink_flush_is_durable<F, Fut>(
+    sink: &dyn Sink,
+    read_back: F,
+) -> Result<(), ConformanceError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Vec<Json>>,
+{
+    const CHECK: &str = "sink_flush_is_durable";
+    let page = sample_page(&[7, 8, 9], "d", json!({"offset": 3}));
+    let before = read_back().await.len();
+    let mut w = io(CHECK, sink.open().await)?;
+    io(CHECK, w.write(&page).await)?;
+    io(CHECK, w.flush().await)?;
+    drop(w);
+    let rows = read_back().await;
+    let want = rows_of(std::slice::from_ref(&page));
+    if rows.len() != before + want.len() || rows[before..] != want[..] {
+        return fail(
+            CHECK,
+            format!(
+                "after flush the target shows {:?}, want {want:?} appended",
+                &rows[before.min(rows.len())..]
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// `op` returns an error rather than panicking (it runs in a task, so a panic is caught).
+///
+/// # Errors
+/// When the operation panics, or succeeds although it should fail.
+pub async fn errors_not_panics<F, T>(what: &str, op: F) -> Result<(), ConformanceError>
+where
+    F: Future<Output = Result<T, FaucetError>> + Send + 'static,
+    T: Send + 'static,
+{
+    const CHECK: &str = "errors_not_panics";
+    match tokio::spawn(op).await {
+        Err(join) if join.is_panic() => fail(CHECK, format!("{what}: panicked")),
+        Err(join) => fail(CHECK, format!("{what}: task failed: {join}")),
+        Ok(Ok(_)) => fail(CHECK, format!("{what}: succeeded, an error was expected")),
+        Ok(Err(_)) => Ok(()),
+    }
+}
+
+/// A run cancelled after its first page returns `Ok` with `cancelled: true`, the sink holds
+/// exactly the records the summary counts (as `read_back` shows them), and the state store
+/// holds the summary's last bookmark. The source must yield more than one page at
+/// `batch_size`.
+///
+/// # Errors
+/// When the run fails, is not marked cancelled, or the sink and state disagree with it.
+pub async fn cancellation_flushes<F, Fut>(
+    source: &dyn Source,
+    sink: &dyn Sink,
+    batch_size: usize,
+    read_back: F,
+) -> Result<(), ConformanceError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Vec<Json>>,
+{
+    const CHECK: &str = "cancellation_flushes";
+    let before = read_back().await.len();
+    let state = Arc::new(crate::state::MemoryStateStore::new());
+    let options = RunStreamOptions {
+        batch_size,
+        state_key: "conformance-cancel".into(),
+        ..RunStreamOptions::default()
+    };
+    let cancel = options.cancel.clone();
+    let options = RunStreamOptions {
+        on_progress: Some(Arc::new(move |_| cancel.cancel())),
+        ..options
+    };
+    let summary = io(
+        CHECK,
+        Pipeline::from_dyn(source, sink)
+            .with_state_store(state.clone())
+            .with_options(options)
+            .run()
+            .await,
+    )?;
+    if !summary.cancelled {
+        return fail(CHECK, "the summary does not say the run was cancelled");
+    }
+    let written = read_back().await.len() - before;
+    if written as u64 != summary.records_out {
+        return fail(
+            CHECK,
+            format!(
+                "the sink holds {written} new records, the summary says {}",
+                summary.records_out
+            ),
+        );
+    }
+    let stored = io(CHECK, state.get("conformance-cancel").await)?;
+    if stored != summary.last_bookmark {
+        return fail(
+            CHECK,
+            format!(
+                "state holds {stored:?}, summary says {:?}",
+                summary.last_bookmark
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// The [`StateStore`] contract: missing key → `None`; put/get round trip of nested JSON with
+/// an exact big integer; overwrite; delete, and delete of a missing key, succeed; invalid keys
+/// are rejected; `check` passes and leaves no [`DOCTOR_KEY`] behind. Uses keys under
+/// `prefix` (a valid key prefix unique to the test).
+///
+/// # Errors
+/// When any part of the contract does not hold.
+pub async fn state_store_contract(
+    store: &dyn StateStore,
+    prefix: &str,
+) -> Result<(), ConformanceError> {
+    const CHECK: &str = "state_store_contract";
+    let key = format!("{prefix}conformance");
+    let _ = store.delete(&key).await;
+    if io(CHECK, store.get(&key).await)?.is_some() {
+        return fail(CHECK, "a missing key read as Some");
+    }
+    let big: Json = serde_json::from_str(
+        r#"{"lsn":"0/16B3748","nested":{"ids":[1,2,3],"n":12345678901234567890}}"#,
+    )
+    .unwrap_or_default();
+    io(CHECK, store.put(&key, &big).await)?;
+    let back = io(CHECK, store.get(&key).await)?;
+    if back.as_ref() != Some(&big) {
+        return fail(CHECK, format!("put {big} but read back {back:?}"));
+    }
+    io(CHECK, store.put(&key, &json!({"v": 2})).await)?;
+    if io(CHECK, store.get(&key).await)? != Some(json!({"v": 2})) {
+        return fail(CHECK, "an overwrite did not take");
+    }
+    io(CHECK, store.delete(&key).await)?;
+    io(CHECK, store.delete(&key).await)?;
+    if io(CHECK, store.get(&key).await)?.is_some() {
+        return fail(CHECK, "a deleted key still reads as Some");
+    }
+    for bad in ["", "a/b", "a b", ".hidden"] {
+        if store.put(bad, &json!(1)).await.is_ok() {
+            return fail(CHECK, format!("invalid key {bad:?} was accepted"));
+        }
+    }
+    io(CHECK, store.check().await)?;
+    if io(CHECK, store.get(DOCTOR_KEY).await)?.is_some() {
+        return fail(CHECK, "check() left its sentinel key behind");
+    }
+    Ok(())
+}

@@ -1,0 +1,263 @@
+//! The run loop's ordering, delivery resolution, resume, cancellation and error paths.
+
+use std::sync::Arc;
+
+use faucet_core::state::{MemoryStateStore, StateStore};
+use faucet_core::testing::{CrashSwitch, CrashingStateStore, MemorySink, VecSource};
+use faucet_core::{
+    DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, FaucetError,
+    LimitingSide, Pipeline, RunStreamOptions,
+};
+use serde_json::json;
+
+fn opts(batch: usize) -> RunStreamOptions {
+    RunStreamOptions {
+        batch_size: batch,
+        state_key: "t::run".into(),
+        ..RunStreamOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn writes_flushes_then_persists_each_page_and_resumes() {
+    let source = VecSource::sequence(25);
+    let sink = MemorySink::new();
+    let state = Arc::new(MemoryStateStore::new());
+    let summary = Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(10))
+        .run()
+        .await
+        .expect("run");
+    assert_eq!(summary.records_out, 25);
+    assert_eq!(summary.pages, 3);
+    assert_eq!(summary.guarantee, DeliveryGuarantee::AtLeastOnce);
+    assert_eq!(summary.last_bookmark, Some(json!({"offset": 25})));
+    assert_eq!(sink.rows(), source.expected());
+    // Every page is written then flushed before the next; one final flush on the way out.
+    assert_eq!(
+        sink.log().calls,
+        [
+            "write", "flush", "write", "flush", "write", "flush", "flush"
+        ]
+    );
+    // The source heard of each bookmark only after it was stored.
+    assert_eq!(
+        source.acks(),
+        [
+            json!({"offset": 10}),
+            json!({"offset": 20}),
+            json!({"offset": 25})
+        ]
+    );
+    assert_eq!(
+        state.get("t::run").await.expect("get"),
+        Some(json!({"offset": 25}))
+    );
+
+    // A second run resumes at the end: nothing moves, nothing doubles.
+    let again = Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(10))
+        .run()
+        .await
+        .expect("rerun");
+    assert_eq!(again.records_out, 0);
+    assert_eq!(again.resumed_from, Some(json!({"offset": 25})));
+    assert_eq!(sink.rows().len(), 25);
+}
+
+#[tokio::test]
+async fn unmet_delivery_request_fails_before_any_io() {
+    let source = VecSource::sequence(5);
+    let sink = MemorySink::new();
+    for request in [
+        DeliveryRequest::EffectivelyOnce,
+        DeliveryRequest::ExactlyOnce,
+    ] {
+        let err = Pipeline::new(&source, &sink)
+            .with_options(RunStreamOptions {
+                delivery: request,
+                ..opts(2)
+            })
+            .run()
+            .await
+            .expect_err("must refuse");
+        match err {
+            FaucetError::Delivery(DeliveryError::Unsatisfiable {
+                side,
+                connector,
+                fix,
+                ..
+            }) => {
+                assert_eq!(side, LimitingSide::Sink);
+                assert_eq!(connector, "memory");
+                assert!(fix.contains("upsert"), "{fix}");
+            }
+            other => panic!("expected a delivery error, got {other}"),
+        }
+        assert!(sink.log().calls.is_empty(), "no data may move");
+    }
+    // An atomic sink with a non-durable state store: the state store is the limit.
+    let atomic = MemorySink::atomic();
+    let err = Pipeline::new(&source, &atomic)
+        .with_options(RunStreamOptions {
+            delivery: DeliveryRequest::EffectivelyOnce,
+            ..opts(2)
+        })
+        .run()
+        .await
+        .expect_err("memory state is not durable");
+    assert!(
+        matches!(
+            err,
+            FaucetError::Delivery(DeliveryError::Unsatisfiable {
+                side: LimitingSide::StateStore,
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn keyed_and_atomic_sinks_give_effectively_once() {
+    let source = VecSource::sequence(7);
+    let keyed = MemorySink::keyed("id");
+    let s = Pipeline::new(&source, &keyed)
+        .with_options(RunStreamOptions {
+            delivery: DeliveryRequest::ExactlyOnce,
+            ..opts(3)
+        })
+        .run()
+        .await
+        .expect("keyed");
+    assert_eq!(
+        s.guarantee,
+        DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::KeyedUpsert)
+    );
+    let atomic = MemorySink::atomic();
+    let state = Arc::new(CrashingStateStore::new(CrashSwitch::never()));
+    let s = Pipeline::new(&source, &atomic)
+        .with_state_store(state)
+        .with_options(RunStreamOptions {
+            delivery: DeliveryRequest::EffectivelyOnce,
+            ..opts(3)
+        })
+        .run()
+        .await
+        .expect("atomic");
+    assert_eq!(
+        s.guarantee,
+        DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark)
+    );
+    assert_eq!(atomic.rows(), source.expected());
+    assert_eq!(atomic.log().tokens["t::run"].sequence, 3);
+}
+
+#[tokio::test]
+async fn atomic_sink_re_anchors_when_state_is_behind_or_lost() {
+    let source = VecSource::sequence(9);
+    let sink = MemorySink::atomic();
+    let state = Arc::new(CrashingStateStore::new(CrashSwitch::never()));
+    Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(4))
+        .run()
+        .await
+        .expect("first run");
+    // The state entry is lost; the sink's token still knows where the run stopped.
+    state.delete("t::run").await.expect("delete");
+    let s = Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(4))
+        .run()
+        .await
+        .expect("second run");
+    assert!(s.re_anchored);
+    assert_eq!(s.records_out, 0);
+    assert_eq!(sink.rows(), source.expected(), "nothing doubled");
+}
+
+#[tokio::test]
+async fn a_failing_source_flushes_what_was_written_and_keeps_the_bookmark_behind() {
+    let mut source = VecSource::sequence(10);
+    source.fail_at_offset = Some(6);
+    let sink = MemorySink::new();
+    let state = Arc::new(MemoryStateStore::new());
+    let err = Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(3))
+        .run()
+        .await
+        .expect_err("the source fails at offset 6");
+    assert!(matches!(err, FaucetError::Read { .. }), "{err}");
+    assert_eq!(sink.rows().len(), 6);
+    assert_eq!(
+        state.get("t::run").await.expect("get"),
+        Some(json!({"offset": 6}))
+    );
+}
+
+#[tokio::test]
+async fn cancellation_finishes_the_page_in_hand() {
+    let source = VecSource::sequence(100);
+    let sink = MemorySink::new();
+    faucet_core::testing::conformance::cancellation_flushes(&source, &sink, 10, || async {
+        sink.rows()
+    })
+    .await
+    .expect("cancellation");
+    assert_eq!(sink.rows().len(), 10);
+}
+
+#[tokio::test]
+async fn a_second_runner_of_the_same_key_is_refused_with_the_holder_named() {
+    use faucet_core::state::{LeaseHolder, LeaseOutcome};
+    let state = Arc::new(MemoryStateStore::new());
+    let other = LeaseHolder {
+        id: "other".into(),
+        host: "elsewhere".into(),
+        pid: 4242,
+        since: "2026-11-30T06:00:00Z".into(),
+    };
+    let lease = match state
+        .acquire_lease("t::run", &other, std::time::Duration::from_secs(60))
+        .await
+        .expect("acquire")
+    {
+        LeaseOutcome::Acquired(l) => l,
+        o => panic!("{o:?}"),
+    };
+    let source = VecSource::sequence(3);
+    let sink = MemorySink::new();
+    let err = Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(2))
+        .run()
+        .await
+        .expect_err("held");
+    let msg = err.to_string();
+    assert!(msg.contains("4242") && msg.contains("elsewhere"), "{msg}");
+    assert!(sink.rows().is_empty());
+    // Waiting works once the holder lets go.
+    let waiting = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            let source = VecSource::sequence(3);
+            let sink = MemorySink::new();
+            Pipeline::new(&source, &sink)
+                .with_state_store(state)
+                .with_options(RunStreamOptions {
+                    wait_for_lease: Some(std::time::Duration::from_secs(10)),
+                    ..opts(2)
+                })
+                .run()
+                .await
+                .map(|s| s.records_out)
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    state.release_lease(&lease).await.expect("release");
+    assert_eq!(waiting.await.expect("join").expect("run"), 3);
+}
