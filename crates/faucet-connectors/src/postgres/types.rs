@@ -1,1 +1,866 @@
-//! PostgreSQL text output → faucet values, and faucet types → SQL types.
+//! PostgreSQL text output → faucet values, and faucet types → SQL types: the one type
+//! mapping shared by the `postgres` query source, the `postgres-cdc` source and the
+//! `postgres` sink (DESIGN.md, "Values and their JSON form").
+//!
+//! Every value is read in PostgreSQL's *text* output form (what `COPY ... TO STDOUT`, the
+//! simple-query protocol and pgoutput's text mode send), under the session settings of
+//! [`SESSION_SETUP`], so one decoder serves every read path:
+//!
+//! | type (OID) | text | [`Value`] |
+//! |---|---|---|
+//! | int2/int4/int8, oid | `-42` | `Int` (exact) |
+//! | numeric | `1.10`, `NaN`, `Infinity` | `Numeric` with exactly those digits |
+//! | float4/float8 | `0.1`, `1e+300`, `NaN`, `-Infinity` | `Float` |
+//! | bool | `t` / `f` | `Bool` |
+//! | text, varchar, bpchar, name, "char", uuid, enum, citext, unknown | as is | `Text` |
+//! | date | `2024-02-29`, `infinity` | `Date` (as is) |
+//! | timestamp | `2024-02-29 13:45:00.123456` | `Timestamp("2024-02-29T13:45:00.123456")` |
+//! | timestamptz | `2024-02-29 12:45:00.123456+00` | `TimestampTz("2024-02-29T12:45:00.123456Z")` |
+//! | time / timetz | `13:45:00` / `13:45:00+01` | `Time` / `TimeTz("13:45:00+01:00")` |
+//! | interval (`IntervalStyle=iso_8601`) | `P1Y2M3DT4H5M6.5S` | `Interval` (as is) |
+//! | json, jsonb | `{"a":1}` | `Json` (numbers kept exact: `arbitrary_precision`) |
+//! | bytea (`bytea_output=hex`) | `\xdeadbeef` | `Bytes` (the legacy escape form is decoded too) |
+//! | arrays (`_int4`, `_text`, ...) | `{"a,b",NULL}`, `[0:1]={x,y}` | `Array`, nested for more dimensions |
+//!
+//! Infinities (`infinity`, `-infinity`) of date/timestamp/timestamptz are kept as those words;
+//! dates and timestamps before the common era (`0044-03-15 BC`) are kept as PostgreSQL's text,
+//! which PostgreSQL reads back unchanged. An array's non-default lower bounds (the `[0:1]=`
+//! prefix) are dropped, as PostgreSQL's own `to_jsonb` does: the elements are kept, in order,
+//! and a sink writes them back with lower bound 1.
+
+// Used by the query source, the CDC source and the sink as they land.
+#![allow(dead_code)]
+
+use chrono::NaiveDateTime;
+use faucet_core::{DataType, Value};
+
+/// The settings every faucet PostgreSQL session runs right after connecting, so that the
+/// text forms decoded by [`decode_text`] are the ones documented there, and the sink's text
+/// input is read the same way: UTC timestamps, ISO dates, ISO 8601 intervals, shortest-exact
+/// floats (`extra_float_digits = 1`, the default since PostgreSQL 12), hex bytea, and
+/// standard-conforming string literals (backslashes are plain characters in `'...'`).
+pub(crate) const SESSION_SETUP: &str = "SET client_encoding = 'UTF8'; SET TimeZone = 'UTC'; \
+     SET DateStyle = 'ISO'; SET IntervalStyle = 'iso_8601'; SET extra_float_digits = 1; \
+     SET bytea_output = 'hex'; SET standard_conforming_strings = on";
+
+/// Built-in type OIDs (PostgreSQL `src/include/catalog/pg_type.dat`; stable across versions).
+pub(crate) mod oid {
+    /// boolean
+    pub(crate) const BOOL: u32 = 16;
+    /// bytea
+    pub(crate) const BYTEA: u32 = 17;
+    /// "char" (one byte)
+    pub(crate) const CHAR: u32 = 18;
+    /// name
+    pub(crate) const NAME: u32 = 19;
+    /// bigint
+    pub(crate) const INT8: u32 = 20;
+    /// smallint
+    pub(crate) const INT2: u32 = 21;
+    /// integer
+    pub(crate) const INT4: u32 = 23;
+    /// text
+    pub(crate) const TEXT: u32 = 25;
+    /// oid
+    pub(crate) const OID: u32 = 26;
+    /// json
+    pub(crate) const JSON: u32 = 114;
+    /// real
+    pub(crate) const FLOAT4: u32 = 700;
+    /// double precision
+    pub(crate) const FLOAT8: u32 = 701;
+    /// character(n)
+    pub(crate) const BPCHAR: u32 = 1042;
+    /// character varying
+    pub(crate) const VARCHAR: u32 = 1043;
+    /// date
+    pub(crate) const DATE: u32 = 1082;
+    /// time without time zone
+    pub(crate) const TIME: u32 = 1083;
+    /// timestamp without time zone
+    pub(crate) const TIMESTAMP: u32 = 1114;
+    /// timestamp with time zone
+    pub(crate) const TIMESTAMPTZ: u32 = 1184;
+    /// interval
+    pub(crate) const INTERVAL: u32 = 1186;
+    /// time with time zone
+    pub(crate) const TIMETZ: u32 = 1266;
+    /// numeric
+    pub(crate) const NUMERIC: u32 = 1700;
+    /// uuid
+    pub(crate) const UUID: u32 = 2950;
+    /// jsonb
+    pub(crate) const JSONB: u32 = 3802;
+    /// text[]
+    pub(crate) const TEXT_ARRAY: u32 = 1009;
+}
+
+/// Array type OID → element type OID, for the element types faucet decodes
+/// (`pg_type.dat`, the `array_type_oid` of each element type).
+const ARRAYS: &[(u32, u32)] = &[
+    (1000, oid::BOOL),
+    (1001, oid::BYTEA),
+    (1002, oid::CHAR),
+    (1003, oid::NAME),
+    (1005, oid::INT2),
+    (1007, oid::INT4),
+    (oid::TEXT_ARRAY, oid::TEXT),
+    (1014, oid::BPCHAR),
+    (1015, oid::VARCHAR),
+    (1016, oid::INT8),
+    (1021, oid::FLOAT4),
+    (1022, oid::FLOAT8),
+    (1028, oid::OID),
+    (1115, oid::TIMESTAMP),
+    (1182, oid::DATE),
+    (1183, oid::TIME),
+    (1185, oid::TIMESTAMPTZ),
+    (1187, oid::INTERVAL),
+    (1231, oid::NUMERIC),
+    (1270, oid::TIMETZ),
+    (2951, oid::UUID),
+    (199, oid::JSON),
+    (3807, oid::JSONB),
+];
+
+/// The element type OID of the array type `array_oid`, if it is one faucet knows.
+pub(crate) fn element_oid(array_oid: u32) -> Option<u32> {
+    ARRAYS
+        .iter()
+        .find(|(a, _)| *a == array_oid)
+        .map(|(_, e)| *e)
+}
+
+/// The array type OID whose elements are `elem_oid`, if it is one faucet knows.
+pub(crate) fn array_oid_of(elem_oid: u32) -> Option<u32> {
+    ARRAYS.iter().find(|(_, e)| *e == elem_oid).map(|(a, _)| *a)
+}
+
+/// The faucet type of a column of type `type_oid`; unknown OIDs (enums, extension types such
+/// as citext, domains not resolved by the caller) are [`DataType::Text`].
+pub(crate) fn data_type_of(type_oid: u32) -> DataType {
+    match type_oid {
+        oid::BOOL => DataType::Bool,
+        oid::INT2 | oid::INT4 | oid::INT8 | oid::OID => DataType::Int,
+        oid::FLOAT4 | oid::FLOAT8 => DataType::Float,
+        oid::NUMERIC => DataType::Numeric,
+        oid::BYTEA => DataType::Bytes,
+        oid::JSON | oid::JSONB => DataType::Json,
+        oid::DATE => DataType::Date,
+        oid::TIMESTAMP => DataType::Timestamp,
+        oid::TIMESTAMPTZ => DataType::TimestampTz,
+        oid::TIME => DataType::Time,
+        oid::TIMETZ => DataType::TimeTz,
+        oid::INTERVAL => DataType::Interval,
+        other => match element_oid(other) {
+            Some(elem) => DataType::Array(Box::new(data_type_of(elem))),
+            None => DataType::Text,
+        },
+    }
+}
+
+/// The PostgreSQL column type the sink creates for a faucet type (`create_table: true`):
+/// Int → `bigint`, Numeric → `numeric`, Float → `double precision`, Text → `text`,
+/// Bool → `boolean`, Bytes → `bytea`, Json → `jsonb`, Date → `date`, Timestamp →
+/// `timestamp`, TimestampTz → `timestamptz`, Time → `time`, TimeTz → `timetz`, Interval →
+/// `interval`, Array(t) → `t[]` (PostgreSQL does not distinguish dimensions: an array of
+/// arrays is also `t[]`), Unknown → `text`.
+pub(crate) fn sql_type_of(data_type: &DataType) -> &'static str {
+    match data_type {
+        DataType::Array(inner) => {
+            let mut elem = &**inner;
+            while let DataType::Array(deeper) = elem {
+                elem = deeper;
+            }
+            match elem {
+                DataType::Bool => "boolean[]",
+                DataType::Int => "bigint[]",
+                DataType::Float => "double precision[]",
+                DataType::Numeric => "numeric[]",
+                DataType::Bytes => "bytea[]",
+                DataType::Json => "jsonb[]",
+                DataType::Date => "date[]",
+                DataType::Timestamp => "timestamp[]",
+                DataType::TimestampTz => "timestamptz[]",
+                DataType::Time => "time[]",
+                DataType::TimeTz => "timetz[]",
+                DataType::Interval => "interval[]",
+                _ => "text[]",
+            }
+        }
+        DataType::Bool => "boolean",
+        DataType::Int => "bigint",
+        DataType::Float => "double precision",
+        DataType::Numeric => "numeric",
+        DataType::Bytes => "bytea",
+        DataType::Json => "jsonb",
+        DataType::Date => "date",
+        DataType::Timestamp => "timestamp",
+        DataType::TimestampTz => "timestamptz",
+        DataType::Time => "time",
+        DataType::TimeTz => "timetz",
+        DataType::Interval => "interval",
+        _ => "text",
+    }
+}
+
+/// Decodes PostgreSQL's text output form of a value of type `type_oid` (see the module table).
+/// SQL NULL never reaches this function: the caller maps it to [`Value::Null`].
+///
+/// # Errors
+/// A message naming the type and the text when the text is not a valid value of that type
+/// (the caller adds the column and row).
+pub(crate) fn decode_text(type_oid: u32, text: &str) -> Result<Value, String> {
+    match type_oid {
+        oid::INT2 | oid::INT4 | oid::INT8 | oid::OID => text
+            .parse::<i64>()
+            .map(Value::Int)
+            .map_err(|e| format!("invalid integer `{text}`: {e}")),
+        oid::NUMERIC => Value::numeric(text).map_err(|t| format!("invalid numeric `{t}`")),
+        oid::FLOAT4 | oid::FLOAT8 => decode_float(text).map(Value::Float),
+        oid::BOOL => match text {
+            "t" => Ok(Value::Bool(true)),
+            "f" => Ok(Value::Bool(false)),
+            other => Err(format!("invalid boolean `{other}` (expected `t` or `f`)")),
+        },
+        oid::DATE => Ok(Value::Date(text.to_owned())),
+        oid::TIMESTAMP => Ok(Value::Timestamp(decode_timestamp(text))),
+        oid::TIMESTAMPTZ => decode_timestamptz(text).map(Value::TimestampTz),
+        oid::TIME => Ok(Value::Time(text.to_owned())),
+        oid::TIMETZ => Ok(Value::TimeTz(normalize_offset(text))),
+        oid::INTERVAL => Ok(Value::Interval(text.to_owned())),
+        oid::JSON | oid::JSONB => serde_json::from_str(text)
+            .map(Value::Json)
+            .map_err(|e| format!("invalid json: {e}")),
+        oid::BYTEA => decode_bytea(text).map(Value::Bytes),
+        other => match element_oid(other) {
+            Some(elem) => decode_array(elem, text),
+            None => Ok(Value::Text(text.to_owned())),
+        },
+    }
+}
+
+/// `float4`/`float8` text: `NaN`, `Infinity`, `-Infinity` or a decimal (`1e+300`, `-0`).
+fn decode_float(text: &str) -> Result<f64, String> {
+    match text {
+        "NaN" => Ok(f64::NAN),
+        "Infinity" => Ok(f64::INFINITY),
+        "-Infinity" => Ok(f64::NEG_INFINITY),
+        _ => text
+            .parse::<f64>()
+            .map_err(|e| format!("invalid float `{text}`: {e}")),
+    }
+}
+
+/// `2024-02-29 13:45:00.123456` → `2024-02-29T13:45:00.123456`. `infinity`, `-infinity` and
+/// BC timestamps (`... BC`) are kept as PostgreSQL wrote them.
+fn decode_timestamp(text: &str) -> String {
+    if text.ends_with(" BC") {
+        return text.to_owned();
+    }
+    match text.find(' ') {
+        Some(i) => {
+            let mut out = String::with_capacity(text.len());
+            out.push_str(&text[..i]);
+            out.push('T');
+            out.push_str(&text[i + 1..]);
+            out
+        }
+        None => text.to_owned(),
+    }
+}
+
+/// `2024-02-29 12:45:00.123456+00` → `2024-02-29T12:45:00.123456Z`. With `TimeZone=UTC` the
+/// offset is always `+00`; any other offset (`+05:30`, `-08`) is converted to UTC, keeping
+/// the fraction digits as given. `infinity`, `-infinity` and BC values are kept as is.
+fn decode_timestamptz(text: &str) -> Result<String, String> {
+    if matches!(text, "infinity" | "-infinity") || text.ends_with(" BC") {
+        return Ok(text.to_owned());
+    }
+    // The offset starts at the last '+' or '-' after the time part.
+    let time_start = text.find(' ').ok_or_else(|| bad_tstz(text))?;
+    let sign_at = text[time_start..]
+        .rfind(['+', '-'])
+        .map(|i| i + time_start)
+        .ok_or_else(|| bad_tstz(text))?;
+    let (local, offset) = text.split_at(sign_at);
+    let (whole, fraction) = match local.find('.') {
+        Some(dot) => local.split_at(dot),
+        None => (local, ""),
+    };
+    if offset == "+00" {
+        let mut out = String::with_capacity(local.len() + 1);
+        out.push_str(&whole[..time_start]);
+        out.push('T');
+        out.push_str(&whole[time_start + 1..]);
+        out.push_str(fraction);
+        out.push('Z');
+        return Ok(out);
+    }
+    let seconds = offset_seconds(offset).ok_or_else(|| bad_tstz(text))?;
+    let naive = NaiveDateTime::parse_from_str(whole, "%Y-%m-%d %H:%M:%S")
+        .map_err(|e| format!("{}: {e}", bad_tstz(text)))?;
+    let utc = naive - chrono::Duration::seconds(i64::from(seconds));
+    Ok(format!("{}{fraction}Z", utc.format("%Y-%m-%dT%H:%M:%S")))
+}
+
+fn bad_tstz(text: &str) -> String {
+    format!("invalid timestamptz `{text}`")
+}
+
+/// `+05`, `-08:00`, `+05:30:15` → seconds east of UTC.
+fn offset_seconds(offset: &str) -> Option<i32> {
+    let (sign, rest) = match offset.as_bytes().first()? {
+        b'+' => (1, &offset[1..]),
+        b'-' => (-1, &offset[1..]),
+        _ => return None,
+    };
+    let mut total = 0i32;
+    for (i, part) in rest.split(':').enumerate() {
+        let n: i32 = part.parse().ok()?;
+        total += n * [3600, 60, 1].get(i)?;
+    }
+    Some(sign * total)
+}
+
+/// `13:45:00+01` → `13:45:00+01:00`; offsets with minutes or seconds are kept as given.
+fn normalize_offset(text: &str) -> String {
+    match text.rfind(['+', '-']) {
+        Some(i) if text.len() - i == 3 => format!("{text}:00"),
+        _ => text.to_owned(),
+    }
+}
+
+/// bytea text: the hex form `\x0a0b` (`bytea_output = hex`), or the legacy escape form
+/// (printable bytes as themselves, `\\` for a backslash, `\ooo` octal for the rest).
+pub(crate) fn decode_bytea(text: &str) -> Result<Vec<u8>, String> {
+    let b = text.as_bytes();
+    if let Some(hex) = b.strip_prefix(b"\\x") {
+        if hex.len() % 2 != 0 {
+            return Err(format!(
+                "invalid bytea hex: odd number of digits in `{text}`"
+            ));
+        }
+        return hex
+            .chunks_exact(2)
+            .map(|pair| match (hex_digit(pair[0]), hex_digit(pair[1])) {
+                (Some(h), Some(l)) => Ok(h << 4 | l),
+                _ => Err(format!("invalid bytea hex digit in `{text}`")),
+            })
+            .collect();
+    }
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' {
+            out.push(b[i]);
+            i += 1;
+        } else if b.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else {
+            let digits = b
+                .get(i + 1..i + 4)
+                .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)) && d[0] <= b'3');
+            let Some(d) = digits else {
+                return Err(format!("invalid bytea escape in `{text}`"));
+            };
+            out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+            i += 4;
+        }
+    }
+    Ok(out)
+}
+
+fn hex_digit(c: u8) -> Option<u8> {
+    match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        b'A'..=b'F' => Some(c - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Decodes an array literal whose elements are of type `elem_oid`: `{"a,b",c}`,
+/// `{NULL,"NULL",""}` (an unquoted `NULL` is SQL NULL, a quoted one the text), backslash
+/// escapes inside quotes, nesting `{{1,2},{3,4}}` (→ nested arrays), and a dimension prefix
+/// `[0:1]={x,y}`, which is dropped (see the module docs).
+pub(crate) fn decode_array(elem_oid: u32, text: &str) -> Result<Value, String> {
+    let body = strip_dimensions(text);
+    let mut parser = ArrayParser {
+        text: body.as_bytes(),
+        pos: 0,
+        elem_oid,
+    };
+    let value = parser
+        .array()
+        .map_err(|e| format!("invalid array literal `{text}`: {e}"))?;
+    if parser.pos != parser.text.len() {
+        return Err(format!(
+            "invalid array literal `{text}`: trailing characters"
+        ));
+    }
+    Ok(value)
+}
+
+/// `[0:1]={x,y}` → `{x,y}`; `[1:2][1:2]={{..}}` → `{{..}}`.
+fn strip_dimensions(text: &str) -> &str {
+    if text.starts_with('[') {
+        if let Some(eq) = text.find("={") {
+            return &text[eq + 1..];
+        }
+    }
+    text
+}
+
+struct ArrayParser<'a> {
+    text: &'a [u8],
+    pos: usize,
+    elem_oid: u32,
+}
+
+impl ArrayParser<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.pos).copied()
+    }
+
+    fn expect(&mut self, c: u8) -> Result<(), String> {
+        if self.peek() == Some(c) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(format!("expected `{}` at offset {}", c as char, self.pos))
+        }
+    }
+
+    fn skip_spaces(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.pos += 1;
+        }
+    }
+
+    /// `{` elements `}`.
+    fn array(&mut self) -> Result<Value, String> {
+        self.expect(b'{')?;
+        let mut items = Vec::new();
+        self.skip_spaces();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(Value::Array(items));
+        }
+        loop {
+            self.skip_spaces();
+            items.push(self.element()?);
+            self.skip_spaces();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(Value::Array(items));
+                }
+                _ => return Err(format!("expected `,` or `}}` at offset {}", self.pos)),
+            }
+        }
+    }
+
+    fn element(&mut self) -> Result<Value, String> {
+        match self.peek() {
+            Some(b'{') => self.array(),
+            Some(b'"') => {
+                let text = self.quoted()?;
+                decode_text(self.elem_oid, &text)
+            }
+            Some(_) => {
+                let start = self.pos;
+                while let Some(c) = self.peek() {
+                    if matches!(c, b',' | b'}') {
+                        break;
+                    }
+                    if c == b'\\' {
+                        return Err(format!(
+                            "backslash in an unquoted element at offset {}",
+                            self.pos
+                        ));
+                    }
+                    self.pos += 1;
+                }
+                let raw = std::str::from_utf8(&self.text[start..self.pos])
+                    .map_err(|e| e.to_string())?
+                    .trim_end();
+                if raw.eq_ignore_ascii_case("NULL") {
+                    Ok(Value::Null)
+                } else {
+                    decode_text(self.elem_oid, raw)
+                }
+            }
+            None => Err("unexpected end".to_owned()),
+        }
+    }
+
+    /// A double-quoted element: `\x` is `x` for any character `x`.
+    fn quoted(&mut self) -> Result<String, String> {
+        self.expect(b'"')?;
+        let mut out = Vec::new();
+        loop {
+            match self.peek() {
+                Some(b'"') => {
+                    self.pos += 1;
+                    break;
+                }
+                Some(b'\\') => {
+                    let c = self
+                        .text
+                        .get(self.pos + 1)
+                        .copied()
+                        .ok_or("unterminated escape")?;
+                    out.push(c);
+                    self.pos += 2;
+                }
+                Some(c) => {
+                    out.push(c);
+                    self.pos += 1;
+                }
+                None => return Err("unterminated quoted element".to_owned()),
+            }
+        }
+        String::from_utf8(out).map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(s: &str) -> Value {
+        Value::Text(s.to_owned())
+    }
+
+    #[test]
+    fn integers_are_exact() {
+        assert_eq!(decode_text(oid::INT2, "-32768"), Ok(Value::Int(-32768)));
+        assert_eq!(decode_text(oid::INT4, "42"), Ok(Value::Int(42)));
+        assert_eq!(
+            decode_text(oid::INT8, "9223372036854775807"),
+            Ok(Value::Int(i64::MAX))
+        );
+        assert_eq!(
+            decode_text(oid::INT8, "-9223372036854775808"),
+            Ok(Value::Int(i64::MIN))
+        );
+        assert_eq!(
+            decode_text(oid::OID, "4294967295"),
+            Ok(Value::Int(4294967295))
+        );
+        assert!(decode_text(oid::INT4, "1.5").is_err());
+    }
+
+    #[test]
+    fn numerics_keep_their_digits_and_specials() {
+        // case 04: every value exactly as PostgreSQL printed it.
+        for n in [
+            "0.00000000000000006938893903907228",
+            "12345678901234567890.123456789",
+            "-99999999999999999.999999999999999999",
+            "-9223372036854775809",
+            "9007199254740993",
+            "1.10",
+            "0.1000",
+            "0",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+        ] {
+            assert_eq!(
+                decode_text(oid::NUMERIC, n),
+                Ok(Value::numeric(n).expect("numeric")),
+                "{n}"
+            );
+        }
+        assert!(decode_text(oid::NUMERIC, "1,5").is_err());
+    }
+
+    #[test]
+    fn floats_round_trip_and_specials() {
+        assert_eq!(decode_text(oid::FLOAT8, "0.1"), Ok(Value::Float(0.1)));
+        assert_eq!(decode_text(oid::FLOAT8, "1e+300"), Ok(Value::Float(1e300)));
+        assert_eq!(
+            decode_text(oid::FLOAT8, "2.5e-308"),
+            Ok(Value::Float(2.5e-308))
+        );
+        assert_eq!(decode_text(oid::FLOAT4, "1e-45"), Ok(Value::Float(1e-45)));
+        assert_eq!(
+            decode_text(oid::FLOAT8, "Infinity"),
+            Ok(Value::Float(f64::INFINITY))
+        );
+        assert_eq!(
+            decode_text(oid::FLOAT4, "-Infinity"),
+            Ok(Value::Float(f64::NEG_INFINITY))
+        );
+        match decode_text(oid::FLOAT8, "NaN") {
+            Ok(Value::Float(f)) => assert!(f.is_nan()),
+            other => panic!("{other:?}"),
+        }
+        match decode_text(oid::FLOAT8, "-0") {
+            Ok(Value::Float(f)) => assert!(f == 0.0 && f.is_sign_negative()),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn booleans_and_texts() {
+        assert_eq!(decode_text(oid::BOOL, "t"), Ok(Value::Bool(true)));
+        assert_eq!(decode_text(oid::BOOL, "f"), Ok(Value::Bool(false)));
+        assert!(decode_text(oid::BOOL, "true").is_err());
+        for o in [
+            oid::TEXT,
+            oid::VARCHAR,
+            oid::BPCHAR,
+            oid::NAME,
+            oid::UUID,
+            oid::CHAR,
+        ] {
+            assert_eq!(decode_text(o, "a b"), Ok(text("a b")));
+        }
+        // An enum or an extension type (citext) has an OID faucet does not know.
+        assert_eq!(decode_text(987_654, "happy"), Ok(text("happy")));
+    }
+
+    #[test]
+    fn temporal_values() {
+        assert_eq!(
+            decode_text(oid::DATE, "2024-02-29"),
+            Ok(Value::Date("2024-02-29".into()))
+        );
+        assert_eq!(
+            decode_text(oid::DATE, "-infinity"),
+            Ok(Value::Date("-infinity".into()))
+        );
+        assert_eq!(
+            decode_text(oid::DATE, "0044-03-15 BC"),
+            Ok(Value::Date("0044-03-15 BC".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMP, "2024-02-29 13:45:00.123456"),
+            Ok(Value::Timestamp("2024-02-29T13:45:00.123456".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMP, "infinity"),
+            Ok(Value::Timestamp("infinity".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMP, "0044-03-15 12:00:00 BC"),
+            Ok(Value::Timestamp("0044-03-15 12:00:00 BC".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "2024-02-29 12:45:00.123456+00"),
+            Ok(Value::TimestampTz("2024-02-29T12:45:00.123456Z".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "2026-01-01 00:00:00+00"),
+            Ok(Value::TimestampTz("2026-01-01T00:00:00Z".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "2024-03-01 01:15:00.5+05:30"),
+            Ok(Value::TimestampTz("2024-02-29T19:45:00.5Z".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "2024-12-31 20:00:00-08"),
+            Ok(Value::TimestampTz("2025-01-01T04:00:00Z".into()))
+        );
+        for s in ["infinity", "-infinity"] {
+            assert_eq!(
+                decode_text(oid::TIMESTAMPTZ, s),
+                Ok(Value::TimestampTz(s.into()))
+            );
+        }
+        assert_eq!(
+            decode_text(oid::TIME, "13:45:00"),
+            Ok(Value::Time("13:45:00".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMETZ, "13:45:00+01"),
+            Ok(Value::TimeTz("13:45:00+01:00".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMETZ, "13:45:00.25-05:30"),
+            Ok(Value::TimeTz("13:45:00.25-05:30".into()))
+        );
+        assert_eq!(
+            decode_text(oid::INTERVAL, "P1Y2M3DT4H5M6.5S"),
+            Ok(Value::Interval("P1Y2M3DT4H5M6.5S".into()))
+        );
+    }
+
+    #[test]
+    fn json_keeps_big_numbers() {
+        let v = decode_text(
+            oid::JSONB,
+            r#"{"a": 12345678901234567890.5, "b": [1, null]}"#,
+        )
+        .expect("json");
+        let Value::Json(j) = v else { panic!() };
+        assert_eq!(
+            serde_json::to_string(&j).expect("json"),
+            r#"{"a":12345678901234567890.5,"b":[1,null]}"#
+        );
+        assert!(decode_text(oid::JSON, "{").is_err());
+    }
+
+    #[test]
+    fn bytea_hex_and_escape_forms() {
+        // case 24
+        assert_eq!(
+            decode_text(oid::BYTEA, r"\xdeadbeef"),
+            Ok(Value::Bytes(vec![0xde, 0xad, 0xbe, 0xef]))
+        );
+        assert_eq!(
+            decode_text(oid::BYTEA, r"\x00015c7f80ff"),
+            Ok(Value::Bytes(vec![0, 1, 0x5c, 0x7f, 0x80, 0xff]))
+        );
+        assert_eq!(decode_text(oid::BYTEA, r"\x"), Ok(Value::Bytes(vec![])));
+        assert_eq!(
+            decode_bytea(r"\336\255\276\357"),
+            Ok(vec![0xde, 0xad, 0xbe, 0xef])
+        );
+        assert_eq!(
+            decode_bytea(r"\\\\\000\377"),
+            Ok(vec![0x5c, 0x5c, 0x00, 0xff])
+        );
+        assert_eq!(decode_bytea(r#"{"k":"v"}"#), Ok(br#"{"k":"v"}"#.to_vec()));
+        assert_eq!(decode_bytea(""), Ok(vec![]));
+        assert!(decode_bytea(r"\x0").is_err());
+        assert!(decode_bytea(r"\xzz").is_err());
+        assert!(decode_bytea(r"\9").is_err());
+    }
+
+    fn arr(items: Vec<Value>) -> Value {
+        Value::Array(items)
+    }
+
+    #[test]
+    fn arrays_follow_the_literal_grammar() {
+        // case 23, row by row.
+        assert_eq!(
+            decode_text(oid::TEXT_ARRAY, r#"{"a,b",c}"#),
+            Ok(arr(vec![text("a,b"), text("c")]))
+        );
+        assert_eq!(
+            decode_text(1007, "{1,2,3}"),
+            Ok(arr(vec![Value::Int(1), Value::Int(2), Value::Int(3)]))
+        );
+        assert_eq!(
+            decode_text(oid::TEXT_ARRAY, r#"{"NULL",NULL,""}"#),
+            Ok(arr(vec![text("NULL"), Value::Null, text("")]))
+        );
+        assert_eq!(
+            decode_text(1007, "{NULL,4}"),
+            Ok(arr(vec![Value::Null, Value::Int(4)]))
+        );
+        assert_eq!(
+            decode_text(
+                oid::TEXT_ARRAY,
+                r#"{"say \"hi\"","back\\slash","two words","{brace}"}"#
+            ),
+            Ok(arr(vec![
+                text("say \"hi\""),
+                text("back\\slash"),
+                text("two words"),
+                text("{brace}")
+            ]))
+        );
+        assert_eq!(decode_text(1007, "{}"), Ok(arr(vec![])));
+        assert_eq!(
+            decode_text(1007, "{{1,2},{3,4}}"),
+            Ok(arr(vec![
+                arr(vec![Value::Int(1), Value::Int(2)]),
+                arr(vec![Value::Int(3), Value::Int(4)])
+            ]))
+        );
+        assert_eq!(
+            decode_text(oid::TEXT_ARRAY, "[0:1]={x,y}"),
+            Ok(arr(vec![text("x"), text("y")]))
+        );
+        assert_eq!(
+            decode_text(1007, "[3:4]={7,8}"),
+            Ok(arr(vec![Value::Int(7), Value::Int(8)]))
+        );
+        assert_eq!(
+            decode_text(1231, "{1.10,NaN,-Infinity}"),
+            Ok(arr(vec![
+                Value::numeric("1.10").expect("n"),
+                Value::numeric("NaN").expect("n"),
+                Value::numeric("-Infinity").expect("n")
+            ]))
+        );
+        assert_eq!(
+            decode_text(1001, r#"{"\\xdead",NULL}"#),
+            Ok(arr(vec![Value::Bytes(vec![0xde, 0xad]), Value::Null]))
+        );
+        assert_eq!(
+            decode_text(1185, r#"{"2024-02-29 12:45:00+00",infinity}"#),
+            Ok(arr(vec![
+                Value::TimestampTz("2024-02-29T12:45:00Z".into()),
+                Value::TimestampTz("infinity".into())
+            ]))
+        );
+        assert_eq!(
+            decode_text(3807, r#"{"{\"a\": 1}",null}"#),
+            Ok(arr(vec![
+                Value::Json(serde_json::json!({"a": 1})),
+                Value::Null
+            ]))
+        );
+        for bad in ["{", "{1,2", "{\"a}", "{1}}", "x"] {
+            assert!(decode_text(1007, bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn type_tables_agree() {
+        assert_eq!(data_type_of(oid::INT4), DataType::Int);
+        assert_eq!(data_type_of(oid::NUMERIC), DataType::Numeric);
+        assert_eq!(data_type_of(oid::FLOAT4), DataType::Float);
+        assert_eq!(data_type_of(oid::BOOL), DataType::Bool);
+        assert_eq!(data_type_of(oid::UUID), DataType::Text);
+        assert_eq!(data_type_of(oid::BYTEA), DataType::Bytes);
+        assert_eq!(data_type_of(oid::JSON), DataType::Json);
+        assert_eq!(data_type_of(oid::TIMESTAMPTZ), DataType::TimestampTz);
+        assert_eq!(data_type_of(oid::INTERVAL), DataType::Interval);
+        assert_eq!(data_type_of(1007), DataType::Array(Box::new(DataType::Int)));
+        assert_eq!(data_type_of(123_456), DataType::Text);
+        for (array, elem) in ARRAYS {
+            assert_eq!(element_oid(*array), Some(*elem));
+            assert_eq!(array_oid_of(*elem), Some(*array));
+        }
+        assert_eq!(sql_type_of(&DataType::Int), "bigint");
+        assert_eq!(sql_type_of(&DataType::Float), "double precision");
+        assert_eq!(sql_type_of(&DataType::Unknown), "text");
+        assert_eq!(
+            sql_type_of(&DataType::Array(Box::new(DataType::Array(Box::new(
+                DataType::Numeric
+            ))))),
+            "numeric[]"
+        );
+        for t in [
+            DataType::Bool,
+            DataType::Int,
+            DataType::Float,
+            DataType::Numeric,
+            DataType::Text,
+            DataType::Bytes,
+            DataType::Json,
+            DataType::Date,
+            DataType::Timestamp,
+            DataType::TimestampTz,
+            DataType::Time,
+            DataType::TimeTz,
+            DataType::Interval,
+        ] {
+            assert!(!sql_type_of(&t).is_empty());
+            assert!(
+                sql_type_of(&DataType::Array(Box::new(t.clone()))).ends_with("[]"),
+                "{t:?}"
+            );
+        }
+    }
+}
