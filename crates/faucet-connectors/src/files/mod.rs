@@ -1,1 +1,29 @@
-//! The file connectors: `csv` and `jsonl` sources, the `jsonl` sink.
+//! The file connectors: the `csv` and `jsonl` sources and the `jsonl` sink (feature `files`).
+//!
+//! * [`CsvSource`] reads an RFC 4180 CSV file (quoted delimiters, doubled quotes, line breaks
+//!   inside quotes, LF / CRLF / CR record ends, a UTF-8 BOM at byte 0) into pages of typed
+//!   records, strings unless [`CsvSourceConfig::columns`] declares a type;
+//! * [`JsonlSource`] reads one JSON object per line; a page's schema is the union of its
+//!   objects' keys in first-seen order;
+//! * [`JsonlSink`] appends one JSON object per line (values in DESIGN.md's JSON form), repairs
+//!   a torn last line left by a crash before appending, and is durable on `flush`.
+//!
+//! Both sources replay deterministically (the file is immutable while read) and put a
+//! [`FileBookmark`] after every page: `{"file", "byte_offset", "line", "records"}`, enough to
+//! resume exactly after the page's last record. A bookmark that does not fit the file (beyond
+//! its end, or not at a record boundary: the file was replaced) is an error naming the file.
+//! Malformed input is a [`faucet_core::FaucetError::Data`] naming `file:line`, never skipped.
+//!
+//! Every connector has the crate's shape: `XConfig` (serde, unknown fields rejected) with a
+//! pure `validate()`, `X::new(config)` (validates, no I/O), the I/O in `open()` / `check()`.
+//! Relative paths are relative to the process's current directory. File I/O runs on tokio's
+//! blocking pool, one hop per page, so a run never stalls the async executor.
+
+mod blocking;
+mod bookmark;
+mod csv;
+mod jsonl;
+
+pub use self::bookmark::FileBookmark;
+pub use self::csv::{ColumnType, Columns, CsvSource, CsvSourceConfig};
+pub use self::jsonl::{JsonlSink, JsonlSinkConfig, JsonlSource, JsonlSourceConfig};

@@ -1,0 +1,176 @@
+//! Reading a CSV field's text as its declared [`ColumnType`], into the normalised [`Value`]
+//! forms of DESIGN.md ("Values and their JSON form").
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, Timelike as _, Utc};
+use faucet_core::Value;
+
+use super::config::ColumnType;
+
+/// `text` as a value of type `ty`; the error says what was expected.
+pub(super) fn convert(ty: ColumnType, text: &str) -> Result<Value, String> {
+    match ty {
+        ColumnType::String => Ok(Value::Text(text.to_owned())),
+        ColumnType::Int => text
+            .parse::<i64>()
+            .map(Value::Int)
+            .map_err(|_| format!("`{text}` is not an int (a whole number within 64 bits)")),
+        ColumnType::Float => text
+            .parse::<f64>()
+            .map(Value::Float)
+            .map_err(|_| format!("`{text}` is not a float")),
+        ColumnType::Numeric => Value::numeric(text).map_err(|_| {
+            format!(
+                "`{text}` is not a numeric (digits with an optional sign, fraction and \
+                 exponent, like -12.50 or 1e-18; or NaN, Infinity, -Infinity)"
+            )
+        }),
+        ColumnType::Bool => parse_bool(text).map(Value::Bool).ok_or_else(|| {
+            format!("`{text}` is not a bool (true/false, t/f, yes/no, y/n, on/off, 1/0)")
+        }),
+        ColumnType::Date => parse_date(text).map(Value::Date),
+        ColumnType::Timestamp => parse_timestamp(text).map(Value::Timestamp),
+        ColumnType::Timestamptz => parse_timestamptz(text).map(Value::TimestampTz),
+        ColumnType::Json => serde_json::from_str(text)
+            .map(Value::Json)
+            .map_err(|e| format!("not a JSON document ({e})")),
+    }
+}
+
+fn parse_bool(text: &str) -> Option<bool> {
+    const TRUE: [&str; 6] = ["true", "t", "yes", "y", "on", "1"];
+    const FALSE: [&str; 6] = ["false", "f", "no", "n", "off", "0"];
+    if TRUE.iter().any(|t| t.eq_ignore_ascii_case(text)) {
+        Some(true)
+    } else if FALSE.iter().any(|f| f.eq_ignore_ascii_case(text)) {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+fn parse_date(text: &str) -> Result<String, String> {
+    if matches!(text, "infinity" | "-infinity") {
+        return Ok(text.to_owned());
+    }
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .map_err(|_| format!("`{text}` is not a date (YYYY-MM-DD)"))
+}
+
+fn parse_timestamp(text: &str) -> Result<String, String> {
+    if matches!(text, "infinity" | "-infinity") {
+        return Ok(text.to_owned());
+    }
+    ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())
+        .map(|t| format_naive(&t))
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is not a timestamp without time zone (YYYY-MM-DD HH:MM:SS[.fraction]; \
+                 a value with an offset needs the type timestamptz)"
+            )
+        })
+}
+
+fn parse_timestamptz(text: &str) -> Result<String, String> {
+    if matches!(text, "infinity" | "-infinity") {
+        return Ok(text.to_owned());
+    }
+    DateTime::parse_from_rfc3339(text)
+        .ok()
+        .or_else(|| {
+            ["%Y-%m-%d %H:%M:%S%.f%#z", "%Y-%m-%dT%H:%M:%S%.f%#z"]
+                .iter()
+                .find_map(|f| DateTime::parse_from_str(text, f).ok())
+        })
+        .map(|t| {
+            let mut s = format_naive(&t.with_timezone(&Utc).naive_utc());
+            s.push('Z');
+            s
+        })
+        .ok_or_else(|| {
+            format!(
+                "`{text}` is not a timestamp with an offset (RFC 3339 like \
+                 2024-02-29T12:45:00Z, or 2024-02-29 13:45:00+01); without an offset, declare \
+                 the type timestamp"
+            )
+        })
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` plus the fraction without trailing zeros (`.5`, `.123456`), as
+/// PostgreSQL prints timestamps in JSON.
+fn format_naive(t: &NaiveDateTime) -> String {
+    let mut s = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let nanos = t.nanosecond() % 1_000_000_000;
+    if nanos != 0 {
+        let digits = format!("{nanos:09}");
+        s.push('.');
+        s.push_str(digits.trim_end_matches('0'));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ok(ty: ColumnType, text: &str) -> Value {
+        convert(ty, text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn numbers_keep_their_meaning() {
+        assert_eq!(ok(ColumnType::Int, "-42"), Value::Int(-42));
+        assert!(convert(ColumnType::Int, "9223372036854775808").is_err());
+        assert!(convert(ColumnType::Int, "1.0").is_err());
+        assert_eq!(ok(ColumnType::Float, "2.5e-3"), Value::Float(0.0025));
+        assert_eq!(
+            ok(ColumnType::Numeric, "12345678901234567890.123456789"),
+            Value::numeric("12345678901234567890.123456789").expect("numeric")
+        );
+        assert_eq!(
+            ok(ColumnType::Numeric, "1.10"),
+            Value::numeric("1.10").expect("numeric")
+        );
+        assert!(convert(ColumnType::Numeric, "1,5").is_err());
+        assert_eq!(ok(ColumnType::Bool, "YES"), Value::Bool(true));
+        assert_eq!(ok(ColumnType::Bool, "0"), Value::Bool(false));
+        assert!(convert(ColumnType::Bool, "maybe").is_err());
+    }
+
+    #[test]
+    fn temporal_values_are_normalised() {
+        assert_eq!(
+            ok(ColumnType::Date, "2024-02-29"),
+            Value::Date("2024-02-29".into())
+        );
+        assert!(convert(ColumnType::Date, "2023-02-29").is_err());
+        assert_eq!(
+            ok(ColumnType::Timestamp, "2024-02-29 13:45:00.123450"),
+            Value::Timestamp("2024-02-29T13:45:00.12345".into())
+        );
+        assert_eq!(
+            ok(ColumnType::Timestamp, "2024-02-29T13:45:00"),
+            Value::Timestamp("2024-02-29T13:45:00".into())
+        );
+        assert!(convert(ColumnType::Timestamp, "2024-02-29T13:45:00Z").is_err());
+        assert_eq!(
+            ok(ColumnType::Timestamptz, "2024-02-29T13:45:00.5+01:00"),
+            Value::TimestampTz("2024-02-29T12:45:00.5Z".into())
+        );
+        assert_eq!(
+            ok(ColumnType::Timestamptz, "2013-01-01T06:00:00Z"),
+            Value::TimestampTz("2013-01-01T06:00:00Z".into())
+        );
+        assert_eq!(
+            ok(ColumnType::Timestamptz, "2024-02-29 13:45:00-05"),
+            Value::TimestampTz("2024-02-29T18:45:00Z".into())
+        );
+        assert!(convert(ColumnType::Timestamptz, "2024-02-29 13:45:00").is_err());
+        match ok(ColumnType::Json, r#"{"a": [1, 2.50]}"#) {
+            Value::Json(j) => assert_eq!(j.to_string(), r#"{"a":[1,2.50]}"#),
+            other => panic!("expected json, got {other:?}"),
+        }
+    }
+}

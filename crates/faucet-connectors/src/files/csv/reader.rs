@@ -1,0 +1,342 @@
+//! [`RecordReader`]: CSV records from a file, through `csv-core`'s tokenizer (the engine of
+//! the `csv` crate) over a buffer this module manages.
+//!
+//! Managing the buffer ourselves gives three things `csv::Reader` hides:
+//! * the raw bytes of the current record, kept contiguous across refills, so we can tell a
+//!   quoted `""` from an empty unquoted field (`null_values` compare unquoted fields only);
+//! * exact byte positions for bookmarks, and the line each record starts on;
+//! * control of the UTF-8 BOM: only one at byte 0 of the file is dropped. `csv-core` drops a
+//!   BOM at the start of whatever input it sees first (after a seek too, and not at all if
+//!   its first input is shorter than 3 bytes), so we strip it ourselves and *prime* the
+//!   tokenizer with one `\n` — an empty line it skips — before any file byte reaches it.
+//!
+//! Records end at LF, CR or CRLF (`csv-core`'s `Terminator::CRLF`); quoted fields may hold
+//! delimiters, doubled quotes and line breaks, split across any number of reads. Empty lines
+//! between records are skipped, as `csv-core` does.
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+
+use csv_core::{ReadRecordResult, Terminator};
+
+const BOM: &[u8; 3] = b"\xef\xbb\xbf";
+
+/// Reads CSV records from a file.
+pub(super) struct RecordReader {
+    file: File,
+    core: csv_core::Reader,
+    delimiter: u8,
+    quote: u8,
+    /// Raw input; valid bytes are `buf[..end]`.
+    buf: Vec<u8>,
+    /// The most bytes one `read` asks for.
+    read_size: usize,
+    /// Next byte for the tokenizer.
+    pos: usize,
+    end: usize,
+    /// Where the current record's raw bytes begin (leading empty lines included).
+    rec_start: usize,
+    /// The file offset of `buf[0]`.
+    base: u64,
+    eof: bool,
+    /// Unescaped field bytes of the current record, and where each field ends.
+    fields: Vec<u8>,
+    ends: Vec<usize>,
+    nfields: usize,
+    /// The line the current record starts on.
+    line: u64,
+    /// Whether each field of the current record was quoted; computed on demand.
+    quoted: Vec<bool>,
+    quoted_valid: bool,
+}
+
+impl RecordReader {
+    /// A reader of `file` from its start: a UTF-8 BOM at byte 0 is skipped. Reads at most
+    /// `read_size` bytes at a time (the buffer grows only for a longer record).
+    pub(super) fn new(file: File, delimiter: u8, quote: u8, read_size: usize) -> io::Result<Self> {
+        let core = csv_core::ReaderBuilder::new()
+            .delimiter(delimiter)
+            .quote(quote)
+            .double_quote(true)
+            .terminator(Terminator::CRLF)
+            .build();
+        let read_size = read_size.max(1);
+        let mut reader = Self {
+            file,
+            core,
+            delimiter,
+            quote,
+            buf: vec![0; read_size],
+            read_size,
+            pos: 0,
+            end: 0,
+            rec_start: 0,
+            base: 0,
+            eof: false,
+            fields: vec![0; 1024],
+            ends: vec![0; 64],
+            nfields: 0,
+            line: 1,
+            quoted: Vec::new(),
+            quoted_valid: false,
+        };
+        let mut head = [0u8; 3];
+        let n = read_up_to(&mut reader.file, &mut head)?;
+        let start = if n == 3 && &head == BOM { 3 } else { 0 };
+        reader.seek(start, 1)?;
+        Ok(reader)
+    }
+
+    /// Continues at file offset `offset`, which is at line `line` (a record boundary).
+    pub(super) fn seek(&mut self, offset: u64, line: u64) -> io::Result<()> {
+        self.file.seek(SeekFrom::Start(offset))?;
+        self.base = offset;
+        self.pos = 0;
+        self.end = 0;
+        self.rec_start = 0;
+        self.eof = false;
+        self.nfields = 0;
+        self.quoted_valid = false;
+        self.core.reset();
+        // Prime: the tokenizer skips this empty line and will never strip a BOM again.
+        let (res, nin, _, _) = self
+            .core
+            .read_record(b"\n", &mut self.fields, &mut self.ends);
+        debug_assert!(res == ReadRecordResult::InputEmpty && nin == 1);
+        self.core.set_line(line);
+        self.line = line;
+        Ok(())
+    }
+
+    /// The open file (for checks that read it directly; call [`RecordReader::seek`] after).
+    pub(super) fn file_mut(&mut self) -> &mut File {
+        &mut self.file
+    }
+
+    /// Reads the next record; `false` at the end of the file.
+    ///
+    /// # Errors
+    /// The I/O error of a failed read.
+    pub(super) fn read_record(&mut self) -> io::Result<bool> {
+        self.rec_start = self.pos;
+        self.quoted_valid = false;
+        let line_before = self.core.line();
+        let (mut nout, mut nend) = (0, 0);
+        loop {
+            if self.pos == self.end && !self.eof {
+                self.refill()?;
+            }
+            let (res, nin, o, e) = self.core.read_record(
+                &self.buf[self.pos..self.end],
+                &mut self.fields[nout..],
+                &mut self.ends[nend..],
+            );
+            self.pos += nin;
+            nout += o;
+            nend += e;
+            match res {
+                ReadRecordResult::InputEmpty => {}
+                ReadRecordResult::OutputFull => {
+                    let n = self.fields.len() * 2;
+                    self.fields.resize(n, 0);
+                }
+                ReadRecordResult::OutputEndsFull => {
+                    let n = self.ends.len() * 2;
+                    self.ends.resize(n, 0);
+                }
+                ReadRecordResult::Record => {
+                    self.nfields = nend;
+                    self.line = line_before + self.leading_newlines();
+                    return Ok(true);
+                }
+                ReadRecordResult::End => {
+                    self.nfields = 0;
+                    return Ok(false);
+                }
+            }
+        }
+    }
+
+    /// Moves the current record's raw bytes to the front and reads more.
+    fn refill(&mut self) -> io::Result<()> {
+        if self.rec_start > 0 {
+            self.buf.copy_within(self.rec_start..self.end, 0);
+            self.base += self.rec_start as u64;
+            self.pos -= self.rec_start;
+            self.end -= self.rec_start;
+            self.rec_start = 0;
+        }
+        if self.end == self.buf.len() {
+            // One record fills the whole buffer: grow it for this record.
+            let n = self.buf.len() * 2;
+            self.buf.resize(n, 0);
+        }
+        let want = (self.buf.len() - self.end).min(self.read_size);
+        loop {
+            match self.file.read(&mut self.buf[self.end..self.end + want]) {
+                Ok(0) => {
+                    self.eof = true;
+                    return Ok(());
+                }
+                Ok(n) => {
+                    self.end += n;
+                    return Ok(());
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// How many `\n` precede the record's first byte (skipped empty lines, the LF of a
+    /// CRLF that ended the previous record).
+    fn leading_newlines(&self) -> u64 {
+        self.buf[self.rec_start..self.pos]
+            .iter()
+            .take_while(|b| **b == b'\n' || **b == b'\r')
+            .filter(|b| **b == b'\n')
+            .count() as u64
+    }
+
+    /// The file offset right after the last byte consumed (after the current record).
+    pub(super) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// The line at [`RecordReader::offset`].
+    pub(super) fn line_after(&self) -> u64 {
+        self.core.line()
+    }
+
+    /// The line the current record starts on (1-based).
+    pub(super) fn line(&self) -> u64 {
+        self.line
+    }
+
+    /// The number of fields in the current record.
+    pub(super) fn len(&self) -> usize {
+        self.nfields
+    }
+
+    /// Field `i` of the current record, unescaped.
+    pub(super) fn field(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        &self.fields[start..self.ends[i]]
+    }
+
+    /// Whether field `i` of the current record was written in quotes.
+    pub(super) fn is_quoted(&mut self, i: usize) -> bool {
+        if !self.quoted_valid {
+            self.scan_quotes();
+        }
+        self.quoted.get(i).copied().unwrap_or(false)
+    }
+
+    /// Walks the raw record the way `csv-core` does, noting which fields open with a quote.
+    fn scan_quotes(&mut self) {
+        self.quoted.clear();
+        self.quoted_valid = true;
+        let raw = &self.buf[self.rec_start..self.pos];
+        let is_term = |b: u8| b == b'\n' || b == b'\r';
+        let mut i = raw.iter().take_while(|b| is_term(**b)).count();
+        loop {
+            let quoted = raw.get(i) == Some(&self.quote);
+            self.quoted.push(quoted);
+            if quoted {
+                i += 1;
+                while i < raw.len() {
+                    if raw[i] == self.quote {
+                        if raw.get(i + 1) == Some(&self.quote) {
+                            i += 2;
+                            continue;
+                        }
+                        i += 1;
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            while i < raw.len() && raw[i] != self.delimiter && !is_term(raw[i]) {
+                i += 1;
+            }
+            if raw.get(i) == Some(&self.delimiter) {
+                i += 1;
+            } else {
+                break;
+            }
+        }
+    }
+}
+
+fn read_up_to(file: &mut File, out: &mut [u8]) -> io::Result<usize> {
+    let mut n = 0;
+    while n < out.len() {
+        match file.read(&mut out[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn reader_over(bytes: &[u8], read_size: usize) -> (tempfile::NamedTempFile, RecordReader) {
+        let mut f = tempfile::NamedTempFile::new().expect("temp");
+        f.write_all(bytes).expect("write");
+        let file = File::open(f.path()).expect("open");
+        let r = RecordReader::new(file, b',', b'"', read_size).expect("reader");
+        (f, r)
+    }
+
+    /// (fields, quoted flags, start line, offset after) of every record.
+    fn all(bytes: &[u8], read_size: usize) -> Vec<(Vec<String>, Vec<bool>, u64, u64)> {
+        let (_f, mut r) = reader_over(bytes, read_size);
+        let mut out = Vec::new();
+        while r.read_record().expect("read") {
+            let fields = (0..r.len())
+                .map(|i| String::from_utf8_lossy(r.field(i)).into_owned())
+                .collect();
+            let quoted = (0..r.len()).map(|i| r.is_quoted(i)).collect();
+            out.push((fields, quoted, r.line(), r.offset()));
+        }
+        out
+    }
+
+    #[test]
+    fn quoted_newlines_lines_and_offsets_at_every_read_size() {
+        let data = b"a,b\r\n\"x\ny\",\"\"\r\n\r\n3,\"q\"\"\"\n4,z";
+        let expected = all(data, 1 << 16);
+        assert_eq!(
+            expected,
+            vec![
+                (vec!["a".into(), "b".into()], vec![false, false], 1, 4),
+                (vec!["x\ny".into(), "".into()], vec![true, true], 2, 14),
+                (vec!["3".into(), "q\"".into()], vec![false, true], 5, 25),
+                (vec!["4".into(), "z".into()], vec![false, false], 6, 28),
+            ]
+        );
+        for size in 1..12 {
+            assert_eq!(all(data, size), expected, "read size {size}");
+        }
+    }
+
+    #[test]
+    fn bom_only_at_byte_zero() {
+        let with = all(b"\xef\xbb\xbfid\n1\n", 1);
+        assert_eq!(with[0].0, ["id"]);
+        let inner = all(b"id\n\xef\xbb\xbfx\n", 1 << 10);
+        assert_eq!(inner[1].0, ["\u{feff}x"]);
+        // After a seek to a record starting with a BOM, the BOM is data.
+        let (_f, mut r) = reader_over(b"id\n\xef\xbb\xbfx\n", 2);
+        r.seek(3, 2).expect("seek");
+        assert!(r.read_record().expect("read"));
+        assert_eq!(r.field(0), "\u{feff}x".as_bytes());
+        assert_eq!(r.line(), 2);
+    }
+}

@@ -1,0 +1,403 @@
+//! The `jsonl` sink: [`JsonlSink`] appends one JSON object per line.
+//!
+//! * Lines: fields in schema order, values by [`faucet_core::value::json::write_value`]
+//!   (exact integers and numerics, shortest round-trip floats, base64 bytes, JSON as itself).
+//! * Appends, never truncates output on resume; creates missing parent directories.
+//! * Durability: `write` serializes into a buffer (written out whenever it passes 8 MiB);
+//!   `flush` writes the rest and fsyncs the file (`fdatasync`), and the first time also
+//!   every directory whose entries it created, so a confirmed page survives a crash.
+//! * Crash repair: a crash can leave the file ending in a torn line (no `\n`). On open, the
+//!   bytes after the last `\n` are truncated away (fsynced) and a warning names the file and
+//!   how many bytes were dropped. They belong to a page whose bookmark was never persisted,
+//!   so the run loop delivers that page again: nothing is lost, and no record is ever glued
+//!   onto a torn line.
+//! * Guarantee: at-least-once (no atomic watermark, no upsert key).
+//! * Fault point: [`faucet_core::fault::MID_PAGE`] fires in `write` after about half of a
+//!   page's lines reached the file, so crash tests can leave a half-written page on disk.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use faucet_core::value::json::{write_str, write_value};
+use faucet_core::{FaucetError, Page, Schema, Sink, SinkCapabilities, SinkWriter, fault};
+use serde::{Deserialize, Serialize};
+
+use crate::files::blocking;
+
+const CONNECTOR: &str = "jsonl";
+/// The serialized bytes `write` holds before writing them out: 8 MiB.
+const MAX_BUFFER: usize = 8 << 20;
+
+static PROBE_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Configuration of the `jsonl` sink (`type: jsonl`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonlSinkConfig {
+    /// The output file; created with its parent directories when missing, appended to when
+    /// present. A relative path is relative to the process's current directory (the CLI
+    /// resolves it against the config file's directory first).
+    pub path: PathBuf,
+}
+
+impl JsonlSinkConfig {
+    /// A configuration writing `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// Checks the configuration without touching the file system.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] with field `path` when it is empty.
+    pub fn validate(&self) -> Result<(), FaucetError> {
+        super::validate_path(&self.path)
+    }
+}
+
+/// The `jsonl` sink.
+#[derive(Debug, Clone)]
+pub struct JsonlSink {
+    config: JsonlSinkConfig,
+}
+
+impl JsonlSink {
+    /// A sink for `config`, validated; no I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] from [`JsonlSinkConfig::validate`].
+    pub fn new(config: JsonlSinkConfig) -> Result<Self, FaucetError> {
+        config.validate()?;
+        Ok(Self { config })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &JsonlSinkConfig {
+        &self.config
+    }
+}
+
+#[async_trait]
+impl Sink for JsonlSink {
+    fn connector(&self) -> &str {
+        CONNECTOR
+    }
+
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities::default()
+    }
+
+    /// Creates missing parent directories, opens the file for appending and repairs a torn
+    /// last line.
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] naming the file or directory that cannot be created, opened,
+    /// read or truncated.
+    async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
+        let path = self.config.path.clone();
+        let opened = blocking::write(CONNECTOR, move || OpenFile::open(&path)).await??;
+        Ok(Box::new(JsonlWriter {
+            path: self.config.path.clone(),
+            file: Arc::new(opened.file),
+            buf: Vec::new(),
+            dirs_to_sync: opened.dirs_to_sync,
+            keys_for: None,
+            keys: Vec::new(),
+            failed: false,
+        }))
+    }
+
+    /// Checks that the parent directory exists and is writable, or that its nearest
+    /// existing ancestor is (so it can be created), by creating and removing a probe file
+    /// there; and that an existing output is a writable regular file. The output itself is
+    /// not opened.
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] naming the directory or file at fault.
+    async fn check(&self) -> Result<(), FaucetError> {
+        let path = self.config.path.clone();
+        blocking::write(CONNECTOR, move || check_writable(&path)).await?
+    }
+}
+
+/// The output file, opened and repaired.
+struct OpenFile {
+    file: File,
+    /// Directories holding entries this open created, fsynced at the first flush.
+    dirs_to_sync: Vec<PathBuf>,
+}
+
+impl OpenFile {
+    fn open(path: &Path) -> Result<Self, FaucetError> {
+        let parent = parent_dir(path);
+        let mut dirs_to_sync = Vec::new();
+        let mut missing = parent.clone();
+        while !missing.exists() {
+            match missing.parent() {
+                Some(up) if !up.as_os_str().is_empty() => {
+                    dirs_to_sync.push(up.to_path_buf());
+                    missing = up.to_path_buf();
+                }
+                _ => {
+                    dirs_to_sync.push(PathBuf::from("."));
+                    break;
+                }
+            }
+        }
+        fs::create_dir_all(&parent)
+            .map_err(|e| write_error(&parent, "cannot create the directory", e))?;
+        let created = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(path);
+        let file = match created {
+            Ok(file) => {
+                dirs_to_sync.push(parent);
+                file
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                let mut file = OpenOptions::new()
+                    .read(true)
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| write_error(path, "cannot open", e))?;
+                repair_torn_tail(path, &mut file)?;
+                file
+            }
+            Err(e) => return Err(write_error(path, "cannot create", e)),
+        };
+        Ok(Self { file, dirs_to_sync })
+    }
+}
+
+/// The directory a file path lives in (`.` for a bare file name).
+fn parent_dir(path: &Path) -> PathBuf {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// Truncates the file back to just after its last `\n` when it does not end in one.
+fn repair_torn_tail(path: &Path, file: &mut File) -> Result<(), FaucetError> {
+    let len = file
+        .metadata()
+        .map_err(|e| write_error(path, "cannot stat", e))?
+        .len();
+    if len == 0 {
+        return Ok(());
+    }
+    let keep = last_line_end(file, len).map_err(|e| write_error(path, "cannot read", e))?;
+    if keep == len {
+        return Ok(());
+    }
+    file.set_len(keep)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| write_error(path, "cannot truncate the torn last line of", e))?;
+    tracing::warn!(
+        file = %path.display(),
+        dropped_bytes = len - keep,
+        "jsonl sink: the file ended in a torn line (no trailing newline), left by a crash; \
+         truncated it before appending. Its page was never confirmed and is delivered again"
+    );
+    Ok(())
+}
+
+/// The length up to and including the last `\n` (0 when there is none).
+fn last_line_end(file: &mut File, len: u64) -> io::Result<u64> {
+    const CHUNK: u64 = 64 * 1024;
+    let mut buf = vec![0u8; CHUNK as usize];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(CHUNK);
+        let chunk = &mut buf[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(chunk)?;
+        if let Some(i) = chunk.iter().rposition(|b| *b == b'\n') {
+            return Ok(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+fn check_writable(path: &Path) -> Result<(), FaucetError> {
+    let mut dir = parent_dir(path);
+    while !dir.exists() {
+        dir = parent_dir(&dir);
+    }
+    if !dir.is_dir() {
+        return Err(FaucetError::write(
+            CONNECTOR,
+            format!("{} is not a directory", dir.display()),
+            None,
+        ));
+    }
+    let probe = dir.join(format!(
+        ".faucet-probe-{}-{}",
+        std::process::id(),
+        PROBE_COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .and_then(|mut f| f.write_all(b"probe"))
+        .and_then(|()| fs::remove_file(&probe))
+        .map_err(|e| write_error(&dir, "cannot create files in", e))?;
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(FaucetError::write(
+            CONNECTOR,
+            format!("{} exists and is not a regular file", path.display()),
+            None,
+        )),
+        Ok(meta) if meta.permissions().readonly() => Err(FaucetError::write(
+            CONNECTOR,
+            format!("{} is read-only", path.display()),
+            None,
+        )),
+        _ => Ok(()),
+    }
+}
+
+fn write_error(path: &Path, what: &str, e: io::Error) -> FaucetError {
+    FaucetError::write(
+        CONNECTOR,
+        format!("{what} {}: {e}", path.display()),
+        Some(Box::new(e)),
+    )
+}
+
+/// An open `jsonl` output.
+struct JsonlWriter {
+    path: PathBuf,
+    file: Arc<File>,
+    /// Serialized lines not yet written to the file.
+    buf: Vec<u8>,
+    dirs_to_sync: Vec<PathBuf>,
+    /// The schema `keys` were made for.
+    keys_for: Option<Arc<Schema>>,
+    /// Per field: `"name":`, with a leading `,` after the first.
+    keys: Vec<Vec<u8>>,
+    /// A write failed: the file may end in a torn line until the next open repairs it.
+    failed: bool,
+}
+
+impl JsonlWriter {
+    fn set_keys(&mut self, schema: &Arc<Schema>) {
+        if self
+            .keys_for
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(s, schema))
+        {
+            return;
+        }
+        self.keys = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let mut key = Vec::with_capacity(f.name.len() + 4);
+                if i > 0 {
+                    key.push(b',');
+                }
+                write_str(&mut key, &f.name);
+                key.push(b':');
+                key
+            })
+            .collect();
+        self.keys_for = Some(schema.clone());
+    }
+
+    fn check_usable(&self) -> Result<(), FaucetError> {
+        if self.failed {
+            return Err(FaucetError::write(
+                CONNECTOR,
+                format!(
+                    "an earlier write to {} failed; reopen the sink (a torn last line is \
+                     repaired on open)",
+                    self.path.display()
+                ),
+                None,
+            ));
+        }
+        Ok(())
+    }
+
+    /// Writes the buffer to the file (not yet durable).
+    async fn write_out(&mut self) -> Result<(), FaucetError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let file = self.file.clone();
+        let (mut buf, result) = blocking::write(CONNECTOR, move || {
+            let result = (&*file).write_all(&buf);
+            (buf, result)
+        })
+        .await?;
+        buf.clear();
+        self.buf = buf;
+        result.map_err(|e| {
+            self.failed = true;
+            write_error(&self.path, "cannot write", e)
+        })
+    }
+}
+
+#[async_trait]
+impl SinkWriter for JsonlWriter {
+    async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        self.check_usable()?;
+        self.set_keys(page.schema());
+        let half = page.len().div_ceil(2);
+        for (i, row) in page.rows().enumerate() {
+            self.buf.push(b'{');
+            for (key, value) in self.keys.iter().zip(row.values()) {
+                self.buf.extend_from_slice(key);
+                write_value(&mut self.buf, value);
+            }
+            self.buf.extend_from_slice(b"}\n");
+            if i + 1 == half {
+                self.write_out().await?;
+                fault::point(fault::MID_PAGE);
+            } else if self.buf.len() >= MAX_BUFFER {
+                self.write_out().await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn flush(&mut self) -> Result<(), FaucetError> {
+        self.check_usable()?;
+        self.write_out().await?;
+        let file = self.file.clone();
+        let dirs = std::mem::take(&mut self.dirs_to_sync);
+        let path = self.path.clone();
+        let synced = blocking::write(
+            CONNECTOR,
+            move || -> Result<(), (Vec<PathBuf>, FaucetError)> {
+                if let Err(e) = file.sync_data() {
+                    return Err((dirs, write_error(&path, "cannot fsync", e)));
+                }
+                for dir in &dirs {
+                    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
+                        let err = write_error(dir, "cannot fsync the directory", e);
+                        return Err((dirs, err));
+                    }
+                }
+                Ok(())
+            },
+        )
+        .await?;
+        synced.map_err(|(dirs, e)| {
+            self.dirs_to_sync = dirs;
+            e
+        })
+    }
+}

@@ -1,0 +1,447 @@
+//! The `jsonl` source: [`JsonlSource`] reads one JSON object per line into pages.
+//!
+//! A page's schema is the union of its objects' keys in first-seen order; a key an object
+//! lacks is null in its record. Values: a number that is an integer within 64 bits →
+//! `Value::Int`, any other number → `Value::Numeric` with exactly its digits (serde_json's
+//! `arbitrary_precision`), strings → `Value::Text`, booleans, null, and objects / arrays →
+//! `Value::Json`. A field's type in the schema is its values' type in the page (`Numeric`
+//! when integers and other numbers mix, `Unknown` for other mixes or all nulls).
+//!
+//! Lines may end in LF or CRLF; a last line without a newline is read when it is valid JSON.
+//! A line that is not a JSON object — including a torn last line, left by a writer that
+//! died — is a [`FaucetError::Data`] at `<path>:<line>`, never skipped. Lines holding only
+//! whitespace carry no record and are passed over. A UTF-8 BOM at byte 0 is ignored.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead as _, BufReader, Read as _, Seek as _, SeekFrom};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use faucet_core::{
+    Bookmark, DataType, FaucetError, Field, Page, PageBuilder, PageStream, ReadOptions,
+    ReplayGuarantee, Schema, Source, Value,
+};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::files::blocking;
+use crate::files::bookmark::{FileBookmark, read_error};
+
+const CONNECTOR: &str = "jsonl";
+const READ_BUFFER: usize = 256 * 1024;
+const BOM: &[u8; 3] = b"\xef\xbb\xbf";
+
+/// Configuration of the `jsonl` source (`type: jsonl`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JsonlSourceConfig {
+    /// The JSON Lines file. A relative path is relative to the process's current directory
+    /// (the CLI resolves it against the config file's directory first).
+    pub path: PathBuf,
+}
+
+impl JsonlSourceConfig {
+    /// A configuration reading `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// Checks the configuration without touching the file system.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] with field `path` when it is empty.
+    pub fn validate(&self) -> Result<(), FaucetError> {
+        super::validate_path(&self.path)
+    }
+}
+
+/// The `jsonl` source. Replays deterministically (the file must not change).
+#[derive(Debug, Clone)]
+pub struct JsonlSource {
+    config: JsonlSourceConfig,
+}
+
+impl JsonlSource {
+    /// A source for `config`, validated; no I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] from [`JsonlSourceConfig::validate`].
+    pub fn new(config: JsonlSourceConfig) -> Result<Self, FaucetError> {
+        config.validate()?;
+        Ok(Self { config })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &JsonlSourceConfig {
+        &self.config
+    }
+}
+
+#[async_trait]
+impl Source for JsonlSource {
+    fn connector(&self) -> &str {
+        CONNECTOR
+    }
+
+    fn replay(&self) -> ReplayGuarantee {
+        ReplayGuarantee::Deterministic
+    }
+
+    /// Opens the file and seeks to `from`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the file cannot be opened; [`FaucetError::State`] when
+    /// `from` is not a jsonl bookmark or does not fit the file.
+    async fn open(
+        &self,
+        from: Option<Bookmark>,
+        options: ReadOptions,
+    ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        let path = self.config.path.clone();
+        let from = from
+            .map(|b| FileBookmark::parse(CONNECTOR, &path, b))
+            .transpose()?;
+        let reader = blocking::read(CONNECTOR, move || JsonlPageReader::open(path, from)).await??;
+        Ok(Box::new(JsonlStream {
+            reader: Some(Box::new(reader)),
+            batch_size: options.batch_size.max(1),
+            cancel: options.cancel,
+        }))
+    }
+
+    /// Opens the file.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when it cannot be opened or is not a regular file.
+    async fn check(&self) -> Result<(), FaucetError> {
+        let path = self.config.path.clone();
+        blocking::read(CONNECTOR, move || {
+            JsonlPageReader::open(path, None).map(drop)
+        })
+        .await?
+    }
+}
+
+struct JsonlStream {
+    reader: Option<Box<JsonlPageReader>>,
+    batch_size: usize,
+    cancel: CancellationToken,
+}
+
+#[async_trait]
+impl PageStream for JsonlStream {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        if self.cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let Some(mut reader) = self.reader.take() else {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                "the read stopped at an earlier failure; reopen from the last bookmark",
+                None,
+            ));
+        };
+        let batch_size = self.batch_size;
+        let (reader, page) = blocking::read(CONNECTOR, move || {
+            let page = reader.read_page(batch_size);
+            (reader, page)
+        })
+        .await?;
+        self.reader = Some(reader);
+        page
+    }
+}
+
+/// The blocking half: an open file positioned at the next line.
+struct JsonlPageReader {
+    path: PathBuf,
+    label: String,
+    reader: BufReader<File>,
+    offset: u64,
+    /// The line at `offset`.
+    line: u64,
+    records: u64,
+    done: bool,
+    failed: bool,
+    line_buf: Vec<u8>,
+    /// The previous page's schema, reused when the next page has the same fields.
+    last_schema: Option<Arc<Schema>>,
+}
+
+/// One page's records while it is read: `(field index, value)` pairs per record.
+type Pending = Vec<Vec<(usize, Value)>>;
+
+impl JsonlPageReader {
+    fn open(path: PathBuf, from: Option<FileBookmark>) -> Result<Self, FaucetError> {
+        let mut file =
+            File::open(&path).map_err(|e| read_error(CONNECTOR, &path, "cannot open", e))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| read_error(CONNECTOR, &path, "cannot stat", e))?;
+        if !meta.is_file() {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                format!("{} is not a regular file", path.display()),
+                None,
+            ));
+        }
+        let mut head = [0u8; 3];
+        let n = read_up_to(&mut file, &mut head)
+            .map_err(|e| read_error(CONNECTOR, &path, "cannot read", e))?;
+        let data_start = if n == 3 && &head == BOM { 3 } else { 0 };
+        let (offset, line, records) = match from {
+            Some(b) => {
+                b.check_fits(CONNECTOR, &path, &mut file, meta.len(), data_start, b"\n")?;
+                (b.byte_offset, b.line, b.records)
+            }
+            None => (data_start, 1, 0),
+        };
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| read_error(CONNECTOR, &path, "cannot seek in", e))?;
+        Ok(Self {
+            label: path.to_string_lossy().into_owned(),
+            path,
+            reader: BufReader::with_capacity(READ_BUFFER, file),
+            offset,
+            line,
+            records,
+            done: false,
+            failed: false,
+            line_buf: Vec::new(),
+            last_schema: None,
+        })
+    }
+
+    fn read_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
+        if self.failed {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "the read of {} stopped at an earlier error; reopen from the last bookmark",
+                    self.label
+                ),
+                None,
+            ));
+        }
+        if self.done {
+            return Ok(None);
+        }
+        let result = self.fill_page(batch_size);
+        self.failed = result.is_err();
+        result
+    }
+
+    fn fill_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
+        let mut keys: Vec<String> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut rows: Pending = Vec::new();
+        while rows.len() < batch_size {
+            self.line_buf.clear();
+            let n = self
+                .reader
+                .read_until(b'\n', &mut self.line_buf)
+                .map_err(|e| read_error(CONNECTOR, &self.path, "cannot read", e))?;
+            if n == 0 {
+                self.done = true;
+                break;
+            }
+            let line = self.line;
+            let has_newline = self.line_buf.last() == Some(&b'\n');
+            self.offset += n as u64;
+            self.line += u64::from(has_newline);
+            let text = trim_line_end(&self.line_buf);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let object = parse_object(text, has_newline).map_err(|msg| {
+                FaucetError::data(CONNECTOR, format!("{}:{line}", self.label), msg)
+            })?;
+            let mut row = Vec::with_capacity(object.len());
+            for (key, value) in object {
+                let i = match index.get(&key) {
+                    Some(i) => *i,
+                    None => {
+                        keys.push(key.clone());
+                        index.insert(key, keys.len() - 1);
+                        keys.len() - 1
+                    }
+                };
+                row.push((i, to_value(value)));
+            }
+            rows.push(row);
+        }
+        if rows.is_empty() {
+            return Ok(None);
+        }
+        self.records += rows.len() as u64;
+        let schema = self.schema_for(keys, &rows);
+        let width = schema.len();
+        let mut page = PageBuilder::new(schema, rows.len());
+        for row in rows {
+            let mut values = vec![Value::Null; width];
+            for (i, v) in row {
+                values[i] = v;
+            }
+            page.push_row(values);
+        }
+        let bookmark = FileBookmark {
+            file: self.label.clone(),
+            byte_offset: self.offset,
+            line: self.line,
+            records: self.records,
+        };
+        Ok(Some(page.finish(Some(bookmark.to_json()))))
+    }
+
+    /// The page's schema: the keys in first-seen order, typed by their values.
+    fn schema_for(&mut self, keys: Vec<String>, rows: &Pending) -> Arc<Schema> {
+        let mut types: Vec<Option<DataType>> = vec![None; keys.len()];
+        for row in rows {
+            for (i, v) in row {
+                let t = v.data_type();
+                if t == DataType::Unknown {
+                    continue;
+                }
+                types[*i] = Some(match types[*i].take() {
+                    None => t,
+                    Some(prev) if prev == t => prev,
+                    Some(DataType::Int | DataType::Numeric)
+                        if matches!(t, DataType::Int | DataType::Numeric) =>
+                    {
+                        DataType::Numeric
+                    }
+                    Some(_) => DataType::Unknown,
+                });
+            }
+        }
+        let schema = Schema::new(
+            keys.into_iter()
+                .zip(types)
+                .map(|(k, t)| Field::new(k, t.unwrap_or(DataType::Unknown)))
+                .collect(),
+        );
+        match &self.last_schema {
+            Some(last) if **last == schema => last.clone(),
+            _ => {
+                let schema = Arc::new(schema);
+                self.last_schema = Some(schema.clone());
+                schema
+            }
+        }
+    }
+}
+
+fn trim_line_end(line: &[u8]) -> &[u8] {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+fn parse_object(
+    text: &[u8],
+    has_newline: bool,
+) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+    match serde_json::from_slice::<serde_json::Value>(text) {
+        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!(
+            "expected a JSON object, found {}",
+            match other {
+                serde_json::Value::Array(_) => "an array",
+                serde_json::Value::String(_) => "a string",
+                serde_json::Value::Number(_) => "a number",
+                serde_json::Value::Bool(_) => "a boolean",
+                _ => "null",
+            }
+        )),
+        Err(e) if !has_newline => Err(format!(
+            "the last line is torn: it has no trailing newline and is not valid JSON ({e}); \
+             the file was cut while being written"
+        )),
+        Err(e) => Err(format!("not valid JSON ({e})")),
+    }
+}
+
+/// A JSON value as a faucet value: exact integers and numerics, nested values as JSON.
+fn to_value(v: serde_json::Value) -> Value {
+    match v {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(b),
+        serde_json::Value::Number(n) => match n.as_i64() {
+            Some(i) if !is_negative_zero(&n) => Value::Int(i),
+            _ => {
+                let text = n.to_string();
+                // serde_json only accepts JSON numbers, which `Value::numeric` accepts too.
+                Value::numeric(&text).unwrap_or_else(|_| Value::Json(serde_json::Value::Number(n)))
+            }
+        },
+        serde_json::Value::String(s) => Value::Text(s),
+        v @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)) => Value::Json(v),
+    }
+}
+
+/// `-0` parses as the integer 0; keep its spelling as a numeric instead.
+fn is_negative_zero(n: &serde_json::Number) -> bool {
+    n.to_string() == "-0"
+}
+
+fn read_up_to(file: &mut File, out: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < out.len() {
+        match file.read(&mut out[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_stay_exact() {
+        let v: serde_json::Value = serde_json::from_str(
+            r#"[7, -9223372036854775808, 9223372036854775808, 1.10, 1e-18, -0]"#,
+        )
+        .expect("json");
+        let got: Vec<Value> = match v {
+            serde_json::Value::Array(items) => items.into_iter().map(to_value).collect(),
+            _ => unreachable!(),
+        };
+        assert_eq!(
+            got,
+            vec![
+                Value::Int(7),
+                Value::Int(i64::MIN),
+                Value::numeric("9223372036854775808").expect("n"),
+                Value::numeric("1.10").expect("n"),
+                Value::numeric("1e-18").expect("n"),
+                Value::numeric("-0").expect("n"),
+            ]
+        );
+    }
+
+    #[test]
+    fn non_objects_and_torn_lines_are_errors() {
+        assert!(
+            parse_object(b"[1]", true)
+                .expect_err("array")
+                .contains("an array")
+        );
+        assert!(
+            parse_object(b"{\"a\":", false)
+                .expect_err("torn")
+                .contains("torn")
+        );
+        assert!(
+            parse_object(b"{\"a\":", true)
+                .expect_err("bad")
+                .contains("not valid JSON")
+        );
+        assert_eq!(parse_object(b"{\"a\":1}", false).expect("ok").len(), 1);
+    }
+}
