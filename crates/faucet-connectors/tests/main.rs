@@ -1,2 +1,13 @@
 //! faucet-connectors integration tests: one binary, one module per connector and role.
 //! They talk to the real services (see scripts/services.sh).
+
+#[cfg(feature = "files")]
+mod files_csv;
+#[cfg(feature = "files")]
+mod files_csv_resume;
+#[cfg(feature = "files")]
+mod files_jsonl;
+#[cfg(feature = "files")]
+mod files_support;
+#[cfg(feature = "files")]
+mod files_weather;

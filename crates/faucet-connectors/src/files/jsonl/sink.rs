@@ -273,6 +273,18 @@ fn write_error(path: &Path, what: &str, e: io::Error) -> FaucetError {
     )
 }
 
+/// fsyncs the file's data, then each directory in `dirs`.
+fn sync(file: &File, path: &Path, dirs: &[PathBuf]) -> Result<(), FaucetError> {
+    file.sync_data()
+        .map_err(|e| write_error(path, "cannot fsync", e))?;
+    for dir in dirs {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| write_error(dir, "cannot fsync the directory", e))?;
+    }
+    Ok(())
+}
+
 /// An open `jsonl` output.
 struct JsonlWriter {
     path: PathBuf,
@@ -379,25 +391,15 @@ impl SinkWriter for JsonlWriter {
         let file = self.file.clone();
         let dirs = std::mem::take(&mut self.dirs_to_sync);
         let path = self.path.clone();
-        let synced = blocking::write(
-            CONNECTOR,
-            move || -> Result<(), (Vec<PathBuf>, FaucetError)> {
-                if let Err(e) = file.sync_data() {
-                    return Err((dirs, write_error(&path, "cannot fsync", e)));
-                }
-                for dir in &dirs {
-                    if let Err(e) = File::open(dir).and_then(|d| d.sync_all()) {
-                        let err = write_error(dir, "cannot fsync the directory", e);
-                        return Err((dirs, err));
-                    }
-                }
-                Ok(())
-            },
-        )
-        .await?;
-        synced.map_err(|(dirs, e)| {
-            self.dirs_to_sync = dirs;
-            e
+        let (dirs, synced) = blocking::write(CONNECTOR, move || {
+            let synced = sync(&file, &path, &dirs);
+            (dirs, synced)
         })
+        .await?;
+        if synced.is_err() {
+            // Not durable yet: the directories are synced again at the next flush.
+            self.dirs_to_sync = dirs;
+        }
+        synced
     }
 }

@@ -1,0 +1,158 @@
+//! Shared helpers of the file connector tests: temp files, reading a source to the end,
+//! running a pipeline into a jsonl file, and capturing log lines.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use faucet_connectors::files::{CsvSource, CsvSourceConfig, JsonlSink, JsonlSinkConfig};
+use faucet_core::state::FileStateStore;
+use faucet_core::value::json::write_value;
+use faucet_core::{
+    Bookmark, FaucetError, Page, Pipeline, ReadOptions, RunStreamOptions, RunSummary, Source,
+};
+
+/// Writes `bytes` to `dir/name` and returns the path.
+pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    let mut f = std::fs::File::create(&path).expect("create test file");
+    f.write_all(bytes).expect("write test file");
+    path
+}
+
+/// Reads `source` from `from` to the end in pages of `batch_size`.
+pub(crate) async fn read_pages(
+    source: &dyn Source,
+    from: Option<Bookmark>,
+    batch_size: usize,
+) -> Result<Vec<Page>, FaucetError> {
+    let options = ReadOptions {
+        batch_size,
+        ..ReadOptions::default()
+    };
+    let mut stream = source.open(from, options).await?;
+    let mut pages = Vec::new();
+    while let Some(page) = stream.next_page().await? {
+        assert!(page.len() <= batch_size, "a page over batch_size");
+        pages.push(page);
+    }
+    Ok(pages)
+}
+
+/// Each record as its JSON line (the jsonl sink's form, fields in schema order).
+pub(crate) fn lines_of(pages: &[Page]) -> Vec<String> {
+    let mut out = Vec::new();
+    for page in pages {
+        for row in page.rows() {
+            let mut line = vec![b'{'];
+            for (i, (field, value)) in row.schema().fields().iter().zip(row.values()).enumerate() {
+                if i > 0 {
+                    line.push(b',');
+                }
+                faucet_core::value::json::write_str(&mut line, &field.name);
+                line.push(b':');
+                write_value(&mut line, value);
+            }
+            line.push(b'}');
+            out.push(String::from_utf8(line).expect("utf8 json"));
+        }
+    }
+    out
+}
+
+/// A csv source over `path` with default settings and a `read_buffer`-byte read buffer
+/// (`None`: the default).
+pub(crate) fn csv_source(config: CsvSourceConfig, read_buffer: Option<usize>) -> CsvSource {
+    let source = CsvSource::new(config).expect("valid csv config");
+    match read_buffer {
+        Some(n) => source.with_read_buffer(n),
+        None => source,
+    }
+}
+
+/// Runs `source` → jsonl file `out` with a file state store under `state_dir`.
+pub(crate) async fn run_to_jsonl(
+    source: &dyn Source,
+    out: &Path,
+    state_dir: &Path,
+    batch_size: usize,
+) -> Result<RunSummary, FaucetError> {
+    let sink = JsonlSink::new(JsonlSinkConfig::new(out)).expect("valid jsonl config");
+    Pipeline::from_dyn(source, &sink)
+        .with_state_store(Arc::new(FileStateStore::new(state_dir)))
+        .with_options(RunStreamOptions {
+            batch_size,
+            state_key: "files-test".into(),
+            ..RunStreamOptions::default()
+        })
+        .run()
+        .await
+}
+
+/// The data error's location and message; panics on any other outcome.
+pub(crate) fn data_error(e: FaucetError) -> (String, String) {
+    match e {
+        FaucetError::Data {
+            location, message, ..
+        } => (location, message),
+        other => panic!("expected a data error, got: {other}"),
+    }
+}
+
+/// The state error's message; panics on any other outcome.
+pub(crate) fn state_error(e: FaucetError) -> String {
+    match e {
+        FaucetError::State { message, .. } => message,
+        other => panic!("expected a state error, got: {other}"),
+    }
+}
+
+static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+
+#[derive(Clone)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Installs (once) a global subscriber that keeps every log line of this test binary, from
+/// every thread (the file connectors log from tokio's blocking pool).
+pub(crate) fn capture_logs() {
+    LOGS.get_or_init(|| {
+        let buf = Arc::new(Mutex::new(Vec::new()));
+        let writer = Capture(buf.clone());
+        let installed = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .try_init();
+        assert!(
+            installed.is_ok(),
+            "another global tracing subscriber is installed in this test binary; the files \
+             tests need theirs to see warnings"
+        );
+        buf
+    });
+}
+
+/// The captured log lines at WARN or ERROR that mention `needle` (e.g. a test's temp path).
+pub(crate) fn warnings_mentioning(needle: &str) -> Vec<String> {
+    let Some(buf) = LOGS.get() else {
+        panic!("call capture_logs() first");
+    };
+    let text = String::from_utf8_lossy(&buf.lock().unwrap_or_else(|p| p.into_inner())).into_owned();
+    text.lines()
+        .filter(|l| (l.contains(" WARN ") || l.contains(" ERROR ")) && l.contains(needle))
+        .map(str::to_owned)
+        .collect()
+}
