@@ -1,1 +1,119 @@
-fn main() {}
+//! `faucet`: runs, validates and probes pipelines described in a YAML file.
+//!
+//! This file holds the command line (clap), logging (tracing to stderr, `--log-level` or
+//! `FAUCET_LOG`, default `warn`) and the exit codes ([`exit::Exit`]); the work is in
+//! [`commands`], the file grammar in [`config`], the connectors it can name in [`registry`].
+
+mod commands;
+mod config;
+mod exit;
+mod output;
+mod progress;
+mod registry;
+mod secret;
+mod signals;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use tracing_subscriber::EnvFilter;
+
+use crate::commands::doctor::DoctorArgs;
+use crate::commands::run::RunArgs;
+use crate::commands::validate::ValidateArgs;
+use crate::exit::Exit;
+
+const ABOUT: &str = "Moves data from change streams, SQL queries and files into files and \
+databases in bounded pages, and resumes exactly where it stopped.";
+
+const EXAMPLE: &str = "\
+Example pipeline file (faucet.yaml):
+  version: 1
+  name: orders                   # default: the file's stem; part of every state key
+  pipeline:
+    source: { type: csv, config: { path: ./orders.csv } }
+    sink:   { type: jsonl, config: { path: ./out/orders.jsonl } }
+    state:  { type: file, config: { path: ./.faucet/state } }
+    delivery: at_least_once      # or effectively_once / exactly_once (a request)
+    batch_size: 10000
+  matrix:                        # optional: one run per row, deep-merged into pipeline
+    - { id: eu, source: { config: { path: ./eu.csv } } }
+
+Sources: csv, jsonl, postgres, postgres-cdc. Sinks: jsonl, postgres.
+State stores: memory, file, postgres, redis. Without a `state:` block the state is a file
+store at .faucet/state beside the config file, so the next run resumes where this one stopped.
+Relative paths are relative to the config file's directory. `${env:VAR}` inside a string is
+replaced by the variable (from the environment, or a .env file beside the config).
+The state key of a row is `{name}::{row id}` (`{name}` without a matrix).";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "faucet",
+    version,
+    about = ABOUT,
+    after_help = format!("{EXAMPLE}\n\n{}", exit::HELP),
+)]
+struct Cli {
+    /// Log filter for stderr: error, warn, info, debug, trace, or directives like
+    /// `faucet_core=debug`.
+    #[arg(long, global = true, env = "FAUCET_LOG", default_value = "warn")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the pipeline: every matrix row in order, resuming each from its bookmark.
+    ///
+    /// SIGINT/SIGTERM stop gracefully: the page in hand is written, flushed and its bookmark
+    /// persisted, the summary printed, exit 0; a second signal exits at once (130).
+    #[command(after_help = exit::HELP)]
+    Run(RunArgs),
+    /// Check the pipeline file offline and show what each row would do and its delivery
+    /// guarantee. No connections, no files touched.
+    Validate(ValidateArgs),
+    /// Probe every row's source, sink and state store; exit code = failed probes.
+    ///
+    /// Moves no data and advances no bookmark; passwords are never printed.
+    Doctor(DoctorArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(&cli.log_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return Exit::RunFailed.into();
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => commands::run::run(args).await.into(),
+            Command::Validate(args) => commands::validate::run(&args).into(),
+            Command::Doctor(args) => {
+                let failed = commands::doctor::run(&args).await;
+                ExitCode::from(u8::try_from(failed.min(100)).unwrap_or(100))
+            }
+        }
+    })
+}
+
+fn init_logging(filter: &str) {
+    let filter = EnvFilter::try_new(filter).unwrap_or_else(|e| {
+        eprintln!(
+            "warning: --log-level / FAUCET_LOG {filter:?} is not a valid filter ({e}); using warn"
+        );
+        EnvFilter::new("warn")
+    });
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,284 @@
+//! `faucet doctor [CONFIG]`: probes every row's source, sink and state store (`check()`, each
+//! under a timeout) and prints a checklist with timings:
+//!
+//! ```text
+//! ✓ config faucet.yaml 1 ms
+//! ✓ source csv ./data.csv 2 ms
+//! ✗ state postgres postgres://u:***@db/x table faucet_state 10 ms: <error> — hint: ...
+//! ```
+//!
+//! Probes never move data or advance a bookmark (a state store's check writes and deletes
+//! only the sentinel key `__faucet_doctor__`), and never print a password. The exit code is
+//! the number of failed probes (at most 100); a config that cannot be loaded is one failed
+//! probe.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use faucet_core::FaucetError;
+use serde::Serialize;
+
+use crate::config::{self, DEFAULT_CONFIG, PipelineConfig};
+use crate::output::error_chain;
+use crate::secret::redact_url;
+
+/// `faucet doctor`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// The pipeline file.
+    #[arg(value_name = "CONFIG", default_value = DEFAULT_CONFIG)]
+    pub(crate) config: PathBuf,
+    /// Print one JSON document instead of the checklist:
+    /// `{"checks":[{"row","probe","type","target","ok","elapsed_ms","error","hint"}],"failed"}`.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// How long each probe may take, in seconds.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub(crate) timeout_secs: u64,
+}
+
+/// One probe's result.
+#[derive(Debug, Serialize)]
+struct Check {
+    /// The matrix row (`null` without a matrix).
+    row: Option<String>,
+    /// `config`, `source`, `sink` or `state`.
+    probe: &'static str,
+    /// The connector or store type (`csv`, `postgres`), or the file for `config`.
+    #[serde(rename = "type")]
+    kind: String,
+    /// What was probed: a path, or a URL with its password redacted.
+    target: String,
+    /// Whether it passed.
+    ok: bool,
+    /// How long it took, milliseconds.
+    elapsed_ms: u128,
+    /// What failed, secrets redacted.
+    error: Option<String>,
+    /// What to try.
+    hint: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    checks: Vec<Check>,
+    failed: usize,
+}
+
+/// Runs the command; returns the number of failed probes.
+pub(crate) async fn run(args: &DoctorArgs) -> usize {
+    let timeout = Duration::from_secs(args.timeout_secs.max(1));
+    let mut checks = Vec::new();
+    let started = Instant::now();
+    match config::load(&args.config) {
+        Err(e) => checks.push(failed(
+            None,
+            "config",
+            args.config.display().to_string(),
+            String::new(),
+            started,
+            &e,
+        )),
+        Ok(loaded) => {
+            checks.push(passed(
+                None,
+                "config",
+                loaded.path.display().to_string(),
+                format!("{} run(s)", loaded.rows.len()),
+                started,
+            ));
+            for row in &loaded.rows {
+                let id = loaded.has_matrix.then(|| row.label.clone());
+                match &row.config {
+                    Ok((_, p)) => probe_row(&mut checks, id, p, timeout).await,
+                    Err(e) => checks.push(failed(
+                        id,
+                        "config",
+                        loaded.path.display().to_string(),
+                        String::new(),
+                        Instant::now(),
+                        e,
+                    )),
+                }
+            }
+        }
+    }
+    let failed = checks.iter().filter(|c| !c.ok).count();
+    if args.json {
+        match serde_json::to_string(&Report { checks, failed }) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("error: cannot encode the JSON report: {e}"),
+        }
+    } else {
+        print_checklist(&checks, failed);
+    }
+    failed
+}
+
+async fn probe_row(
+    checks: &mut Vec<Check>,
+    row: Option<String>,
+    p: &PipelineConfig,
+    timeout: Duration,
+) {
+    let t = Instant::now();
+    let (kind, target) = (p.source.type_name().to_owned(), p.source.target());
+    let outcome = match p.source.build() {
+        Ok(source) => within(timeout, source.check()).await,
+        Err(e) => Err(e),
+    };
+    checks.push(finish(row.clone(), "source", kind, target, t, outcome));
+
+    let t = Instant::now();
+    let (kind, target) = (p.sink.type_name().to_owned(), p.sink.target());
+    let outcome = match p.sink.build() {
+        Ok(sink) => within(timeout, sink.check()).await,
+        Err(e) => Err(e),
+    };
+    checks.push(finish(row.clone(), "sink", kind, target, t, outcome));
+
+    let t = Instant::now();
+    let (kind, target) = (p.state.type_name().to_owned(), p.state.target());
+    let outcome = within(timeout, async {
+        let store = p.state.connect().await?;
+        store.check().await
+    })
+    .await;
+    checks.push(finish(row, "state", kind, target, t, outcome));
+}
+
+async fn within(
+    timeout: Duration,
+    probe: impl Future<Output = Result<(), FaucetError>>,
+) -> Result<(), FaucetError> {
+    match tokio::time::timeout(timeout, probe).await {
+        Ok(r) => r,
+        Err(_) => Err(FaucetError::connect(
+            "probe",
+            format!(
+                "no answer within {} s (--timeout-secs); is the host reachable?",
+                timeout.as_secs()
+            ),
+            None,
+        )),
+    }
+}
+
+fn finish(
+    row: Option<String>,
+    probe: &'static str,
+    kind: String,
+    target: String,
+    started: Instant,
+    outcome: Result<(), FaucetError>,
+) -> Check {
+    match outcome {
+        Ok(()) => passed(row, probe, kind, target, started),
+        Err(e) => failed(row, probe, kind, target, started, &e),
+    }
+}
+
+fn passed(
+    row: Option<String>,
+    probe: &'static str,
+    kind: String,
+    target: String,
+    started: Instant,
+) -> Check {
+    Check {
+        row,
+        probe,
+        kind,
+        target: redact_url(&target),
+        ok: true,
+        elapsed_ms: started.elapsed().as_millis(),
+        error: None,
+        hint: None,
+    }
+}
+
+fn failed(
+    row: Option<String>,
+    probe: &'static str,
+    kind: String,
+    target: String,
+    started: Instant,
+    e: &FaucetError,
+) -> Check {
+    let error = error_chain(e);
+    // Connectors often say what to try themselves; do not add a second hint then.
+    let hint = (!error.contains("hint:")).then(|| hint(probe, &kind, e));
+    Check {
+        row,
+        probe,
+        hint,
+        kind,
+        target: redact_url(&target),
+        ok: false,
+        elapsed_ms: started.elapsed().as_millis(),
+        error: Some(error),
+    }
+}
+
+/// What to try, by what failed.
+fn hint(probe: &str, kind: &str, e: &FaucetError) -> String {
+    let s = match (e, probe, kind) {
+        (FaucetError::Config { .. }, _, _) => {
+            "fix the field named in the error; `faucet validate` checks the file offline"
+        }
+        (FaucetError::Connect { .. }, _, "postgres" | "postgres-cdc") => {
+            "is PostgreSQL running, and are the host, port, user and database in the url right?"
+        }
+        (FaucetError::Connect { .. }, _, "redis") => {
+            "is Redis running, and is the url (host, port, password) right?"
+        }
+        (FaucetError::Connect { .. }, _, _) => "is the server running and reachable from here?",
+        (_, "source", "csv" | "jsonl") => "does the file exist, and can this user read it?",
+        (_, "sink", "jsonl") => "does the directory exist, and can this user write to it?",
+        (_, "state", "file") => {
+            "can this user create and write files in the state directory? a corrupt state file \
+             must be restored, or deleted to start over on purpose"
+        }
+        (_, "state", "postgres") => {
+            "does the table exist (set `ensure_table: true` to create it) and may this user \
+             read, insert, update and delete in it?"
+        }
+        (_, "state", "redis") => "may this user SET, GET and DEL keys under the prefix?",
+        _ => "see the error above",
+    };
+    s.to_owned()
+}
+
+fn print_checklist(checks: &[Check], failed: usize) {
+    let mut last_row: Option<&str> = None;
+    for c in checks {
+        if c.row.as_deref() != last_row {
+            if let Some(r) = &c.row {
+                println!("row {r}");
+            }
+            last_row = c.row.as_deref();
+        }
+        let indent = if c.row.is_some() { "  " } else { "" };
+        let mark = if c.ok { '✓' } else { '✗' };
+        let mut line = format!("{indent}{mark} {} {}", c.probe, c.kind);
+        if !c.target.is_empty() {
+            line.push(' ');
+            line.push_str(&c.target);
+        }
+        line.push_str(&format!(" {} ms", c.elapsed_ms));
+        if let Some(e) = &c.error {
+            line.push_str(&format!(": {e}"));
+        }
+        if let Some(h) = &c.hint {
+            line.push_str(&format!(" — hint: {h}"));
+        }
+        println!("{line}");
+    }
+    if failed == 0 {
+        println!("all {} checks passed", checks.len());
+    } else {
+        println!("{failed} of {} checks failed", checks.len());
+    }
+}

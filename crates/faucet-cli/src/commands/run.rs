@@ -1,0 +1,228 @@
+//! `faucet run [CONFIG]`: every matrix row in order (or the one `--row` names) through the
+//! run loop.
+//!
+//! Before any I/O every selected row is loaded, built and its delivery request resolved, so
+//! a bad config (exit 2) or an unmet `effectively_once` (exit 3) fails before a file is
+//! created or a database is touched. Then, per row: connect the state store, run the
+//! pipeline, report. A failed row does not stop the rows after it; the exit code is that of
+//! the first failure. SIGINT/SIGTERM finish the page in hand and start no further row.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use faucet_core::{FaucetError, Pipeline, RunStreamOptions, RunSummary};
+use tokio_util::sync::CancellationToken;
+
+use super::plan::{self, Plan};
+use crate::config::{self, DEFAULT_CONFIG};
+use crate::exit::Exit;
+use crate::output::{self, ErrorJson, RunJson, RunReport};
+use crate::progress::ProgressLine;
+
+/// `faucet run`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The pipeline file.
+    #[arg(value_name = "CONFIG", default_value = DEFAULT_CONFIG)]
+    pub(crate) config: PathBuf,
+    /// Run only the matrix row with this id.
+    #[arg(long, value_name = "ID")]
+    pub(crate) row: Option<String>,
+    /// `human`: a summary line per row; `json`: one JSON document on stdout,
+    /// `{"runs":[{"row","state_key","rows","pages","elapsed_secs","guarantee","bookmark",
+    /// "cancelled","error"}],"ok","cancelled","error"}`.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
+    pub(crate) output: OutputFormat,
+    /// No progress line and no summary (errors are still printed).
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+    /// When another run holds the state key: wait up to this long for it (`30s`, `5m`)
+    /// instead of exiting with code 4.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub(crate) wait_for_lease: Option<Duration>,
+    /// How long this run's lease on its state key lasts without renewal (renewed every
+    /// third of it); a crashed run's key frees up after this long.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    pub(crate) lease_ttl: Duration,
+}
+
+/// The output format of `faucet run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum OutputFormat {
+    /// Lines for people.
+    Human,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// Runs the command.
+pub(crate) async fn run(args: RunArgs) -> Exit {
+    let json = args.output == OutputFormat::Json;
+    let plans = match prepare(&args) {
+        Ok(p) => p,
+        Err((context, e)) => {
+            output::print_error(&context, &e);
+            if json {
+                RunReport {
+                    runs: Vec::new(),
+                    ok: false,
+                    cancelled: false,
+                    error: Some(ErrorJson::of(&e)),
+                }
+                .print();
+            }
+            return Exit::of(&e);
+        }
+    };
+    let cancel = CancellationToken::new();
+    if let Err(e) = crate::signals::install(cancel.clone()) {
+        tracing::warn!(error = %e, "cannot install signal handlers; SIGINT/SIGTERM will stop the process at once");
+    }
+    let mut exit = Exit::Success;
+    let mut runs = Vec::new();
+    for plan in &plans {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let (json_row, failure) = run_row(&args, plan, cancel.clone()).await;
+        if let Some(code) = failure
+            && exit == Exit::Success
+        {
+            exit = code;
+        }
+        runs.push(json_row);
+    }
+    if json {
+        RunReport {
+            ok: exit == Exit::Success,
+            cancelled: cancel.is_cancelled(),
+            runs,
+            error: None,
+        }
+        .print();
+    }
+    exit
+}
+
+/// A plan with its message context.
+struct Prepared {
+    plan: Plan,
+    context: String,
+}
+
+impl std::ops::Deref for Prepared {
+    type Target = Plan;
+    fn deref(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+/// Loads the file and plans every selected row; the first problem stops everything.
+fn prepare(args: &RunArgs) -> Result<Vec<Prepared>, (String, FaucetError)> {
+    let loaded = config::load(&args.config).map_err(|e| (String::new(), e))?;
+    let rows = plan::select(&loaded, args.row.as_deref()).map_err(|e| (String::new(), e))?;
+    let mut plans = Vec::with_capacity(rows.len());
+    for row in rows {
+        let context = plan::context(&loaded, &row.label);
+        let built = match &row.config {
+            Ok((key, p)) => plan::plan(row, key, p),
+            Err(e) => Err(FaucetError::config(field_of(e), message_of(e))),
+        };
+        let plan = built.map_err(|e| (context.clone(), e))?;
+        if let Err(e) = &plan.guarantee {
+            return Err((context, clone_delivery(e)));
+        }
+        plans.push(Prepared { plan, context });
+    }
+    Ok(plans)
+}
+
+fn field_of(e: &FaucetError) -> String {
+    match e {
+        FaucetError::Config { field, .. } => field.clone(),
+        _ => "config".to_owned(),
+    }
+}
+
+fn message_of(e: &FaucetError) -> String {
+    match e {
+        FaucetError::Config { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn clone_delivery(e: &FaucetError) -> FaucetError {
+    match e {
+        FaucetError::Delivery(d) => FaucetError::Delivery(d.clone()),
+        other => FaucetError::config("pipeline.delivery", other.to_string()),
+    }
+}
+
+/// Runs one row: connect the state store, run the loop, report.
+async fn run_row(
+    args: &RunArgs,
+    plan: &Prepared,
+    cancel: CancellationToken,
+) -> (RunJson, Option<Exit>) {
+    let started = Instant::now();
+    let progress =
+        ProgressLine::start(&plan.label, args.quiet || args.output == OutputFormat::Json);
+    let counters = progress.counters();
+    let result = async {
+        let store = plan.state.connect().await?;
+        let options = RunStreamOptions {
+            batch_size: plan.batch_size,
+            state_key: plan.state_key.clone(),
+            delivery: plan.delivery,
+            cancel,
+            lease_ttl: args.lease_ttl,
+            wait_for_lease: args.wait_for_lease,
+            on_progress: Some(progress.callback()),
+        };
+        Pipeline::from_dyn(plan.source.as_ref(), plan.sink.as_ref())
+            .with_state_store(store)
+            .with_options(options)
+            .run()
+            .await
+    }
+    .await;
+    progress.finish();
+    match result {
+        Ok(summary) => {
+            report(args, plan, &summary);
+            (output::run_json(plan.id.clone(), &summary), None)
+        }
+        Err(e) => {
+            output::print_error(&plan.context, &e);
+            if !args.quiet && counters.records() > 0 {
+                eprintln!(
+                    "note: {}{} in {} were committed before the error; the next run resumes \
+                     after them",
+                    plan.context,
+                    output::plural(counters.records(), "record"),
+                    output::plural(counters.pages(), "page")
+                );
+            }
+            let json = RunJson {
+                row: plan.id.clone(),
+                state_key: plan.state_key.clone(),
+                rows: counters.records(),
+                pages: counters.pages(),
+                elapsed_secs: started.elapsed().as_secs_f64(),
+                guarantee: plan.guarantee.as_ref().ok().copied(),
+                bookmark: None,
+                cancelled: false,
+                error: Some(ErrorJson::of(&e)),
+            };
+            (json, Some(Exit::of(&e)))
+        }
+    }
+}
+
+fn report(args: &RunArgs, plan: &Prepared, summary: &RunSummary) {
+    if args.quiet || args.output == OutputFormat::Json {
+        return;
+    }
+    println!("{}", output::summary_line(&plan.label, summary));
+}

@@ -1,0 +1,234 @@
+//! `${env:VAR}` interpolation in the parsed config tree, and the `.env` file beside the config.
+//!
+//! Interpolation runs on the parsed tree, inside string scalars only, so a value can never
+//! change the document's structure: `path: ${env:P}` with `P="a\nb: c"` is the string
+//! `"a\nb: c"`, not a new key. Mapping keys are never interpolated. `$${` writes a literal
+//! `${`. Variables come from the process environment first, then from `.env` beside the
+//! config (read with dotenvy, without modifying the process environment, so a real variable
+//! always wins). A variable that is set in neither is an error naming it and the field.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use faucet_core::FaucetError;
+use serde_json::Value;
+
+/// The variables a config may use: the process environment over `.env` beside the config.
+#[derive(Debug, Default)]
+pub(crate) struct Env {
+    dotenv: HashMap<String, String>,
+    dotenv_path: Option<PathBuf>,
+}
+
+impl Env {
+    /// Reads `<dir>/.env` when it exists (a missing file is fine).
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] naming the file (and line) when it exists but cannot be read
+    /// or parsed.
+    pub(crate) fn load(dir: &Path) -> Result<Self, FaucetError> {
+        let path = dir.join(".env");
+        let iter = match dotenvy::from_path_iter(&path) {
+            Ok(iter) => iter,
+            Err(e) if e.not_found() => return Ok(Self::default()),
+            Err(e) => return Err(dotenv_error(&path, &e)),
+        };
+        let mut dotenv = HashMap::new();
+        for item in iter {
+            let (k, v) = item.map_err(|e| dotenv_error(&path, &e))?;
+            dotenv.insert(k, v);
+        }
+        Ok(Self {
+            dotenv,
+            dotenv_path: Some(path),
+        })
+    }
+
+    /// The value of `name`: the process environment first, then `.env`.
+    fn get(&self, name: &str) -> Result<Option<String>, String> {
+        match std::env::var(name) {
+            Ok(v) => Ok(Some(v)),
+            Err(std::env::VarError::NotPresent) => Ok(self.dotenv.get(name).cloned()),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(format!("environment variable `{name}` is not valid UTF-8"))
+            }
+        }
+    }
+
+    fn missing(&self, name: &str) -> String {
+        match &self.dotenv_path {
+            Some(p) => format!(
+                "environment variable `{name}` is not set (neither in the environment nor in {})",
+                p.display()
+            ),
+            None => format!(
+                "environment variable `{name}` is not set (and there is no .env beside the config)"
+            ),
+        }
+    }
+}
+
+fn dotenv_error(path: &Path, e: &dotenvy::Error) -> FaucetError {
+    let message = match e {
+        dotenvy::Error::LineParse(line, index) => {
+            format!(
+                "cannot parse {} near {line:?} (at byte {index})",
+                path.display()
+            )
+        }
+        other => format!("cannot read {}: {other}", path.display()),
+    };
+    FaucetError::config(".env", message)
+}
+
+/// Replaces `${env:VAR}` in every string scalar of `tree`; `path` names the tree's root
+/// (`""` for the document) in errors.
+///
+/// # Errors
+/// [`FaucetError::Config`] at the field's path: a variable that is not set, or a malformed
+/// reference (`${env:}`, an unterminated `${env:...`).
+pub(crate) fn interpolate(tree: &mut Value, env: &Env, path: &str) -> Result<(), FaucetError> {
+    match tree {
+        Value::String(s) => {
+            if s.contains("${") {
+                *s = interpolate_str(s, env).map_err(|m| FaucetError::config(display(path), m))?;
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter_mut().enumerate() {
+                interpolate(item, env, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            for (k, v) in map.iter_mut() {
+                let child = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                interpolate(v, env, &child)?;
+            }
+            Ok(())
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => Ok(()),
+    }
+}
+
+fn display(path: &str) -> &str {
+    if path.is_empty() { "." } else { path }
+}
+
+/// One string: `${env:NAME}` → the variable's value, `$${` → `${`; any other text is kept.
+fn interpolate_str(s: &str, env: &Env) -> Result<String, String> {
+    const OPEN: &str = "${env:";
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if tail.starts_with("$${") {
+            out.push_str("${");
+            rest = &tail[3..];
+        } else if let Some(after) = tail.strip_prefix(OPEN) {
+            let end = after
+                .find('}')
+                .ok_or_else(|| format!("unterminated `{OPEN}` in {s:?}; write `{OPEN}NAME}}`"))?;
+            let name = &after[..end];
+            if !is_var_name(name) {
+                return Err(format!(
+                    "`{OPEN}{name}}}` is not a valid reference; a variable name is letters, \
+                     digits and `_`, not starting with a digit"
+                ));
+            }
+            match env.get(name)? {
+                Some(v) => out.push_str(&v),
+                None => return Err(env.missing(name)),
+            }
+            rest = &after[end + 1..];
+        } else {
+            out.push('$');
+            rest = &tail[1..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn is_var_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        Env {
+            dotenv: pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            dotenv_path: Some(PathBuf::from("/cfg/.env")),
+        }
+    }
+
+    #[test]
+    fn replaces_inside_strings_only_and_keeps_structure() {
+        let e = env(&[
+            ("FAUCET_T_DIR", "/data"),
+            ("FAUCET_T_EVIL", "x\nsink: {type: memory}"),
+        ]);
+        let mut tree = json!({
+            "a": "${env:FAUCET_T_DIR}/in.csv",
+            "b": ["${env:FAUCET_T_EVIL}"],
+            "${env:FAUCET_T_DIR}": 1,
+            "c": "cost: $$5 and $${env:NOPE} and $x",
+        });
+        interpolate(&mut tree, &e, "").expect("interpolate");
+        assert_eq!(
+            tree,
+            json!({
+                "a": "/data/in.csv",
+                "b": ["x\nsink: {type: memory}"],
+                "${env:FAUCET_T_DIR}": 1,
+                "c": "cost: $$5 and ${env:NOPE} and $x",
+            })
+        );
+    }
+
+    #[test]
+    fn missing_variable_names_it_and_the_path() {
+        let mut tree =
+            json!({"pipeline": {"source": {"config": {"path": "${env:FAUCET_T_MISSING_1}"}}}});
+        let err = interpolate(&mut tree, &env(&[]), "")
+            .expect_err("missing")
+            .to_string();
+        assert!(err.contains("FAUCET_T_MISSING_1"), "{err}");
+        assert!(err.contains("pipeline.source.config.path"), "{err}");
+        assert!(err.contains("/cfg/.env"), "{err}");
+    }
+
+    #[test]
+    fn malformed_references_are_errors() {
+        for bad in ["${env:", "${env:}", "${env:1A}", "${env:A-B}"] {
+            let mut tree = json!({"k": [bad]});
+            let err = interpolate(&mut tree, &env(&[]), "")
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("k[0]"), "{err}");
+        }
+    }
+
+    #[test]
+    fn process_environment_wins_over_dotenv() {
+        // PATH is set in every test environment; `.env` must not override it.
+        let e = env(&[("PATH", "from-dotenv")]);
+        let got = interpolate_str("${env:PATH}", &e).expect("PATH");
+        assert_ne!(got, "from-dotenv");
+    }
+}

@@ -1,0 +1,209 @@
+//! What `faucet run` prints: errors on stderr (`error: ...` and the chain of causes, secrets
+//! redacted), a one-line summary per row, or with `--output json` one JSON document on stdout.
+
+use std::error::Error as _;
+use std::time::Duration;
+
+use faucet_core::{Bookmark, DeliveryGuarantee, FaucetError, RunSummary};
+use serde::Serialize;
+
+use crate::secret::redact_url;
+
+/// `e` and its causes as one message, secrets redacted: `msg: cause: cause`. A cause whose
+/// text the message already contains is not repeated.
+pub(crate) fn error_chain(e: &FaucetError) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !s.is_empty() && !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    redact_url(&text)
+}
+
+/// Prints `error: <context><message>: <causes>` on stderr.
+pub(crate) fn print_error(context: &str, e: &FaucetError) {
+    eprintln!("error: {context}{}", error_chain(e));
+}
+
+/// One row's outcome, as `--output json` shows it.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunJson {
+    /// The matrix row id (`null` without a matrix).
+    pub(crate) row: Option<String>,
+    /// The state key.
+    pub(crate) state_key: String,
+    /// Records written to the sink by this run.
+    pub(crate) rows: u64,
+    /// Pages written.
+    pub(crate) pages: u64,
+    /// Wall time, seconds.
+    pub(crate) elapsed_secs: f64,
+    /// The delivery guarantee: `"at_least_once"` or `{"effectively_once": "keyed_upsert"}`.
+    pub(crate) guarantee: Option<DeliveryGuarantee>,
+    /// The last bookmark persisted (or the one resumed from when nothing moved).
+    pub(crate) bookmark: Option<Bookmark>,
+    /// Whether SIGINT/SIGTERM stopped the run after the page in hand.
+    pub(crate) cancelled: bool,
+    /// Why the run failed, or `null`.
+    pub(crate) error: Option<ErrorJson>,
+}
+
+/// An error in `--output json`.
+#[derive(Debug, Serialize)]
+pub(crate) struct ErrorJson {
+    /// `config`, `connect`, `read`, `write`, `state`, `data`, `delivery`, `lease`.
+    pub(crate) kind: &'static str,
+    /// The message and its causes, secrets redacted.
+    pub(crate) message: String,
+}
+
+impl ErrorJson {
+    /// The JSON form of `e`.
+    pub(crate) fn of(e: &FaucetError) -> Self {
+        Self {
+            kind: e.kind(),
+            message: error_chain(e),
+        }
+    }
+}
+
+/// `--output json`: the whole document.
+#[derive(Debug, Serialize)]
+pub(crate) struct RunReport {
+    /// One entry per row that ran, in order.
+    pub(crate) runs: Vec<RunJson>,
+    /// Whether every row succeeded (and the config was valid).
+    pub(crate) ok: bool,
+    /// Whether a signal stopped the run (rows after it were not started).
+    pub(crate) cancelled: bool,
+    /// An error before any row ran (invalid config, unmet delivery request), or `null`.
+    pub(crate) error: Option<ErrorJson>,
+}
+
+impl RunReport {
+    /// Prints the document on stdout.
+    pub(crate) fn print(&self) {
+        match serde_json::to_string(self) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("error: cannot encode the JSON summary: {e}"),
+        }
+    }
+}
+
+/// The JSON of a successful run.
+pub(crate) fn run_json(row: Option<String>, s: &RunSummary) -> RunJson {
+    RunJson {
+        row,
+        state_key: s.state_key.clone(),
+        rows: s.records_out,
+        pages: s.pages,
+        elapsed_secs: s.elapsed.as_secs_f64(),
+        guarantee: Some(s.guarantee),
+        bookmark: s.last_bookmark.clone(),
+        cancelled: s.cancelled,
+        error: None,
+    }
+}
+
+/// The human one-line summary of a run:
+/// `eu: 26115 records in 3 pages, 0.41 s (63,695 rows/s), at-least-once, state key w::eu`.
+pub(crate) fn summary_line(label: &str, s: &RunSummary) -> String {
+    let mut line = format!(
+        "{label}: {} in {}, {} ({} rows/s), {}, state key {}",
+        plural(s.records_out, "record"),
+        plural(s.pages, "page"),
+        secs(s.elapsed),
+        thousands(rate(s.records_out, s.elapsed)),
+        s.guarantee,
+        s.state_key
+    );
+    if s.cancelled {
+        line.push_str("; cancelled after persisting the page in hand, run again to resume");
+    }
+    line
+}
+
+/// `1 page`, `3 pages`.
+pub(crate) fn plural(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
+
+/// Records per second, rounded down.
+pub(crate) fn rate(records: u64, elapsed: Duration) -> u64 {
+    let secs = elapsed.as_secs_f64();
+    if secs <= 0.0 {
+        return 0;
+    }
+    // A display value: precision beyond u64 is irrelevant.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let r = (records as f64 / secs) as u64;
+    r
+}
+
+/// `0.41 s`, `12.3 s`, `2m 5s`.
+pub(crate) fn secs(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 10.0 {
+        format!("{s:.2} s")
+    } else if s < 60.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{}m {}s", d.as_secs() / 60, d.as_secs() % 60)
+    }
+}
+
+/// `63695` → `63,695`.
+pub(crate) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_for_people() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(63695), "63,695");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(rate(100, Duration::from_millis(500)), 200);
+        assert_eq!(rate(100, Duration::ZERO), 0);
+        assert_eq!(secs(Duration::from_millis(410)), "0.41 s");
+        assert_eq!(secs(Duration::from_secs(125)), "2m 5s");
+    }
+
+    #[test]
+    fn chains_causes_once_and_redacts() {
+        let io = std::io::Error::other("connection refused");
+        let e = FaucetError::connect(
+            "postgres",
+            "cannot reach postgres://u:pw@h/db",
+            Some(Box::new(io)),
+        );
+        assert_eq!(
+            error_chain(&e),
+            "postgres: cannot connect: cannot reach postgres://u:***@h/db: connection refused"
+        );
+        let io = std::io::Error::other("denied");
+        let e = FaucetError::state_io("file", "cannot write x: denied", io);
+        assert_eq!(error_chain(&e), "state store file: cannot write x: denied");
+    }
+}
