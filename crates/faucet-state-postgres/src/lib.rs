@@ -1,1 +1,8 @@
-//! stub
+#![doc = include_str!("../README.md")]
+
+mod error;
+mod lease;
+mod store;
+mod table;
+
+pub use store::{DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, PostgresStateStore};

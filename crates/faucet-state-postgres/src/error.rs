@@ -1,0 +1,174 @@
+//! Turning a `sqlx` error into a [`FaucetError`] that says what is at fault and what to do.
+//!
+//! Classification follows the SQLSTATE codes of the PostgreSQL manual, appendix A
+//! ("PostgreSQL Error Codes"): class 28 (authorization), 3D000 (no such database), 42P01
+//! (no such table), 42501 (insufficient privilege), class 08 and 57P0x (connection lost,
+//! server shutting down or starting). An unreachable server is a retryable
+//! [`FaucetError::Connect`]; everything a person has to fix is a [`FaucetError::State`].
+//! Messages name the server as `postgres://user@host:port/db` — never the password.
+
+use faucet_core::FaucetError;
+use sqlx::postgres::PgConnectOptions;
+
+/// The store's name in errors (`StateStore::name`).
+pub(crate) const STORE: &str = "postgres";
+
+/// `postgres://user@host:port/database`, without the password; for messages and Debug.
+pub(crate) fn describe_target(options: &PgConnectOptions) -> String {
+    let db = options.get_database().unwrap_or(options.get_username());
+    match options.get_socket() {
+        Some(socket) => format!(
+            "postgres://{}@[{}]:{}/{db}",
+            options.get_username(),
+            socket.display(),
+            options.get_port()
+        ),
+        None => format!(
+            "postgres://{}@{}:{}/{db}",
+            options.get_username(),
+            options.get_host(),
+            options.get_port()
+        ),
+    }
+}
+
+/// What was being done when an error happened: the operation (`put`, `acquire lease`),
+/// the server and the table it touched.
+#[derive(Clone, Copy)]
+pub(crate) struct Context<'a> {
+    pub(crate) op: &'a str,
+    pub(crate) target: &'a str,
+    pub(crate) table: &'a str,
+}
+
+impl Context<'_> {
+    /// Classifies `err` (see the module documentation).
+    pub(crate) fn classify(self, err: sqlx::Error) -> FaucetError {
+        let Context { op, target, table } = self;
+        let state = |message: String, err: sqlx::Error| FaucetError::state_io(STORE, message, err);
+        let connect = |message: String, err: sqlx::Error| {
+            FaucetError::connect(STORE, message, Some(Box::new(err)))
+        };
+        match &err {
+            sqlx::Error::Database(db) => {
+                let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
+                let msg = db.message().to_owned();
+                match code.as_str() {
+                    "28P01" => state(
+                        format!(
+                            "{op}: password authentication failed at {target} (SQLSTATE \
+                             28P01: {msg}); hint: check the user and password in the state url"
+                        ),
+                        err,
+                    ),
+                    "28000" => state(
+                        format!(
+                            "{op}: {target} rejected the login (SQLSTATE 28000: {msg}); hint: \
+                             the role may not exist, or pg_hba.conf has no entry for this \
+                             host, user and database — check the user in the state url and \
+                             the server's pg_hba.conf"
+                        ),
+                        err,
+                    ),
+                    "3D000" => state(
+                        format!(
+                            "{op}: {target}: the database does not exist (SQLSTATE 3D000: \
+                             {msg}); hint: create it, or fix the database name in the state url"
+                        ),
+                        err,
+                    ),
+                    "42P01" => state(
+                        format!(
+                            "{op}: table {table:?} does not exist at {target} (SQLSTATE 42P01: \
+                             {msg}); hint: set `ensure_table: true` in the state config \
+                             (PostgresStateStore::ensure_table) or create the table"
+                        ),
+                        err,
+                    ),
+                    "42501" => state(
+                        format!(
+                            "{op}: permission denied on table {table:?} at {target} (SQLSTATE \
+                             42501: {msg}); hint: GRANT SELECT, INSERT, UPDATE, DELETE ON \
+                             {table:?} TO the state url's user"
+                        ),
+                        err,
+                    ),
+                    c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
+                        connect(
+                            format!(
+                                "{op}: the connection to {target} failed (SQLSTATE {c}: {msg}); \
+                                 hint: the server may be restarting; retry"
+                            ),
+                            err,
+                        )
+                    }
+                    "53300" => connect(
+                        format!(
+                            "{op}: {target} has too many connections (SQLSTATE 53300); hint: \
+                             lower max_connections or raise the server's limit"
+                        ),
+                        err,
+                    ),
+                    c => state(
+                        format!("{op} on table {table:?} at {target} failed (SQLSTATE {c}: {msg})"),
+                        err,
+                    ),
+                }
+            }
+            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => connect(
+                format!(
+                    "{op}: connection refused by {target}; hint: is PostgreSQL running and \
+                     listening on that host and port? check the state url"
+                ),
+                err,
+            ),
+            sqlx::Error::Io(io) => {
+                let io = io.to_string();
+                connect(
+                    format!(
+                        "{op}: cannot reach {target} ({io}); hint: check the host and port in \
+                         the state url and the network"
+                    ),
+                    err,
+                )
+            }
+            sqlx::Error::Tls(_) => connect(
+                format!(
+                    "{op}: TLS with {target} failed; hint: check `sslmode` in the state url and \
+                     the server's certificates"
+                ),
+                err,
+            ),
+            sqlx::Error::PoolTimedOut => connect(
+                format!(
+                    "{op}: no connection to {target} became available in time; hint: the \
+                     server may be down or unreachable, or every pooled connection is busy"
+                ),
+                err,
+            ),
+            sqlx::Error::Configuration(_) => {
+                let why = err.to_string();
+                FaucetError::config("url", format!("the state url is not usable: {why}"))
+            }
+            _ => {
+                let why = err.to_string();
+                state(
+                    format!("{op} on table {table:?} at {target} failed: {why}"),
+                    err,
+                )
+            }
+        }
+    }
+}
+
+/// The error for a connection attempt that did not finish within `secs` seconds.
+pub(crate) fn connect_timeout(op: &str, target: &str, secs: u64) -> FaucetError {
+    FaucetError::connect(
+        STORE,
+        format!(
+            "{op}: no answer from {target} within {secs} s; hint: check the host and port in \
+             the state url, and that no firewall drops the connection"
+        ),
+        None,
+    )
+}

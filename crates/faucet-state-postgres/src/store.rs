@@ -1,0 +1,327 @@
+//! [`PostgresStateStore`]: construction, `ensure_table`, and the bookmark operations
+//! (`get`, `put`, `delete`, `check`) of seed 004. Leases are in [`crate::lease`].
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use faucet_core::FaucetError;
+use faucet_core::serde_json::{Value, json};
+use faucet_core::state::{
+    DOCTOR_KEY, Lease, LeaseHolder, LeaseOutcome, StateStore, validate_state_key,
+};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::types::Json;
+use sqlx::{ConnectOptions as _, Connection as _};
+
+use crate::error::{Context, STORE, connect_timeout, describe_target};
+use crate::table::Statements;
+
+/// The table name when none is given: `faucet_state` (seed 004).
+pub const DEFAULT_TABLE: &str = "faucet_state";
+/// The pool size of [`PostgresStateStore::connect`] (and of the CLI): 5 connections (seed 004).
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 5;
+/// How long the first connection attempt of `connect` / `check` may take: 15 s.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// A [`StateStore`] keeping each bookmark as one row of a PostgreSQL table
+/// (`key TEXT PRIMARY KEY, value JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT
+/// NOW()`), with leases in the companion table `<table>_lease` (see the crate README).
+///
+/// Cloning is cheap and shares the connection pool. `Debug` shows the server as
+/// `postgres://user@host:port/db`, never the password.
+#[derive(Clone)]
+pub struct PostgresStateStore {
+    pub(crate) pool: PgPool,
+    pub(crate) sql: Statements,
+    pub(crate) target: String,
+}
+
+impl fmt::Debug for PostgresStateStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresStateStore")
+            .field("target", &self.target)
+            .field("table", &self.sql.table)
+            .field("lease_table", &self.sql.lease_table)
+            .field(
+                "max_connections",
+                &self.pool.options().get_max_connections(),
+            )
+            .finish()
+    }
+}
+
+impl PostgresStateStore {
+    /// Connects with the defaults of seed 004: a pool of [`DEFAULT_MAX_CONNECTIONS`] (5) and
+    /// the table [`DEFAULT_TABLE`] (`faucet_state`).
+    ///
+    /// `url` is a libpq-style URL, `postgres://user:password@host:port/database?sslmode=...`.
+    ///
+    /// # Errors
+    /// As [`PostgresStateStore::connect_with`].
+    pub async fn connect(url: &str) -> Result<Self, FaucetError> {
+        Self::connect_with(url, DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE).await
+    }
+
+    /// Connects with a pool of `max_connections` and the state table `table`.
+    ///
+    /// The table name and pool size are checked first, before anything is sent. One
+    /// connection is then opened directly and closed, so an unreachable server, a bad
+    /// login or a missing database is reported at once with its cause (a pool would retry
+    /// a refused connection until its timeout and only say "timed out"); the pool opens its
+    /// connections on demand afterwards. Does not create the table: see
+    /// [`PostgresStateStore::ensure_table`].
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] for an invalid table name (empty, longer than 63 characters,
+    /// anything but `[A-Za-z0-9_]`), `max_connections` of 0 or an unparseable `url`;
+    /// [`FaucetError::Connect`] when the server cannot be reached (refused, timeout);
+    /// [`FaucetError::State`] when it rejects the login (SQLSTATE 28P01 / 28000) or the
+    /// database does not exist (3D000). No message contains the password.
+    pub async fn connect_with(
+        url: &str,
+        max_connections: u32,
+        table: &str,
+    ) -> Result<Self, FaucetError> {
+        let sql = Statements::new(table)?;
+        if max_connections == 0 {
+            return Err(FaucetError::config(
+                "max_connections",
+                "must be at least 1 (the default is 5)",
+            ));
+        }
+        let options = PgConnectOptions::from_str(url).map_err(|e| {
+            Context {
+                op: "connect",
+                target: "the state url",
+                table,
+            }
+            .classify(e)
+        })?;
+        let target = describe_target(&options);
+        probe_connection(&options, &target, table).await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections)
+            .connect_lazy_with(options);
+        Ok(Self { pool, sql, target })
+    }
+
+    /// Uses a pool the caller built and manages, with the state table `table`. Sends
+    /// nothing; the first operation opens a connection.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] for an invalid table name.
+    pub fn from_pool(pool: PgPool, table: &str) -> Result<Self, FaucetError> {
+        let sql = Statements::new(table)?;
+        let target = describe_target(&pool.connect_options());
+        Ok(Self { pool, sql, target })
+    }
+
+    /// Creates the state table and its lease table if they do not exist
+    /// (`CREATE TABLE IF NOT EXISTS`, names double-quoted). Skip it when you manage the
+    /// schema yourself; the statements are in the crate README.
+    ///
+    /// # Errors
+    /// [`FaucetError::State`] / [`FaucetError::Connect`] naming the cause (no permission to
+    /// create tables: SQLSTATE 42501).
+    pub async fn ensure_table(&self) -> Result<(), FaucetError> {
+        for (ddl, table) in [
+            (&self.sql.create_state, &self.sql.table),
+            (&self.sql.create_lease, &self.sql.lease_table),
+        ] {
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                match sqlx::query(ddl).execute(&self.pool).await {
+                    Ok(_) => break,
+                    // Two runners creating the same table at once: one of them loses the race
+                    // on the catalog's unique index; the table exists now, so try again.
+                    Err(sqlx::Error::Database(db))
+                        if attempt < 3
+                            && matches!(db.code().as_deref(), Some("23505" | "42P07")) => {}
+                    Err(e) => return Err(self.context("ensure_table", table).classify(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The state table's name.
+    pub fn table(&self) -> &str {
+        &self.sql.table
+    }
+
+    /// The lease table's name: `<table>_lease` (shortened with a hash when that would exceed
+    /// 63 characters).
+    pub fn lease_table(&self) -> &str {
+        &self.sql.lease_table
+    }
+
+    /// The pool, to share with other code.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(crate) fn context<'a>(&'a self, op: &'a str, table: &'a str) -> Context<'a> {
+        Context {
+            op,
+            target: &self.target,
+            table,
+        }
+    }
+
+    fn state_context<'a>(&'a self, op: &'a str) -> Context<'a> {
+        self.context(op, &self.sql.table)
+    }
+
+    async fn check_state_round_trip(&self) -> Result<(), FaucetError> {
+        let probe = json!({ "probe": true, "at": "faucet doctor" });
+        self.put(DOCTOR_KEY, &probe)
+            .await
+            .map_err(|e| in_check("upsert", e))?;
+        let back = self.get(DOCTOR_KEY).await;
+        let deleted = self.delete(DOCTOR_KEY).await;
+        let back = back.map_err(|e| in_check("select", e))?;
+        deleted.map_err(|e| in_check("delete", e))?;
+        if back.as_ref() != Some(&probe) {
+            return Err(FaucetError::state(
+                STORE,
+                format!(
+                    "check: `{DOCTOR_KEY}` read back {back:?} from table {:?} after writing \
+                     {probe}",
+                    self.sql.table
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn in_check(step: &str, e: FaucetError) -> FaucetError {
+    match e {
+        FaucetError::State {
+            store,
+            message,
+            source,
+        } => FaucetError::State {
+            store,
+            message: format!("check ({step}): {message}"),
+            source,
+        },
+        FaucetError::Connect {
+            connector,
+            message,
+            source,
+        } => FaucetError::Connect {
+            connector,
+            message: format!("check ({step}): {message}"),
+            source,
+        },
+        other => other,
+    }
+}
+
+/// Opens one connection outside any pool and closes it: the real cause of a failure, at once.
+async fn probe_connection(
+    options: &PgConnectOptions,
+    target: &str,
+    table: &str,
+) -> Result<(), FaucetError> {
+    let ctx = Context {
+        op: "connect",
+        target,
+        table,
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, options.connect()).await {
+        Ok(Ok(conn)) => {
+            // Closing politely is best effort; the connection is dropped either way.
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(ctx.classify(e)),
+        Err(_) => Err(connect_timeout(
+            "connect",
+            target,
+            CONNECT_TIMEOUT.as_secs(),
+        )),
+    }
+}
+
+#[async_trait]
+impl StateStore for PostgresStateStore {
+    fn name(&self) -> &str {
+        STORE
+    }
+
+    /// `SELECT value FROM <table> WHERE key = $1`.
+    async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
+        validate_state_key(key)?;
+        sqlx::query_scalar::<_, Json<Value>>(&self.sql.get)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map(|row| row.map(|Json(v)| v))
+            .map_err(|e| self.state_context("get").classify(e))
+    }
+
+    /// One round trip: `INSERT ... ON CONFLICT (key) DO UPDATE`; durable when the server
+    /// commits it (with the server's default `synchronous_commit = on`).
+    async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
+        validate_state_key(key)?;
+        sqlx::query(&self.sql.put)
+            .bind(key)
+            .bind(Json(value))
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(|e| self.state_context("put").classify(e))
+    }
+
+    /// `DELETE FROM <table> WHERE key = $1`; a missing key is fine.
+    async fn delete(&self, key: &str) -> Result<(), FaucetError> {
+        validate_state_key(key)?;
+        sqlx::query(&self.sql.delete)
+            .bind(key)
+            .execute(&self.pool)
+            .await
+            .map(drop)
+            .map_err(|e| self.state_context("delete").classify(e))
+    }
+
+    /// One direct connection (naming an unreachable server, a rejected login or a missing
+    /// database at once), then a real upsert → select → delete of [`DOCTOR_KEY`] in the
+    /// state table, then the lease statement on the lease table inside a transaction that is
+    /// rolled back. Leaves no row behind. Each failure says which step, which table and
+    /// what to do.
+    async fn check(&self) -> Result<(), FaucetError> {
+        probe_connection(&self.pool.connect_options(), &self.target, &self.sql.table)
+            .await
+            .map_err(|e| in_check("connect", e))?;
+        self.check_state_round_trip().await?;
+        self.check_lease_table()
+            .await
+            .map_err(|e| in_check("lease table", e))
+    }
+
+    async fn acquire_lease(
+        &self,
+        key: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+    ) -> Result<LeaseOutcome, FaucetError> {
+        self.acquire(key, holder, ttl).await
+    }
+
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {
+        self.renew(lease, ttl).await
+    }
+
+    async fn release_lease(&self, lease: &Lease) -> Result<(), FaucetError> {
+        self.release(lease).await
+    }
+
+    async fn put_fenced(&self, key: &str, value: &Value, lease: &Lease) -> Result<(), FaucetError> {
+        self.write_fenced(key, value, lease).await
+    }
+}

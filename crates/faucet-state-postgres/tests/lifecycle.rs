@@ -1,0 +1,173 @@
+//! Bookmarks: lifecycle, exact JSON, custom tables, concurrent writers, the shared
+//! conformance battery.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use faucet_core::serde_json::{self, Value, json};
+use faucet_core::state::StateStore;
+use faucet_core::testing::conformance;
+use faucet_state_postgres::PostgresStateStore;
+
+use crate::support::{admin_pool, count, drop_tables, fresh_store, pg_url};
+
+#[tokio::test]
+async fn lifecycle_keeps_nested_json_and_big_integers_exactly() {
+    let (store, pool) = fresh_store("fst_lifecycle").await;
+    assert_eq!(store.name(), "postgres");
+    assert_eq!(store.get("orders::eu").await.expect("get"), None);
+
+    let text = r#"{"lsn":"0/16B3748","n":12345678901234567890,"price":12.50,
+        "nested":{"ids":[1,-2,3],"ok":true,"none":null,"s":"é \"q\" \\ / \n"}}"#;
+    let bookmark: Value = serde_json::from_str(text).expect("json");
+    store.put("orders::eu", &bookmark).await.expect("put");
+    let back = store.get("orders::eu").await.expect("get").expect("some");
+    assert_eq!(back, bookmark);
+    let printed = serde_json::to_string(&back).expect("encode");
+    assert!(printed.contains("12345678901234567890"), "{printed}");
+    assert!(printed.contains("12.50"), "{printed}");
+    // The row itself holds the exact number, as JSONB numeric.
+    let in_db: String =
+        sqlx::query_scalar("SELECT (value->>'n') FROM \"fst_lifecycle\" WHERE key = 'orders::eu'")
+            .fetch_one(&pool)
+            .await
+            .expect("select");
+    assert_eq!(in_db, "12345678901234567890");
+
+    let first_update = stamp(&pool, "orders::eu").await;
+    store
+        .put("orders::eu", &json!({"lsn": "0/16B3750"}))
+        .await
+        .expect("overwrite");
+    assert_eq!(
+        store.get("orders::eu").await.expect("get"),
+        Some(json!({"lsn": "0/16B3750"}))
+    );
+    assert!(
+        stamp(&pool, "orders::eu").await >= first_update,
+        "updated_at moves"
+    );
+    assert_eq!(count(&pool, "fst_lifecycle").await, 1, "one row per key");
+
+    store.delete("orders::eu").await.expect("delete");
+    store
+        .delete("orders::eu")
+        .await
+        .expect("delete of a missing key");
+    assert_eq!(store.get("orders::eu").await.expect("get"), None);
+    assert_eq!(count(&pool, "fst_lifecycle").await, 0);
+    drop_tables(&pool, "fst_lifecycle").await;
+}
+
+/// `updated_at` as microseconds since the epoch.
+async fn stamp(pool: &sqlx::PgPool, key: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT (extract(epoch FROM updated_at) * 1000000)::bigint FROM \"fst_lifecycle\" \
+         WHERE key = $1",
+    )
+    .bind(key)
+    .fetch_one(pool)
+    .await
+    .expect("updated_at")
+}
+
+#[tokio::test]
+async fn custom_table_through_from_pool() {
+    let pool = admin_pool().await;
+    let table = "fst_Custom_Table";
+    drop_tables(&pool, table).await;
+    let store = PostgresStateStore::from_pool(pool.clone(), table).expect("from_pool");
+    assert_eq!(store.table(), table);
+    assert_eq!(store.lease_table(), "fst_Custom_Table_lease");
+    store.ensure_table().await.expect("ensure_table");
+    store
+        .ensure_table()
+        .await
+        .expect("ensure_table is idempotent");
+    store.put("k", &json!({"id": 7})).await.expect("put");
+
+    // The row is in exactly that (case-preserved, quoted) table, with the seed's columns.
+    let row: (String, serde_json::Value) =
+        sqlx::query_as("SELECT key, value FROM \"fst_Custom_Table\"")
+            .fetch_one(&pool)
+            .await
+            .expect("row");
+    assert_eq!(row, ("k".to_owned(), json!({"id": 7})));
+    let columns: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT column_name::text, data_type::text, is_nullable::text \
+         FROM information_schema.columns WHERE table_name = $1 ORDER BY ordinal_position",
+    )
+    .bind(table)
+    .fetch_all(&pool)
+    .await
+    .expect("columns");
+    let columns: Vec<(&str, &str, &str)> = columns
+        .iter()
+        .map(|(a, b, c)| (a.as_str(), b.as_str(), c.as_str()))
+        .collect();
+    assert_eq!(
+        columns,
+        [
+            ("key", "text", "NO"),
+            ("value", "jsonb", "NO"),
+            ("updated_at", "timestamp with time zone", "NO"),
+        ]
+    );
+    drop_tables(&pool, table).await;
+}
+
+#[tokio::test]
+async fn sixteen_concurrent_writers_of_one_key_all_succeed() {
+    let (store, pool) = fresh_store("fst_concurrent").await;
+    let store = Arc::new(store);
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            store
+                .put("hot", &json!({ "writer": i, "pad": "x".repeat(512) }))
+                .await
+        }));
+    }
+    for t in tasks {
+        t.await.expect("join").expect("every put succeeds");
+    }
+    let v = store.get("hot").await.expect("get").expect("some");
+    let writers: HashSet<u64> = (0..16).collect();
+    let w = v["writer"].as_u64().expect("writer");
+    assert!(writers.contains(&w), "{v}");
+    assert_eq!(v["pad"], json!("x".repeat(512)), "one writer's whole value");
+    assert_eq!(count(&pool, "fst_concurrent").await, 1);
+    drop_tables(&pool, "fst_concurrent").await;
+}
+
+#[tokio::test]
+async fn passes_the_state_store_conformance_battery() {
+    let (store, pool) = fresh_store("fst_conformance").await;
+    conformance::state_store_contract(&store, "pg-conf-")
+        .await
+        .expect("conformance");
+    assert_eq!(count(&pool, "fst_conformance").await, 0);
+    drop_tables(&pool, "fst_conformance").await;
+}
+
+#[tokio::test]
+async fn debug_never_shows_the_password() {
+    let lazy = sqlx::postgres::PgPoolOptions::new()
+        .connect_lazy(crate::support::DEAD_URL)
+        .expect("lazy pool");
+    let store = PostgresStateStore::from_pool(lazy, "fst_debug").expect("from_pool");
+    let debug = format!("{store:?}");
+    assert!(!debug.contains("s3cr3t"), "{debug}");
+    assert!(
+        debug.contains("postgres://postgres@127.0.0.1:1/test"),
+        "{debug}"
+    );
+
+    let store = PostgresStateStore::connect_with(&pg_url(), 2, "fst_debug")
+        .await
+        .expect("connect");
+    let debug = format!("{store:?}");
+    assert!(debug.contains("max_connections: 2"), "{debug}");
+    assert!(debug.contains("table: \"fst_debug\""), "{debug}");
+}

@@ -1,0 +1,67 @@
+//! Shared helpers: the server URL, a fresh pair of tables per test, error inspection.
+
+use faucet_core::FaucetError;
+use faucet_state_postgres::PostgresStateStore;
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+/// The test server's URL.
+pub(crate) fn pg_url() -> String {
+    std::env::var("FAUCET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A pool on the test server; fails the test, naming the service, when it is unreachable.
+pub(crate) async fn admin_pool() -> PgPool {
+    let url = pg_url();
+    match PgPoolOptions::new().max_connections(4).connect(&url).await {
+        Ok(pool) => pool,
+        Err(e) => panic!(
+            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
+             is unreachable: {e}; start it with scripts/services.sh"
+        ),
+    }
+}
+
+/// Drops `table` and its lease table, so a test starts from nothing.
+pub(crate) async fn drop_tables(pool: &PgPool, table: &str) {
+    for t in [table.to_owned(), format!("{table}_lease")] {
+        sqlx::query(&format!("DROP TABLE IF EXISTS \"{t}\""))
+            .execute(pool)
+            .await
+            .expect("drop table");
+    }
+}
+
+/// A store on fresh tables `table` / `table_lease`, created by `ensure_table`.
+pub(crate) async fn fresh_store(table: &str) -> (PostgresStateStore, PgPool) {
+    let pool = admin_pool().await;
+    drop_tables(&pool, table).await;
+    let store = PostgresStateStore::connect_with(&pg_url(), 5, table)
+        .await
+        .expect("connect");
+    store.ensure_table().await.expect("ensure_table");
+    (store, pool)
+}
+
+/// Rows in `table`.
+pub(crate) async fn count(pool: &PgPool, table: &str) -> i64 {
+    sqlx::query_scalar(&format!("SELECT count(*) FROM \"{table}\""))
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
+
+/// The error's message with its whole source chain, and its Debug form.
+pub(crate) fn everything_printed(err: &FaucetError) -> String {
+    let mut out = format!("{err} | {err:?}");
+    let mut source = std::error::Error::source(err);
+    while let Some(s) = source {
+        out.push_str(&format!(" | {s} | {s:?}"));
+        source = s.source();
+    }
+    out
+}
+
+/// A URL to the test server's host on a port where nothing listens, with a password.
+pub(crate) const DEAD_URL: &str = "postgres://postgres:s3cr3t-pw@127.0.0.1:1/test";
