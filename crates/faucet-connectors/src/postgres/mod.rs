@@ -1,7 +1,18 @@
 //! PostgreSQL: the `postgres` query source, the `postgres-cdc` source and the `postgres` sink,
-//! sharing one type mapping ([`types`]).
+//! sharing one type mapping ([`types`]) and one way to open a session
+//! ([`types::SESSION_SETUP`]: UTC, ISO dates, ISO 8601 intervals, hex bytea).
+//!
+//! * [`query::PostgresQuerySource`] (`type: postgres` as a source): a table or a query, in
+//!   full or incrementally by a key tuple, streamed with `COPY ... TO STDOUT`;
+//! * [`cdc`] (`type: postgres-cdc`): logical replication with pgoutput;
+//! * [`sink::PostgresSink`] (`type: postgres` as a sink): append with `COPY ... FROM STDIN`,
+//!   or upsert by key (change records applied in order), with an atomic commit token.
 
 pub mod cdc;
+pub(crate) mod config;
 pub mod query;
 pub mod sink;
 pub(crate) mod types;
+
+pub use query::{PostgresQueryConfig, PostgresQuerySource, ReplicationMethod};
+pub use sink::{PostgresSink, PostgresSinkConfig, WriteMode};

@@ -1,1 +1,164 @@
-//! The `postgres` query source.
+//! The `postgres` query source: reads a table or a `SELECT`, in full or incrementally by a
+//! key tuple, and streams it in pages of typed records.
+//!
+//! * One `COPY (SELECT ...) TO STDOUT` per run, in text format: the fastest way out of
+//!   PostgreSQL, one snapshot for the whole read, and every value in its text output form,
+//!   decoded by the one mapping of [`crate::postgres::types`] (DESIGN.md's value table).
+//!   Memory stays bounded by the page size (see `reader`).
+//! * `incremental`: `WHERE (k1, k2) > ('v1'::t1, 'v2'::t2) ORDER BY k1, k2` — the whole key
+//!   tuple is compared, so rows tying on the first column are neither skipped nor repeated
+//!   (case 11); every page's bookmark holds the last key tuple, so a crash mid-table resumes
+//!   mid-table. Rows with a NULL in the key are not read.
+//! * `full_table`: every run reads everything; a table with a primary key is read in key
+//!   order with the last key in every page's bookmark (a crash resumes mid-table); a query,
+//!   or a table without a primary key, restarts from the beginning after a crash. The last
+//!   page's bookmark is `{"full_table":"done"}`.
+//! * Replay guarantee: non-deterministic (the table changes between reads), so
+//!   effectively-once needs an upsert sink.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), faucet_core::FaucetError> {
+//! use faucet_connectors::postgres::{PostgresQueryConfig, PostgresQuerySource};
+//! let source = PostgresQuerySource::new(PostgresQueryConfig::for_table(
+//!     "postgres://postgres@127.0.0.1:5432/test",
+//!     "public.airports",
+//! ))?;
+//! # let _ = source;
+//! # Ok(())
+//! # }
+//! ```
+
+mod config;
+mod copy_text;
+mod plan;
+mod reader;
+
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use sqlx::Executor as _;
+use sqlx::postgres::PgConnectOptions;
+
+use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
+
+pub use config::{PostgresQueryConfig, ReplicationMethod};
+
+use super::config::{CONNECTOR, connect, parse_url};
+use config::Target;
+use plan::Plan;
+
+/// The `postgres` query source. Built from a validated [`PostgresQueryConfig`] without I/O;
+/// [`Source::open`] and [`Source::check`] connect.
+pub struct PostgresQuerySource {
+    config: PostgresQueryConfig,
+    options: PgConnectOptions,
+    target: Target,
+    warnings: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for PostgresQuerySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresQuerySource")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresQuerySource {
+    /// A source for `config`, validated (no I/O).
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] from [`PostgresQueryConfig::validate`].
+    pub fn new(config: PostgresQueryConfig) -> Result<Self, FaucetError> {
+        config.validate()?;
+        let options = parse_url(&config.connection_url, "source.config.connection_url")?;
+        let target = config.target()?;
+        let warnings = Mutex::new(config.warnings());
+        Ok(Self {
+            config,
+            options,
+            target,
+            warnings,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PostgresQueryConfig {
+        &self.config
+    }
+
+    /// What the user should know about this configuration: the config's own
+    /// [`PostgresQueryConfig::warnings`], plus, once [`Source::check`] or [`Source::open`]
+    /// has looked at the database, a replication key that is not known unique (no primary
+    /// key or unique index within it; the fix: end the key with the primary key) or that
+    /// has nullable columns. Each is also logged with `tracing::warn!`.
+    pub fn warnings(&self) -> Vec<String> {
+        self.warnings.lock().map(|w| w.clone()).unwrap_or_default()
+    }
+
+    async fn plan(&self, conn: &mut sqlx::PgConnection) -> Result<Plan, FaucetError> {
+        let plan = Plan::describe(
+            conn,
+            &self.target,
+            self.config.replication_method,
+            &self.config.replication_key,
+        )
+        .await?;
+        if let Ok(mut w) = self.warnings.lock() {
+            for warning in &plan.warnings {
+                if !w.contains(warning) {
+                    w.push(warning.clone());
+                }
+            }
+        }
+        Ok(plan)
+    }
+}
+
+#[async_trait]
+impl Source for PostgresQuerySource {
+    fn connector(&self) -> &str {
+        CONNECTOR
+    }
+
+    fn replay(&self) -> ReplayGuarantee {
+        ReplayGuarantee::NonDeterministic
+    }
+
+    async fn open(
+        &self,
+        from: Option<Bookmark>,
+        options: ReadOptions,
+    ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        let mut conn = connect(&self.options).await?;
+        let plan = self.plan(&mut conn).await?;
+        let start = plan.start(from.as_ref())?;
+        tracing::info!(
+            source = CONNECTOR,
+            target = %plan.label,
+            method = ?self.config.replication_method,
+            start = ?start,
+            "opening read"
+        );
+        Ok(Box::new(reader::spawn(
+            conn,
+            Arc::new(plan),
+            start,
+            options.batch_size.max(1),
+            options.cancel,
+        )))
+    }
+
+    async fn check(&self) -> Result<(), FaucetError> {
+        let mut conn = connect(&self.options).await?;
+        let plan = self.plan(&mut conn).await?;
+        conn.execute(plan.probe_sql().as_str()).await.map_err(|e| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("{} is not readable", plan.label),
+                Some(Box::new(e)),
+            )
+        })?;
+        Ok(())
+    }
+}

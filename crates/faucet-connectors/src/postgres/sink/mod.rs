@@ -1,1 +1,406 @@
-//! The `postgres` sink.
+//! The `postgres` sink: writes pages into one table, each page in one transaction.
+//!
+//! * `append`: `COPY target (fields) FROM STDIN` in text format (the fastest way in).
+//! * `upsert` by `key`: change records are applied (`d` deletes by the key in `before`,
+//!   `c`/`u`/`r` upsert `after`, `t` truncates the table), plain rows upsert themselves; the
+//!   page is collapsed to the last operation per key in source order, so several changes to
+//!   one key in a page are applied as if one by one (cases 14, 15), and a column named in
+//!   `unchanged_toast` keeps its stored value (case 01). See [`changes`].
+//! * Atomic watermark ([`SinkWriter::write_committed`]): the page's rows and the commit token
+//!   (`faucet_commit_tokens` in the target's schema) commit in one transaction; the stored
+//!   sequence only moves forward, a stale writer's page is rolled back with an error.
+//! * No blind retries: when the session is lost around a COMMIT the outcome is unknown, so
+//!   the write fails (and the writer refuses further pages) instead of writing the page
+//!   again; the run loop re-delivers from the last durable bookmark, where the commit token
+//!   or the upsert key absorbs the replay.
+//! * Values are written in the text input form of their types ([`encode`]), so numerics,
+//!   NaN and infinities, arrays, bytea and jsonb round-trip exactly (cases 04, 22, 23, 24).
+//!   A value the column cannot hold is a [`FaucetError::Data`] naming table, column and row.
+//!
+//! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert`.
+
+mod changes;
+mod config;
+mod encode;
+mod table;
+mod token;
+mod write;
+
+use async_trait::async_trait;
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection};
+
+use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
+
+pub use config::{PostgresSinkConfig, WriteMode};
+
+use super::config::{CONNECTOR, TableName, connect, parse_url};
+use table::TargetTable;
+use write::{Buffers, Target};
+
+/// The `postgres` sink. Built from a validated [`PostgresSinkConfig`] without I/O;
+/// [`Sink::open`] and [`Sink::check`] connect.
+pub struct PostgresSink {
+    config: PostgresSinkConfig,
+    options: PgConnectOptions,
+    table: TableName,
+    tokens: TableName,
+}
+
+impl std::fmt::Debug for PostgresSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSink")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresSink {
+    /// A sink for `config`, validated (no I/O).
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] from [`PostgresSinkConfig::validate`].
+    pub fn new(config: PostgresSinkConfig) -> Result<Self, FaucetError> {
+        config.validate()?;
+        let options = parse_url(&config.connection_url, "sink.config.connection_url")?;
+        let table = config.table_name()?;
+        let tokens = table.sibling(token::TOKENS);
+        Ok(Self {
+            config,
+            options,
+            table,
+            tokens,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &PostgresSinkConfig {
+        &self.config
+    }
+
+    fn upsert_key(&self) -> &[String] {
+        match self.config.write_mode {
+            WriteMode::Upsert => &self.config.key,
+            WriteMode::Append => &[],
+        }
+    }
+
+    /// Checks an existing table against the config: the key columns exist and, for upsert,
+    /// a primary key or unique index covers exactly them.
+    async fn verify(
+        &self,
+        conn: &mut PgConnection,
+        table: &TargetTable,
+    ) -> Result<(), FaucetError> {
+        for (i, k) in self.config.key.iter().enumerate() {
+            if !table.columns.contains(k) {
+                return Err(FaucetError::config(
+                    format!("sink.config.key[{i}]"),
+                    format!(
+                        "`{k}` is not a column of {} (columns: {})",
+                        self.table,
+                        table.columns.join(", ")
+                    ),
+                ));
+            }
+        }
+        if self.config.write_mode == WriteMode::Upsert
+            && !table::has_unique_key(conn, &self.table, &self.config.key).await?
+        {
+            return Err(FaucetError::config(
+                "sink.config.key",
+                format!(
+                    "upsert needs a primary key or unique index on exactly ({}) of {}; add \
+                     one (`ALTER TABLE {} ADD PRIMARY KEY ({})`) or change `key`",
+                    self.config.key.join(", "),
+                    self.table,
+                    self.table.quoted(),
+                    self.config.key.join(", ")
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Sink for PostgresSink {
+    fn connector(&self) -> &str {
+        CONNECTOR
+    }
+
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            atomic_watermark: true,
+            keyed_upsert: self.config.write_mode == WriteMode::Upsert
+                && !self.config.key.is_empty(),
+        }
+    }
+
+    /// Connects, and checks the table (see [`PostgresSinkConfig`]); a missing table is
+    /// created with the first page when `create_table` is set.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`]; [`FaucetError::Write`] when the table is missing and
+    /// `create_table` is off; [`FaucetError::Config`] when the key does not fit the table.
+    async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
+        let mut conn = connect(&self.options).await?;
+        let table = table::load(&mut conn, &self.table).await?;
+        match &table {
+            Some(t) => self.verify(&mut conn, t).await?,
+            None if !self.config.create_table => {
+                return Err(missing_table(&self.table));
+            }
+            None => {}
+        }
+        let mut writer = PostgresSinkWriter {
+            sink: self,
+            conn: Some(conn),
+            table,
+            stage_ready: false,
+            tokens_ready: false,
+            source_table: None,
+            bufs: Buffers::default(),
+        };
+        writer.ensure_stage().await?;
+        Ok(Box::new(writer))
+    }
+
+    /// Connects; checks that the table exists (or may be created), fits the key, and that
+    /// the role may write it (INSERT; UPDATE and DELETE for upsert).
+    ///
+    /// # Errors
+    /// The first failing prerequisite, with its fix.
+    async fn check(&self) -> Result<(), FaucetError> {
+        let mut conn = connect(&self.options).await?;
+        let Some(t) = table::load(&mut conn, &self.table).await? else {
+            if self.config.create_table {
+                return Ok(());
+            }
+            return Err(missing_table(&self.table));
+        };
+        self.verify(&mut conn, &t).await?;
+        let privileges: &[&str] = match self.config.write_mode {
+            WriteMode::Append => &["INSERT"],
+            WriteMode::Upsert => &["INSERT", "UPDATE", "DELETE"],
+        };
+        for p in privileges {
+            let ok: bool = sqlx::query_scalar("SELECT has_table_privilege($1, $2)")
+                .bind(self.table.quoted())
+                .bind(*p)
+                .fetch_one(&mut conn)
+                .await
+                .map_err(|e| {
+                    table::write_err(format!("cannot check privileges on {}", self.table), e)
+                })?;
+            if !ok {
+                return Err(FaucetError::write(
+                    CONNECTOR,
+                    format!(
+                        "the role has no {p} privilege on {}; GRANT {p} ON {} TO <role>",
+                        self.table,
+                        self.table.quoted()
+                    ),
+                    None,
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn missing_table(name: &TableName) -> FaucetError {
+    FaucetError::write(
+        CONNECTOR,
+        format!(
+            "table {name} does not exist (names are case-sensitive and matched exactly); \
+             create it, or set `create_table: true` to create it from the records"
+        ),
+        None,
+    )
+}
+
+/// An open [`PostgresSink`]: one session, one transaction per page.
+struct PostgresSinkWriter<'a> {
+    sink: &'a PostgresSink,
+    /// `None` once a failure left the session in an unknown state.
+    conn: Option<PgConnection>,
+    table: Option<TargetTable>,
+    stage_ready: bool,
+    tokens_ready: bool,
+    /// The `table` of the change records written so far.
+    source_table: Option<String>,
+    bufs: Buffers,
+}
+
+impl PostgresSinkWriter<'_> {
+    fn conn(&mut self) -> Result<&mut PgConnection, FaucetError> {
+        self.conn.as_mut().ok_or_else(|| {
+            FaucetError::write(
+                CONNECTOR,
+                format!(
+                    "an earlier write to {} failed and left the session unusable; reopen the \
+                     sink (the next run resumes from the last durable bookmark)",
+                    self.sink.table
+                ),
+                None,
+            )
+        })
+    }
+
+    /// Creates the staging table once the target exists (upsert only).
+    async fn ensure_stage(&mut self) -> Result<(), FaucetError> {
+        if self.stage_ready
+            || self.table.is_none()
+            || self.sink.config.write_mode != WriteMode::Upsert
+        {
+            return Ok(());
+        }
+        let name = self.sink.table.clone();
+        table::create_stage(self.conn()?, &name).await?;
+        self.stage_ready = true;
+        Ok(())
+    }
+
+    /// Makes sure the target exists for `page` (creating it when configured).
+    async fn ensure_table(&mut self, page: &Page) -> Result<(), FaucetError> {
+        if self.table.is_none() && self.sink.config.create_table && !page.is_empty() {
+            let key = self.sink.config.key.clone();
+            let name = self.sink.table.clone();
+            let created = table::create(self.conn()?, &name, page, &key).await?;
+            if let Some(t) = &created {
+                let sink = self.sink;
+                sink.verify(self.conn()?, t).await?;
+            }
+            self.table = created;
+        }
+        self.ensure_stage().await
+    }
+
+    /// Writes `page` (and the token) in one transaction.
+    async fn write_page(
+        &mut self,
+        page: &Page,
+        token: Option<(&str, &CommitToken)>,
+    ) -> Result<(), FaucetError> {
+        if token.is_some() && !self.tokens_ready {
+            let tokens = self.sink.tokens.clone();
+            token::ensure(self.conn()?, &tokens).await?;
+            self.tokens_ready = true;
+        }
+        if !page.is_empty() {
+            self.ensure_table(page).await?;
+        }
+        self.conn()?;
+        let sink = self.sink;
+        let Self {
+            conn,
+            table,
+            source_table,
+            bufs,
+            ..
+        } = self;
+        let Some(session) = conn.as_mut() else {
+            return Err(FaucetError::write(
+                CONNECTOR,
+                "the session is unusable",
+                None,
+            ));
+        };
+        let result = transaction(
+            session,
+            sink,
+            table.as_ref(),
+            page,
+            token,
+            bufs,
+            source_table,
+        )
+        .await;
+        if let Err(failure) = &result {
+            if failure.lost {
+                *conn = None;
+            }
+        }
+        result.map_err(|f| f.error)
+    }
+}
+
+/// A failed page transaction: the error, and whether the session is gone (outcome unknown).
+struct Failure {
+    error: FaucetError,
+    lost: bool,
+}
+
+impl From<FaucetError> for Failure {
+    fn from(error: FaucetError) -> Self {
+        let lost = matches!(&error, FaucetError::Write { source: Some(s), .. }
+            if s.downcast_ref::<sqlx::Error>().is_some_and(super::config::is_connection_lost));
+        Self { error, lost }
+    }
+}
+
+async fn transaction(
+    conn: &mut PgConnection,
+    sink: &PostgresSink,
+    table: Option<&TargetTable>,
+    page: &Page,
+    token: Option<(&str, &CommitToken)>,
+    bufs: &mut Buffers,
+    source_table: &mut Option<String>,
+) -> Result<(), Failure> {
+    let begin_err = |e: sqlx::Error| Failure::from(write::classify(e, "BEGIN", &sink.table, None));
+    let mut tx = conn.begin().await.map_err(begin_err)?;
+    if let Some(t) = table.filter(|_| !page.is_empty()) {
+        let target = Target {
+            name: &sink.table,
+            table: t,
+            key: sink.upsert_key(),
+        };
+        match sink.config.write_mode {
+            WriteMode::Append => write::append(&mut *tx, &target, page, bufs).await?,
+            WriteMode::Upsert => {
+                write::upsert(&mut *tx, &target, page, bufs, source_table).await?;
+            }
+        }
+    }
+    if let Some((scope, token)) = token {
+        token::advance(&mut *tx, &sink.tokens, scope, token).await?;
+    }
+    tx.commit()
+        .await
+        .map_err(|e| Failure::from(write::classify(e, "COMMIT", &sink.table, None)))?;
+    Ok(())
+}
+
+#[async_trait]
+impl SinkWriter for PostgresSinkWriter<'_> {
+    async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        if page.is_empty() {
+            return Ok(());
+        }
+        self.write_page(page, None).await
+    }
+
+    /// Each page commits in [`SinkWriter::write`]; nothing is left to flush.
+    async fn flush(&mut self) -> Result<(), FaucetError> {
+        Ok(())
+    }
+
+    async fn write_committed(
+        &mut self,
+        page: &Page,
+        scope: &str,
+        token: &CommitToken,
+    ) -> Result<(), FaucetError> {
+        self.write_page(page, Some((scope, token))).await
+    }
+
+    async fn last_committed_token(
+        &mut self,
+        scope: &str,
+    ) -> Result<Option<CommitToken>, FaucetError> {
+        let tokens = self.sink.tokens.clone();
+        token::last(self.conn()?, &tokens, scope).await
+    }
+}

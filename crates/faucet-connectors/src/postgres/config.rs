@@ -1,0 +1,253 @@
+//! Connection and naming rules shared by the `postgres` query source and the `postgres` sink:
+//! the connection URL (a secret, never printed), opening a session with
+//! [`SESSION_SETUP`](super::types::SESSION_SETUP), identifier validation, and the mapping of
+//! driver errors to [`FaucetError`]s that never carry the URL.
+
+use std::str::FromStr;
+
+use secrecy::{ExposeSecret, SecretString};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgDatabaseError};
+use sqlx::{ConnectOptions, Executor as _};
+
+use faucet_core::FaucetError;
+
+use super::types::SESSION_SETUP;
+
+/// The connector name of the query source and the sink, used in errors.
+pub(crate) const CONNECTOR: &str = "postgres";
+
+/// The longest PostgreSQL identifier, in bytes (`NAMEDATALEN - 1`).
+pub(crate) const MAX_IDENT_BYTES: usize = 63;
+
+/// Parses `url` (`postgres://user:password@host:port/database?...`) without ever putting it
+/// in an error message.
+///
+/// # Errors
+/// [`FaucetError::Config`] at `field` when the URL cannot be parsed; the message says what
+/// is wrong, not what the URL is.
+pub(crate) fn parse_url(url: &SecretString, field: &str) -> Result<PgConnectOptions, FaucetError> {
+    let text = url.expose_secret();
+    if text.trim().is_empty() {
+        return Err(FaucetError::config(field, "must not be empty"));
+    }
+    if !(text.starts_with("postgres://") || text.starts_with("postgresql://")) {
+        return Err(FaucetError::config(
+            field,
+            "must be a URL starting with `postgres://` or `postgresql://`",
+        ));
+    }
+    PgConnectOptions::from_str(text)
+        .map(|o| o.disable_statement_logging())
+        .map_err(|e| {
+            // sqlx's parse errors describe the part at fault, never echoing the password;
+            // still, only the error kind is shown.
+            let kind = match e {
+                sqlx::Error::Configuration(_) => "malformed connection URL",
+                _ => "unusable connection URL",
+            };
+            FaucetError::config(field, format!("{kind} (the URL itself is not shown)"))
+        })
+}
+
+/// `user@host:port/database` — the URL without its password, for messages and logs.
+pub(crate) fn describe(options: &PgConnectOptions) -> String {
+    format!(
+        "{}@{}:{}/{}",
+        options.get_username(),
+        options.get_host(),
+        options.get_port(),
+        options.get_database().unwrap_or("")
+    )
+}
+
+/// Opens one session and runs [`SESSION_SETUP`] on it.
+///
+/// # Errors
+/// [`FaucetError::Connect`] naming `user@host:port/database` (never the password), with the
+/// driver's error as the source.
+pub(crate) async fn connect(options: &PgConnectOptions) -> Result<PgConnection, FaucetError> {
+    let where_ = describe(options);
+    let mut conn = options.connect().await.map_err(|e| {
+        FaucetError::connect(
+            CONNECTOR,
+            format!("cannot connect to PostgreSQL at {where_}"),
+            Some(Box::new(e)),
+        )
+    })?;
+    // A plain string runs as a simple query: several statements in one round trip.
+    (&mut conn).execute(SESSION_SETUP).await.map_err(|e| {
+        FaucetError::connect(
+            CONNECTOR,
+            format!("session setup failed on {where_}"),
+            Some(Box::new(e)),
+        )
+    })?;
+    Ok(conn)
+}
+
+/// A validated table name: an optional schema and the table, each
+/// `[A-Za-z_][A-Za-z0-9_$]*` and at most 63 bytes. Names are matched exactly
+/// (case-sensitively) against the catalog and always quoted: a table created as `Orders`
+/// without quotes is stored, and must be configured, as `orders`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableName {
+    /// The schema, when the name was qualified.
+    pub(crate) schema: Option<String>,
+    /// The table.
+    pub(crate) table: String,
+}
+
+impl TableName {
+    /// Parses `schema.table` or `table`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] at `field` naming the offending part.
+    pub(crate) fn parse(name: &str, field: &str) -> Result<Self, FaucetError> {
+        let parts: Vec<&str> = name.split('.').collect();
+        let (schema, table) = match parts.as_slice() {
+            [table] => (None, *table),
+            [schema, table] => (Some(*schema), *table),
+            _ => {
+                return Err(FaucetError::config(
+                    field,
+                    format!("`{name}` is not `table` or `schema.table`"),
+                ));
+            }
+        };
+        for part in schema.iter().chain(std::iter::once(&table)) {
+            validate_ident(part, field)?;
+        }
+        Ok(Self {
+            schema: schema.map(str::to_owned),
+            table: table.to_owned(),
+        })
+    }
+
+    /// The quoted SQL form: `"schema"."table"` or `"table"`.
+    pub(crate) fn quoted(&self) -> String {
+        use faucet_core::util::quote_ident;
+        match &self.schema {
+            Some(s) => format!("{}.{}", quote_ident(s), quote_ident(&self.table)),
+            None => quote_ident(&self.table),
+        }
+    }
+
+    /// A sibling table in the same schema (`faucet_commit_tokens` beside the target).
+    pub(crate) fn sibling(&self, table: &str) -> Self {
+        Self {
+            schema: self.schema.clone(),
+            table: table.to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.schema {
+            Some(s) => write!(f, "{s}.{}", self.table),
+            None => f.write_str(&self.table),
+        }
+    }
+}
+
+/// Checks one identifier: `[A-Za-z_][A-Za-z0-9_$]*`, at most 63 bytes.
+///
+/// # Errors
+/// [`FaucetError::Config`] at `field`.
+pub(crate) fn validate_ident(ident: &str, field: &str) -> Result<(), FaucetError> {
+    let mut chars = ident.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+        return Err(FaucetError::config(
+            field,
+            format!(
+                "`{ident}` is not a valid identifier: use letters, digits, `_` and `$`, \
+                 not starting with a digit"
+            ),
+        ));
+    }
+    if ident.len() > MAX_IDENT_BYTES {
+        return Err(FaucetError::config(
+            field,
+            format!("`{ident}` is longer than {MAX_IDENT_BYTES} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a column name given in a config (a key column): any text of 1 to 63 bytes
+/// without NUL; it is always quoted, so any such name is safe and matched exactly.
+///
+/// # Errors
+/// [`FaucetError::Config`] at `field`.
+pub(crate) fn validate_column(name: &str, field: &str) -> Result<(), FaucetError> {
+    if name.is_empty() || name.len() > MAX_IDENT_BYTES || name.contains('\0') {
+        return Err(FaucetError::config(
+            field,
+            format!("`{name}` must be 1 to {MAX_IDENT_BYTES} bytes without NUL"),
+        ));
+    }
+    Ok(())
+}
+
+/// The server's error, when `e` is one (SQLSTATE, message, detail, context).
+pub(crate) fn db_error(e: &sqlx::Error) -> Option<&PgDatabaseError> {
+    match e {
+        sqlx::Error::Database(d) => d.try_downcast_ref::<PgDatabaseError>(),
+        _ => None,
+    }
+}
+
+/// Whether `e` means the session is gone (I/O, protocol, closed pool): the outcome of a
+/// statement in flight is then unknown.
+pub(crate) fn is_connection_lost(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names() {
+        let t = TableName::parse("public.orders", "f").expect("ok");
+        assert_eq!(t.quoted(), "\"public\".\"orders\"");
+        assert_eq!(t.to_string(), "public.orders");
+        assert_eq!(
+            TableName::parse("Orders_$1", "f").expect("ok").quoted(),
+            "\"Orders_$1\""
+        );
+        for bad in [
+            "",
+            "a.b.c",
+            "1abc",
+            "a b",
+            "a;drop",
+            "\"x\"",
+            "a.",
+            &"x".repeat(64),
+        ] {
+            assert!(TableName::parse(bad, "f").is_err(), "{bad}");
+        }
+        assert_eq!(
+            t.sibling("faucet_commit_tokens").quoted(),
+            "\"public\".\"faucet_commit_tokens\""
+        );
+    }
+
+    #[test]
+    fn urls_are_never_echoed() {
+        let secret = SecretString::from("postgres://u:hunter2@[::1:5432/db");
+        let err = parse_url(&secret, "sink.config.connection_url").expect_err("bad");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let err = parse_url(&SecretString::from("mysql://u:hunter2@h/db"), "f").expect_err("bad");
+        assert!(!err.to_string().contains("hunter2"), "{err}");
+        let ok = parse_url(&SecretString::from("postgres://u:hunter2@h:5433/db"), "f").expect("ok");
+        assert_eq!(describe(&ok), "u@h:5433/db");
+    }
+}

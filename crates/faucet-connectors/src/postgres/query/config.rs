@@ -1,0 +1,245 @@
+//! The `postgres` query source's configuration (`source.config` of `type: postgres`) and its
+//! pure validation.
+
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use faucet_core::FaucetError;
+
+use crate::postgres::config::{TableName, parse_url, validate_column};
+
+/// How a [`super::PostgresQuerySource`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicationMethod {
+    /// Every run reads the whole table or query. The bookmark marks a finished read
+    /// (`{"full_table":"done"}`); a table with a primary key is read in key order and every
+    /// page's bookmark holds the last key read, so a crash mid-table resumes mid-table.
+    #[default]
+    FullTable,
+    /// Each run reads the rows whose `replication_key` tuple is above the bookmark's, in
+    /// that order, and every page's bookmark holds the last tuple read.
+    Incremental,
+}
+
+/// Configuration of a [`super::PostgresQuerySource`].
+///
+/// ```yaml
+/// source:
+///   type: postgres
+///   config:
+///     connection_url: ${env:SOURCE_PG_URL}
+///     table: public.orders
+///     replication_method: incremental
+///     replication_key: [updated_at, id]
+/// ```
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresQueryConfig {
+    /// The database, `postgres://user:password@host:port/database`. A secret: never
+    /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
+    pub connection_url: SecretString,
+    /// The table to read, `table` or `schema.table`; each part `[A-Za-z_][A-Za-z0-9_$]*`,
+    /// matched exactly (case-sensitively) and always quoted. Exactly one of `table` and
+    /// `query` is required.
+    #[serde(default)]
+    pub table: Option<String>,
+    /// A `SELECT` to read instead of a table (no trailing `;`). It is wrapped as a subquery
+    /// (`SELECT * FROM (<query>) AS faucet_q ...`), so its output column names must be
+    /// distinct; the replication key refers to them.
+    #[serde(default)]
+    pub query: Option<String>,
+    /// `full_table` (default) or `incremental`.
+    #[serde(default)]
+    pub replication_method: ReplicationMethod,
+    /// The columns whose tuple orders the rows of an incremental read, e.g.
+    /// `[updated_at, id]`. Required for `incremental`, not allowed for `full_table`. The
+    /// tuple should be unique (end it with the primary key): `check()` warns when it is not
+    /// known to be. Rows whose key has a NULL are not read by an incremental read.
+    #[serde(default)]
+    pub replication_key: Vec<String>,
+}
+
+impl std::fmt::Debug for PostgresQueryConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresQueryConfig")
+            .field("connection_url", &"[redacted]")
+            .field("table", &self.table)
+            .field("query", &self.query)
+            .field("replication_method", &self.replication_method)
+            .field("replication_key", &self.replication_key)
+            .finish()
+    }
+}
+
+/// What the source reads: a validated table or a query.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// A table; its primary key can order a full read.
+    Table(TableName),
+    /// A query, read as a subquery.
+    Query(String),
+}
+
+impl PostgresQueryConfig {
+    /// A config reading `table` with `full_table`.
+    pub fn for_table(connection_url: impl Into<String>, table: impl Into<String>) -> Self {
+        Self {
+            connection_url: SecretString::from(connection_url.into()),
+            table: Some(table.into()),
+            query: None,
+            replication_method: ReplicationMethod::FullTable,
+            replication_key: Vec::new(),
+        }
+    }
+
+    /// Checks the config without any I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] naming the field (`source.config.<field>`).
+    pub fn validate(&self) -> Result<(), FaucetError> {
+        self.target().map(|_| ())?;
+        parse_url(&self.connection_url, "source.config.connection_url")?;
+        match self.replication_method {
+            ReplicationMethod::Incremental if self.replication_key.is_empty() => {
+                return Err(FaucetError::config(
+                    "source.config.replication_key",
+                    "is required for `replication_method: incremental`, e.g. \
+                     `[updated_at, id]` (end it with the primary key so it is unique)",
+                ));
+            }
+            ReplicationMethod::FullTable if !self.replication_key.is_empty() => {
+                return Err(FaucetError::config(
+                    "source.config.replication_key",
+                    "is only used by `replication_method: incremental`; remove it or \
+                     switch to incremental",
+                ));
+            }
+            _ => {}
+        }
+        for (i, col) in self.replication_key.iter().enumerate() {
+            validate_column(col, &format!("source.config.replication_key[{i}]"))?;
+            if self.replication_key[..i].contains(col) {
+                return Err(FaucetError::config(
+                    format!("source.config.replication_key[{i}]"),
+                    format!("`{col}` is listed twice"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Warnings a user should see without connecting (printed by `faucet validate`): an
+    /// incremental read of a query, whose key cannot be checked for uniqueness. `check()`
+    /// adds the warnings that need the database (see
+    /// [`super::PostgresQuerySource::warnings`]).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.replication_method == ReplicationMethod::Incremental && self.query.is_some() {
+            out.push(format!(
+                "source.config.replication_key {:?} orders a query, whose uniqueness cannot \
+                 be checked: if two rows can share a key tuple, a resumed read may deliver \
+                 some of them again; end the key with a unique column (the primary key)",
+                self.replication_key
+            ));
+        }
+        out
+    }
+
+    /// The validated table or query.
+    pub(crate) fn target(&self) -> Result<Target, FaucetError> {
+        match (&self.table, &self.query) {
+            (Some(t), None) => Ok(Target::Table(TableName::parse(t, "source.config.table")?)),
+            (None, Some(q)) => {
+                let q = q.trim().trim_end_matches(';').trim();
+                if q.is_empty() {
+                    return Err(FaucetError::config("source.config.query", "is empty"));
+                }
+                Ok(Target::Query(q.to_owned()))
+            }
+            (Some(_), Some(_)) => Err(FaucetError::config(
+                "source.config",
+                "give either `table` or `query`, not both",
+            )),
+            (None, None) => Err(FaucetError::config(
+                "source.config",
+                "one of `table` or `query` is required",
+            )),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(yaml_json: serde_json::Value) -> Result<PostgresQueryConfig, serde_json::Error> {
+        serde_json::from_value(yaml_json)
+    }
+
+    #[test]
+    fn strict_and_validated() {
+        let ok = parse(serde_json::json!({
+            "connection_url": "postgres://u:secret@h/db",
+            "table": "public.orders",
+            "replication_method": "incremental",
+            "replication_key": ["updated_at", "id"]
+        }))
+        .expect("parses");
+        ok.validate().expect("valid");
+        assert!(!format!("{ok:?}").contains("secret"));
+        assert!(ok.warnings().is_empty());
+
+        assert!(
+            parse(
+                serde_json::json!({"connection_url": "postgres://h/db", "table": "t", "tabel": 1})
+            )
+            .is_err()
+        );
+        let field = |v: serde_json::Value| match parse(v).expect("parses").validate() {
+            Err(FaucetError::Config { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            field(serde_json::json!({"connection_url": "postgres://h/db",
+                "table": "t", "replication_method": "incremental"})),
+            "source.config.replication_key"
+        );
+        assert_eq!(
+            field(serde_json::json!({"connection_url": "postgres://h/db",
+                "table": "t", "replication_key": ["id"]})),
+            "source.config.replication_key"
+        );
+        assert_eq!(
+            field(serde_json::json!({"connection_url": "postgres://h/db",
+                "table": "a;b"})),
+            "source.config.table"
+        );
+        assert_eq!(
+            field(serde_json::json!({"connection_url": "postgres://h/db",
+                "table": "t", "query": "select 1"})),
+            "source.config"
+        );
+        assert_eq!(
+            field(serde_json::json!({"connection_url": "postgres://h/db", "query": " ; "})),
+            "source.config.query"
+        );
+        assert_eq!(
+            field(serde_json::json!({"connection_url": "nope", "table": "t"})),
+            "source.config.connection_url"
+        );
+        assert_eq!(
+            field(
+                serde_json::json!({"connection_url": "postgres://h/db", "table": "t",
+                "replication_method": "incremental", "replication_key": ["id", "id"]})
+            ),
+            "source.config.replication_key[1]"
+        );
+        let q = parse(serde_json::json!({"connection_url": "postgres://h/db",
+            "query": "select * from t", "replication_method": "incremental",
+            "replication_key": ["id"]}))
+        .expect("parses");
+        q.validate().expect("valid");
+        assert_eq!(q.warnings().len(), 1);
+    }
+}

@@ -1,0 +1,171 @@
+//! The `postgres` sink's configuration (`sink.config` of `type: postgres`) and its pure
+//! validation.
+
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use faucet_core::FaucetError;
+
+use crate::postgres::config::{TableName, parse_url, validate_column};
+
+/// How a [`super::PostgresSink`] writes rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteMode {
+    /// `COPY ... FROM STDIN`: every record becomes a new row (at-least-once on its own;
+    /// effectively-once with the atomic commit token and a deterministic source).
+    #[default]
+    Append,
+    /// Insert or update by `key` (`INSERT ... ON CONFLICT (key) DO UPDATE`); change records
+    /// are applied: `d` deletes, `c`/`u`/`r` upsert, `t` truncates. A replayed record
+    /// overwrites itself: effectively-once (keyed upsert).
+    Upsert,
+}
+
+/// Configuration of a [`super::PostgresSink`].
+///
+/// ```yaml
+/// sink:
+///   type: postgres
+///   config:
+///     connection_url: ${env:TARGET_PG_URL}
+///     table: public.orders
+///     write_mode: upsert
+///     key: [id]
+/// ```
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresSinkConfig {
+    /// The target database, `postgres://user:password@host:port/database`. A secret: never
+    /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
+    pub connection_url: SecretString,
+    /// The target table, `table` or `schema.table`; each part `[A-Za-z_][A-Za-z0-9_$]*` and
+    /// at most 63 bytes, matched exactly (case-sensitively) and always quoted. The commit
+    /// token table `faucet_commit_tokens` lives in the same schema.
+    pub table: String,
+    /// Create the table when it is missing, from the first page's field types (DESIGN.md
+    /// value types → `bigint`, `numeric`, `double precision`, `text`, `jsonb`, ...), with the
+    /// `key` columns as primary key. Default `false`: a missing table is an error.
+    #[serde(default = "default_create_table")]
+    pub create_table: bool,
+    /// `append` (default) or `upsert`.
+    #[serde(default)]
+    pub write_mode: WriteMode,
+    /// The columns identifying a row, e.g. `[id]`. Required for `upsert` (the table needs a
+    /// primary key or unique index on exactly these columns); with `append` only used as the
+    /// primary key of a created table.
+    #[serde(default)]
+    pub key: Vec<String>,
+}
+
+fn default_create_table() -> bool {
+    false
+}
+
+impl std::fmt::Debug for PostgresSinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresSinkConfig")
+            .field("connection_url", &"[redacted]")
+            .field("table", &self.table)
+            .field("create_table", &self.create_table)
+            .field("write_mode", &self.write_mode)
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl PostgresSinkConfig {
+    /// A config appending into `table`.
+    pub fn new(connection_url: impl Into<String>, table: impl Into<String>) -> Self {
+        Self {
+            connection_url: SecretString::from(connection_url.into()),
+            table: table.into(),
+            create_table: default_create_table(),
+            write_mode: WriteMode::Append,
+            key: Vec::new(),
+        }
+    }
+
+    /// This config, upserting by `key`.
+    pub fn upsert(mut self, key: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.write_mode = WriteMode::Upsert;
+        self.key = key.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Checks the config without any I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] naming the field (`sink.config.<field>`).
+    pub fn validate(&self) -> Result<(), FaucetError> {
+        self.table_name()?;
+        parse_url(&self.connection_url, "sink.config.connection_url")?;
+        if self.write_mode == WriteMode::Upsert && self.key.is_empty() {
+            return Err(FaucetError::config(
+                "sink.config.key",
+                "is required for `write_mode: upsert`, e.g. `[id]`",
+            ));
+        }
+        for (i, col) in self.key.iter().enumerate() {
+            validate_column(col, &format!("sink.config.key[{i}]"))?;
+            if self.key[..i].contains(col) {
+                return Err(FaucetError::config(
+                    format!("sink.config.key[{i}]"),
+                    format!("`{col}` is listed twice"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The validated table name.
+    pub(crate) fn table_name(&self) -> Result<TableName, FaucetError> {
+        TableName::parse(&self.table, "sink.config.table")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_and_validated() {
+        let c: PostgresSinkConfig = serde_json::from_value(serde_json::json!({
+            "connection_url": "postgres://u:secret@h/db",
+            "table": "public.contact",
+            "write_mode": "upsert",
+            "key": ["id"]
+        }))
+        .expect("parses");
+        c.validate().expect("valid");
+        assert!(!c.create_table);
+        assert!(!format!("{c:?}").contains("secret"));
+        assert!(
+            serde_json::from_value::<PostgresSinkConfig>(serde_json::json!({
+                "connection_url": "postgres://h/db", "table": "t", "mode": "append"
+            }))
+            .is_err()
+        );
+        let field = |c: PostgresSinkConfig| match c.validate() {
+            Err(FaucetError::Config { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let base = PostgresSinkConfig::new("postgres://h/db", "t");
+        base.validate().expect("valid");
+        let mut c = base.clone();
+        c.write_mode = WriteMode::Upsert;
+        assert_eq!(field(c), "sink.config.key");
+        assert_eq!(
+            field(base.clone().upsert(["id", "id"])),
+            "sink.config.key[1]"
+        );
+        assert_eq!(
+            field(PostgresSinkConfig::new("postgres://h/db", "x.y.z")),
+            "sink.config.table"
+        );
+        assert_eq!(
+            field(PostgresSinkConfig::new("http://h/db", "t")),
+            "sink.config.connection_url"
+        );
+    }
+}

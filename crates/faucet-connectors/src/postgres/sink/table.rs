@@ -1,0 +1,192 @@
+//! The target table: what the catalog says about it, creating it from a page
+//! (`create_table: true`), and the session's staging table for upserts.
+
+use sqlx::Executor as _;
+use sqlx::postgres::PgConnection;
+
+use faucet_core::util::quote_ident;
+use faucet_core::{DataType, FaucetError, Page, Value};
+
+use super::changes::is_change_page;
+use crate::postgres::config::{CONNECTOR, TableName};
+use crate::postgres::types::sql_type_of;
+
+/// The staging table of an upsert session (`pg_temp`, emptied at every commit).
+pub(crate) const STAGE: &str = "pg_temp.faucet_stage";
+
+/// An existing target table.
+#[derive(Debug, Clone)]
+pub(crate) struct TargetTable {
+    /// Its column names, in table order.
+    pub(crate) columns: Vec<String>,
+}
+
+pub(crate) fn write_err(message: String, e: sqlx::Error) -> FaucetError {
+    FaucetError::write(CONNECTOR, message, Some(Box::new(e)))
+}
+
+/// The table `name`, or `None` when it does not exist.
+///
+/// # Errors
+/// [`FaucetError::Write`] when the catalog cannot be read.
+pub(crate) async fn load(
+    conn: &mut PgConnection,
+    name: &TableName,
+) -> Result<Option<TargetTable>, FaucetError> {
+    let err = |e| write_err(format!("cannot look up table {name}"), e);
+    let exists: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+        .bind(name.quoted())
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err)?;
+    if exists.is_none() {
+        return Ok(None);
+    }
+    let columns: Vec<String> = sqlx::query_scalar(
+        "SELECT attname::text FROM pg_attribute \
+         WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+    )
+    .bind(name.quoted())
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err)?;
+    Ok(Some(TargetTable { columns }))
+}
+
+/// Whether a primary key or a plain unique index covers exactly the `key` columns (what
+/// `ON CONFLICT (key)` needs).
+///
+/// # Errors
+/// [`FaucetError::Write`] when the catalog cannot be read.
+pub(crate) async fn has_unique_key(
+    conn: &mut PgConnection,
+    name: &TableName,
+    key: &[String],
+) -> Result<bool, FaucetError> {
+    let sets: Vec<Vec<String>> = sqlx::query_scalar(
+        "SELECT array_agg(a.attname::text) \
+         FROM pg_index i \
+         CROSS JOIN LATERAL unnest(i.indkey::int2[]) AS k(attnum) \
+         JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum \
+         WHERE i.indrelid = $1::regclass AND i.indisunique AND i.indisvalid \
+           AND i.indpred IS NULL AND NOT (0 = ANY (i.indkey::int2[])) \
+         GROUP BY i.indexrelid",
+    )
+    .bind(name.quoted())
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(|e| write_err(format!("cannot read the indexes of {name}"), e))?;
+    Ok(sets
+        .iter()
+        .any(|set| set.len() == key.len() && key.iter().all(|k| set.contains(k))))
+}
+
+/// The columns and types of a table made for `page`: a change page's first `after` row, or
+/// the page's own fields; a field of unknown type takes the type of its first non-null value
+/// in the page (text when there is none).
+fn columns_for(page: &Page) -> Option<Vec<(String, DataType)>> {
+    if is_change_page(page) {
+        let after = page.schema().index_of("after")?;
+        return page.rows().find_map(|r| match &r.values()[after] {
+            Value::Row(row) => Some(
+                row.schema
+                    .fields()
+                    .iter()
+                    .zip(&row.values)
+                    .map(|(f, v)| (f.name.clone(), known_type(&f.data_type, v)))
+                    .collect(),
+            ),
+            _ => None,
+        });
+    }
+    let fields = page.schema().fields();
+    Some(
+        fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let t = if f.data_type == DataType::Unknown {
+                    page.rows()
+                        .map(|r| r.values()[i].data_type())
+                        .find(|t| *t != DataType::Unknown)
+                        .unwrap_or(DataType::Text)
+                } else {
+                    f.data_type.clone()
+                };
+                (f.name.clone(), t)
+            })
+            .collect(),
+    )
+}
+
+fn known_type(declared: &DataType, value: &Value) -> DataType {
+    if *declared == DataType::Unknown {
+        value.data_type()
+    } else {
+        declared.clone()
+    }
+}
+
+/// Creates the table `name` for `page`, with `key` as its primary key (`CREATE TABLE IF NOT
+/// EXISTS`, in its own transaction). Returns `None` when the page has no row to take the
+/// columns from (only deletes or truncates).
+///
+/// # Errors
+/// [`FaucetError::Write`] when the statement fails; [`FaucetError::Config`] when a key
+/// column is not a field of the page.
+pub(crate) async fn create(
+    conn: &mut PgConnection,
+    name: &TableName,
+    page: &Page,
+    key: &[String],
+) -> Result<Option<TargetTable>, FaucetError> {
+    let Some(columns) = columns_for(page) else {
+        return Ok(None);
+    };
+    for (i, k) in key.iter().enumerate() {
+        if !columns.iter().any(|(c, _)| c == k) {
+            return Err(FaucetError::config(
+                format!("sink.config.key[{i}]"),
+                format!("`{k}` is not a field of the records, so it cannot be the primary key"),
+            ));
+        }
+    }
+    let mut defs: Vec<String> = columns
+        .iter()
+        .map(|(c, t)| format!("{} {}", quote_ident(c), sql_type_of(t)))
+        .collect();
+    if !key.is_empty() {
+        let cols: Vec<String> = key.iter().map(|k| quote_ident(k)).collect();
+        defs.push(format!("PRIMARY KEY ({})", cols.join(", ")));
+    }
+    let sql = format!(
+        "CREATE TABLE IF NOT EXISTS {} ({})",
+        name.quoted(),
+        defs.join(", ")
+    );
+    tracing::info!(sink = CONNECTOR, table = %name, %sql, "creating the target table");
+    conn.execute(sql.as_str())
+        .await
+        .map_err(|e| write_err(format!("cannot create table {name}"), e))?;
+    load(conn, name).await
+}
+
+/// Creates the session's staging table: the target's columns and types, no constraints
+/// (`CREATE TEMP TABLE ... AS SELECT * FROM target WITH NO DATA`), emptied at every commit.
+///
+/// # Errors
+/// [`FaucetError::Write`].
+pub(crate) async fn create_stage(
+    conn: &mut PgConnection,
+    name: &TableName,
+) -> Result<(), FaucetError> {
+    let sql = format!(
+        "DROP TABLE IF EXISTS {STAGE}; CREATE TEMP TABLE faucet_stage ON COMMIT DELETE ROWS \
+         AS SELECT * FROM {} WITH NO DATA",
+        name.quoted()
+    );
+    conn.execute(sql.as_str())
+        .await
+        .map_err(|e| write_err(format!("cannot create the staging table for {name}"), e))?;
+    Ok(())
+}

@@ -1,0 +1,331 @@
+//! Writing one page inside the caller's transaction: `append` streams the rows with
+//! `COPY target (columns) FROM STDIN`; `upsert` collapses the page ([`super::changes`]),
+//! then truncates, deletes and upserts through the session's staging table (COPY into it,
+//! then one set-based statement per column layout). Errors of the server about a value
+//! (SQLSTATE classes 22 and 23) become [`FaucetError::Data`] naming the table, the column
+//! and the page row.
+
+use sqlx::Executor as _;
+use sqlx::postgres::PgConnection;
+
+use faucet_core::util::quote_ident;
+use faucet_core::{FaucetError, Page, Value, fault};
+
+use super::changes::{Slot, collapse};
+use super::encode::write_copy_value;
+use super::table::{STAGE, TargetTable};
+use crate::postgres::config::{CONNECTOR, TableName, db_error, is_connection_lost};
+
+/// COPY data is sent in chunks of about this many bytes.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// What a page write needs to know.
+pub(crate) struct Target<'a> {
+    /// The table.
+    pub(crate) name: &'a TableName,
+    /// Its columns.
+    pub(crate) table: &'a TargetTable,
+    /// The upsert key (empty for append).
+    pub(crate) key: &'a [String],
+}
+
+/// Buffers reused from page to page.
+#[derive(Debug, Default)]
+pub(crate) struct Buffers {
+    data: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+/// Why a statement failed, told apart for the caller: a bad value, a failure with a known
+/// outcome (rolled back), or a lost session (outcome unknown).
+pub(crate) fn classify(
+    e: sqlx::Error,
+    what: &str,
+    target: &TableName,
+    rows: Option<&[usize]>,
+) -> FaucetError {
+    if let Some(db) = db_error(&e) {
+        let code = db.code();
+        if code.starts_with("22") || code.starts_with("23") {
+            let (line, column) = copy_context(db.r#where().unwrap_or(""));
+            let column = db.column().map(str::to_owned).or(column);
+            let row = match (line, rows) {
+                (Some(l), Some(map)) => map.get(l.wrapping_sub(1)).map(|r| r + 1),
+                (Some(l), None) => Some(l),
+                _ => None,
+            };
+            let mut location = target.to_string();
+            if let Some(c) = column {
+                location.push_str(&format!(", column {c}"));
+            }
+            if let Some(r) = row {
+                location.push_str(&format!(", page row {r}"));
+            }
+            let mut message = format!("{} (SQLSTATE {code})", db.message());
+            if let Some(detail) = db.detail() {
+                message.push_str(": ");
+                message.push_str(detail);
+            }
+            return FaucetError::data(CONNECTOR, location, message);
+        }
+    }
+    let lost = is_connection_lost(&e);
+    let message = if lost {
+        format!(
+            "{what} on {target}: the session was lost, so whether the page committed is \
+             unknown; it is not retried (the run loop re-delivers it from the last bookmark)"
+        )
+    } else {
+        format!("{what} on {target} failed")
+    };
+    FaucetError::write(CONNECTOR, message, Some(Box::new(e)))
+}
+
+/// `COPY faucet_stage, line 3, column phone: "x"` → (Some(3), Some("phone")).
+fn copy_context(context: &str) -> (Option<usize>, Option<String>) {
+    let line = context.split("line ").nth(1).and_then(|rest| {
+        rest.split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|d| d.parse().ok())
+    });
+    let column = context
+        .split(", column ")
+        .nth(1)
+        .map(|rest| rest.split(':').next().unwrap_or(rest).trim().to_owned());
+    (line, column)
+}
+
+/// Checks that every column of `names` exists in the target.
+fn check_columns<'n>(
+    names: impl IntoIterator<Item = &'n str>,
+    target: &Target<'_>,
+) -> Result<(), FaucetError> {
+    for n in names {
+        if !target.table.columns.iter().any(|c| c == n) {
+            return Err(FaucetError::data(
+                CONNECTOR,
+                format!("{}, column {n}", target.name),
+                format!(
+                    "the records have a field `{n}` that table {} does not have (columns: {})",
+                    target.name,
+                    target.table.columns.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn column_list<'n>(names: impl IntoIterator<Item = &'n str>) -> String {
+    names
+        .into_iter()
+        .map(quote_ident)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Streams `lines` (already COPY text) into `COPY <into> (<cols>) FROM STDIN`.
+async fn copy_in(
+    conn: &mut PgConnection,
+    into: &str,
+    cols: &str,
+    data: &[u8],
+) -> Result<u64, sqlx::Error> {
+    let mut copy = conn
+        .copy_in_raw(&format!("COPY {into} ({cols}) FROM STDIN"))
+        .await?;
+    let mut start = 0;
+    while start < data.len() {
+        let mut end = (start + CHUNK_BYTES).min(data.len());
+        // Cut at a row end so a chunk never splits a character.
+        if end < data.len() {
+            end = data[end..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(data.len(), |i| end + i + 1);
+        }
+        if let Err(e) = copy.send(&data[start..end]).await {
+            let _ = copy.abort("faucet: send failed").await;
+            return Err(e);
+        }
+        start = end;
+    }
+    copy.finish().await
+}
+
+/// Appends every record of `page` with one COPY.
+///
+/// # Errors
+/// [`FaucetError::Data`] for a value the table cannot hold (naming column and page row), or a
+/// field the table does not have; [`FaucetError::Write`] otherwise.
+pub(crate) async fn append(
+    conn: &mut PgConnection,
+    target: &Target<'_>,
+    page: &Page,
+    bufs: &mut Buffers,
+) -> Result<(), FaucetError> {
+    let names: Vec<&str> = page
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    check_columns(names.iter().copied(), target)?;
+    bufs.data.clear();
+    for row in page.rows() {
+        encode_row(&mut bufs.data, &mut bufs.scratch, row.values().iter());
+    }
+    copy_in(
+        conn,
+        &target.name.quoted(),
+        &column_list(names.iter().copied()),
+        &bufs.data,
+    )
+    .await
+    .map_err(|e| classify(e, "COPY", target.name, None))?;
+    fault::point(fault::MID_PAGE);
+    Ok(())
+}
+
+fn encode_row<'v>(
+    out: &mut Vec<u8>,
+    scratch: &mut Vec<u8>,
+    values: impl Iterator<Item = &'v Value>,
+) {
+    for (i, v) in values.enumerate() {
+        if i > 0 {
+            out.push(b'\t');
+        }
+        write_copy_value(out, v, scratch);
+    }
+    out.push(b'\n');
+}
+
+/// Applies `page` as upserts and deletes by `target.key` (see [`super::changes`]).
+///
+/// # Errors
+/// As [`append`]; plus [`FaucetError::Data`] for records without the key.
+pub(crate) async fn upsert(
+    conn: &mut PgConnection,
+    target: &Target<'_>,
+    page: &Page,
+    bufs: &mut Buffers,
+    source_table: &mut Option<String>,
+) -> Result<(), FaucetError> {
+    let label = target.name.to_string();
+    let collapsed = collapse(page, target.key, &label, source_table)?;
+    let quoted = target.name.quoted();
+    let key_cols = column_list(target.key.iter().map(String::as_str));
+    if collapsed.truncate {
+        conn.execute(format!("TRUNCATE {quoted}").as_str())
+            .await
+            .map_err(|e| classify(e, "TRUNCATE", target.name, None))?;
+    }
+    // Deletes: stage the keys, one DELETE ... USING.
+    let mut rows = Vec::new();
+    bufs.data.clear();
+    for slot in &collapsed.slots {
+        if let Slot::Delete { key, row } = slot {
+            encode_row(&mut bufs.data, &mut bufs.scratch, key.iter().copied());
+            rows.push(*row);
+        }
+    }
+    if !rows.is_empty() {
+        check_columns(target.key.iter().map(String::as_str), target)?;
+        stage(conn, target, &key_cols, &bufs.data, &rows).await?;
+        let on: Vec<String> = target
+            .key
+            .iter()
+            .map(|k| format!("t.{0} = s.{0}", quote_ident(k)))
+            .collect();
+        let sql = format!(
+            "DELETE FROM {quoted} AS t USING {STAGE} AS s WHERE {}",
+            on.join(" AND ")
+        );
+        conn.execute(sql.as_str())
+            .await
+            .map_err(|e| classify(e, "DELETE", target.name, None))?;
+    }
+    // Upserts, one statement per column layout (plain rows: one layout).
+    let mut layouts: Vec<Vec<&str>> = Vec::new();
+    for slot in &collapsed.slots {
+        if let Slot::Upsert { columns, .. } = slot {
+            let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+            if !layouts.contains(&names) {
+                layouts.push(names);
+            }
+        }
+    }
+    for names in &layouts {
+        check_columns(names.iter().copied(), target)?;
+        bufs.data.clear();
+        rows.clear();
+        for slot in &collapsed.slots {
+            if let Slot::Upsert { columns, row } = slot {
+                if columns.len() == names.len()
+                    && columns.iter().zip(names).all(|((n, _), m)| n == m)
+                {
+                    encode_row(
+                        &mut bufs.data,
+                        &mut bufs.scratch,
+                        columns.iter().map(|(_, v)| *v),
+                    );
+                    rows.push(*row);
+                }
+            }
+        }
+        let cols = column_list(names.iter().copied());
+        stage(conn, target, &cols, &bufs.data, &rows).await?;
+        let updates: Vec<String> = names
+            .iter()
+            .filter(|n| !target.key.iter().any(|k| k == *n))
+            .map(|n| format!("{0} = EXCLUDED.{0}", quote_ident(n)))
+            .collect();
+        let action = if updates.is_empty() {
+            "DO NOTHING".to_owned()
+        } else {
+            format!("DO UPDATE SET {}", updates.join(", "))
+        };
+        let sql = format!(
+            "INSERT INTO {quoted} ({cols}) SELECT {cols} FROM {STAGE} \
+             ON CONFLICT ({key_cols}) {action}"
+        );
+        conn.execute(sql.as_str())
+            .await
+            .map_err(|e| classify(e, "INSERT ... ON CONFLICT", target.name, None))?;
+        fault::point(fault::MID_PAGE);
+    }
+    Ok(())
+}
+
+/// Empties the staging table and COPYs `data` into its `cols`.
+async fn stage(
+    conn: &mut PgConnection,
+    target: &Target<'_>,
+    cols: &str,
+    data: &[u8],
+    rows: &[usize],
+) -> Result<(), FaucetError> {
+    conn.execute(format!("TRUNCATE {STAGE}").as_str())
+        .await
+        .map_err(|e| classify(e, "TRUNCATE staging", target.name, None))?;
+    copy_in(conn, STAGE, cols, data)
+        .await
+        .map_err(|e| classify(e, "COPY", target.name, Some(rows)))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_context_is_parsed() {
+        assert_eq!(
+            copy_context("COPY faucet_stage, line 3, column phone: \"x\""),
+            (Some(3), Some("phone".to_owned()))
+        );
+        assert_eq!(copy_context("COPY t, line 12"), (Some(12), None));
+        assert_eq!(copy_context(""), (None, None));
+    }
+}
