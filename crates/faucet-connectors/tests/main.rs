@@ -11,3 +11,9 @@ mod files_jsonl;
 mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
+#[cfg(feature = "postgres")]
+mod postgres_query;
+#[cfg(feature = "postgres")]
+mod postgres_query_cases;
+#[cfg(feature = "postgres")]
+mod postgres_query_support;

@@ -1,0 +1,158 @@
+//! Helpers shared by the PostgreSQL query source and sink tests: the server from
+//! `FAUCET_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`), one schema per
+//! test, statements, COPY out as text, reading a source to the end.
+
+use faucet_core::value::json::{write_str, write_value};
+use faucet_core::{Bookmark, FaucetError, Page, ReadOptions, Source};
+use sqlx::{Connection as _, Executor as _, PgConnection};
+
+/// The test server's URL.
+pub(crate) fn pg_url() -> String {
+    std::env::var("FAUCET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A session on the test server; fails the test, naming the service and the script that
+/// starts it, when the server is unreachable.
+pub(crate) async fn admin() -> PgConnection {
+    match PgConnection::connect(&pg_url()).await {
+        Ok(c) => c,
+        Err(e) => panic!(
+            "PostgreSQL is unreachable at FAUCET_TEST_PG_URL (default \
+             postgres://postgres@127.0.0.1:5432/test): {e}. Start it with scripts/services.sh"
+        ),
+    }
+}
+
+/// A fresh schema `t_<name>_<pid>` (dropped first if left over) and a session on it.
+pub(crate) struct TestDb {
+    /// The session (its search_path starts with the schema).
+    pub(crate) conn: PgConnection,
+    /// The schema name.
+    pub(crate) schema: String,
+}
+
+impl TestDb {
+    /// Creates the schema.
+    pub(crate) async fn new(name: &str) -> Self {
+        let mut conn = admin().await;
+        let schema = format!("t_{name}_{}", std::process::id());
+        exec(
+            &mut conn,
+            &format!(
+                "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}; \
+                 SET search_path = {schema}, public"
+            ),
+        )
+        .await;
+        Self { conn, schema }
+    }
+
+    /// `schema.table`.
+    pub(crate) fn table(&self, table: &str) -> String {
+        format!("{}.{table}", self.schema)
+    }
+
+    /// Runs `sql` (several statements allowed).
+    pub(crate) async fn exec(&mut self, sql: &str) {
+        exec(&mut self.conn, sql).await;
+    }
+
+    /// `COPY (<select>) TO STDOUT` as text.
+    pub(crate) async fn copy_out(&mut self, select: &str) -> String {
+        copy_out(&mut self.conn, select).await
+    }
+
+    /// Drops the schema.
+    pub(crate) async fn drop(mut self) {
+        let schema = self.schema.clone();
+        exec(&mut self.conn, &format!("DROP SCHEMA {schema} CASCADE")).await;
+    }
+}
+
+/// Runs `sql` as a simple query (several statements allowed).
+pub(crate) async fn exec(conn: &mut PgConnection, sql: &str) {
+    if let Err(e) = conn.execute(sql).await {
+        panic!("`{sql}` failed: {e}");
+    }
+}
+
+/// `COPY (<select>) TO STDOUT` in text format, as one string.
+pub(crate) async fn copy_out(conn: &mut PgConnection, select: &str) -> String {
+    use futures_util::StreamExt as _;
+    let mut stream = conn
+        .copy_out_raw(&format!("COPY ({select}) TO STDOUT"))
+        .await
+        .expect("copy out");
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        out.extend_from_slice(&chunk.expect("copy chunk"));
+    }
+    String::from_utf8(out).expect("utf8")
+}
+
+/// Loads `path` (CSV with a header, `NA` for NULL) into `table`.
+pub(crate) async fn copy_in_csv(conn: &mut PgConnection, table: &str, path: &str) {
+    let data = std::fs::read(path).expect("read csv");
+    let mut copy = conn
+        .copy_in_raw(&format!(
+            "COPY {table} FROM STDIN WITH (FORMAT csv, HEADER true, NULL 'NA')"
+        ))
+        .await
+        .expect("copy in");
+    copy.send(data).await.expect("send");
+    copy.finish().await.expect("finish");
+}
+
+/// Reads `source` from `from` to the end in pages of `batch_size`.
+pub(crate) async fn read_pages(
+    source: &dyn Source,
+    from: Option<Bookmark>,
+    batch_size: usize,
+) -> Result<Vec<Page>, FaucetError> {
+    let options = ReadOptions {
+        batch_size,
+        ..ReadOptions::default()
+    };
+    let mut stream = source.open(from, options).await?;
+    let mut pages = Vec::new();
+    while let Some(page) = stream.next_page().await? {
+        assert!(page.len() <= batch_size, "a page over batch_size");
+        pages.push(page);
+    }
+    Ok(pages)
+}
+
+/// Each record as a JSON object (the DESIGN.md JSON form, fields in schema order).
+pub(crate) fn json_lines(pages: &[Page]) -> Vec<String> {
+    let mut out = Vec::new();
+    for page in pages {
+        for row in page.rows() {
+            let mut line = vec![b'{'];
+            for (i, (field, value)) in row.schema().fields().iter().zip(row.values()).enumerate() {
+                if i > 0 {
+                    line.push(b',');
+                }
+                write_str(&mut line, &field.name);
+                line.push(b':');
+                write_value(&mut line, value);
+            }
+            line.push(b'}');
+            out.push(String::from_utf8(line).expect("utf8 json"));
+        }
+    }
+    out
+}
+
+/// The value of `column` in every record, as JSON text.
+pub(crate) fn column_json(pages: &[Page], column: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for page in pages {
+        for row in page.rows() {
+            let mut v = Vec::new();
+            write_value(&mut v, row.get(column).expect("column"));
+            out.push(String::from_utf8(v).expect("utf8"));
+        }
+    }
+    out
+}
