@@ -1,0 +1,14 @@
+//! faucet-cli integration tests: the built `faucet` binary, run in temporary directories, on
+//! real files (and, with the state-store features, the real PostgreSQL and Redis).
+
+mod bad_input;
+mod crash_files;
+mod examples;
+mod reports;
+mod run_files;
+mod signals;
+#[cfg(feature = "state-postgres")]
+mod state_postgres;
+#[cfg(feature = "state-redis")]
+mod state_redis;
+mod support;
