@@ -1,0 +1,414 @@
+//! The `postgres-cdc` prerequisites, read from the catalog over an ordinary connection, each
+//! failure with its fix: `wal_level`, the role's REPLICATION attribute, the publication and
+//! its tables, and the replication slot (plugin, database, `active_pid`, `wal_status`).
+//!
+//! [`check`] only reads; [`prepare`] also creates what is missing and allowed (the slot
+//! always, the publication when `create_publication` is set). Neither consumes changes.
+
+use std::time::{Duration, Instant};
+
+use pgwire_replication::Lsn;
+use sqlx::PgConnection;
+
+use faucet_core::FaucetError;
+use faucet_core::util::quote_ident;
+
+use super::CONNECTOR;
+use super::client::parse_lsn;
+use super::config::TableName;
+
+/// How long [`prepare`] waits for an active slot to be released (a session of this process
+/// that just ended takes a moment to let go of it) before failing.
+const SLOT_RELEASE_GRACE: Duration = Duration::from_secs(3);
+
+/// What the source needs to know to start reading.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Prepared {
+    /// The slot's `confirmed_flush_lsn`: where a read without a bookmark starts.
+    pub(crate) confirmed_flush: Lsn,
+    /// `pg_current_wal_lsn()` once the slot exists: a bounded run's target.
+    pub(crate) wal_position: Lsn,
+}
+
+/// What the checks need from the configuration.
+pub(crate) struct Wanted<'a> {
+    pub(crate) database: &'a str,
+    pub(crate) slot: &'a str,
+    pub(crate) publication: &'a str,
+    pub(crate) tables: &'a [TableName],
+    pub(crate) create_publication: bool,
+}
+
+fn failed(message: impl Into<String>) -> FaucetError {
+    FaucetError::read(CONNECTOR, message, None)
+}
+
+fn query_failed(what: &str, e: sqlx::Error) -> FaucetError {
+    FaucetError::read(CONNECTOR, format!("{what} failed"), Some(Box::new(e)))
+}
+
+/// Verifies every prerequisite without changing anything (for `faucet doctor`).
+///
+/// # Errors
+/// The first failing prerequisite, as [`FaucetError::Read`] (or [`FaucetError::Connect`] for
+/// a slot held by another process), with the fix in the message.
+pub(crate) async fn check(conn: &mut PgConnection, want: &Wanted<'_>) -> Result<(), FaucetError> {
+    check_server(conn).await?;
+    check_publication(conn, want, false).await?;
+    match slot_row(conn, want.slot).await? {
+        Some(slot) => {
+            slot.usable(want)?;
+            if let Some(pid) = slot.active_pid {
+                return Err(slot_active(conn, want.slot, pid).await);
+            }
+        }
+        None => check_free_slot(conn, want.slot).await?,
+    }
+    Ok(())
+}
+
+/// Verifies the prerequisites and creates the slot (and, when allowed, the publication) if
+/// missing; waits briefly for a slot still held by a session that is ending.
+///
+/// # Errors
+/// As [`check`]; creating the slot or publication may fail with the server's reason.
+pub(crate) async fn prepare(
+    conn: &mut PgConnection,
+    want: &Wanted<'_>,
+) -> Result<Prepared, FaucetError> {
+    check_server(conn).await?;
+    check_publication(conn, want, true).await?;
+    let started = Instant::now();
+    let slot = loop {
+        let slot = match slot_row(conn, want.slot).await? {
+            Some(slot) => slot,
+            None => {
+                create_slot(conn, want.slot).await?;
+                slot_row(conn, want.slot).await?.ok_or_else(|| {
+                    failed(format!(
+                        "replication slot `{}` vanished right after it was created",
+                        want.slot
+                    ))
+                })?
+            }
+        };
+        slot.usable(want)?;
+        match slot.active_pid {
+            None => break slot,
+            Some(pid) if started.elapsed() >= SLOT_RELEASE_GRACE => {
+                return Err(slot_active(conn, want.slot, pid).await);
+            }
+            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let wal_position: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| query_failed("reading pg_current_wal_lsn()", e))?;
+    Ok(Prepared {
+        confirmed_flush: slot.confirmed_flush.unwrap_or(Lsn(0)),
+        wal_position: parse_lsn(&wal_position)
+            .ok_or_else(|| failed(format!("pg_current_wal_lsn() returned `{wal_position}`")))?,
+    })
+}
+
+async fn check_server(conn: &mut PgConnection) -> Result<(), FaucetError> {
+    let wal_level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| query_failed("reading wal_level", e))?;
+    if wal_level != "logical" {
+        return Err(failed(format!(
+            "wal_level is `{wal_level}`, but logical decoding needs `logical`: run \
+             `ALTER SYSTEM SET wal_level = logical` as a superuser and restart PostgreSQL"
+        )));
+    }
+    let (role, replication): (String, bool) = sqlx::query_as(
+        "SELECT rolname::text, rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| query_failed("reading the role's attributes", e))?;
+    if !replication {
+        return Err(failed(format!(
+            "role `{role}` lacks the REPLICATION attribute: run `ALTER ROLE {} REPLICATION` as a \
+             superuser, or connect as a role that has it",
+            quote_ident(&role)
+        )));
+    }
+    Ok(())
+}
+
+async fn check_publication(
+    conn: &mut PgConnection,
+    want: &Wanted<'_>,
+    create: bool,
+) -> Result<(), FaucetError> {
+    for table in want.tables {
+        let kind: Option<String> = sqlx::query_scalar(
+            "SELECT c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relname = $2",
+        )
+        .bind(&table.schema)
+        .bind(&table.name)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| query_failed("looking up a table", e))?;
+        match kind.as_deref() {
+            Some("r" | "p") => {}
+            Some(other) => {
+                return Err(failed(format!(
+                    "`{}` is not a table (relkind `{other}`): only tables can be published; fix `tables`",
+                    table.qualified()
+                )));
+            }
+            None => {
+                return Err(failed(format!(
+                    "table `{}` does not exist in database `{}` (names are matched exactly, \
+                     case-sensitively): create it, or fix `tables`",
+                    table.qualified(),
+                    want.database
+                )));
+            }
+        }
+    }
+    let flags: Option<(bool, bool, bool, bool)> = sqlx::query_as(
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1",
+    )
+    .bind(want.publication)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(|e| query_failed("looking up the publication", e))?;
+    let Some((insert, update, delete, truncate)) = flags else {
+        let statement = format!(
+            "CREATE PUBLICATION {} FOR TABLE {}",
+            quote_ident(want.publication),
+            table_list(want.tables)
+        );
+        if !want.create_publication {
+            return Err(failed(format!(
+                "publication `{}` does not exist: run `{statement}`, or set \
+                 `create_publication: true` to let faucet create it",
+                want.publication
+            )));
+        }
+        if create {
+            create_publication(conn, &statement).await?;
+        }
+        return Ok(());
+    };
+    let missing_ops: Vec<&str> = [
+        (insert, "insert"),
+        (update, "update"),
+        (delete, "delete"),
+        (truncate, "truncate"),
+    ]
+    .into_iter()
+    .filter(|(on, _)| !on)
+    .map(|(_, op)| op)
+    .collect();
+    if !missing_ops.is_empty() {
+        tracing::warn!(
+            publication = want.publication,
+            not_published = ?missing_ops,
+            "the publication does not publish every operation; those changes will not be read"
+        );
+    }
+    for table in want.tables {
+        let published: Option<i32> = sqlx::query_scalar(
+            "SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
+        )
+        .bind(want.publication)
+        .bind(&table.schema)
+        .bind(&table.name)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| query_failed("reading pg_publication_tables", e))?;
+        if published.is_none() {
+            return Err(failed(format!(
+                "table `{}` is not in publication `{}`: run `ALTER PUBLICATION {} ADD TABLE {}`",
+                table.qualified(),
+                want.publication,
+                quote_ident(want.publication),
+                table_list(std::slice::from_ref(table))
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn table_list(tables: &[TableName]) -> String {
+    tables
+        .iter()
+        .map(|t| format!("{}.{}", quote_ident(&t.schema), quote_ident(&t.name)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+async fn create_publication(conn: &mut PgConnection, statement: &str) -> Result<(), FaucetError> {
+    match sqlx::query(statement).execute(&mut *conn).await {
+        Ok(_) => {
+            tracing::info!(statement, "created the publication");
+            Ok(())
+        }
+        // Created concurrently by another run: fine.
+        Err(e) if sqlstate(&e).as_deref() == Some("42710") => Ok(()),
+        Err(e) => Err(FaucetError::read(
+            CONNECTOR,
+            format!("`{statement}` failed; run it as a role that owns the tables"),
+            Some(Box::new(e)),
+        )),
+    }
+}
+
+/// A row of `pg_replication_slots`.
+struct SlotRow {
+    plugin: Option<String>,
+    slot_type: String,
+    database: Option<String>,
+    active_pid: Option<i32>,
+    wal_status: Option<String>,
+    confirmed_flush: Option<Lsn>,
+}
+
+impl SlotRow {
+    /// Whether this slot can serve this source at all (whoever holds it).
+    fn usable(&self, want: &Wanted<'_>) -> Result<(), FaucetError> {
+        let slot = want.slot;
+        let drop_it = format!(
+            "drop it (`SELECT pg_drop_replication_slot('{slot}')`) or choose another `slot_name`"
+        );
+        if self.slot_type != "logical" {
+            return Err(failed(format!(
+                "replication slot `{slot}` is a {} slot, not a logical one: {drop_it}",
+                self.slot_type
+            )));
+        }
+        if self.plugin.as_deref() != Some("pgoutput") {
+            return Err(failed(format!(
+                "replication slot `{slot}` uses the output plugin `{}`, not pgoutput: {drop_it}",
+                self.plugin.as_deref().unwrap_or("?")
+            )));
+        }
+        if self.database.as_deref() != Some(want.database) {
+            return Err(failed(format!(
+                "replication slot `{slot}` belongs to database `{}`, not `{}`: choose another \
+                 `slot_name`, or point connection_url at that database",
+                self.database.as_deref().unwrap_or("?"),
+                want.database
+            )));
+        }
+        if self.wal_status.as_deref() == Some("lost") {
+            return Err(failed(format!(
+                "replication slot `{slot}` was invalidated (wal_status = 'lost'): the server \
+                 removed WAL the slot still needed (see max_slot_wal_keep_size), so changes after \
+                 the last acknowledged position are gone. Drop the slot (`SELECT \
+                 pg_drop_replication_slot('{slot}')`), delete this pipeline's bookmark, and resync \
+                 the tables (e.g. `faucet replicate`)"
+            )));
+        }
+        Ok(())
+    }
+}
+
+async fn slot_row(conn: &mut PgConnection, slot: &str) -> Result<Option<SlotRow>, FaucetError> {
+    #[allow(clippy::type_complexity)]
+    let row: Option<(
+        Option<String>,
+        String,
+        Option<String>,
+        Option<i32>,
+        Option<String>,
+        Option<String>,
+    )> = sqlx::query_as(
+        "SELECT plugin::text, slot_type, database::text, active_pid, wal_status, \
+         confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+    )
+    .bind(slot)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(|e| query_failed("reading pg_replication_slots", e))?;
+    Ok(row.map(
+        |(plugin, slot_type, database, active_pid, wal_status, confirmed)| SlotRow {
+            plugin,
+            slot_type,
+            database,
+            active_pid,
+            wal_status,
+            confirmed_flush: confirmed.as_deref().and_then(parse_lsn),
+        },
+    ))
+}
+
+async fn slot_active(conn: &mut PgConnection, slot: &str, pid: i32) -> FaucetError {
+    let who: Option<(Option<String>, Option<String>)> = sqlx::query_as(
+        "SELECT application_name, client_addr::text FROM pg_stat_activity WHERE pid = $1",
+    )
+    .bind(pid)
+    .fetch_optional(&mut *conn)
+    .await
+    .ok()
+    .flatten();
+    let (app, addr) = who.unwrap_or((None, None));
+    FaucetError::connect(
+        CONNECTOR,
+        format!(
+            "replication slot `{slot}` is active in another process (pid {pid}, application_name \
+             `{}`, client {}): stop that consumer (or `SELECT pg_terminate_backend({pid})`), or \
+             give this pipeline its own `slot_name`",
+            app.unwrap_or_default(),
+            addr.unwrap_or_else(|| "local".into())
+        ),
+        None,
+    )
+}
+
+async fn check_free_slot(conn: &mut PgConnection, slot: &str) -> Result<(), FaucetError> {
+    let (used, max): (i64, String) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM pg_replication_slots), current_setting('max_replication_slots')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| query_failed("counting replication slots", e))?;
+    if max.parse::<i64>().is_ok_and(|max| used >= max) {
+        return Err(failed(format!(
+            "replication slot `{slot}` does not exist and cannot be created: all {max} slots are \
+             in use (max_replication_slots); drop an unused slot or raise max_replication_slots"
+        )));
+    }
+    Ok(())
+}
+
+async fn create_slot(conn: &mut PgConnection, slot: &str) -> Result<(), FaucetError> {
+    let created = sqlx::query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')")
+        .bind(slot)
+        .execute(&mut *conn)
+        .await;
+    match created {
+        Ok(_) => {
+            tracing::info!(slot, "created the replication slot");
+            Ok(())
+        }
+        // Created concurrently by another run: fine.
+        Err(e) if sqlstate(&e).as_deref() == Some("42710") => Ok(()),
+        Err(e) if sqlstate(&e).as_deref() == Some("53400") => Err(FaucetError::read(
+            CONNECTOR,
+            format!(
+                "cannot create replication slot `{slot}`: all slots are in use; drop an unused \
+                 slot or raise max_replication_slots"
+            ),
+            Some(Box::new(e)),
+        )),
+        Err(e) => Err(FaucetError::read(
+            CONNECTOR,
+            format!("cannot create replication slot `{slot}`"),
+            Some(Box::new(e)),
+        )),
+    }
+}
+
+fn sqlstate(e: &sqlx::Error) -> Option<String> {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .map(|c| c.into_owned())
+}

@@ -1,0 +1,528 @@
+//! From pgoutput changes to change records (DESIGN.md, "Change records").
+//!
+//! A change record has the fixed fields of [`record_schema`]:
+//!
+//! | field | value |
+//! |---|---|
+//! | `op` | `c` insert, `u` update, `d` delete, `t` truncate |
+//! | `table` | `schema.table` |
+//! | `lsn` | the commit LSN of the change's transaction (`X/X`): every change of a transaction carries the same one, in the order the transaction made them |
+//! | `commit_ts` | the transaction's commit time, RFC 3339 in UTC |
+//! | `before` | a row ([`Value::Row`]) or null, per the table's REPLICA IDENTITY: the key columns by default (from the old key the server sent when the key changed, else from the new row), the whole old row with FULL; null for inserts, truncates and REPLICA IDENTITY NOTHING |
+//! | `after` | the new row, or null for deletes and truncates |
+//! | `unchanged_toast` | the names of the columns left out of `after` (an array, usually empty) |
+//!
+//! Unchanged TOASTed values (case 01): when an UPDATE leaves a large, out-of-line value alone
+//! the server does not send it (`u` in the tuple). The column is then left out of `after` and
+//! named in `unchanged_toast` — never turned into null. With REPLICA IDENTITY FULL the old row
+//! holds the value, and `after` takes it from there.
+//!
+//! Relations: each Relation message replaces the cached shape of its table (case 26), so a
+//! column added or dropped mid-stream shows in the records after it; the schemas of `before`
+//! and `after` are shared (`Arc`) by all records of one relation shape.
+//!
+//! Truncate (case 17): one `t` record per truncated table, in the statement's order; a
+//! statement naming two published tables gives two records. Values are decoded from text by
+//! [`crate::postgres::types::decode_text`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use faucet_core::value::Row;
+use faucet_core::{DataType, FaucetError, Field, Schema, Value};
+
+use super::CONNECTOR;
+use super::config::TableName;
+use super::pgoutput::{Datum, Message, OldKind, RelationColumn, Tuple};
+use crate::postgres::types::{data_type_of, decode_text};
+
+/// How many distinct "columns left out" shapes are cached per relation.
+const MAX_PARTIAL_SCHEMAS: usize = 16;
+
+/// The fields of a change record, in order: `op`, `table`, `lsn`, `commit_ts`, `before`,
+/// `after`, `unchanged_toast`.
+pub(crate) fn record_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("op", DataType::Text),
+        Field::new("table", DataType::Text),
+        Field::new("lsn", DataType::Text),
+        Field::new("commit_ts", DataType::TimestampTz),
+        Field::new("before", DataType::Json),
+        Field::new("after", DataType::Json),
+        Field::new("unchanged_toast", DataType::Array(Box::new(DataType::Text))),
+    ]))
+}
+
+/// What every record of a transaction shares.
+#[derive(Debug, Clone)]
+pub(crate) struct TxnContext {
+    /// The commit LSN, as text.
+    pub(crate) lsn: String,
+    /// The commit time, RFC 3339 UTC.
+    pub(crate) commit_ts: String,
+}
+
+/// One change record: the seven values of [`record_schema`].
+pub(crate) type Record = [Value; 7];
+
+struct Relation {
+    table: String,
+    included: bool,
+    identity: u8,
+    columns: Vec<RelationColumn>,
+    full: Arc<Schema>,
+    key_idx: Vec<usize>,
+    key: Arc<Schema>,
+    /// Schemas of rows with some columns left out, by the kept column indexes.
+    partial: Vec<(Vec<usize>, Arc<Schema>)>,
+}
+
+impl Relation {
+    fn schema_of(&mut self, kept: &[usize]) -> Arc<Schema> {
+        if kept.len() == self.columns.len() {
+            return self.full.clone();
+        }
+        if kept == self.key_idx.as_slice() {
+            return self.key.clone();
+        }
+        if let Some((_, s)) = self.partial.iter().find(|(k, _)| k == kept) {
+            return s.clone();
+        }
+        let schema = Arc::new(Schema::new(
+            kept.iter()
+                .map(|&i| self.full.fields()[i].clone())
+                .collect(),
+        ));
+        if self.partial.len() < MAX_PARTIAL_SCHEMAS {
+            self.partial.push((kept.to_vec(), schema.clone()));
+        }
+        schema
+    }
+}
+
+/// Turns pgoutput messages into change records, keeping the current shape of every relation.
+pub(crate) struct ChangeDecoder {
+    wanted: HashSet<TableName>,
+    relations: HashMap<u32, Relation>,
+}
+
+impl ChangeDecoder {
+    /// A decoder that emits records of `tables` only.
+    pub(crate) fn new(tables: &[TableName]) -> Self {
+        Self {
+            wanted: tables.iter().cloned().collect(),
+            relations: HashMap::new(),
+        }
+    }
+
+    /// Takes a Relation message: replaces the relation's shape.
+    pub(crate) fn relation(
+        &mut self,
+        oid: u32,
+        namespace: String,
+        name: String,
+        identity: u8,
+        columns: Vec<RelationColumn>,
+    ) {
+        let table = TableName {
+            schema: namespace,
+            name,
+        };
+        let included = self.wanted.contains(&table);
+        let full = Arc::new(Schema::new(
+            columns
+                .iter()
+                .map(|c| Field::new(c.name.clone(), data_type_of(c.type_oid)))
+                .collect(),
+        ));
+        let key_idx: Vec<usize> = if identity == b'n' {
+            Vec::new()
+        } else {
+            columns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.key)
+                .map(|(i, _)| i)
+                .collect()
+        };
+        let key = Arc::new(Schema::new(
+            key_idx.iter().map(|&i| full.fields()[i].clone()).collect(),
+        ));
+        self.relations.insert(
+            oid,
+            Relation {
+                table: table.qualified(),
+                included,
+                identity,
+                columns,
+                full,
+                key_idx,
+                key,
+                partial: Vec::new(),
+            },
+        );
+    }
+
+    fn known(&mut self, oid: u32) -> Result<&mut Relation, FaucetError> {
+        self.relations.get_mut(&oid).ok_or_else(|| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("pgoutput sent a change of relation {oid} before its Relation message"),
+                None,
+            )
+        })
+    }
+
+    /// The record of an Insert, Update or Delete, or `None` when its table is not one of
+    /// `tables`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] naming table, column and commit LSN when a value cannot be
+    /// decoded; [`FaucetError::Read`] when the change does not fit its relation.
+    pub(crate) fn change(
+        &mut self,
+        message: &Message<'_>,
+        txn: &TxnContext,
+    ) -> Result<Option<Record>, FaucetError> {
+        let (oid, op) = match message {
+            Message::Insert { oid, .. } => (*oid, "c"),
+            Message::Update { oid, .. } => (*oid, "u"),
+            Message::Delete { oid, .. } => (*oid, "d"),
+            _ => return Ok(None),
+        };
+        let rel = self.known(oid)?;
+        if !rel.included {
+            return Ok(None);
+        }
+        let (before, after, unchanged) = match message {
+            Message::Insert { new, .. } => {
+                let (after, unchanged) = new_row(rel, new, None, txn)?;
+                (Value::Null, after, unchanged)
+            }
+            Message::Update { old, new, .. } => {
+                let full_old = match old {
+                    Some((OldKind::Full, t)) => Some(t),
+                    _ => None,
+                };
+                let before = match old {
+                    Some((OldKind::Full, t)) => row(rel, t, None, txn)?,
+                    Some((OldKind::Key, t)) => row(rel, t, Some(KeyOnly), txn)?,
+                    // The key did not change: take it from the new row. With FULL the server
+                    // always sends the old row, so there is nothing to say otherwise.
+                    None if rel.identity == b'f' => Value::Null,
+                    None => row(rel, new, Some(KeyOnly), txn)?,
+                };
+                let (after, unchanged) = new_row(rel, new, full_old, txn)?;
+                (before, after, unchanged)
+            }
+            Message::Delete { old, .. } => {
+                let before = match old {
+                    (OldKind::Full, t) => row(rel, t, None, txn)?,
+                    (OldKind::Key, t) => row(rel, t, Some(KeyOnly), txn)?,
+                };
+                (before, Value::Null, Vec::new())
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some([
+            Value::Text(op.to_owned()),
+            Value::Text(rel.table.clone()),
+            Value::Text(txn.lsn.clone()),
+            Value::TimestampTz(txn.commit_ts.clone()),
+            before,
+            after,
+            Value::Array(unchanged),
+        ]))
+    }
+
+    /// The `t` record for one relation of a Truncate message, or `None` when its table is not
+    /// one of `tables`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the relation was never described.
+    pub(crate) fn truncate(
+        &mut self,
+        oid: u32,
+        txn: &TxnContext,
+    ) -> Result<Option<Record>, FaucetError> {
+        let rel = self.known(oid)?;
+        if !rel.included {
+            return Ok(None);
+        }
+        Ok(Some([
+            Value::Text("t".to_owned()),
+            Value::Text(rel.table.clone()),
+            Value::Text(txn.lsn.clone()),
+            Value::TimestampTz(txn.commit_ts.clone()),
+            Value::Null,
+            Value::Null,
+            Value::Array(Vec::new()),
+        ]))
+    }
+}
+
+/// Marker: build the row of the replica identity key columns only.
+#[derive(Clone, Copy)]
+struct KeyOnly;
+
+fn check_width(rel: &Relation, tuple: &Tuple<'_>) -> Result<(), FaucetError> {
+    if tuple.len() == rel.columns.len() {
+        Ok(())
+    } else {
+        Err(FaucetError::read(
+            CONNECTOR,
+            format!(
+                "pgoutput sent {} columns for {}, whose Relation message has {}",
+                tuple.len(),
+                rel.table,
+                rel.columns.len()
+            ),
+            None,
+        ))
+    }
+}
+
+fn decode(rel: &Relation, i: usize, bytes: &[u8], txn: &TxnContext) -> Result<Value, FaucetError> {
+    let col = &rel.columns[i];
+    let location = || {
+        format!(
+            "table {} column `{}` (transaction committed at {})",
+            rel.table, col.name, txn.lsn
+        )
+    };
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| FaucetError::data(CONNECTOR, location(), "the value is not valid UTF-8"))?;
+    decode_text(col.type_oid, text)
+        .map_err(|message| FaucetError::data(CONNECTOR, location(), message))
+}
+
+/// A row of the columns present in `tuple` (all, or the key columns): a `u` column, whose
+/// value the server did not send, is left out.
+fn row(
+    rel: &mut Relation,
+    tuple: &Tuple<'_>,
+    key_only: Option<KeyOnly>,
+    txn: &TxnContext,
+) -> Result<Value, FaucetError> {
+    check_width(rel, tuple)?;
+    let indexes: Vec<usize> = match key_only {
+        Some(KeyOnly) => rel.key_idx.clone(),
+        None => (0..rel.columns.len()).collect(),
+    };
+    if key_only.is_some() && indexes.is_empty() {
+        return Ok(Value::Null);
+    }
+    let mut kept = Vec::with_capacity(indexes.len());
+    let mut values = Vec::with_capacity(indexes.len());
+    for i in indexes {
+        let value = match tuple[i] {
+            Datum::Null => Value::Null,
+            Datum::Text(bytes) => decode(rel, i, bytes, txn)?,
+            Datum::UnchangedToast => continue,
+            Datum::Binary(_) => return Err(binary_datum(rel, i)),
+        };
+        kept.push(i);
+        values.push(value);
+    }
+    let schema = rel.schema_of(&kept);
+    Ok(Value::Row(Row { schema, values }))
+}
+
+/// The `after` row and the names of the unchanged TOASTed columns left out of it. A `u`
+/// column takes its value from `full_old` (REPLICA IDENTITY FULL) when that has it.
+fn new_row(
+    rel: &mut Relation,
+    tuple: &Tuple<'_>,
+    full_old: Option<&Tuple<'_>>,
+    txn: &TxnContext,
+) -> Result<(Value, Vec<Value>), FaucetError> {
+    check_width(rel, tuple)?;
+    if let Some(old) = full_old {
+        check_width(rel, old)?;
+    }
+    let n = rel.columns.len();
+    let mut kept = Vec::with_capacity(n);
+    let mut values = Vec::with_capacity(n);
+    let mut unchanged = Vec::new();
+    for i in 0..n {
+        let datum = match (tuple[i], full_old.map(|o| o[i])) {
+            (Datum::UnchangedToast, Some(old @ Datum::Text(_))) => old,
+            (d, _) => d,
+        };
+        let value = match datum {
+            Datum::Null => Value::Null,
+            Datum::Text(bytes) => decode(rel, i, bytes, txn)?,
+            Datum::UnchangedToast => {
+                unchanged.push(Value::Text(rel.columns[i].name.clone()));
+                continue;
+            }
+            Datum::Binary(_) => return Err(binary_datum(rel, i)),
+        };
+        kept.push(i);
+        values.push(value);
+    }
+    let schema = rel.schema_of(&kept);
+    Ok((Value::Row(Row { schema, values }), unchanged))
+}
+
+fn binary_datum(rel: &Relation, i: usize) -> FaucetError {
+    FaucetError::read(
+        CONNECTOR,
+        format!(
+            "pgoutput sent column `{}` of {} in binary format, which faucet does not request",
+            rel.columns[i].name, rel.table
+        ),
+        None,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoder() -> ChangeDecoder {
+        let mut d = ChangeDecoder::new(&[TableName {
+            schema: "public".into(),
+            name: "article".into(),
+        }]);
+        let cols = vec![
+            RelationColumn {
+                key: true,
+                name: "id".into(),
+                type_oid: 23,
+            },
+            RelationColumn {
+                key: false,
+                name: "title".into(),
+                type_oid: 25,
+            },
+            RelationColumn {
+                key: false,
+                name: "body".into(),
+                type_oid: 25,
+            },
+        ];
+        d.relation(1, "public".into(), "article".into(), b'd', cols.clone());
+        d.relation(2, "public".into(), "other".into(), b'd', cols);
+        d
+    }
+
+    fn txn() -> TxnContext {
+        TxnContext {
+            lsn: "0/16B3748".into(),
+            commit_ts: "2026-11-30T06:00:00Z".into(),
+        }
+    }
+
+    fn json(v: &Value) -> String {
+        let mut out = Vec::new();
+        faucet_core::value::json::write_value(&mut out, v);
+        String::from_utf8(out).expect("utf8")
+    }
+
+    #[test]
+    fn unchanged_toast_is_left_out_and_named_never_null() {
+        let mut d = decoder();
+        let m = Message::Update {
+            oid: 1,
+            old: None,
+            new: vec![
+                Datum::Text(b"1"),
+                Datum::Text(b"published"),
+                Datum::UnchangedToast,
+            ],
+        };
+        let r = d.change(&m, &txn()).expect("ok").expect("record");
+        assert_eq!(r[0], Value::Text("u".into()));
+        assert_eq!(r[1], Value::Text("public.article".into()));
+        assert_eq!(json(&r[4]), r#"{"id":1}"#);
+        assert_eq!(json(&r[5]), r#"{"id":1,"title":"published"}"#);
+        assert_eq!(json(&r[6]), r#"["body"]"#);
+    }
+
+    #[test]
+    fn full_identity_takes_the_value_from_the_old_row() {
+        let mut d = decoder();
+        let m = Message::Update {
+            oid: 1,
+            old: Some((
+                OldKind::Full,
+                vec![
+                    Datum::Text(b"1"),
+                    Datum::Text(b"draft"),
+                    Datum::Text(b"aaa"),
+                ],
+            )),
+            new: vec![
+                Datum::Text(b"1"),
+                Datum::Text(b"published"),
+                Datum::UnchangedToast,
+            ],
+        };
+        let r = d.change(&m, &txn()).expect("ok").expect("record");
+        assert_eq!(json(&r[4]), r#"{"id":1,"title":"draft","body":"aaa"}"#);
+        assert_eq!(json(&r[5]), r#"{"id":1,"title":"published","body":"aaa"}"#);
+        assert_eq!(json(&r[6]), "[]");
+    }
+
+    #[test]
+    fn deletes_key_changes_and_filtering() {
+        let mut d = decoder();
+        let del = Message::Delete {
+            oid: 1,
+            old: (
+                OldKind::Key,
+                vec![Datum::Text(b"7"), Datum::Null, Datum::Null],
+            ),
+        };
+        let r = d.change(&del, &txn()).expect("ok").expect("record");
+        assert_eq!(json(&r[4]), r#"{"id":7}"#);
+        assert_eq!(r[5], Value::Null);
+        let other = Message::Insert {
+            oid: 2,
+            new: vec![Datum::Text(b"1"), Datum::Null, Datum::Null],
+        };
+        assert!(d.change(&other, &txn()).expect("ok").is_none());
+        assert!(d.truncate(2, &txn()).expect("ok").is_none());
+        let t = d.truncate(1, &txn()).expect("ok").expect("record");
+        assert_eq!(t[0], Value::Text("t".into()));
+        let unknown = Message::Insert {
+            oid: 99,
+            new: vec![],
+        };
+        assert!(d.change(&unknown, &txn()).is_err());
+        let narrow = Message::Insert {
+            oid: 1,
+            new: vec![Datum::Text(b"1")],
+        };
+        assert!(d.change(&narrow, &txn()).is_err());
+        let bad = Message::Insert {
+            oid: 1,
+            new: vec![Datum::Text(b"x"), Datum::Null, Datum::Null],
+        };
+        let e = d.change(&bad, &txn()).expect_err("not an int");
+        assert!(e.to_string().contains("column `id`"), "{e}");
+    }
+
+    #[test]
+    fn a_new_relation_message_replaces_the_shape() {
+        let mut d = decoder();
+        d.relation(
+            1,
+            "public".into(),
+            "article".into(),
+            b'd',
+            vec![RelationColumn {
+                key: true,
+                name: "id".into(),
+                type_oid: 23,
+            }],
+        );
+        let m = Message::Insert {
+            oid: 1,
+            new: vec![Datum::Text(b"5")],
+        };
+        let r = d.change(&m, &txn()).expect("ok").expect("record");
+        assert_eq!(json(&r[5]), r#"{"id":5}"#);
+    }
+}

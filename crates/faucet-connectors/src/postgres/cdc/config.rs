@@ -1,0 +1,268 @@
+//! The `postgres-cdc` source's configuration (the `source.config` block of the seed
+//! `004_*`, DESIGN.md "Configuration and CLI"), and its pure validation.
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+use faucet_core::FaucetError;
+
+/// The longest PostgreSQL identifier, in bytes (`NAMEDATALEN - 1`).
+const MAX_IDENT_BYTES: usize = 63;
+
+/// Configuration of a [`super::PostgresCdcSource`].
+///
+/// ```yaml
+/// source:
+///   type: postgres-cdc
+///   config:
+///     connection_url: ${env:SOURCE_PG_URL}
+///     slot_name: faucet_slot
+///     publication: faucet_pub
+///     tables: [public.orders]
+/// ```
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PostgresCdcConfig {
+    /// The source database, `postgres://user:password@host:port/database` (a Unix socket
+    /// directory goes in `?host=/run/postgresql`). A secret: never printed; `Debug` shows
+    /// `[redacted]`. The role needs the REPLICATION attribute (or superuser). TLS is not
+    /// compiled in: `sslmode=require` and stronger are rejected, `prefer`/`allow`/`disable`
+    /// connect in plain text.
+    pub connection_url: SecretString,
+    /// The logical replication slot (plugin `pgoutput`), created when missing. PostgreSQL's
+    /// rule for slot names: lower-case letters, digits and `_`, at most 63 bytes.
+    pub slot_name: String,
+    /// The publication whose changes are read. Lower-case letters, digits and `_`, not
+    /// starting with a digit, at most 63 bytes (the name is passed to pgoutput unquoted).
+    pub publication: String,
+    /// The tables to emit changes of, schema-qualified (`public.orders`), matched exactly
+    /// (case-sensitively) against the catalog. Changes of other tables in the publication are
+    /// skipped. Each table must be in the publication.
+    pub tables: Vec<String>,
+    /// When the publication does not exist: create it `FOR TABLE` the `tables` (true), or fail
+    /// with the statement to run (false, the default). An existing publication is never
+    /// altered.
+    #[serde(default = "default_create_publication")]
+    pub create_publication: bool,
+    /// `false` (the default): a run catches up to the WAL position it saw at start
+    /// (`pg_current_wal_lsn()`) and ends. `true`: follow the stream until the run is
+    /// cancelled (SIGINT/SIGTERM), then finish the page in hand and end.
+    #[serde(default = "default_continuous")]
+    pub continuous: bool,
+}
+
+fn default_create_publication() -> bool {
+    false
+}
+
+fn default_continuous() -> bool {
+    false
+}
+
+impl std::fmt::Debug for PostgresCdcConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresCdcConfig")
+            .field("connection_url", &"[redacted]")
+            .field("slot_name", &self.slot_name)
+            .field("publication", &self.publication)
+            .field("tables", &self.tables)
+            .field("create_publication", &self.create_publication)
+            .field("continuous", &self.continuous)
+            .finish()
+    }
+}
+
+/// A table named in `tables`, split into its schema and name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct TableName {
+    pub(crate) schema: String,
+    pub(crate) name: String,
+}
+
+impl TableName {
+    /// `schema.table`, as change records spell it.
+    pub(crate) fn qualified(&self) -> String {
+        format!("{}.{}", self.schema, self.name)
+    }
+}
+
+impl PostgresCdcConfig {
+    /// A configuration with the defaults for the optional fields.
+    pub fn new(
+        connection_url: impl Into<String>,
+        slot_name: impl Into<String>,
+        publication: impl Into<String>,
+        tables: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        Self {
+            connection_url: SecretString::from(connection_url.into()),
+            slot_name: slot_name.into(),
+            publication: publication.into(),
+            tables: tables.into_iter().map(Into::into).collect(),
+            create_publication: default_create_publication(),
+            continuous: default_continuous(),
+        }
+    }
+
+    /// Checks the fields without any I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] naming the field (`connection_url`, `slot_name`,
+    /// `publication`, `tables`) and what a valid value looks like.
+    pub fn validate(&self) -> Result<(), FaucetError> {
+        super::client::ConnectionParams::parse(self.connection_url.expose_secret())?;
+        validate_slot_name(&self.slot_name)?;
+        validate_publication(&self.publication)?;
+        self.table_names()?;
+        Ok(())
+    }
+
+    /// The `tables`, split and checked.
+    pub(crate) fn table_names(&self) -> Result<Vec<TableName>, FaucetError> {
+        if self.tables.is_empty() {
+            return Err(FaucetError::config(
+                "tables",
+                "name at least one schema-qualified table, e.g. [public.orders]",
+            ));
+        }
+        let mut out: Vec<TableName> = Vec::with_capacity(self.tables.len());
+        for (i, t) in self.tables.iter().enumerate() {
+            let field = format!("tables[{i}]");
+            let Some((schema, name)) = t.split_once('.') else {
+                return Err(FaucetError::config(
+                    field,
+                    format!(
+                        "`{t}` is not schema-qualified; write it as `schema.table`, e.g. `public.{t}`"
+                    ),
+                ));
+            };
+            for part in [schema, name] {
+                if part.is_empty() || part.len() > MAX_IDENT_BYTES || part.contains(['\0', '.']) {
+                    return Err(FaucetError::config(
+                        field,
+                        format!(
+                            "`{t}` must be `schema.table`: two non-empty names of at most \
+                             {MAX_IDENT_BYTES} bytes, without further dots"
+                        ),
+                    ));
+                }
+            }
+            let table = TableName {
+                schema: schema.to_owned(),
+                name: name.to_owned(),
+            };
+            if out.contains(&table) {
+                return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
+            }
+            out.push(table);
+        }
+        Ok(out)
+    }
+}
+
+/// PostgreSQL's rule for replication slot names (`ReplicationSlotValidateName`).
+fn validate_slot_name(name: &str) -> Result<(), FaucetError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_IDENT_BYTES
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(FaucetError::config(
+            "slot_name",
+            format!(
+                "`{name}` is not a valid replication slot name: use lower-case letters, digits \
+                 and `_`, at most {MAX_IDENT_BYTES} bytes"
+            ),
+        ))
+    }
+}
+
+/// Publication names are passed to pgoutput's `publication_names` unquoted, where the server
+/// folds them to lower case; so only names that need no quoting are accepted.
+fn validate_publication(name: &str) -> Result<(), FaucetError> {
+    let ok = !name.is_empty()
+        && name.len() <= MAX_IDENT_BYTES
+        && !name.as_bytes()[0].is_ascii_digit()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(FaucetError::config(
+            "publication",
+            format!(
+                "`{name}` is not accepted as a publication name: use lower-case letters, \
+                 digits and `_`, not starting with a digit, at most {MAX_IDENT_BYTES} bytes"
+            ),
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(yaml_like: serde_json::Value) -> Result<PostgresCdcConfig, serde_json::Error> {
+        serde_json::from_value(yaml_like)
+    }
+
+    fn field_of(e: FaucetError) -> String {
+        match e {
+            FaucetError::Config { field, .. } => field,
+            other => panic!("expected a config error, got {other}"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_strictness() {
+        let c = config(serde_json::json!({
+            "connection_url": "postgres://u:hunter2@localhost/db",
+            "slot_name": "s1", "publication": "p1", "tables": ["public.orders"]
+        }))
+        .expect("valid");
+        assert!(!c.create_publication);
+        assert!(!c.continuous);
+        c.validate().expect("valid");
+        let debug = format!("{c:?}");
+        assert!(!debug.contains("hunter2"), "{debug}");
+
+        let unknown = config(serde_json::json!({
+            "connection_url": "postgres://localhost/db", "slot_name": "s",
+            "publication": "p", "tables": ["public.t"], "slot": "x"
+        }));
+        assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn names_are_checked() {
+        let base = PostgresCdcConfig::new("postgres://localhost/db", "s", "p", ["public.t"]);
+        let mut c = base.clone();
+        c.slot_name = "Bad-Slot".into();
+        assert_eq!(field_of(c.validate().expect_err("bad slot")), "slot_name");
+        let mut c = base.clone();
+        c.publication = "1pub".into();
+        assert_eq!(field_of(c.validate().expect_err("bad pub")), "publication");
+        let mut c = base.clone();
+        c.tables = vec!["orders".into()];
+        assert_eq!(
+            field_of(c.validate().expect_err("unqualified")),
+            "tables[0]"
+        );
+        let mut c = base.clone();
+        c.tables = vec!["public.t".into(), "public.t".into()];
+        assert_eq!(field_of(c.validate().expect_err("dup")), "tables[1]");
+        let mut c = base.clone();
+        c.tables = vec![];
+        assert_eq!(field_of(c.validate().expect_err("empty")), "tables");
+        let mut c = base;
+        c.connection_url = SecretString::from("mysql://localhost/db");
+        assert_eq!(
+            field_of(c.validate().expect_err("scheme")),
+            "connection_url"
+        );
+    }
+}
