@@ -52,17 +52,30 @@ fn output_counts(dir: &Path) -> BTreeMap<u64, u64> {
         let v: serde_json::Value = serde_json::from_str(line)
             .unwrap_or_else(|e| panic!("line {} is not JSON ({e}): {line:?}", i + 1));
         let id: u64 = v["id"].as_str().and_then(|s| s.parse().ok()).expect("id");
-        assert_eq!(v["name"], format!("name-{id}"), "fields shifted on line {}", i + 1);
+        assert_eq!(
+            v["name"],
+            format!("name-{id}"),
+            "fields shifted on line {}",
+            i + 1
+        );
         *counts.entry(id).or_insert(0) += 1;
     }
-    assert!(text.is_empty() || text.ends_with('\n'), "output ends in a torn line");
+    assert!(
+        text.is_empty() || text.ends_with('\n'),
+        "output ends in a torn line"
+    );
     counts
 }
 
 fn check(dir: &Path, n: usize, crashes: u64) {
     let counts = output_counts(dir);
     let lost: Vec<_> = (0..n as u64).filter(|i| !counts.contains_key(i)).collect();
-    assert!(lost.is_empty(), "lost {} records, first {:?}", lost.len(), lost.first());
+    assert!(
+        lost.is_empty(),
+        "lost {} records, first {:?}",
+        lost.len(),
+        lost.first()
+    );
     let dups: u64 = counts.values().map(|c| c - 1).sum();
     assert!(
         dups <= crashes * BATCH as u64,
@@ -127,7 +140,11 @@ fn aborted_at_every_fault_point_then_restarted_loses_nothing() {
 #[test]
 fn killed_at_random_instants_then_restarted_loses_nothing() {
     let n = 60_000;
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() { 40 } else { 6 };
+    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
+        40
+    } else {
+        6
+    };
     let dir = tempfile::tempdir().expect("tempdir");
     write_csv(&dir.path().join("in.csv"), n);
     write_config(dir.path());
@@ -148,7 +165,10 @@ fn killed_at_random_instants_then_restarted_loses_nothing() {
         }
         let _ = child.wait();
     }
-    assert!(crashes > 0, "no round was killed mid-run: the test proved nothing");
+    assert!(
+        crashes > 0,
+        "no round was killed mid-run: the test proved nothing"
+    );
     run_to_completion(dir.path());
     check(dir.path(), n, crashes);
 }

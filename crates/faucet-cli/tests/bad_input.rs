@@ -1,0 +1,281 @@
+//! Bad input: each gets one clear error naming the thing, a non-zero exit code, and leaves
+//! the output as it was (DESIGN.md invariants 5 and 7).
+
+use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
+
+/// A directory with `data.csv` (3 rows) and `p.yaml` = `yaml`.
+fn setup(yaml: &str) -> Dir {
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 3, true));
+    dir.write("p.yaml", yaml);
+    dir
+}
+
+#[track_caller]
+fn assert_no_output(dir: &Dir) {
+    assert!(!dir.join("out").exists(), "the sink was touched");
+    assert!(
+        !dir.join(".faucet/state/p.json").exists(),
+        "a bookmark was written"
+    );
+}
+
+#[test]
+fn unknown_field_is_named_by_its_path() {
+    let dir = setup(
+        "version: 1\npipeline:\n  source: { type: csv, config: { path: ./data.csv } }\n  sink: { type: jsonl, config: { pathh: ./out/x.jsonl } }\n",
+    );
+    for cmd in ["run", "validate"] {
+        dir.faucet(&[cmd, "p.yaml"]).expect_code(2).stderr_has(&[
+            "error:",
+            "`pipeline.sink.config.pathh`",
+            "unknown field `pathh`",
+            "expected `path`",
+        ]);
+    }
+    let dir = setup(&csv_pipeline("p", "  deliveryy: at_least_once\n"));
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`pipeline.deliveryy`", "unknown field"]);
+    let dir = setup(&format!("{}extra: 1\n", csv_pipeline("p", "")));
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`extra`", "unknown field"]);
+    assert_no_output(&dir);
+}
+
+#[test]
+fn missing_environment_variable_is_named_with_its_field() {
+    let dir = setup(
+        "version: 1\npipeline:\n  source: { type: csv, config: { path: \"${env:FAUCET_CLI_TEST_SURELY_UNSET}\" } }\n  sink: { type: jsonl, config: { path: ./out/x.jsonl } }\n",
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(2).stderr_has(&[
+        "FAUCET_CLI_TEST_SURELY_UNSET",
+        "`pipeline.source.config.path`",
+        "is not set",
+    ]);
+    assert_no_output(&dir);
+}
+
+#[test]
+fn a_value_cannot_change_the_structure() {
+    // The variable holds YAML; it stays one string (a file name that does not exist).
+    let dir = setup(&csv_pipeline(
+        "p",
+        "  state: { type: file, config: { path: \"${env:FAUCET_CLI_TEST_EVIL}\" } }\n",
+    ));
+    let run = dir.faucet_env(
+        &["validate", "p.yaml"],
+        &[("FAUCET_CLI_TEST_EVIL", "x\n  delivery: effectively_once")],
+    );
+    run.expect_code(0)
+        .stdout_has(&["delivery    at-least-once"]);
+}
+
+#[test]
+fn invalid_state_key_from_the_name() {
+    let dir = setup(&csv_pipeline("my orders", ""));
+    dir.faucet(&["run", "p.yaml"]).expect_code(2).stderr_has(&[
+        "`name`",
+        "\"my orders\"",
+        "state key",
+        "' '",
+    ]);
+    assert!(!dir.join("out").exists());
+    // The default name is the file's stem: a stem with a space needs `name:`.
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 3, true));
+    dir.write(
+        "my pipeline.yaml",
+        "version: 1\npipeline:\n  source: { type: csv, config: { path: ./data.csv } }\n  sink: { type: jsonl, config: { path: ./out/x.jsonl } }\n",
+    );
+    dir.faucet(&["run", "my pipeline.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`name`", "\"my pipeline\""]);
+}
+
+#[test]
+fn unknown_connector_type_lists_the_known_ones() {
+    let dir = setup(
+        "version: 1\npipeline:\n  source: { type: excel, config: { path: ./data.csv } }\n  sink: { type: jsonl, config: { path: ./out/x.jsonl } }\n",
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(2).stderr_has(&[
+        "`pipeline.source.type`",
+        "unknown variant `excel`",
+        "`csv`, `jsonl`, `postgres`, `postgres-cdc`",
+    ]);
+    let dir = setup(&csv_pipeline("p", "  state: { type: etcd }\n"));
+    dir.faucet(&["validate", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&[
+            "`pipeline.state.type`",
+            "`etcd`",
+            "`memory`, `file`, `postgres`, `redis`",
+        ]);
+}
+
+#[test]
+fn compiled_out_connectors_parse_but_say_how_to_get_them() {
+    if cfg!(feature = "state-redis") {
+        return;
+    }
+    let dir = setup(&csv_pipeline(
+        "p",
+        "  state: { type: redis, config: { url: \"redis://127.0.0.1:6379/\" } }\n",
+    ));
+    dir.faucet(&["run", "p.yaml"]).expect_code(2).stderr_has(&[
+        "`pipeline.state.type`",
+        "`redis` is not compiled into this binary; rebuild with --features state-redis",
+    ]);
+    assert_no_output(&dir);
+}
+
+#[test]
+fn effectively_once_with_a_jsonl_sink_fails_before_the_output_exists() {
+    for request in ["effectively_once", "exactly_once"] {
+        let dir = setup(&csv_pipeline("p", &format!("  delivery: {request}\n")));
+        let run = dir.faucet(&["run", "p.yaml"]);
+        run.expect_code(3).stderr_has(&[
+            "effectively-once delivery cannot be met",
+            "the sink `jsonl`",
+            "fix:",
+            "delivery: at_least_once",
+        ]);
+        assert_no_output(&dir);
+        assert!(
+            !dir.join(".faucet").exists(),
+            "the state store was not even opened"
+        );
+        dir.faucet(&["validate", "p.yaml"])
+            .expect_code(3)
+            .stdout_has(&["delivery    ✗", "jsonl"]);
+    }
+}
+
+#[test]
+fn ragged_csv_row_names_file_and_line_and_keeps_committed_output() {
+    let dir = Dir::new();
+    // Lines 2-5 are rows 1-4; line 6 is row 5; line 7 has a missing field.
+    let mut csv = numbered_csv(1, 5, true);
+    csv.push_str("6,name-6\n");
+    csv.push_str("7,name-7,21.07\n");
+    dir.write("data.csv", &csv);
+    dir.write("p.yaml", csv_pipeline("p", "  batch_size: 2\n"));
+    let run = dir.faucet(&["run", "p.yaml"]);
+    run.expect_code(1).stderr_has(&["error:", "data.csv:7"]);
+    // The pages before the bad row were committed and stay; nothing after it was written.
+    let committed = ids(&dir.jsonl("out/data.jsonl"));
+    assert_eq!(committed, vec![1, 2, 3, 4], "{}", run.stderr);
+
+    // Fixing the row and running again delivers the rest once.
+    dir.write("data.csv", numbered_csv(1, 7, true));
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(
+        ids(&dir.jsonl("out/data.jsonl")),
+        (1..=7).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn corrupt_state_file_is_named_and_nothing_is_written() {
+    let dir = setup(&csv_pipeline("p", ""));
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    let before = dir.read("out/data.jsonl").expect("output");
+    dir.append("data.csv", &numbered_csv(4, 2, false));
+    for torn in [&b""[..], &br#"{"file": "/x/data.csv", "byte_off"#[..]] {
+        dir.write(".faucet/state/p.json", torn);
+        dir.faucet(&["run", "p.yaml"]).expect_code(1).stderr_has(&[
+            "error:",
+            "state store file",
+            ".faucet/state/p.json",
+        ]);
+        assert_eq!(
+            dir.read("out/data.jsonl").expect("output"),
+            before,
+            "no rows written"
+        );
+    }
+}
+
+#[test]
+fn missing_config_file_is_named() {
+    let dir = Dir::new();
+    dir.faucet(&["run", "nope.yaml"])
+        .expect_code(2)
+        .stderr_has(&["nope.yaml not found"]);
+    dir.faucet(&["run"])
+        .expect_code(2)
+        .stderr_has(&["faucet.yaml not found", "current directory"]);
+    dir.faucet(&["validate"])
+        .expect_code(2)
+        .stderr_has(&["faucet.yaml"]);
+}
+
+#[test]
+fn bad_yaml_and_bad_versions() {
+    let dir = setup("version: 1\npipeline: { source: [\n");
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["p.yaml is not valid YAML"]);
+    let dir = setup(&csv_pipeline("p", "").replace("version: 1", "version: 2"));
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`version`", "version: 1"]);
+    let dir = setup(&csv_pipeline("p", "").replace("version: 1\n", ""));
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["missing field `version`"]);
+    let dir = setup(&csv_pipeline("p", "  batch_size: 0\n"));
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`pipeline.batch_size`", "at least 1"]);
+}
+
+#[test]
+fn matrix_errors_name_the_row() {
+    let dir = setup(&format!(
+        "{}matrix:\n  - {{ id: a }}\n  - {{ id: b, sink: {{ config: {{ pth: x }} }} }}\n  - {{ id: a }}\n  - {{ idd: c }}\n",
+        csv_pipeline("p", "")
+    ));
+    let run = dir.faucet(&["validate", "p.yaml"]);
+    run.expect_code(2).stderr_has(&[
+        "row `b`: invalid configuration at `matrix[1].sink.config.pth`",
+        "row `a`: invalid configuration at `matrix[2].id`: `a` is used by an earlier row",
+        "`matrix[3].idd`",
+    ]);
+    dir.faucet(&["run", "p.yaml"]).expect_code(2);
+    assert_no_output(&dir);
+    let dir = setup(&format!("{}matrix: []\n", csv_pipeline("p", "")));
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`matrix`", "is empty"]);
+}
+
+#[test]
+fn lease_held_by_another_run_exits_4() {
+    use faucet_core::state::{FileStateStore, LeaseHolder, LeaseOutcome, StateStore as _};
+    let dir = setup(&csv_pipeline("p", ""));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let store = FileStateStore::new(dir.join(".faucet/state"));
+    let holder = LeaseHolder::this_process();
+    let lease = rt
+        .block_on(store.acquire_lease("p", &holder, std::time::Duration::from_secs(30)))
+        .expect("acquire");
+    assert!(matches!(lease, LeaseOutcome::Acquired(_)), "{lease:?}");
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(4)
+        .stderr_has(&["state key `p` is in use by another run", "--wait-for-lease"]);
+    let started = std::time::Instant::now();
+    dir.faucet(&["run", "p.yaml", "--wait-for-lease", "1s"])
+        .expect_code(4);
+    assert!(started.elapsed() >= std::time::Duration::from_millis(900));
+    assert!(!dir.join("out").exists());
+    if let LeaseOutcome::Acquired(l) = lease {
+        rt.block_on(store.release_lease(&l)).expect("release");
+    }
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
+}

@@ -1,0 +1,221 @@
+//! What faucet reports: `run --output json`, `validate`, `doctor`, `--help`.
+
+use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
+
+#[test]
+fn run_output_json_has_one_document_with_every_row() {
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 5, true));
+    dir.write(
+        "p.yaml",
+        format!(
+            "{}matrix:\n  - {{ id: good }}\n  - {{ id: missing, source: {{ config: {{ path: ./nope.csv }} }}, sink: {{ config: {{ path: ./out/missing.jsonl }} }} }}\n  - {{ id: after, sink: {{ config: {{ path: ./out/after.jsonl }} }} }}\n",
+            csv_pipeline("p", "  batch_size: 2\n")
+        ),
+    );
+    let run = dir.faucet(&["run", "p.yaml", "--output", "json"]);
+    // The failed row does not stop the one after it; the exit code is the failure's.
+    run.expect_code(1)
+        .stderr_has(&["row `missing`", "nope.csv"]);
+    let doc = run.json();
+    assert_eq!(doc["ok"], false);
+    assert_eq!(doc["cancelled"], false);
+    assert_eq!(doc["error"], serde_json::Value::Null);
+    let runs = doc["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 3, "{doc}");
+
+    let good = &runs[0];
+    assert_eq!(good["row"], "good");
+    assert_eq!(good["state_key"], "p::good");
+    assert_eq!(good["rows"], 5);
+    assert_eq!(good["pages"], 3);
+    assert!(
+        good["elapsed_secs"].as_f64().is_some_and(|s| s >= 0.0),
+        "{good}"
+    );
+    assert_eq!(good["guarantee"], "at_least_once");
+    assert_eq!(good["bookmark"]["records"], 5);
+    assert_eq!(good["cancelled"], false);
+    assert_eq!(good["error"], serde_json::Value::Null);
+    let keys: Vec<&str> = good
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "row",
+            "state_key",
+            "rows",
+            "pages",
+            "elapsed_secs",
+            "guarantee",
+            "bookmark",
+            "cancelled",
+            "error"
+        ]
+    );
+
+    let missing = &runs[1];
+    assert_eq!(missing["row"], "missing");
+    assert_eq!(missing["rows"], 0);
+    assert_eq!(missing["error"]["kind"], "read", "{missing}");
+    assert!(
+        missing["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nope.csv")),
+        "{missing}"
+    );
+    assert_eq!(runs[2]["rows"], 5);
+    assert_eq!(runs[2]["error"], serde_json::Value::Null);
+    assert_eq!(ids(&dir.jsonl("out/after.jsonl")), vec![1, 2, 3, 4, 5]);
+
+    // A config error is a document too, with the error at the top.
+    dir.write(
+        "bad.yaml",
+        csv_pipeline("bad", "  delivery: effectively_once\n"),
+    );
+    let run = dir.faucet(&["run", "bad.yaml", "--output", "json"]);
+    run.expect_code(3);
+    let doc = run.json();
+    assert_eq!(doc["ok"], false);
+    assert_eq!(doc["runs"], serde_json::json!([]));
+    assert_eq!(doc["error"]["kind"], "delivery");
+}
+
+#[test]
+fn validate_prints_the_guarantee_and_touches_nothing() {
+    let dir = Dir::new();
+    dir.write(
+        "p.yaml",
+        format!(
+            "{}matrix:\n  - {{ id: eu }}\n  - {{ id: us, state: {{ type: memory }}, batch_size: 7 }}\n",
+            csv_pipeline("p", "")
+        ),
+    );
+    // data.csv does not exist: validate does not read it.
+    let run = dir.faucet(&["validate", "p.yaml"]);
+    run.expect_code(0).stdout_has(&[
+        "p.yaml: pipeline `p`, 2 runs",
+        "eu\n  state key   p::eu\n",
+        "us\n  state key   p::us\n",
+        "source      csv ",
+        "data.csv",
+        "state       memory (forgotten on exit)",
+        "batch size  7",
+        "delivery    at-least-once",
+        "valid",
+    ]);
+    let entries: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(
+        entries,
+        vec![std::ffi::OsString::from("p.yaml")],
+        "validate created files"
+    );
+}
+
+#[test]
+fn doctor_passes_on_a_good_file_pipeline_and_moves_nothing() {
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 3, true));
+    dir.write("p.yaml", csv_pipeline("p", ""));
+    let run = dir.faucet(&["doctor", "p.yaml"]);
+    run.expect_code(0).stdout_has(&[
+        "✓ config p.yaml",
+        "✓ source csv ",
+        "✓ sink jsonl ",
+        "✓ state file ",
+        " ms",
+        "all 4 checks passed",
+    ]);
+    assert!(!dir.join("out/data.jsonl").exists(), "doctor wrote data");
+    assert!(
+        !dir.join(".faucet/state/p.json").exists(),
+        "doctor wrote a bookmark"
+    );
+
+    let run = dir.faucet(&["doctor", "p.yaml", "--json"]);
+    run.expect_code(0);
+    let doc = run.json();
+    assert_eq!(doc["failed"], 0);
+    let probes: Vec<&str> = doc["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| c["probe"].as_str().expect("probe"))
+        .collect();
+    assert_eq!(probes, ["config", "source", "sink", "state"]);
+}
+
+#[test]
+fn doctor_exit_code_counts_failed_probes_and_never_prints_a_password() {
+    let dir = Dir::new();
+    // The sink's directory cannot be created: `blocker` is a file (this holds even as root).
+    dir.write("blocker", "not a directory");
+    dir.write(
+        "p.yaml",
+        "version: 1\npipeline:\n  source: { type: csv, config: { path: ./missing.csv } }\n  sink: { type: jsonl, config: { path: ./blocker/out.jsonl } }\n",
+    );
+    let run = dir.faucet(&["doctor", "p.yaml"]);
+    run.expect_code(2).stdout_has(&[
+        "✗ source csv ",
+        "missing.csv",
+        "✗ sink jsonl ",
+        "blocker",
+        "— hint:",
+        "✓ state file",
+        "2 of 4 checks failed",
+    ]);
+
+    // A state store that cannot be reached, with a password in its URL.
+    dir.write("data.csv", numbered_csv(1, 1, true));
+    dir.write(
+        "s.yaml",
+        csv_pipeline(
+            "s",
+            "  state: { type: postgres, config: { url: \"postgres://faucet:hunter2secret@127.0.0.1:1/x\" } }\n",
+        ),
+    );
+    let run = dir.faucet(&["doctor", "s.yaml", "--timeout-secs", "5"]);
+    run.expect_code(1)
+        .stdout_has(&["✗ state postgres postgres://faucet:***@127.0.0.1:1/x"]);
+    assert!(!run.stdout.contains("hunter2secret"), "{}", run.stdout);
+    assert!(!run.stderr.contains("hunter2secret"), "{}", run.stderr);
+    let run = dir.faucet(&["doctor", "s.yaml", "--json"]);
+    assert!(!run.stdout.contains("hunter2secret"), "{}", run.stdout);
+
+    // A config that does not load is one failed probe.
+    dir.faucet(&["doctor", "nope.yaml"])
+        .expect_code(1)
+        .stdout_has(&["✗ config nope.yaml", "not found"]);
+}
+
+#[test]
+fn help_explains_the_file_and_the_exit_codes() {
+    let dir = Dir::new();
+    let run = dir.faucet(&["--help"]);
+    run.expect_code(0).stdout_has(&[
+        "version: 1",
+        "matrix:",
+        ".faucet/state",
+        "Exit codes:",
+        "3    the requested delivery",
+        "4    another run holds",
+    ]);
+    let run = dir.faucet(&["run", "--help"]);
+    run.expect_code(0).stdout_has(&[
+        "--wait-for-lease",
+        "--output",
+        "--row",
+        "--quiet",
+        "Exit codes:",
+    ]);
+    dir.faucet(&["run", "--wait-for-lease", "soon"])
+        .expect_code(2);
+    dir.faucet(&["frobnicate"]).expect_code(2);
+}

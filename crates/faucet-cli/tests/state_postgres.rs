@@ -1,0 +1,147 @@
+//! `state: {type: postgres}` (feature `state-postgres`) against the real PostgreSQL
+//! (`FAUCET_TEST_PG_URL`, default `postgres://postgres@127.0.0.1:5432/test`; start it with
+//! `scripts/services.sh`). Each test uses its own table.
+
+use std::time::Duration;
+
+use faucet_core::state::{LeaseHolder, LeaseOutcome, StateStore as _};
+use faucet_state_postgres::PostgresStateStore;
+use sqlx::PgPool;
+
+use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
+
+fn pg_url() -> String {
+    std::env::var("FAUCET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// A pool on the test server, after dropping `table` and its lease table.
+async fn fresh(table: &str) -> PgPool {
+    let pool = match sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&pg_url())
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => panic!(
+            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
+             is unreachable: {e}; start it with scripts/services.sh"
+        ),
+    };
+    drop_tables(&pool, table).await;
+    pool
+}
+
+async fn drop_tables(pool: &PgPool, table: &str) {
+    for t in [table.to_owned(), format!("{table}_lease")] {
+        sqlx::query(&format!("DROP TABLE IF EXISTS \"{t}\""))
+            .execute(pool)
+            .await
+            .expect("drop table");
+    }
+}
+
+fn pipeline(name: &str, table: &str) -> String {
+    csv_pipeline(
+        name,
+        &format!(
+            "  state: {{ type: postgres, config: {{ url: \"${{env:FAUCET_CLI_STATE_PG_URL}}\", table: {table}, ensure_table: \"true\" }} }}\n  batch_size: 2\n"
+        ),
+    )
+}
+
+#[test]
+fn postgres_state_resumes_across_runs_and_doctor_checks_it() {
+    let table = "faucet_cli_state_resume";
+    let rt = runtime();
+    let pool = rt.block_on(fresh(table));
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 5, true));
+    dir.write("p.yaml", pipeline("pgstate", table));
+    let env = [("FAUCET_CLI_STATE_PG_URL", pg_url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    dir.faucet_env(&["run", "p.yaml"], &env)
+        .expect_code(0)
+        .stdout_has(&["5 records in 3 pages", "state key pgstate"]);
+    let stored: serde_json::Value = rt
+        .block_on(
+            sqlx::query_scalar(&format!(
+                "SELECT value FROM \"{table}\" WHERE key = 'pgstate'"
+            ))
+            .fetch_one(&pool),
+        )
+        .expect("bookmark row");
+    assert_eq!(stored["records"], 5, "{stored}");
+    assert!(!dir.join(".faucet").exists(), "no file state");
+
+    dir.faucet_env(&["run", "p.yaml"], &env)
+        .expect_code(0)
+        .stdout_has(&["0 records in 0 pages"]);
+    dir.append("data.csv", &numbered_csv(6, 3, false));
+    dir.faucet_env(&["run", "p.yaml"], &env)
+        .expect_code(0)
+        .stdout_has(&["3 records in 2 pages"]);
+    assert_eq!(
+        ids(&dir.jsonl("out/data.jsonl")),
+        (1..=8).collect::<Vec<_>>()
+    );
+
+    let run = dir.faucet_env(&["doctor", "p.yaml"], &env);
+    run.expect_code(0)
+        .stdout_has(&["✓ state postgres ", table, "all 4 checks passed"]);
+    let left: i64 = rt
+        .block_on(
+            sqlx::query_scalar(&format!(
+                "SELECT count(*) FROM \"{table}\" WHERE key = '__faucet_doctor__'"
+            ))
+            .fetch_one(&pool),
+        )
+        .expect("count");
+    assert_eq!(left, 0, "doctor left its probe behind");
+    rt.block_on(drop_tables(&pool, table));
+}
+
+#[test]
+fn a_held_postgres_lease_exits_4_until_it_is_released() {
+    let table = "faucet_cli_state_lease";
+    let rt = runtime();
+    let pool = rt.block_on(fresh(table));
+    let store = rt
+        .block_on(async {
+            let s = PostgresStateStore::connect_with(&pg_url(), 2, table).await?;
+            s.ensure_table().await?;
+            Ok::<_, faucet_core::FaucetError>(s)
+        })
+        .expect("store");
+    let outcome = rt
+        .block_on(store.acquire_lease(
+            "pglease",
+            &LeaseHolder::this_process(),
+            Duration::from_secs(60),
+        ))
+        .expect("acquire");
+    let LeaseOutcome::Acquired(lease) = outcome else {
+        panic!("lease not acquired: {outcome:?}");
+    };
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 3, true));
+    dir.write("p.yaml", pipeline("pglease", table));
+    let url = pg_url();
+    let env = [("FAUCET_CLI_STATE_PG_URL", url.as_str())];
+    dir.faucet_env(&["run", "p.yaml"], &env)
+        .expect_code(4)
+        .stderr_has(&["`pglease` is in use by another run"]);
+    assert!(!dir.join("out").exists());
+    rt.block_on(store.release_lease(&lease)).expect("release");
+    dir.faucet_env(&["run", "p.yaml"], &env).expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
+    rt.block_on(drop_tables(&pool, table));
+}

@@ -1,0 +1,209 @@
+//! Running the `faucet` binary in a temporary directory, and reading what it wrote.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The repository's root (for `examples/`).
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A `faucet` command with a clean environment for logging.
+pub(crate) fn faucet_command() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_faucet"));
+    cmd.env_remove("FAUCET_LOG");
+    cmd
+}
+
+/// What a finished `faucet` printed and returned.
+#[derive(Debug)]
+pub(crate) struct Run {
+    /// The exit code (`-1` when killed by a signal).
+    pub(crate) code: i32,
+    /// Everything on stdout.
+    pub(crate) stdout: String,
+    /// Everything on stderr.
+    pub(crate) stderr: String,
+}
+
+impl Run {
+    pub(crate) fn from_output(o: Output) -> Self {
+        Self {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// Panics with both streams unless the exit code is `code`.
+    #[track_caller]
+    pub(crate) fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code, code,
+            "exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        );
+        self
+    }
+
+    /// Panics unless stderr contains every one of `needles`.
+    #[track_caller]
+    pub(crate) fn stderr_has(&self, needles: &[&str]) -> &Self {
+        for n in needles {
+            assert!(
+                self.stderr.contains(n),
+                "stderr lacks {n:?}\n--- stderr\n{}\n--- stdout\n{}",
+                self.stderr,
+                self.stdout
+            );
+        }
+        self
+    }
+
+    /// Panics unless stdout contains every one of `needles`.
+    #[track_caller]
+    pub(crate) fn stdout_has(&self, needles: &[&str]) -> &Self {
+        for n in needles {
+            assert!(
+                self.stdout.contains(n),
+                "stdout lacks {n:?}\n--- stdout\n{}\n--- stderr\n{}",
+                self.stdout,
+                self.stderr
+            );
+        }
+        self
+    }
+
+    /// stdout parsed as one JSON document.
+    #[track_caller]
+    pub(crate) fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not one JSON document ({e})\n--- stdout\n{}\n--- stderr\n{}",
+                self.stdout, self.stderr
+            )
+        })
+    }
+}
+
+/// A temporary working directory holding a pipeline file and its data.
+pub(crate) struct Dir {
+    tmp: tempfile::TempDir,
+}
+
+impl Dir {
+    pub(crate) fn new() -> Self {
+        Self {
+            tmp: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    pub(crate) fn join(&self, rel: &str) -> PathBuf {
+        self.tmp.path().join(rel)
+    }
+
+    /// Writes `rel` (creating directories).
+    pub(crate) fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, contents).expect("write");
+        p
+    }
+
+    /// Appends to `rel`.
+    pub(crate) fn append(&self, rel: &str, contents: &str) {
+        use std::io::Write as _;
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.join(rel))
+            .expect("open for append");
+        f.write_all(contents.as_bytes()).expect("append");
+    }
+
+    /// The bytes of `rel`, or `None` when it does not exist.
+    pub(crate) fn read(&self, rel: &str) -> Option<Vec<u8>> {
+        std::fs::read(self.join(rel)).ok()
+    }
+
+    /// The lines of `rel` (a missing file has none).
+    pub(crate) fn lines(&self, rel: &str) -> Vec<String> {
+        self.read(rel)
+            .map(|b| {
+                String::from_utf8(b)
+                    .expect("utf-8")
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The JSON objects of a JSON Lines file.
+    pub(crate) fn jsonl(&self, rel: &str) -> Vec<serde_json::Value> {
+        self.lines(rel)
+            .iter()
+            .map(|l| serde_json::from_str(l).expect("a JSON line"))
+            .collect()
+    }
+
+    /// Runs `faucet <args>` in this directory and waits.
+    pub(crate) fn faucet(&self, args: &[&str]) -> Run {
+        self.faucet_env(args, &[])
+    }
+
+    /// Runs `faucet <args>` in this directory with extra environment variables.
+    pub(crate) fn faucet_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut cmd = faucet_command();
+        cmd.current_dir(self.path()).args(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Run::from_output(cmd.output().expect("run faucet"))
+    }
+
+    /// Copies `examples/weather` (config and CSV) here.
+    pub(crate) fn with_weather_example(&self) {
+        let src = repo_root().join("examples/weather");
+        for f in ["faucet.yaml", "weather.csv"] {
+            std::fs::copy(src.join(f), self.join(f)).expect("copy example");
+        }
+    }
+}
+
+/// A CSV of `n` rows `id,name,amount` (`id` 1..=n), header included.
+pub(crate) fn numbered_csv(first: u64, n: u64, header: bool) -> String {
+    let mut s = String::new();
+    if header {
+        s.push_str("id,name,amount\n");
+    }
+    for id in first..first + n {
+        s.push_str(&format!("{id},name-{id},{}.{:02}\n", id * 3, id % 100));
+    }
+    s
+}
+
+/// A minimal pipeline file: csv `data.csv` → jsonl `out/data.jsonl`, with `extra` appended
+/// under `pipeline:` (indented by the caller).
+pub(crate) fn csv_pipeline(name: &str, extra: &str) -> String {
+    format!(
+        "version: 1\nname: {name}\npipeline:\n  source: {{ type: csv, config: {{ path: ./data.csv }} }}\n  sink: {{ type: jsonl, config: {{ path: ./out/data.jsonl }} }}\n{extra}"
+    )
+}
+
+/// The ids of a JSON Lines output whose records have a string or number `id`.
+pub(crate) fn ids(records: &[serde_json::Value]) -> Vec<u64> {
+    records
+        .iter()
+        .map(|r| match &r["id"] {
+            serde_json::Value::String(s) => s.parse().expect("numeric id"),
+            serde_json::Value::Number(n) => n.as_u64().expect("u64 id"),
+            other => panic!("id {other}"),
+        })
+        .collect()
+}
