@@ -17,3 +17,9 @@ mod postgres_query;
 mod postgres_query_cases;
 #[cfg(feature = "postgres")]
 mod postgres_query_support;
+#[cfg(feature = "postgres")]
+mod postgres_cdc;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_decoding;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_values;

@@ -129,6 +129,9 @@ impl ChangeDecoder {
             name,
         };
         let included = self.wanted.contains(&table);
+        if let Some(previous) = self.relations.get(&oid).filter(|r| r.included) {
+            report_shape_change(&previous.table, &previous.columns, &columns);
+        }
         let full = Arc::new(Schema::new(
             columns
                 .iter()
@@ -258,6 +261,30 @@ impl ChangeDecoder {
             Value::Null,
             Value::Array(Vec::new()),
         ]))
+    }
+}
+
+/// Logs columns added to or dropped from a table mid-stream. Logical decoding carries no
+/// DDL: rows that exist when a column is added (and get its default) produce no change, so
+/// the added column is named in a warning with the remedy (case 26).
+fn report_shape_change(table: &str, before: &[RelationColumn], after: &[RelationColumn]) {
+    let names = |cols: &[RelationColumn]| -> Vec<String> {
+        cols.iter().map(|c| c.name.clone()).collect()
+    };
+    let (old, new) = (names(before), names(after));
+    let added: Vec<&String> = new.iter().filter(|c| !old.contains(c)).collect();
+    let dropped: Vec<&String> = old.iter().filter(|c| !new.contains(c)).collect();
+    if !added.is_empty() {
+        tracing::warn!(
+            table,
+            added = ?added,
+            "columns were added mid-stream: later changes carry them, but existing rows got \
+             their defaults without any change event; resync the table if the sink needs those \
+             values"
+        );
+    }
+    if !dropped.is_empty() {
+        tracing::info!(table, dropped = ?dropped, "columns were dropped mid-stream");
     }
 }
 
