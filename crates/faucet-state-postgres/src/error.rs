@@ -12,6 +12,8 @@ use sqlx::postgres::PgConnectOptions;
 
 /// The store's name in errors (`StateStore::name`).
 pub(crate) const STORE: &str = "postgres";
+/// The `connector` of its [`FaucetError::Connect`] errors.
+pub(crate) const CONNECTOR: &str = "state store postgres";
 
 /// `postgres://user@host:port/database`, without the password; for messages and Debug.
 pub(crate) fn describe_target(options: &PgConnectOptions) -> String {
@@ -46,8 +48,14 @@ impl Context<'_> {
     pub(crate) fn classify(self, err: sqlx::Error) -> FaucetError {
         let Context { op, target, table } = self;
         let state = |message: String, err: sqlx::Error| FaucetError::state_io(STORE, message, err);
+        // A Connect error already reads "cannot connect"; only other operations are named.
+        let lead = if op == "connect" {
+            String::new()
+        } else {
+            format!("{op}: ")
+        };
         let connect = |message: String, err: sqlx::Error| {
-            FaucetError::connect(STORE, message, Some(Box::new(err)))
+            FaucetError::connect(CONNECTOR, message, Some(Box::new(err)))
         };
         match &err {
             sqlx::Error::Database(db) => {
@@ -96,7 +104,7 @@ impl Context<'_> {
                     c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
                         connect(
                             format!(
-                                "{op}: the connection to {target} failed (SQLSTATE {c}: {msg}); \
+                                "{lead}the connection to {target} failed (SQLSTATE {c}: {msg}); \
                                  hint: the server may be restarting; retry"
                             ),
                             err,
@@ -104,7 +112,7 @@ impl Context<'_> {
                     }
                     "53300" => connect(
                         format!(
-                            "{op}: {target} has too many connections (SQLSTATE 53300); hint: \
+                            "{lead}{target} has too many connections (SQLSTATE 53300); hint: \
                              lower max_connections or raise the server's limit"
                         ),
                         err,
@@ -117,7 +125,7 @@ impl Context<'_> {
             }
             sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => connect(
                 format!(
-                    "{op}: connection refused by {target}; hint: is PostgreSQL running and \
+                    "{lead}connection refused by {target}; hint: is PostgreSQL running and \
                      listening on that host and port? check the state url"
                 ),
                 err,
@@ -126,7 +134,7 @@ impl Context<'_> {
                 let io = io.to_string();
                 connect(
                     format!(
-                        "{op}: cannot reach {target} ({io}); hint: check the host and port in \
+                        "{lead}cannot reach {target} ({io}); hint: check the host and port in \
                          the state url and the network"
                     ),
                     err,
@@ -134,14 +142,14 @@ impl Context<'_> {
             }
             sqlx::Error::Tls(_) => connect(
                 format!(
-                    "{op}: TLS with {target} failed; hint: check `sslmode` in the state url and \
+                    "{lead}TLS with {target} failed; hint: check `sslmode` in the state url and \
                      the server's certificates"
                 ),
                 err,
             ),
             sqlx::Error::PoolTimedOut => connect(
                 format!(
-                    "{op}: no connection to {target} became available in time; hint: the \
+                    "{lead}no connection to {target} became available in time; hint: the \
                      server may be down or unreachable, or every pooled connection is busy"
                 ),
                 err,
@@ -163,10 +171,15 @@ impl Context<'_> {
 
 /// The error for a connection attempt that did not finish within `secs` seconds.
 pub(crate) fn connect_timeout(op: &str, target: &str, secs: u64) -> FaucetError {
+    let lead = if op == "connect" {
+        String::new()
+    } else {
+        format!("{op}: ")
+    };
     FaucetError::connect(
-        STORE,
+        CONNECTOR,
         format!(
-            "{op}: no answer from {target} within {secs} s; hint: check the host and port in \
+            "{lead}no answer from {target} within {secs} s; hint: check the host and port in \
              the state url, and that no firewall drops the connection"
         ),
         None,

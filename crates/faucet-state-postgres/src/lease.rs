@@ -201,7 +201,7 @@ impl PostgresStateStore {
     /// Runs the acquisition statement on [`DOCTOR_KEY`] in a transaction that is rolled
     /// back: proves the lease table exists and is writable, and leaves nothing behind.
     pub(crate) async fn check_lease_table(&self) -> Result<(), FaucetError> {
-        let ctx = self.lease_context("probe");
+        let ctx = self.lease_context("lease table probe");
         let holder = holder_json(&LeaseHolder::this_process())?;
         let mut tx = self.pool.begin().await.map_err(|e| ctx.classify(e))?;
         sqlx::query(&self.sql.acquire)

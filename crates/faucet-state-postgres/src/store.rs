@@ -177,13 +177,11 @@ impl PostgresStateStore {
 
     async fn check_state_round_trip(&self) -> Result<(), FaucetError> {
         let probe = json!({ "probe": true, "at": "faucet doctor" });
-        self.put(DOCTOR_KEY, &probe)
-            .await
-            .map_err(|e| in_check("upsert", e))?;
+        self.put(DOCTOR_KEY, &probe).await.map_err(in_check)?;
         let back = self.get(DOCTOR_KEY).await;
         let deleted = self.delete(DOCTOR_KEY).await;
-        let back = back.map_err(|e| in_check("select", e))?;
-        deleted.map_err(|e| in_check("delete", e))?;
+        let back = back.map_err(in_check)?;
+        deleted.map_err(in_check)?;
         if back.as_ref() != Some(&probe) {
             return Err(FaucetError::state(
                 STORE,
@@ -198,7 +196,8 @@ impl PostgresStateStore {
     }
 }
 
-fn in_check(step: &str, e: FaucetError) -> FaucetError {
+/// Marks an error as raised by `check()`.
+fn in_check(e: FaucetError) -> FaucetError {
     match e {
         FaucetError::State {
             store,
@@ -206,7 +205,7 @@ fn in_check(step: &str, e: FaucetError) -> FaucetError {
             source,
         } => FaucetError::State {
             store,
-            message: format!("check ({step}): {message}"),
+            message: format!("check: {message}"),
             source,
         },
         FaucetError::Connect {
@@ -215,7 +214,7 @@ fn in_check(step: &str, e: FaucetError) -> FaucetError {
             source,
         } => FaucetError::Connect {
             connector,
-            message: format!("check ({step}): {message}"),
+            message: format!("check: {message}"),
             source,
         },
         other => other,
@@ -297,11 +296,9 @@ impl StateStore for PostgresStateStore {
     async fn check(&self) -> Result<(), FaucetError> {
         probe_connection(&self.pool.connect_options(), &self.target, &self.sql.table)
             .await
-            .map_err(|e| in_check("connect", e))?;
+            .map_err(in_check)?;
         self.check_state_round_trip().await?;
-        self.check_lease_table()
-            .await
-            .map_err(|e| in_check("lease table", e))
+        self.check_lease_table().await.map_err(in_check)
     }
 
     async fn acquire_lease(

@@ -68,7 +68,12 @@ async fn check_names_a_missing_table_and_says_ensure_table() {
     let err = store.check().await.expect_err("no table");
     assert_state_error(
         &err,
-        &["fst_check_missing", "42P01", "ensure_table: true", "upsert"],
+        &[
+            "fst_check_missing",
+            "42P01",
+            "ensure_table: true",
+            "check: put:",
+        ],
     );
 }
 
@@ -116,7 +121,7 @@ async fn an_unknown_role_is_an_authorization_error_from_connect_and_check() {
         .check()
         .await
         .expect_err("unknown role");
-    assert_state_error(&err, &["check (connect)", "28000", "fst_no_such_role"]);
+    assert_state_error(&err, &["check: connect:", "28000", "fst_no_such_role"]);
 }
 
 #[tokio::test]
@@ -156,7 +161,10 @@ async fn missing_privileges_are_named_with_a_grant_hint() {
     .await
     .expect("grant");
     let err = store.check().await.expect_err("no lease privileges");
-    assert_state_error(&err, &["42501", "fst_check_perm_lease", "lease table"]);
+    assert_state_error(
+        &err,
+        &["42501", "fst_check_perm_lease", "check: lease table probe"],
+    );
     assert_eq!(count(&pool, table).await, 0, "the round trip left nothing");
 
     drop_tables(&pool, table).await;
