@@ -18,6 +18,10 @@ mod postgres_query_cases;
 #[cfg(feature = "postgres")]
 mod postgres_query_support;
 #[cfg(feature = "postgres")]
+mod postgres_sink;
+#[cfg(feature = "postgres")]
+mod postgres_sink_support;
+#[cfg(feature = "postgres")]
 mod postgres_cdc;
 #[cfg(feature = "postgres")]
 mod postgres_cdc_decoding;

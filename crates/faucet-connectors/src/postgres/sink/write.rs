@@ -276,26 +276,84 @@ pub(crate) async fn upsert(
         }
         let cols = column_list(names.iter().copied());
         stage(conn, target, &cols, &bufs.data, &rows).await?;
-        let updates: Vec<String> = names
+        let covers_table = target
+            .table
+            .columns
             .iter()
-            .filter(|n| !target.key.iter().any(|k| k == *n))
-            .map(|n| format!("{0} = EXCLUDED.{0}", quote_ident(n)))
-            .collect();
-        let action = if updates.is_empty() {
-            "DO NOTHING".to_owned()
-        } else {
-            format!("DO UPDATE SET {}", updates.join(", "))
-        };
-        let sql = format!(
-            "INSERT INTO {quoted} ({cols}) SELECT {cols} FROM {STAGE} \
-             ON CONFLICT ({key_cols}) {action}"
-        );
-        conn.execute(sql.as_str())
-            .await
-            .map_err(|e| classify(e, "INSERT ... ON CONFLICT", target.name, None))?;
+            .all(|c| names.iter().any(|n| n == c));
+        for sql in upsert_statements(&quoted, &cols, names, target.key, covers_table) {
+            conn.execute(sql.as_str())
+                .await
+                .map_err(|e| classify(e, "upsert", target.name, None))?;
+        }
         fault::point(fault::MID_PAGE);
     }
     Ok(())
+}
+
+/// The statements that upsert the staged rows of one column layout into `quoted`.
+///
+/// When the layout has every column of the table: one `INSERT ... SELECT ... ON CONFLICT
+/// (key) DO UPDATE`. When it leaves columns out (unchanged TOAST values, fields the records
+/// do not carry), an `UPDATE ... FROM` of the existing rows and an `INSERT` of the missing
+/// ones: PostgreSQL checks NOT NULL on the row an `INSERT ... ON CONFLICT` proposes before it
+/// looks for the conflict, so a left-out NOT NULL column would fail even for a row that
+/// exists. The keys of a layout are unique (the page was collapsed), so neither statement
+/// meets a key twice.
+fn upsert_statements(
+    quoted: &str,
+    cols: &str,
+    names: &[&str],
+    key: &[String],
+    covers_table: bool,
+) -> Vec<String> {
+    let key_cols = column_list(key.iter().map(String::as_str));
+    let others: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !key.iter().any(|k| k == n))
+        .collect();
+    if covers_table {
+        let action = if others.is_empty() {
+            "DO NOTHING".to_owned()
+        } else {
+            let sets: Vec<String> = others
+                .iter()
+                .map(|n| format!("{0} = EXCLUDED.{0}", quote_ident(n)))
+                .collect();
+            format!("DO UPDATE SET {}", sets.join(", "))
+        };
+        return vec![format!(
+            "INSERT INTO {quoted} ({cols}) SELECT {cols} FROM {STAGE} \
+             ON CONFLICT ({key_cols}) {action}"
+        )];
+    }
+    let on: Vec<String> = key
+        .iter()
+        .map(|k| format!("t.{0} = s.{0}", quote_ident(k)))
+        .collect();
+    let on = on.join(" AND ");
+    let mut out = Vec::with_capacity(2);
+    if !others.is_empty() {
+        let sets: Vec<String> = others
+            .iter()
+            .map(|n| format!("{0} = s.{0}", quote_ident(n)))
+            .collect();
+        out.push(format!(
+            "UPDATE {quoted} AS t SET {} FROM {STAGE} AS s WHERE {on}",
+            sets.join(", ")
+        ));
+    }
+    let s_cols: Vec<String> = names
+        .iter()
+        .map(|n| format!("s.{}", quote_ident(n)))
+        .collect();
+    out.push(format!(
+        "INSERT INTO {quoted} ({cols}) SELECT {} FROM {STAGE} AS s \
+         WHERE NOT EXISTS (SELECT 1 FROM {quoted} AS t WHERE {on})",
+        s_cols.join(", ")
+    ));
+    out
 }
 
 /// Empties the staging table and COPYs `data` into its `cols`.
@@ -327,5 +385,34 @@ mod tests {
         );
         assert_eq!(copy_context("COPY t, line 12"), (Some(12), None));
         assert_eq!(copy_context(""), (None, None));
+    }
+
+    #[test]
+    fn upserts_of_whole_rows_use_on_conflict_and_partial_rows_update_then_insert() {
+        let key = vec!["id".to_owned()];
+        assert_eq!(
+            upsert_statements("\"t\"", "\"id\", \"v\"", &["id", "v"], &key, true),
+            [
+                "INSERT INTO \"t\" (\"id\", \"v\") SELECT \"id\", \"v\" FROM pg_temp.faucet_stage \
+              ON CONFLICT (\"id\") DO UPDATE SET \"v\" = EXCLUDED.\"v\""
+            ]
+        );
+        assert_eq!(
+            upsert_statements("\"t\"", "\"id\"", &["id"], &key, true),
+            [
+                "INSERT INTO \"t\" (\"id\") SELECT \"id\" FROM pg_temp.faucet_stage \
+              ON CONFLICT (\"id\") DO NOTHING"
+            ]
+        );
+        assert_eq!(
+            upsert_statements("\"t\"", "\"id\", \"v\"", &["id", "v"], &key, false),
+            [
+                "UPDATE \"t\" AS t SET \"v\" = s.\"v\" FROM pg_temp.faucet_stage AS s \
+                 WHERE t.\"id\" = s.\"id\"",
+                "INSERT INTO \"t\" (\"id\", \"v\") SELECT s.\"id\", s.\"v\" FROM \
+                 pg_temp.faucet_stage AS s WHERE NOT EXISTS (SELECT 1 FROM \"t\" AS t WHERE \
+                 t.\"id\" = s.\"id\")"
+            ]
+        );
     }
 }

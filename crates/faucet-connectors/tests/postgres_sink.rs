@@ -1,0 +1,482 @@
+//! The `postgres` sink against a real server: append with COPY, upsert of rows and change
+//! records (cases 01, 14, 15), the atomic commit token, typed errors, table creation.
+
+use faucet_connectors::postgres::{PostgresSink, PostgresSinkConfig};
+use faucet_core::testing::conformance;
+use faucet_core::{CommitToken, DataType, FaucetError, Sink, Value};
+use serde_json::json;
+
+use crate::postgres_query_support::{TestDb, pg_url};
+use crate::postgres_sink_support::{
+    append_sink, change, change_page, plain_page, read_back, row, table_text, upsert_sink,
+    write_all,
+};
+
+#[tokio::test]
+async fn append_and_upsert_keep_their_promises() {
+    let mut db = TestDb::new("s_conformance").await;
+    // Two schemas: each has its own commit token table.
+    let mut db2 = TestDb::new("s_conformance_upsert").await;
+    db.exec("CREATE TABLE appended (id bigint, v text)").await;
+    db2.exec("CREATE TABLE upserted (id bigint PRIMARY KEY, v text)")
+        .await;
+    let appended = db.table("appended");
+    let upserted = db2.table("upserted");
+    let append = append_sink(&appended);
+    assert!(append.capabilities().atomic_watermark);
+    assert!(!append.capabilities().keyed_upsert);
+    conformance::sink_flush_is_durable(&append, read_back(&appended, "id"))
+        .await
+        .expect("flushed rows are there");
+    conformance::sink_guarantee_is_truthful(&append, read_back(&appended, "id"))
+        .await
+        .expect("atomic watermark holds");
+    let upsert = upsert_sink(&upserted, &["id"]);
+    assert!(upsert.capabilities().keyed_upsert);
+    conformance::sink_guarantee_is_truthful(&upsert, read_back(&upserted, "id"))
+        .await
+        .expect("keyed upsert and atomic watermark hold");
+    conformance::config_is_strict::<PostgresSinkConfig>(&json!({
+        "connection_url": pg_url(), "table": "t"
+    }))
+    .expect("strict");
+    db.drop().await;
+    db2.drop().await;
+}
+
+/// Case 14: five versions of two keys in one page; the first attempt succeeds and the last
+/// version of each key wins.
+#[tokio::test]
+async fn case_14_several_versions_of_a_key_in_one_page() {
+    let mut db = TestDb::new("s_case14").await;
+    db.exec(
+        "CREATE TABLE contact (id integer PRIMARY KEY, phone text NOT NULL, seq integer NOT NULL);
+         INSERT INTO contact VALUES (1, '000', 0);
+         CREATE TABLE contact_cdc (LIKE contact INCLUDING ALL);
+         INSERT INTO contact_cdc VALUES (1, '000', 0);",
+    )
+    .await;
+    let fields = [
+        ("id", DataType::Int),
+        ("phone", DataType::Text),
+        ("seq", DataType::Int),
+    ];
+    let rows = [
+        (1, "111", 1),
+        (2, "222", 2),
+        (1, "333", 3),
+        (2, "444", 4),
+        (1, "555", 5),
+    ];
+    let page = plain_page(
+        &fields,
+        rows.iter()
+            .map(|(id, p, s)| vec![Value::Int(*id), Value::Text((*p).into()), Value::Int(*s)])
+            .collect(),
+        json!(1),
+    );
+    let table = db.table("contact");
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    w.write(&page).await.expect("first attempt succeeds");
+    w.flush().await.expect("flush");
+    let want = "1\t555\t5\n2\t444\t4\n";
+    assert_eq!(
+        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
+        want
+    );
+    // The same as change records in one transaction (insert, insert, update, update, update).
+    let cdc = db.table("contact_cdc");
+    let c = |id: i64, p: &str, s: i64| {
+        row(&[
+            ("id", Value::Int(id)),
+            ("phone", Value::Text(p.into())),
+            ("seq", Value::Int(s)),
+        ])
+    };
+    let k = |id: i64| row(&[("id", Value::Int(id))]);
+    let page = change_page(
+        vec![
+            change("c", "public.contact_src", Value::Null, c(1, "111", 1), &[]),
+            change("c", "public.contact_src", Value::Null, c(2, "222", 2), &[]),
+            change("u", "public.contact_src", k(1), c(1, "333", 3), &[]),
+            change("u", "public.contact_src", k(2), c(2, "444", 4), &[]),
+            change("u", "public.contact_src", k(1), c(1, "555", 5), &[]),
+        ],
+        json!(1),
+    );
+    let sink = upsert_sink(&cdc, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    write_all(w.as_mut(), &[page]).await;
+    assert_eq!(
+        table_text(&format!("SELECT * FROM {cdc} ORDER BY id")).await,
+        want
+    );
+    db.drop().await;
+}
+
+fn case_15_records() -> Vec<Vec<Value>> {
+    let d = |id: i64, name: &str, ver: i64| {
+        row(&[
+            ("id", Value::Int(id)),
+            ("name", Value::Text(name.into())),
+            ("ver", Value::Int(ver)),
+        ])
+    };
+    let k = |id: i64| row(&[("id", Value::Int(id))]);
+    let t = "public.device";
+    vec![
+        change("d", t, k(1), Value::Null, &[]),
+        change("c", t, Value::Null, d(1, "a-reborn", 2), &[]),
+        change("c", t, Value::Null, d(4, "d", 1), &[]),
+        change("d", t, k(4), Value::Null, &[]),
+        change("u", t, k(2), d(2, "b2", 2), &[]),
+        change("d", t, k(2), Value::Null, &[]),
+        change("c", t, Value::Null, d(2, "b3", 3), &[]),
+        change("d", t, k(3), Value::Null, &[]),
+        change("c", t, Value::Null, d(3, "c-new", 2), &[]),
+    ]
+}
+
+/// Case 15: deletes and inserts of the same keys in one page keep their order; page size 1
+/// gives the identical result.
+#[tokio::test]
+async fn case_15_delete_insert_order_is_kept() {
+    let mut db = TestDb::new("s_case15").await;
+    let want = "1\ta-reborn\t2\n2\tb3\t3\n3\tc-new\t2\n";
+    for (name, page_size) in [("device_big", 10), ("device_one", 1)] {
+        db.exec(&format!(
+            "CREATE TABLE {name} (id integer PRIMARY KEY, name text NOT NULL, ver integer NOT NULL);
+             INSERT INTO {name} VALUES (1,'a',1),(2,'b',1),(3,'c',1);"
+        ))
+        .await;
+        let table = db.table(name);
+        let pages: Vec<_> = case_15_records()
+            .chunks(page_size)
+            .enumerate()
+            .map(|(i, chunk)| change_page(chunk.to_vec(), json!(i)))
+            .collect();
+        let sink = upsert_sink(&table, &["id"]);
+        let mut w = sink.open().await.expect("open");
+        write_all(w.as_mut(), &pages).await;
+        assert_eq!(
+            table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
+            want,
+            "page size {page_size}"
+        );
+    }
+    db.drop().await;
+}
+
+/// Case 01: a column named in `unchanged_toast` keeps its stored value; also when an earlier
+/// record of the same page set it; a key update moves the row.
+#[tokio::test]
+async fn unchanged_toast_is_never_nulled() {
+    let mut db = TestDb::new("s_toast").await;
+    db.exec(
+        "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
+         ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
+         INSERT INTO article VALUES (1, 'draft', repeat('a', 10000));",
+    )
+    .await;
+    let table = db.table("article");
+    let t = "public.article";
+    let k = |id: i64| row(&[("id", Value::Int(id))]);
+    let partial =
+        |id: i64, title: &str| row(&[("id", Value::Int(id)), ("title", Value::Text(title.into()))]);
+    let full = |id: i64, title: &str, body: String| {
+        row(&[
+            ("id", Value::Int(id)),
+            ("title", Value::Text(title.into())),
+            ("body", Value::Text(body)),
+        ])
+    };
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    write_all(
+        w.as_mut(),
+        &[change_page(
+            vec![change("u", t, k(1), partial(1, "published"), &["body"])],
+            json!(1),
+        )],
+    )
+    .await;
+    let check = format!(
+        "SELECT id, title, length(body), body = repeat('a', 10000), body = repeat('b', 10000) \
+         FROM {table} ORDER BY id"
+    );
+    assert_eq!(table_text(&check).await, "1\tpublished\t10000\tt\tf\n");
+    // One page: insert id 2 with a body, then an update leaving the body unchanged, then the
+    // key of id 1 changes to 5 with the body unchanged... and a new body for id 5 later.
+    write_all(
+        w.as_mut(),
+        &[change_page(
+            vec![
+                change("c", t, Value::Null, full(2, "two", "b".repeat(10000)), &[]),
+                change("u", t, k(2), partial(2, "two-edited"), &["body"]),
+                change("u", t, k(1), full(1, "edited", "b".repeat(10000)), &[]),
+            ],
+            json!(2),
+        )],
+    )
+    .await;
+    assert_eq!(
+        table_text(&check).await,
+        "1\tedited\t10000\tf\tt\n2\ttwo-edited\t10000\tf\tt\n"
+    );
+    write_all(
+        w.as_mut(),
+        &[change_page(
+            vec![change(
+                "u",
+                t,
+                k(2),
+                full(5, "moved", "a".repeat(10000)),
+                &[],
+            )],
+            json!(3),
+        )],
+    )
+    .await;
+    assert_eq!(
+        table_text(&check).await,
+        "1\tedited\t10000\tf\tt\n5\tmoved\t10000\tt\tf\n"
+    );
+    // Truncate: everything before it in the page is dropped; what follows stays.
+    write_all(
+        w.as_mut(),
+        &[change_page(
+            vec![
+                change("c", t, Value::Null, full(7, "gone", "x".into()), &[]),
+                change("t", t, Value::Null, Value::Null, &[]),
+                change("c", t, Value::Null, full(8, "after", "y".into()), &[]),
+            ],
+            json!(4),
+        )],
+    )
+    .await;
+    assert_eq!(
+        table_text(&format!("SELECT id, title, body FROM {table} ORDER BY id")).await,
+        "8\tafter\ty\n"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn the_commit_token_only_moves_forward() {
+    let mut db = TestDb::new("s_token").await;
+    db.exec("CREATE TABLE t (id bigint PRIMARY KEY, v text)")
+        .await;
+    let table = db.table("t");
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    assert_eq!(
+        w.last_committed_token("orders::eu").await.expect("read"),
+        None
+    );
+    let page = |ids: &[i64]| {
+        plain_page(
+            &[("id", DataType::Int), ("v", DataType::Text)],
+            ids.iter()
+                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}"))])
+                .collect(),
+            json!({"offset": ids[0]}),
+        )
+    };
+    let t = |sequence: u64| CommitToken {
+        sequence,
+        bookmark: json!({"offset": sequence, "big": 12345678901234567890u64}),
+    };
+    w.write_committed(&page(&[1, 2]), "orders::eu", &t(1))
+        .await
+        .expect("1");
+    w.write_committed(&page(&[3]), "orders::eu", &t(2))
+        .await
+        .expect("2");
+    // A stale writer (same or lower sequence) is refused and its rows are not committed.
+    for stale in [2, 1] {
+        let err = w
+            .write_committed(&page(&[90 + stale as i64]), "orders::eu", &t(stale))
+            .await
+            .expect_err("stale");
+        assert!(matches!(err, FaucetError::Write { .. }), "{err}");
+        assert!(err.to_string().contains("refused"), "{err}");
+    }
+    // Another scope has its own token; an empty page still moves its token.
+    w.write_committed(&page(&[4]).clone(), "orders::us", &t(7))
+        .await
+        .expect("us");
+    let empty = faucet_core::Page::empty(page(&[0]).schema().clone(), Some(json!({"offset": 8})));
+    w.write_committed(&empty, "orders::us", &t(8))
+        .await
+        .expect("empty page");
+    assert_eq!(
+        w.last_committed_token("orders::eu").await.expect("read"),
+        Some(t(2))
+    );
+    assert_eq!(
+        w.last_committed_token("orders::us").await.expect("read"),
+        Some(t(8))
+    );
+    assert_eq!(
+        table_text(&format!("SELECT id FROM {table} ORDER BY id")).await,
+        "1\n2\n3\n4\n"
+    );
+    // A second writer (a new run) sees the same tokens.
+    drop(w);
+    let mut again = sink.open().await.expect("reopen");
+    assert_eq!(
+        again
+            .last_committed_token("orders::eu")
+            .await
+            .expect("read"),
+        Some(t(2))
+    );
+    let schema = db.schema.clone();
+    assert_eq!(
+        table_text(&format!(
+            "SELECT scope, sequence FROM {schema}.faucet_commit_tokens ORDER BY scope"
+        ))
+        .await,
+        "orders::eu\t2\norders::us\t8\n"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_value_the_column_cannot_hold_is_a_data_error() {
+    let mut db = TestDb::new("s_data").await;
+    db.exec(
+        "CREATE TABLE t (id integer PRIMARY KEY, qty integer NOT NULL, note text); \
+         CREATE TABLE u (LIKE t INCLUDING ALL);",
+    )
+    .await;
+    let fields = [
+        ("id", DataType::Int),
+        ("qty", DataType::Text),
+        ("note", DataType::Text),
+    ];
+    let page = plain_page(
+        &fields,
+        vec![
+            vec![Value::Int(1), Value::Text("5".into()), Value::Null],
+            vec![Value::Int(2), Value::Text("five".into()), Value::Null],
+        ],
+        json!(1),
+    );
+    for (table, sink) in [
+        (db.table("t"), append_sink(&db.table("t"))),
+        (db.table("u"), upsert_sink(&db.table("u"), &["id"])),
+    ] {
+        let mut w = sink.open().await.expect("open");
+        let err = w.write(&page).await.expect_err("bad value");
+        match &err {
+            FaucetError::Data {
+                location, message, ..
+            } => {
+                assert!(location.contains(&table), "{location}");
+                assert!(location.contains("column qty"), "{location}");
+                assert!(location.contains("page row 2"), "{location}");
+                assert!(message.contains("five"), "{message}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nothing of the page was committed.
+        assert_eq!(
+            table_text(&format!("SELECT count(*) FROM {table}")).await,
+            "0\n"
+        );
+    }
+    // A NULL into a NOT NULL column, and a field the table does not have.
+    let t_sink = append_sink(&db.table("t"));
+    let mut w = t_sink.open().await.expect("open");
+    let nulls = plain_page(
+        &[("id", DataType::Int), ("qty", DataType::Int)],
+        vec![vec![Value::Int(1), Value::Null]],
+        json!(1),
+    );
+    let err = w.write(&nulls).await.expect_err("not null");
+    assert!(
+        matches!(&err, FaucetError::Data { location, .. } if location.contains("qty")),
+        "{err}"
+    );
+    let extra = plain_page(
+        &[("id", DataType::Int), ("colour", DataType::Text)],
+        vec![vec![Value::Int(1), Value::Null]],
+        json!(1),
+    );
+    let err = w.write(&extra).await.expect_err("unknown column");
+    assert!(
+        matches!(&err, FaucetError::Data { location, .. } if location.contains("colour")),
+        "{err}"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn tables_are_checked_and_created_on_request() {
+    let mut db = TestDb::new("s_create").await;
+    db.exec("CREATE TABLE nokey (id bigint, v text)").await;
+    // Missing without create_table: an error naming the fix.
+    let missing = append_sink(&db.table("missing"));
+    let err = missing.check().await.expect_err("missing");
+    assert!(err.to_string().contains("create_table"), "{err}");
+    assert!(missing.open().await.is_err());
+    // Upsert needs a unique index on exactly the key.
+    let err = upsert_sink(&db.table("nokey"), &["id"])
+        .open()
+        .await
+        .err()
+        .expect("no unique key");
+    assert!(
+        matches!(&err, FaucetError::Config { field, .. } if field == "sink.config.key"),
+        "{err}"
+    );
+    // create_table: typed columns from the first page, the key as primary key.
+    let table = db.table("made");
+    let mut config = PostgresSinkConfig::new(pg_url(), &table).upsert(["id"]);
+    config.create_table = true;
+    let sink = PostgresSink::new(config).expect("config");
+    sink.check().await.expect("may be created");
+    let mut w = sink.open().await.expect("open");
+    let page = plain_page(
+        &[
+            ("id", DataType::Int),
+            ("amount", DataType::Numeric),
+            ("at", DataType::TimestampTz),
+            ("tags", DataType::Array(Box::new(DataType::Text))),
+            ("doc", DataType::Json),
+            ("blob", DataType::Bytes),
+            ("unknown", DataType::Unknown),
+        ],
+        vec![vec![
+            Value::Int(1),
+            Value::numeric("1.10").expect("n"),
+            Value::TimestampTz("2024-02-29T12:45:00.5Z".into()),
+            Value::Array(vec![Value::Text("a,b".into()), Value::Null]),
+            Value::Json(json!({"n": 12345678901234567890u64})),
+            Value::Bytes(vec![0xde, 0xad]),
+            Value::Bool(true),
+        ]],
+        json!(1),
+    );
+    write_all(w.as_mut(), &[page.clone(), page]).await;
+    let schema = db.schema.clone();
+    assert_eq!(
+        table_text(&format!(
+            "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute \
+             WHERE attrelid = '{schema}.made'::regclass AND attnum > 0 ORDER BY attnum"
+        ))
+        .await,
+        "id\tbigint\namount\tnumeric\nat\ttimestamp with time zone\ntags\ttext[]\n\
+         doc\tjsonb\nblob\tbytea\nunknown\tboolean\n"
+    );
+    assert_eq!(
+        table_text(&format!(
+            "SELECT id, amount, at AT TIME ZONE 'UTC', tags, doc, blob, unknown FROM {table}"
+        ))
+        .await,
+        "1\t1.10\t2024-02-29 12:45:00.5\t{\"a,b\",NULL}\t{\"n\": 12345678901234567890}\t\\\\xdead\tt\n"
+    );
+    db.drop().await;
+}

@@ -1,0 +1,129 @@
+//! Helpers of the `postgres` sink tests: change-record pages shaped like the `postgres-cdc`
+//! source's (DESIGN.md "Change records"), plain pages, and reading a target table back.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use faucet_connectors::postgres::{PostgresSink, PostgresSinkConfig};
+use faucet_core::value::Row;
+use faucet_core::{DataType, Field, Page, PageBuilder, Schema, SinkWriter, Value};
+use serde_json::Value as Json;
+
+use crate::postgres_query_support::{admin, copy_out, pg_url};
+
+/// The fields of a change record, as the postgres-cdc source emits them.
+pub(crate) fn change_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("op", DataType::Text),
+        Field::new("table", DataType::Text),
+        Field::new("lsn", DataType::Text),
+        Field::new("commit_ts", DataType::TimestampTz),
+        Field::new("before", DataType::Json),
+        Field::new("after", DataType::Json),
+        Field::new("unchanged_toast", DataType::Array(Box::new(DataType::Text))),
+    ]))
+}
+
+/// A nested row of `(name, value)` pairs.
+pub(crate) fn row(cols: &[(&str, Value)]) -> Value {
+    let schema = Arc::new(Schema::new(
+        cols.iter()
+            .map(|(n, v)| Field::new(*n, v.data_type()))
+            .collect(),
+    ));
+    Value::Row(Row {
+        schema,
+        values: cols.iter().map(|(_, v)| v.clone()).collect(),
+    })
+}
+
+/// One change record.
+pub(crate) fn change(
+    op: &str,
+    table: &str,
+    before: Value,
+    after: Value,
+    unchanged: &[&str],
+) -> Vec<Value> {
+    vec![
+        Value::Text(op.into()),
+        Value::Text(table.into()),
+        Value::Text("0/16B3748".into()),
+        Value::TimestampTz("2026-11-30T06:00:00Z".into()),
+        before,
+        after,
+        Value::Array(unchanged.iter().map(|s| Value::Text((*s).into())).collect()),
+    ]
+}
+
+/// A page of change records.
+pub(crate) fn change_page(records: Vec<Vec<Value>>, bookmark: Json) -> Page {
+    let mut b = PageBuilder::new(change_schema(), records.len());
+    for r in records {
+        b.push_row(r);
+    }
+    b.finish(Some(bookmark))
+}
+
+/// A page of plain rows with `fields` (name, type).
+pub(crate) fn plain_page(
+    fields: &[(&str, DataType)],
+    rows: Vec<Vec<Value>>,
+    bookmark: Json,
+) -> Page {
+    let schema = Arc::new(Schema::new(
+        fields
+            .iter()
+            .map(|(n, t)| Field::new(*n, t.clone()))
+            .collect(),
+    ));
+    let mut b = PageBuilder::new(schema, rows.len());
+    for r in rows {
+        b.push_row(r);
+    }
+    b.finish(Some(bookmark))
+}
+
+/// An upsert sink on `table` by `key`.
+pub(crate) fn upsert_sink(table: &str, key: &[&str]) -> PostgresSink {
+    PostgresSink::new(PostgresSinkConfig::new(pg_url(), table).upsert(key.iter().copied()))
+        .expect("config")
+}
+
+/// An append sink on `table`.
+pub(crate) fn append_sink(table: &str) -> PostgresSink {
+    PostgresSink::new(PostgresSinkConfig::new(pg_url(), table)).expect("config")
+}
+
+/// Writes and flushes each page.
+pub(crate) async fn write_all(writer: &mut (dyn SinkWriter + '_), pages: &[Page]) {
+    for p in pages {
+        writer.write(p).await.expect("write");
+        writer.flush().await.expect("flush");
+    }
+}
+
+/// `select` as COPY text, on a fresh session.
+pub(crate) async fn table_text(select: &str) -> String {
+    copy_out(&mut admin().await, select).await
+}
+
+/// A read-back closure for the conformance checks: the rows of `table` as JSON objects,
+/// ordered by `order`.
+pub(crate) fn read_back(
+    table: &str,
+    order: &str,
+) -> impl Fn() -> Pin<Box<dyn Future<Output = Vec<Json>> + Send>> + use<> {
+    let sql = format!("SELECT row_to_json(t) FROM {table} t ORDER BY {order}");
+    move || {
+        let sql = sql.clone();
+        Box::pin(async move {
+            table_text(&sql)
+                .await
+                .lines()
+                .map(|l| serde_json::from_str(&l.replace("\\\\", "\\")).expect("json row"))
+                .collect()
+        })
+    }
+}
