@@ -27,3 +27,5 @@ mod postgres_cdc;
 mod postgres_cdc_decoding;
 #[cfg(feature = "postgres")]
 mod postgres_cdc_values;
+#[cfg(all(feature = "postgres", feature = "files"))]
+mod postgres_sink_pipeline;
