@@ -29,3 +29,9 @@ mod postgres_cdc_decoding;
 mod postgres_cdc_values;
 #[cfg(all(feature = "postgres", feature = "files"))]
 mod postgres_sink_pipeline;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_ack;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_errors;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_paging;

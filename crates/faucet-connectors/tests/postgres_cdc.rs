@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use faucet_connectors::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource};
 use faucet_core::serde_json::{self, Value as Json};
 use faucet_core::testing::MemorySink;
-use faucet_core::{
-    Bookmark, Page, PageStream, Pipeline, ReadOptions, RunStreamOptions, Source,
-};
+use faucet_core::{Bookmark, Page, PageStream, Pipeline, ReadOptions, RunStreamOptions, Source};
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 
@@ -249,7 +247,10 @@ pub(crate) async fn drain(stream: &mut (dyn PageStream + '_)) -> Vec<Page> {
 /// changes made afterwards are what the next read sees.
 pub(crate) async fn prime(fx: &Fixture, source: &dyn Source) {
     let pages = read_all(source, None, 100).await;
-    assert!(pages.iter().all(Page::is_empty), "a fresh slot has no changes");
+    assert!(
+        pages.iter().all(Page::is_empty),
+        "a fresh slot has no changes"
+    );
     fx.wait_slot_released().await;
 }
 
@@ -277,7 +278,8 @@ pub(crate) fn shape(record: &Json) -> String {
 #[tokio::test]
 async fn bounded_run_stops_by_itself_with_every_change() {
     let fx = Fixture::new("bounded").await;
-    fx.sql("CREATE TABLE {s}.t (id int PRIMARY KEY, v text)").await;
+    fx.sql("CREATE TABLE {s}.t (id int PRIMARY KEY, v text)")
+        .await;
     let source = fx.source(&["t"]);
     prime(&fx, &source).await;
     fx.sql("INSERT INTO {s}.t SELECT g, 'v' || g FROM generate_series(1, 25) g")
@@ -338,7 +340,8 @@ async fn continuous_run_stops_on_cancel_with_the_page_in_hand() {
     config.continuous = true;
     let source = PostgresCdcSource::new(config).expect("config");
     prime_continuous(&fx, &source).await;
-    fx.sql("INSERT INTO {s}.t SELECT generate_series(1, 5)").await;
+    fx.sql("INSERT INTO {s}.t SELECT generate_series(1, 5)")
+        .await;
 
     // A page of up to 1000 holds the 5 changes; the stream would hand it over after a quiet
     // second. Cancel first: the page in hand comes out, then the stream ends.
@@ -391,7 +394,8 @@ async fn continuous_run_stops_on_cancel_with_the_page_in_hand() {
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
-    fx.sql("INSERT INTO {s}.t SELECT generate_series(6, 8)").await;
+    fx.sql("INSERT INTO {s}.t SELECT generate_series(6, 8)")
+        .await;
     let deadline = Instant::now() + Duration::from_secs(20);
     while sink.rows().len() < 3 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -9,7 +9,10 @@ use faucet_core::serde_json::{self, Value as Json};
 use crate::postgres_cdc::{Fixture, admin, prime, read_all, records, shape};
 
 /// Reads every change since the slot was primed, acknowledging each page.
-async fn changes(fx: &Fixture, source: &faucet_connectors::postgres::cdc::PostgresCdcSource) -> Vec<Json> {
+async fn changes(
+    fx: &Fixture,
+    source: &faucet_connectors::postgres::cdc::PostgresCdcSource,
+) -> Vec<Json> {
     fx.wait_slot_released().await;
     let pages = read_all(source, None, 1000).await;
     records(&pages)
@@ -23,13 +26,17 @@ fn lsn_value(text: &str) -> u64 {
 #[tokio::test]
 async fn inserts_updates_deletes_and_truncate_are_exact_change_records() {
     let fx = Fixture::new("ops").await;
-    fx.sql("CREATE TABLE {s}.orders (id int PRIMARY KEY, status text NOT NULL, amount numeric(10,2))")
-        .await;
+    fx.sql(
+        "CREATE TABLE {s}.orders (id int PRIMARY KEY, status text NOT NULL, amount numeric(10,2))",
+    )
+    .await;
     let source = fx.source(&["orders"]);
     prime(&fx, &source).await;
     let before = chrono::Utc::now() - chrono::Duration::seconds(5);
-    fx.sql("INSERT INTO {s}.orders VALUES (1, 'new', 10.50), (2, 'new', NULL)").await;
-    fx.sql("UPDATE {s}.orders SET status = 'paid' WHERE id = 1").await;
+    fx.sql("INSERT INTO {s}.orders VALUES (1, 'new', 10.50), (2, 'new', NULL)")
+        .await;
+    fx.sql("UPDATE {s}.orders SET status = 'paid' WHERE id = 1")
+        .await;
     fx.sql("UPDATE {s}.orders SET id = 3 WHERE id = 2").await;
     fx.sql("DELETE FROM {s}.orders WHERE id = 1").await;
     fx.sql("TRUNCATE {s}.orders").await;
@@ -37,11 +44,21 @@ async fn inserts_updates_deletes_and_truncate_are_exact_change_records() {
     let recs = changes(&fx, &source).await;
     let t = fx.table("orders");
     let expected = [
-        format!(r#"{{"op":"c","table":"{t}","before":null,"after":{{"id":1,"status":"new","amount":10.50}},"unchanged_toast":[]}}"#),
-        format!(r#"{{"op":"c","table":"{t}","before":null,"after":{{"id":2,"status":"new","amount":null}},"unchanged_toast":[]}}"#),
-        format!(r#"{{"op":"u","table":"{t}","before":{{"id":1}},"after":{{"id":1,"status":"paid","amount":10.50}},"unchanged_toast":[]}}"#),
-        format!(r#"{{"op":"u","table":"{t}","before":{{"id":2}},"after":{{"id":3,"status":"new","amount":null}},"unchanged_toast":[]}}"#),
-        format!(r#"{{"op":"d","table":"{t}","before":{{"id":1}},"after":null,"unchanged_toast":[]}}"#),
+        format!(
+            r#"{{"op":"c","table":"{t}","before":null,"after":{{"id":1,"status":"new","amount":10.50}},"unchanged_toast":[]}}"#
+        ),
+        format!(
+            r#"{{"op":"c","table":"{t}","before":null,"after":{{"id":2,"status":"new","amount":null}},"unchanged_toast":[]}}"#
+        ),
+        format!(
+            r#"{{"op":"u","table":"{t}","before":{{"id":1}},"after":{{"id":1,"status":"paid","amount":10.50}},"unchanged_toast":[]}}"#
+        ),
+        format!(
+            r#"{{"op":"u","table":"{t}","before":{{"id":2}},"after":{{"id":3,"status":"new","amount":null}},"unchanged_toast":[]}}"#
+        ),
+        format!(
+            r#"{{"op":"d","table":"{t}","before":{{"id":1}},"after":null,"unchanged_toast":[]}}"#
+        ),
         format!(r#"{{"op":"t","table":"{t}","before":null,"after":null,"unchanged_toast":[]}}"#),
     ];
     let got: Vec<String> = recs.iter().map(shape).collect();
@@ -61,7 +78,10 @@ async fn inserts_updates_deletes_and_truncate_are_exact_change_records() {
         let ts = r["commit_ts"].as_str().expect("commit_ts");
         assert!(ts.ends_with('Z'), "{ts}");
         let at = chrono::DateTime::parse_from_rfc3339(ts).expect("rfc3339");
-        assert!(at > before && at < chrono::Utc::now() + chrono::Duration::seconds(5), "{ts}");
+        assert!(
+            at > before && at < chrono::Utc::now() + chrono::Duration::seconds(5),
+            "{ts}"
+        );
     }
 }
 
@@ -80,8 +100,10 @@ async fn before_images_follow_replica_identity() {
     let source = fx.source(&["d", "f", "i"]);
     prime(&fx, &source).await;
     for t in ["d", "f"] {
-        fx.sql(&format!("INSERT INTO {{s}}.{t} VALUES (1, 'x', 1)")).await;
-        fx.sql(&format!("UPDATE {{s}}.{t} SET a = 'y' WHERE id = 1")).await;
+        fx.sql(&format!("INSERT INTO {{s}}.{t} VALUES (1, 'x', 1)"))
+            .await;
+        fx.sql(&format!("UPDATE {{s}}.{t} SET a = 'y' WHERE id = 1"))
+            .await;
         fx.sql(&format!("DELETE FROM {{s}}.{t} WHERE id = 1")).await;
     }
     fx.sql("INSERT INTO {s}.i VALUES (1, 'k1', 'x')").await;
@@ -100,7 +122,8 @@ async fn before_images_follow_replica_identity() {
             )
         })
         .collect();
-    let e = |op: &str, before: &str, after: &str| (op.to_owned(), before.to_owned(), after.to_owned());
+    let e =
+        |op: &str, before: &str, after: &str| (op.to_owned(), before.to_owned(), after.to_owned());
     assert_eq!(
         got,
         vec![
@@ -110,7 +133,11 @@ async fn before_images_follow_replica_identity() {
             e("d", r#"{"id":1}"#, "null"),
             // FULL: the whole old row
             e("c", "null", r#"{"id":1,"a":"x","b":1}"#),
-            e("u", r#"{"id":1,"a":"x","b":1}"#, r#"{"id":1,"a":"y","b":1}"#),
+            e(
+                "u",
+                r#"{"id":1,"a":"x","b":1}"#,
+                r#"{"id":1,"a":"y","b":1}"#
+            ),
             e("d", r#"{"id":1,"a":"y","b":1}"#, "null"),
             // USING INDEX: the index columns, old values when they changed
             e("c", "null", r#"{"id":1,"code":"k1","a":"x"}"#),
@@ -140,9 +167,12 @@ async fn case_01_unchanged_toast_is_named_never_null() {
         "INSERT INTO {s}.article VALUES (1, 'draft', (SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 313)))",
     )
     .await;
-    fx.sql("INSERT INTO {s}.article_full SELECT * FROM {s}.article").await;
-    fx.sql("UPDATE {s}.article SET title = 'published' WHERE id = 1").await;
-    fx.sql("UPDATE {s}.article_full SET title = 'published' WHERE id = 1").await;
+    fx.sql("INSERT INTO {s}.article_full SELECT * FROM {s}.article")
+        .await;
+    fx.sql("UPDATE {s}.article SET title = 'published' WHERE id = 1")
+        .await;
+    fx.sql("UPDATE {s}.article_full SET title = 'published' WHERE id = 1")
+        .await;
     let random_body: String = sqlx::query_scalar(&fx.expand("SELECT body FROM {s}.article"))
         .fetch_one(&mut admin().await)
         .await
@@ -221,7 +251,10 @@ async fn case_26_columns_added_and_dropped_mid_stream() {
             e("c", r#"{"id":3,"name":"gamma","tier":"gold"}"#),
             e("u", r#"{"id":1,"name":"alpha2","tier":"basic"}"#),
             e("c", r#"{"id":4,"name":"delta"}"#),
-            e("c", r#"{"id":5,"name":"epsilon","created_at":"2026-01-01T00:00:00Z"}"#),
+            e(
+                "c",
+                r#"{"id":5,"name":"epsilon","created_at":"2026-01-01T00:00:00Z"}"#
+            ),
         ]
     );
 }
@@ -236,7 +269,8 @@ async fn case_17_truncates_keep_their_place_and_the_slot_advances() {
     .await;
     let source = fx.source(&["event_log", "other_tbl"]);
     prime(&fx, &source).await;
-    fx.sql("INSERT INTO {s}.event_log VALUES (1,'a'),(2,'b')").await;
+    fx.sql("INSERT INTO {s}.event_log VALUES (1,'a'),(2,'b')")
+        .await;
     fx.sql("INSERT INTO {s}.other_tbl VALUES (10)").await;
     fx.sql("TRUNCATE {s}.event_log").await;
     fx.sql("INSERT INTO {s}.event_log VALUES (3,'c')").await;
@@ -278,7 +312,10 @@ async fn case_17_truncates_keep_their_place_and_the_slot_advances() {
         ]
     );
     let last_txn = &recs[5]["lsn"];
-    assert!(recs[5..].iter().all(|r| &r["lsn"] == last_txn), "one transaction");
+    assert!(
+        recs[5..].iter().all(|r| &r["lsn"] == last_txn),
+        "one transaction"
+    );
 
     // The stream acknowledged its last page before closing: the slot moved past the last
     // COMMIT (its confirmed_flush_lsn is that commit's end, past its commit LSN).

@@ -62,10 +62,26 @@ async fn case_04_numerics_keep_every_digit() {
     .await;
     let rows = afters(&fx, &source).await;
     let f = &["fx"];
-    assert_row(&rows[0], r#"{"id":1,"amount":0.00000000000000006938893903907228,"pegged_rate":1.123456789012345678,"qty":12345678901234567890,"price":0.1000,"fx":0.1,"big":9007199254740993}"#, f);
-    assert_row(&rows[1], r#"{"id":2,"amount":12345678901234567890.123456789,"pegged_rate":0.000000000000000001,"qty":9007199254740993,"price":123456.7890,"fx":1e300,"big":-9223372036854775808}"#, f);
-    assert_row(&rows[2], r#"{"id":3,"amount":1.10,"pegged_rate":-99999999999999999.999999999999999999,"qty":-9223372036854775809,"price":-0.0001,"fx":2.5e-308,"big":9223372036854775807}"#, f);
-    assert_row(&rows[3], r#"{"id":4,"amount":100,"pegged_rate":0.000000000000000001,"qty":0,"price":9.9999,"fx":-0.0,"big":0}"#, f);
+    assert_row(
+        &rows[0],
+        r#"{"id":1,"amount":0.00000000000000006938893903907228,"pegged_rate":1.123456789012345678,"qty":12345678901234567890,"price":0.1000,"fx":0.1,"big":9007199254740993}"#,
+        f,
+    );
+    assert_row(
+        &rows[1],
+        r#"{"id":2,"amount":12345678901234567890.123456789,"pegged_rate":0.000000000000000001,"qty":9007199254740993,"price":123456.7890,"fx":1e300,"big":-9223372036854775808}"#,
+        f,
+    );
+    assert_row(
+        &rows[2],
+        r#"{"id":3,"amount":1.10,"pegged_rate":-99999999999999999.999999999999999999,"qty":-9223372036854775809,"price":-0.0001,"fx":2.5e-308,"big":9223372036854775807}"#,
+        f,
+    );
+    assert_row(
+        &rows[3],
+        r#"{"id":4,"amount":100,"pegged_rate":0.000000000000000001,"qty":0,"price":9.9999,"fx":-0.0,"big":0}"#,
+        f,
+    );
     assert_eq!(rows.len(), 4);
 }
 
@@ -88,9 +104,21 @@ async fn case_22_infinities_and_nan_are_spelled_out() {
     .await;
     let rows = afters(&fx, &source).await;
     let f = &["score", "score4"];
-    assert_row(&rows[0], r#"{"id":1,"valid_to":"infinity","valid_ts":"infinity","valid_day":"infinity","amount":"NaN","ratio":"NaN","score":"NaN","score4":"NaN"}"#, f);
-    assert_row(&rows[1], r#"{"id":2,"valid_to":"-infinity","valid_ts":"-infinity","valid_day":"-infinity","amount":0.00,"ratio":"Infinity","score":"Infinity","score4":"-Infinity"}"#, f);
-    assert_row(&rows[2], r#"{"id":3,"valid_to":"2026-01-01T00:00:00Z","valid_ts":"2026-01-01T00:00:00","valid_day":"2026-01-01","amount":1.50,"ratio":"-Infinity","score":0,"score4":1e-45}"#, f);
+    assert_row(
+        &rows[0],
+        r#"{"id":1,"valid_to":"infinity","valid_ts":"infinity","valid_day":"infinity","amount":"NaN","ratio":"NaN","score":"NaN","score4":"NaN"}"#,
+        f,
+    );
+    assert_row(
+        &rows[1],
+        r#"{"id":2,"valid_to":"-infinity","valid_ts":"-infinity","valid_day":"-infinity","amount":0.00,"ratio":"Infinity","score":"Infinity","score4":"-Infinity"}"#,
+        f,
+    );
+    assert_row(
+        &rows[2],
+        r#"{"id":3,"valid_to":"2026-01-01T00:00:00Z","valid_ts":"2026-01-01T00:00:00","valid_day":"2026-01-01","amount":1.50,"ratio":"-Infinity","score":0,"score4":1e-45}"#,
+        f,
+    );
 }
 
 #[tokio::test]
@@ -126,7 +154,8 @@ async fn case_23_array_literals_are_parsed_not_split() {
 #[tokio::test]
 async fn case_24_bytea_is_base64_even_when_the_role_defaults_to_escape() {
     let mut fx = Fixture::new("bytea").await;
-    fx.sql("CREATE TABLE {s}.blob_store (id integer PRIMARY KEY, payload bytea)").await;
+    fx.sql("CREATE TABLE {s}.blob_store (id integer PRIMARY KEY, payload bytea)")
+        .await;
     // A role whose sessions default to the legacy escape format: the walsender must still
     // render hex (faucet pins bytea_output), and the bytes must come out exact.
     let role = format!("{}_esc", fx.slot);
@@ -181,12 +210,15 @@ async fn case_24_bytea_is_base64_even_when_the_role_defaults_to_escape() {
         ]
     );
     // The same bytes PostgreSQL has.
-    let reference: Vec<Option<String>> = sqlx::query_scalar(&fx.expand(
-        "SELECT encode(payload, 'base64') FROM {s}.blob_store ORDER BY id",
-    ))
+    let reference: Vec<Option<String>> = sqlx::query_scalar(
+        &fx.expand("SELECT encode(payload, 'base64') FROM {s}.blob_store ORDER BY id"),
+    )
     .fetch_all(&mut admin().await)
     .await
     .expect("reference");
-    let got: Vec<Option<String>> = payloads.iter().map(|p| p.as_str().map(str::to_owned)).collect();
+    let got: Vec<Option<String>> = payloads
+        .iter()
+        .map(|p| p.as_str().map(str::to_owned))
+        .collect();
     assert_eq!(got, reference);
 }

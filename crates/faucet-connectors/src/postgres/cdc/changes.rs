@@ -268,9 +268,8 @@ impl ChangeDecoder {
 /// DDL: rows that exist when a column is added (and get its default) produce no change, so
 /// the added column is named in a warning with the remedy (case 26).
 fn report_shape_change(table: &str, before: &[RelationColumn], after: &[RelationColumn]) {
-    let names = |cols: &[RelationColumn]| -> Vec<String> {
-        cols.iter().map(|c| c.name.clone()).collect()
-    };
+    let names =
+        |cols: &[RelationColumn]| -> Vec<String> { cols.iter().map(|c| c.name.clone()).collect() };
     let (old, new) = (names(before), names(after));
     let added: Vec<&String> = new.iter().filter(|c| !old.contains(c)).collect();
     let dropped: Vec<&String> = old.iter().filter(|c| !new.contains(c)).collect();
