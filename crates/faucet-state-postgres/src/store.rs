@@ -24,6 +24,12 @@ pub const DEFAULT_TABLE: &str = "faucet_state";
 pub const DEFAULT_MAX_CONNECTIONS: u32 = 5;
 /// How long the first connection attempt of `connect` / `check` may take: 15 s.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+/// Run on every connection of a pool the store builds: a bookmark must be durable when
+/// `put` returns, so a session whose `synchronous_commit` is `off` (set for the server, the
+/// database or the role) is switched to `on`; every other level already waits for the local
+/// WAL flush and is left as it is (PostgreSQL manual, "synchronous_commit").
+const DURABLE_COMMITS: &str = "SELECT set_config('synchronous_commit', 'on', false) \
+                               WHERE current_setting('synchronous_commit') = 'off'";
 
 /// A [`StateStore`] keeping each bookmark as one row of a PostgreSQL table
 /// (`key TEXT PRIMARY KEY, value JSONB NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT
@@ -103,12 +109,17 @@ impl PostgresStateStore {
         probe_connection(&options, &target, table).await?;
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
+            .after_connect(|conn, _| {
+                Box::pin(async move { sqlx::query(DURABLE_COMMITS).execute(conn).await.map(drop) })
+            })
             .connect_lazy_with(options);
         Ok(Self { pool, sql, target })
     }
 
     /// Uses a pool the caller built and manages, with the state table `table`. Sends
-    /// nothing; the first operation opens a connection.
+    /// nothing; the first operation opens a connection. The pool's sessions are used as
+    /// they are: if they run with `synchronous_commit = off`, a committed bookmark can be
+    /// lost in a server crash (`check()` warns about it).
     ///
     /// # Errors
     /// [`FaucetError::Config`] for an invalid table name.
@@ -193,6 +204,21 @@ impl PostgresStateStore {
             ));
         }
         Ok(())
+    }
+
+    /// Logs a warning when the pool's sessions commit without waiting for the WAL flush.
+    async fn warn_unless_durable(&self) {
+        let level: Result<String, _> = sqlx::query_scalar("SHOW synchronous_commit")
+            .fetch_one(&self.pool)
+            .await;
+        if level.is_ok_and(|l| l == "off") {
+            tracing::warn!(
+                target = %self.target,
+                "the state store's sessions run with synchronous_commit = off: a bookmark \
+                 acknowledged just before a server crash can be lost; turn it on for the \
+                 state url's role or database"
+            );
+        }
     }
 }
 
@@ -298,6 +324,7 @@ impl StateStore for PostgresStateStore {
             .await
             .map_err(in_check)?;
         self.check_state_round_trip().await?;
+        self.warn_unless_durable().await;
         self.check_lease_table().await.map_err(in_check)
     }
 

@@ -11,22 +11,7 @@ use faucet_state_postgres::PostgresStateStore;
 use sqlx::postgres::PgPoolOptions;
 use std::time::Duration;
 
-use crate::support::{admin_pool, count, drop_tables, everything_printed, fresh_store, pg_url};
-
-/// `pg_url()` with its user or database replaced.
-fn url_with(user: Option<&str>, db: Option<&str>) -> String {
-    let options: sqlx::postgres::PgConnectOptions = pg_url().parse().expect("test url");
-    let user = user.unwrap_or(options.get_username()).to_owned();
-    let db = db
-        .map(str::to_owned)
-        .or(options.get_database().map(str::to_owned))
-        .unwrap_or_else(|| "test".to_owned());
-    format!(
-        "postgres://{user}@{}:{}/{db}",
-        options.get_host(),
-        options.get_port()
-    )
-}
+use crate::support::{admin_pool, count, drop_tables, everything_printed, fresh_store, url_with};
 
 fn lazy_store(url: &str, table: &str) -> PostgresStateStore {
     let pool = PgPoolOptions::new()

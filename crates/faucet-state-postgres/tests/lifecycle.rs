@@ -171,3 +171,32 @@ async fn debug_never_shows_the_password() {
     assert!(debug.contains("max_connections: 2"), "{debug}");
     assert!(debug.contains("table: \"fst_debug\""), "{debug}");
 }
+
+#[tokio::test]
+async fn the_stores_own_pool_commits_durably_even_if_the_session_says_off() {
+    let (store, pool) = fresh_store("fst_durable").await;
+    let sep = if pg_url().contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}options=-c%20synchronous_commit%3Doff", pg_url());
+    // The URL's own sessions run with synchronous_commit = off ...
+    let plain = sqlx::postgres::PgPoolOptions::new()
+        .connect(&url)
+        .await
+        .expect("plain pool");
+    let level: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(&plain)
+        .await
+        .expect("show");
+    assert_eq!(level, "off");
+    // ... but the store's pool turns it on, so a put is durable when it returns.
+    let store2 = PostgresStateStore::connect_with(&url, 1, "fst_durable")
+        .await
+        .expect("connect");
+    let level: String = sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(store2.pool())
+        .await
+        .expect("show");
+    assert_eq!(level, "on");
+    store2.put("k", &json!(1)).await.expect("put");
+    assert_eq!(store.get("k").await.expect("get"), Some(json!(1)));
+    drop_tables(&pool, "fst_durable").await;
+}

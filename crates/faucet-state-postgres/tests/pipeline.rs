@@ -9,7 +9,7 @@ use faucet_core::testing::{MemorySink, VecSource};
 use faucet_core::{FaucetError, Pipeline, RunStreamOptions};
 use faucet_state_postgres::PostgresStateStore;
 
-use crate::support::{drop_tables, fresh_store, pg_url};
+use crate::support::{drop_tables, fresh_store, pg_url, url_with};
 
 fn opts(key: &str) -> RunStreamOptions {
     RunStreamOptions {
@@ -100,4 +100,71 @@ async fn a_second_run_of_a_busy_key_fails_naming_the_holder_and_moves_nothing() 
     assert!(sink.rows().is_empty());
     assert_eq!(store.get("orders::eu").await.expect("get"), None);
     drop_tables(&pool, "fst_pipe_busy").await;
+}
+
+/// `shared/cases/13-state-missing-or-torn.md`, S5: the state store becomes unwritable after
+/// a run; the next run must fail (not report success), and once the store is writable
+/// again a run delivers everything, losing nothing.
+#[tokio::test]
+async fn an_unwritable_state_table_fails_the_run_and_the_next_run_loses_nothing() {
+    let table = "fst_pipe_s5";
+    let (_owner, pool) = fresh_store(table).await;
+    let _ = sqlx::query("CREATE ROLE fst_s5 LOGIN").execute(&pool).await;
+    let grant =
+        format!("GRANT SELECT, INSERT, UPDATE, DELETE ON \"{table}\", \"{table}_lease\" TO fst_s5");
+    sqlx::query(&grant).execute(&pool).await.expect("grant");
+    let store = PostgresStateStore::connect_with(&url_with(Some("fst_s5"), None), 2, table)
+        .await
+        .expect("connect as fst_s5");
+    let store = Arc::new(store);
+    let sink = MemorySink::new();
+    let run = |n: usize| {
+        let (store, sink) = (store.clone(), sink.clone());
+        async move {
+            Pipeline::new(&VecSource::sequence(n), &sink)
+                .with_state_store(store)
+                .with_options(opts("metric"))
+                .run()
+                .await
+        }
+    };
+    assert_eq!(run(20).await.expect("run 1").records_out, 20);
+
+    sqlx::query(&format!("REVOKE INSERT, UPDATE ON \"{table}\" FROM fst_s5"))
+        .execute(&pool)
+        .await
+        .expect("revoke");
+    let err = run(30)
+        .await
+        .expect_err("a run that cannot persist its bookmark fails");
+    assert!(matches!(err, FaucetError::State { .. }), "{err:?}");
+    assert!(err.to_string().contains("42501"), "{err}");
+    assert_eq!(
+        store.get("metric").await.expect("get"),
+        Some(json!({"offset": 20})),
+        "the bookmark did not move"
+    );
+
+    sqlx::query(&grant)
+        .execute(&pool)
+        .await
+        .expect("grant again");
+    run(30).await.expect("run 3");
+    let mut ids: Vec<i64> = sink
+        .rows()
+        .iter()
+        .map(|r| r["id"].as_i64().expect("id"))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids, (0..30).collect::<Vec<_>>(), "nothing lost");
+    assert_eq!(
+        store.get("metric").await.expect("get"),
+        Some(json!({"offset": 30}))
+    );
+    drop(store);
+    drop_tables(&pool, table).await;
+    let _ = sqlx::query("DROP ROLE IF EXISTS fst_s5")
+        .execute(&pool)
+        .await;
 }

@@ -63,5 +63,20 @@ pub(crate) fn everything_printed(err: &FaucetError) -> String {
     out
 }
 
+/// `pg_url()` with its user or database replaced.
+pub(crate) fn url_with(user: Option<&str>, db: Option<&str>) -> String {
+    let options: sqlx::postgres::PgConnectOptions = pg_url().parse().expect("test url");
+    let user = user.unwrap_or(options.get_username()).to_owned();
+    let db = db
+        .map(str::to_owned)
+        .or(options.get_database().map(str::to_owned))
+        .unwrap_or_else(|| "test".to_owned());
+    format!(
+        "postgres://{user}@{}:{}/{db}",
+        options.get_host(),
+        options.get_port()
+    )
+}
+
 /// A URL to the test server's host on a port where nothing listens, with a password.
 pub(crate) const DEAD_URL: &str = "postgres://postgres:s3cr3t-pw@127.0.0.1:1/test";
