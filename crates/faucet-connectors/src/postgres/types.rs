@@ -28,9 +28,6 @@
 //! prefix) are dropped, as PostgreSQL's own `to_jsonb` does: the elements are kept, in order,
 //! and a sink writes them back with lower bound 1.
 
-// Used by the query source, the CDC source and the sink as they land.
-#![allow(dead_code)]
-
 use chrono::NaiveDateTime;
 use faucet_core::{DataType, Value};
 
@@ -405,10 +402,10 @@ pub(crate) fn decode_array(elem_oid: u32, text: &str) -> Result<Value, String> {
 
 /// `[0:1]={x,y}` → `{x,y}`; `[1:2][1:2]={{..}}` → `{{..}}`.
 fn strip_dimensions(text: &str) -> &str {
-    if text.starts_with('[') {
-        if let Some(eq) = text.find("={") {
-            return &text[eq + 1..];
-        }
+    if text.starts_with('[')
+        && let Some(eq) = text.find("={")
+    {
+        return &text[eq + 1..];
     }
     text
 }

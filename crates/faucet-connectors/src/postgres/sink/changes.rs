@@ -147,14 +147,12 @@ pub(crate) fn collapse<'a>(
                     .ok_or_else(|| err(format!("an `{op}` record without an `after` row")))?;
                 let columns = row_columns(after);
                 let k = key_values(&columns, key).map_err(err)?;
-                if op == "u" {
-                    if let Some(before) = row_of(&values[f.before]) {
-                        if let Ok(old) = key_values(&row_columns(before), key) {
-                            if old != k {
-                                delete(&mut out, &mut index, &mut scratch, old, row_no);
-                            }
-                        }
-                    }
+                if op == "u"
+                    && let Some(before) = row_of(&values[f.before])
+                    && let Ok(old) = key_values(&row_columns(before), key)
+                    && old != k
+                {
+                    delete(&mut out, &mut index, &mut scratch, old, row_no);
                 }
                 let unchanged: Vec<&str> = f
                     .unchanged
@@ -263,10 +261,10 @@ fn upsert<'a>(
             {
                 for name in unchanged {
                     let carried = earlier.iter().find(|(n, _)| n == name);
-                    if let Some(&(n, v)) = carried {
-                        if !columns.iter().any(|(c, _)| *c == n) {
-                            columns.push((n, v));
-                        }
+                    if let Some(&(n, v)) = carried
+                        && !columns.iter().any(|(c, _)| *c == n)
+                    {
+                        columns.push((n, v));
                     }
                 }
             }

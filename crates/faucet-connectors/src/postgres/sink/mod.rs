@@ -317,10 +317,10 @@ impl PostgresSinkWriter<'_> {
             source_table,
         )
         .await;
-        if let Err(failure) = &result {
-            if failure.lost {
-                *conn = None;
-            }
+        if let Err(failure) = &result
+            && failure.lost
+        {
+            *conn = None;
         }
         result.map_err(|f| f.error)
     }
@@ -358,14 +358,14 @@ async fn transaction(
             key: sink.upsert_key(),
         };
         match sink.config.write_mode {
-            WriteMode::Append => write::append(&mut *tx, &target, page, bufs).await?,
+            WriteMode::Append => write::append(&mut tx, &target, page, bufs).await?,
             WriteMode::Upsert => {
-                write::upsert(&mut *tx, &target, page, bufs, source_table).await?;
+                write::upsert(&mut tx, &target, page, bufs, source_table).await?;
             }
         }
     }
     if let Some((scope, token)) = token {
-        token::advance(&mut *tx, &sink.tokens, scope, token).await?;
+        token::advance(&mut tx, &sink.tokens, scope, token).await?;
     }
     tx.commit()
         .await

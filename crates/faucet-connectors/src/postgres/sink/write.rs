@@ -261,17 +261,16 @@ pub(crate) async fn upsert(
         bufs.data.clear();
         rows.clear();
         for slot in &collapsed.slots {
-            if let Slot::Upsert { columns, row } = slot {
-                if columns.len() == names.len()
-                    && columns.iter().zip(names).all(|((n, _), m)| n == m)
-                {
-                    encode_row(
-                        &mut bufs.data,
-                        &mut bufs.scratch,
-                        columns.iter().map(|(_, v)| *v),
-                    );
-                    rows.push(*row);
-                }
+            if let Slot::Upsert { columns, row } = slot
+                && columns.len() == names.len()
+                && columns.iter().zip(names).all(|((n, _), m)| n == m)
+            {
+                encode_row(
+                    &mut bufs.data,
+                    &mut bufs.scratch,
+                    columns.iter().map(|(_, v)| *v),
+                );
+                rows.push(*row);
             }
         }
         let cols = column_list(names.iter().copied());
