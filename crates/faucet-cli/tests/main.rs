@@ -4,6 +4,10 @@
 mod bad_input;
 mod crash_files;
 mod examples;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_crash;
+#[cfg(feature = "postgres")]
+mod postgres_connectors;
 mod reports;
 mod run_files;
 mod signals;

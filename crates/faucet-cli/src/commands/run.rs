@@ -61,7 +61,8 @@ pub(crate) async fn run(args: RunArgs) -> Exit {
     let json = args.output == OutputFormat::Json;
     let plans = match prepare(&args) {
         Ok(p) => p,
-        Err((context, e)) => {
+        Err(failed) => {
+            let (context, e) = *failed;
             output::print_error(&context, &e);
             if json {
                 RunReport {
@@ -119,9 +120,13 @@ impl std::ops::Deref for Prepared {
 }
 
 /// Loads the file and plans every selected row; the first problem stops everything.
-fn prepare(args: &RunArgs) -> Result<Vec<Prepared>, (String, FaucetError)> {
-    let loaded = config::load(&args.config).map_err(|e| (String::new(), e))?;
-    let rows = plan::select(&loaded, args.row.as_deref()).map_err(|e| (String::new(), e))?;
+/// What went wrong before any row ran, and the row it concerns (empty for the whole file).
+type Unprepared = Box<(String, FaucetError)>;
+
+fn prepare(args: &RunArgs) -> Result<Vec<Prepared>, Unprepared> {
+    let whole = |e| Box::new((String::new(), e));
+    let loaded = config::load(&args.config).map_err(whole)?;
+    let rows = plan::select(&loaded, args.row.as_deref()).map_err(whole)?;
     let mut plans = Vec::with_capacity(rows.len());
     for row in rows {
         let context = plan::context(&loaded, &row.label);
@@ -129,9 +134,9 @@ fn prepare(args: &RunArgs) -> Result<Vec<Prepared>, (String, FaucetError)> {
             Ok((key, p)) => plan::plan(row, key, p),
             Err(e) => Err(FaucetError::config(field_of(e), message_of(e))),
         };
-        let plan = built.map_err(|e| (context.clone(), e))?;
+        let plan = built.map_err(|e| Box::new((context.clone(), e)))?;
         if let Err(e) = &plan.guarantee {
-            return Err((context, clone_delivery(e)));
+            return Err(Box::new((context, clone_delivery(e))));
         }
         plans.push(Prepared { plan, context });
     }

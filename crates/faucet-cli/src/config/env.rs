@@ -128,9 +128,9 @@ fn interpolate_str(s: &str, env: &Env) -> Result<String, String> {
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
         let tail = &rest[at..];
-        if tail.starts_with("$${") {
+        if let Some(after) = tail.strip_prefix("$${") {
             out.push_str("${");
-            rest = &tail[3..];
+            rest = after;
         } else if let Some(after) = tail.strip_prefix(OPEN) {
             let end = after
                 .find('}')

@@ -138,7 +138,7 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
         }
         other => other,
     })?;
-    if doc.version != Value::from(1) {
+    if doc.version != 1 {
         return Err(FaucetError::config(
             "version",
             format!(

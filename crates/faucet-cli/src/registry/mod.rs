@@ -54,6 +54,13 @@ pub(crate) fn resolve_path(base: &Path, p: &Path) -> PathBuf {
     }
 }
 
+/// A connector's secret connection URL, password redacted, for people.
+#[cfg(feature = "postgres")]
+pub(crate) fn redacted_secret(url: &secrecy::SecretString) -> String {
+    use secrecy::ExposeSecret as _;
+    crate::secret::redact_url(url.expose_secret())
+}
+
 #[allow(dead_code)] // Unused only when every connector feature is off.
 /// Prefixes a connector's own [`FaucetError::Config`] field (`path`) with where its config
 /// sits in the pipeline file (`pipeline.source.config.path`); other errors pass through.

@@ -3,7 +3,7 @@
 //! | type | connector | feature |
 //! |---|---|---|
 //! | `jsonl` | `faucet_connectors::files::JsonlSink` | `files` (default) |
-//! | `postgres` | the PostgreSQL sink (append or keyed upsert) | `postgres` |
+//! | `postgres` | `faucet_connectors::postgres::PostgresSink` (append or keyed upsert) | `postgres` |
 
 use std::path::Path;
 
@@ -18,6 +18,9 @@ use super::{NotCompiled, at_field, not_compiled, resolve_path};
 type JsonlCfg = faucet_connectors::files::JsonlSinkConfig;
 #[cfg(not(feature = "files"))]
 type JsonlCfg = NotCompiled;
+#[cfg(feature = "postgres")]
+type PostgresCfg = faucet_connectors::postgres::PostgresSinkConfig;
+#[cfg(not(feature = "postgres"))]
 type PostgresCfg = NotCompiled;
 
 /// The type names of sinks.
@@ -75,6 +78,21 @@ impl SinkConfig {
         match self {
             #[cfg(feature = "files")]
             Self::Jsonl(c) => c.path.display().to_string(),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(c) => {
+                let mode = match c.write_mode {
+                    faucet_connectors::postgres::WriteMode::Upsert => {
+                        format!(" (upsert by {})", c.key.join(", "))
+                    }
+                    faucet_connectors::postgres::WriteMode::Append => " (append)".to_owned(),
+                };
+                format!(
+                    "{} table {}{mode}",
+                    super::redacted_secret(&c.connection_url),
+                    c.table
+                )
+            }
+            #[allow(unreachable_patterns)] // Reached only when a feature is off.
             _ => String::new(),
         }
     }
@@ -111,6 +129,11 @@ impl SinkConfig {
                     "files",
                 ))
             }
+            #[cfg(feature = "postgres")]
+            Self::Postgres(c) => faucet_connectors::postgres::PostgresSink::new(c.clone())
+                .map(|s| Box::new(s) as Box<dyn Sink>)
+                .map_err(|e| at_field(&config_field, e)),
+            #[cfg(not(feature = "postgres"))]
             Self::Postgres(_) => {
                 let _ = &config_field;
                 Err(not_compiled(

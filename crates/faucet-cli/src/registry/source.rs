@@ -4,8 +4,8 @@
 //! |---|---|---|
 //! | `csv` | `faucet_connectors::files::CsvSource` | `files` (default) |
 //! | `jsonl` | `faucet_connectors::files::JsonlSource` | `files` (default) |
-//! | `postgres` | the PostgreSQL query source | `postgres` |
-//! | `postgres-cdc` | the PostgreSQL logical-replication source | `postgres` |
+//! | `postgres` | `faucet_connectors::postgres::PostgresQuerySource` | `postgres` |
+//! | `postgres-cdc` | `faucet_connectors::postgres::cdc::PostgresCdcSource` | `postgres` |
 
 use std::path::Path;
 
@@ -24,7 +24,13 @@ type CsvCfg = NotCompiled;
 type JsonlCfg = faucet_connectors::files::JsonlSourceConfig;
 #[cfg(not(feature = "files"))]
 type JsonlCfg = NotCompiled;
+#[cfg(feature = "postgres")]
+type PostgresCfg = faucet_connectors::postgres::PostgresQueryConfig;
+#[cfg(not(feature = "postgres"))]
 type PostgresCfg = NotCompiled;
+#[cfg(feature = "postgres")]
+type PostgresCdcCfg = faucet_connectors::postgres::cdc::PostgresCdcConfig;
+#[cfg(not(feature = "postgres"))]
 type PostgresCdcCfg = NotCompiled;
 
 /// The type names of sources.
@@ -99,6 +105,23 @@ impl SourceConfig {
             Self::Csv(c) => c.path.display().to_string(),
             #[cfg(feature = "files")]
             Self::Jsonl(c) => c.path.display().to_string(),
+            #[cfg(feature = "postgres")]
+            Self::Postgres(c) => {
+                let what = match (&c.table, &c.query) {
+                    (Some(t), _) => format!("table {t}"),
+                    (None, Some(_)) => "query".to_owned(),
+                    (None, None) => String::new(),
+                };
+                format!("{} {what}", super::redacted_secret(&c.connection_url))
+            }
+            #[cfg(feature = "postgres")]
+            Self::PostgresCdc(c) => format!(
+                "{} slot {} publication {}",
+                super::redacted_secret(&c.connection_url),
+                c.slot_name,
+                c.publication
+            ),
+            #[allow(unreachable_patterns)] // Reached only when a feature is off.
             _ => String::new(),
         }
     }
@@ -141,6 +164,17 @@ impl SourceConfig {
                     "files",
                 ))
             }
+            #[cfg(feature = "postgres")]
+            Self::Postgres(c) => faucet_connectors::postgres::PostgresQuerySource::new(c.clone())
+                .map(|s| Box::new(s) as Box<dyn Source>)
+                .map_err(|e| at_field(&config_field, e)),
+            #[cfg(feature = "postgres")]
+            Self::PostgresCdc(c) => {
+                faucet_connectors::postgres::cdc::PostgresCdcSource::new(c.clone())
+                    .map(|s| Box::new(s) as Box<dyn Source>)
+                    .map_err(|e| at_field(&config_field, e))
+            }
+            #[cfg(not(feature = "postgres"))]
             Self::Postgres(_) | Self::PostgresCdc(_) => {
                 let _ = &config_field;
                 Err(not_compiled(

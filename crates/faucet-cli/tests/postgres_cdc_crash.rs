@@ -1,0 +1,404 @@
+//! Crash test of `postgres-cdc` → jsonl (file state) through the real `faucet` binary: the
+//! process is aborted at every fault point (several times) and SIGKILLed at random instants,
+//! then restarted; the JSONL change records are compared with an independent record of the
+//! same changes (a second, `test_decoding` slot) and replayed onto a map that must equal the
+//! source table value by value. Lost = 0; duplicates at most one page per crash; after every
+//! crash the slot's `confirmed_flush_lsn` is at or before the persisted bookmark (case 03).
+//! `FAUCET_SOAK=1` runs more rounds. Needs PostgreSQL with wal_level=logical
+//! (`FAUCET_TEST_PG_URL`; `scripts/services.sh` starts it).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use sqlx::PgPool;
+
+const BATCH: u64 = 50;
+
+fn pg_url() -> String {
+    std::env::var("FAUCET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn faucet(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));
+    c.env_remove("FAUCET_FAULT")
+        .env_remove("FAUCET_LOG")
+        .env("FAUCET_CDC_CRASH_PG_URL", pg_url())
+        .args(["run", "--quiet"])
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    c
+}
+
+fn lsn_value(text: &str) -> u64 {
+    let (hi, lo) = text.split_once('/').expect("X/X");
+    (u64::from_str_radix(hi, 16).expect("hex") << 32) | u64::from_str_radix(lo, 16).expect("hex")
+}
+
+/// One change, identified: `(op, id, v)` (`v` is unique per insert/update; deletes have none).
+type Key = (String, i64, Option<i64>);
+
+struct Names {
+    schema: String,
+    slot: String,
+    oracle: String,
+    publication: String,
+}
+
+async fn connect() -> PgPool {
+    match sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&pg_url())
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => panic!(
+            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
+             is unreachable: {e}; start it with scripts/services.sh"
+        ),
+    }
+}
+
+async fn exec(pool: &PgPool, sql: &str) {
+    sqlx::raw_sql(sql)
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+async fn confirmed_flush(pool: &PgPool, slot: &str) -> u64 {
+    let text: String = sqlx::query_scalar(
+        "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+    )
+    .bind(slot)
+    .fetch_one(pool)
+    .await
+    .expect("slot");
+    lsn_value(&text)
+}
+
+/// The bookmark in the file state store, if one was written.
+fn persisted_lsn(dir: &Path) -> Option<u64> {
+    let entries = std::fs::read_dir(dir.join("state")).ok()?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json") && !name.starts_with('.') {
+            let v: Json = serde_json::from_slice(&std::fs::read(e.path()).expect("read state"))
+                .expect("a whole state file");
+            if let Some(lsn) = v["lsn"].as_str() {
+                return Some(lsn_value(lsn));
+            }
+        }
+    }
+    None
+}
+
+/// The workload: separate transactions of inserts, updates and deletes, and one transaction
+/// of 830 changes (so pages end inside it). Every insert and update takes a fresh `v`.
+async fn workload(pool: &PgPool, s: &str) {
+    for sql in [
+        format!("INSERT INTO {s}.items SELECT g, nextval('{s}.seq'), 'n' || g FROM generate_series(1, 800) g"),
+    ]
+    .into_iter()
+    .chain((0..10).map(|k| {
+        format!("UPDATE {s}.items SET v = nextval('{s}.seq') WHERE id % 10 = {k}")
+    }))
+    .chain([
+        format!(
+            "BEGIN;
+             UPDATE {s}.items SET v = nextval('{s}.seq'), note = note || '+';
+             DELETE FROM {s}.items WHERE id > 790;
+             INSERT INTO {s}.items SELECT g, nextval('{s}.seq'), 'big' || g FROM generate_series(801, 820) g;
+             COMMIT;"
+        ),
+        format!("DELETE FROM {s}.items WHERE id % 7 = 0"),
+        format!("INSERT INTO {s}.items SELECT g, nextval('{s}.seq'), 'late' || g FROM generate_series(900, 950) g"),
+    ]) {
+        exec(pool, &sql).await;
+    }
+}
+
+/// The changes as `test_decoding` saw them, in commit order.
+async fn oracle_changes(pool: &PgPool, names: &Names) -> Vec<Key> {
+    let rows: Vec<String> =
+        sqlx::query_scalar("SELECT data FROM pg_logical_slot_get_changes($1, NULL, NULL)")
+            .bind(&names.oracle)
+            .fetch_all(pool)
+            .await
+            .expect("oracle slot");
+    let prefix = format!("table {}.items: ", names.schema);
+    let field = |line: &str, name: &str| -> Option<i64> {
+        let start = line.find(&format!("{name}["))?;
+        let rest = &line[start..];
+        let value = &rest[rest.find("]:")? + 2..];
+        value.split(' ').next()?.parse().ok()
+    };
+    rows.iter()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .map(|line| {
+            let (op, fields) = line.split_once(": ").expect("op");
+            let id = field(fields, "id").expect("id");
+            match op {
+                "INSERT" => ("c".to_owned(), id, field(fields, "v")),
+                "UPDATE" => ("u".to_owned(), id, field(fields, "v")),
+                "DELETE" => ("d".to_owned(), id, None),
+                other => panic!("unexpected {other}"),
+            }
+        })
+        .collect()
+}
+
+fn key_of(r: &Json) -> Key {
+    let op = r["op"].as_str().expect("op").to_owned();
+    match op.as_str() {
+        "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
+        _ => (
+            op,
+            r["after"]["id"].as_i64().expect("id"),
+            r["after"]["v"].as_i64(),
+        ),
+    }
+}
+
+fn output(dir: &Path) -> Vec<Json> {
+    let text = std::fs::read_to_string(dir.join("out/changes.jsonl")).unwrap_or_default();
+    assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| {
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("line {} is not JSON ({e})", i + 1))
+        })
+        .collect()
+}
+
+fn run_to_completion(dir: &Path) {
+    let out = faucet(dir).output().expect("spawn faucet");
+    assert!(
+        out.status.success(),
+        "the restarted run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
+    let rt = runtime();
+    let pool = rt.block_on(connect());
+    let suffix = format!(
+        "{}_{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    );
+    let names = Names {
+        schema: format!("cdc_crash_{suffix}"),
+        slot: format!("faucet_crash_{suffix}"),
+        oracle: format!("faucet_crash_oracle_{suffix}"),
+        publication: format!("pub_crash_{suffix}"),
+    };
+    let s = names.schema.clone();
+    rt.block_on(exec(
+        &pool,
+        &format!(
+            "CREATE SCHEMA {s}; CREATE SEQUENCE {s}.seq;
+             CREATE TABLE {s}.items (id int PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
+        ),
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("faucet.yaml"),
+        format!(
+            "version: 1\nname: cdc_crash\npipeline:\n  \
+             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CDC_CRASH_PG_URL}}\", \
+             slot_name: {slot}, publication: {publication}, tables: [{s}.items], create_publication: true }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out/changes.jsonl }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
+            slot = names.slot,
+            publication = names.publication,
+        ),
+    )
+    .expect("config");
+
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // The first run creates the publication and the slot; the oracle slot starts with it.
+        run_to_completion(dir.path());
+        rt.block_on(exec(
+            &pool,
+            &format!(
+                "SELECT pg_create_logical_replication_slot('{}', 'test_decoding')",
+                names.oracle
+            ),
+        ));
+        rt.block_on(workload(&pool, &s));
+        let initial = rt.block_on(confirmed_flush(&pool, &names.slot));
+
+        let soak = std::env::var("FAUCET_SOAK").is_ok();
+        let hits: &[u32] = if soak { &[1, 2, 3, 5] } else { &[1, 3] };
+        let mut crashes = 0u64;
+        let check_ack = |crashes: u64, what: &str| {
+            let confirmed = rt.block_on(confirmed_flush(&pool, &names.slot));
+            let persisted = persisted_lsn(dir.path()).unwrap_or(initial);
+            assert!(
+                confirmed <= persisted,
+                "after {what} (crash {crashes}): confirmed_flush_lsn {confirmed:X} passed the \
+                 persisted bookmark {persisted:X}"
+            );
+        };
+        for point in faucet_core::fault::ALL {
+            for &hit in hits {
+                let out = faucet(dir.path())
+                    .env("FAUCET_FAULT", format!("{point}:{hit}"))
+                    .output()
+                    .expect("spawn faucet");
+                assert!(
+                    !out.status.success(),
+                    "{point}:{hit} was never reached: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                crashes += 1;
+                check_ack(crashes, &format!("{point}:{hit}"));
+            }
+        }
+        // SIGKILL at pseudo-random instants.
+        let rounds = if soak { 12 } else { 3 };
+        for round in 0..rounds {
+            let mut child = faucet(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn faucet");
+            std::thread::sleep(Duration::from_millis(150 + (round * 97 % 400) as u64));
+            if child.try_wait().expect("wait").is_none() {
+                child.kill().expect("SIGKILL");
+                crashes += 1;
+            }
+            let _ = child.wait();
+            check_ack(crashes, "SIGKILL");
+        }
+        run_to_completion(dir.path());
+
+        // Every change, nothing invented, first occurrences in commit order.
+        let expected = rt.block_on(oracle_changes(&pool, &names));
+        assert!(
+            expected.len() > 2_000,
+            "workload of {} changes",
+            expected.len()
+        );
+        let records = output(dir.path());
+        let mut counts: HashMap<Key, u64> = HashMap::new();
+        let mut first_seen: Vec<Key> = Vec::new();
+        for r in &records {
+            let key = key_of(r);
+            let n = counts.entry(key.clone()).or_insert(0);
+            if *n == 0 {
+                first_seen.push(key);
+            }
+            *n += 1;
+        }
+        let lost: Vec<&Key> = expected
+            .iter()
+            .filter(|k| !counts.contains_key(*k))
+            .collect();
+        assert!(
+            lost.is_empty(),
+            "lost {} changes, first {:?}",
+            lost.len(),
+            lost.first()
+        );
+        assert_eq!(first_seen, expected, "changes out of order or invented");
+        let duplicates: u64 = counts.values().map(|n| n - 1).sum();
+        assert!(
+            duplicates <= crashes * BATCH,
+            "{duplicates} duplicates after {crashes} crashes (pages of {BATCH})"
+        );
+        eprintln!(
+            "postgres-cdc crash test: {} changes, {crashes} crashes, {duplicates} duplicates, 0 lost",
+            expected.len()
+        );
+
+        // Replaying the records gives the table, value by value.
+        let mut replica: BTreeMap<i64, (i64, String)> = BTreeMap::new();
+        for r in &records {
+            match r["op"].as_str().expect("op") {
+                "c" | "u" => {
+                    let a = &r["after"];
+                    replica.insert(
+                        a["id"].as_i64().expect("id"),
+                        (
+                            a["v"].as_i64().expect("v"),
+                            a["note"].as_str().expect("note").to_owned(),
+                        ),
+                    );
+                }
+                "d" => {
+                    replica.remove(&r["before"]["id"].as_i64().expect("id"));
+                }
+                "t" => replica.clear(),
+                other => panic!("op {other}"),
+            }
+        }
+        let table: Vec<(i32, i64, String)> = rt
+            .block_on(
+                sqlx::query_as(&format!("SELECT id, v, note FROM {s}.items ORDER BY id"))
+                    .fetch_all(&pool),
+            )
+            .expect("select");
+        let table: Vec<(i64, (i64, String))> = table
+            .into_iter()
+            .map(|(id, v, note)| (i64::from(id), (v, note)))
+            .collect();
+        let replica: Vec<(i64, (i64, String))> = replica.into_iter().collect();
+        assert_eq!(replica.len(), table.len());
+        assert!(
+            replica == table,
+            "the replayed changes differ from the table"
+        );
+        check_ack(crashes, "the final run");
+    }));
+
+    rt.block_on(async {
+        for slot in [&names.slot, &names.oracle] {
+            for _ in 0..50 {
+                let active: Option<bool> = sqlx::query_scalar(
+                    "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
+                )
+                .bind(slot)
+                .fetch_optional(&pool)
+                .await
+                .unwrap_or(None);
+                match active {
+                    Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+                    Some(false) => {
+                        let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
+                            .bind(slot)
+                            .execute(&pool)
+                            .await;
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+        let _ = sqlx::raw_sql(&format!(
+            "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
+            names.publication, names.schema
+        ))
+        .execute(&pool)
+        .await;
+    });
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
