@@ -283,9 +283,9 @@ impl Drop for PrivateServer {
                 .args(["-u", "postgres", "--"])
                 .arg(&pg_ctl)
                 .args(args)
-                .status()
+                .output()
         } else {
-            Command::new(&pg_ctl).args(args).status()
+            Command::new(&pg_ctl).args(args).output()
         };
     }
 }
