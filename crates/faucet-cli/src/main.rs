@@ -43,7 +43,9 @@ Sources: csv, jsonl, postgres, postgres-cdc. Sinks: jsonl, postgres.
 State stores: memory, file, postgres, redis. Without a `state:` block the state is a file
 store at .faucet/state beside the config file, so the next run resumes where this one stopped.
 Relative paths are relative to the config file's directory. `${env:VAR}` inside a string is
-replaced by the variable (from the environment, or a .env file beside the config).
+replaced by the variable (from the environment, or a .env file beside the config); `$${`
+writes a literal `${`. Values never change the file's structure: numbers in connector
+configs must be literal; `batch_size` and `ensure_table` also accept a string.
 The state key of a row is `{name}::{row id}` (`{name}` without a matrix).";
 
 #[derive(Debug, Parser)]

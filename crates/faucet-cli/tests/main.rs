@@ -8,6 +8,8 @@ mod examples;
 mod postgres_cdc_crash;
 #[cfg(feature = "postgres")]
 mod postgres_connectors;
+#[cfg(feature = "postgres")]
+mod postgres_sink_crash;
 mod reports;
 mod run_files;
 mod signals;
