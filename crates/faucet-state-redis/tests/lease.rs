@@ -102,14 +102,14 @@ async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_off() {
     let prefix = "fst:lease-expiry:";
     let (store, mut conn) = fresh_store(prefix).await;
     let (a, b) = (holder("a"), holder("b"));
-    let la = acquired(&store, "p::k", &a, Duration::from_millis(300)).await;
+    let la = acquired(&store, "p::k", &a, Duration::from_millis(1500)).await;
     store
         .put_fenced("p::k", &json!({"offset": 10}), &la)
         .await
         .expect("a writes");
     assert_eq!(held_by(&store, "p::k", &b).await, a, "still live");
 
-    tokio::time::sleep(Duration::from_millis(700)).await; // a stalls past its ttl
+    tokio::time::sleep(Duration::from_millis(2000)).await; // a stalls past its ttl
     let lb = acquired(&store, "p::k", &b, LONG).await;
     assert!(lb.fence > la.fence, "{} > {}", lb.fence, la.fence);
 
@@ -177,9 +177,9 @@ async fn an_expired_lease_nobody_took_is_still_lost() {
 async fn renewal_keeps_a_lease_alive_past_its_ttl() {
     let prefix = "fst:lease-renew:";
     let (store, mut conn) = fresh_store(prefix).await;
-    let ttl = Duration::from_millis(600);
+    let ttl = Duration::from_millis(1500);
     let la = acquired(&store, "p::k", &holder("a"), ttl).await;
-    for _ in 0..6 {
+    for _ in 0..4 {
         tokio::time::sleep(ttl / 3).await;
         store.renew_lease(&la, ttl).await.expect("renew");
     }
