@@ -167,3 +167,193 @@ fn a_postgres_table_into_jsonl_resumes_incrementally() {
     );
     rt.block_on(drop_schema(&pool, schema));
 }
+
+/// Drops the slot, the publication and the schema of a CDC test. The server may still be
+/// releasing the slot of a faucet process that just exited: wait for it (up to 10 s).
+async fn drop_cdc(pool: &PgPool, slot: &str, publication: &str, schema: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let dropped = sqlx::query(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE slot_name = $1",
+        )
+        .bind(slot)
+        .execute(pool)
+        .await;
+        match dropped {
+            Ok(_) => break,
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("cannot drop the replication slot {slot}: {e}"),
+        }
+    }
+    sqlx::query(&format!("DROP PUBLICATION IF EXISTS {publication}"))
+        .execute(pool)
+        .await
+        .expect("drop publication");
+    drop_schema(pool, schema).await;
+}
+
+fn cdc_pipeline(schema: &str, slot: &str, publication: &str, continuous: bool) -> String {
+    format!(
+        "version: 1\nname: cdc\npipeline:\n  \
+         source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CLI_PG_URL}}\", slot_name: {slot}, publication: {publication}, tables: [{schema}.orders], create_publication: true, continuous: {continuous} }} }}\n  \
+         sink: {{ type: jsonl, config: {{ path: ./out/changes.jsonl }} }}\n  \
+         batch_size: 50\n"
+    )
+}
+
+#[test]
+fn postgres_cdc_into_jsonl_bounded_runs_deliver_each_change_once() {
+    let (schema, slot, publication) = (
+        "faucet_cli_cdc",
+        "faucet_cli_cdc_slot",
+        "faucet_cli_cdc_pub",
+    );
+    let rt = runtime();
+    let pool = rt.block_on(fresh_schema(schema));
+    rt.block_on(async {
+        drop_cdc(&pool, slot, publication, "faucet_cli_cdc_unused").await;
+        sqlx::query(&format!(
+            "CREATE TABLE {schema}.orders (id int PRIMARY KEY, status text NOT NULL)"
+        ))
+        .execute(&pool)
+        .await
+        .expect("create table");
+    });
+    let dir = Dir::new();
+    dir.write("p.yaml", cdc_pipeline(schema, slot, publication, false));
+    let url = pg_url();
+    let env = [("FAUCET_CLI_PG_URL", url.as_str())];
+
+    // The first run creates the publication and the slot; nothing has changed yet.
+    dir.faucet_env(&["run", "p.yaml"], &env)
+        .expect_code(0)
+        .stdout_has(&["cdc: 0 records"]);
+    rt.block_on(async {
+        for sql in [
+            format!("INSERT INTO {schema}.orders SELECT g, 'new' FROM generate_series(1, 120) g"),
+            format!("UPDATE {schema}.orders SET status = 'paid' WHERE id = 7"),
+            format!("DELETE FROM {schema}.orders WHERE id = 8"),
+        ] {
+            sqlx::query(&sql).execute(&pool).await.expect("change");
+        }
+    });
+    dir.faucet_env(&["run", "p.yaml"], &env)
+        .expect_code(0)
+        .stdout_has(&["cdc: 122 records in 3 pages"]);
+    dir.faucet_env(&["run", "p.yaml"], &env)
+        .expect_code(0)
+        .stdout_has(&["cdc: 0 records"]);
+    let changes = dir.jsonl("out/changes.jsonl");
+    assert_eq!(changes.len(), 122);
+    let ops: String = changes
+        .iter()
+        .map(|c| c["op"].as_str().expect("op"))
+        .collect();
+    assert_eq!(ops, format!("{}ud", "c".repeat(120)));
+    assert_eq!(
+        changes[0]["after"],
+        serde_json::json!({"id": 1, "status": "new"})
+    );
+    assert_eq!(
+        changes[120]["after"],
+        serde_json::json!({"id": 7, "status": "paid"})
+    );
+    assert_eq!(changes[121]["before"], serde_json::json!({"id": 8}));
+    rt.block_on(drop_cdc(&pool, slot, publication, schema));
+}
+
+#[test]
+fn postgres_cdc_continuous_stops_on_sigterm_and_resumes_without_loss() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let (schema, slot, publication) = (
+        "faucet_cli_cdcc",
+        "faucet_cli_cdcc_slot",
+        "faucet_cli_cdcc_pub",
+    );
+    let rt = runtime();
+    let pool = rt.block_on(fresh_schema(schema));
+    rt.block_on(async {
+        drop_cdc(&pool, slot, publication, "faucet_cli_cdcc_unused").await;
+        sqlx::query(&format!(
+            "CREATE TABLE {schema}.orders (id int PRIMARY KEY, status text NOT NULL)"
+        ))
+        .execute(&pool)
+        .await
+        .expect("create table");
+    });
+    let dir = Dir::new();
+    // Two files for one state key `bounded`: a bounded run and a continuous one.
+    let bounded =
+        cdc_pipeline(schema, slot, publication, false).replace("name: cdc", "name: bounded");
+    dir.write("bounded.yaml", &bounded);
+    dir.write(
+        "p.yaml",
+        bounded.replace("continuous: false", "continuous: true"),
+    );
+    let url = pg_url();
+    let env = [("FAUCET_CLI_PG_URL", url.as_str())];
+    dir.faucet_env(&["run", "bounded.yaml"], &env)
+        .expect_code(0);
+
+    let child = crate::support::faucet_command()
+        .current_dir(dir.path())
+        .args(["run", "p.yaml"])
+        .env("FAUCET_CLI_PG_URL", &url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn faucet");
+    rt.block_on(async {
+        sqlx::query(&format!(
+            "INSERT INTO {schema}.orders SELECT g, 'new' FROM generate_series(1, 30) g"
+        ))
+        .execute(&pool)
+        .await
+        .expect("insert");
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while dir.lines("out/changes.jsonl").len() < 30 {
+        assert!(
+            Instant::now() < deadline,
+            "the continuous run delivered nothing in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let run = crate::support::Run::from_output(child.wait_with_output().expect("wait"));
+    run.expect_code(0).stdout_has(&["30 records", "cancelled"]);
+
+    // More changes after the stop: a bounded run picks up exactly those.
+    rt.block_on(async {
+        sqlx::query(&format!(
+            "INSERT INTO {schema}.orders SELECT g, 'late' FROM generate_series(31, 35) g"
+        ))
+        .execute(&pool)
+        .await
+        .expect("insert");
+    });
+    dir.faucet_env(&["run", "bounded.yaml"], &env)
+        .expect_code(0)
+        .stdout_has(&["bounded: 5 records"]);
+    let ids: Vec<i64> = dir
+        .jsonl("out/changes.jsonl")
+        .iter()
+        .map(|c| c["after"]["id"].as_i64().expect("id"))
+        .collect();
+    assert_eq!(
+        ids,
+        (1..=35).collect::<Vec<_>>(),
+        "no change lost or doubled"
+    );
+    rt.block_on(drop_cdc(&pool, slot, publication, schema));
+}
