@@ -13,6 +13,7 @@ mod registry;
 mod secret;
 mod signals;
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -116,6 +117,7 @@ fn init_logging(filter: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .init();
 }

@@ -127,6 +127,10 @@ fn matrix_rows_run_in_order_with_their_own_state_keys() {
            - { id: us, source: { config: { path: ./us.csv } }, sink: { config: { path: ./out/us.jsonl } } }\n",
     );
     let run = dir.faucet(&["run", "orders.yaml"]);
+    assert_eq!(
+        run.stderr, "",
+        "a clean run logs nothing at the default level"
+    );
     run.expect_code(0).stdout_has(&[
         "eu: 5 records in 3 pages",
         "state key orders::eu",
@@ -224,4 +228,22 @@ fn memory_state_forgets_and_quiet_prints_nothing() {
         !dir.join(".faucet").exists(),
         "memory state writes no files"
     );
+}
+
+#[test]
+fn log_level_comes_from_the_flag_or_faucet_log() {
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 2, true));
+    dir.write("p.yaml", csv_pipeline("p", "  state: { type: memory }\n"));
+    let quiet = dir.faucet(&["run", "p.yaml"]);
+    quiet.expect_code(0);
+    assert_eq!(quiet.stderr, "");
+    let chatty = dir.faucet(&["--log-level", "info", "run", "p.yaml"]);
+    chatty.expect_code(0);
+    assert!(chatty.stderr.contains("INFO"), "{}", chatty.stderr);
+    assert!(chatty.stderr.contains("starting run"), "{}", chatty.stderr);
+    assert!(chatty.stderr.contains("state_key=p"), "{}", chatty.stderr);
+    let chatty = dir.faucet_env(&["run", "p.yaml"], &[("FAUCET_LOG", "info")]);
+    chatty.expect_code(0);
+    assert!(chatty.stderr.contains("run finished"), "{}", chatty.stderr);
 }

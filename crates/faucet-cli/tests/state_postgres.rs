@@ -145,3 +145,36 @@ fn a_held_postgres_lease_exits_4_until_it_is_released() {
     assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
     rt.block_on(drop_tables(&pool, table));
 }
+
+#[test]
+fn doctor_gives_up_on_a_silent_server_after_its_timeout() {
+    // A socket that accepts connections (the kernel completes the handshake) and never
+    // answers: the probe must stop at --timeout-secs, say so, and not print the password.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 1, true));
+    dir.write(
+        "p.yaml",
+        csv_pipeline(
+            "silent",
+            &format!(
+                "  state: {{ type: postgres, config: {{ url: \"postgres://u:silent-secret@127.0.0.1:{port}/x\" }} }}\n"
+            ),
+        ),
+    );
+    let started = std::time::Instant::now();
+    let run = dir.faucet(&["doctor", "p.yaml", "--timeout-secs", "1"]);
+    run.expect_code(1).stdout_has(&[
+        "✗ state postgres",
+        "no answer within 1 s",
+        "1 of 4 checks failed",
+    ]);
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!run.stdout.contains("silent-secret") && !run.stderr.contains("silent-secret"));
+    drop(silent);
+}

@@ -174,6 +174,15 @@ async fn run_row(
     let progress =
         ProgressLine::start(&plan.label, args.quiet || args.output == OutputFormat::Json);
     let counters = progress.counters();
+    tracing::info!(
+        row = %plan.label,
+        state_key = %plan.state_key,
+        source = %plan.source.connector(),
+        sink = %plan.sink.connector(),
+        state = %plan.state.type_name(),
+        batch_size = plan.batch_size,
+        "starting run"
+    );
     let result = async {
         let store = plan.state.connect().await?;
         let options = RunStreamOptions {
@@ -195,6 +204,14 @@ async fn run_row(
     progress.finish();
     match result {
         Ok(summary) => {
+            tracing::info!(
+                row = %plan.label,
+                records = summary.records_out,
+                pages = summary.pages,
+                elapsed_secs = summary.elapsed.as_secs_f64(),
+                cancelled = summary.cancelled,
+                "run finished"
+            );
             report(args, plan, &summary);
             (output::run_json(plan.id.clone(), &summary), None)
         }
