@@ -4,10 +4,11 @@
 //! `FAUCET_LOG`, default `warn`) and the exit codes ([`exit::Exit`]); the work is in
 //! [`commands`], the file grammar in [`config`], the connectors it can name in [`registry`].
 
+#[macro_use]
+mod output;
 mod commands;
 mod config;
 mod exit;
-mod output;
 mod progress;
 mod registry;
 mod secret;

@@ -2,12 +2,27 @@
 //! redacted), a one-line summary per row, or with `--output json` one JSON document on stdout.
 
 use std::error::Error as _;
+use std::io::Write as _;
 use std::time::Duration;
 
 use faucet_core::{Bookmark, DeliveryGuarantee, FaucetError, RunSummary};
 use serde::Serialize;
 
 use crate::secret::redact_url;
+
+/// `println!` that does not panic when stdout is closed (`faucet run | head -1`): what
+/// faucet prints on stdout is a report, and the run it reports on is already persisted.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::output::say_line(format_args!($($arg)*))
+    };
+}
+
+/// Writes one line on stdout, ignoring a closed pipe.
+pub(crate) fn say_line(args: std::fmt::Arguments<'_>) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+}
 
 /// `e` and its causes as one message, secrets redacted: `msg: cause: cause`. A cause whose
 /// text the message already contains is not repeated.
@@ -89,7 +104,7 @@ impl RunReport {
     /// Prints the document on stdout.
     pub(crate) fn print(&self) {
         match serde_json::to_string(self) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => say!("{s}"),
             Err(e) => eprintln!("error: cannot encode the JSON summary: {e}"),
         }
     }

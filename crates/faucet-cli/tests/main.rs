@@ -4,6 +4,8 @@
 mod bad_input;
 mod crash_files;
 mod examples;
+#[cfg(all(feature = "state-postgres", feature = "state-redis"))]
+mod lease_e2e;
 #[cfg(feature = "postgres")]
 mod postgres_cdc_crash;
 #[cfg(feature = "postgres")]
@@ -13,6 +15,8 @@ mod postgres_sink_crash;
 mod reports;
 mod run_files;
 mod signals;
+#[cfg(all(feature = "state-postgres", feature = "state-redis"))]
+mod state_pg_restart;
 #[cfg(feature = "state-postgres")]
 mod state_postgres;
 #[cfg(feature = "state-redis")]

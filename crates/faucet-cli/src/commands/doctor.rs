@@ -108,7 +108,7 @@ pub(crate) async fn run(args: &DoctorArgs) -> usize {
     let failed = checks.iter().filter(|c| !c.ok).count();
     if args.json {
         match serde_json::to_string(&Report { checks, failed }) {
-            Ok(s) => println!("{s}"),
+            Ok(s) => say!("{s}"),
             Err(e) => eprintln!("error: cannot encode the JSON report: {e}"),
         }
     } else {
@@ -256,7 +256,7 @@ fn print_checklist(checks: &[Check], failed: usize) {
     for c in checks {
         if c.row.as_deref() != last_row {
             if let Some(r) = &c.row {
-                println!("row {r}");
+                say!("row {r}");
             }
             last_row = c.row.as_deref();
         }
@@ -274,11 +274,11 @@ fn print_checklist(checks: &[Check], failed: usize) {
         if let Some(h) = &c.hint {
             line.push_str(&format!(" — hint: {h}"));
         }
-        println!("{line}");
+        say!("{line}");
     }
     if failed == 0 {
-        println!("all {} checks passed", checks.len());
+        say!("all {} checks passed", checks.len());
     } else {
-        println!("{failed} of {} checks failed", checks.len());
+        say!("{failed} of {} checks failed", checks.len());
     }
 }

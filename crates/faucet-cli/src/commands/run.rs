@@ -246,5 +246,5 @@ fn report(args: &RunArgs, plan: &Prepared, summary: &RunSummary) {
     if args.quiet || args.output == OutputFormat::Json {
         return;
     }
-    println!("{}", output::summary_line(&plan.label, summary));
+    say!("{}", output::summary_line(&plan.label, summary));
 }

@@ -29,7 +29,7 @@ pub(crate) fn run(args: &ValidateArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    println!(
+    say!(
         "{}: pipeline `{}`, {} {}",
         loaded.path.display(),
         loaded.name,
@@ -46,7 +46,7 @@ pub(crate) fn run(args: &ValidateArgs) -> Exit {
         exit = worst(exit, code);
     }
     if exit == Exit::Success {
-        println!("valid");
+        say!("valid");
     }
     exit
 }
@@ -56,7 +56,7 @@ fn check_row(loaded: &Loaded, row: &config::Row) -> Exit {
     let (key, p) = match &row.config {
         Ok((key, p)) => (key, p),
         Err(e) => {
-            println!("{}\n  ✗ invalid", row.label);
+            say!("{}\n  ✗ invalid", row.label);
             output::print_error(&context, e);
             return Exit::Usage;
         }
@@ -64,28 +64,28 @@ fn check_row(loaded: &Loaded, row: &config::Row) -> Exit {
     let plan = match plan::plan(row, key, p) {
         Ok(plan) => plan,
         Err(e) => {
-            println!("{}\n  ✗ invalid", row.label);
+            say!("{}\n  ✗ invalid", row.label);
             output::print_error(&context, &e);
             return Exit::of(&e);
         }
     };
-    println!("{}", row.label);
-    println!("  state key   {key}");
-    println!(
+    say!("{}", row.label);
+    say!("  state key   {key}");
+    say!(
         "  source      {} {}",
         p.source.type_name(),
         p.source.target()
     );
-    println!("  sink        {} {}", p.sink.type_name(), p.sink.target());
-    println!("  state       {} {}", p.state.type_name(), p.state.target());
-    println!("  batch size  {}", p.batch_size);
+    say!("  sink        {} {}", p.sink.type_name(), p.sink.target());
+    say!("  state       {} {}", p.state.type_name(), p.state.target());
+    say!("  batch size  {}", p.batch_size);
     match &plan.guarantee {
         Ok(g) => {
-            println!("  delivery    {g}");
+            say!("  delivery    {g}");
             Exit::Success
         }
         Err(e) => {
-            println!("  delivery    ✗ {}", output::error_chain(e));
+            say!("  delivery    ✗ {}", output::error_chain(e));
             output::print_error(&context, e);
             Exit::of(e)
         }
