@@ -23,6 +23,7 @@ mod blocking;
 mod bookmark;
 mod csv;
 mod jsonl;
+mod prefetch;
 
 pub use self::bookmark::FileBookmark;
 pub use self::csv::{ColumnType, Columns, CsvSource, CsvSourceConfig};

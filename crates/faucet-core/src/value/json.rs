@@ -106,40 +106,66 @@ pub fn write_f64(out: &mut Vec<u8>, f: f64) {
 
 /// Appends `s` as a JSON string, escaping `"`, `\` and control characters.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
     let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    // Most strings need no escape: one branch-free (vectorizable) pass decides, then one copy.
+    let any = bytes.iter().fold(0u8, |acc, &b| {
+        acc | u8::from(b < 0x20) | u8::from(b == b'"') | u8::from(b == b'\\')
+    });
+    if any == 0 {
+        out.extend_from_slice(bytes);
+    } else {
+        write_escaped(out, bytes);
+    }
+    out.push(b'"');
+}
+
+/// Per byte: 0 when it stands for itself in a JSON string, else the letter after the `\`
+/// (`u` for `\u00XX`).
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[0x08] = b'b';
+    table[0x0c] = b'f';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+/// The escaping loop of [`write_str`], for strings that need it: one table lookup per byte,
+/// runs of plain bytes copied at once.
+fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => {
-                out.extend_from_slice(&bytes[start..i]);
-                const HEX: &[u8; 16] = b"0123456789abcdef";
-                out.extend_from_slice(&[
-                    b'\\',
-                    b'u',
-                    b'0',
-                    b'0',
-                    HEX[(b >> 4) as usize],
-                    HEX[(b & 0xf) as usize],
-                ]);
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
+        let escape = ESCAPE[usize::from(b)];
+        if escape == 0 {
+            continue;
+        }
         out.extend_from_slice(&bytes[start..i]);
-        out.extend_from_slice(escape);
+        if escape == b'u' {
+            out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+        } else {
+            out.extend_from_slice(&[b'\\', escape]);
+        }
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
-    out.push(b'"');
 }
 
 fn itoa_buf() -> [u8; 20] {
@@ -207,6 +233,24 @@ mod tests {
             json(&Value::Array(vec![Value::Text("NULL".into()), Value::Null])),
             r#"["NULL",null]"#
         );
+    }
+
+    #[test]
+    fn strings_match_serde_json_with_and_without_escapes() {
+        for s in [
+            "",
+            "plain ascii with spaces",
+            "\"",
+            "\\",
+            "ends with a quote\"",
+            "\u{1f}starts with a control",
+            "mixed \"quotes\" and \\slashes\\ and\nlines\r\n\t",
+            "é ü 漢字 \u{feff} \u{7f}",
+            &"long run without escapes ".repeat(40),
+        ] {
+            let expected = serde_json::to_string(s).expect("serde");
+            assert_eq!(json(&Value::Text(s.to_owned())), expected, "{s:?}");
+        }
     }
 
     #[test]

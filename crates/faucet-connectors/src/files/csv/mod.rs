@@ -23,13 +23,13 @@ mod reader;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
-use tokio_util::sync::CancellationToken;
+use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 pub use self::config::{ColumnType, Columns, CsvSourceConfig};
 use self::page::{CsvPageReader, Dialect};
 use super::blocking;
 use super::bookmark::FileBookmark;
+use super::prefetch::PrefetchStream;
 
 const CONNECTOR: &str = "csv";
 /// The default read buffer: 1 MiB.
@@ -112,11 +112,9 @@ impl Source for CsvSource {
         let dialect = self.dialect.clone();
         let reader =
             blocking::read(CONNECTOR, move || CsvPageReader::open(dialect, from)).await??;
-        Ok(Box::new(CsvStream {
-            reader: Some(Box::new(reader)),
-            batch_size: options.batch_size.max(1),
-            cancel: options.cancel,
-        }))
+        let stream =
+            PrefetchStream::start(CONNECTOR, reader, options.batch_size.max(1), options.cancel)?;
+        Ok(Box::new(stream))
     }
 
     /// Opens the file and reads its header, checking the declared columns against it.
@@ -129,37 +127,5 @@ impl Source for CsvSource {
             CsvPageReader::open(dialect, None).map(drop)
         })
         .await?
-    }
-}
-
-/// An open read of a CSV file.
-struct CsvStream {
-    /// `None` after a reader task failed.
-    reader: Option<Box<CsvPageReader>>,
-    batch_size: usize,
-    cancel: CancellationToken,
-}
-
-#[async_trait]
-impl PageStream for CsvStream {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        if self.cancel.is_cancelled() {
-            return Ok(None);
-        }
-        let Some(mut reader) = self.reader.take() else {
-            return Err(FaucetError::read(
-                CONNECTOR,
-                "the read stopped at an earlier failure; reopen from the last bookmark",
-                None,
-            ));
-        };
-        let batch_size = self.batch_size;
-        let (reader, page) = blocking::read(CONNECTOR, move || {
-            let page = reader.read_page(batch_size);
-            (reader, page)
-        })
-        .await?;
-        self.reader = Some(reader);
-        page
     }
 }

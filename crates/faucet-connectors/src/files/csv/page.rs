@@ -13,6 +13,7 @@ use super::config::{ColumnType, Columns};
 use super::convert::convert;
 use super::reader::RecordReader;
 use crate::files::bookmark::{FileBookmark, read_error};
+use crate::files::prefetch::{PageReader, value_bytes};
 
 /// Everything a read needs from the configuration, validated.
 #[derive(Debug, Clone)]
@@ -35,10 +36,14 @@ pub(super) struct CsvPageReader {
     schema: Arc<Schema>,
     /// The declared type of each column, in file order.
     types: Vec<ColumnType>,
-    /// Data records read from the start of the file.
+    /// Data records read from the start of the file up to the last page taken.
     records: u64,
+    /// The end of the file was reached.
     done: bool,
-    failed: bool,
+    /// Records read ahead of the next page, row after row, and their estimated size.
+    ahead: Vec<Value>,
+    ahead_rows: usize,
+    ahead_bytes: usize,
     /// One record's values, reused.
     row: Vec<Value>,
 }
@@ -114,58 +119,28 @@ impl CsvPageReader {
             types,
             records,
             done,
-            failed: false,
+            ahead: Vec::new(),
+            ahead_rows: 0,
+            ahead_bytes: 0,
             row: Vec::with_capacity(width),
         })
     }
 
-    /// The next page of at most `batch_size` records; `None` at the end of the file.
-    pub(super) fn read_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
-        if self.failed {
-            return Err(FaucetError::read(
-                CONNECTOR,
-                format!(
-                    "the read of {} stopped at an earlier error; reopen from the last bookmark",
-                    self.dialect.label
-                ),
-                None,
-            ));
-        }
+    /// Reads the next record into `self.row`; `false` at the end of the file.
+    fn next_record(&mut self) -> Result<bool, FaucetError> {
         if self.done {
-            return Ok(None);
+            return Ok(false);
         }
-        let result = self.fill_page(batch_size);
-        self.failed = result.is_err();
-        result
-    }
-
-    fn fill_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
-        let mut page = PageBuilder::new(self.schema.clone(), batch_size);
-        let mut n = 0u64;
-        while n < batch_size as u64 {
-            let has = self
-                .reader
-                .read_record()
-                .map_err(|e| read_error(CONNECTOR, &self.dialect.path, "cannot read", e))?;
-            if !has {
-                self.done = true;
-                break;
-            }
-            self.convert_record()?;
-            page.push_row(self.row.drain(..));
-            n += 1;
+        let has = self
+            .reader
+            .read_record()
+            .map_err(|e| read_error(CONNECTOR, &self.dialect.path, "cannot read", e))?;
+        if !has {
+            self.done = true;
+            return Ok(false);
         }
-        if n == 0 {
-            return Ok(None);
-        }
-        self.records += n;
-        let bookmark = FileBookmark {
-            file: self.dialect.label.clone(),
-            byte_offset: self.reader.offset(),
-            line: self.reader.line_after(),
-            records: self.records,
-        };
-        Ok(Some(page.finish(Some(bookmark.to_json()))))
+        self.convert_record()?;
+        Ok(true)
     }
 
     /// Turns the reader's current record into `self.row`.
@@ -183,30 +158,43 @@ impl CsvPageReader {
             )));
         }
         self.row.clear();
+        let nulls = &self.dialect.null_values;
+        let is_null = |bytes: &[u8]| nulls.iter().any(|n| n == bytes);
+        let check_nulls = !nulls.is_empty() && (0..width).any(|i| is_null(self.reader.field(i)));
+        if check_nulls {
+            self.reader.scan_quotes();
+        }
+        // One UTF-8 check for the whole record; a field is valid when the record is and the
+        // field starts and ends on character boundaries.
+        let all = self.reader.record_bytes();
+        let text = std::str::from_utf8(all).map_err(|e| {
+            let i = (0..width)
+                .find(|i| self.reader.bounds(*i).1 > e.valid_up_to())
+                .unwrap_or(0);
+            self.utf8_error(i)
+        })?;
         for i in 0..width {
-            let bytes = self.reader.field(i);
-            if self.dialect.null_values.iter().any(|n| n == bytes) && !self.reader.is_quoted(i) {
+            let (start, end) = self.reader.bounds(i);
+            if check_nulls && is_null(&all[start..end]) && !self.reader.is_quoted(i) {
                 self.row.push(Value::Null);
                 continue;
             }
-            let bytes = self.reader.field(i);
-            let text = match std::str::from_utf8(bytes) {
-                Ok(t) => t,
-                Err(e) => {
-                    let msg = format!("invalid UTF-8 at byte {} of the field", e.valid_up_to());
-                    return Err(self.field_error(i, msg));
-                }
+            let Some(field) = text.get(start..end) else {
+                return Err(self.utf8_error(i));
             };
             let value = match self.types[i] {
-                ColumnType::String => Value::Text(text.to_owned()),
-                ty => match convert(ty, text) {
-                    Ok(v) => v,
-                    Err(msg) => return Err(self.field_error(i, msg)),
-                },
+                ColumnType::String => Value::Text(field.to_owned()),
+                ty => convert(ty, field).map_err(|msg| self.field_error(i, msg))?,
             };
             self.row.push(value);
         }
         Ok(())
+    }
+
+    /// The error for field `i`, which is not valid UTF-8 on its own.
+    fn utf8_error(&self, i: usize) -> FaucetError {
+        let at = std::str::from_utf8(self.reader.field(i)).map_or_else(|e| e.valid_up_to(), |_| 0);
+        self.field_error(i, format!("invalid UTF-8 at byte {at} of the field"))
     }
 
     fn data_error(&self, message: String) -> FaucetError {
@@ -220,6 +208,47 @@ impl CsvPageReader {
     fn field_error(&self, i: usize, message: String) -> FaucetError {
         let name = &self.schema.fields()[i].name;
         self.data_error(format!("column {} `{name}`: {message}", i + 1))
+    }
+}
+
+impl PageReader for CsvPageReader {
+    fn read_ahead(&mut self, batch_size: usize, budget: usize) -> Result<(), FaucetError> {
+        while self.ahead_rows < batch_size && self.ahead_bytes < budget && self.next_record()? {
+            self.ahead_bytes += self.row.iter().map(value_bytes).sum::<usize>();
+            self.ahead.append(&mut self.row);
+            self.ahead_rows += 1;
+        }
+        Ok(())
+    }
+
+    fn read_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
+        if self.ahead_rows == 0 && self.done {
+            return Ok(None);
+        }
+        let mut page = PageBuilder::new(self.schema.clone(), batch_size);
+        let width = self.types.len();
+        let mut rows = self.ahead_rows.min(batch_size);
+        let mut ahead = self.ahead.drain(..);
+        for _ in 0..rows {
+            page.push_row(ahead.by_ref().take(width));
+        }
+        drop(ahead);
+        (self.ahead_rows, self.ahead_bytes) = (0, 0);
+        while rows < batch_size && self.next_record()? {
+            page.push_row(self.row.drain(..));
+            rows += 1;
+        }
+        if rows == 0 {
+            return Ok(None);
+        }
+        self.records += rows as u64;
+        let bookmark = FileBookmark {
+            file: self.dialect.label.clone(),
+            byte_offset: self.reader.offset(),
+            line: self.reader.line_after(),
+            records: self.records,
+        };
+        Ok(Some(page.finish(Some(bookmark.to_json()))))
     }
 }
 

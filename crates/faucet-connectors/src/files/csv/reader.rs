@@ -224,16 +224,26 @@ impl RecordReader {
         &self.fields[start..self.ends[i]]
     }
 
-    /// Whether field `i` of the current record was written in quotes.
-    pub(super) fn is_quoted(&mut self, i: usize) -> bool {
-        if !self.quoted_valid {
-            self.scan_quotes();
-        }
-        self.quoted.get(i).copied().unwrap_or(false)
+    /// The byte range of field `i` in [`RecordReader::record_bytes`].
+    pub(super) fn bounds(&self, i: usize) -> (usize, usize) {
+        let start = if i == 0 { 0 } else { self.ends[i - 1] };
+        (start, self.ends[i])
     }
 
-    /// Walks the raw record the way `csv-core` does, noting which fields open with a quote.
-    fn scan_quotes(&mut self) {
+    /// Every field of the current record, unescaped, back to back.
+    pub(super) fn record_bytes(&self) -> &[u8] {
+        match self.nfields {
+            0 => &[],
+            n => &self.fields[..self.ends[n - 1]],
+        }
+    }
+
+    /// Notes which fields of the current record were written in quotes, for
+    /// [`RecordReader::is_quoted`].
+    pub(super) fn scan_quotes(&mut self) {
+        if self.quoted_valid {
+            return;
+        }
         self.quoted.clear();
         self.quoted_valid = true;
         let raw = &self.buf[self.rec_start..self.pos];
@@ -265,6 +275,12 @@ impl RecordReader {
                 break;
             }
         }
+    }
+
+    /// Whether field `i` of the current record was written in quotes; call
+    /// [`RecordReader::scan_quotes`] first (`false` otherwise).
+    pub(super) fn is_quoted(&self, i: usize) -> bool {
+        self.quoted_valid && self.quoted.get(i).copied().unwrap_or(false)
     }
 }
 
@@ -302,6 +318,7 @@ mod tests {
             let fields = (0..r.len())
                 .map(|i| String::from_utf8_lossy(r.field(i)).into_owned())
                 .collect();
+            r.scan_quotes();
             let quoted = (0..r.len()).map(|i| r.is_quoted(i)).collect();
             out.push((fields, quoted, r.line(), r.offset()));
         }

@@ -24,10 +24,10 @@ use faucet_core::{
     ReplayGuarantee, Schema, Source, Value,
 };
 use serde::{Deserialize, Serialize};
-use tokio_util::sync::CancellationToken;
 
 use crate::files::blocking;
 use crate::files::bookmark::{FileBookmark, read_error};
+use crate::files::prefetch::{PageReader, PrefetchStream, value_bytes};
 
 const CONNECTOR: &str = "jsonl";
 const READ_BUFFER: usize = 256 * 1024;
@@ -104,11 +104,9 @@ impl Source for JsonlSource {
             .map(|b| FileBookmark::parse(CONNECTOR, &path, b))
             .transpose()?;
         let reader = blocking::read(CONNECTOR, move || JsonlPageReader::open(path, from)).await??;
-        Ok(Box::new(JsonlStream {
-            reader: Some(Box::new(reader)),
-            batch_size: options.batch_size.max(1),
-            cancel: options.cancel,
-        }))
+        let stream =
+            PrefetchStream::start(CONNECTOR, reader, options.batch_size.max(1), options.cancel)?;
+        Ok(Box::new(stream))
     }
 
     /// Opens the file.
@@ -124,36 +122,6 @@ impl Source for JsonlSource {
     }
 }
 
-struct JsonlStream {
-    reader: Option<Box<JsonlPageReader>>,
-    batch_size: usize,
-    cancel: CancellationToken,
-}
-
-#[async_trait]
-impl PageStream for JsonlStream {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        if self.cancel.is_cancelled() {
-            return Ok(None);
-        }
-        let Some(mut reader) = self.reader.take() else {
-            return Err(FaucetError::read(
-                CONNECTOR,
-                "the read stopped at an earlier failure; reopen from the last bookmark",
-                None,
-            ));
-        };
-        let batch_size = self.batch_size;
-        let (reader, page) = blocking::read(CONNECTOR, move || {
-            let page = reader.read_page(batch_size);
-            (reader, page)
-        })
-        .await?;
-        self.reader = Some(reader);
-        page
-    }
-}
-
 /// The blocking half: an open file positioned at the next line.
 struct JsonlPageReader {
     path: PathBuf,
@@ -162,16 +130,27 @@ struct JsonlPageReader {
     offset: u64,
     /// The line at `offset`.
     line: u64,
+    /// Records up to the last page taken.
     records: u64,
     done: bool,
-    failed: bool,
+    pending: Option<Pending>,
     line_buf: Vec<u8>,
     /// The previous page's schema, reused when the next page has the same fields.
     last_schema: Option<Arc<Schema>>,
 }
 
-/// One page's records while it is read: `(field index, value)` pairs per record.
-type Pending = Vec<Vec<(usize, Value)>>;
+/// One record while its page is read: `(field index, value)` pairs.
+type Row = Vec<(usize, Value)>;
+
+/// The page being read: the keys seen so far, in order, and the records.
+#[derive(Default)]
+struct Pending {
+    keys: Vec<String>,
+    index: HashMap<String, usize>,
+    rows: Vec<Row>,
+    /// Estimated memory of the values.
+    bytes: usize,
+}
 
 impl JsonlPageReader {
     fn open(path: PathBuf, from: Option<FileBookmark>) -> Result<Self, FaucetError> {
@@ -208,95 +187,68 @@ impl JsonlPageReader {
             line,
             records,
             done: false,
-            failed: false,
+            pending: None,
             line_buf: Vec::new(),
             last_schema: None,
         })
     }
 
-    fn read_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
-        if self.failed {
-            return Err(FaucetError::read(
-                CONNECTOR,
-                format!(
-                    "the read of {} stopped at an earlier error; reopen from the last bookmark",
-                    self.label
-                ),
-                None,
-            ));
+    /// Reads lines into `pending` until it holds `batch_size` records, the file ends, or its
+    /// estimated size reaches `budget` bytes.
+    fn read_lines(
+        &mut self,
+        pending: &mut Pending,
+        batch_size: usize,
+        budget: usize,
+    ) -> Result<(), FaucetError> {
+        while !self.done && pending.rows.len() < batch_size && pending.bytes < budget {
+            if !self.read_line(pending)? {
+                self.done = true;
+            }
         }
-        if self.done {
-            return Ok(None);
-        }
-        let result = self.fill_page(batch_size);
-        self.failed = result.is_err();
-        result
+        Ok(())
     }
 
-    fn fill_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
-        let mut keys: Vec<String> = Vec::new();
-        let mut index: HashMap<String, usize> = HashMap::new();
-        let mut rows: Pending = Vec::new();
-        while rows.len() < batch_size {
-            self.line_buf.clear();
-            let n = self
-                .reader
-                .read_until(b'\n', &mut self.line_buf)
-                .map_err(|e| read_error(CONNECTOR, &self.path, "cannot read", e))?;
-            if n == 0 {
-                self.done = true;
-                break;
-            }
-            let line = self.line;
-            let has_newline = self.line_buf.last() == Some(&b'\n');
-            self.offset += n as u64;
-            self.line += u64::from(has_newline);
-            let text = trim_line_end(&self.line_buf);
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let object = parse_object(text, has_newline).map_err(|msg| {
-                FaucetError::data(CONNECTOR, format!("{}:{line}", self.label), msg)
-            })?;
-            let mut row = Vec::with_capacity(object.len());
-            for (key, value) in object {
-                let i = match index.get(&key) {
-                    Some(i) => *i,
-                    None => {
-                        keys.push(key.clone());
-                        index.insert(key, keys.len() - 1);
-                        keys.len() - 1
-                    }
-                };
-                row.push((i, to_value(value)));
-            }
-            rows.push(row);
+    /// Reads one line into `pending`; `false` at the end of the file.
+    fn read_line(&mut self, pending: &mut Pending) -> Result<bool, FaucetError> {
+        self.line_buf.clear();
+        let n = self
+            .reader
+            .read_until(b'\n', &mut self.line_buf)
+            .map_err(|e| read_error(CONNECTOR, &self.path, "cannot read", e))?;
+        if n == 0 {
+            return Ok(false);
         }
-        if rows.is_empty() {
-            return Ok(None);
+        let line = self.line;
+        let has_newline = self.line_buf.last() == Some(&b'\n');
+        self.offset += n as u64;
+        self.line += u64::from(has_newline);
+        let text = trim_line_end(&self.line_buf);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            return Ok(true);
         }
-        self.records += rows.len() as u64;
-        let schema = self.schema_for(keys, &rows);
-        let width = schema.len();
-        let mut page = PageBuilder::new(schema, rows.len());
-        for row in rows {
-            let mut values = vec![Value::Null; width];
-            for (i, v) in row {
-                values[i] = v;
-            }
-            page.push_row(values);
+        let object = parse_object(text, has_newline)
+            .map_err(|msg| FaucetError::data(CONNECTOR, format!("{}:{line}", self.label), msg))?;
+        let mut row = Vec::with_capacity(object.len());
+        for (key, value) in object {
+            let i = match pending.index.get(&key) {
+                Some(i) => *i,
+                None => {
+                    pending.keys.push(key.clone());
+                    pending.index.insert(key, pending.keys.len() - 1);
+                    pending.keys.len() - 1
+                }
+            };
+            let value = to_value(value);
+            pending.bytes += value_bytes(&value);
+            row.push((i, value));
         }
-        let bookmark = FileBookmark {
-            file: self.label.clone(),
-            byte_offset: self.offset,
-            line: self.line,
-            records: self.records,
-        };
-        Ok(Some(page.finish(Some(bookmark.to_json()))))
+        pending.rows.push(row);
+        Ok(true)
     }
 
     /// The page's schema: the keys in first-seen order, typed by their values.
-    fn schema_for(&mut self, keys: Vec<String>, rows: &Pending) -> Arc<Schema> {
+    fn schema_for(&mut self, keys: Vec<String>, rows: &[Row]) -> Arc<Schema> {
         let mut types: Vec<Option<DataType>> = vec![None; keys.len()];
         for row in rows {
             for (i, v) in row {
@@ -330,6 +282,41 @@ impl JsonlPageReader {
                 schema
             }
         }
+    }
+}
+
+impl PageReader for JsonlPageReader {
+    fn read_ahead(&mut self, batch_size: usize, budget: usize) -> Result<(), FaucetError> {
+        let mut pending = self.pending.take().unwrap_or_default();
+        let read = self.read_lines(&mut pending, batch_size, budget);
+        self.pending = Some(pending);
+        read
+    }
+
+    fn read_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
+        let mut pending = self.pending.take().unwrap_or_default();
+        self.read_lines(&mut pending, batch_size, usize::MAX)?;
+        if pending.rows.is_empty() {
+            return Ok(None);
+        }
+        self.records += pending.rows.len() as u64;
+        let schema = self.schema_for(pending.keys, &pending.rows);
+        let width = schema.len();
+        let mut page = PageBuilder::new(schema, pending.rows.len());
+        for row in pending.rows {
+            let mut values = vec![Value::Null; width];
+            for (i, v) in row {
+                values[i] = v;
+            }
+            page.push_row(values);
+        }
+        let bookmark = FileBookmark {
+            file: self.label.clone(),
+            byte_offset: self.offset,
+            line: self.line,
+            records: self.records,
+        };
+        Ok(Some(page.finish(Some(bookmark.to_json()))))
     }
 }
 
