@@ -271,22 +271,36 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
                 check_ack(crashes, &format!("{point}:{hit}"));
             }
         }
-        // SIGKILL at pseudo-random instants.
-        let rounds = if soak { 12 } else { 3 };
+        // SIGKILL at pseudo-random instants, each round with new changes to read (updates
+        // of 400 rows in one transaction, so kills land inside transactions too).
+        let rounds = if soak { 12 } else { 4 };
+        let mut killed = 0;
         for round in 0..rounds {
+            rt.block_on(exec(
+                &pool,
+                &format!(
+                    "UPDATE {s}.items SET v = nextval('{s}.seq') WHERE id % 2 = {}",
+                    round % 2
+                ),
+            ));
             let mut child = faucet(dir.path())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .expect("spawn faucet");
-            std::thread::sleep(Duration::from_millis(150 + (round * 97 % 400) as u64));
+            std::thread::sleep(Duration::from_millis(20 + (round * 37 % 120) as u64));
             if child.try_wait().expect("wait").is_none() {
                 child.kill().expect("SIGKILL");
                 crashes += 1;
+                killed += 1;
             }
             let _ = child.wait();
             check_ack(crashes, "SIGKILL");
         }
+        assert!(
+            killed > 0,
+            "no round was killed mid-run: the SIGKILL rounds proved nothing"
+        );
         run_to_completion(dir.path());
 
         // Every change, nothing invented, first occurrences in commit order.

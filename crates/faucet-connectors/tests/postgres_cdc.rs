@@ -427,3 +427,61 @@ pub(crate) async fn prime_continuous(fx: &Fixture, source: &dyn Source) {
     drop(stream);
     fx.wait_slot_released().await;
 }
+
+#[tokio::test]
+async fn passes_the_source_conformance_battery() {
+    use faucet_core::testing::conformance;
+
+    conformance::config_is_strict::<PostgresCdcConfig>(&serde_json::json!({
+        "connection_url": "postgres://u:p@localhost/db",
+        "slot_name": "s",
+        "publication": "p",
+        "tables": ["public.t"],
+        "create_publication": true,
+        "continuous": false
+    }))
+    .expect("config_is_strict");
+
+    let fx = Fixture::new("conf").await;
+    fx.sql("CREATE TABLE {s}.t (id int PRIMARY KEY, v text)")
+        .await;
+    let source = fx.source(&["t"]);
+    prime(&fx, &source).await;
+    // Several transactions, one larger than a page, an update and a delete.
+    fx.sql("INSERT INTO {s}.t SELECT g, 'a' FROM generate_series(1, 12) g")
+        .await;
+    fx.sql("UPDATE {s}.t SET v = 'b' WHERE id <= 3").await;
+    fx.sql("DELETE FROM {s}.t WHERE id = 12").await;
+    fx.sql("INSERT INTO {s}.t VALUES (13, 'c')").await;
+    fx.wait_slot_released().await;
+
+    // The conformance reads never acknowledge, so every bookmark stays resumable.
+    conformance::source_pages_are_bounded(&source, 5, 17)
+        .await
+        .expect("source_pages_are_bounded");
+    conformance::source_bookmarks_round_trip(&source, 5)
+        .await
+        .expect("source_bookmarks_round_trip");
+
+    let foreign = PostgresCdcSource::new(fx.config(&["t"])).expect("config");
+    conformance::errors_not_panics("open from a bookmark of another source", async move {
+        foreign
+            .open(Some(serde_json::json!({"offset": 3})), read_options(5))
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect("errors_not_panics");
+    let unreachable = PostgresCdcSource::new(PostgresCdcConfig::new(
+        "postgres://nobody@127.0.0.1:1/none",
+        "s",
+        "p",
+        ["public.t"],
+    ))
+    .expect("config");
+    conformance::errors_not_panics("check an unreachable server", async move {
+        unreachable.check().await
+    })
+    .await
+    .expect("errors_not_panics");
+}

@@ -18,18 +18,49 @@
 //! ```
 //!
 //! How it reads:
-//! * [`PostgresCdcSource::open`] checks the prerequisites ([`catalog`]), creates the slot
-//!   when missing (and the publication when `create_publication` allows), then starts
+//! * [`PostgresCdcSource::open`] checks the prerequisites (module `catalog`), creates the
+//!   slot when missing (and the publication when `create_publication` allows), then starts
 //!   replication from the bookmark's LSN, or from the slot's own `confirmed_flush_lsn`
 //!   without one (never from the current WAL position, which would skip changes: case 03).
-//! * Records ([`changes`]) are paged by [`stream`]; bookmarks ([`bookmark`]) let a run resume
-//!   exactly, also inside a transaction larger than a page. Replay is deterministic.
+//! * Pages hold at most `batch_size` change records and may end inside a transaction, never
+//!   inside a change; memory is one page plus a bounded buffer of 4,096 events, whatever the
+//!   size of a transaction. Replay is deterministic.
 //! * The slot's `confirmed_flush_lsn` moves only when the run loop reports a bookmark durable
-//!   ([`faucet_core::PageStream::bookmark_durable`]), never ahead of it.
+//!   ([`faucet_core::PageStream::bookmark_durable`]), within about a second and before the
+//!   stream closes; never ahead of it (DESIGN.md invariant 2).
 //! * Bounded by default: catch up to `pg_current_wal_lsn()` as read at open, then end;
-//!   `continuous: true` follows until the run is cancelled.
+//!   `continuous: true` follows until the run is cancelled, then hands over the page in hand.
 //!
-//! The replication connection is `pgwire-replication`'s client (see [`client`] for why).
+//! Change records (DESIGN.md, "Change records"), one per change, fields in this order:
+//!
+//! | field | value |
+//! |---|---|
+//! | `op` | `c` insert, `u` update, `d` delete, `t` truncate |
+//! | `table` | `schema.table` |
+//! | `lsn` | the commit LSN of the change's transaction (`X/X`), shared by its changes |
+//! | `commit_ts` | the transaction's commit time, RFC 3339 in UTC |
+//! | `before` | per REPLICA IDENTITY: the key columns (default, USING INDEX), the whole old row (FULL); null for inserts and truncates |
+//! | `after` | the new row; null for deletes and truncates |
+//! | `unchanged_toast` | names of columns left out of `after` because the server did not resend their unchanged TOASTed value (case 01); never turned into null. With REPLICA IDENTITY FULL the value is taken from the old row instead |
+//!
+//! A TRUNCATE gives one `t` record per published table it names, in the statement's order
+//! (case 17). A column added or dropped mid-stream shows in the records after it (each
+//! Relation message replaces the table's shape, case 26); an added column is also logged,
+//! since the rows that got its default produced no change. Values are exact (DESIGN.md,
+//! "Values and their JSON form"): the walsender session pins UTC, ISO dates, ISO 8601
+//! intervals and hex bytea, whatever the role or database defaults.
+//!
+//! Bookmarks: `{"lsn": "X/X"}`, the end of the last transaction delivered completely (or a
+//! keepalive's WAL position when no transaction was open), plus, when a page ended inside a
+//! transaction, `"in_txn": {"final_lsn": "X/X", "xid": N, "skip": K}`: the stream resumes
+//! at `lsn`, the server replays that transaction, and its first K changes are skipped.
+//!
+//! The replication connection is the `pgwire-replication` crate's client: a maintained
+//! (2026), tokio-based pgoutput client with SCRAM/MD5 authentication whose background task
+//! reads the socket into a bounded channel and answers keepalives itself, also while the
+//! consumer is busy writing a page (so `wal_sender_timeout` never fires on a slow sink), and
+//! which reports as flushed only the LSN it is given, starting from a separate
+//! acknowledged position. TLS is not compiled in (as for the sqlx connections).
 
 mod bookmark;
 mod catalog;

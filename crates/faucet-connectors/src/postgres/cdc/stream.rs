@@ -98,6 +98,8 @@ pub(crate) struct CdcPageStream {
     last_emitted: CdcBookmark,
     last_advance: Instant,
     durable: Lsn,
+    /// The position the session reported from its start (the bookmark's).
+    start_ack: Lsn,
     phase: Phase,
 }
 
@@ -122,6 +124,7 @@ impl CdcPageStream {
             last_emitted: start.from,
             last_advance: Instant::now(),
             durable: start.from.lsn,
+            start_ack: start.from.lsn,
             phase,
         }
     }
@@ -320,6 +323,20 @@ impl CdcPageStream {
                 self.resume = None;
             } else if final_lsn > r.final_lsn {
                 return Err(lost_transaction(r));
+            } else {
+                // Replication resumed at the end of the transaction before the bookmark's, so
+                // that one comes first; anything earlier means the bookmark is not this slot's.
+                return Err(FaucetError::state(
+                    "bookmark",
+                    format!(
+                        "the server replays transaction {xid} committed at {} before the \
+                         bookmark's transaction {} committed at {}; the bookmark does not \
+                         belong to this slot",
+                        lsn_text(final_lsn),
+                        r.xid,
+                        lsn_text(r.final_lsn)
+                    ),
+                ));
             }
         }
         self.txn = Some(Txn {
@@ -393,14 +410,14 @@ impl CdcPageStream {
         };
         let metrics = client.metrics();
         let deadline = Instant::now() + ACK_FLUSH_WAIT;
-        while self.durable > Lsn(0)
+        while self.durable > self.start_ack
             && metrics.last_applied_lsn() < self.durable
             && Instant::now() < deadline
             && client.is_running()
         {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        if metrics.last_applied_lsn() < self.durable {
+        if self.durable > self.start_ack && metrics.last_applied_lsn() < self.durable {
             tracing::warn!(
                 lsn = %lsn_text(self.durable),
                 "could not report the last durable position to the server before closing; \
