@@ -26,7 +26,7 @@
 //!   inside a change; memory is one page plus a bounded buffer of 4,096 events, whatever the
 //!   size of a transaction. Replay is deterministic.
 //! * The slot's `confirmed_flush_lsn` moves only when the run loop reports a bookmark durable
-//!   ([`faucet_core::PageStream::bookmark_durable`]), within about a second and before the
+//!   ([`faucet_core::PageStream::bookmark_durable`]), within 200 ms and before the
 //!   stream closes; never ahead of it (DESIGN.md invariant 2).
 //! * Bounded by default: catch up to `pg_current_wal_lsn()` as read at open, then end;
 //!   `continuous: true` follows until the run is cancelled, then hands over the page in hand.

@@ -11,7 +11,7 @@
 //!   bookmark at most every [`ADVANCE_INTERVAL`], so the slot does not pin WAL forever.
 //! * The server hears a flush position only from [`CdcPageStream::ack`], which the run loop
 //!   calls once a bookmark is durable (DESIGN.md invariant 2, case 03); the session reports it
-//!   within a second, and before the stream closes.
+//!   within 200 ms, and before the stream closes.
 //! * Bounded runs stop once no transaction is open and the position reached the WAL position
 //!   seen at start (a Commit's end LSN, or a keepalive's WAL end, which the server sends when
 //!   it has decoded everything up to it).
