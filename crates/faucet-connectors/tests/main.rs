@@ -4,6 +4,8 @@
 #[cfg(feature = "files")]
 mod files_csv;
 #[cfg(feature = "files")]
+mod files_crash;
+#[cfg(feature = "files")]
 mod files_csv_resume;
 #[cfg(feature = "files")]
 mod files_jsonl;
