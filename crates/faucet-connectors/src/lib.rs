@@ -1,12 +1,17 @@
 //! faucet's connectors, one module per external system, one Cargo feature each
 //! (CONVENTIONS.md point 1): a system's client, type mapping, sources and sinks live together.
 //!
-//! * [`files`] (feature `files`, default): the `csv` and `jsonl` sources and the `jsonl` sink;
-//! * [`postgres`] (feature `postgres`): the `postgres` query source, the `postgres-cdc` source
-//!   (logical replication, pgoutput) and the `postgres` sink.
+//! | module | feature | connectors |
+//! |---|---|---|
+//! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
+//! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //!
-//! Every connector follows one shape: a `XConfig` (serde, unknown fields rejected) with a pure
-//! `validate()`, a `X::new(config)` that does no I/O, and the I/O in `open()` / `check()`.
+//! Every connector has one shape: an `XConfig` (serde, unknown fields rejected, a `///` on
+//! every field) with a pure `validate()` returning [`faucet_core::FaucetError::Config`] with
+//! a relative field name; an `X::new(config)` that validates and does no I/O; the I/O in
+//! `open()` and `check()` of [`faucet_core::Source`] / [`faucet_core::Sink`]. Errors are
+//! `faucet_core::FaucetError` variants naming what failed and where (`file:line` for bad
+//! input). Run them with [`faucet_core::Pipeline`]; the `files` module shows a whole run.
 
 #[cfg(feature = "files")]
 pub mod files;

@@ -16,8 +16,28 @@
 //!
 //! Every connector has the crate's shape: `XConfig` (serde, unknown fields rejected) with a
 //! pure `validate()`, `X::new(config)` (validates, no I/O), the I/O in `open()` / `check()`.
-//! Relative paths are relative to the process's current directory. File I/O runs on tokio's
-//! blocking pool, one hop per page, so a run never stalls the async executor.
+//! Relative paths are relative to the process's current directory. File I/O never blocks the
+//! async executor: a source reads on its own thread (one page ahead, memory bounded, see
+//! `prefetch.rs`), the sink writes and fsyncs on tokio's blocking pool.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), faucet_core::FaucetError> {
+//! use std::sync::Arc;
+//! use faucet_connectors::files::{CsvSource, CsvSourceConfig, JsonlSink, JsonlSinkConfig};
+//! use faucet_core::{Pipeline, state::FileStateStore};
+//!
+//! let mut config = CsvSourceConfig::new("weather.csv");
+//! config.null_values = vec!["NA".into()];
+//! let source = CsvSource::new(config)?;
+//! let sink = JsonlSink::new(JsonlSinkConfig::new("out/weather.jsonl"))?;
+//! let summary = Pipeline::new(&source, &sink)
+//!     .with_state_store(Arc::new(FileStateStore::new("state")))
+//!     .run()
+//!     .await?;
+//! println!("{} records, {}", summary.records_out, summary.guarantee);
+//! # Ok(())
+//! # }
+//! ```
 
 mod blocking;
 mod bookmark;
