@@ -121,6 +121,8 @@ async fn case_03_the_slot_moves_only_to_durable_bookmarks() {
     let page = again.next_page().await.expect("page").expect("page");
     cancel.cancel();
     assert_eq!(ids(&page), vec![4]);
+    drop(again);
+    fx.wait_slot_released().await;
 }
 
 #[tokio::test]
@@ -170,7 +172,13 @@ async fn keepalives_are_answered_while_the_consumer_is_busy() {
     }
     cancel.cancel();
     assert_eq!(rest, vec![2, 3, 4]);
-    let _ = stream.next_page().await;
+    while let Some(page) = stream.next_page().await.expect("page") {
+        if let Some(b) = page.bookmark() {
+            stream.bookmark_durable(b).await.expect("ack");
+        }
+    }
+    drop(stream);
+    fx.wait_slot_released().await;
 }
 
 #[tokio::test]
@@ -208,4 +216,156 @@ async fn a_slot_held_by_another_stream_is_reported_with_its_fix() {
         "{checked}"
     );
     drop(holder);
+    fx.wait_slot_released().await;
+}
+
+/// A sink that, while `reject` is set, fails any page holding a row whose `after.memo` is
+/// `poison` (case 03's trigger), and keeps what it accepted.
+#[derive(Clone, Default)]
+struct PoisonSink {
+    reject: bool,
+    rows: std::sync::Arc<std::sync::Mutex<Vec<faucet_core::serde_json::Value>>>,
+}
+
+impl PoisonSink {
+    fn rows(&self) -> Vec<faucet_core::serde_json::Value> {
+        self.rows.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+}
+
+struct PoisonWriter<'a>(&'a PoisonSink);
+
+#[async_trait::async_trait]
+impl faucet_core::Sink for PoisonSink {
+    fn connector(&self) -> &str {
+        "poison"
+    }
+    fn capabilities(&self) -> faucet_core::SinkCapabilities {
+        faucet_core::SinkCapabilities::default()
+    }
+    async fn open(
+        &self,
+    ) -> Result<Box<dyn faucet_core::SinkWriter + '_>, faucet_core::FaucetError> {
+        Ok(Box::new(PoisonWriter(self)))
+    }
+    async fn check(&self) -> Result<(), faucet_core::FaucetError> {
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl faucet_core::SinkWriter for PoisonWriter<'_> {
+    async fn write(&mut self, page: &faucet_core::Page) -> Result<(), faucet_core::FaucetError> {
+        let rows = records(std::slice::from_ref(page));
+        if self.0.reject && rows.iter().any(|r| r["after"]["memo"] == "poison") {
+            return Err(faucet_core::FaucetError::write(
+                "poison",
+                "sink rejects row 3",
+                None,
+            ));
+        }
+        self.0.rows.lock().expect("rows").extend(rows);
+        Ok(())
+    }
+    async fn flush(&mut self) -> Result<(), faucet_core::FaucetError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn case_03_a_failing_sink_leaves_the_slot_before_the_failed_page() {
+    use std::sync::Arc;
+
+    use faucet_core::state::{MemoryStateStore, StateStore};
+    use faucet_core::{Pipeline, RunStreamOptions};
+
+    let fx = Fixture::new("poison").await;
+    fx.sql("CREATE TABLE {s}.payment (id integer PRIMARY KEY, amount numeric(12,2) NOT NULL, memo text NOT NULL)")
+        .await;
+    let source = fx.source(&["payment"]);
+    crate::postgres_cdc::prime(&fx, &source).await;
+    fx.sql("INSERT INTO {s}.payment VALUES (1, 10.00, 'ok'), (2, 20.00, 'ok')")
+        .await;
+    fx.sql("INSERT INTO {s}.payment VALUES (3, 30.00, 'poison')")
+        .await;
+    fx.sql("INSERT INTO {s}.payment VALUES (4, 40.00, 'ok')")
+        .await;
+    fx.sql("CREATE TABLE {s}.noise (id serial PRIMARY KEY, pad text)")
+        .await;
+    fx.sql("INSERT INTO {s}.noise (pad) SELECT repeat('n', 100) FROM generate_series(1, 1000)")
+        .await;
+
+    let state: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let options = || RunStreamOptions {
+        batch_size: 1,
+        state_key: "case03".into(),
+        ..Default::default()
+    };
+    let rejecting = PoisonSink {
+        reject: true,
+        ..Default::default()
+    };
+    let failed = Pipeline::new(&source, &rejecting)
+        .with_state_store(state.clone())
+        .with_options(options())
+        .run()
+        .await;
+    let e = failed.expect_err("the run fails on the poison row; it does not skip it");
+    assert!(e.to_string().contains("sink rejects row 3"), "{e}");
+    assert_eq!(
+        rejecting
+            .rows()
+            .iter()
+            .map(|r| r["after"]["id"].clone())
+            .collect::<Vec<_>>(),
+        vec![1, 2]
+    );
+    fx.wait_slot_released().await;
+    tokio::time::sleep(Duration::from_millis(1000)).await; // > 2 status intervals
+    let bookmark = state
+        .get("case03")
+        .await
+        .expect("state")
+        .expect("a bookmark");
+    let bookmark_lsn = lsn_value(bookmark["lsn"].as_str().expect("lsn"));
+    let confirmed = lsn_value(&fx.confirmed_flush().await.expect("slot"));
+    assert!(
+        confirmed <= bookmark_lsn,
+        "confirmed {confirmed:X} > bookmark {bookmark}"
+    );
+    assert!(
+        current_wal().await > confirmed,
+        "not moved to the server's WAL end"
+    );
+
+    // The sink is fixed: the next run delivers 3 and 4, from the bookmark.
+    let fixed = PoisonSink::default();
+    let summary = Pipeline::new(&source, &fixed)
+        .with_state_store(state.clone())
+        .with_options(options())
+        .run()
+        .await
+        .expect("run");
+    let delivered = fixed.rows();
+    assert_eq!(summary.records_out, 2, "{summary:?}");
+    let poison_lsn = lsn_value(delivered[0]["lsn"].as_str().expect("lsn"));
+    assert!(
+        bookmark_lsn <= poison_lsn,
+        "the bookmark did not cover id 3's transaction"
+    );
+    let all: Vec<String> = rejecting
+        .rows()
+        .iter()
+        .chain(&delivered)
+        .map(|r| faucet_core::serde_json::to_string(&r["after"]).expect("json"))
+        .collect();
+    assert_eq!(
+        all,
+        vec![
+            r#"{"id":1,"amount":10.00,"memo":"ok"}"#,
+            r#"{"id":2,"amount":20.00,"memo":"ok"}"#,
+            r#"{"id":3,"amount":30.00,"memo":"poison"}"#,
+            r#"{"id":4,"amount":40.00,"memo":"ok"}"#,
+        ]
+    );
 }
