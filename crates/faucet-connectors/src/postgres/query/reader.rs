@@ -1,8 +1,10 @@
 //! The read itself: a background task owns the session, streams `COPY (SELECT ...) TO
 //! STDOUT` in text format, decodes every value with [`decode_text`], cuts pages of at most
-//! `batch_size` rows and hands them over a channel of one page. Memory is bounded: one page
-//! being built, one in the channel, one being written; when the consumer is slower, the task
-//! stops reading the socket and the server waits (TCP back-pressure).
+//! `batch_size` rows and hands them over a channel of one page. Memory is bounded by two
+//! pages: the task reserves the channel's slot (the consumer has taken the previous page)
+//! before it builds the next one, so one page is being written while the next is built; when
+//! the consumer is slower, the task stops reading the socket and the server waits (TCP
+//! back-pressure).
 //!
 //! Bookmarks: a page is only handed over once the row after it has arrived (or the read
 //! ended), so its bookmark can say whether the key group of its last row is complete:
@@ -128,12 +130,35 @@ async fn read(
     })?;
     let mut splitter = LineSplitter::default();
     let mut ready: Vec<Page> = Vec::new();
+    // A slot in the channel is reserved *before* the next page is built: the consumer has
+    // taken the previous page, so at most two pages exist (one being written, one being
+    // built or waiting), and the socket is not read while the consumer is behind.
+    let mut permit = None;
     loop {
+        if permit.is_none() {
+            permit = tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    if let Some(page) = assembler.finish_cancelled() {
+                        let _ = tx.send(Message::Page(page)).await;
+                    }
+                    return Ok(());
+                }
+                reserved = tx.reserve() => match reserved {
+                    Ok(p) => Some(p),
+                    // The consumer dropped the stream: nothing more to do.
+                    Err(_) => return Ok(()),
+                },
+            };
+        }
         let chunk = tokio::select! {
             biased;
             () = cancel.cancelled() => {
                 if let Some(page) = assembler.finish_cancelled() {
-                    let _ = tx.send(Message::Page(page)).await;
+                    match permit.take() {
+                        Some(p) => p.send(Message::Page(page)),
+                        None => { let _ = tx.send(Message::Page(page)).await; }
+                    }
                 }
                 return Ok(());
             }
@@ -160,9 +185,14 @@ async fn read(
             Ok::<(), FaucetError>(())
         })?;
         for page in ready.drain(..) {
-            if tx.send(Message::Page(page)).await.is_err() {
-                return Ok(());
-            }
+            let slot = match permit.take() {
+                Some(p) => p,
+                None => match tx.reserve().await {
+                    Ok(p) => p,
+                    Err(_) => return Ok(()),
+                },
+            };
+            slot.send(Message::Page(page));
         }
     }
     if splitter.has_partial_line() {
@@ -176,7 +206,12 @@ async fn read(
         ));
     }
     if let Some(page) = assembler.finish() {
-        let _ = tx.send(Message::Page(page)).await;
+        match permit.take() {
+            Some(p) => p.send(Message::Page(page)),
+            None => {
+                let _ = tx.send(Message::Page(page)).await;
+            }
+        }
     }
     Ok(())
 }

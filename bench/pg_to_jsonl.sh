@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# PostgreSQL table → JSON Lines: `faucet run` (postgres query source → jsonl sink) against
+# `psql \copy (select row_to_json(t) from t)`, on a generated table.
+#
+#   bench/pg_to_jsonl.sh                  # 1,000,000 rows
+#   ROWS=200000 REPEAT=1 bench/pg_to_jsonl.sh
+#
+# Needs PostgreSQL (FAUCET_TEST_PG_URL, default postgres://postgres@127.0.0.1:5432/test;
+# scripts/services.sh starts it) and psql.
+#
+# The table: id bigint primary key, two text columns, numeric(12,2), timestamptz, boolean,
+# jsonb. Compared:
+#   * floor: `psql -c "\copy (select row_to_json(t) from t) to FILE"` — the server renders the
+#     JSON, psql only copies bytes to the file;
+#   * faucet, table: crates/faucet-connectors/examples/pg_to_jsonl.rs — the postgres query
+#     source with `table:` (a full read in primary-key order, so a crash resumes mid-table)
+#     → jsonl sink through faucet_core::Pipeline, file state store, batch 10,000 (every page
+#     written, fsynced, bookmark persisted);
+#   * faucet, query: the same with `query: select * from t` (unordered, like the floor).
+# Prints rows/s (best of REPEAT, wall clock incl. connecting), CPU seconds, peak RSS
+# (`/usr/bin/time` "Maximum resident set size") and the ratio to the floor; checks the row
+# counts. Targets: faucet ≥ 0.8× the floor's rows/s, peak RSS < 64 MiB.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+rows=${ROWS:-1000000}
+repeat=${REPEAT:-3}
+url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+schema=bench_pg_jsonl_$$
+
+if [ ! -x /usr/bin/time ]; then
+  echo "installing GNU time (for peak RSS)" >&2
+  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
+fi
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
+sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+
+echo "==> building the example (release)" >&2
+cargo build --release --quiet -p faucet-connectors --features postgres --example pg_to_jsonl
+faucet="$repo/target/release/examples/pg_to_jsonl"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-pg-bench.XXXXXX")
+cleanup() { [ -n "${KEEP:-}" ] && { echo "kept $work $schema" >&2; return; }; sql "drop schema if exists $schema cascade" >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+echo "==> $rows rows in $schema.t" >&2
+sql "create schema $schema;
+     create table $schema.t (id bigint primary key, name text not null, note text,
+       amount numeric(12,2) not null, at timestamptz not null, flag boolean not null, doc jsonb);
+     insert into $schema.t
+       select g, 'name ' || g, case when g % 10 = 0 then null else md5(g::text) end,
+              (g % 100000) / 100.0, timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second',
+              g % 2 = 0, jsonb_build_object('k', g, 'tags', jsonb_build_array('a', g % 7))
+       from generate_series(1, $rows) g;"
+sql "vacuum analyze $schema.t"
+
+# run CMD... → secs, cpu, rss_kb of the fastest of $repeat runs (in $work).
+run() {
+  local best="" i t0 t1 s
+  for ((i = 0; i < repeat; i++)); do
+    rm -rf "$work/out.jsonl" "$work/state" "$work/floor.jsonl"
+    t0=$(date +%s.%N)
+    (cd "$work" && /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > /dev/null)
+    t1=$(date +%s.%N)
+    s=$(python3 -c "print($t1 - $t0)")
+    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
+      best=$s
+      read -r rss_kb u sy < "$work/time.txt"
+      cpu=$(python3 -c "print(round($u + $sy, 2))")
+    fi
+  done
+  secs=$best
+}
+
+printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
+run psql -X -q "$url" -c "\\copy (select row_to_json(t) from $schema.t t) to '$work/floor.jsonl'"
+floor_rows=$(wc -l < "$work/floor.jsonl")
+floor_rps=$(python3 -c "print(round($rows / $secs))")
+printf '%-16s %9d %12s %8s %7.1f MiB  (psql; the server renders JSON)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+
+summary=()
+for variant in "table" "query"; do
+  if [ "$variant" = table ]; then what="table=$schema.t"; else what="query=select * from $schema.t"; fi
+  run "$faucet" "$url" "$what" "$work/out.jsonl" "$work/state" 10000
+  got=$(wc -l < "$work/out.jsonl")
+  rps=$(python3 -c "print(round($rows / $secs))")
+  printf '%-16s %9d %12s %8s %7.1f MiB\n' "faucet $variant" "$got" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+  [ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got rows, expected $rows" >&2; exit 1; }
+  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
+  summary+=("faucet ($variant) / floor = ${ratio}x rows/s, peak RSS $((rss_kb / 1024)) MiB")
+done
+head -c 300 "$work/out.jsonl"; echo
+echo
+for line in "${summary[@]}"; do echo "$line"; done
+echo "targets: ratio >= 0.8, faucet peak RSS < 64 MiB (batch size 10,000)"
