@@ -329,3 +329,44 @@ async fn case_17_truncates_keep_their_place_and_the_slot_advances() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(changes(&fx, &source).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_partitioned_table_reports_changes_under_its_own_name() {
+    let fx = Fixture::new("part").await;
+    fx.sql(
+        "CREATE TABLE {s}.m (id int, region text, PRIMARY KEY (id, region)) PARTITION BY LIST (region);
+         CREATE TABLE {s}.m_eu PARTITION OF {s}.m FOR VALUES IN ('eu');
+         CREATE TABLE {s}.m_us PARTITION OF {s}.m FOR VALUES IN ('us');",
+    )
+    .await;
+    let source = fx.source(&["m"]);
+    prime(&fx, &source).await;
+    fx.sql("INSERT INTO {s}.m VALUES (1, 'eu'), (2, 'us')")
+        .await;
+    let recs = changes(&fx, &source).await;
+    let got: Vec<String> = recs.iter().map(shape).collect();
+    let m = fx.table("m");
+    assert_eq!(
+        got,
+        vec![
+            format!(
+                r#"{{"op":"c","table":"{m}","before":null,"after":{{"id":1,"region":"eu"}},"unchanged_toast":[]}}"#
+            ),
+            format!(
+                r#"{{"op":"c","table":"{m}","before":null,"after":{{"id":2,"region":"us"}},"unchanged_toast":[]}}"#
+            ),
+        ]
+    );
+
+    // A publication that publishes the partitions under their own names is refused, with
+    // the fix.
+    fx.sql("ALTER PUBLICATION {p} SET (publish_via_partition_root = false)")
+        .await;
+    let e = faucet_core::Source::check(&source)
+        .await
+        .expect_err("via root off");
+    assert!(
+        e.to_string().contains("publish_via_partition_root = true"),
+        "{e}"
+    );
+}

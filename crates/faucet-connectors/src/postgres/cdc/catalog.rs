@@ -144,6 +144,7 @@ async fn check_publication(
     want: &Wanted<'_>,
     create: bool,
 ) -> Result<(), FaucetError> {
+    let mut partitioned: Vec<&TableName> = Vec::new();
     for table in want.tables {
         let kind: Option<String> = sqlx::query_scalar(
             "SELECT c.relkind::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
@@ -155,7 +156,8 @@ async fn check_publication(
         .await
         .map_err(|e| query_failed("looking up a table", e))?;
         match kind.as_deref() {
-            Some("r" | "p") => {}
+            Some("r") => {}
+            Some("p") => partitioned.push(table),
             Some(other) => {
                 return Err(failed(format!(
                     "`{}` is not a table (relkind `{other}`): only tables can be published; fix `tables`",
@@ -172,18 +174,26 @@ async fn check_publication(
             }
         }
     }
-    let flags: Option<(bool, bool, bool, bool)> = sqlx::query_as(
-        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate FROM pg_publication WHERE pubname = $1",
+    let flags: Option<(bool, bool, bool, bool, bool)> = sqlx::query_as(
+        "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot FROM pg_publication \
+         WHERE pubname = $1",
     )
     .bind(want.publication)
     .fetch_optional(&mut *conn)
     .await
     .map_err(|e| query_failed("looking up the publication", e))?;
-    let Some((insert, update, delete, truncate)) = flags else {
+    let Some((insert, update, delete, truncate, via_root)) = flags else {
+        // Changes of a partitioned table are published under its own name only with
+        // publish_via_partition_root; otherwise they carry the partitions' names.
         let statement = format!(
-            "CREATE PUBLICATION {} FOR TABLE {}",
+            "CREATE PUBLICATION {} FOR TABLE {}{}",
             quote_ident(want.publication),
-            table_list(want.tables)
+            table_list(want.tables),
+            if partitioned.is_empty() {
+                ""
+            } else {
+                " WITH (publish_via_partition_root = true)"
+            }
         );
         if !want.create_publication {
             return Err(failed(format!(
@@ -197,6 +207,16 @@ async fn check_publication(
         }
         return Ok(());
     };
+    if let Some(table) = partitioned.first().filter(|_| !via_root) {
+        return Err(failed(format!(
+            "`{}` is partitioned, and publication `{}` publishes its changes under the \
+             partitions' names: run `ALTER PUBLICATION {} SET (publish_via_partition_root = \
+             true)`",
+            table.qualified(),
+            want.publication,
+            quote_ident(want.publication)
+        )));
+    }
     let missing_ops: Vec<&str> = [
         (insert, "insert"),
         (update, "update"),
