@@ -4,7 +4,6 @@
 #[cfg(feature = "files")]
 mod files_csv;
 #[cfg(feature = "files")]
-mod files_crash;
 #[cfg(feature = "files")]
 mod files_csv_resume;
 #[cfg(feature = "files")]
