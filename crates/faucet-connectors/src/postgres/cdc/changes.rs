@@ -130,7 +130,16 @@ impl ChangeDecoder {
         };
         let included = self.wanted.contains(&table);
         if let Some(previous) = self.relations.get(&oid).filter(|r| r.included) {
-            report_shape_change(&previous.table, &previous.columns, &columns);
+            if included {
+                report_shape_change(&previous.table, &previous.columns, &columns);
+            } else {
+                tracing::warn!(
+                    table = %previous.table,
+                    now = %table.qualified(),
+                    "a table in `tables` was renamed or moved mid-stream; its changes are no \
+                     longer read (add the new name to `tables`)"
+                );
+            }
         }
         let full = Arc::new(Schema::new(
             columns
