@@ -480,3 +480,44 @@ async fn tables_are_checked_and_created_on_request() {
     );
     db.drop().await;
 }
+
+/// A lost session is never papered over by a retry: the page fails with a write error, the
+/// writer refuses further pages (the run loop re-delivers from the last durable bookmark),
+/// and nothing of the failed page is in the table.
+#[tokio::test]
+async fn a_lost_session_fails_the_page_without_a_retry() {
+    let mut db = TestDb::new("s_lost").await;
+    db.exec("CREATE TABLE t (id bigint PRIMARY KEY, v text)")
+        .await;
+    let table = db.table("t");
+    // The sink's session is named in the URL, so the test can end exactly that one.
+    let name = format!("faucet_lost_{}", std::process::id());
+    let sep = if pg_url().contains('?') { '&' } else { '?' };
+    let url = format!("{}{sep}application_name={name}", pg_url());
+    let sink =
+        PostgresSink::new(PostgresSinkConfig::new(url, &table).upsert(["id"])).expect("config");
+    let mut w = sink.open().await.expect("open");
+    let page = |ids: &[i64]| {
+        plain_page(
+            &[("id", DataType::Int), ("v", DataType::Text)],
+            ids.iter()
+                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}"))])
+                .collect(),
+            json!(ids[0]),
+        )
+    };
+    write_all(w.as_mut(), &[page(&[1, 2])]).await;
+    db.exec(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"
+    ))
+    .await;
+    let err = w.write(&page(&[3, 4])).await.expect_err("session is gone");
+    assert!(matches!(err, FaucetError::Write { .. }), "{err}");
+    let again = w.write(&page(&[5])).await.expect_err("no further pages");
+    assert!(again.to_string().contains("unusable"), "{again}");
+    assert_eq!(
+        table_text(&format!("SELECT id FROM {table} ORDER BY id")).await,
+        "1\n2\n"
+    );
+    db.drop().await;
+}

@@ -20,7 +20,8 @@ pub(crate) const CONNECTOR: &str = "postgres";
 pub(crate) const MAX_IDENT_BYTES: usize = 63;
 
 /// Parses `url` (`postgres://user:password@host:port/database?...`) without ever putting it
-/// in an error message.
+/// in an error message. Sessions are named `faucet` (`application_name`) unless the URL sets
+/// `?application_name=...`.
 ///
 /// # Errors
 /// [`FaucetError::Config`] at `field` when the URL cannot be parsed; the message says what
@@ -37,7 +38,17 @@ pub(crate) fn parse_url(url: &SecretString, field: &str) -> Result<PgConnectOpti
         ));
     }
     PgConnectOptions::from_str(text)
-        .map(|o| o.disable_statement_logging())
+        .map(|o| {
+            // Sessions show up as `faucet` in pg_stat_activity unless the URL names them
+            // (`?application_name=...`).
+            let named = o.get_application_name().is_some();
+            let o = o.disable_statement_logging();
+            if named {
+                o
+            } else {
+                o.application_name("faucet")
+            }
+        })
         .map_err(|e| {
             // sqlx's parse errors describe the part at fault, never echoing the password;
             // still, only the error kind is shown.
@@ -200,13 +211,18 @@ pub(crate) fn db_error(e: &sqlx::Error) -> Option<&PgDatabaseError> {
     }
 }
 
-/// Whether `e` means the session is gone (I/O, protocol, closed pool): the outcome of a
-/// statement in flight is then unknown.
+/// Whether `e` means the session is gone (I/O, protocol, or the server ending it: SQLSTATE
+/// class 08 connection exception, 57P01..57P03 shutdown), so the outcome of a statement in
+/// flight is unknown and the session must not be used again.
 pub(crate) fn is_connection_lost(e: &sqlx::Error) -> bool {
-    matches!(
-        e,
-        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_)
-    )
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Database(_) => db_error(e).is_some_and(|d| {
+            let code = d.code();
+            code.starts_with("08") || code.starts_with("57P")
+        }),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
