@@ -3,9 +3,12 @@
 
 mod bad_input;
 mod crash_files;
+#[cfg(all(feature = "state-postgres", feature = "state-redis"))]
+mod doctor_backends;
 mod examples;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;
+mod lost_state;
 #[cfg(feature = "postgres")]
 mod postgres_cdc_crash;
 #[cfg(feature = "postgres")]

@@ -221,9 +221,15 @@ fn memory_state_forgets_and_quiet_prints_nothing() {
     run.expect_code(0);
     assert_eq!(run.stdout, "");
     let run = dir.faucet(&["run", "m.yaml", "-q"]);
-    run.expect_code(0);
-    // Memory state forgets: the second run appends the same rows again (at-least-once).
-    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3, 1, 2, 3]);
+    // Memory state forgets; the output already holds the rows, so the second run refuses to
+    // append them again (case 13, S1) instead of silently doubling them.
+    run.expect_code(1);
+    assert!(
+        run.stderr.contains("no bookmark under state key `m`"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
     assert!(
         !dir.join(".faucet").exists(),
         "memory state writes no files"
@@ -238,11 +244,13 @@ fn log_level_comes_from_the_flag_or_faucet_log() {
     let quiet = dir.faucet(&["run", "p.yaml"]);
     quiet.expect_code(0);
     assert_eq!(quiet.stderr, "");
+    std::fs::remove_file(dir.join("out/data.jsonl")).expect("fresh output");
     let chatty = dir.faucet(&["--log-level", "info", "run", "p.yaml"]);
     chatty.expect_code(0);
     assert!(chatty.stderr.contains("INFO"), "{}", chatty.stderr);
     assert!(chatty.stderr.contains("starting run"), "{}", chatty.stderr);
     assert!(chatty.stderr.contains("state_key=p"), "{}", chatty.stderr);
+    std::fs::remove_file(dir.join("out/data.jsonl")).expect("fresh output");
     let chatty = dir.faucet_env(&["run", "p.yaml"], &[("FAUCET_LOG", "info")]);
     chatty.expect_code(0);
     assert!(chatty.stderr.contains("run finished"), "{}", chatty.stderr);

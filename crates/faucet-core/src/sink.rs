@@ -87,6 +87,18 @@ pub trait SinkWriter: Send {
         ))
     }
 
+    /// Whether the target already holds data (`Some(true)`), is empty (`Some(false)`), or
+    /// the sink cannot tell (`None`, the default). The run loop asks before a run that has no
+    /// bookmark and never started: an append-only target that already holds data then means
+    /// the bookmark was lost, and delivering the whole source again would double it
+    /// (`shared/cases/13-state-missing-or-torn.md`, S1).
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] when the target cannot be inspected.
+    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
+        Ok(None)
+    }
+
     /// The token last committed under `scope`, if any.
     ///
     /// # Errors

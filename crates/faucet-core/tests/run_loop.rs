@@ -261,3 +261,38 @@ async fn a_second_runner_of_the_same_key_is_refused_with_the_holder_named() {
     state.release_lease(&lease).await.expect("release");
     assert_eq!(waiting.await.expect("join").expect("run"), 3);
 }
+
+#[tokio::test]
+async fn a_lost_bookmark_over_an_append_target_is_refused_but_a_keyed_one_absorbs_it() {
+    let source = VecSource::sequence(6);
+    for (sink, refused) in [(MemorySink::new(), true), (MemorySink::keyed("id"), false)] {
+        Pipeline::new(&source, &sink)
+            .with_options(opts(4))
+            .run()
+            .await
+            .expect("first run");
+        // A fresh memory store: the bookmark is gone, the target still holds the rows.
+        let second = Pipeline::new(&source, &sink)
+            .with_options(opts(4))
+            .run()
+            .await;
+        match (refused, second) {
+            (true, Err(FaucetError::State { message, .. })) => {
+                assert!(
+                    message.contains("no bookmark under state key `t::run`"),
+                    "{message}"
+                );
+                assert_eq!(sink.rows().len(), 6, "nothing appended");
+            }
+            (false, Ok(summary)) => {
+                assert_eq!(summary.records_out, 6);
+                assert_eq!(
+                    sink.rows(),
+                    source.expected(),
+                    "the replay overwrote itself"
+                );
+            }
+            (_, other) => panic!("unexpected outcome: {other:?}"),
+        }
+    }
+}

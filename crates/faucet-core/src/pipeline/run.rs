@@ -49,7 +49,10 @@ async fn run_leased(
     started: Instant,
 ) -> Result<RunSummary, FaucetError> {
     let key = p.options.state_key.as_str();
+    // `null` under the key marks a run that started but persisted no page yet.
     let stored = p.state.get(key).await?;
+    let started_before = stored.is_some();
+    let stored = stored.filter(|b| !b.is_null());
     let mut writer = p.sink.open().await?;
     let atomic =
         guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
@@ -59,6 +62,12 @@ async fn run_leased(
         None
     };
     let (from, re_anchored) = resume_point(stored, token.as_ref());
+    if from.is_none() && !started_before && guarantee == DeliveryGuarantee::AtLeastOnce {
+        refuse_lost_bookmark(p, writer.as_mut(), key).await?;
+    }
+    if !started_before {
+        lease.put(key, &Bookmark::Null).await?;
+    }
     if re_anchored {
         tracing::warn!(
             key,
@@ -169,6 +178,29 @@ async fn persist_bookmark(
 ) -> Result<(), FaucetError> {
     lease.put(key, bookmark).await?;
     fault::point(fault::AFTER_STATE_PUT);
+    Ok(())
+}
+
+/// A first run (no bookmark, never started) into an append-only target that already holds
+/// data: the bookmark was lost (deleted, a new machine, a renamed pipeline). Delivering the
+/// whole source again would silently double the target, so refuse, naming the key.
+async fn refuse_lost_bookmark(
+    p: &Pipeline<'_>,
+    writer: &mut (dyn SinkWriter + '_),
+    key: &str,
+) -> Result<(), FaucetError> {
+    if writer.holds_data().await? == Some(true) {
+        return Err(FaucetError::State {
+            store: p.state.name().to_owned(),
+            message: format!(
+                "no bookmark under state key `{key}`, but the `{}` sink already holds data: \
+                 delivering the whole source again would duplicate it. Restore the state \
+                 entry, or empty the target to start over on purpose",
+                p.sink.connector()
+            ),
+            source: None,
+        });
+    }
     Ok(())
 }
 

@@ -345,6 +345,9 @@ where
     const CHECK: &str = "cancellation_flushes";
     let before = read_back().await.len();
     let state = Arc::new(crate::state::MemoryStateStore::new());
+    // The target may already hold other checks' rows: mark the key as a run that started
+    // (no bookmark yet), so the lost-bookmark guard does not refuse the append.
+    io(CHECK, state.put("conformance-cancel", &Json::Null).await)?;
     let options = RunStreamOptions {
         batch_size,
         state_key: "conformance-cancel".into(),

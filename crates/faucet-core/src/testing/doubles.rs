@@ -377,6 +377,10 @@ impl SinkWriter for MemoryWriter<'_> {
     ) -> Result<Option<CommitToken>, FaucetError> {
         Ok(lock(&self.sink.log).tokens.get(scope).cloned())
     }
+
+    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
+        Ok(Some(!lock(&self.sink.log).durable.is_empty()))
+    }
 }
 
 /// A [`MemoryStateStore`] that can be declared durable (so atomic watermark is allowed in

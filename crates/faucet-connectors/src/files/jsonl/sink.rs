@@ -410,6 +410,18 @@ impl SinkWriter for JsonlWriter {
         Ok(())
     }
 
+    /// Whether the output file already holds a line (after any torn-tail repair).
+    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
+        let len = self.file.metadata().map(|m| m.len()).map_err(|e| {
+            FaucetError::write(
+                CONNECTOR,
+                format!("cannot inspect {}: {e}", self.path.display()),
+                Some(Box::new(e)),
+            )
+        })?;
+        Ok(Some(len > 0 || !self.buf.is_empty()))
+    }
+
     async fn flush(&mut self) -> Result<(), FaucetError> {
         self.check_usable()?;
         self.write_out().await?;
