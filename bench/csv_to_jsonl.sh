@@ -5,9 +5,9 @@
 #   ROWS=200000 REPEAT=1 bench/csv_to_jsonl.sh
 #
 # For each input it runs
-#   * faucet: crates/faucet-connectors/examples/csv_to_jsonl.rs — CsvSource → JsonlSink through
-#     faucet_core::Pipeline with a FileStateStore, default batch size (10,000): every page is
-#     written, fsynced, and its bookmark durably persisted (write → flush → persist);
+#   * faucet: the release `faucet run` binary on a csv → jsonl pipeline file with a file state
+#     store, default batch size (10,000): every page is written, fsynced, and its bookmark
+#     durably persisted (write → flush → persist);
 #   * the floor: bench/floor — the csv crate reading ByteRecords, the same JSON lines through a
 #     BufWriter, one fsync at the end, nothing else;
 # checks that both outputs are byte-identical, and prints rows/s (best of REPEAT runs, wall
@@ -27,9 +27,9 @@ if [ ! -x /usr/bin/time ]; then
 fi
 
 echo "==> building (release)" >&2
-cargo build --release --quiet -p faucet-connectors --example csv_to_jsonl
+cargo build --release --quiet -p faucet-cli
 cargo build --release --quiet --manifest-path bench/floor/Cargo.toml --target-dir target/bench-floor
-faucet="$repo/target/release/examples/csv_to_jsonl"
+faucet="$repo/target/release/faucet"
 floor="$repo/target/bench-floor/release/faucet-bench-floor"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-bench.XXXXXX")
@@ -76,7 +76,15 @@ for input in "${inputs[@]}"; do
   floor_rss=$rss_kb
   printf '%-14s %10s %8d %12s %8s %7.1f MiB\n' "$name" floor "$n" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
 
-  run "$faucet" "$input" "$work/out.jsonl" "$work/state"
+  cat > "$work/faucet.yaml" <<YAML
+version: 1
+name: bench
+pipeline:
+  source: { type: csv, config: { path: "$input" } }
+  sink: { type: jsonl, config: { path: "$work/out.jsonl" } }
+  state: { type: file, config: { path: "$work/state" } }
+YAML
+  run "$faucet" run --quiet "$work/faucet.yaml"
   faucet_rps=$(python3 -c "print(round($n / $secs))")
   printf '%-14s %10s %8d %12s %8s %7.1f MiB\n' "$name" faucet "$n" "$faucet_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
 
