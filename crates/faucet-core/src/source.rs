@@ -53,6 +53,15 @@ pub trait Source: Send + Sync {
     /// Whether resuming from a bookmark replays the same records.
     fn replay(&self) -> ReplayGuarantee;
 
+    /// Whether, opened without a bookmark, this source continues from a position its
+    /// upstream keeps (a replication slot's confirmed position) rather than from the very
+    /// beginning. The default is `false`. The run loop's lost-bookmark guard (a first run
+    /// into an append-only target that already holds data is refused) applies only to
+    /// sources that would start over.
+    fn resumes_without_bookmark(&self) -> bool {
+        false
+    }
+
     /// Opens a stream starting right after `from` (`None`: from the beginning).
     ///
     /// # Errors

@@ -62,7 +62,11 @@ async fn run_leased(
         None
     };
     let (from, re_anchored) = resume_point(stored, token.as_ref());
-    if from.is_none() && !started_before && guarantee == DeliveryGuarantee::AtLeastOnce {
+    if from.is_none()
+        && !started_before
+        && guarantee == DeliveryGuarantee::AtLeastOnce
+        && !p.source.resumes_without_bookmark()
+    {
         refuse_lost_bookmark(p, writer.as_mut(), key).await?;
     }
     if !started_before {

@@ -139,6 +139,13 @@ impl Source for PostgresCdcSource {
         ReplayGuarantee::Deterministic
     }
 
+    /// Without a bookmark the stream starts at the slot's confirmed position, which never
+    /// passes a durable bookmark (case 03): a lost bookmark re-delivers at most the changes
+    /// since the last acknowledgement, not the whole history.
+    fn resumes_without_bookmark(&self) -> bool {
+        true
+    }
+
     /// Prepares (slot, publication) and starts replication right after `from`.
     ///
     /// # Errors
