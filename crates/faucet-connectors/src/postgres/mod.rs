@@ -12,6 +12,7 @@ pub mod cdc;
 pub(crate) mod config;
 pub mod query;
 pub mod sink;
+pub mod snapshot;
 pub(crate) mod types;
 
 pub use query::{PostgresQueryConfig, PostgresQuerySource, ReplicationMethod};

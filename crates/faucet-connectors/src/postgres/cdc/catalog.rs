@@ -112,7 +112,7 @@ pub(crate) async fn prepare(
     })
 }
 
-async fn check_server(conn: &mut PgConnection) -> Result<(), FaucetError> {
+pub(crate) async fn check_server(conn: &mut PgConnection) -> Result<(), FaucetError> {
     let wal_level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
         .fetch_one(&mut *conn)
         .await
@@ -139,7 +139,7 @@ async fn check_server(conn: &mut PgConnection) -> Result<(), FaucetError> {
     Ok(())
 }
 
-async fn check_publication(
+pub(crate) async fn check_publication(
     conn: &mut PgConnection,
     want: &Wanted<'_>,
     create: bool,

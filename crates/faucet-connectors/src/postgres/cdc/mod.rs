@@ -63,10 +63,10 @@
 //! acknowledged position. TLS is not compiled in (as for the sqlx connections).
 
 mod bookmark;
-mod catalog;
-mod changes;
-mod client;
-mod config;
+pub(crate) mod catalog;
+pub(crate) mod changes;
+pub(crate) mod client;
+pub(crate) mod config;
 mod pgoutput;
 mod stream;
 

@@ -28,10 +28,10 @@
 //! # }
 //! ```
 
-mod config;
+pub(crate) mod config;
 mod copy_text;
-mod plan;
-mod reader;
+pub(crate) mod plan;
+pub(crate) mod reader;
 
 use std::sync::{Arc, Mutex};
 

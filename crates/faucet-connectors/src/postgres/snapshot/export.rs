@@ -1,0 +1,102 @@
+//! The slot and its exported snapshot: `CREATE_REPLICATION_SLOT <slot> LOGICAL pgoutput
+//! (SNAPSHOT 'export')` on a replication session (PostgreSQL manual, "Streaming Replication
+//! Protocol"), sent with `pgwire-replication`'s gated session, which runs commands before
+//! (and here instead of) START_REPLICATION. The snapshot stays importable while that
+//! session is open and runs no other command; [`ExportedSnapshot`] keeps it open and
+//! [`ExportedSnapshot::import`] opens ordinary sessions reading as of the consistent point.
+
+use pgwire_replication::{Lsn, ReplicationClient};
+use sqlx::{Executor as _, PgConnection};
+
+use faucet_core::FaucetError;
+use faucet_core::util::quote_ident;
+
+use super::CONNECTOR;
+use crate::postgres::cdc::client::{ConnectionParams, parse_lsn};
+
+/// A slot just created, with the snapshot exported at its consistent point.
+pub(crate) struct ExportedSnapshot {
+    /// Holds the snapshot: dropping it ends the session and the snapshot.
+    _session: ReplicationClient,
+    /// The slot's consistent point as PostgreSQL prints it (`X/X`): changes committed
+    /// after it are streamed, the ones before are in the snapshot.
+    pub(crate) consistent_point_text: String,
+    /// The snapshot's name, for `SET TRANSACTION SNAPSHOT`.
+    pub(crate) name: String,
+}
+
+fn failed(message: String, e: Option<pgwire_replication::PgWireError>) -> FaucetError {
+    FaucetError::read(
+        CONNECTOR,
+        message,
+        e.map(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+    )
+}
+
+impl ExportedSnapshot {
+    /// Creates `slot` (pgoutput, persistent) and exports its snapshot.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] when the replication session cannot be opened;
+    /// [`FaucetError::Read`] when the server refuses the slot (it exists, no free slot).
+    pub(crate) async fn create(
+        params: &ConnectionParams,
+        slot: &str,
+        publication: &str,
+    ) -> Result<Self, FaucetError> {
+        let config = params.replication_config(slot, publication, Lsn(0), Lsn(0));
+        let mut session = ReplicationClient::connect_gated(config).await.map_err(|e| {
+            FaucetError::connect(
+                CONNECTOR,
+                "cannot open a replication session to export a snapshot",
+                Some(Box::new(e)),
+            )
+        })?;
+        let sql = format!(
+            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",
+            quote_ident(slot)
+        );
+        let rows = session
+            .simple_query(&sql)
+            .await
+            .map_err(|e| failed(format!("`{sql}` failed"), Some(e)))?;
+        let text = |i: usize| -> Option<String> {
+            let v = rows.first()?.get(i)?.as_ref()?;
+            std::str::from_utf8(v).ok().map(str::to_owned)
+        };
+        let (Some(point), Some(name)) = (text(1), text(2)) else {
+            return Err(failed(
+                format!("`{sql}` returned no consistent point or snapshot name"),
+                None,
+            ));
+        };
+        parse_lsn(&point)
+            .ok_or_else(|| failed(format!("`{sql}` returned the LSN `{point}`"), None))?;
+        tracing::info!(slot, consistent_point = %point, snapshot = %name, "created the slot with an exported snapshot");
+        Ok(Self {
+            _session: session,
+            consistent_point_text: point,
+            name,
+        })
+    }
+
+    /// Makes `conn` read as of the consistent point: a read-only REPEATABLE READ transaction
+    /// importing the snapshot.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the snapshot cannot be imported.
+    pub(crate) async fn import(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {
+        let sql = format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY; SET TRANSACTION SNAPSHOT '{}'",
+            self.name.replace('\'', "''")
+        );
+        conn.execute(sql.as_str()).await.map_err(|e| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("cannot import the exported snapshot `{}`", self.name),
+                Some(Box::new(e)),
+            )
+        })?;
+        Ok(())
+    }
+}
