@@ -18,6 +18,8 @@ mod postgres_query;
 mod postgres_query_cases;
 #[cfg(feature = "postgres")]
 mod postgres_query_support;
+#[cfg(all(feature = "postgres", feature = "files"))]
+mod postgres_replicate;
 #[cfg(feature = "postgres")]
 mod postgres_sink;
 #[cfg(feature = "postgres")]

@@ -83,7 +83,10 @@ mod tests {
             table: Some("s.b".into()),
             after_key: Some(vec!["42".into()]),
         };
-        assert_eq!(SnapshotBookmark::from_json(&b.to_json()).expect("ok"), Some(b));
+        assert_eq!(
+            SnapshotBookmark::from_json(&b.to_json()).expect("ok"),
+            Some(b)
+        );
         assert_eq!(
             SnapshotBookmark::from_json(&json!({"lsn": "0/1"})).expect("ok"),
             None

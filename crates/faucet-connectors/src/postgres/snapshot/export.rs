@@ -45,13 +45,15 @@ impl ExportedSnapshot {
         publication: &str,
     ) -> Result<Self, FaucetError> {
         let config = params.replication_config(slot, publication, Lsn(0), Lsn(0));
-        let mut session = ReplicationClient::connect_gated(config).await.map_err(|e| {
-            FaucetError::connect(
-                CONNECTOR,
-                "cannot open a replication session to export a snapshot",
-                Some(Box::new(e)),
-            )
-        })?;
+        let mut session = ReplicationClient::connect_gated(config)
+            .await
+            .map_err(|e| {
+                FaucetError::connect(
+                    CONNECTOR,
+                    "cannot open a replication session to export a snapshot",
+                    Some(Box::new(e)),
+                )
+            })?;
         let sql = format!(
             "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",
             quote_ident(slot)

@@ -7,7 +7,9 @@ use async_trait::async_trait;
 use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::value::Row;
-use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value};
+use faucet_core::{
+    Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value,
+};
 
 use super::bookmark::SnapshotBookmark;
 use super::export::ExportedSnapshot;
@@ -233,7 +235,10 @@ impl PageStream for ReplicateStream<'_> {
                         .cdc
                         .open(Some(self.start.clone()), self.options.clone())
                         .await?;
-                    tracing::info!(tables = self.tables.len(), "snapshot copied; streaming changes");
+                    tracing::info!(
+                        tables = self.tables.len(),
+                        "snapshot copied; streaming changes"
+                    );
                     self.phase = Phase::Changes(stream);
                 }
             }
