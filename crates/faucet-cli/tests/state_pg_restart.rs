@@ -173,6 +173,11 @@ impl PrivateServer {
         .unwrap_or_else(|e| panic!("{e}"));
     }
 
+    /// The TCP port it listens on (127.0.0.1).
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
     /// `postgres://postgres[:password]@127.0.0.1:<port>/postgres`.
     pub(crate) fn url(&self) -> String {
         self.url_with_password(self.password.as_deref())
@@ -251,10 +256,7 @@ fn postgres_restarted_mid_run_never_leaves_the_bookmark_ahead_of_the_sink() {
         "p.yaml",
         csv_pipeline(
             key,
-            &format!(
-                "  state: {}\n  batch_size: {BATCH}\n",
-                backend.state_yaml()
-            ),
+            &format!("  state: {}\n  batch_size: {BATCH}\n", backend.state_yaml()),
         ),
     );
     let mut outcomes = Vec::new();
@@ -293,6 +295,7 @@ fn postgres_restarted_mid_run_never_leaves_the_bookmark_ahead_of_the_sink() {
                     "{doc}"
                 );
                 run.stderr_has(&["error: ", "hint: "]);
+                eprintln!("round {round} ({mode}): {}", run.stderr.trim_end());
             }
             _ => panic!("{run:?}"),
         }
@@ -302,12 +305,23 @@ fn postgres_restarted_mid_run_never_leaves_the_bookmark_ahead_of_the_sink() {
     eprintln!("restart outcomes (mode, exit code, records bookmarked): {outcomes:?}");
 
     let total = modes.len() as u64 * ROWS;
-    let rerun = dir.faucet(&["run", "p.yaml", "--wait-for-lease", "30s", "--output", "json"]);
+    let rerun = dir.faucet(&[
+        "run",
+        "p.yaml",
+        "--wait-for-lease",
+        "30s",
+        "--output",
+        "json",
+    ]);
     rerun.expect_code(0);
     assert!(rows_moved(&rerun) <= total);
     assert_eq!(assert_bookmark_not_ahead(&dir, &backend, key), total);
     let bookmark = backend.bookmark(&dir, key).expect("bookmark");
-    assert_eq!(bookmark["byte_offset"], size(&dir, "data.csv"), "{bookmark}");
+    assert_eq!(
+        bookmark["byte_offset"],
+        size(&dir, "data.csv"),
+        "{bookmark}"
+    );
     let counts = id_counts(&dir);
     let missing: Vec<u64> = (1..=total).filter(|i| !counts.contains_key(i)).collect();
     assert!(missing.is_empty(), "lost records: {missing:?}");
