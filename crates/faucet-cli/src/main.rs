@@ -81,6 +81,11 @@ enum Command {
     ///
     /// Moves no data and advances no bookmark; passwords are never printed.
     Doctor(DoctorArgs),
+    /// A consistent copy of a `postgres-cdc` source's tables (slot with an exported
+    /// snapshot, `op: r` records), then its changes from the slot's consistent point; the
+    /// same flags as `run`.
+    #[command(after_help = exit::HELP)]
+    Replicate(RunArgs),
 }
 
 /// mimalloc instead of the system allocator: a page of records is many small values made and
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Run(args) => commands::run::run(args).await.into(),
+            Command::Replicate(args) => commands::replicate::run(args).await.into(),
             Command::Validate(args) => commands::validate::run(&args).into(),
             Command::Doctor(args) => {
                 let failed = commands::doctor::run(&args).await;

@@ -2,5 +2,6 @@
 
 pub(crate) mod doctor;
 mod plan;
+pub(crate) mod replicate;
 pub(crate) mod run;
 pub(crate) mod validate;

@@ -1,0 +1,109 @@
+//! `faucet replicate [CONFIG]`: for a pipeline whose source is `postgres-cdc`, a consistent
+//! copy of the published tables (the slot created with an exported snapshot, each table read
+//! inside it as `op: r` records), then the slot's changes from its consistent point: no gap,
+//! no overlap, into any sink. The flags are `faucet run`'s; the run loop, state store and
+//! bookmarks are the same. An interrupted snapshot is refused with a typed state error (see
+//! `faucet_connectors::postgres::snapshot`).
+
+use faucet_core::delivery::Topology;
+use faucet_core::{FaucetError, Pipeline, RunStreamOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::plan;
+use super::run::RunArgs;
+use crate::config;
+use crate::exit::Exit;
+use crate::output;
+use crate::registry::SourceConfig;
+
+/// Runs the command: every selected row in order; the exit code is the first failure's.
+pub(crate) async fn run(args: RunArgs) -> Exit {
+    match replicate(&args).await {
+        Ok(()) => Exit::Success,
+        Err((context, e)) => {
+            output::print_error(&context, &e);
+            Exit::of(&e)
+        }
+    }
+}
+
+async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
+    let whole = |e| (String::new(), e);
+    let loaded = config::load(&args.config).map_err(whole)?;
+    let rows = plan::select(&loaded, args.row.as_deref()).map_err(whole)?;
+    let cancel = CancellationToken::new();
+    if let Err(e) = crate::signals::install(cancel.clone()) {
+        tracing::warn!(error = %e, "cannot install signal handlers");
+    }
+    for row in rows {
+        let context = plan::context(&loaded, &row.label);
+        let at = |e| (context.clone(), e);
+        let (key, p) = row
+            .config
+            .as_ref()
+            .map_err(|e| at(FaucetError::config("pipeline", e.to_string())))?;
+        let source = source_of(&p.source).map_err(at)?;
+        let mut built = plan::plan(row, key, p).map_err(at)?;
+        let topology = Topology {
+            source: faucet_core::Source::connector(&source),
+            replay: faucet_core::Source::replay(&source),
+            sink: built.sink.connector(),
+            sink_caps: built.sink.capabilities(),
+            state: built.state.type_name(),
+            state_durable: built.state.is_durable(),
+        };
+        built.guarantee = topology.resolve(built.delivery).map_err(FaucetError::from);
+        if let Err(e) = &built.guarantee {
+            return Err(at(FaucetError::config("pipeline.delivery", e.to_string())));
+        }
+        let store = built.state.connect().await.map_err(at)?;
+        let summary = Pipeline::from_dyn(&source, built.sink.as_ref())
+            .with_state_store(store)
+            .with_options(RunStreamOptions {
+                batch_size: built.batch_size,
+                state_key: built.state_key.clone(),
+                delivery: built.delivery,
+                cancel: cancel.clone(),
+                lease_ttl: args.lease_ttl,
+                wait_for_lease: args.wait_for_lease,
+                on_progress: None,
+            })
+            .run()
+            .await
+            .map_err(at)?;
+        if !args.quiet {
+            say!("{}", output::summary_line(&built.label, &summary));
+        }
+        if cancel.is_cancelled() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(feature = "postgres")]
+fn source_of(
+    source: &SourceConfig,
+) -> Result<faucet_connectors::postgres::snapshot::PostgresReplicateSource, FaucetError> {
+    match source {
+        SourceConfig::PostgresCdc(c) => {
+            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(c.clone())
+        }
+        other => Err(FaucetError::config(
+            "pipeline.source.type",
+            format!(
+                "`faucet replicate` needs a `postgres-cdc` source, not `{}`",
+                other.type_name()
+            ),
+        )),
+    }
+}
+
+#[cfg(not(feature = "postgres"))]
+fn source_of(source: &SourceConfig) -> Result<std::convert::Infallible, FaucetError> {
+    let _ = source;
+    Err(FaucetError::config(
+        "pipeline.source.type",
+        "postgres-cdc is not compiled into this binary; rebuild with --features postgres",
+    ))
+}
