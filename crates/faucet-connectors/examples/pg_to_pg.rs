@@ -2,7 +2,8 @@
 //! with a `postgres` sink, for `bench/pg_to_pg.sh`.
 //!
 //! Usage: `pg_to_pg URL SOURCE TARGET MODE STATE [BATCH_SIZE]`
-//! * `SOURCE`: `table=SCHEMA.TABLE` (the postgres query source, a full read) or
+//! * `SOURCE`: `table=SCHEMA.TABLE` (the postgres query source, a full read in key order),
+//!   `query=SQL` (a full read of a query) or
 //!   `csv=PATH` (a CSV with a header, as `psql \copy ... csv header` writes it: an unquoted
 //!   empty field is NULL; `id` read as an integer, the rest as text, which PostgreSQL
 //!   converts on input);
@@ -28,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [url, source, target, mode, state, rest @ ..] = args.as_slice() else {
         eprintln!(
-            "usage: pg_to_pg URL (table=T | csv=PATH) TARGET (append | upsert=KEY) (memory | STATE_DIR) [BATCH_SIZE]"
+            "usage: pg_to_pg URL (table=T | query=SQL | csv=PATH) TARGET (append | upsert=KEY) (memory | STATE_DIR) [BATCH_SIZE]"
         );
         std::process::exit(2);
     };
@@ -41,6 +42,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             url.as_str(),
             t,
         ))?),
+        Some(("query", q)) => {
+            let mut config = PostgresQueryConfig::for_table(url.as_str(), "");
+            config.table = None;
+            config.query = Some(q.to_owned());
+            Box::new(PostgresQuerySource::new(config)?)
+        }
         Some(("csv", path)) => {
             let mut config = CsvSourceConfig::new(path);
             // `psql \copy ... csv` writes NULL as an unquoted empty field.
@@ -48,7 +55,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             config.columns = Some(Columns::new([("id".to_owned(), ColumnType::Int)]));
             Box::new(CsvSource::new(config)?)
         }
-        _ => return Err(format!("expected table=... or csv=..., got `{source}`").into()),
+        _ => {
+            return Err(format!("expected table=..., query=... or csv=..., got `{source}`").into());
+        }
     };
     let mut config = PostgresSinkConfig::new(url.as_str(), target.as_str());
     if let Some(("upsert", key)) = mode.split_once('=') {

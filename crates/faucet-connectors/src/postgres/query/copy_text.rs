@@ -7,57 +7,6 @@
 
 use std::borrow::Cow;
 
-/// Splits a buffer of COPY text data into complete lines, keeping an incomplete tail for
-/// the next chunk. Chunks usually hold one row each (the server sends one `CopyData`
-/// message per row), so the common case borrows the chunk without copying.
-#[derive(Debug, Default)]
-pub(crate) struct LineSplitter {
-    carry: Vec<u8>,
-}
-
-impl LineSplitter {
-    /// Feeds `chunk`; calls `on_line` with every complete line (without its `\n`).
-    ///
-    /// # Errors
-    /// Whatever `on_line` returns first; the remaining lines are not visited.
-    pub(crate) fn feed<E>(
-        &mut self,
-        chunk: &[u8],
-        mut on_line: impl FnMut(&[u8]) -> Result<(), E>,
-    ) -> Result<(), E> {
-        let mut rest = chunk;
-        if !self.carry.is_empty() {
-            match memchr(b'\n', rest) {
-                Some(i) => {
-                    self.carry.extend_from_slice(&rest[..i]);
-                    let line = std::mem::take(&mut self.carry);
-                    on_line(&line)?;
-                    rest = &rest[i + 1..];
-                }
-                None => {
-                    self.carry.extend_from_slice(rest);
-                    return Ok(());
-                }
-            }
-        }
-        while let Some(i) = memchr(b'\n', rest) {
-            on_line(&rest[..i])?;
-            rest = &rest[i + 1..];
-        }
-        self.carry.extend_from_slice(rest);
-        Ok(())
-    }
-
-    /// Whether an incomplete line is left over (at the end of the data: a truncated stream).
-    pub(crate) fn has_partial_line(&self) -> bool {
-        !self.carry.is_empty()
-    }
-}
-
-fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
-}
-
 /// One column of a line: `None` for `\N` (NULL), else the unescaped bytes.
 pub(crate) fn fields(line: &[u8]) -> impl Iterator<Item = Option<Cow<'_, [u8]>>> {
     line.split(|&b| b == b'\t').map(|raw| {
@@ -144,30 +93,5 @@ mod tests {
         );
         // `\\N` is the two characters `\N`, not NULL.
         assert_eq!(cols(b"\\\\N"), vec![Some(b"\\N".to_vec())]);
-    }
-
-    #[test]
-    fn lines_across_chunks() {
-        let mut s = LineSplitter::default();
-        let mut got: Vec<Vec<u8>> = Vec::new();
-        for chunk in [&b"a\tb\nc"[..], b"d\te", b"f\n", b"g\nh\n"] {
-            s.feed(chunk, |l| {
-                got.push(l.to_vec());
-                Ok::<(), ()>(())
-            })
-            .expect("ok");
-        }
-        assert_eq!(
-            got,
-            vec![
-                b"a\tb".to_vec(),
-                b"cd\tef".to_vec(),
-                b"g".to_vec(),
-                b"h".to_vec()
-            ]
-        );
-        assert!(!s.has_partial_line());
-        s.feed(b"tail", |_| Ok::<(), ()>(())).expect("ok");
-        assert!(s.has_partial_line());
     }
 }

@@ -4,7 +4,8 @@
 //! * One `COPY (SELECT ...) TO STDOUT` per run, in text format: the fastest way out of
 //!   PostgreSQL, one snapshot for the whole read, and every value in its text output form,
 //!   decoded by the one mapping of [`crate::postgres::types`] (DESIGN.md's value table).
-//!   Memory stays bounded by the page size (see `reader`).
+//!   Memory stays bounded by the page size: one decoded page at a time, plus a small raw
+//!   prefetch (see `reader`).
 //! * `incremental`: `WHERE (k1, k2) > ('v1'::t1, 'v2'::t2) ORDER BY k1, k2` — the whole key
 //!   tuple is compared, so rows tying on the first column are neither skipped nor repeated
 //!   (case 11); every page's bookmark holds the last key tuple, so a crash mid-table resumes
@@ -28,6 +29,7 @@
 //! # }
 //! ```
 
+mod assemble;
 pub(crate) mod config;
 mod copy_text;
 pub(crate) mod plan;

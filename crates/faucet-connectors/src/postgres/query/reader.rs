@@ -1,23 +1,15 @@
-//! The read itself: a background task owns the session, streams `COPY (SELECT ...) TO
-//! STDOUT` in text format, decodes every value with [`decode_text`], cuts pages of at most
-//! `batch_size` rows and hands them over a channel of one page. Memory is bounded by two
-//! pages: the task reserves the channel's slot (the consumer has taken the previous page)
-//! before it builds the next one, so one page is being written while the next is built; when
-//! the consumer is slower, the task stops reading the socket and the server waits (TCP
-//! back-pressure).
+//! The read itself: a background task owns the session and streams `COPY (SELECT ...) TO
+//! STDOUT` in text format, handing over the raw rows in chunks of about [`CHUNK_BYTES`]
+//! (whole lines only) through a channel of [`PREFETCH_CHUNKS`]; [`QueryStream::next_page`]
+//! decodes them with the [`Assembler`] into pages.
 //!
-//! Bookmarks: a page is only handed over once the row after it has arrived (or the read
-//! ended), so its bookmark can say whether the key group of its last row is complete:
-//! * a unique ordering key (primary key, or a replication key containing a unique index):
-//!   the page's last key tuple;
-//! * a key not known unique: the last key tuple whose group is known complete (the next
-//!   row has a greater key), so a resumed read never skips the rest of a tie group; it may
-//!   deliver that group's rows again (at-least-once, absorbed by an upsert sink);
-//! * the last page of a finished read: [`Plan::bookmark_done`].
-//!
-//! When the read is cancelled, the rows in hand go out as a last page (its bookmark as
-//! above, treating the group of the last row as incomplete) and the stream ends.
+//! Memory: the raw prefetch is bounded in bytes (a few hundred KiB, however wide the rows or
+//! large the page), and decoded values exist for one page at a time — the run loop drops a
+//! page before it asks for the next one, and the next one is decoded then. The server keeps
+//! streaming into the prefetch while a page is being written; when the prefetch is full the
+//! task stops reading the socket and the server waits (TCP back-pressure).
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -27,30 +19,41 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, PageStream, Value};
+use faucet_core::{FaucetError, Page, PageStream};
 
-use super::config::ReplicationMethod;
-use super::copy_text::{LineSplitter, fields};
+use super::assemble::Assembler;
 use super::plan::{Plan, Start};
 use crate::postgres::config::CONNECTOR;
-use crate::postgres::types::decode_text;
+
+/// Raw rows are handed over in chunks of at least this many bytes (whole lines).
+const CHUNK_BYTES: usize = 128 * 1024;
+/// Chunks buffered between the socket and the decoder.
+const PREFETCH_CHUNKS: usize = 4;
 
 /// What the task sends.
 enum Message {
-    Page(Page),
-    /// The read finished (or was cancelled) normally; no more pages.
+    /// Whole COPY text lines, each ending in `\n`.
+    Rows(Vec<u8>),
+    /// The COPY finished; no more rows.
     End,
     Failed(FaucetError),
 }
 
-/// The [`PageStream`] of a query read: receives pages from the reader task.
-pub(crate) struct QueryStream {
+/// The [`PageStream`] of a query read (boxed: small wherever it is held).
+pub(crate) struct QueryStream(Box<State>);
+
+struct State {
     rx: mpsc::Receiver<Message>,
     task: JoinHandle<()>,
+    assembler: Assembler,
+    /// Pages decoded and not yet handed over (more than one only when a chunk holds more
+    /// than a page of rows, i.e. with small pages).
+    ready: VecDeque<Page>,
+    cancel: CancellationToken,
     ended: bool,
 }
 
-impl Drop for QueryStream {
+impl Drop for State {
     fn drop(&mut self) {
         // Dropping the task drops its session: the server ends the COPY.
         self.task.abort();
@@ -60,26 +63,57 @@ impl Drop for QueryStream {
 #[async_trait]
 impl PageStream for QueryStream {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        if self.ended {
-            return Ok(None);
-        }
-        match self.rx.recv().await {
-            Some(Message::Page(p)) => Ok(Some(p)),
-            Some(Message::End) => {
-                self.ended = true;
-                Ok(None)
+        self.0.next_page().await
+    }
+}
+
+impl State {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        loop {
+            if let Some(page) = self.ready.pop_front() {
+                return Ok(Some(page));
             }
-            Some(Message::Failed(e)) => {
-                self.ended = true;
-                Err(e)
+            if self.ended {
+                return Ok(None);
             }
-            None => {
+            if self.cancel.is_cancelled() {
+                // Hand over the rows in hand, then end.
                 self.ended = true;
-                Err(FaucetError::read(
-                    CONNECTOR,
-                    "the reader task stopped without finishing the read",
-                    None,
-                ))
+                self.task.abort();
+                return Ok(self.assembler.finish_cancelled());
+            }
+            let message = tokio::select! {
+                biased;
+                () = self.cancel.cancelled() => continue,
+                m = self.rx.recv() => m,
+            };
+            match message {
+                Some(Message::Rows(chunk)) => {
+                    for line in chunk.split_inclusive(|&b| b == b'\n') {
+                        let line = line.strip_suffix(b"\n").unwrap_or(line);
+                        if let Some(page) = self.assembler.push_line(line)? {
+                            self.ready.push_back(page);
+                        }
+                    }
+                }
+                Some(Message::End) => {
+                    self.ended = true;
+                    if let Some(page) = self.assembler.finish() {
+                        self.ready.push_back(page);
+                    }
+                }
+                Some(Message::Failed(e)) => {
+                    self.ended = true;
+                    return Err(e);
+                }
+                None => {
+                    self.ended = true;
+                    return Err(FaucetError::read(
+                        CONNECTOR,
+                        "the reader task stopped without finishing the read",
+                        None,
+                    ));
+                }
             }
         }
     }
@@ -93,75 +127,46 @@ pub(crate) fn spawn(
     batch_size: usize,
     cancel: CancellationToken,
 ) -> QueryStream {
-    let (tx, rx) = mpsc::channel(1);
+    let (tx, rx) = mpsc::channel(PREFETCH_CHUNKS);
+    let sql = plan.copy_sql(&start);
+    let label = plan.label.clone();
+    let task_cancel = cancel.clone();
     let task = tokio::spawn(async move {
-        let outcome = read(conn, &plan, start, batch_size, &cancel, &tx).await;
-        let last = match outcome {
+        let last = match pump(conn, &sql, &label, &task_cancel, &tx).await {
             Ok(()) => Message::End,
             Err(e) => Message::Failed(e),
         };
         // The consumer may be gone (it dropped the stream): nothing to tell.
         let _ = tx.send(last).await;
     });
-    QueryStream {
+    QueryStream(Box::new(State {
         rx,
         task,
+        assembler: Assembler::new(plan, batch_size, start),
+        ready: VecDeque::new(),
+        cancel,
         ended: false,
-    }
+    }))
 }
 
-async fn read(
+/// Streams the COPY into the channel in chunks of whole lines.
+async fn pump(
     mut conn: PgConnection,
-    plan: &Plan,
-    start: Start,
-    batch_size: usize,
+    sql: &str,
+    label: &str,
     cancel: &CancellationToken,
     tx: &mpsc::Sender<Message>,
 ) -> Result<(), FaucetError> {
-    let sql = plan.copy_sql(&start);
-    tracing::debug!(source = CONNECTOR, target = %plan.label, %sql, "reading");
-    let mut assembler = Assembler::new(plan, batch_size, start);
-    let mut copy = conn.copy_out_raw(&sql).await.map_err(|e| {
-        FaucetError::read(
-            CONNECTOR,
-            format!("cannot read {}", plan.label),
-            Some(Box::new(e)),
-        )
+    tracing::debug!(source = CONNECTOR, target = %label, %sql, "reading");
+    let mut copy = conn.copy_out_raw(sql).await.map_err(|e| {
+        FaucetError::read(CONNECTOR, format!("cannot read {label}"), Some(Box::new(e)))
     })?;
-    let mut splitter = LineSplitter::default();
-    let mut ready: Vec<Page> = Vec::new();
-    // A slot in the channel is reserved *before* the next page is built: the consumer has
-    // taken the previous page, so at most two pages exist (one being written, one being
-    // built or waiting), and the socket is not read while the consumer is behind.
-    let mut permit = None;
+    let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES * 2);
+    let mut bytes_read: u64 = 0;
     loop {
-        if permit.is_none() {
-            permit = tokio::select! {
-                biased;
-                () = cancel.cancelled() => {
-                    if let Some(page) = assembler.finish_cancelled() {
-                        let _ = tx.send(Message::Page(page)).await;
-                    }
-                    return Ok(());
-                }
-                reserved = tx.reserve() => match reserved {
-                    Ok(p) => Some(p),
-                    // The consumer dropped the stream: nothing more to do.
-                    Err(_) => return Ok(()),
-                },
-            };
-        }
         let chunk = tokio::select! {
             biased;
-            () = cancel.cancelled() => {
-                if let Some(page) = assembler.finish_cancelled() {
-                    match permit.take() {
-                        Some(p) => p.send(Message::Page(page)),
-                        None => { let _ = tx.send(Message::Page(page)).await; }
-                    }
-                }
-                return Ok(());
-            }
+            () = cancel.cancelled() => return Ok(()),
             chunk = copy.next() => chunk,
         };
         let bytes = match chunk {
@@ -170,197 +175,37 @@ async fn read(
             Some(Err(e)) => {
                 return Err(FaucetError::read(
                     CONNECTOR,
-                    format!(
-                        "reading {} failed after {} rows",
-                        plan.label, assembler.rows_read
-                    ),
+                    format!("reading {label} failed after {bytes_read} bytes"),
                     Some(Box::new(e)),
                 ));
             }
         };
-        splitter.feed(&bytes, |line| {
-            if let Some(page) = assembler.push_line(line)? {
-                ready.push(page);
-            }
-            Ok::<(), FaucetError>(())
-        })?;
-        for page in ready.drain(..) {
-            let slot = match permit.take() {
-                Some(p) => p,
-                None => match tx.reserve().await {
-                    Ok(p) => p,
-                    Err(_) => return Ok(()),
-                },
+        bytes_read += bytes.len() as u64;
+        buf.extend_from_slice(&bytes);
+        if buf.len() >= CHUNK_BYTES {
+            // Hand over every whole line; keep a partial last line for the next chunk.
+            let Some(last_newline) = buf.iter().rposition(|&b| b == b'\n') else {
+                continue;
             };
-            slot.send(Message::Page(page));
+            let rest = buf.split_off(last_newline + 1);
+            let full = std::mem::replace(&mut buf, rest);
+            buf.reserve(CHUNK_BYTES * 2);
+            if tx.send(Message::Rows(full)).await.is_err() {
+                return Ok(());
+            }
         }
     }
-    if splitter.has_partial_line() {
-        return Err(FaucetError::read(
-            CONNECTOR,
-            format!(
-                "the COPY stream of {} ended inside a row (after {} rows)",
-                plan.label, assembler.rows_read
-            ),
-            None,
-        ));
-    }
-    if let Some(page) = assembler.finish() {
-        match permit.take() {
-            Some(p) => p.send(Message::Page(page)),
-            None => {
-                let _ = tx.send(Message::Page(page)).await;
-            }
+    if !buf.is_empty() {
+        if buf.last() != Some(&b'\n') {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                format!("the COPY stream of {label} ended inside a row (after {bytes_read} bytes)"),
+                None,
+            ));
+        }
+        if tx.send(Message::Rows(buf)).await.is_err() {
+            return Ok(());
         }
     }
     Ok(())
-}
-
-/// Cuts decoded rows into pages and works out each page's bookmark.
-struct Assembler<'a> {
-    plan: &'a Plan,
-    batch_size: usize,
-    builder: PageBuilder,
-    row: Vec<Value>,
-    /// For each column, its position in the ordering key.
-    key_pos: Vec<Option<usize>>,
-    /// The key tuple of the row being decoded.
-    key: Vec<Option<String>>,
-    /// Rows read so far in this run (for error locations).
-    rows_read: u64,
-    /// The key tuple of the last row pushed.
-    last_key: Option<Vec<String>>,
-    /// For a key not known unique: the last key tuple whose group is complete.
-    last_complete: Option<Vec<String>>,
-}
-
-impl<'a> Assembler<'a> {
-    fn new(plan: &'a Plan, batch_size: usize, start: Start) -> Self {
-        let start_key = match start {
-            Start::After(values) => Some(values),
-            Start::Beginning => None,
-        };
-        let mut key_pos = vec![None; plan.columns.len()];
-        let key_len = plan.order.as_ref().map_or(0, |o| {
-            for (k, &i) in o.indexes.iter().enumerate() {
-                key_pos[i] = Some(k);
-            }
-            o.indexes.len()
-        });
-        Self {
-            plan,
-            batch_size,
-            builder: PageBuilder::new(plan.schema.clone(), batch_size),
-            row: Vec::with_capacity(plan.columns.len()),
-            key_pos,
-            key: vec![None; key_len],
-            rows_read: 0,
-            last_key: None,
-            last_complete: start_key,
-        }
-    }
-
-    fn unique(&self) -> bool {
-        self.plan.order.as_ref().is_some_and(|o| o.unique)
-    }
-
-    /// Decodes one COPY line; returns the previous page when this row starts a new one.
-    fn push_line(&mut self, line: &[u8]) -> Result<Option<Page>, FaucetError> {
-        self.rows_read += 1;
-        let columns = &self.plan.columns;
-        self.row.clear();
-        self.key.iter_mut().for_each(|k| *k = None);
-        for (i, field) in fields(line).enumerate() {
-            let Some(column) = columns.get(i) else {
-                return Err(self.data_error(None, "more columns than described".into()));
-            };
-            let value = match field {
-                None => Value::Null,
-                Some(bytes) => {
-                    let text = std::str::from_utf8(&bytes)
-                        .map_err(|e| self.data_error(Some(&column.name), e.to_string()))?;
-                    if let Some(k) = self.key_pos[i] {
-                        self.key[k] = Some(text.to_owned());
-                    }
-                    decode_text(column.decode_oid, text)
-                        .map_err(|m| self.data_error(Some(&column.name), m))?
-                }
-            };
-            self.row.push(value);
-        }
-        if self.row.len() != columns.len() {
-            return Err(self.data_error(
-                None,
-                format!("{} columns, expected {}", self.row.len(), columns.len()),
-            ));
-        }
-        let key = self.current_key();
-        let mut page = None;
-        if self.builder.len() >= self.batch_size {
-            let next_differs = key.is_some() && key != self.last_key;
-            let bookmark = self.bookmark_mid_read(next_differs);
-            page = Some(self.take_page(bookmark));
-        }
-        self.builder.push_row(self.row.drain(..));
-        if key != self.last_key {
-            self.last_complete = std::mem::replace(&mut self.last_key, key);
-        }
-        Ok(page)
-    }
-
-    /// The key tuple of the row just decoded, as PostgreSQL's text (the COPY field
-    /// unescaped): exactly what is bound back when resuming. `None` without an ordering key
-    /// or when a key column is NULL.
-    fn current_key(&mut self) -> Option<Vec<String>> {
-        if self.key.is_empty() {
-            return None;
-        }
-        self.key.iter_mut().map(Option::take).collect()
-    }
-
-    /// The bookmark of a page cut mid-read; `next_differs`: the row after it has another key.
-    fn bookmark_mid_read(&self, next_differs: bool) -> Option<Bookmark> {
-        let key = if self.unique() || next_differs {
-            self.last_key.as_ref()
-        } else {
-            self.last_complete.as_ref()
-        };
-        key.and_then(|k| self.plan.bookmark_after(k))
-    }
-
-    fn take_page(&mut self, bookmark: Option<Bookmark>) -> Page {
-        let builder = std::mem::replace(
-            &mut self.builder,
-            PageBuilder::new(self.plan.schema.clone(), self.batch_size),
-        );
-        builder.finish(bookmark)
-    }
-
-    /// The last page of a finished read: the rows in hand with [`Plan::bookmark_done`]; for
-    /// a full read also an empty page, to mark the read done. An incremental read that found
-    /// nothing new hands over nothing (the stored bookmark stays).
-    fn finish(&mut self) -> Option<Page> {
-        if self.builder.is_empty() && self.plan.method == ReplicationMethod::Incremental {
-            return None;
-        }
-        let bookmark = self.plan.bookmark_done(self.last_key.as_deref());
-        Some(self.take_page(bookmark))
-    }
-
-    /// The rows in hand when the read is cancelled.
-    fn finish_cancelled(&mut self) -> Option<Page> {
-        if self.builder.is_empty() {
-            return None;
-        }
-        let bookmark = self.bookmark_mid_read(false);
-        Some(self.take_page(bookmark))
-    }
-
-    fn data_error(&self, column: Option<&str>, message: String) -> FaucetError {
-        let location = match column {
-            Some(c) => format!("{} row {}, column {c}", self.plan.label, self.rows_read),
-            None => format!("{} row {}", self.plan.label, self.rows_read),
-        };
-        FaucetError::data(CONNECTOR, location, message)
-    }
 }
