@@ -17,7 +17,7 @@ use super::table::{STAGE, TargetTable};
 use crate::postgres::config::{CONNECTOR, TableName, db_error, is_connection_lost};
 
 /// COPY data is sent in chunks of about this many bytes.
-const CHUNK_BYTES: usize = 1 << 20;
+const CHUNK_BYTES: usize = 256 * 1024;
 
 /// What a page write needs to know.
 pub(crate) struct Target<'a> {
@@ -124,31 +124,39 @@ fn column_list<'n>(names: impl IntoIterator<Item = &'n str>) -> String {
         .join(", ")
 }
 
-/// Streams `lines` (already COPY text) into `COPY <into> (<cols>) FROM STDIN`.
-async fn copy_in(
+/// Encodes `rows` and streams them into `COPY <into> (<cols>) FROM STDIN`, a chunk of about
+/// [`CHUNK_BYTES`] at a time, so the server parses one chunk while the next is encoded.
+async fn copy_in<'v, R, I>(
     conn: &mut PgConnection,
     into: &str,
     cols: &str,
-    data: &[u8],
-) -> Result<u64, sqlx::Error> {
+    rows: R,
+    bufs: &mut Buffers,
+) -> Result<u64, sqlx::Error>
+where
+    R: Iterator<Item = I> + Send,
+    I: Iterator<Item = &'v Value> + Send,
+{
     let mut copy = conn
         .copy_in_raw(&format!("COPY {into} ({cols}) FROM STDIN"))
         .await?;
-    let mut start = 0;
-    while start < data.len() {
-        let mut end = (start + CHUNK_BYTES).min(data.len());
-        // Cut at a row end so a chunk never splits a character.
-        if end < data.len() {
-            end = data[end..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(data.len(), |i| end + i + 1);
+    bufs.data.clear();
+    for row in rows {
+        encode_row(&mut bufs.data, &mut bufs.scratch, row);
+        if bufs.data.len() >= CHUNK_BYTES {
+            if let Err(e) = copy.send(bufs.data.as_slice()).await {
+                let _ = copy.abort("faucet: send failed").await;
+                return Err(e);
+            }
+            bufs.data.clear();
         }
-        if let Err(e) = copy.send(&data[start..end]).await {
+    }
+    if !bufs.data.is_empty() {
+        if let Err(e) = copy.send(bufs.data.as_slice()).await {
             let _ = copy.abort("faucet: send failed").await;
             return Err(e);
         }
-        start = end;
+        bufs.data.clear();
     }
     copy.finish().await
 }
@@ -171,15 +179,12 @@ pub(crate) async fn append(
         .map(|f| f.name.as_str())
         .collect();
     check_columns(names.iter().copied(), target)?;
-    bufs.data.clear();
-    for row in page.rows() {
-        encode_row(&mut bufs.data, &mut bufs.scratch, row.values().iter());
-    }
     copy_in(
         conn,
         &target.name.quoted(),
         &column_list(names.iter().copied()),
-        &bufs.data,
+        page.rows().map(|r| r.values().iter()),
+        bufs,
     )
     .await
     .map_err(|e| classify(e, "COPY", target.name, None))?;
@@ -222,17 +227,19 @@ pub(crate) async fn upsert(
             .map_err(|e| classify(e, "TRUNCATE", target.name, None))?;
     }
     // Deletes: stage the keys, one DELETE ... USING.
-    let mut rows = Vec::new();
-    bufs.data.clear();
-    for slot in &collapsed.slots {
-        if let Slot::Delete { key, row } = slot {
-            encode_row(&mut bufs.data, &mut bufs.scratch, key.iter().copied());
-            rows.push(*row);
-        }
-    }
-    if !rows.is_empty() {
+    let deletes: Vec<(&[&Value], usize)> = collapsed
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Delete { key, row } => Some((key.as_slice(), *row)),
+            Slot::Upsert { .. } => None,
+        })
+        .collect();
+    if !deletes.is_empty() {
         check_columns(target.key.iter().map(String::as_str), target)?;
-        stage(conn, target, &key_cols, &bufs.data, &rows).await?;
+        let rows: Vec<usize> = deletes.iter().map(|(_, r)| *r).collect();
+        let keys = deletes.iter().map(|(k, _)| k.iter().copied());
+        stage(conn, target, &key_cols, keys, &rows, bufs).await?;
         let on: Vec<String> = target
             .key
             .iter()
@@ -258,23 +265,23 @@ pub(crate) async fn upsert(
     }
     for names in &layouts {
         check_columns(names.iter().copied(), target)?;
-        bufs.data.clear();
-        rows.clear();
-        for slot in &collapsed.slots {
-            if let Slot::Upsert { columns, row } = slot
-                && columns.len() == names.len()
-                && columns.iter().zip(names).all(|((n, _), m)| n == m)
-            {
-                encode_row(
-                    &mut bufs.data,
-                    &mut bufs.scratch,
-                    columns.iter().map(|(_, v)| *v),
-                );
-                rows.push(*row);
-            }
-        }
+        let group: Vec<(&[(&str, &Value)], usize)> = collapsed
+            .slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Upsert { columns, row }
+                    if columns.len() == names.len()
+                        && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
+                {
+                    Some((columns.as_slice(), *row))
+                }
+                _ => None,
+            })
+            .collect();
+        let rows: Vec<usize> = group.iter().map(|(_, r)| *r).collect();
         let cols = column_list(names.iter().copied());
-        stage(conn, target, &cols, &bufs.data, &rows).await?;
+        let values = group.iter().map(|(c, _)| c.iter().map(|(_, v)| *v));
+        stage(conn, target, &cols, values, &rows, bufs).await?;
         let covers_table = target
             .table
             .columns
@@ -355,18 +362,24 @@ fn upsert_statements(
     out
 }
 
-/// Empties the staging table and COPYs `data` into its `cols`.
-async fn stage(
+/// Empties the staging table and COPYs `values` (one iterator per row) into its `cols`;
+/// `rows` maps each staged row to its page row, for error messages.
+async fn stage<'v, R, I>(
     conn: &mut PgConnection,
     target: &Target<'_>,
     cols: &str,
-    data: &[u8],
+    values: R,
     rows: &[usize],
-) -> Result<(), FaucetError> {
+    bufs: &mut Buffers,
+) -> Result<(), FaucetError>
+where
+    R: Iterator<Item = I> + Send,
+    I: Iterator<Item = &'v Value> + Send,
+{
     conn.execute(format!("TRUNCATE {STAGE}").as_str())
         .await
         .map_err(|e| classify(e, "TRUNCATE staging", target.name, None))?;
-    copy_in(conn, STAGE, cols, data)
+    copy_in(conn, STAGE, cols, values, bufs)
         .await
         .map_err(|e| classify(e, "COPY", target.name, Some(rows)))?;
     Ok(())
