@@ -1,13 +1,14 @@
 //! The read itself: a background task owns the session and streams `COPY (SELECT ...) TO
-//! STDOUT` in text format, handing over the raw rows in chunks of about [`CHUNK_BYTES`]
-//! (whole lines only) through a channel of [`PREFETCH_CHUNKS`]; [`QueryStream::next_page`]
-//! decodes them with the [`Assembler`] into pages.
+//! STDOUT` in text format, handing over the raw rows in chunks of whole lines (at most
+//! [`CHUNK_BYTES`] or `batch_size` rows each); [`QueryStream::next_page`] decodes them with
+//! the [`Assembler`] into pages.
 //!
-//! Memory: the raw prefetch is bounded in bytes (a few hundred KiB, however wide the rows or
-//! large the page), and decoded values exist for one page at a time — the run loop drops a
-//! page before it asks for the next one, and the next one is decoded then. The server keeps
-//! streaming into the prefetch while a page is being written; when the prefetch is full the
-//! task stops reading the socket and the server waits (TCP back-pressure).
+//! Memory: decoded values exist for one page at a time — the run loop drops a page before it
+//! asks for the next one, and the next one is decoded then; the raw prefetch holds at most
+//! `batch_size` rows of COPY text (a semaphore of `batch_size` permits, one per row, released
+//! when a chunk is decoded), so the server streams the next page while this one is being
+//! written. When the prefetch is full the task stops reading the socket and the server waits
+//! (TCP back-pressure).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -15,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use futures_util::StreamExt as _;
 use sqlx::postgres::PgConnection;
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -25,15 +26,13 @@ use super::assemble::Assembler;
 use super::plan::{Plan, Start};
 use crate::postgres::config::CONNECTOR;
 
-/// Raw rows are handed over in chunks of at least this many bytes (whole lines).
+/// Raw rows are handed over in chunks of about this many bytes (whole lines).
 const CHUNK_BYTES: usize = 128 * 1024;
-/// Chunks buffered between the socket and the decoder.
-const PREFETCH_CHUNKS: usize = 4;
 
 /// What the task sends.
 enum Message {
-    /// Whole COPY text lines, each ending in `\n`.
-    Rows(Vec<u8>),
+    /// Whole COPY text lines, each ending in `\n`, and the prefetch permits of their rows.
+    Rows(Vec<u8>, OwnedSemaphorePermit),
     /// The COPY finished; no more rows.
     End,
     Failed(FaucetError),
@@ -88,13 +87,14 @@ impl State {
                 m = self.rx.recv() => m,
             };
             match message {
-                Some(Message::Rows(chunk)) => {
+                Some(Message::Rows(chunk, permit)) => {
                     for line in chunk.split_inclusive(|&b| b == b'\n') {
                         let line = line.strip_suffix(b"\n").unwrap_or(line);
                         if let Some(page) = self.assembler.push_line(line)? {
                             self.ready.push_back(page);
                         }
                     }
+                    drop(permit);
                 }
                 Some(Message::End) => {
                     self.ended = true;
@@ -127,12 +127,17 @@ pub(crate) fn spawn(
     batch_size: usize,
     cancel: CancellationToken,
 ) -> QueryStream {
-    let (tx, rx) = mpsc::channel(PREFETCH_CHUNKS);
+    let batch_size = batch_size.max(1);
+    // Every chunk holds at most `batch_size` rows, so the channel never needs more slots
+    // than the semaphore lets through.
+    let (tx, rx) = mpsc::channel(batch_size.min(1024));
+    let prefetch = Arc::new(Semaphore::new(batch_size));
     let sql = plan.copy_sql(&start);
     let label = plan.label.clone();
     let task_cancel = cancel.clone();
     let task = tokio::spawn(async move {
-        let last = match pump(conn, &sql, &label, &task_cancel, &tx).await {
+        let outcome = pump(conn, &sql, &label, &task_cancel, &tx, prefetch, batch_size).await;
+        let last = match outcome {
             Ok(()) => Message::End,
             Err(e) => Message::Failed(e),
         };
@@ -149,19 +154,23 @@ pub(crate) fn spawn(
     }))
 }
 
-/// Streams the COPY into the channel in chunks of whole lines.
+/// Streams the COPY into the channel in chunks of whole lines, holding a prefetch permit per
+/// row.
 async fn pump(
     mut conn: PgConnection,
     sql: &str,
     label: &str,
     cancel: &CancellationToken,
     tx: &mpsc::Sender<Message>,
+    prefetch: Arc<Semaphore>,
+    batch_size: usize,
 ) -> Result<(), FaucetError> {
     tracing::debug!(source = CONNECTOR, target = %label, %sql, "reading");
     let mut copy = conn.copy_out_raw(sql).await.map_err(|e| {
         FaucetError::read(CONNECTOR, format!("cannot read {label}"), Some(Box::new(e)))
     })?;
     let mut buf: Vec<u8> = Vec::with_capacity(CHUNK_BYTES * 2);
+    let mut rows_in_buf = 0usize;
     let mut bytes_read: u64 = 0;
     loop {
         let chunk = tokio::select! {
@@ -181,8 +190,9 @@ async fn pump(
             }
         };
         bytes_read += bytes.len() as u64;
+        rows_in_buf += bytes.iter().filter(|&&b| b == b'\n').count();
         buf.extend_from_slice(&bytes);
-        if buf.len() >= CHUNK_BYTES {
+        if buf.len() >= CHUNK_BYTES || rows_in_buf >= batch_size {
             // Hand over every whole line; keep a partial last line for the next chunk.
             let Some(last_newline) = buf.iter().rposition(|&b| b == b'\n') else {
                 continue;
@@ -190,7 +200,8 @@ async fn pump(
             let rest = buf.split_off(last_newline + 1);
             let full = std::mem::replace(&mut buf, rest);
             buf.reserve(CHUNK_BYTES * 2);
-            if tx.send(Message::Rows(full)).await.is_err() {
+            let rows = std::mem::take(&mut rows_in_buf);
+            if !send(tx, &prefetch, full, rows, batch_size, cancel).await {
                 return Ok(());
             }
         }
@@ -203,9 +214,31 @@ async fn pump(
                 None,
             ));
         }
-        if tx.send(Message::Rows(buf)).await.is_err() {
+        if !send(tx, &prefetch, buf, rows_in_buf, batch_size, cancel).await {
             return Ok(());
         }
     }
     Ok(())
+}
+
+/// Waits for prefetch room for `rows` rows (at most `batch_size`), then sends the chunk.
+/// Returns false when the consumer is gone or the read was cancelled.
+async fn send(
+    tx: &mpsc::Sender<Message>,
+    prefetch: &Arc<Semaphore>,
+    chunk: Vec<u8>,
+    rows: usize,
+    batch_size: usize,
+    cancel: &CancellationToken,
+) -> bool {
+    let wanted = u32::try_from(rows.clamp(1, batch_size)).unwrap_or(u32::MAX);
+    let permit = tokio::select! {
+        biased;
+        () = cancel.cancelled() => return false,
+        p = prefetch.clone().acquire_many_owned(wanted) => match p {
+            Ok(p) => p,
+            Err(_) => return false,
+        },
+    };
+    tx.send(Message::Rows(chunk, permit)).await.is_ok()
 }
