@@ -75,7 +75,11 @@ impl PostgresQuerySource {
         config.validate()?;
         let options = parse_url(&config.connection_url, "source.config.connection_url")?;
         let target = config.target()?;
-        let warnings = Mutex::new(config.warnings());
+        let warnings = config.warnings();
+        for w in &warnings {
+            tracing::warn!(source = CONNECTOR, "{w}");
+        }
+        let warnings = Mutex::new(warnings);
         Ok(Self {
             config,
             options,
