@@ -65,7 +65,7 @@ impl PrivateRedis {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
-    /// Kills the server and waits until its port refuses connections.
+    /// Kills the server (SIGKILL) and reaps it: its port refuses connections from then on.
     fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();

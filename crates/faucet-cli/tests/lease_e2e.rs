@@ -338,6 +338,17 @@ pub(crate) fn id_counts(dir: &Dir) -> std::collections::BTreeMap<u64, u64> {
     counts
 }
 
+/// The `records` of a stored csv bookmark: 0 when there is none yet, or only the `null` a run
+/// stores under its key when it starts.
+pub(crate) fn records_of(bookmark: Option<serde_json::Value>) -> u64 {
+    match bookmark {
+        None | Some(serde_json::Value::Null) => 0,
+        Some(b) => b["records"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("a csv bookmark without records: {b}")),
+    }
+}
+
 /// The `rows` of a `--output json` run.
 pub(crate) fn rows_moved(run: &Run) -> u64 {
     run.json()["runs"][0]["rows"]
@@ -394,7 +405,6 @@ fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
         "since {since:?} is not the holder's start"
     );
     assert!(took < Duration::from_secs(10), "refused after {took:?}");
-    assert!(holder.running(), "the holder finished while it was refused");
 
     // B: a run with --wait-for-lease waits for the holder, then finds nothing left.
     let mut waiter = Spawned::start(
@@ -414,10 +424,6 @@ fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
     waiter.wait_until("the waiter waiting", |w| {
         w.stderr().contains("waiting for the lease")
     });
-    assert!(
-        holder.running(),
-        "the holder finished before the waiter asked; grow the input"
-    );
     let waiting = waiter.stderr();
     assert!(
         waiting.contains(&format!("pid {} on host {host}", holder.pid)),
@@ -431,11 +437,14 @@ fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
     assert_eq!(rows_moved(&second), 0, "{}", second.stdout);
     assert_eq!(ids(&dir.jsonl(OUT)), (1..=rows).collect::<Vec<_>>());
 
-    // C: a holder stopped by SIGTERM hands over; the waiter moves exactly the rest.
+    // C: a holder stopped by SIGTERM hands over; the waiter moves exactly the rest. The
+    // holder is paused (SIGSTOP, far within its 30 s lease) while the waiter starts waiting,
+    // so the SIGTERM surely reaches it mid-input, however fast this machine is.
     dir.append("data.csv", &numbered_csv(rows + 1, rows, false));
     let done = size(&dir, OUT);
     let mut holder = Spawned::start(&dir, "holder2", &["run", "p.yaml", "--output", "json"]);
     holder.wait_until("its first page", |_| size(&dir, OUT) > done);
+    holder.signal("-STOP");
     let mut waiter = Spawned::start(
         &dir,
         "waiter2",
@@ -453,8 +462,8 @@ fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
     waiter.wait_until("the waiter waiting", |w| {
         w.stderr().contains("waiting for the lease")
     });
-    assert!(holder.running(), "the holder finished; grow the input");
     holder.signal("-TERM");
+    holder.signal("-CONT");
     let first = holder.wait(Duration::from_secs(60));
     first.expect_code(0);
     assert_eq!(first.json()["cancelled"], true, "{}", first.stdout);
@@ -513,9 +522,7 @@ fn stalled_holder_loses_the_lease(name: &str, backend: &Backend) {
     holder.signal("-STOP");
     // A statement it sent just before stopping still completes on the server.
     std::thread::sleep(Duration::from_millis(300));
-    let paused_at = backend
-        .bookmark(&dir, name)
-        .map_or(0, |b| b["records"].as_u64().expect("records"));
+    let paused_at = records_of(backend.bookmark(&dir, name));
 
     let taker = dir.faucet(&[
         "run",
@@ -552,10 +559,12 @@ fn stalled_holder_loses_the_lease(name: &str, backend: &Backend) {
     let missing: Vec<u64> = (1..=ROWS).filter(|i| !counts.contains_key(i)).collect();
     assert!(missing.is_empty(), "missing records: {missing:?}");
     assert_eq!(counts.len() as u64, ROWS, "ids outside the input");
-    // At-least-once: the page the holder had written but not bookmarked when it stopped, and
-    // the page it wrote after SIGCONT before its bookmark was refused.
+    // At-least-once, one page at most: either the holder stopped between writing a page and
+    // persisting its bookmark (the taker writes that page again; the holder's bookmark is
+    // refused after SIGCONT), or after persisting it (the holder writes one more page after
+    // SIGCONT, then its bookmark is refused).
     let doubled: u64 = counts.values().map(|c| c - 1).sum();
-    assert!(doubled <= 2 * BATCH, "{doubled} records doubled");
+    assert!(doubled <= BATCH, "{doubled} records doubled");
 }
 
 #[test]
