@@ -507,9 +507,10 @@ fn redis_state_one_runner_per_key_and_wait_for_lease() {
     backend.reset();
 }
 
-/// Point 2 for stores whose leases expire: a holder stopped past its ttl loses the key to a
-/// second run and, resumed, cannot write its bookmark.
-fn stalled_holder_loses_the_lease(name: &str, backend: &Backend) {
+/// Point 2 for stores whose leases expire: a holder stopped past its ttl (once its output
+/// passed `stop_after` bytes) loses the key to a second run and, resumed, cannot write its
+/// bookmark.
+fn stalled_holder_loses_the_lease(name: &str, backend: &Backend, stop_after: u64) {
     const ROWS: u64 = 4_000;
     let dir = pipeline_dir(name, backend, ROWS, BATCH);
     let csv_len = size(&dir, "data.csv");
@@ -518,7 +519,7 @@ fn stalled_holder_loses_the_lease(name: &str, backend: &Backend) {
         "holder",
         &["run", "p.yaml", "--lease-ttl", "2s", "--output", "json"],
     );
-    holder.wait_until("its first page", |_| size(&dir, OUT) > 0);
+    holder.wait_until("its output to grow", |_| size(&dir, OUT) > stop_after);
     holder.signal("-STOP");
     // A statement it sent just before stopping still completes on the server.
     std::thread::sleep(Duration::from_millis(300));
@@ -567,17 +568,30 @@ fn stalled_holder_loses_the_lease(name: &str, backend: &Backend) {
     assert!(doubled <= BATCH, "{doubled} records doubled");
 }
 
+/// One stall per backend; `FAUCET_SOAK=1`: ten, each stopped at a different instant.
+fn stall_rounds() -> u64 {
+    if std::env::var_os("FAUCET_SOAK").is_some() {
+        10
+    } else {
+        1
+    }
+}
+
 #[test]
 fn postgres_state_a_stalled_holder_cannot_write_its_bookmark() {
     let backend = Backend::postgres("faucet_e2e_stall");
-    stalled_holder_loses_the_lease("stall_pg", &backend);
+    for round in 0..stall_rounds() {
+        stalled_holder_loses_the_lease(&format!("stall_pg{round}"), &backend, round * 5_000);
+    }
     backend.reset();
 }
 
 #[test]
 fn redis_state_a_stalled_holder_cannot_write_its_bookmark() {
     let backend = Backend::redis("faucet-e2e:stall:");
-    stalled_holder_loses_the_lease("stall_redis", &backend);
+    for round in 0..stall_rounds() {
+        stalled_holder_loses_the_lease(&format!("stall_redis{round}"), &backend, round * 5_000);
+    }
     backend.reset();
 }
 
