@@ -296,3 +296,53 @@ async fn a_lost_bookmark_over_an_append_target_is_refused_but_a_keyed_one_absorb
         }
     }
 }
+
+/// A store whose first `fail` puts fail with a retryable connection error.
+struct FlakyStore {
+    inner: MemoryStateStore,
+    fail: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl StateStore for FlakyStore {
+    fn name(&self) -> &str {
+        "flaky"
+    }
+    async fn get(&self, key: &str) -> Result<Option<serde_json::Value>, FaucetError> {
+        self.inner.get(key).await
+    }
+    async fn put(&self, key: &str, value: &serde_json::Value) -> Result<(), FaucetError> {
+        let left = self.fail.load(std::sync::atomic::Ordering::SeqCst);
+        if left > 0 && !value.is_null() {
+            self.fail
+                .store(left - 1, std::sync::atomic::Ordering::SeqCst);
+            return Err(FaucetError::connect("flaky", "connection reset", None));
+        }
+        self.inner.put(key, value).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), FaucetError> {
+        self.inner.delete(key).await
+    }
+}
+
+#[tokio::test]
+async fn a_restarting_state_store_is_retried_and_the_run_completes() {
+    let source = VecSource::sequence(9);
+    let sink = MemorySink::new();
+    let state = Arc::new(FlakyStore {
+        inner: MemoryStateStore::new(),
+        fail: 3.into(),
+    });
+    let summary = Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(4))
+        .run()
+        .await
+        .expect("retried through three failures");
+    assert_eq!(summary.records_out, 9);
+    assert_eq!(sink.rows(), source.expected());
+    assert_eq!(
+        state.get("t::run").await.expect("get"),
+        Some(json!({"offset": 9}))
+    );
+}

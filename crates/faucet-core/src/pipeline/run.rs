@@ -175,12 +175,33 @@ async fn write_page(state: &mut Loop<'_>, key: &str, page: &Page) -> Result<(), 
     Ok(())
 }
 
+/// How often a retryable state-store failure (a dropped connection, a restarting server) is
+/// retried before the run fails, and the first pause; the pause doubles each time
+/// (0.2 + 0.4 + 0.8 + 1.6 + 3.2 s ≈ 6 s in all).
+const STATE_RETRIES: u32 = 5;
+const STATE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Persists the bookmark. A `put` is idempotent, so a retryable failure is retried with
+/// backoff: the page is already in the sink, and failing here would only re-deliver it.
 async fn persist_bookmark(
     lease: &LeaseGuard,
     key: &str,
     bookmark: &Bookmark,
 ) -> Result<(), FaucetError> {
-    lease.put(key, bookmark).await?;
+    let mut pause = STATE_RETRY_PAUSE;
+    let mut attempt = 0;
+    loop {
+        match lease.put(key, bookmark).await {
+            Ok(()) => break,
+            Err(e) if e.is_retryable() && attempt < STATE_RETRIES => {
+                attempt += 1;
+                tracing::warn!(key, error = %e, attempt, "persisting the bookmark failed; retrying");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+            }
+            Err(e) => return Err(e),
+        }
+    }
     fault::point(fault::AFTER_STATE_PUT);
     Ok(())
 }
