@@ -196,7 +196,7 @@ fn typed_page(bookmark: serde_json::Value) -> faucet_core::Page {
         Value::Float(1e300),
         Value::Text(String::new()),
         Value::Bytes(Vec::new()),
-        Value::Json(json!(null)),
+        Value::json(json!(null)),
         Value::TimestampTz("infinity".into()),
         Value::Null,
         Value::Float(f64::NEG_INFINITY),

@@ -13,6 +13,18 @@ mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
 #[cfg(feature = "postgres")]
+mod postgres_cdc;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_ack;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_decoding;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_errors;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_paging;
+#[cfg(feature = "postgres")]
+mod postgres_cdc_values;
+#[cfg(feature = "postgres")]
 mod postgres_query;
 #[cfg(feature = "postgres")]
 mod postgres_query_cases;
@@ -22,19 +34,7 @@ mod postgres_query_support;
 mod postgres_replicate;
 #[cfg(feature = "postgres")]
 mod postgres_sink;
-#[cfg(feature = "postgres")]
-mod postgres_sink_support;
-#[cfg(feature = "postgres")]
-mod postgres_cdc;
-#[cfg(feature = "postgres")]
-mod postgres_cdc_decoding;
-#[cfg(feature = "postgres")]
-mod postgres_cdc_values;
 #[cfg(all(feature = "postgres", feature = "files"))]
 mod postgres_sink_pipeline;
 #[cfg(feature = "postgres")]
-mod postgres_cdc_ack;
-#[cfg(feature = "postgres")]
-mod postgres_cdc_errors;
-#[cfg(feature = "postgres")]
-mod postgres_cdc_paging;
+mod postgres_sink_support;

@@ -454,7 +454,7 @@ async fn tables_are_checked_and_created_on_request() {
             Value::numeric("1.10").expect("n"),
             Value::TimestampTz("2024-02-29T12:45:00.5Z".into()),
             Value::Array(vec![Value::Text("a,b".into()), Value::Null]),
-            Value::Json(json!({"n": 12345678901234567890u64})),
+            Value::json(json!({"n": 12345678901234567890u64})),
             Value::Bytes(vec![0xde, 0xad]),
             Value::Bool(true),
         ]],

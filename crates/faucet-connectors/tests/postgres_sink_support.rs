@@ -6,7 +6,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use faucet_connectors::postgres::{PostgresSink, PostgresSinkConfig};
-use faucet_core::value::Row;
 use faucet_core::{DataType, Field, Page, PageBuilder, Schema, SinkWriter, Value};
 use serde_json::Value as Json;
 
@@ -32,10 +31,7 @@ pub(crate) fn row(cols: &[(&str, Value)]) -> Value {
             .map(|(n, v)| Field::new(*n, v.data_type()))
             .collect(),
     ));
-    Value::Row(Row {
-        schema,
-        values: cols.iter().map(|(_, v)| v.clone()).collect(),
-    })
+    Value::row(schema, cols.iter().map(|(_, v)| v.clone()).collect())
 }
 
 /// One change record.

@@ -803,7 +803,7 @@ mod tests {
         assert_eq!(
             decode_text(3807, r#"{"{\"a\": 1}",null}"#),
             Ok(arr(vec![
-                Value::Json(serde_json::json!({"a": 1})),
+                Value::json(serde_json::json!({"a": 1})),
                 Value::Null
             ]))
         );

@@ -29,8 +29,9 @@ pub enum Value {
     Text(String),
     /// bytea; JSON base64.
     Bytes(Vec<u8>),
-    /// json, jsonb: the JSON value itself.
-    Json(serde_json::Value),
+    /// json, jsonb: the JSON value itself (boxed: it is large and rare, and every other
+    /// value pays for the largest variant's size).
+    Json(Box<serde_json::Value>),
     /// date: `2024-02-29`, `infinity`, `-infinity`.
     Date(String),
     /// timestamp without time zone: `2024-02-29T13:45:00.123456`.
@@ -45,8 +46,9 @@ pub enum Value {
     Interval(String),
     /// An array; elements follow the same rules. Multi-dimensional arrays nest.
     Array(Vec<Value>),
-    /// A nested row with its own schema (a change record's `before` / `after`).
-    Row(Row),
+    /// A nested row with its own schema (a change record's `before` / `after`), boxed like
+    /// [`Value::Json`].
+    Row(Box<Row>),
 }
 
 /// A nested row: a schema and one value per field, in the schema's order.
@@ -70,6 +72,16 @@ impl Value {
         } else {
             Err(text.to_owned())
         }
+    }
+
+    /// A json value.
+    pub fn json(value: serde_json::Value) -> Self {
+        Self::Json(Box::new(value))
+    }
+
+    /// A nested row.
+    pub fn row(schema: Arc<Schema>, values: Vec<Value>) -> Self {
+        Self::Row(Box::new(Row { schema, values }))
     }
 
     /// The value's type, for a sink that creates columns.
@@ -240,6 +252,16 @@ impl Schema {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_value_stays_small() {
+        // A page holds batch_size × fields values: their size is the page's memory.
+        assert!(
+            std::mem::size_of::<Value>() <= 32,
+            "{}",
+            std::mem::size_of::<Value>()
+        );
+    }
 
     #[test]
     fn numeric_accepts_decimal_text_and_specials_only() {

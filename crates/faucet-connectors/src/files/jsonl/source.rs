@@ -359,11 +359,11 @@ fn to_value(v: serde_json::Value) -> Value {
             _ => {
                 let text = n.to_string();
                 // serde_json only accepts JSON numbers, which `Value::numeric` accepts too.
-                Value::numeric(&text).unwrap_or_else(|_| Value::Json(serde_json::Value::Number(n)))
+                Value::numeric(&text).unwrap_or_else(|_| Value::json(serde_json::Value::Number(n)))
             }
         },
         serde_json::Value::String(s) => Value::Text(s),
-        v @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)) => Value::Json(v),
+        v @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)) => Value::json(v),
     }
 }
 

@@ -28,7 +28,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use faucet_core::value::Row;
 use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 
 use super::CONNECTOR;
@@ -360,7 +359,7 @@ fn row(
         values.push(value);
     }
     let schema = rel.schema_of(&kept);
-    Ok(Value::Row(Row { schema, values }))
+    Ok(Value::row(schema, values))
 }
 
 /// The `after` row and the names of the unchanged TOASTed columns left out of it. A `u`
@@ -397,7 +396,7 @@ fn new_row(
         values.push(value);
     }
     let schema = rel.schema_of(&kept);
-    Ok((Value::Row(Row { schema, values }), unchanged))
+    Ok((Value::row(schema, values), unchanged))
 }
 
 fn binary_datum(rel: &Relation, i: usize) -> FaucetError {

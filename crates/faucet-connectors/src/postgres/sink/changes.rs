@@ -301,10 +301,7 @@ mod tests {
                 .map(|(n, v)| Field::new(*n, v.data_type()))
                 .collect(),
         ));
-        Value::Row(Row {
-            schema,
-            values: cols.iter().map(|(_, v)| v.clone()).collect(),
-        })
+        Value::row(schema, cols.iter().map(|(_, v)| v.clone()).collect())
     }
 
     fn change(op: &str, before: Value, after: Value, unchanged: &[&str]) -> Vec<Value> {

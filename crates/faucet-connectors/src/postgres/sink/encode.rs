@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(copy(&Value::Bytes(vec![0xde, 0xad, 0x5c])), "\\\\xdead5c");
         assert_eq!(copy(&Value::Bytes(vec![])), "\\\\x");
         assert_eq!(
-            copy(&Value::Json(serde_json::json!({"a": "x\ny"}))),
+            copy(&Value::json(serde_json::json!({"a": "x\ny"}))),
             "{\"a\":\"x\\\\ny\"}"
         );
         assert_eq!(copy(&Value::Date("infinity".into())), "infinity");

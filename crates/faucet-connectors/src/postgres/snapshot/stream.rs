@@ -6,7 +6,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use sqlx::postgres::PgConnectOptions;
 
-use faucet_core::value::Row;
 use faucet_core::{
     Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value,
 };
@@ -107,10 +106,7 @@ impl<'a> ReplicateStream<'a> {
                 Value::Text(self.position.slot_lsn.clone()),
                 Value::Null,
                 Value::Null,
-                Value::Row(Row {
-                    schema: Arc::clone(&row_schema),
-                    values: row.values().to_vec(),
-                }),
+                Value::row(Arc::clone(&row_schema), row.values().to_vec()),
                 Value::Array(Vec::new()),
             ]);
         }
