@@ -6,7 +6,7 @@
 //! `faucet_connectors::postgres::snapshot`).
 
 use faucet_core::delivery::Topology;
-use faucet_core::{FaucetError, Pipeline, RunStreamOptions};
+use faucet_core::{FaucetError, Pipeline, RunStreamOptions, Source};
 use tokio_util::sync::CancellationToken;
 
 use super::plan;
@@ -45,19 +45,19 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
         let source = source_of(&p.source).map_err(at)?;
         let mut built = plan::plan(row, key, p).map_err(at)?;
         let topology = Topology {
-            source: faucet_core::Source::connector(&source),
-            replay: faucet_core::Source::replay(&source),
+            source: source.connector(),
+            replay: source.replay(),
             sink: built.sink.connector(),
             sink_caps: built.sink.capabilities(),
             state: built.state.type_name(),
             state_durable: built.state.is_durable(),
         };
-        built.guarantee = topology.resolve(built.delivery).map_err(FaucetError::from);
-        if let Err(e) = &built.guarantee {
-            return Err(at(FaucetError::config("pipeline.delivery", e.to_string())));
-        }
+        let guarantee = topology
+            .resolve(built.delivery)
+            .map_err(|e| at(FaucetError::Delivery(e)))?;
+        built.guarantee = Ok(guarantee);
         let store = built.state.connect().await.map_err(at)?;
-        let summary = Pipeline::from_dyn(&source, built.sink.as_ref())
+        let summary = Pipeline::from_dyn(source.as_ref(), built.sink.as_ref())
             .with_state_store(store)
             .with_options(RunStreamOptions {
                 batch_size: built.batch_size,
@@ -82,13 +82,11 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
 }
 
 #[cfg(feature = "postgres")]
-fn source_of(
-    source: &SourceConfig,
-) -> Result<faucet_connectors::postgres::snapshot::PostgresReplicateSource, FaucetError> {
+fn source_of(source: &SourceConfig) -> Result<Box<dyn Source>, FaucetError> {
     match source {
-        SourceConfig::PostgresCdc(c) => {
-            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(c.clone())
-        }
+        SourceConfig::PostgresCdc(c) => Ok(Box::new(
+            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(c.clone())?,
+        )),
         other => Err(FaucetError::config(
             "pipeline.source.type",
             format!(
@@ -100,7 +98,7 @@ fn source_of(
 }
 
 #[cfg(not(feature = "postgres"))]
-fn source_of(source: &SourceConfig) -> Result<std::convert::Infallible, FaucetError> {
+fn source_of(source: &SourceConfig) -> Result<Box<dyn Source>, FaucetError> {
     let _ = source;
     Err(FaucetError::config(
         "pipeline.source.type",
