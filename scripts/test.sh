@@ -14,6 +14,8 @@ cargo fmt --all -- --check
 
 step "cargo clippy (all targets, all features, -D warnings)"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
+step "cargo clippy (default features: the README's build)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (all features)"
 cargo test --workspace --all-features --locked --no-fail-fast 2>&1 | tee target/test-output.txt
