@@ -2,6 +2,8 @@
 //! real files (and, with the state-store features, the real PostgreSQL and Redis).
 
 mod bad_input;
+#[cfg(feature = "postgres")]
+mod cdc_flights;
 mod crash_files;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod doctor_backends;

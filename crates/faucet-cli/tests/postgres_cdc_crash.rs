@@ -17,12 +17,12 @@ use sqlx::PgPool;
 
 const BATCH: u64 = 50;
 
-fn pg_url() -> String {
+pub(crate) fn pg_url() -> String {
     std::env::var("FAUCET_TEST_PG_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -55,7 +55,7 @@ struct Names {
     publication: String,
 }
 
-async fn connect() -> PgPool {
+pub(crate) async fn connect() -> PgPool {
     match sqlx::postgres::PgPoolOptions::new()
         .max_connections(2)
         .connect(&pg_url())
@@ -69,7 +69,7 @@ async fn connect() -> PgPool {
     }
 }
 
-async fn exec(pool: &PgPool, sql: &str) {
+pub(crate) async fn exec(pool: &PgPool, sql: &str) {
     sqlx::raw_sql(sql)
         .execute(pool)
         .await

