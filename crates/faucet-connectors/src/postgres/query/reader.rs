@@ -1,16 +1,18 @@
-//! The read itself: a background task owns the session and streams `COPY (SELECT ...) TO
-//! STDOUT` in text format, handing over the raw rows in chunks of whole lines (at most
-//! [`CHUNK_BYTES`] or `batch_size` rows each); [`QueryStream::next_page`] decodes them with
-//! the [`Assembler`] into pages.
+//! The read itself, in three stages that overlap with the writing of the previous page:
+//! 1. a task owns the session and streams `COPY (SELECT ...) TO STDOUT` in text format,
+//!    handing over raw rows in chunks of whole lines (at most [`CHUNK_BYTES`] or
+//!    `batch_size` rows each);
+//! 2. one decoder thread turns them into pages with the [`Assembler`];
+//! 3. [`QueryStream::next_page`] hands the pages over.
 //!
-//! Memory: decoded values exist for one page at a time — the run loop drops a page before it
-//! asks for the next one, and the next one is decoded then; the raw prefetch holds at most
-//! `batch_size` rows of COPY text (a semaphore of `batch_size` permits, one per row, released
-//! when a chunk is decoded), so the server streams the next page while this one is being
-//! written. When the prefetch is full the task stops reading the socket and the server waits
-//! (TCP back-pressure).
+//! Memory is bounded by the page size: at most two decoded pages (the one the run loop is
+//! writing and the one being decoded: the decoder waits until a page is taken before it goes
+//! on), and at most `batch_size` rows of raw COPY text (a semaphore of `batch_size` permits,
+//! one per row, released when a chunk is decoded). When the prefetch is full the task stops
+//! reading the socket and the server waits (TCP back-pressure). Decoding on one thread keeps
+//! the page allocations in one malloc arena (with tokio worker threads they spread over
+//! several and the process holds more memory than it uses).
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -29,11 +31,19 @@ use crate::postgres::config::CONNECTOR;
 /// Raw rows are handed over in chunks of about this many bytes (whole lines).
 const CHUNK_BYTES: usize = 128 * 1024;
 
-/// What the task sends.
-enum Message {
+/// What the COPY task hands the decoder.
+enum Raw {
     /// Whole COPY text lines, each ending in `\n`, and the prefetch permits of their rows.
     Rows(Vec<u8>, OwnedSemaphorePermit),
-    /// The COPY finished; no more rows.
+    /// The COPY finished (or the read was cancelled); no more rows.
+    End,
+    Failed(FaucetError),
+}
+
+/// What the decoder hands the stream.
+enum Decoded {
+    Page(Page),
+    /// The read is over; no more pages.
     End,
     Failed(FaucetError),
 }
@@ -42,78 +52,49 @@ enum Message {
 pub(crate) struct QueryStream(Box<State>);
 
 struct State {
-    rx: mpsc::Receiver<Message>,
-    task: JoinHandle<()>,
-    assembler: Assembler,
-    /// Pages decoded and not yet handed over (more than one only when a chunk holds more
-    /// than a page of rows, i.e. with small pages).
-    ready: VecDeque<Page>,
-    cancel: CancellationToken,
+    pages: mpsc::Receiver<Decoded>,
+    /// Tells the decoder that a page was taken (the page before it is gone).
+    taken: std::sync::mpsc::Sender<()>,
+    copy_task: JoinHandle<()>,
     ended: bool,
 }
 
 impl Drop for State {
     fn drop(&mut self) {
-        // Dropping the task drops its session: the server ends the COPY.
-        self.task.abort();
+        // Dropping the COPY task drops its session: the server ends the COPY. The decoder
+        // thread ends when its channels close.
+        self.copy_task.abort();
     }
 }
 
 #[async_trait]
 impl PageStream for QueryStream {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        self.0.next_page().await
-    }
-}
-
-impl State {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        loop {
-            if let Some(page) = self.ready.pop_front() {
-                return Ok(Some(page));
+        let state = &mut *self.0;
+        if state.ended {
+            return Ok(None);
+        }
+        match state.pages.recv().await {
+            Some(Decoded::Page(page)) => {
+                // The decoder may start on the page after this one.
+                let _ = state.taken.send(());
+                Ok(Some(page))
             }
-            if self.ended {
-                return Ok(None);
+            Some(Decoded::End) => {
+                state.ended = true;
+                Ok(None)
             }
-            if self.cancel.is_cancelled() {
-                // Hand over the rows in hand, then end.
-                self.ended = true;
-                self.task.abort();
-                return Ok(self.assembler.finish_cancelled());
+            Some(Decoded::Failed(e)) => {
+                state.ended = true;
+                Err(e)
             }
-            let message = tokio::select! {
-                biased;
-                () = self.cancel.cancelled() => continue,
-                m = self.rx.recv() => m,
-            };
-            match message {
-                Some(Message::Rows(chunk, permit)) => {
-                    for line in chunk.split_inclusive(|&b| b == b'\n') {
-                        let line = line.strip_suffix(b"\n").unwrap_or(line);
-                        if let Some(page) = self.assembler.push_line(line)? {
-                            self.ready.push_back(page);
-                        }
-                    }
-                    drop(permit);
-                }
-                Some(Message::End) => {
-                    self.ended = true;
-                    if let Some(page) = self.assembler.finish() {
-                        self.ready.push_back(page);
-                    }
-                }
-                Some(Message::Failed(e)) => {
-                    self.ended = true;
-                    return Err(e);
-                }
-                None => {
-                    self.ended = true;
-                    return Err(FaucetError::read(
-                        CONNECTOR,
-                        "the reader task stopped without finishing the read",
-                        None,
-                    ));
-                }
+            None => {
+                state.ended = true;
+                Err(FaucetError::read(
+                    CONNECTOR,
+                    "the decoder stopped without finishing the read",
+                    None,
+                ))
             }
         }
     }
@@ -130,28 +111,107 @@ pub(crate) fn spawn(
     let batch_size = batch_size.max(1);
     // Every chunk holds at most `batch_size` rows, so the channel never needs more slots
     // than the semaphore lets through.
-    let (tx, rx) = mpsc::channel(batch_size.min(1024));
+    let (raw_tx, raw_rx) = mpsc::channel(batch_size.min(1024));
+    let (pages_tx, pages_rx) = mpsc::channel(1);
+    let (taken_tx, taken_rx) = std::sync::mpsc::channel();
     let prefetch = Arc::new(Semaphore::new(batch_size));
     let sql = plan.copy_sql(&start);
     let label = plan.label.clone();
-    let task_cancel = cancel.clone();
-    let task = tokio::spawn(async move {
-        let outcome = pump(conn, &sql, &label, &task_cancel, &tx, prefetch, batch_size).await;
+    let assembler = Assembler::new(plan, batch_size, start);
+    let copy_cancel = cancel.clone();
+    let copy_task = tokio::spawn(async move {
+        let outcome = pump(
+            conn,
+            &sql,
+            &label,
+            &copy_cancel,
+            &raw_tx,
+            prefetch,
+            batch_size,
+        )
+        .await;
         let last = match outcome {
-            Ok(()) => Message::End,
-            Err(e) => Message::Failed(e),
+            Ok(()) => Raw::End,
+            Err(e) => Raw::Failed(e),
         };
-        // The consumer may be gone (it dropped the stream): nothing to tell.
-        let _ = tx.send(last).await;
+        // The decoder may be gone (the stream was dropped): nothing to tell.
+        let _ = raw_tx.send(last).await;
+    });
+    // One thread decodes for the whole read: its allocations come from one malloc arena,
+    // and decoding overlaps with the writing of the previous page.
+    tokio::task::spawn_blocking(move || {
+        decode(assembler, raw_rx, &pages_tx, &taken_rx, &cancel);
     });
     QueryStream(Box::new(State {
-        rx,
-        task,
-        assembler: Assembler::new(plan, batch_size, start),
-        ready: VecDeque::new(),
-        cancel,
+        pages: pages_rx,
+        taken: taken_tx,
+        copy_task,
         ended: false,
     }))
+}
+
+/// The decoder thread: raw lines → pages. A page is handed over, then the decoder waits until
+/// the stream has taken it before decoding further, so at most two decoded pages exist (the
+/// one being written and the one being decoded).
+fn decode(
+    mut assembler: Assembler,
+    mut raw: mpsc::Receiver<Raw>,
+    pages: &mpsc::Sender<Decoded>,
+    taken: &std::sync::mpsc::Receiver<()>,
+    cancel: &CancellationToken,
+) {
+    let deliver = |page: Page| -> bool {
+        pages.blocking_send(Decoded::Page(page)).is_ok() && taken.recv().is_ok()
+    };
+    loop {
+        match raw.blocking_recv() {
+            Some(Raw::Rows(chunk, permit)) => {
+                for line in chunk.split_inclusive(|&b| b == b'\n') {
+                    let line = line.strip_suffix(b"\n").unwrap_or(line);
+                    match assembler.push_line(line) {
+                        Ok(Some(page)) => {
+                            if !deliver(page) {
+                                return;
+                            }
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            let _ = pages.blocking_send(Decoded::Failed(e));
+                            return;
+                        }
+                    }
+                }
+                drop(permit);
+            }
+            Some(Raw::End) => {
+                // Cancelled: the rows in hand, with a mid-read bookmark; else the last page.
+                let last = if cancel.is_cancelled() {
+                    assembler.finish_cancelled()
+                } else {
+                    assembler.finish()
+                };
+                if let Some(page) = last
+                    && !deliver(page)
+                {
+                    return;
+                }
+                let _ = pages.blocking_send(Decoded::End);
+                return;
+            }
+            Some(Raw::Failed(e)) => {
+                let _ = pages.blocking_send(Decoded::Failed(e));
+                return;
+            }
+            None => {
+                let _ = pages.blocking_send(Decoded::Failed(FaucetError::read(
+                    CONNECTOR,
+                    "the COPY task stopped without finishing the read",
+                    None,
+                )));
+                return;
+            }
+        }
+    }
 }
 
 /// Streams the COPY into the channel in chunks of whole lines, holding a prefetch permit per
@@ -161,7 +221,7 @@ async fn pump(
     sql: &str,
     label: &str,
     cancel: &CancellationToken,
-    tx: &mpsc::Sender<Message>,
+    tx: &mpsc::Sender<Raw>,
     prefetch: Arc<Semaphore>,
     batch_size: usize,
 ) -> Result<(), FaucetError> {
@@ -224,7 +284,7 @@ async fn pump(
 /// Waits for prefetch room for `rows` rows (at most `batch_size`), then sends the chunk.
 /// Returns false when the consumer is gone or the read was cancelled.
 async fn send(
-    tx: &mpsc::Sender<Message>,
+    tx: &mpsc::Sender<Raw>,
     prefetch: &Arc<Semaphore>,
     chunk: Vec<u8>,
     rows: usize,
@@ -240,5 +300,5 @@ async fn send(
             Err(_) => return false,
         },
     };
-    tx.send(Message::Rows(chunk, permit)).await.is_ok()
+    tx.send(Raw::Rows(chunk, permit)).await.is_ok()
 }
