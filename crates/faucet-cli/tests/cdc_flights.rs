@@ -105,9 +105,11 @@ impl Names {
     }
 }
 
-/// Drops the slot (once no session holds it), the publication and the schema.
+/// Drops the slot (once no session holds it: a run spawned before a failed assertion may
+/// still be catching up, so this waits up to 60 s), the publication, the schema and the
+/// state tables.
 async fn cleanup(pool: &PgPool, names: &Names) {
-    for _ in 0..50 {
+    for _ in 0..600 {
         let active: Option<bool> =
             sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
                 .bind(&names.slot)
