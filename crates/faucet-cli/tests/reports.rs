@@ -219,3 +219,26 @@ fn help_explains_the_file_and_the_exit_codes() {
         .expect_code(2);
     dir.faucet(&["frobnicate"]).expect_code(2);
 }
+
+/// An incremental read of a query cannot prove its key unique: `validate` says so, offline,
+/// with the fix, and never shows the password.
+#[cfg(feature = "postgres")]
+#[test]
+fn validate_warns_about_a_replication_key_it_cannot_prove_unique() {
+    let dir = Dir::new();
+    dir.write(
+        "q.yaml",
+        "version: 1\nname: q\npipeline:\n  source: { type: postgres, config: { connection_url: \
+         \"postgres://u:hunter2@127.0.0.1:1/x\", query: \"select * from t\", \
+         replication_method: incremental, replication_key: [updated_at] } }\n  \
+         sink: { type: jsonl, config: { path: ./out.jsonl } }\n",
+    );
+    let run = dir.faucet(&["validate", "q.yaml"]);
+    run.expect_code(0);
+    assert!(
+        run.stdout.contains("warning") && run.stdout.contains("primary key"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("hunter2") && !run.stderr.contains("hunter2"));
+}

@@ -79,6 +79,9 @@ fn check_row(loaded: &Loaded, row: &config::Row) -> Exit {
     say!("  sink        {} {}", p.sink.type_name(), p.sink.target());
     say!("  state       {} {}", p.state.type_name(), p.state.target());
     say!("  batch size  {}", p.batch_size);
+    for warning in p.source.warnings() {
+        say!("  warning     {warning}");
+    }
     match &plan.guarantee {
         Ok(g) => {
             say!("  delivery    {g}");

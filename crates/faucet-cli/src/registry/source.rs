@@ -99,6 +99,15 @@ impl SourceConfig {
     }
 
     /// What the source reads, for people: a file path, or a URL with its password redacted.
+    /// Warnings a user should see without connecting (`faucet validate` prints them).
+    pub(crate) fn warnings(&self) -> Vec<String> {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::Postgres(c) => c.warnings(),
+            _ => Vec::new(),
+        }
+    }
+
     pub(crate) fn target(&self) -> String {
         match self {
             #[cfg(feature = "files")]
