@@ -156,3 +156,54 @@ async fn state_store_contract_checks() {
         .expect_err("accepting invalid keys");
     let _ = Arc::new(());
 }
+
+/// A store whose leases never expire and whose fenced writes never check the fence.
+#[derive(Default)]
+struct UnfencedStore(MemoryStateStore);
+
+#[async_trait::async_trait]
+impl StateStore for UnfencedStore {
+    fn name(&self) -> &str {
+        "unfenced"
+    }
+    async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
+        self.0.get(key).await
+    }
+    async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
+        self.0.put(key, value).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), FaucetError> {
+        self.0.delete(key).await
+    }
+    async fn acquire_lease(
+        &self,
+        key: &str,
+        holder: &faucet_core::state::LeaseHolder,
+        ttl: std::time::Duration,
+    ) -> Result<faucet_core::state::LeaseOutcome, FaucetError> {
+        self.0.acquire_lease(key, holder, ttl).await
+    }
+    async fn renew_lease(
+        &self,
+        lease: &faucet_core::state::Lease,
+        ttl: std::time::Duration,
+    ) -> Result<(), FaucetError> {
+        self.0.renew_lease(lease, ttl).await
+    }
+    async fn release_lease(&self, lease: &faucet_core::state::Lease) -> Result<(), FaucetError> {
+        self.0.release_lease(lease).await
+    }
+    // put_fenced: the trait's default, a plain put — the bug.
+}
+
+#[tokio::test]
+async fn lease_contract_checks() {
+    use faucet_core::testing::conformance::lease_contract;
+    let ttl = std::time::Duration::from_millis(300);
+    lease_contract(&MemoryStateStore::new(), "mem-", ttl)
+        .await
+        .expect("memory leases");
+    lease_contract(&UnfencedStore::default(), "unfenced-", ttl)
+        .await
+        .expect_err("a stale holder's write must be refused");
+}

@@ -10,7 +10,7 @@ use faucet_core::serde_json::json;
 use faucet_core::state::{Lease, LeaseError, LeaseHolder, LeaseOutcome, StateStore};
 use faucet_state_redis::RedisStateStore;
 
-use crate::support::{clear, fresh_store, keys_under};
+use crate::support::{clear, fresh_store};
 
 const LONG: Duration = Duration::from_secs(30);
 
@@ -30,125 +30,11 @@ async fn acquired(store: &RedisStateStore, key: &str, h: &LeaseHolder, ttl: Dura
     }
 }
 
-async fn held_by(store: &RedisStateStore, key: &str, h: &LeaseHolder) -> LeaseHolder {
-    match store.acquire_lease(key, h, LONG).await.expect("acquire") {
-        LeaseOutcome::HeldBy(other) => other,
-        other => panic!("{} expected HeldBy, got {other:?}", h.id),
-    }
-}
-
 fn lost_reason(err: FaucetError) -> String {
     match err {
         FaucetError::Lease(LeaseError::Lost { reason, .. }) => reason,
         other => panic!("expected LeaseError::Lost, got {other:?}"),
     }
-}
-
-#[tokio::test]
-async fn a_second_holder_is_told_who_holds_the_key_and_release_frees_it_at_once() {
-    let prefix = "fst:lease-held:";
-    let (store, mut conn) = fresh_store(prefix).await;
-    let (a, b) = (holder("a"), holder("b"));
-    let la = acquired(&store, "p::k", &a, LONG).await;
-    assert_eq!(la.fence, 1);
-    assert_eq!(
-        held_by(&store, "p::k", &b).await,
-        a,
-        "names host, pid and since"
-    );
-    acquired(&store, "p::other", &b, LONG).await;
-    assert_eq!(
-        keys_under(&mut conn, prefix).await,
-        [
-            "fst:lease-held:fence/p::k",
-            "fst:lease-held:fence/p::other",
-            "fst:lease-held:lease/p::k",
-            "fst:lease-held:lease/p::other",
-        ]
-    );
-
-    store
-        .put_fenced("p::k", &json!({"lsn": "0/1"}), &la)
-        .await
-        .expect("fenced put");
-    store.renew_lease(&la, LONG).await.expect("renew");
-    store.release_lease(&la).await.expect("release");
-    store
-        .release_lease(&la)
-        .await
-        .expect("releasing twice is fine");
-
-    let lb = acquired(&store, "p::k", &b, LONG).await;
-    assert_eq!(lb.fence, 2, "the fence grows across holders");
-    let reason = lost_reason(
-        store
-            .put_fenced("p::k", &json!({"lsn": "0/0"}), &la)
-            .await
-            .expect_err("released lease cannot write"),
-    );
-    assert!(reason.contains("host-b"), "{reason}");
-    lost_reason(store.renew_lease(&la, LONG).await.expect_err("nor renew"));
-    assert_eq!(
-        store.get("p::k").await.expect("get"),
-        Some(json!({"lsn": "0/1"}))
-    );
-    let lb2 = acquired(&store, "p::k", &b, LONG).await;
-    assert_eq!(lb2.fence, 3, "the same holder again: a new fence");
-    clear(&mut conn, prefix).await;
-}
-
-#[tokio::test]
-async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_off() {
-    let prefix = "fst:lease-expiry:";
-    let (store, mut conn) = fresh_store(prefix).await;
-    let (a, b) = (holder("a"), holder("b"));
-    let la = acquired(&store, "p::k", &a, Duration::from_millis(1500)).await;
-    store
-        .put_fenced("p::k", &json!({"offset": 10}), &la)
-        .await
-        .expect("a writes");
-    assert_eq!(held_by(&store, "p::k", &b).await, a, "still live");
-
-    tokio::time::sleep(Duration::from_millis(2000)).await; // a stalls past its ttl
-    let lb = acquired(&store, "p::k", &b, LONG).await;
-    assert!(lb.fence > la.fence, "{} > {}", lb.fence, la.fence);
-
-    let reason = lost_reason(
-        store
-            .put_fenced("p::k", &json!({"offset": 5}), &la)
-            .await
-            .expect_err("stale write refused"),
-    );
-    assert!(
-        reason.contains("another run took it") && reason.contains("host-b"),
-        "{reason}"
-    );
-    lost_reason(
-        store
-            .renew_lease(&la, LONG)
-            .await
-            .expect_err("stale renew refused"),
-    );
-    assert_eq!(
-        store.get("p::k").await.expect("get"),
-        Some(json!({"offset": 10})),
-        "the bookmark is unchanged"
-    );
-    store.release_lease(&la).await.expect("release stale");
-    assert_eq!(
-        held_by(&store, "p::k", &a).await,
-        b,
-        "a's release left b's lease"
-    );
-    store
-        .put_fenced("p::k", &json!({"offset": 20}), &lb)
-        .await
-        .expect("b writes");
-    assert_eq!(
-        store.get("p::k").await.expect("get"),
-        Some(json!({"offset": 20}))
-    );
-    clear(&mut conn, prefix).await;
 }
 
 #[tokio::test]
@@ -170,24 +56,6 @@ async fn an_expired_lease_nobody_took_is_still_lost() {
         None,
         "nothing written"
     );
-    clear(&mut conn, prefix).await;
-}
-
-#[tokio::test]
-async fn renewal_keeps_a_lease_alive_past_its_ttl() {
-    let prefix = "fst:lease-renew:";
-    let (store, mut conn) = fresh_store(prefix).await;
-    let ttl = Duration::from_millis(1500);
-    let la = acquired(&store, "p::k", &holder("a"), ttl).await;
-    for _ in 0..4 {
-        tokio::time::sleep(ttl / 3).await;
-        store.renew_lease(&la, ttl).await.expect("renew");
-    }
-    assert_eq!(held_by(&store, "p::k", &holder("b")).await, holder("a"));
-    store
-        .put_fenced("p::k", &json!(1), &la)
-        .await
-        .expect("still ours");
     clear(&mut conn, prefix).await;
 }
 
@@ -237,5 +105,18 @@ async fn a_state_key_named_like_a_lease_cannot_collide_with_one() {
         store.get("lease:k").await.expect("get"),
         Some(json!("bookmark"))
     );
+    clear(&mut conn, prefix).await;
+}
+
+/// The shared lease contract (faucet_core::testing::conformance::lease_contract): one holder
+/// named when busy, release frees at once, renewal keeps it, expiry and takeover with a larger
+/// fence, a stale holder's writes and renewals refused with the bookmark unchanged.
+#[tokio::test]
+async fn the_lease_contract_holds() {
+    let prefix = "fst:lease-contract:";
+    let (store, mut conn) = fresh_store(prefix).await;
+    faucet_core::testing::conformance::lease_contract(&store, "p::", Duration::from_millis(600))
+        .await
+        .expect("lease contract");
     clear(&mut conn, prefix).await;
 }

@@ -10,6 +10,7 @@
 //! | [`errors_not_panics`] | anything: a failing operation returns an error instead of panicking |
 //! | [`cancellation_flushes`] | source + sink: a cancelled run returns its summary and the sink holds exactly the delivered records |
 //! | [`state_store_contract`] | state stores: get/put/delete, missing delete, key validation, `check` leaves nothing |
+//! | [`lease_contract`] | state stores with leases: one holder, expiry, fencing of a stale holder |
 //!
 //! Sinks are read back through a closure the connector's test supplies (the rows as JSON
 //! objects), because only it knows how to read its target.
@@ -436,5 +437,110 @@ pub async fn state_store_contract(
     if io(CHECK, store.get(DOCTOR_KEY).await)?.is_some() {
         return fail(CHECK, "check() left its sentinel key behind");
     }
+    Ok(())
+}
+
+/// The lease contract of a [`StateStore`] that implements leasing (see
+/// [`crate::state::lease`]), on key `{prefix}lease`:
+/// a second holder is told who holds the key; a released key is free at once; renewal keeps a
+/// lease past its ttl; after a lease lapses another holder takes it with a larger fence; the
+/// stale holder's `put_fenced` and `renew_lease` are refused with [`LeaseError::Lost`] and
+/// the bookmark is unchanged; the stale holder's late release does not free the new lease.
+/// Takes about `3 × ttl`; `ttl` must be long enough for a few round trips (≥ 300 ms).
+///
+/// # Errors
+/// When any part of the contract does not hold.
+pub async fn lease_contract(
+    store: &dyn StateStore,
+    prefix: &str,
+    ttl: std::time::Duration,
+) -> Result<(), ConformanceError> {
+    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
+    const CHECK: &str = "lease_contract";
+    let key = format!("{prefix}lease");
+    let long = std::time::Duration::from_secs(60);
+    let holder = |name: &str| LeaseHolder {
+        id: format!("{prefix}{name}"),
+        host: format!("host-{name}"),
+        pid: 4242,
+        since: "2026-11-30T06:00:00Z".to_owned(),
+    };
+    let (a, b) = (holder("a"), holder("b"));
+    let acquire = |h: LeaseHolder, ttl| {
+        let key = key.clone();
+        async move {
+            match io(CHECK, store.acquire_lease(&key, &h, ttl).await)? {
+                LeaseOutcome::Acquired(l) => Ok(l),
+                other => fail(CHECK, format!("{} expected the lease, got {other:?}", h.id)),
+            }
+        }
+    };
+    let held_by = |h: LeaseHolder| {
+        let key = key.clone();
+        async move {
+            match io(CHECK, store.acquire_lease(&key, &h, long).await)? {
+                LeaseOutcome::HeldBy(other) => Ok(other),
+                other => fail(CHECK, format!("{} expected HeldBy, got {other:?}", h.id)),
+            }
+        }
+    };
+    let lost = |r: Result<(), FaucetError>, what: &str| match r {
+        Err(FaucetError::Lease(LeaseError::Lost { .. })) => Ok(()),
+        other => fail(
+            CHECK,
+            format!("{what}: expected LeaseError::Lost, got {other:?}"),
+        ),
+    };
+
+    let la = acquire(a.clone(), long).await?;
+    if held_by(b.clone()).await? != a {
+        return fail(CHECK, "HeldBy does not name the holder");
+    }
+    io(CHECK, store.release_lease(&la).await)?;
+    let lb = acquire(b.clone(), long).await?;
+    io(CHECK, store.release_lease(&lb).await)?;
+
+    let la = acquire(a.clone(), ttl).await?;
+    for _ in 0..4 {
+        tokio::time::sleep(ttl / 3).await;
+        io(CHECK, store.renew_lease(&la, ttl).await)?;
+    }
+    if held_by(b.clone()).await? != a {
+        return fail(CHECK, "a renewed lease was lost or taken");
+    }
+    io(
+        CHECK,
+        store.put_fenced(&key, &json!({"offset": 10}), &la).await,
+    )?;
+
+    tokio::time::sleep(ttl * 2).await; // a stalls past its ttl
+    let lb = acquire(b.clone(), long).await?;
+    if lb.fence <= la.fence {
+        return fail(
+            CHECK,
+            format!("fence did not grow: {} after {}", lb.fence, la.fence),
+        );
+    }
+    lost(
+        store.put_fenced(&key, &json!({"offset": 5}), &la).await,
+        "stale put_fenced",
+    )?;
+    lost(store.renew_lease(&la, long).await, "stale renew")?;
+    if io(CHECK, store.get(&key).await)? != Some(json!({"offset": 10})) {
+        return fail(CHECK, "a stale holder moved the bookmark");
+    }
+    io(CHECK, store.release_lease(&la).await)?;
+    if held_by(a.clone()).await? != b {
+        return fail(
+            CHECK,
+            "a stale holder's release freed the new holder's lease",
+        );
+    }
+    io(
+        CHECK,
+        store.put_fenced(&key, &json!({"offset": 20}), &lb).await,
+    )?;
+    io(CHECK, store.release_lease(&lb).await)?;
+    io(CHECK, store.delete(&key).await)?;
     Ok(())
 }
