@@ -623,8 +623,10 @@ mod tests {
 
     const CHILD_ENV: &str = "FAUCET_FILE_LEASE_CHILD_DIR";
 
-    /// Helper for `a_killed_process_frees_its_lock`: does nothing unless that test starts it.
+    /// Helper process for `a_killed_process_frees_its_lock_and_is_named_while_alive`, which
+    /// starts it with `--ignored`; not a test of its own.
     #[tokio::test]
+    #[ignore = "a helper process, started by a_killed_process_frees_its_lock_and_is_named_while_alive"]
     async fn lease_child_process_helper() {
         let Ok(dir) = std::env::var(CHILD_ENV) else {
             return;
@@ -642,7 +644,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut child = std::process::Command::new(std::env::current_exe().expect("exe"))
             .args(["state::file::tests::lease_child_process_helper", "--exact"])
-            .args(["--nocapture", "--test-threads=1"])
+            .args(["--ignored", "--nocapture", "--test-threads=1"])
             .env(CHILD_ENV, dir.path())
             .stdout(std::process::Stdio::piped())
             .spawn()
