@@ -168,6 +168,65 @@ impl FaucetError {
         }
     }
 
+    /// The same error with `what: ` put before its message (for example `check: `, so a
+    /// `faucet doctor` line says which operation failed). Delivery and lease errors, whose
+    /// messages are fixed, are returned unchanged.
+    pub fn with_context(self, what: &str) -> Self {
+        let prefixed = |m: String| format!("{what}: {m}");
+        match self {
+            Self::Config { field, message } => Self::Config {
+                field,
+                message: prefixed(message),
+            },
+            Self::Connect {
+                connector,
+                message,
+                source,
+            } => Self::Connect {
+                connector,
+                message: prefixed(message),
+                source,
+            },
+            Self::Read {
+                connector,
+                message,
+                source,
+            } => Self::Read {
+                connector,
+                message: prefixed(message),
+                source,
+            },
+            Self::Write {
+                connector,
+                message,
+                source,
+            } => Self::Write {
+                connector,
+                message: prefixed(message),
+                source,
+            },
+            Self::State {
+                store,
+                message,
+                source,
+            } => Self::State {
+                store,
+                message: prefixed(message),
+                source,
+            },
+            Self::Data {
+                connector,
+                location,
+                message,
+            } => Self::Data {
+                connector,
+                location,
+                message: prefixed(message),
+            },
+            other => other,
+        }
+    }
+
     /// Whether retrying the same operation may succeed (a dropped connection), as opposed to
     /// a fault that repeats until a person fixes it (bad config, bad data, a lost lease).
     pub fn is_retryable(&self) -> bool {

@@ -188,11 +188,13 @@ impl PostgresStateStore {
 
     async fn check_state_round_trip(&self) -> Result<(), FaucetError> {
         let probe = json!({ "probe": true, "at": "faucet doctor" });
-        self.put(DOCTOR_KEY, &probe).await.map_err(in_check)?;
+        self.put(DOCTOR_KEY, &probe)
+            .await
+            .map_err(|e| e.with_context("check"))?;
         let back = self.get(DOCTOR_KEY).await;
         let deleted = self.delete(DOCTOR_KEY).await;
-        let back = back.map_err(in_check)?;
-        deleted.map_err(in_check)?;
+        let back = back.map_err(|e| e.with_context("check"))?;
+        deleted.map_err(|e| e.with_context("check"))?;
         if back.as_ref() != Some(&probe) {
             return Err(FaucetError::state(
                 STORE,
@@ -219,31 +221,6 @@ impl PostgresStateStore {
                  state url's role or database"
             );
         }
-    }
-}
-
-/// Marks an error as raised by `check()`.
-fn in_check(e: FaucetError) -> FaucetError {
-    match e {
-        FaucetError::State {
-            store,
-            message,
-            source,
-        } => FaucetError::State {
-            store,
-            message: format!("check: {message}"),
-            source,
-        },
-        FaucetError::Connect {
-            connector,
-            message,
-            source,
-        } => FaucetError::Connect {
-            connector,
-            message: format!("check: {message}"),
-            source,
-        },
-        other => other,
     }
 }
 
@@ -322,10 +299,12 @@ impl StateStore for PostgresStateStore {
     async fn check(&self) -> Result<(), FaucetError> {
         probe_connection(&self.pool.connect_options(), &self.target, &self.sql.table)
             .await
-            .map_err(in_check)?;
+            .map_err(|e| e.with_context("check"))?;
         self.check_state_round_trip().await?;
         self.warn_unless_durable().await;
-        self.check_lease_table().await.map_err(in_check)
+        self.check_lease_table()
+            .await
+            .map_err(|e| e.with_context("check"))
     }
 
     async fn acquire_lease(

@@ -167,31 +167,6 @@ async fn probe(client: &Client, target: &str) -> Result<(), FaucetError> {
         .map_err(|e| classify("connect", target, e))
 }
 
-/// Marks an error as raised by `check()`.
-fn in_check(e: FaucetError) -> FaucetError {
-    match e {
-        FaucetError::State {
-            store,
-            message,
-            source,
-        } => FaucetError::State {
-            store,
-            message: format!("check: {message}"),
-            source,
-        },
-        FaucetError::Connect {
-            connector,
-            message,
-            source,
-        } => FaucetError::Connect {
-            connector,
-            message: format!("check: {message}"),
-            source,
-        },
-        other => other,
-    }
-}
-
 #[async_trait]
 impl StateStore for RedisStateStore {
     fn name(&self) -> &str {
@@ -245,11 +220,13 @@ impl StateStore for RedisStateStore {
     /// key behind. Warns (without failing) when the server has no AOF.
     async fn check(&self) -> Result<(), FaucetError> {
         let probe = json!({ "probe": true, "at": "faucet doctor" });
-        self.put(DOCTOR_KEY, &probe).await.map_err(in_check)?;
+        self.put(DOCTOR_KEY, &probe)
+            .await
+            .map_err(|e| e.with_context("check"))?;
         let back = self.get(DOCTOR_KEY).await;
         let deleted = self.delete(DOCTOR_KEY).await;
-        let back = back.map_err(in_check)?;
-        deleted.map_err(in_check)?;
+        let back = back.map_err(|e| e.with_context("check"))?;
+        deleted.map_err(|e| e.with_context("check"))?;
         if back.as_ref() != Some(&probe) {
             return Err(FaucetError::state(
                 STORE,
@@ -259,7 +236,9 @@ impl StateStore for RedisStateStore {
                 ),
             ));
         }
-        self.check_scripts().await.map_err(in_check)?;
+        self.check_scripts()
+            .await
+            .map_err(|e| e.with_context("check"))?;
         self.warn_unless_aof().await;
         Ok(())
     }
