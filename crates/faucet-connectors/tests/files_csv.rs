@@ -119,7 +119,7 @@ async fn case_20_bom_and_no_bom_files_give_identical_output() {
         .await
         .expect("read");
     assert_eq!(
-        lines_of(&pages),
+        json_lines(&pages),
         [r#"{"id":1,"name":"alpha"}"#, r#"{"id":2,"name":"beta"}"#]
     );
 }
@@ -137,7 +137,7 @@ async fn a_bom_inside_the_data_is_preserved() {
             .await
             .expect("read");
         assert_eq!(
-            lines_of(&pages),
+            json_lines(&pages),
             [
                 "{\"id\":\"\u{feff}1\",\"name\":\"alpha\"}",
                 "{\"id\":\"2\",\"name\":\"\u{feff}beta\"}"
@@ -151,7 +151,7 @@ async fn a_bom_inside_the_data_is_preserved() {
             .await
             .expect("resume");
         assert_eq!(
-            lines_of(&pages)[0],
+            json_lines(&pages)[0],
             "{\"id\":\"\u{feff}1\",\"name\":\"alpha\"}"
         );
     }
@@ -174,7 +174,7 @@ async fn a_ragged_row_is_an_error_naming_file_and_line() {
         .await
         .expect("open");
     let first = stream.next_page().await.expect("page 1").expect("a page");
-    assert_eq!(lines_of(&[first]), [r#"{"a":"x\ny","b":"1"}"#]);
+    assert_eq!(json_lines(&[first]), [r#"{"a":"x\ny","b":"1"}"#]);
     let (location, message) = data_error(stream.next_page().await.expect_err("ragged"));
     assert_eq!(location, format!("{}:4", path.display()));
     assert_eq!(message, "expected 2 fields (as in the header), found 1");
@@ -258,7 +258,7 @@ async fn null_values_match_unquoted_fields_only() {
             .await
             .expect("read");
         assert_eq!(
-            lines_of(&pages),
+            json_lines(&pages),
             [
                 r#"{"id":"1","v":null,"n":null}"#,
                 r#"{"id":"2","v":null,"n":7}"#,
@@ -296,7 +296,7 @@ async fn declared_types_are_exact() {
         .await
         .expect("read");
     assert_eq!(
-        lines_of(&pages),
+        json_lines(&pages),
         [
             r#"{"id":1,"amount":12345678901234567890.123456789,"rate":0.1,"ok":true,"day":"2024-02-29","at":"2024-02-29T13:45:00.123456","at_tz":"2024-02-29T12:45:00Z","doc":{"a":[1,2.50]},"label":"x"}"#,
             r#"{"id":-9223372036854775808,"amount":1.10,"rate":1e+300,"ok":false,"day":"2013-01-01","at":"2013-01-01T06:00:00","at_tz":"2013-01-01T06:00:00.5Z","doc":null,"label":""}"#,
@@ -339,7 +339,7 @@ async fn no_header_uses_the_declared_names_and_other_dialects_work() {
         .await
         .expect("read");
     assert_eq!(
-        lines_of(&pages),
+        json_lines(&pages),
         [
             r#"{"id":1,"name":"a;b","note":"it's"}"#,
             r#"{"id":2,"name":"plain","note":""}"#

@@ -35,7 +35,7 @@ async fn resuming_from_every_bookmark_gives_exactly_the_rest() {
     for buffer in [None, Some(1), Some(7)] {
         let source = csv_source(CsvSourceConfig::new(&path), buffer);
         let pages = read_pages(&source, None, 3).await.expect("read");
-        let all = lines_of(&pages);
+        let all = json_lines(&pages);
         assert_eq!(all.len(), 21);
         assert_eq!(all[0], r#"{"id":"0","text":"multi\r\nline 0","n":"0"}"#);
         assert_eq!(all[1], r#"{"id":"1","text":"say \"1\"","n":"1"}"#);
@@ -53,7 +53,7 @@ async fn resuming_from_every_bookmark_gives_exactly_the_rest() {
             let rest = read_pages(&source, Some(bookmark.clone()), 3)
                 .await
                 .expect("resume");
-            assert_eq!(lines_of(&rest), all[seen..], "resume from {bookmark}");
+            assert_eq!(json_lines(&rest), all[seen..], "resume from {bookmark}");
             // Resumed pages carry bookmarks that continue the count.
             if let Some(last) = rest.last() {
                 assert_eq!(last.bookmark(), pages.last().and_then(|p| p.bookmark()));
@@ -259,14 +259,14 @@ proptest! {
                 .zip(r.iter().map(|v| json!(v))).collect();
             serde_json::Value::Object(obj).to_string()
         }).collect();
-        prop_assert_eq!(&lines_of(&pages), &expected);
+        prop_assert_eq!(&json_lines(&pages), &expected);
         let mut seen = 0;
         for page in &pages {
             seen += page.len();
             let rest = runtime
                 .block_on(read_pages(&source, page.bookmark().cloned(), batch))
                 .expect("resume");
-            prop_assert_eq!(&lines_of(&rest)[..], &expected[seen..]);
+            prop_assert_eq!(&json_lines(&rest)[..], &expected[seen..]);
         }
     }
 }

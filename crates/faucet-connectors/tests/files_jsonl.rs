@@ -37,7 +37,7 @@ async fn source_values_are_exact_and_the_schema_is_the_union_of_keys() {
         .expect("read");
     assert_eq!(pages.len(), 1);
     assert_eq!(
-        lines_of(&pages),
+        json_lines(&pages),
         [
             r#"{"id":1,"amount":12345678901234567890.123456789,"tags":["a"],"extra":null,"ok":null,"s":null}"#,
             r#"{"id":9007199254740993,"amount":1.10,"tags":null,"extra":{"k":1.10},"ok":null,"s":null}"#,
@@ -96,7 +96,7 @@ async fn a_torn_last_line_is_an_error_naming_file_and_line() {
         .await
         .expect("open");
     let first = stream.next_page().await.expect("page").expect("some");
-    assert_eq!(lines_of(&[first]), [r#"{"id":1}"#, r#"{"id":2}"#]);
+    assert_eq!(json_lines(&[first]), [r#"{"id":1}"#, r#"{"id":2}"#]);
     let (location, message) = data_error(stream.next_page().await.expect_err("torn"));
     assert_eq!(location, format!("{}:3", path.display()));
     assert!(message.starts_with("the last line is torn"), "{message}");
@@ -145,7 +145,7 @@ async fn source_resumes_from_every_bookmark() {
     conformance::config_is_strict::<JsonlSourceConfig>(&json!({"path": "a.jsonl"}))
         .expect("strict");
     let pages = read_pages(&source, None, 5).await.expect("read");
-    assert_eq!(lines_of(&pages)[0], r#"{"i":0,"v":""}"#);
+    assert_eq!(json_lines(&pages)[0], r#"{"i":0,"v":""}"#);
     // A bookmark beyond the end of a replaced file names the file.
     let last = pages
         .last()
@@ -243,7 +243,7 @@ async fn sink_writes_exact_values_creates_directories_and_appends_across_reopen(
     let pages = read_pages(&jsonl_source(&path), None, 2)
         .await
         .expect("read back");
-    let back: Vec<_> = lines_of(&pages)
+    let back: Vec<_> = json_lines(&pages)
         .into_iter()
         .map(|l| serde_json::from_str::<serde_json::Value>(&l).expect("json"))
         .collect();

@@ -1,16 +1,14 @@
 //! Shared helpers of the file connector tests: temp files, reading a source to the end,
 //! running a pipeline into a jsonl file, and capturing log lines.
 
+pub(crate) use crate::support::{json_lines, read_pages};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use faucet_connectors::files::{CsvSource, CsvSourceConfig, JsonlSink, JsonlSinkConfig};
 use faucet_core::state::FileStateStore;
-use faucet_core::value::json::write_value;
-use faucet_core::{
-    Bookmark, FaucetError, Page, Pipeline, ReadOptions, RunStreamOptions, RunSummary, Source,
-};
+use faucet_core::{FaucetError, Pipeline, RunStreamOptions, RunSummary, Source};
 
 /// Writes `bytes` to `dir/name` and returns the path.
 pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
@@ -18,46 +16,6 @@ pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     let mut f = std::fs::File::create(&path).expect("create test file");
     f.write_all(bytes).expect("write test file");
     path
-}
-
-/// Reads `source` from `from` to the end in pages of `batch_size`.
-pub(crate) async fn read_pages(
-    source: &dyn Source,
-    from: Option<Bookmark>,
-    batch_size: usize,
-) -> Result<Vec<Page>, FaucetError> {
-    let options = ReadOptions {
-        batch_size,
-        ..ReadOptions::default()
-    };
-    let mut stream = source.open(from, options).await?;
-    let mut pages = Vec::new();
-    while let Some(page) = stream.next_page().await? {
-        assert!(page.len() <= batch_size, "a page over batch_size");
-        pages.push(page);
-    }
-    Ok(pages)
-}
-
-/// Each record as its JSON line (the jsonl sink's form, fields in schema order).
-pub(crate) fn lines_of(pages: &[Page]) -> Vec<String> {
-    let mut out = Vec::new();
-    for page in pages {
-        for row in page.rows() {
-            let mut line = vec![b'{'];
-            for (i, (field, value)) in row.schema().fields().iter().zip(row.values()).enumerate() {
-                if i > 0 {
-                    line.push(b',');
-                }
-                faucet_core::value::json::write_str(&mut line, &field.name);
-                line.push(b':');
-                write_value(&mut line, value);
-            }
-            line.push(b'}');
-            out.push(String::from_utf8(line).expect("utf8 json"));
-        }
-    }
-    out
 }
 
 /// A csv source over `path` with default settings and a `read_buffer`-byte read buffer

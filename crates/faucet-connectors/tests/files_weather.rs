@@ -69,7 +69,7 @@ async fn weather_csv_reads_every_row_with_exact_values() {
         ]
     );
     assert_eq!(
-        lines_of(&pages[..1])[0],
+        json_lines(&pages[..1])[0],
         r#"{"origin":"EWR","year":"2013","month":"1","day":"1","hour":"1","temp":"39.02","dewp":"26.06","humid":"59.37","wind_dir":"270","wind_speed":"10.357019999999999","wind_gust":null,"precip":"0","pressure":"1012","visib":"10","time_hour":"2013-01-01T06:00:00Z"}"#
     );
     let last_page = pages.last().expect("pages");

@@ -4,7 +4,6 @@
 #[cfg(feature = "files")]
 mod files_csv;
 #[cfg(feature = "files")]
-#[cfg(feature = "files")]
 mod files_csv_resume;
 #[cfg(feature = "files")]
 mod files_jsonl;
@@ -38,3 +37,4 @@ mod postgres_sink;
 mod postgres_sink_pipeline;
 #[cfg(feature = "postgres")]
 mod postgres_sink_support;
+mod support;

@@ -2,8 +2,9 @@
 //! `FAUCET_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`), one schema per
 //! test, statements, COPY out as text, reading a source to the end.
 
-use faucet_core::value::json::{write_str, write_value};
-use faucet_core::{Bookmark, FaucetError, Page, ReadOptions, Source};
+pub(crate) use crate::support::{json_lines, read_pages};
+use faucet_core::Page;
+use faucet_core::value::json::write_value;
 use sqlx::{Connection as _, Executor as _, PgConnection};
 
 /// The test server's URL.
@@ -102,46 +103,6 @@ pub(crate) async fn copy_in_csv(conn: &mut PgConnection, table: &str, path: &str
         .expect("copy in");
     copy.send(data).await.expect("send");
     copy.finish().await.expect("finish");
-}
-
-/// Reads `source` from `from` to the end in pages of `batch_size`.
-pub(crate) async fn read_pages(
-    source: &dyn Source,
-    from: Option<Bookmark>,
-    batch_size: usize,
-) -> Result<Vec<Page>, FaucetError> {
-    let options = ReadOptions {
-        batch_size,
-        ..ReadOptions::default()
-    };
-    let mut stream = source.open(from, options).await?;
-    let mut pages = Vec::new();
-    while let Some(page) = stream.next_page().await? {
-        assert!(page.len() <= batch_size, "a page over batch_size");
-        pages.push(page);
-    }
-    Ok(pages)
-}
-
-/// Each record as a JSON object (the DESIGN.md JSON form, fields in schema order).
-pub(crate) fn json_lines(pages: &[Page]) -> Vec<String> {
-    let mut out = Vec::new();
-    for page in pages {
-        for row in page.rows() {
-            let mut line = vec![b'{'];
-            for (i, (field, value)) in row.schema().fields().iter().zip(row.values()).enumerate() {
-                if i > 0 {
-                    line.push(b',');
-                }
-                write_str(&mut line, &field.name);
-                line.push(b':');
-                write_value(&mut line, value);
-            }
-            line.push(b'}');
-            out.push(String::from_utf8(line).expect("utf8 json"));
-        }
-    }
-    out
 }
 
 /// The value of `column` in every record, as JSON text.

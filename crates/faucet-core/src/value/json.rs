@@ -75,20 +75,26 @@ pub fn write_row(out: &mut Vec<u8>, row: &Row) {
     out.push(b'}');
 }
 
-/// A record as a `serde_json::Value` object (field order kept), through the same writer:
-/// handy for comparing sink output with source input in tests.
-pub fn row_to_json(row: crate::page::RowRef<'_>) -> serde_json::Value {
-    let mut out = Vec::with_capacity(64);
+/// Appends a page's record as a JSON object, fields in schema order (the jsonl sink's line,
+/// without the newline; the sink itself reuses pre-encoded keys).
+pub fn write_record(out: &mut Vec<u8>, row: crate::page::RowRef<'_>) {
     out.push(b'{');
     for (i, (field, value)) in row.schema().fields().iter().zip(row.values()).enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_str(&mut out, &field.name);
+        write_str(out, &field.name);
         out.push(b':');
-        write_value(&mut out, value);
+        write_value(out, value);
     }
     out.push(b'}');
+}
+
+/// A record as a `serde_json::Value` object (field order kept), through the same writer:
+/// handy for comparing sink output with source input in tests.
+pub fn row_to_json(row: crate::page::RowRef<'_>) -> serde_json::Value {
+    let mut out = Vec::with_capacity(64);
+    write_record(&mut out, row);
     // The writer emits valid JSON by construction.
     serde_json::from_slice(&out).unwrap_or(serde_json::Value::Null)
 }
