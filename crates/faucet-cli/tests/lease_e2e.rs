@@ -25,25 +25,7 @@ use faucet_state_postgres::PostgresStateStore;
 use faucet_state_redis::RedisStateStore;
 
 use crate::support::{Dir, Run, csv_pipeline, faucet_command, ids, numbered_csv};
-
-/// The shared PostgreSQL server's URL.
-pub(crate) fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-/// The shared Redis server's URL.
-pub(crate) fn redis_url() -> String {
-    std::env::var("FAUCET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
-}
-
-/// A runtime for the test's own calls to the stores.
-pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
+pub(crate) use crate::support::{pg_url, redis_url, runtime};
 
 /// This machine's host name, as a lease holder reports it.
 pub(crate) fn hostname() -> String {

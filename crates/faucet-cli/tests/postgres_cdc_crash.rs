@@ -12,22 +12,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+pub(crate) use crate::support::{pg_url, runtime};
 use serde_json::Value as Json;
 use sqlx::PgPool;
 
 const BATCH: u64 = 50;
-
-pub(crate) fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-pub(crate) fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 fn faucet(dir: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));

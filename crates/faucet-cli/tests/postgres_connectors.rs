@@ -5,18 +5,7 @@
 use sqlx::PgPool;
 
 use crate::support::{Dir, ids, numbered_csv};
-
-fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
+use crate::support::{pg_url, runtime};
 
 /// A pool on the test server with `schema` dropped and created again.
 async fn fresh_schema(schema: &str) -> PgPool {

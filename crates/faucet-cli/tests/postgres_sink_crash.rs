@@ -14,24 +14,13 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::{pg_url, runtime};
 use sqlx::{Connection as _, Executor as _, PgConnection};
 
 const ROWS: usize = 3_000;
 const BATCH: usize = 250;
 /// Small pages for the SIGKILL tests, so a run lasts long enough to be killed mid-way.
 const KILL_BATCH: usize = 20;
-
-fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
 
 async fn connect() -> PgConnection {
     match PgConnection::connect(&pg_url()).await {

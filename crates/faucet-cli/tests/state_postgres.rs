@@ -9,18 +9,7 @@ use faucet_state_postgres::PostgresStateStore;
 use sqlx::PgPool;
 
 use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
-
-fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
+use crate::support::{pg_url, runtime};
 
 /// A pool on the test server, after dropping `table` and its lease table.
 async fn fresh(table: &str) -> PgPool {

@@ -4,11 +4,7 @@
 
 use redis::aio::MultiplexedConnection;
 
-use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
-
-fn redis_url() -> String {
-    std::env::var("FAUCET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
-}
+use crate::support::{Dir, csv_pipeline, ids, numbered_csv, redis_url, runtime};
 
 async fn raw() -> MultiplexedConnection {
     let url = redis_url();
@@ -44,10 +40,7 @@ async fn clear(conn: &mut MultiplexedConnection, prefix: &str) {
 #[test]
 fn redis_state_resumes_across_runs_and_doctor_checks_it() {
     let prefix = "faucet-cli-test:resume:";
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let mut conn = rt.block_on(raw());
     rt.block_on(clear(&mut conn, prefix));
 

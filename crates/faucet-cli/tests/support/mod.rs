@@ -207,3 +207,30 @@ pub(crate) fn ids(records: &[serde_json::Value]) -> Vec<u64> {
         })
         .collect()
 }
+
+/// The test PostgreSQL server's URL: `FAUCET_TEST_PG_URL`, by default the local server that
+/// `scripts/services.sh` starts.
+#[cfg(any(feature = "postgres", feature = "state-postgres"))]
+pub(crate) fn pg_url() -> String {
+    std::env::var("FAUCET_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// The test Redis server's URL: `FAUCET_TEST_REDIS_URL`, by default the local server.
+#[cfg(feature = "state-redis")]
+pub(crate) fn redis_url() -> String {
+    std::env::var("FAUCET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
+}
+
+/// A runtime for a test's own calls to the services (the binary under test runs apart).
+#[cfg(any(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
