@@ -88,12 +88,6 @@ enum Command {
     Replicate(RunArgs),
 }
 
-/// mimalloc instead of the system allocator: a page of records is many small values made and
-/// dropped together, and glibc's malloc/free took about a quarter of the CPU of a CSV → JSONL
-/// run in profiles (bench/csv_to_jsonl.sh).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log_level);

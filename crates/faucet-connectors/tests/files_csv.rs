@@ -66,7 +66,7 @@ async fn case_19_quoted_line_breaks_give_exactly_four_records_at_any_buffer_size
         rows[0].get("note"),
         Some(&Value::Text("line one\nline two".into()))
     );
-    assert_eq!(rows[1].get("note"), Some(&Value::Text(String::new())));
+    assert_eq!(rows[1].get("note"), Some(&Value::Text("".into())));
     match rows[2].get("note") {
         Some(Value::Text(t)) => assert!(t.as_bytes().windows(2).any(|w| w == [0x0d, 0x0a])),
         other => panic!("record 3 note: {other:?}"),

@@ -194,7 +194,7 @@ fn typed_page(bookmark: serde_json::Value) -> faucet_core::Page {
         Value::Int(9_007_199_254_740_993),
         Value::numeric("1.10").expect("numeric"),
         Value::Float(1e300),
-        Value::Text(String::new()),
+        Value::Text("".into()),
         Value::Bytes(Vec::new()),
         Value::json(json!(null)),
         Value::TimestampTz("infinity".into()),

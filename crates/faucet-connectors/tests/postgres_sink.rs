@@ -188,7 +188,7 @@ async fn unchanged_toast_is_never_nulled() {
         row(&[
             ("id", Value::Int(id)),
             ("title", Value::Text(title.into())),
-            ("body", Value::Text(body)),
+            ("body", Value::Text(body.into())),
         ])
     };
     let sink = upsert_sink(&table, &["id"]);
@@ -278,7 +278,7 @@ async fn the_commit_token_only_moves_forward() {
         plain_page(
             &[("id", DataType::Int), ("v", DataType::Text)],
             ids.iter()
-                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}"))])
+                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}").into())])
                 .collect(),
             json!({"offset": ids[0]}),
         )
@@ -501,7 +501,7 @@ async fn a_lost_session_fails_the_page_without_a_retry() {
         plain_page(
             &[("id", DataType::Int), ("v", DataType::Text)],
             ids.iter()
-                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}"))])
+                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}").into())])
                 .collect(),
             json!(ids[0]),
         )

@@ -33,11 +33,11 @@ pub use delivery::{
     DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, LimitingSide,
 };
 pub use error::{BoxError, FaucetError};
-pub use page::{Bookmark, Page, PageBuilder, RowRef};
+pub use page::{Bookmark, Page, PageBuilder, RowRef, RowWriter};
 pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
 pub use sink::{CommitToken, Sink, SinkCapabilities, SinkWriter};
 pub use source::{PageStream, ReadOptions, ReplayGuarantee, Source};
-pub use value::{DataType, Field, Schema, Value};
+pub use value::{DataType, Field, Schema, Text, Value};
 
 /// Re-exported so connectors and library users share one `serde_json` (with exact numbers).
 pub use serde_json;

@@ -138,6 +138,34 @@ impl PageBuilder {
         self.values.resize(start + width, Value::Null);
     }
 
+    /// Appends one record value by value, straight into the page's buffer (no row to copy):
+    /// `fill` pushes the record's values through the [`RowWriter`]. When `fill` fails, the
+    /// values it pushed are removed and its error returned, so the page holds whole records
+    /// only. Width is enforced as in [`PageBuilder::push_row`].
+    ///
+    /// # Errors
+    /// `fill`'s error.
+    pub fn push_row_with<E>(
+        &mut self,
+        fill: impl FnOnce(&mut RowWriter<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let start = self.values.len();
+        let width = self.schema.len();
+        if let Err(e) = fill(&mut RowWriter {
+            values: &mut self.values,
+        }) {
+            self.values.truncate(start);
+            return Err(e);
+        }
+        debug_assert_eq!(
+            self.values.len() - start,
+            width,
+            "row width must match schema"
+        );
+        self.values.resize(start + width, Value::Null);
+        Ok(())
+    }
+
     /// The number of records pushed so far.
     pub fn len(&self) -> usize {
         if self.schema.is_empty() {
@@ -162,6 +190,20 @@ impl PageBuilder {
     }
 }
 
+/// Pushes the values of one record into a [`PageBuilder`] (see
+/// [`PageBuilder::push_row_with`]).
+#[derive(Debug)]
+pub struct RowWriter<'a> {
+    values: &'a mut Vec<Value>,
+}
+
+impl RowWriter<'_> {
+    /// Appends the record's next value, in schema order.
+    pub fn push(&mut self, value: Value) {
+        self.values.push(value);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +224,35 @@ mod tests {
         assert_eq!(rows[1].get("id"), Some(&Value::Int(2)));
         assert_eq!(rows[0].get("name"), Some(&Value::Text("a".into())));
         assert_eq!(page.bookmark(), Some(&serde_json::json!({"offset": 2})));
+    }
+
+    #[test]
+    fn a_failed_row_leaves_no_values_behind() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int),
+            Field::new("name", DataType::Text),
+        ]));
+        let mut b = PageBuilder::new(schema, 2);
+        b.push_row_with(|r| {
+            r.push(Value::Int(1));
+            r.push(Value::Text("a".into()));
+            Ok::<(), ()>(())
+        })
+        .expect("row");
+        let failed = b.push_row_with(|r| {
+            r.push(Value::Int(2));
+            Err("bad field")
+        });
+        assert_eq!(failed, Err("bad field"));
+        b.push_row_with(|r| {
+            r.push(Value::Int(3));
+            r.push(Value::Null);
+            Ok::<(), ()>(())
+        })
+        .expect("row");
+        let page = b.finish(None);
+        let ids: Vec<_> = page.rows().map(|r| r.values()[0].clone()).collect();
+        assert_eq!(ids, vec![Value::Int(1), Value::Int(3)]);
+        assert_eq!(page.row(1).and_then(|r| r.get("name")), Some(&Value::Null));
     }
 }

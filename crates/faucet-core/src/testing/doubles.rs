@@ -186,7 +186,7 @@ impl PageStream for VecStream<'_> {
         let end = self.offset.saturating_add(self.batch).min(all.len());
         let mut b = PageBuilder::new(self.source.schema.clone(), end - self.offset);
         for (id, v) in &all[self.offset..end] {
-            b.push_row([Value::Int(*id), Value::Text(v.clone())]);
+            b.push_row([Value::Int(*id), Value::Text(v.as_str().into())]);
         }
         self.offset = end;
         let mark = if self.source.off_by_one { end - 1 } else { end };

@@ -10,6 +10,13 @@ pub mod json;
 
 use std::sync::Arc;
 
+/// The text of a [`Value::Text`]: a string that keeps up to 24 bytes inline, so short
+/// values (most CSV fields, keys, codes, timestamps as text) cost no allocation. It derefs
+/// to `str`; build it with `From<&str>` / `From<String>` (a `String` longer than 24 bytes
+/// keeps its buffer). Currently `compact_str::CompactString`, re-exported so connectors
+/// need no direct dependency.
+pub type Text = compact_str::CompactString;
+
 /// One typed value.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
@@ -25,8 +32,10 @@ pub enum Value {
     /// numeric/decimal as the database spelled it (`"1.10"`, `"-0.0001"`, `"NaN"`,
     /// `"Infinity"`, `"-Infinity"`). Build with [`Value::numeric`], which checks the shape.
     Numeric(Arc<str>),
-    /// text, varchar, char, uuid, enum.
-    Text(String),
+    /// text, varchar, char, uuid, enum. A [`Text`]: up to 24 bytes are stored inline
+    /// (no allocation), which is most CSV fields and keys; build with `"...".into()` or
+    /// `String::into()`.
+    Text(Text),
     /// bytea; JSON base64.
     Bytes(Vec<u8>),
     /// json, jsonb: the JSON value itself (boxed: it is large and rare, and every other

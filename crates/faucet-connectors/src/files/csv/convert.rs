@@ -9,7 +9,7 @@ use super::config::ColumnType;
 /// `text` as a value of type `ty`; the error says what was expected.
 pub(super) fn convert(ty: ColumnType, text: &str) -> Result<Value, String> {
     match ty {
-        ColumnType::String => Ok(Value::Text(text.to_owned())),
+        ColumnType::String => Ok(Value::Text(text.into())),
         ColumnType::Int => text
             .parse::<i64>()
             .map(Value::Int)

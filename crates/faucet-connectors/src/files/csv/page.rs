@@ -40,12 +40,9 @@ pub(super) struct CsvPageReader {
     records: u64,
     /// The end of the file was reached.
     done: bool,
-    /// Records read ahead of the next page, row after row, and their estimated size.
-    ahead: Vec<Value>,
-    ahead_rows: usize,
+    /// The next page, holding the records read ahead of it, and their estimated size.
+    ahead: Option<PageBuilder>,
     ahead_bytes: usize,
-    /// One record's values, reused.
-    row: Vec<Value>,
 }
 
 impl CsvPageReader {
@@ -111,7 +108,6 @@ impl CsvPageReader {
                 .map_err(|e| read_error(CONNECTOR, path, "cannot seek in", e))?;
             records = b.records;
         }
-        let width = types.len();
         Ok(Self {
             dialect,
             reader,
@@ -119,17 +115,16 @@ impl CsvPageReader {
             types,
             records,
             done,
-            ahead: Vec::new(),
-            ahead_rows: 0,
+            ahead: None,
             ahead_bytes: 0,
-            row: Vec::with_capacity(width),
         })
     }
 
-    /// Reads the next record into `self.row`; `false` at the end of the file.
-    fn next_record(&mut self) -> Result<bool, FaucetError> {
+    /// Reads the next record into `page`: `None` at the end of the file, else the record's
+    /// estimated size in bytes ([`value_bytes`]).
+    fn next_record(&mut self, page: &mut PageBuilder) -> Result<Option<usize>, FaucetError> {
         if self.done {
-            return Ok(false);
+            return Ok(None);
         }
         let has = self
             .reader
@@ -137,14 +132,14 @@ impl CsvPageReader {
             .map_err(|e| read_error(CONNECTOR, &self.dialect.path, "cannot read", e))?;
         if !has {
             self.done = true;
-            return Ok(false);
+            return Ok(None);
         }
-        self.convert_record()?;
-        Ok(true)
+        self.convert_record(page).map(Some)
     }
 
-    /// Turns the reader's current record into `self.row`.
-    fn convert_record(&mut self) -> Result<(), FaucetError> {
+    /// Appends the reader's current record to `page`, converted (straight into the page's
+    /// buffer); returns its estimated size.
+    fn convert_record(&mut self, page: &mut PageBuilder) -> Result<usize, FaucetError> {
         let width = self.types.len();
         if self.reader.len() != width {
             let what = if self.dialect.has_header {
@@ -157,7 +152,6 @@ impl CsvPageReader {
                 self.reader.len()
             )));
         }
-        self.row.clear();
         let nulls = &self.dialect.null_values;
         let is_null = |bytes: &[u8]| nulls.iter().any(|n| n == bytes);
         let check_nulls = !nulls.is_empty() && (0..width).any(|i| is_null(self.reader.field(i)));
@@ -173,22 +167,28 @@ impl CsvPageReader {
                 .unwrap_or(0);
             self.utf8_error(i)
         })?;
-        for i in 0..width {
-            let (start, end) = self.reader.bounds(i);
-            if check_nulls && is_null(&all[start..end]) && !self.reader.is_quoted(i) {
-                self.row.push(Value::Null);
-                continue;
+        let mut bytes = 0;
+        page.push_row_with(|row| {
+            for i in 0..width {
+                let (start, end) = self.reader.bounds(i);
+                let value = if check_nulls && is_null(&all[start..end]) && !self.reader.is_quoted(i)
+                {
+                    Value::Null
+                } else {
+                    let Some(field) = text.get(start..end) else {
+                        return Err(self.utf8_error(i));
+                    };
+                    match self.types[i] {
+                        ColumnType::String => Value::Text(field.into()),
+                        ty => convert(ty, field).map_err(|msg| self.field_error(i, msg))?,
+                    }
+                };
+                bytes += value_bytes(&value);
+                row.push(value);
             }
-            let Some(field) = text.get(start..end) else {
-                return Err(self.utf8_error(i));
-            };
-            let value = match self.types[i] {
-                ColumnType::String => Value::Text(field.to_owned()),
-                ty => convert(ty, field).map_err(|msg| self.field_error(i, msg))?,
-            };
-            self.row.push(value);
-        }
-        Ok(())
+            Ok(())
+        })?;
+        Ok(bytes)
     }
 
     /// The error for field `i`, which is not valid UTF-8 on its own.
@@ -213,35 +213,34 @@ impl CsvPageReader {
 
 impl PageReader for CsvPageReader {
     fn read_ahead(&mut self, batch_size: usize, budget: usize) -> Result<(), FaucetError> {
-        while self.ahead_rows < batch_size && self.ahead_bytes < budget && self.next_record()? {
-            self.ahead_bytes += self.row.iter().map(value_bytes).sum::<usize>();
-            self.ahead.append(&mut self.row);
-            self.ahead_rows += 1;
-        }
-        Ok(())
+        let mut page = self
+            .ahead
+            .take()
+            .unwrap_or_else(|| PageBuilder::new(self.schema.clone(), batch_size));
+        let read = (|| {
+            while page.len() < batch_size && self.ahead_bytes < budget {
+                match self.next_record(&mut page)? {
+                    Some(bytes) => self.ahead_bytes += bytes,
+                    None => break,
+                }
+            }
+            Ok(())
+        })();
+        self.ahead = Some(page);
+        read
     }
 
     fn read_page(&mut self, batch_size: usize) -> Result<Option<Page>, FaucetError> {
-        if self.ahead_rows == 0 && self.done {
+        let mut page = self
+            .ahead
+            .take()
+            .unwrap_or_else(|| PageBuilder::new(self.schema.clone(), batch_size));
+        self.ahead_bytes = 0;
+        while page.len() < batch_size && self.next_record(&mut page)?.is_some() {}
+        if page.is_empty() {
             return Ok(None);
         }
-        let mut page = PageBuilder::new(self.schema.clone(), batch_size);
-        let width = self.types.len();
-        let mut rows = self.ahead_rows.min(batch_size);
-        let mut ahead = self.ahead.drain(..);
-        for _ in 0..rows {
-            page.push_row(ahead.by_ref().take(width));
-        }
-        drop(ahead);
-        (self.ahead_rows, self.ahead_bytes) = (0, 0);
-        while rows < batch_size && self.next_record()? {
-            page.push_row(self.row.drain(..));
-            rows += 1;
-        }
-        if rows == 0 {
-            return Ok(None);
-        }
-        self.records += rows as u64;
+        self.records += page.len() as u64;
         let bookmark = FileBookmark {
             file: self.dialect.label.clone(),
             byte_offset: self.reader.offset(),

@@ -362,7 +362,7 @@ fn to_value(v: serde_json::Value) -> Value {
                 Value::numeric(&text).unwrap_or_else(|_| Value::json(serde_json::Value::Number(n)))
             }
         },
-        serde_json::Value::String(s) => Value::Text(s),
+        serde_json::Value::String(s) => Value::Text(s.into()),
         v @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)) => Value::json(v),
     }
 }

@@ -236,9 +236,9 @@ impl ChangeDecoder {
             _ => return Ok(None),
         };
         Ok(Some([
-            Value::Text(op.to_owned()),
-            Value::Text(rel.table.clone()),
-            Value::Text(txn.lsn.clone()),
+            Value::Text(op.into()),
+            Value::Text(rel.table.as_str().into()),
+            Value::Text(txn.lsn.as_str().into()),
             Value::TimestampTz(txn.commit_ts.clone()),
             before,
             after,
@@ -261,9 +261,9 @@ impl ChangeDecoder {
             return Ok(None);
         }
         Ok(Some([
-            Value::Text("t".to_owned()),
-            Value::Text(rel.table.clone()),
-            Value::Text(txn.lsn.clone()),
+            Value::Text("t".into()),
+            Value::Text(rel.table.as_str().into()),
+            Value::Text(txn.lsn.as_str().into()),
             Value::TimestampTz(txn.commit_ts.clone()),
             Value::Null,
             Value::Null,
@@ -387,7 +387,7 @@ fn new_row(
             Datum::Null => Value::Null,
             Datum::Text(bytes) => decode(rel, i, bytes, txn)?,
             Datum::UnchangedToast => {
-                unchanged.push(Value::Text(rel.columns[i].name.clone()));
+                unchanged.push(Value::Text(rel.columns[i].name.as_str().into()));
                 continue;
             }
             Datum::Binary(_) => return Err(binary_datum(rel, i)),

@@ -342,7 +342,7 @@ mod tests {
                         _ => panic!(),
                     };
                     let name = match get("name") {
-                        Some(Value::Text(s)) => Some(s.clone()),
+                        Some(Value::Text(s)) => Some(s.to_string()),
                         _ => None,
                     };
                     ('u', id, name)
@@ -431,7 +431,7 @@ mod tests {
             .iter()
             .map(|s| match s {
                 Slot::Upsert { columns, row } => match columns[1].1 {
-                    Value::Text(p) => (*row, p.clone()),
+                    Value::Text(p) => (*row, p.to_string()),
                     _ => panic!(),
                 },
                 Slot::Delete { .. } => panic!(),

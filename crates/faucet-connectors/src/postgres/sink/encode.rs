@@ -31,8 +31,8 @@ pub(crate) fn write_copy_value(out: &mut Vec<u8>, value: &Value, scratch: &mut V
         }
         Value::Numeric(n) => out.extend_from_slice(n.as_bytes()),
         Value::Float(f) => write_float(out, *f),
-        Value::Text(s)
-        | Value::Date(s)
+        Value::Text(s) => escape_into(out, s.as_bytes()),
+        Value::Date(s)
         | Value::Timestamp(s)
         | Value::TimestampTz(s)
         | Value::Time(s)
@@ -70,8 +70,8 @@ pub(crate) fn write_text(out: &mut Vec<u8>, value: &Value) {
         }
         Value::Numeric(n) => out.extend_from_slice(n.as_bytes()),
         Value::Float(f) => write_float(out, *f),
-        Value::Text(s)
-        | Value::Date(s)
+        Value::Text(s) => out.extend_from_slice(s.as_bytes()),
+        Value::Date(s)
         | Value::Timestamp(s)
         | Value::TimestampTz(s)
         | Value::Time(s)
@@ -209,7 +209,7 @@ mod tests {
                     Value::Text("a,b".into()),
                     Value::Text("NULL".into()),
                     Value::Null,
-                    Value::Text(String::new()),
+                    Value::Text("".into()),
                     Value::Text("say \"hi\"".into()),
                     Value::Text("back\\slash".into()),
                     Value::Text("{brace}".into()),
