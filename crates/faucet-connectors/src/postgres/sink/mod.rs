@@ -396,6 +396,25 @@ impl SinkWriter for PostgresSinkWriter<'_> {
         self.write_page(page, Some((scope, token))).await
     }
 
+    /// Whether the target table has a row (`Some(false)` while it does not exist yet), so
+    /// the run loop's lost-bookmark guard can refuse to append a whole source again into a
+    /// table that already holds it (`shared/cases/13-state-missing-or-torn.md`, S1).
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] when the table cannot be read.
+    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
+        if self.table.is_none() {
+            return Ok(Some(false));
+        }
+        let name = self.sink.table.clone();
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted());
+        let any: bool = sqlx::query_scalar(&sql)
+            .fetch_one(self.conn()?)
+            .await
+            .map_err(|e| table::write_err(format!("cannot tell whether {name} holds data"), e))?;
+        Ok(Some(any))
+    }
+
     async fn last_committed_token(
         &mut self,
         scope: &str,
