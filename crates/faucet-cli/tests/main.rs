@@ -7,6 +7,8 @@ mod cdc_flights;
 mod crash_files;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod doctor_backends;
+#[cfg(feature = "postgres")]
+mod effectively_once_crash;
 mod examples;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;
@@ -27,3 +29,5 @@ mod state_postgres;
 #[cfg(feature = "state-redis")]
 mod state_redis;
 mod support;
+#[cfg(feature = "postgres")]
+mod unmet_requests;

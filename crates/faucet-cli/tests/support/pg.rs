@@ -1,0 +1,433 @@
+//! Crash-test helpers for pipelines into the `postgres` sink (feature `postgres`): a
+//! [`Scenario`] (config, source, target, and the exact check of the target), and the two
+//! ways of crashing `faucet run` — aborted at every fault point ([`abort_at_every_point`],
+//! [`state_lost_at_every_point`]) and SIGKILLed at pseudo-random instants
+//! ([`killed_at_random_instants`]).
+//!
+//! PostgreSQL from `FAUCET_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`;
+//! `scripts/services.sh` starts it); each scenario in its own schema. `FAUCET_SOAK=1` runs
+//! more random kills.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use sqlx::{Connection as _, Executor as _, PgConnection};
+
+use super::{pg_url, runtime};
+
+/// Rows of every scenario's source.
+pub(crate) const ROWS: usize = 3_000;
+/// Records per page for the fault-point tests.
+pub(crate) const BATCH: usize = 250;
+/// Small pages for the SIGKILL tests, so a run lasts long enough to be killed mid-way.
+pub(crate) const KILL_BATCH: usize = 20;
+
+/// A connection to the test server; panics naming the service and the script that starts it.
+pub(crate) async fn connect() -> PgConnection {
+    match PgConnection::connect(&pg_url()).await {
+        Ok(c) => c,
+        Err(e) => panic!(
+            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
+             is unreachable: {e}; start it with scripts/services.sh"
+        ),
+    }
+}
+
+/// Runs `statements` (one or several, `;`-separated) on a fresh connection.
+pub(crate) fn sql(statements: &str) {
+    runtime().block_on(async {
+        let mut c = connect().await;
+        c.execute(statements)
+            .await
+            .unwrap_or_else(|e| panic!("`{statements}`: {e}"));
+    });
+}
+
+/// The rows of `select`, as `T`.
+pub(crate) fn query<T>(select: &str) -> Vec<T>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+{
+    runtime().block_on(async {
+        let mut c = connect().await;
+        sqlx::query_as(select)
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_else(|e| panic!("`{select}`: {e}"))
+    })
+}
+
+/// Whether `name` (`schema.table`) exists.
+pub(crate) fn table_exists(name: &str) -> bool {
+    let found: Vec<(Option<String>,)> = query(&format!("SELECT to_regclass('{name}')::text"));
+    found.first().is_some_and(|(t,)| t.is_some())
+}
+
+/// `faucet` with no fault armed, the test server's URL in `FAUCET_CRASH_PG_URL` (for
+/// `${env:FAUCET_CRASH_PG_URL}` in configs) and stdin closed.
+pub(crate) fn faucet() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));
+    c.env_remove("FAUCET_FAULT")
+        .env_remove("FAUCET_LOG")
+        .env("FAUCET_CRASH_PG_URL", pg_url())
+        .stdin(Stdio::null());
+    c
+}
+
+/// `faucet run --quiet` in `dir` with `FAUCET_FAULT=<fault>`; panics unless the run failed
+/// (the point was reached).
+pub(crate) fn run_aborted_at(dir: &Path, fault: &str) {
+    let out = faucet()
+        .args(["run", "--quiet"])
+        .env("FAUCET_FAULT", fault)
+        .current_dir(dir)
+        .output()
+        .expect("spawn faucet");
+    assert!(
+        !out.status.success(),
+        "{fault} was never reached: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `faucet run` in `dir` (logs on stderr), which must succeed.
+pub(crate) fn run_to_completion(dir: &Path) -> Output {
+    let out = faucet()
+        .arg("run")
+        .current_dir(dir)
+        .output()
+        .expect("spawn faucet");
+    assert!(
+        out.status.success(),
+        "the restarted run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Asserts every id 0..n is in `table` exactly once with `v = id * 3`.
+pub(crate) fn check_exactly_once(table: &str, n: usize, what: &str) {
+    let rows: Vec<(i64, i64)> = query(&format!(
+        "SELECT id::bigint, count(*)::bigint FROM {table} GROUP BY id ORDER BY id"
+    ));
+    let lost = n.saturating_sub(rows.len());
+    let dups: i64 = rows.iter().map(|(_, c)| c - 1).sum();
+    assert_eq!(
+        (lost, dups),
+        (0, 0),
+        "{what}: lost {lost}, duplicated {dups}"
+    );
+    let ids: Vec<i64> = rows.iter().map(|(id, _)| *id).collect();
+    assert_eq!(ids, (0..n as i64).collect::<Vec<_>>(), "{what}");
+    let wrong: Vec<(i64, i64)> = query(&format!(
+        "SELECT id::bigint, v::bigint FROM {table} WHERE v <> id * 3"
+    ));
+    assert!(wrong.is_empty(), "{what}: wrong values {wrong:?}");
+}
+
+/// Which pipeline a [`Scenario`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pair {
+    /// csv → postgres append, atomic watermark; the target has no key.
+    CsvAppend,
+    /// csv → postgres upsert by `id` (text, numeric and null values; keys restated later in
+    /// the file, also inside one page: the last occurrence wins).
+    CsvUpsert,
+    /// Incremental postgres query → postgres upsert by `id` (keyed upsert).
+    QueryUpsert,
+}
+
+/// A scenario: a config and how to (re)create its source and target, and check the target.
+pub(crate) struct Scenario {
+    /// The scenario's own schema (dropped by [`Scenario::drop`]).
+    pub(crate) schema: String,
+    /// The pipeline name, which is also the state key.
+    name: &'static str,
+    yaml: String,
+    pair: Pair,
+}
+
+impl Scenario {
+    fn new(pair: Pair, tag: &str, batch: usize) -> Self {
+        let (prefix, name) = match pair {
+            Pair::CsvAppend => ("cli_crash_csv", "crashcsv"),
+            Pair::CsvUpsert => ("cli_crash_csvup", "crashcsvup"),
+            Pair::QueryUpsert => ("cli_crash_pg", "crashpg"),
+        };
+        let schema = format!("{prefix}_{tag}_{}", std::process::id());
+        let url = "\"${env:FAUCET_CRASH_PG_URL}\"";
+        let (source, sink) = match pair {
+            Pair::CsvAppend => (
+                "{ type: csv, config: { path: ./in.csv, columns: { id: int, v: int } } }"
+                    .to_owned(),
+                format!(
+                    "{{ type: postgres, config: {{ connection_url: {url}, table: {schema}.target }} }}"
+                ),
+            ),
+            Pair::CsvUpsert => (
+                "{ type: csv, config: { path: ./in.csv, null_values: [\"\"], \
+                 columns: { id: int, name: string, amount: numeric } } }"
+                    .to_owned(),
+                format!(
+                    "{{ type: postgres, config: {{ connection_url: {url}, table: {schema}.target, \
+                     write_mode: upsert, key: [id] }} }}"
+                ),
+            ),
+            Pair::QueryUpsert => (
+                format!(
+                    "{{ type: postgres, config: {{ connection_url: {url}, table: {schema}.src, \
+                     replication_method: incremental, replication_key: [updated_at, id] }} }}"
+                ),
+                format!(
+                    "{{ type: postgres, config: {{ connection_url: {url}, table: {schema}.target, \
+                     write_mode: upsert, key: [id] }} }}"
+                ),
+            ),
+        };
+        let yaml = format!(
+            "version: 1\nname: {name}\npipeline:\n  source: {source}\n  sink: {sink}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  \
+             delivery: effectively_once\n  batch_size: {batch}\n"
+        );
+        Self {
+            schema,
+            name,
+            yaml,
+            pair,
+        }
+    }
+
+    /// csv → postgres append (no key) with the atomic watermark.
+    pub(crate) fn csv_to_append(tag: &str, batch: usize) -> Self {
+        Self::new(Pair::CsvAppend, tag, batch)
+    }
+
+    /// csv → postgres upsert by `id`.
+    pub(crate) fn csv_to_upsert(tag: &str, batch: usize) -> Self {
+        Self::new(Pair::CsvUpsert, tag, batch)
+    }
+
+    /// Incremental postgres query → postgres upsert by `id`.
+    pub(crate) fn query_to_upsert(tag: &str, batch: usize) -> Self {
+        Self::new(Pair::QueryUpsert, tag, batch)
+    }
+
+    /// The state file of the scenario's pipeline in `dir` (file state store under `./state`).
+    pub(crate) fn state_file(&self, dir: &Path) -> std::path::PathBuf {
+        dir.join("state").join(format!("{}.json", self.name))
+    }
+
+    /// A fresh schema, source and target; the config in `dir`.
+    pub(crate) fn prepare(&self, dir: &Path) {
+        let s = &self.schema;
+        match self.pair {
+            Pair::CsvAppend => {
+                let mut text = String::from("id,v\n");
+                for i in 0..ROWS {
+                    text.push_str(&format!("{i},{}\n", i * 3));
+                }
+                std::fs::write(dir.join("in.csv"), text).expect("csv");
+                sql(&format!(
+                    "DROP SCHEMA IF EXISTS {s} CASCADE; CREATE SCHEMA {s}; \
+                     CREATE TABLE {s}.target (id bigint, v bigint)"
+                ));
+            }
+            Pair::CsvUpsert => {
+                std::fs::write(dir.join("in.csv"), upsert_csv()).expect("csv");
+                sql(&format!(
+                    "DROP SCHEMA IF EXISTS {s} CASCADE; CREATE SCHEMA {s}; \
+                     CREATE TABLE {s}.target (id bigint PRIMARY KEY, name text, amount numeric)"
+                ));
+            }
+            Pair::QueryUpsert => sql(&format!(
+                "DROP SCHEMA IF EXISTS {s} CASCADE; CREATE SCHEMA {s}; \
+                 CREATE TABLE {s}.src (id integer PRIMARY KEY, v integer NOT NULL, \
+                   updated_at timestamp NOT NULL); \
+                 INSERT INTO {s}.src SELECT g, g * 3, '2026-01-01'::timestamp + (g / 7) * interval '1 s' \
+                   FROM generate_series(0, {}) g; \
+                 CREATE TABLE {s}.target (id integer PRIMARY KEY, v integer NOT NULL, \
+                   updated_at timestamp NOT NULL)",
+                ROWS - 1
+            )),
+        }
+        std::fs::write(dir.join("faucet.yaml"), &self.yaml).expect("config");
+    }
+
+    /// Asserts the target equals the source: nothing lost, nothing doubled, values exact.
+    #[track_caller]
+    pub(crate) fn check(&self, what: &str) {
+        let target = format!("{}.target", self.schema);
+        match self.pair {
+            Pair::CsvAppend | Pair::QueryUpsert => check_exactly_once(&target, ROWS, what),
+            Pair::CsvUpsert => {
+                let got: Vec<(i64, Option<String>, Option<String>)> = query(&format!(
+                    "SELECT id, name, amount::text FROM {target} ORDER BY id"
+                ));
+                let want = upsert_expected();
+                let lost = want
+                    .iter()
+                    .filter(|w| !got.iter().any(|g| g.0 == w.0))
+                    .count();
+                let extra = got.len() + lost - want.len();
+                assert_eq!((lost, extra), (0, 0), "{what}: lost {lost}, extra {extra}");
+                let wrong: Vec<_> = got.iter().zip(&want).filter(|(g, w)| g != w).collect();
+                assert!(
+                    wrong.is_empty(),
+                    "{what}: {} rows differ from the CSV (target, CSV), first {:?}",
+                    wrong.len(),
+                    wrong.first()
+                );
+            }
+        }
+    }
+
+    /// Drops the scenario's schema.
+    pub(crate) fn drop(&self) {
+        sql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+    }
+}
+
+/// One line of the upsert CSV: `id`, `name` (`None`: an empty unquoted field, read as null),
+/// `amount` (numeric text, exact scale).
+type UpsertRow = (i64, Option<String>, Option<String>);
+
+/// The upsert CSV's records in file order: ids 0..ROWS; every 10th id restated with new
+/// values near the end of the file (another page); ids 100 + 250k restated on the very next
+/// line (the same page, so the page's last occurrence must win); names with commas, quotes,
+/// an empty quoted string and nulls.
+fn upsert_rows() -> Vec<UpsertRow> {
+    let mut rows = Vec::new();
+    for i in 0..ROWS as i64 {
+        let name = match i % 97 {
+            0 => None,
+            1 => Some(String::new()),
+            2 => Some(format!("quote \"{i}\", comma")),
+            _ => Some(format!("name-{i}")),
+        };
+        rows.push((i, name, Some(format!("{}.{:02}", i * 3, i % 100))));
+        if i % 250 == 100 {
+            rows.push((i, Some(format!("again-{i}")), Some(format!("-{i}.5"))));
+        }
+    }
+    for i in (0..ROWS as i64).step_by(10) {
+        let amount = if i % 20 == 0 {
+            None
+        } else {
+            Some(format!("{i}000.125"))
+        };
+        rows.push((i, Some(format!("renamed-{i}")), amount));
+    }
+    rows
+}
+
+fn upsert_csv() -> String {
+    let field = |v: &Option<String>| match v {
+        None => String::new(),
+        Some(s) => format!("\"{}\"", s.replace('"', "\"\"")),
+    };
+    let mut text = String::from("id,name,amount\n");
+    for (id, name, amount) in upsert_rows() {
+        text.push_str(&format!("{id},{},{}\n", field(&name), field(&amount)));
+    }
+    text
+}
+
+/// What the upsert target must hold: the last occurrence of each id, ordered by id.
+fn upsert_expected() -> Vec<UpsertRow> {
+    let mut last = std::collections::BTreeMap::new();
+    for (id, name, amount) in upsert_rows() {
+        last.insert(id, (id, name, amount));
+    }
+    last.into_values().collect()
+}
+
+/// For every fault point: a fresh source and target, a run aborted at the point's second hit,
+/// a restart to completion, the exact check, and a third run that must change nothing.
+pub(crate) fn abort_at_every_point(scenario: &Scenario) {
+    for point in faucet_core::fault::ALL {
+        let dir = tempfile::tempdir().expect("tempdir");
+        scenario.prepare(dir.path());
+        run_aborted_at(dir.path(), &format!("{point}:2"));
+        run_to_completion(dir.path());
+        scenario.check(&format!("after an abort at {point}:2"));
+        // A third run has nothing left to do and changes nothing.
+        run_to_completion(dir.path());
+        scenario.check(&format!("a run after the recovery ({point})"));
+    }
+    scenario.drop();
+}
+
+/// For every fault point: a run aborted at the point's second hit, the state entry deleted
+/// (as a user or a lost disk would), a restart to completion and the exact check; then the
+/// entry of the finished run deleted and one more run, which must not double the target.
+/// Returns the stderr of every restart, for the caller to assert what the user was told.
+pub(crate) fn state_lost_at_every_point(scenario: &Scenario) -> Vec<String> {
+    let mut told = Vec::new();
+    for point in faucet_core::fault::ALL {
+        let dir = tempfile::tempdir().expect("tempdir");
+        scenario.prepare(dir.path());
+        run_aborted_at(dir.path(), &format!("{point}:2"));
+        let state = scenario.state_file(dir.path());
+        // The first page's bookmark was persisted before the second hit of any point.
+        std::fs::remove_file(&state)
+            .unwrap_or_else(|e| panic!("deleting {} after {point}:2: {e}", state.display()));
+        let out = run_to_completion(dir.path());
+        told.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        scenario.check(&format!("state deleted after an abort at {point}:2"));
+        std::fs::remove_file(&state).expect("the restart wrote the state file again");
+        let out = run_to_completion(dir.path());
+        told.push(String::from_utf8_lossy(&out.stderr).into_owned());
+        scenario.check(&format!(
+            "state of the finished run deleted, then a run ({point})"
+        ));
+    }
+    scenario.drop();
+    told
+}
+
+/// SIGKILL at pseudo-random instants (a fixed sequence, so failures reproduce), several times
+/// in a row, then a run to completion and the exact check.
+pub(crate) fn killed_at_random_instants(scenario: &Scenario) {
+    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
+        20
+    } else {
+        3
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    scenario.prepare(dir.path());
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut interrupted = 0;
+    for _ in 0..rounds {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        if kill_after(dir.path(), Duration::from_millis(20 + seed % 400)) {
+            interrupted += 1;
+        }
+    }
+    assert!(
+        interrupted > 0,
+        "no kill landed while a run was in progress"
+    );
+    run_to_completion(dir.path());
+    scenario.check("after SIGKILLs at random instants");
+    scenario.drop();
+}
+
+/// Starts `faucet run --quiet` in `dir`, SIGKILLs it after `delay` (no destructor, no flush)
+/// and reaps it. Returns whether it was still running when killed.
+pub(crate) fn kill_after(dir: &Path, delay: Duration) -> bool {
+    let mut child = faucet()
+        .args(["run", "--quiet"])
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn faucet");
+    std::thread::sleep(delay);
+    let running = matches!(child.try_wait(), Ok(None));
+    let _ = child.kill();
+    let _ = child.wait();
+    running
+}
