@@ -199,6 +199,7 @@ pub struct RowWriter<'a> {
 
 impl RowWriter<'_> {
     /// Appends the record's next value, in schema order.
+    #[inline]
     pub fn push(&mut self, value: Value) {
         self.values.push(value);
     }

