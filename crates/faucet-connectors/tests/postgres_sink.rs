@@ -521,3 +521,40 @@ async fn a_lost_session_fails_the_page_without_a_retry() {
     );
     db.drop().await;
 }
+
+/// The lost-bookmark guard (case 13, S1) asks the sink whether its target holds data: an
+/// append table answers from its rows (a missing table holds nothing), an upsert table
+/// answers "cannot double" (`None`), so a lost bookmark is refused only where a replay would
+/// duplicate rows.
+#[tokio::test]
+async fn holds_data_answers_for_append_and_not_for_upsert() {
+    let mut db = TestDb::new("s_holds_data").await;
+    let appended = db.table("appended");
+    let upserted = db.table("upserted");
+    let fields = [("id", DataType::Int), ("v", DataType::Text)];
+    let page = |id: i64| {
+        plain_page(
+            &fields,
+            vec![vec![Value::Int(id), Value::Text("x".into())]],
+            json!({"id": id}),
+        )
+    };
+
+    let mut config = PostgresSinkConfig::new(pg_url(), &appended);
+    config.create_table = true;
+    let append = PostgresSink::new(config).expect("config");
+    let mut w = append.open().await.expect("open");
+    assert_eq!(w.holds_data().await.expect("holds_data"), Some(false), "no table yet");
+    write_all(w.as_mut(), &[page(1)]).await;
+    assert_eq!(w.holds_data().await.expect("holds_data"), Some(true));
+    drop(w);
+
+    db.exec("CREATE TABLE upserted (id bigint PRIMARY KEY, v text)")
+        .await;
+    let upsert = upsert_sink(&upserted, &["id"]);
+    let mut w = upsert.open().await.expect("open");
+    write_all(w.as_mut(), &[page(1)]).await;
+    assert_eq!(w.holds_data().await.expect("holds_data"), None);
+    drop(w);
+    db.drop().await;
+}
