@@ -544,7 +544,11 @@ async fn holds_data_answers_for_append_and_not_for_upsert() {
     config.create_table = true;
     let append = PostgresSink::new(config).expect("config");
     let mut w = append.open().await.expect("open");
-    assert_eq!(w.holds_data().await.expect("holds_data"), Some(false), "no table yet");
+    assert_eq!(
+        w.holds_data().await.expect("holds_data"),
+        Some(false),
+        "no table yet"
+    );
     write_all(w.as_mut(), &[page(1)]).await;
     assert_eq!(w.holds_data().await.expect("holds_data"), Some(true));
     drop(w);
