@@ -2,8 +2,12 @@
 //! copy of the published tables (the slot created with an exported snapshot, each table read
 //! inside it as `op: r` records), then the slot's changes from its consistent point: no gap,
 //! no overlap, into any sink. The flags are `faucet run`'s; the run loop, state store and
-//! bookmarks are the same. An interrupted snapshot is refused with a typed state error (see
-//! `faucet_connectors::postgres::snapshot`).
+//! bookmarks are the same. An interrupted snapshot resumes: the next run copies, inside a new
+//! snapshot, the rest of the interrupted table after its last stored key and the tables not
+//! started (finished tables are not read again), then streams the slot from its consistent
+//! point, dropping the changes the later copies already hold (see
+//! `faucet_connectors::postgres::snapshot`); only a copy interrupted inside a table without
+//! a primary key is refused, with a typed state error naming the fix.
 
 use faucet_core::delivery::Topology;
 use faucet_core::{FaucetError, Pipeline, RunStreamOptions, Source};

@@ -1,9 +1,13 @@
-//! The slot and its exported snapshot: `CREATE_REPLICATION_SLOT <slot> LOGICAL pgoutput
-//! (SNAPSHOT 'export')` on a replication session (PostgreSQL manual, "Streaming Replication
+//! The slot and its exported snapshot: `CREATE_REPLICATION_SLOT <slot> [TEMPORARY] LOGICAL
+//! pgoutput (SNAPSHOT 'export')` on a replication session (PostgreSQL manual, "Streaming Replication
 //! Protocol"), sent with `pgwire-replication`'s gated session, which runs commands before
 //! (and here instead of) START_REPLICATION. The snapshot stays importable while that
 //! session is open and runs no other command; [`ExportedSnapshot`] keeps it open and
 //! [`ExportedSnapshot::import`] opens ordinary sessions reading as of the consistent point.
+//!
+//! A resumed copy needs a new snapshot but not a new slot: it creates a TEMPORARY slot
+//! (`<slot>_r<hex>`), which the server drops when the session ends, also when the process
+//! dies, so a crash leaves nothing behind.
 
 use pgwire_replication::{Lsn, ReplicationClient};
 use sqlx::{Executor as _, PgConnection};
@@ -23,6 +27,23 @@ pub(crate) struct ExportedSnapshot {
     pub(crate) consistent_point_text: String,
     /// The snapshot's name, for `SET TRANSACTION SNAPSHOT`.
     pub(crate) name: String,
+    /// The consistent point.
+    pub(crate) consistent_point: Lsn,
+}
+
+/// The name of a temporary slot for `slot`: `<slot>_r<8 hex digits>`, at most 63 bytes
+/// (PostgreSQL's NAMEDATALEN - 1), of lower-case letters, digits and underscores as `slot`.
+pub(crate) fn temporary_slot_name(slot: &str) -> String {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tag = (std::process::id() << 16) ^ nanos;
+    let mut base: String = slot.chars().take(63 - 10).collect();
+    while base.len() > 63 - 10 {
+        base.pop();
+    }
+    format!("{base}_r{tag:08x}")
 }
 
 fn failed(message: String, e: Option<pgwire_replication::PgWireError>) -> FaucetError {
@@ -34,7 +55,8 @@ fn failed(message: String, e: Option<pgwire_replication::PgWireError>) -> Faucet
 }
 
 impl ExportedSnapshot {
-    /// Creates `slot` (pgoutput, persistent) and exports its snapshot.
+    /// Creates `slot` (pgoutput; persistent, or dropped with the session when `temporary`)
+    /// and exports its snapshot.
     ///
     /// # Errors
     /// [`FaucetError::Connect`] when the replication session cannot be opened;
@@ -43,6 +65,7 @@ impl ExportedSnapshot {
         params: &ConnectionParams,
         slot: &str,
         publication: &str,
+        temporary: bool,
     ) -> Result<Self, FaucetError> {
         let config = params.replication_config(slot, publication, Lsn(0), Lsn(0));
         let mut session = ReplicationClient::connect_gated(config)
@@ -55,8 +78,9 @@ impl ExportedSnapshot {
                 )
             })?;
         let sql = format!(
-            "CREATE_REPLICATION_SLOT {} LOGICAL pgoutput (SNAPSHOT 'export')",
-            quote_ident(slot)
+            "CREATE_REPLICATION_SLOT {}{} LOGICAL pgoutput (SNAPSHOT 'export')",
+            quote_ident(slot),
+            if temporary { " TEMPORARY" } else { "" }
         );
         let rows = session
             .simple_query(&sql)
@@ -72,13 +96,14 @@ impl ExportedSnapshot {
                 None,
             ));
         };
-        parse_lsn(&point)
+        let consistent_point = parse_lsn(&point)
             .ok_or_else(|| failed(format!("`{sql}` returned the LSN `{point}`"), None))?;
-        tracing::info!(slot, consistent_point = %point, snapshot = %name, "created the slot with an exported snapshot");
+        tracing::info!(slot, temporary, consistent_point = %point, snapshot = %name, "created the slot with an exported snapshot");
         Ok(Self {
             _session: session,
             consistent_point_text: point,
             name,
+            consistent_point,
         })
     }
 

@@ -20,46 +20,71 @@
 //!    after C, none before. Rows in the snapshot and changes in the stream therefore never
 //!    overlap, and nothing falls between them.
 //!
-//! Bookmarks: during the snapshot `{"snapshot": {"slot_lsn": C, "done": [tables copied],
-//! "table": t, "after_key": [last primary-key tuple of t delivered, as text]}}`; the page
-//! that finishes the last table carries `{"lsn": C}`, the `postgres-cdc` bookmark of the
-//! consistent point, and from then on the bookmarks are `postgres-cdc`'s. The slot's
-//! `confirmed_flush_lsn` stays at C during the snapshot (nothing is acknowledged before the
-//! change stream starts), so the changes after C are retained for the whole copy.
+//! Bookmarks (module `bookmark`): during the copy `{"snapshot": {"slot_lsn": C, "tables":
+//! {t: {"key", "parts", "dirty"}}, "unkeyed"}}` — per table, which primary-key ranges were
+//! copied as of which consistent point; the page that finishes the last table carries
+//! `{"lsn": C}`, the `postgres-cdc` bookmark of the consistent point, and from then on the
+//! bookmarks are `postgres-cdc`'s (plus a `replicate` member after a resumed copy, until
+//! the stream passes the copy's latest point). The slot's `confirmed_flush_lsn` stays at C
+//! during the copy (nothing is acknowledged before the change stream starts), so the
+//! changes after C are retained however long the copy takes, across interruptions too.
+//!
+//! **Resuming an interrupted copy.** The exported snapshot dies with the session that held
+//! it, so a run that finds a snapshot bookmark:
+//! 1. checks that the slot still exists and has not confirmed past C (else
+//!    [`FaucetError::State`] with the fix: rerun from scratch);
+//! 2. takes a new snapshot on a TEMPORARY slot (`<slot>_r<hex>`, dropped by the server when
+//!    its session ends, also if the process dies) at a later consistent point C2;
+//! 3. copies inside it only what is missing: the interrupted table after the last key whose
+//!    bookmark was stored (`WHERE (pk) > (key)`, as the `postgres` query source resumes),
+//!    then the tables not started; finished tables are not read again. A further
+//!    interruption adds a third point C3, and so on: each table's history is a list of key
+//!    ranges, each with its point;
+//! 4. streams the slot from C and drops a change of key k committed at L when the range
+//!    holding k was copied as of a point P with L < P (the copy holds it); see module
+//!    `filter` for updates that move a key across ranges and for TRUNCATE. Keys are
+//!    compared by the server, in the primary key's types and collations.
+//!
+//! The copy hands a page out only once the next one is read, so each bookmark also names
+//! the page *in flight* after it (`dirty`). A crash between a page's write and its
+//! bookmark may leave that page, read as of the old point, in the sink; its keys' changes
+//! are therefore delivered from the old point on. A keyed upsert sink converges to the
+//! source exactly in every case. An append sink gets each row exactly once, every change
+//! exactly once outside those ranges, and inside them (one page per interruption) the
+//! changes committed between the two snapshots delivered again — the at-least-once bound
+//! of an append pipeline, which a crash between write and bookmark would cost anyway.
 //!
 //! Limits (precise):
-//! * **An interrupted snapshot is not resumed.** The exported snapshot dies with the
-//!   process that holds its session; a new one would be taken at a later point C2 > C, and
-//!   the rows copied before the crash (as of C) and after it (as of C2) could not be
-//!   reconciled with the change stream from C without per-key filtering, which is not
-//!   implemented. Opening with a snapshot bookmark therefore fails with
-//!   [`FaucetError::State`] ("snapshot interrupted: ...") naming what to drop and how to
-//!   rerun; it never marks the snapshot done and never silently reloads or skips rows.
-//!   A crash after the last table (bookmark `{"lsn": C}` or later) resumes normally.
+//! * A table without a primary key is copied in one pass; its copy cannot continue
+//!   mid-table, so a run interrupted while copying it fails with [`FaucetError::State`]
+//!   ("snapshot interrupted while copying ..., which has no primary key") naming the fix.
+//!   Interrupted before or after it, the copy resumes normally.
+//! * A TRUNCATE of a table committed between the points of its ranges cannot be
+//!   reconciled: [`FaucetError::State`] naming the table and the fix (rerun from scratch).
 //! * Opened without a bookmark, the slot must not exist yet (it is created with the
 //!   snapshot); an existing slot is refused with the fix.
-//! * A table without a primary key is copied in one pass (no mid-table bookmark).
 //! * The replay guarantee is reported as non-deterministic (a snapshot cannot be read again
 //!   after a crash), so `effectively_once` needs a keyed upsert sink.
 
 mod bookmark;
 mod export;
+mod filter;
 mod stream;
 
 use async_trait::async_trait;
 use secrecy::ExposeSecret;
 
-use faucet_core::serde_json::json;
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::postgres::cdc::catalog::{self, Wanted};
-use crate::postgres::cdc::client::ConnectionParams;
+use crate::postgres::cdc::client::{ConnectionParams, lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
 use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource};
 
-use bookmark::SnapshotBookmark;
-use export::ExportedSnapshot;
-use stream::ReplicateStream;
+use bookmark::{Copied, SnapshotBookmark, split_history};
+use export::{ExportedSnapshot, temporary_slot_name};
+use filter::Filter;
+use stream::{FilteredChanges, ReplicateStream};
 
 /// The connector's name, in errors and summaries.
 pub const CONNECTOR: &str = "postgres-replicate";
@@ -104,6 +129,33 @@ impl PostgresReplicateSource {
         }
     }
 
+    fn rerun(&self) -> String {
+        format!(
+            "Rerun from scratch: drop the slot (`SELECT pg_drop_replication_slot('{}')`) if it \
+             exists, delete this pipeline's state entry, empty the target, and run `faucet \
+             replicate` again",
+            self.cdc.config().slot_name
+        )
+    }
+
+    /// The slot's `confirmed_flush_lsn`, `None` when the slot does not exist.
+    async fn slot_position(&self) -> Result<Option<Option<String>>, FaucetError> {
+        let mut conn = self.params.connect_sql().await?;
+        sqlx::query_scalar(
+            "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
+        )
+        .bind(&self.cdc.config().slot_name)
+        .fetch_optional(&mut conn)
+        .await
+        .map_err(|e| {
+            FaucetError::read(
+                CONNECTOR,
+                "reading pg_replication_slots failed",
+                Some(Box::new(e)),
+            )
+        })
+    }
+
     /// Checks the server and the publication (creating it when allowed) and that the slot
     /// does not exist yet, then creates it with an exported snapshot.
     async fn start_snapshot(&self) -> Result<ExportedSnapshot, FaucetError> {
@@ -111,20 +163,8 @@ impl PostgresReplicateSource {
         let mut conn = self.params.connect_sql().await?;
         catalog::check_server(&mut conn).await?;
         catalog::check_publication(&mut conn, &want, true).await?;
-        let exists: Option<i32> =
-            sqlx::query_scalar("SELECT 1 FROM pg_replication_slots WHERE slot_name = $1")
-                .bind(want.slot)
-                .fetch_optional(&mut conn)
-                .await
-                .map_err(|e| {
-                    FaucetError::read(
-                        CONNECTOR,
-                        "reading pg_replication_slots failed",
-                        Some(Box::new(e)),
-                    )
-                })?;
         drop(conn);
-        if exists.is_some() {
+        if self.slot_position().await?.is_some() {
             return Err(FaucetError::read(
                 CONNECTOR,
                 format!(
@@ -136,26 +176,85 @@ impl PostgresReplicateSource {
                 None,
             ));
         }
-        ExportedSnapshot::create(&self.params, want.slot, want.publication).await
+        ExportedSnapshot::create(&self.params, want.slot, want.publication, false).await
     }
-}
 
-/// The error for a snapshot bookmark: the snapshot cannot be continued (module docs).
-fn interrupted(slot: &str, b: &SnapshotBookmark) -> FaucetError {
-    FaucetError::state(
-        CONNECTOR,
-        format!(
-            "snapshot interrupted: the copy made as of {} stopped in table {} after key {:?} \
-             ({} table(s) finished), and its exported snapshot ended with the process, so it \
-             cannot be continued without a gap or an overlap. Rerun from scratch: drop the \
-             slot (`SELECT pg_drop_replication_slot('{slot}')`), delete this pipeline's state \
-             entry, empty the target, and run `faucet replicate` again",
-            b.slot_lsn,
-            b.table.as_deref().unwrap_or("(between tables)"),
-            b.after_key.as_deref().unwrap_or_default(),
-            b.done.len()
-        ),
-    )
+    /// Continues an interrupted copy: checks that the slot still holds every change since
+    /// its consistent point, then takes a new snapshot on a temporary slot (when anything
+    /// is left to copy).
+    async fn resume_snapshot(
+        &self,
+        position: &SnapshotBookmark,
+    ) -> Result<Option<ExportedSnapshot>, FaucetError> {
+        if let Some(table) = &position.unkeyed {
+            return Err(FaucetError::state(
+                CONNECTOR,
+                format!(
+                    "snapshot interrupted while copying {table}, which has no primary key: its \
+                     copy cannot continue mid-table, and copying it again would deliver its \
+                     rows twice. Give {table} a primary key, or leave it out of `tables`, and \
+                     rerun from scratch. {}",
+                    self.rerun()
+                ),
+            ));
+        }
+        let slot = &self.cdc.config().slot_name;
+        let confirmed = match self.slot_position().await? {
+            None => {
+                return Err(FaucetError::state(
+                    CONNECTOR,
+                    format!(
+                        "snapshot interrupted, and replication slot `{slot}` it was made with \
+                         no longer exists, so the changes since its consistent point {} are \
+                         lost. {}",
+                        lsn_text(position.slot_lsn),
+                        self.rerun()
+                    ),
+                ));
+            }
+            Some(c) => c.as_deref().and_then(parse_lsn),
+        };
+        if let Some(c) = confirmed
+            && c > position.slot_lsn
+        {
+            return Err(FaucetError::state(
+                CONNECTOR,
+                format!(
+                    "snapshot interrupted, and replication slot `{slot}` already confirmed {} \
+                     past its consistent point {}: the changes between them are no longer \
+                     retained. {}",
+                    lsn_text(c),
+                    lsn_text(position.slot_lsn),
+                    self.rerun()
+                ),
+            ));
+        }
+        let pending = self.tables.iter().any(|t| {
+            !position
+                .copied
+                .tables
+                .get(&t.qualified())
+                .is_some_and(bookmark::TableCopy::finished)
+        });
+        if !pending {
+            return Ok(None);
+        }
+        let temporary = temporary_slot_name(slot);
+        let exported = ExportedSnapshot::create(
+            &self.params,
+            &temporary,
+            &self.cdc.config().publication,
+            true,
+        )
+        .await?;
+        tracing::info!(
+            slot = %slot,
+            consistent_point = %lsn_text(position.slot_lsn),
+            resumed_at = %exported.consistent_point_text,
+            "resuming the interrupted snapshot"
+        );
+        Ok(Some(exported))
+    }
 }
 
 #[async_trait]
@@ -170,33 +269,57 @@ impl Source for PostgresReplicateSource {
     }
 
     /// Without a bookmark: creates the slot with an exported snapshot and copies the tables,
-    /// then streams the slot. With a `postgres-cdc` bookmark: streams from it.
+    /// then streams the slot. With a snapshot bookmark: copies what is missing inside a new
+    /// snapshot, then streams the slot from its consistent point through the filter (module
+    /// docs). With a change-stream bookmark: streams from it, filtered while its `replicate`
+    /// member says so.
     ///
     /// # Errors
-    /// [`FaucetError::State`] for a snapshot bookmark (an interrupted snapshot, see the
-    /// module docs) or a malformed one; otherwise as [`PostgresCdcSource::open`], plus
+    /// [`FaucetError::State`] for an interrupted snapshot that cannot continue (a table
+    /// without a primary key was being copied, the slot is gone or moved past the consistent
+    /// point) or a malformed bookmark; otherwise as [`PostgresCdcSource::open`], plus
     /// [`FaucetError::Read`] when the slot already exists on a first run.
     async fn open(
         &self,
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
-        if let Some(b) = &from {
-            if let Some(s) = SnapshotBookmark::from_json(b)? {
-                return Err(interrupted(&self.cdc.config().slot_name, &s));
-            }
-            return self.cdc.open(from, options).await;
-        }
-        let exported = self.start_snapshot().await?;
         let url = self.cdc.config().connection_url.clone();
         let options_sql = crate::postgres::config::parse_url(&url, "connection_url")?;
-        let start = json!({"lsn": exported.consistent_point_text});
+        let tables = self.tables.iter().map(TableName::qualified).collect();
+        if let Some(b) = &from {
+            if let Some(position) = SnapshotBookmark::from_json(b)? {
+                let exported = self.resume_snapshot(&position).await?;
+                return Ok(Box::new(ReplicateStream::new(
+                    &self.cdc,
+                    options_sql,
+                    tables,
+                    exported,
+                    position,
+                    options,
+                )));
+            }
+            let (cdc, history) = split_history(b)?;
+            let start = bookmark::cdc_position(&cdc);
+            let inner = self.cdc.open(Some(cdc), options).await?;
+            let filter = match (history, start) {
+                (Some(h), Some(start)) => Filter::new(h, start, options_sql),
+                _ => None,
+            };
+            return Ok(Box::new(FilteredChanges { inner, filter }));
+        }
+        let exported = self.start_snapshot().await?;
+        let position = SnapshotBookmark {
+            slot_lsn: exported.consistent_point,
+            copied: Copied::default(),
+            unkeyed: None,
+        };
         Ok(Box::new(ReplicateStream::new(
             &self.cdc,
             options_sql,
-            self.tables.iter().map(TableName::qualified).collect(),
-            exported,
-            start,
+            tables,
+            Some(exported),
+            position,
             options,
         )))
     }

@@ -1,19 +1,25 @@
-//! The replicate stream: the tables read inside the exported snapshot, one after the other,
-//! as `op: r` records, then the slot's change stream from the consistent point.
+//! The replicate stream: the tables (or what is missing of them) read inside an exported
+//! snapshot, one after the other, as `op: r` records, then the slot's change stream from
+//! its consistent point, filtered when a resumed copy read parts as of later points.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use pgwire_replication::Lsn;
 use sqlx::postgres::PgConnectOptions;
 
+use faucet_core::serde_json::{Value as Json, json};
 use faucet_core::{
     Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value,
 };
 
-use super::bookmark::SnapshotBookmark;
+use super::CONNECTOR;
+use super::bookmark::{SnapshotBookmark, TableCopy, strip_history, with_history};
 use super::export::ExportedSnapshot;
+use super::filter::Filter;
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
+use crate::postgres::cdc::client::lsn_text;
 use crate::postgres::config::{TableName as QueryTable, connect};
 use crate::postgres::query::ReplicationMethod;
 use crate::postgres::query::config::Target;
@@ -25,17 +31,52 @@ struct Copying {
     /// `schema.table`.
     name: String,
     rows: QueryStream,
-    /// Whether the reader's last page (bookmark `full_table: done`) was handed over.
-    closed: bool,
+    /// Whether the table has a primary key (mid-table bookmarks, one page held back).
+    keyed: bool,
+    /// The page read but not handed out yet: a page is handed out only once the next one
+    /// is read, so its bookmark can name the page in flight after it (module `bookmark`,
+    /// `dirty`).
+    staged: Option<Staged>,
+    /// The last key handed out (or the key the copy resumed after).
+    after: Option<Vec<String>>,
+}
+
+/// A page of `op: r` records waiting for the page after it.
+struct Staged {
+    page: Page,
+    /// Its last primary-key tuple; `None` for the table's last page.
+    end: Option<Vec<String>>,
+}
+
+/// The last key tuple (and key names) of a reader page, from its bookmark; `(None, None)`
+/// for the last page (`full_table: done`) or a page without a key.
+fn page_end(page: &Page) -> (Option<Vec<String>>, Option<Vec<String>>) {
+    let Some(b) = page.bookmark() else {
+        return (None, None);
+    };
+    let strings = |v: &Json| -> Option<Vec<String>> {
+        v.as_array()?
+            .iter()
+            .map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    if b.get("full_table").and_then(Json::as_str) == Some("done") {
+        return (None, None);
+    }
+    (
+        b.get("values").and_then(strings),
+        b.get("key").and_then(strings),
+    )
 }
 
 enum Phase<'a> {
     Snapshot {
-        /// Keeps the snapshot importable; dropped when the change stream starts.
-        exported: ExportedSnapshot,
-        /// Index of the next table to open.
+        /// Keeps the snapshot importable; dropped when the change stream starts. `None` when
+        /// nothing is left to copy.
+        exported: Option<ExportedSnapshot>,
+        /// Index of the next table to consider.
         next: usize,
-        copying: Option<Copying>,
+        copying: Option<Box<Copying>>,
     },
     Changes(Box<dyn PageStream + 'a>),
 }
@@ -45,34 +86,37 @@ pub(crate) struct ReplicateStream<'a> {
     cdc: &'a PostgresCdcSource,
     sql: PgConnectOptions,
     tables: Vec<String>,
-    /// The `postgres-cdc` bookmark of the consistent point.
-    start: Bookmark,
+    /// What was copied so far, and the slot's consistent point.
     position: SnapshotBookmark,
+    /// The consistent point of the snapshot being read now.
+    point: Lsn,
+    /// The snapshot's text form, the `lsn` of the `op: r` records.
+    point_text: String,
     options: ReadOptions,
     phase: Phase<'a>,
 }
 
 impl<'a> ReplicateStream<'a> {
+    /// A stream copying, inside `exported`, what `position` says is missing of `tables`
+    /// (all of them on a first run), then streaming the slot from `position.slot_lsn`.
     pub(crate) fn new(
         cdc: &'a PostgresCdcSource,
         sql: PgConnectOptions,
         tables: Vec<String>,
-        exported: ExportedSnapshot,
-        start: Bookmark,
+        exported: Option<ExportedSnapshot>,
+        position: SnapshotBookmark,
         options: ReadOptions,
     ) -> Self {
-        let position = SnapshotBookmark {
-            slot_lsn: exported.consistent_point_text.clone(),
-            done: Vec::new(),
-            table: None,
-            after_key: None,
-        };
+        let point = exported
+            .as_ref()
+            .map_or(position.slot_lsn, |e| e.consistent_point);
         Self {
             cdc,
             sql,
             tables,
-            start,
             position,
+            point,
+            point_text: lsn_text(point),
             options,
             phase: Phase::Snapshot {
                 exported,
@@ -82,16 +126,26 @@ impl<'a> ReplicateStream<'a> {
         }
     }
 
-    /// The bookmark once `table` is finished: the next snapshot position, or the change
-    /// stream's start after the last table.
-    fn finished(&mut self, table: &str) -> Bookmark {
-        self.position.done.push(table.to_owned());
-        self.position.table = None;
-        self.position.after_key = None;
-        if self.position.done.len() == self.tables.len() {
-            self.start.clone()
-        } else {
-            self.position.to_json()
+    fn all_finished(&self) -> bool {
+        self.tables.iter().all(|t| {
+            self.position
+                .copied
+                .tables
+                .get(t)
+                .is_some_and(TableCopy::finished)
+        })
+    }
+
+    /// The bookmark after a page of the copy: the snapshot position, or, once every table is
+    /// copied, the change stream's start (with the copy history when it is needed).
+    fn copy_bookmark(&self) -> Bookmark {
+        if !self.all_finished() {
+            return self.position.to_json();
+        }
+        let start = json!({"lsn": lsn_text(self.position.slot_lsn)});
+        match self.position.copied.latest_point() {
+            Some(p) if p > self.position.slot_lsn => with_history(start, &self.position.copied),
+            _ => start,
         }
     }
 
@@ -101,9 +155,9 @@ impl<'a> ReplicateStream<'a> {
         let mut out = PageBuilder::new(record_schema(), page.len());
         for row in page.rows() {
             out.push_row([
-                Value::Text("r".to_owned()),
-                Value::Text(table.to_owned()),
-                Value::Text(self.position.slot_lsn.clone()),
+                Value::Text("r".into()),
+                Value::Text(table.into()),
+                Value::Text(self.point_text.as_str().into()),
                 Value::Null,
                 Value::Null,
                 Value::row(Arc::clone(&row_schema), row.values().to_vec()),
@@ -113,102 +167,233 @@ impl<'a> ReplicateStream<'a> {
         out
     }
 
+    /// Opens the read of `table` from where its copy stopped; `Ok((rows, keyed))`.
     async fn open_table(
         sql: &PgConnectOptions,
+        options: &ReadOptions,
         exported: &ExportedSnapshot,
         table: &str,
-        options: &ReadOptions,
-    ) -> Result<QueryStream, FaucetError> {
+        history: Option<&TableCopy>,
+    ) -> Result<(QueryStream, bool), FaucetError> {
         let mut conn = connect(sql).await?;
         exported.import(&mut conn).await?;
         let target = Target::Table(QueryTable::parse(table, "tables")?);
         let plan = Plan::describe(&mut conn, &target, ReplicationMethod::FullTable, &[]).await?;
-        if plan.order.is_none() {
+        let start = match history.and_then(|h| h.resume_after()) {
+            None => Start::Beginning,
+            Some(after) => {
+                let Some(order) = &plan.order else {
+                    return Err(FaucetError::state(
+                        CONNECTOR,
+                        format!(
+                            "the copy of {table} stopped after key {after:?}, but {table} has no \
+                             primary key now; rerun the replicate from scratch"
+                        ),
+                    ));
+                };
+                let recorded = history.and_then(|h| h.key.as_ref());
+                if recorded.is_some_and(|k| *k != order.names) || after.len() != order.names.len() {
+                    return Err(FaucetError::state(
+                        CONNECTOR,
+                        format!(
+                            "the copy of {table} stopped after key {after:?} in the order of \
+                             {recorded:?}, but its primary key is now {:?}; rerun the replicate \
+                             from scratch",
+                            order.names
+                        ),
+                    ));
+                }
+                Start::After(after.to_vec())
+            }
+        };
+        let keyed = plan.order.is_some();
+        if !keyed {
             tracing::warn!(
                 table,
-                "no primary key: the table is copied in one pass, without mid-table bookmarks"
+                "no primary key: the table is copied in one pass; an interruption before it \
+                 finishes cannot be resumed"
             );
         }
-        tracing::info!(table, snapshot = %exported.name, "copying");
-        Ok(reader::spawn(
+        tracing::info!(table, snapshot = %exported.name, from = ?start, "copying");
+        let rows = reader::spawn(
             conn,
             Arc::new(plan),
-            Start::Beginning,
+            start,
             options.batch_size.max(1),
             options.cancel.clone(),
-        ))
+        );
+        Ok((rows, keyed))
     }
 
+    /// The next page of the copy: `Ok(None)` when the copy is over (or cancelled),
+    /// `Ok(Some(None))` when a step produced nothing to hand over.
     async fn next_snapshot_page(&mut self) -> Result<Option<Option<Page>>, FaucetError> {
         let Phase::Snapshot {
-            exported,
-            next,
-            copying,
+            exported, copying, ..
+        } = &self.phase
+        else {
+            return Ok(None);
+        };
+        if copying.is_none() {
+            return self.open_next(exported.is_some()).await;
+        }
+        let Phase::Snapshot {
+            copying: Some(current),
+            ..
         } = &mut self.phase
         else {
             return Ok(None);
         };
-        let Some(current) = copying else {
-            if *next == self.tables.len() || self.options.cancel.is_cancelled() {
+        if current.staged.as_ref().is_some_and(|s| s.end.is_none()) {
+            // The staged page is the table's last: nothing to look ahead to.
+            let staged = current.staged.take();
+            let name = current.name.clone();
+            self.end_table();
+            return Ok(Some(staged.map(|s| self.hand_over_last(&name, s.page))));
+        }
+        let fetched = current.rows.next_page().await?;
+        let name = current.name.clone();
+        let keyed = current.keyed;
+        let Some(page) = fetched else {
+            // A cancelled read ends early: the table is not finished.
+            if self.options.cancel.is_cancelled() {
                 return Ok(None);
             }
-            let name = self.tables[*next].clone();
-            let rows = Self::open_table(&self.sql, exported, &name, &self.options).await?;
-            *next += 1;
-            self.position.table = Some(name.clone());
-            self.position.after_key = None;
-            *copying = Some(Copying {
-                name,
-                rows,
-                closed: false,
-            });
-            return Ok(Some(None));
+            // The reader ended without a last-page marker: what is staged is the last page.
+            let staged = self.copying_mut().and_then(|c| c.staged.take());
+            self.end_table();
+            let page = staged.map_or_else(|| Page::empty(record_schema(), None), |s| s.page);
+            return Ok(Some(Some(self.hand_over_last(&name, page))));
         };
-        match current.rows.next_page().await? {
-            Some(page) => {
-                let name = current.name.clone();
-                let inner = page.bookmark().cloned();
-                let done = inner
-                    .as_ref()
-                    .and_then(|b| b.get("full_table"))
-                    .and_then(|v| v.as_str())
-                    == Some("done");
-                if done {
-                    current.closed = true;
-                }
-                let builder = self.records(&page, &name);
-                let bookmark = if done {
-                    Some(self.finished(&name))
-                } else if let Some(values) = inner.as_ref().and_then(|b| b.get("values")) {
-                    let key = values
-                        .as_array()
-                        .map(|a| {
-                            a.iter()
-                                .filter_map(|v| v.as_str().map(str::to_owned))
-                                .collect()
-                        })
-                        .unwrap_or_default();
-                    self.position.after_key = Some(key);
-                    Some(self.position.to_json())
-                } else {
-                    None
-                };
-                Ok(Some(Some(builder.finish(bookmark))))
+        let (end, key_names) = page_end(&page);
+        let records = self.records(&page, &name).finish(None);
+        if !keyed {
+            // One pass without mid-table bookmarks (a resume is refused: `unkeyed`).
+            if end.is_none() {
+                self.end_table();
+                return Ok(Some(Some(self.hand_over_last(&name, records))));
             }
+            return Ok(Some(Some(records)));
+        }
+        let point = self.point;
+        let staged = self.copying_mut().and_then(|c| {
+            c.staged.replace(Staged {
+                page: records,
+                end: end.clone(),
+            })
+        });
+        let after = self.copying_mut().and_then(|c| c.after.clone());
+        let entry = self.position.copied.tables.entry(name.clone()).or_default();
+        if key_names.is_some() {
+            entry.key = key_names;
+        }
+        match staged {
             None => {
-                // A cancelled read ends early: the table is not finished.
-                if self.options.cancel.is_cancelled() {
-                    return Ok(None);
-                }
-                let closed = current.closed;
-                let name = current.name.clone();
-                *copying = None;
-                if closed {
-                    return Ok(Some(None));
-                }
-                let bookmark = self.finished(&name);
-                Ok(Some(Some(Page::empty(record_schema(), Some(bookmark)))))
+                // The first page: record it in flight before anything of it is handed out.
+                entry.in_flight(point, after, end);
+                Ok(Some(Some(Page::empty(
+                    record_schema(),
+                    Some(self.position.to_json()),
+                ))))
             }
+            Some(previous) => {
+                // Hand out the previous page; the one just read is in flight next.
+                let to = previous.end.clone();
+                entry.advance(point, to.clone());
+                entry.in_flight(point, to.clone(), end);
+                if let Some(c) = self.copying_mut() {
+                    c.after = to;
+                }
+                let mut page = previous.page;
+                page.set_bookmark(Some(self.position.to_json()));
+                Ok(Some(Some(page)))
+            }
+        }
+    }
+
+    /// Opens the next table that is not finished; `Ok(None)` when there is none.
+    async fn open_next(&mut self, has_snapshot: bool) -> Result<Option<Option<Page>>, FaucetError> {
+        if !has_snapshot || self.options.cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let Phase::Snapshot {
+            exported: Some(exported),
+            next,
+            ..
+        } = &self.phase
+        else {
+            return Ok(None);
+        };
+        let Some(i) = (*next..self.tables.len()).find(|&i| {
+            !self
+                .position
+                .copied
+                .tables
+                .get(&self.tables[i])
+                .is_some_and(TableCopy::finished)
+        }) else {
+            return Ok(None);
+        };
+        let name = self.tables[i].clone();
+        let history = self.position.copied.tables.get(&name);
+        let after = history
+            .and_then(|h| h.resume_after())
+            .map(<[String]>::to_vec);
+        let (rows, keyed) =
+            Self::open_table(&self.sql, &self.options, exported, &name, history).await?;
+        if let Phase::Snapshot { next, copying, .. } = &mut self.phase {
+            *next = i + 1;
+            *copying = Some(Box::new(Copying {
+                name: name.clone(),
+                rows,
+                keyed,
+                staged: None,
+                after,
+            }));
+        }
+        if !keyed {
+            // Durable before any of its rows: a crash mid-table is then refused.
+            self.position.unkeyed = Some(name);
+            return Ok(Some(Some(Page::empty(
+                record_schema(),
+                Some(self.position.to_json()),
+            ))));
+        }
+        Ok(Some(None))
+    }
+
+    fn copying_mut(&mut self) -> Option<&mut Copying> {
+        match &mut self.phase {
+            Phase::Snapshot { copying, .. } => copying.as_deref_mut(),
+            Phase::Changes(_) => None,
+        }
+    }
+
+    /// Closes the table being copied.
+    fn end_table(&mut self) {
+        if let Phase::Snapshot { copying, .. } = &mut self.phase {
+            *copying = None;
+        }
+    }
+
+    /// `page` as the last page of `table`, with the bookmark after it.
+    fn hand_over_last(&mut self, table: &str, mut page: Page) -> Page {
+        self.finished(table);
+        page.set_bookmark(Some(self.copy_bookmark()));
+        page
+    }
+
+    /// Records that `table` is copied to its last key.
+    fn finished(&mut self, table: &str) {
+        let point = self.point;
+        self.position
+            .copied
+            .tables
+            .entry(table.to_owned())
+            .or_default()
+            .advance(point, None);
+        if self.position.unkeyed.as_deref() == Some(table) {
+            self.position.unkeyed = None;
         }
     }
 }
@@ -225,17 +410,31 @@ impl PageStream for ReplicateStream<'_> {
                 Some(None) => {}
                 None if self.options.cancel.is_cancelled() => return Ok(None),
                 None => {
+                    if !self.all_finished() {
+                        return Err(FaucetError::read(
+                            CONNECTOR,
+                            "the snapshot ended before every table was copied",
+                            None,
+                        ));
+                    }
                     // Every table is copied: end the snapshot's session, stream the slot.
                     self.phase = Phase::Changes(Box::new(EmptyStream));
-                    let stream = self
-                        .cdc
-                        .open(Some(self.start.clone()), self.options.clone())
-                        .await?;
+                    let start = json!({"lsn": lsn_text(self.position.slot_lsn)});
+                    let stream = self.cdc.open(Some(start), self.options.clone()).await?;
+                    let filter = Filter::new(
+                        self.position.copied.clone(),
+                        self.position.slot_lsn,
+                        self.sql.clone(),
+                    );
                     tracing::info!(
                         tables = self.tables.len(),
+                        filtered = filter.is_some(),
                         "snapshot copied; streaming changes"
                     );
-                    self.phase = Phase::Changes(stream);
+                    self.phase = Phase::Changes(Box::new(FilteredChanges {
+                        inner: stream,
+                        filter,
+                    }));
                 }
             }
         }
@@ -248,6 +447,36 @@ impl PageStream for ReplicateStream<'_> {
             }
             _ => Ok(()),
         }
+    }
+}
+
+/// The slot's change stream, through the [`Filter`] of a resumed copy while it is needed.
+pub(crate) struct FilteredChanges<'a> {
+    /// The `postgres-cdc` stream.
+    pub(crate) inner: Box<dyn PageStream + 'a>,
+    /// `None` once the stream is past every point of the copy (or there never was one).
+    pub(crate) filter: Option<Filter>,
+}
+
+#[async_trait]
+impl PageStream for FilteredChanges<'_> {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        let Some(page) = self.inner.next_page().await? else {
+            return Ok(None);
+        };
+        let Some(filter) = &mut self.filter else {
+            return Ok(Some(page));
+        };
+        let page = filter.apply(page).await?;
+        if page.bookmark().is_some_and(|b| filter.passed(b)) {
+            tracing::info!("the change stream passed the copy's last consistent point");
+            self.filter = None;
+        }
+        Ok(Some(page))
+    }
+
+    async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
+        self.inner.bookmark_durable(&strip_history(bookmark)).await
     }
 }
 
