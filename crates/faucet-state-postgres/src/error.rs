@@ -130,6 +130,26 @@ impl Context<'_> {
                 ),
                 err,
             ),
+            sqlx::Error::Io(io)
+                if matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::UnexpectedEof
+                ) =>
+            {
+                let io = io.to_string();
+                connect(
+                    format!(
+                        "{lead}the connection to {target} was lost ({io}); hint: the server \
+                         restarted or ended the session (idle timeout, pg_terminate_backend); \
+                         the next operation reconnects — if it keeps happening, see the \
+                         server's log"
+                    ),
+                    err,
+                )
+            }
             sqlx::Error::Io(io) => {
                 let io = io.to_string();
                 connect(
@@ -184,4 +204,37 @@ pub(crate) fn connect_timeout(op: &str, target: &str, secs: u64) -> FaucetError 
         ),
         None,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn classify(kind: std::io::ErrorKind) -> FaucetError {
+        Context {
+            op: "put",
+            target: "postgres://faucet@db:5432/app",
+            table: "faucet_state",
+        }
+        .classify(sqlx::Error::Io(std::io::Error::from(kind)))
+    }
+
+    #[test]
+    fn a_lost_connection_is_told_apart_from_an_unreachable_server() {
+        let lost = classify(std::io::ErrorKind::ConnectionReset);
+        assert!(lost.is_retryable(), "{lost}");
+        let text = lost.to_string();
+        assert!(
+            text.contains("connection to postgres://faucet@db:5432/app was lost"),
+            "{text}"
+        );
+        assert!(!text.contains("check the host and port"), "{text}");
+
+        let refused = classify(std::io::ErrorKind::ConnectionRefused);
+        assert!(refused.is_retryable(), "{refused}");
+        assert!(
+            refused.to_string().contains("connection refused"),
+            "{refused}"
+        );
+    }
 }
