@@ -30,7 +30,7 @@ use serde_json::Value as Json;
 
 use crate::support::pg::{
     BATCH, KILL_BATCH, Scenario, abort_at_every_point, kill_after, killed_at_random_instants,
-    query, run_aborted_at, run_to_completion, sql, state_lost_at_every_point,
+    query, run_aborted_at, run_to_completion, sql, state_lost_at_every_point, table_exists,
 };
 
 /// What the restart after a deleted state entry tells the user when the sink's commit token
@@ -326,7 +326,8 @@ impl CdcWorld {
     /// Crashes every pipeline at every fault point (hits 1 and 3; more with FAUCET_SOAK) and
     /// with SIGKILLs between new updates, deleting state entries as each pipeline says; then
     /// runs each to completion. Checks after every crash that a slot whose state is kept
-    /// was never acknowledged past the persisted bookmark (DESIGN.md invariant 2).
+    /// was never acknowledged past the durable bookmark: the later of the state store's and
+    /// the commit token's (DESIGN.md invariant 2).
     fn crash_and_finish(&self) {
         let hits: &[u32] = if soak() { &[1, 2, 3, 5] } else { &[1, 3] };
         let initial: Vec<u64> = self
@@ -334,14 +335,19 @@ impl CdcWorld {
             .iter()
             .map(|p| confirmed_flush(&p.slot))
             .collect();
+        // With the atomic watermark the durable bookmark is the later of the state store's
+        // and the sink's token: a run re-anchored at the token starts its session there.
         let check_ack = |p: &CdcPipeline, initial: u64, what: &str| {
             if p.lose_state == LoseState::Never {
                 let confirmed = confirmed_flush(&p.slot);
-                let persisted = p.persisted_lsn().unwrap_or(initial);
+                let persisted = p
+                    .persisted_lsn()
+                    .unwrap_or(initial)
+                    .max(self.token_lsn(&p.name).unwrap_or(initial));
                 assert!(
                     confirmed <= persisted,
-                    "{}: after {what}, confirmed_flush_lsn {confirmed:X} passed the persisted \
-                     bookmark {persisted:X}",
+                    "{}: after {what}, confirmed_flush_lsn {confirmed:X} passed the durable \
+                     bookmark {persisted:X} (state store or commit token)",
                     p.name
                 );
             }
@@ -393,6 +399,18 @@ impl CdcWorld {
             "postgres-cdc → postgres: {crashes} crash rounds × {} pipelines, {killed} SIGKILLed mid-run",
             self.pipelines.len()
         );
+    }
+
+    /// The LSN of the commit token the sink stored for `scope`, if any.
+    fn token_lsn(&self, scope: &str) -> Option<u64> {
+        let tokens = format!("{}.faucet_commit_tokens", self.schema);
+        if !table_exists(&tokens) {
+            return None;
+        }
+        let rows: Vec<(Option<String>,)> = query(&format!(
+            "SELECT bookmark->>'lsn' FROM {tokens} WHERE scope = '{scope}'"
+        ));
+        rows.into_iter().next()?.0.as_deref().map(lsn_value)
     }
 
     /// The changes to `items` the oracle slot saw, in commit order: `(op, id, v)`.
