@@ -288,6 +288,16 @@ impl Scenario {
     }
 }
 
+/// Drops the scenario's schema when the driver ends, also when an assertion failed.
+struct Cleanup<'a>(&'a Scenario);
+
+impl Drop for Cleanup<'_> {
+    fn drop(&mut self) {
+        // Best effort: a failure here must not turn an unwinding panic into an abort.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.drop()));
+    }
+}
+
 /// One line of the upsert CSV: `id`, `name` (`None`: an empty unquoted field, read as null),
 /// `amount` (numeric text, exact scale).
 type UpsertRow = (i64, Option<String>, Option<String>);
@@ -345,6 +355,7 @@ fn upsert_expected() -> Vec<UpsertRow> {
 /// For every fault point: a fresh source and target, a run aborted at the point's second hit,
 /// a restart to completion, the exact check, and a third run that must change nothing.
 pub(crate) fn abort_at_every_point(scenario: &Scenario) {
+    let _cleanup = Cleanup(scenario);
     for point in faucet_core::fault::ALL {
         let dir = tempfile::tempdir().expect("tempdir");
         scenario.prepare(dir.path());
@@ -355,7 +366,6 @@ pub(crate) fn abort_at_every_point(scenario: &Scenario) {
         run_to_completion(dir.path());
         scenario.check(&format!("a run after the recovery ({point})"));
     }
-    scenario.drop();
 }
 
 /// For every fault point: a run aborted at the point's second hit, the state entry deleted
@@ -363,6 +373,7 @@ pub(crate) fn abort_at_every_point(scenario: &Scenario) {
 /// entry of the finished run deleted and one more run, which must not double the target.
 /// Returns the stderr of every restart, for the caller to assert what the user was told.
 pub(crate) fn state_lost_at_every_point(scenario: &Scenario) -> Vec<String> {
+    let _cleanup = Cleanup(scenario);
     let mut told = Vec::new();
     for point in faucet_core::fault::ALL {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -382,13 +393,13 @@ pub(crate) fn state_lost_at_every_point(scenario: &Scenario) -> Vec<String> {
             "state of the finished run deleted, then a run ({point})"
         ));
     }
-    scenario.drop();
     told
 }
 
 /// SIGKILL at pseudo-random instants (a fixed sequence, so failures reproduce), several times
 /// in a row, then a run to completion and the exact check.
 pub(crate) fn killed_at_random_instants(scenario: &Scenario) {
+    let _cleanup = Cleanup(scenario);
     let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
         20
     } else {
@@ -412,7 +423,6 @@ pub(crate) fn killed_at_random_instants(scenario: &Scenario) {
     );
     run_to_completion(dir.path());
     scenario.check("after SIGKILLs at random instants");
-    scenario.drop();
 }
 
 /// Starts `faucet run --quiet` in `dir`, SIGKILLs it after `delay` (no destructor, no flush)
