@@ -62,6 +62,9 @@ pub(crate) struct RunJson {
     pub(crate) guarantee: Option<DeliveryGuarantee>,
     /// The last bookmark persisted (or the one resumed from when nothing moved).
     pub(crate) bookmark: Option<Bookmark>,
+    /// Whether the run resumed from the sink's commit token instead of the state store's
+    /// bookmark (atomic watermark: the token was ahead, or the state entry was lost).
+    pub(crate) re_anchored: bool,
     /// Whether SIGINT/SIGTERM stopped the run after the page in hand.
     pub(crate) cancelled: bool,
     /// Why the run failed, or `null`.
@@ -120,6 +123,7 @@ pub(crate) fn run_json(row: Option<String>, s: &RunSummary) -> RunJson {
         elapsed_secs: s.elapsed.as_secs_f64(),
         guarantee: Some(s.guarantee),
         bookmark: s.last_bookmark.clone(),
+        re_anchored: s.re_anchored,
         cancelled: s.cancelled,
         error: None,
     }

@@ -35,6 +35,7 @@ fn run_output_json_has_one_document_with_every_row() {
     );
     assert_eq!(good["guarantee"], "at_least_once");
     assert_eq!(good["bookmark"]["records"], 5);
+    assert_eq!(good["re_anchored"], false);
     assert_eq!(good["cancelled"], false);
     assert_eq!(good["error"], serde_json::Value::Null);
     let keys: Vec<&str> = good
@@ -53,6 +54,7 @@ fn run_output_json_has_one_document_with_every_row() {
             "elapsed_secs",
             "guarantee",
             "bookmark",
+            "re_anchored",
             "cancelled",
             "error"
         ]

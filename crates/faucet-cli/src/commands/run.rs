@@ -31,7 +31,7 @@ pub(crate) struct RunArgs {
     pub(crate) row: Option<String>,
     /// `human`: a summary line per row; `json`: one JSON document on stdout,
     /// `{"runs":[{"row","state_key","rows","pages","elapsed_secs","guarantee","bookmark",
-    /// "cancelled","error"}],"ok","cancelled","error"}`.
+    /// "re_anchored","cancelled","error"}],"ok","cancelled","error"}`.
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub(crate) output: OutputFormat,
     /// No progress line and no summary (errors are still printed).
@@ -234,6 +234,7 @@ async fn run_row(
                 elapsed_secs: started.elapsed().as_secs_f64(),
                 guarantee: plan.guarantee.as_ref().ok().copied(),
                 bookmark: None,
+                re_anchored: false,
                 cancelled: false,
                 error: Some(ErrorJson::of(&e)),
             };
