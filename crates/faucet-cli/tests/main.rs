@@ -19,6 +19,8 @@ mod postgres_cdc_crash;
 mod postgres_connectors;
 #[cfg(feature = "postgres")]
 mod postgres_sink_crash;
+#[cfg(feature = "postgres")]
+mod replicate_crash;
 mod reports;
 mod run_files;
 mod signals;

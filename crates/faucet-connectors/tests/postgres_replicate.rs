@@ -727,7 +727,7 @@ async fn the_copy_holds_exactly_the_transactions_committed_before_its_point() {
     let sink = JsonlSink::new(JsonlSinkConfig::new(&path)).expect("sink");
     let src = source(&fx, &["hot"]);
     let state: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
-    run_cut(&src, &sink, Arc::clone(&state), 2, 100).await;
+    run_cut(&src, &sink, Arc::clone(&state), 4, 100).await;
     fx.wait_slot_released().await;
     run(
         &src,

@@ -62,7 +62,10 @@
 //! * A TRUNCATE of a table committed between the points of its ranges cannot be
 //!   reconciled: [`FaucetError::State`] naming the table and the fix (rerun from scratch).
 //! * Opened without a bookmark, the slot must not exist yet (it is created with the
-//!   snapshot); an existing slot is refused with the fix.
+//!   snapshot); an existing slot is refused with the fix. The first page after the slot is
+//!   created is an empty one carrying the position, so only a process killed between the
+//!   server creating the slot and that first bookmark being stored (milliseconds) leaves a
+//!   slot without a bookmark, which the next run refuses that way.
 //! * The replay guarantee is reported as non-deterministic (a snapshot cannot be read again
 //!   after a crash), so `effectively_once` needs a keyed upsert sink.
 

@@ -94,6 +94,8 @@ pub(crate) struct ReplicateStream<'a> {
     point_text: String,
     options: ReadOptions,
     phase: Phase<'a>,
+    /// Whether the first page (the position, before any row) was handed over.
+    announced: bool,
 }
 
 impl<'a> ReplicateStream<'a> {
@@ -123,6 +125,7 @@ impl<'a> ReplicateStream<'a> {
                 next: 0,
                 copying: None,
             },
+            announced: false,
         }
     }
 
@@ -404,6 +407,15 @@ impl PageStream for ReplicateStream<'_> {
         loop {
             if let Phase::Changes(stream) = &mut self.phase {
                 return stream.next_page().await;
+            }
+            if !self.announced {
+                // The slot exists from now on: store a position before anything else, so a
+                // crash from here on resumes instead of finding a slot without a bookmark.
+                self.announced = true;
+                return Ok(Some(Page::empty(
+                    record_schema(),
+                    Some(self.position.to_json()),
+                )));
             }
             match self.next_snapshot_page().await? {
                 Some(Some(page)) => return Ok(Some(page)),

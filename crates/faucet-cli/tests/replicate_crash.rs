@@ -1,0 +1,460 @@
+//! Crash tests of `faucet replicate` through the real binary: the process is aborted
+//! (`FAUCET_FAULT`, like `kill -9`: no destructor, no flush) or SIGKILLed in the middle of
+//! its snapshot — twice, the second time inside the resumed copy — while a workload writes
+//! to the source table, then restarted until it has copied everything and caught up with
+//! the changes. The pipeline's output must equal the source table value by value:
+//!
+//! * **jsonl (append)**, aborted after a bookmark is stored (`after_state_put`, where an
+//!   append sink holds exactly the bookmarked pages): every key's `op: r` at most once, no
+//!   change applied twice or missing, except the changes between two snapshots of the keys
+//!   of the page in flight at each interruption, which are delivered again by design (see
+//!   `faucet_connectors::postgres::snapshot`), and applied here as upserts;
+//! * **postgres upsert**, aborted between a page's write and its bookmark (`after_flush`,
+//!   so the sink holds a page read as of the old snapshot) and SIGKILLed at random
+//!   instants: the target table equals the source.
+//!
+//! PostgreSQL with wal_level=logical from `FAUCET_TEST_PG_URL` (`scripts/services.sh`).
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use sqlx::PgPool;
+
+use crate::support::{pg_url, runtime};
+
+const ROWS: i64 = 3000;
+const BATCH: u64 = 100;
+
+struct Names {
+    schema: String,
+    slot: String,
+    publication: String,
+}
+
+impl Names {
+    fn new(tag: &str) -> Self {
+        let suffix = format!(
+            "{}_{:x}",
+            std::process::id(),
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.subsec_nanos())
+                .unwrap_or(0)
+        );
+        Self {
+            schema: format!("repl_{tag}_{suffix}"),
+            slot: format!("faucet_repl_{tag}_{suffix}"),
+            publication: format!("pub_repl_{tag}_{suffix}"),
+        }
+    }
+}
+
+async fn connect() -> PgPool {
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&pg_url())
+        .await
+        .unwrap_or_else(|e| {
+            panic!("PostgreSQL at FAUCET_TEST_PG_URL is unreachable ({e}); run scripts/services.sh")
+        })
+}
+
+async fn exec(pool: &PgPool, sql: &str) {
+    sqlx::raw_sql(sql)
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// Drops the slot (waiting for its process to let go), the publication and the schema.
+async fn cleanup(pool: &PgPool, names: &Names) {
+    for _ in 0..100 {
+        let active: Option<bool> =
+            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+                .bind(&names.slot)
+                .fetch_optional(pool)
+                .await
+                .unwrap_or(None);
+        match active {
+            None => break,
+            Some(false) => {
+                let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
+                    .bind(&names.slot)
+                    .execute(pool)
+                    .await;
+            }
+            Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let _ = sqlx::raw_sql(&format!(
+        "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
+        names.publication, names.schema
+    ))
+    .execute(pool)
+    .await;
+}
+
+/// Inserts, updates and deletes on `items`, one transaction each, every new value fresh,
+/// until `stop`; on its own thread and runtime so it runs while the test waits on `faucet`.
+fn workload(schema: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let pool = connect().await;
+            let mut i: i64 = 0;
+            while !stop.load(Ordering::SeqCst) {
+                i += 1;
+                let k = (i * 7919) % ROWS + 1;
+                let sql = match i % 4 {
+                    0 => format!(
+                        "INSERT INTO {schema}.items VALUES ({}, nextval('{schema}.seq'), 'new') \
+                         ON CONFLICT (id) DO UPDATE SET v = nextval('{schema}.seq')",
+                        k + ROWS * (i % 3)
+                    ),
+                    1 | 2 => format!(
+                        "UPDATE {schema}.items SET v = nextval('{schema}.seq'), note = note || '+' \
+                         WHERE id = {k}"
+                    ),
+                    _ => format!("DELETE FROM {schema}.items WHERE id = {k}"),
+                };
+                exec(&pool, &sql).await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            i as u64
+        })
+    })
+}
+
+fn setup(pool: &PgPool, rt: &tokio::runtime::Runtime, names: &Names) {
+    let s = &names.schema;
+    rt.block_on(exec(
+        pool,
+        &format!(
+            "CREATE SCHEMA {s}; CREATE SEQUENCE {s}.seq;
+             CREATE TABLE {s}.items (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);
+             INSERT INTO {s}.items SELECT g, nextval('{s}.seq'), 'n' || g FROM generate_series(1, {ROWS}) g;
+             CREATE TABLE {s}.target (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
+        ),
+    ));
+}
+
+fn config(dir: &Path, names: &Names, sink: &str) {
+    std::fs::write(
+        dir.join("faucet.yaml"),
+        format!(
+            "version: 1\nname: repl_crash\npipeline:\n  \
+             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_REPL_CRASH_PG_URL}}\", \
+             slot_name: {slot}, publication: {publication}, tables: [{s}.items], create_publication: true }} }}\n  \
+             sink: {sink}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
+            slot = names.slot,
+            publication = names.publication,
+            s = names.schema,
+        ),
+    )
+    .expect("config");
+}
+
+fn faucet(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));
+    c.env_remove("FAUCET_FAULT")
+        .env_remove("FAUCET_LOG")
+        .env("FAUCET_REPL_CRASH_PG_URL", pg_url())
+        .args(["replicate", "--quiet"])
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// The stored bookmark (file state store), if any.
+fn stored(dir: &Path) -> Option<Json> {
+    for e in std::fs::read_dir(dir.join("state")).ok()?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json") && !name.starts_with('.') {
+            let text = std::fs::read(e.path()).expect("read state");
+            return serde_json::from_slice(&text).ok();
+        }
+    }
+    None
+}
+
+/// Runs `faucet replicate` aborted at the `hit`-th pass of `point`; asserts it died there,
+/// mid-snapshot (the stored bookmark is a snapshot position).
+fn aborted_mid_snapshot(dir: &Path, point: &str, hit: u32) -> Json {
+    let out = faucet(dir)
+        .env("FAUCET_FAULT", format!("{point}:{hit}"))
+        .output()
+        .expect("spawn faucet");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("fault point"),
+        "faucet did not abort at {point}:{hit}: {stderr}"
+    );
+    let b = stored(dir).expect("a stored bookmark");
+    assert!(b.get("snapshot").is_some(), "not mid-snapshot: {b}");
+    b
+}
+
+/// SIGKILLs `faucet replicate` after `after`; `true` when it was still running (killed).
+fn killed_after(dir: &Path, after: Duration) -> bool {
+    let mut child = faucet(dir).spawn().expect("spawn faucet");
+    std::thread::sleep(after);
+    let running = child.try_wait().expect("try_wait").is_none();
+    if running {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    running
+}
+
+fn run_to_completion(dir: &Path) {
+    let out = faucet(dir).output().expect("spawn faucet");
+    assert!(
+        out.status.success(),
+        "the restarted run failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every row of `table` as `id -> {"id","v","note"}`.
+async fn rows_of(pool: &PgPool, table: &str) -> BTreeMap<i64, Json> {
+    let rows: Vec<(i64, i64, String)> = sqlx::query_as(&format!("SELECT id, v, note FROM {table}"))
+        .fetch_all(pool)
+        .await
+        .expect("select");
+    rows.into_iter()
+        .map(|(id, v, note)| (id, serde_json::json!({"id": id, "v": v, "note": note})))
+        .collect()
+}
+
+/// The ids inside the ranges in flight (`dirty`) of a stored snapshot bookmark.
+fn in_flight(bookmark: &Json, table: &str, ids: &HashSet<i64>) -> HashSet<i64> {
+    let key = |v: &Json| -> Option<i64> { v.as_array()?.first()?.as_str()?.parse().ok() };
+    let mut out = HashSet::new();
+    for d in bookmark["snapshot"]["tables"][table]["dirty"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let (after, to) = (key(&d["after"]), key(&d["to"]));
+        out.extend(
+            ids.iter()
+                .filter(|&&id| after.is_none_or(|a| id > a) && to.is_none_or(|t| id <= t)),
+        );
+    }
+    out
+}
+
+/// The JSONL records replayed by id: strict (no `r` twice, no insert of a present row, no
+/// update or delete of an absent one) except for the `in_flight` ids, applied as upserts.
+fn replay(records: &[Json], in_flight: &HashSet<i64>) -> BTreeMap<i64, Json> {
+    let mut rows = BTreeMap::new();
+    let id = |v: &Json| v["id"].as_i64().expect("id");
+    for r in records {
+        let op = r["op"].as_str().expect("op");
+        let touched = [&r["before"], &r["after"]]
+            .iter()
+            .any(|v| !v.is_null() && in_flight.contains(&id(v)));
+        if op != "r" && touched {
+            if !r["before"].is_null() {
+                rows.remove(&id(&r["before"]));
+            }
+            if !r["after"].is_null() {
+                rows.insert(id(&r["after"]), r["after"].clone());
+            }
+            continue;
+        }
+        match op {
+            "r" | "c" => assert!(
+                rows.insert(id(&r["after"]), r["after"].clone()).is_none(),
+                "a row delivered twice (overlap): {r}"
+            ),
+            "u" => {
+                assert!(
+                    rows.remove(&id(&r["before"])).is_some(),
+                    "update of a row never delivered (gap): {r}"
+                );
+                rows.insert(id(&r["after"]), r["after"].clone());
+            }
+            "d" => assert!(
+                rows.remove(&id(&r["before"])).is_some(),
+                "delete of a row never delivered (gap): {r}"
+            ),
+            other => panic!("unexpected op {other}: {r}"),
+        }
+    }
+    rows
+}
+
+/// Runs `scenario` with a workload on a fresh schema, then stops the workload, catches up
+/// and hands the pool and names to `check`; cleans up whatever happens.
+fn with_workload(
+    tag: &str,
+    sink: impl Fn(&Names) -> String,
+    scenario: impl FnOnce(&Path),
+    check: impl FnOnce(&tokio::runtime::Runtime, &PgPool, &Names, &Path),
+) {
+    let rt = runtime();
+    let pool = rt.block_on(connect());
+    let names = Names::new(tag);
+    setup(&pool, &rt, &names);
+    let dir = tempfile::tempdir().expect("tempdir");
+    config(dir.path(), &names, &sink(&names));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = workload(names.schema.clone(), Arc::clone(&stop));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        std::thread::sleep(Duration::from_millis(200));
+        scenario(dir.path());
+        stop.store(true, Ordering::SeqCst);
+        let writes = writes.join().expect("workload");
+        assert!(writes > 50, "the workload wrote only {writes} times");
+        run_to_completion(dir.path());
+        let b = stored(dir.path()).expect("bookmark");
+        assert!(
+            b.get("lsn").is_some() && b.get("replicate").is_none(),
+            "caught up, the bookmark is postgres-cdc's: {b}"
+        );
+        check(&rt, &pool, &names, dir.path());
+    }));
+    stop.store(true, Ordering::SeqCst);
+    rt.block_on(cleanup(&pool, &names));
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[test]
+fn replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
+    let interruptions = std::cell::RefCell::new(Vec::new());
+    with_workload(
+        "jsonl",
+        |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
+        |dir| {
+            // Page 6 of the first copy, then page 5 of the resumed one (each table starts
+            // with its first page in flight, an empty page).
+            interruptions
+                .borrow_mut()
+                .push(aborted_mid_snapshot(dir, "after_state_put", 6));
+            std::thread::sleep(Duration::from_millis(200));
+            let second = aborted_mid_snapshot(dir, "after_state_put", 5);
+            std::thread::sleep(Duration::from_millis(200));
+            run_to_completion(dir);
+            interruptions.borrow_mut().push(second);
+        },
+        |rt, pool, names, dir| {
+            let table = format!("{}.items", names.schema);
+            let last = interruptions.borrow().last().cloned().expect("interrupted");
+            let parts = last["snapshot"]["tables"][&table]["parts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(
+                parts.len(),
+                2,
+                "two snapshots before the second abort: {last}"
+            );
+            let text = std::fs::read_to_string(dir.join("out/changes.jsonl")).expect("output");
+            assert!(text.ends_with('\n'), "a torn last line");
+            let records: Vec<Json> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("json line"))
+                .collect();
+            let points: HashSet<&str> = records
+                .iter()
+                .filter(|r| r["op"] == "r")
+                .map(|r| r["lsn"].as_str().expect("lsn"))
+                .collect();
+            assert_eq!(points.len(), 3, "three snapshots: {points:?}");
+            let ids: HashSet<i64> = records
+                .iter()
+                .flat_map(|r| [&r["before"], &r["after"]])
+                .filter_map(|v| v["id"].as_i64())
+                .collect();
+            let replayed = in_flight(&last, &table, &ids);
+            assert!(
+                replayed.len() as u64 <= 3 * BATCH,
+                "{} ids in flight",
+                replayed.len()
+            );
+            let got = replay(&records, &replayed);
+            let want = rt.block_on(rows_of(pool, &table));
+            assert_eq!(got.len(), want.len(), "row count");
+            for (id, row) in &want {
+                assert_eq!(got.get(id), Some(row), "id {id}");
+            }
+        },
+    );
+}
+
+fn upsert_sink(names: &Names) -> String {
+    format!(
+        "{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_REPL_CRASH_PG_URL}}\", \
+         table: {}.target, write_mode: upsert, key: [id] }} }}",
+        names.schema
+    )
+}
+
+fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
+    let want = rt.block_on(rows_of(pool, &format!("{}.items", names.schema)));
+    let have = rt.block_on(rows_of(pool, &format!("{}.target", names.schema)));
+    assert_eq!(have.len(), want.len(), "row count");
+    for (id, row) in &want {
+        assert_eq!(have.get(id), Some(row), "id {id}");
+    }
+}
+
+#[test]
+fn replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_source() {
+    with_workload(
+        "upsert",
+        upsert_sink,
+        |dir| {
+            aborted_mid_snapshot(dir, "after_flush", 6);
+            std::thread::sleep(Duration::from_millis(200));
+            let second = aborted_mid_snapshot(dir, "after_flush", 4);
+            assert!(second.to_string().contains("dirty"), "{second}");
+            std::thread::sleep(Duration::from_millis(200));
+            run_to_completion(dir);
+        },
+        |rt, pool, names, _| target_equals_source(rt, pool, names),
+    );
+}
+
+#[test]
+fn replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
+    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
+        8
+    } else {
+        3
+    };
+    with_workload(
+        "kill",
+        upsert_sink,
+        |dir| {
+            // A first run that stored its first position (the slot exists from then on);
+            // a kill before that point leaves a slot without a bookmark, which the next run
+            // refuses with the fix (covered by the connector's docs, not by this test).
+            aborted_mid_snapshot(dir, "after_state_put", 1);
+            let mut mid_snapshot = 0;
+            for round in 0..rounds {
+                let after = Duration::from_millis(60 + 37 * (round % 5));
+                if killed_after(dir, after)
+                    && stored(dir).is_some_and(|b| b.get("snapshot").is_some())
+                {
+                    mid_snapshot += 1;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            eprintln!("{mid_snapshot} of {rounds} kills landed mid-snapshot");
+            assert!(mid_snapshot > 0, "no kill landed mid-snapshot");
+            run_to_completion(dir);
+        },
+        |rt, pool, names, _| target_equals_source(rt, pool, names),
+    );
+}
