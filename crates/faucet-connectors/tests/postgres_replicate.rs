@@ -264,8 +264,9 @@ async fn setup_words(fx: &Fixture) {
     .await;
 }
 
-/// Writes to `words`, one small transaction each, until stopped: updates, deletes and
-/// inserts of mixed-case keys all over the key space.
+/// Writes to `words`, one small transaction each, until stopped: updates, deletes, inserts
+/// and key changes of mixed-case keys all over the key space (a key moved between ranges
+/// copied as of different points takes the filter's `u` → `d` / `c` rewrites).
 fn words_workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     let words = fx.table("words");
     tokio::spawn(async move {
@@ -277,11 +278,16 @@ fn words_workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandl
             let key = format!(
                 "CASE WHEN {g} % 2 = 0 THEN upper(substr(md5('{g}'), 1, 6)) ELSE substr(md5('{g}'), 1, 6) END || {g}"
             );
-            let sql = match i % 4 {
+            let sql = match i % 5 {
                 0 => format!(
                     "INSERT INTO {words} VALUES (CASE WHEN {i} % 2 = 0 THEN 'Z' ELSE 'a' END || md5('{i}'), {i}) ON CONFLICT (w) DO UPDATE SET v = -{i}"
                 ),
                 1 | 2 => format!("UPDATE {words} SET v = v + {i} WHERE w = {key}"),
+                // A key change, to anywhere in the key space (across the copied ranges).
+                3 => format!(
+                    "UPDATE {words} SET w = CASE WHEN {i} % 2 = 0 THEN 'b' ELSE 'Y' END || md5('m{i}') \
+                     WHERE w = {key}"
+                ),
                 _ => format!("DELETE FROM {words} WHERE w = {key}"),
             };
             sqlx::query(&sql)
