@@ -12,9 +12,11 @@
 //!    session that imports the snapshot (`BEGIN ISOLATION LEVEL REPEATABLE READ; SET
 //!    TRANSACTION SNAPSHOT ...`), with the `postgres` query source's reader
 //!    (`COPY (SELECT * ... ORDER BY <primary key>) TO STDOUT`, the shared type mapping).
-//!    Each row becomes a change record with `op: "r"`, `table`, `lsn` = C, `commit_ts`
-//!    null, `before` null, `after` the row, `unchanged_toast` `[]` (the fields of the
-//!    `postgres-cdc` records, DESIGN.md "Change records").
+//!    Each row becomes a change record with `op: "r"`, `table`, `lsn` = C (the consistent
+//!    point of the snapshot the row was read in: a later one for a resumed copy),
+//!    `commit_ts` null, `before` null, `after` the row, `unchanged_toast` `[]` (the fields
+//!    of the `postgres-cdc` records, DESIGN.md "Change records"). A table with a primary
+//!    key is read in key order, one page held back (see "Resuming" below).
 //! 2. **Change stream.** Once the last table is read the replication session ends and the
 //!    ordinary [`PostgresCdcSource`] streams the slot from C: every transaction committed
 //!    after C, none before. Rows in the snapshot and changes in the stream therefore never
