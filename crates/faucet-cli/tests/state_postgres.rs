@@ -167,3 +167,73 @@ fn doctor_gives_up_on_a_silent_server_after_its_timeout() {
     assert!(!run.stdout.contains("silent-secret") && !run.stderr.contains("silent-secret"));
     drop(silent);
 }
+
+/// A second SIGTERM exits at once with 130, even while the run is stuck (here: its state
+/// store is locked by another session), having written nothing; the first one alone waits
+/// for the page in hand. Its lease stays until it expires; the next run waits for that and
+/// completes exactly.
+#[test]
+fn a_second_signal_exits_130_at_once_and_loses_nothing() {
+    let table = "faucet_cli_state_second_signal";
+    let rt = runtime();
+    let pool = rt.block_on(fresh(table));
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 5, true));
+    dir.write("p.yaml", pipeline("pgsignal", table));
+    let env = [("FAUCET_CLI_STATE_PG_URL", pg_url())];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    dir.faucet_env(&["run", "p.yaml"], &env).expect_code(0);
+    dir.append("data.csv", &numbered_csv(6, 3, false));
+
+    // Another session holds the state table: the run blocks reading its bookmark.
+    let mut locker = rt.block_on(pool.begin()).expect("begin");
+    rt.block_on(
+        sqlx::query(&format!("LOCK TABLE \"{table}\" IN ACCESS EXCLUSIVE MODE"))
+            .execute(&mut *locker),
+    )
+    .expect("lock");
+    let child = crate::support::faucet_command()
+        .current_dir(dir.path())
+        .envs(env.iter().copied())
+        .args(["run", "p.yaml", "--lease-ttl", "3s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn faucet");
+    let pid = child.id().to_string();
+    let term = || {
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill");
+        assert!(ok.success());
+    };
+    std::thread::sleep(Duration::from_millis(700));
+    term();
+    std::thread::sleep(Duration::from_millis(500));
+    term();
+    let started = std::time::Instant::now();
+    let run = crate::support::Run::from_output(child.wait_with_output().expect("wait"));
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the second signal did not exit at once"
+    );
+    run.expect_code(130)
+        .stderr_has(&["SIGTERM again: exiting at once"]);
+    rt.block_on(locker.rollback()).expect("unlock");
+    assert_eq!(
+        ids(&dir.jsonl("out/data.jsonl")),
+        (1..=5).collect::<Vec<_>>(),
+        "nothing written by the interrupted run"
+    );
+
+    // The exited run could not release its lease: the next run waits for it to expire.
+    dir.faucet_env(&["run", "p.yaml", "--wait-for-lease", "20s"], &env)
+        .expect_code(0)
+        .stdout_has(&["3 records"]);
+    assert_eq!(
+        ids(&dir.jsonl("out/data.jsonl")),
+        (1..=8).collect::<Vec<_>>()
+    );
+    rt.block_on(drop_tables(&pool, table));
+}
