@@ -34,6 +34,12 @@ use crate::files::blocking;
 const CONNECTOR: &str = "jsonl";
 /// The serialized bytes `write` holds before handing them to a write: 256 KiB.
 const WRITE_CHUNK: usize = 256 << 10;
+/// Once this much has been handed to writes since the last sync, a `sync_data` starts in the
+/// background while the page goes on being serialized, so the disk writes most of a page
+/// before `flush` asks for it and `flush`'s own sync has only the tail left (1 MiB). It
+/// changes when bytes reach the disk, never what `flush` promises: `flush` still waits for
+/// a sync started after the last write.
+const EARLY_SYNC_BYTES: usize = 1 << 20;
 
 static PROBE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
@@ -109,6 +115,9 @@ impl Sink for JsonlSink {
             buf: Vec::new(),
             in_flight: None,
             spare: Vec::new(),
+            early_sync: None,
+            early_sync_error: Arc::default(),
+            unsynced: 0,
             dirs_to_sync: opened.dirs_to_sync,
             keys_for: None,
             keys: Vec::new(),
@@ -300,6 +309,14 @@ struct JsonlWriter {
     in_flight: Option<tokio::task::JoinHandle<(Vec<u8>, io::Result<()>)>>,
     /// The buffer of the last finished write, reused for the next chunk.
     spare: Vec<u8>,
+    /// A `sync_data` started while the page is still being written (see
+    /// [`EARLY_SYNC_BYTES`]), awaited by `flush` before its own.
+    early_sync: Option<tokio::task::JoinHandle<()>>,
+    /// The first failure of a background sync. Linux reports a writeback error to one
+    /// `fsync` of a file description only, so it must not be dropped: `flush` fails with it.
+    early_sync_error: Arc<std::sync::Mutex<Option<io::Error>>>,
+    /// Bytes handed to writes since the last sync started.
+    unsynced: usize,
     dirs_to_sync: Vec<PathBuf>,
     /// The schema `keys` were made for.
     keys_for: Option<Arc<Schema>>,
@@ -357,14 +374,59 @@ impl JsonlWriter {
             return Ok(());
         }
         self.wait_written().await?;
+        self.start_early_sync();
         let spare = std::mem::take(&mut self.spare);
         let buf = std::mem::replace(&mut self.buf, spare);
+        self.unsynced += buf.len();
         let file = self.file.clone();
         self.in_flight = Some(tokio::task::spawn_blocking(move || {
             let result = (&*file).write_all(&buf);
             (buf, result)
         }));
         Ok(())
+    }
+
+    /// Starts a background `sync_data` of what is already written when
+    /// [`EARLY_SYNC_BYTES`] have accumulated and none is running.
+    fn start_early_sync(&mut self) {
+        if self.unsynced < EARLY_SYNC_BYTES
+            || self.early_sync.as_ref().is_some_and(|t| !t.is_finished())
+        {
+            return;
+        }
+        self.unsynced = 0;
+        let file = self.file.clone();
+        let error = Arc::clone(&self.early_sync_error);
+        // A finished task's outcome is in `early_sync_error`; its handle can go.
+        self.early_sync = Some(tokio::task::spawn_blocking(move || {
+            if let Err(e) = file.sync_data() {
+                let mut slot = error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                slot.get_or_insert(e);
+            }
+        }));
+    }
+
+    /// Waits for the background sync, if one was started, and fails with the first error
+    /// any of them met.
+    async fn wait_early_sync(&mut self) -> Result<(), FaucetError> {
+        if let Some(task) = self.early_sync.take() {
+            task.await.map_err(|e| {
+                self.failed = true;
+                FaucetError::write(CONNECTOR, "the file sync task failed", Some(Box::new(e)))
+            })?;
+        }
+        let failed = self
+            .early_sync_error
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match failed {
+            Some(e) => {
+                self.failed = true;
+                Err(write_error(&self.path, "cannot fsync", e))
+            }
+            None => Ok(()),
+        }
     }
 
     /// Waits for the write in progress: everything handed out is in the file (not yet
@@ -426,6 +488,8 @@ impl SinkWriter for JsonlWriter {
         self.check_usable()?;
         self.write_out().await?;
         self.wait_written().await?;
+        self.wait_early_sync().await?;
+        self.unsynced = 0;
         let file = self.file.clone();
         let dirs = std::mem::take(&mut self.dirs_to_sync);
         let path = self.path.clone();
