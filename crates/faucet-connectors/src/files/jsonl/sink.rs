@@ -400,7 +400,9 @@ impl JsonlWriter {
         // A finished task's outcome is in `early_sync_error`; its handle can go.
         self.early_sync = Some(tokio::task::spawn_blocking(move || {
             if let Err(e) = file.sync_data() {
-                let mut slot = error.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut slot = error
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 slot.get_or_insert(e);
             }
         }));
