@@ -2,7 +2,7 @@
 //!
 //! The steps, in order: read the file → parse the YAML (serde-saphyr, with its budgets
 //! against alias bombs) into a generic tree → interpolate `${env:VAR}` inside string scalars
-//! ([`env`]) → deep-merge each matrix row into `pipeline` ([`matrix`]) → deserialize the typed
+//! ([`mod@env`]) → deep-merge each matrix row into `pipeline` ([`matrix`]) → deserialize the typed
 //! [`PipelineConfig`] with `serde_path_to_error`, so a bad field is reported by its path
 //! (`pipeline.sink.config.pathh`) → resolve relative file paths against the config file's
 //! directory. No network, no data files: `faucet validate` runs this offline.

@@ -1,6 +1,6 @@
 //! PostgreSQL: the `postgres` query source, the `postgres-cdc` source and the `postgres` sink,
-//! sharing one type mapping ([`types`]) and one way to open a session
-//! ([`types::SESSION_SETUP`]: UTC, ISO dates, ISO 8601 intervals, hex bytea).
+//! sharing one type mapping (`types`) and one way to open a session
+//! (`types::SESSION_SETUP`: UTC, ISO dates, ISO 8601 intervals, hex bytea).
 //!
 //! * [`query::PostgresQuerySource`] (`type: postgres` as a source): a table or a query, in
 //!   full or incrementally by a key tuple, streamed with `COPY ... TO STDOUT`;

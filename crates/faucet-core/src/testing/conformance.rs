@@ -444,7 +444,7 @@ pub async fn state_store_contract(
 /// [`crate::state::lease`]), on key `{prefix}lease`:
 /// a second holder is told who holds the key; a released key is free at once; renewal keeps a
 /// lease past its ttl; after a lease lapses another holder takes it with a larger fence; the
-/// stale holder's `put_fenced` and `renew_lease` are refused with [`LeaseError::Lost`] and
+/// stale holder's `put_fenced` and `renew_lease` are refused with [`LeaseError::Lost`](crate::state::lease::LeaseError::Lost) and
 /// the bookmark is unchanged; the stale holder's late release does not free the new lease.
 /// Takes about `3 × ttl`; `ttl` must be long enough for a few round trips (≥ 300 ms).
 ///

@@ -5,7 +5,7 @@
 //!   `c`/`u`/`r` upsert `after`, `t` truncates the table), plain rows upsert themselves; the
 //!   page is collapsed to the last operation per key in source order, so several changes to
 //!   one key in a page are applied as if one by one (cases 14, 15), and a column named in
-//!   `unchanged_toast` keeps its stored value (case 01). See [`changes`].
+//!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module.
 //! * Atomic watermark ([`SinkWriter::write_committed`]): the page's rows and the commit token
 //!   (`faucet_commit_tokens` in the target's schema) commit in one transaction; the stored
 //!   sequence only moves forward, a stale writer's page is rolled back with an error.
@@ -13,7 +13,7 @@
 //!   the write fails (and the writer refuses further pages) instead of writing the page
 //!   again; the run loop re-delivers from the last durable bookmark, where the commit token
 //!   or the upsert key absorbs the replay.
-//! * Values are written in the text input form of their types ([`encode`]), so numerics,
+//! * Values are written in the text input form of their types (its `encode` module), so numerics,
 //!   NaN and infinities, arrays, bytea and jsonb round-trip exactly (cases 04, 22, 23, 24).
 //!   A value the column cannot hold is a [`FaucetError::Data`] naming table, column and row.
 //!
