@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every check and test of faucet, as CI does: services up, format, lints, tests, doc
-# tests. Usage: scripts/test.sh   (FAUCET_SOAK=1 for the long crash/soak counts)
+# Runs every check and test of faucet, as CI does: services up, format, lints, docs, tests,
+# doc tests. Usage: scripts/test.sh   (FAUCET_SOAK=1 for the long crash/soak counts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,6 +16,9 @@ step "cargo clippy (all targets, all features, -D warnings)"
 cargo clippy --workspace --all-targets --all-features --locked -- -D warnings
 step "cargo clippy (default features: the README's build)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "cargo doc (all features, no broken links)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --all-features --locked --quiet
 
 step "cargo test (all features)"
 status=0
