@@ -1,6 +1,7 @@
 //! faucet-cli integration tests: the built `faucet` binary, run in temporary directories, on
 //! real files (and, with the state-store features, the real PostgreSQL and Redis).
 
+mod adversarial_files;
 mod bad_input;
 #[cfg(feature = "postgres")]
 mod cdc_flights;

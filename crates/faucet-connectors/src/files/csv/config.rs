@@ -145,7 +145,8 @@ pub enum ColumnType {
     /// A 64-bit integer (`-42`, `+7`) (aliases `integer`, `bigint`) → `Value::Int`.
     #[serde(alias = "integer", alias = "bigint")]
     Int,
-    /// A 64-bit float (`1.5`, `2e-3`, `NaN`, `inf`) (alias `double`) → `Value::Float`.
+    /// A 64-bit float (`1.5`, `2e-3`, `NaN`, `inf`) (alias `double`) → `Value::Float`; a
+    /// finite number beyond its range (`1e400`, `1e-400`) is an error, not an infinity or 0.
     #[serde(alias = "double")]
     Float,
     /// An exact decimal, digits kept as written (`1.10`, `-0.0001`, `1e-18`, `NaN`,

@@ -14,10 +14,7 @@ pub(super) fn convert(ty: ColumnType, text: &str) -> Result<Value, String> {
             .parse::<i64>()
             .map(Value::Int)
             .map_err(|_| format!("`{text}` is not an int (a whole number within 64 bits)")),
-        ColumnType::Float => text
-            .parse::<f64>()
-            .map(Value::Float)
-            .map_err(|_| format!("`{text}` is not a float")),
+        ColumnType::Float => parse_float(text).map(Value::Float),
         ColumnType::Numeric => Value::numeric(text).map_err(|_| {
             format!(
                 "`{text}` is not a numeric (digits with an optional sign, fraction and \
@@ -34,6 +31,29 @@ pub(super) fn convert(ty: ColumnType, text: &str) -> Result<Value, String> {
             .map(Value::Json)
             .map_err(|e| format!("not a JSON document ({e})")),
     }
+}
+
+/// `text` as an `f64`. A finite number too large or too small for 64 bits is an error, as
+/// in PostgreSQL's `float8` (Rust's parser would silently make it an infinity or zero);
+/// `inf`, `infinity` and `NaN` (any case, optional sign) are accepted as themselves.
+fn parse_float(text: &str) -> Result<f64, String> {
+    let f = text
+        .parse::<f64>()
+        .map_err(|_| format!("`{text}` is not a float"))?;
+    let digits = text.trim_start_matches(['+', '-']);
+    if digits.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        // inf, infinity, nan: asked for by name.
+        return Ok(f);
+    }
+    let mantissa = digits.split(['e', 'E']).next().unwrap_or(digits);
+    let nonzero = mantissa.bytes().any(|b| matches!(b, b'1'..=b'9'));
+    if f.is_infinite() || (f == 0.0 && nonzero) {
+        return Err(format!(
+            "`{text}` is out of range for a float (64 bits: magnitudes from about 4.9e-324 \
+             to 1.8e308)"
+        ));
+    }
+    Ok(f)
 }
 
 fn parse_bool(text: &str) -> Option<bool> {
@@ -125,6 +145,16 @@ mod tests {
         assert!(convert(ColumnType::Int, "9223372036854775808").is_err());
         assert!(convert(ColumnType::Int, "1.0").is_err());
         assert_eq!(ok(ColumnType::Float, "2.5e-3"), Value::Float(0.0025));
+        assert_eq!(ok(ColumnType::Float, "5e-324"), Value::Float(5e-324));
+        assert_eq!(ok(ColumnType::Float, "0e999"), Value::Float(0.0));
+        assert_eq!(
+            ok(ColumnType::Float, "-Infinity"),
+            Value::Float(f64::NEG_INFINITY)
+        );
+        for out_of_range in ["1e309", "-1e400", "1e-400", "-0.0001e-330"] {
+            let e = convert(ColumnType::Float, out_of_range).expect_err(out_of_range);
+            assert!(e.contains("out of range"), "{e}");
+        }
         assert_eq!(
             ok(ColumnType::Numeric, "12345678901234567890.123456789"),
             Value::numeric("12345678901234567890.123456789").expect("numeric")
