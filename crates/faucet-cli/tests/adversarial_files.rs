@@ -388,3 +388,57 @@ fn sigkill_at_random_instants_keeps_every_text_value_exact() {
         "{replays} replays after {crashes} crashes"
     );
 }
+
+#[test]
+fn a_last_record_without_newline_then_appended_rows_resume_after_it() {
+    // The first run reads a last record that has no line break (case 19); rows appended
+    // later after a line break are the next run's, and only theirs. Appending straight onto
+    // that record changes it: refused.
+    let cases: &[(&str, &[u8], &[u8])] = &[
+        ("csv", b"id,v\n1,a", b"\n2,b\n3,c"),
+        ("csv", b"id,v\r\n1,a", b"\r\n2,b\r\n"),
+        (
+            "jsonl",
+            b"{\"id\":\"1\",\"v\":\"a\"}",
+            b"\n{\"id\":\"2\",\"v\":\"b\"}\n",
+        ),
+        (
+            "jsonl",
+            b"{\"id\":\"1\",\"v\":\"a\"}",
+            b"\r\n{\"id\":\"2\",\"v\":\"b\"}\r\n",
+        ),
+    ];
+    for (source, first, appended) in cases {
+        let input = format!("in.{source}");
+        let dir = Dir::new();
+        dir.write(&input, first);
+        dir.write("p.yaml", pipeline(source, "", 100));
+        dir.faucet(&["run", "p.yaml"]).expect_code(0);
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.join(&input))
+            .expect("open for append");
+        std::io::Write::write_all(&mut f, appended).expect("append");
+        drop(f);
+        dir.faucet(&["run", "p.yaml"]).expect_code(0);
+        let mut want = vec![json!({"id": "1", "v": "a"}), json!({"id": "2", "v": "b"})];
+        if appended.ends_with(b"3,c") {
+            want.push(json!({"id": "3", "v": "c"}));
+        }
+        assert_eq!(
+            dir.jsonl("out.jsonl"),
+            want,
+            "{source} {first:?} + {appended:?}"
+        );
+        let total = first.len() + appended.len();
+        assert_eq!(bookmark(&dir)["byte_offset"], total, "{source}");
+    }
+    // Glued onto the last record: that record changed, so the bookmark no longer fits.
+    let dir = csv_dir(b"id,v\n1,a", "", 100);
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    dir.append("in.csv", "2,b\n");
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(1)
+        .stderr_has(&["is not right after a record"]);
+    assert_eq!(dir.jsonl("out.jsonl"), vec![json!({"id": "1", "v": "a"})]);
+}

@@ -63,7 +63,9 @@ impl FileBookmark {
     /// Checks that this bookmark fits the file at `path` (opened as `file`, `size` bytes):
     /// the same file name, `byte_offset` between `data_start` (after a BOM and a header) and
     /// the end, and right after a record terminator (one of `terminators`) unless it is at
-    /// `data_start` or at the end.
+    /// `data_start` or at the end. A bookmark made at the end of a file whose last record
+    /// had no line break also fits when the file grew by a terminator (or `\r\n`) and more:
+    /// that record is unchanged, and what follows are new records.
     /// A different directory only logs a warning (the same file may be reached another way).
     ///
     /// # Errors
@@ -121,11 +123,25 @@ impl FileBookmark {
         if self.byte_offset == data_start || self.byte_offset == size {
             return Ok(());
         }
-        let mut before = [0u8; 1];
+        // The byte before the offset and the (up to) two after it.
+        let mut around = [0u8; 3];
         file.seek(SeekFrom::Start(self.byte_offset - 1))
-            .and_then(|_| file.read_exact(&mut before))
+            .and_then(|_| file.read_exact(&mut around[..1]))
             .map_err(|e| read_error(connector, path, "cannot read", e))?;
-        if !terminators.contains(&before[0]) {
+        let after_terminator = terminators.contains(&around[0]);
+        // A bookmark at the old end of a file whose last record had no line break: the file
+        // grew by a line break and more records, so that record is unchanged. Told apart from
+        // a replaced file by the line count before the offset (read only in this case).
+        let grown_after_break = !after_terminator && {
+            let n = (size - self.byte_offset).min(2) as usize;
+            file.read_exact(&mut around[1..=n])
+                .map_err(|e| read_error(connector, path, "cannot read", e))?;
+            (terminators.contains(&around[1]) || around[1..=n] == *b"\r\n")
+                && self.line
+                    == 1 + count_newlines(file, self.byte_offset)
+                        .map_err(|e| read_error(connector, path, "cannot read", e))?
+        };
+        if !after_terminator && !grown_after_break {
             return Err(mismatch(
                 connector,
                 path,
@@ -139,6 +155,26 @@ impl FileBookmark {
         }
         Ok(())
     }
+}
+
+/// The `\n` bytes in the first `len` bytes of `file`.
+fn count_newlines(file: &mut File, len: u64) -> std::io::Result<u64> {
+    file.seek(SeekFrom::Start(0))?;
+    let mut left = len;
+    let mut count = 0;
+    let mut buf = vec![0u8; 1 << 16];
+    while left > 0 {
+        let want = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+        let n = match file.read(&mut buf[..want]) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        count += buf[..n].iter().filter(|b| **b == b'\n').count() as u64;
+        left -= n as u64;
+    }
+    Ok(count)
 }
 
 fn mismatch(connector: &str, path: &Path, b: &FileBookmark, why: String) -> FaucetError {
