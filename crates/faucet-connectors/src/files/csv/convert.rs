@@ -77,14 +77,37 @@ fn parse_date(text: &str) -> Result<String, String> {
         .map_err(|_| format!("`{text}` is not a date (YYYY-MM-DD)"))
 }
 
+/// A fraction of a second with more digits than nanoseconds would be cut silently by the
+/// parser: refuse it instead (`None` when `text` has no such fraction).
+fn overlong_fraction(text: &str) -> Option<String> {
+    let (_, after_dot) = text.split_once('.')?;
+    let digits = after_dot.bytes().take_while(u8::is_ascii_digit).count();
+    (digits > 9).then(|| {
+        format!("`{text}` has {digits} fractional digits; at most 9 (nanoseconds) are kept")
+    })
+}
+
+/// A leap second (`23:59:60`) as PostgreSQL reads it: the first instant of the next minute
+/// (`23:59:60.5` → `00:00:00.5` of the next day).
+fn without_leap_second(t: NaiveDateTime) -> NaiveDateTime {
+    if t.nanosecond() < 1_000_000_000 {
+        return t;
+    }
+    t.with_nanosecond(t.nanosecond() - 1_000_000_000)
+        .map_or(t, |t| t + chrono::TimeDelta::seconds(1))
+}
+
 fn parse_timestamp(text: &str) -> Result<String, String> {
     if matches!(text, "infinity" | "-infinity") {
         return Ok(text.to_owned());
     }
+    if let Some(e) = overlong_fraction(text) {
+        return Err(e);
+    }
     ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
         .iter()
         .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())
-        .map(|t| format_naive(&t))
+        .map(|t| format_naive(&without_leap_second(t)))
         .ok_or_else(|| {
             format!(
                 "`{text}` is not a timestamp without time zone (YYYY-MM-DD HH:MM:SS[.fraction]; \
@@ -97,6 +120,9 @@ fn parse_timestamptz(text: &str) -> Result<String, String> {
     if matches!(text, "infinity" | "-infinity") {
         return Ok(text.to_owned());
     }
+    if let Some(e) = overlong_fraction(text) {
+        return Err(e);
+    }
     DateTime::parse_from_rfc3339(text)
         .ok()
         .or_else(|| {
@@ -105,7 +131,7 @@ fn parse_timestamptz(text: &str) -> Result<String, String> {
                 .find_map(|f| DateTime::parse_from_str(text, f).ok())
         })
         .map(|t| {
-            let mut s = format_naive(&t.with_timezone(&Utc).naive_utc());
+            let mut s = format_naive(&without_leap_second(t.with_timezone(&Utc).naive_utc()));
             s.push('Z');
             s
         })
@@ -198,6 +224,28 @@ mod tests {
             Value::TimestampTz("2024-02-29T18:45:00Z".into())
         );
         assert!(convert(ColumnType::Timestamptz, "2024-02-29 13:45:00").is_err());
+        // A leap second is the next minute's first instant, as PostgreSQL reads it.
+        assert_eq!(
+            ok(ColumnType::Timestamp, "2016-12-31 23:59:60"),
+            Value::Timestamp("2017-01-01T00:00:00".into())
+        );
+        assert_eq!(
+            ok(ColumnType::Timestamp, "2024-02-29 12:34:60.5"),
+            Value::Timestamp("2024-02-29T12:35:00.5".into())
+        );
+        assert_eq!(
+            ok(ColumnType::Timestamptz, "2016-12-31T23:59:60Z"),
+            Value::TimestampTz("2017-01-01T00:00:00Z".into())
+        );
+        // Nine fractional digits are kept; a tenth would be cut, so it is refused.
+        assert_eq!(
+            ok(ColumnType::Timestamp, "2024-02-29 13:45:00.123456789"),
+            Value::Timestamp("2024-02-29T13:45:00.123456789".into())
+        );
+        for ty in [ColumnType::Timestamp, ColumnType::Timestamptz] {
+            let e = convert(ty, "2024-02-29 13:45:00.1234567891+00").expect_err("10 digits");
+            assert!(e.contains("10 fractional digits"), "{e}");
+        }
         match ok(ColumnType::Json, r#"{"a": [1, 2.50]}"#) {
             Value::Json(j) => assert_eq!(j.to_string(), r#"{"a":[1,2.50]}"#),
             other => panic!("expected json, got {other:?}"),
