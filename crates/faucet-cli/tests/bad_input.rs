@@ -279,3 +279,28 @@ fn lease_held_by_another_run_exits_4() {
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
 }
+
+/// A declared column the file's header does not have is found only once the file is open;
+/// the error still names the field by its path in the pipeline file, and nothing is written.
+#[test]
+fn a_declared_column_missing_from_the_header_is_named_by_its_path() {
+    let dir = setup(
+        "version: 1\nname: p\npipeline:\n  source: { type: csv, config: { path: ./data.csv, columns: { idd: int } } }\n  sink: { type: jsonl, config: { path: ./out/data.jsonl } }\n",
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(2).stderr_has(&[
+        "`pipeline.source.config.columns`",
+        "`idd` is not a column of",
+        "(its header: id",
+    ]);
+    // The sink was opened before the file's header was read: it may exist, but empty.
+    assert_eq!(dir.lines("out/data.jsonl").len(), 0, "no record written");
+    // At most the run's "started" marker (JSON null), never a bookmark.
+    let state = dir
+        .read(".faucet/state/p.json")
+        .unwrap_or_else(|| b"null".to_vec());
+    assert_eq!(
+        String::from_utf8_lossy(&state).trim(),
+        "null",
+        "a bookmark was written"
+    );
+}

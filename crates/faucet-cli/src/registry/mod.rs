@@ -6,6 +6,7 @@
 //! kept as raw YAML), and building it gives "`postgres` is not compiled into this binary;
 //! rebuild with --features postgres". An unknown type is an error listing the known ones.
 
+mod fielded;
 mod sink;
 mod source;
 mod state;

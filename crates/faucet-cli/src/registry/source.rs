@@ -151,19 +151,27 @@ impl SourceConfig {
     /// Validates the config and builds the source; no I/O (that happens in `open`/`check`).
     ///
     /// # Errors
-    /// [`FaucetError::Config`] at `pipeline.source.config.<field>`, or for a type that is
-    /// not compiled into this binary.
+    /// [`FaucetError::Config`] at `pipeline.source.config.<field>` (also when the source
+    /// finds it only once open), or for a type that is not compiled into this binary.
     pub(crate) fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
         let config_field = format!("{FIELD}.config");
+        let source = self.build_connector(&config_field)?;
+        Ok(Box::new(super::fielded::FieldedSource::new(
+            source,
+            config_field,
+        )))
+    }
+
+    fn build_connector(&self, config_field: &str) -> Result<Box<dyn Source>, FaucetError> {
         match self {
             #[cfg(feature = "files")]
             Self::Csv(c) => faucet_connectors::files::CsvSource::new(c.clone())
                 .map(|s| Box::new(s) as Box<dyn Source>)
-                .map_err(|e| at_field(&config_field, e)),
+                .map_err(|e| at_field(config_field, e)),
             #[cfg(feature = "files")]
             Self::Jsonl(c) => faucet_connectors::files::JsonlSource::new(c.clone())
                 .map(|s| Box::new(s) as Box<dyn Source>)
-                .map_err(|e| at_field(&config_field, e)),
+                .map_err(|e| at_field(config_field, e)),
             #[cfg(not(feature = "files"))]
             Self::Csv(_) | Self::Jsonl(_) => {
                 let _ = &config_field;
@@ -176,12 +184,12 @@ impl SourceConfig {
             #[cfg(feature = "postgres")]
             Self::Postgres(c) => faucet_connectors::postgres::PostgresQuerySource::new(c.clone())
                 .map(|s| Box::new(s) as Box<dyn Source>)
-                .map_err(|e| at_field(&config_field, e)),
+                .map_err(|e| at_field(config_field, e)),
             #[cfg(feature = "postgres")]
             Self::PostgresCdc(c) => {
                 faucet_connectors::postgres::cdc::PostgresCdcSource::new(c.clone())
                     .map(|s| Box::new(s) as Box<dyn Source>)
-                    .map_err(|e| at_field(&config_field, e))
+                    .map_err(|e| at_field(config_field, e))
             }
             #[cfg(not(feature = "postgres"))]
             Self::Postgres(_) | Self::PostgresCdc(_) => {

@@ -1,0 +1,79 @@
+//! [`FieldedSource`]: names a connector's configuration error by its place in the pipeline
+//! file also when it is found only once the source is open (a csv `columns` entry that is
+//! not in the file's header: `pipeline.source.config.columns`, not just `columns`).
+
+use async_trait::async_trait;
+use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
+
+use super::at_field;
+
+/// A source whose [`FaucetError::Config`] errors — from `open`, `check` or a page — carry
+/// the field path `prefix.<field>` (see [`at_field`]); everything else passes through.
+pub(crate) struct FieldedSource {
+    inner: Box<dyn Source>,
+    prefix: String,
+}
+
+impl FieldedSource {
+    /// Wraps `inner`, whose configuration sits at `prefix` (`pipeline.source.config`).
+    pub(crate) fn new(inner: Box<dyn Source>, prefix: String) -> Self {
+        Self { inner, prefix }
+    }
+}
+
+#[async_trait]
+impl Source for FieldedSource {
+    fn connector(&self) -> &str {
+        self.inner.connector()
+    }
+
+    fn replay(&self) -> ReplayGuarantee {
+        self.inner.replay()
+    }
+
+    fn resumes_without_bookmark(&self) -> bool {
+        self.inner.resumes_without_bookmark()
+    }
+
+    async fn open(
+        &self,
+        from: Option<Bookmark>,
+        options: ReadOptions,
+    ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        let inner = self
+            .inner
+            .open(from, options)
+            .await
+            .map_err(|e| at_field(&self.prefix, e))?;
+        Ok(Box::new(FieldedStream {
+            inner,
+            prefix: &self.prefix,
+        }))
+    }
+
+    async fn check(&self) -> Result<(), FaucetError> {
+        self.inner
+            .check()
+            .await
+            .map_err(|e| at_field(&self.prefix, e))
+    }
+}
+
+struct FieldedStream<'a> {
+    inner: Box<dyn PageStream + 'a>,
+    prefix: &'a str,
+}
+
+#[async_trait]
+impl PageStream for FieldedStream<'_> {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        self.inner
+            .next_page()
+            .await
+            .map_err(|e| at_field(self.prefix, e))
+    }
+
+    async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
+        self.inner.bookmark_durable(bookmark).await
+    }
+}
