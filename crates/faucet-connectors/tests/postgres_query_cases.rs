@@ -403,3 +403,55 @@ async fn other_types_are_read_by_base_type_or_as_text() {
     );
     db.drop().await;
 }
+
+/// json and jsonb columns arrive as compact JSON text: whitespace outside strings dropped,
+/// everything else as PostgreSQL gave it (json: the input text, duplicate keys, escapes and
+/// number spellings included; jsonb: its canonical output), embedded as itself in JSON.
+#[tokio::test]
+async fn json_and_jsonb_arrive_as_compact_text() {
+    let mut db = TestDb::new("q_json_text").await;
+    db.exec(
+        r#"CREATE TABLE docs (id integer PRIMARY KEY, j json, jb jsonb);
+INSERT INTO docs VALUES
+ (1, E' {\n "b" : 1.10 ,\t"a": [ 1e400, -0 ], "b": "x  y \\"q\\" \\\\ \\u00e9 é" } ',
+     E' {\n "b" : 1.10 ,\t"a": [ 1e2, -0 ], "b": "x  y \\"q\\" \\\\ \\u00e9 é" } '),
+ (2, '12345678901234567890.5', '[ {"k": null}, [], {}, "", true ]'),
+ (3, NULL, NULL);"#,
+    )
+    .await;
+    let pages = read_pages(&full(&db.table("docs")), None, 10)
+        .await
+        .expect("read");
+    let texts = |column: &str| -> Vec<Option<String>> {
+        pages
+            .iter()
+            .flat_map(|p| p.rows())
+            .map(|r| match r.get(column).expect("column") {
+                Value::Json(j) => Some(j.as_str().to_owned()),
+                Value::Null => None,
+                other => panic!("{column}: expected json, got {other:?}"),
+            })
+            .collect()
+    };
+    assert_eq!(
+        texts("j"),
+        [
+            Some(r#"{"b":1.10,"a":[1e400,-0],"b":"x  y \"q\" \\ \u00e9 é"}"#.to_owned()),
+            Some("12345678901234567890.5".to_owned()),
+            None
+        ]
+    );
+    assert_eq!(
+        texts("jb"),
+        [
+            Some(r#"{"a":[100,0],"b":"x  y \"q\" \\ é é"}"#.to_owned()),
+            Some(r#"[{"k":null},[],{},"",true]"#.to_owned()),
+            None
+        ]
+    );
+    assert_eq!(
+        json_lines(&pages)[1],
+        r#"{"id":2,"j":12345678901234567890.5,"jb":[{"k":null},[],{},"",true]}"#
+    );
+    db.drop().await;
+}

@@ -61,27 +61,11 @@ pub(crate) fn value_bytes(value: &Value) -> usize {
             | Value::Interval(s) => heap(s.capacity()),
             Value::Numeric(n) => heap(n.len() + 16),
             Value::Bytes(b) => heap(b.capacity()),
-            Value::Json(j) => json_bytes(j),
+            Value::Json(j) => heap(j.as_str().len()),
             Value::Array(items) => heap(items.capacity() * std::mem::size_of::<Value>())
                 .saturating_add(items.iter().map(value_bytes).sum()),
             _ => 0,
         }
-}
-
-fn json_bytes(j: &serde_json::Value) -> usize {
-    let node = std::mem::size_of::<serde_json::Value>();
-    match j {
-        serde_json::Value::String(s) => node + s.len().max(24) + 8,
-        serde_json::Value::Number(n) => node + n.as_str().len().max(24) + 8,
-        serde_json::Value::Array(a) => node + a.iter().map(json_bytes).sum::<usize>(),
-        serde_json::Value::Object(o) => {
-            node + o
-                .iter()
-                .map(|(k, v)| k.len() + 40 + json_bytes(v))
-                .sum::<usize>()
-        }
-        _ => node,
-    }
 }
 
 type PageResult = Result<Option<Page>, FaucetError>;

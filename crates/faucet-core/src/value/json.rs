@@ -43,10 +43,8 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
             out.truncate(start + written);
             out.push(b'"');
         }
-        Value::Json(j) => {
-            // Writing into a Vec cannot fail.
-            let _ = serde_json::to_writer(&mut *out, j);
-        }
+        // Valid compact JSON text already.
+        Value::Json(j) => out.extend_from_slice(j.as_str().as_bytes()),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {

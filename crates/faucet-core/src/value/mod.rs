@@ -7,8 +7,11 @@
 //! [`json`] writes values in the JSON form of DESIGN.md's table.
 
 pub mod json;
+mod json_text;
 
 use std::sync::Arc;
+
+pub use json_text::Json;
 
 /// The text of a [`Value::Text`]: a string that keeps up to 24 bytes inline, so short
 /// values (most CSV fields, keys, codes, timestamps as text) cost no allocation. It derefs
@@ -38,9 +41,9 @@ pub enum Value {
     Text(Text),
     /// bytea; JSON base64.
     Bytes(Vec<u8>),
-    /// json, jsonb: the JSON value itself (boxed: it is large and rare, and every other
-    /// value pays for the largest variant's size).
-    Json(Box<serde_json::Value>),
+    /// json, jsonb: the value as its compact JSON text (a [`Json`]: one allocation, numbers
+    /// and key order exactly as the source gave them), embedded as itself in JSON output.
+    Json(Json),
     /// date: `2024-02-29`, `infinity`, `-infinity`.
     Date(String),
     /// timestamp without time zone: `2024-02-29T13:45:00.123456`.
@@ -55,10 +58,13 @@ pub enum Value {
     Interval(String),
     /// An array; elements follow the same rules. Multi-dimensional arrays nest.
     Array(Vec<Value>),
-    /// A nested row with its own schema (a change record's `before` / `after`), boxed like
-    /// [`Value::Json`].
+    /// A nested row with its own schema (a change record's `before` / `after`), boxed: it
+    /// is rare, and every other value pays for the largest variant's size.
     Row(Box<Row>),
 }
+
+// A page holds batch_size × fields values: their size is the page's memory.
+const _: () = assert!(std::mem::size_of::<Value>() == 32);
 
 /// A nested row: a schema and one value per field, in the schema's order.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,9 +89,10 @@ impl Value {
         }
     }
 
-    /// A json value.
+    /// A json value from a `serde_json` tree, held as its compact text
+    /// ([`Json::from_value`]).
     pub fn json(value: serde_json::Value) -> Self {
-        Self::Json(Box::new(value))
+        Self::Json(Json::from_value(&value))
     }
 
     /// A nested row.

@@ -11,7 +11,7 @@
 //! | Float | shortest round-trip (`0.1`, `1e300`, `-0.0`), `NaN`, `Infinity`, `-Infinity` |
 //! | Bool | `t` / `f` |
 //! | Bytes | `\x` + hex |
-//! | Json | the JSON text (numbers exact) |
+//! | Json | its compact JSON text as held (numbers exact) |
 //! | Date, Timestamp, TimestampTz, Time, TimeTz, Interval | as held (`2024-02-29T12:45:00Z`, `infinity`, `P1D`) |
 //! | Array | an array literal, every element double-quoted (`{"a,b",NULL}`), nested for more dimensions |
 //! | Row | a JSON object (for a `jsonb` column) |
@@ -43,7 +43,8 @@ pub(crate) fn write_copy_value(out: &mut Vec<u8>, value: &Value, scratch: &mut V
             out.extend_from_slice(b"\\\\x");
             write_hex(out, b);
         }
-        Value::Json(_) | Value::Row(_) | Value::Array(_) => {
+        Value::Json(j) => escape_into(out, j.as_str().as_bytes()),
+        Value::Row(_) | Value::Array(_) => {
             scratch.clear();
             write_text(scratch, value);
             escape_into(out, scratch);
@@ -81,9 +82,7 @@ pub(crate) fn write_text(out: &mut Vec<u8>, value: &Value) {
             out.extend_from_slice(b"\\x");
             write_hex(out, b);
         }
-        Value::Json(j) => {
-            let _ = serde_json::to_writer(&mut *out, j);
-        }
+        Value::Json(j) => out.extend_from_slice(j.as_str().as_bytes()),
         Value::Row(row) => write_row(out, row),
         Value::Array(items) => write_array(out, items),
         #[allow(unreachable_patterns)]
