@@ -10,6 +10,7 @@
 //! * the rows in hand when the read is cancelled: as mid-read, treating the group of the
 //!   last row as incomplete.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
@@ -28,8 +29,12 @@ pub(crate) struct Assembler {
     row: Vec<Value>,
     /// For each column, its position in the ordering key.
     key_pos: Vec<Option<usize>>,
-    /// The key tuple of the row being decoded.
-    key: Vec<Option<String>>,
+    /// The key tuple of the row being decoded (buffers reused from row to row; the tuples
+    /// of `last_key` / `last_complete` are recycled into it, so a row costs no allocation
+    /// for its key).
+    key: Vec<String>,
+    /// Whether the row being decoded has a key tuple (an ordering key, none of it NULL).
+    has_key: bool,
     /// Rows read so far in this run (for error locations).
     pub(crate) rows_read: u64,
     /// The key tuple of the last row pushed.
@@ -58,7 +63,8 @@ impl Assembler {
             plan,
             batch_size,
             key_pos,
-            key: vec![None; key_len],
+            key: vec![String::new(); key_len],
+            has_key: false,
             rows_read: 0,
             last_key: None,
             last_complete: start_key,
@@ -77,18 +83,38 @@ impl Assembler {
         self.rows_read += 1;
         let columns = &self.plan.columns;
         self.row.clear();
-        self.key.iter_mut().for_each(|k| *k = None);
+        // A key column that is NULL leaves the row without a key tuple.
+        self.has_key = !self.key.is_empty();
+        // One UTF-8 check per line: a field cut at ASCII tabs of a valid line is valid.
+        let line_text = std::str::from_utf8(line).ok();
         for (i, field) in fields(line).enumerate() {
             let Some(column) = columns.get(i) else {
                 return Err(self.data_error(None, "more columns than described".into()));
             };
             let value = match field {
-                None => Value::Null,
+                None => {
+                    if self.key_pos[i].is_some() {
+                        self.has_key = false;
+                    }
+                    Value::Null
+                }
                 Some(bytes) => {
-                    let text = std::str::from_utf8(&bytes)
-                        .map_err(|e| self.data_error(Some(&column.name), e.to_string()))?;
+                    let checked = match (&bytes, line_text) {
+                        (Cow::Borrowed(b), Some(l)) => {
+                            let at = (b.as_ptr() as usize).wrapping_sub(line.as_ptr() as usize);
+                            at.checked_add(b.len()).and_then(|end| l.get(at..end))
+                        }
+                        _ => None,
+                    };
+                    let text = match checked {
+                        Some(text) => text,
+                        None => std::str::from_utf8(&bytes)
+                            .map_err(|e| self.data_error(Some(&column.name), e.to_string()))?,
+                    };
                     if let Some(k) = self.key_pos[i] {
-                        self.key[k] = Some(text.to_owned());
+                        let buf = &mut self.key[k];
+                        buf.clear();
+                        buf.push_str(text);
                     }
                     decode_text(column.decode_oid, text)
                         .map_err(|m| self.data_error(Some(&column.name), m))?
@@ -102,28 +128,34 @@ impl Assembler {
                 format!("{} columns, expected {}", self.row.len(), columns.len()),
             ));
         }
-        let key = self.current_key();
+        // The key tuple (PostgreSQL's text, the COPY field unescaped: exactly what is bound
+        // back when resuming) differs from the last row's.
+        let differs = match (&self.last_key, self.has_key) {
+            (None, false) => false,
+            (Some(last), true) => *last != self.key,
+            _ => true,
+        };
         let mut page = None;
         if self.builder.len() >= self.batch_size {
-            let next_differs = key.is_some() && key != self.last_key;
+            let next_differs = self.has_key && differs;
             let bookmark = self.bookmark_mid_read(next_differs);
             page = Some(self.take_page(bookmark));
         }
         self.builder.push_row(self.row.drain(..));
-        if key != self.last_key {
+        if differs {
+            // last_complete ← last_key ← this row's key; the tuple dropped out of
+            // last_complete becomes the next row's key buffer.
+            let key = if self.has_key {
+                let width = self.key.len();
+                let mut spare = self.last_complete.take().unwrap_or_default();
+                spare.resize_with(width, String::new);
+                Some(std::mem::replace(&mut self.key, spare))
+            } else {
+                None
+            };
             self.last_complete = std::mem::replace(&mut self.last_key, key);
         }
         Ok(page)
-    }
-
-    /// The key tuple of the row just decoded, as PostgreSQL's text (the COPY field
-    /// unescaped): exactly what is bound back when resuming. `None` without an ordering key
-    /// or when a key column is NULL.
-    fn current_key(&mut self) -> Option<Vec<String>> {
-        if self.key.is_empty() {
-            return None;
-        }
-        self.key.iter_mut().map(Option::take).collect()
     }
 
     /// The bookmark of a page cut mid-read; `next_differs`: the row after it has another key.
