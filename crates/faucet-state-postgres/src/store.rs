@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use faucet_core::FaucetError;
-use faucet_core::serde_json::{Value, json};
+use faucet_core::serde_json::Value;
 use faucet_core::state::{
-    DOCTOR_KEY, Lease, LeaseHolder, LeaseOutcome, StateStore, validate_state_key,
+    Lease, LeaseHolder, LeaseOutcome, StateStore, check_round_trip, validate_state_key,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::types::Json;
@@ -186,28 +186,6 @@ impl PostgresStateStore {
         self.context(op, &self.sql.table)
     }
 
-    async fn check_state_round_trip(&self) -> Result<(), FaucetError> {
-        let probe = json!({ "probe": true, "at": "faucet doctor" });
-        self.put(DOCTOR_KEY, &probe)
-            .await
-            .map_err(|e| e.with_context("check"))?;
-        let back = self.get(DOCTOR_KEY).await;
-        let deleted = self.delete(DOCTOR_KEY).await;
-        let back = back.map_err(|e| e.with_context("check"))?;
-        deleted.map_err(|e| e.with_context("check"))?;
-        if back.as_ref() != Some(&probe) {
-            return Err(FaucetError::state(
-                STORE,
-                format!(
-                    "check: `{DOCTOR_KEY}` read back {back:?} from table {:?} after writing \
-                     {probe}",
-                    self.sql.table
-                ),
-            ));
-        }
-        Ok(())
-    }
-
     /// Logs a warning when the pool's sessions commit without waiting for the WAL flush.
     async fn warn_unless_durable(&self) {
         let level: Result<String, _> = sqlx::query_scalar("SHOW synchronous_commit")
@@ -292,15 +270,16 @@ impl StateStore for PostgresStateStore {
     }
 
     /// One direct connection (naming an unreachable server, a rejected login or a missing
-    /// database at once), then a real upsert → select → delete of [`DOCTOR_KEY`] in the
-    /// state table, then the lease statement on the lease table inside a transaction that is
+    /// database at once), then the shared round trip of
+    /// [`check_round_trip`] (upsert → select → delete of the doctor key in the state
+    /// table), then the lease statement on the lease table inside a transaction that is
     /// rolled back. Leaves no row behind. Each failure says which step, which table and
     /// what to do.
     async fn check(&self) -> Result<(), FaucetError> {
         probe_connection(&self.pool.connect_options(), &self.target, &self.sql.table)
             .await
             .map_err(|e| e.with_context("check"))?;
-        self.check_state_round_trip().await?;
+        check_round_trip(self, &format!(" in table {:?}", self.sql.table)).await?;
         self.warn_unless_durable().await;
         self.check_lease_table()
             .await

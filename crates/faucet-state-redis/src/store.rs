@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use faucet_core::FaucetError;
-use faucet_core::serde_json::{self, Value, json};
+use faucet_core::serde_json::{self, Value};
 use faucet_core::state::{
-    DOCTOR_KEY, Lease, LeaseHolder, LeaseOutcome, StateStore, validate_state_key,
+    DOCTOR_KEY, Lease, LeaseHolder, LeaseOutcome, StateStore, check_round_trip, validate_state_key,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands as _, AsyncConnectionConfig, Client};
@@ -219,23 +219,7 @@ impl StateStore for RedisStateStore {
     /// scripts on a lease key that does not exist (proving scripting is allowed); leaves no
     /// key behind. Warns (without failing) when the server has no AOF.
     async fn check(&self) -> Result<(), FaucetError> {
-        let probe = json!({ "probe": true, "at": "faucet doctor" });
-        self.put(DOCTOR_KEY, &probe)
-            .await
-            .map_err(|e| e.with_context("check"))?;
-        let back = self.get(DOCTOR_KEY).await;
-        let deleted = self.delete(DOCTOR_KEY).await;
-        let back = back.map_err(|e| e.with_context("check"))?;
-        deleted.map_err(|e| e.with_context("check"))?;
-        if back.as_ref() != Some(&probe) {
-            return Err(FaucetError::state(
-                STORE,
-                format!(
-                    "check: `{}{DOCTOR_KEY}` read back {back:?} after writing {probe}",
-                    self.prefix
-                ),
-            ));
-        }
+        check_round_trip(self, &format!(" (Redis key `{}{DOCTOR_KEY}`)", self.prefix)).await?;
         self.check_scripts()
             .await
             .map_err(|e| e.with_context("check"))?;

@@ -27,6 +27,36 @@ pub use memory::MemoryStateStore;
 /// The sentinel key `check()` writes, reads and deletes (`__faucet_doctor__`).
 pub const DOCTOR_KEY: &str = "__faucet_doctor__";
 
+/// The round trip every store's `check()` starts with: put a probe under [`DOCTOR_KEY`],
+/// read it back, delete it (also when the read failed, so nothing is left behind), and
+/// compare. `location` says where the probe lived for the mismatch message (`` in table
+/// "faucet_state"``; empty for none). Errors carry the context `check`.
+///
+/// # Errors
+/// The failing operation's error, or [`FaucetError::State`] when the probe did not read
+/// back as written.
+pub async fn check_round_trip<S: StateStore + ?Sized>(
+    store: &S,
+    location: &str,
+) -> Result<(), FaucetError> {
+    let probe = serde_json::json!({ "probe": true, "at": "faucet doctor" });
+    store
+        .put(DOCTOR_KEY, &probe)
+        .await
+        .map_err(|e| e.with_context("check"))?;
+    let back = store.get(DOCTOR_KEY).await;
+    let deleted = store.delete(DOCTOR_KEY).await;
+    let back = back.map_err(|e| e.with_context("check"))?;
+    deleted.map_err(|e| e.with_context("check"))?;
+    if back.as_ref() != Some(&probe) {
+        return Err(FaucetError::state(
+            store.name(),
+            format!("check: `{DOCTOR_KEY}`{location} read back {back:?} after writing {probe}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Durable storage for bookmarks, keyed by state key (`{pipeline}::{matrix row}`).
 #[async_trait]
 pub trait StateStore: Send + Sync {
@@ -57,22 +87,13 @@ pub trait StateStore: Send + Sync {
     /// [`FaucetError::Config`] for an invalid key; [`FaucetError::State`] otherwise.
     async fn delete(&self, key: &str) -> Result<(), FaucetError>;
 
-    /// A real put → get → delete round trip on [`DOCTOR_KEY`], leaving nothing behind.
+    /// A real put → get → delete round trip on [`DOCTOR_KEY`], leaving nothing behind
+    /// ([`check_round_trip`]); a store adds its own probes after it.
     ///
     /// # Errors
     /// [`FaucetError::State`] / [`FaucetError::Connect`] naming what is at fault.
     async fn check(&self) -> Result<(), FaucetError> {
-        let probe = serde_json::json!({ "probe": true });
-        self.put(DOCTOR_KEY, &probe).await?;
-        let back = self.get(DOCTOR_KEY).await?;
-        self.delete(DOCTOR_KEY).await?;
-        if back.as_ref() != Some(&probe) {
-            return Err(FaucetError::state(
-                self.name(),
-                format!("check: `{DOCTOR_KEY}` read back {back:?} after writing {probe}"),
-            ));
-        }
-        Ok(())
+        check_round_trip(self, "").await
     }
 
     /// Takes the lease on `key` for `ttl`, unless another live holder has it.
