@@ -16,10 +16,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Int(i) => {
-            let mut buf = itoa_buf();
-            out.extend_from_slice(format_i64(*i, &mut buf));
-        }
+        Value::Int(i) => write_i64(out, *i),
         Value::Float(f) => write_f64(out, *f),
         Value::Numeric(n) => match &**n {
             "NaN" | "Infinity" | "-Infinity" => write_str(out, n),
@@ -97,6 +94,12 @@ pub fn row_to_json(row: crate::page::RowRef<'_>) -> serde_json::Value {
     serde_json::from_slice(&out).unwrap_or(serde_json::Value::Null)
 }
 
+/// Appends `i`'s decimal digits (JSON and PostgreSQL's text form alike), without
+/// allocating (the `itoa` crate).
+pub fn write_i64(out: &mut Vec<u8>, i: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+}
+
 /// Appends `f` in its shortest round-trip form; NaN and infinities as strings.
 pub fn write_f64(out: &mut Vec<u8>, f: f64) {
     if f.is_nan() {
@@ -170,30 +173,6 @@ fn write_escaped(out: &mut Vec<u8>, bytes: &[u8]) {
         start = i + 1;
     }
     out.extend_from_slice(&bytes[start..]);
-}
-
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
-}
-
-/// Formats `i` into `buf` without allocating; returns the digits.
-fn format_i64(i: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let negative = i < 0;
-    let mut n = i.unsigned_abs();
-    let mut pos = buf.len();
-    loop {
-        pos -= 1;
-        buf[pos] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    if negative {
-        pos -= 1;
-        buf[pos] = b'-';
-    }
-    &buf[pos..]
 }
 
 #[cfg(test)]

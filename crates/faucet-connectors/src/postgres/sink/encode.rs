@@ -17,7 +17,7 @@
 //! | Row | a JSON object (for a `jsonb` column) |
 
 use faucet_core::Value;
-use faucet_core::value::json::{write_row, write_value};
+use faucet_core::value::json::{write_i64, write_row, write_value};
 
 /// Appends `value` as one COPY text column (escaped, `\N` for NULL).
 pub(crate) fn write_copy_value(out: &mut Vec<u8>, value: &Value, scratch: &mut Vec<u8>) {
@@ -25,10 +25,7 @@ pub(crate) fn write_copy_value(out: &mut Vec<u8>, value: &Value, scratch: &mut V
         Value::Null => out.extend_from_slice(b"\\N"),
         Value::Bool(true) => out.push(b't'),
         Value::Bool(false) => out.push(b'f'),
-        Value::Int(i) => {
-            use std::io::Write as _;
-            let _ = write!(out, "{i}");
-        }
+        Value::Int(i) => write_i64(out, *i),
         Value::Numeric(n) => out.extend_from_slice(n.as_bytes()),
         Value::Float(f) => write_float(out, *f),
         Value::Text(s) => escape_into(out, s.as_bytes()),
@@ -65,10 +62,7 @@ pub(crate) fn write_text(out: &mut Vec<u8>, value: &Value) {
         Value::Null => out.extend_from_slice(b"NULL"),
         Value::Bool(true) => out.push(b't'),
         Value::Bool(false) => out.push(b'f'),
-        Value::Int(i) => {
-            use std::io::Write as _;
-            let _ = write!(out, "{i}");
-        }
+        Value::Int(i) => write_i64(out, *i),
         Value::Numeric(n) => out.extend_from_slice(n.as_bytes()),
         Value::Float(f) => write_float(out, *f),
         Value::Text(s) => out.extend_from_slice(s.as_bytes()),
