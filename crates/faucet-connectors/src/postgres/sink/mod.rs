@@ -396,18 +396,14 @@ impl SinkWriter for PostgresSinkWriter<'_> {
         self.write_page(page, Some((scope, token))).await
     }
 
-    /// In append mode, whether the target table has a row (`Some(false)` while it does not
-    /// exist yet), so the run loop's lost-bookmark guard can refuse to append a whole source
-    /// again into a table that already holds it (`shared/cases/13-state-missing-or-torn.md`,
-    /// S1). In upsert mode `None`: writing the source again overwrites the same keys, it
-    /// cannot double the table.
+    /// Whether the target table has a row (`Some(false)` while it does not exist yet), so
+    /// the run loop's lost-bookmark guard can refuse to append a whole source again into a
+    /// table that already holds it (`shared/cases/13-state-missing-or-torn.md`, S1). The
+    /// guard only asks at-least-once runs: a keyed upsert target absorbs the replay.
     ///
     /// # Errors
     /// [`FaucetError::Write`] when the table cannot be read.
     async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
-        if self.sink.config.write_mode == WriteMode::Upsert {
-            return Ok(None);
-        }
         if self.table.is_none() {
             return Ok(Some(false));
         }
