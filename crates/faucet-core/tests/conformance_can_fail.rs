@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use faucet_core::FaucetError;
-use faucet_core::state::{MemoryStateStore, StateStore};
+use std::time::Duration;
+
+use faucet_core::state::{Lease, LeaseHolder, LeaseOutcome, MemoryStateStore, StateStore};
 use faucet_core::testing::conformance::{
     cancellation_flushes, config_is_strict, errors_not_panics, sink_flush_is_durable,
     sink_guarantee_is_truthful, source_bookmarks_round_trip, source_pages_are_bounded,
@@ -157,45 +159,6 @@ async fn state_store_contract_checks() {
     let _ = Arc::new(());
 }
 
-/// A store whose leases never expire and whose fenced writes never check the fence.
-#[derive(Default)]
-struct UnfencedStore(MemoryStateStore);
-
-#[async_trait::async_trait]
-impl StateStore for UnfencedStore {
-    fn name(&self) -> &str {
-        "unfenced"
-    }
-    async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
-        self.0.get(key).await
-    }
-    async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
-        self.0.put(key, value).await
-    }
-    async fn delete(&self, key: &str) -> Result<(), FaucetError> {
-        self.0.delete(key).await
-    }
-    async fn acquire_lease(
-        &self,
-        key: &str,
-        holder: &faucet_core::state::LeaseHolder,
-        ttl: std::time::Duration,
-    ) -> Result<faucet_core::state::LeaseOutcome, FaucetError> {
-        self.0.acquire_lease(key, holder, ttl).await
-    }
-    async fn renew_lease(
-        &self,
-        lease: &faucet_core::state::Lease,
-        ttl: std::time::Duration,
-    ) -> Result<(), FaucetError> {
-        self.0.renew_lease(lease, ttl).await
-    }
-    async fn release_lease(&self, lease: &faucet_core::state::Lease) -> Result<(), FaucetError> {
-        self.0.release_lease(lease).await
-    }
-    // put_fenced: the trait's default, a plain put — the bug.
-}
-
 #[tokio::test]
 async fn lease_contract_checks() {
     use faucet_core::testing::conformance::lease_contract;
@@ -203,7 +166,203 @@ async fn lease_contract_checks() {
     lease_contract(&MemoryStateStore::new(), "mem-", ttl)
         .await
         .expect("memory leases");
-    lease_contract(&UnfencedStore::default(), "unfenced-", ttl)
+    lease_contract(&Faulty::new(Fault::Unfenced), "unfenced-", ttl)
         .await
         .expect_err("a stale holder's write must be refused");
+}
+
+#[tokio::test]
+async fn run_loop_check_passes_on_memory_and_fails_when_a_restart_forgets() {
+    use faucet_core::testing::conformance::state_store_under_run_loop;
+    let store = Arc::new(MemoryStateStore::new());
+    let same = store.clone();
+    state_store_under_run_loop(
+        store,
+        || async move { Ok(same as Arc<dyn StateStore>) },
+        "p::",
+        false,
+    )
+    .await
+    .expect("memory store, reopened as itself");
+
+    // The in-memory store forgets a released key's fence: it cannot claim to count them.
+    let store = Arc::new(MemoryStateStore::new());
+    let same = store.clone();
+    let err = state_store_under_run_loop(
+        store,
+        || async move { Ok(same as Arc<dyn StateStore>) },
+        "p::",
+        true,
+    )
+    .await
+    .expect_err("fences restart after a release");
+    assert!(
+        err.message.contains("fence 1 after two runs, want 3"),
+        "{err}"
+    );
+
+    // A "restart" that comes back empty: the resumed run would start over.
+    let err = state_store_under_run_loop(
+        Arc::new(MemoryStateStore::new()),
+        || async { Ok(Arc::new(MemoryStateStore::new()) as Arc<dyn StateStore>) },
+        "p::",
+        false,
+    )
+    .await
+    .expect_err("a store that forgets across a restart");
+    assert!(err.message.contains("reopened store reads None"), "{err}");
+
+    // A store without leases cannot keep a second runner out.
+    let shared = Arc::new(Faulty::new(Fault::Unleased));
+    let again = shared.clone();
+    let err = state_store_under_run_loop(
+        shared,
+        || async move { Ok(again as Arc<dyn StateStore>) },
+        "p::",
+        false,
+    )
+    .await
+    .expect_err("no leases, no single runner");
+    assert!(err.message.contains("acquiring gave Unsupported"), "{err}");
+}
+
+#[tokio::test]
+async fn lease_lapse_and_race_check_can_fail() {
+    use faucet_core::testing::conformance::lease_lapse_and_race;
+    let ttl = std::time::Duration::from_millis(200);
+    lease_lapse_and_race(Arc::new(MemoryStateStore::new()), "p::", ttl)
+        .await
+        .expect("memory leases");
+    // UnfencedStore's put_fenced writes under a lapsed lease.
+    let err = lease_lapse_and_race(Arc::new(Faulty::new(Fault::Unfenced)), "p::", ttl)
+        .await
+        .expect_err("a lapsed holder's write must be refused");
+    assert!(
+        err.message.contains("put_fenced under a lapsed lease"),
+        "{err}"
+    );
+    let err = lease_lapse_and_race(Arc::new(Faulty::new(Fault::Unleased)), "p::", ttl)
+        .await
+        .expect_err("no leases");
+    assert!(err.message.contains("a expected the lease"), "{err}");
+}
+
+#[tokio::test]
+async fn bad_keys_check_can_fail() {
+    use faucet_core::testing::conformance::bad_keys_fail_before_io;
+    bad_keys_fail_before_io(&Faulty::new(Fault::KeyFirst))
+        .await
+        .expect("keys checked first");
+    // SloppyStore hides errors as "no bookmark" and accepts any key.
+    let err = bad_keys_fail_before_io(&SloppyStore::default())
+        .await
+        .expect_err("a bad key accepted");
+    assert!(err.message.contains("get(\"a/b\")"), "{err}");
+    // MemoryStateStore checks the lease before the key in put_fenced.
+    let err = bad_keys_fail_before_io(&MemoryStateStore::new())
+        .await
+        .expect_err("lease checked before the key");
+    assert!(err.message.contains("put_fenced"), "{err}");
+}
+
+#[tokio::test]
+async fn concurrent_writers_check_can_fail() {
+    use faucet_core::testing::conformance::concurrent_writers_of_one_key;
+    concurrent_writers_of_one_key(Arc::new(MemoryStateStore::new()), "hot")
+        .await
+        .expect("memory store");
+    let err = concurrent_writers_of_one_key(Arc::new(Faulty::new(Fault::OneAtATime)), "hot")
+        .await
+        .expect_err("a put refused under contention");
+    assert!(err.message.contains("busy"), "{err}");
+}
+
+/// How a [`Faulty`] store departs from [`MemoryStateStore`].
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    /// No leases at all (the trait's defaults: `Unsupported`).
+    Unleased,
+    /// `put_fenced` is a plain put: the fence is never checked.
+    Unfenced,
+    /// Not a fault: `put_fenced` checks the key before the lease, as the server-backed stores
+    /// do, so a bad key is a config error rather than a lost lease.
+    KeyFirst,
+    /// A put is refused while another is in flight.
+    OneAtATime,
+}
+
+/// A [`MemoryStateStore`] with one [`Fault`].
+struct Faulty {
+    inner: MemoryStateStore,
+    fault: Fault,
+    busy: std::sync::atomic::AtomicBool,
+}
+
+impl Faulty {
+    fn new(fault: Fault) -> Self {
+        Self {
+            inner: MemoryStateStore::new(),
+            fault,
+            busy: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for Faulty {
+    fn name(&self) -> &str {
+        "faulty"
+    }
+    async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
+        self.inner.get(key).await
+    }
+    async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
+        use std::sync::atomic::Ordering;
+        if self.fault != Fault::OneAtATime {
+            return self.inner.put(key, value).await;
+        }
+        if self.busy.swap(true, Ordering::SeqCst) {
+            return Err(FaucetError::state("one-at-a-time", "busy"));
+        }
+        tokio::task::yield_now().await;
+        let r = self.inner.put(key, value).await;
+        self.busy.store(false, Ordering::SeqCst);
+        r
+    }
+    async fn delete(&self, key: &str) -> Result<(), FaucetError> {
+        self.inner.delete(key).await
+    }
+    async fn acquire_lease(
+        &self,
+        key: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+    ) -> Result<LeaseOutcome, FaucetError> {
+        match self.fault {
+            Fault::Unleased => Ok(LeaseOutcome::Unsupported),
+            _ => self.inner.acquire_lease(key, holder, ttl).await,
+        }
+    }
+    async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {
+        match self.fault {
+            Fault::Unleased => Ok(()),
+            _ => self.inner.renew_lease(lease, ttl).await,
+        }
+    }
+    async fn release_lease(&self, lease: &Lease) -> Result<(), FaucetError> {
+        match self.fault {
+            Fault::Unleased => Ok(()),
+            _ => self.inner.release_lease(lease).await,
+        }
+    }
+    async fn put_fenced(&self, key: &str, value: &Value, lease: &Lease) -> Result<(), FaucetError> {
+        match self.fault {
+            Fault::Unleased | Fault::Unfenced => self.put(key, value).await,
+            Fault::KeyFirst => {
+                faucet_core::state::validate_state_key(key)?;
+                self.inner.put_fenced(key, value, lease).await
+            }
+            Fault::OneAtATime => self.inner.put_fenced(key, value, lease).await,
+        }
+    }
 }

@@ -1,6 +1,5 @@
 //! Shared helpers: the server URL, a fresh pair of tables per test, error inspection.
 
-use faucet_core::FaucetError;
 use faucet_state_postgres::PostgresStateStore;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
@@ -52,16 +51,9 @@ pub(crate) async fn count(pool: &PgPool, table: &str) -> i64 {
         .expect("count")
 }
 
-/// The error's message with its whole source chain, and its Debug form.
-pub(crate) fn everything_printed(err: &FaucetError) -> String {
-    let mut out = format!("{err} | {err:?}");
-    let mut source = std::error::Error::source(err);
-    while let Some(s) = source {
-        out.push_str(&format!(" | {s} | {s:?}"));
-        source = s.source();
-    }
-    out
-}
+/// The error's message with its whole source chain, and its Debug form (shared with every
+/// connector's tests).
+pub(crate) use faucet_core::testing::everything_printed;
 
 /// `pg_url()` with its user or database replaced.
 pub(crate) fn url_with(user: Option<&str>, db: Option<&str>) -> String {

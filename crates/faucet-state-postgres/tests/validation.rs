@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use faucet_core::FaucetError;
-use faucet_core::serde_json::json;
-use faucet_core::state::{Lease, LeaseHolder, StateStore};
+use faucet_core::state::StateStore;
+use faucet_core::testing::conformance;
 use faucet_state_postgres::PostgresStateStore;
 
 use crate::support::{DEAD_URL, everything_printed};
@@ -20,15 +20,6 @@ const BAD_TABLES: [(&str, &str); 4] = [
     ),
     ("public.faucet_state", "contains '.'"),
 ];
-
-fn bad_keys() -> Vec<String> {
-    vec![
-        "a/b".into(),
-        "a b".into(),
-        ".hidden".into(),
-        "k".repeat(257),
-    ]
-}
 
 fn assert_config(err: FaucetError, field: &str, needle: &str) {
     match &err {
@@ -86,46 +77,11 @@ async fn bad_keys_are_rejected_before_any_sql() {
         .connect_lazy(DEAD_URL)
         .expect("lazy pool");
     let store = PostgresStateStore::from_pool(lazy, "faucet_state").expect("store");
-    let holder = LeaseHolder::this_process();
-    for key in bad_keys() {
-        let started = Instant::now();
-        assert_config(store.get(&key).await.expect_err("get"), "state key", "");
-        assert_config(
-            store.put(&key, &json!(1)).await.expect_err("put"),
-            "state key",
-            "",
-        );
-        assert_config(
-            store.delete(&key).await.expect_err("delete"),
-            "state key",
-            "",
-        );
-        assert_config(
-            store
-                .acquire_lease(&key, &holder, Duration::from_secs(1))
-                .await
-                .expect_err("acquire"),
-            "state key",
-            "",
-        );
-        let lease = Lease {
-            key: "ok".into(),
-            holder: holder.clone(),
-            fence: 1,
-        };
-        assert_config(
-            store
-                .put_fenced(&key, &json!(1), &lease)
-                .await
-                .expect_err("put_fenced"),
-            "state key",
-            "",
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "key {key:?}: something tried to reach the server"
-        );
-    }
+    // get / put / delete / acquire_lease / put_fenced of each bad key: a Config error about
+    // `state key`, within a second (the shared check).
+    conformance::bad_keys_fail_before_io(&store)
+        .await
+        .expect("bad keys");
     // Proof that the store would have failed differently had it sent anything.
     let err = store.get("fine").await.expect_err("dead server");
     assert!(matches!(err, FaucetError::Connect { .. }), "{err:?}");

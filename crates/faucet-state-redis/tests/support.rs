@@ -3,7 +3,6 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use faucet_core::FaucetError;
 use faucet_state_redis::RedisStateStore;
 use redis::aio::MultiplexedConnection;
 
@@ -62,16 +61,9 @@ pub(crate) async fn fresh_store(prefix: &str) -> (RedisStateStore, MultiplexedCo
     (store, conn)
 }
 
-/// The error's message with its whole source chain, and its Debug form.
-pub(crate) fn everything_printed(err: &FaucetError) -> String {
-    let mut out = format!("{err} | {err:?}");
-    let mut source = std::error::Error::source(err);
-    while let Some(s) = source {
-        out.push_str(&format!(" | {s} | {s:?}"));
-        source = s.source();
-    }
-    out
-}
+/// The error's message with its whole source chain, and its Debug form (shared with every
+/// connector's tests).
+pub(crate) use faucet_core::testing::everything_printed;
 
 /// A URL to a port where nothing listens, with a password.
 pub(crate) const DEAD_URL: &str = "redis://:s3cr3t-pw@127.0.0.1:1/";

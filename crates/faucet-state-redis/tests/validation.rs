@@ -4,20 +4,11 @@
 use std::time::{Duration, Instant};
 
 use faucet_core::FaucetError;
-use faucet_core::serde_json::json;
-use faucet_core::state::{Lease, LeaseHolder, StateStore};
+use faucet_core::state::StateStore;
+use faucet_core::testing::conformance;
 use faucet_state_redis::RedisStateStore;
 
 use crate::support::{DEAD_URL, PrivateRedis, everything_printed};
-
-fn bad_keys() -> Vec<String> {
-    vec![
-        "a/b".into(),
-        "a b".into(),
-        ".hidden".into(),
-        "k".repeat(257),
-    ]
-}
 
 fn assert_config(err: FaucetError, field: &str) {
     match &err {
@@ -49,39 +40,11 @@ async fn bad_keys_are_rejected_before_any_command() {
         .await
         .expect("connect");
     server.stop();
-    let holder = LeaseHolder::this_process();
-    let lease = Lease {
-        key: "ok".into(),
-        holder: holder.clone(),
-        fence: 1,
-    };
-    for key in bad_keys() {
-        let started = Instant::now();
-        assert_config(store.get(&key).await.expect_err("get"), "state key");
-        assert_config(
-            store.put(&key, &json!(1)).await.expect_err("put"),
-            "state key",
-        );
-        assert_config(store.delete(&key).await.expect_err("delete"), "state key");
-        assert_config(
-            store
-                .acquire_lease(&key, &holder, Duration::from_secs(1))
-                .await
-                .expect_err("acquire"),
-            "state key",
-        );
-        assert_config(
-            store
-                .put_fenced(&key, &json!(1), &lease)
-                .await
-                .expect_err("put_fenced"),
-            "state key",
-        );
-        assert!(
-            started.elapsed() < Duration::from_secs(1),
-            "{key:?}: a command was tried"
-        );
-    }
+    // get / put / delete / acquire_lease / put_fenced of each bad key: a Config error about
+    // `state key`, within a second (the shared check).
+    conformance::bad_keys_fail_before_io(&store)
+        .await
+        .expect("bad keys");
     let err = store.get("fine").await.expect_err("server is gone");
     assert!(matches!(err, FaucetError::Connect { .. }), "{err:?}");
 }

@@ -11,6 +11,10 @@
 //! | [`cancellation_flushes`] | source + sink: a cancelled run returns its summary and the sink holds exactly the delivered records |
 //! | [`state_store_contract`] | state stores: get/put/delete, missing delete, key validation, `check` leaves nothing |
 //! | [`lease_contract`] | state stores with leases: one holder, expiry, fencing of a stale holder |
+//! | [`lease_lapse_and_race`] | state stores with leases: a lapsed lease is lost, concurrent acquisitions have one winner |
+//! | [`state_store_under_run_loop`] | state stores: resume across a restart, a busy key refused naming its holder |
+//! | [`bad_keys_fail_before_io`] | state stores: invalid keys are config errors before anything is sent |
+//! | [`concurrent_writers_of_one_key`] | state stores: concurrent puts all succeed, one whole value wins |
 //!
 //! Sinks are read back through a closure the connector's test supplies (the rows as JSON
 //! objects), because only it knows how to read its target.
@@ -542,5 +546,409 @@ pub async fn lease_contract(
     )?;
     io(CHECK, store.release_lease(&lb).await)?;
     io(CHECK, store.delete(&key).await)?;
+    Ok(())
+}
+
+/// The store under the real run loop ([`Pipeline`]), on keys `{prefix}resume` and
+/// `{prefix}busy`, which must never have been used (the fence numbers are checked exactly):
+///
+/// * resume: a run of 25 records through `store` (then dropped) stores `{"offset": 25}`; a
+///   second store from `reopen` (a new process on the same backing table / prefix) reads it,
+///   and a run of 35 records through it moves only the 10 new ones, so the sink holds each
+///   record once; both runs released their lease, so acquiring it now succeeds — with fence 3
+///   (two runs, then us) when `fence_counts_acquisitions` (the store keeps a per-key fence
+///   counter across releases, as the PostgreSQL and Redis stores do; the in-memory one
+///   forgets a released key's fence);
+/// * busy: while another holder (`pid 4711 on host etl-2`) holds the key, a run fails with
+///   [`LeaseError::Held`](crate::state::LeaseError::Held) naming that holder, writes nothing to
+///   the sink and stores no bookmark.
+///
+/// Leaves both keys deleted and their leases released.
+///
+/// # Errors
+/// When a run fails or succeeds unexpectedly, records are lost or doubled, a bookmark is
+/// missing or wrong, or a lease is not released / not enforced.
+pub async fn state_store_under_run_loop<F, Fut>(
+    store: Arc<dyn StateStore>,
+    reopen: F,
+    prefix: &str,
+    fence_counts_acquisitions: bool,
+) -> Result<(), ConformanceError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<Arc<dyn StateStore>, FaucetError>>,
+{
+    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
+    use crate::testing::{MemorySink, VecSource};
+    const CHECK: &str = "state_store_under_run_loop";
+    let opts = |key: &str| RunStreamOptions {
+        batch_size: 10,
+        state_key: key.into(),
+        ..RunStreamOptions::default()
+    };
+
+    // Resume across a restart.
+    let key = format!("{prefix}resume");
+    let sink = MemorySink::new();
+    let summary = io(
+        CHECK,
+        Pipeline::new(&VecSource::sequence(25), &sink)
+            .with_state_store(store.clone())
+            .with_options(opts(&key))
+            .run()
+            .await,
+    )?;
+    if summary.records_out != 25 {
+        return fail(
+            CHECK,
+            format!("run 1 moved {} records, 25 expected", summary.records_out),
+        );
+    }
+    drop(store);
+    let store = io(CHECK, reopen().await)?;
+    let stored = io(CHECK, store.get(&key).await)?;
+    if stored != Some(json!({"offset": 25})) {
+        return fail(
+            CHECK,
+            format!("a reopened store reads {stored:?}, want {{\"offset\":25}}"),
+        );
+    }
+    let source = VecSource::sequence(35);
+    let summary = io(
+        CHECK,
+        Pipeline::new(&source, &sink)
+            .with_state_store(store.clone())
+            .with_options(opts(&key))
+            .run()
+            .await,
+    )?;
+    if summary.records_out != 10 {
+        return fail(
+            CHECK,
+            format!(
+                "the resumed run moved {} records, only the 10 new ones expected",
+                summary.records_out
+            ),
+        );
+    }
+    if sink.rows() != source.expected() {
+        return fail(
+            CHECK,
+            format!(
+                "after two runs the sink holds {} records, want 0..35 once each (lost or doubled)",
+                sink.rows().len()
+            ),
+        );
+    }
+    // Each run released its lease: the key is free at once.
+    match io(
+        CHECK,
+        store
+            .acquire_lease(
+                &key,
+                &LeaseHolder::this_process(),
+                std::time::Duration::from_secs(5),
+            )
+            .await,
+    )? {
+        LeaseOutcome::Acquired(lease) if lease.fence == 3 || !fence_counts_acquisitions => {
+            io(CHECK, store.release_lease(&lease).await)?;
+        }
+        LeaseOutcome::Acquired(lease) => {
+            return fail(
+                CHECK,
+                format!(
+                    "fence {} after two runs, want 3 (two runs, then us)",
+                    lease.fence
+                ),
+            );
+        }
+        other => {
+            return fail(
+                CHECK,
+                format!("each run releases its lease, but acquiring gave {other:?}"),
+            );
+        }
+    }
+    io(CHECK, store.delete(&key).await)?;
+
+    // A second runner of a busy key.
+    let key = format!("{prefix}busy");
+    let other = LeaseHolder {
+        id: "cron-tick-1".into(),
+        host: "etl-2".into(),
+        pid: 4711,
+        since: "2026-11-30T06:00:00Z".into(),
+    };
+    let held = match io(
+        CHECK,
+        store
+            .acquire_lease(&key, &other, std::time::Duration::from_secs(30))
+            .await,
+    )? {
+        LeaseOutcome::Acquired(lease) => lease,
+        got => return fail(CHECK, format!("a free key's lease: got {got:?}")),
+    };
+    let sink = MemorySink::new();
+    let result = Pipeline::new(&VecSource::sequence(5), &sink)
+        .with_state_store(store.clone())
+        .with_options(opts(&key))
+        .run()
+        .await;
+    io(CHECK, store.release_lease(&held).await)?;
+    let err = match result {
+        Ok(summary) => {
+            return fail(
+                CHECK,
+                format!(
+                    "a run of a key another holder leases succeeded, moving {} records",
+                    summary.records_out
+                ),
+            );
+        }
+        Err(e) => e,
+    };
+    match &err {
+        FaucetError::Lease(LeaseError::Held { holder, .. }) if *holder == other => {}
+        e => {
+            return fail(
+                CHECK,
+                format!("expected LeaseError::Held naming {other:?}, got {e:?}"),
+            );
+        }
+    }
+    if !err.to_string().contains("pid 4711 on host etl-2") {
+        return fail(CHECK, format!("the error does not name the holder: {err}"));
+    }
+    if !sink.rows().is_empty() {
+        return fail(CHECK, "a refused run wrote records to the sink");
+    }
+    let stored = io(CHECK, store.get(&key).await)?;
+    if stored.is_some() {
+        return fail(
+            CHECK,
+            format!("a refused run stored a bookmark: {stored:?}"),
+        );
+    }
+    io(CHECK, store.delete(&key).await)?;
+    Ok(())
+}
+
+/// Lease edge cases every leasing store must get right, on keys `{prefix}lapsed` and
+/// `{prefix}race`, which must never have been used:
+///
+/// * a lease of `ttl` that lapsed with nobody taking over is still lost: after `2.5 × ttl` its
+///   renewal is refused with [`LeaseError::Lost`](crate::state::LeaseError::Lost) whose reason
+///   says it `expired`, its `put_fenced` is refused with `Lost` and nothing is written;
+/// * 8 concurrent acquisitions (tasks spawned on the runtime) of a free key have exactly one
+///   winner, with fence 1 (losers do not burn fences), and every loser is told the winner.
+///
+/// Leaves the keys' leases released and the keys deleted.
+///
+/// # Errors
+/// When any of that does not hold, or the store does not support leases.
+pub async fn lease_lapse_and_race(
+    store: Arc<dyn StateStore>,
+    prefix: &str,
+    ttl: std::time::Duration,
+) -> Result<(), ConformanceError> {
+    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
+    const CHECK: &str = "lease_lapse_and_race";
+    let long = std::time::Duration::from_secs(30);
+    let holder = |name: &str| LeaseHolder {
+        id: format!("{name}-id"),
+        host: format!("host-{name}"),
+        pid: 4000 + u32::try_from(name.len()).unwrap_or(0),
+        since: "2026-11-30T06:00:00Z".to_owned(),
+    };
+
+    // An expired lease nobody took is still lost.
+    let key = format!("{prefix}lapsed");
+    let la = match io(CHECK, store.acquire_lease(&key, &holder("a"), ttl).await)? {
+        LeaseOutcome::Acquired(lease) => lease,
+        other => return fail(CHECK, format!("a expected the lease, got {other:?}")),
+    };
+    tokio::time::sleep(ttl * 5 / 2).await;
+    match store.renew_lease(&la, long).await {
+        Err(FaucetError::Lease(LeaseError::Lost { reason, .. })) if reason.contains("expired") => {}
+        other => {
+            return fail(
+                CHECK,
+                format!(
+                    "renewing a lapsed lease: expected LeaseError::Lost saying it expired, got \
+                     {other:?}"
+                ),
+            );
+        }
+    }
+    match store.put_fenced(&key, &json!(1), &la).await {
+        Err(FaucetError::Lease(LeaseError::Lost { .. })) => {}
+        other => {
+            return fail(
+                CHECK,
+                format!(
+                    "put_fenced under a lapsed lease: expected LeaseError::Lost, got {other:?}"
+                ),
+            );
+        }
+    }
+    let stored = io(CHECK, store.get(&key).await)?;
+    if stored.is_some() {
+        return fail(
+            CHECK,
+            format!("a lapsed lease's put_fenced wrote {stored:?}"),
+        );
+    }
+    io(CHECK, store.delete(&key).await)?;
+
+    // Concurrent acquisitions: exactly one winner.
+    let key = format!("{prefix}race");
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (store, key, h) = (store.clone(), key.clone(), holder(&format!("r{i}")));
+        tasks.push(tokio::spawn(async move {
+            store.acquire_lease(&key, &h, long).await
+        }));
+    }
+    let mut winners = Vec::new();
+    let mut named = Vec::new();
+    for t in tasks {
+        let outcome = match t.await {
+            Ok(r) => io(CHECK, r)?,
+            Err(e) => return fail(CHECK, format!("an acquiring task failed: {e}")),
+        };
+        match outcome {
+            LeaseOutcome::Acquired(l) => winners.push(l),
+            LeaseOutcome::HeldBy(h) => named.push(h),
+            LeaseOutcome::Unsupported => return fail(CHECK, "the store does not support leases"),
+        }
+    }
+    for lease in &winners {
+        io(CHECK, store.release_lease(lease).await)?;
+    }
+    io(CHECK, store.delete(&key).await)?;
+    let [winner] = winners.as_slice() else {
+        return fail(
+            CHECK,
+            format!(
+                "{} of 8 concurrent acquisitions won: {winners:?}",
+                winners.len()
+            ),
+        );
+    };
+    if winner.fence != 1 {
+        return fail(
+            CHECK,
+            format!(
+                "the winner's fence is {}, want 1 (losers do not burn fences)",
+                winner.fence
+            ),
+        );
+    }
+    if let Some(h) = named.iter().find(|h| **h != winner.holder) {
+        return fail(
+            CHECK,
+            format!(
+                "a loser was told {h:?} holds the key, the winner is {:?}",
+                winner.holder
+            ),
+        );
+    }
+    Ok(())
+}
+
+/// Keys the seed rejects (`a/b`, `a b`, `.hidden`, 257 characters) make `get`, `put`,
+/// `delete`, `acquire_lease` and `put_fenced` fail with
+/// [`FaucetError::Config`] on field `state key`, each key's five calls within 1 s together.
+/// Point `store` at a server that is gone (or never listens): then a call that tried to reach
+/// it would fail differently, or slowly, and the check would say so; the connector's test can
+/// add its own proof that the store fails otherwise on a valid key.
+///
+/// # Errors
+/// When a bad key is accepted, fails with another error, or takes a second or more.
+pub async fn bad_keys_fail_before_io(store: &dyn StateStore) -> Result<(), ConformanceError> {
+    use crate::state::{Lease, LeaseHolder};
+    const CHECK: &str = "bad_keys_fail_before_io";
+    let holder = LeaseHolder::this_process();
+    let lease = Lease {
+        key: "ok".into(),
+        holder: holder.clone(),
+        fence: 1,
+    };
+    let config = |what: &str, key: &str, r: Result<(), FaucetError>| match r {
+        Err(FaucetError::Config { field, .. }) if field == "state key" => Ok(()),
+        other => fail(
+            CHECK,
+            format!("{what}({key:?}): expected a Config error about `state key`, got {other:?}"),
+        ),
+    };
+    for key in [
+        "a/b".to_owned(),
+        "a b".into(),
+        ".hidden".into(),
+        "k".repeat(257),
+    ] {
+        let started = std::time::Instant::now();
+        config("get", &key, store.get(&key).await.map(|_| ()))?;
+        config("put", &key, store.put(&key, &json!(1)).await)?;
+        config("delete", &key, store.delete(&key).await)?;
+        config(
+            "acquire_lease",
+            &key,
+            store
+                .acquire_lease(&key, &holder, std::time::Duration::from_secs(1))
+                .await
+                .map(|_| ()),
+        )?;
+        config(
+            "put_fenced",
+            &key,
+            store.put_fenced(&key, &json!(1), &lease).await,
+        )?;
+        if started.elapsed() >= std::time::Duration::from_secs(1) {
+            return fail(
+                CHECK,
+                format!("key {key:?}: something tried to reach the server"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// 16 tasks spawned at once `put` key `key` (each `{"writer": i, "pad": 512 × "x"}`): every
+/// put succeeds, and the value read back is one writer's whole value (`writer` in 0..16 and
+/// the pad intact). The connector's test adds what its backend must show (one row, one key).
+/// Leaves the key in place for that.
+///
+/// # Errors
+/// When a put fails, or the value read back is missing, torn or foreign.
+pub async fn concurrent_writers_of_one_key(
+    store: Arc<dyn StateStore>,
+    key: &str,
+) -> Result<(), ConformanceError> {
+    const CHECK: &str = "concurrent_writers_of_one_key";
+    let pad = "x".repeat(512);
+    let mut tasks = Vec::new();
+    for i in 0..16 {
+        let (store, key, pad) = (store.clone(), key.to_owned(), pad.clone());
+        tasks.push(tokio::spawn(async move {
+            store.put(&key, &json!({ "writer": i, "pad": pad })).await
+        }));
+    }
+    for t in tasks {
+        match t.await {
+            Ok(r) => io(CHECK, r)?,
+            Err(e) => return fail(CHECK, format!("a writing task failed: {e}")),
+        }
+    }
+    let Some(v) = io(CHECK, store.get(key).await)? else {
+        return fail(CHECK, "after 16 puts the key reads as None");
+    };
+    if v["writer"].as_u64().is_none_or(|w| w >= 16) || v["pad"] != json!(pad) {
+        return fail(
+            CHECK,
+            format!("the value read back is not one writer's whole value: {v}"),
+        );
+    }
     Ok(())
 }

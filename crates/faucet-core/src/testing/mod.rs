@@ -14,4 +14,17 @@ pub mod conformance;
 pub mod doubles;
 
 pub use conformance::ConformanceError;
+
+/// `err`'s Display and Debug forms followed by those of every error in its
+/// [`source`](std::error::Error::source) chain, joined by ` | ` — everything a user could see
+/// printed, for tests that check a secret (a password in a URL) never shows.
+pub fn everything_printed(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = format!("{err} | {err:?}");
+    let mut source = err.source();
+    while let Some(s) = source {
+        out.push_str(&format!(" | {s} | {s:?}"));
+        source = s.source();
+    }
+    out
+}
 pub use doubles::{CrashSwitch, CrashingStateStore, MemorySink, SinkLog, VecSource};
