@@ -250,16 +250,20 @@ async fn lease_lapse_and_race_check_can_fail() {
 #[tokio::test]
 async fn bad_keys_check_can_fail() {
     use faucet_core::testing::conformance::bad_keys_fail_before_io;
-    bad_keys_fail_before_io(&Faulty::new(Fault::KeyFirst))
+    bad_keys_fail_before_io(&MemoryStateStore::new())
         .await
-        .expect("keys checked first");
+        .expect("memory store");
+    let dir = tempfile::tempdir().expect("tempdir");
+    bad_keys_fail_before_io(&faucet_core::state::FileStateStore::new(dir.path()))
+        .await
+        .expect("file store");
     // SloppyStore hides errors as "no bookmark" and accepts any key.
     let err = bad_keys_fail_before_io(&SloppyStore::default())
         .await
         .expect_err("a bad key accepted");
     assert!(err.message.contains("get(\"a/b\")"), "{err}");
-    // MemoryStateStore checks the lease before the key in put_fenced.
-    let err = bad_keys_fail_before_io(&MemoryStateStore::new())
+    // A store whose put_fenced checks the lease before the key.
+    let err = bad_keys_fail_before_io(&Faulty::new(Fault::LeaseFirst))
         .await
         .expect_err("lease checked before the key");
     assert!(err.message.contains("put_fenced"), "{err}");
@@ -284,9 +288,9 @@ enum Fault {
     Unleased,
     /// `put_fenced` is a plain put: the fence is never checked.
     Unfenced,
-    /// Not a fault: `put_fenced` checks the key before the lease, as the server-backed stores
-    /// do, so a bad key is a config error rather than a lost lease.
-    KeyFirst,
+    /// `put_fenced` checks the lease before the key, so a bad key under a stale lease reads
+    /// as a lost lease instead of a config error.
+    LeaseFirst,
     /// A put is refused while another is in flight.
     OneAtATime,
 }
@@ -358,8 +362,10 @@ impl StateStore for Faulty {
     async fn put_fenced(&self, key: &str, value: &Value, lease: &Lease) -> Result<(), FaucetError> {
         match self.fault {
             Fault::Unleased | Fault::Unfenced => self.put(key, value).await,
-            Fault::KeyFirst => {
-                faucet_core::state::validate_state_key(key)?;
+            Fault::LeaseFirst => {
+                self.inner
+                    .renew_lease(lease, std::time::Duration::from_secs(1))
+                    .await?;
                 self.inner.put_fenced(key, value, lease).await
             }
             Fault::OneAtATime => self.inner.put_fenced(key, value, lease).await,

@@ -436,6 +436,7 @@ impl StateStore for FileStateStore {
 
     /// `put`, after confirming the lock is still held (see [`StateStore::renew_lease`]).
     async fn put_fenced(&self, key: &str, value: &Value, lease: &Lease) -> Result<(), FaucetError> {
+        validate_state_key(key)?;
         self.holds(lease)?;
         self.put(key, value).await
     }

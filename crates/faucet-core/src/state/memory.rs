@@ -126,6 +126,7 @@ impl StateStore for MemoryStateStore {
     }
 
     async fn put_fenced(&self, key: &str, value: &Value, lease: &Lease) -> Result<(), FaucetError> {
+        validate_state_key(key)?;
         self.holds(lease)?;
         self.put(key, value).await
     }
