@@ -156,7 +156,6 @@ async fn state_store_contract_checks() {
     state_store_contract(&SloppyStore::default(), "sloppy-")
         .await
         .expect_err("accepting invalid keys");
-    let _ = Arc::new(());
 }
 
 #[tokio::test]
