@@ -19,10 +19,11 @@ use base64::Engine as _;
 use serde_json::{Map, Value as Json};
 use sqlx::PgPool;
 
-use crate::postgres_cdc_crash::{connect, exec, pg_url, runtime};
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 use crate::support::Run;
-use crate::support::{Dir, faucet_command, repo_root};
+use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
+use crate::support::{Dir, assert_succeeded, output_of_success, pg_pool};
+use crate::support::{pg_url, repo_root, runtime};
 
 /// The flights columns of the CSV, in its order.
 const CSV_COLUMNS: &str = "year, month, day, dep_time, sched_dep_time, dep_delay, arr_time, \
@@ -80,14 +81,7 @@ struct Names {
 
 impl Names {
     fn new() -> Self {
-        let suffix = format!(
-            "{}_{:x}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0)
-        );
+        let suffix = unique_suffix();
         Self {
             schema: format!("cdc_flights_{suffix}"),
             slot: format!("faucet_flights_{suffix}"),
@@ -164,24 +158,11 @@ fn pipeline(names: &Names) -> String {
 }
 
 fn faucet_run(dir: &Path) -> Command {
-    let mut c = faucet_command();
-    c.env_remove("FAUCET_FAULT")
-        .env("SOURCE_PG_URL", pg_url())
-        .env("STATE_PG_URL", pg_url())
+    let mut c = faucet_with_pg_url("SOURCE_PG_URL");
+    c.env("STATE_PG_URL", pg_url())
         .args(["run", "--quiet", "faucet.yaml"])
-        .current_dir(dir)
-        .stdin(Stdio::null());
+        .current_dir(dir);
     c
-}
-
-#[track_caller]
-fn expect_success(out: std::process::Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// One row as PostgreSQL prints it (`row_to_json`, session TimeZone UTC), mapped to
@@ -485,7 +466,7 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
     };
     let started = Instant::now();
     let rt = runtime();
-    let pool = rt.block_on(connect());
+    let pool = rt.block_on(pg_pool());
     let names = Names::new();
     let table = names.table();
     let dir = Dir::new();
@@ -540,10 +521,7 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
 
         // The first run creates the slot: the changes from here on are all captured, and the
         // table as it is now is the replay's starting state.
-        expect_success(
-            faucet_run(dir.path()).output().expect("faucet"),
-            "the first run",
-        );
+        output_of_success(&mut faucet_run(dir.path()), "the first run");
         assert!(
             read_records(dir.path()).is_empty(),
             "changes before the slot existed"
@@ -552,10 +530,7 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
         assert_eq!(replica.len(), rows);
 
         rt.block_on(workload_a(&pool, &table));
-        expect_success(
-            faucet_run(dir.path()).output().expect("faucet"),
-            "the second run",
-        );
+        output_of_success(&mut faucet_run(dir.path()), "the second run");
         let records = read_records(dir.path());
         let first = replay(&mut replica, &records, &table);
         rt.block_on(async {
@@ -591,7 +566,7 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
             ),
         ));
         let update_secs = update_started.elapsed().as_secs_f64();
-        expect_success(
+        assert_succeeded(
             during.wait_with_output().expect("wait"),
             "the run during the workload",
         );
@@ -599,10 +574,7 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
         let catch_up = Instant::now();
         // Bounded runs: the one above caught up to where it started; these read the rest.
         for k in 0..2 {
-            expect_success(
-                faucet_run(dir.path()).output().expect("faucet"),
-                &format!("run {}", k + 4),
-            );
+            output_of_success(&mut faucet_run(dir.path()), &format!("run {}", k + 4));
         }
 
         let catch_up_secs = catch_up.elapsed().as_secs_f64();
@@ -661,7 +633,7 @@ fn doctor_on_the_seed_pipeline_passes_then_names_wal_level() {
     use crate::state_pg_restart::PrivateServer;
 
     let rt = runtime();
-    let pool = rt.block_on(connect());
+    let pool = rt.block_on(pg_pool());
     let database = format!("faucet_e2e_seed_{}", std::process::id());
     let base = pg_url();
     let (prefix, _) = base

@@ -6,16 +6,12 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
-const BATCH: usize = 250;
+use crate::support::{expect_aborted, faucet_unarmed, output_of_success};
 
-fn faucet() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));
-    c.env_remove("FAUCET_FAULT").stdin(Stdio::null());
-    c
-}
+const BATCH: usize = 250;
 
 /// A CSV of `n` rows with quoted commas, doubled quotes and embedded newlines.
 fn write_csv(path: &Path, n: usize) {
@@ -84,15 +80,9 @@ fn check(dir: &Path, n: usize, crashes: u64) {
 }
 
 fn run_to_completion(dir: &Path) {
-    let out = faucet()
-        .args(["run", "--quiet"])
-        .current_dir(dir)
-        .output()
-        .expect("spawn faucet");
-    assert!(
-        out.status.success(),
-        "the restarted run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    output_of_success(
+        faucet_unarmed().args(["run", "--quiet"]).current_dir(dir),
+        "the restarted run",
     );
 }
 
@@ -109,16 +99,11 @@ fn aborted_at_every_fault_point_then_restarted_loses_nothing() {
             let dir = tempfile::tempdir().expect("tempdir");
             write_csv(&dir.path().join("in.csv"), n);
             write_config(dir.path());
-            let out = faucet()
-                .args(["run", "--quiet"])
-                .env("FAUCET_FAULT", format!("{point}:{hit}"))
-                .current_dir(dir.path())
-                .output()
-                .expect("spawn faucet");
-            assert!(
-                !out.status.success(),
-                "{point}:{hit} was never reached: {}",
-                String::from_utf8_lossy(&out.stderr)
+            expect_aborted(
+                faucet_unarmed()
+                    .args(["run", "--quiet"])
+                    .current_dir(dir.path()),
+                &format!("{point}:{hit}"),
             );
             // The bookmark on disk is valid (or absent) after the crash.
             if let Ok(entries) = std::fs::read_dir(dir.path().join("state")) {
@@ -150,7 +135,7 @@ fn killed_at_random_instants_then_restarted_loses_nothing() {
     write_config(dir.path());
     let mut crashes = 0;
     for round in 0..rounds {
-        let mut child = faucet()
+        let mut child = faucet_unarmed()
             .args(["run", "--quiet"])
             .current_dir(dir.path())
             .stdout(Stdio::null())

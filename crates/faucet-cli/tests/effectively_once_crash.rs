@@ -29,8 +29,9 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use crate::support::pg::{
-    BATCH, KILL_BATCH, Scenario, abort_at_every_point, kill_after, killed_at_random_instants,
-    query, run_aborted_at, run_to_completion, sql, state_lost_at_every_point, table_exists,
+    BATCH, Change, KILL_BATCH, Scenario, abort_at_every_point, kill_after,
+    killed_at_random_instants, lsn_value, query, run_aborted_at, run_to_completion, sql,
+    state_lost_at_every_point, table_exists, test_decoding_changes, unique_suffix,
 };
 
 /// What the restart after a deleted state entry tells the user when the sink's commit token
@@ -211,11 +212,6 @@ struct CdcWorld {
     pipelines: Vec<CdcPipeline>,
 }
 
-fn lsn_value(text: &str) -> u64 {
-    let (hi, lo) = text.split_once('/').expect("X/X");
-    (u64::from_str_radix(hi, 16).expect("hex") << 32) | u64::from_str_radix(lo, 16).expect("hex")
-}
-
 fn confirmed_flush(slot: &str) -> u64 {
     let rows: Vec<(String,)> = query(&format!(
         "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'"
@@ -226,14 +222,7 @@ fn confirmed_flush(slot: &str) -> u64 {
 impl CdcWorld {
     /// A schema with the table `items` and a publication of it.
     fn new(tag: &str) -> Self {
-        let suffix = format!(
-            "{tag}_{}_{:x}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0)
-        );
+        let suffix = format!("{tag}_{}", unique_suffix());
         let schema = format!("eo_cdc_{suffix}");
         let publication = format!("eo_pub_{suffix}");
         let s = &schema;
@@ -419,26 +408,7 @@ impl CdcWorld {
         let rows: Vec<(String,)> = query(&format!(
             "SELECT data FROM pg_logical_slot_get_changes('{oracle}', NULL, NULL)"
         ));
-        let prefix = format!("table {}.items: ", self.schema);
-        let field = |line: &str, name: &str| -> Option<i64> {
-            let start = line.find(&format!("{name}["))?;
-            let rest = &line[start..];
-            let value = &rest[rest.find("]:")? + 2..];
-            value.split(' ').next()?.parse().ok()
-        };
-        rows.iter()
-            .filter_map(|(line,)| line.strip_prefix(&prefix))
-            .map(|line| {
-                let (op, fields) = line.split_once(": ").expect("op");
-                let id = field(fields, "id").expect("id");
-                match op {
-                    "INSERT" => ("c".to_owned(), id, field(fields, "v")),
-                    "UPDATE" => ("u".to_owned(), id, field(fields, "v")),
-                    "DELETE" => ("d".to_owned(), id, None),
-                    other => panic!("unexpected {other}"),
-                }
-            })
-            .collect()
+        test_decoding_changes(rows.iter().map(|(line,)| line.as_str()), &self.schema)
     }
 
     /// `items`, ordered by id: `(id, v, note)`.
@@ -499,9 +469,6 @@ impl CdcWorld {
         }
     }
 }
-
-/// One change: `(op, id, v)` (`v` is fresh for every insert and update; deletes have none).
-type Change = (String, i64, Option<i64>);
 
 /// The change records a postgres append target holds, in the order they were committed
 /// (`seq`), each with the row it leaves (`after`; `None` for a delete).

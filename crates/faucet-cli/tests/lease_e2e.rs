@@ -25,7 +25,7 @@ use faucet_state_postgres::PostgresStateStore;
 use faucet_state_redis::RedisStateStore;
 
 use crate::support::{Dir, Run, csv_pipeline, faucet_command, ids, numbered_csv};
-pub(crate) use crate::support::{pg_url, redis_url, runtime};
+pub(crate) use crate::support::{pg_connect, pg_url, redis_connect, redis_url, runtime};
 
 /// This machine's host name, as a lease holder reports it.
 pub(crate) fn hostname() -> String {
@@ -152,32 +152,18 @@ impl Backend {
     }
 }
 
-/// A connection to PostgreSQL at `url`, or a failure naming the service and the script.
-pub(crate) async fn pg_connect(url: &str) -> sqlx::PgConnection {
-    match <sqlx::PgConnection as sqlx::Connection>::connect(url).await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
-             is unreachable: {e}; start it with scripts/services.sh"
-        ),
-    }
-}
-
-/// A connection to Redis at `url`, or a failure naming the service and the script.
-pub(crate) async fn redis_connect(url: &str) -> redis::aio::MultiplexedConnection {
-    let conn = async {
-        redis::Client::open(url)?
-            .get_multiplexed_async_connection()
-            .await
-    };
-    match conn.await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "Redis at FAUCET_TEST_REDIS_URL (default redis://127.0.0.1:6379/) is unreachable: \
-             {e}; start it with scripts/services.sh"
-        ),
-    }
-}
+/// A run that waits up to 30 s for the lease, reports in JSON and logs at `info` (so its
+/// stderr says when it is waiting).
+const WAITER_ARGS: &[&str] = &[
+    "run",
+    "p.yaml",
+    "--wait-for-lease",
+    "30s",
+    "--output",
+    "json",
+    "--log-level",
+    "info",
+];
 
 /// A `faucet` process running in the background, its stdout and stderr in files under
 /// `logs/` of the test's directory. Killed on drop if still running (stopped ones too).
@@ -301,6 +287,17 @@ pub(crate) fn size(dir: &Dir, rel: &str) -> u64 {
 /// The output file of [`csv_pipeline`].
 pub(crate) const OUT: &str = "out/data.jsonl";
 
+/// How many records of [`OUT`] repeat an earlier one; panics unless the output holds every
+/// id `1..=total` (nothing lost) and no other.
+#[track_caller]
+pub(crate) fn doubled_of_all(dir: &Dir, total: u64) -> u64 {
+    let counts = id_counts(dir);
+    let missing: Vec<u64> = (1..=total).filter(|i| !counts.contains_key(i)).collect();
+    assert!(missing.is_empty(), "lost records: {missing:?}");
+    assert_eq!(counts.len() as u64, total, "ids outside the input");
+    counts.values().map(|c| c - 1).sum()
+}
+
 /// How many times each id appears in the output; fails on a torn or non-JSON line.
 pub(crate) fn id_counts(dir: &Dir) -> std::collections::BTreeMap<u64, u64> {
     let text = String::from_utf8(dir.read(OUT).unwrap_or_default()).expect("utf-8 output");
@@ -389,20 +386,7 @@ fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
     assert!(took < Duration::from_secs(10), "refused after {took:?}");
 
     // B: a run with --wait-for-lease waits for the holder, then finds nothing left.
-    let mut waiter = Spawned::start(
-        &dir,
-        "waiter",
-        &[
-            "run",
-            "p.yaml",
-            "--wait-for-lease",
-            "30s",
-            "--output",
-            "json",
-            "--log-level",
-            "info",
-        ],
-    );
+    let mut waiter = Spawned::start(&dir, "waiter", WAITER_ARGS);
     waiter.wait_until("the waiter waiting", |w| {
         w.stderr().contains("waiting for the lease")
     });
@@ -427,20 +411,7 @@ fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
     let mut holder = Spawned::start(&dir, "holder2", &["run", "p.yaml", "--output", "json"]);
     holder.wait_until("its first page", |_| size(&dir, OUT) > done);
     holder.signal("-STOP");
-    let mut waiter = Spawned::start(
-        &dir,
-        "waiter2",
-        &[
-            "run",
-            "p.yaml",
-            "--wait-for-lease",
-            "30s",
-            "--output",
-            "json",
-            "--log-level",
-            "info",
-        ],
-    );
+    let mut waiter = Spawned::start(&dir, "waiter2", WAITER_ARGS);
     waiter.wait_until("the waiter waiting", |w| {
         w.stderr().contains("waiting for the lease")
     });
@@ -538,15 +509,11 @@ fn stalled_holder_loses_the_lease(name: &str, backend: &Backend, stop_after: u64
         "the stalled run moved the bookmark"
     );
 
-    let counts = id_counts(&dir);
-    let missing: Vec<u64> = (1..=ROWS).filter(|i| !counts.contains_key(i)).collect();
-    assert!(missing.is_empty(), "missing records: {missing:?}");
-    assert_eq!(counts.len() as u64, ROWS, "ids outside the input");
+    let doubled = doubled_of_all(&dir, ROWS);
     // At-least-once, one page at most: either the holder stopped between writing a page and
     // persisting its bookmark (the taker writes that page again; the holder's bookmark is
     // refused after SIGCONT), or after persisting it (the holder writes one more page after
     // SIGCONT, then its bookmark is refused).
-    let doubled: u64 = counts.values().map(|c| c - 1).sum();
     assert!(doubled <= BATCH, "{doubled} records doubled");
 }
 

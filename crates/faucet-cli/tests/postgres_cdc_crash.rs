@@ -12,57 +12,28 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub(crate) use crate::support::{pg_url, runtime};
 use serde_json::Value as Json;
 use sqlx::PgPool;
+
+use crate::support::pg::{
+    Change, exec, faucet_with_pg_url, lsn_value, test_decoding_changes, unique_suffix,
+};
+use crate::support::{expect_aborted, output_of_success};
+use crate::support::{pg_pool, runtime};
 
 const BATCH: u64 = 50;
 
 fn faucet(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));
-    c.env_remove("FAUCET_FAULT")
-        .env_remove("FAUCET_LOG")
-        .env("FAUCET_CDC_CRASH_PG_URL", pg_url())
-        .args(["run", "--quiet"])
-        .current_dir(dir)
-        .stdin(Stdio::null());
+    let mut c = faucet_with_pg_url("FAUCET_CDC_CRASH_PG_URL");
+    c.args(["run", "--quiet"]).current_dir(dir);
     c
 }
-
-fn lsn_value(text: &str) -> u64 {
-    let (hi, lo) = text.split_once('/').expect("X/X");
-    (u64::from_str_radix(hi, 16).expect("hex") << 32) | u64::from_str_radix(lo, 16).expect("hex")
-}
-
-/// One change, identified: `(op, id, v)` (`v` is unique per insert/update; deletes have none).
-type Key = (String, i64, Option<i64>);
 
 struct Names {
     schema: String,
     slot: String,
     oracle: String,
     publication: String,
-}
-
-pub(crate) async fn connect() -> PgPool {
-    match sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&pg_url())
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => panic!(
-            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
-             is unreachable: {e}; start it with scripts/services.sh"
-        ),
-    }
-}
-
-pub(crate) async fn exec(pool: &PgPool, sql: &str) {
-    sqlx::raw_sql(sql)
-        .execute(pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 async fn confirmed_flush(pool: &PgPool, slot: &str) -> u64 {
@@ -118,36 +89,17 @@ async fn workload(pool: &PgPool, s: &str) {
 }
 
 /// The changes as `test_decoding` saw them, in commit order.
-async fn oracle_changes(pool: &PgPool, names: &Names) -> Vec<Key> {
+async fn oracle_changes(pool: &PgPool, names: &Names) -> Vec<Change> {
     let rows: Vec<String> =
         sqlx::query_scalar("SELECT data FROM pg_logical_slot_get_changes($1, NULL, NULL)")
             .bind(&names.oracle)
             .fetch_all(pool)
             .await
             .expect("oracle slot");
-    let prefix = format!("table {}.items: ", names.schema);
-    let field = |line: &str, name: &str| -> Option<i64> {
-        let start = line.find(&format!("{name}["))?;
-        let rest = &line[start..];
-        let value = &rest[rest.find("]:")? + 2..];
-        value.split(' ').next()?.parse().ok()
-    };
-    rows.iter()
-        .filter_map(|line| line.strip_prefix(&prefix))
-        .map(|line| {
-            let (op, fields) = line.split_once(": ").expect("op");
-            let id = field(fields, "id").expect("id");
-            match op {
-                "INSERT" => ("c".to_owned(), id, field(fields, "v")),
-                "UPDATE" => ("u".to_owned(), id, field(fields, "v")),
-                "DELETE" => ("d".to_owned(), id, None),
-                other => panic!("unexpected {other}"),
-            }
-        })
-        .collect()
+    test_decoding_changes(rows.iter().map(String::as_str), &names.schema)
 }
 
-fn key_of(r: &Json) -> Key {
+fn key_of(r: &Json) -> Change {
     let op = r["op"].as_str().expect("op").to_owned();
     match op.as_str() {
         "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
@@ -171,26 +123,14 @@ fn output(dir: &Path) -> Vec<Json> {
 }
 
 fn run_to_completion(dir: &Path) {
-    let out = faucet(dir).output().expect("spawn faucet");
-    assert!(
-        out.status.success(),
-        "the restarted run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    output_of_success(&mut faucet(dir), "the restarted run");
 }
 
 #[test]
 fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
     let rt = runtime();
-    let pool = rt.block_on(connect());
-    let suffix = format!(
-        "{}_{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    );
+    let pool = rt.block_on(pg_pool());
+    let suffix = unique_suffix();
     let names = Names {
         schema: format!("cdc_crash_{suffix}"),
         slot: format!("faucet_crash_{suffix}"),
@@ -247,15 +187,7 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
         };
         for point in faucet_core::fault::ALL {
             for &hit in hits {
-                let out = faucet(dir.path())
-                    .env("FAUCET_FAULT", format!("{point}:{hit}"))
-                    .output()
-                    .expect("spawn faucet");
-                assert!(
-                    !out.status.success(),
-                    "{point}:{hit} was never reached: {}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                expect_aborted(&mut faucet(dir.path()), &format!("{point}:{hit}"));
                 crashes += 1;
                 check_ack(crashes, &format!("{point}:{hit}"));
             }
@@ -300,8 +232,8 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
             expected.len()
         );
         let records = output(dir.path());
-        let mut counts: HashMap<Key, u64> = HashMap::new();
-        let mut first_seen: Vec<Key> = Vec::new();
+        let mut counts: HashMap<Change, u64> = HashMap::new();
+        let mut first_seen: Vec<Change> = Vec::new();
         for r in &records {
             let key = key_of(r);
             let n = counts.entry(key.clone()).or_insert(0);
@@ -310,7 +242,7 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
             }
             *n += 1;
         }
-        let lost: Vec<&Key> = expected
+        let lost: Vec<&Change> = expected
             .iter()
             .filter(|k| !counts.contains_key(*k))
             .collect();

@@ -5,21 +5,11 @@
 use sqlx::PgPool;
 
 use crate::support::{Dir, ids, numbered_csv};
-use crate::support::{pg_url, runtime};
+use crate::support::{pg_pool, pg_url, runtime};
 
 /// A pool on the test server with `schema` dropped and created again.
 async fn fresh_schema(schema: &str) -> PgPool {
-    let pool = match sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&pg_url())
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => panic!(
-            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
-             is unreachable: {e}; start it with scripts/services.sh"
-        ),
-    };
+    let pool = pg_pool().await;
     for sql in [
         format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
         format!("CREATE SCHEMA {schema}"),
@@ -194,6 +184,20 @@ fn cdc_pipeline(schema: &str, slot: &str, publication: &str, continuous: bool) -
     )
 }
 
+/// A fresh `schema` holding an empty `orders (id, status)`, with no slot `slot` or
+/// publication `publication` left from an earlier run; the pool it was made with.
+async fn cdc_fixture(schema: &str, slot: &str, publication: &str) -> PgPool {
+    let pool = fresh_schema(schema).await;
+    drop_cdc(&pool, slot, publication, &format!("{schema}_unused")).await;
+    sqlx::query(&format!(
+        "CREATE TABLE {schema}.orders (id int PRIMARY KEY, status text NOT NULL)"
+    ))
+    .execute(&pool)
+    .await
+    .expect("create table");
+    pool
+}
+
 #[test]
 fn postgres_cdc_into_jsonl_bounded_runs_deliver_each_change_once() {
     let (schema, slot, publication) = (
@@ -202,16 +206,7 @@ fn postgres_cdc_into_jsonl_bounded_runs_deliver_each_change_once() {
         "faucet_cli_cdc_pub",
     );
     let rt = runtime();
-    let pool = rt.block_on(fresh_schema(schema));
-    rt.block_on(async {
-        drop_cdc(&pool, slot, publication, "faucet_cli_cdc_unused").await;
-        sqlx::query(&format!(
-            "CREATE TABLE {schema}.orders (id int PRIMARY KEY, status text NOT NULL)"
-        ))
-        .execute(&pool)
-        .await
-        .expect("create table");
-    });
+    let pool = rt.block_on(cdc_fixture(schema, slot, publication));
     let dir = Dir::new();
     dir.write("p.yaml", cdc_pipeline(schema, slot, publication, false));
     let url = pg_url();
@@ -266,16 +261,7 @@ fn postgres_cdc_continuous_stops_on_sigterm_and_resumes_without_loss() {
         "faucet_cli_cdcc_pub",
     );
     let rt = runtime();
-    let pool = rt.block_on(fresh_schema(schema));
-    rt.block_on(async {
-        drop_cdc(&pool, slot, publication, "faucet_cli_cdcc_unused").await;
-        sqlx::query(&format!(
-            "CREATE TABLE {schema}.orders (id int PRIMARY KEY, status text NOT NULL)"
-        ))
-        .execute(&pool)
-        .await
-        .expect("create table");
-    });
+    let pool = rt.block_on(cdc_fixture(schema, slot, publication));
     let dir = Dir::new();
     // Two files for one state key `bounded`: a bounded run and a continuous one.
     let bounded =

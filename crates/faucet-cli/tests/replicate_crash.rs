@@ -25,7 +25,8 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use sqlx::PgPool;
 
-use crate::support::{pg_url, runtime};
+use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
+use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
@@ -38,37 +39,13 @@ struct Names {
 
 impl Names {
     fn new(tag: &str) -> Self {
-        let suffix = format!(
-            "{}_{:x}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.subsec_nanos())
-                .unwrap_or(0)
-        );
+        let suffix = unique_suffix();
         Self {
             schema: format!("repl_{tag}_{suffix}"),
             slot: format!("faucet_repl_{tag}_{suffix}"),
             publication: format!("pub_repl_{tag}_{suffix}"),
         }
     }
-}
-
-async fn connect() -> PgPool {
-    sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&pg_url())
-        .await
-        .unwrap_or_else(|e| {
-            panic!("PostgreSQL at FAUCET_TEST_PG_URL is unreachable ({e}); run scripts/services.sh")
-        })
-}
-
-async fn exec(pool: &PgPool, sql: &str) {
-    sqlx::raw_sql(sql)
-        .execute(pool)
-        .await
-        .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
 /// Drops the slot (waiting for its process to let go), the publication and the schema.
@@ -104,7 +81,7 @@ async fn cleanup(pool: &PgPool, names: &Names) {
 fn workload(schema: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         runtime().block_on(async move {
-            let pool = connect().await;
+            let pool = pg_pool().await;
             let mut i: i64 = 0;
             while !stop.load(Ordering::SeqCst) {
                 i += 1;
@@ -160,13 +137,9 @@ fn config(dir: &Path, names: &Names, sink: &str) {
 }
 
 fn faucet(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));
-    c.env_remove("FAUCET_FAULT")
-        .env_remove("FAUCET_LOG")
-        .env("FAUCET_REPL_CRASH_PG_URL", pg_url())
-        .args(["replicate", "--quiet"])
+    let mut c = faucet_with_pg_url("FAUCET_REPL_CRASH_PG_URL");
+    c.args(["replicate", "--quiet"])
         .current_dir(dir)
-        .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     c
@@ -214,12 +187,7 @@ fn killed_after(dir: &Path, after: Duration) -> bool {
 }
 
 fn run_to_completion(dir: &Path) {
-    let out = faucet(dir).output().expect("spawn faucet");
-    assert!(
-        out.status.success(),
-        "the restarted run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    output_of_success(&mut faucet(dir), "the restarted run");
 }
 
 /// Every row of `table` as `id -> {"id","v","note"}`.
@@ -301,7 +269,7 @@ fn with_workload(
     check: impl FnOnce(&tokio::runtime::Runtime, &PgPool, &Names, &Path),
 ) {
     let rt = runtime();
-    let pool = rt.block_on(connect());
+    let pool = rt.block_on(pg_pool());
     let names = Names::new(tag);
     setup(&pool, &rt, &names);
     let dir = tempfile::tempdir().expect("tempdir");

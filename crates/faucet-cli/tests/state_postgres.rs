@@ -9,21 +9,11 @@ use faucet_state_postgres::PostgresStateStore;
 use sqlx::PgPool;
 
 use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
-use crate::support::{pg_url, runtime};
+use crate::support::{pg_pool, pg_url, runtime};
 
 /// A pool on the test server, after dropping `table` and its lease table.
 async fn fresh(table: &str) -> PgPool {
-    let pool = match sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&pg_url())
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => panic!(
-            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
-             is unreachable: {e}; start it with scripts/services.sh"
-        ),
-    };
+    let pool = pg_pool().await;
     drop_tables(&pool, table).await;
     pool
 }

@@ -4,22 +4,10 @@
 
 use redis::aio::MultiplexedConnection;
 
-use crate::support::{Dir, csv_pipeline, ids, numbered_csv, redis_url, runtime};
+use crate::support::{Dir, csv_pipeline, ids, numbered_csv, redis_connect, redis_url, runtime};
 
 async fn raw() -> MultiplexedConnection {
-    let url = redis_url();
-    let conn = async {
-        redis::Client::open(url.as_str())?
-            .get_multiplexed_async_connection()
-            .await
-    };
-    match conn.await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "Redis at FAUCET_TEST_REDIS_URL (default redis://127.0.0.1:6379/) is unreachable: \
-             {e}; start it with scripts/services.sh"
-        ),
-    }
+    redis_connect(&redis_url()).await
 }
 
 async fn clear(conn: &mut MultiplexedConnection, prefix: &str) {

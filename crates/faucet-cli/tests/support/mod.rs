@@ -18,6 +18,50 @@ pub(crate) fn faucet_command() -> Command {
     cmd
 }
 
+/// [`faucet_command`] with no fault armed (`FAUCET_FAULT` removed) and stdin closed: the
+/// base of the crash tests' runs.
+pub(crate) fn faucet_unarmed() -> Command {
+    let mut cmd = faucet_command();
+    cmd.env_remove("FAUCET_FAULT")
+        .stdin(std::process::Stdio::null());
+    cmd
+}
+
+/// `out` itself; panics with `what`, the exit status and stderr unless the process exited
+/// successfully.
+#[track_caller]
+pub(crate) fn assert_succeeded(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Runs `cmd` to its end and returns its output; panics with `what`, the exit status and
+/// stderr unless it exited successfully.
+#[track_caller]
+pub(crate) fn output_of_success(cmd: &mut Command, what: &str) -> Output {
+    assert_succeeded(cmd.output().expect("spawn faucet"), what)
+}
+
+/// Runs `cmd` with `FAUCET_FAULT=<fault>` (`point:hit`) to its end; panics unless it
+/// failed, that is unless the fault point was reached.
+#[track_caller]
+pub(crate) fn expect_aborted(cmd: &mut Command, fault: &str) {
+    let out = cmd
+        .env("FAUCET_FAULT", fault)
+        .output()
+        .expect("spawn faucet");
+    assert!(
+        !out.status.success(),
+        "{fault} was never reached: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// What a finished `faucet` printed and returned.
 #[derive(Debug)]
 pub(crate) struct Run {
@@ -223,6 +267,60 @@ pub(crate) fn pg_url() -> String {
 #[cfg(feature = "state-redis")]
 pub(crate) fn redis_url() -> String {
     std::env::var("FAUCET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
+}
+
+/// A pool of two connections on the test PostgreSQL server ([`pg_url`]); panics naming the
+/// service and the script that starts it when the server is unreachable.
+#[cfg(any(feature = "postgres", feature = "state-postgres"))]
+pub(crate) async fn pg_pool() -> sqlx::PgPool {
+    match sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&pg_url())
+        .await
+    {
+        Ok(p) => p,
+        Err(e) => panic!("{}", pg_unreachable(&e)),
+    }
+}
+
+/// One connection to PostgreSQL at `url` (the test server, or a private one a test started);
+/// panics naming the service and the script that starts it when the server is unreachable.
+#[cfg(any(
+    feature = "postgres",
+    all(feature = "state-postgres", feature = "state-redis")
+))]
+pub(crate) async fn pg_connect(url: &str) -> sqlx::PgConnection {
+    match <sqlx::PgConnection as sqlx::Connection>::connect(url).await {
+        Ok(c) => c,
+        Err(e) => panic!("{}", pg_unreachable(&e)),
+    }
+}
+
+/// The failure message of [`pg_pool`] and [`pg_connect`].
+#[cfg(any(feature = "postgres", feature = "state-postgres"))]
+fn pg_unreachable(e: &sqlx::Error) -> String {
+    format!(
+        "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
+         is unreachable: {e}; start it with scripts/services.sh"
+    )
+}
+
+/// A connection to Redis at `url`; panics naming the service and the script that starts it
+/// when the server is unreachable.
+#[cfg(feature = "state-redis")]
+pub(crate) async fn redis_connect(url: &str) -> redis::aio::MultiplexedConnection {
+    let conn = async {
+        redis::Client::open(url)?
+            .get_multiplexed_async_connection()
+            .await
+    };
+    match conn.await {
+        Ok(c) => c,
+        Err(e) => panic!(
+            "Redis at FAUCET_TEST_REDIS_URL (default redis://127.0.0.1:6379/) is unreachable: \
+             {e}; start it with scripts/services.sh"
+        ),
+    }
 }
 
 /// A runtime for a test's own calls to the services (the binary under test runs apart).

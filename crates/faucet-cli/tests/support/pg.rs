@@ -12,9 +12,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use sqlx::{Connection as _, Executor as _, PgConnection};
+use sqlx::{Executor as _, PgConnection};
 
-use super::{pg_url, runtime};
+use super::{faucet_unarmed, output_of_success, pg_connect, pg_url, runtime};
 
 /// Rows of every scenario's source.
 pub(crate) const ROWS: usize = 3_000;
@@ -25,13 +25,68 @@ pub(crate) const KILL_BATCH: usize = 20;
 
 /// A connection to the test server; panics naming the service and the script that starts it.
 pub(crate) async fn connect() -> PgConnection {
-    match PgConnection::connect(&pg_url()).await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
-             is unreachable: {e}; start it with scripts/services.sh"
-        ),
-    }
+    pg_connect(&pg_url()).await
+}
+
+/// Runs `sql` (one or several statements) on `pool`; panics naming the statement on failure.
+pub(crate) async fn exec(pool: &sqlx::PgPool, sql: &str) {
+    sqlx::raw_sql(sql)
+        .execute(pool)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+}
+
+/// A suffix for a test's own schema, slot and publication names: the process id and the
+/// current instant's nanoseconds, in hex (`<pid>_<nanos>`).
+pub(crate) fn unique_suffix() -> String {
+    format!(
+        "{}_{:x}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    )
+}
+
+/// An LSN's text form (`X/X`, hex) as the 64-bit position it denotes.
+pub(crate) fn lsn_value(text: &str) -> u64 {
+    let (hi, lo) = text.split_once('/').expect("X/X");
+    (u64::from_str_radix(hi, 16).expect("hex") << 32) | u64::from_str_radix(lo, 16).expect("hex")
+}
+
+/// One change to an `items (id, v, …)` table: `(op, id, v)`, `op` as in DESIGN.md's change
+/// records (`c`, `u`, `d`); `v` is `None` for deletes.
+pub(crate) type Change = (String, i64, Option<i64>);
+
+/// The changes to `<schema>.items` in `test_decoding` output lines (an independent oracle
+/// slot's `pg_logical_slot_get_changes` data), in order; other tables' lines and
+/// `BEGIN`/`COMMIT` are skipped. Panics on a line of `items` it cannot read.
+pub(crate) fn test_decoding_changes<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    schema: &str,
+) -> Vec<Change> {
+    let prefix = format!("table {schema}.items: ");
+    let field = |line: &str, name: &str| -> Option<i64> {
+        let start = line.find(&format!("{name}["))?;
+        let rest = &line[start..];
+        let value = &rest[rest.find("]:")? + 2..];
+        value.split(' ').next()?.parse().ok()
+    };
+    lines
+        .into_iter()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .map(|line| {
+            let (op, fields) = line.split_once(": ").expect("op");
+            let id = field(fields, "id").expect("id");
+            match op {
+                "INSERT" => ("c".to_owned(), id, field(fields, "v")),
+                "UPDATE" => ("u".to_owned(), id, field(fields, "v")),
+                "DELETE" => ("d".to_owned(), id, None),
+                other => panic!("unexpected {other}"),
+            }
+        })
+        .collect()
 }
 
 /// Runs `statements` (one or several, `;`-separated) on a fresh connection.
@@ -64,46 +119,29 @@ pub(crate) fn table_exists(name: &str) -> bool {
     found.first().is_some_and(|(t,)| t.is_some())
 }
 
+/// `faucet` with no fault armed, the test server's URL in the environment variable `var`
+/// (for `${env:<var>}` in configs) and stdin closed.
+pub(crate) fn faucet_with_pg_url(var: &str) -> Command {
+    let mut c = faucet_unarmed();
+    c.env(var, pg_url());
+    c
+}
+
 /// `faucet` with no fault armed, the test server's URL in `FAUCET_CRASH_PG_URL` (for
 /// `${env:FAUCET_CRASH_PG_URL}` in configs) and stdin closed.
 pub(crate) fn faucet() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_faucet"));
-    c.env_remove("FAUCET_FAULT")
-        .env_remove("FAUCET_LOG")
-        .env("FAUCET_CRASH_PG_URL", pg_url())
-        .stdin(Stdio::null());
-    c
+    faucet_with_pg_url("FAUCET_CRASH_PG_URL")
 }
 
 /// `faucet run --quiet` in `dir` with `FAUCET_FAULT=<fault>`; panics unless the run failed
 /// (the point was reached).
 pub(crate) fn run_aborted_at(dir: &Path, fault: &str) {
-    let out = faucet()
-        .args(["run", "--quiet"])
-        .env("FAUCET_FAULT", fault)
-        .current_dir(dir)
-        .output()
-        .expect("spawn faucet");
-    assert!(
-        !out.status.success(),
-        "{fault} was never reached: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    super::expect_aborted(faucet().args(["run", "--quiet"]).current_dir(dir), fault);
 }
 
 /// `faucet run` in `dir` (logs on stderr), which must succeed.
 pub(crate) fn run_to_completion(dir: &Path) -> Output {
-    let out = faucet()
-        .arg("run")
-        .current_dir(dir)
-        .output()
-        .expect("spawn faucet");
-    assert!(
-        out.status.success(),
-        "the restarted run failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    output_of_success(faucet().arg("run").current_dir(dir), "the restarted run")
 }
 
 /// Asserts every id 0..n is in `table` exactly once with `v = id * 3`.
