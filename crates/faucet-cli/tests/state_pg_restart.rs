@@ -297,11 +297,17 @@ fn postgres_restarted_mid_run_never_leaves_the_bookmark_ahead_of_the_sink() {
             1 => {
                 let doc = run.json();
                 let error = &doc["runs"][0]["error"];
-                assert!(
-                    ["connect", "state"].contains(&error["kind"].as_str().unwrap_or_default()),
-                    "{doc}"
-                );
-                run.stderr_has(&["error: ", "hint: "]);
+                match error["kind"].as_str().unwrap_or_default() {
+                    "connect" | "state" => {
+                        run.stderr_has(&["error: ", "hint: "]);
+                    }
+                    // A restart slower than --lease-ttl (3 s, on a loaded machine) lets the
+                    // lease lapse: the run must then stop writing, which is also safe.
+                    "lease" => {
+                        run.stderr_has(&["error: ", "lost the lease"]);
+                    }
+                    _ => panic!("{doc}"),
+                }
                 eprintln!("round {round} ({mode}): {}", run.stderr.trim_end());
             }
             _ => panic!("{run:?}"),
