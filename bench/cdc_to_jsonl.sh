@@ -3,6 +3,7 @@
 #
 #   bench/cdc_to_jsonl.sh                 # 1,000,000 rows, one UPDATE transaction
 #   ROWS=200000 BATCH=10000 bench/cdc_to_jsonl.sh
+#   MAX_PAGE_DELAY=1h bench/cdc_to_jsonl.sh   # the pipeline's max_page_delay (default 50ms)
 #
 # Needs PostgreSQL with wal_level=logical (FAUCET_TEST_PG_URL, default
 # postgres://postgres@127.0.0.1:5432/test; scripts/services.sh starts it) and pg_recvlogical.
@@ -66,6 +67,7 @@ pipeline:
   sink: { type: jsonl, config: { path: ./out.jsonl } }
   state: { type: file, config: { path: ./state } }
   batch_size: $batch
+  max_page_delay: ${MAX_PAGE_DELAY:-50ms}
 EOF
 export BENCH_PG_URL=$url
 (cd "$work" && "$faucet" run --quiet)      # creates the publication and faucet's slot
@@ -88,8 +90,9 @@ timed() {
 }
 
 printf '\n%-16s %10s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
-timed bash -c "cd '$work' && '$faucet' run --quiet"
+timed bash -c "cd '$work' && '$faucet' run --quiet --output json > summary.json"
 faucet_n=$(wc -l < "$work/out.jsonl")
+pages=$(python3 -c "import json; print(json.load(open('$work/summary.json'))['runs'][0]['pages'])")
 faucet_rps=$(python3 -c "print(round($faucet_n / $secs))")
 faucet_rss=$rss_kb
 printf '%-16s %10d %12s %8s %7.1f MiB\n' faucet "$faucet_n" "$faucet_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
@@ -100,7 +103,7 @@ floor_rps=$(python3 -c "print(round($floor_n / $secs))")
 printf '%-16s %10d %12s %8s %7.1f MiB\n' pg_recvlogical "$floor_n" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
 
 echo
-echo "faucet/pg_recvlogical = $(python3 -c "print(round($faucet_rps / $floor_rps, 2))")x changes/s; faucet peak RSS $((faucet_rss / 1024)) MiB (batch $batch)"
+echo "faucet/pg_recvlogical = $(python3 -c "print(round($faucet_rps / $floor_rps, 2))")x changes/s; faucet peak RSS $((faucet_rss / 1024)) MiB (batch $batch, max_page_delay ${MAX_PAGE_DELAY:-50ms}, $pages pages)"
 echo "sample record: $(head -c 300 "$work/out.jsonl")"
 if [ "$faucet_n" -ne "$rows" ] || [ "$floor_n" -ne "$rows" ]; then
   echo "error: expected $rows changes, faucet wrote $faucet_n, pg_recvlogical $floor_n" >&2

@@ -67,6 +67,10 @@ pub(crate) struct RunJson {
     pub(crate) re_anchored: bool,
     /// Whether SIGINT/SIGTERM stopped the run after the page in hand.
     pub(crate) cancelled: bool,
+    /// How far the last persisted bookmark was behind the source, in seconds, when it became
+    /// durable (a change stream's commit or keepalive time to durable); `null` for sources
+    /// without a clock (files, queries) or when no page was persisted.
+    pub(crate) lag_seconds: Option<f64>,
     /// Why the run failed, or `null`.
     pub(crate) error: Option<ErrorJson>,
 }
@@ -125,6 +129,7 @@ pub(crate) fn run_json(row: Option<String>, s: &RunSummary) -> RunJson {
         bookmark: s.last_bookmark.clone(),
         re_anchored: s.re_anchored,
         cancelled: s.cancelled,
+        lag_seconds: s.lag_seconds,
         error: None,
     }
 }
@@ -141,6 +146,12 @@ pub(crate) fn summary_line(label: &str, s: &RunSummary) -> String {
         s.guarantee,
         s.state_key
     );
+    if let Some(lag) = s.lag_seconds {
+        line.push_str(&format!(
+            ", source lag {}",
+            secs(Duration::from_secs_f64(lag))
+        ));
+    }
     if s.cancelled {
         line.push_str("; cancelled after persisting the page in hand, run again to resume");
     }

@@ -69,8 +69,12 @@ impl ProgressLine {
             counters.records.store(p.records, Ordering::Relaxed);
             counters.pages.store(p.pages, Ordering::Relaxed);
             if let Some(bar) = &bar {
+                let lag = p
+                    .lag
+                    .map(|l| format!(", lag {}", crate::output::secs(l)))
+                    .unwrap_or_default();
                 bar.set_message(format!(
-                    "{} records, {} rows/s, {} pages, {}",
+                    "{} records, {} rows/s, {} pages, {}{lag}",
                     thousands(p.records),
                     thousands(rate(p.records, p.elapsed)),
                     p.pages,

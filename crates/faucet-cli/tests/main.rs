@@ -5,6 +5,8 @@ mod adversarial_files;
 mod bad_input;
 #[cfg(feature = "postgres")]
 mod cdc_flights;
+#[cfg(feature = "postgres")]
+mod cdc_latency;
 mod crash_files;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod doctor_backends;

@@ -8,7 +8,7 @@ use crate::support::{Dir, ids, numbered_csv};
 use crate::support::{pg_pool, pg_url, runtime};
 
 /// A pool on the test server with `schema` dropped and created again.
-async fn fresh_schema(schema: &str) -> PgPool {
+pub(crate) async fn fresh_schema(schema: &str) -> PgPool {
     let pool = pg_pool().await;
     for sql in [
         format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
@@ -19,7 +19,7 @@ async fn fresh_schema(schema: &str) -> PgPool {
     pool
 }
 
-async fn drop_schema(pool: &PgPool, schema: &str) {
+pub(crate) async fn drop_schema(pool: &PgPool, schema: &str) {
     sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .execute(pool)
         .await
@@ -149,7 +149,7 @@ fn a_postgres_table_into_jsonl_resumes_incrementally() {
 
 /// Drops the slot, the publication and the schema of a CDC test. The server may still be
 /// releasing the slot of a faucet process that just exited: wait for it (up to 10 s).
-async fn drop_cdc(pool: &PgPool, slot: &str, publication: &str, schema: &str) {
+pub(crate) async fn drop_cdc(pool: &PgPool, slot: &str, publication: &str, schema: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
         let dropped = sqlx::query(
@@ -175,7 +175,14 @@ async fn drop_cdc(pool: &PgPool, slot: &str, publication: &str, schema: &str) {
     drop_schema(pool, schema).await;
 }
 
-fn cdc_pipeline(schema: &str, slot: &str, publication: &str, continuous: bool) -> String {
+/// A `postgres-cdc` → jsonl (`out/changes.jsonl`) pipeline named `cdc` on `schema.orders`,
+/// 50 records per page, the URL from `FAUCET_CLI_PG_URL`.
+pub(crate) fn cdc_pipeline(
+    schema: &str,
+    slot: &str,
+    publication: &str,
+    continuous: bool,
+) -> String {
     format!(
         "version: 1\nname: cdc\npipeline:\n  \
          source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CLI_PG_URL}}\", slot_name: {slot}, publication: {publication}, tables: [{schema}.orders], create_publication: true, continuous: {continuous} }} }}\n  \
@@ -186,7 +193,7 @@ fn cdc_pipeline(schema: &str, slot: &str, publication: &str, continuous: bool) -
 
 /// A fresh `schema` holding an empty `orders (id, status)`, with no slot `slot` or
 /// publication `publication` left from an earlier run; the pool it was made with.
-async fn cdc_fixture(schema: &str, slot: &str, publication: &str) -> PgPool {
+pub(crate) async fn cdc_fixture(schema: &str, slot: &str, publication: &str) -> PgPool {
     let pool = fresh_schema(schema).await;
     drop_cdc(&pool, slot, publication, &format!("{schema}_unused")).await;
     sqlx::query(&format!(

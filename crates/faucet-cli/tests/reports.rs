@@ -37,6 +37,11 @@ fn run_output_json_has_one_document_with_every_row() {
     assert_eq!(good["bookmark"]["records"], 5);
     assert_eq!(good["re_anchored"], false);
     assert_eq!(good["cancelled"], false);
+    assert_eq!(
+        good["lag_seconds"],
+        serde_json::Value::Null,
+        "a file has no clock"
+    );
     assert_eq!(good["error"], serde_json::Value::Null);
     let keys: Vec<&str> = good
         .as_object()
@@ -56,6 +61,7 @@ fn run_output_json_has_one_document_with_every_row() {
             "bookmark",
             "re_anchored",
             "cancelled",
+            "lag_seconds",
             "error"
         ]
     );

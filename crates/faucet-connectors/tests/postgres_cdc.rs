@@ -203,10 +203,13 @@ impl Drop for Fixture {
     }
 }
 
-/// Read options with `batch_size` and a fresh cancellation token.
+/// Read options with `batch_size`, a fresh cancellation token, and a page delay of an hour:
+/// these tests check paging by `batch_size` and resumption, which must not depend on how
+/// fast a debug build decodes; the delay's own bound is tested in `postgres_cdc_latency`.
 pub(crate) fn read_options(batch_size: usize) -> ReadOptions {
     ReadOptions {
         batch_size,
+        max_page_delay: std::time::Duration::from_secs(3600),
         cancel: CancellationToken::new(),
     }
 }

@@ -5,6 +5,7 @@
 //! representation is private: use [`PageBuilder`] to make a page and [`Page::rows`] to read it.
 
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use crate::value::{Schema, Value};
 
@@ -18,6 +19,7 @@ pub struct Page {
     schema: Arc<Schema>,
     values: Vec<Value>,
     bookmark: Option<Bookmark>,
+    source_time: Option<SystemTime>,
 }
 
 impl Page {
@@ -28,6 +30,7 @@ impl Page {
             schema,
             values: Vec::new(),
             bookmark,
+            source_time: None,
         }
     }
 
@@ -58,6 +61,22 @@ impl Page {
     /// Replaces the bookmark.
     pub fn set_bookmark(&mut self, bookmark: Option<Bookmark>) {
         self.bookmark = bookmark;
+    }
+
+    /// When the source was at this page's bookmark, by the source's clock: for a change
+    /// stream, the commit time of the last transaction in the page, or the server time of
+    /// the keepalive that moved the position. `None` when the source has no such time (a
+    /// file, a query). The run loop reports the lag of a durable bookmark from it
+    /// ([`crate::RunSummary::lag_seconds`]).
+    pub fn source_time(&self) -> Option<SystemTime> {
+        self.source_time
+    }
+
+    /// This page, with [`Page::source_time`] set to `at`.
+    #[must_use]
+    pub fn with_source_time(mut self, at: Option<SystemTime>) -> Self {
+        self.source_time = at;
+        self
     }
 
     /// The records, in order.
@@ -186,6 +205,7 @@ impl PageBuilder {
             schema: self.schema,
             values: self.values,
             bookmark,
+            source_time: None,
         }
     }
 }

@@ -27,6 +27,8 @@ pub(crate) struct Plan {
     pub(crate) delivery: DeliveryRequest,
     /// Records per page.
     pub(crate) batch_size: usize,
+    /// The longest a record waits in a page of a continuous source.
+    pub(crate) max_page_delay: std::time::Duration,
     /// What the topology gives for the request, or the typed delivery error.
     pub(crate) guarantee: Result<DeliveryGuarantee, FaucetError>,
 }
@@ -57,6 +59,7 @@ pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, Fau
         state: p.state.clone(),
         delivery: p.delivery,
         batch_size: p.batch_size,
+        max_page_delay: p.max_page_delay,
         guarantee,
     })
 }

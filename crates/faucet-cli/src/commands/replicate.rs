@@ -65,6 +65,7 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
             .with_state_store(store)
             .with_options(RunStreamOptions {
                 batch_size: built.batch_size,
+                max_page_delay: built.max_page_delay,
                 state_key: built.state_key.clone(),
                 delivery: built.delivery,
                 cancel: cancel.clone(),

@@ -187,6 +187,7 @@ async fn run_row(
         let store = plan.state.connect().await?;
         let options = RunStreamOptions {
             batch_size: plan.batch_size,
+            max_page_delay: plan.max_page_delay,
             state_key: plan.state_key.clone(),
             delivery: plan.delivery,
             cancel,
@@ -236,6 +237,7 @@ async fn run_row(
                 bookmark: None,
                 re_anchored: false,
                 cancelled: false,
+                lag_seconds: None,
                 error: Some(ErrorJson::of(&e)),
             };
             (json, Some(Exit::of(&e)))

@@ -79,6 +79,10 @@ fn check_row(loaded: &Loaded, row: &config::Row) -> Exit {
     say!("  sink        {} {}", p.sink.type_name(), p.sink.target());
     say!("  state       {} {}", p.state.type_name(), p.state.target());
     say!("  batch size  {}", p.batch_size);
+    say!(
+        "  page delay  {} (at most, for a continuous source)",
+        humantime::format_duration(p.max_page_delay)
+    );
     for warning in p.source.warnings() {
         say!("  warning     {warning}");
     }

@@ -4,6 +4,7 @@
 //! Connector configs take their numbers literally.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::Deserializer;
 use serde::de::{self, Visitor};
@@ -34,6 +35,53 @@ pub(crate) fn positive_usize<'de, D: Deserializer<'de>>(d: D) -> Result<usize, D
         fn visit_str<E: de::Error>(self, v: &str) -> Result<usize, E> {
             match v.trim().parse::<u64>() {
                 Ok(u) => self.visit_u64(u),
+                Err(_) => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
+            }
+        }
+    }
+    d.deserialize_any(V)
+}
+
+/// The longest `max_page_delay` may be: one hour.
+pub(crate) const MAX_PAGE_DELAY_LIMIT: Duration = Duration::from_secs(3600);
+
+/// A page delay: a YAML integer or a string of digits (milliseconds), or a duration string
+/// (`50ms`, `2s`, `1m`; humantime's units), from 1 ms to [`MAX_PAGE_DELAY_LIMIT`].
+///
+/// # Errors
+/// Zero, a negative number, a fraction, an unreadable duration, or one out of that range.
+pub(crate) fn page_delay<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    struct V;
+    fn bounded<E: de::Error>(d: Duration) -> Result<Duration, E> {
+        if d < Duration::from_millis(1) || d > MAX_PAGE_DELAY_LIMIT {
+            return Err(E::custom(format!(
+                "{} is out of range: from 1ms to 1h",
+                humantime::format_duration(d)
+            )));
+        }
+        Ok(d)
+    }
+    impl Visitor<'_> for V {
+        type Value = Duration;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("milliseconds (an integer) or a duration such as \"50ms\" or \"2s\"")
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+            bounded(Duration::from_millis(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+            match u64::try_from(v) {
+                Ok(u) => self.visit_u64(u),
+                Err(_) => Err(E::custom(format!("{v} is out of range: from 1ms to 1h"))),
+            }
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+            let v = v.trim();
+            if let Ok(ms) = v.parse::<u64>() {
+                return self.visit_u64(ms);
+            }
+            match humantime::parse_duration(v) {
+                Ok(d) => bounded(d),
                 Err(_) => Err(E::invalid_value(de::Unexpected::Str(v), &self)),
             }
         }
@@ -77,6 +125,39 @@ mod tests {
         n: usize,
         #[serde(deserialize_with = "super::bool_or_string")]
         b: bool,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct D {
+        #[serde(deserialize_with = "super::page_delay")]
+        d: std::time::Duration,
+    }
+
+    #[test]
+    fn page_delays_in_milliseconds_or_durations() {
+        use std::time::Duration;
+        for (given, want) in [
+            (json!(50), Duration::from_millis(50)),
+            (json!("250"), Duration::from_millis(250)),
+            (json!("2s"), Duration::from_secs(2)),
+            (json!(" 10ms "), Duration::from_millis(10)),
+            (json!("1h"), Duration::from_secs(3600)),
+        ] {
+            let d: D = serde_json::from_value(json!({ "d": given })).expect("valid");
+            assert_eq!(d.d, want);
+        }
+        for bad in [
+            json!(0),
+            json!(-5),
+            json!(1.5),
+            json!("0s"),
+            json!("2h"),
+            json!("soon"),
+            json!("500us"),
+        ] {
+            let e = serde_json::from_value::<D>(json!({ "d": bad.clone() }));
+            assert!(e.is_err(), "{bad} must be refused");
+        }
     }
 
     #[test]

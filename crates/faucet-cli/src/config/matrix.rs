@@ -29,6 +29,9 @@ pub(crate) struct MatrixRow {
     /// Overrides `pipeline.batch_size`.
     #[serde(default)]
     batch_size: Option<Value>,
+    /// Overrides `pipeline.max_page_delay`.
+    #[serde(default)]
+    max_page_delay: Option<Value>,
 }
 
 impl MatrixRow {
@@ -41,6 +44,7 @@ impl MatrixRow {
             ("state", &self.state),
             ("delivery", &self.delivery),
             ("batch_size", &self.batch_size),
+            ("max_page_delay", &self.max_page_delay),
         ] {
             if let Some(v) = v {
                 map.insert(k.to_owned(), v.clone());

@@ -16,6 +16,7 @@
 //!   state:  { type: file, config: { path: ./.faucet/state } }
 //!   delivery: at_least_once
 //!   batch_size: 10000
+//!   max_page_delay: 50ms
 //! matrix:
 //!   - { id: eu, source: { config: { path: ./eu.csv } } }
 //! ```
@@ -79,6 +80,19 @@ pub(crate) struct PipelineConfig {
         deserialize_with = "lenient::positive_usize"
     )]
     pub(crate) batch_size: usize,
+    /// The longest a change waits in a page of a continuous source (`postgres-cdc`) before
+    /// the page is handed over, however few records it holds: milliseconds (a number or a
+    /// string of digits) or a duration (`50ms`, `2s`), from 1 ms to 1 h. Default 50 ms.
+    /// Sources that read what is already there (files, queries) fill their pages at once.
+    #[serde(
+        default = "default_max_page_delay",
+        deserialize_with = "lenient::page_delay"
+    )]
+    pub(crate) max_page_delay: std::time::Duration,
+}
+
+fn default_max_page_delay() -> std::time::Duration {
+    faucet_core::source::DEFAULT_MAX_PAGE_DELAY
 }
 
 fn default_batch_size() -> usize {

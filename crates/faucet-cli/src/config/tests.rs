@@ -158,3 +158,45 @@ fn strings_for_numbers_only_where_documented() {
     let (field, _) = config_error(&loaded.expect("loads").rows[0].config);
     assert_eq!(field, "pipeline.batch_size");
 }
+
+#[test]
+fn max_page_delay_defaults_parses_and_names_its_path() {
+    let (_dir, loaded) = load_text(BASE);
+    let loaded = loaded.expect("loads");
+    assert_eq!(
+        loaded.rows[0]
+            .config
+            .as_ref()
+            .expect("valid")
+            .1
+            .max_page_delay,
+        std::time::Duration::from_millis(50)
+    );
+    for (given, ms) in [("250", 250), ("'20'", 20), ("2s", 2000), ("'150ms'", 150)] {
+        let (_dir, loaded) = load_text(&format!("{BASE}  max_page_delay: {given}\n"));
+        let loaded = loaded.expect("loads");
+        assert_eq!(
+            loaded.rows[0]
+                .config
+                .as_ref()
+                .expect("valid")
+                .1
+                .max_page_delay,
+            std::time::Duration::from_millis(ms),
+            "{given}"
+        );
+    }
+    for bad in ["0", "-1", "soon", "2h"] {
+        let (_dir, loaded) = load_text(&format!("{BASE}  max_page_delay: {bad}\n"));
+        let (field, message) = config_error(&loaded.expect("loads").rows[0].config);
+        assert_eq!(field, "pipeline.max_page_delay", "{bad}: {message}");
+    }
+    // A matrix row overrides it.
+    let (_dir, loaded) = load_text(&format!(
+        "{BASE}matrix:\n  - {{ id: a }}\n  - {{ id: b, max_page_delay: 5ms }}\n"
+    ));
+    let rows = loaded.expect("loads").rows;
+    let delay = |i: usize| rows[i].config.as_ref().expect("valid").1.max_page_delay;
+    assert_eq!(delay(0), std::time::Duration::from_millis(50));
+    assert_eq!(delay(1), std::time::Duration::from_millis(5));
+}

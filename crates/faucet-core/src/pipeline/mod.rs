@@ -55,6 +55,9 @@ pub struct Progress {
     pub pages: u64,
     /// Time since the run started.
     pub elapsed: Duration,
+    /// How far the bookmark just persisted was behind the source, in time (see
+    /// [`RunSummary::lag_seconds`]); `None` for sources without a clock.
+    pub lag: Option<Duration>,
 }
 
 /// A progress callback.
@@ -65,6 +68,9 @@ pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
 pub struct RunStreamOptions {
     /// The most records in a page (≥ 1). Default [`DEFAULT_BATCH_SIZE`].
     pub batch_size: usize,
+    /// The longest a record waits in a page of a continuous source before the page is
+    /// handed over (> 0). Default [`crate::source::DEFAULT_MAX_PAGE_DELAY`].
+    pub max_page_delay: Duration,
     /// The key the bookmark is stored under (`{pipeline}::{matrix row}` from the CLI).
     pub state_key: String,
     /// The delivery the user asks for; resolved before any data moves.
@@ -83,6 +89,7 @@ impl Default for RunStreamOptions {
     fn default() -> Self {
         Self {
             batch_size: DEFAULT_BATCH_SIZE,
+            max_page_delay: crate::source::DEFAULT_MAX_PAGE_DELAY,
             state_key: "default".to_owned(),
             delivery: DeliveryRequest::AtLeastOnce,
             cancel: CancellationToken::new(),
@@ -97,6 +104,7 @@ impl std::fmt::Debug for RunStreamOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RunStreamOptions")
             .field("batch_size", &self.batch_size)
+            .field("max_page_delay", &self.max_page_delay)
             .field("state_key", &self.state_key)
             .field("delivery", &self.delivery)
             .field("lease_ttl", &self.lease_ttl)
@@ -129,6 +137,14 @@ pub struct RunSummary {
     pub last_bookmark: Option<Bookmark>,
     /// Whether the run stopped because it was cancelled.
     pub cancelled: bool,
+    /// The source lag of the last bookmark persisted, in seconds: the time it became durable
+    /// minus the time the source was at that position by the source's clock
+    /// ([`crate::Page::source_time`]: a change's commit time, a keepalive's server time).
+    /// For a change stream that caught up, the delivery latency of its last page; for an
+    /// idle table in a busy database, how fresh the advanced position is. `None` when the
+    /// source has no clock or no page was persisted. Clock skew between the source's server
+    /// and this host shifts it; a negative difference is reported as 0.
+    pub lag_seconds: Option<f64>,
 }
 
 fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

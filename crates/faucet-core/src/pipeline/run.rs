@@ -22,6 +22,12 @@ pub(super) async fn run(p: Pipeline<'_>) -> Result<RunSummary, FaucetError> {
     if p.options.batch_size == 0 {
         return Err(FaucetError::config("batch_size", "must be at least 1"));
     }
+    if p.options.max_page_delay.is_zero() {
+        return Err(FaucetError::config(
+            "max_page_delay",
+            "must be greater than zero",
+        ));
+    }
     let key = p.options.state_key.clone();
     let lease = LeaseGuard::acquire(
         p.state.clone(),
@@ -94,10 +100,12 @@ async fn run_leased(
             re_anchored,
             last_bookmark: from.clone(),
             cancelled: false,
+            lag_seconds: None,
         },
     };
     let read = ReadOptions {
         batch_size: p.options.batch_size,
+        max_page_delay: p.options.max_page_delay,
         cancel: p.options.cancel.clone(),
     };
     let outcome = match p.source.open(from, read).await {
@@ -134,6 +142,7 @@ async fn pump(
             persist_bookmark(lease, key, bookmark).await?;
             stream.bookmark_durable(bookmark).await?;
             state.summary.last_bookmark = Some(bookmark.clone());
+            state.summary.lag_seconds = page.source_time().map(lag_since).map(|d| d.as_secs_f64());
         }
         state.summary.pages += 1;
         state.summary.records_out += page.len() as u64;
@@ -142,6 +151,10 @@ async fn pump(
                 records: state.summary.records_out,
                 pages: state.summary.pages,
                 elapsed: started.elapsed(),
+                lag: state
+                    .summary
+                    .lag_seconds
+                    .map(std::time::Duration::from_secs_f64),
             });
         }
         if p.options.cancel.is_cancelled() {
@@ -151,6 +164,13 @@ async fn pump(
     }
     state.summary.cancelled |= p.options.cancel.is_cancelled();
     Ok(())
+}
+
+/// The time since `at` by this host's clock; zero when `at` is in the future (clock skew).
+fn lag_since(at: std::time::SystemTime) -> std::time::Duration {
+    std::time::SystemTime::now()
+        .duration_since(at)
+        .unwrap_or_default()
 }
 
 /// Write and flush (or commit rows + token atomically).

@@ -32,10 +32,19 @@ use super::CONNECTOR;
 const WALSENDER_OPTIONS: &str = "-c client_encoding=UTF8 -c TimeZone=UTC -c DateStyle=ISO \
      -c IntervalStyle=iso_8601 -c extra_float_digits=1 -c bytea_output=hex";
 
-/// How often an acknowledged LSN is reported at most (the standby status update interval):
-/// short, so a bounded run's last acknowledgement does not hold up its end; a status update
-/// is 34 bytes, and none is sent while the acknowledged position stands still.
+/// How often an acknowledged LSN is reported at most (the standby status update interval),
+/// at the longest: short, so a bounded run's last acknowledgement does not hold up its end; a
+/// status update is 34 bytes, and none is sent while the acknowledged position stands still.
+/// A shorter `max_page_delay` shortens it to match (not under [`MIN_STATUS_INTERVAL`]), so the
+/// slot's flush position follows the durable bookmark within the page delay.
 const STATUS_INTERVAL: Duration = Duration::from_millis(200);
+/// The shortest standby status update interval.
+const MIN_STATUS_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The standby status update interval for a page delay of `max_page_delay`.
+pub(crate) fn status_interval(max_page_delay: Duration) -> Duration {
+    max_page_delay.clamp(MIN_STATUS_INTERVAL, STATUS_INTERVAL)
+}
 
 /// How long a silent stream waits before sending a status update anyway.
 const IDLE_WAKEUP: Duration = Duration::from_secs(10);
@@ -161,6 +170,7 @@ impl ConnectionParams {
         publication: &str,
         start: Lsn,
         ack: Lsn,
+        status_interval: Duration,
     ) -> ReplicationConfig {
         let password = self.password.clone().unwrap_or_default();
         let base = if self.host.starts_with('/') {
@@ -186,7 +196,7 @@ impl ConnectionParams {
         };
         base.with_start_lsn(start)
             .with_ack_lsn(ack)
-            .with_status_interval(STATUS_INTERVAL)
+            .with_status_interval(status_interval)
             .with_wakeup_interval(IDLE_WAKEUP)
             .with_buffer_size(EVENT_BUFFER)
             .with_options(WALSENDER_OPTIONS)

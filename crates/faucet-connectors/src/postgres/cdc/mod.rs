@@ -24,9 +24,12 @@
 //!   without one (never from the current WAL position, which would skip changes: case 03).
 //! * Pages hold at most `batch_size` change records and may end inside a transaction, never
 //!   inside a change; memory is one page plus a bounded buffer of 4,096 events, whatever the
-//!   size of a transaction. Replay is deterministic.
+//!   size of a transaction. Replay is deterministic. A page is handed over once its oldest
+//!   change has waited `max_page_delay` ([`faucet_core::ReadOptions`]), so a continuous run
+//!   delivers a steady trickle within that bound.
 //! * The slot's `confirmed_flush_lsn` moves only when the run loop reports a bookmark durable
-//!   ([`faucet_core::PageStream::bookmark_durable`]), within 200 ms and before the
+//!   ([`faucet_core::PageStream::bookmark_durable`]), within the page delay (10 ms
+//!   to 200 ms: the standby status interval follows it) and before the
 //!   stream closes; never ahead of it (DESIGN.md invariant 2).
 //! * Bounded by default: catch up to `pg_current_wal_lsn()` as read at open, then end;
 //!   `continuous: true` follows until the run is cancelled, then hands over the page in hand.
@@ -208,6 +211,7 @@ impl Source for PostgresCdcSource {
                 &self.config.publication,
                 start.lsn,
                 start.lsn,
+                client::status_interval(options.max_page_delay),
             );
             let mut client = pgwire_replication::ReplicationClient::connect(config)
                 .await
@@ -227,6 +231,7 @@ impl Source for PostgresCdcSource {
             decoder: ChangeDecoder::new(&self.tables),
             schema: record_schema(),
             batch_size: options.batch_size,
+            max_page_delay: options.max_page_delay,
             cancel: options.cancel,
             target,
             from: start,

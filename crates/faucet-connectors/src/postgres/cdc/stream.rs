@@ -5,20 +5,24 @@
 //!   a change; the bookmark then names the transaction and how many of its changes were
 //!   delivered ([`super::bookmark`]). Memory is one page plus the session's bounded event
 //!   buffer, whatever the size of a transaction.
-//! * A page is also handed over when the stream has been quiet for [`IDLE_FLUSH`], so a
-//!   continuous run delivers a trickle of changes promptly; when only the position moved
+//! * A page is also handed over once its oldest record has waited `max_page_delay`
+//!   ([`faucet_core::ReadOptions::max_page_delay`]), however steady the traffic, so every
+//!   change of a continuous run is delivered within that bound, and the slot's flush
+//!   position follows within it too; and when the stream has been quiet for [`IDLE_FLUSH`]
+//!   (which only matters when `max_page_delay` is longer). When only the position moved
 //!   (transactions of other tables, WAL of other databases), an empty page carries the new
 //!   bookmark at most every [`ADVANCE_INTERVAL`], so the slot does not pin WAL forever.
 //! * The server hears a flush position only from [`CdcPageStream::ack`], which the run loop
 //!   calls once a bookmark is durable (DESIGN.md invariant 2, case 03); the session reports it
-//!   within 200 ms, and before the stream closes.
+//!   within the standby status interval (the page delay, 10 to 200 ms), and before the
+//!   stream closes.
 //! * Bounded runs stop once no transaction is open and the position reached the WAL position
 //!   seen at start (a Commit's end LSN, or a keepalive's WAL end, which the server sends when
 //!   it has decoded everything up to it).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use pgwire_replication::{Lsn, PgWireError, ReplicationClient, ReplicationEvent};
 use tokio_util::sync::CancellationToken;
@@ -75,6 +79,8 @@ pub(crate) struct StreamStart {
     pub(crate) schema: Arc<Schema>,
     /// Records per page (≥ 1).
     pub(crate) batch_size: usize,
+    /// The longest the oldest record of a page waits before the page is handed over.
+    pub(crate) max_page_delay: Duration,
     /// The run's cancellation.
     pub(crate) cancel: CancellationToken,
     /// Bounded: the WAL position to catch up to. Continuous: `None`.
@@ -89,9 +95,13 @@ pub(crate) struct CdcPageStream {
     decoder: ChangeDecoder,
     schema: Arc<Schema>,
     batch_size: usize,
+    max_page_delay: Duration,
     cancel: CancellationToken,
     target: Option<Lsn>,
     position: Lsn,
+    /// When the source was at `position`, by the server's clock (a commit time, a
+    /// keepalive's server time), in microseconds since 2000-01-01.
+    position_time: Option<i64>,
     txn: Option<Txn>,
     resume: Option<InTxn>,
     pending_truncate: VecDeque<u32>,
@@ -115,9 +125,11 @@ impl CdcPageStream {
             decoder: start.decoder,
             schema: start.schema,
             batch_size: start.batch_size.max(1),
+            max_page_delay: start.max_page_delay,
             cancel: start.cancel,
             target: start.target,
             position: start.from.lsn,
+            position_time: None,
             txn: None,
             resume: start.from.in_txn,
             pending_truncate: VecDeque::new(),
@@ -136,6 +148,8 @@ impl CdcPageStream {
             return Ok(None);
         }
         let mut page = PageBuilder::new(self.schema.clone(), self.batch_size.min(16_384));
+        // When the page's first record arrived: the page is due `max_page_delay` after it.
+        let mut due: Option<Instant> = None;
         loop {
             while page.len() < self.batch_size {
                 let Some(oid) = self.pending_truncate.pop_front() else {
@@ -145,13 +159,26 @@ impl CdcPageStream {
                     page.push_row(record);
                 }
             }
+            if due.is_none() && !page.is_empty() {
+                due = Some(Instant::now() + self.max_page_delay);
+            }
             if page.len() >= self.batch_size {
                 return Ok(Some(self.hand_over(page)));
             }
             if self.caught_up() {
                 return self.last_page(page).await;
             }
-            match self.next_event().await? {
+            let wait = match due {
+                Some(due) => {
+                    let left = due.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(Some(self.hand_over(page)));
+                    }
+                    left.min(IDLE_FLUSH)
+                }
+                None => IDLE_FLUSH,
+            };
+            match self.next_event(wait).await? {
                 Next::Cancelled => return self.last_page(page).await,
                 Next::Idle => {
                     if !page.is_empty()
@@ -212,6 +239,7 @@ impl CdcPageStream {
         self.last_emitted = bookmark;
         self.last_advance = Instant::now();
         page.finish(Some(bookmark.to_json()))
+            .with_source_time(self.position_time.map(server_time))
     }
 
     /// The page in hand as the last one, or `None` (and close) when it would carry nothing new.
@@ -224,14 +252,15 @@ impl CdcPageStream {
         Ok(Some(self.hand_over(page)))
     }
 
-    async fn next_event(&mut self) -> Result<Next, FaucetError> {
+    /// The next event, or [`Next::Idle`] after `wait` without one.
+    async fn next_event(&mut self, wait: Duration) -> Result<Next, FaucetError> {
         let Some(client) = self.client.as_mut() else {
             return Ok(Next::Cancelled);
         };
         tokio::select! {
             biased;
             () = self.cancel.cancelled() => Ok(Next::Cancelled),
-            received = tokio::time::timeout(IDLE_FLUSH, client.recv()) => match received {
+            received = tokio::time::timeout(wait, client.recv()) => match received {
                 Err(_) => Ok(Next::Idle),
                 Ok(Ok(Some(event))) => Ok(Next::Event(event)),
                 Ok(Ok(None)) => Err(FaucetError::connect(
@@ -265,7 +294,11 @@ impl CdcPageStream {
                 })?;
                 self.message(message, page)
             }
-            ReplicationEvent::Commit { lsn, end_lsn, .. } => {
+            ReplicationEvent::Commit {
+                lsn,
+                end_lsn,
+                commit_time_micros,
+            } => {
                 let txn = self
                     .txn
                     .take()
@@ -278,15 +311,23 @@ impl CdcPageStream {
                     )));
                 }
                 self.position = self.position.max(end_lsn);
+                self.position_time = Some(commit_time_micros);
                 Ok(())
             }
-            ReplicationEvent::KeepAlive { wal_end, .. } => {
+            ReplicationEvent::KeepAlive {
+                wal_end,
+                server_time_micros,
+                ..
+            } => {
                 if self.txn.is_none() {
                     if let Some(r) = self.resume {
                         if wal_end > r.final_lsn {
                             return Err(lost_transaction(r));
                         }
                     } else {
+                        if wal_end >= self.position {
+                            self.position_time = Some(server_time_micros);
+                        }
                         self.position = self.position.max(wal_end);
                     }
                 }
@@ -483,6 +524,16 @@ pub(crate) fn stream_error(e: PgWireError) -> FaucetError {
     }
 }
 
+/// A server time (microseconds since 2000-01-01 UTC) as a [`SystemTime`].
+fn server_time(micros_since_2000: i64) -> SystemTime {
+    const PG_EPOCH_UNIX_SECS: u64 = 946_684_800;
+    let epoch = SystemTime::UNIX_EPOCH + Duration::from_secs(PG_EPOCH_UNIX_SECS);
+    match u64::try_from(micros_since_2000) {
+        Ok(after) => epoch + Duration::from_micros(after),
+        Err(_) => epoch - Duration::from_micros(micros_since_2000.unsigned_abs()),
+    }
+}
+
 /// A pgoutput commit time (microseconds since 2000-01-01 UTC) in RFC 3339 UTC, with the
 /// fraction PostgreSQL would print (trailing zeros dropped): `2026-11-30T06:00:00.25Z`.
 pub(crate) fn commit_ts_text(micros_since_2000: i64) -> String {
@@ -526,6 +577,7 @@ mod tests {
             }]),
             schema: record_schema(),
             batch_size: 100,
+            max_page_delay: Duration::from_millis(50),
             cancel: CancellationToken::new(),
             target: None,
             from: CdcBookmark {

@@ -67,7 +67,15 @@ impl ExportedSnapshot {
         publication: &str,
         temporary: bool,
     ) -> Result<Self, FaucetError> {
-        let config = params.replication_config(slot, publication, Lsn(0), Lsn(0));
+        let config = params.replication_config(
+            slot,
+            publication,
+            Lsn(0),
+            Lsn(0),
+            crate::postgres::cdc::client::status_interval(
+                faucet_core::source::DEFAULT_MAX_PAGE_DELAY,
+            ),
+        );
         let mut session = ReplicationClient::connect_gated(config)
             .await
             .map_err(|e| {

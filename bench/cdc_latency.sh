@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Commit-to-durable latency of a continuous postgres-cdc → JSON Lines run, under a steady
+# writer of single-row transactions, beside pg_recvlogical reading the same changes.
+#
+#   bench/cdc_latency.sh                       # 10, 100, 1,000, 10,000 commits/s, 30 s each
+#   RATES="10 100" SECS=10 bench/cdc_latency.sh
+#   MAX_PAGE_DELAY=200ms bench/cdc_latency.sh  # faucet's pipeline setting (default 50ms)
+#
+# Needs PostgreSQL with wal_level=logical (FAUCET_TEST_PG_URL, default
+# postgres://postgres@127.0.0.1:5432/test; scripts/services.sh starts it), pgbench and
+# pg_recvlogical (Debian: postgresql, postgresql-client).
+#
+# Setup: a table t (id bigserial, rate int, payload text); faucet's slot (pgoutput, made by a
+# first bounded `faucet run`) and the floor's (test_decoding). Then, once with the file state
+# store and once with the PostgreSQL one:
+#   * faucet: `faucet run` continuous, default batch_size (10,000), jsonl sink (fsync per
+#     page), bookmark persisted per page, slot acknowledged after it;
+#   * the floor: `pg_recvlogical --start -F 1 -o include-timestamp=on -f file` on its own slot
+#     at the same time (it writes each change as it arrives; fsyncs every second);
+#   * the writer: `pgbench -R RATE -T SECS` of single-row INSERTs (8 clients), for each rate;
+#   * bench/cdc_latency.py tails both files and polls faucet's state store. For faucet a change
+#     counts as `visible` when its line is in the file and `durable` once the stored bookmark
+#     passed it (after the sink's fsync: the run loop persists the bookmark after the flush);
+#     for the floor when its COMMIT line is in the file. Latency = that instant minus the
+#     change's commit time.
+# Prints p50 / p99 / max per rate, the writer's achieved rate, and faucet's peak RSS.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+rates=${RATES:-10 100 1000 10000}
+secs=${SECS:-30}
+url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+suffix=$$
+schema=bench_lat_$suffix
+slot=faucet_lat_$suffix
+floor_slot=faucet_lat_floor_$suffix
+publication=pub_lat_$suffix
+state_table=bench_lat_state_$suffix
+
+for tool in pgbench pg_recvlogical psql python3; do
+  command -v $tool >/dev/null || { echo "$tool not found (packages postgresql, postgresql-client)" >&2; exit 1; }
+done
+psql -X -q -v ON_ERROR_STOP=1 "$url" -c 'select 1' >/dev/null ||
+  { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+
+echo "==> building faucet (release, --features postgres,state-postgres)" >&2
+cargo build --release --quiet -p faucet-cli --features postgres,state-postgres
+faucet="$repo/target/release/faucet"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-lat-bench.XXXXXX")
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  sleep 1
+  for s in "$slot" "$floor_slot"; do
+    sql "select pg_drop_replication_slot('$s') from pg_replication_slots where slot_name = '$s' and not active" >/dev/null 2>&1 || true
+  done
+  sql "drop publication if exists $publication; drop schema if exists $schema cascade;
+       drop table if exists $state_table, ${state_table}_lease" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+sql "create schema $schema;
+     create table $schema.t (id bigserial primary key, rate int not null, payload text not null)"
+echo "insert into $schema.t (rate, payload) values (:rate, 'a change of about sixty bytes of payload text');" > "$work/insert.sql"
+
+delay_line=""
+[ -n "${MAX_PAGE_DELAY:-}" ] && delay_line="  max_page_delay: $MAX_PAGE_DELAY"
+pipeline() { # continuous state_block
+  cat <<YAML
+version: 1
+name: cdc_lat
+pipeline:
+  source: { type: postgres-cdc, config: { connection_url: "\${env:BENCH_PG_URL}", slot_name: $slot, publication: $publication, tables: [$schema.t], create_publication: true, continuous: $1 } }
+  sink: { type: jsonl, config: { path: ./out.jsonl } }
+  state: $2
+$delay_line
+YAML
+}
+export BENCH_PG_URL=$url
+file_state='{ type: file, config: { path: ./state } }'
+pg_state="{ type: postgres, config: { url: \"\${env:BENCH_PG_URL}\", table: $state_table, ensure_table: true } }"
+pipeline false "$file_state" > "$work/first.yaml"
+(cd "$work" && "$faucet" run first.yaml --quiet)   # creates the publication and faucet's slot
+sql "select pg_create_logical_replication_slot('$floor_slot', 'test_decoding')" >/dev/null
+
+summarize() { # report.json label
+  python3 - "$1" "$2" "$rates" <<'PY'
+import json, sys
+rep = json.load(open(sys.argv[1]))
+label, rates = sys.argv[2], sys.argv[3].split()
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else float("nan")
+def row(name, rate, xs):
+    print(f"{label:<9} {name:<16} {rate:>6} {len(xs):>8} {pct(xs, .5):>9.1f} {pct(xs, .99):>9.1f} {max(xs) if xs else float('nan'):>9.1f}")
+for rate in rates:
+    f = rep["faucet"].get(rate, {"visible": [], "durable": []})
+    row("faucet visible", rate, f["visible"])
+    row("faucet durable", rate, f["durable"])
+    row("pg_recvlogical", rate, rep["floor"].get(rate, []))
+if rep["never_durable"]:
+    print(f"warning: {rep['never_durable']} changes never became durable before the end")
+PY
+}
+
+for variant in file postgres; do
+  state_block=$file_state
+  [ "$variant" = postgres ] && state_block=$pg_state
+  pipeline true "$state_block" > "$work/run.yaml"
+  rm -f "$work/out.jsonl" "$work/floor.txt" "$work/stop" "$work/report.json"
+  pg_recvlogical -d "$url" --slot "$floor_slot" --start -F 1 -o include-timestamp=on -f "$work/floor.txt" &
+  floor_pid=$!; pids+=("$floor_pid")
+  (cd "$work" && exec "$faucet" run run.yaml --quiet) &
+  faucet_pid=$!; pids+=("$faucet_pid")
+  sleep 3   # both streaming; the observer ignores changes committed before it started
+  if [ "$variant" = file ]; then
+    observer_state=(file "$work/state/cdc_lat.json")
+  else
+    observer_state=(postgres "$url" "$state_table" cdc_lat)
+  fi
+  python3 "$repo/bench/cdc_latency.py" "$work/out.jsonl" "$work/floor.txt" "$work/stop" \
+    "$work/report.json" "${observer_state[@]}" &
+  observer_pid=$!; pids+=("$observer_pid")
+  echo "==> state: $variant" >&2
+  for rate in $rates; do
+    achieved=$(pgbench -n -c 8 -j 2 -R "$rate" -T "$secs" -D rate="$rate" -f "$work/insert.sql" "$url" 2>&1 |
+      awk '/^tps = /{printf "%d", $3}')
+    echo "    writer at $rate/s for ${secs}s: achieved ${achieved:-?} commits/s" >&2
+    sleep 2
+  done
+  sleep 3
+  touch "$work/stop"
+  wait "$observer_pid"
+  rss_kb=$(awk '/VmHWM/{print $2}' "/proc/$faucet_pid/status")
+  kill -TERM "$faucet_pid" "$floor_pid" 2>/dev/null || true
+  wait "$faucet_pid" "$floor_pid" 2>/dev/null || true
+  printf '\n%-9s %-16s %6s %8s %9s %9s %9s\n' state latency rate/s changes p50_ms p99_ms max_ms
+  summarize "$work/report.json" "$variant"
+  echo "faucet peak RSS ($variant state): $((rss_kb / 1024)) MiB"
+done
