@@ -130,36 +130,8 @@ fn run_to_completion(dir: &Path) {
 fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
     let rt = runtime();
     let pool = rt.block_on(pg_pool());
-    let suffix = unique_suffix();
-    let names = Names {
-        schema: format!("cdc_crash_{suffix}"),
-        slot: format!("faucet_crash_{suffix}"),
-        oracle: format!("faucet_crash_oracle_{suffix}"),
-        publication: format!("pub_crash_{suffix}"),
-    };
+    let (names, dir) = setup(&rt, &pool, "crash", &format!("batch_size: {BATCH}"));
     let s = names.schema.clone();
-    rt.block_on(exec(
-        &pool,
-        &format!(
-            "CREATE SCHEMA {s}; CREATE SEQUENCE {s}.seq;
-             CREATE TABLE {s}.items (id int PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
-        ),
-    ));
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: cdc_crash\npipeline:\n  \
-             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CDC_CRASH_PG_URL}}\", \
-             slot_name: {slot}, publication: {publication}, tables: [{s}.items], create_publication: true }} }}\n  \
-             sink: {{ type: jsonl, config: {{ path: ./out/changes.jsonl }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
-            slot = names.slot,
-            publication = names.publication,
-        ),
-    )
-    .expect("config");
-
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // The first run creates the publication and the slot; the oracle slot starts with it.
         run_to_completion(dir.path());
@@ -177,12 +149,13 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
         let hits: &[u32] = if soak { &[1, 2, 3, 5] } else { &[1, 3] };
         let mut crashes = 0u64;
         let check_ack = |crashes: u64, what: &str| {
-            let confirmed = rt.block_on(confirmed_flush(&pool, &names.slot));
-            let persisted = persisted_lsn(dir.path()).unwrap_or(initial);
-            assert!(
-                confirmed <= persisted,
-                "after {what} (crash {crashes}): confirmed_flush_lsn {confirmed:X} passed the \
-                 persisted bookmark {persisted:X}"
+            assert_ack_not_ahead(
+                &rt,
+                &pool,
+                &names,
+                dir.path(),
+                initial,
+                &format!("{what} (crash {crashes})"),
             );
         };
         for point in faucet_core::fault::ALL {
@@ -224,116 +197,299 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
         );
         run_to_completion(dir.path());
 
-        // Every change, nothing invented, first occurrences in commit order.
-        let expected = rt.block_on(oracle_changes(&pool, &names));
-        assert!(
-            expected.len() > 2_000,
-            "workload of {} changes",
-            expected.len()
-        );
-        let records = output(dir.path());
-        let mut counts: HashMap<Change, u64> = HashMap::new();
-        let mut first_seen: Vec<Change> = Vec::new();
-        for r in &records {
-            let key = key_of(r);
-            let n = counts.entry(key.clone()).or_insert(0);
-            if *n == 0 {
-                first_seen.push(key);
-            }
-            *n += 1;
-        }
-        let lost: Vec<&Change> = expected
-            .iter()
-            .filter(|k| !counts.contains_key(*k))
-            .collect();
-        assert!(
-            lost.is_empty(),
-            "lost {} changes, first {:?}",
-            lost.len(),
-            lost.first()
-        );
-        assert_eq!(first_seen, expected, "changes out of order or invented");
-        let duplicates: u64 = counts.values().map(|n| n - 1).sum();
-        assert!(
-            duplicates <= crashes * BATCH,
-            "{duplicates} duplicates after {crashes} crashes (pages of {BATCH})"
-        );
-        eprintln!(
-            "postgres-cdc crash test: {} changes, {crashes} crashes, {duplicates} duplicates, 0 lost",
-            expected.len()
-        );
-
-        // Replaying the records gives the table, value by value.
-        let mut replica: BTreeMap<i64, (i64, String)> = BTreeMap::new();
-        for r in &records {
-            match r["op"].as_str().expect("op") {
-                "c" | "u" => {
-                    let a = &r["after"];
-                    replica.insert(
-                        a["id"].as_i64().expect("id"),
-                        (
-                            a["v"].as_i64().expect("v"),
-                            a["note"].as_str().expect("note").to_owned(),
-                        ),
-                    );
-                }
-                "d" => {
-                    replica.remove(&r["before"]["id"].as_i64().expect("id"));
-                }
-                "t" => replica.clear(),
-                other => panic!("op {other}"),
-            }
-        }
-        let table: Vec<(i32, i64, String)> = rt
-            .block_on(
-                sqlx::query_as(&format!("SELECT id, v, note FROM {s}.items ORDER BY id"))
-                    .fetch_all(&pool),
-            )
-            .expect("select");
-        let table: Vec<(i64, (i64, String))> = table
-            .into_iter()
-            .map(|(id, v, note)| (i64::from(id), (v, note)))
-            .collect();
-        let replica: Vec<(i64, (i64, String))> = replica.into_iter().collect();
-        assert_eq!(replica.len(), table.len());
-        assert!(
-            replica == table,
-            "the replayed changes differ from the table"
-        );
+        verify(&rt, &pool, &names, dir.path(), crashes, BATCH, 2_000);
         check_ack(crashes, "the final run");
     }));
 
-    rt.block_on(async {
-        for slot in [&names.slot, &names.oracle] {
-            for _ in 0..50 {
-                let active: Option<bool> = sqlx::query_scalar(
-                    "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
-                )
-                .bind(slot)
-                .fetch_optional(&pool)
-                .await
-                .unwrap_or(None);
-                match active {
-                    Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
-                    Some(false) => {
-                        let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
-                            .bind(slot)
-                            .execute(&pool)
-                            .await;
-                        break;
-                    }
-                    None => break,
-                }
-            }
-        }
-        let _ = sqlx::raw_sql(&format!(
-            "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
-            names.publication, names.schema
-        ))
-        .execute(&pool)
-        .await;
-    });
+    rt.block_on(drop_names(&pool, &names));
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+#[test]
+fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
+    let rt = runtime();
+    let pool = rt.block_on(pg_pool());
+    // Default batch_size (10,000): only the page delay hands pages over.
+    let (names, dir) = setup(&rt, &pool, "steady", "max_page_delay: 50ms");
+    let bounded = std::fs::read_to_string(dir.path().join("faucet.yaml")).expect("config");
+    std::fs::write(
+        dir.path().join("continuous.yaml"),
+        bounded.replace(
+            "create_publication: true }",
+            "create_publication: true, continuous: true }",
+        ),
+    )
+    .expect("config");
+    let s = names.schema.clone();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        run_to_completion(dir.path());
+        rt.block_on(exec(
+            &pool,
+            &format!(
+                "SELECT pg_create_logical_replication_slot('{}', 'test_decoding')",
+                names.oracle
+            ),
+        ));
+        let initial = rt.block_on(confirmed_flush(&pool, &names.slot));
+        // The writer: a single-row transaction every 10 ms (inserts, and updates and deletes
+        // of earlier rows), on its own runtime and connection, until told to stop.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let writer = {
+            let stop = stop.clone();
+            let s = s.clone();
+            std::thread::spawn(move || {
+                runtime().block_on(async move {
+                    let mut c = crate::support::pg_connect(&crate::support::pg_url()).await;
+                    let mut id = 0i64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        id += 1;
+                        let sql = match id % 10 {
+                            3 => format!(
+                                "UPDATE {s}.items SET v = nextval('{s}.seq') WHERE id = {}",
+                                id / 2
+                            ),
+                            7 => format!("DELETE FROM {s}.items WHERE id = {}", id / 3),
+                            _ => format!(
+                                "INSERT INTO {s}.items VALUES ({id}, nextval('{s}.seq'), 'w{id}')"
+                            ),
+                        };
+                        sqlx::raw_sql(&sql).execute(&mut c).await.expect("write");
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                })
+            })
+        };
+        let soak = std::env::var("FAUCET_SOAK").is_ok();
+        let rounds = if soak { 15 } else { 5 };
+        let mut crashes = 0u64;
+        for round in 0..rounds {
+            let mut child = faucet_with_pg_url("FAUCET_CDC_CRASH_PG_URL")
+                .args(["run", "continuous.yaml", "--quiet"])
+                .current_dir(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("spawn faucet");
+            std::thread::sleep(Duration::from_millis(700 + (round * 173 % 600) as u64));
+            assert!(
+                child.try_wait().expect("wait").is_none(),
+                "the continuous run ended by itself"
+            );
+            child.kill().expect("SIGKILL");
+            let _ = child.wait();
+            crashes += 1;
+            assert_ack_not_ahead(
+                &rt,
+                &pool,
+                &names,
+                dir.path(),
+                initial,
+                &format!("SIGKILL {crashes}"),
+            );
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        writer.join().expect("writer");
+        // The continuous runs delivered while the writer wrote (with pages only at
+        // batch_size they would have delivered nothing before being killed).
+        let delivered_while_writing = output(dir.path()).len();
+        run_to_completion(dir.path());
+        let all = output(dir.path()).len();
+        assert!(
+            delivered_while_writing * 2 >= all,
+            "only {delivered_while_writing} of {all} changes were delivered by the continuous runs"
+        );
+        // A page holds what arrived within its delay, plus the backlog of a restart: at 100
+        // changes/s, well under 2 s of changes.
+        verify(&rt, &pool, &names, dir.path(), crashes, 200, 200);
+        assert_ack_not_ahead(&rt, &pool, &names, dir.path(), initial, "the final run");
+    }));
+    rt.block_on(drop_names(&pool, &names));
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// Panics unless the slot's `confirmed_flush_lsn` is at or before the persisted bookmark
+/// (`initial`, the slot's position before the workload, when none was persisted): the
+/// server was never told to discard a change that is not durable (case 03).
+fn assert_ack_not_ahead(
+    rt: &tokio::runtime::Runtime,
+    pool: &PgPool,
+    names: &Names,
+    dir: &Path,
+    initial: u64,
+    what: &str,
+) {
+    let confirmed = rt.block_on(confirmed_flush(pool, &names.slot));
+    let persisted = persisted_lsn(dir).unwrap_or(initial);
+    assert!(
+        confirmed <= persisted,
+        "after {what}: confirmed_flush_lsn {confirmed:X} passed the persisted bookmark \
+         {persisted:X}"
+    );
+}
+
+/// A fresh schema with `items (id, v, note)` and a sequence, and a directory holding
+/// `faucet.yaml`: `postgres-cdc` on it → `out/changes.jsonl`, file state, plus `extra`
+/// (pipeline-level YAML, one line). The slot and publication are made by the first run.
+fn setup(
+    rt: &tokio::runtime::Runtime,
+    pool: &PgPool,
+    tag: &str,
+    extra: &str,
+) -> (Names, tempfile::TempDir) {
+    let suffix = unique_suffix();
+    let names = Names {
+        schema: format!("cdc_{tag}_{suffix}"),
+        slot: format!("faucet_{tag}_{suffix}"),
+        oracle: format!("faucet_{tag}_oracle_{suffix}"),
+        publication: format!("pub_{tag}_{suffix}"),
+    };
+    let s = &names.schema;
+    rt.block_on(exec(
+        pool,
+        &format!(
+            "CREATE SCHEMA {s}; CREATE SEQUENCE {s}.seq;
+             CREATE TABLE {s}.items (id int PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
+        ),
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("faucet.yaml"),
+        format!(
+            "version: 1\nname: cdc_{tag}\npipeline:\n  \
+             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CDC_CRASH_PG_URL}}\", \
+             slot_name: {slot}, publication: {publication}, tables: [{s}.items], create_publication: true }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out/changes.jsonl }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  {extra}\n",
+            slot = names.slot,
+            publication = names.publication,
+        ),
+    )
+    .expect("config");
+    (names, dir)
+}
+
+/// Compares the JSONL output in `dir` with the oracle slot's record of the same changes:
+/// nothing lost, nothing invented, first occurrences in commit order, at most `per_crash`
+/// duplicates per crash; and replaying the records gives the table, value by value.
+fn verify(
+    rt: &tokio::runtime::Runtime,
+    pool: &PgPool,
+    names: &Names,
+    dir: &Path,
+    crashes: u64,
+    per_crash: u64,
+    min_changes: usize,
+) {
+    let s = &names.schema;
+    // Every change, nothing invented, first occurrences in commit order.
+    let expected = rt.block_on(oracle_changes(pool, names));
+    assert!(
+        expected.len() > min_changes,
+        "workload of {} changes",
+        expected.len()
+    );
+    let records = output(dir);
+    let mut counts: HashMap<Change, u64> = HashMap::new();
+    let mut first_seen: Vec<Change> = Vec::new();
+    for r in &records {
+        let key = key_of(r);
+        let n = counts.entry(key.clone()).or_insert(0);
+        if *n == 0 {
+            first_seen.push(key);
+        }
+        *n += 1;
+    }
+    let lost: Vec<&Change> = expected
+        .iter()
+        .filter(|k| !counts.contains_key(*k))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "lost {} changes, first {:?}",
+        lost.len(),
+        lost.first()
+    );
+    assert_eq!(first_seen, expected, "changes out of order or invented");
+    let duplicates: u64 = counts.values().map(|n| n - 1).sum();
+    assert!(
+        duplicates <= crashes * per_crash,
+        "{duplicates} duplicates after {crashes} crashes (at most {per_crash} each)"
+    );
+    eprintln!(
+        "postgres-cdc crash test: {} changes, {crashes} crashes, {duplicates} duplicates, 0 lost",
+        expected.len()
+    );
+
+    // Replaying the records gives the table, value by value.
+    let mut replica: BTreeMap<i64, (i64, String)> = BTreeMap::new();
+    for r in &records {
+        match r["op"].as_str().expect("op") {
+            "c" | "u" => {
+                let a = &r["after"];
+                replica.insert(
+                    a["id"].as_i64().expect("id"),
+                    (
+                        a["v"].as_i64().expect("v"),
+                        a["note"].as_str().expect("note").to_owned(),
+                    ),
+                );
+            }
+            "d" => {
+                replica.remove(&r["before"]["id"].as_i64().expect("id"));
+            }
+            "t" => replica.clear(),
+            other => panic!("op {other}"),
+        }
+    }
+    let table: Vec<(i32, i64, String)> = rt
+        .block_on(
+            sqlx::query_as(&format!("SELECT id, v, note FROM {s}.items ORDER BY id"))
+                .fetch_all(pool),
+        )
+        .expect("select");
+    let table: Vec<(i64, (i64, String))> = table
+        .into_iter()
+        .map(|(id, v, note)| (i64::from(id), (v, note)))
+        .collect();
+    let replica: Vec<(i64, (i64, String))> = replica.into_iter().collect();
+    assert_eq!(replica.len(), table.len());
+    assert!(
+        replica == table,
+        "the replayed changes differ from the table"
+    );
+}
+
+/// Drops the test's slots (once their sessions ended), publication and schema.
+async fn drop_names(pool: &PgPool, names: &Names) {
+    for slot in [&names.slot, &names.oracle] {
+        for _ in 0..50 {
+            let active: Option<bool> =
+                sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+                    .bind(slot)
+                    .fetch_optional(pool)
+                    .await
+                    .unwrap_or(None);
+            match active {
+                Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+                Some(false) => {
+                    let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
+                        .bind(slot)
+                        .execute(pool)
+                        .await;
+                    break;
+                }
+                None => break,
+            }
+        }
+    }
+    let _ = sqlx::raw_sql(&format!(
+        "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
+        names.publication, names.schema
+    ))
+    .execute(pool)
+    .await;
 }
