@@ -39,8 +39,8 @@ pub struct PostgresSinkConfig {
     /// The target database, `postgres://user:password@host:port/database`. A secret: never
     /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
     pub connection_url: SecretString,
-    /// The target table, `table` or `schema.table`; each part `[A-Za-z_][A-Za-z0-9_$]*` and
-    /// at most 63 bytes, matched exactly (case-sensitively) and always quoted. The commit
+    /// The target table, `table` or `schema.table`; each part 1 to 63 bytes without NUL
+    /// or `.` (any other character works), matched exactly (case-sensitively) and always quoted. The commit
     /// token table `faucet_commit_tokens` lives in the same schema.
     pub table: String,
     /// Create the table when it is missing, from the first page's field types (DESIGN.md
