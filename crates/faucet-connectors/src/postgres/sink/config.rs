@@ -14,6 +14,9 @@ use crate::postgres::config::{TableName, parse_url, validate_column};
 pub enum WriteMode {
     /// `COPY ... FROM STDIN`: every record becomes a new row (at-least-once on its own;
     /// effectively-once with the atomic commit token and a deterministic source).
+    /// Change records (`postgres-cdc`, `faucet replicate`) are appended as they are, one row
+    /// per change (an audit log): `create_table` makes the columns `op`, `table`, `lsn`,
+    /// `commit_ts`, `before`, `after` (jsonb) and `unchanged_toast` (text[]).
     #[default]
     Append,
     /// Insert or update by `key` (`INSERT ... ON CONFLICT (key) DO UPDATE`); change records
@@ -45,7 +48,8 @@ pub struct PostgresSinkConfig {
     pub table: String,
     /// Create the table when it is missing, from the first page's field types (DESIGN.md
     /// value types → `bigint`, `numeric`, `double precision`, `text`, `jsonb`, ...), with the
-    /// `key` columns as primary key. Default `false`: a missing table is an error.
+    /// `key` columns as primary key; for change records, the `after` columns with `upsert`,
+    /// the change records' own fields with `append`. Every column name must fit 63 bytes. Default `false`: a missing table is an error.
     #[serde(default = "default_create_table")]
     pub create_table: bool,
     /// `append` (default) or `upsert`.

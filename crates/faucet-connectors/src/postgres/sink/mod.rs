@@ -1,6 +1,8 @@
 //! The `postgres` sink: writes pages into one table, each page in one transaction.
 //!
 //! * `append`: `COPY target (fields) FROM STDIN` in text format (the fastest way in).
+//!   Change records are appended as rows of a change table (op, table, lsn, commit_ts,
+//!   before, after, unchanged_toast): an audit log of the source.
 //! * `upsert` by `key`: change records are applied (`d` deletes by the key in `before`,
 //!   `c`/`u`/`r` upsert `after`, `t` truncates the table), plain rows upsert themselves; the
 //!   page is collapsed to the last operation per key in source order, so several changes to
@@ -267,7 +269,8 @@ impl PostgresSinkWriter<'_> {
         if self.table.is_none() && self.sink.config.create_table && !page.is_empty() {
             let key = self.sink.config.key.clone();
             let name = self.sink.table.clone();
-            let created = table::create(self.conn()?, &name, page, &key).await?;
+            let apply_changes = self.sink.config.write_mode == WriteMode::Upsert;
+            let created = table::create(self.conn()?, &name, page, &key, apply_changes).await?;
             if let Some(t) = &created {
                 let sink = self.sink;
                 sink.verify(self.conn()?, t).await?;

@@ -81,11 +81,13 @@ pub(crate) async fn has_unique_key(
         .any(|set| set.len() == key.len() && key.iter().all(|k| set.contains(k))))
 }
 
-/// The columns and types of a table made for `page`: a change page's first `after` row, or
-/// the page's own fields; a field of unknown type takes the type of its first non-null value
-/// in the page (text when there is none).
-fn columns_for(page: &Page) -> Option<Vec<(String, DataType)>> {
-    if is_change_page(page) {
+/// The columns and types of a table made for `page`: when `apply_changes` (upsert) a change
+/// page's first `after` row, otherwise the page's own fields — for change records appended
+/// as rows (an audit log) `op`, `table`, `lsn`, `commit_ts`, `before` and `after` (jsonb) and
+/// `unchanged_toast` (text[]); a field of unknown type takes the type of its first non-null
+/// value in the page (text when there is none).
+fn columns_for(page: &Page, apply_changes: bool) -> Option<Vec<(String, DataType)>> {
+    if apply_changes && is_change_page(page) {
         let after = page.schema().index_of("after")?;
         return page.rows().find_map(|r| match &r.values()[after] {
             Value::Row(row) => Some(
@@ -128,8 +130,8 @@ fn known_type(declared: &DataType, value: &Value) -> DataType {
 }
 
 /// Creates the table `name` for `page`, with `key` as its primary key (`CREATE TABLE IF NOT
-/// EXISTS`, in its own transaction). Returns `None` when the page has no row to take the
-/// columns from (only deletes or truncates).
+/// EXISTS`, in its own transaction); `apply_changes` as in [`columns_for`]. Returns `None`
+/// when the page has no row to take the columns from (only deletes or truncates).
 ///
 /// # Errors
 /// [`FaucetError::Write`] when the statement fails; [`FaucetError::Config`] when a key
@@ -139,8 +141,9 @@ pub(crate) async fn create(
     name: &TableName,
     page: &Page,
     key: &[String],
+    apply_changes: bool,
 ) -> Result<Option<TargetTable>, FaucetError> {
-    let Some(columns) = columns_for(page) else {
+    let Some(columns) = columns_for(page, apply_changes) else {
         return Ok(None);
     };
     for (i, k) in key.iter().enumerate() {

@@ -11,7 +11,7 @@ use sqlx::postgres::PgConnection;
 use faucet_core::util::quote_ident;
 use faucet_core::{FaucetError, Page, Value, fault};
 
-use super::changes::{Slot, collapse};
+use super::changes::{Slot, collapse, is_change_page};
 use super::encode::write_copy_value;
 use super::table::{STAGE, TargetTable};
 use crate::postgres::config::{CONNECTOR, TableName, db_error, is_connection_lost};
@@ -95,18 +95,29 @@ fn copy_context(context: &str) -> (Option<usize>, Option<String>) {
     (line, column)
 }
 
-/// Checks that every column of `names` exists in the target.
+/// Checks that every column of `names` exists in the target; `changes_appended` says the
+/// names are a change record's, appended as rows (the message then names the fix).
 fn check_columns<'n>(
     names: impl IntoIterator<Item = &'n str>,
     target: &Target<'_>,
+    changes_appended: bool,
 ) -> Result<(), FaucetError> {
     for n in names {
         if !target.table.columns.iter().any(|c| c == n) {
+            let hint = if changes_appended {
+                " — these are change records, appended as rows (op, table, lsn, commit_ts, \
+                 before, after, unchanged_toast: an audit log); to apply the changes to a copy \
+                 of the source table instead, set `write_mode: upsert` with its `key`, or \
+                 let `create_table: true` create the audit table under a new name"
+            } else {
+                ""
+            };
             return Err(FaucetError::data(
                 CONNECTOR,
                 format!("{}, column {n}", target.name),
                 format!(
-                    "the records have a field `{n}` that table {} does not have (columns: {})",
+                    "the records have a field `{n}` that table {} does not have (columns: \
+                     {}){hint}",
                     target.name,
                     target.table.columns.join(", ")
                 ),
@@ -178,7 +189,7 @@ pub(crate) async fn append(
         .iter()
         .map(|f| f.name.as_str())
         .collect();
-    check_columns(names.iter().copied(), target)?;
+    check_columns(names.iter().copied(), target, is_change_page(page))?;
     copy_in(
         conn,
         &target.name.quoted(),
@@ -236,7 +247,7 @@ pub(crate) async fn upsert(
         })
         .collect();
     if !deletes.is_empty() {
-        check_columns(target.key.iter().map(String::as_str), target)?;
+        check_columns(target.key.iter().map(String::as_str), target, false)?;
         let rows: Vec<usize> = deletes.iter().map(|(_, r)| *r).collect();
         let keys = deletes.iter().map(|(k, _)| k.iter().copied());
         stage(conn, target, &key_cols, keys, &rows, bufs).await?;
@@ -264,7 +275,7 @@ pub(crate) async fn upsert(
         }
     }
     for names in &layouts {
-        check_columns(names.iter().copied(), target)?;
+        check_columns(names.iter().copied(), target, false)?;
         let group: Vec<(&[(&str, &Value)], usize)> = collapsed
             .slots
             .iter()
