@@ -323,3 +323,76 @@ fn replicate_into_an_append_sink_appends_the_snapshot_and_the_changes() {
     ];
     assert_eq!(audit(&log), want);
 }
+
+// ---- 12: names longer than PostgreSQL's 63 bytes ----
+
+/// A CSV field whose name is 64 bytes (32 two-byte letters) into `create_table: true`: the
+/// run fails before CREATE TABLE, naming the field, its byte length and the limit, and no
+/// table is left behind. A 63-byte name works. Over-long table and key names are refused
+/// offline by `validate`.
+#[test]
+fn names_over_63_bytes_are_refused_before_anything_is_created() {
+    let names = Names::new("long", "edge_long_");
+    let long = "ü".repeat(32);
+    let fits = format!("{}x", "ü".repeat(31));
+    let dir = Dir::new();
+    let sink = |table: &str, extra: &str| names.pg_sink(table, extra);
+    let csv_source = "{ type: csv, config: { path: ./in.csv } }";
+    dir.write("in.csv", format!("id,{long}\n1,a\n2,b\n"));
+    dir.write(
+        "long.yaml",
+        pipeline("edgelong", csv_source, &sink("t", ""), ""),
+    );
+    faucet(&dir, &["run", "long.yaml"])
+        .expect_code(1)
+        .stderr_has(&[&format!("field `{long}` is 64 bytes"), "63 bytes"]);
+    assert!(
+        !crate::support::pg::table_exists(&names.quoted("t")),
+        "the table was left behind"
+    );
+
+    dir.write("fits.csv", format!("id,{fits}\n1,a\n"));
+    dir.write(
+        "fits.yaml",
+        pipeline(
+            "edgefits",
+            "{ type: csv, config: { path: ./fits.csv } }",
+            &sink("t2", ""),
+            "",
+        ),
+    );
+    faucet(&dir, &["run", "fits.yaml"]).expect_code(0);
+    let got: Vec<(String, String)> = query(&format!(
+        "SELECT id, {} FROM {}",
+        quote_ident(&fits),
+        names.quoted("t2")
+    ));
+    assert_eq!(got, [("1".to_owned(), "a".to_owned())]);
+
+    for (yaml, needles) in [
+        (
+            pipeline("edgelongt", csv_source, &sink(&long, ""), ""),
+            vec!["sink.config.table", "64 bytes", "63 bytes"],
+        ),
+        (
+            pipeline(
+                "edgelongk",
+                csv_source,
+                &sink("t3", &format!(", write_mode: upsert, key: ['{long}']")),
+                "",
+            ),
+            vec!["sink.config.key[0]", "64 bytes", "63 bytes"],
+        ),
+    ] {
+        dir.write("bad.yaml", yaml);
+        for cmd in ["validate", "run"] {
+            let run = faucet(&dir, &[cmd, "bad.yaml"]);
+            let all = format!("{}{}", run.stdout, run.stderr);
+            assert_eq!(run.code, 2, "{cmd}: {all}");
+            for n in &needles {
+                assert!(all.contains(n), "{cmd}: lacks {n:?}: {all}");
+            }
+        }
+    }
+    assert!(!crate::support::pg::table_exists(&names.quoted("t3")));
+}

@@ -8,7 +8,7 @@ use faucet_core::util::quote_ident;
 use faucet_core::{DataType, FaucetError, Page, Value};
 
 use super::changes::is_change_page;
-use crate::postgres::config::{CONNECTOR, TableName};
+use crate::postgres::config::{CONNECTOR, MAX_IDENT_BYTES, TableName};
 use crate::postgres::types::sql_type_of;
 
 /// The staging table of an upsert session (`pg_temp`, emptied at every commit).
@@ -146,6 +146,9 @@ pub(crate) async fn create(
     let Some(columns) = columns_for(page, apply_changes) else {
         return Ok(None);
     };
+    for (c, _) in &columns {
+        check_field_name(name, c)?;
+    }
     for (i, k) in key.iter().enumerate() {
         if !columns.iter().any(|(c, _)| c == k) {
             return Err(FaucetError::config(
@@ -172,6 +175,28 @@ pub(crate) async fn create(
         .await
         .map_err(|e| write_err(format!("cannot create table {name}"), e))?;
     load(conn, name).await
+}
+
+/// Checks that the records' field `field` fits a PostgreSQL column name: at most
+/// [`MAX_IDENT_BYTES`] bytes (longer names are truncated by the server, so the column would
+/// not match the field). Done before anything is created.
+///
+/// # Errors
+/// [`FaucetError::Data`] at `<table>, field <field>` naming its byte length and the limit.
+pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), FaucetError> {
+    if field.len() <= MAX_IDENT_BYTES {
+        return Ok(());
+    }
+    Err(FaucetError::data(
+        CONNECTOR,
+        format!("{table}, field {field}"),
+        format!(
+            "field `{field}` is {} bytes, longer than PostgreSQL's limit of {MAX_IDENT_BYTES} \
+             bytes for a column name (NAMEDATALEN - 1; the server would truncate it); rename \
+             the field in the source (e.g. a column alias in a `query`), nothing was created",
+            field.len()
+        ),
+    ))
 }
 
 /// Creates the session's staging table: the target's columns and types, no constraints

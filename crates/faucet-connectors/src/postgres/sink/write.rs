@@ -13,7 +13,7 @@ use faucet_core::{FaucetError, Page, Value, fault};
 
 use super::changes::{Slot, collapse, is_change_page};
 use super::encode::write_copy_value;
-use super::table::{STAGE, TargetTable};
+use super::table::{STAGE, TargetTable, check_field_name};
 use crate::postgres::config::{CONNECTOR, TableName, db_error, is_connection_lost};
 
 /// COPY data is sent in chunks of about this many bytes.
@@ -104,6 +104,7 @@ fn check_columns<'n>(
 ) -> Result<(), FaucetError> {
     for n in names {
         if !target.table.columns.iter().any(|c| c == n) {
+            check_field_name(target.name, n)?;
             let hint = if changes_appended {
                 " — these are change records, appended as rows (op, table, lsn, commit_ts, \
                  before, after, unchanged_toast: an audit log); to apply the changes to a copy \
