@@ -396,3 +396,89 @@ fn names_over_63_bytes_are_refused_before_anything_is_created() {
     }
     assert!(!crate::support::pg::table_exists(&names.quoted("t3")));
 }
+
+// ---- 14: U+0000, which PostgreSQL cannot store ----
+
+/// A JSON Lines record whose text (or JSON) value holds U+0000 into the postgres sink: the
+/// run fails naming the column, the page row, the record (its key, and its number in the
+/// file) and the fix, and commits nothing of the page; `nul_bytes: strip` and `replace`
+/// write the record without it.
+#[test]
+fn nul_bytes_are_named_by_column_and_record_or_stripped_or_replaced_on_request() {
+    let names = Names::new("nul", "edge_nul_");
+    let dir = Dir::new();
+    dir.write(
+        "in.jsonl",
+        concat!(
+            r#"{"id": 1, "name": "ok", "doc": {"k": "v"}}"#,
+            "\n",
+            r#"{"id": 2, "name": "bad\u0000x", "doc": {"k": "v"}}"#,
+            "\n",
+            r#"{"id": 3, "name": "fine", "doc": {"k": "w\u0000y"}}"#,
+            "\n",
+        ),
+    );
+    let source = "{ type: jsonl, config: { path: ./in.jsonl } }";
+    let config = |table: &str, extra: &str| {
+        pipeline(
+            "edgenul",
+            source,
+            &names.pg_sink(table, &format!(", key: [id]{extra}")),
+            "  state: { type: memory }\n",
+        )
+        .replace("  state: { type: file, config: { path: ./state } }\n", "")
+    };
+    dir.write("fail.yaml", config("t", ""));
+    faucet(&dir, &["run", "fail.yaml"])
+        .expect_code(1)
+        .stderr_has(&[
+            "column name, page row 2",
+            "key id = 2",
+            "record 2 of ",
+            "in.jsonl",
+            "U+0000",
+            "nul_bytes: strip",
+            "nul_bytes: replace",
+        ]);
+    let count: Vec<(i64,)> = query(&format!("SELECT count(*) FROM {}", names.quoted("t")));
+    assert_eq!(count, [(0,)], "part of the failed page was committed");
+
+    // jsonb refuses the escape \u0000 too: named the same way.
+    dir.write(
+        "json.jsonl",
+        format!("{}\n", r#"{"id": 3, "doc": {"k": "w\u0000y"}}"#),
+    );
+    dir.write(
+        "json.yaml",
+        config("tj", "").replace("./in.jsonl", "./json.jsonl"),
+    );
+    faucet(&dir, &["run", "json.yaml"])
+        .expect_code(1)
+        .stderr_has(&["column doc, page row 1", "key id = 3", "U+0000"]);
+
+    for (policy, name2, doc3) in [
+        ("strip", "badx", r#"{"k": "wy"}"#),
+        ("replace", "bad\u{fffd}x", r#"{"k": "w�y"}"#),
+    ] {
+        let table = format!("t_{policy}");
+        dir.write("p.yaml", config(&table, &format!(", nul_bytes: {policy}")));
+        faucet(&dir, &["run", "p.yaml"]).expect_code(0);
+        let got: Vec<(i64, String, String)> = query(&format!(
+            "SELECT id, name, doc::text FROM {} ORDER BY id",
+            names.quoted(&table)
+        ));
+        assert_eq!(
+            got,
+            [
+                (1, "ok".to_owned(), r#"{"k": "v"}"#.to_owned()),
+                (2, name2.to_owned(), r#"{"k": "v"}"#.to_owned()),
+                (3, "fine".to_owned(), doc3.to_owned()),
+            ],
+            "{policy}"
+        );
+    }
+    dir.write("bad.yaml", config("tb", ", nul_bytes: drop"));
+    faucet(&dir, &["validate", "bad.yaml"])
+        .expect_code(2)
+        .stderr_has(&["nul_bytes"]);
+}

@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
+use super::nul::NulBytes;
 use crate::postgres::config::{TableName, parse_url, validate_column};
 
 /// How a [`super::PostgresSink`] writes rows.
@@ -60,6 +61,12 @@ pub struct PostgresSinkConfig {
     /// primary key of a created table.
     #[serde(default)]
     pub key: Vec<String>,
+    /// What to do with U+0000 (NUL) in a value, which PostgreSQL cannot store (in text, nor
+    /// as `\u0000` in jsonb): `fail` (default: the page fails with an error naming the
+    /// column, the record's key or source position, and this option), `strip` (remove it)
+    /// or `replace` (write U+FFFD instead).
+    #[serde(default)]
+    pub nul_bytes: NulBytes,
 }
 
 fn default_create_table() -> bool {
@@ -74,6 +81,7 @@ impl std::fmt::Debug for PostgresSinkConfig {
             .field("create_table", &self.create_table)
             .field("write_mode", &self.write_mode)
             .field("key", &self.key)
+            .field("nul_bytes", &self.nul_bytes)
             .finish()
     }
 }
@@ -87,6 +95,7 @@ impl PostgresSinkConfig {
             create_table: default_create_table(),
             write_mode: WriteMode::Append,
             key: Vec::new(),
+            nul_bytes: NulBytes::Fail,
         }
     }
 

@@ -24,6 +24,7 @@
 mod changes;
 mod config;
 mod encode;
+mod nul;
 mod table;
 mod token;
 mod write;
@@ -35,6 +36,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
 pub use config::{PostgresSinkConfig, WriteMode};
+pub use nul::NulBytes;
 
 use super::config::{CONNECTOR, TableName, connect, parse_url};
 use table::TargetTable;
@@ -359,6 +361,8 @@ async fn transaction(
             name: &sink.table,
             table: t,
             key: sink.upsert_key(),
+            record_key: &sink.config.key,
+            nul: sink.config.nul_bytes,
         };
         match sink.config.write_mode {
             WriteMode::Append => write::append(&mut tx, &target, page, bufs).await?,
