@@ -482,3 +482,83 @@ fn nul_bytes_are_named_by_column_and_record_or_stripped_or_replaced_on_request()
         .expect_code(2)
         .stderr_has(&["nul_bytes"]);
 }
+
+// ---- E1: doctor checks what create_publication needs ----
+
+/// Drops the role (and what it owns or was granted in the test database) when dropped.
+struct Role(String);
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sql(&format!(
+                "DROP OWNED BY {0}; DROP ROLE IF EXISTS {0}",
+                self.0
+            ));
+        }));
+    }
+}
+
+/// `faucet doctor` on a `postgres-cdc` source with `create_publication: true` and no
+/// publication yet, connected as a role with REPLICATION but without the CREATE privilege
+/// on the database: the probe fails naming the privilege and the GRANT; with CREATE but
+/// not owning the table, it names the ownership; as the owner it passes. Nothing is created.
+#[test]
+fn doctor_checks_the_privileges_create_publication_needs() {
+    let names = Names::new("priv", "edge_priv_");
+    let role = Role(format!("edge_role_{}", unique_suffix()));
+    sql(&format!(
+        "CREATE ROLE {0} LOGIN REPLICATION; \
+         CREATE TABLE {1} (id bigint PRIMARY KEY); GRANT USAGE ON SCHEMA {2} TO {0}",
+        role.0,
+        names.quoted("items"),
+        quote_ident(&names.schema)
+    ));
+    // The test server's URL with the role as its user (trust authentication).
+    let base = pg_url();
+    let (scheme, rest) = base.split_once("://").expect("a URL");
+    let host = rest.split_once('@').map_or(rest, |(_, h)| h);
+    let url = format!("{scheme}://{}@{host}", role.0);
+    let database: Vec<(String,)> = query("SELECT current_database()::text");
+    let database = &database[0].0;
+    let dir = Dir::new();
+    dir.write(
+        "p.yaml",
+        pipeline(
+            "edgepriv",
+            &names.cdc_source(&["items"]),
+            "{ type: jsonl, config: { path: ./out.jsonl } }",
+            "",
+        ),
+    );
+    let doctor = || dir.faucet_env(&["doctor", "p.yaml"], &[(URL_VAR, &url)]);
+    let run = doctor();
+    run.expect_code(1).stdout_has(&[
+        "lacks the CREATE privilege on database",
+        &format!(
+            "GRANT CREATE ON DATABASE {} TO \"{}\"",
+            quote_ident(database),
+            role.0
+        ),
+    ]);
+    sql(&format!(
+        "GRANT CREATE ON DATABASE {} TO {}",
+        quote_ident(database),
+        role.0
+    ));
+    doctor()
+        .expect_code(1)
+        .stdout_has(&["does not own table", &format!("{}.items", names.schema)]);
+    sql(&format!(
+        "ALTER TABLE {} OWNER TO {}",
+        names.quoted("items"),
+        role.0
+    ));
+    doctor().expect_code(0);
+    let publications: Vec<(i32,)> = query(&format!(
+        "SELECT 1 FROM pg_publication WHERE pubname = '{}'",
+        names.publication
+    ));
+    assert!(publications.is_empty(), "doctor created the publication");
+    assert!(!slot_exists(&names.slot), "doctor created the slot");
+}

@@ -202,6 +202,7 @@ pub(crate) async fn check_publication(
                 want.publication
             )));
         }
+        check_may_create_publication(conn, want, &statement).await?;
         if create {
             create_publication(conn, &statement).await?;
         }
@@ -251,6 +252,56 @@ pub(crate) async fn check_publication(
                 want.publication,
                 quote_ident(want.publication),
                 table_list(std::slice::from_ref(table))
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What `CREATE PUBLICATION ... FOR TABLE` needs (PostgreSQL manual, "CREATE
+/// PUBLICATION"): the CREATE privilege on the database, and ownership of every table (a
+/// superuser has both). Checked before anything is created, and by `faucet doctor`.
+async fn check_may_create_publication(
+    conn: &mut PgConnection,
+    want: &Wanted<'_>,
+    statement: &str,
+) -> Result<(), FaucetError> {
+    let (role, create): (String, bool) = sqlx::query_as(
+        "SELECT current_user::text, has_database_privilege(current_database(), 'CREATE')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| query_failed("checking the CREATE privilege on the database", e))?;
+    let run_it = format!(
+        "or create the publication as a role that may (`{statement}`) and keep \
+         `create_publication: true` (an existing publication is used as it is)"
+    );
+    if !create {
+        return Err(failed(format!(
+            "`create_publication: true`, but role `{role}` lacks the CREATE privilege on \
+             database `{}` that creating publication `{}` needs: run `GRANT CREATE ON \
+             DATABASE {} TO {}` as its owner or a superuser, {run_it}",
+            want.database,
+            want.publication,
+            quote_ident(want.database),
+            quote_ident(&role)
+        )));
+    }
+    for table in want.tables {
+        let owns: Option<bool> = sqlx::query_scalar(
+            "SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+        )
+        .bind(&table.schema)
+        .bind(&table.name)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| query_failed("checking the ownership of a table", e))?;
+        if owns == Some(false) {
+            return Err(failed(format!(
+                "`create_publication: true`, but role `{role}` does not own table `{}`, and \
+                 adding a table to a publication needs its owner: {run_it}",
+                table.qualified()
             )));
         }
     }
