@@ -562,3 +562,110 @@ fn doctor_checks_the_privileges_create_publication_needs() {
     assert!(publications.is_empty(), "doctor created the publication");
     assert!(!slot_exists(&names.slot), "doctor created the slot");
 }
+
+// ---- E2: a slot creation that waits says what it waits for ----
+
+/// While another session holds a transaction with an xid, creating the slot waits
+/// (PostgreSQL's rule). `faucet run` says so within seconds, naming that session's pid,
+/// and shows no sqlx "slow statement" noise; once the transaction commits, the run
+/// finishes and the slot exists.
+#[test]
+fn a_slot_creation_waiting_for_an_open_transaction_names_it() {
+    use std::io::BufRead as _;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    use sqlx::Executor as _;
+
+    let names = Names::new("wait", "edge_wait_");
+    sql(&format!(
+        "CREATE TABLE {} (id bigint PRIMARY KEY)",
+        names.quoted("items")
+    ));
+    let dir = Dir::new();
+    dir.write(
+        "p.yaml",
+        pipeline(
+            "edgewait",
+            &names.cdc_source(&["items"]),
+            "{ type: jsonl, config: { path: ./out.jsonl } }",
+            "",
+        ),
+    );
+    let rt = crate::support::runtime();
+    let mut side = rt.block_on(crate::support::pg::connect());
+    let pid: i32 = rt.block_on(async {
+        side.execute("BEGIN; SELECT txid_current()")
+            .await
+            .expect("open a transaction with an xid");
+        sqlx::query_scalar("SELECT pg_backend_pid()")
+            .fetch_one(&mut side)
+            .await
+            .expect("pid")
+    });
+    let mut child = crate::support::pg::faucet_with_pg_url(URL_VAR)
+        .args(["run", "p.yaml"])
+        .current_dir(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn faucet");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, lines) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let needle = format!("pid {pid} ");
+    let named = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                let hit = line.contains(&needle) && line.contains("WARN");
+                seen.push(line);
+                if hit {
+                    break true;
+                }
+            }
+            Err(_) => break false,
+        }
+    };
+    let finished_early = child.try_wait().expect("try_wait").is_some();
+    rt.block_on(async { side.execute("COMMIT").await.expect("commit") });
+    let status = {
+        let until = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(s) = child.try_wait().expect("try_wait") {
+                break Some(s);
+            }
+            if Instant::now() > until {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    let _ = reader.join();
+    seen.extend(lines.try_iter());
+    let log = seen.join("\n");
+    assert!(
+        named,
+        "no WARN naming pid {pid} within 15 s (finished early: {finished_early}):\n{log}"
+    );
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "the run did not finish after the commit ({status:?}):\n{log}"
+    );
+    assert!(
+        !log.to_lowercase().contains("slow statement"),
+        "sqlx's statement log leaked:\n{log}"
+    );
+    assert!(slot_exists(&names.slot), "the slot was not created");
+}

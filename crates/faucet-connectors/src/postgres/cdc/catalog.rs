@@ -14,7 +14,7 @@ use faucet_core::FaucetError;
 use faucet_core::util::quote_ident;
 
 use super::CONNECTOR;
-use super::client::parse_lsn;
+use super::client::{ConnectionParams, parse_lsn};
 use super::config::TableName;
 
 /// How long [`prepare`] waits for an active slot to be released (a session of this process
@@ -75,6 +75,7 @@ pub(crate) async fn check(conn: &mut PgConnection, want: &Wanted<'_>) -> Result<
 pub(crate) async fn prepare(
     conn: &mut PgConnection,
     want: &Wanted<'_>,
+    params: &ConnectionParams,
 ) -> Result<Prepared, FaucetError> {
     check_server(conn).await?;
     check_publication(conn, want, true).await?;
@@ -83,7 +84,7 @@ pub(crate) async fn prepare(
         let slot = match slot_row(conn, want.slot).await? {
             Some(slot) => slot,
             None => {
-                create_slot(conn, want.slot).await?;
+                create_slot(conn, want.slot, params).await?;
                 slot_row(conn, want.slot).await?.ok_or_else(|| {
                     failed(format!(
                         "replication slot `{}` vanished right after it was created",
@@ -450,11 +451,19 @@ async fn check_free_slot(conn: &mut PgConnection, slot: &str) -> Result<(), Fauc
     Ok(())
 }
 
-async fn create_slot(conn: &mut PgConnection, slot: &str) -> Result<(), FaucetError> {
-    let created = sqlx::query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')")
+async fn create_slot(
+    conn: &mut PgConnection,
+    slot: &str,
+    params: &ConnectionParams,
+) -> Result<(), FaucetError> {
+    let creator: Option<i32> = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await
+        .ok();
+    let creating = sqlx::query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')")
         .bind(slot)
-        .execute(&mut *conn)
-        .await;
+        .execute(&mut *conn);
+    let created = super::slot_wait::while_creating(params, slot, creator, creating).await;
     match created {
         Ok(_) => {
             tracing::info!(slot, "created the replication slot");
