@@ -212,7 +212,7 @@ mod tests {
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
-                "table": "a;b"})),
+                "table": "a.b.c"})),
             "source.config.table"
         );
         assert_eq!(
