@@ -443,6 +443,18 @@ fn nul_bytes_are_named_by_column_and_record_or_stripped_or_replaced_on_request()
     let count: Vec<(i64,)> = query(&format!("SELECT count(*) FROM {}", names.quoted("t")));
     assert_eq!(count, [(0,)], "part of the failed page was committed");
 
+    // Upserts stage the rows first: the same error, the same row.
+    dir.write("upsert.yaml", config("tu", ", write_mode: upsert"));
+    faucet(&dir, &["run", "upsert.yaml"])
+        .expect_code(1)
+        .stderr_has(&["column name, page row 2", "key id = 2", "U+0000"]);
+    let count: Vec<(i64,)> = query(&format!("SELECT count(*) FROM {}", names.quoted("tu")));
+    assert_eq!(
+        count,
+        [(0,)],
+        "part of the failed upsert page was committed"
+    );
+
     // jsonb refuses the escape \u0000 too: named the same way.
     dir.write(
         "json.jsonl",
@@ -571,6 +583,14 @@ fn doctor_checks_the_privileges_create_publication_needs() {
 /// finishes and the slot exists.
 #[test]
 fn a_slot_creation_waiting_for_an_open_transaction_names_it() {
+    // `run` creates the slot with pg_create_logical_replication_slot, `replicate` on a
+    // replication session with an exported snapshot.
+    for command in ["run", "replicate"] {
+        slot_creation_waits_and_names(command);
+    }
+}
+
+fn slot_creation_waits_and_names(command: &str) {
     use std::io::BufRead as _;
     use std::process::Stdio;
     use std::time::{Duration, Instant};
@@ -604,7 +624,7 @@ fn a_slot_creation_waiting_for_an_open_transaction_names_it() {
             .expect("pid")
     });
     let mut child = crate::support::pg::faucet_with_pg_url(URL_VAR)
-        .args(["run", "p.yaml"])
+        .args([command, "p.yaml"])
         .current_dir(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -657,15 +677,19 @@ fn a_slot_creation_waiting_for_an_open_transaction_names_it() {
     let log = seen.join("\n");
     assert!(
         named,
-        "no WARN naming pid {pid} within 15 s (finished early: {finished_early}):\n{log}"
+        "{command}: no WARN naming pid {pid} within 15 s (finished early: \
+         {finished_early}):\n{log}"
     );
     assert!(
         status.is_some_and(|s| s.success()),
-        "the run did not finish after the commit ({status:?}):\n{log}"
+        "{command} did not finish after the commit ({status:?}):\n{log}"
     );
     assert!(
         !log.to_lowercase().contains("slow statement"),
-        "sqlx's statement log leaked:\n{log}"
+        "{command}: sqlx's statement log leaked:\n{log}"
     );
-    assert!(slot_exists(&names.slot), "the slot was not created");
+    assert!(
+        slot_exists(&names.slot),
+        "{command}: the slot was not created"
+    );
 }
