@@ -693,3 +693,46 @@ fn slot_creation_waits_and_names(command: &str) {
         "{command}: the slot was not created"
     );
 }
+
+/// `faucet run` on a state key whose bookmark `faucet replicate` left mid-copy refuses with
+/// what to do instead of calling the bookmark malformed, and changes nothing: the replicate
+/// then finishes the copy.
+#[test]
+fn run_on_an_interrupted_replicate_bookmark_says_to_finish_the_replicate() {
+    let names = Names::new("foreign", "edge_foreign_");
+    let src = names.quoted("items");
+    let dst = names.quoted("copy");
+    sql(&format!(
+        "CREATE TABLE {src} (id bigint PRIMARY KEY, v text NOT NULL); \
+         INSERT INTO {src} SELECT g, 'v' || g FROM generate_series(1, 5) g"
+    ));
+    let dir = Dir::new();
+    dir.write(
+        "p.yaml",
+        pipeline(
+            "edgeforeign",
+            &names.cdc_source(&["items"]),
+            &names.pg_sink("copy", ", write_mode: upsert, key: [id]"),
+            "  batch_size: 1\n",
+        ),
+    );
+    crate::support::expect_aborted(
+        crate::support::pg::faucet_with_pg_url(URL_VAR)
+            .args(["replicate", "p.yaml", "--quiet"])
+            .current_dir(dir.path()),
+        "after_state_put:3",
+    );
+    let state = std::fs::read_to_string(dir.join("state/edgeforeign.json")).expect("state");
+    assert!(state.contains("snapshot"), "{state}");
+    faucet(&dir, &["run", "p.yaml"])
+        .expect_code(1)
+        .stderr_has(&["bookmark of `faucet replicate`", "run `faucet replicate`"]);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("state/edgeforeign.json")).expect("state"),
+        state,
+        "the run changed the bookmark"
+    );
+    faucet(&dir, &["replicate", "p.yaml"]).expect_code(0);
+    let got = id_v(&dst);
+    assert_eq!(got.len(), 5, "{got:?}");
+}
