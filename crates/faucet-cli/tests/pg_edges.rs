@@ -131,6 +131,7 @@ fn replicate_copies_and_streams_tables_with_any_name_postgres_allows() {
         ),
     );
     faucet(&dir, &["validate", "p.yaml"]).expect_code(0);
+    faucet(&dir, &["doctor", "p.yaml"]).expect_code(0);
     faucet(&dir, &["replicate", "p.yaml"]).expect_code(0);
     assert_eq!(
         id_v(&dst),
@@ -144,6 +145,13 @@ fn replicate_copies_and_streams_tables_with_any_name_postgres_allows() {
     assert_eq!(
         id_v(&dst),
         [(1, "eins".into()), (2, "ZWEI".into()), (4, "vier".into())]
+    );
+    // `faucet run` continues the same pipeline's change stream, by the same name rule.
+    sql(&format!("UPDATE {src} SET v = 'EINS' WHERE id = 1"));
+    faucet(&dir, &["run", "p.yaml"]).expect_code(0);
+    assert_eq!(
+        id_v(&dst),
+        [(1, "EINS".into()), (2, "ZWEI".into()), (4, "vier".into())]
     );
 }
 
