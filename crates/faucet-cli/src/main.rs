@@ -114,12 +114,23 @@ fn main() -> ExitCode {
     })
 }
 
+/// Sets up the stderr log with `filter` (`--log-level` / `FAUCET_LOG`). sqlx's own statement
+/// logs (a WARN for each statement slower than 1 s, the SQL at debug) are left out unless
+/// the filter names `sqlx`: faucet reports slow or failing statements itself, saying what
+/// they wait for.
 fn init_logging(filter: &str) {
-    let filter = EnvFilter::try_new(filter).unwrap_or_else(|e| {
+    let quiet_sqlx = |f: &str| {
+        if f.contains("sqlx") {
+            f.to_owned()
+        } else {
+            format!("{f},sqlx=off")
+        }
+    };
+    let filter = EnvFilter::try_new(quiet_sqlx(filter)).unwrap_or_else(|e| {
         eprintln!(
             "warning: --log-level / FAUCET_LOG {filter:?} is not a valid filter ({e}); using warn"
         );
-        EnvFilter::new("warn")
+        EnvFilter::new(quiet_sqlx("warn"))
     });
     tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -17,6 +17,8 @@ mod examples;
 mod lease_e2e;
 mod lost_state;
 #[cfg(feature = "postgres")]
+mod pg_edges;
+#[cfg(feature = "postgres")]
 mod postgres_cdc_crash;
 #[cfg(feature = "postgres")]
 mod postgres_connectors;

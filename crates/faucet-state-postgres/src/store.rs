@@ -97,14 +97,18 @@ impl PostgresStateStore {
                 "must be at least 1 (the default is 5)",
             ));
         }
-        let options = PgConnectOptions::from_str(url).map_err(|e| {
-            Context {
-                op: "connect",
-                target: "the state url",
-                table,
-            }
-            .classify(e)
-        })?;
+        // sqlx's own statement logs (a WARN for every statement slower than 1 s) stay out
+        // of faucet's log: the store reports its failures itself.
+        let options = PgConnectOptions::from_str(url)
+            .map_err(|e| {
+                Context {
+                    op: "connect",
+                    target: "the state url",
+                    table,
+                }
+                .classify(e)
+            })?
+            .disable_statement_logging();
         let target = describe_target(&options);
         probe_connection(&options, &target, table).await?;
         let pool = PgPoolOptions::new()

@@ -479,3 +479,49 @@ pub(crate) fn kill_after(dir: &Path, delay: Duration) -> bool {
     let _ = child.wait();
     running
 }
+
+/// Drops the replication slot `slot` (waiting up to 10 s for its process to let go), the
+/// publication and the schema, best effort; the names are quoted, so any name works.
+pub(crate) fn drop_cdc_objects(slot: &str, publication: &str, schema: &str) {
+    use faucet_core::util::quote_ident;
+    runtime().block_on(async {
+        let mut c = connect().await;
+        for _ in 0..100 {
+            let active: Option<bool> =
+                sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+                    .bind(slot)
+                    .fetch_optional(&mut c)
+                    .await
+                    .unwrap_or(None);
+            match active {
+                None => break,
+                Some(false) => {
+                    let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
+                        .bind(slot)
+                        .execute(&mut c)
+                        .await;
+                }
+                Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        let _ = c
+            .execute(
+                format!(
+                    "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
+                    quote_ident(publication),
+                    quote_ident(schema)
+                )
+                .as_str(),
+            )
+            .await;
+    });
+}
+
+/// Whether the replication slot `slot` exists.
+pub(crate) fn slot_exists(slot: &str) -> bool {
+    let found: Vec<(i32,)> = query(&format!(
+        "SELECT 1 FROM pg_replication_slots WHERE slot_name = '{}'",
+        slot.replace('\'', "''")
+    ));
+    !found.is_empty()
+}

@@ -96,11 +96,14 @@ pub(crate) async fn connect(options: &PgConnectOptions) -> Result<PgConnection, 
     Ok(conn)
 }
 
-/// A validated table name: an optional schema and the table, each
-/// `[A-Za-z_][A-Za-z0-9_$]*` and at most 63 bytes. Names are matched exactly
-/// (case-sensitively) against the catalog and always quoted: a table created as `Orders`
-/// without quotes is stored, and must be configured, as `orders`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A validated table name: an optional schema and the table, each checked by
+/// [`validate_ident`] (1 to 63 bytes, no NUL, no `.`). This is the one table-name rule of
+/// every PostgreSQL connector (query source, sink, `postgres-cdc`, `faucet replicate`).
+/// Names are matched exactly (case-sensitively) against the catalog and always quoted
+/// ([`faucet_core::util::quote_ident`]), so any name PostgreSQL stores works — non-ASCII,
+/// spaces, quotes, `;` — and a table created as `Orders` without quotes is stored, and must
+/// be configured, as `orders`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct TableName {
     /// The schema, when the name was qualified.
     pub(crate) schema: Option<String>,
@@ -121,7 +124,10 @@ impl TableName {
             _ => {
                 return Err(FaucetError::config(
                     field,
-                    format!("`{name}` is not `table` or `schema.table`"),
+                    format!(
+                        "`{name}` is not `table` or `schema.table` (a name holding a `.` \
+                         cannot be configured)"
+                    ),
                 ));
             }
         };
@@ -132,6 +138,23 @@ impl TableName {
             schema: schema.map(str::to_owned),
             table: table.to_owned(),
         })
+    }
+
+    /// Parses `schema.table`, the schema required (`postgres-cdc`'s `tables`).
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] at `field` for an unqualified or invalid name.
+    pub(crate) fn parse_qualified(name: &str, field: &str) -> Result<Self, FaucetError> {
+        if !name.contains('.') {
+            return Err(FaucetError::config(
+                field,
+                format!(
+                    "`{name}` is not schema-qualified; write it as `schema.table`, e.g. \
+                     `public.{name}`"
+                ),
+            ));
+        }
+        Self::parse(name, field)
     }
 
     /// The quoted SQL form: `"schema"."table"` or `"table"`.
@@ -161,28 +184,42 @@ impl std::fmt::Display for TableName {
     }
 }
 
-/// Checks one identifier: `[A-Za-z_][A-Za-z0-9_$]*`, at most 63 bytes.
+/// Checks one schema or table name: 1 to [`MAX_IDENT_BYTES`] bytes (PostgreSQL would
+/// silently truncate a longer one), without NUL (PostgreSQL cannot store it) and without
+/// `.` (the separator of `schema.table`). Any other character is allowed: names are
+/// always quoted.
 ///
 /// # Errors
-/// [`FaucetError::Config`] at `field`.
+/// [`FaucetError::Config`] at `field`, naming the name, its byte length and the limit.
 pub(crate) fn validate_ident(ident: &str, field: &str) -> Result<(), FaucetError> {
-    let mut chars = ident.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    if !first_ok || !chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$') {
+    if ident.is_empty() || ident.contains(['\0', '.']) {
         return Err(FaucetError::config(
             field,
             format!(
-                "`{ident}` is not a valid identifier: use letters, digits, `_` and `$`, \
-                 not starting with a digit"
+                "`{ident}` is not a valid name: a schema or table name is 1 to \
+                 {MAX_IDENT_BYTES} bytes without NUL or `.` (any other character works; \
+                 names are quoted and case-sensitive)"
             ),
         ));
     }
+    check_ident_length(ident, field, "name")
+}
+
+/// Checks that `ident` fits PostgreSQL's identifier limit (`NAMEDATALEN - 1` =
+/// [`MAX_IDENT_BYTES`] bytes); `what` names it in the message ("name", "field").
+///
+/// # Errors
+/// [`FaucetError::Config`] at `field` naming the identifier, its byte length and the limit.
+pub(crate) fn check_ident_length(ident: &str, field: &str, what: &str) -> Result<(), FaucetError> {
     if ident.len() > MAX_IDENT_BYTES {
         return Err(FaucetError::config(
             field,
-            format!("`{ident}` is longer than {MAX_IDENT_BYTES} bytes"),
+            format!(
+                "{what} `{ident}` is {} bytes, longer than PostgreSQL's limit of \
+                 {MAX_IDENT_BYTES} bytes (NAMEDATALEN - 1), which would truncate it; use a \
+                 shorter name",
+                ident.len()
+            ),
         ));
     }
     Ok(())
@@ -194,13 +231,13 @@ pub(crate) fn validate_ident(ident: &str, field: &str) -> Result<(), FaucetError
 /// # Errors
 /// [`FaucetError::Config`] at `field`.
 pub(crate) fn validate_column(name: &str, field: &str) -> Result<(), FaucetError> {
-    if name.is_empty() || name.len() > MAX_IDENT_BYTES || name.contains('\0') {
+    if name.is_empty() || name.contains('\0') {
         return Err(FaucetError::config(
             field,
             format!("`{name}` must be 1 to {MAX_IDENT_BYTES} bytes without NUL"),
         ));
     }
-    Ok(())
+    check_ident_length(name, field, "column")
 }
 
 /// The server's error, when `e` is one (SQLSTATE, message, detail, context).
@@ -238,18 +275,27 @@ mod tests {
             TableName::parse("Orders_$1", "f").expect("ok").quoted(),
             "\"Orders_$1\""
         );
+        for odd in ["1abc", "a b", "a;drop", "\"x\"", "Bestellungen_ü"] {
+            let t = TableName::parse(&format!("s.{odd}"), "f").expect(odd);
+            assert_eq!(t.table, odd);
+        }
+        assert_eq!(
+            TableName::parse("s.a\"b", "f").expect("ok").quoted(),
+            "\"s\".\"a\"\"b\""
+        );
         for bad in [
             "",
             "a.b.c",
-            "1abc",
-            "a b",
-            "a;drop",
-            "\"x\"",
             "a.",
+            ".a",
+            "a\0b",
             &"x".repeat(64),
+            &"é".repeat(32),
         ] {
             assert!(TableName::parse(bad, "f").is_err(), "{bad}");
         }
+        assert!(TableName::parse(&"é".repeat(31), "f").is_ok());
+        assert!(TableName::parse_qualified("orders", "f").is_err());
         assert_eq!(
             t.sibling("faucet_commit_tokens").quoted(),
             "\"public\".\"faucet_commit_tokens\""

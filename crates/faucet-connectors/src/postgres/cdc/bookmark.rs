@@ -75,6 +75,15 @@ impl CdcBookmark {
         let obj = bookmark
             .as_object()
             .ok_or_else(|| invalid(bookmark, "not an object"))?;
+        if obj.contains_key("snapshot") || obj.contains_key("replicate") {
+            return Err(FaucetError::state(
+                "bookmark",
+                "this state key holds a bookmark of `faucet replicate` (a snapshot copy in \
+                 progress, or the history of one the change stream has not passed yet), which \
+                 `faucet run` cannot continue: run `faucet replicate` with this config until it \
+                 is done, or give this pipeline its own `name` (state key) and `slot_name`",
+            ));
+        }
         if let Some(extra) = obj.keys().find(|k| !matches!(k.as_str(), "lsn" | "in_txn")) {
             return Err(invalid(bookmark, &format!("unknown field `{extra}`")));
         }

@@ -14,7 +14,7 @@ use faucet_core::FaucetError;
 use faucet_core::util::quote_ident;
 
 use super::CONNECTOR;
-use super::client::parse_lsn;
+use super::client::{ConnectionParams, parse_lsn};
 use super::config::TableName;
 
 /// How long [`prepare`] waits for an active slot to be released (a session of this process
@@ -75,6 +75,7 @@ pub(crate) async fn check(conn: &mut PgConnection, want: &Wanted<'_>) -> Result<
 pub(crate) async fn prepare(
     conn: &mut PgConnection,
     want: &Wanted<'_>,
+    params: &ConnectionParams,
 ) -> Result<Prepared, FaucetError> {
     check_server(conn).await?;
     check_publication(conn, want, true).await?;
@@ -83,7 +84,7 @@ pub(crate) async fn prepare(
         let slot = match slot_row(conn, want.slot).await? {
             Some(slot) => slot,
             None => {
-                create_slot(conn, want.slot).await?;
+                create_slot(conn, want.slot, params).await?;
                 slot_row(conn, want.slot).await?.ok_or_else(|| {
                     failed(format!(
                         "replication slot `{}` vanished right after it was created",
@@ -202,6 +203,7 @@ pub(crate) async fn check_publication(
                 want.publication
             )));
         }
+        check_may_create_publication(conn, want, &statement).await?;
         if create {
             create_publication(conn, &statement).await?;
         }
@@ -251,6 +253,56 @@ pub(crate) async fn check_publication(
                 want.publication,
                 quote_ident(want.publication),
                 table_list(std::slice::from_ref(table))
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What `CREATE PUBLICATION ... FOR TABLE` needs (PostgreSQL manual, "CREATE
+/// PUBLICATION"): the CREATE privilege on the database, and ownership of every table (a
+/// superuser has both). Checked before anything is created, and by `faucet doctor`.
+async fn check_may_create_publication(
+    conn: &mut PgConnection,
+    want: &Wanted<'_>,
+    statement: &str,
+) -> Result<(), FaucetError> {
+    let (role, create): (String, bool) = sqlx::query_as(
+        "SELECT current_user::text, has_database_privilege(current_database(), 'CREATE')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| query_failed("checking the CREATE privilege on the database", e))?;
+    let run_it = format!(
+        "or create the publication as a role that may (`{statement}`) and keep \
+         `create_publication: true` (an existing publication is used as it is)"
+    );
+    if !create {
+        return Err(failed(format!(
+            "`create_publication: true`, but role `{role}` lacks the CREATE privilege on \
+             database `{}` that creating publication `{}` needs: run `GRANT CREATE ON \
+             DATABASE {} TO {}` as its owner or a superuser, {run_it}",
+            want.database,
+            want.publication,
+            quote_ident(want.database),
+            quote_ident(&role)
+        )));
+    }
+    for table in want.tables {
+        let owns: Option<bool> = sqlx::query_scalar(
+            "SELECT pg_has_role(current_user, c.relowner, 'USAGE') FROM pg_class c \
+             JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2",
+        )
+        .bind(&table.schema)
+        .bind(&table.name)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| query_failed("checking the ownership of a table", e))?;
+        if owns == Some(false) {
+            return Err(failed(format!(
+                "`create_publication: true`, but role `{role}` does not own table `{}`, and \
+                 adding a table to a publication needs its owner: {run_it}",
+                table.qualified()
             )));
         }
     }
@@ -399,11 +451,19 @@ async fn check_free_slot(conn: &mut PgConnection, slot: &str) -> Result<(), Fauc
     Ok(())
 }
 
-async fn create_slot(conn: &mut PgConnection, slot: &str) -> Result<(), FaucetError> {
-    let created = sqlx::query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')")
+async fn create_slot(
+    conn: &mut PgConnection,
+    slot: &str,
+    params: &ConnectionParams,
+) -> Result<(), FaucetError> {
+    let creator: Option<i32> = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await
+        .ok();
+    let creating = sqlx::query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')")
         .bind(slot)
-        .execute(&mut *conn)
-        .await;
+        .execute(&mut *conn);
+    let created = super::slot_wait::while_creating(params, slot, creator, creating).await;
     match created {
         Ok(_) => {
             tracing::info!(slot, "created the replication slot");

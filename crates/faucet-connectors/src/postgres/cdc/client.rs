@@ -148,7 +148,9 @@ impl ConnectionParams {
             .sql
             .clone()
             .application_name("faucet-postgres-cdc")
-            .log_statements(tracing::log::LevelFilter::Debug);
+            // No sqlx statement logs (its "slow statement" WARN after 1 s): a wait that
+            // matters is reported by faucet itself, naming what it waits for.
+            .disable_statement_logging();
         options.connect().await.map_err(|e| {
             FaucetError::connect(
                 CONNECTOR,

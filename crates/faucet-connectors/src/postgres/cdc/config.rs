@@ -6,8 +6,7 @@ use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
-/// The longest PostgreSQL identifier, in bytes (`NAMEDATALEN - 1`).
-const MAX_IDENT_BYTES: usize = 63;
+use crate::postgres::config::MAX_IDENT_BYTES;
 
 /// Configuration of a [`super::PostgresCdcSource`].
 ///
@@ -36,7 +35,8 @@ pub struct PostgresCdcConfig {
     /// starting with a digit, at most 63 bytes (the name is passed to pgoutput unquoted).
     pub publication: String,
     /// The tables to emit changes of, schema-qualified (`public.orders`), matched exactly
-    /// (case-sensitively) against the catalog. Changes of other tables in the publication are
+    /// (case-sensitively) against the catalog; each part 1 to 63 bytes without NUL or `.`
+    /// (any other character works: names are always quoted). Changes of other tables in the publication are
     /// skipped. Each table must be in the publication.
     pub tables: Vec<String>,
     /// When the publication does not exist: create it `FOR TABLE` the `tables` (true), or fail
@@ -72,7 +72,8 @@ impl std::fmt::Debug for PostgresCdcConfig {
     }
 }
 
-/// A table named in `tables`, split into its schema and name.
+/// A table named in `tables`, split into its schema and name by the one table-name rule of
+/// the PostgreSQL connectors ([`crate::postgres::config::TableName::parse_qualified`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct TableName {
     pub(crate) schema: String,
@@ -83,6 +84,15 @@ impl TableName {
     /// `schema.table`, as change records spell it.
     pub(crate) fn qualified(&self) -> String {
         format!("{}.{}", self.schema, self.name)
+    }
+
+    /// The same table as the query source and the sink name it (for reading it in a
+    /// snapshot): no second parse of [`Self::qualified`], so no second rule.
+    pub(crate) fn sql_name(&self) -> crate::postgres::config::TableName {
+        crate::postgres::config::TableName {
+            schema: Some(self.schema.clone()),
+            table: self.name.clone(),
+        }
     }
 }
 
@@ -128,28 +138,10 @@ impl PostgresCdcConfig {
         let mut out: Vec<TableName> = Vec::with_capacity(self.tables.len());
         for (i, t) in self.tables.iter().enumerate() {
             let field = format!("tables[{i}]");
-            let Some((schema, name)) = t.split_once('.') else {
-                return Err(FaucetError::config(
-                    field,
-                    format!(
-                        "`{t}` is not schema-qualified; write it as `schema.table`, e.g. `public.{t}`"
-                    ),
-                ));
-            };
-            for part in [schema, name] {
-                if part.is_empty() || part.len() > MAX_IDENT_BYTES || part.contains(['\0', '.']) {
-                    return Err(FaucetError::config(
-                        field,
-                        format!(
-                            "`{t}` must be `schema.table`: two non-empty names of at most \
-                             {MAX_IDENT_BYTES} bytes, without further dots"
-                        ),
-                    ));
-                }
-            }
+            let parsed = crate::postgres::config::TableName::parse_qualified(t, &field)?;
             let table = TableName {
-                schema: schema.to_owned(),
-                name: name.to_owned(),
+                schema: parsed.schema.unwrap_or_default(),
+                name: parsed.table,
             };
             if out.contains(&table) {
                 return Err(FaucetError::config(field, format!("`{t}` is listed twice")));

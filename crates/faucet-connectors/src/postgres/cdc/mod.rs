@@ -71,6 +71,7 @@ pub(crate) mod changes;
 pub(crate) mod client;
 pub(crate) mod config;
 mod pgoutput;
+pub(crate) mod slot_wait;
 mod stream;
 
 use async_trait::async_trait;
@@ -164,7 +165,7 @@ impl Source for PostgresCdcSource {
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.params.connect_sql().await?;
-        let prepared = catalog::prepare(&mut conn, &self.wanted()).await;
+        let prepared = catalog::prepare(&mut conn, &self.wanted(), &self.params).await;
         drop(conn);
         let prepared = prepared?;
         let start = match from {

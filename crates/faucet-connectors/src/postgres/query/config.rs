@@ -39,8 +39,8 @@ pub struct PostgresQueryConfig {
     /// The database, `postgres://user:password@host:port/database`. A secret: never
     /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
     pub connection_url: SecretString,
-    /// The table to read, `table` or `schema.table`; each part `[A-Za-z_][A-Za-z0-9_$]*`,
-    /// matched exactly (case-sensitively) and always quoted. Exactly one of `table` and
+    /// The table to read, `table` or `schema.table`; each part 1 to 63 bytes without
+    /// NUL or `.` (any other character works), matched exactly (case-sensitively) and always quoted. Exactly one of `table` and
     /// `query` is required.
     #[serde(default)]
     pub table: Option<String>,
@@ -212,7 +212,7 @@ mod tests {
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
-                "table": "a;b"})),
+                "table": "a.b.c"})),
             "source.config.table"
         );
         assert_eq!(

@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
+use super::nul::NulBytes;
 use crate::postgres::config::{TableName, parse_url, validate_column};
 
 /// How a [`super::PostgresSink`] writes rows.
@@ -14,6 +15,9 @@ use crate::postgres::config::{TableName, parse_url, validate_column};
 pub enum WriteMode {
     /// `COPY ... FROM STDIN`: every record becomes a new row (at-least-once on its own;
     /// effectively-once with the atomic commit token and a deterministic source).
+    /// Change records (`postgres-cdc`, `faucet replicate`) are appended as they are, one row
+    /// per change (an audit log): `create_table` makes the columns `op`, `table`, `lsn`,
+    /// `commit_ts`, `before`, `after` (jsonb) and `unchanged_toast` (text[]).
     #[default]
     Append,
     /// Insert or update by `key` (`INSERT ... ON CONFLICT (key) DO UPDATE`); change records
@@ -39,13 +43,14 @@ pub struct PostgresSinkConfig {
     /// The target database, `postgres://user:password@host:port/database`. A secret: never
     /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
     pub connection_url: SecretString,
-    /// The target table, `table` or `schema.table`; each part `[A-Za-z_][A-Za-z0-9_$]*` and
-    /// at most 63 bytes, matched exactly (case-sensitively) and always quoted. The commit
+    /// The target table, `table` or `schema.table`; each part 1 to 63 bytes without NUL
+    /// or `.` (any other character works), matched exactly (case-sensitively) and always quoted. The commit
     /// token table `faucet_commit_tokens` lives in the same schema.
     pub table: String,
     /// Create the table when it is missing, from the first page's field types (DESIGN.md
     /// value types → `bigint`, `numeric`, `double precision`, `text`, `jsonb`, ...), with the
-    /// `key` columns as primary key. Default `false`: a missing table is an error.
+    /// `key` columns as primary key; for change records, the `after` columns with `upsert`,
+    /// the change records' own fields with `append`. Every column name must fit 63 bytes. Default `false`: a missing table is an error.
     #[serde(default = "default_create_table")]
     pub create_table: bool,
     /// `append` (default) or `upsert`.
@@ -56,6 +61,12 @@ pub struct PostgresSinkConfig {
     /// primary key of a created table.
     #[serde(default)]
     pub key: Vec<String>,
+    /// What to do with U+0000 (NUL) in a value, which PostgreSQL cannot store (in text, nor
+    /// as `\u0000` in jsonb): `fail` (default: the page fails with an error naming the
+    /// column, the record's key or source position, and this option), `strip` (remove it)
+    /// or `replace` (write U+FFFD instead).
+    #[serde(default)]
+    pub nul_bytes: NulBytes,
 }
 
 fn default_create_table() -> bool {
@@ -70,6 +81,7 @@ impl std::fmt::Debug for PostgresSinkConfig {
             .field("create_table", &self.create_table)
             .field("write_mode", &self.write_mode)
             .field("key", &self.key)
+            .field("nul_bytes", &self.nul_bytes)
             .finish()
     }
 }
@@ -83,6 +95,7 @@ impl PostgresSinkConfig {
             create_table: default_create_table(),
             write_mode: WriteMode::Append,
             key: Vec::new(),
+            nul_bytes: NulBytes::Fail,
         }
     }
 

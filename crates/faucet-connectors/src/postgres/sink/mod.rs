@@ -1,6 +1,8 @@
 //! The `postgres` sink: writes pages into one table, each page in one transaction.
 //!
 //! * `append`: `COPY target (fields) FROM STDIN` in text format (the fastest way in).
+//!   Change records are appended as rows of a change table (op, table, lsn, commit_ts,
+//!   before, after, unchanged_toast): an audit log of the source.
 //! * `upsert` by `key`: change records are applied (`d` deletes by the key in `before`,
 //!   `c`/`u`/`r` upsert `after`, `t` truncates the table), plain rows upsert themselves; the
 //!   page is collapsed to the last operation per key in source order, so several changes to
@@ -22,6 +24,7 @@
 mod changes;
 mod config;
 mod encode;
+mod nul;
 mod table;
 mod token;
 mod write;
@@ -33,6 +36,7 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
 pub use config::{PostgresSinkConfig, WriteMode};
+pub use nul::NulBytes;
 
 use super::config::{CONNECTOR, TableName, connect, parse_url};
 use table::TargetTable;
@@ -267,7 +271,8 @@ impl PostgresSinkWriter<'_> {
         if self.table.is_none() && self.sink.config.create_table && !page.is_empty() {
             let key = self.sink.config.key.clone();
             let name = self.sink.table.clone();
-            let created = table::create(self.conn()?, &name, page, &key).await?;
+            let apply_changes = self.sink.config.write_mode == WriteMode::Upsert;
+            let created = table::create(self.conn()?, &name, page, &key, apply_changes).await?;
             if let Some(t) = &created {
                 let sink = self.sink;
                 sink.verify(self.conn()?, t).await?;
@@ -356,6 +361,8 @@ async fn transaction(
             name: &sink.table,
             table: t,
             key: sink.upsert_key(),
+            record_key: &sink.config.key,
+            nul: sink.config.nul_bytes,
         };
         match sink.config.write_mode {
             WriteMode::Append => write::append(&mut tx, &target, page, bufs).await?,

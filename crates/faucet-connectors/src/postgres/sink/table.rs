@@ -8,7 +8,7 @@ use faucet_core::util::quote_ident;
 use faucet_core::{DataType, FaucetError, Page, Value};
 
 use super::changes::is_change_page;
-use crate::postgres::config::{CONNECTOR, TableName};
+use crate::postgres::config::{CONNECTOR, MAX_IDENT_BYTES, TableName};
 use crate::postgres::types::sql_type_of;
 
 /// The staging table of an upsert session (`pg_temp`, emptied at every commit).
@@ -81,11 +81,13 @@ pub(crate) async fn has_unique_key(
         .any(|set| set.len() == key.len() && key.iter().all(|k| set.contains(k))))
 }
 
-/// The columns and types of a table made for `page`: a change page's first `after` row, or
-/// the page's own fields; a field of unknown type takes the type of its first non-null value
-/// in the page (text when there is none).
-fn columns_for(page: &Page) -> Option<Vec<(String, DataType)>> {
-    if is_change_page(page) {
+/// The columns and types of a table made for `page`: when `apply_changes` (upsert) a change
+/// page's first `after` row, otherwise the page's own fields — for change records appended
+/// as rows (an audit log) `op`, `table`, `lsn`, `commit_ts`, `before` and `after` (jsonb) and
+/// `unchanged_toast` (text[]); a field of unknown type takes the type of its first non-null
+/// value in the page (text when there is none).
+fn columns_for(page: &Page, apply_changes: bool) -> Option<Vec<(String, DataType)>> {
+    if apply_changes && is_change_page(page) {
         let after = page.schema().index_of("after")?;
         return page.rows().find_map(|r| match &r.values()[after] {
             Value::Row(row) => Some(
@@ -128,8 +130,8 @@ fn known_type(declared: &DataType, value: &Value) -> DataType {
 }
 
 /// Creates the table `name` for `page`, with `key` as its primary key (`CREATE TABLE IF NOT
-/// EXISTS`, in its own transaction). Returns `None` when the page has no row to take the
-/// columns from (only deletes or truncates).
+/// EXISTS`, in its own transaction); `apply_changes` as in [`columns_for`]. Returns `None`
+/// when the page has no row to take the columns from (only deletes or truncates).
 ///
 /// # Errors
 /// [`FaucetError::Write`] when the statement fails; [`FaucetError::Config`] when a key
@@ -139,10 +141,14 @@ pub(crate) async fn create(
     name: &TableName,
     page: &Page,
     key: &[String],
+    apply_changes: bool,
 ) -> Result<Option<TargetTable>, FaucetError> {
-    let Some(columns) = columns_for(page) else {
+    let Some(columns) = columns_for(page, apply_changes) else {
         return Ok(None);
     };
+    for (c, _) in &columns {
+        check_field_name(name, c)?;
+    }
     for (i, k) in key.iter().enumerate() {
         if !columns.iter().any(|(c, _)| c == k) {
             return Err(FaucetError::config(
@@ -169,6 +175,28 @@ pub(crate) async fn create(
         .await
         .map_err(|e| write_err(format!("cannot create table {name}"), e))?;
     load(conn, name).await
+}
+
+/// Checks that the records' field `field` fits a PostgreSQL column name: at most
+/// [`MAX_IDENT_BYTES`] bytes (longer names are truncated by the server, so the column would
+/// not match the field). Done before anything is created.
+///
+/// # Errors
+/// [`FaucetError::Data`] at `<table>, field <field>` naming its byte length and the limit.
+pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), FaucetError> {
+    if field.len() <= MAX_IDENT_BYTES {
+        return Ok(());
+    }
+    Err(FaucetError::data(
+        CONNECTOR,
+        format!("{table}, field {field}"),
+        format!(
+            "field `{field}` is {} bytes, longer than PostgreSQL's limit of {MAX_IDENT_BYTES} \
+             bytes for a column name (NAMEDATALEN - 1; the server would truncate it); rename \
+             the field in the source (e.g. a column alias in a `query`), nothing was created",
+            field.len()
+        ),
+    ))
 }
 
 /// Creates the session's staging table: the target's columns and types, no constraints

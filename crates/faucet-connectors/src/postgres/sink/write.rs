@@ -11,9 +11,10 @@ use sqlx::postgres::PgConnection;
 use faucet_core::util::quote_ident;
 use faucet_core::{FaucetError, Page, Value, fault};
 
-use super::changes::{Slot, collapse};
+use super::changes::{Slot, collapse, is_change_page};
 use super::encode::write_copy_value;
-use super::table::{STAGE, TargetTable};
+use super::nul::{NulBytes, cleaned, holds_nul};
+use super::table::{STAGE, TargetTable, check_field_name};
 use crate::postgres::config::{CONNECTOR, TableName, db_error, is_connection_lost};
 
 /// COPY data is sent in chunks of about this many bytes.
@@ -27,6 +28,99 @@ pub(crate) struct Target<'a> {
     pub(crate) table: &'a TargetTable,
     /// The upsert key (empty for append).
     pub(crate) key: &'a [String],
+    /// The configured `key` (also for append), to name a bad record by.
+    pub(crate) record_key: &'a [String],
+    /// What to do with U+0000 in a value.
+    pub(crate) nul: NulBytes,
+}
+
+/// Why a COPY failed: the server's error, or a value holding U+0000 found before sending
+/// (`row`: the ordinal of the row in the COPY, `column`: the index of the column).
+enum CopyFailure {
+    Sql(sqlx::Error),
+    Nul { row: usize, column: usize },
+}
+
+/// The error for a value holding U+0000 at `column` of page row `row` (0-based) under the
+/// `fail` policy: names the table, column, page row, the record's key or source position,
+/// and the fix.
+fn nul_error(target: &Target<'_>, page: &Page, row: usize, column: &str) -> FaucetError {
+    FaucetError::data(
+        CONNECTOR,
+        format!("{}, column {column}, page row {}", target.name, row + 1),
+        format!(
+            "the value of `{column}` holds U+0000 (NUL), which PostgreSQL cannot store in \
+             text or jsonb; the record: {}. Remove it in the source, or set `nul_bytes: strip` \
+             (drop it) or `nul_bytes: replace` (write U+FFFD) on the sink; the default, \
+             `nul_bytes: fail`, writes nothing of the page",
+            describe_record(page, row, target.record_key)
+        ),
+    )
+}
+
+/// Names record `row` (0-based) of `page` for people: its key values (`key`, read from a
+/// change record's `after` or `before`), a change record's op, table and LSN, and its source
+/// position as far as the page's bookmark tells it (a file source's record number).
+fn describe_record(page: &Page, row: usize, key: &[String]) -> String {
+    use faucet_core::value::json::write_value;
+    let text = |v: &Value| {
+        let mut out = Vec::new();
+        write_value(&mut out, v);
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    let schema = page.schema();
+    let Some(values) = page.row(row) else {
+        return format!("page row {}", row + 1);
+    };
+    let values = values.values();
+    let field = |name: &str| schema.index_of(name).map(|i| &values[i]);
+    let mut parts: Vec<String> = Vec::new();
+    let change = is_change_page(page);
+    let nested = |name: &str| match field(name) {
+        Some(Value::Row(r)) => Some(r),
+        _ => None,
+    };
+    let keyed: Vec<String> = key
+        .iter()
+        .filter_map(|k| {
+            let v = if change {
+                [nested("after"), nested("before")]
+                    .into_iter()
+                    .flatten()
+                    .find_map(|r| r.schema.index_of(k).map(|i| &r.values[i]))
+            } else {
+                field(k)
+            }?;
+            Some(format!("{k} = {}", text(v)))
+        })
+        .collect();
+    if !keyed.is_empty() {
+        parts.push(format!("key {}", keyed.join(", ")));
+    }
+    if change {
+        let get = |n: &str| field(n).map(text).unwrap_or_default();
+        parts.push(format!(
+            "change {} of {} at lsn {}",
+            get("op"),
+            get("table"),
+            get("lsn")
+        ));
+    } else if let Some(b) = page.bookmark() {
+        let records = b
+            .get("records")
+            .and_then(faucet_core::serde_json::Value::as_u64);
+        match (b.get("file").and_then(|f| f.as_str()), records) {
+            (Some(file), Some(records)) => {
+                let n = records.saturating_sub(page.len() as u64) + row as u64 + 1;
+                parts.push(format!("record {n} of {file}"));
+            }
+            _ => parts.push(format!("in the page that ends at source position {b}")),
+        }
+    }
+    if parts.is_empty() {
+        parts.push(format!("page row {}", row + 1));
+    }
+    parts.join(", ")
 }
 
 /// Buffers reused from page to page.
@@ -95,18 +189,30 @@ fn copy_context(context: &str) -> (Option<usize>, Option<String>) {
     (line, column)
 }
 
-/// Checks that every column of `names` exists in the target.
+/// Checks that every column of `names` exists in the target; `changes_appended` says the
+/// names are a change record's, appended as rows (the message then names the fix).
 fn check_columns<'n>(
     names: impl IntoIterator<Item = &'n str>,
     target: &Target<'_>,
+    changes_appended: bool,
 ) -> Result<(), FaucetError> {
     for n in names {
         if !target.table.columns.iter().any(|c| c == n) {
+            check_field_name(target.name, n)?;
+            let hint = if changes_appended {
+                " — these are change records, appended as rows (op, table, lsn, commit_ts, \
+                 before, after, unchanged_toast: an audit log); to apply the changes to a copy \
+                 of the source table instead, set `write_mode: upsert` with its `key`, or \
+                 let `create_table: true` create the audit table under a new name"
+            } else {
+                ""
+            };
             return Err(FaucetError::data(
                 CONNECTOR,
                 format!("{}, column {n}", target.name),
                 format!(
-                    "the records have a field `{n}` that table {} does not have (columns: {})",
+                    "the records have a field `{n}` that table {} does not have (columns: \
+                     {}){hint}",
                     target.name,
                     target.table.columns.join(", ")
                 ),
@@ -131,22 +237,28 @@ async fn copy_in<'v, R, I>(
     into: &str,
     cols: &str,
     rows: R,
+    nul: NulBytes,
     bufs: &mut Buffers,
-) -> Result<u64, sqlx::Error>
+) -> Result<u64, CopyFailure>
 where
     R: Iterator<Item = I> + Send,
     I: Iterator<Item = &'v Value> + Send,
 {
     let mut copy = conn
         .copy_in_raw(&format!("COPY {into} ({cols}) FROM STDIN"))
-        .await?;
+        .await
+        .map_err(CopyFailure::Sql)?;
     bufs.data.clear();
-    for row in rows {
-        encode_row(&mut bufs.data, &mut bufs.scratch, row);
+    for (n, row) in rows.enumerate() {
+        if let Err(column) = encode_row(&mut bufs.data, &mut bufs.scratch, row, nul) {
+            bufs.data.clear();
+            let _ = copy.abort("faucet: a value holds U+0000").await;
+            return Err(CopyFailure::Nul { row: n, column });
+        }
         if bufs.data.len() >= CHUNK_BYTES {
             if let Err(e) = copy.send(bufs.data.as_slice()).await {
                 let _ = copy.abort("faucet: send failed").await;
-                return Err(e);
+                return Err(CopyFailure::Sql(e));
             }
             bufs.data.clear();
         }
@@ -154,11 +266,11 @@ where
     if !bufs.data.is_empty() {
         if let Err(e) = copy.send(bufs.data.as_slice()).await {
             let _ = copy.abort("faucet: send failed").await;
-            return Err(e);
+            return Err(CopyFailure::Sql(e));
         }
         bufs.data.clear();
     }
-    copy.finish().await
+    copy.finish().await.map_err(CopyFailure::Sql)
 }
 
 /// Appends every record of `page` with one COPY.
@@ -178,32 +290,47 @@ pub(crate) async fn append(
         .iter()
         .map(|f| f.name.as_str())
         .collect();
-    check_columns(names.iter().copied(), target)?;
+    check_columns(names.iter().copied(), target, is_change_page(page))?;
     copy_in(
         conn,
         &target.name.quoted(),
         &column_list(names.iter().copied()),
         page.rows().map(|r| r.values().iter()),
+        target.nul,
         bufs,
     )
     .await
-    .map_err(|e| classify(e, "COPY", target.name, None))?;
+    .map_err(|e| match e {
+        CopyFailure::Sql(e) => classify(e, "COPY", target.name, None),
+        CopyFailure::Nul { row, column } => nul_error(target, page, row, names[column]),
+    })?;
     fault::point(fault::MID_PAGE);
     Ok(())
 }
 
+/// Encodes one row; `Err(column index)` for a value holding U+0000 under
+/// [`NulBytes::Fail`] (other policies clean the value first).
 fn encode_row<'v>(
     out: &mut Vec<u8>,
     scratch: &mut Vec<u8>,
     values: impl Iterator<Item = &'v Value>,
-) {
+    nul: NulBytes,
+) -> Result<(), usize> {
     for (i, v) in values.enumerate() {
         if i > 0 {
             out.push(b'\t');
         }
-        write_copy_value(out, v, scratch);
+        if holds_nul(v) {
+            if nul == NulBytes::Fail {
+                return Err(i);
+            }
+            write_copy_value(out, &cleaned(v, nul), scratch);
+        } else {
+            write_copy_value(out, v, scratch);
+        }
     }
     out.push(b'\n');
+    Ok(())
 }
 
 /// Applies `page` as upserts and deletes by `target.key` (see [`super::changes`]).
@@ -220,7 +347,6 @@ pub(crate) async fn upsert(
     let label = target.name.to_string();
     let collapsed = collapse(page, target.key, &label, source_table)?;
     let quoted = target.name.quoted();
-    let key_cols = column_list(target.key.iter().map(String::as_str));
     if collapsed.truncate {
         conn.execute(format!("TRUNCATE {quoted}").as_str())
             .await
@@ -236,10 +362,16 @@ pub(crate) async fn upsert(
         })
         .collect();
     if !deletes.is_empty() {
-        check_columns(target.key.iter().map(String::as_str), target)?;
+        check_columns(target.key.iter().map(String::as_str), target, false)?;
         let rows: Vec<usize> = deletes.iter().map(|(_, r)| *r).collect();
         let keys = deletes.iter().map(|(k, _)| k.iter().copied());
-        stage(conn, target, &key_cols, keys, &rows, bufs).await?;
+        let key_names: Vec<&str> = target.key.iter().map(String::as_str).collect();
+        let staged = Staged {
+            page,
+            names: &key_names,
+            rows: &rows,
+        };
+        stage(conn, target, &staged, keys, bufs).await?;
         let on: Vec<String> = target
             .key
             .iter()
@@ -264,7 +396,7 @@ pub(crate) async fn upsert(
         }
     }
     for names in &layouts {
-        check_columns(names.iter().copied(), target)?;
+        check_columns(names.iter().copied(), target, false)?;
         let group: Vec<(&[(&str, &Value)], usize)> = collapsed
             .slots
             .iter()
@@ -281,7 +413,12 @@ pub(crate) async fn upsert(
         let rows: Vec<usize> = group.iter().map(|(_, r)| *r).collect();
         let cols = column_list(names.iter().copied());
         let values = group.iter().map(|(c, _)| c.iter().map(|(_, v)| *v));
-        stage(conn, target, &cols, values, &rows, bufs).await?;
+        let staged = Staged {
+            page,
+            names,
+            rows: &rows,
+        };
+        stage(conn, target, &staged, values, bufs).await?;
         let covers_table = target
             .table
             .columns
@@ -362,14 +499,20 @@ fn upsert_statements(
     out
 }
 
-/// Empties the staging table and COPYs `values` (one iterator per row) into its `cols`;
-/// `rows` maps each staged row to its page row, for error messages.
+/// What is staged: the columns, and the page row of each staged row (for error messages).
+struct Staged<'a> {
+    page: &'a Page,
+    names: &'a [&'a str],
+    rows: &'a [usize],
+}
+
+/// Empties the staging table and COPYs `values` (one iterator per row) into the staged
+/// columns.
 async fn stage<'v, R, I>(
     conn: &mut PgConnection,
     target: &Target<'_>,
-    cols: &str,
+    staged: &Staged<'_>,
     values: R,
-    rows: &[usize],
     bufs: &mut Buffers,
 ) -> Result<(), FaucetError>
 where
@@ -379,9 +522,16 @@ where
     conn.execute(format!("TRUNCATE {STAGE}").as_str())
         .await
         .map_err(|e| classify(e, "TRUNCATE staging", target.name, None))?;
-    copy_in(conn, STAGE, cols, values, bufs)
+    let cols = column_list(staged.names.iter().copied());
+    copy_in(conn, STAGE, &cols, values, target.nul, bufs)
         .await
-        .map_err(|e| classify(e, "COPY", target.name, Some(rows)))?;
+        .map_err(|e| match e {
+            CopyFailure::Sql(e) => classify(e, "COPY", target.name, Some(staged.rows)),
+            CopyFailure::Nul { row, column } => {
+                let page_row = staged.rows.get(row).copied().unwrap_or(row);
+                nul_error(target, staged.page, page_row, staged.names[column])
+            }
+        })?;
     Ok(())
 }
 

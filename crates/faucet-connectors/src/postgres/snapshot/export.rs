@@ -90,10 +90,14 @@ impl ExportedSnapshot {
             quote_ident(slot),
             if temporary { " TEMPORARY" } else { "" }
         );
-        let rows = session
-            .simple_query(&sql)
-            .await
-            .map_err(|e| failed(format!("`{sql}` failed"), Some(e)))?;
+        let rows = crate::postgres::cdc::slot_wait::while_creating(
+            params,
+            slot,
+            None,
+            session.simple_query(&sql),
+        )
+        .await
+        .map_err(|e| failed(format!("`{sql}` failed"), Some(e)))?;
         let text = |i: usize| -> Option<String> {
             let v = rows.first()?.get(i)?.as_ref()?;
             std::str::from_utf8(v).ok().map(str::to_owned)

@@ -291,7 +291,7 @@ impl Source for PostgresReplicateSource {
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         let url = self.cdc.config().connection_url.clone();
         let options_sql = crate::postgres::config::parse_url(&url, "connection_url")?;
-        let tables = self.tables.iter().map(TableName::qualified).collect();
+        let tables = self.tables.clone();
         if let Some(b) = &from {
             if let Some(position) = SnapshotBookmark::from_json(b)? {
                 let exported = self.resume_snapshot(&position).await?;

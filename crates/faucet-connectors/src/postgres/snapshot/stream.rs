@@ -20,7 +20,8 @@ use super::filter::Filter;
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
-use crate::postgres::config::{TableName as QueryTable, connect};
+use crate::postgres::cdc::config::TableName;
+use crate::postgres::config::connect;
 use crate::postgres::query::ReplicationMethod;
 use crate::postgres::query::config::Target;
 use crate::postgres::query::plan::{Plan, Start};
@@ -85,7 +86,9 @@ enum Phase<'a> {
 pub(crate) struct ReplicateStream<'a> {
     cdc: &'a PostgresCdcSource,
     sql: PgConnectOptions,
-    tables: Vec<String>,
+    /// The tables, parsed once by the connectors' one table-name rule (in `new`, before
+    /// anything is created).
+    tables: Vec<TableName>,
     /// What was copied so far, and the slot's consistent point.
     position: SnapshotBookmark,
     /// The consistent point of the snapshot being read now.
@@ -104,7 +107,7 @@ impl<'a> ReplicateStream<'a> {
     pub(crate) fn new(
         cdc: &'a PostgresCdcSource,
         sql: PgConnectOptions,
-        tables: Vec<String>,
+        tables: Vec<TableName>,
         exported: Option<ExportedSnapshot>,
         position: SnapshotBookmark,
         options: ReadOptions,
@@ -134,7 +137,7 @@ impl<'a> ReplicateStream<'a> {
             self.position
                 .copied
                 .tables
-                .get(t)
+                .get(&t.qualified())
                 .is_some_and(TableCopy::finished)
         })
     }
@@ -175,12 +178,14 @@ impl<'a> ReplicateStream<'a> {
         sql: &PgConnectOptions,
         options: &ReadOptions,
         exported: &ExportedSnapshot,
-        table: &str,
+        name: &TableName,
         history: Option<&TableCopy>,
     ) -> Result<(QueryStream, bool), FaucetError> {
+        let table = name.qualified();
+        let table = table.as_str();
         let mut conn = connect(sql).await?;
         exported.import(&mut conn).await?;
-        let target = Target::Table(QueryTable::parse(table, "tables")?);
+        let target = Target::Table(name.sql_name());
         let plan = Plan::describe(&mut conn, &target, ReplicationMethod::FullTable, &[]).await?;
         let start = match history.and_then(|h| h.resume_after()) {
             None => Start::Beginning,
@@ -332,18 +337,18 @@ impl<'a> ReplicateStream<'a> {
                 .position
                 .copied
                 .tables
-                .get(&self.tables[i])
+                .get(&self.tables[i].qualified())
                 .is_some_and(TableCopy::finished)
         }) else {
             return Ok(None);
         };
-        let name = self.tables[i].clone();
+        let name = self.tables[i].qualified();
         let history = self.position.copied.tables.get(&name);
         let after = history
             .and_then(|h| h.resume_after())
             .map(<[String]>::to_vec);
         let (rows, keyed) =
-            Self::open_table(&self.sql, &self.options, exported, &name, history).await?;
+            Self::open_table(&self.sql, &self.options, exported, &self.tables[i], history).await?;
         if let Phase::Snapshot { next, copying, .. } = &mut self.phase {
             *next = i + 1;
             *copying = Some(Box::new(Copying {
