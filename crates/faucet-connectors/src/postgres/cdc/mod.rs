@@ -68,6 +68,7 @@ pub(crate) mod changes;
 pub(crate) mod client;
 pub(crate) mod config;
 mod pgoutput;
+mod relation_types;
 mod stream;
 
 use async_trait::async_trait;
@@ -225,6 +226,7 @@ impl Source for PostgresCdcSource {
         Ok(Box::new(CdcStream(CdcPageStream::new(StreamStart {
             client,
             decoder: ChangeDecoder::new(&self.tables),
+            types: relation_types::RelationTypes::new(self.params.clone()),
             schema: record_schema(),
             batch_size: options.batch_size,
             cancel: options.cancel,
