@@ -108,6 +108,21 @@ const EXPECTED: [&str; 3] = [
     ),
 ];
 
+/// Drops the tests' slots, publications and schemas when dropped, also after a failed
+/// assertion (a leaked slot would hold WAL and take one of the server's slots).
+struct Cleanup(Vec<Names>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        runtime().block_on(async {
+            let pool = pg_pool().await;
+            for names in &self.0 {
+                cleanup(&pool, names).await;
+            }
+        });
+    }
+}
+
 fn pipeline(dir: &Path, source: &str, sink: &str) {
     std::fs::write(
         dir.join("faucet.yaml"),
@@ -169,8 +184,8 @@ fn afters(lines: &[String], op: &str) -> Vec<String> {
 fn every_postgres_type_reads_byte_identically_on_the_query_cdc_and_replicate_paths() {
     let rt = runtime();
     let pool = rt.block_on(pg_pool());
-    let cdc = Names::new("vals_cdc");
-    let repl = Names::new("vals_repl");
+    let guard = Cleanup(vec![Names::new("vals_cdc"), Names::new("vals_repl")]);
+    let (cdc, repl) = (&guard.0[0], &guard.0[1]);
     let s = cdc.schema.clone();
     rt.block_on(exec(&pool, &SCHEMA_SQL.replace("«S»", &s)));
 
@@ -178,7 +193,7 @@ fn every_postgres_type_reads_byte_identically_on_the_query_cdc_and_replicate_pat
     let cdc_dir = Dir::new();
     pipeline(
         cdc_dir.path(),
-        &cdc_source(&cdc, &s),
+        &cdc_source(cdc, &s),
         "{ type: jsonl, config: { path: ./out.jsonl } }",
     );
     output_of_success(
@@ -216,7 +231,7 @@ fn every_postgres_type_reads_byte_identically_on_the_query_cdc_and_replicate_pat
     let repl_dir = Dir::new();
     pipeline(
         repl_dir.path(),
-        &cdc_source(&repl, &s),
+        &cdc_source(repl, &s),
         "{ type: jsonl, config: { path: ./out.jsonl } }",
     );
     output_of_success(
@@ -225,8 +240,7 @@ fn every_postgres_type_reads_byte_identically_on_the_query_cdc_and_replicate_pat
     );
     let repl_rows = afters(&lines(&repl_dir), "r");
 
-    rt.block_on(cleanup(&pool, &cdc));
-    rt.block_on(cleanup(&pool, &repl));
+    drop(guard);
 
     for (i, want) in EXPECTED.iter().enumerate() {
         assert_eq!(
@@ -255,8 +269,8 @@ fn every_postgres_type_reads_byte_identically_on_the_query_cdc_and_replicate_pat
 fn expanded_years_and_json_text_are_written_back_unchanged_from_postgres_and_csv() {
     let rt = runtime();
     let pool = rt.block_on(pg_pool());
-    let names = Names::new("vals_back");
-    let s = &names.schema;
+    let guard = Cleanup(vec![Names::new("vals_back")]);
+    let s = &guard.0[0].schema;
     rt.block_on(exec(
         &pool,
         &r#"CREATE SCHEMA «S»;
@@ -339,5 +353,4 @@ fn expanded_years_and_json_text_are_written_back_unchanged_from_postgres_and_csv
             ),
         ]
     );
-    rt.block_on(cleanup(&pool, &names));
 }
