@@ -25,6 +25,8 @@ mod postgres_connectors;
 #[cfg(feature = "postgres")]
 mod postgres_sink_crash;
 #[cfg(feature = "postgres")]
+mod postgres_values;
+#[cfg(feature = "postgres")]
 mod replicate_crash;
 mod reports;
 mod run_files;

@@ -25,56 +25,11 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use sqlx::PgPool;
 
-use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
+use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url};
 use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
-
-struct Names {
-    schema: String,
-    slot: String,
-    publication: String,
-}
-
-impl Names {
-    fn new(tag: &str) -> Self {
-        let suffix = unique_suffix();
-        Self {
-            schema: format!("repl_{tag}_{suffix}"),
-            slot: format!("faucet_repl_{tag}_{suffix}"),
-            publication: format!("pub_repl_{tag}_{suffix}"),
-        }
-    }
-}
-
-/// Drops the slot (waiting for its process to let go), the publication and the schema.
-async fn cleanup(pool: &PgPool, names: &Names) {
-    for _ in 0..100 {
-        let active: Option<bool> =
-            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                .bind(&names.slot)
-                .fetch_optional(pool)
-                .await
-                .unwrap_or(None);
-        match active {
-            None => break,
-            Some(false) => {
-                let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
-                    .bind(&names.slot)
-                    .execute(pool)
-                    .await;
-            }
-            Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
-        }
-    }
-    let _ = sqlx::raw_sql(&format!(
-        "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
-        names.publication, names.schema
-    ))
-    .execute(pool)
-    .await;
-}
 
 /// Inserts, updates and deletes on `items`, one transaction each, every new value fresh,
 /// until `stop`; on its own thread and runtime so it runs while the test waits on `faucet`.

@@ -404,11 +404,11 @@ async fn other_types_are_read_by_base_type_or_as_text() {
     db.drop().await;
 }
 
-/// json and jsonb columns arrive as compact JSON text: whitespace outside strings dropped,
-/// everything else as PostgreSQL gave it (json: the input text, duplicate keys, escapes and
-/// number spellings included; jsonb: its canonical output), embedded as itself in JSON.
+/// json and jsonb columns arrive as the text PostgreSQL sent, byte for byte (json: the
+/// input text, whitespace, duplicate keys, escapes and number spellings included; jsonb: its
+/// canonical output), embedded as itself in JSON (a line break between tokens as a space).
 #[tokio::test]
-async fn json_and_jsonb_arrive_as_compact_text() {
+async fn json_and_jsonb_arrive_as_the_server_sent_them() {
     let mut db = TestDb::new("q_json_text").await;
     db.exec(
         r#"CREATE TABLE docs (id integer PRIMARY KEY, j json, jb jsonb);
@@ -436,7 +436,10 @@ INSERT INTO docs VALUES
     assert_eq!(
         texts("j"),
         [
-            Some(r#"{"b":1.10,"a":[1e400,-0],"b":"x  y \"q\" \\ \u00e9 é"}"#.to_owned()),
+            Some(
+                " {\n \"b\" : 1.10 ,\t\"a\": [ 1e400, -0 ], \"b\": \"x  y \\\"q\\\" \\\\ \\u00e9 é\" } "
+                    .to_owned()
+            ),
             Some("12345678901234567890.5".to_owned()),
             None
         ]
@@ -444,14 +447,23 @@ INSERT INTO docs VALUES
     assert_eq!(
         texts("jb"),
         [
-            Some(r#"{"a":[100,0],"b":"x  y \"q\" \\ é é"}"#.to_owned()),
-            Some(r#"[{"k":null},[],{},"",true]"#.to_owned()),
+            Some(r#"{"a": [100, 0], "b": "x  y \"q\" \\ é é"}"#.to_owned()),
+            Some(r#"[{"k": null}, [], {}, "", true]"#.to_owned()),
             None
         ]
     );
     assert_eq!(
         json_lines(&pages)[1],
-        r#"{"id":2,"j":12345678901234567890.5,"jb":[{"k":null},[],{},"",true]}"#
+        r#"{"id":2,"j":12345678901234567890.5,"jb":[{"k": null}, [], {}, "", true]}"#
+    );
+    assert_eq!(
+        json_lines(&pages)[0],
+        concat!(
+            r#"{"id":1,"j": {  "b" : 1.10 ,"#,
+            "\t",
+            r#""a": [ 1e400, -0 ], "b": "x  y \"q\" \\ \u00e9 é" } ,"#,
+            r#""jb":{"a": [100, 0], "b": "x  y \"q\" \\ é é"}}"#
+        )
     );
     db.drop().await;
 }

@@ -49,6 +49,52 @@ pub(crate) fn unique_suffix() -> String {
     )
 }
 
+/// A test's own schema, replication slot and publication names (`repl_<tag>_<suffix>`, ...).
+pub(crate) struct Names {
+    pub(crate) schema: String,
+    pub(crate) slot: String,
+    pub(crate) publication: String,
+}
+
+impl Names {
+    pub(crate) fn new(tag: &str) -> Self {
+        let suffix = unique_suffix();
+        Self {
+            schema: format!("repl_{tag}_{suffix}"),
+            slot: format!("faucet_repl_{tag}_{suffix}"),
+            publication: format!("pub_repl_{tag}_{suffix}"),
+        }
+    }
+}
+
+/// Drops the slot (waiting for its process to let go), the publication and the schema.
+pub(crate) async fn cleanup(pool: &sqlx::PgPool, names: &Names) {
+    for _ in 0..100 {
+        let active: Option<bool> =
+            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
+                .bind(&names.slot)
+                .fetch_optional(pool)
+                .await
+                .unwrap_or(None);
+        match active {
+            None => break,
+            Some(false) => {
+                let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
+                    .bind(&names.slot)
+                    .execute(pool)
+                    .await;
+            }
+            Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let _ = sqlx::raw_sql(&format!(
+        "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
+        names.publication, names.schema
+    ))
+    .execute(pool)
+    .await;
+}
+
 /// An LSN's text form (`X/X`, hex) as the 64-bit position it denotes.
 pub(crate) fn lsn_value(text: &str) -> u64 {
     let (hi, lo) = text.split_once('/').expect("X/X");

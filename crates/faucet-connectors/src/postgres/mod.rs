@@ -10,9 +10,11 @@
 
 pub mod cdc;
 pub(crate) mod config;
+pub(crate) mod datetime;
 pub mod query;
 pub mod sink;
 pub mod snapshot;
+pub(crate) mod type_catalog;
 pub(crate) mod types;
 
 pub use query::{PostgresQueryConfig, PostgresQuerySource, ReplicationMethod};

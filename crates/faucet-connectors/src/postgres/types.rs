@@ -12,24 +12,30 @@
 //! | numeric | `1.10`, `NaN`, `Infinity` | `Numeric` with exactly those digits |
 //! | float4/float8 | `0.1`, `1e+300`, `NaN`, `-Infinity` | `Float` |
 //! | bool | `t` / `f` | `Bool` |
-//! | text, varchar, bpchar, name, "char", uuid, enum, citext, unknown | as is | `Text` |
-//! | date | `2024-02-29`, `infinity` | `Date` (as is) |
+//! | text, varchar, bpchar, name, "char", uuid, and every type without a decoder of its own (enum, composite, range, citext, inet, ...) | as is | `Text` |
+//! | date | `2024-02-29`, `4713-01-01 BC`, `infinity` | `Date("2024-02-29")`, `Date("-4712-01-01")` |
 //! | timestamp | `2024-02-29 13:45:00.123456` | `Timestamp("2024-02-29T13:45:00.123456")` |
 //! | timestamptz | `2024-02-29 12:45:00.123456+00` | `TimestampTz("2024-02-29T12:45:00.123456Z")` |
 //! | time / timetz | `13:45:00` / `13:45:00+01` | `Time` / `TimeTz("13:45:00+01:00")` |
 //! | interval (`IntervalStyle=iso_8601`) | `P1Y2M3DT4H5M6.5S` | `Interval` (as is) |
-//! | json, jsonb | `{"a":1}` | `Json` (numbers kept exact: `arbitrary_precision`) |
+//! | json, jsonb | `{"a": 1}` | `Json`, the text exactly as the server sent it ([`Json::verbatim`]: json keeps its input's whitespace, key order and duplicate keys; jsonb is the server's canonical output) |
 //! | bytea (`bytea_output=hex`) | `\xdeadbeef` | `Bytes` (the legacy escape form is decoded too) |
 //! | arrays (`_int4`, `_text`, ...) | `{"a,b",NULL}`, `[0:1]={x,y}` | `Array`, nested for more dimensions |
 //!
-//! Infinities (`infinity`, `-infinity`) of date/timestamp/timestamptz are kept as those words;
-//! dates and timestamps before the common era (`0044-03-15 BC`) are kept as PostgreSQL's text,
-//! which PostgreSQL reads back unchanged. An array's non-default lower bounds (the `[0:1]=`
-//! prefix) are dropped, as PostgreSQL's own `to_jsonb` does: the elements are kept, in order,
-//! and a sink writes them back with lower bound 1.
+//! A column's type OID is first resolved to the built-in OID read here by
+//! [`super::type_catalog`] (domains by their base type, arrays by their element's), on every
+//! read path. Infinities (`infinity`, `-infinity`) of date/timestamp/timestamptz are kept as
+//! those words; years outside 1–9999 take ISO 8601's expanded form with astronomical
+//! numbering (`4713-01-01 BC` → `-4712-01-01`, `10000-01-01` → `+10000-01-01`; module
+//! [`super::datetime`]), which the sink writes back as PostgreSQL's text. An array's
+//! non-default lower bounds (the `[0:1]=` prefix) are dropped, as PostgreSQL's own
+//! `to_jsonb` does: the elements are kept, in order, and a sink writes them back with lower
+//! bound 1.
 
 use chrono::NaiveDateTime;
 use faucet_core::{DataType, Json, Value};
+
+use super::datetime::iso_from_pg;
 
 /// The settings every faucet PostgreSQL session runs right after connecting, so that the
 /// text forms decoded by [`decode_text`] are the ones documented there, and the sink's text
@@ -119,6 +125,37 @@ const ARRAYS: &[(u32, u32)] = &[
     (199, oid::JSON),
     (3807, oid::JSONB),
 ];
+
+/// Whether [`decode_text`] has a decoder of its own for `type_oid` (a built-in scalar or
+/// array type it reads; every other OID is resolved by [`super::type_catalog`] first).
+pub(crate) fn is_decoded(type_oid: u32) -> bool {
+    matches!(
+        type_oid,
+        oid::BOOL
+            | oid::BYTEA
+            | oid::CHAR
+            | oid::NAME
+            | oid::INT8
+            | oid::INT2
+            | oid::INT4
+            | oid::TEXT
+            | oid::OID
+            | oid::JSON
+            | oid::FLOAT4
+            | oid::FLOAT8
+            | oid::BPCHAR
+            | oid::VARCHAR
+            | oid::DATE
+            | oid::TIME
+            | oid::TIMESTAMP
+            | oid::TIMESTAMPTZ
+            | oid::INTERVAL
+            | oid::TIMETZ
+            | oid::NUMERIC
+            | oid::UUID
+            | oid::JSONB
+    ) || element_oid(type_oid).is_some()
+}
 
 /// The element type OID of the array type `array_oid`, if it is one faucet knows.
 pub(crate) fn element_oid(array_oid: u32) -> Option<u32> {
@@ -220,13 +257,13 @@ pub(crate) fn decode_text(type_oid: u32, text: &str) -> Result<Value, String> {
             "f" => Ok(Value::Bool(false)),
             other => Err(format!("invalid boolean `{other}` (expected `t` or `f`)")),
         },
-        oid::DATE => Ok(Value::Date(text.to_owned())),
+        oid::DATE => Ok(Value::Date(iso_from_pg(text).into_owned())),
         oid::TIMESTAMP => Ok(Value::Timestamp(decode_timestamp(text))),
         oid::TIMESTAMPTZ => decode_timestamptz(text).map(Value::TimestampTz),
         oid::TIME => Ok(Value::Time(text.to_owned())),
         oid::TIMETZ => Ok(Value::TimeTz(normalize_offset(text))),
         oid::INTERVAL => Ok(Value::Interval(text.to_owned())),
-        oid::JSON | oid::JSONB => Json::parse(text)
+        oid::JSON | oid::JSONB => Json::verbatim(text)
             .map(Value::Json)
             .map_err(|e| format!("invalid json: {e}")),
         oid::BYTEA => decode_bytea(text).map(Value::Bytes),
@@ -249,12 +286,10 @@ fn decode_float(text: &str) -> Result<f64, String> {
     }
 }
 
-/// `2024-02-29 13:45:00.123456` → `2024-02-29T13:45:00.123456`. `infinity`, `-infinity` and
-/// BC timestamps (`... BC`) are kept as PostgreSQL wrote them.
+/// `2024-02-29 13:45:00.123456` → `2024-02-29T13:45:00.123456`, `4713-01-01 00:00:00 BC` →
+/// `-4712-01-01T00:00:00`. `infinity` and `-infinity` are kept as PostgreSQL wrote them.
 fn decode_timestamp(text: &str) -> String {
-    if text.ends_with(" BC") {
-        return text.to_owned();
-    }
+    let text = iso_from_pg(text);
     match text.find(' ') {
         Some(i) => {
             let mut out = String::with_capacity(text.len());
@@ -263,23 +298,26 @@ fn decode_timestamp(text: &str) -> String {
             out.push_str(&text[i + 1..]);
             out
         }
-        None => text.to_owned(),
+        None => text.into_owned(),
     }
 }
 
 /// `2024-02-29 12:45:00.123456+00` → `2024-02-29T12:45:00.123456Z`. With `TimeZone=UTC` the
 /// offset is always `+00`; any other offset (`+05:30`, `-08`) is converted to UTC, keeping
-/// the fraction digits as given. `infinity`, `-infinity` and BC values are kept as is.
-fn decode_timestamptz(text: &str) -> Result<String, String> {
-    if matches!(text, "infinity" | "-infinity") || text.ends_with(" BC") {
-        return Ok(text.to_owned());
+/// the fraction digits as given. Years outside 1–9999 take the expanded form
+/// (`4713-01-01 00:00:00+00 BC` → `-4712-01-01T00:00:00Z`); `infinity` and `-infinity` are
+/// kept as is.
+fn decode_timestamptz(pg_text: &str) -> Result<String, String> {
+    if matches!(pg_text, "infinity" | "-infinity") {
+        return Ok(pg_text.to_owned());
     }
+    let text = &*iso_from_pg(pg_text);
     // The offset starts at the last '+' or '-' after the time part.
-    let time_start = text.find(' ').ok_or_else(|| bad_tstz(text))?;
+    let time_start = text.find(' ').ok_or_else(|| bad_tstz(pg_text))?;
     let sign_at = text[time_start..]
         .rfind(['+', '-'])
         .map(|i| i + time_start)
-        .ok_or_else(|| bad_tstz(text))?;
+        .ok_or_else(|| bad_tstz(pg_text))?;
     let (local, offset) = text.split_at(sign_at);
     let (whole, fraction) = match local.find('.') {
         Some(dot) => local.split_at(dot),
@@ -294,9 +332,9 @@ fn decode_timestamptz(text: &str) -> Result<String, String> {
         out.push('Z');
         return Ok(out);
     }
-    let seconds = offset_seconds(offset).ok_or_else(|| bad_tstz(text))?;
+    let seconds = offset_seconds(offset).ok_or_else(|| bad_tstz(pg_text))?;
     let naive = NaiveDateTime::parse_from_str(whole, "%Y-%m-%d %H:%M:%S")
-        .map_err(|e| format!("{}: {e}", bad_tstz(text)))?;
+        .map_err(|e| format!("{}: {e}", bad_tstz(pg_text)))?;
     let utc = naive - chrono::Duration::seconds(i64::from(seconds));
     Ok(format!("{}{fraction}Z", utc.format("%Y-%m-%dT%H:%M:%S")))
 }
@@ -634,7 +672,27 @@ mod tests {
         );
         assert_eq!(
             decode_text(oid::DATE, "0044-03-15 BC"),
-            Ok(Value::Date("0044-03-15 BC".into()))
+            Ok(Value::Date("-0043-03-15".into()))
+        );
+        assert_eq!(
+            decode_text(oid::DATE, "10000-01-01"),
+            Ok(Value::Date("+10000-01-01".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "4713-01-01 00:00:00+00 BC"),
+            Ok(Value::TimestampTz("-4712-01-01T00:00:00Z".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "294276-12-31 23:59:59.999999+00"),
+            Ok(Value::TimestampTz("+294276-12-31T23:59:59.999999Z".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "4713-01-01 05:30:00+05:30 BC"),
+            Ok(Value::TimestampTz("-4712-01-01T00:00:00Z".into()))
+        );
+        assert_eq!(
+            decode_text(oid::TIMESTAMPTZ, "10000-01-01 05:30:00+05:30"),
+            Ok(Value::TimestampTz("+10000-01-01T00:00:00Z".into()))
         );
         assert_eq!(
             decode_text(oid::TIMESTAMP, "2024-02-29 13:45:00.123456"),
@@ -646,7 +704,7 @@ mod tests {
         );
         assert_eq!(
             decode_text(oid::TIMESTAMP, "0044-03-15 12:00:00 BC"),
-            Ok(Value::Timestamp("0044-03-15 12:00:00 BC".into()))
+            Ok(Value::Timestamp("-0043-03-15T12:00:00".into()))
         );
         assert_eq!(
             decode_text(oid::TIMESTAMPTZ, "2024-02-29 12:45:00.123456+00"),
@@ -689,14 +747,18 @@ mod tests {
     }
 
     #[test]
-    fn json_keeps_big_numbers() {
-        let v = decode_text(
-            oid::JSONB,
+    fn json_is_kept_as_the_server_sent_it() {
+        for text in [
             r#"{"a": 12345678901234567890.5, "b": [1, null]}"#,
-        )
-        .expect("json");
-        let Value::Json(j) = v else { panic!() };
-        assert_eq!(j.as_str(), r#"{"a":12345678901234567890.5,"b":[1,null]}"#);
+            "{\"dup\":1,\"dup\":2, \"sp\" :  1}",
+        ] {
+            for o in [oid::JSON, oid::JSONB] {
+                let Ok(Value::Json(j)) = decode_text(o, text) else {
+                    panic!("{text}")
+                };
+                assert_eq!(j.as_str(), text);
+            }
+        }
         assert!(decode_text(oid::JSON, "{").is_err());
     }
 
@@ -800,7 +862,7 @@ mod tests {
         assert_eq!(
             decode_text(3807, r#"{"{\"a\": 1}",null}"#),
             Ok(arr(vec![
-                Value::json(serde_json::json!({"a": 1})),
+                Value::Json(Json::verbatim(r#"{"a": 1}"#).expect("json")),
                 Value::Null
             ]))
         );

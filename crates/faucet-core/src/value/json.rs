@@ -40,8 +40,9 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
             out.truncate(start + written);
             out.push(b'"');
         }
-        // Valid compact JSON text already.
-        Value::Json(j) => out.extend_from_slice(j.as_str().as_bytes()),
+        // Valid JSON text already; a raw line break in it can only be whitespace between
+        // tokens (strings escape theirs), written as a space so a line stays one line.
+        Value::Json(j) => write_json_text(out, j.as_str()),
         Value::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
@@ -53,6 +54,20 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
             out.push(b']');
         }
         Value::Row(row) => write_row(out, row),
+    }
+}
+
+/// Appends valid JSON text as is, with its line breaks (`\n`, `\r`: insignificant whitespace
+/// in valid JSON) as spaces.
+fn write_json_text(out: &mut Vec<u8>, text: &str) {
+    let start = out.len();
+    out.extend_from_slice(text.as_bytes());
+    if text.contains(['\n', '\r']) {
+        for b in &mut out[start..] {
+            if matches!(*b, b'\n' | b'\r') {
+                *b = b' ';
+            }
+        }
     }
 }
 
@@ -183,6 +198,15 @@ mod tests {
         let mut out = Vec::new();
         write_value(&mut out, v);
         String::from_utf8(out).expect("utf8")
+    }
+
+    #[test]
+    fn verbatim_json_stays_on_one_line() {
+        let j = crate::Json::verbatim("{\"a\" :\r\n [1, \"x\\ny\"],\n\"a\": 2 }").expect("json");
+        assert_eq!(
+            json(&Value::Json(j)),
+            "{\"a\" :   [1, \"x\\ny\"], \"a\": 2 }"
+        );
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! [`Json`]: a json / jsonb value held as its compact JSON text.
+//! [`Json`]: a json / jsonb value held as its JSON text (compact, or verbatim).
 
 use std::fmt;
 
@@ -12,14 +12,17 @@ const DEEP: usize = 100;
 /// A page carries json values from a source to a sink that writes them out as text again
 /// (the jsonl sink embeds them, the postgres sink copies them into a `jsonb` column), so the
 /// value is kept as text — one allocation — instead of a parsed tree: no tree is built on
-/// the way in and none is serialized on the way out. The text is always valid JSON and
-/// compact (no whitespace outside strings); everything else is kept exactly as the source
+/// the way in and none is serialized on the way out. The text is always valid JSON; built
+/// by [`Json::parse`] it is compact (no whitespace outside strings), built by
+/// [`Json::verbatim`] it is byte for byte the source's (PostgreSQL's `json` type: the text
+/// as stored, whitespace included); everything else is kept exactly as the source
 /// spelled it: numbers keep their digits (`1.10`, `1e400`, `-0`), strings their escapes
 /// (`\u00e9` stays `\u00e9`), objects their key order and duplicate keys (PostgreSQL's
 /// `json` type keeps those too; [`Json::to_value`] keeps the last, as serde_json does).
 ///
-/// Build it with [`Json::parse`] (text from a source: validated, then compacted) or
-/// [`Json::from_value`] (a `serde_json` tree); read it with [`Json::as_str`] or
+/// Build it with [`Json::parse`] (text from a source: validated, then compacted),
+/// [`Json::verbatim`] (validated, kept as given) or [`Json::from_value`] (a `serde_json`
+/// tree); read it with [`Json::as_str`] or
 /// [`Json::to_value`]. Equality is equality of the texts: `{"a":1,"b":2}` and
 /// `{"b":2,"a":1}` differ (PostgreSQL's `jsonb` output has one canonical key order, so two
 /// readings of the same jsonb value are equal). 16 bytes.
@@ -56,6 +59,18 @@ impl Json {
         Ok(Self(out.into_boxed_str()))
     }
 
+    /// Validates `text` as one JSON value, exactly as [`Json::parse`] does, and keeps it
+    /// byte for byte, whitespace included (the JSON writer turns line breaks between tokens
+    /// into spaces, so a JSON Lines record stays on one line: in valid JSON a raw line break
+    /// is always insignificant whitespace).
+    ///
+    /// # Errors
+    /// As [`Json::parse`].
+    pub fn verbatim(text: &str) -> Result<Self, serde_json::Error> {
+        Self::parse(text)?;
+        Ok(Self(text.into()))
+    }
+
     /// The compact text of a `serde_json` tree (object keys in the tree's order; numbers as
     /// the tree holds them, exact with serde_json's `arbitrary_precision`).
     pub fn from_value(value: &serde_json::Value) -> Self {
@@ -63,7 +78,7 @@ impl Json {
         Self(value.to_string().into_boxed_str())
     }
 
-    /// The compact JSON text.
+    /// The JSON text (compact, or verbatim: see [`Json::verbatim`]).
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -79,7 +94,7 @@ impl Json {
 }
 
 impl fmt::Display for Json {
-    /// The compact JSON text.
+    /// The JSON text.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
@@ -207,6 +222,25 @@ mod tests {
         assert_eq!(compact("  \"  \"  "), r#""  ""#);
         assert_eq!(compact("true"), "true");
         assert_eq!(compact("{}"), "{}");
+    }
+
+    #[test]
+    fn verbatim_keeps_every_byte_and_validates() {
+        for text in [
+            " {\"dup\":1,\"dup\":2, \"sp\" :  1}\n",
+            "[ 1.10 ,\r\n\t1e400 ]",
+            "\"x\"",
+        ] {
+            let j = Json::verbatim(text).expect("valid");
+            assert_eq!(j.as_str(), text);
+            assert_eq!(
+                j.to_value().expect("v"),
+                serde_json::from_str::<serde_json::Value>(text).expect("v")
+            );
+        }
+        for bad in ["", "{", "[1,]", "\"\\ud800\""] {
+            assert!(Json::verbatim(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -157,7 +157,10 @@ pub enum ColumnType {
     /// spellings PostgreSQL accepts) (alias `boolean`) → `Value::Bool`.
     #[serde(alias = "boolean")]
     Bool,
-    /// `YYYY-MM-DD`, `infinity`, `-infinity` → `Value::Date`.
+    /// `YYYY-MM-DD`, `infinity`, `-infinity` → `Value::Date`. Years outside 1–9999 in ISO
+    /// 8601's expanded form with astronomical numbering (`-4712-01-01` is 4713 BC,
+    /// `0000-01-01` 1 BC, `+10000-01-01`; −262143 to +262142), as the PostgreSQL sources
+    /// give them; the same for the two timestamp types.
     Date,
     /// `YYYY-MM-DD HH:MM:SS[.fraction]` (or with `T`), no offset → `Value::Timestamp`,
     /// normalised to `2024-02-29T13:45:00.123456`.

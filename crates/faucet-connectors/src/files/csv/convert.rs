@@ -202,6 +202,30 @@ mod tests {
             Value::Date("2024-02-29".into())
         );
         assert!(convert(ColumnType::Date, "2023-02-29").is_err());
+        // Years outside 1–9999: ISO 8601's expanded form, as the PostgreSQL paths give it.
+        for (text, want) in [
+            ("-4712-01-01", "-4712-01-01"),
+            ("0000-12-31", "0000-12-31"),
+            ("+10000-01-01", "+10000-01-01"),
+        ] {
+            assert_eq!(
+                ok(ColumnType::Date, text),
+                Value::Date(want.into()),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            ok(ColumnType::Timestamp, "-4712-01-01T00:00:00"),
+            Value::Timestamp("-4712-01-01T00:00:00".into())
+        );
+        assert_eq!(
+            ok(ColumnType::Timestamptz, "-4712-01-01T01:00:00+01:00"),
+            Value::TimestampTz("-4712-01-01T00:00:00Z".into())
+        );
+        assert_eq!(
+            ok(ColumnType::Timestamptz, "+10000-01-01 00:00:00Z"),
+            Value::TimestampTz("+10000-01-01T00:00:00Z".into())
+        );
         assert_eq!(
             ok(ColumnType::Timestamp, "2024-02-29 13:45:00.123450"),
             Value::Timestamp("2024-02-29T13:45:00.12345".into())

@@ -143,7 +143,7 @@ impl ChangeDecoder {
         let full = Arc::new(Schema::new(
             columns
                 .iter()
-                .map(|c| Field::new(c.name.clone(), data_type_of(c.type_oid)))
+                .map(|c| Field::new(c.name.clone(), data_type_of(c.decode_oid)))
                 .collect(),
         ));
         let key_idx: Vec<usize> = if identity == b'n' {
@@ -326,7 +326,7 @@ fn decode(rel: &Relation, i: usize, bytes: &[u8], txn: &TxnContext) -> Result<Va
     };
     let text = std::str::from_utf8(bytes)
         .map_err(|_| FaucetError::data(CONNECTOR, location(), "the value is not valid UTF-8"))?;
-    decode_text(col.type_oid, text)
+    decode_text(col.decode_oid, text)
         .map_err(|message| FaucetError::data(CONNECTOR, location(), message))
 }
 
@@ -424,16 +424,19 @@ mod tests {
                 key: true,
                 name: "id".into(),
                 type_oid: 23,
+                decode_oid: 23,
             },
             RelationColumn {
                 key: false,
                 name: "title".into(),
                 type_oid: 25,
+                decode_oid: 25,
             },
             RelationColumn {
                 key: false,
                 name: "body".into(),
                 type_oid: 25,
+                decode_oid: 25,
             },
         ];
         d.relation(1, "public".into(), "article".into(), b'd', cols.clone());
@@ -550,6 +553,7 @@ mod tests {
                 key: true,
                 name: "id".into(),
                 type_oid: 23,
+                decode_oid: 23,
             }],
         );
         let m = Message::Insert {

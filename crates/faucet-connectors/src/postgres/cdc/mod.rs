@@ -71,6 +71,7 @@ pub(crate) mod changes;
 pub(crate) mod client;
 pub(crate) mod config;
 mod pgoutput;
+mod relation_types;
 pub(crate) mod slot_wait;
 mod stream;
 
@@ -230,6 +231,7 @@ impl Source for PostgresCdcSource {
         Ok(Box::new(CdcStream(CdcPageStream::new(StreamStart {
             client,
             decoder: ChangeDecoder::new(&self.tables),
+            types: relation_types::RelationTypes::new(self.params.clone()),
             schema: record_schema(),
             batch_size: options.batch_size,
             max_page_delay: options.max_page_delay,

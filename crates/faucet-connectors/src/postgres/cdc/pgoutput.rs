@@ -32,6 +32,9 @@ pub(crate) struct RelationColumn {
     pub(crate) name: String,
     /// The type OID.
     pub(crate) type_oid: u32,
+    /// The built-in type OID its text is decoded as: `type_oid` as parsed, set by the
+    /// stream from [`crate::postgres::type_catalog`] before the relation is used.
+    pub(crate) decode_oid: u32,
 }
 
 /// Which old row an Update or Delete carries.
@@ -253,6 +256,7 @@ pub(crate) fn decode(data: &[u8]) -> Result<Message<'_>, DecodeError> {
                     key: flags & 1 == 1,
                     name,
                     type_oid,
+                    decode_oid: type_oid,
                 });
             }
             Ok(Message::Relation {

@@ -33,7 +33,8 @@ use super::CONNECTOR;
 use super::bookmark::{CdcBookmark, InTxn};
 use super::changes::{ChangeDecoder, Record, TxnContext};
 use super::client::lsn_text;
-use super::pgoutput::{self, Message};
+use super::pgoutput::{self, Message, RelationColumn};
+use super::relation_types::RelationTypes;
 
 /// A page in hand is handed over after this long without a new event.
 pub(crate) const IDLE_FLUSH: Duration = Duration::from_secs(1);
@@ -75,6 +76,8 @@ pub(crate) struct StreamStart {
     pub(crate) client: Option<ReplicationClient>,
     /// The change decoder for the configured tables.
     pub(crate) decoder: ChangeDecoder,
+    /// The column type resolver of Relation messages.
+    pub(crate) types: RelationTypes,
     /// The change record schema.
     pub(crate) schema: Arc<Schema>,
     /// Records per page (≥ 1).
@@ -93,6 +96,9 @@ pub(crate) struct StreamStart {
 pub(crate) struct CdcPageStream {
     client: Option<ReplicationClient>,
     decoder: ChangeDecoder,
+    types: RelationTypes,
+    /// A Relation message whose column types were resolved ahead of its [`Self::apply`].
+    resolved: Option<Vec<RelationColumn>>,
     schema: Arc<Schema>,
     batch_size: usize,
     max_page_delay: Duration,
@@ -123,6 +129,8 @@ impl CdcPageStream {
         Self {
             client: start.client,
             decoder: start.decoder,
+            types: start.types,
+            resolved: None,
             schema: start.schema,
             batch_size: start.batch_size.max(1),
             max_page_delay: start.max_page_delay,
@@ -188,7 +196,10 @@ impl CdcPageStream {
                         return Ok(Some(self.hand_over(page)));
                     }
                 }
-                Next::Event(event) => self.apply(event, &mut page)?,
+                Next::Event(event) => {
+                    self.resolve_relation(&event).await?;
+                    self.apply(event, &mut page)?;
+                }
             }
         }
     }
@@ -271,6 +282,30 @@ impl CdcPageStream {
                 Ok(Err(e)) => Err(stream_error(e)),
             },
         }
+    }
+
+    /// When `event` is a Relation message: resolves its column types (an async catalog
+    /// lookup for a type not seen before), for [`Self::message`] to use.
+    async fn resolve_relation(&mut self, event: &ReplicationEvent) -> Result<(), FaucetError> {
+        let ReplicationEvent::XLogData { data, .. } = event else {
+            return Ok(());
+        };
+        if data.first() != Some(&b'R') {
+            return Ok(());
+        }
+        if let Ok(Message::Relation {
+            namespace,
+            name,
+            mut columns,
+            ..
+        }) = pgoutput::decode(data)
+        {
+            self.types
+                .resolve(&format!("{namespace}.{name}"), &mut columns)
+                .await?;
+            self.resolved = Some(columns);
+        }
+        Ok(())
     }
 
     fn apply(
@@ -402,8 +437,13 @@ impl CdcPageStream {
                 namespace,
                 name,
                 replica_identity,
-                columns,
+                mut columns,
             } => {
+                if let Some(resolved) = self.resolved.take()
+                    && resolved.len() == columns.len()
+                {
+                    columns = resolved;
+                }
                 self.decoder
                     .relation(oid, namespace, name, replica_identity, columns);
                 Ok(())
@@ -562,7 +602,7 @@ mod tests {
     use super::*;
     use crate::postgres::cdc::changes::record_schema;
     use crate::postgres::cdc::config::TableName;
-    use crate::postgres::cdc::pgoutput::{Datum, RelationColumn};
+    use crate::postgres::cdc::pgoutput::Datum;
 
     const X: Lsn = Lsn(0x3000);
 
@@ -575,6 +615,10 @@ mod tests {
                 schema: "public".into(),
                 name: "t".into(),
             }]),
+            types: RelationTypes::new(
+                crate::postgres::cdc::client::ConnectionParams::parse("postgres://u@localhost/db")
+                    .expect("url"),
+            ),
             schema: record_schema(),
             batch_size: 100,
             max_page_delay: Duration::from_millis(50),
@@ -600,6 +644,7 @@ mod tests {
                     key: true,
                     name: "id".into(),
                     type_oid: 23,
+                    decode_oid: 23,
                 }],
             },
             &mut PageBuilder::new(record_schema(), 1),

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use sqlx::Statement as _;
-use sqlx::postgres::{PgConnection, PgTypeInfo, PgTypeKind};
+use sqlx::postgres::PgConnection;
 use sqlx::{Column as _, Executor as _};
 
 use faucet_core::util::quote_ident;
@@ -24,6 +24,7 @@ use faucet_core::{Bookmark, FaucetError, Field, Schema};
 
 use super::config::{ReplicationMethod, Target};
 use crate::postgres::config::CONNECTOR;
+use crate::postgres::type_catalog::DecodeOids;
 use crate::postgres::types::{self, oid};
 
 /// One output column.
@@ -31,8 +32,8 @@ use crate::postgres::types::{self, oid};
 pub(crate) struct Column {
     /// The column name.
     pub(crate) name: String,
-    /// The type OID `decode_text` reads it as (domains resolved to their base type, enums
-    /// to text, arrays to the array of the resolved element type).
+    /// The type OID `decode_text` reads it as ([`crate::postgres::type_catalog`]: domains
+    /// by their base type, arrays by their element's, enums and composites as text).
     pub(crate) decode_oid: u32,
     /// The declared type OID, when the driver knows it (used to cast bookmark literals).
     pub(crate) type_oid: Option<u32>,
@@ -95,16 +96,6 @@ fn read_err(message: String, e: sqlx::Error) -> FaucetError {
     FaucetError::read(CONNECTOR, message, Some(Box::new(e)))
 }
 
-/// The OID `decode_text` should read a column of type `t` as.
-fn decode_oid(t: &PgTypeInfo) -> u32 {
-    match t.kind() {
-        PgTypeKind::Domain(base) => decode_oid(base),
-        PgTypeKind::Enum(_) => oid::TEXT,
-        PgTypeKind::Array(elem) => types::array_oid_of(decode_oid(elem)).unwrap_or(oid::TEXT_ARRAY),
-        _ => t.oid().map_or(oid::TEXT, |o| o.0),
-    }
-}
-
 impl Plan {
     /// Describes the read of `target` on `conn`.
     ///
@@ -144,13 +135,24 @@ impl Plan {
             .prepare(&probe)
             .await
             .map_err(|e| read_err(format!("cannot describe {label}"), e))?;
-        let columns: Vec<Column> = statement
+        let described: Vec<(String, Option<u32>)> = statement
             .columns()
             .iter()
-            .map(|c| Column {
-                name: c.name().to_owned(),
-                decode_oid: decode_oid(c.type_info()),
-                type_oid: c.type_info().oid().map(|o| o.0),
+            .map(|c| (c.name().to_owned(), c.type_info().oid().map(|o| o.0)))
+            .collect();
+        // The one type resolver of every read path (domains by their base type, ...).
+        let mut decode = DecodeOids::default();
+        let oids: Vec<u32> = described.iter().filter_map(|(_, o)| *o).collect();
+        decode
+            .resolve(conn, &oids)
+            .await
+            .map_err(|e| read_err(format!("cannot look up the column types of {label}"), e))?;
+        let columns: Vec<Column> = described
+            .into_iter()
+            .map(|(name, type_oid)| Column {
+                name,
+                decode_oid: type_oid.and_then(|o| decode.get(o)).unwrap_or(oid::TEXT),
+                type_oid,
             })
             .collect();
         for (i, c) in columns.iter().enumerate() {

@@ -11,13 +11,16 @@
 //! | Float | shortest round-trip (`0.1`, `1e300`, `-0.0`), `NaN`, `Infinity`, `-Infinity` |
 //! | Bool | `t` / `f` |
 //! | Bytes | `\x` + hex |
-//! | Json | its compact JSON text as held (numbers exact) |
-//! | Date, Timestamp, TimestampTz, Time, TimeTz, Interval | as held (`2024-02-29T12:45:00Z`, `infinity`, `P1D`) |
+//! | Json | its JSON text as held (json read from PostgreSQL: byte for byte as it was stored) |
+//! | Date, Timestamp, TimestampTz | as held (`2024-02-29T12:45:00Z`, `infinity`), an expanded year in PostgreSQL's form (`-4712-01-01` → `4713-01-01 BC`, `+10000-01-01` → `10000-01-01`) |
+//! | Time, TimeTz, Interval | as held (`13:45:00`, `P1D`) |
 //! | Array | an array literal, every element double-quoted (`{"a,b",NULL}`), nested for more dimensions |
 //! | Row | a JSON object (for a `jsonb` column) |
 
 use faucet_core::Value;
 use faucet_core::value::json::{write_i64, write_row, write_value};
+
+use crate::postgres::datetime::pg_from_iso;
 
 /// Appends `value` as one COPY text column (escaped, `\N` for NULL).
 pub(crate) fn write_copy_value(out: &mut Vec<u8>, value: &Value, scratch: &mut Vec<u8>) {
@@ -29,12 +32,10 @@ pub(crate) fn write_copy_value(out: &mut Vec<u8>, value: &Value, scratch: &mut V
         Value::Numeric(n) => out.extend_from_slice(n.as_bytes()),
         Value::Float(f) => write_float(out, *f),
         Value::Text(s) => escape_into(out, s.as_bytes()),
-        Value::Date(s)
-        | Value::Timestamp(s)
-        | Value::TimestampTz(s)
-        | Value::Time(s)
-        | Value::TimeTz(s)
-        | Value::Interval(s) => escape_into(out, s.as_bytes()),
+        Value::Date(s) | Value::Timestamp(s) | Value::TimestampTz(s) => {
+            escape_into(out, pg_from_iso(s).as_bytes());
+        }
+        Value::Time(s) | Value::TimeTz(s) | Value::Interval(s) => escape_into(out, s.as_bytes()),
         Value::Bytes(b) => {
             // `\x` with the backslash escaped for COPY.
             out.extend_from_slice(b"\\\\x");
@@ -66,12 +67,12 @@ pub(crate) fn write_text(out: &mut Vec<u8>, value: &Value) {
         Value::Numeric(n) => out.extend_from_slice(n.as_bytes()),
         Value::Float(f) => write_float(out, *f),
         Value::Text(s) => out.extend_from_slice(s.as_bytes()),
-        Value::Date(s)
-        | Value::Timestamp(s)
-        | Value::TimestampTz(s)
-        | Value::Time(s)
-        | Value::TimeTz(s)
-        | Value::Interval(s) => out.extend_from_slice(s.as_bytes()),
+        Value::Date(s) | Value::Timestamp(s) | Value::TimestampTz(s) => {
+            out.extend_from_slice(pg_from_iso(s).as_bytes());
+        }
+        Value::Time(s) | Value::TimeTz(s) | Value::Interval(s) => {
+            out.extend_from_slice(s.as_bytes())
+        }
         Value::Bytes(b) => {
             out.extend_from_slice(b"\\x");
             write_hex(out, b);

@@ -513,12 +513,10 @@ fn key_text(v: &Value) -> Option<String> {
         }
         Value::Float(f) => faucet_core::serde_json::to_string(f).ok()?,
         Value::Text(s) => s.to_string(),
-        Value::Date(s)
-        | Value::Timestamp(s)
-        | Value::TimestampTz(s)
-        | Value::Time(s)
-        | Value::TimeTz(s)
-        | Value::Interval(s) => s.to_string(),
+        Value::Date(s) | Value::Timestamp(s) | Value::TimestampTz(s) => {
+            crate::postgres::datetime::pg_from_iso(s).into_owned()
+        }
+        Value::Time(s) | Value::TimeTz(s) | Value::Interval(s) => s.to_string(),
         Value::Bytes(b) => {
             let mut s = String::with_capacity(2 + 2 * b.len());
             s.push_str("\\x");
