@@ -103,25 +103,7 @@ impl Names {
 /// still be catching up, so this waits up to 60 s), the publication, the schema and the
 /// state tables.
 async fn cleanup(pool: &PgPool, names: &Names) {
-    for _ in 0..600 {
-        let active: Option<bool> =
-            sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                .bind(&names.slot)
-                .fetch_optional(pool)
-                .await
-                .unwrap_or(None);
-        match active {
-            Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
-            Some(false) => {
-                let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
-                    .bind(&names.slot)
-                    .execute(pool)
-                    .await;
-                break;
-            }
-            None => break,
-        }
-    }
+    crate::support::pg::drop_slot(pool, &names.slot, Duration::from_secs(60)).await;
     let _ = sqlx::raw_sql(&format!(
         "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE; \
          DROP TABLE IF EXISTS {state}, {state}_lease",

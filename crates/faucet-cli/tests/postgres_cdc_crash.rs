@@ -16,7 +16,8 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, exec, faucet_with_pg_url, lsn_value, test_decoding_changes, unique_suffix,
+    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, lsn_value,
+    test_decoding_changes, unique_suffix,
 };
 use crate::support::{expect_aborted, output_of_success};
 use crate::support::{pg_pool, runtime};
@@ -465,31 +466,6 @@ fn verify(
 
 /// Drops the test's slots (once their sessions ended), publication and schema.
 async fn drop_names(pool: &PgPool, names: &Names) {
-    for slot in [&names.slot, &names.oracle] {
-        for _ in 0..50 {
-            let active: Option<bool> =
-                sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                    .bind(slot)
-                    .fetch_optional(pool)
-                    .await
-                    .unwrap_or(None);
-            match active {
-                Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
-                Some(false) => {
-                    let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
-                        .bind(slot)
-                        .execute(pool)
-                        .await;
-                    break;
-                }
-                None => break,
-            }
-        }
-    }
-    let _ = sqlx::raw_sql(&format!(
-        "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
-        names.publication, names.schema
-    ))
-    .execute(pool)
-    .await;
+    drop_slot(pool, &names.oracle, Duration::from_secs(5)).await;
+    drop_cdc_test_objects(pool, &names.slot, &names.publication, &names.schema).await;
 }

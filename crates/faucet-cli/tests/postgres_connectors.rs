@@ -150,29 +150,7 @@ fn a_postgres_table_into_jsonl_resumes_incrementally() {
 /// Drops the slot, the publication and the schema of a CDC test. The server may still be
 /// releasing the slot of a faucet process that just exited: wait for it (up to 10 s).
 pub(crate) async fn drop_cdc(pool: &PgPool, slot: &str, publication: &str, schema: &str) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let dropped = sqlx::query(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-             WHERE slot_name = $1",
-        )
-        .bind(slot)
-        .execute(pool)
-        .await;
-        match dropped {
-            Ok(_) => break,
-            Err(e) if std::time::Instant::now() < deadline => {
-                let _ = e;
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("cannot drop the replication slot {slot}: {e}"),
-        }
-    }
-    sqlx::query(&format!("DROP PUBLICATION IF EXISTS {publication}"))
-        .execute(pool)
-        .await
-        .expect("drop publication");
-    drop_schema(pool, schema).await;
+    crate::support::pg::drop_cdc_test_objects(pool, slot, publication, schema).await;
 }
 
 /// A `postgres-cdc` → jsonl (`out/changes.jsonl`) pipeline named `cdc` on `schema.orders`,

@@ -69,27 +69,50 @@ impl Names {
 
 /// Drops the slot (waiting for its process to let go), the publication and the schema.
 pub(crate) async fn cleanup(pool: &sqlx::PgPool, names: &Names) {
-    for _ in 0..100 {
+    drop_cdc_test_objects(pool, &names.slot, &names.publication, &names.schema).await;
+}
+
+/// Drops the replication slot `slot` once no session holds it (a run spawned before a failed
+/// assertion may still be catching up: this waits up to `wait`), best effort.
+pub(crate) async fn drop_slot(pool: &sqlx::PgPool, slot: &str, wait: Duration) {
+    let deadline = std::time::Instant::now() + wait;
+    loop {
         let active: Option<bool> =
             sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                .bind(&names.slot)
+                .bind(slot)
                 .fetch_optional(pool)
                 .await
                 .unwrap_or(None);
         match active {
-            None => break,
+            None => return,
             Some(false) => {
                 let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
-                    .bind(&names.slot)
+                    .bind(slot)
                     .execute(pool)
                     .await;
             }
-            Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Some(true) if std::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Some(true) => return,
         }
     }
+}
+
+/// Drops a CDC test's replication slot (waiting up to 10 s for its process to let go), its
+/// publication and its schema, best effort; the names are quoted, so any name works.
+pub(crate) async fn drop_cdc_test_objects(
+    pool: &sqlx::PgPool,
+    slot: &str,
+    publication: &str,
+    schema: &str,
+) {
+    use faucet_core::util::quote_ident;
+    drop_slot(pool, slot, Duration::from_secs(10)).await;
     let _ = sqlx::raw_sql(&format!(
         "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
-        names.publication, names.schema
+        quote_ident(publication),
+        quote_ident(schema)
     ))
     .execute(pool)
     .await;
@@ -526,40 +549,11 @@ pub(crate) fn kill_after(dir: &Path, delay: Duration) -> bool {
     running
 }
 
-/// Drops the replication slot `slot` (waiting up to 10 s for its process to let go), the
-/// publication and the schema, best effort; the names are quoted, so any name works.
+/// [`drop_cdc_test_objects`] on its own runtime, for synchronous tests and drop guards.
 pub(crate) fn drop_cdc_objects(slot: &str, publication: &str, schema: &str) {
-    use faucet_core::util::quote_ident;
     runtime().block_on(async {
-        let mut c = connect().await;
-        for _ in 0..100 {
-            let active: Option<bool> =
-                sqlx::query_scalar("SELECT active FROM pg_replication_slots WHERE slot_name = $1")
-                    .bind(slot)
-                    .fetch_optional(&mut c)
-                    .await
-                    .unwrap_or(None);
-            match active {
-                None => break,
-                Some(false) => {
-                    let _ = sqlx::query("SELECT pg_drop_replication_slot($1)")
-                        .bind(slot)
-                        .execute(&mut c)
-                        .await;
-                }
-                Some(true) => tokio::time::sleep(Duration::from_millis(100)).await,
-            }
-        }
-        let _ = c
-            .execute(
-                format!(
-                    "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",
-                    quote_ident(publication),
-                    quote_ident(schema)
-                )
-                .as_str(),
-            )
-            .await;
+        let pool = super::pg_pool().await;
+        drop_cdc_test_objects(&pool, slot, publication, schema).await;
     });
 }
 
