@@ -45,6 +45,6 @@ mod csv;
 mod jsonl;
 mod prefetch;
 
-pub use self::bookmark::FileBookmark;
+pub use self::bookmark::{FileBookmark, Fingerprint};
 pub use self::csv::{ColumnType, Columns, CsvSource, CsvSourceConfig};
 pub use self::jsonl::{JsonlSink, JsonlSinkConfig, JsonlSource, JsonlSourceConfig};

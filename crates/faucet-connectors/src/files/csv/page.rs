@@ -12,7 +12,7 @@ use super::CONNECTOR;
 use super::config::{ColumnType, Columns};
 use super::convert::convert;
 use super::reader::RecordReader;
-use crate::files::bookmark::{FileBookmark, read_error};
+use crate::files::bookmark::{ContentProbe, FileBookmark, read_error};
 use crate::files::prefetch::{PageReader, value_bytes};
 
 /// Everything a read needs from the configuration, validated.
@@ -33,6 +33,8 @@ pub(super) struct Dialect {
 pub(super) struct CsvPageReader {
     dialect: Arc<Dialect>,
     reader: RecordReader,
+    /// A second handle on the file, for each bookmark's fingerprint.
+    probe: ContentProbe,
     schema: Arc<Schema>,
     /// The declared type of each column, in file order.
     types: Vec<ColumnType>,
@@ -108,9 +110,11 @@ impl CsvPageReader {
                 .map_err(|e| read_error(CONNECTOR, path, "cannot seek in", e))?;
             records = b.records;
         }
+        let probe = ContentProbe::open(CONNECTOR, path)?;
         Ok(Self {
             dialect,
             reader,
+            probe,
             schema,
             types,
             records,
@@ -241,11 +245,16 @@ impl PageReader for CsvPageReader {
             return Ok(None);
         }
         self.records += page.len() as u64;
+        let byte_offset = self.reader.offset();
+        let fingerprint = self
+            .probe
+            .fingerprint(CONNECTOR, &self.dialect.path, byte_offset)?;
         let bookmark = FileBookmark {
             file: self.dialect.label.clone(),
-            byte_offset: self.reader.offset(),
+            byte_offset,
             line: self.reader.line_after(),
             records: self.records,
+            fingerprint: Some(fingerprint),
         };
         Ok(Some(page.finish(Some(bookmark.to_json()))))
     }

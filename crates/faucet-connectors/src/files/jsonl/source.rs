@@ -26,7 +26,7 @@ use faucet_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::files::blocking;
-use crate::files::bookmark::{FileBookmark, read_error};
+use crate::files::bookmark::{ContentProbe, FileBookmark, read_error};
 use crate::files::prefetch::{PageReader, PrefetchStream, value_bytes};
 
 const CONNECTOR: &str = "jsonl";
@@ -127,6 +127,8 @@ struct JsonlPageReader {
     path: PathBuf,
     label: String,
     reader: BufReader<File>,
+    /// A second handle on the file, for each bookmark's fingerprint.
+    probe: ContentProbe,
     offset: u64,
     /// The line at `offset`.
     line: u64,
@@ -179,7 +181,9 @@ impl JsonlPageReader {
         };
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| read_error(CONNECTOR, &path, "cannot seek in", e))?;
+        let probe = ContentProbe::open(CONNECTOR, &path)?;
         Ok(Self {
+            probe,
             label: path.to_string_lossy().into_owned(),
             path,
             reader: BufReader::with_capacity(READ_BUFFER, file),
@@ -310,11 +314,13 @@ impl PageReader for JsonlPageReader {
             }
             page.push_row(values);
         }
+        let fingerprint = self.probe.fingerprint(CONNECTOR, &self.path, self.offset)?;
         let bookmark = FileBookmark {
             file: self.label.clone(),
             byte_offset: self.offset,
             line: self.line,
             records: self.records,
+            fingerprint: Some(fingerprint),
         };
         Ok(Some(page.finish(Some(bookmark.to_json()))))
     }
