@@ -163,3 +163,237 @@ fn strip_fingerprint(v: &mut Value) {
         _ => {}
     }
 }
+
+#[test]
+fn a_refused_run_leaves_the_sink_untouched_and_a_valid_last_line_is_kept() {
+    // No bookmark, and the sink holds data: refused, and its unterminated (valid) last
+    // record is still there, byte for byte.
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n");
+    dir.write("out.jsonl", "{\"a\":\"1\"}\n{\"a\":\"2\"}");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", true),
+    );
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(1)
+        .stderr_has(&["no bookmark", "already holds data"]);
+    assert_eq!(
+        dir.read("out.jsonl").expect("out"),
+        b"{\"a\":\"1\"}\n{\"a\":\"2\"}",
+        "a refusal changes nothing"
+    );
+
+    // With a bookmark: a valid last line without a line break is data, completed with one;
+    // a torn one (not JSON) is removed, and the warning says what.
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    dir.append("out.jsonl", "{\"kept\":true}");
+    dir.append("in.csv", "2,b\n");
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(0)
+        .stderr_has(&["kept and completed"]);
+    dir.append("out.jsonl", "{\"torn\":");
+    dir.append("in.csv", "3,c\n");
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(0)
+        .stderr_has(&["dropped_bytes=8", "{\"torn\":"]);
+    let mut want = records(&[("1", "a")]);
+    want.push(json!({"kept": true}));
+    want.extend(records(&[("2", "b"), ("3", "c")]));
+    assert_eq!(dir.jsonl("out.jsonl"), want);
+}
+
+#[test]
+fn an_unclosed_csv_quote_is_an_error_at_the_line_it_opened() {
+    for (data, line) in [
+        ("id,name\n1,alice\n2,\"bob\n3,carol\n4,dave\n", 3),
+        ("id,name\n1,alice\n2,\"bo\"\"b\n3,carol\n", 3),
+        ("id,name\n1,\"a\nb\"\n2,x\n3,\"carol,\n", 5),
+    ] {
+        let dir = Dir::new();
+        dir.write("in.csv", data);
+        dir.write(
+            "p.yaml",
+            pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+        );
+        let run = dir.faucet(&["run", "p.yaml"]);
+        run.expect_code(1)
+            .stderr_has(&[&format!("in.csv:{line}"), "never closed"]);
+        let out = dir.lines("out.jsonl").join("\n");
+        assert!(!out.contains("carol"), "{data:?}: {out}");
+    }
+}
+
+#[test]
+fn a_partial_last_line_waits_for_its_line_break() {
+    for (source, line, first, rest) in [
+        ("csv", 3, "id,v\n1,a\n2,ze", "bra\n3,c\n"),
+        (
+            "jsonl",
+            2,
+            "{\"id\":\"1\",\"v\":\"a\"}\n{\"id\":\"2\",\"v\":\"ze",
+            "bra\"}\n{\"id\":\"3\",\"v\":\"c\"}\n",
+        ),
+    ] {
+        let dir = Dir::new();
+        let input = format!("./in.{source}");
+        dir.write(&input, first);
+        dir.write("p.yaml", pipeline(source, &input, "", "./out.jsonl", false));
+        dir.faucet(&["run", "p.yaml"]).expect_code(0).stderr_has(&[
+            &format!("in.{source}:{line}"),
+            "unterminated_last_line: read",
+        ]);
+        assert_eq!(dir.jsonl("out.jsonl"), records(&[("1", "a")]), "{source}");
+        dir.append(&input, rest);
+        dir.faucet(&["run", "p.yaml"]).expect_code(0);
+        assert_eq!(
+            dir.jsonl("out.jsonl"),
+            records(&[("1", "a"), ("2", "zebra"), ("3", "c")]),
+            "{source}"
+        );
+    }
+    // A complete file without a final line break, read whole on request.
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n2,b");
+    dir.write(
+        "p.yaml",
+        pipeline(
+            "csv",
+            "./in.csv",
+            ", unterminated_last_line: read",
+            "./out.jsonl",
+            false,
+        ),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.jsonl("out.jsonl"), records(&[("1", "a"), ("2", "b")]));
+}
+
+#[test]
+fn a_field_or_line_over_the_limit_is_an_error_naming_file_line_and_column() {
+    let dir = Dir::new();
+    dir.write("in.csv", format!("id,v\n1,a\n2,{}\n", "x".repeat(2000)));
+    dir.write(
+        "p.yaml",
+        pipeline(
+            "csv",
+            "./in.csv",
+            ", max_field_bytes: 1000",
+            "./out.jsonl",
+            false,
+        ),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(1).stderr_has(&[
+        "in.csv:3",
+        "column 2 `v`",
+        "max_field_bytes (1000 bytes)",
+    ]);
+    // The default (16 MiB) holds an unclosed quote's runaway field too.
+    let dir = Dir::new();
+    let mut big = String::from("id,v\n1,\"a\n");
+    big.push_str(&"y,\n".repeat(6 << 20));
+    dir.write("in.csv", &big);
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(1).stderr_has(&[
+        "in.csv:2",
+        "column 2 `v`",
+        "max_field_bytes (16777216 bytes)",
+    ]);
+
+    let dir = Dir::new();
+    dir.write(
+        "in.jsonl",
+        format!("{{\"id\":\"1\"}}\n{{\"id\":\"{}\"}}\n", "x".repeat(200)),
+    );
+    dir.write(
+        "p.yaml",
+        pipeline(
+            "jsonl",
+            "./in.jsonl",
+            ", max_line_bytes: 100",
+            "./out.jsonl",
+            false,
+        ),
+    );
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(1)
+        .stderr_has(&["in.jsonl:2", "max_line_bytes (100 bytes)"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_source_is_refused_before_it_is_opened() {
+    use std::time::{Duration, Instant};
+    for source in ["csv", "jsonl"] {
+        let dir = Dir::new();
+        let input = format!("in.{source}");
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join(&input))
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        dir.write(
+            "p.yaml",
+            pipeline(source, &format!("./{input}"), "", "./out.jsonl", false),
+        );
+        let mut child = crate::support::faucet_command()
+            .current_dir(dir.path())
+            .args(["run", "p.yaml"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let started = Instant::now();
+        while child.try_wait().expect("wait").is_none() {
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = child.kill();
+                panic!("{source}: faucet blocked on the FIFO");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let run = crate::support::Run::from_output(child.wait_with_output().expect("output"));
+        run.expect_code(1)
+            .stderr_has(&["FIFO", "not a regular file", &input]);
+    }
+}
+
+#[test]
+fn a_jsonl_sink_writes_to_stdout_with_dash_and_refuses_devices() {
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n2,b\n3,c\n");
+    dir.write("p.yaml", pipeline("csv", "./in.csv", "", "-", false));
+    let run = dir.faucet(&["run", "p.yaml"]);
+    run.expect_code(0).stderr_has(&["3 records"]);
+    let lines: Vec<Value> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("stdout holds only JSON lines"))
+        .collect();
+    assert_eq!(lines, records(&[("1", "a"), ("2", "b"), ("3", "c")]));
+    assert!(dir.read("-").is_none(), "no file named -");
+    assert_eq!(bookmark(&dir)["records"], 3);
+
+    for device in ["/dev/null", "/dev/stdout"] {
+        let dir = Dir::new();
+        dir.write("in.csv", "id,v\n1,a\n");
+        dir.write("p.yaml", pipeline("csv", "./in.csv", "", device, false));
+        let run = dir.faucet(&["run", "p.yaml"]);
+        run.expect_code(1)
+            .stderr_has(&[device, "not a regular file", "path: \"-\""]);
+        assert!(
+            run.stdout.is_empty() || !run.stdout.contains("\"id\""),
+            "{}",
+            run.stdout
+        );
+        assert_eq!(bookmark(&dir), Value::Null, "{device}: nothing committed");
+    }
+}

@@ -43,8 +43,11 @@ mod blocking;
 mod bookmark;
 mod csv;
 mod jsonl;
+mod last_line;
 mod prefetch;
+mod regular;
 
 pub use self::bookmark::{FileBookmark, Fingerprint};
 pub use self::csv::{ColumnType, Columns, CsvSource, CsvSourceConfig};
 pub use self::jsonl::{JsonlSink, JsonlSinkConfig, JsonlSource, JsonlSourceConfig};
+pub use self::last_line::UnterminatedLastLine;

@@ -7,10 +7,13 @@
 //! `Value::Json`. A field's type in the schema is its values' type in the page (`Numeric`
 //! when integers and other numbers mix, `Unknown` for other mixes or all nulls).
 //!
-//! Lines may end in LF or CRLF; a last line without a newline is read when it is valid JSON.
-//! A line that is not a JSON object — including a torn last line, left by a writer that
-//! died — is a [`FaucetError::Data`] at `<path>:<line>`, never skipped. Lines holding only
-//! whitespace carry no record and are passed over. A UTF-8 BOM at byte 0 is ignored.
+//! Lines may end in LF or CRLF. A last line without a newline is held back until it has one
+//! (a writer may still be appending it), unless `unterminated_last_line: read`: then it is
+//! read when it is valid JSON. A line that is not a JSON object — including a torn last
+//! line, left by a writer that died — or longer than `max_line_bytes` is a
+//! [`FaucetError::Data`] at `<path>:<line>`, never skipped. Lines holding only whitespace
+//! carry no record and are passed over. A UTF-8 BOM at byte 0 is ignored. Only regular
+//! files are read (a FIFO or device is refused before it is opened).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -27,7 +30,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::files::blocking;
 use crate::files::bookmark::{ContentProbe, FileBookmark, read_error};
+use crate::files::last_line::{UnterminatedLastLine, default_max_bytes, warn_held_back};
 use crate::files::prefetch::{PageReader, PrefetchStream, value_bytes};
+use crate::files::regular::open_regular;
 
 const CONNECTOR: &str = "jsonl";
 const READ_BUFFER: usize = 256 * 1024;
@@ -40,20 +45,42 @@ pub struct JsonlSourceConfig {
     /// The JSON Lines file. A relative path is relative to the process's current directory
     /// (the CLI resolves it against the config file's directory first).
     pub path: PathBuf,
+    /// What to do with a last line that does not end in a line break: `wait` (the default:
+    /// not read until it has one, so a file still being written is never read half-way) or
+    /// `read` (the file is complete; read it as the last record). See
+    /// [`UnterminatedLastLine`].
+    #[serde(default)]
+    pub unterminated_last_line: UnterminatedLastLine,
+    /// The longest line, in bytes without its line break; a longer one is an error naming
+    /// `file:line`. Default 16 MiB (16777216); memory for one line stays within this.
+    #[serde(default = "default_max_bytes")]
+    pub max_line_bytes: u64,
 }
 
 impl JsonlSourceConfig {
-    /// A configuration reading `path`.
+    /// A configuration reading `path`, every other field at its default.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            path: path.into(),
+            unterminated_last_line: UnterminatedLastLine::default(),
+            max_line_bytes: default_max_bytes(),
+        }
     }
 
     /// Checks the configuration without touching the file system.
     ///
     /// # Errors
-    /// [`FaucetError::Config`] with field `path` when it is empty.
+    /// [`FaucetError::Config`] with field `path` when it is empty, `max_line_bytes` when it
+    /// is 0.
     pub fn validate(&self) -> Result<(), FaucetError> {
-        super::validate_path(&self.path)
+        super::validate_path(&self.path)?;
+        if self.max_line_bytes == 0 {
+            return Err(FaucetError::config(
+                "max_line_bytes",
+                "must be at least 1 (the default is 16777216, 16 MiB)",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -99,11 +126,12 @@ impl Source for JsonlSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
-        let path = self.config.path.clone();
+        let config = self.config.clone();
         let from = from
-            .map(|b| FileBookmark::parse(CONNECTOR, &path, b))
+            .map(|b| FileBookmark::parse(CONNECTOR, &config.path, b))
             .transpose()?;
-        let reader = blocking::read(CONNECTOR, move || JsonlPageReader::open(path, from)).await??;
+        let reader =
+            blocking::read(CONNECTOR, move || JsonlPageReader::open(&config, from)).await??;
         let stream =
             PrefetchStream::start(CONNECTOR, reader, options.batch_size.max(1), options.cancel)?;
         Ok(Box::new(stream))
@@ -114,9 +142,9 @@ impl Source for JsonlSource {
     /// # Errors
     /// [`FaucetError::Read`] when it cannot be opened or is not a regular file.
     async fn check(&self) -> Result<(), FaucetError> {
-        let path = self.config.path.clone();
+        let config = self.config.clone();
         blocking::read(CONNECTOR, move || {
-            JsonlPageReader::open(path, None).map(drop)
+            JsonlPageReader::open(&config, None).map(drop)
         })
         .await?
     }
@@ -137,6 +165,10 @@ struct JsonlPageReader {
     done: bool,
     pending: Option<Pending>,
     line_buf: Vec<u8>,
+    /// Hold back a last line without a line break.
+    hold_unterminated: bool,
+    /// The longest line allowed, in bytes without its line break.
+    max_line: u64,
     /// The previous page's schema, reused when the next page has the same fields.
     last_schema: Option<Arc<Schema>>,
 }
@@ -155,19 +187,9 @@ struct Pending {
 }
 
 impl JsonlPageReader {
-    fn open(path: PathBuf, from: Option<FileBookmark>) -> Result<Self, FaucetError> {
-        let mut file =
-            File::open(&path).map_err(|e| read_error(CONNECTOR, &path, "cannot open", e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| read_error(CONNECTOR, &path, "cannot stat", e))?;
-        if !meta.is_file() {
-            return Err(FaucetError::read(
-                CONNECTOR,
-                format!("{} is not a regular file", path.display()),
-                None,
-            ));
-        }
+    fn open(config: &JsonlSourceConfig, from: Option<FileBookmark>) -> Result<Self, FaucetError> {
+        let path = config.path.clone();
+        let (mut file, meta) = open_regular(CONNECTOR, &path)?;
         let mut head = [0u8; 3];
         let n = read_up_to(&mut file, &mut head)
             .map_err(|e| read_error(CONNECTOR, &path, "cannot read", e))?;
@@ -193,6 +215,8 @@ impl JsonlPageReader {
             done: false,
             pending: None,
             line_buf: Vec::new(),
+            hold_unterminated: config.unterminated_last_line == UnterminatedLastLine::Wait,
+            max_line: config.max_line_bytes,
             last_schema: None,
         })
     }
@@ -216,8 +240,8 @@ impl JsonlPageReader {
     /// Reads one line into `pending`; `false` at the end of the file.
     fn read_line(&mut self, pending: &mut Pending) -> Result<bool, FaucetError> {
         self.line_buf.clear();
-        let n = self
-            .reader
+        let n = (&mut self.reader)
+            .take(self.max_line.saturating_add(1))
             .read_until(b'\n', &mut self.line_buf)
             .map_err(|e| read_error(CONNECTOR, &self.path, "cannot read", e))?;
         if n == 0 {
@@ -225,6 +249,24 @@ impl JsonlPageReader {
         }
         let line = self.line;
         let has_newline = self.line_buf.last() == Some(&b'\n');
+        if (n - usize::from(has_newline)) as u64 > self.max_line {
+            return Err(FaucetError::data(
+                CONNECTOR,
+                format!("{}:{line}", self.label),
+                format!(
+                    "the line is longer than max_line_bytes ({} bytes); fix the file, or raise \
+                     max_line_bytes if the line is meant",
+                    self.max_line
+                ),
+            ));
+        }
+        if !has_newline && self.hold_unterminated {
+            // Not consumed: the bookmark stays before it, and nothing more is read.
+            if !self.line_buf.iter().all(u8::is_ascii_whitespace) {
+                warn_held_back(CONNECTOR, &format!("{}:{line}", self.label));
+            }
+            return Ok(false);
+        }
         self.offset += n as u64;
         self.line += u64::from(has_newline);
         let text = trim_line_end(&self.line_buf);
