@@ -14,6 +14,13 @@ fn jsonl_source(path: &std::path::Path) -> JsonlSource {
     JsonlSource::new(JsonlSourceConfig::new(path)).expect("config")
 }
 
+/// A source reading `path` as a complete file (`unterminated_last_line: read`).
+fn complete_jsonl_source(path: &std::path::Path) -> JsonlSource {
+    let mut config = JsonlSourceConfig::new(path);
+    config.unterminated_last_line = faucet_connectors::files::UnterminatedLastLine::Read;
+    JsonlSource::new(config).expect("config")
+}
+
 fn jsonl_sink(path: &std::path::Path) -> JsonlSink {
     JsonlSink::new(JsonlSinkConfig::new(path)).expect("config")
 }
@@ -32,7 +39,7 @@ async fn source_values_are_exact_and_the_schema_is_the_union_of_keys() {
         )
         .as_bytes(),
     );
-    let pages = read_pages(&jsonl_source(&path), None, 10)
+    let pages = read_pages(&complete_jsonl_source(&path), None, 10)
         .await
         .expect("read");
     assert_eq!(pages.len(), 1);
@@ -84,7 +91,13 @@ async fn a_torn_last_line_is_an_error_naming_file_and_line() {
         "torn.jsonl",
         b"{\"id\":1}\n{\"id\":2}\n{\"id\":3,\"na",
     );
-    let source = jsonl_source(&path);
+    // By default the last line waits for its line break: two records, no error.
+    let held = read_pages(&jsonl_source(&path), None, 10)
+        .await
+        .expect("held back");
+    assert_eq!(json_lines(&held), [r#"{"id":1}"#, r#"{"id":2}"#]);
+    // Told the file is complete, the torn line is an error.
+    let source = complete_jsonl_source(&path);
     let mut stream = source
         .open(
             None,
@@ -269,11 +282,17 @@ async fn sink_repairs_a_torn_last_line_before_appending() {
         b"{\"id\":1,\"v\":\"v1\"}\n{\"id\":2,\"v\":\"v2\"}\n{\"id\":3,\"v\":\"v",
     );
     let sink = jsonl_sink(&path);
-    let mut w = sink.open().await.expect("open repairs");
+    let mut w = sink.open().await.expect("open inspects");
     assert_eq!(
-        std::fs::read_to_string(&path).expect("read"),
-        "{\"id\":1,\"v\":\"v1\"}\n{\"id\":2,\"v\":\"v2\"}\n",
-        "the torn line is gone before anything is appended"
+        w.holds_data().await.expect("holds data"),
+        Some(true),
+        "the complete lines count"
+    );
+    assert!(
+        std::fs::read_to_string(&path)
+            .expect("read")
+            .ends_with("{\"id\":3,\"v\":\"v"),
+        "open changes nothing: the repair waits for the first write"
     );
     w.write(&conformance::sample_page(&[3, 4], "v", json!(1)))
         .await
@@ -291,10 +310,21 @@ async fn sink_repairs_a_torn_last_line_before_appending() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("dropped_bytes=14"), "{}", warnings[0]);
 
-    // A file that is one torn line is emptied; a clean file is left alone (no warning).
+    // A file that is one torn line holds no data and is emptied by the first write; a clean
+    // file is left alone (no warning).
     let whole = write_file(dir.path(), "all-torn.jsonl", b"{\"id\":");
-    drop(jsonl_sink(&whole).open().await.expect("open"));
-    assert_eq!(std::fs::read(&whole).expect("read"), b"");
+    let whole_sink = jsonl_sink(&whole);
+    let mut w = whole_sink.open().await.expect("open");
+    assert_eq!(w.holds_data().await.expect("holds data"), Some(false));
+    w.write(&conformance::sample_page(&[1], "v", json!(1)))
+        .await
+        .expect("write");
+    w.flush().await.expect("flush");
+    drop(w);
+    assert_eq!(
+        std::fs::read(&whole).expect("read"),
+        b"{\"id\":1,\"v\":\"v1\"}\n"
+    );
     let clean = write_file(dir.path(), "clean.jsonl", b"{\"id\":1}\n");
     drop(jsonl_sink(&clean).open().await.expect("open"));
     assert_eq!(std::fs::read(&clean).expect("read"), b"{\"id\":1}\n");
