@@ -397,3 +397,37 @@ fn a_jsonl_sink_writes_to_stdout_with_dash_and_refuses_devices() {
         assert_eq!(bookmark(&dir), Value::Null, "{device}: nothing committed");
     }
 }
+
+#[test]
+fn jsonl_to_jsonl_keeps_missing_keys_missing_at_any_batch_size_and_refuses_duplicates() {
+    let input = concat!(
+        "{\"a\":1,\"b\":\"x\"}\n",
+        "{\"a\":2}\n",
+        "{\"a\":3,\"b\":null}\n",
+        "{\"b\":\"y\",\"a\":4}\n",
+        "{\"a\":5}\n",
+    );
+    let want: Vec<Value> = input
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    for batch in [1, 2, 3, 100] {
+        let dir = Dir::new();
+        dir.write("in.jsonl", input);
+        let p = pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false)
+            .replace("batch_size: 2", &format!("batch_size: {batch}"));
+        dir.write("p.yaml", p);
+        dir.faucet(&["run", "p.yaml"]).expect_code(0);
+        assert_eq!(dir.jsonl("out.jsonl"), want, "batch {batch}");
+        assert_eq!(bookmark(&dir)["records"], 5, "batch {batch}");
+    }
+    let dir = Dir::new();
+    dir.write("in.jsonl", "{\"a\":1}\n{\"a\":1,\"a\":2}\n");
+    dir.write(
+        "p.yaml",
+        pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(1)
+        .stderr_has(&["in.jsonl:2", "the key `a` appears twice"]);
+}

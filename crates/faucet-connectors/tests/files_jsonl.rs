@@ -26,7 +26,7 @@ fn jsonl_sink(path: &std::path::Path) -> JsonlSink {
 }
 
 #[tokio::test]
-async fn source_values_are_exact_and_the_schema_is_the_union_of_keys() {
+async fn source_values_are_exact_and_a_page_holds_records_with_the_same_keys() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write_file(
         dir.path(),
@@ -35,6 +35,7 @@ async fn source_values_are_exact_and_the_schema_is_the_union_of_keys() {
             "{\"id\":1,\"amount\":12345678901234567890.123456789,\"tags\":[\"a\"]}\n",
             "\n",
             "{\"id\":9007199254740993,\"extra\":{\"k\":1.10},\"amount\":1.10}\r\n",
+            "{\"id\":7,\"amount\":2,\"extra\":[]}\n",
             "{\"amount\":null,\"id\":-3,\"ok\":true,\"s\":\"x\\ny\"}",
         )
         .as_bytes(),
@@ -42,45 +43,64 @@ async fn source_values_are_exact_and_the_schema_is_the_union_of_keys() {
     let pages = read_pages(&complete_jsonl_source(&path), None, 10)
         .await
         .expect("read");
-    assert_eq!(pages.len(), 1);
+    // A key a line lacks stays absent: the page ends where the keys change.
+    assert_eq!(pages.iter().map(|p| p.len()).collect::<Vec<_>>(), [1, 2, 1]);
     assert_eq!(
         json_lines(&pages),
         [
-            r#"{"id":1,"amount":12345678901234567890.123456789,"tags":["a"],"extra":null,"ok":null,"s":null}"#,
-            r#"{"id":9007199254740993,"amount":1.10,"tags":null,"extra":{"k":1.10},"ok":null,"s":null}"#,
-            r#"{"id":-3,"amount":null,"tags":null,"extra":null,"ok":true,"s":"x\ny"}"#,
+            r#"{"id":1,"amount":12345678901234567890.123456789,"tags":["a"]}"#,
+            r#"{"id":9007199254740993,"extra":{"k":1.10},"amount":1.10}"#,
+            r#"{"id":7,"extra":[],"amount":2}"#,
+            r#"{"amount":null,"id":-3,"ok":true,"s":"x\ny"}"#,
         ]
     );
-    let rows: Vec<_> = pages[0].rows().collect();
-    assert_eq!(rows[1].get("id"), Some(&Value::Int(9_007_199_254_740_993)));
+    let rows: Vec<_> = pages[1].rows().collect();
+    assert_eq!(rows[0].get("id"), Some(&Value::Int(9_007_199_254_740_993)));
     assert_eq!(
-        rows[1].get("amount"),
+        rows[0].get("amount"),
         Some(&Value::numeric("1.10").expect("numeric"))
     );
-    let types: Vec<_> = pages[0]
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.data_type.clone())
-        .collect();
+    let types = |i: usize| -> Vec<DataType> {
+        pages[i]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type.clone())
+            .collect()
+    };
+    assert_eq!(types(0), [DataType::Int, DataType::Numeric, DataType::Json]);
+    assert_eq!(types(1), [DataType::Int, DataType::Json, DataType::Numeric]);
     assert_eq!(
-        types,
+        types(2),
         [
+            DataType::Unknown,
             DataType::Int,
-            DataType::Numeric,
-            DataType::Json,
-            DataType::Json,
             DataType::Bool,
             DataType::Text
         ]
     );
-    // The valid last line had no newline: the bookmark is at the end of the file.
+    // Each page's bookmark is after its last record (and a blank line passed over); the
+    // valid last line had no newline: the last bookmark is at the end of the file.
+    assert_eq!(pages[0].bookmark().expect("bookmark")["line"], json!(3));
     let end = std::fs::metadata(&path).expect("meta").len();
-    assert_eq!(
-        pages[0].bookmark().expect("bookmark")["byte_offset"],
-        json!(end)
+    let last = pages[2].bookmark().expect("bookmark");
+    assert_eq!(last["byte_offset"], json!(end));
+    assert_eq!(last["line"], json!(5));
+    assert_eq!(last["records"], json!(4));
+
+    // A key given twice is an error naming the line and the key.
+    let dup = write_file(
+        dir.path(),
+        "dup.jsonl",
+        b"{\"a\":1}\n{\"a\":1,\"b\":2,\"a\":3}\n",
     );
-    assert_eq!(pages[0].bookmark().expect("bookmark")["line"], json!(4));
+    let (location, message) = data_error(
+        read_pages(&jsonl_source(&dup), None, 10)
+            .await
+            .expect_err("duplicate key"),
+    );
+    assert_eq!(location, format!("{}:2", dup.display()));
+    assert!(message.contains("the key `a` appears twice"), "{message}");
 }
 
 #[tokio::test]

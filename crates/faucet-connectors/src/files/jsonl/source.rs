@@ -1,7 +1,10 @@
 //! The `jsonl` source: [`JsonlSource`] reads one JSON object per line into pages.
 //!
-//! A page's schema is the union of its objects' keys in first-seen order; a key an object
-//! lacks is null in its record. Values: a number that is an integer within 64 bits →
+//! A page holds consecutive objects with the same keys (a page ends early where the keys
+//! change), so a key a line lacks stays absent: it is never written as `null` downstream, and
+//! the output does not depend on `batch_size`. The schema is those keys in first-seen order.
+//! (A file whose lines vary their keys line by line gets small pages: correct, slower.) A
+//! key given twice in one object is an error naming the line and the key, never collapsed. Values: a number that is an integer within 64 bits →
 //! `Value::Int`, any other number → `Value::Numeric` with exactly its digits (serde_json's
 //! `arbitrary_precision`), strings → `Value::Text`, booleans, null, and objects / arrays →
 //! `Value::Json`. A field's type in the schema is its values' type in the page (`Numeric`
@@ -171,6 +174,14 @@ struct JsonlPageReader {
     max_line: u64,
     /// The previous page's schema, reused when the next page has the same fields.
     last_schema: Option<Arc<Schema>>,
+    /// A record read whose keys differ from the page being read: the next page's first.
+    carry: Option<Carried>,
+}
+
+/// A parsed record waiting for the next page, with where it ends.
+struct Carried {
+    entries: Vec<(String, Value)>,
+    end: (u64, u64),
 }
 
 /// One record while its page is read: `(field index, value)` pairs.
@@ -184,6 +195,36 @@ struct Pending {
     rows: Vec<Row>,
     /// Estimated memory of the values.
     bytes: usize,
+    /// The byte offset and line after the last record (or blank line) taken.
+    end: Option<(u64, u64)>,
+    /// A record with other keys came: the page ends here.
+    closed: bool,
+}
+
+impl Pending {
+    /// Whether `entries` has exactly this page's keys (any order).
+    fn same_keys(&self, entries: &[(String, Value)]) -> bool {
+        entries.len() == self.keys.len() && entries.iter().all(|(k, _)| self.index.contains_key(k))
+    }
+
+    /// Adds a record that ends at `end`.
+    fn push(&mut self, entries: Vec<(String, Value)>, end: (u64, u64)) {
+        let mut row = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let i = match self.index.get(&key) {
+                Some(i) => *i,
+                None => {
+                    self.keys.push(key.clone());
+                    self.index.insert(key, self.keys.len() - 1);
+                    self.keys.len() - 1
+                }
+            };
+            self.bytes += value_bytes(&value);
+            row.push((i, value));
+        }
+        self.rows.push(row);
+        self.end = Some(end);
+    }
 }
 
 impl JsonlPageReader {
@@ -218,6 +259,7 @@ impl JsonlPageReader {
             hold_unterminated: config.unterminated_last_line == UnterminatedLastLine::Wait,
             max_line: config.max_line_bytes,
             last_schema: None,
+            carry: None,
         })
     }
 
@@ -229,7 +271,16 @@ impl JsonlPageReader {
         batch_size: usize,
         budget: usize,
     ) -> Result<(), FaucetError> {
-        while !self.done && pending.rows.len() < batch_size && pending.bytes < budget {
+        if pending.rows.is_empty()
+            && let Some(c) = self.carry.take()
+        {
+            pending.push(c.entries, c.end);
+        }
+        while !self.done
+            && !pending.closed
+            && pending.rows.len() < batch_size
+            && pending.bytes < budget
+        {
             if !self.read_line(pending)? {
                 self.done = true;
             }
@@ -269,27 +320,24 @@ impl JsonlPageReader {
         }
         self.offset += n as u64;
         self.line += u64::from(has_newline);
+        let end = (self.offset, self.line);
         let text = trim_line_end(&self.line_buf);
         if text.iter().all(u8::is_ascii_whitespace) {
+            if !pending.rows.is_empty() {
+                pending.end = Some(end);
+            }
             return Ok(true);
         }
         let object = parse_object(text, has_newline)
             .map_err(|msg| FaucetError::data(CONNECTOR, format!("{}:{line}", self.label), msg))?;
-        let mut row = Vec::with_capacity(object.len());
-        for (key, value) in object {
-            let i = match pending.index.get(&key) {
-                Some(i) => *i,
-                None => {
-                    pending.keys.push(key.clone());
-                    pending.index.insert(key, pending.keys.len() - 1);
-                    pending.keys.len() - 1
-                }
-            };
-            let value = to_value(value);
-            pending.bytes += value_bytes(&value);
-            row.push((i, value));
+        let entries: Vec<(String, Value)> =
+            object.into_iter().map(|(k, v)| (k, to_value(v))).collect();
+        if pending.rows.is_empty() || pending.same_keys(&entries) {
+            pending.push(entries, end);
+        } else {
+            self.carry = Some(Carried { entries, end });
+            pending.closed = true;
         }
-        pending.rows.push(row);
         Ok(true)
     }
 
@@ -356,11 +404,12 @@ impl PageReader for JsonlPageReader {
             }
             page.push_row(values);
         }
-        let fingerprint = self.probe.fingerprint(CONNECTOR, &self.path, self.offset)?;
+        let (byte_offset, line) = pending.end.unwrap_or((self.offset, self.line));
+        let fingerprint = self.probe.fingerprint(CONNECTOR, &self.path, byte_offset)?;
         let bookmark = FileBookmark {
             file: self.label.clone(),
-            byte_offset: self.offset,
-            line: self.line,
+            byte_offset,
+            line,
             records: self.records,
             fingerprint: Some(fingerprint),
         };
@@ -378,7 +427,12 @@ fn parse_object(
     has_newline: bool,
 ) -> Result<serde_json::Map<String, serde_json::Value>, String> {
     match serde_json::from_slice::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(map)) => Ok(map),
+        Ok(serde_json::Value::Object(map)) => {
+            if count_keys(text) != Some(map.len()) {
+                return Err(duplicate_key(text));
+            }
+            Ok(map)
+        }
         Ok(other) => Err(format!(
             "expected a JSON object, found {}",
             match other {
@@ -395,6 +449,73 @@ fn parse_object(
         )),
         Err(e) => Err(format!("not valid JSON ({e})")),
     }
+}
+
+/// The number of keys of the JSON object `text` (duplicates counted), without allocating.
+fn count_keys(text: &[u8]) -> Option<usize> {
+    struct Count(usize);
+    impl<'de> Deserialize<'de> for Count {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(CountVisitor)
+        }
+    }
+    struct CountVisitor;
+    impl<'de> serde::de::Visitor<'de> for CountVisitor {
+        type Value = Count;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Count, A::Error> {
+            let mut n = 0;
+            while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                n += 1;
+            }
+            Ok(Count(n))
+        }
+    }
+    serde_json::from_slice::<Count>(text).ok().map(|c| c.0)
+}
+
+/// The error for an object that names a key twice (the error path: keys collected).
+fn duplicate_key(text: &[u8]) -> String {
+    let mut seen = std::collections::HashSet::new();
+    let twice = object_keys(text)
+        .into_iter()
+        .find(|k| !seen.insert(k.clone()))
+        .unwrap_or_default();
+    format!(
+        "the key `{twice}` appears twice in this object; a record's keys must be unique (fix \
+         the line: keeping either value would change the data)"
+    )
+}
+
+/// The keys of the JSON object `text`, in order, duplicates included.
+fn object_keys(text: &[u8]) -> Vec<String> {
+    struct Keys(Vec<String>);
+    impl<'de> Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(KeysVisitor)
+        }
+    }
+    struct KeysVisitor;
+    impl<'de> serde::de::Visitor<'de> for KeysVisitor {
+        type Value = Keys;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(k) = map.next_key::<String>()? {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                keys.push(k);
+            }
+            Ok(Keys(keys))
+        }
+    }
+    serde_json::from_slice::<Keys>(text)
+        .map(|k| k.0)
+        .unwrap_or_default()
 }
 
 /// A JSON value as a faucet value: exact integers and numerics, nested values as JSON.
