@@ -34,7 +34,8 @@ pub(super) enum Next {
     /// The end of the file.
     End,
     /// The last record has no terminator yet and was held back: the reader is positioned
-    /// before it, at its line ([`RecordReader::line_after`]); nothing more is read.
+    /// before it, at its line ([`RecordReader::line_after`]); asking again holds it back
+    /// again.
     HeldBack,
 }
 
@@ -488,5 +489,64 @@ mod tests {
         assert_eq!(r.read_record().expect("read"), Next::Record);
         assert_eq!(r.field(0), "\u{feff}x".as_bytes());
         assert_eq!(r.line(), 2);
+    }
+
+    #[test]
+    fn the_end_of_the_file_at_every_read_size() {
+        for size in 1..12 {
+            // A last record without a terminator: held back, the offset before it.
+            let (_f, r) = reader_over(b"id\n1,a\n2,b", size);
+            let mut r = r.with_limits(true, 1 << 20);
+            assert_eq!(r.read_record().expect("header"), Next::Record);
+            assert_eq!(r.read_record().expect("1"), Next::Record);
+            assert_eq!(r.read_record().expect("2"), Next::HeldBack, "size {size}");
+            assert_eq!((r.offset(), r.line_after()), (7, 3), "size {size}");
+            assert_eq!(r.read_record().expect("again"), Next::HeldBack);
+            assert_eq!(r.offset(), 7, "size {size}");
+            // A quote open at the end: an error at its line, also when held back, unless
+            // it opened on the last line (then it is an unfinished last line).
+            for hold in [false, true] {
+                let (_f, r) = reader_over(b"id,v\n1,\"a\nb\n2,c\n", size);
+                let mut r = r.with_limits(hold, 1 << 20);
+                assert_eq!(r.read_record().expect("header"), Next::Record);
+                match r.read_record() {
+                    Err(ReadError::UnclosedQuote { line, record_line }) => {
+                        assert_eq!((line, record_line), (2, 2), "size {size}");
+                    }
+                    other => panic!("size {size}: {other:?}"),
+                }
+            }
+            let (_f, r) = reader_over(b"id,v\n1,\"a", size);
+            let mut r = r.with_limits(true, 1 << 20);
+            assert_eq!(r.read_record().expect("header"), Next::Record);
+            assert_eq!(r.read_record().expect("held"), Next::HeldBack);
+            // A field over the limit, inside a quote that never closes.
+            let (_f, r) = reader_over(b"id,v\n1,ok\n2,\"xxxxxxxxxxxxxxxxxxxx\n", size);
+            let mut r = r.with_limits(false, 8);
+            for _ in 0..2 {
+                assert_eq!(r.read_record().expect("record"), Next::Record);
+            }
+            match r.read_record() {
+                Err(ReadError::FieldTooLong { line, column }) => {
+                    assert_eq!((line, column), (3, 2), "size {size}");
+                }
+                other => panic!("size {size}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn open_quotes_follow_csv_core() {
+        let q = |raw: &[u8]| open_quote(raw, b',', b'"', 1);
+        assert_eq!(q(b"1,\"a"), Some((1, false)));
+        assert_eq!(q(b"\n1,\"a\nb"), Some((2, true)));
+        assert_eq!(q(b"1,\"a\"\"b\""), None, "a doubled quote, then closed");
+        assert_eq!(q(b"1,a\"b"), None, "a quote inside a bare field is text");
+        assert_eq!(
+            q(b"1,\"a\"b\"c"),
+            None,
+            "after the closing quote the field is bare"
+        );
+        assert_eq!(q(b"1,\"a\",\"b"), Some((1, false)));
     }
 }
