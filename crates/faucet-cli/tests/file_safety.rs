@@ -421,6 +421,17 @@ fn jsonl_to_jsonl_keeps_missing_keys_missing_at_any_batch_size_and_refuses_dupli
         assert_eq!(dir.jsonl("out.jsonl"), want, "batch {batch}");
         assert_eq!(bookmark(&dir)["records"], 5, "batch {batch}");
     }
+    // Nested objects and arrays come out as given: duplicate keys, escapes, number spelling.
+    let dir = Dir::new();
+    let nested = "{\"a\":6,\"n\":{\"x\":1,\"x\":2.50},\"l\":[\"caf\\u00e9\",1e400]}";
+    dir.write("in.jsonl", format!("{nested}\n"));
+    dir.write(
+        "p.yaml",
+        pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.lines("out.jsonl"), [nested]);
+
     let dir = Dir::new();
     dir.write("in.jsonl", "{\"a\":1}\n{\"a\":1,\"a\":2}\n");
     dir.write(

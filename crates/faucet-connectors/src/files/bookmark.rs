@@ -67,10 +67,16 @@ impl Fingerprint {
     /// `offset`.
     pub(crate) fn of(file: &mut File, offset: u64, window_bytes: u64) -> std::io::Result<Self> {
         let len = offset.min(window_bytes);
+        let head_sha256 = hash_range(file, 0, len)?;
+        let tail_sha256 = if len == offset {
+            head_sha256.clone()
+        } else {
+            hash_range(file, offset - len, len)?
+        };
         Ok(Self {
             window_bytes,
-            head_sha256: hash_range(file, 0, len)?,
-            tail_sha256: hash_range(file, offset - len, len)?,
+            head_sha256,
+            tail_sha256,
         })
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use faucet_core::{
-    Bookmark, DataType, FaucetError, Field, Page, PageBuilder, PageStream, ReadOptions,
+    Bookmark, DataType, FaucetError, Field, Json, Page, PageBuilder, PageStream, ReadOptions,
     ReplayGuarantee, Schema, Source, Value,
 };
 use serde::{Deserialize, Serialize};
@@ -330,8 +330,7 @@ impl JsonlPageReader {
         }
         let object = parse_object(text, has_newline)
             .map_err(|msg| FaucetError::data(CONNECTOR, format!("{}:{line}", self.label), msg))?;
-        let entries: Vec<(String, Value)> =
-            object.into_iter().map(|(k, v)| (k, to_value(v))).collect();
+        let entries = object;
         if pending.rows.is_empty() || pending.same_keys(&entries) {
             pending.push(entries, end);
         } else {
@@ -422,100 +421,83 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-fn parse_object(
-    text: &[u8],
-    has_newline: bool,
-) -> Result<serde_json::Map<String, serde_json::Value>, String> {
-    match serde_json::from_slice::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(map)) => {
-            if count_keys(text) != Some(map.len()) {
-                return Err(duplicate_key(text));
+/// The members of the JSON object on one line, each value's text as given.
+struct Members<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> serde::de::Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
             }
-            Ok(map)
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    members.push((key, map.next_value()?));
+                }
+                Ok(Members(members))
+            }
         }
-        Ok(other) => Err(format!(
+        d.deserialize_map(MembersVisitor)
+    }
+}
+
+/// The line's object as `(key, value)` pairs in the line's order. Objects and arrays inside
+/// it are kept as their text ([`Json::parse`]: compact, everything else as given, nested
+/// duplicate keys included); a key given twice at the top level is an error (a record's
+/// fields must be unique, and keeping either value would change the data).
+fn parse_object(text: &[u8], has_newline: bool) -> Result<Vec<(String, Value)>, String> {
+    let members = match serde_json::from_slice::<Members<'_>>(text) {
+        Ok(m) => m.0,
+        Err(_) => return Err(not_an_object(text, has_newline)),
+    };
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    let mut out = Vec::with_capacity(members.len());
+    for (key, raw) in members {
+        if !seen.insert(key.clone()) {
+            return Err(format!(
+                "the key `{key}` appears twice in this object; a record's keys must be unique \
+                 (fix the line: keeping either value would change the data)"
+            ));
+        }
+        let t = raw.get();
+        let value = match t.as_bytes().first() {
+            Some(b'{' | b'[') => Value::Json(Json::parse(t).map_err(|e| format!("`{key}`: {e}"))?),
+            _ => to_value(
+                serde_json::from_str::<serde_json::Value>(t)
+                    .map_err(|e| format!("`{key}`: {e}"))?,
+            ),
+        };
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// Why `text` is not one JSON object (the error path: parsed again for the message).
+fn not_an_object(text: &[u8], has_newline: bool) -> String {
+    match serde_json::from_slice::<serde_json::Value>(text) {
+        Ok(other) => format!(
             "expected a JSON object, found {}",
             match other {
                 serde_json::Value::Array(_) => "an array",
                 serde_json::Value::String(_) => "a string",
                 serde_json::Value::Number(_) => "a number",
                 serde_json::Value::Bool(_) => "a boolean",
-                _ => "null",
+                serde_json::Value::Object(_) => "an object it cannot read",
+                serde_json::Value::Null => "null",
             }
-        )),
-        Err(e) if !has_newline => Err(format!(
+        ),
+        Err(e) if !has_newline => format!(
             "the last line is torn: it has no trailing newline and is not valid JSON ({e}); \
              the file was cut while being written"
-        )),
-        Err(e) => Err(format!("not valid JSON ({e})")),
+        ),
+        Err(e) => format!("not valid JSON ({e})"),
     }
-}
-
-/// The number of keys of the JSON object `text` (duplicates counted), without allocating.
-fn count_keys(text: &[u8]) -> Option<usize> {
-    struct Count(usize);
-    impl<'de> Deserialize<'de> for Count {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_map(CountVisitor)
-        }
-    }
-    struct CountVisitor;
-    impl<'de> serde::de::Visitor<'de> for CountVisitor {
-        type Value = Count;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Count, A::Error> {
-            let mut n = 0;
-            while map.next_key::<serde::de::IgnoredAny>()?.is_some() {
-                map.next_value::<serde::de::IgnoredAny>()?;
-                n += 1;
-            }
-            Ok(Count(n))
-        }
-    }
-    serde_json::from_slice::<Count>(text).ok().map(|c| c.0)
-}
-
-/// The error for an object that names a key twice (the error path: keys collected).
-fn duplicate_key(text: &[u8]) -> String {
-    let mut seen = std::collections::HashSet::new();
-    let twice = object_keys(text)
-        .into_iter()
-        .find(|k| !seen.insert(k.clone()))
-        .unwrap_or_default();
-    format!(
-        "the key `{twice}` appears twice in this object; a record's keys must be unique (fix \
-         the line: keeping either value would change the data)"
-    )
-}
-
-/// The keys of the JSON object `text`, in order, duplicates included.
-fn object_keys(text: &[u8]) -> Vec<String> {
-    struct Keys(Vec<String>);
-    impl<'de> Deserialize<'de> for Keys {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_map(KeysVisitor)
-        }
-    }
-    struct KeysVisitor;
-    impl<'de> serde::de::Visitor<'de> for KeysVisitor {
-        type Value = Keys;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
-            let mut keys = Vec::new();
-            while let Some(k) = map.next_key::<String>()? {
-                map.next_value::<serde::de::IgnoredAny>()?;
-                keys.push(k);
-            }
-            Ok(Keys(keys))
-        }
-    }
-    serde_json::from_slice::<Keys>(text)
-        .map(|k| k.0)
-        .unwrap_or_default()
 }
 
 /// A JSON value as a faucet value: exact integers and numerics, nested values as JSON.
