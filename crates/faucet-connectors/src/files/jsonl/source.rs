@@ -466,12 +466,17 @@ fn parse_object(text: &[u8], has_newline: bool) -> Result<Vec<(String, Value)>, 
             ));
         }
         let t = raw.get();
+        let bad = |e: serde_json::Error| format!("`{key}`: {e}");
+        // The raw text is valid JSON already: scalars are read straight into values.
         let value = match t.as_bytes().first() {
-            Some(b'{' | b'[') => Value::Json(Json::parse(t).map_err(|e| format!("`{key}`: {e}"))?),
-            _ => to_value(
-                serde_json::from_str::<serde_json::Value>(t)
-                    .map_err(|e| format!("`{key}`: {e}"))?,
-            ),
+            Some(b'{' | b'[') => Value::Json(Json::parse(t).map_err(bad)?),
+            Some(b'"') => Value::Text(serde_json::from_str::<String>(t).map_err(bad)?.into()),
+            Some(b'n') => Value::Null,
+            Some(b't') => Value::Bool(true),
+            Some(b'f') => Value::Bool(false),
+            _ => to_value(serde_json::Value::Number(
+                serde_json::from_str::<serde_json::Number>(t).map_err(bad)?,
+            )),
         };
         out.push((key, value));
     }
