@@ -18,8 +18,21 @@ macro_rules! say {
     };
 }
 
-/// Writes one line on stdout, ignoring a closed pipe.
+/// Set when a sink writes its data to stdout (`path: "-"`): reports then go to stderr.
+static STDOUT_IS_DATA: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// From now on, what [`say_line`] prints goes to stderr: stdout carries a sink's data.
+pub(crate) fn reports_to_stderr() {
+    STDOUT_IS_DATA.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Writes one line on stdout (stderr after [`reports_to_stderr`]), ignoring a closed pipe.
 pub(crate) fn say_line(args: std::fmt::Arguments<'_>) {
+    if STDOUT_IS_DATA.load(std::sync::atomic::Ordering::Relaxed) {
+        let mut out = std::io::stderr().lock();
+        let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
+        return;
+    }
     let mut out = std::io::stdout().lock();
     let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
 }

@@ -393,7 +393,8 @@ fn sigkill_at_random_instants_keeps_every_text_value_exact() {
 fn a_last_record_without_newline_then_appended_rows_resume_after_it() {
     // The first run reads a last record that has no line break (case 19); rows appended
     // later after a line break are the next run's, and only theirs. Appending straight onto
-    // that record changes it: refused.
+    // that record changes it: refused. The file is declared complete
+    // (`unterminated_last_line: read`); by default such a record waits for its line break.
     let cases: &[(&str, &[u8], &[u8])] = &[
         ("csv", b"id,v\n1,a", b"\n2,b\n3,c"),
         ("csv", b"id,v\r\n1,a", b"\r\n2,b\r\n"),
@@ -412,7 +413,10 @@ fn a_last_record_without_newline_then_appended_rows_resume_after_it() {
         let input = format!("in.{source}");
         let dir = Dir::new();
         dir.write(&input, first);
-        dir.write("p.yaml", pipeline(source, "", 100));
+        dir.write(
+            "p.yaml",
+            pipeline(source, ", unterminated_last_line: read", 100),
+        );
         dir.faucet(&["run", "p.yaml"]).expect_code(0);
         let mut f = std::fs::OpenOptions::new()
             .append(true)
@@ -434,7 +438,7 @@ fn a_last_record_without_newline_then_appended_rows_resume_after_it() {
         assert_eq!(bookmark(&dir)["byte_offset"], total, "{source}");
     }
     // Glued onto the last record: that record changed, so the bookmark no longer fits.
-    let dir = csv_dir(b"id,v\n1,a", "", 100);
+    let dir = csv_dir(b"id,v\n1,a", ", unterminated_last_line: read", 100);
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     dir.append("in.csv", "2,b\n");
     dir.faucet(&["run", "p.yaml"])

@@ -42,7 +42,7 @@ async fn case_19_quoted_line_breaks_give_exactly_four_records_at_any_buffer_size
         .enumerate()
     {
         for batch in [10_000, 3, 1] {
-            let source = csv_source(CsvSourceConfig::new(&path), buffer);
+            let source = csv_source(complete_csv(&path), buffer);
             let out = dir.path().join(format!("out-{i}-{batch}.jsonl"));
             let state = dir.path().join(format!("state-{i}-{batch}"));
             let summary = run_to_jsonl(&source, &out, &state, batch)
@@ -55,7 +55,7 @@ async fn case_19_quoted_line_breaks_give_exactly_four_records_at_any_buffer_size
     }
     // The values themselves: CR LF (0D 0A) kept in record 3, a lone LF in record 1, and the
     // quoted "" of record 2 is the empty string, not null — also when "" is a null value.
-    let mut config = CsvSourceConfig::new(&path);
+    let mut config = complete_csv(&path);
     config.null_values = vec![String::new()];
     let pages = read_pages(&csv_source(config, Some(16)), None, 10)
         .await

@@ -33,7 +33,7 @@ async fn resuming_from_every_bookmark_gives_exactly_the_rest() {
     let bytes = tricky_csv();
     let path = write_file(dir.path(), "tricky.csv", &bytes);
     for buffer in [None, Some(1), Some(7)] {
-        let source = csv_source(CsvSourceConfig::new(&path), buffer);
+        let source = csv_source(complete_csv(&path), buffer);
         let pages = read_pages(&source, None, 3).await.expect("read");
         let all = json_lines(&pages);
         assert_eq!(all.len(), 21);
@@ -74,7 +74,7 @@ async fn the_conformance_battery_passes() {
     conformance::config_is_strict::<CsvSourceConfig>(&json!({"path": "a.csv"}))
         .expect("strict config");
     for buffer in [None, Some(2)] {
-        let source = csv_source(CsvSourceConfig::new(&path), buffer);
+        let source = csv_source(complete_csv(&path), buffer);
         for batch in [1, 3, 7, 100] {
             conformance::source_pages_are_bounded(&source, batch, 21)
                 .await
@@ -99,9 +99,17 @@ async fn a_bookmark_that_does_not_fit_the_file_is_an_error_naming_it() {
     let source = csv_source(CsvSourceConfig::new(&path), None);
     let pages = read_pages(&source, None, 2).await.expect("read");
     let after_two = pages[0].bookmark().expect("bookmark").clone();
+    let mut position = after_two.clone();
+    let fingerprint = position
+        .as_object_mut()
+        .and_then(|m| m.remove("fingerprint"));
     assert_eq!(
-        after_two,
+        position,
         json!({"file": path.to_string_lossy(), "byte_offset": 13, "line": 4, "records": 2})
+    );
+    assert_eq!(
+        fingerprint.expect("a fingerprint")["window_bytes"],
+        json!(65536)
     );
 
     // The file was replaced by a shorter one.
@@ -128,7 +136,7 @@ async fn a_bookmark_that_does_not_fit_the_file_is_an_error_naming_it() {
             .err()
             .expect("not a boundary"),
     );
-    assert!(message.contains("is not right after a record"), "{message}");
+    assert!(message.contains("replaced or rewritten"), "{message}");
 
     // A bookmark of another file, and one that is not a file bookmark at all.
     let mut other = after_two.clone();

@@ -14,12 +14,19 @@ fn jsonl_source(path: &std::path::Path) -> JsonlSource {
     JsonlSource::new(JsonlSourceConfig::new(path)).expect("config")
 }
 
+/// A source reading `path` as a complete file (`unterminated_last_line: read`).
+fn complete_jsonl_source(path: &std::path::Path) -> JsonlSource {
+    let mut config = JsonlSourceConfig::new(path);
+    config.unterminated_last_line = faucet_connectors::files::UnterminatedLastLine::Read;
+    JsonlSource::new(config).expect("config")
+}
+
 fn jsonl_sink(path: &std::path::Path) -> JsonlSink {
     JsonlSink::new(JsonlSinkConfig::new(path)).expect("config")
 }
 
 #[tokio::test]
-async fn source_values_are_exact_and_the_schema_is_the_union_of_keys() {
+async fn source_values_are_exact_and_a_page_holds_records_with_the_same_keys() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write_file(
         dir.path(),
@@ -28,52 +35,72 @@ async fn source_values_are_exact_and_the_schema_is_the_union_of_keys() {
             "{\"id\":1,\"amount\":12345678901234567890.123456789,\"tags\":[\"a\"]}\n",
             "\n",
             "{\"id\":9007199254740993,\"extra\":{\"k\":1.10},\"amount\":1.10}\r\n",
+            "{\"id\":7,\"amount\":2,\"extra\":[]}\n",
             "{\"amount\":null,\"id\":-3,\"ok\":true,\"s\":\"x\\ny\"}",
         )
         .as_bytes(),
     );
-    let pages = read_pages(&jsonl_source(&path), None, 10)
+    let pages = read_pages(&complete_jsonl_source(&path), None, 10)
         .await
         .expect("read");
-    assert_eq!(pages.len(), 1);
+    // A key a line lacks stays absent: the page ends where the keys change.
+    assert_eq!(pages.iter().map(|p| p.len()).collect::<Vec<_>>(), [1, 2, 1]);
     assert_eq!(
         json_lines(&pages),
         [
-            r#"{"id":1,"amount":12345678901234567890.123456789,"tags":["a"],"extra":null,"ok":null,"s":null}"#,
-            r#"{"id":9007199254740993,"amount":1.10,"tags":null,"extra":{"k":1.10},"ok":null,"s":null}"#,
-            r#"{"id":-3,"amount":null,"tags":null,"extra":null,"ok":true,"s":"x\ny"}"#,
+            r#"{"id":1,"amount":12345678901234567890.123456789,"tags":["a"]}"#,
+            r#"{"id":9007199254740993,"extra":{"k":1.10},"amount":1.10}"#,
+            r#"{"id":7,"extra":[],"amount":2}"#,
+            r#"{"amount":null,"id":-3,"ok":true,"s":"x\ny"}"#,
         ]
     );
-    let rows: Vec<_> = pages[0].rows().collect();
-    assert_eq!(rows[1].get("id"), Some(&Value::Int(9_007_199_254_740_993)));
+    let rows: Vec<_> = pages[1].rows().collect();
+    assert_eq!(rows[0].get("id"), Some(&Value::Int(9_007_199_254_740_993)));
     assert_eq!(
-        rows[1].get("amount"),
+        rows[0].get("amount"),
         Some(&Value::numeric("1.10").expect("numeric"))
     );
-    let types: Vec<_> = pages[0]
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.data_type.clone())
-        .collect();
+    let types = |i: usize| -> Vec<DataType> {
+        pages[i]
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.data_type.clone())
+            .collect()
+    };
+    assert_eq!(types(0), [DataType::Int, DataType::Numeric, DataType::Json]);
+    assert_eq!(types(1), [DataType::Int, DataType::Json, DataType::Numeric]);
     assert_eq!(
-        types,
+        types(2),
         [
+            DataType::Unknown,
             DataType::Int,
-            DataType::Numeric,
-            DataType::Json,
-            DataType::Json,
             DataType::Bool,
             DataType::Text
         ]
     );
-    // The valid last line had no newline: the bookmark is at the end of the file.
+    // Each page's bookmark is after its last record (and a blank line passed over); the
+    // valid last line had no newline: the last bookmark is at the end of the file.
+    assert_eq!(pages[0].bookmark().expect("bookmark")["line"], json!(3));
     let end = std::fs::metadata(&path).expect("meta").len();
-    assert_eq!(
-        pages[0].bookmark().expect("bookmark")["byte_offset"],
-        json!(end)
+    let last = pages[2].bookmark().expect("bookmark");
+    assert_eq!(last["byte_offset"], json!(end));
+    assert_eq!(last["line"], json!(5));
+    assert_eq!(last["records"], json!(4));
+
+    // A key given twice is an error naming the line and the key.
+    let dup = write_file(
+        dir.path(),
+        "dup.jsonl",
+        b"{\"a\":1}\n{\"a\":1,\"b\":2,\"a\":3}\n",
     );
-    assert_eq!(pages[0].bookmark().expect("bookmark")["line"], json!(4));
+    let (location, message) = data_error(
+        read_pages(&jsonl_source(&dup), None, 10)
+            .await
+            .expect_err("duplicate key"),
+    );
+    assert_eq!(location, format!("{}:2", dup.display()));
+    assert!(message.contains("the key `a` appears twice"), "{message}");
 }
 
 #[tokio::test]
@@ -84,7 +111,13 @@ async fn a_torn_last_line_is_an_error_naming_file_and_line() {
         "torn.jsonl",
         b"{\"id\":1}\n{\"id\":2}\n{\"id\":3,\"na",
     );
-    let source = jsonl_source(&path);
+    // By default the last line waits for its line break: two records, no error.
+    let held = read_pages(&jsonl_source(&path), None, 10)
+        .await
+        .expect("held back");
+    assert_eq!(json_lines(&held), [r#"{"id":1}"#, r#"{"id":2}"#]);
+    // Told the file is complete, the torn line is an error.
+    let source = complete_jsonl_source(&path);
     let mut stream = source
         .open(
             None,
@@ -269,11 +302,17 @@ async fn sink_repairs_a_torn_last_line_before_appending() {
         b"{\"id\":1,\"v\":\"v1\"}\n{\"id\":2,\"v\":\"v2\"}\n{\"id\":3,\"v\":\"v",
     );
     let sink = jsonl_sink(&path);
-    let mut w = sink.open().await.expect("open repairs");
+    let mut w = sink.open().await.expect("open inspects");
     assert_eq!(
-        std::fs::read_to_string(&path).expect("read"),
-        "{\"id\":1,\"v\":\"v1\"}\n{\"id\":2,\"v\":\"v2\"}\n",
-        "the torn line is gone before anything is appended"
+        w.holds_data().await.expect("holds data"),
+        Some(true),
+        "the complete lines count"
+    );
+    assert!(
+        std::fs::read_to_string(&path)
+            .expect("read")
+            .ends_with("{\"id\":3,\"v\":\"v"),
+        "open changes nothing: the repair waits for the first write"
     );
     w.write(&conformance::sample_page(&[3, 4], "v", json!(1)))
         .await
@@ -291,10 +330,21 @@ async fn sink_repairs_a_torn_last_line_before_appending() {
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("dropped_bytes=14"), "{}", warnings[0]);
 
-    // A file that is one torn line is emptied; a clean file is left alone (no warning).
+    // A file that is one torn line holds no data and is emptied by the first write; a clean
+    // file is left alone (no warning).
     let whole = write_file(dir.path(), "all-torn.jsonl", b"{\"id\":");
-    drop(jsonl_sink(&whole).open().await.expect("open"));
-    assert_eq!(std::fs::read(&whole).expect("read"), b"");
+    let whole_sink = jsonl_sink(&whole);
+    let mut w = whole_sink.open().await.expect("open");
+    assert_eq!(w.holds_data().await.expect("holds data"), Some(false));
+    w.write(&conformance::sample_page(&[1], "v", json!(1)))
+        .await
+        .expect("write");
+    w.flush().await.expect("flush");
+    drop(w);
+    assert_eq!(
+        std::fs::read(&whole).expect("read"),
+        b"{\"id\":1,\"v\":\"v1\"}\n"
+    );
     let clean = write_file(dir.path(), "clean.jsonl", b"{\"id\":1}\n");
     drop(jsonl_sink(&clean).open().await.expect("open"));
     assert_eq!(std::fs::read(&clean).expect("read"), b"{\"id\":1}\n");

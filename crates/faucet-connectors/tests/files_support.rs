@@ -18,6 +18,14 @@ pub(crate) fn write_file(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
     path
 }
 
+/// A csv config reading `path` as a complete file: a last record without a line break is
+/// read (`unterminated_last_line: read`), as the shared cases' files expect.
+pub(crate) fn complete_csv(path: impl Into<std::path::PathBuf>) -> CsvSourceConfig {
+    let mut config = CsvSourceConfig::new(path);
+    config.unterminated_last_line = faucet_connectors::files::UnterminatedLastLine::Read;
+    config
+}
+
 /// A csv source over `path` with default settings and a `read_buffer`-byte read buffer
 /// (`None`: the default).
 pub(crate) fn csv_source(config: CsvSourceConfig, read_buffer: Option<usize>) -> CsvSource {

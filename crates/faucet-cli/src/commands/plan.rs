@@ -21,6 +21,8 @@ pub(crate) struct Plan {
     pub(crate) source: Box<dyn Source>,
     /// The built sink (not opened).
     pub(crate) sink: Box<dyn Sink>,
+    /// Whether the sink writes to standard output (`path: "-"`).
+    pub(crate) sink_to_stdout: bool,
     /// The state store's config (checked, not connected).
     pub(crate) state: StateConfig,
     /// What the user asked for.
@@ -56,6 +58,7 @@ pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, Fau
         state_key: key.to_owned(),
         source,
         sink,
+        sink_to_stdout: p.sink.writes_stdout(),
         state: p.state.clone(),
         delivery: p.delivery,
         batch_size: p.batch_size,

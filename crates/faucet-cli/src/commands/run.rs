@@ -76,6 +76,9 @@ pub(crate) async fn run(args: RunArgs) -> Exit {
             return Exit::of(&e);
         }
     };
+    if plans.iter().any(|p| p.sink_to_stdout) {
+        output::reports_to_stderr();
+    }
     let cancel = CancellationToken::new();
     if let Err(e) = crate::signals::install(cancel.clone()) {
         tracing::warn!(error = %e, "cannot install signal handlers; SIGINT/SIGTERM will stop the process at once");

@@ -101,10 +101,21 @@ impl SinkConfig {
     pub(crate) fn resolve_paths(&mut self, base: &Path) {
         match self {
             #[cfg(feature = "files")]
-            Self::Jsonl(c) => c.path = resolve_path(base, &c.path),
+            Self::Jsonl(c) if !c.writes_stdout() => c.path = resolve_path(base, &c.path),
             _ => {
                 let _ = base;
             }
+        }
+    }
+
+    /// Whether the sink writes to standard output (a jsonl sink with `path: "-"`): then
+    /// faucet's own reports go to stderr.
+    pub(crate) fn writes_stdout(&self) -> bool {
+        match self {
+            #[cfg(feature = "files")]
+            Self::Jsonl(c) => c.writes_stdout(),
+            #[allow(unreachable_patterns)] // Reached only when a feature is off.
+            _ => false,
         }
     }
 

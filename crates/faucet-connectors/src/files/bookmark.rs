@@ -8,10 +8,12 @@ use faucet_core::{Bookmark, FaucetError};
 use serde::{Deserialize, Serialize};
 
 /// The bookmark the `csv` and `jsonl` sources put after every page:
-/// `{"file": "data/orders.csv", "byte_offset": 5120, "line": 101, "records": 99}`.
+/// `{"file": "data/orders.csv", "byte_offset": 5120, "line": 101, "records": 99,
+/// "fingerprint": {"window_bytes": 65536, "head_sha256": "…", "tail_sha256": "…"}}`.
 ///
 /// Resuming seeks to `byte_offset` and reads on; nothing before it is read again (except a
-/// CSV header, re-read from the start for the column names).
+/// CSV header, re-read from the start for the column names). The [`Fingerprint`] ties the
+/// bookmark to the content it points into, so a bookmark is never applied to another file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileBookmark {
@@ -25,17 +27,131 @@ pub struct FileBookmark {
     /// The data records read from the start of the file up to `byte_offset` (a CSV header
     /// is not a record).
     pub records: u64,
+    /// Hashes of the bytes before `byte_offset`. Absent in bookmarks made by an older
+    /// faucet: those are checked by position only (file name, size, record boundary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Fingerprint>,
+}
+
+/// What a [`FileBookmark`] knows of the content before its offset: SHA-256 of the first
+/// and of the last `window_bytes` bytes before `byte_offset` (the same bytes when the offset
+/// is within the first window). Resuming recomputes both on the file as it is now; any
+/// difference means the bookmark was made for other content and the resume is refused.
+///
+/// Cost: two reads of at most `window_bytes` (64 KiB) per page and per resume, whatever the
+/// file's size. Bytes between the two windows are not covered: a file rewritten in place
+/// with the same length up to the offset, same first and last 64 KiB and different bytes in
+/// between is not detected (nor is it by any check short of hashing the whole prefix).
+/// Appending to the file never changes a fingerprint, so a growing file resumes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fingerprint {
+    /// The size of each window in bytes (64 KiB when made by this version).
+    pub window_bytes: u64,
+    /// Lower-case hex SHA-256 of bytes `[0, min(byte_offset, window_bytes))`.
+    pub head_sha256: String,
+    /// Lower-case hex SHA-256 of bytes `[byte_offset - min(byte_offset, window_bytes),
+    /// byte_offset)`.
+    pub tail_sha256: String,
+}
+
+/// The window of a new [`Fingerprint`]: 64 KiB.
+pub(crate) const FINGERPRINT_WINDOW: u64 = 64 << 10;
+
+impl Fingerprint {
+    /// The fingerprint of the first `offset` bytes of `file` (read with seeks: the caller
+    /// repositions `file` afterwards, or passes a handle of its own).
+    ///
+    /// # Errors
+    /// The I/O error of a failed read, `UnexpectedEof` when the file is shorter than
+    /// `offset`.
+    pub(crate) fn of(file: &mut File, offset: u64, window_bytes: u64) -> std::io::Result<Self> {
+        let len = offset.min(window_bytes);
+        let head_sha256 = hash_range(file, 0, len)?;
+        let tail_sha256 = if len == offset {
+            head_sha256.clone()
+        } else {
+            hash_range(file, offset - len, len)?
+        };
+        Ok(Self {
+            window_bytes,
+            head_sha256,
+            tail_sha256,
+        })
+    }
+}
+
+/// Hex SHA-256 of `len` bytes of `file` from `start`.
+fn hash_range(file: &mut File, start: u64, len: u64) -> std::io::Result<String> {
+    use sha2::Digest as _;
+    file.seek(SeekFrom::Start(start))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = [0u8; 8192];
+    let mut left = len;
+    while left > 0 {
+        let want = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+        file.read_exact(&mut buf[..want])?;
+        hasher.update(&buf[..want]);
+        left -= want as u64;
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// A second handle on a source's file, for fingerprinting the bookmark after each page
+/// without moving the reader's position.
+pub(crate) struct ContentProbe {
+    file: File,
+}
+
+impl ContentProbe {
+    /// Opens `path` again for reading.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when it cannot be opened.
+    pub(crate) fn open(connector: &str, path: &Path) -> Result<Self, FaucetError> {
+        let file = File::open(path).map_err(|e| read_error(connector, path, "cannot open", e))?;
+        Ok(Self { file })
+    }
+
+    /// The fingerprint of the first `offset` bytes.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] naming the file (it shrank, or the read failed).
+    pub(crate) fn fingerprint(
+        &mut self,
+        connector: &str,
+        path: &Path,
+        offset: u64,
+    ) -> Result<Fingerprint, FaucetError> {
+        Fingerprint::of(&mut self.file, offset, FINGERPRINT_WINDOW)
+            .map_err(|e| read_error(connector, path, "cannot fingerprint", e))
+    }
 }
 
 impl FileBookmark {
     /// The bookmark as the JSON value a page carries.
     pub fn to_json(&self) -> Bookmark {
-        serde_json::json!({
+        let mut value = serde_json::json!({
             "file": self.file,
             "byte_offset": self.byte_offset,
             "line": self.line,
             "records": self.records,
-        })
+        });
+        if let (Some(f), Some(map)) = (&self.fingerprint, value.as_object_mut()) {
+            map.insert(
+                "fingerprint".to_owned(),
+                serde_json::json!({
+                    "window_bytes": f.window_bytes,
+                    "head_sha256": f.head_sha256,
+                    "tail_sha256": f.tail_sha256,
+                }),
+            );
+        }
+        value
     }
 
     /// Reads a stored bookmark back.
@@ -66,7 +182,11 @@ impl FileBookmark {
     /// `data_start` or at the end. A bookmark made at the end of a file whose last record
     /// had no line break also fits when the file grew by a terminator (or `\r\n`) and more:
     /// that record is unchanged, and what follows are new records.
-    /// A different directory only logs a warning (the same file may be reached another way).
+    /// With a [`Fingerprint`], the bytes before the offset must hash as they did: a file
+    /// under another directory, or replaced in place, is refused naming both files. A
+    /// different directory with the same content is fine (the same file reached another
+    /// way, or moved). A bookmark without a fingerprint (an older faucet's) gets the other
+    /// checks and a warning.
     ///
     /// # Errors
     /// [`FaucetError::State`] naming the file when the bookmark cannot belong to it (the file
@@ -88,14 +208,6 @@ impl FileBookmark {
                 self,
                 format!("it was made for the file `{}`", self.file),
             ));
-        }
-        if stored != path {
-            tracing::warn!(
-                connector,
-                file = %path.display(),
-                bookmark_file = %self.file,
-                "resuming a bookmark made for the same file name under another path"
-            );
         }
         if self.byte_offset > size {
             return Err(mismatch(
@@ -120,6 +232,15 @@ impl FileBookmark {
                 ),
             ));
         }
+        let verified = self.check_fingerprint(connector, path, file)?;
+        if stored != path {
+            tracing::info!(
+                connector,
+                file = %path.display(),
+                bookmark_file = %self.file,
+                "resuming a bookmark made for the same content under another path"
+            );
+        }
         if self.byte_offset == data_start || self.byte_offset == size {
             return Ok(());
         }
@@ -137,9 +258,10 @@ impl FileBookmark {
             file.read_exact(&mut around[1..=n])
                 .map_err(|e| read_error(connector, path, "cannot read", e))?;
             (terminators.contains(&around[1]) || around[1..=n] == *b"\r\n")
-                && self.line
-                    == 1 + count_newlines(file, self.byte_offset)
-                        .map_err(|e| read_error(connector, path, "cannot read", e))?
+                && (verified
+                    || self.line
+                        == 1 + count_newlines(file, self.byte_offset)
+                            .map_err(|e| read_error(connector, path, "cannot read", e))?)
         };
         if !after_terminator && !grown_after_break {
             return Err(mismatch(
@@ -154,6 +276,59 @@ impl FileBookmark {
             ));
         }
         Ok(())
+    }
+}
+
+impl FileBookmark {
+    /// Compares the stored fingerprint with the file's bytes before the offset: `true` when
+    /// they match, `false` (and a warning) when the bookmark has none.
+    ///
+    /// # Errors
+    /// [`FaucetError::State`] naming the bookmark's file and `path` when they differ.
+    fn check_fingerprint(
+        &self,
+        connector: &str,
+        path: &Path,
+        file: &mut File,
+    ) -> Result<bool, FaucetError> {
+        let Some(stored) = &self.fingerprint else {
+            tracing::warn!(
+                connector,
+                file = %path.display(),
+                "the stored bookmark has no content fingerprint (made by an older faucet): \
+                 resuming by position only; the next bookmark will carry one"
+            );
+            return Ok(false);
+        };
+        let now = Fingerprint::of(file, self.byte_offset, stored.window_bytes.max(1))
+            .map_err(|e| read_error(connector, path, "cannot read", e))?;
+        if now == *stored {
+            return Ok(true);
+        }
+        let which = if now.head_sha256 == stored.head_sha256 {
+            format!("the {} bytes before that offset", stored.window_bytes)
+        } else {
+            format!("the first {} bytes", stored.window_bytes)
+        };
+        Err(FaucetError::state(
+            connector,
+            format!(
+                "the stored bookmark was made for `{}` (byte_offset {}, line {}, {} records) \
+                 and does not fit {}: {which} differ from the content the bookmark was made \
+                 on, so {} is another file or was replaced or rewritten, and resuming at \
+                 that offset would skip or garble records. Point `path` back at `{}` if that \
+                 is the file meant; to read {} from the beginning, use another state key \
+                 (pipeline name or matrix id) or delete this one",
+                self.file,
+                self.byte_offset,
+                self.line,
+                self.records,
+                path.display(),
+                path.display(),
+                self.file,
+                path.display(),
+            ),
+        ))
     }
 }
 

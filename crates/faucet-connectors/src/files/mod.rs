@@ -3,16 +3,21 @@
 //! * [`CsvSource`] reads an RFC 4180 CSV file (quoted delimiters, doubled quotes, line breaks
 //!   inside quotes, LF / CRLF / CR record ends, a UTF-8 BOM at byte 0) into pages of typed
 //!   records, strings unless [`CsvSourceConfig::columns`] declares a type;
-//! * [`JsonlSource`] reads one JSON object per line; a page's schema is the union of its
-//!   objects' keys in first-seen order;
+//! * [`JsonlSource`] reads one JSON object per line; a page holds consecutive objects with
+//!   the same keys, so a key a line lacks stays absent;
 //! * [`JsonlSink`] appends one JSON object per line (values in DESIGN.md's JSON form), repairs
-//!   a torn last line left by a crash before appending, and is durable on `flush`.
+//!   a torn last line left by a crash at its first write (never before the run loop decided
+//!   to write), and is durable on `flush`; `path: "-"` is standard output.
 //!
-//! Both sources replay deterministically (the file is immutable while read) and put a
-//! [`FileBookmark`] after every page: `{"file", "byte_offset", "line", "records"}`, enough to
-//! resume exactly after the page's last record. A bookmark that does not fit the file (beyond
-//! its end, or not at a record boundary: the file was replaced) is an error naming the file.
-//! Malformed input is a [`faucet_core::FaucetError::Data`] naming `file:line`, never skipped.
+//! Both sources replay deterministically (the file only grows while read) and put a
+//! [`FileBookmark`] after every page: `{"file", "byte_offset", "line", "records",
+//! "fingerprint"}`, enough to resume exactly after the page's last record and to tell that
+//! the file is still the one it was made on. A bookmark that does not fit the file (another
+//! content before the offset, beyond its end, or not at a record boundary) is an error naming
+//! the file. A last line without a line break waits for one unless
+//! [`UnterminatedLastLine::Read`]. Only regular files are read. Malformed input (an unclosed
+//! quote, a field or line over its limit) is a [`faucet_core::FaucetError::Data`] naming
+//! `file:line`, never skipped.
 //!
 //! Every connector has the crate's shape: `XConfig` (serde, unknown fields rejected) with a
 //! pure `validate()`, `X::new(config)` (validates, no I/O), the I/O in `open()` / `check()`.
@@ -43,8 +48,11 @@ mod blocking;
 mod bookmark;
 mod csv;
 mod jsonl;
+mod last_line;
 mod prefetch;
+mod regular;
 
-pub use self::bookmark::FileBookmark;
+pub use self::bookmark::{FileBookmark, Fingerprint};
 pub use self::csv::{ColumnType, Columns, CsvSource, CsvSourceConfig};
 pub use self::jsonl::{JsonlSink, JsonlSinkConfig, JsonlSource, JsonlSourceConfig};
+pub use self::last_line::UnterminatedLastLine;

@@ -5,6 +5,8 @@ use std::fmt;
 use std::path::PathBuf;
 
 use faucet_core::{DataType, FaucetError};
+
+use crate::files::last_line::{UnterminatedLastLine, default_max_bytes};
 use serde::de::{self, MapAccess, SeqAccess, Visitor};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -49,6 +51,17 @@ pub struct CsvSourceConfig {
     /// names every column in file order.
     #[serde(default)]
     pub columns: Option<Columns>,
+    /// What to do with a last record that does not end in a line break: `wait` (the
+    /// default: not read until it has one, so a file still being written is never read
+    /// half-way) or `read` (the file is complete; read it as the last record). See
+    /// [`UnterminatedLastLine`].
+    #[serde(default)]
+    pub unterminated_last_line: UnterminatedLastLine,
+    /// The longest field, in bytes after unquoting; a longer one is an error naming
+    /// `file:line` and the column (it is usually a quote never closed). Default 16 MiB
+    /// (16777216); memory for one record stays within a few times this.
+    #[serde(default = "default_max_bytes")]
+    pub max_field_bytes: u64,
 }
 
 fn default_has_header() -> bool {
@@ -73,17 +86,25 @@ impl CsvSourceConfig {
             quote: default_quote(),
             null_values: Vec::new(),
             columns: None,
+            unterminated_last_line: UnterminatedLastLine::default(),
+            max_field_bytes: default_max_bytes(),
         }
     }
 
     /// Checks the configuration without touching the file system.
     ///
     /// # Errors
-    /// [`FaucetError::Config`] with `field` one of `path`, `delimiter`, `quote`, `columns`
-    /// (relative names; the CLI prefixes them) and what would be right.
+    /// [`FaucetError::Config`] with `field` one of `path`, `delimiter`, `quote`, `columns`,
+    /// `max_field_bytes` (relative names; the CLI prefixes them) and what would be right.
     pub fn validate(&self) -> Result<(), FaucetError> {
         if self.path.as_os_str().is_empty() {
             return Err(FaucetError::config("path", "must name a CSV file"));
+        }
+        if self.max_field_bytes == 0 {
+            return Err(FaucetError::config(
+                "max_field_bytes",
+                "must be at least 1 (the default is 16777216, 16 MiB)",
+            ));
         }
         let delimiter = one_ascii_char("delimiter", &self.delimiter)?;
         let quote = one_ascii_char("quote", &self.quote)?;

@@ -8,9 +8,15 @@
 //!   field equal to one of `null_values` is null.
 //! * Bookmarks: a [`crate::files::FileBookmark`] after every page; resuming seeks to its byte
 //!   offset (the header is re-read from the start for the names).
-//! * Errors: a record with the wrong number of fields, invalid UTF-8 or a value that does not
-//!   parse as its declared type is a [`FaucetError::Data`] at `<path>:<line>` (the line the
-//!   record starts on), naming the column for field errors. Nothing is skipped.
+//! * Errors: a record with the wrong number of fields, invalid UTF-8, a value that does not
+//!   parse as its declared type, or a field longer than `max_field_bytes` is a
+//!   [`FaucetError::Data`] at `<path>:<line>` (the line the record starts on), naming the
+//!   column for field errors; a quote still open at the end of the file is one at the line
+//!   where it opened. Nothing is skipped.
+//! * A last record without a line break is held back until it has one, unless
+//!   `unterminated_last_line: read` (see [`crate::files::UnterminatedLastLine`]).
+//! * Only regular files are read (a FIFO or device is refused before it is opened: a
+//!   bookmark is a byte offset to seek to).
 //! * Memory: the page the run loop holds, at most 8 MiB (estimated) of the next page read
 //!   ahead, and the read buffer (1 MiB unless [`CsvSource::with_read_buffer`] says
 //!   otherwise; it grows only for a longer record); the [`faucet_core::Schema`] is built once
@@ -69,6 +75,8 @@ impl CsvSource {
                 .collect(),
             columns: config.columns.clone().unwrap_or_default(),
             read_buffer: DEFAULT_READ_BUFFER,
+            last_line: config.unterminated_last_line,
+            max_field_bytes: usize::try_from(config.max_field_bytes).unwrap_or(usize::MAX),
         };
         Ok(Self {
             config,

@@ -2,7 +2,6 @@
 //! header, seeks to a bookmark and turns records into pages of typed values.
 
 use std::collections::HashMap;
-use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -11,9 +10,11 @@ use faucet_core::{FaucetError, Field, Page, PageBuilder, Schema, Value};
 use super::CONNECTOR;
 use super::config::{ColumnType, Columns};
 use super::convert::convert;
-use super::reader::RecordReader;
-use crate::files::bookmark::{FileBookmark, read_error};
+use super::reader::{Next, ReadError, RecordReader};
+use crate::files::bookmark::{ContentProbe, FileBookmark, read_error};
+use crate::files::last_line::{UnterminatedLastLine, warn_held_back};
 use crate::files::prefetch::{PageReader, value_bytes};
+use crate::files::regular::open_regular;
 
 /// Everything a read needs from the configuration, validated.
 #[derive(Debug, Clone)]
@@ -27,12 +28,16 @@ pub(super) struct Dialect {
     pub(super) null_values: Vec<Vec<u8>>,
     pub(super) columns: Columns,
     pub(super) read_buffer: usize,
+    pub(super) last_line: UnterminatedLastLine,
+    pub(super) max_field_bytes: usize,
 }
 
 /// An open CSV file, positioned at the next record to read.
 pub(super) struct CsvPageReader {
     dialect: Arc<Dialect>,
     reader: RecordReader,
+    /// A second handle on the file, for each bookmark's fingerprint.
+    probe: ContentProbe,
     schema: Arc<Schema>,
     /// The declared type of each column, in file order.
     types: Vec<ColumnType>,
@@ -52,26 +57,26 @@ impl CsvPageReader {
         from: Option<FileBookmark>,
     ) -> Result<Self, FaucetError> {
         let path = &dialect.path;
-        let file = File::open(path).map_err(|e| read_error(CONNECTOR, path, "cannot open", e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| read_error(CONNECTOR, path, "cannot stat", e))?;
-        if !meta.is_file() {
-            return Err(FaucetError::read(
-                CONNECTOR,
-                format!("{} is not a regular file", path.display()),
-                None,
-            ));
-        }
+        let (file, meta) = open_regular(CONNECTOR, path)?;
         let mut reader =
             RecordReader::new(file, dialect.delimiter, dialect.quote, dialect.read_buffer)
-                .map_err(|e| read_error(CONNECTOR, path, "cannot read", e))?;
+                .map_err(|e| read_error(CONNECTOR, path, "cannot read", e))?
+                .with_limits(
+                    dialect.last_line == UnterminatedLastLine::Wait,
+                    dialect.max_field_bytes,
+                );
         let mut done = false;
         let (names, types) = if dialect.has_header {
-            let has = reader
+            let next = reader
                 .read_record()
-                .map_err(|e| read_error(CONNECTOR, path, "cannot read", e))?;
-            if has {
+                .map_err(|e| reader_error(&dialect, e, &[]))?;
+            if next == Next::HeldBack {
+                warn_held_back(
+                    CONNECTOR,
+                    &format!("{}:{}", dialect.label, reader.line_after()),
+                );
+            }
+            if next == Next::Record {
                 header_columns(&dialect, &reader)?
             } else {
                 done = true;
@@ -108,9 +113,11 @@ impl CsvPageReader {
                 .map_err(|e| read_error(CONNECTOR, path, "cannot seek in", e))?;
             records = b.records;
         }
+        let probe = ContentProbe::open(CONNECTOR, path)?;
         Ok(Self {
             dialect,
             reader,
+            probe,
             schema,
             types,
             records,
@@ -126,15 +133,23 @@ impl CsvPageReader {
         if self.done {
             return Ok(None);
         }
-        let has = self
+        let next = self
             .reader
             .read_record()
-            .map_err(|e| read_error(CONNECTOR, &self.dialect.path, "cannot read", e))?;
-        if !has {
-            self.done = true;
-            return Ok(None);
+            .map_err(|e| reader_error(&self.dialect, e, self.schema.fields()))?;
+        match next {
+            Next::Record => self.convert_record(page).map(Some),
+            Next::End => {
+                self.done = true;
+                Ok(None)
+            }
+            Next::HeldBack => {
+                self.done = true;
+                let location = format!("{}:{}", self.dialect.label, self.reader.line_after());
+                warn_held_back(CONNECTOR, &location);
+                Ok(None)
+            }
         }
-        self.convert_record(page).map(Some)
     }
 
     /// Appends the reader's current record to `page`, converted (straight into the page's
@@ -241,13 +256,52 @@ impl PageReader for CsvPageReader {
             return Ok(None);
         }
         self.records += page.len() as u64;
+        let byte_offset = self.reader.offset();
+        let fingerprint = self
+            .probe
+            .fingerprint(CONNECTOR, &self.dialect.path, byte_offset)?;
         let bookmark = FileBookmark {
             file: self.dialect.label.clone(),
-            byte_offset: self.reader.offset(),
+            byte_offset,
             line: self.reader.line_after(),
             records: self.records,
+            fingerprint: Some(fingerprint),
         };
         Ok(Some(page.finish(Some(bookmark.to_json()))))
+    }
+}
+
+/// A [`ReadError`] as the source's error: the file, the line and (for a field) the column
+/// among `fields` (empty while reading the header).
+fn reader_error(dialect: &Dialect, e: ReadError, fields: &[Field]) -> FaucetError {
+    let at = |line: u64| format!("{}:{line}", dialect.label);
+    match e {
+        ReadError::Io(e) => read_error(CONNECTOR, &dialect.path, "cannot read", e),
+        ReadError::FieldTooLong { line, column } => {
+            let name = fields
+                .get(column - 1)
+                .map(|f| format!(" `{}`", f.name))
+                .unwrap_or_default();
+            FaucetError::data(
+                CONNECTOR,
+                at(line),
+                format!(
+                    "column {column}{name}: the field is longer than max_field_bytes ({} \
+                     bytes); a quote that is never closed makes one field of the rest of the \
+                     file. Fix the file, or raise max_field_bytes if the field is meant",
+                    dialect.max_field_bytes
+                ),
+            )
+        }
+        ReadError::UnclosedQuote { line, record_line } => FaucetError::data(
+            CONNECTOR,
+            at(line),
+            format!(
+                "a quote opened on line {line} (in the record starting on line {record_line}) \
+                 is never closed: the field would run to the end of the file. Close the quote \
+                 (a quote inside a quoted field is written twice: \"\")"
+            ),
+        ),
     }
 }
 

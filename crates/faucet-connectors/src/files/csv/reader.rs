@@ -13,6 +13,11 @@
 //! Records end at LF, CR or CRLF (`csv-core`'s `Terminator::CRLF`); quoted fields may hold
 //! delimiters, doubled quotes and line breaks, split across any number of reads. Empty lines
 //! between records are skipped, as `csv-core` does.
+//!
+//! At the end of the file, a record cut off without a terminator is held back (not
+//! consumed) when the reader is told to ([`RecordReader::with_limits`]); a quoted field still
+//! open there is an error at the line of its opening quote, as is a field longer than the
+//! limit (checked while it is read, so memory stays bounded by a few times the limit).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -20,6 +25,37 @@ use std::io::{self, Read, Seek, SeekFrom};
 use csv_core::{ReadRecordResult, Terminator};
 
 const BOM: &[u8; 3] = b"\xef\xbb\xbf";
+
+/// What [`RecordReader::read_record`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Next {
+    /// A record (its fields are readable).
+    Record,
+    /// The end of the file.
+    End,
+    /// The last record has no terminator yet and was held back: the reader is positioned
+    /// before it, at its line ([`RecordReader::line_after`]); asking again holds it back
+    /// again.
+    HeldBack,
+}
+
+/// Why a record could not be read.
+#[derive(Debug)]
+pub(super) enum ReadError {
+    /// The file could not be read.
+    Io(io::Error),
+    /// Field `column` (1-based) of the record starting at `line` is longer than the limit.
+    FieldTooLong { line: u64, column: usize },
+    /// A quote opened at `line` is still open at the end of the file; the record began at
+    /// `record_line`.
+    UnclosedQuote { line: u64, record_line: u64 },
+}
+
+impl From<io::Error> for ReadError {
+    fn from(e: io::Error) -> Self {
+        Self::Io(e)
+    }
+}
 
 /// Reads CSV records from a file.
 pub(super) struct RecordReader {
@@ -48,6 +84,10 @@ pub(super) struct RecordReader {
     /// Whether each field of the current record was quoted; computed on demand.
     quoted: Vec<bool>,
     quoted_valid: bool,
+    /// Hold back a last record without a terminator instead of returning it.
+    hold_unterminated: bool,
+    /// The longest field allowed, in unquoted bytes.
+    max_field: usize,
 }
 
 impl RecordReader {
@@ -79,12 +119,22 @@ impl RecordReader {
             line: 1,
             quoted: Vec::new(),
             quoted_valid: false,
+            hold_unterminated: false,
+            max_field: usize::MAX,
         };
         let mut head = [0u8; 3];
         let n = read_up_to(&mut reader.file, &mut head)?;
         let start = if n == 3 && &head == BOM { 3 } else { 0 };
         reader.seek(start, 1)?;
         Ok(reader)
+    }
+
+    /// Holds back a last record without a terminator when `hold_unterminated`; refuses a
+    /// field longer than `max_field` bytes. (By default: neither.)
+    pub(super) fn with_limits(mut self, hold_unterminated: bool, max_field: usize) -> Self {
+        self.hold_unterminated = hold_unterminated;
+        self.max_field = max_field.max(1);
+        self
     }
 
     /// Continues at file offset `offset`, which is at line `line` (a record boundary).
@@ -113,11 +163,11 @@ impl RecordReader {
         &mut self.file
     }
 
-    /// Reads the next record; `false` at the end of the file.
+    /// Reads the next record.
     ///
     /// # Errors
-    /// The I/O error of a failed read.
-    pub(super) fn read_record(&mut self) -> io::Result<bool> {
+    /// [`ReadError`]: a failed read, a field over the limit, a quote open at the end.
+    pub(super) fn read_record(&mut self) -> Result<Next, ReadError> {
         self.rec_start = self.pos;
         self.quoted_valid = false;
         let line_before = self.core.line();
@@ -126,6 +176,8 @@ impl RecordReader {
             if self.pos == self.end && !self.eof {
                 self.refill()?;
             }
+            // Only an empty input (the end of the file) ends a record without a terminator.
+            let at_end = self.pos == self.end;
             let (res, nin, o, e) = self.core.read_record(
                 &self.buf[self.pos..self.end],
                 &mut self.fields[nout..],
@@ -134,6 +186,10 @@ impl RecordReader {
             self.pos += nin;
             nout += o;
             nend += e;
+            let done_fields = if nend == 0 { 0 } else { self.ends[nend - 1] };
+            if nout - done_fields > self.max_field {
+                return Err(self.too_long(line_before, nend));
+            }
             match res {
                 ReadRecordResult::InputEmpty => {}
                 ReadRecordResult::OutputFull => {
@@ -147,13 +203,51 @@ impl RecordReader {
                 ReadRecordResult::Record => {
                     self.nfields = nend;
                     self.line = line_before + self.leading_newlines();
-                    return Ok(true);
+                    if let Some(i) = (0..nend).find(|i| {
+                        let (start, end) = self.bounds(*i);
+                        end - start > self.max_field
+                    }) {
+                        return Err(self.too_long(line_before, i));
+                    }
+                    if at_end {
+                        return self.finish_unterminated(line_before);
+                    }
+                    return Ok(Next::Record);
                 }
                 ReadRecordResult::End => {
                     self.nfields = 0;
-                    return Ok(false);
+                    return Ok(Next::End);
                 }
             }
+        }
+    }
+
+    /// The error for field `index` (0-based) of the record being read.
+    fn too_long(&self, line_before: u64, index: usize) -> ReadError {
+        ReadError::FieldTooLong {
+            line: line_before + self.leading_newlines(),
+            column: index + 1,
+        }
+    }
+
+    /// The record just read ended at the end of the file, without a terminator: an error if
+    /// a quote is still open (unless it opened on this last line and the record is held
+    /// back), held back if asked, else a record.
+    fn finish_unterminated(&mut self, line_before: u64) -> Result<Next, ReadError> {
+        let raw = &self.buf[self.rec_start..self.pos];
+        match open_quote(raw, self.delimiter, self.quote, line_before) {
+            Some((_, false)) | None if self.hold_unterminated => {
+                self.pos = self.rec_start;
+                self.nfields = 0;
+                self.core.reset();
+                self.core.set_line(line_before);
+                Ok(Next::HeldBack)
+            }
+            Some((line, _)) => Err(ReadError::UnclosedQuote {
+                line,
+                record_line: self.line,
+            }),
+            None => Ok(Next::Record),
         }
     }
 
@@ -284,6 +378,46 @@ impl RecordReader {
     }
 }
 
+/// Whether a quoted field is still open at the end of `raw` (a record's bytes, leading line
+/// breaks included, starting at line `line`): the line of its opening quote, and whether a
+/// line break follows it. `csv-core`'s rules: a quote opens a quoted field only at the start
+/// of a field; a doubled quote inside is one quote; after the closing quote, the rest of the
+/// field is plain text.
+fn open_quote(raw: &[u8], delimiter: u8, quote: u8, mut line: u64) -> Option<(u64, bool)> {
+    #[derive(PartialEq)]
+    enum State {
+        FieldStart,
+        Bare,
+        Quoted,
+        QuoteInQuoted,
+    }
+    let mut state = State::FieldStart;
+    let mut opened = (line, false);
+    for &b in raw {
+        let line_break = b == b'\n' || b == b'\r';
+        state = match state {
+            State::FieldStart if b == quote => {
+                opened = (line, false);
+                State::Quoted
+            }
+            State::FieldStart if b == delimiter || line_break => State::FieldStart,
+            State::FieldStart => State::Bare,
+            State::Bare if b == delimiter => State::FieldStart,
+            State::Bare => State::Bare,
+            State::Quoted if b == quote => State::QuoteInQuoted,
+            State::Quoted => {
+                opened.1 |= line_break;
+                State::Quoted
+            }
+            State::QuoteInQuoted if b == quote => State::Quoted,
+            State::QuoteInQuoted if b == delimiter => State::FieldStart,
+            State::QuoteInQuoted => State::Bare,
+        };
+        line += u64::from(b == b'\n');
+    }
+    (state == State::Quoted).then_some(opened)
+}
+
 fn read_up_to(file: &mut File, out: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < out.len() {
@@ -314,7 +448,7 @@ mod tests {
     fn all(bytes: &[u8], read_size: usize) -> Vec<(Vec<String>, Vec<bool>, u64, u64)> {
         let (_f, mut r) = reader_over(bytes, read_size);
         let mut out = Vec::new();
-        while r.read_record().expect("read") {
+        while r.read_record().expect("read") == Next::Record {
             let fields = (0..r.len())
                 .map(|i| String::from_utf8_lossy(r.field(i)).into_owned())
                 .collect();
@@ -352,8 +486,67 @@ mod tests {
         // After a seek to a record starting with a BOM, the BOM is data.
         let (_f, mut r) = reader_over(b"id\n\xef\xbb\xbfx\n", 2);
         r.seek(3, 2).expect("seek");
-        assert!(r.read_record().expect("read"));
+        assert_eq!(r.read_record().expect("read"), Next::Record);
         assert_eq!(r.field(0), "\u{feff}x".as_bytes());
         assert_eq!(r.line(), 2);
+    }
+
+    #[test]
+    fn the_end_of_the_file_at_every_read_size() {
+        for size in 1..12 {
+            // A last record without a terminator: held back, the offset before it.
+            let (_f, r) = reader_over(b"id\n1,a\n2,b", size);
+            let mut r = r.with_limits(true, 1 << 20);
+            assert_eq!(r.read_record().expect("header"), Next::Record);
+            assert_eq!(r.read_record().expect("1"), Next::Record);
+            assert_eq!(r.read_record().expect("2"), Next::HeldBack, "size {size}");
+            assert_eq!((r.offset(), r.line_after()), (7, 3), "size {size}");
+            assert_eq!(r.read_record().expect("again"), Next::HeldBack);
+            assert_eq!(r.offset(), 7, "size {size}");
+            // A quote open at the end: an error at its line, also when held back, unless
+            // it opened on the last line (then it is an unfinished last line).
+            for hold in [false, true] {
+                let (_f, r) = reader_over(b"id,v\n1,\"a\nb\n2,c\n", size);
+                let mut r = r.with_limits(hold, 1 << 20);
+                assert_eq!(r.read_record().expect("header"), Next::Record);
+                match r.read_record() {
+                    Err(ReadError::UnclosedQuote { line, record_line }) => {
+                        assert_eq!((line, record_line), (2, 2), "size {size}");
+                    }
+                    other => panic!("size {size}: {other:?}"),
+                }
+            }
+            let (_f, r) = reader_over(b"id,v\n1,\"a", size);
+            let mut r = r.with_limits(true, 1 << 20);
+            assert_eq!(r.read_record().expect("header"), Next::Record);
+            assert_eq!(r.read_record().expect("held"), Next::HeldBack);
+            // A field over the limit, inside a quote that never closes.
+            let (_f, r) = reader_over(b"id,v\n1,ok\n2,\"xxxxxxxxxxxxxxxxxxxx\n", size);
+            let mut r = r.with_limits(false, 8);
+            for _ in 0..2 {
+                assert_eq!(r.read_record().expect("record"), Next::Record);
+            }
+            match r.read_record() {
+                Err(ReadError::FieldTooLong { line, column }) => {
+                    assert_eq!((line, column), (3, 2), "size {size}");
+                }
+                other => panic!("size {size}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn open_quotes_follow_csv_core() {
+        let q = |raw: &[u8]| open_quote(raw, b',', b'"', 1);
+        assert_eq!(q(b"1,\"a"), Some((1, false)));
+        assert_eq!(q(b"\n1,\"a\nb"), Some((2, true)));
+        assert_eq!(q(b"1,\"a\"\"b\""), None, "a doubled quote, then closed");
+        assert_eq!(q(b"1,a\"b"), None, "a quote inside a bare field is text");
+        assert_eq!(
+            q(b"1,\"a\"b\"c"),
+            None,
+            "after the closing quote the field is bare"
+        );
+        assert_eq!(q(b"1,\"a\",\"b"), Some((1, false)));
     }
 }

@@ -9,11 +9,21 @@
 //!   it). `flush` waits for that write, writes the rest and fsyncs the file (`fdatasync`),
 //!   and the first time also every directory whose entries it created, so a confirmed page
 //!   survives a crash.
-//! * Crash repair: a crash can leave the file ending in a torn line (no `\n`). On open, the
-//!   bytes after the last `\n` are truncated away (fsynced) and a warning names the file and
-//!   how many bytes were dropped. They belong to a page whose bookmark was never persisted,
-//!   so the run loop delivers that page again: nothing is lost, and no record is ever glued
-//!   onto a torn line.
+//! * Crash repair: a crash can leave the file ending in a line without `\n`. `open` only
+//!   looks at it; nothing in the file changes until the first `write`, so a run the run loop
+//!   refuses (e.g. a lost bookmark: [`faucet_core::SinkWriter::holds_data`]) leaves the file
+//!   as it was. Before the first write, a last line that parses as JSON is data (a file
+//!   written by someone else, or a crash between a line and its `\n`): it is kept and
+//!   completed with a `\n`. One that does not parse is a torn line: the bytes after the last
+//!   `\n` are truncated away (fsynced) and a warning names the file, how many bytes were
+//!   dropped and how they began. They belong to a page whose bookmark was never persisted, so
+//!   the run loop delivers that page again: nothing is lost, and no record is ever glued
+//!   onto a torn line. An unterminated last line longer than 16 MiB is not
+//!   inspected: the open fails, naming the file.
+//! * Standard output: `path: "-"` writes the lines to stdout (`faucet run p.yaml | jq`), with
+//!   no fsync, no repair and no lost-bookmark check (what a reader downstream kept is out of
+//!   reach): at-least-once by definition. Any other path that exists and is not a regular
+//!   file (`/dev/stdout`, `/dev/null`, a FIFO) is refused before anything is written.
 //! * Guarantee: at-least-once (no atomic watermark, no upsert key).
 //! * Fault point: [`faucet_core::fault::MID_PAGE`] fires in `write` after about half of a
 //!   page's lines reached the file, so crash tests can leave a half-written page on disk.
@@ -41,6 +51,9 @@ const WRITE_CHUNK: usize = 256 << 10;
 /// a sync started after the last write.
 const EARLY_SYNC_BYTES: usize = 1 << 20;
 
+/// The longest unterminated last line `open` reads to decide whether it is data: 16 MiB.
+const MAX_TAIL_BYTES: u64 = 16 << 20;
+
 static PROBE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Configuration of the `jsonl` sink (`type: jsonl`).
@@ -49,7 +62,8 @@ static PROBE_COUNTER: AtomicU64 = AtomicU64::new(0);
 pub struct JsonlSinkConfig {
     /// The output file; created with its parent directories when missing, appended to when
     /// present. A relative path is relative to the process's current directory (the CLI
-    /// resolves it against the config file's directory first).
+    /// resolves it against the config file's directory first). `-` is standard output (no
+    /// fsync); another path that is not a regular file is refused.
     pub path: PathBuf,
 }
 
@@ -65,6 +79,11 @@ impl JsonlSinkConfig {
     /// [`FaucetError::Config`] with field `path` when it is empty.
     pub fn validate(&self) -> Result<(), FaucetError> {
         super::validate_path(&self.path)
+    }
+
+    /// Whether the lines go to standard output (`path: "-"`).
+    pub fn writes_stdout(&self) -> bool {
+        self.path.as_os_str() == "-"
     }
 }
 
@@ -100,15 +119,20 @@ impl Sink for JsonlSink {
         SinkCapabilities::default()
     }
 
-    /// Creates missing parent directories, opens the file for appending and repairs a torn
-    /// last line.
+    /// Creates missing parent directories, opens the file for appending and inspects its
+    /// last line (repaired before the first write, see the module docs).
     ///
     /// # Errors
-    /// [`FaucetError::Write`] naming the file or directory that cannot be created, opened,
-    /// read or truncated.
+    /// [`FaucetError::Write`] naming the file or directory that cannot be created, opened or
+    /// read, or whose unterminated last line is longer than 16 MiB.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
         let path = self.config.path.clone();
-        let opened = blocking::write(CONNECTOR, move || OpenFile::open(&path)).await??;
+        let to_stdout = self.config.writes_stdout();
+        let opened = if to_stdout {
+            OpenFile::stdout()?
+        } else {
+            blocking::write(CONNECTOR, move || OpenFile::open(&path)).await??
+        };
         Ok(Box::new(JsonlWriter {
             path: self.config.path.clone(),
             file: Arc::new(opened.file),
@@ -119,6 +143,8 @@ impl Sink for JsonlSink {
             early_sync_error: Arc::default(),
             unsynced: 0,
             dirs_to_sync: opened.dirs_to_sync,
+            tail: opened.tail,
+            to_stdout,
             keys_for: None,
             keys: Vec::new(),
             failed: false,
@@ -133,6 +159,9 @@ impl Sink for JsonlSink {
     /// # Errors
     /// [`FaucetError::Write`] naming the directory or file at fault.
     async fn check(&self) -> Result<(), FaucetError> {
+        if self.config.writes_stdout() {
+            return Ok(());
+        }
         let path = self.config.path.clone();
         blocking::write(CONNECTOR, move || check_writable(&path)).await?
     }
@@ -143,10 +172,51 @@ struct OpenFile {
     file: File,
     /// Directories holding entries this open created, fsynced at the first flush.
     dirs_to_sync: Vec<PathBuf>,
+    /// The unterminated last line found, to repair before the first write.
+    tail: Option<Tail>,
+}
+
+/// A last line without `\n`, as found by `open`.
+#[derive(Debug, Clone)]
+struct Tail {
+    /// The file's length up to and including its last `\n`.
+    keep: u64,
+    /// The file's length.
+    len: u64,
+    /// Whether the bytes after `keep` parse as one JSON value (then they are data).
+    parses: bool,
+    /// The first bytes of the line, for the warning.
+    preview: String,
 }
 
 impl OpenFile {
+    /// Standard output, as a file (a duplicate of descriptor 1).
+    #[cfg(unix)]
+    fn stdout() -> Result<Self, FaucetError> {
+        use std::os::fd::AsFd as _;
+        let fd = io::stdout()
+            .as_fd()
+            .try_clone_to_owned()
+            .map_err(|e| write_error(Path::new("-"), "cannot use standard output as", e))?;
+        Ok(Self {
+            file: File::from(fd),
+            dirs_to_sync: Vec::new(),
+            tail: None,
+        })
+    }
+
+    /// Standard output is supported on Unix only.
+    #[cfg(not(unix))]
+    fn stdout() -> Result<Self, FaucetError> {
+        Err(FaucetError::write(
+            CONNECTOR,
+            "path `-` (standard output) is supported on Unix only",
+            None,
+        ))
+    }
+
     fn open(path: &Path) -> Result<Self, FaucetError> {
+        refuse_special(path)?;
         let parent = parent_dir(path);
         let mut dirs_to_sync = Vec::new();
         let mut missing = parent.clone();
@@ -169,10 +239,10 @@ impl OpenFile {
             .append(true)
             .create_new(true)
             .open(path);
-        let file = match created {
+        let (file, tail) = match created {
             Ok(file) => {
                 dirs_to_sync.push(parent);
-                file
+                (file, None)
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 let mut file = OpenOptions::new()
@@ -180,12 +250,34 @@ impl OpenFile {
                     .append(true)
                     .open(path)
                     .map_err(|e| write_error(path, "cannot open", e))?;
-                repair_torn_tail(path, &mut file)?;
-                file
+                let tail = inspect_tail(path, &mut file)?;
+                (file, tail)
             }
             Err(e) => return Err(write_error(path, "cannot create", e)),
         };
-        Ok(Self { file, dirs_to_sync })
+        Ok(Self {
+            file,
+            dirs_to_sync,
+            tail,
+        })
+    }
+}
+
+/// Refuses a path that exists and is not a regular file (a device, FIFO, directory): the
+/// sink appends to it and fsyncs it, which only a regular file supports.
+fn refuse_special(path: &Path) -> Result<(), FaucetError> {
+    match fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => Err(FaucetError::write(
+            CONNECTOR,
+            format!(
+                "{} exists and is not a regular file (a device, FIFO or directory): the jsonl \
+                 sink appends to a regular file and fsyncs it. Write to a file, or set `path: \
+                 \"-\"` to write the lines to standard output",
+                path.display()
+            ),
+            None,
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -197,27 +289,77 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// Truncates the file back to just after its last `\n` when it does not end in one.
-fn repair_torn_tail(path: &Path, file: &mut File) -> Result<(), FaucetError> {
+/// The file's last line when it has no `\n` (read only, nothing changes).
+fn inspect_tail(path: &Path, file: &mut File) -> Result<Option<Tail>, FaucetError> {
     let len = file
         .metadata()
         .map_err(|e| write_error(path, "cannot stat", e))?
         .len();
     if len == 0 {
-        return Ok(());
+        return Ok(None);
     }
     let keep = last_line_end(file, len).map_err(|e| write_error(path, "cannot read", e))?;
     if keep == len {
+        return Ok(None);
+    }
+    if len - keep > MAX_TAIL_BYTES {
+        return Err(FaucetError::write(
+            CONNECTOR,
+            format!(
+                "{} ends in a line of {} bytes without a line break, too long to check \
+                 whether it is a record (more than {MAX_TAIL_BYTES} bytes); end it with a \
+                 line break or remove it, then run again",
+                path.display(),
+                len - keep
+            ),
+            None,
+        ));
+    }
+    let mut bytes = vec![0u8; usize::try_from(len - keep).unwrap_or(0)];
+    file.seek(SeekFrom::Start(keep))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .map_err(|e| write_error(path, "cannot read", e))?;
+    let text = bytes.strip_suffix(b"\r").unwrap_or(&bytes);
+    let parses = serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok();
+    let shown = &bytes[..bytes.len().min(60)];
+    let mut preview = String::from_utf8_lossy(shown).into_owned();
+    if shown.len() < bytes.len() {
+        preview.push('…');
+    }
+    Ok(Some(Tail {
+        keep,
+        len,
+        parses,
+        preview,
+    }))
+}
+
+/// Repairs `tail` before the first write: a line that parses gets its `\n`, a torn one is
+/// truncated away; either is fsynced.
+fn repair_tail(path: &Path, file: &File, tail: &Tail) -> Result<(), FaucetError> {
+    if tail.parses {
+        (&*file)
+            .write_all(b"\n")
+            .and_then(|()| file.sync_data())
+            .map_err(|e| write_error(path, "cannot complete the last line of", e))?;
+        tracing::warn!(
+            file = %path.display(),
+            line = %tail.preview,
+            "jsonl sink: the file's last line had no line break; it is valid JSON, so it was \
+             kept and completed with one before appending"
+        );
         return Ok(());
     }
-    file.set_len(keep)
+    file.set_len(tail.keep)
         .and_then(|()| file.sync_all())
         .map_err(|e| write_error(path, "cannot truncate the torn last line of", e))?;
     tracing::warn!(
         file = %path.display(),
-        dropped_bytes = len - keep,
-        "jsonl sink: the file ended in a torn line (no trailing newline), left by a crash; \
-         truncated it before appending. Its page was never confirmed and is delivered again"
+        dropped_bytes = tail.len - tail.keep,
+        dropped = %tail.preview,
+        "jsonl sink: the file ended in a torn line (no line break, not valid JSON), left by a \
+         crash; truncated it before appending. Its page was never confirmed and is delivered \
+         again"
     );
     Ok(())
 }
@@ -264,12 +406,8 @@ fn check_writable(path: &Path) -> Result<(), FaucetError> {
         .and_then(|mut f| f.write_all(b"probe"))
         .and_then(|()| fs::remove_file(&probe))
         .map_err(|e| write_error(&dir, "cannot create files in", e))?;
+    refuse_special(path)?;
     match fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => Err(FaucetError::write(
-            CONNECTOR,
-            format!("{} exists and is not a regular file", path.display()),
-            None,
-        )),
         Ok(meta) if meta.permissions().readonly() => Err(FaucetError::write(
             CONNECTOR,
             format!("{} is read-only", path.display()),
@@ -318,6 +456,10 @@ struct JsonlWriter {
     /// Bytes handed to writes since the last sync started.
     unsynced: usize,
     dirs_to_sync: Vec<PathBuf>,
+    /// The unterminated last line `open` found, repaired by the first `write`.
+    tail: Option<Tail>,
+    /// Writing to standard output: never fsynced.
+    to_stdout: bool,
     /// The schema `keys` were made for.
     keys_for: Option<Arc<Schema>>,
     /// Per field: `"name":`, with a leading `,` after the first.
@@ -358,7 +500,7 @@ impl JsonlWriter {
                 CONNECTOR,
                 format!(
                     "an earlier write to {} failed; reopen the sink (a torn last line is \
-                     repaired on open)",
+                     repaired before the next write)",
                     self.path.display()
                 ),
                 None,
@@ -389,7 +531,8 @@ impl JsonlWriter {
     /// Starts a background `sync_data` of what is already written when
     /// [`EARLY_SYNC_BYTES`] have accumulated and none is running.
     fn start_early_sync(&mut self) {
-        if self.unsynced < EARLY_SYNC_BYTES
+        if self.to_stdout
+            || self.unsynced < EARLY_SYNC_BYTES
             || self.early_sync.as_ref().is_some_and(|t| !t.is_finished())
         {
             return;
@@ -454,6 +597,10 @@ impl JsonlWriter {
 impl SinkWriter for JsonlWriter {
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
         self.check_usable()?;
+        if let Some(tail) = self.tail.take() {
+            let (file, path) = (self.file.clone(), self.path.clone());
+            blocking::write(CONNECTOR, move || repair_tail(&path, &file, &tail)).await??;
+        }
         self.set_keys(page.schema());
         let half = page.len().div_ceil(2);
         for (i, row) in page.rows().enumerate() {
@@ -474,15 +621,22 @@ impl SinkWriter for JsonlWriter {
         Ok(())
     }
 
-    /// Whether the output file already holds a line (after any torn-tail repair).
+    /// Whether the output file already holds a line (a torn last line, which the first
+    /// write removes, does not count; nothing is changed).
     async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
-        let len = self.file.metadata().map(|m| m.len()).map_err(|e| {
-            FaucetError::write(
-                CONNECTOR,
-                format!("cannot inspect {}: {e}", self.path.display()),
-                Some(Box::new(e)),
-            )
-        })?;
+        if self.to_stdout {
+            return Ok(None);
+        }
+        let len = match &self.tail {
+            Some(tail) if !tail.parses => tail.keep,
+            _ => self.file.metadata().map(|m| m.len()).map_err(|e| {
+                FaucetError::write(
+                    CONNECTOR,
+                    format!("cannot inspect {}: {e}", self.path.display()),
+                    Some(Box::new(e)),
+                )
+            })?,
+        };
         Ok(Some(len > 0 || !self.buf.is_empty()))
     }
 
@@ -492,6 +646,9 @@ impl SinkWriter for JsonlWriter {
         self.wait_written().await?;
         self.wait_early_sync().await?;
         self.unsynced = 0;
+        if self.to_stdout {
+            return Ok(());
+        }
         let file = self.file.clone();
         let dirs = std::mem::take(&mut self.dirs_to_sync);
         let path = self.path.clone();

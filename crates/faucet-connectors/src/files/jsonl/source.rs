@@ -1,16 +1,22 @@
 //! The `jsonl` source: [`JsonlSource`] reads one JSON object per line into pages.
 //!
-//! A page's schema is the union of its objects' keys in first-seen order; a key an object
-//! lacks is null in its record. Values: a number that is an integer within 64 bits →
+//! A page holds consecutive objects with the same keys (a page ends early where the keys
+//! change), so a key a line lacks stays absent: it is never written as `null` downstream, and
+//! the output does not depend on `batch_size`. The schema is those keys in first-seen order.
+//! (A file whose lines vary their keys line by line gets small pages: correct, slower.) A
+//! key given twice in one object is an error naming the line and the key, never collapsed. Values: a number that is an integer within 64 bits →
 //! `Value::Int`, any other number → `Value::Numeric` with exactly its digits (serde_json's
 //! `arbitrary_precision`), strings → `Value::Text`, booleans, null, and objects / arrays →
 //! `Value::Json`. A field's type in the schema is its values' type in the page (`Numeric`
 //! when integers and other numbers mix, `Unknown` for other mixes or all nulls).
 //!
-//! Lines may end in LF or CRLF; a last line without a newline is read when it is valid JSON.
-//! A line that is not a JSON object — including a torn last line, left by a writer that
-//! died — is a [`FaucetError::Data`] at `<path>:<line>`, never skipped. Lines holding only
-//! whitespace carry no record and are passed over. A UTF-8 BOM at byte 0 is ignored.
+//! Lines may end in LF or CRLF. A last line without a newline is held back until it has one
+//! (a writer may still be appending it), unless `unterminated_last_line: read`: then it is
+//! read when it is valid JSON. A line that is not a JSON object — including a torn last
+//! line, left by a writer that died — or longer than `max_line_bytes` is a
+//! [`FaucetError::Data`] at `<path>:<line>`, never skipped. Lines holding only whitespace
+//! carry no record and are passed over. A UTF-8 BOM at byte 0 is ignored. Only regular
+//! files are read (a FIFO or device is refused before it is opened).
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -20,14 +26,16 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use faucet_core::{
-    Bookmark, DataType, FaucetError, Field, Page, PageBuilder, PageStream, ReadOptions,
+    Bookmark, DataType, FaucetError, Field, Json, Page, PageBuilder, PageStream, ReadOptions,
     ReplayGuarantee, Schema, Source, Value,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::files::blocking;
-use crate::files::bookmark::{FileBookmark, read_error};
+use crate::files::bookmark::{ContentProbe, FileBookmark, read_error};
+use crate::files::last_line::{UnterminatedLastLine, default_max_bytes, warn_held_back};
 use crate::files::prefetch::{PageReader, PrefetchStream, value_bytes};
+use crate::files::regular::open_regular;
 
 const CONNECTOR: &str = "jsonl";
 const READ_BUFFER: usize = 256 * 1024;
@@ -40,20 +48,42 @@ pub struct JsonlSourceConfig {
     /// The JSON Lines file. A relative path is relative to the process's current directory
     /// (the CLI resolves it against the config file's directory first).
     pub path: PathBuf,
+    /// What to do with a last line that does not end in a line break: `wait` (the default:
+    /// not read until it has one, so a file still being written is never read half-way) or
+    /// `read` (the file is complete; read it as the last record). See
+    /// [`UnterminatedLastLine`].
+    #[serde(default)]
+    pub unterminated_last_line: UnterminatedLastLine,
+    /// The longest line, in bytes without its line break; a longer one is an error naming
+    /// `file:line`. Default 16 MiB (16777216); memory for one line stays within this.
+    #[serde(default = "default_max_bytes")]
+    pub max_line_bytes: u64,
 }
 
 impl JsonlSourceConfig {
-    /// A configuration reading `path`.
+    /// A configuration reading `path`, every other field at its default.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        Self {
+            path: path.into(),
+            unterminated_last_line: UnterminatedLastLine::default(),
+            max_line_bytes: default_max_bytes(),
+        }
     }
 
     /// Checks the configuration without touching the file system.
     ///
     /// # Errors
-    /// [`FaucetError::Config`] with field `path` when it is empty.
+    /// [`FaucetError::Config`] with field `path` when it is empty, `max_line_bytes` when it
+    /// is 0.
     pub fn validate(&self) -> Result<(), FaucetError> {
-        super::validate_path(&self.path)
+        super::validate_path(&self.path)?;
+        if self.max_line_bytes == 0 {
+            return Err(FaucetError::config(
+                "max_line_bytes",
+                "must be at least 1 (the default is 16777216, 16 MiB)",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -99,11 +129,12 @@ impl Source for JsonlSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
-        let path = self.config.path.clone();
+        let config = self.config.clone();
         let from = from
-            .map(|b| FileBookmark::parse(CONNECTOR, &path, b))
+            .map(|b| FileBookmark::parse(CONNECTOR, &config.path, b))
             .transpose()?;
-        let reader = blocking::read(CONNECTOR, move || JsonlPageReader::open(path, from)).await??;
+        let reader =
+            blocking::read(CONNECTOR, move || JsonlPageReader::open(&config, from)).await??;
         let stream =
             PrefetchStream::start(CONNECTOR, reader, options.batch_size.max(1), options.cancel)?;
         Ok(Box::new(stream))
@@ -114,9 +145,9 @@ impl Source for JsonlSource {
     /// # Errors
     /// [`FaucetError::Read`] when it cannot be opened or is not a regular file.
     async fn check(&self) -> Result<(), FaucetError> {
-        let path = self.config.path.clone();
+        let config = self.config.clone();
         blocking::read(CONNECTOR, move || {
-            JsonlPageReader::open(path, None).map(drop)
+            JsonlPageReader::open(&config, None).map(drop)
         })
         .await?
     }
@@ -127,6 +158,8 @@ struct JsonlPageReader {
     path: PathBuf,
     label: String,
     reader: BufReader<File>,
+    /// A second handle on the file, for each bookmark's fingerprint.
+    probe: ContentProbe,
     offset: u64,
     /// The line at `offset`.
     line: u64,
@@ -135,8 +168,20 @@ struct JsonlPageReader {
     done: bool,
     pending: Option<Pending>,
     line_buf: Vec<u8>,
+    /// Hold back a last line without a line break.
+    hold_unterminated: bool,
+    /// The longest line allowed, in bytes without its line break.
+    max_line: u64,
     /// The previous page's schema, reused when the next page has the same fields.
     last_schema: Option<Arc<Schema>>,
+    /// A record read whose keys differ from the page being read: the next page's first.
+    carry: Option<Carried>,
+}
+
+/// A parsed record waiting for the next page, with where it ends.
+struct Carried {
+    entries: Vec<(String, Value)>,
+    end: (u64, u64),
 }
 
 /// One record while its page is read: `(field index, value)` pairs.
@@ -150,22 +195,42 @@ struct Pending {
     rows: Vec<Row>,
     /// Estimated memory of the values.
     bytes: usize,
+    /// The byte offset and line after the last record (or blank line) taken.
+    end: Option<(u64, u64)>,
+    /// A record with other keys came: the page ends here.
+    closed: bool,
+}
+
+impl Pending {
+    /// Whether `entries` has exactly this page's keys (any order).
+    fn same_keys(&self, entries: &[(String, Value)]) -> bool {
+        entries.len() == self.keys.len() && entries.iter().all(|(k, _)| self.index.contains_key(k))
+    }
+
+    /// Adds a record that ends at `end`.
+    fn push(&mut self, entries: Vec<(String, Value)>, end: (u64, u64)) {
+        let mut row = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            let i = match self.index.get(&key) {
+                Some(i) => *i,
+                None => {
+                    self.keys.push(key.clone());
+                    self.index.insert(key, self.keys.len() - 1);
+                    self.keys.len() - 1
+                }
+            };
+            self.bytes += value_bytes(&value);
+            row.push((i, value));
+        }
+        self.rows.push(row);
+        self.end = Some(end);
+    }
 }
 
 impl JsonlPageReader {
-    fn open(path: PathBuf, from: Option<FileBookmark>) -> Result<Self, FaucetError> {
-        let mut file =
-            File::open(&path).map_err(|e| read_error(CONNECTOR, &path, "cannot open", e))?;
-        let meta = file
-            .metadata()
-            .map_err(|e| read_error(CONNECTOR, &path, "cannot stat", e))?;
-        if !meta.is_file() {
-            return Err(FaucetError::read(
-                CONNECTOR,
-                format!("{} is not a regular file", path.display()),
-                None,
-            ));
-        }
+    fn open(config: &JsonlSourceConfig, from: Option<FileBookmark>) -> Result<Self, FaucetError> {
+        let path = config.path.clone();
+        let (mut file, meta) = open_regular(CONNECTOR, &path)?;
         let mut head = [0u8; 3];
         let n = read_up_to(&mut file, &mut head)
             .map_err(|e| read_error(CONNECTOR, &path, "cannot read", e))?;
@@ -179,7 +244,9 @@ impl JsonlPageReader {
         };
         file.seek(SeekFrom::Start(offset))
             .map_err(|e| read_error(CONNECTOR, &path, "cannot seek in", e))?;
+        let probe = ContentProbe::open(CONNECTOR, &path)?;
         Ok(Self {
+            probe,
             label: path.to_string_lossy().into_owned(),
             path,
             reader: BufReader::with_capacity(READ_BUFFER, file),
@@ -189,7 +256,10 @@ impl JsonlPageReader {
             done: false,
             pending: None,
             line_buf: Vec::new(),
+            hold_unterminated: config.unterminated_last_line == UnterminatedLastLine::Wait,
+            max_line: config.max_line_bytes,
             last_schema: None,
+            carry: None,
         })
     }
 
@@ -201,7 +271,16 @@ impl JsonlPageReader {
         batch_size: usize,
         budget: usize,
     ) -> Result<(), FaucetError> {
-        while !self.done && pending.rows.len() < batch_size && pending.bytes < budget {
+        if pending.rows.is_empty()
+            && let Some(c) = self.carry.take()
+        {
+            pending.push(c.entries, c.end);
+        }
+        while !self.done
+            && !pending.closed
+            && pending.rows.len() < batch_size
+            && pending.bytes < budget
+        {
             if !self.read_line(pending)? {
                 self.done = true;
             }
@@ -212,8 +291,8 @@ impl JsonlPageReader {
     /// Reads one line into `pending`; `false` at the end of the file.
     fn read_line(&mut self, pending: &mut Pending) -> Result<bool, FaucetError> {
         self.line_buf.clear();
-        let n = self
-            .reader
+        let n = (&mut self.reader)
+            .take(self.max_line.saturating_add(1))
             .read_until(b'\n', &mut self.line_buf)
             .map_err(|e| read_error(CONNECTOR, &self.path, "cannot read", e))?;
         if n == 0 {
@@ -221,29 +300,43 @@ impl JsonlPageReader {
         }
         let line = self.line;
         let has_newline = self.line_buf.last() == Some(&b'\n');
+        if (n - usize::from(has_newline)) as u64 > self.max_line {
+            return Err(FaucetError::data(
+                CONNECTOR,
+                format!("{}:{line}", self.label),
+                format!(
+                    "the line is longer than max_line_bytes ({} bytes); fix the file, or raise \
+                     max_line_bytes if the line is meant",
+                    self.max_line
+                ),
+            ));
+        }
+        if !has_newline && self.hold_unterminated {
+            // Not consumed: the bookmark stays before it, and nothing more is read.
+            if !self.line_buf.iter().all(u8::is_ascii_whitespace) {
+                warn_held_back(CONNECTOR, &format!("{}:{line}", self.label));
+            }
+            return Ok(false);
+        }
         self.offset += n as u64;
         self.line += u64::from(has_newline);
+        let end = (self.offset, self.line);
         let text = trim_line_end(&self.line_buf);
         if text.iter().all(u8::is_ascii_whitespace) {
+            if !pending.rows.is_empty() {
+                pending.end = Some(end);
+            }
             return Ok(true);
         }
         let object = parse_object(text, has_newline)
             .map_err(|msg| FaucetError::data(CONNECTOR, format!("{}:{line}", self.label), msg))?;
-        let mut row = Vec::with_capacity(object.len());
-        for (key, value) in object {
-            let i = match pending.index.get(&key) {
-                Some(i) => *i,
-                None => {
-                    pending.keys.push(key.clone());
-                    pending.index.insert(key, pending.keys.len() - 1);
-                    pending.keys.len() - 1
-                }
-            };
-            let value = to_value(value);
-            pending.bytes += value_bytes(&value);
-            row.push((i, value));
+        let entries = object;
+        if pending.rows.is_empty() || pending.same_keys(&entries) {
+            pending.push(entries, end);
+        } else {
+            self.carry = Some(Carried { entries, end });
+            pending.closed = true;
         }
-        pending.rows.push(row);
         Ok(true)
     }
 
@@ -310,11 +403,14 @@ impl PageReader for JsonlPageReader {
             }
             page.push_row(values);
         }
+        let (byte_offset, line) = pending.end.unwrap_or((self.offset, self.line));
+        let fingerprint = self.probe.fingerprint(CONNECTOR, &self.path, byte_offset)?;
         let bookmark = FileBookmark {
             file: self.label.clone(),
-            byte_offset: self.offset,
-            line: self.line,
+            byte_offset,
+            line,
             records: self.records,
+            fingerprint: Some(fingerprint),
         };
         Ok(Some(page.finish(Some(bookmark.to_json()))))
     }
@@ -325,27 +421,87 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
     line.strip_suffix(b"\r").unwrap_or(line)
 }
 
-fn parse_object(
-    text: &[u8],
-    has_newline: bool,
-) -> Result<serde_json::Map<String, serde_json::Value>, String> {
+/// The members of the JSON object on one line, each value's text as given.
+struct Members<'a>(Vec<(String, &'a serde_json::value::RawValue)>);
+
+impl<'de> Deserialize<'de> for Members<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MembersVisitor;
+        impl<'de> serde::de::Visitor<'de> for MembersVisitor {
+            type Value = Members<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Members<'de>, A::Error> {
+                let mut members = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    members.push((key, map.next_value()?));
+                }
+                Ok(Members(members))
+            }
+        }
+        d.deserialize_map(MembersVisitor)
+    }
+}
+
+/// The line's object as `(key, value)` pairs in the line's order. Objects and arrays inside
+/// it are kept as their text ([`Json::parse`]: compact, everything else as given, nested
+/// duplicate keys included); a key given twice at the top level is an error (a record's
+/// fields must be unique, and keeping either value would change the data).
+fn parse_object(text: &[u8], has_newline: bool) -> Result<Vec<(String, Value)>, String> {
+    let members = match serde_json::from_slice::<Members<'_>>(text) {
+        Ok(m) => m.0,
+        Err(_) => return Err(not_an_object(text, has_newline)),
+    };
+    let mut seen = std::collections::HashSet::with_capacity(members.len());
+    let mut out = Vec::with_capacity(members.len());
+    for (key, raw) in members {
+        if !seen.insert(key.clone()) {
+            return Err(format!(
+                "the key `{key}` appears twice in this object; a record's keys must be unique \
+                 (fix the line: keeping either value would change the data)"
+            ));
+        }
+        let t = raw.get();
+        let bad = |e: serde_json::Error| format!("`{key}`: {e}");
+        // The raw text is valid JSON already: scalars are read straight into values.
+        let value = match t.as_bytes().first() {
+            Some(b'{' | b'[') => Value::Json(Json::parse(t).map_err(bad)?),
+            Some(b'"') => Value::Text(serde_json::from_str::<String>(t).map_err(bad)?.into()),
+            Some(b'n') => Value::Null,
+            Some(b't') => Value::Bool(true),
+            Some(b'f') => Value::Bool(false),
+            _ => to_value(serde_json::Value::Number(
+                serde_json::from_str::<serde_json::Number>(t).map_err(bad)?,
+            )),
+        };
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+/// Why `text` is not one JSON object (the error path: parsed again for the message).
+fn not_an_object(text: &[u8], has_newline: bool) -> String {
     match serde_json::from_slice::<serde_json::Value>(text) {
-        Ok(serde_json::Value::Object(map)) => Ok(map),
-        Ok(other) => Err(format!(
+        Ok(other) => format!(
             "expected a JSON object, found {}",
             match other {
                 serde_json::Value::Array(_) => "an array",
                 serde_json::Value::String(_) => "a string",
                 serde_json::Value::Number(_) => "a number",
                 serde_json::Value::Bool(_) => "a boolean",
-                _ => "null",
+                serde_json::Value::Object(_) => "an object it cannot read",
+                serde_json::Value::Null => "null",
             }
-        )),
-        Err(e) if !has_newline => Err(format!(
+        ),
+        Err(e) if !has_newline => format!(
             "the last line is torn: it has no trailing newline and is not valid JSON ({e}); \
              the file was cut while being written"
-        )),
-        Err(e) => Err(format!("not valid JSON ({e})")),
+        ),
+        Err(e) => format!("not valid JSON ({e})"),
     }
 }
 
