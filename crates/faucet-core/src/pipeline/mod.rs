@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+mod entry;
 mod lease;
 mod run;
 
