@@ -132,6 +132,7 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
     let env = env::Env::load(&base)?;
     let mut tree = parse_yaml(&text, path)?;
     env::interpolate(&mut tree, &env, "")?;
+    crate::secret::scan_config(&tree, "")?;
     let doc: Document = typed(tree, "").map_err(|e| match e {
         FaucetError::Config { field, message } if field == "." => {
             FaucetError::config(path.display().to_string(), message)

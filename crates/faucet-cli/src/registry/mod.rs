@@ -59,7 +59,7 @@ pub(crate) fn resolve_path(base: &Path, p: &Path) -> PathBuf {
 #[cfg(feature = "postgres")]
 pub(crate) fn redacted_secret(url: &secrecy::SecretString) -> String {
     use secrecy::ExposeSecret as _;
-    crate::secret::redact_url(url.expose_secret())
+    crate::secret::redact_one(url.expose_secret())
 }
 
 #[allow(dead_code)] // Unused only when every connector feature is off.
