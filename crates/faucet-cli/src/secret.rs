@@ -67,7 +67,9 @@ pub(crate) fn remember(value: &str) {
             found.push(v[..end].to_owned());
         }
     }
-    let mut known = KNOWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut known = KNOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     for f in found {
         if f.len() >= MIN_KNOWN_LEN && !known.contains(&f) {
             known.push(f);
@@ -192,9 +194,9 @@ pub(crate) fn redact_one(url: &str) -> String {
     let userinfo = &rest[..at];
     let plain = |u: &str| {
         !u.is_empty()
-            && !u.chars().any(|c| {
-                c.is_whitespace() || matches!(c, '/' | '?' | '#' | '"' | '\'' | '`' | '@')
-            })
+            && !u
+                .chars()
+                .any(|c| c.is_whitespace() || matches!(c, '/' | '?' | '#' | '"' | '\'' | '`' | '@'))
     };
     let shown = match userinfo.split_once(':') {
         Some((user, _)) if user.is_empty() || plain(user) => format!("{user}:***"),
@@ -210,7 +212,9 @@ pub(crate) fn redact_one(url: &str) -> String {
 /// key/value string (`host=x password=secret`).
 pub(crate) fn redact_url(text: &str) -> String {
     let mut out = {
-        let known = KNOWN.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let known = KNOWN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         known
             .iter()
             .fold(text.to_owned(), |t, k| t.replace(k.as_str(), "***"))
@@ -313,7 +317,10 @@ mod tests {
         }
         for (input, want) in [
             ("postgres://u:Ppw secret8@h/db", "postgres://u:***@h/db"),
-            ("postgres://u:S3cr3t-P@ss/w#rd?x@h/db", "postgres://u:***@h/db"),
+            (
+                "postgres://u:S3cr3t-P@ss/w#rd?x@h/db",
+                "postgres://u:***@h/db",
+            ),
             ("postgres://u:a/b@h/db", "postgres://u:***@h/db"),
             ("redis://:p\"q`r'@h:1/0", "redis://:***@h:1/0"),
             ("postgres://a b:c@h/db", "postgres://***@h/db"),
@@ -324,9 +331,13 @@ mod tests {
         ] {
             assert_eq!(redact_one(input), want, "{input}");
         }
-        assert!(has_unencoded_userinfo("postgres://u:S3cr3t-P@ss/w#rd?x@h/db"));
+        assert!(has_unencoded_userinfo(
+            "postgres://u:S3cr3t-P@ss/w#rd?x@h/db"
+        ));
         assert!(has_unencoded_userinfo("postgres://u:a?b@h/db"));
-        assert!(!has_unencoded_userinfo("postgres://u:p@h/db?application_name=me@x"));
+        assert!(!has_unencoded_userinfo(
+            "postgres://u:p@h/db?application_name=me@x"
+        ));
         assert!(!has_unencoded_userinfo("postgres://u:p w@h/db"));
         remember("postgres://u:Kq9 zz7@h/db");
         assert_eq!(

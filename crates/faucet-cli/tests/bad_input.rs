@@ -299,5 +299,39 @@ fn a_declared_column_missing_from_the_header_is_named_by_its_path() {
         .read(".faucet/state/p.json")
         .unwrap_or_else(|| b"null".to_vec());
     let state = serde_json::from_slice(&state).expect("state file is JSON");
-    assert_eq!(bookmark_of(state), serde_json::Value::Null, "a bookmark was written");
+    assert_eq!(
+        bookmark_of(state),
+        serde_json::Value::Null,
+        "a bookmark was written"
+    );
+}
+
+#[test]
+fn a_dotenv_parse_error_names_the_line_never_its_content() {
+    let dir = setup(&csv_pipeline("p", ""));
+    for bad in [
+        "A=1\nNOTE=\"x\nREDIS_PASSWORD=hunter2secret\n",
+        "A=1\nNOTE='x\nREDIS_PASSWORD=hunter2secret\n",
+        "A=1\nnot a line hunter2secret\nB=2\n",
+    ] {
+        dir.write(".env", bad);
+        for cmd in ["validate", "run"] {
+            let run = dir.faucet(&[cmd, "p.yaml"]);
+            run.expect_code(2)
+                .stderr_has(&["`.env`", "line 2", "not shown"]);
+            let all = format!("{}{}", run.stdout, run.stderr);
+            for secret in ["hunter2secret", "NOTE", "REDIS_PASSWORD"] {
+                assert!(!all.contains(secret), "{cmd} showed {secret:?}: {all}");
+            }
+        }
+    }
+    assert_no_output(&dir);
+}
+
+#[test]
+fn a_dotenv_with_a_byte_order_mark_is_read() {
+    let dir = setup(&csv_pipeline("p", "").replace("./out/data.jsonl", "\"${env:OUT}\""));
+    dir.write(".env", b"\xEF\xBB\xBFOUT=./out/bom.jsonl\n");
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/bom.jsonl")), vec![1, 2, 3]);
 }

@@ -126,7 +126,10 @@ mod sink_identity {
             "new `name`",
             "\"sink\"",
         ]);
-        assert!(dir.jsonl("out_b.jsonl").is_empty(), "nothing delivered to b");
+        assert!(
+            dir.jsonl("out_b.jsonl").is_empty(),
+            "nothing delivered to b"
+        );
         // The user edits the sink path of the same file: the same refusal.
         dir.write("a.yaml", pipeline("./moved/out.jsonl"));
         dir.faucet(&["run", "a.yaml"])
@@ -154,7 +157,11 @@ mod sink_identity {
             .args(["run", "p.yaml"])
             .output()
             .expect("run");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         assert_eq!(ids(&dir.jsonl("sub/out.jsonl")), vec![1, 2, 3, 4]);
     }
 
@@ -166,7 +173,9 @@ mod sink_identity {
         dir.faucet(&["run", "a.yaml"]).expect_code(0);
         let stored = entry(&dir);
         assert!(
-            stored["sink"].as_str().is_some_and(|s| s.ends_with("/out_a.jsonl")),
+            stored["sink"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("/out_a.jsonl")),
             "the sink is recorded: {stored}"
         );
         // As an older faucet wrote it: the bare bookmark.

@@ -248,7 +248,11 @@ fn validate_warns_about_a_replication_key_it_cannot_prove_unique() {
 /// A password holding any of ` "'`/#?` (or an unencoded `@/#?`), in a postgres sink URL, a
 /// postgres state URL or a redis state URL, never shows: not in `validate`, `doctor`,
 /// `doctor --json`, nor a failed `run`.
-#[cfg(all(feature = "postgres", feature = "state-postgres", feature = "state-redis"))]
+#[cfg(all(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
 #[test]
 fn no_password_character_makes_it_show() {
     let mut passwords: Vec<String> = [' ', '"', '\'', '`', '/', '#', '?']

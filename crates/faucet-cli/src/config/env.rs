@@ -21,21 +21,28 @@ pub(crate) struct Env {
 }
 
 impl Env {
-    /// Reads `<dir>/.env` when it exists (a missing file is fine).
+    /// Reads `<dir>/.env` when it exists (a missing file is fine; a UTF-8 byte order mark
+    /// is skipped).
     ///
     /// # Errors
-    /// [`FaucetError::Config`] naming the file (and line) when it exists but cannot be read
-    /// or parsed.
+    /// [`FaucetError::Config`] naming the file (and the line number, never its content: it
+    /// may hold secrets) when it exists but cannot be read or parsed.
     pub(crate) fn load(dir: &Path) -> Result<Self, FaucetError> {
         let path = dir.join(".env");
-        let iter = match dotenvy::from_path_iter(&path) {
-            Ok(iter) => iter,
-            Err(e) if e.not_found() => return Ok(Self::default()),
-            Err(e) => return Err(dotenv_error(&path, &e)),
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => {
+                return Err(FaucetError::config(
+                    ".env",
+                    format!("cannot read {}: {e}", path.display()),
+                ));
+            }
         };
+        let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
         let mut dotenv = HashMap::new();
-        for item in iter {
-            let (k, v) = item.map_err(|e| dotenv_error(&path, &e))?;
+        for item in dotenvy::from_read_iter(text) {
+            let (k, v) = item.map_err(|e| dotenv_error(&path, text, &e))?;
             dotenv.insert(k, v);
         }
         Ok(Self {
@@ -68,17 +75,41 @@ impl Env {
     }
 }
 
-fn dotenv_error(path: &Path, e: &dotenvy::Error) -> FaucetError {
+fn dotenv_error(path: &Path, text: &[u8], e: &dotenvy::Error) -> FaucetError {
     let message = match e {
-        dotenvy::Error::LineParse(line, index) => {
-            format!(
-                "cannot parse {} near {line:?} (at byte {index})",
-                path.display()
-            )
+        dotenvy::Error::LineParse(rest, _) => {
+            // `rest` is the text from the line that failed to the end of what was read: find
+            // where it starts to name the line, and never show it (it may hold passwords).
+            let at = find(text, rest.as_bytes());
+            let line = at.map(|i| text[..i].iter().filter(|b| **b == b'\n').count() + 1);
+            match line {
+                Some(n) => format!(
+                    "cannot parse {} at line {n} (an unclosed quote, or not `NAME=value`); \
+                     the line is not shown",
+                    path.display()
+                ),
+                None => format!(
+                    "cannot parse {} (an unclosed quote, or a line that is not `NAME=value`)",
+                    path.display()
+                ),
+            }
         }
-        other => format!("cannot read {}: {other}", path.display()),
+        dotenvy::Error::Io(io) => format!("cannot read {}: {io}", path.display()),
+        _ => format!("cannot read {}", path.display()),
     };
     FaucetError::config(".env", message)
+}
+
+/// Where `needle` starts in `hay`: at its end when it is a suffix (the usual case), else the
+/// first occurrence.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    if hay.ends_with(needle) {
+        return Some(hay.len() - needle.len());
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Replaces `${env:VAR}` in every string scalar of `tree`; `path` names the tree's root

@@ -123,6 +123,9 @@ mod tests {
         let e = check_sink("file", "k", Some("a"), Some("b"))
             .expect_err("different")
             .to_string();
-        assert!(e.contains("`a`") && e.contains("`b`") && e.contains("`name`"), "{e}");
+        assert!(
+            e.contains("`a`") && e.contains("`b`") && e.contains("`name`"),
+            "{e}"
+        );
     }
 }

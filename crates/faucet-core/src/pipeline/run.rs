@@ -75,7 +75,9 @@ async fn run_leased(
     }
     if !started_before || (recorded.is_none() && target.is_some()) {
         let at = stored.unwrap_or(Bookmark::Null);
-        lease.put(key, &entry::encode(&at, target.as_deref())).await?;
+        lease
+            .put(key, &entry::encode(&at, target.as_deref()))
+            .await?;
     }
     if re_anchored {
         tracing::warn!(

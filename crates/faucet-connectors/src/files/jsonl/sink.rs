@@ -120,7 +120,10 @@ impl Sink for JsonlSink {
     /// `jsonl <absolute path>`, `.` and `..` resolved lexically, so the same file reached
     /// from another working directory (`out.jsonl`, `dir/out.jsonl`) is the same target.
     fn target(&self) -> Option<String> {
-        Some(format!("{CONNECTOR} {}", absolute(&self.config.path).display()))
+        Some(format!(
+            "{CONNECTOR} {}",
+            absolute(&self.config.path).display()
+        ))
     }
 
     /// Creates missing parent directories, opens the file for appending and repairs a torn
