@@ -335,3 +335,62 @@ fn a_dotenv_with_a_byte_order_mark_is_read() {
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     assert_eq!(ids(&dir.jsonl("out/bom.jsonl")), vec![1, 2, 3]);
 }
+
+#[test]
+fn a_name_the_file_store_cannot_hold_is_refused_offline() {
+    // The file store's limit is 200 bytes (a file name is 255, its temp file adds 42).
+    let long = "n".repeat(245);
+    let dir = setup(&csv_pipeline(&long, ""));
+    for cmd in ["validate", "run"] {
+        dir.faucet(&[cmd, "p.yaml"]).expect_code(2).stderr_has(&[
+            "`name`",
+            "245 bytes",
+            "at most 200 bytes",
+            "shorten `name`",
+        ]);
+    }
+    assert!(!dir.join("out").exists(), "the sink was touched");
+    // A matrix row whose key `{name}::{id}` is too long is named by its id.
+    let dir = setup(&format!(
+        "{}matrix:\n  - {{ id: {} }}\n",
+        csv_pipeline("p", ""),
+        "i".repeat(198)
+    ));
+    dir.faucet(&["validate", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`matrix[0].id`", "201 bytes", "at most 200 bytes"]);
+    // At the limit, it runs and resumes.
+    let name = "m".repeat(200);
+    let dir = setup(&csv_pipeline(&name, ""));
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
+}
+
+#[test]
+fn a_huge_user_value_is_not_echoed_whole() {
+    let huge = "h".repeat(5_000_000);
+    let dir = setup(&csv_pipeline(&huge, ""));
+    let run = dir.faucet(&["validate", "p.yaml"]);
+    run.expect_code(2)
+        .stderr_has(&["`name`", "… (5000000 bytes)"]);
+    assert!(
+        run.stderr.len() + run.stdout.len() < 2000,
+        "{} bytes",
+        run.stderr.len()
+    );
+    let dir = setup(&format!(
+        "{}matrix:\n  - {{ id: {huge} }}\n",
+        csv_pipeline("p", "")
+    ));
+    for cmd in ["validate", "run"] {
+        let run = dir.faucet(&[cmd, "p.yaml"]);
+        run.expect_code(2)
+            .stderr_has(&["`matrix[0].id`", "(5000000 bytes)"]);
+        assert!(
+            run.stderr.len() + run.stdout.len() < 2000,
+            "{cmd}: {} bytes",
+            run.stderr.len() + run.stdout.len()
+        );
+    }
+}

@@ -26,7 +26,7 @@ mod matrix;
 
 use std::path::{Path, PathBuf};
 
-use faucet_core::state::validate_state_key;
+use faucet_core::state::{shown_key, validate_state_key};
 use faucet_core::{DeliveryRequest, FaucetError};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -156,8 +156,8 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
         FaucetError::config(
             "name",
             format!(
-                "{name:?} cannot name a pipeline: it is the first part of every state key, and \
-                 {}",
+                "{} cannot name a pipeline: it is the first part of every state key, and {}",
+                shown_key(&name),
                 reason(&name, &e)
             ),
         )
@@ -173,8 +173,11 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
     let rows = match doc.matrix {
         None => vec![Row {
             id: None,
-            label: name.clone(),
-            config: typed_pipeline(doc.pipeline, None, &base).map(|p| (name.clone(), p)),
+            label: crate::output::clip(&name),
+            config: typed_pipeline(doc.pipeline, None, &base).and_then(|p| {
+                key_fits(&name, &p, "name")?;
+                Ok((name.clone(), p))
+            }),
         }],
         Some(rows) if rows.is_empty() => {
             return Err(FaucetError::config(
@@ -257,11 +260,26 @@ fn stem(path: &Path) -> Result<String, FaucetError> {
         })
 }
 
+/// Checks that the row's state store can hold `key` (offline: the file store's file-name
+/// limit), naming `field` (`name`, or `matrix[3].id`) and the limit.
+fn key_fits(key: &str, p: &PipelineConfig, field: &str) -> Result<(), FaucetError> {
+    p.state.validate_key(key).map_err(|e| {
+        let why = match &e {
+            FaucetError::Config { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        FaucetError::config(
+            field,
+            format!("the state key {why}; shorten `name` (or the matrix row's `id`)"),
+        )
+    })
+}
+
 /// The part of `validate_state_key(key)`'s error after the quoted key: `contains ' '; ...`.
 fn reason(key: &str, e: &FaucetError) -> String {
     match e {
         FaucetError::Config { message, .. } => message
-            .strip_prefix(&format!("{key:?} "))
+            .strip_prefix(&format!("{} ", shown_key(key)))
             .unwrap_or(message)
             .to_owned(),
         other => other.to_string(),
@@ -335,7 +353,10 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
                 if seen.contains(&id) {
                     return Err(FaucetError::config(
                         format!("{at}.id"),
-                        format!("`{id}` is used by an earlier row; row ids must be unique"),
+                        format!(
+                            "`{}` is used by an earlier row; row ids must be unique",
+                            crate::output::clip(&id)
+                        ),
                     ));
                 }
                 seen.push(id.clone());
@@ -344,7 +365,9 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
                     FaucetError::config(
                         format!("{at}.id"),
                         format!(
-                            "{id:?} cannot name a row: the state key {key:?} {}",
+                            "{} cannot name a row: the state key {} {}",
+                            shown_key(&id),
+                            shown_key(&key),
                             reason(&key, &e)
                         ),
                     )
@@ -353,11 +376,12 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
                 let mut merged = pipeline.clone();
                 matrix::deep_merge(&mut merged, &over);
                 let p = typed_pipeline(merged, Some((i, &id, &over)), base)?;
+                key_fits(&key, &p, &format!("{at}.id"))?;
                 Ok((key, p))
             })();
             Row {
                 id: Some(id.clone()),
-                label: id,
+                label: crate::output::clip(&id),
                 config,
             }
         })
