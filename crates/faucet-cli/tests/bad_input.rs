@@ -394,3 +394,33 @@ fn a_huge_user_value_is_not_echoed_whole() {
         );
     }
 }
+
+#[test]
+fn lease_durations_out_of_bounds_are_refused_before_any_run() {
+    let dir = setup(&csv_pipeline("p", ""));
+    for cmd in ["run", "replicate"] {
+        for (flag, value, says) in [
+            ("--lease-ttl", "0s", "from 1s to 1day"),
+            ("--lease-ttl", "1ms", "from 1s to 1day"),
+            ("--lease-ttl", "2days", "from 1s to 1day"),
+            ("--lease-ttl", "100000000000y", "from 1s to 1day"),
+            ("--wait-for-lease", "99999999999y", "at most 7days"),
+        ] {
+            dir.faucet(&[cmd, "p.yaml", flag, value])
+                .expect_code(2)
+                .stderr_has(&[flag, value, says]);
+            assert_no_output(&dir);
+        }
+    }
+    // Inside the bounds, the run works.
+    dir.faucet(&[
+        "run",
+        "p.yaml",
+        "--lease-ttl",
+        "1s",
+        "--wait-for-lease",
+        "7days",
+    ])
+    .expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
+}
