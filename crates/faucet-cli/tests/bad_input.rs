@@ -424,3 +424,77 @@ fn lease_durations_out_of_bounds_are_refused_before_any_run() {
     .expect_code(0);
     assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
 }
+
+/// No library internals in messages (`DuplicateKeyPolicy`, `struct MatrixRow`, `invalid
+/// length`, `budget breached`): each says what is wrong, where, in the file's terms.
+#[test]
+fn yaml_shape_errors_speak_the_files_language() {
+    let internals = [
+        "DuplicateKeyPolicy",
+        "Options",
+        "struct",
+        "invalid length",
+        "budget breached",
+        "MatrixRow",
+    ];
+    let base = csv_pipeline("p", "");
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            format!("{base}  sink: {{ type: jsonl, config: {{ path: ./o.jsonl }} }}\n"),
+            vec!["line 6", "`sink` appears twice"],
+        ),
+        (
+            format!("{base}matrix:\n  - eu\n"),
+            vec!["`matrix[0]`", "is a string", "a matrix row is a mapping"],
+        ),
+        (
+            format!("{base}matrix:\n  - 1\n"),
+            vec!["`matrix[0]`", "is a number"],
+        ),
+        (
+            format!("{base}matrix:\n  - {{ id: a }}\n  - [1, 2]\n"),
+            vec!["`matrix[1]`", "is a sequence"],
+        ),
+        ("- 1\n".to_owned(), vec!["holds a sequence", "`version: 1`"]),
+        (
+            base.replace("{ path: ./out/data.jsonl }", "[./out/data.jsonl]"),
+            vec!["`pipeline.sink.config`", "as a mapping"],
+        ),
+    ];
+    for (yaml, says) in cases {
+        let dir = setup(&yaml);
+        for cmd in ["validate", "run"] {
+            let run = dir.faucet(&[cmd, "p.yaml"]);
+            run.expect_code(2).stderr_has(&says);
+            for internal in internals {
+                assert!(!run.stderr.contains(internal), "{cmd}: {}", run.stderr);
+            }
+        }
+        assert_no_output(&dir);
+    }
+}
+
+#[test]
+fn a_large_matrix_is_read_and_an_alias_bomb_is_not() {
+    let mut yaml = csv_pipeline("p", "matrix:\n");
+    for i in 0..100_000 {
+        yaml.push_str(&format!(
+            "  - {{ id: r{i}, source: {{ config: {{ path: ./d{i}.csv }} }} }}\n"
+        ));
+    }
+    let dir = setup(&yaml);
+    dir.faucet(&["validate", "p.yaml"])
+        .expect_code(0)
+        .stdout_has(&["100000 runs", "r99999"]);
+    let mut bomb = csv_pipeline("p", "x:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    let mut prev = 'a';
+    for n in "bcdefghi".chars() {
+        let refs = vec![format!("*{prev}"); 10].join(", ");
+        bomb.push_str(&format!("  {n}: &{n} [{refs}]\n"));
+        prev = n;
+    }
+    let dir = setup(&bomb);
+    let run = dir.faucet(&["validate", "p.yaml"]);
+    run.expect_code(2).stderr_has(&["refused", "alias bomb"]);
+    assert!(!run.stderr.contains("budget breached"), "{}", run.stderr);
+}

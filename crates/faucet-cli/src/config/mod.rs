@@ -32,6 +32,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::output;
 use crate::registry::{SinkConfig, SourceConfig, StateConfig};
 
 /// The config file `faucet run` reads when none is given: `faucet.yaml` in the current
@@ -133,6 +134,17 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
     let mut tree = parse_yaml(&text, path)?;
     env::interpolate(&mut tree, &env, "")?;
     crate::secret::scan_config(&tree, "")?;
+    if !tree.is_object() {
+        return Err(FaucetError::config(
+            "config file",
+            format!(
+                "{} holds {}, not a pipeline file: a mapping with `version: 1`, `pipeline` and \
+                 optionally `name` and `matrix`",
+                path.display(),
+                kind(&tree)
+            ),
+        ));
+    }
     let doc: Document = typed(tree, "").map_err(|e| match e {
         FaucetError::Config { field, message } if field == "." => {
             FaucetError::config(path.display().to_string(), message)
@@ -231,17 +243,83 @@ fn base_dir(path: &Path) -> Result<PathBuf, FaucetError> {
         })
 }
 
+/// The YAML budget: serde-saphyr's defaults (alias, anchor and expansion limits against
+/// alias bombs, depth 64, 64 MiB of text), except room for a large matrix: 2 million nodes
+/// and 4 million parser events (a 100,000-row matrix of small rows needs about 1 million).
+fn yaml_budget() -> serde_saphyr::Budget {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = 2_000_000;
+    budget.max_events = 4_000_000;
+    budget
+}
+
 fn parse_yaml(text: &str, path: &Path) -> Result<Value, FaucetError> {
     let mut options = serde_saphyr::Options::default();
     // Only `true`/`false` are booleans (`country: NO` stays a string), and `007` stays text.
     options.strict_booleans = true;
     options.leading_zero_numbers_as_strings = true;
-    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
-        FaucetError::config(
-            "config file",
-            format!("{} is not valid YAML: {e}", path.display()),
-        )
-    })
+    options.budget = Some(yaml_budget());
+    serde_saphyr::from_str_with_options::<Value>(text, options)
+        .map_err(|e| FaucetError::config("config file", yaml_error(path, &e)))
+}
+
+/// A YAML error for people: a duplicate key and a budget breach in our words, with the line;
+/// anything else as the parser says it (with its snippet).
+fn yaml_error(path: &Path, e: &serde_saphyr::Error) -> String {
+    use serde_saphyr::Error as E;
+    use serde_saphyr::budget::BudgetBreach as B;
+    let mut inner = e;
+    while let E::AliasError { error, .. } | E::WithSnippet { error, .. } = inner {
+        inner = error;
+    }
+    let at = inner
+        .location()
+        .map(|l| format!(" at line {}", l.line()))
+        .unwrap_or_default();
+    let file = path.display();
+    match inner {
+        E::DuplicateMappingKey { key, .. } => {
+            let key = key
+                .as_deref()
+                .map_or_else(|| "a key".to_owned(), |k| format!("`{}`", output::clip(k)));
+            format!("{file}{at}: {key} appears twice in one mapping; keep one of them")
+        }
+        E::Budget { breach, .. } => {
+            let budget = yaml_budget();
+            let why = match breach {
+                B::Nodes { .. } => format!("more than {} YAML values", budget.max_nodes),
+                B::Events { .. } => format!("more than {} YAML events", budget.max_events),
+                B::Depth { .. } => format!("nested deeper than {} levels", budget.max_depth),
+                B::ScalarBytes { .. } => format!(
+                    "more than {} MiB of text",
+                    budget.max_total_scalar_bytes / (1024 * 1024)
+                ),
+                B::Aliases { .. }
+                | B::Anchors { .. }
+                | B::AliasAnchorRatio { .. }
+                | B::MergeKeys { .. }
+                | B::RecordedAnchorEvents { .. }
+                | B::RecordedAnchorBytes { .. } => {
+                    "aliases (`*name`) that expand too far (an alias bomb?)".to_owned()
+                }
+                _ => "more than a pipeline file may hold".to_owned(),
+            };
+            format!("{file}{at}: refused, it holds {why}")
+        }
+        _ => format!("{file} is not valid YAML: {e}"),
+    }
+}
+
+/// What a YAML value is, for messages: `a string`, `a sequence`, ….
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing (null)",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a sequence",
+        Value::Object(_) => "a mapping",
+    }
 }
 
 /// The default name: the file's stem (`orders` for `orders.yaml`).
@@ -333,12 +411,24 @@ fn typed_pipeline(
 }
 
 fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> Vec<Row> {
-    let mut seen: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     rows.into_iter()
         .enumerate()
         .map(|(i, raw)| {
             let at = format!("matrix[{i}]");
-            let row: matrix::MatrixRow = match typed(raw, &at) {
+            let row = if raw.is_object() {
+                typed::<matrix::MatrixRow>(raw, &at)
+            } else {
+                Err(FaucetError::config(
+                    &at,
+                    format!(
+                        "is {}; a matrix row is a mapping like `{{ id: eu, source: {{ config: \
+                         {{ path: ./eu.csv }} }} }}`",
+                        kind(&raw)
+                    ),
+                ))
+            };
+            let row: matrix::MatrixRow = match row {
                 Ok(r) => r,
                 Err(e) => {
                     return Row {
@@ -359,7 +449,7 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
                         ),
                     ));
                 }
-                seen.push(id.clone());
+                seen.insert(id.clone());
                 let key = format!("{name}::{id}");
                 validate_state_key(&key).map_err(|e| {
                     FaucetError::config(
