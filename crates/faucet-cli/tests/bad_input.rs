@@ -498,3 +498,82 @@ fn a_large_matrix_is_read_and_an_alias_bomb_is_not() {
     run.expect_code(2).stderr_has(&["refused", "alias bomb"]);
     assert!(!run.stderr.contains("budget breached"), "{}", run.stderr);
 }
+
+/// `${HOME}` is refused with the fix, `$HOME` in a path warns, `~/` is the home directory,
+/// an empty variable cannot turn a path into the config's directory, and a row id cannot be
+/// empty.
+#[test]
+fn shell_habits_in_paths_are_named_or_expanded() {
+    let with_source = |path: &str| {
+        csv_pipeline("p", "").replace("path: ./data.csv", &format!("path: \"{path}\""))
+    };
+    let dir = setup(&with_source("${HOME}/data.csv"));
+    for cmd in ["validate", "run"] {
+        dir.faucet(&[cmd, "p.yaml"]).expect_code(2).stderr_has(&[
+            "`pipeline.source.config.path`",
+            "`${HOME}` is not expanded",
+            "`${env:HOME}`",
+        ]);
+    }
+    assert_no_output(&dir);
+
+    let dir = setup(&with_source("$HOME/data.csv"));
+    dir.faucet(&["validate", "p.yaml"]).stderr_has(&[
+        "warning:",
+        "`pipeline.source.config.path`",
+        "`${env:HOME}`",
+    ]);
+
+    // `~/` is the home directory.
+    let home = Dir::new();
+    home.write("in/data.csv", numbered_csv(1, 2, true));
+    let dir = setup(&with_source("~/in/data.csv"));
+    let home_path = home.path().to_str().expect("utf-8 path");
+    dir.faucet_env(&["run", "p.yaml"], &[("HOME", home_path)])
+        .expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2]);
+
+    // An empty variable in a path field (a sink, a source, the state directory).
+    for yaml in [
+        with_source("${env:FAUCET_T_EMPTY}"),
+        csv_pipeline("p", "").replace("./out/data.jsonl", "\"${env:FAUCET_T_EMPTY}\""),
+        csv_pipeline(
+            "p",
+            "  state: { type: file, config: { path: \"${env:FAUCET_T_EMPTY}\" } }\n",
+        ),
+    ] {
+        let dir = setup(&yaml);
+        for cmd in ["validate", "run"] {
+            dir.faucet_env(&[cmd, "p.yaml"], &[("FAUCET_T_EMPTY", "")])
+                .expect_code(2)
+                .stderr_has(&["config.path`", "is empty", "`FAUCET_T_EMPTY`"]);
+        }
+        assert_no_output(&dir);
+    }
+
+    let dir = setup(&format!(
+        "{}matrix:\n  - {{ id: \"\" }}\n",
+        csv_pipeline("p", "")
+    ));
+    dir.faucet(&["validate", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`matrix[0].id`", "is empty"]);
+}
+
+/// With `state: memory`, an error after committed pages does not promise a resume.
+#[test]
+fn a_memory_store_does_not_promise_a_resume() {
+    let dir = Dir::new();
+    dir.write("bad.csv", b"id,name\n1,a\n2,b\n3,c\n4,\xff\n");
+    dir.write(
+        "p.yaml",
+        "version: 1\npipeline:\n  source: { type: csv, config: { path: ./bad.csv } }\n  sink: { type: jsonl, config: { path: ./out.jsonl } }\n  state: { type: memory }\n  batch_size: 2\n",
+    );
+    let run = dir.faucet(&["run", "p.yaml"]);
+    run.expect_code(1).stderr_has(&[
+        "2 records in 1 page were committed",
+        "`memory` state store forgets",
+        "starts from the beginning",
+    ]);
+    assert!(!run.stderr.contains("resumes after them"), "{}", run.stderr);
+}

@@ -252,9 +252,17 @@ async fn run_row(
         Err(e) => {
             output::print_error(&plan.context, &e);
             if !args.quiet && counters.records() > 0 {
+                let next = if plan.state.is_durable() {
+                    "the next run resumes after them".to_owned()
+                } else {
+                    format!(
+                        "the `{}` state store forgets its bookmark on exit, so the next run \
+                         starts from the beginning and delivers them again",
+                        plan.state.type_name()
+                    )
+                };
                 eprintln!(
-                    "note: {}{} in {} were committed before the error; the next run resumes \
-                     after them",
+                    "note: {}{} in {} were committed before the error; {next}",
                     plan.context,
                     output::plural(counters.records(), "record"),
                     output::plural(counters.pages(), "page")
@@ -282,4 +290,12 @@ fn report(args: &RunArgs, plan: &Prepared, summary: &RunSummary) {
         return;
     }
     say!("{}", output::summary_line(&plan.label, summary));
+    if summary.cancelled && !plan.state.is_durable() {
+        eprintln!(
+            "note: {}the `{}` state store forgets its bookmark on exit: running again starts \
+             from the beginning",
+            plan.context,
+            plan.state.type_name()
+        );
+    }
 }

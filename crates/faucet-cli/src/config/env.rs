@@ -121,8 +121,32 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 pub(crate) fn interpolate(tree: &mut Value, env: &Env, path: &str) -> Result<(), FaucetError> {
     match tree {
         Value::String(s) => {
+            let is_path = path == "path" || path.ends_with(".path");
             if s.contains("${") {
-                *s = interpolate_str(s, env).map_err(|m| FaucetError::config(display(path), m))?;
+                let (value, names) =
+                    interpolate_str(s, env).map_err(|m| FaucetError::config(display(path), m))?;
+                if is_path && value.is_empty() {
+                    return Err(FaucetError::config(
+                        display(path),
+                        format!(
+                            "is empty: {} set to an empty value; a path must name a file or \
+                             directory",
+                            names
+                                .iter()
+                                .map(|n| format!("`{n}` is"))
+                                .collect::<Vec<_>>()
+                                .join(" and ")
+                        ),
+                    ));
+                }
+                *s = value;
+            }
+            if is_path && let Some(name) = shell_variable(s) {
+                eprintln!(
+                    "warning: `{}` holds `${name}`, which faucet does not expand; write \
+                     `${{env:{name}}}` for the variable",
+                    display(path)
+                );
             }
             Ok(())
         }
@@ -151,10 +175,25 @@ fn display(path: &str) -> &str {
     if path.is_empty() { "." } else { path }
 }
 
-/// One string: `${env:NAME}` → the variable's value, `$${` → `${`; any other text is kept.
-fn interpolate_str(s: &str, env: &Env) -> Result<String, String> {
+/// The first `$NAME` (a shell-style reference faucet does not expand) in `s`.
+fn shell_variable(s: &str) -> Option<&str> {
+    s.match_indices('$').find_map(|(i, _)| {
+        let rest = &s[i + 1..];
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..len];
+        is_var_name(name).then_some(name)
+    })
+}
+
+/// One string: `${env:NAME}` → the variable's value, `$${` → `${`; any other `${` is an
+/// error (faucet does not expand `${HOME}`; say `${env:HOME}`); other text is kept. Returns
+/// the value and the variables used.
+fn interpolate_str(s: &str, env: &Env) -> Result<(String, Vec<String>), String> {
     const OPEN: &str = "${env:";
     let mut out = String::with_capacity(s.len());
+    let mut names = Vec::new();
     let mut rest = s;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
@@ -165,26 +204,35 @@ fn interpolate_str(s: &str, env: &Env) -> Result<String, String> {
         } else if let Some(after) = tail.strip_prefix(OPEN) {
             let end = after
                 .find('}')
-                .ok_or_else(|| format!("unterminated `{OPEN}` in {s:?}; write `{OPEN}NAME}}`"))?;
+                .ok_or_else(|| format!("unterminated `{OPEN}`; write `{OPEN}NAME}}`"))?;
             let name = &after[..end];
             if !is_var_name(name) {
                 return Err(format!(
-                    "`{OPEN}{name}}}` is not a valid reference; a variable name is letters, \
-                     digits and `_`, not starting with a digit"
+                    "`{OPEN}{}}}` is not a valid reference; a variable name is letters, \
+                     digits and `_`, not starting with a digit",
+                    crate::output::clip(name)
                 ));
             }
             match env.get(name)? {
                 Some(v) => out.push_str(&v),
                 None => return Err(env.missing(name)),
             }
+            names.push(name.to_owned());
             rest = &after[end + 1..];
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let name = after.split('}').next().unwrap_or("");
+            let name = if is_var_name(name) { name } else { "NAME" };
+            return Err(format!(
+                "`${{{name}}}` is not expanded: write `${{env:{name}}}` for the environment \
+                 variable, or `$${{{name}}}` for the text itself"
+            ));
         } else {
             out.push('$');
             rest = &tail[1..];
         }
     }
     out.push_str(rest);
-    Ok(out)
+    Ok((out, names))
 }
 
 fn is_var_name(name: &str) -> bool {
@@ -259,7 +307,7 @@ mod tests {
     fn process_environment_wins_over_dotenv() {
         // PATH is set in every test environment; `.env` must not override it.
         let e = env(&[("PATH", "from-dotenv")]);
-        let got = interpolate_str("${env:PATH}", &e).expect("PATH");
+        let got = interpolate_str("${env:PATH}", &e).expect("PATH").0;
         assert_ne!(got, "from-dotenv");
     }
 }

@@ -440,6 +440,13 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
             };
             let id = row.id.clone();
             let config = (|| {
+                if id.is_empty() {
+                    return Err(FaucetError::config(
+                        format!("{at}.id"),
+                        "is empty; a row id is part of the state key `{name}::{id}`: give it \
+                         letters, digits or `_ - .` (e.g. `id: eu`)",
+                    ));
+                }
                 if seen.contains(&id) {
                     return Err(FaucetError::config(
                         format!("{at}.id"),
@@ -471,7 +478,11 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
             })();
             Row {
                 id: Some(id.clone()),
-                label: crate::output::clip(&id),
+                label: if id.is_empty() {
+                    format!("matrix[{i}]")
+                } else {
+                    crate::output::clip(&id)
+                },
                 config,
             }
         })
