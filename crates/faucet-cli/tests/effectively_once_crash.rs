@@ -26,8 +26,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value as Json;
-
 use crate::support::bookmark_of;
 use crate::support::pg::{
     BATCH, Change, KILL_BATCH, Scenario, abort_at_every_point, kill_after,
