@@ -246,14 +246,7 @@ pub(crate) fn csv_pipeline(name: &str, extra: &str) -> String {
 /// The bookmark of a state entry as stored: `{"bookmark": B, "sink": "..."}` gives `B`;
 /// a bare bookmark (a sink that records no target) is itself.
 pub(crate) fn bookmark_of(entry: serde_json::Value) -> serde_json::Value {
-    match entry {
-        serde_json::Value::Object(mut m)
-            if m.contains_key("bookmark") && m.len() == 1 + usize::from(m.contains_key("sink")) =>
-        {
-            m.remove("bookmark").unwrap_or(serde_json::Value::Null)
-        }
-        other => other,
-    }
+    faucet_core::testing::stored_bookmark(entry)
 }
 
 /// The ids of a JSON Lines output whose records have a string or number `id`.

@@ -17,18 +17,18 @@ const SINK: &str = "sink";
 
 /// A decoded state entry.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Entry {
+pub(crate) struct Entry {
     /// The bookmark; `Null` marks a run that started but persisted no page.
-    pub(super) bookmark: Bookmark,
+    pub(crate) bookmark: Bookmark,
     /// The sink the bookmark was delivered to, when recorded.
-    pub(super) sink: Option<String>,
+    pub(crate) sink: Option<String>,
 }
 
 impl Entry {
     /// Reads a stored value: an envelope (an object of `bookmark` and, optionally, a string
     /// `sink`, nothing else; a user removes `sink` to accept a new target), or a bare
     /// bookmark.
-    pub(super) fn decode(value: Value) -> Self {
+    pub(crate) fn decode(value: Value) -> Self {
         if let Value::Object(map) = &value
             && let Some(b) = map.get(BOOKMARK)
         {
@@ -56,7 +56,7 @@ impl Entry {
 }
 
 /// The value to store for `bookmark` delivered to `sink`.
-pub(super) fn encode(bookmark: &Bookmark, sink: Option<&str>) -> Value {
+pub(crate) fn encode(bookmark: &Bookmark, sink: Option<&str>) -> Value {
     match sink {
         Some(s) => {
             let mut map = Map::new();
@@ -72,7 +72,7 @@ pub(super) fn encode(bookmark: &Bookmark, sink: Option<&str>) -> Value {
 ///
 /// # Errors
 /// [`FaucetError::State`] naming both targets and the two fixes.
-pub(super) fn check_sink(
+pub(crate) fn check_sink(
     store: &str,
     key: &str,
     recorded: Option<&str>,

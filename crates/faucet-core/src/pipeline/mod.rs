@@ -25,7 +25,7 @@
 //! # }
 //! ```
 
-mod entry;
+pub(crate) mod entry;
 mod lease;
 mod run;
 
