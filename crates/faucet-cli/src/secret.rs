@@ -80,8 +80,8 @@ pub(crate) fn remember(value: &str) {
 }
 
 /// Walks a config tree (after `${env:…}` interpolation): [`remember`]s every URL's
-/// password and refuses a URL whose user info holds an unencoded `/`, `?` or `#`, naming the
-/// field (`pipeline.sink.config.connection_url`) and never the value.
+/// password and refuses a URL field (`url`, `*_url`) whose user info holds an unencoded `/`,
+/// `?` or `#`, naming the field (`pipeline.sink.config.connection_url`) and never the value.
 ///
 /// # Errors
 /// [`FaucetError::Config`] at the field, with the percent-encodings to use.
@@ -91,7 +91,9 @@ pub(crate) fn scan_config(tree: &serde_json::Value, field: &str) -> Result<(), F
             if s.contains("://") || s.to_ascii_lowercase().contains("password=") {
                 remember(s);
             }
-            if has_unencoded_userinfo(s) {
+            let last = field.rsplit('.').next().unwrap_or(field);
+            let is_url_field = last == "url" || last.ends_with("_url");
+            if is_url_field && has_unencoded_userinfo(s) {
                 return Err(FaucetError::config(
                     field,
                     "the URL's user info (its password?) holds an unencoded `/`, `?`, `#` or \
@@ -339,6 +341,19 @@ mod tests {
             "postgres://u:p@h/db?application_name=me@x"
         ));
         assert!(!has_unencoded_userinfo("postgres://u:p w@h/db"));
+        let tree = serde_json::json!({"source": {"config": {
+            "query": "select 1 where u = 'https://medium.com/@me'",
+            "connection_url": "postgres://u:p@h/db",
+        }}});
+        assert!(scan_config(&tree, "pipeline").is_ok());
+        let tree = serde_json::json!({"state": {"config": {"url": "redis://:a/b@h/"}}});
+        let err = scan_config(&tree, "pipeline")
+            .expect_err("unencoded")
+            .to_string();
+        assert!(
+            err.contains("pipeline.state.config.url") && !err.contains("a/b"),
+            "{err}"
+        );
         remember("postgres://u:Kq9 zz7@h/db");
         assert_eq!(
             redact_url("failed: user u password Kq9 zz7 rejected"),
