@@ -50,12 +50,49 @@ pub(crate) fn error_chain(e: &FaucetError) -> String {
         }
         cause = c.source();
     }
-    redact_url(&text)
+    clip_long_words(&redact_url(&text))
+}
+
+/// `value` for a message: as is up to 60 characters, else its first 60 and `… (N bytes)`.
+pub(crate) fn clip(value: &str) -> String {
+    if value.chars().count() <= KEPT {
+        value.to_owned()
+    } else {
+        let head: String = value.chars().take(KEPT).collect();
+        format!("{head}… ({} bytes)", value.len())
+    }
+}
+
+/// A word (a run without whitespace) longer than this is cut in messages.
+const LONG_WORD: usize = 200;
+/// How many characters of a cut word are kept.
+const KEPT: usize = 60;
+
+/// `text` with every word longer than 200 characters cut to its first 60 and
+/// `… (N bytes)`: a user value echoed in a message (a 50 MB `name:`, a field name, a path)
+/// never floods the terminal.
+pub(crate) fn clip_long_words(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(4096));
+    for (i, word) in text.split(' ').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        if word.chars().count() > LONG_WORD {
+            out.extend(word.chars().take(KEPT));
+            out.push_str(&format!("… ({} bytes)", word.len()));
+        } else {
+            out.push_str(word);
+        }
+    }
+    out
 }
 
 /// Prints `error: <context><message>: <causes>` on stderr.
 pub(crate) fn print_error(context: &str, e: &FaucetError) {
-    eprintln!("error: {context}{}", error_chain(e));
+    eprintln!(
+        "error: {}",
+        clip_long_words(&format!("{context}{}", error_chain(e)))
+    );
 }
 
 /// One row's outcome, as `--output json` shows it.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Dir, faucet_command};
+use crate::support::{Dir, bookmark_of, faucet_command};
 
 /// A pipeline `in.<ext>` → `out.jsonl` with a file state store at `./state`.
 fn pipeline(source: &str, source_config: &str, batch_size: usize) -> String {
@@ -33,7 +33,7 @@ fn csv_dir(data: &[u8], source_config: &str, batch_size: usize) -> Dir {
 /// The stored bookmark (`null` when none was persisted).
 fn bookmark(dir: &Dir) -> Value {
     dir.read("state/adv.json")
-        .map(|b| serde_json::from_slice(&b).expect("state file is JSON"))
+        .map(|b| bookmark_of(serde_json::from_slice(&b).expect("state file is JSON")))
         .unwrap_or(Value::Null)
 }
 

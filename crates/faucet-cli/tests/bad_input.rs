@@ -1,7 +1,7 @@
 //! Bad input: each gets one clear error naming the thing, a non-zero exit code, and leaves
 //! the output as it was (DESIGN.md invariants 5 and 7).
 
-use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
+use crate::support::{Dir, bookmark_of, csv_pipeline, ids, numbered_csv};
 
 /// A directory with `data.csv` (3 rows) and `p.yaml` = `yaml`.
 fn setup(yaml: &str) -> Dir {
@@ -298,9 +298,282 @@ fn a_declared_column_missing_from_the_header_is_named_by_its_path() {
     let state = dir
         .read(".faucet/state/p.json")
         .unwrap_or_else(|| b"null".to_vec());
+    let state = serde_json::from_slice(&state).expect("state file is JSON");
     assert_eq!(
-        String::from_utf8_lossy(&state).trim(),
-        "null",
+        bookmark_of(state),
+        serde_json::Value::Null,
         "a bookmark was written"
     );
+}
+
+#[test]
+fn a_dotenv_parse_error_names_the_line_never_its_content() {
+    let dir = setup(&csv_pipeline("p", ""));
+    for bad in [
+        "A=1\nNOTE=\"x\nREDIS_PASSWORD=hunter2secret\n",
+        "A=1\nNOTE='x\nREDIS_PASSWORD=hunter2secret\n",
+        "A=1\nnot a line hunter2secret\nB=2\n",
+    ] {
+        dir.write(".env", bad);
+        for cmd in ["validate", "run"] {
+            let run = dir.faucet(&[cmd, "p.yaml"]);
+            run.expect_code(2)
+                .stderr_has(&["`.env`", "line 2", "not shown"]);
+            let all = format!("{}{}", run.stdout, run.stderr);
+            for secret in ["hunter2secret", "NOTE", "REDIS_PASSWORD"] {
+                assert!(!all.contains(secret), "{cmd} showed {secret:?}: {all}");
+            }
+        }
+    }
+    assert_no_output(&dir);
+}
+
+#[test]
+fn a_dotenv_with_a_byte_order_mark_is_read() {
+    let dir = setup(&csv_pipeline("p", "").replace("./out/data.jsonl", "\"${env:OUT}\""));
+    dir.write(".env", b"\xEF\xBB\xBFOUT=./out/bom.jsonl\n");
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/bom.jsonl")), vec![1, 2, 3]);
+}
+
+#[test]
+fn a_name_the_file_store_cannot_hold_is_refused_offline() {
+    // The file store's limit is 200 bytes (a file name is 255, its temp file adds 42).
+    let long = "n".repeat(245);
+    let dir = setup(&csv_pipeline(&long, ""));
+    for cmd in ["validate", "run"] {
+        dir.faucet(&[cmd, "p.yaml"]).expect_code(2).stderr_has(&[
+            "`name`",
+            "245 bytes",
+            "at most 200 bytes",
+            "shorten `name`",
+        ]);
+    }
+    assert!(!dir.join("out").exists(), "the sink was touched");
+    // A matrix row whose key `{name}::{id}` is too long is named by its id.
+    let dir = setup(&format!(
+        "{}matrix:\n  - {{ id: {} }}\n",
+        csv_pipeline("p", ""),
+        "i".repeat(198)
+    ));
+    dir.faucet(&["validate", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`matrix[0].id`", "201 bytes", "at most 200 bytes"]);
+    // At the limit, it runs and resumes.
+    let name = "m".repeat(200);
+    let dir = setup(&csv_pipeline(&name, ""));
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
+}
+
+#[test]
+fn a_huge_user_value_is_not_echoed_whole() {
+    let huge = "h".repeat(5_000_000);
+    let dir = setup(&csv_pipeline(&huge, ""));
+    let run = dir.faucet(&["validate", "p.yaml"]);
+    run.expect_code(2)
+        .stderr_has(&["`name`", "… (5000000 bytes)"]);
+    assert!(
+        run.stderr.len() + run.stdout.len() < 2000,
+        "{} bytes",
+        run.stderr.len()
+    );
+    let dir = setup(&format!(
+        "{}matrix:\n  - {{ id: {huge} }}\n",
+        csv_pipeline("p", "")
+    ));
+    for cmd in ["validate", "run"] {
+        let run = dir.faucet(&[cmd, "p.yaml"]);
+        run.expect_code(2)
+            .stderr_has(&["`matrix[0].id`", "(5000000 bytes)"]);
+        assert!(
+            run.stderr.len() + run.stdout.len() < 2000,
+            "{cmd}: {} bytes",
+            run.stderr.len() + run.stdout.len()
+        );
+    }
+}
+
+#[test]
+fn lease_durations_out_of_bounds_are_refused_before_any_run() {
+    let dir = setup(&csv_pipeline("p", ""));
+    for cmd in ["run", "replicate"] {
+        for (flag, value, says) in [
+            ("--lease-ttl", "0s", "from 1s to 1day"),
+            ("--lease-ttl", "1ms", "from 1s to 1day"),
+            ("--lease-ttl", "2days", "from 1s to 1day"),
+            ("--lease-ttl", "100000000000y", "from 1s to 1day"),
+            ("--wait-for-lease", "99999999999y", "at most 7days"),
+        ] {
+            dir.faucet(&[cmd, "p.yaml", flag, value])
+                .expect_code(2)
+                .stderr_has(&[flag, value, says]);
+            assert_no_output(&dir);
+        }
+    }
+    // Inside the bounds, the run works.
+    dir.faucet(&[
+        "run",
+        "p.yaml",
+        "--lease-ttl",
+        "1s",
+        "--wait-for-lease",
+        "7days",
+    ])
+    .expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2, 3]);
+}
+
+/// No library internals in messages (`DuplicateKeyPolicy`, `struct MatrixRow`, `invalid
+/// length`, `budget breached`): each says what is wrong, where, in the file's terms.
+#[test]
+fn yaml_shape_errors_speak_the_files_language() {
+    let internals = [
+        "DuplicateKeyPolicy",
+        "Options",
+        "struct",
+        "invalid length",
+        "budget breached",
+        "MatrixRow",
+    ];
+    let base = csv_pipeline("p", "");
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        (
+            format!("{base}  sink: {{ type: jsonl, config: {{ path: ./o.jsonl }} }}\n"),
+            vec!["line 6", "`sink` appears twice"],
+        ),
+        (
+            format!("{base}matrix:\n  - eu\n"),
+            vec!["`matrix[0]`", "is a string", "a matrix row is a mapping"],
+        ),
+        (
+            format!("{base}matrix:\n  - 1\n"),
+            vec!["`matrix[0]`", "is a number"],
+        ),
+        (
+            format!("{base}matrix:\n  - {{ id: a }}\n  - [1, 2]\n"),
+            vec!["`matrix[1]`", "is a sequence"],
+        ),
+        ("- 1\n".to_owned(), vec!["holds a sequence", "`version: 1`"]),
+        (
+            base.replace("{ path: ./out/data.jsonl }", "[./out/data.jsonl]"),
+            vec!["`pipeline.sink.config`", "as a mapping"],
+        ),
+    ];
+    for (yaml, says) in cases {
+        let dir = setup(&yaml);
+        for cmd in ["validate", "run"] {
+            let run = dir.faucet(&[cmd, "p.yaml"]);
+            run.expect_code(2).stderr_has(&says);
+            for internal in internals {
+                assert!(!run.stderr.contains(internal), "{cmd}: {}", run.stderr);
+            }
+        }
+        assert_no_output(&dir);
+    }
+}
+
+#[test]
+fn a_large_matrix_is_read_and_an_alias_bomb_is_not() {
+    let mut yaml = csv_pipeline("p", "matrix:\n");
+    for i in 0..100_000 {
+        yaml.push_str(&format!(
+            "  - {{ id: r{i}, source: {{ config: {{ path: ./d{i}.csv }} }} }}\n"
+        ));
+    }
+    let dir = setup(&yaml);
+    dir.faucet(&["validate", "p.yaml"])
+        .expect_code(0)
+        .stdout_has(&["100000 runs", "r99999"]);
+    let mut bomb = csv_pipeline("p", "x:\n  a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    let mut prev = 'a';
+    for n in "bcdefghi".chars() {
+        let refs = vec![format!("*{prev}"); 10].join(", ");
+        bomb.push_str(&format!("  {n}: &{n} [{refs}]\n"));
+        prev = n;
+    }
+    let dir = setup(&bomb);
+    let run = dir.faucet(&["validate", "p.yaml"]);
+    run.expect_code(2).stderr_has(&["refused", "alias bomb"]);
+    assert!(!run.stderr.contains("budget breached"), "{}", run.stderr);
+}
+
+/// `${HOME}` is refused with the fix, `$HOME` in a path warns, `~/` is the home directory,
+/// an empty variable cannot turn a path into the config's directory, and a row id cannot be
+/// empty.
+#[test]
+fn shell_habits_in_paths_are_named_or_expanded() {
+    let with_source = |path: &str| {
+        csv_pipeline("p", "").replace("path: ./data.csv", &format!("path: \"{path}\""))
+    };
+    let dir = setup(&with_source("${HOME}/data.csv"));
+    for cmd in ["validate", "run"] {
+        dir.faucet(&[cmd, "p.yaml"]).expect_code(2).stderr_has(&[
+            "`pipeline.source.config.path`",
+            "`${HOME}` is not expanded",
+            "`${env:HOME}`",
+        ]);
+    }
+    assert_no_output(&dir);
+
+    let dir = setup(&with_source("$HOME/data.csv"));
+    dir.faucet(&["validate", "p.yaml"]).stderr_has(&[
+        "warning:",
+        "`pipeline.source.config.path`",
+        "`${env:HOME}`",
+    ]);
+
+    // `~/` is the home directory.
+    let home = Dir::new();
+    home.write("in/data.csv", numbered_csv(1, 2, true));
+    let dir = setup(&with_source("~/in/data.csv"));
+    let home_path = home.path().to_str().expect("utf-8 path");
+    dir.faucet_env(&["run", "p.yaml"], &[("HOME", home_path)])
+        .expect_code(0);
+    assert_eq!(ids(&dir.jsonl("out/data.jsonl")), vec![1, 2]);
+
+    // An empty variable in a path field (a sink, a source, the state directory).
+    for yaml in [
+        with_source("${env:FAUCET_T_EMPTY}"),
+        csv_pipeline("p", "").replace("./out/data.jsonl", "\"${env:FAUCET_T_EMPTY}\""),
+        csv_pipeline(
+            "p",
+            "  state: { type: file, config: { path: \"${env:FAUCET_T_EMPTY}\" } }\n",
+        ),
+    ] {
+        let dir = setup(&yaml);
+        for cmd in ["validate", "run"] {
+            dir.faucet_env(&[cmd, "p.yaml"], &[("FAUCET_T_EMPTY", "")])
+                .expect_code(2)
+                .stderr_has(&["config.path`", "is empty", "`FAUCET_T_EMPTY`"]);
+        }
+        assert_no_output(&dir);
+    }
+
+    let dir = setup(&format!(
+        "{}matrix:\n  - {{ id: \"\" }}\n",
+        csv_pipeline("p", "")
+    ));
+    dir.faucet(&["validate", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&["`matrix[0].id`", "is empty"]);
+}
+
+/// With `state: memory`, an error after committed pages does not promise a resume.
+#[test]
+fn a_memory_store_does_not_promise_a_resume() {
+    let dir = Dir::new();
+    dir.write("bad.csv", b"id,name\n1,a\n2,b\n3,c\n4,\xff\n");
+    dir.write(
+        "p.yaml",
+        "version: 1\npipeline:\n  source: { type: csv, config: { path: ./bad.csv } }\n  sink: { type: jsonl, config: { path: ./out.jsonl } }\n  state: { type: memory }\n  batch_size: 2\n",
+    );
+    let run = dir.faucet(&["run", "p.yaml"]);
+    run.expect_code(1).stderr_has(&[
+        "2 records in 1 page were committed",
+        "`memory` state store forgets",
+        "starts from the beginning",
+    ]);
+    assert!(!run.stderr.contains("resumes after them"), "{}", run.stderr);
 }

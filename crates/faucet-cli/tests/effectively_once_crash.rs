@@ -26,8 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde_json::Value as Json;
-
+use crate::support::bookmark_of;
 use crate::support::pg::{
     BATCH, Change, KILL_BATCH, Scenario, abort_at_every_point, kill_after,
     killed_at_random_instants, lsn_value, query, run_aborted_at, run_to_completion, sql,
@@ -198,7 +197,7 @@ impl CdcPipeline {
     /// The LSN of the persisted bookmark, if a page's bookmark was persisted.
     fn persisted_lsn(&self) -> Option<u64> {
         let text = std::fs::read(self.state_file()).ok()?;
-        let v: Json = serde_json::from_slice(&text).expect("a whole state file");
+        let v = bookmark_of(serde_json::from_slice(&text).expect("a whole state file"));
         v["lsn"].as_str().map(lsn_value)
     }
 }

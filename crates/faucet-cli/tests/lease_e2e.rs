@@ -129,7 +129,7 @@ impl Backend {
         }
     }
 
-    /// The bookmark stored under `key`, read through the store itself.
+    /// The bookmark stored under `key` (out of its entry), read through the store itself.
     pub(crate) fn bookmark(&self, dir: &Dir, key: &str) -> Option<serde_json::Value> {
         runtime().block_on(async {
             let store: Arc<dyn StateStore> = match self {
@@ -147,7 +147,11 @@ impl Backend {
                         .unwrap_or_else(|e| panic!("{e}; start Redis with scripts/services.sh")),
                 ),
             };
-            store.get(key).await.expect("read the bookmark")
+            store
+                .get(key)
+                .await
+                .expect("read the bookmark")
+                .map(crate::support::bookmark_of)
         })
     }
 }

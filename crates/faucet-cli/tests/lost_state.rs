@@ -92,3 +92,108 @@ fn a_crash_before_the_first_bookmark_still_restarts() {
     assert_eq!(ids.len(), 500);
     assert_eq!(lines(dir.path()), 600);
 }
+
+mod sink_identity {
+    //! The bookmark is tied to the sink it was delivered to: a run of the same state key
+    //! into another target is refused (resuming there would skip everything before the
+    //! bookmark), naming both targets and the fix.
+
+    use crate::support::{Dir, bookmark_of, ids, numbered_csv};
+
+    fn pipeline(sink: &str) -> String {
+        format!(
+            "version: 1\nname: orders\npipeline:\n  source: {{ type: csv, config: {{ path: ./data.csv }} }}\n  sink: {{ type: jsonl, config: {{ path: {sink} }} }}\n"
+        )
+    }
+
+    fn entry(dir: &Dir) -> serde_json::Value {
+        serde_json::from_slice(&dir.read(".faucet/state/orders.json").expect("state entry"))
+            .expect("JSON")
+    }
+
+    #[test]
+    fn a_second_pipeline_of_the_same_name_into_another_sink_is_refused() {
+        let dir = Dir::new();
+        dir.write("data.csv", numbered_csv(1, 5, true));
+        dir.write("a.yaml", pipeline("./out_a.jsonl"));
+        dir.write("b.yaml", pipeline("./out_b.jsonl"));
+        dir.faucet(&["run", "a.yaml"]).expect_code(0);
+        assert_eq!(ids(&dir.jsonl("out_a.jsonl")), vec![1, 2, 3, 4, 5]);
+        dir.faucet(&["run", "b.yaml"]).expect_code(1).stderr_has(&[
+            "state key `orders`",
+            "out_a.jsonl`",
+            "out_b.jsonl`",
+            "new `name`",
+            "\"sink\"",
+        ]);
+        assert!(
+            dir.jsonl("out_b.jsonl").is_empty(),
+            "nothing delivered to b"
+        );
+        // The user edits the sink path of the same file: the same refusal.
+        dir.write("a.yaml", pipeline("./moved/out.jsonl"));
+        dir.faucet(&["run", "a.yaml"])
+            .expect_code(1)
+            .stderr_has(&["out_a.jsonl`", "moved/out.jsonl`"]);
+        // The fix: a new name delivers everything to the new target.
+        dir.write(
+            "b.yaml",
+            pipeline("./out_b.jsonl").replace("name: orders", "name: orders_b"),
+        );
+        dir.faucet(&["run", "b.yaml"]).expect_code(0);
+        assert_eq!(ids(&dir.jsonl("out_b.jsonl")), vec![1, 2, 3, 4, 5]);
+    }
+
+    #[test]
+    fn the_same_sink_from_another_directory_resumes() {
+        let dir = Dir::new();
+        dir.write("sub/data.csv", numbered_csv(1, 3, true));
+        dir.write("sub/p.yaml", pipeline("./out.jsonl").replace("orders", "p"));
+        dir.faucet(&["run", "sub/p.yaml"]).expect_code(0);
+        dir.append("sub/data.csv", "4,n4,4\n");
+        let mut cmd = crate::support::faucet_command();
+        let out = cmd
+            .current_dir(dir.join("sub"))
+            .args(["run", "p.yaml"])
+            .output()
+            .expect("run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(ids(&dir.jsonl("sub/out.jsonl")), vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_bare_bookmark_of_an_older_version_loads_and_records_the_sink() {
+        let dir = Dir::new();
+        dir.write("data.csv", numbered_csv(1, 3, true));
+        dir.write("a.yaml", pipeline("./out_a.jsonl"));
+        dir.faucet(&["run", "a.yaml"]).expect_code(0);
+        let stored = entry(&dir);
+        assert!(
+            stored["sink"]
+                .as_str()
+                .is_some_and(|s| s.ends_with("/out_a.jsonl")),
+            "the sink is recorded: {stored}"
+        );
+        // As an older faucet wrote it: the bare bookmark.
+        dir.write(
+            ".faucet/state/orders.json",
+            bookmark_of(stored.clone()).to_string(),
+        );
+        dir.append("data.csv", "4,n4,4\n");
+        dir.faucet(&["run", "a.yaml"]).expect_code(0);
+        assert_eq!(ids(&dir.jsonl("out_a.jsonl")), vec![1, 2, 3, 4]);
+        assert_eq!(entry(&dir)["sink"], stored["sink"], "recorded again");
+        // Removing the recorded sink (the documented way to move a target) is accepted.
+        let mut moved = entry(&dir);
+        moved.as_object_mut().expect("object").remove("sink");
+        dir.write(".faucet/state/orders.json", moved.to_string());
+        dir.write("a.yaml", pipeline("./out_c.jsonl"));
+        dir.append("data.csv", "5,n5,5\n");
+        dir.faucet(&["run", "a.yaml"]).expect_code(0);
+        assert_eq!(ids(&dir.jsonl("out_c.jsonl")), vec![5]);
+    }
+}

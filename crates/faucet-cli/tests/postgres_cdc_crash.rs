@@ -19,7 +19,7 @@ use crate::support::pg::{
     Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, lsn_value,
     test_decoding_changes, unique_suffix,
 };
-use crate::support::{expect_aborted, output_of_success};
+use crate::support::{bookmark_of, expect_aborted, output_of_success};
 use crate::support::{pg_pool, runtime};
 
 const BATCH: u64 = 50;
@@ -54,8 +54,10 @@ fn persisted_lsn(dir: &Path) -> Option<u64> {
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.ends_with(".json") && !name.starts_with('.') {
-            let v: Json = serde_json::from_slice(&std::fs::read(e.path()).expect("read state"))
-                .expect("a whole state file");
+            let v = bookmark_of(
+                serde_json::from_slice(&std::fs::read(e.path()).expect("read state"))
+                    .expect("a whole state file"),
+            );
             if let Some(lsn) = v["lsn"].as_str() {
                 return Some(lsn_value(lsn));
             }

@@ -26,7 +26,7 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url};
-use crate::support::{output_of_success, pg_pool, runtime};
+use crate::support::{bookmark_of, output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
@@ -106,7 +106,7 @@ fn stored(dir: &Path) -> Option<Json> {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.ends_with(".json") && !name.starts_with('.') {
             let text = std::fs::read(e.path()).expect("read state");
-            return serde_json::from_slice(&text).ok();
+            return serde_json::from_slice(&text).ok().map(bookmark_of);
         }
     }
     None

@@ -250,3 +250,62 @@ fn validate_warns_about_a_replication_key_it_cannot_prove_unique() {
     );
     assert!(!run.stdout.contains("hunter2") && !run.stderr.contains("hunter2"));
 }
+
+/// A password holding any of ` "'`/#?` (or an unencoded `@/#?`), in a postgres sink URL, a
+/// postgres state URL or a redis state URL, never shows: not in `validate`, `doctor`,
+/// `doctor --json`, nor a failed `run`.
+#[cfg(all(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
+#[test]
+fn no_password_character_makes_it_show() {
+    let mut passwords: Vec<String> = [' ', '"', '\'', '`', '/', '#', '?']
+        .iter()
+        .map(|c| format!("Xq9{c}Zk7"))
+        .collect();
+    passwords.push("Xq9-P@ss/w#rd?Zk7".to_owned());
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 2, true));
+    let sink_pg = "version: 1\nname: s\npipeline:\n  source: { type: csv, config: { path: ./data.csv } }\n  sink: { type: postgres, config: { connection_url: \"${env:FAUCET_T_URL}\", table: t } }\n";
+    dir.write("sink.yaml", sink_pg);
+    dir.write(
+        "pgstate.yaml",
+        csv_pipeline(
+            "s",
+            "  state: { type: postgres, config: { url: \"${env:FAUCET_T_URL}\" } }\n",
+        ),
+    );
+    dir.write(
+        "redis.yaml",
+        csv_pipeline(
+            "s",
+            "  state: { type: redis, config: { url: \"${env:FAUCET_T_URL}\" } }\n",
+        ),
+    );
+    for pw in &passwords {
+        for (file, url) in [
+            ("sink.yaml", format!("postgres://u:{pw}@127.0.0.1:1/db")),
+            ("pgstate.yaml", format!("postgres://u:{pw}@127.0.0.1:1/x")),
+            ("redis.yaml", format!("redis://:{pw}@127.0.0.1:1/")),
+        ] {
+            for args in [
+                &["validate", file][..],
+                &["doctor", file, "--timeout-secs", "3"],
+                &["doctor", file, "--json", "--timeout-secs", "3"],
+                &["run", file],
+                &["run", file, "--output", "json"],
+            ] {
+                let run = dir.faucet_env(args, &[("FAUCET_T_URL", &url)]);
+                let all = format!("{}{}", run.stdout, run.stderr);
+                for part in ["Xq9", "Zk7", "P@ss", "ss/w"] {
+                    assert!(
+                        !all.contains(part),
+                        "{args:?} with {url:?} shows {part:?}:\n{all}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -8,7 +8,7 @@ use faucet_core::state::{LeaseHolder, LeaseOutcome, StateStore as _};
 use faucet_state_postgres::PostgresStateStore;
 use sqlx::PgPool;
 
-use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
+use crate::support::{Dir, bookmark_of, csv_pipeline, ids, numbered_csv};
 use crate::support::{pg_pool, pg_url, runtime};
 
 /// A pool on the test server, after dropping `table` and its lease table.
@@ -58,7 +58,13 @@ fn postgres_state_resumes_across_runs_and_doctor_checks_it() {
             .fetch_one(&pool),
         )
         .expect("bookmark row");
-    assert_eq!(stored["records"], 5, "{stored}");
+    assert!(
+        stored["sink"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("out/data.jsonl")),
+        "the sink is stored beside the bookmark: {stored}"
+    );
+    assert_eq!(bookmark_of(stored.clone())["records"], 5, "{stored}");
     assert!(!dir.join(".faucet").exists(), "no file state");
 
     dir.faucet_env(&["run", "p.yaml"], &env)

@@ -4,7 +4,9 @@
 
 use redis::aio::MultiplexedConnection;
 
-use crate::support::{Dir, csv_pipeline, ids, numbered_csv, redis_connect, redis_url, runtime};
+use crate::support::{
+    Dir, bookmark_of, csv_pipeline, ids, numbered_csv, redis_connect, redis_url, runtime,
+};
 
 async fn raw() -> MultiplexedConnection {
     redis_connect(&redis_url()).await
@@ -56,7 +58,13 @@ fn redis_state_resumes_across_runs_and_doctor_checks_it() {
         )
         .expect("bookmark key");
     let stored: serde_json::Value = serde_json::from_str(&stored).expect("json bookmark");
-    assert_eq!(stored["records"], 4, "{stored}");
+    assert!(
+        stored["sink"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("jsonl /")),
+        "the sink is stored beside the bookmark: {stored}"
+    );
+    assert_eq!(bookmark_of(stored.clone())["records"], 4, "{stored}");
 
     dir.append("data.csv", &numbered_csv(5, 2, false));
     dir.faucet_env(&["run", "p.yaml"], &env)

@@ -40,6 +40,15 @@ pub trait Sink: Send + Sync {
     /// What this sink, as configured, can do.
     fn capabilities(&self) -> SinkCapabilities;
 
+    /// What the sink delivers to, as a stable identity free of secrets: `jsonl
+    /// /abs/out.jsonl`, `postgres host:5432/db table public.orders` (never a user or
+    /// password). The run loop stores it beside the bookmark and refuses a run whose sink
+    /// differs from the one the bookmark was delivered to, since resuming there would skip
+    /// everything before the bookmark. `None` (the default) records and checks nothing.
+    fn target(&self) -> Option<String> {
+        None
+    }
+
     /// Opens the sink for writing (creates files, connects, creates tables as configured).
     ///
     /// # Errors

@@ -37,14 +37,48 @@ pub(crate) struct RunArgs {
     /// No progress line and no summary (errors are still printed).
     #[arg(long, short)]
     pub(crate) quiet: bool,
-    /// When another run holds the state key: wait up to this long for it (`30s`, `5m`)
-    /// instead of exiting with code 4.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    /// When another run holds the state key: wait up to this long for it (`30s`, `5m`; at
+    /// most 7 days) instead of exiting with code 4.
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait_for_lease)]
     pub(crate) wait_for_lease: Option<Duration>,
     /// How long this run's lease on its state key lasts without renewal (renewed every
-    /// third of it); a crashed run's key frees up after this long.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration, default_value = "30s")]
+    /// third of it; 1s to 1 day); a crashed run's key frees up after this long.
+    #[arg(long, value_name = "DURATION", value_parser = parse_lease_ttl, default_value = "30s")]
     pub(crate) lease_ttl: Duration,
+}
+
+/// The bounds of `--lease-ttl`: below a second, renewal (every third of it) cannot keep up
+/// with a store's round trip; above a day, a crashed run's key stays blocked too long (and
+/// stores' expiry arithmetic, in milliseconds, stays far from overflow).
+const LEASE_TTL_BOUNDS: (Duration, Duration) =
+    (Duration::from_secs(1), Duration::from_secs(24 * 3600));
+/// The longest `--wait-for-lease`: 7 days.
+const MAX_WAIT_FOR_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// `--lease-ttl`: a humantime duration from 1 s to 1 day.
+fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. `30s`, `5m`)"))?;
+    let (min, max) = LEASE_TTL_BOUNDS;
+    if d < min || d > max {
+        return Err(format!(
+            "must be from 1s to 1day (got {}): the lease is renewed every third of it, and \
+             a crashed run's key frees up after it",
+            humantime::format_duration(d)
+        ));
+    }
+    Ok(d)
+}
+
+/// `--wait-for-lease`: a humantime duration of at most 7 days.
+fn parse_wait_for_lease(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. `30s`, `5m`)"))?;
+    if d > MAX_WAIT_FOR_LEASE {
+        return Err(format!(
+            "must be at most 7days (got {})",
+            humantime::format_duration(d)
+        ));
+    }
+    Ok(d)
 }
 
 /// The output format of `faucet run`.
@@ -222,9 +256,17 @@ async fn run_row(
         Err(e) => {
             output::print_error(&plan.context, &e);
             if !args.quiet && counters.records() > 0 {
+                let next = if plan.state.is_durable() {
+                    "the next run resumes after them".to_owned()
+                } else {
+                    format!(
+                        "the `{}` state store forgets its bookmark on exit, so the next run \
+                         starts from the beginning and delivers them again",
+                        plan.state.type_name()
+                    )
+                };
                 eprintln!(
-                    "note: {}{} in {} were committed before the error; the next run resumes \
-                     after them",
+                    "note: {}{} in {} were committed before the error; {next}",
                     plan.context,
                     output::plural(counters.records(), "record"),
                     output::plural(counters.pages(), "page")
@@ -253,4 +295,12 @@ fn report(args: &RunArgs, plan: &Prepared, summary: &RunSummary) {
         return;
     }
     say!("{}", output::summary_line(&plan.label, summary));
+    if summary.cancelled && !plan.state.is_durable() {
+        eprintln!(
+            "note: {}the `{}` state store forgets its bookmark on exit: running again starts \
+             from the beginning",
+            plan.context,
+            plan.state.type_name()
+        );
+    }
 }

@@ -32,7 +32,7 @@ pub(crate) fn run(args: &ValidateArgs) -> Exit {
     say!(
         "{}: pipeline `{}`, {} {}",
         loaded.path.display(),
-        loaded.name,
+        output::clip(&loaded.name),
         loaded.rows.len(),
         if loaded.rows.len() == 1 {
             "run"

@@ -21,21 +21,28 @@ pub(crate) struct Env {
 }
 
 impl Env {
-    /// Reads `<dir>/.env` when it exists (a missing file is fine).
+    /// Reads `<dir>/.env` when it exists (a missing file is fine; a UTF-8 byte order mark
+    /// is skipped).
     ///
     /// # Errors
-    /// [`FaucetError::Config`] naming the file (and line) when it exists but cannot be read
-    /// or parsed.
+    /// [`FaucetError::Config`] naming the file (and the line number, never its content: it
+    /// may hold secrets) when it exists but cannot be read or parsed.
     pub(crate) fn load(dir: &Path) -> Result<Self, FaucetError> {
         let path = dir.join(".env");
-        let iter = match dotenvy::from_path_iter(&path) {
-            Ok(iter) => iter,
-            Err(e) if e.not_found() => return Ok(Self::default()),
-            Err(e) => return Err(dotenv_error(&path, &e)),
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
+            Err(e) => {
+                return Err(FaucetError::config(
+                    ".env",
+                    format!("cannot read {}: {e}", path.display()),
+                ));
+            }
         };
+        let text = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
         let mut dotenv = HashMap::new();
-        for item in iter {
-            let (k, v) = item.map_err(|e| dotenv_error(&path, &e))?;
+        for item in dotenvy::from_read_iter(text) {
+            let (k, v) = item.map_err(|e| dotenv_error(&path, text, &e))?;
             dotenv.insert(k, v);
         }
         Ok(Self {
@@ -68,17 +75,41 @@ impl Env {
     }
 }
 
-fn dotenv_error(path: &Path, e: &dotenvy::Error) -> FaucetError {
+fn dotenv_error(path: &Path, text: &[u8], e: &dotenvy::Error) -> FaucetError {
     let message = match e {
-        dotenvy::Error::LineParse(line, index) => {
-            format!(
-                "cannot parse {} near {line:?} (at byte {index})",
-                path.display()
-            )
+        dotenvy::Error::LineParse(rest, _) => {
+            // `rest` is the text from the line that failed to the end of what was read: find
+            // where it starts to name the line, and never show it (it may hold passwords).
+            let at = find(text, rest.as_bytes());
+            let line = at.map(|i| text[..i].iter().filter(|b| **b == b'\n').count() + 1);
+            match line {
+                Some(n) => format!(
+                    "cannot parse {} at line {n} (an unclosed quote, or not `NAME=value`); \
+                     the line is not shown",
+                    path.display()
+                ),
+                None => format!(
+                    "cannot parse {} (an unclosed quote, or a line that is not `NAME=value`)",
+                    path.display()
+                ),
+            }
         }
-        other => format!("cannot read {}: {other}", path.display()),
+        dotenvy::Error::Io(io) => format!("cannot read {}: {io}", path.display()),
+        _ => format!("cannot read {}", path.display()),
     };
     FaucetError::config(".env", message)
+}
+
+/// Where `needle` starts in `hay`: at its end when it is a suffix (the usual case), else the
+/// first occurrence.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    if needle.is_empty() {
+        return None;
+    }
+    if hay.ends_with(needle) {
+        return Some(hay.len() - needle.len());
+    }
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Replaces `${env:VAR}` in every string scalar of `tree`; `path` names the tree's root
@@ -90,8 +121,32 @@ fn dotenv_error(path: &Path, e: &dotenvy::Error) -> FaucetError {
 pub(crate) fn interpolate(tree: &mut Value, env: &Env, path: &str) -> Result<(), FaucetError> {
     match tree {
         Value::String(s) => {
+            let is_path = path == "path" || path.ends_with(".path");
             if s.contains("${") {
-                *s = interpolate_str(s, env).map_err(|m| FaucetError::config(display(path), m))?;
+                let (value, names) =
+                    interpolate_str(s, env).map_err(|m| FaucetError::config(display(path), m))?;
+                if is_path && value.is_empty() {
+                    return Err(FaucetError::config(
+                        display(path),
+                        format!(
+                            "is empty: {} set to an empty value; a path must name a file or \
+                             directory",
+                            names
+                                .iter()
+                                .map(|n| format!("`{n}` is"))
+                                .collect::<Vec<_>>()
+                                .join(" and ")
+                        ),
+                    ));
+                }
+                *s = value;
+            }
+            if is_path && let Some(name) = shell_variable(s) {
+                eprintln!(
+                    "warning: `{}` holds `${name}`, which faucet does not expand; write \
+                     `${{env:{name}}}` for the variable",
+                    display(path)
+                );
             }
             Ok(())
         }
@@ -120,10 +175,25 @@ fn display(path: &str) -> &str {
     if path.is_empty() { "." } else { path }
 }
 
-/// One string: `${env:NAME}` → the variable's value, `$${` → `${`; any other text is kept.
-fn interpolate_str(s: &str, env: &Env) -> Result<String, String> {
+/// The first `$NAME` (a shell-style reference faucet does not expand) in `s`.
+fn shell_variable(s: &str) -> Option<&str> {
+    s.match_indices('$').find_map(|(i, _)| {
+        let rest = &s[i + 1..];
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        let name = &rest[..len];
+        is_var_name(name).then_some(name)
+    })
+}
+
+/// One string: `${env:NAME}` → the variable's value, `$${` → `${`; any other `${` is an
+/// error (faucet does not expand `${HOME}`; say `${env:HOME}`); other text is kept. Returns
+/// the value and the variables used.
+fn interpolate_str(s: &str, env: &Env) -> Result<(String, Vec<String>), String> {
     const OPEN: &str = "${env:";
     let mut out = String::with_capacity(s.len());
+    let mut names = Vec::new();
     let mut rest = s;
     while let Some(at) = rest.find('$') {
         out.push_str(&rest[..at]);
@@ -134,26 +204,35 @@ fn interpolate_str(s: &str, env: &Env) -> Result<String, String> {
         } else if let Some(after) = tail.strip_prefix(OPEN) {
             let end = after
                 .find('}')
-                .ok_or_else(|| format!("unterminated `{OPEN}` in {s:?}; write `{OPEN}NAME}}`"))?;
+                .ok_or_else(|| format!("unterminated `{OPEN}`; write `{OPEN}NAME}}`"))?;
             let name = &after[..end];
             if !is_var_name(name) {
                 return Err(format!(
-                    "`{OPEN}{name}}}` is not a valid reference; a variable name is letters, \
-                     digits and `_`, not starting with a digit"
+                    "`{OPEN}{}}}` is not a valid reference; a variable name is letters, \
+                     digits and `_`, not starting with a digit",
+                    crate::output::clip(name)
                 ));
             }
             match env.get(name)? {
                 Some(v) => out.push_str(&v),
                 None => return Err(env.missing(name)),
             }
+            names.push(name.to_owned());
             rest = &after[end + 1..];
+        } else if let Some(after) = tail.strip_prefix("${") {
+            let name = after.split('}').next().unwrap_or("");
+            let name = if is_var_name(name) { name } else { "NAME" };
+            return Err(format!(
+                "`${{{name}}}` is not expanded: write `${{env:{name}}}` for the environment \
+                 variable, or `$${{{name}}}` for the text itself"
+            ));
         } else {
             out.push('$');
             rest = &tail[1..];
         }
     }
     out.push_str(rest);
-    Ok(out)
+    Ok((out, names))
 }
 
 fn is_var_name(name: &str) -> bool {
@@ -228,7 +307,7 @@ mod tests {
     fn process_environment_wins_over_dotenv() {
         // PATH is set in every test environment; `.env` must not override it.
         let e = env(&[("PATH", "from-dotenv")]);
-        let got = interpolate_str("${env:PATH}", &e).expect("PATH");
+        let got = interpolate_str("${env:PATH}", &e).expect("PATH").0;
         assert_ne!(got, "from-dotenv");
     }
 }

@@ -10,7 +10,10 @@ use serde_json::Value;
 /// One matrix row, as written. Every field but `id` overrides the pipeline's field of the
 /// same name.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a matrix row: a mapping like `{ id: eu, source: { config: { path: ./eu.csv } } }`"
+)]
 pub(crate) struct MatrixRow {
     /// The row's id: part of the state key `{name}::{id}`, and what `--row` selects.
     pub(crate) id: String,

@@ -27,12 +27,13 @@ mod matrix;
 
 use std::path::{Path, PathBuf};
 
-use faucet_core::state::validate_state_key;
+use faucet_core::state::{shown_key, validate_state_key};
 use faucet_core::{DeliveryRequest, FaucetError};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::output;
 use crate::registry::{SinkConfig, SourceConfig, StateConfig};
 
 /// The config file `faucet run` reads when none is given: `faucet.yaml` in the current
@@ -146,6 +147,18 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
     let env = env::Env::load(&base)?;
     let mut tree = parse_yaml(&text, path)?;
     env::interpolate(&mut tree, &env, "")?;
+    crate::secret::scan_config(&tree, "")?;
+    if !tree.is_object() {
+        return Err(FaucetError::config(
+            "config file",
+            format!(
+                "{} holds {}, not a pipeline file: a mapping with `version: 1`, `pipeline` and \
+                 optionally `name` and `matrix`",
+                path.display(),
+                kind(&tree)
+            ),
+        ));
+    }
     let doc: Document = typed(tree, "").map_err(|e| match e {
         FaucetError::Config { field, message } if field == "." => {
             FaucetError::config(path.display().to_string(), message)
@@ -169,8 +182,8 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
         FaucetError::config(
             "name",
             format!(
-                "{name:?} cannot name a pipeline: it is the first part of every state key, and \
-                 {}",
+                "{} cannot name a pipeline: it is the first part of every state key, and {}",
+                shown_key(&name),
                 reason(&name, &e)
             ),
         )
@@ -186,8 +199,11 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, FaucetError> {
     let rows = match doc.matrix {
         None => vec![Row {
             id: None,
-            label: name.clone(),
-            config: typed_pipeline(doc.pipeline, None, &base).map(|p| (name.clone(), p)),
+            label: crate::output::clip(&name),
+            config: typed_pipeline(doc.pipeline, None, &base).and_then(|p| {
+                key_fits(&name, &p, "name")?;
+                Ok((name.clone(), p))
+            }),
         }],
         Some(rows) if rows.is_empty() => {
             return Err(FaucetError::config(
@@ -241,17 +257,83 @@ fn base_dir(path: &Path) -> Result<PathBuf, FaucetError> {
         })
 }
 
+/// The YAML budget: serde-saphyr's defaults (alias, anchor and expansion limits against
+/// alias bombs, depth 64, 64 MiB of text), except room for a large matrix: 2 million nodes
+/// and 4 million parser events (a 100,000-row matrix of small rows needs about 1 million).
+fn yaml_budget() -> serde_saphyr::Budget {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = 2_000_000;
+    budget.max_events = 4_000_000;
+    budget
+}
+
 fn parse_yaml(text: &str, path: &Path) -> Result<Value, FaucetError> {
     let mut options = serde_saphyr::Options::default();
     // Only `true`/`false` are booleans (`country: NO` stays a string), and `007` stays text.
     options.strict_booleans = true;
     options.leading_zero_numbers_as_strings = true;
-    serde_saphyr::from_str_with_options::<Value>(text, options).map_err(|e| {
-        FaucetError::config(
-            "config file",
-            format!("{} is not valid YAML: {e}", path.display()),
-        )
-    })
+    options.budget = Some(yaml_budget());
+    serde_saphyr::from_str_with_options::<Value>(text, options)
+        .map_err(|e| FaucetError::config("config file", yaml_error(path, &e)))
+}
+
+/// A YAML error for people: a duplicate key and a budget breach in our words, with the line;
+/// anything else as the parser says it (with its snippet).
+fn yaml_error(path: &Path, e: &serde_saphyr::Error) -> String {
+    use serde_saphyr::Error as E;
+    use serde_saphyr::budget::BudgetBreach as B;
+    let mut inner = e;
+    while let E::AliasError { error, .. } | E::WithSnippet { error, .. } = inner {
+        inner = error;
+    }
+    let at = inner
+        .location()
+        .map(|l| format!(" at line {}", l.line()))
+        .unwrap_or_default();
+    let file = path.display();
+    match inner {
+        E::DuplicateMappingKey { key, .. } => {
+            let key = key
+                .as_deref()
+                .map_or_else(|| "a key".to_owned(), |k| format!("`{}`", output::clip(k)));
+            format!("{file}{at}: {key} appears twice in one mapping; keep one of them")
+        }
+        E::Budget { breach, .. } => {
+            let budget = yaml_budget();
+            let why = match breach {
+                B::Nodes { .. } => format!("more than {} YAML values", budget.max_nodes),
+                B::Events { .. } => format!("more than {} YAML events", budget.max_events),
+                B::Depth { .. } => format!("nested deeper than {} levels", budget.max_depth),
+                B::ScalarBytes { .. } => format!(
+                    "more than {} MiB of text",
+                    budget.max_total_scalar_bytes / (1024 * 1024)
+                ),
+                B::Aliases { .. }
+                | B::Anchors { .. }
+                | B::AliasAnchorRatio { .. }
+                | B::MergeKeys { .. }
+                | B::RecordedAnchorEvents { .. }
+                | B::RecordedAnchorBytes { .. } => {
+                    "aliases (`*name`) that expand too far (an alias bomb?)".to_owned()
+                }
+                _ => "more than a pipeline file may hold".to_owned(),
+            };
+            format!("{file}{at}: refused, it holds {why}")
+        }
+        _ => format!("{file} is not valid YAML: {e}"),
+    }
+}
+
+/// What a YAML value is, for messages: `a string`, `a sequence`, ….
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "nothing (null)",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a sequence",
+        Value::Object(_) => "a mapping",
+    }
 }
 
 /// The default name: the file's stem (`orders` for `orders.yaml`).
@@ -270,11 +352,26 @@ fn stem(path: &Path) -> Result<String, FaucetError> {
         })
 }
 
+/// Checks that the row's state store can hold `key` (offline: the file store's file-name
+/// limit), naming `field` (`name`, or `matrix[3].id`) and the limit.
+fn key_fits(key: &str, p: &PipelineConfig, field: &str) -> Result<(), FaucetError> {
+    p.state.validate_key(key).map_err(|e| {
+        let why = match &e {
+            FaucetError::Config { message, .. } => message.clone(),
+            other => other.to_string(),
+        };
+        FaucetError::config(
+            field,
+            format!("the state key {why}; shorten `name` (or the matrix row's `id`)"),
+        )
+    })
+}
+
 /// The part of `validate_state_key(key)`'s error after the quoted key: `contains ' '; ...`.
 fn reason(key: &str, e: &FaucetError) -> String {
     match e {
         FaucetError::Config { message, .. } => message
-            .strip_prefix(&format!("{key:?} "))
+            .strip_prefix(&format!("{} ", shown_key(key)))
             .unwrap_or(message)
             .to_owned(),
         other => other.to_string(),
@@ -328,12 +425,24 @@ fn typed_pipeline(
 }
 
 fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> Vec<Row> {
-    let mut seen: Vec<String> = Vec::new();
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     rows.into_iter()
         .enumerate()
         .map(|(i, raw)| {
             let at = format!("matrix[{i}]");
-            let row: matrix::MatrixRow = match typed(raw, &at) {
+            let row = if raw.is_object() {
+                typed::<matrix::MatrixRow>(raw, &at)
+            } else {
+                Err(FaucetError::config(
+                    &at,
+                    format!(
+                        "is {}; a matrix row is a mapping like `{{ id: eu, source: {{ config: \
+                         {{ path: ./eu.csv }} }} }}`",
+                        kind(&raw)
+                    ),
+                ))
+            };
+            let row: matrix::MatrixRow = match row {
                 Ok(r) => r,
                 Err(e) => {
                     return Row {
@@ -345,19 +454,31 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
             };
             let id = row.id.clone();
             let config = (|| {
+                if id.is_empty() {
+                    return Err(FaucetError::config(
+                        format!("{at}.id"),
+                        "is empty; a row id is part of the state key `{name}::{id}`: give it \
+                         letters, digits or `_ - .` (e.g. `id: eu`)",
+                    ));
+                }
                 if seen.contains(&id) {
                     return Err(FaucetError::config(
                         format!("{at}.id"),
-                        format!("`{id}` is used by an earlier row; row ids must be unique"),
+                        format!(
+                            "`{}` is used by an earlier row; row ids must be unique",
+                            crate::output::clip(&id)
+                        ),
                     ));
                 }
-                seen.push(id.clone());
+                seen.insert(id.clone());
                 let key = format!("{name}::{id}");
                 validate_state_key(&key).map_err(|e| {
                     FaucetError::config(
                         format!("{at}.id"),
                         format!(
-                            "{id:?} cannot name a row: the state key {key:?} {}",
+                            "{} cannot name a row: the state key {} {}",
+                            shown_key(&id),
+                            shown_key(&key),
                             reason(&key, &e)
                         ),
                     )
@@ -366,11 +487,16 @@ fn matrix_rows(name: &str, pipeline: &Value, rows: Vec<Value>, base: &Path) -> V
                 let mut merged = pipeline.clone();
                 matrix::deep_merge(&mut merged, &over);
                 let p = typed_pipeline(merged, Some((i, &id, &over)), base)?;
+                key_fits(&key, &p, &format!("{at}.id"))?;
                 Ok((key, p))
             })();
             Row {
                 id: Some(id.clone()),
-                label: id,
+                label: if id.is_empty() {
+                    format!("matrix[{i}]")
+                } else {
+                    crate::output::clip(&id)
+                },
                 config,
             }
         })

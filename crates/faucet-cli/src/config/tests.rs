@@ -142,7 +142,7 @@ matrix:
     let started = std::time::Instant::now();
     let (_dir, loaded) = load_text(&bomb);
     let err = loaded.expect_err("refused").to_string();
-    assert!(err.contains("is not valid YAML"), "{err}");
+    assert!(err.contains("alias bomb"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
 

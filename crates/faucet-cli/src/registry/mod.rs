@@ -37,9 +37,17 @@ pub(crate) fn not_compiled(field: &str, ty: &str, feature: &str) -> FaucetError 
 
 /// Resolves `p` against `base` (the config file's directory) when it is relative, dropping
 /// `.` components so messages show `examples/weather/weather.csv`, not `examples/weather/./weather.csv`.
+///
+/// A path starting with `~/` (or `~` alone) is under the home directory (`$HOME`), as in a
+/// shell; `~user/` is not expanded. An empty path stays empty, for the connector to refuse.
 pub(crate) fn resolve_path(base: &Path, p: &Path) -> PathBuf {
-    if p.is_absolute() {
+    if p.as_os_str().is_empty() || p.is_absolute() {
         return p.to_path_buf();
+    }
+    if let Ok(rest) = p.strip_prefix("~")
+        && let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty())
+    {
+        return Path::new(&home).join(rest);
     }
     let mut out = base.to_path_buf();
     for c in p.components() {
@@ -59,7 +67,7 @@ pub(crate) fn resolve_path(base: &Path, p: &Path) -> PathBuf {
 #[cfg(feature = "postgres")]
 pub(crate) fn redacted_secret(url: &secrecy::SecretString) -> String {
     use secrecy::ExposeSecret as _;
-    crate::secret::redact_url(url.expose_secret())
+    crate::secret::redact_one(url.expose_secret())
 }
 
 #[allow(dead_code)] // Unused only when every connector feature is off.

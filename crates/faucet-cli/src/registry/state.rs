@@ -166,6 +166,19 @@ impl StateConfig {
         }
     }
 
+    /// Checks that this store can hold `key` (the file store: at most
+    /// [`faucet_core::state::FileStateStore::MAX_KEY_LEN`] bytes, each key is a file name);
+    /// no I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] on field `state key`.
+    pub(crate) fn validate_key(&self, key: &str) -> Result<(), FaucetError> {
+        match self {
+            Self::File(_) => faucet_core::state::FileStateStore::validate_key(key),
+            _ => Ok(()),
+        }
+    }
+
     /// Resolves a relative `file` directory against `base`, the config file's directory.
     pub(crate) fn resolve_paths(&mut self, base: &Path) {
         if let Self::File(c) = self {

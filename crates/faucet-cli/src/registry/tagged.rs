@@ -78,7 +78,7 @@ impl<'de, T: Tagged> Visitor<'de> for TaggedVisitor<T> {
             return Ok(t);
         }
         let config = early_config.unwrap_or_else(|| serde_json::Value::Object(Default::default()));
-        T::from_config(kind, config).map_err(|e| de::Error::custom(format!("config: {e}")))
+        T::from_config(kind, MapOnly(config)).map_err(|e| de::Error::custom(format!("config: {e}")))
     }
 }
 
@@ -87,6 +87,40 @@ struct ConfigSeed<T: Tagged>(T::Kind);
 impl<'de, T: Tagged> DeserializeSeed<'de> for ConfigSeed<T> {
     type Value = T;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<T, D::Error> {
-        T::from_config(self.0, d)
+        T::from_config(self.0, MapOnly(d))
+    }
+}
+
+/// A connector's `config` deserializer that accepts only a mapping: serde's derived structs
+/// also accept a sequence (fields by position), so `config: [./out.jsonl]` would silently be
+/// a path, and other shapes would be reported as `invalid length 2, expected struct X`.
+struct MapOnly<D>(D);
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for MapOnly<D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.0.deserialize_map(MapVisitor(visitor))
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map struct enum
+        identifier ignored_any
+    }
+}
+
+/// Passes a mapping on; anything else is "expected the connector's settings as a mapping".
+struct MapVisitor<V>(V);
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for MapVisitor<V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the connector's settings as a mapping `{ name: value, ... }`")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.0.visit_map(map)
     }
 }

@@ -243,6 +243,12 @@ pub(crate) fn csv_pipeline(name: &str, extra: &str) -> String {
     )
 }
 
+/// The bookmark of a state entry as stored: `{"bookmark": B, "sink": "..."}` gives `B`;
+/// a bare bookmark (a sink that records no target) is itself.
+pub(crate) fn bookmark_of(entry: serde_json::Value) -> serde_json::Value {
+    faucet_core::testing::stored_bookmark(entry)
+}
+
 /// The ids of a JSON Lines output whose records have a string or number `id`.
 pub(crate) fn ids(records: &[serde_json::Value]) -> Vec<u64> {
     records

@@ -25,6 +25,7 @@
 //! # }
 //! ```
 
+pub(crate) mod entry;
 mod lease;
 mod run;
 

@@ -12,6 +12,7 @@ use crate::sink::{CommitToken, SinkWriter};
 use crate::source::{PageStream, ReadOptions};
 use crate::state::validate_state_key;
 
+use super::entry::{self, Entry};
 use super::lease::LeaseGuard;
 use super::{Pipeline, Progress, RunSummary};
 
@@ -56,9 +57,12 @@ async fn run_leased(
 ) -> Result<RunSummary, FaucetError> {
     let key = p.options.state_key.as_str();
     // `null` under the key marks a run that started but persisted no page yet.
-    let stored = p.state.get(key).await?;
+    let stored = p.state.get(key).await?.map(Entry::decode);
     let started_before = stored.is_some();
-    let stored = stored.filter(|b| !b.is_null());
+    let target = p.sink.target();
+    let recorded = stored.as_ref().and_then(|e| e.sink.clone());
+    entry::check_sink(p.state.name(), key, recorded.as_deref(), target.as_deref())?;
+    let stored = stored.map(|e| e.bookmark).filter(|b| !b.is_null());
     let mut writer = p.sink.open().await?;
     let atomic =
         guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
@@ -67,7 +71,7 @@ async fn run_leased(
     } else {
         None
     };
-    let (from, re_anchored) = resume_point(stored, token.as_ref());
+    let (from, re_anchored) = resume_point(stored.clone(), token.as_ref());
     if from.is_none()
         && !started_before
         && guarantee == DeliveryGuarantee::AtLeastOnce
@@ -75,8 +79,11 @@ async fn run_leased(
     {
         refuse_lost_bookmark(p, writer.as_mut(), key).await?;
     }
-    if !started_before {
-        lease.put(key, &Bookmark::Null).await?;
+    if !started_before || (recorded.is_none() && target.is_some()) {
+        let at = stored.unwrap_or(Bookmark::Null);
+        lease
+            .put(key, &entry::encode(&at, target.as_deref()))
+            .await?;
     }
     if re_anchored {
         tracing::warn!(
@@ -139,7 +146,8 @@ async fn pump(
         state.summary.records_in += page.len() as u64;
         write_page(state, key, &page).await?;
         if let Some(bookmark) = page.bookmark() {
-            persist_bookmark(lease, key, bookmark).await?;
+            let value = entry::encode(bookmark, p.sink.target().as_deref());
+            persist_bookmark(lease, key, &value).await?;
             stream.bookmark_durable(bookmark).await?;
             state.summary.last_bookmark = Some(bookmark.clone());
             state.summary.lag_seconds = page.source_time().map(lag_since).map(|d| d.as_secs_f64());
@@ -206,7 +214,7 @@ const STATE_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_millis(
 async fn persist_bookmark(
     lease: &LeaseGuard,
     key: &str,
-    bookmark: &Bookmark,
+    bookmark: &serde_json::Value,
 ) -> Result<(), FaucetError> {
     let mut pause = STATE_RETRY_PAUSE;
     let mut attempt = 0;

@@ -45,6 +45,32 @@ pub struct FileStateStore {
 }
 
 impl FileStateStore {
+    /// The longest key this store holds, in bytes: a file name is at most 255 bytes, and the
+    /// temporary file of an atomic write, `.{key}.json.{pid}.{n}.tmp`, adds up to 42.
+    pub const MAX_KEY_LEN: usize = 200;
+
+    /// Checks `key` for this store: [`validate_state_key`], and at most [`Self::MAX_KEY_LEN`]
+    /// bytes.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] on field `state key`.
+    pub fn validate_key(key: &str) -> Result<(), FaucetError> {
+        validate_state_key(key)?;
+        if key.len() > Self::MAX_KEY_LEN {
+            return Err(FaucetError::config(
+                "state key",
+                format!(
+                    "{} is {} bytes long; the file state store holds keys of at most {} bytes \
+                     (each is a file name)",
+                    super::key::shown_key(key),
+                    key.len(),
+                    Self::MAX_KEY_LEN
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// A store under `dir`; the directory is created on the first `put` or lease.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         Self {
@@ -63,7 +89,7 @@ impl FileStateStore {
     /// # Errors
     /// [`FaucetError::Config`] for an invalid key.
     pub fn path_of(&self, key: &str) -> Result<PathBuf, FaucetError> {
-        validate_state_key(key)?;
+        Self::validate_key(key)?;
         Ok(self.dir.join(format!("{key}.json")))
     }
 
@@ -72,7 +98,7 @@ impl FileStateStore {
     /// # Errors
     /// [`FaucetError::Config`] for an invalid key.
     pub fn lock_path_of(&self, key: &str) -> Result<PathBuf, FaucetError> {
-        validate_state_key(key)?;
+        Self::validate_key(key)?;
         Ok(self.dir.join(format!("{key}.lock")))
     }
 

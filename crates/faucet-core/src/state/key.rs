@@ -11,7 +11,12 @@ pub const MAX_STATE_KEY_LEN: usize = 256;
 /// # Errors
 /// [`FaucetError::Config`] on field `state key`, saying what is wrong with which key.
 pub fn validate_state_key(key: &str) -> Result<(), FaucetError> {
-    let fail = |why: &str| Err(FaucetError::config("state key", format!("{key:?} {why}")));
+    let fail = |why: &str| {
+        Err(FaucetError::config(
+            "state key",
+            format!("{} {why}", shown_key(key)),
+        ))
+    };
     if key.is_empty() {
         return fail("is empty; a state key has 1 to 256 characters");
     }
@@ -33,6 +38,20 @@ pub fn validate_state_key(key: &str) -> Result<(), FaucetError> {
         ));
     }
     Ok(())
+}
+
+/// How many characters of a key a message shows.
+const SHOWN_CHARS: usize = 60;
+
+/// `key` for a message: quoted, and cut to its first 60 characters plus `… (N bytes)` when
+/// longer, so a huge key does not flood the terminal.
+pub fn shown_key(key: &str) -> String {
+    if key.chars().count() <= SHOWN_CHARS {
+        format!("{key:?}")
+    } else {
+        let head: String = key.chars().take(SHOWN_CHARS).collect();
+        format!("{head:?}… ({} bytes)", key.len())
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::error::FaucetError;
 
 pub use file::FileStateStore;
-pub use key::{MAX_STATE_KEY_LEN, validate_state_key};
+pub use key::{MAX_STATE_KEY_LEN, shown_key, validate_state_key};
 pub use lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome};
 pub use memory::MemoryStateStore;
 

@@ -384,7 +384,20 @@ where
             ),
         );
     }
-    let stored = io(CHECK, state.get("conformance-cancel").await)?;
+    let entry = io(CHECK, state.get("conformance-cancel").await)?
+        .map(crate::pipeline::entry::Entry::decode);
+    if let (Some(e), Some(target)) = (&entry, sink.target())
+        && e.sink.as_deref() != Some(target.as_str())
+    {
+        return fail(
+            CHECK,
+            format!(
+                "the stored entry names the sink {:?}, not {target:?}",
+                e.sink
+            ),
+        );
+    }
+    let stored = entry.map(|e| e.bookmark);
     if stored != summary.last_bookmark {
         return fail(
             CHECK,

@@ -109,6 +109,23 @@ impl JsonlSink {
     }
 }
 
+/// `path` made absolute against the working directory, `.` dropped and `..` applied
+/// lexically (no file system access beyond the working directory; symlinks are kept).
+fn absolute(path: &Path) -> PathBuf {
+    let full = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut out = PathBuf::new();
+    for c in full.components() {
+        match c {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
 #[async_trait]
 impl Sink for JsonlSink {
     fn connector(&self) -> &str {
@@ -117,6 +134,19 @@ impl Sink for JsonlSink {
 
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities::default()
+    }
+
+    /// `jsonl <absolute path>`, `.` and `..` resolved lexically, so the same file reached
+    /// from another working directory (`out.jsonl`, `dir/out.jsonl`) is the same target;
+    /// `jsonl -` for standard output.
+    fn target(&self) -> Option<String> {
+        if self.config.writes_stdout() {
+            return Some(format!("{CONNECTOR} -"));
+        }
+        Some(format!(
+            "{CONNECTOR} {}",
+            absolute(&self.config.path).display()
+        ))
     }
 
     /// Creates missing parent directories, opens the file for appending and inspects its

@@ -141,6 +141,17 @@ impl Sink for PostgresSink {
         }
     }
 
+    /// `postgres host:port/database table schema.table`: no user, no password.
+    fn target(&self) -> Option<String> {
+        Some(format!(
+            "{CONNECTOR} {}:{}/{} table {}",
+            self.options.get_host(),
+            self.options.get_port(),
+            self.options.get_database().unwrap_or(""),
+            self.table
+        ))
+    }
+
     /// Connects, and checks the table (see [`PostgresSinkConfig`]); a missing table is
     /// created with the first page when `create_table` is set.
     ///
