@@ -28,10 +28,12 @@ fn pipeline(
     )
 }
 
-/// The stored bookmark (`null` when none was persisted).
+/// The stored bookmark (`null` when none was persisted), out of the state entry.
 fn bookmark(dir: &Dir) -> Value {
     dir.read("state/safety.json")
-        .map(|b| serde_json::from_slice(&b).expect("state file is JSON"))
+        .map(|b| {
+            crate::support::bookmark_of(serde_json::from_slice(&b).expect("state file is JSON"))
+        })
         .unwrap_or(Value::Null)
 }
 
