@@ -136,15 +136,7 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
     let (names, dir) = setup(&rt, &pool, "crash", &format!("batch_size: {BATCH}"));
     let s = names.schema.clone();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // The first run creates the publication and the slot; the oracle slot starts with it.
-        run_to_completion(dir.path());
-        rt.block_on(exec(
-            &pool,
-            &format!(
-                "SELECT pg_create_logical_replication_slot('{}', 'test_decoding')",
-                names.oracle
-            ),
-        ));
+        first_run_with_oracle(&rt, &pool, &names, dir.path());
         rt.block_on(workload(&pool, &s));
         let initial = rt.block_on(confirmed_flush(&pool, &names.slot));
 
@@ -227,14 +219,7 @@ fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
     .expect("config");
     let s = names.schema.clone();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run_to_completion(dir.path());
-        rt.block_on(exec(
-            &pool,
-            &format!(
-                "SELECT pg_create_logical_replication_slot('{}', 'test_decoding')",
-                names.oracle
-            ),
-        ));
+        first_run_with_oracle(&rt, &pool, &names, dir.path());
         let initial = rt.block_on(confirmed_flush(&pool, &names.slot));
         // The writer: a single-row transaction every 10 ms (inserts, and updates and deletes
         // of earlier rows), on its own runtime and connection, until told to stop.
@@ -312,6 +297,19 @@ fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
+}
+
+/// The first run creates the publication and the slot; the oracle slot (`test_decoding`)
+/// starts with it, so both see every change made after this.
+fn first_run_with_oracle(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names, dir: &Path) {
+    run_to_completion(dir);
+    rt.block_on(exec(
+        pool,
+        &format!(
+            "SELECT pg_create_logical_replication_slot('{}', 'test_decoding')",
+            names.oracle
+        ),
+    ));
 }
 
 /// Panics unless the slot's `confirmed_flush_lsn` is at or before the persisted bookmark

@@ -486,12 +486,7 @@ async fn an_interrupted_snapshot_resumes_twice_into_jsonl_without_gap_or_overlap
     // flight, then 2 pages of 500 rows), then stop.
     let first = run_cut(&src, &sink, Arc::clone(&state), 5, 500).await;
     assert!(first.cancelled);
-    let stored = state
-        .get("repl")
-        .await
-        .expect("get")
-        .map(stored_bookmark)
-        .expect("bookmark");
+    let stored = repl_bookmark(&*state).await;
     assert_eq!(parts(&stored, &fx.table("small")).len(), 1, "{stored}");
     assert!(
         parts(&stored, &fx.table("small"))[0]["to"].is_null(),
@@ -509,12 +504,7 @@ async fn an_interrupted_snapshot_resumes_twice_into_jsonl_without_gap_or_overlap
     // 2: the resumed copy, interrupted again inside `words` (2 more pages).
     let second = run_cut(&src, &sink, Arc::clone(&state), 3, 500).await;
     assert!(second.cancelled);
-    let stored = state
-        .get("repl")
-        .await
-        .expect("get")
-        .map(stored_bookmark)
-        .expect("bookmark");
+    let stored = repl_bookmark(&*state).await;
     let words_parts = parts(&stored, &fx.table("words")).clone();
     assert_eq!(words_parts.len(), 2, "{stored}");
     assert_ne!(
@@ -556,12 +546,7 @@ async fn an_interrupted_snapshot_resumes_twice_into_jsonl_without_gap_or_overlap
     .await
     .expect("fourth run");
     assert!(writes > 40, "the workloads wrote only {writes} times");
-    let stored = state
-        .get("repl")
-        .await
-        .expect("get")
-        .map(stored_bookmark)
-        .expect("bookmark");
+    let stored = repl_bookmark(&*state).await;
     assert!(
         stored.get("replicate").is_none() && stored.get("lsn").is_some(),
         "past every consistent point the bookmark is postgres-cdc's: {stored}"
@@ -646,12 +631,7 @@ async fn a_crashed_snapshot_resumes_into_a_postgres_upsert_sink() {
     .expect_err("crash 1");
     assert!(e.to_string().contains("simulated crash"), "{e}");
     fx.wait_slot_released().await;
-    let after_first = store
-        .get("repl")
-        .await
-        .expect("get")
-        .map(stored_bookmark)
-        .expect("bookmark");
+    let after_first = repl_bookmark(&store).await;
     assert!(after_first.get("snapshot").is_some(), "{after_first}");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let store = store.restarted(CrashSwitch::at(4));
@@ -666,12 +646,7 @@ async fn a_crashed_snapshot_resumes_into_a_postgres_upsert_sink() {
     .expect_err("crash 2");
     assert!(e.to_string().contains("simulated crash"), "{e}");
     fx.wait_slot_released().await;
-    let after_second = store
-        .get("repl")
-        .await
-        .expect("get")
-        .map(stored_bookmark)
-        .expect("bookmark");
+    let after_second = repl_bookmark(&store).await;
     assert_eq!(
         parts(&after_second, &fx.table("big")).len(),
         2,
@@ -818,4 +793,14 @@ async fn the_copy_holds_exactly_the_transactions_committed_before_its_point() {
         changes.len()
     );
     drop_slot(&fx).await;
+}
+
+/// The bookmark stored under the replicate tests' state key `repl`, out of its entry.
+async fn repl_bookmark(store: &dyn faucet_core::state::StateStore) -> faucet_core::Bookmark {
+    store
+        .get("repl")
+        .await
+        .expect("get")
+        .map(stored_bookmark)
+        .expect("bookmark")
 }
