@@ -209,7 +209,7 @@ async fn problems_are_typed_errors() {
     let src = source(incremental(&table, &["updated_at"]));
     match src.check().await {
         Err(FaucetError::Config { field, message }) => {
-            assert_eq!(field, "source.config.replication_key[0]");
+            assert_eq!(field, "replication_key[0]");
             assert!(message.contains("updated_at"), "{message}");
         }
         other => panic!("{other:?}"),

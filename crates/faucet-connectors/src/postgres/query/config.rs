@@ -96,21 +96,22 @@ impl PostgresQueryConfig {
     /// Checks the config without any I/O.
     ///
     /// # Errors
-    /// [`FaucetError::Config`] naming the field (`source.config.<field>`).
+    /// [`FaucetError::Config`] naming the field relative to this config (`replication_key[1]`;
+    /// the CLI puts `pipeline.source.config.` before it).
     pub fn validate(&self) -> Result<(), FaucetError> {
         self.target().map(|_| ())?;
-        parse_url(&self.connection_url, "source.config.connection_url")?;
+        parse_url(&self.connection_url, "connection_url")?;
         match self.replication_method {
             ReplicationMethod::Incremental if self.replication_key.is_empty() => {
                 return Err(FaucetError::config(
-                    "source.config.replication_key",
+                    "replication_key",
                     "is required for `replication_method: incremental`, e.g. \
                      `[updated_at, id]` (end it with the primary key so it is unique)",
                 ));
             }
             ReplicationMethod::FullTable if !self.replication_key.is_empty() => {
                 return Err(FaucetError::config(
-                    "source.config.replication_key",
+                    "replication_key",
                     "is only used by `replication_method: incremental`; remove it or \
                      switch to incremental",
                 ));
@@ -118,10 +119,10 @@ impl PostgresQueryConfig {
             _ => {}
         }
         for (i, col) in self.replication_key.iter().enumerate() {
-            validate_column(col, &format!("source.config.replication_key[{i}]"))?;
+            validate_column(col, &format!("replication_key[{i}]"))?;
             if self.replication_key[..i].contains(col) {
                 return Err(FaucetError::config(
-                    format!("source.config.replication_key[{i}]"),
+                    format!("replication_key[{i}]"),
                     format!("`{col}` is listed twice"),
                 ));
             }
@@ -137,7 +138,7 @@ impl PostgresQueryConfig {
         let mut out = Vec::new();
         if self.replication_method == ReplicationMethod::Incremental && self.query.is_some() {
             out.push(format!(
-                "source.config.replication_key {:?} orders a query, whose uniqueness cannot \
+                "replication_key {:?} orders a query, whose uniqueness cannot \
                  be checked: if two rows can share a key tuple, a resumed read may deliver \
                  some of them again; end the key with a unique column (the primary key)",
                 self.replication_key
@@ -149,20 +150,20 @@ impl PostgresQueryConfig {
     /// The validated table or query.
     pub(crate) fn target(&self) -> Result<Target, FaucetError> {
         match (&self.table, &self.query) {
-            (Some(t), None) => Ok(Target::Table(TableName::parse(t, "source.config.table")?)),
+            (Some(t), None) => Ok(Target::Table(TableName::parse(t, "table")?)),
             (None, Some(q)) => {
                 let q = q.trim().trim_end_matches(';').trim();
                 if q.is_empty() {
-                    return Err(FaucetError::config("source.config.query", "is empty"));
+                    return Err(FaucetError::config("query", "is empty"));
                 }
                 Ok(Target::Query(q.to_owned()))
             }
             (Some(_), Some(_)) => Err(FaucetError::config(
-                "source.config",
+                "query",
                 "give either `table` or `query`, not both",
             )),
             (None, None) => Err(FaucetError::config(
-                "source.config",
+                "table",
                 "one of `table` or `query` is required",
             )),
         }
@@ -203,37 +204,37 @@ mod tests {
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "t", "replication_method": "incremental"})),
-            "source.config.replication_key"
+            "replication_key"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "t", "replication_key": ["id"]})),
-            "source.config.replication_key"
+            "replication_key"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "a.b.c"})),
-            "source.config.table"
+            "table"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "t", "query": "select 1"})),
-            "source.config"
+            "query"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db", "query": " ; "})),
-            "source.config.query"
+            "query"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "nope", "table": "t"})),
-            "source.config.connection_url"
+            "connection_url"
         );
         assert_eq!(
             field(
                 serde_json::json!({"connection_url": "postgres://h/db", "table": "t",
                 "replication_method": "incremental", "replication_key": ["id", "id"]})
             ),
-            "source.config.replication_key[1]"
+            "replication_key[1]"
         );
         let q = parse(serde_json::json!({"connection_url": "postgres://h/db",
             "query": "select * from t", "replication_method": "incremental",

@@ -73,7 +73,7 @@ impl PostgresQuerySource {
     /// [`FaucetError::Config`] from [`PostgresQueryConfig::validate`].
     pub fn new(config: PostgresQueryConfig) -> Result<Self, FaucetError> {
         config.validate()?;
-        let options = parse_url(&config.connection_url, "source.config.connection_url")?;
+        let options = parse_url(&config.connection_url, "connection_url")?;
         let target = config.target()?;
         let warnings = config.warnings();
         for w in &warnings {

@@ -124,7 +124,7 @@ impl Plan {
                     CONNECTOR,
                     format!(
                         "table {t} does not exist (names are case-sensitive and matched \
-                         exactly; check `source.config.table`)"
+                         exactly; check `table`)"
                     ),
                     None,
                 ));
@@ -158,7 +158,7 @@ impl Plan {
         for (i, c) in columns.iter().enumerate() {
             if columns[..i].iter().any(|p| p.name == c.name) {
                 return Err(FaucetError::config(
-                    "source.config.query",
+                    "query",
                     format!(
                         "returns two columns named `{}`; give them distinct aliases",
                         c.name
@@ -229,7 +229,7 @@ impl Plan {
         for (i, name) in names.iter().enumerate() {
             let Some(idx) = self.column_index(name) else {
                 return Err(FaucetError::config(
-                    format!("source.config.replication_key[{i}]"),
+                    format!("replication_key[{i}]"),
                     format!(
                         "`{name}` is not a column of {} (columns: {})",
                         self.label,

@@ -109,21 +109,22 @@ impl PostgresSinkConfig {
     /// Checks the config without any I/O.
     ///
     /// # Errors
-    /// [`FaucetError::Config`] naming the field (`sink.config.<field>`).
+    /// [`FaucetError::Config`] naming the field relative to this config (`key[1]`; the CLI
+    /// puts `pipeline.sink.config.` before it).
     pub fn validate(&self) -> Result<(), FaucetError> {
         self.table_name()?;
-        parse_url(&self.connection_url, "sink.config.connection_url")?;
+        parse_url(&self.connection_url, "connection_url")?;
         if self.write_mode == WriteMode::Upsert && self.key.is_empty() {
             return Err(FaucetError::config(
-                "sink.config.key",
+                "key",
                 "is required for `write_mode: upsert`, e.g. `[id]`",
             ));
         }
         for (i, col) in self.key.iter().enumerate() {
-            validate_column(col, &format!("sink.config.key[{i}]"))?;
+            validate_column(col, &format!("key[{i}]"))?;
             if self.key[..i].contains(col) {
                 return Err(FaucetError::config(
-                    format!("sink.config.key[{i}]"),
+                    format!("key[{i}]"),
                     format!("`{col}` is listed twice"),
                 ));
             }
@@ -133,7 +134,7 @@ impl PostgresSinkConfig {
 
     /// The validated table name.
     pub(crate) fn table_name(&self) -> Result<TableName, FaucetError> {
-        TableName::parse(&self.table, "sink.config.table")
+        TableName::parse(&self.table, "table")
     }
 }
 
@@ -167,18 +168,15 @@ mod tests {
         base.validate().expect("valid");
         let mut c = base.clone();
         c.write_mode = WriteMode::Upsert;
-        assert_eq!(field(c), "sink.config.key");
-        assert_eq!(
-            field(base.clone().upsert(["id", "id"])),
-            "sink.config.key[1]"
-        );
+        assert_eq!(field(c), "key");
+        assert_eq!(field(base.clone().upsert(["id", "id"])), "key[1]");
         assert_eq!(
             field(PostgresSinkConfig::new("postgres://h/db", "x.y.z")),
-            "sink.config.table"
+            "table"
         );
         assert_eq!(
             field(PostgresSinkConfig::new("http://h/db", "t")),
-            "sink.config.connection_url"
+            "connection_url"
         );
     }
 }

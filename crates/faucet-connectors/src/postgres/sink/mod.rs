@@ -66,7 +66,7 @@ impl PostgresSink {
     /// [`FaucetError::Config`] from [`PostgresSinkConfig::validate`].
     pub fn new(config: PostgresSinkConfig) -> Result<Self, FaucetError> {
         config.validate()?;
-        let options = parse_url(&config.connection_url, "sink.config.connection_url")?;
+        let options = parse_url(&config.connection_url, "connection_url")?;
         let table = config.table_name()?;
         let tokens = table.sibling(token::TOKENS);
         Ok(Self {
@@ -99,7 +99,7 @@ impl PostgresSink {
         for (i, k) in self.config.key.iter().enumerate() {
             if !table.columns.contains(k) {
                 return Err(FaucetError::config(
-                    format!("sink.config.key[{i}]"),
+                    format!("key[{i}]"),
                     format!(
                         "`{k}` is not a column of {} (columns: {})",
                         self.table,
@@ -112,7 +112,7 @@ impl PostgresSink {
             && !table::has_unique_key(conn, &self.table, &self.config.key).await?
         {
             return Err(FaucetError::config(
-                "sink.config.key",
+                "key",
                 format!(
                     "upsert needs a primary key or unique index on exactly ({}) of {}; add \
                      one (`ALTER TABLE {} ADD PRIMARY KEY ({})`) or change `key`",
