@@ -214,12 +214,12 @@ async fn problems_are_typed_errors() {
         }
         other => panic!("{other:?}"),
     }
-    // A bookmark of another key or method: a state error, never a silent restart.
+    // A bookmark of another key or method: a bookmark error, never a silent restart.
     let src = source(incremental(&table, &["id"]));
     let err = read_pages(&src, Some(json!({"full_table": "done"})), 10)
         .await
         .expect_err("foreign bookmark");
-    assert!(matches!(err, FaucetError::State { .. }), "{err}");
+    assert!(matches!(err, FaucetError::Bookmark { .. }), "{err}");
     // An unreachable server: a connect error that never shows the password.
     let src = source(PostgresQueryConfig::for_table(
         "postgres://postgres:hunter2@127.0.0.1:1/test",

@@ -81,7 +81,7 @@ pub(crate) async fn connect(options: &PgConnectOptions) -> Result<PgConnection, 
     let mut conn = options.connect().await.map_err(|e| {
         FaucetError::connect(
             CONNECTOR,
-            format!("cannot connect to PostgreSQL at {where_}"),
+            format!("PostgreSQL at {where_}"),
             Some(Box::new(e)),
         )
     })?;

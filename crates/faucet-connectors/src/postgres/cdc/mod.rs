@@ -154,7 +154,7 @@ impl Source for PostgresCdcSource {
     /// Prepares (slot, publication) and starts replication right after `from`.
     ///
     /// # Errors
-    /// [`FaucetError::State`] when `from` is not a postgres-cdc bookmark or points into a
+    /// [`FaucetError::Bookmark`] when `from` is not a postgres-cdc bookmark or points into a
     /// transaction the slot no longer replays; [`FaucetError::Read`] for a failing
     /// prerequisite (wal_level, REPLICATION, publication, tables, invalidated slot), with the
     /// fix; [`FaucetError::Connect`] when the server is unreachable or the slot is active in
@@ -174,8 +174,8 @@ impl Source for PostgresCdcSource {
                 if let Some(t) = b.in_txn
                     && prepared.confirmed_flush > t.final_lsn
                 {
-                    return Err(FaucetError::state(
-                        "bookmark",
+                    return Err(FaucetError::bookmark(
+                        CONNECTOR,
                         format!(
                             "the bookmark is inside transaction {} committed at {}, but slot `{}` \
                              already confirmed {}: the rest of that transaction cannot be read \
@@ -185,6 +185,7 @@ impl Source for PostgresCdcSource {
                             self.config.slot_name,
                             client::lsn_text(prepared.confirmed_flush)
                         ),
+                        None,
                     ));
                 }
                 if prepared.confirmed_flush > b.lsn {

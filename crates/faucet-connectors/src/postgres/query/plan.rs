@@ -290,19 +290,20 @@ impl Plan {
     /// Where a read from `from` starts.
     ///
     /// # Errors
-    /// [`FaucetError::State`] when `from` is not a bookmark this configuration made (another
+    /// [`FaucetError::Bookmark`] when `from` is not a bookmark this configuration made (another
     /// method or key); the message says to delete the state entry to start over.
     pub(crate) fn start(&self, from: Option<&Bookmark>) -> Result<Start, FaucetError> {
         let Some(bookmark) = from else {
             return Ok(Start::Beginning);
         };
         let mismatch = |what: &str| {
-            FaucetError::state(
+            FaucetError::bookmark(
                 CONNECTOR,
                 format!(
                     "the stored bookmark {bookmark} {what}; delete the pipeline's state entry \
                      to start over"
                 ),
+                None,
             )
         };
         match self.method {
@@ -549,7 +550,7 @@ mod tests {
             json!(42),
         ] {
             assert!(
-                matches!(p.start(Some(&wrong)), Err(FaucetError::State { .. })),
+                matches!(p.start(Some(&wrong)), Err(FaucetError::Bookmark { .. })),
                 "{wrong}"
             );
         }
