@@ -76,11 +76,10 @@ pub(crate) mod slot_wait;
 mod stream;
 
 use async_trait::async_trait;
-use secrecy::ExposeSecret;
 
 use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
 
-pub use config::PostgresCdcConfig;
+pub use config::{PostgresCdcConfig, ValidatedCdcConfig};
 
 use bookmark::CdcBookmark;
 use catalog::Wanted;
@@ -107,14 +106,22 @@ impl PostgresCdcSource {
     /// # Errors
     /// [`FaucetError::Config`] naming the invalid field.
     pub fn new(config: PostgresCdcConfig) -> Result<Self, FaucetError> {
-        config.validate()?;
-        let params = ConnectionParams::parse(config.connection_url.expose_secret())?;
-        let tables = config.table_names()?;
-        Ok(Self {
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A source for a config [`PostgresCdcConfig::validate`] accepted (no I/O, nothing
+    /// parsed again).
+    pub fn from_validated(validated: ValidatedCdcConfig) -> Self {
+        let ValidatedCdcConfig {
             config,
             params,
             tables,
-        })
+        } = validated;
+        Self {
+            config,
+            params,
+            tables,
+        }
     }
 
     /// The configuration.

@@ -3,10 +3,38 @@
 
 use secrecy::SecretString;
 use serde::Deserialize;
+use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::FaucetError;
 
 use crate::postgres::config::{TableName, parse_url, validate_column};
+
+/// A [`PostgresQueryConfig`] that passed [`PostgresQueryConfig::validate`], with what
+/// validation parsed; made only by `validate`, taken by
+/// [`super::PostgresQuerySource::from_validated`], so the config is parsed once.
+#[derive(Clone)]
+pub struct ValidatedQueryConfig {
+    pub(crate) config: PostgresQueryConfig,
+    pub(crate) options: PgConnectOptions,
+    pub(crate) target: Target,
+}
+
+impl ValidatedQueryConfig {
+    /// The configuration as written.
+    pub fn config(&self) -> &PostgresQueryConfig {
+        &self.config
+    }
+}
+
+impl std::fmt::Debug for ValidatedQueryConfig {
+    /// The config (its URL redacted); the connection options, which hold the password, are
+    /// left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatedQueryConfig")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a [`super::PostgresQuerySource`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -93,14 +121,15 @@ impl PostgresQueryConfig {
         }
     }
 
-    /// Checks the config without any I/O.
+    /// Checks the config without any I/O, and keeps what checking parsed (the connection
+    /// options, the table or query) for [`super::PostgresQuerySource::from_validated`].
     ///
     /// # Errors
     /// [`FaucetError::Config`] naming the field relative to this config (`replication_key[1]`;
     /// the CLI puts `pipeline.source.config.` before it).
-    pub fn validate(&self) -> Result<(), FaucetError> {
-        self.target().map(|_| ())?;
-        parse_url(&self.connection_url, "connection_url")?;
+    pub fn validate(&self) -> Result<ValidatedQueryConfig, FaucetError> {
+        let target = self.target()?;
+        let options = parse_url(&self.connection_url, "connection_url")?;
         match self.replication_method {
             ReplicationMethod::Incremental if self.replication_key.is_empty() => {
                 return Err(FaucetError::config(
@@ -127,7 +156,11 @@ impl PostgresQueryConfig {
                 ));
             }
         }
-        Ok(())
+        Ok(ValidatedQueryConfig {
+            config: self.clone(),
+            options,
+            target,
+        })
     }
 
     /// Warnings a user should see without connecting (printed by `faucet validate`): an
@@ -187,7 +220,14 @@ mod tests {
             "replication_key": ["updated_at", "id"]
         }))
         .expect("parses");
-        ok.validate().expect("valid");
+        let valid = ok.validate().expect("valid");
+        // What validation parsed is kept, for the source to take without parsing again.
+        assert!(
+            matches!(&valid.target, Target::Table(t) if t.to_string() == "public.orders"),
+            "{valid:?}"
+        );
+        assert_eq!(valid.options.get_host(), "h");
+        assert!(!format!("{valid:?}").contains("secret"));
         assert!(!format!("{ok:?}").contains("secret"));
         assert!(ok.warnings().is_empty());
 

@@ -3,11 +3,39 @@
 
 use secrecy::SecretString;
 use serde::Deserialize;
+use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::FaucetError;
 
 use super::nul::NulBytes;
 use crate::postgres::config::{TableName, parse_url, validate_column};
+
+/// A [`PostgresSinkConfig`] that passed [`PostgresSinkConfig::validate`], with what
+/// validation parsed; made only by `validate`, taken by
+/// [`super::PostgresSink::from_validated`], so the config is parsed once.
+#[derive(Clone)]
+pub struct ValidatedSinkConfig {
+    pub(crate) config: PostgresSinkConfig,
+    pub(crate) options: PgConnectOptions,
+    pub(crate) table: TableName,
+}
+
+impl ValidatedSinkConfig {
+    /// The configuration as written.
+    pub fn config(&self) -> &PostgresSinkConfig {
+        &self.config
+    }
+}
+
+impl std::fmt::Debug for ValidatedSinkConfig {
+    /// The config (its URL redacted); the connection options, which hold the password, are
+    /// left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatedSinkConfig")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a [`super::PostgresSink`] writes rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -106,14 +134,15 @@ impl PostgresSinkConfig {
         self
     }
 
-    /// Checks the config without any I/O.
+    /// Checks the config without any I/O, and keeps what checking parsed (the connection
+    /// options, the table name) for [`super::PostgresSink::from_validated`].
     ///
     /// # Errors
     /// [`FaucetError::Config`] naming the field relative to this config (`key[1]`; the CLI
     /// puts `pipeline.sink.config.` before it).
-    pub fn validate(&self) -> Result<(), FaucetError> {
-        self.table_name()?;
-        parse_url(&self.connection_url, "connection_url")?;
+    pub fn validate(&self) -> Result<ValidatedSinkConfig, FaucetError> {
+        let table = self.table_name()?;
+        let options = parse_url(&self.connection_url, "connection_url")?;
         if self.write_mode == WriteMode::Upsert && self.key.is_empty() {
             return Err(FaucetError::config(
                 "key",
@@ -129,7 +158,11 @@ impl PostgresSinkConfig {
                 ));
             }
         }
-        Ok(())
+        Ok(ValidatedSinkConfig {
+            config: self.clone(),
+            options,
+            table,
+        })
     }
 
     /// The validated table name.
@@ -151,7 +184,11 @@ mod tests {
             "key": ["id"]
         }))
         .expect("parses");
-        c.validate().expect("valid");
+        let valid = c.validate().expect("valid");
+        // What validation parsed is kept, for the sink to take without parsing again.
+        assert_eq!(valid.table.to_string(), "public.contact");
+        assert_eq!(valid.options.get_host(), "h");
+        assert!(!format!("{valid:?}").contains("secret"));
         assert!(!c.create_table);
         assert!(!format!("{c:?}").contains("secret"));
         assert!(

@@ -35,10 +35,10 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
-pub use config::{PostgresSinkConfig, WriteMode};
+pub use config::{PostgresSinkConfig, ValidatedSinkConfig, WriteMode};
 pub use nul::NulBytes;
 
-use super::config::{CONNECTOR, TableName, connect, parse_url};
+use super::config::{CONNECTOR, TableName, connect};
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -65,16 +65,24 @@ impl PostgresSink {
     /// # Errors
     /// [`FaucetError::Config`] from [`PostgresSinkConfig::validate`].
     pub fn new(config: PostgresSinkConfig) -> Result<Self, FaucetError> {
-        config.validate()?;
-        let options = parse_url(&config.connection_url, "connection_url")?;
-        let table = config.table_name()?;
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A sink for a config [`PostgresSinkConfig::validate`] accepted (no I/O, nothing parsed
+    /// again).
+    pub fn from_validated(validated: ValidatedSinkConfig) -> Self {
+        let ValidatedSinkConfig {
+            config,
+            options,
+            table,
+        } = validated;
         let tokens = table.sibling(token::TOKENS);
-        Ok(Self {
+        Self {
             config,
             options,
             table,
             tokens,
-        })
+        }
     }
 
     /// The configuration.

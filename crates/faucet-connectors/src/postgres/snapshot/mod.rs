@@ -77,14 +77,13 @@ mod filter;
 mod stream;
 
 use async_trait::async_trait;
-use secrecy::ExposeSecret;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::postgres::cdc::catalog::{self, Wanted};
 use crate::postgres::cdc::client::{ConnectionParams, lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
-use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource};
+use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource, ValidatedCdcConfig};
 
 use bookmark::{Copied, SnapshotBookmark, split_history};
 use export::{ExportedSnapshot, temporary_slot_name};
@@ -109,13 +108,19 @@ impl PostgresReplicateSource {
     /// # Errors
     /// [`FaucetError::Config`] naming the invalid field.
     pub fn new(config: PostgresCdcConfig) -> Result<Self, FaucetError> {
-        let params = ConnectionParams::parse(config.connection_url.expose_secret())?;
-        let tables = config.table_names()?;
-        Ok(Self {
-            cdc: PostgresCdcSource::new(config)?,
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A source for a config [`PostgresCdcConfig::validate`] accepted (no I/O, nothing
+    /// parsed again).
+    pub fn from_validated(validated: ValidatedCdcConfig) -> Self {
+        let params = validated.params.clone();
+        let tables = validated.tables.clone();
+        Self {
+            cdc: PostgresCdcSource::from_validated(validated),
             params,
             tables,
-        })
+        }
     }
 
     /// The configuration.
