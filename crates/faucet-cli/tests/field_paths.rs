@@ -19,11 +19,17 @@ const FILE_STATE: &str = "{ type: file, config: { path: ./state } }";
 /// with exactly `field` (no doubled `config.` segment), and `says`.
 #[track_caller]
 fn names_exactly(yaml: &str, field: &str, says: &str) {
+    names_exactly_in("validate", yaml, field, says);
+}
+
+/// [`names_exactly`] for `faucet <command>`.
+#[track_caller]
+fn names_exactly_in(command: &str, yaml: &str, field: &str, says: &str) {
     let dir = Dir::new();
     dir.write("data.csv", numbered_csv(1, 3, true));
     dir.write("data.jsonl", "{\"id\": 1}\n");
     dir.write("p.yaml", yaml);
-    let run = dir.faucet(&["validate", "p.yaml"]);
+    let run = dir.faucet(&[command, "p.yaml"]);
     run.expect_code(2)
         .stderr_has(&[&format!("invalid configuration at `{field}`: "), says]);
     for doubled in [
@@ -98,18 +104,23 @@ fn a_postgres_connectors_bad_field_is_named_by_its_path() {
         "pipeline.source.config.query",
         "not both",
     );
-    names_exactly(
-        &pipeline(
-            &format!(
-                "{{ type: postgres-cdc, config: {{ connection_url: '{URL}', slot_name: Bad-Slot, \
-                 publication: p, tables: [public.t] }} }}"
-            ),
-            JSONL_SINK,
-            FILE_STATE,
+    let cdc = pipeline(
+        &format!(
+            "{{ type: postgres-cdc, config: {{ connection_url: '{URL}', slot_name: Bad-Slot, \
+             publication: p, tables: [public.t] }} }}"
         ),
-        "pipeline.source.config.slot_name",
-        "replication slot name",
+        JSONL_SINK,
+        FILE_STATE,
     );
+    // `faucet replicate` builds its own snapshot source from the same config.
+    for command in ["validate", "replicate"] {
+        names_exactly_in(
+            command,
+            &cdc,
+            "pipeline.source.config.slot_name",
+            "replication slot name",
+        );
+    }
     names_exactly(
         &pipeline(
             CSV,
