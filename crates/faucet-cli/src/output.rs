@@ -37,17 +37,24 @@ pub(crate) fn say_line(args: std::fmt::Arguments<'_>) {
     let _ = out.write_fmt(args).and_then(|()| out.write_all(b"\n"));
 }
 
-/// `e` and its causes as one message, secrets redacted: `msg: cause: cause`. A cause whose
-/// text the message already contains is not repeated.
+/// `e` and its causes as one message, secrets redacted: `msg: cause: cause`.
+///
+/// faucet's own messages never hold their cause's text (it is chained with `#[source]`), so
+/// `e`'s cause is always shown. A deeper cause is left out when the error it caused already
+/// shows its text, as some libraries' errors do (sqlx's `error communicating with database:
+/// Connection refused (os error 111)` chains that same I/O error).
 pub(crate) fn error_chain(e: &FaucetError) -> String {
     let mut text = e.to_string();
+    let mut shown_by_previous: Option<String> = None;
     let mut cause = e.source();
     while let Some(c) = cause {
         let s = c.to_string();
-        if !s.is_empty() && !text.contains(&s) {
+        let repeated = shown_by_previous.as_deref().is_some_and(|p| p.contains(&s));
+        if !s.is_empty() && !repeated {
             text.push_str(": ");
             text.push_str(&s);
         }
+        shown_by_previous = Some(s);
         cause = c.source();
     }
     clip_long_words(&redact_url(&text))
@@ -283,7 +290,36 @@ mod tests {
             "postgres: cannot connect: cannot reach postgres://u:***@h/db: connection refused"
         );
         let io = std::io::Error::other("denied");
-        let e = FaucetError::state_io("file", "cannot write x: denied", io);
+        let e = FaucetError::state_io("file", "cannot write x", io);
         assert_eq!(error_chain(&e), "state store file: cannot write x: denied");
+    }
+
+    /// A library error that shows its own cause (`outer: inner`, chaining `inner`) is not
+    /// followed by that cause again; faucet's message is always followed by its cause.
+    #[test]
+    fn a_library_error_showing_its_cause_is_not_repeated() {
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "error communicating with database: {}", self.0)
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let inner = std::io::Error::other("Connection refused (os error 111)");
+        let e = FaucetError::connect(
+            "postgres",
+            "PostgreSQL at h:1/db",
+            Some(Box::new(Outer(inner))),
+        );
+        assert_eq!(
+            error_chain(&e),
+            "postgres: cannot connect: PostgreSQL at h:1/db: error communicating with database: \
+             Connection refused (os error 111)"
+        );
     }
 }

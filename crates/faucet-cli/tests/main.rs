@@ -13,6 +13,7 @@ mod doctor_backends;
 #[cfg(feature = "postgres")]
 mod effectively_once_crash;
 mod examples;
+mod field_paths;
 mod file_safety;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;

@@ -114,7 +114,7 @@ async fn a_bookmark_that_does_not_fit_the_file_is_an_error_naming_it() {
 
     // The file was replaced by a shorter one.
     write_file(dir.path(), "data.csv", b"id,v\n1,a\n");
-    let message = state_error(
+    let message = bookmark_error(
         source
             .open(Some(after_two.clone()), Default::default())
             .await
@@ -129,7 +129,7 @@ async fn a_bookmark_that_does_not_fit_the_file_is_an_error_naming_it() {
 
     // The file was replaced by one where the offset is inside a record.
     write_file(dir.path(), "data.csv", b"id,v\n1,aa\n2,b\n3,c\n");
-    let message = state_error(
+    let message = bookmark_error(
         source
             .open(Some(after_two.clone()), Default::default())
             .await
@@ -141,7 +141,7 @@ async fn a_bookmark_that_does_not_fit_the_file_is_an_error_naming_it() {
     // A bookmark of another file, and one that is not a file bookmark at all.
     let mut other = after_two.clone();
     other["file"] = json!("other.csv");
-    let message = state_error(
+    let message = bookmark_error(
         source
             .open(Some(other), Default::default())
             .await
@@ -152,7 +152,7 @@ async fn a_bookmark_that_does_not_fit_the_file_is_an_error_naming_it() {
         message.contains("it was made for the file `other.csv`"),
         "{message}"
     );
-    let message = state_error(
+    let message = bookmark_error(
         source
             .open(Some(json!({"lsn": "0/16B3748"})), Default::default())
             .await
@@ -167,7 +167,7 @@ async fn a_bookmark_that_does_not_fit_the_file_is_an_error_naming_it() {
     // A bookmark inside the header.
     let mut inside = after_two;
     inside["byte_offset"] = json!(2);
-    let message = state_error(
+    let message = bookmark_error(
         source
             .open(Some(inside), Default::default())
             .await

@@ -186,7 +186,7 @@ async fn source_resumes_from_every_bookmark() {
         .expect("bookmark")
         .clone();
     write_file(dir.path(), "r.jsonl", b"{\"i\":0}\n");
-    let message = state_error(
+    let message = bookmark_error(
         source
             .open(Some(last), Default::default())
             .await

@@ -65,11 +65,12 @@ pub(crate) fn data_error(e: FaucetError) -> (String, String) {
     }
 }
 
-/// The state error's message; panics on any other outcome.
-pub(crate) fn state_error(e: FaucetError) -> String {
+/// The message of a [`FaucetError::Bookmark`] (the source cannot resume from the stored
+/// bookmark); panics on any other outcome.
+pub(crate) fn bookmark_error(e: FaucetError) -> String {
     match e {
-        FaucetError::State { message, .. } => message,
-        other => panic!("expected a state error, got: {other}"),
+        FaucetError::Bookmark { message, .. } => message,
+        other => panic!("expected a bookmark error, got: {other}"),
     }
 }
 

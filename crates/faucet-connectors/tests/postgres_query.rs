@@ -209,17 +209,17 @@ async fn problems_are_typed_errors() {
     let src = source(incremental(&table, &["updated_at"]));
     match src.check().await {
         Err(FaucetError::Config { field, message }) => {
-            assert_eq!(field, "source.config.replication_key[0]");
+            assert_eq!(field, "replication_key[0]");
             assert!(message.contains("updated_at"), "{message}");
         }
         other => panic!("{other:?}"),
     }
-    // A bookmark of another key or method: a state error, never a silent restart.
+    // A bookmark of another key or method: a bookmark error, never a silent restart.
     let src = source(incremental(&table, &["id"]));
     let err = read_pages(&src, Some(json!({"full_table": "done"})), 10)
         .await
         .expect_err("foreign bookmark");
-    assert!(matches!(err, FaucetError::State { .. }), "{err}");
+    assert!(matches!(err, FaucetError::Bookmark { .. }), "{err}");
     // An unreachable server: a connect error that never shows the password.
     let src = source(PostgresQueryConfig::for_table(
         "postgres://postgres:hunter2@127.0.0.1:1/test",

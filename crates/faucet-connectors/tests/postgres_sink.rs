@@ -429,7 +429,7 @@ async fn tables_are_checked_and_created_on_request() {
         .err()
         .expect("no unique key");
     assert!(
-        matches!(&err, FaucetError::Config { field, .. } if field == "sink.config.key"),
+        matches!(&err, FaucetError::Config { field, .. } if field == "key"),
         "{err}"
     );
     // create_table: typed columns from the first page, the key as primary key.

@@ -1,8 +1,9 @@
 //! The one classified error of the faucet libraries.
 //!
 //! Each variant says *what* failed and *whose fault it is*: a user's config, a connection, a
-//! read from a source, a write to a sink, the state store, a bad input value, a delivery
-//! request that cannot be met, or a lease held by another runner. The cause is chained with
+//! read from a source, a write to a sink, the state store, a stored bookmark the source
+//! cannot resume from, a bad input value, a delivery request that cannot be met, or a lease
+//! held by another runner. The cause is chained with
 //! `#[source]`, never formatted into the message. The run loop reads [`FaucetError::is_retryable`].
 
 use crate::delivery::DeliveryError;
@@ -56,7 +57,9 @@ pub enum FaucetError {
         #[source]
         source: Option<BoxError>,
     },
-    /// The state store failed, or holds something that is not a valid bookmark.
+    /// The state store failed, or its entry cannot be used as stored (torn, or delivered to
+    /// another sink). `store` is always a store; a bookmark that the *source* cannot use is
+    /// [`FaucetError::Bookmark`].
     #[error("state store {store}: {message}")]
     State {
         /// The store (`memory`, `file`, `postgres`, `redis`).
@@ -64,6 +67,21 @@ pub enum FaucetError {
         /// What failed; names the file, key or table.
         message: String,
         /// The underlying error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The source cannot resume from the stored bookmark: it is not one this source, so
+    /// configured, made (another source type, `replication_key` or method, a malformed
+    /// value), or what it points into has changed so that resuming would skip or repeat
+    /// records (a file replaced, a slot recreated, a table's primary key changed). It
+    /// repeats until a person acts; `message` says what to restore or how to start over.
+    #[error("{connector}: cannot resume: {message}")]
+    Bookmark {
+        /// The source connector (`csv`, `postgres-cdc`).
+        connector: String,
+        /// Why, and the fix.
+        message: String,
+        /// The underlying error (a decoding error of the bookmark's JSON).
         #[source]
         source: Option<BoxError>,
     },
@@ -155,6 +173,19 @@ impl FaucetError {
         }
     }
 
+    /// A [`FaucetError::Bookmark`]: `connector` cannot resume from the stored bookmark.
+    pub fn bookmark(
+        connector: impl Into<String>,
+        message: impl Into<String>,
+        source: Option<BoxError>,
+    ) -> Self {
+        Self::Bookmark {
+            connector: connector.into(),
+            message: message.into(),
+            source,
+        }
+    }
+
     /// A [`FaucetError::Data`] at `location`.
     pub fn data(
         connector: impl Into<String>,
@@ -214,6 +245,15 @@ impl FaucetError {
                 message: prefixed(message),
                 source,
             },
+            Self::Bookmark {
+                connector,
+                message,
+                source,
+            } => Self::Bookmark {
+                connector,
+                message: prefixed(message),
+                source,
+            },
             Self::Data {
                 connector,
                 location,
@@ -234,14 +274,15 @@ impl FaucetError {
     }
 
     /// A short, stable name of the kind: `config`, `connect`, `read`, `write`, `state`,
-    /// `data`, `delivery`, `lease`. Used in `--output json`.
+    /// `data`, `delivery`, `lease`. Used in `--output json`. A [`FaucetError::Bookmark`] is
+    /// `state` (a fault of what is stored, as before it had its own variant).
     pub fn kind(&self) -> &'static str {
         match self {
             Self::Config { .. } => "config",
             Self::Connect { .. } => "connect",
             Self::Read { .. } => "read",
             Self::Write { .. } => "write",
-            Self::State { .. } => "state",
+            Self::State { .. } | Self::Bookmark { .. } => "state",
             Self::Data { .. } => "data",
             Self::Delivery(_) => "delivery",
             Self::Lease(_) => "lease",

@@ -83,7 +83,7 @@ pub trait Source: Send + Sync {
     ///
     /// # Errors
     /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the source cannot be opened,
-    /// [`FaucetError::State`] when `from` is not a bookmark this source made.
+    /// [`FaucetError::Bookmark`] when `from` is not a bookmark this source made.
     async fn open(
         &self,
         from: Option<Bookmark>,

@@ -60,18 +60,17 @@ impl Context<'_> {
         match &err {
             sqlx::Error::Database(db) => {
                 let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
-                let msg = db.message().to_owned();
                 match code.as_str() {
                     "28P01" => state(
                         format!(
                             "{op}: password authentication failed at {target} (SQLSTATE \
-                             28P01: {msg}); hint: check the user and password in the state url"
+                             28P01); hint: check the user and password in the state url"
                         ),
                         err,
                     ),
                     "28000" => state(
                         format!(
-                            "{op}: {target} rejected the login (SQLSTATE 28000: {msg}); hint: \
+                            "{op}: {target} rejected the login (SQLSTATE 28000); hint: \
                              the role may not exist, or pg_hba.conf has no entry for this \
                              host, user and database — check the user in the state url and \
                              the server's pg_hba.conf"
@@ -80,15 +79,15 @@ impl Context<'_> {
                     ),
                     "3D000" => state(
                         format!(
-                            "{op}: {target}: the database does not exist (SQLSTATE 3D000: \
-                             {msg}); hint: create it, or fix the database name in the state url"
+                            "{op}: {target}: the database does not exist (SQLSTATE 3D000); \
+                             hint: create it, or fix the database name in the state url"
                         ),
                         err,
                     ),
                     "42P01" => state(
                         format!(
-                            "{op}: table {table:?} does not exist at {target} (SQLSTATE 42P01: \
-                             {msg}); hint: set `ensure_table: true` in the state config \
+                            "{op}: table {table:?} does not exist at {target} (SQLSTATE \
+                             42P01); hint: set `ensure_table: true` in the state config \
                              (PostgresStateStore::ensure_table) or create the table"
                         ),
                         err,
@@ -96,7 +95,7 @@ impl Context<'_> {
                     "42501" => state(
                         format!(
                             "{op}: permission denied on table {table:?} at {target} (SQLSTATE \
-                             42501: {msg}); hint: GRANT SELECT, INSERT, UPDATE, DELETE ON \
+                             42501); hint: GRANT SELECT, INSERT, UPDATE, DELETE ON \
                              {table:?} TO the state url's user"
                         ),
                         err,
@@ -104,7 +103,7 @@ impl Context<'_> {
                     c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
                         connect(
                             format!(
-                                "{lead}the connection to {target} failed (SQLSTATE {c}: {msg}); \
+                                "{lead}the connection to {target} failed (SQLSTATE {c}); \
                                  hint: the server may be restarting; retry"
                             ),
                             err,
@@ -118,7 +117,7 @@ impl Context<'_> {
                         err,
                     ),
                     c => state(
-                        format!("{op} on table {table:?} at {target} failed (SQLSTATE {c}: {msg})"),
+                        format!("{op} on table {table:?} at {target} failed (SQLSTATE {c})"),
                         err,
                     ),
                 }
@@ -178,13 +177,7 @@ impl Context<'_> {
                 let why = err.to_string();
                 FaucetError::config("url", format!("the state url is not usable: {why}"))
             }
-            _ => {
-                let why = err.to_string();
-                state(
-                    format!("{op} on table {table:?} at {target} failed: {why}"),
-                    err,
-                )
-            }
+            _ => state(format!("{op} on table {table:?} at {target} failed"), err),
         }
     }
 }

@@ -62,28 +62,25 @@ pub(crate) fn classify(op: &str, target: &str, err: RedisError) -> FaucetError {
         );
     }
     if err.is_io_error() || err.is_connection_dropped() {
-        let why = err.to_string();
         return connect(
             format!(
-                "{lead}lost or could not open the connection to {target} ({why}); hint: is \
-                 Redis running? the store reconnects on the next operation"
+                "{lead}lost or could not open the connection to {target}; hint: is Redis \
+                 running? the store reconnects on the next operation"
             ),
             err,
         );
     }
-    let detail = err.detail().unwrap_or_default().to_owned();
     match (err.kind(), err.code()) {
         (ErrorKind::AuthenticationFailed, _) | (_, Some("WRONGPASS" | "NOAUTH")) => state(
             format!(
-                "{op}: {target} rejected the login ({detail}); hint: check the user and \
+                "{op}: {target} rejected the login; hint: check the user and \
                  password in the state url (redis://user:password@host:port/db)"
-            )
-            .replace(" ()", ""),
+            ),
             err,
         ),
         (_, Some("NOPERM")) => state(
             format!(
-                "{op}: permission denied at {target} ({detail}); hint: the ACL user needs \
+                "{op}: permission denied at {target}; hint: the ACL user needs \
                  GET, SET, DEL, INCR, PEXPIRE, EVAL/EVALSHA and SCRIPT on the store's key prefix"
             ),
             err,
@@ -96,22 +93,19 @@ pub(crate) fn classify(op: &str, target: &str, err: RedisError) -> FaucetError {
         ),
         (_, Some("OOM")) => state(
             format!(
-                "{op}: {target} is out of memory ({detail}); hint: raise maxmemory, or use a \
+                "{op}: {target} is out of memory; hint: raise maxmemory, or use a \
                  noeviction policy on a server dedicated to state"
             ),
             err,
         ),
         (ErrorKind::BusyLoadingError, _) | (ErrorKind::MasterDown, _) => connect(
-            format!("{lead}{target} is not ready ({detail}); hint: it is starting up; retry"),
+            format!("{lead}{target} is not ready; hint: it is starting up; retry"),
             err,
         ),
         (ErrorKind::InvalidClientConfig, _) => {
             let why = err.to_string();
             FaucetError::config("url", format!("the state url is not usable: {why}"))
         }
-        _ => {
-            let why = err.to_string();
-            state(format!("{op} at {target} failed: {why}"), err)
-        }
+        _ => state(format!("{op} at {target} failed"), err),
     }
 }

@@ -99,8 +99,8 @@ fn parse_lease(lease_key: &str, raw: &str) -> Result<(LeaseHolder, u64), FaucetE
         FaucetError::state_io(
             STORE,
             format!(
-                "lease key {lease_key:?} holds something that is not a faucet lease ({e}); \
-                 delete it if no run uses this state key"
+                "lease key {lease_key:?} holds something that is not a faucet lease; delete \
+                 it if no run uses this state key"
             ),
             e,
         )

@@ -184,8 +184,8 @@ impl StateStore for RedisStateStore {
                 FaucetError::state_io(
                     STORE,
                     format!(
-                        "key {rkey:?} at {} holds {} bytes that are not JSON ({e}); restore \
-                         it, or delete it to start from the beginning on purpose",
+                        "key {rkey:?} at {} holds {} bytes that are not JSON; restore it, or \
+                         delete it to start from the beginning on purpose",
                         self.target,
                         text.len()
                     ),

@@ -89,9 +89,10 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
 #[cfg(feature = "postgres")]
 fn source_of(source: &SourceConfig) -> Result<Box<dyn Source>, FaucetError> {
     match source {
-        SourceConfig::PostgresCdc(c) => Ok(Box::new(
-            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(c.clone())?,
-        )),
+        SourceConfig::PostgresCdc(c) => SourceConfig::fielded(
+            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(c.clone())
+                .map(|s| Box::new(s) as Box<dyn Source>),
+        ),
         other => Err(FaucetError::config(
             "pipeline.source.type",
             format!(

@@ -1,9 +1,14 @@
-//! [`FieldedSource`]: names a connector's configuration error by its place in the pipeline
-//! file also when it is found only once the source is open (a csv `columns` entry that is
-//! not in the file's header: `pipeline.source.config.columns`, not just `columns`).
+//! [`FieldedSource`] and [`FieldedSink`]: name a connector's configuration error by its
+//! place in the pipeline file also when it is found only once the connector is open (a csv
+//! `columns` entry that is not in the file's header: `pipeline.source.config.columns`, not
+//! just `columns`; a postgres sink `key` the table has no unique index on:
+//! `pipeline.sink.config.key`).
 
 use async_trait::async_trait;
-use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
+use faucet_core::{
+    Bookmark, CommitToken, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Sink,
+    SinkCapabilities, SinkWriter, Source,
+};
 
 use super::at_field;
 
@@ -75,5 +80,104 @@ impl PageStream for FieldedStream<'_> {
 
     async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
         self.inner.bookmark_durable(bookmark).await
+    }
+}
+
+/// A sink whose [`FaucetError::Config`] errors — from `open`, `check` or its writer — carry
+/// the field path `prefix.<field>` (see [`at_field`]); everything else passes through.
+pub(crate) struct FieldedSink {
+    inner: Box<dyn Sink>,
+    prefix: String,
+}
+
+impl FieldedSink {
+    /// Wraps `inner`, whose configuration sits at `prefix` (`pipeline.sink.config`).
+    pub(crate) fn new(inner: Box<dyn Sink>, prefix: String) -> Self {
+        Self { inner, prefix }
+    }
+}
+
+#[async_trait]
+impl Sink for FieldedSink {
+    fn connector(&self) -> &str {
+        self.inner.connector()
+    }
+
+    fn capabilities(&self) -> SinkCapabilities {
+        self.inner.capabilities()
+    }
+
+    fn target(&self) -> Option<String> {
+        self.inner.target()
+    }
+
+    async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
+        let inner = self
+            .inner
+            .open()
+            .await
+            .map_err(|e| at_field(&self.prefix, e))?;
+        Ok(Box::new(FieldedWriter {
+            inner,
+            prefix: &self.prefix,
+        }))
+    }
+
+    async fn check(&self) -> Result<(), FaucetError> {
+        self.inner
+            .check()
+            .await
+            .map_err(|e| at_field(&self.prefix, e))
+    }
+}
+
+struct FieldedWriter<'a> {
+    inner: Box<dyn SinkWriter + 'a>,
+    prefix: &'a str,
+}
+
+#[async_trait]
+impl SinkWriter for FieldedWriter<'_> {
+    async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        self.inner
+            .write(page)
+            .await
+            .map_err(|e| at_field(self.prefix, e))
+    }
+
+    async fn flush(&mut self) -> Result<(), FaucetError> {
+        self.inner
+            .flush()
+            .await
+            .map_err(|e| at_field(self.prefix, e))
+    }
+
+    async fn write_committed(
+        &mut self,
+        page: &Page,
+        scope: &str,
+        token: &CommitToken,
+    ) -> Result<(), FaucetError> {
+        self.inner
+            .write_committed(page, scope, token)
+            .await
+            .map_err(|e| at_field(self.prefix, e))
+    }
+
+    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
+        self.inner
+            .holds_data()
+            .await
+            .map_err(|e| at_field(self.prefix, e))
+    }
+
+    async fn last_committed_token(
+        &mut self,
+        scope: &str,
+    ) -> Result<Option<CommitToken>, FaucetError> {
+        self.inner
+            .last_committed_token(scope)
+            .await
+            .map_err(|e| at_field(self.prefix, e))
     }
 }

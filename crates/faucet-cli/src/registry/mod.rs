@@ -73,9 +73,13 @@ pub(crate) fn redacted_secret(url: &secrecy::SecretString) -> String {
 #[allow(dead_code)] // Unused only when every connector feature is off.
 /// Prefixes a connector's own [`FaucetError::Config`] field (`path`) with where its config
 /// sits in the pipeline file (`pipeline.source.config.path`); other errors pass through.
+///
+/// Every connector and state store names fields relative to its own config (`path`,
+/// `replication_key[1]`), and this is the one place they get their place in the file: call
+/// it once per error, on errors that come straight from a connector or store.
 pub(crate) fn at_field(prefix: &str, e: FaucetError) -> FaucetError {
     match e {
-        FaucetError::Config { field, message } if !field.starts_with(prefix) => {
+        FaucetError::Config { field, message } => {
             FaucetError::config(format!("{prefix}.{field}"), message)
         }
         other => other,

@@ -126,11 +126,19 @@ impl SinkConfig {
     /// compiled into this binary.
     pub(crate) fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
         let config_field = format!("{FIELD}.config");
+        let sink = self.build_connector(&config_field)?;
+        Ok(Box::new(super::fielded::FieldedSink::new(
+            sink,
+            config_field,
+        )))
+    }
+
+    fn build_connector(&self, config_field: &str) -> Result<Box<dyn Sink>, FaucetError> {
         match self {
             #[cfg(feature = "files")]
             Self::Jsonl(c) => faucet_connectors::files::JsonlSink::new(c.clone())
                 .map(|s| Box::new(s) as Box<dyn Sink>)
-                .map_err(|e| at_field(&config_field, e)),
+                .map_err(|e| at_field(config_field, e)),
             #[cfg(not(feature = "files"))]
             Self::Jsonl(_) => {
                 let _ = &config_field;
@@ -143,7 +151,7 @@ impl SinkConfig {
             #[cfg(feature = "postgres")]
             Self::Postgres(c) => faucet_connectors::postgres::PostgresSink::new(c.clone())
                 .map(|s| Box::new(s) as Box<dyn Sink>)
-                .map_err(|e| at_field(&config_field, e)),
+                .map_err(|e| at_field(config_field, e)),
             #[cfg(not(feature = "postgres"))]
             Self::Postgres(_) => {
                 let _ = &config_field;

@@ -162,6 +162,24 @@ impl SourceConfig {
         )))
     }
 
+    /// `built`, a source made from this config outside [`SourceConfig::build`] (`faucet
+    /// replicate`'s snapshot source), with its configuration errors named by their place
+    /// in the file as `build` names them.
+    ///
+    /// # Errors
+    /// `built`'s error, its field at `pipeline.source.config.<field>`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn fielded(
+        built: Result<Box<dyn Source>, FaucetError>,
+    ) -> Result<Box<dyn Source>, FaucetError> {
+        let config_field = format!("{FIELD}.config");
+        let source = built.map_err(|e| at_field(&config_field, e))?;
+        Ok(Box::new(super::fielded::FieldedSource::new(
+            source,
+            config_field,
+        )))
+    }
+
     fn build_connector(&self, config_field: &str) -> Result<Box<dyn Source>, FaucetError> {
         match self {
             #[cfg(feature = "files")]

@@ -231,8 +231,7 @@ impl StateConfig {
                         &c.url,
                         &["redis://", "rediss://", "unix://", "redis+unix://"],
                     )?;
-                    faucet_state_redis::validate_prefix(&c.prefix)
-                        .map_err(|e| at_field(&format!("{FIELD}.config"), e))
+                    faucet_state_redis::validate_prefix(&c.prefix).map_err(at_config)
                 }
             }
         }
@@ -245,9 +244,7 @@ impl StateConfig {
     /// from the store.
     pub(crate) async fn connect(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
         self.validate()?;
-        self.open()
-            .await
-            .map_err(|e| at_field(&format!("{FIELD}.config"), e))
+        self.open().await
     }
 
     async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
@@ -261,15 +258,18 @@ impl StateConfig {
                     POSTGRES_POOL_SIZE,
                     &c.table,
                 )
-                .await?;
+                .await
+                .map_err(at_config)?;
                 if c.ensure_table {
-                    store.ensure_table().await?;
+                    store.ensure_table().await.map_err(at_config)?;
                 }
                 Ok(Arc::new(store))
             }
             #[cfg(feature = "state-redis")]
             Self::Redis(c) => Ok(Arc::new(
-                faucet_state_redis::RedisStateStore::connect(c.url.expose(), &c.prefix).await?,
+                faucet_state_redis::RedisStateStore::connect(c.url.expose(), &c.prefix)
+                    .await
+                    .map_err(at_config)?,
             )),
             #[allow(unreachable_patterns)] // Reached only when a store's feature is off.
             _ => Err(FaucetError::config(
@@ -278,6 +278,13 @@ impl StateConfig {
             )),
         }
     }
+}
+
+/// A store's own [`FaucetError::Config`] (field `table`, `prefix`, `url`) at its place in the
+/// file (`pipeline.state.config.table`).
+#[cfg(any(feature = "state-postgres", feature = "state-redis"))]
+fn at_config(e: FaucetError) -> FaucetError {
+    at_field(&format!("{FIELD}.config"), e)
 }
 
 #[cfg(any(feature = "state-postgres", feature = "state-redis"))]

@@ -157,21 +157,21 @@ impl FileBookmark {
     /// Reads a stored bookmark back.
     ///
     /// # Errors
-    /// [`FaucetError::State`] when `value` is not a bookmark a file source made.
+    /// [`FaucetError::Bookmark`] when `value` is not a bookmark a file source made.
     pub(crate) fn parse(
         connector: &str,
         path: &Path,
         value: Bookmark,
     ) -> Result<Self, FaucetError> {
         serde_json::from_value(value.clone()).map_err(|e| {
-            FaucetError::state_io(
+            FaucetError::bookmark(
                 connector,
                 format!(
-                    "the stored bookmark {value} was not made by a {connector} source reading {} \
-                     ({e}); delete the state key to read the file from the beginning",
+                    "the stored bookmark {value} was not made by a {connector} source reading {}; \
+                     delete the state key to read the file from the beginning",
                     path.display()
                 ),
-                e,
+                Some(Box::new(e)),
             )
         })
     }
@@ -189,7 +189,7 @@ impl FileBookmark {
     /// checks and a warning.
     ///
     /// # Errors
-    /// [`FaucetError::State`] naming the file when the bookmark cannot belong to it (the file
+    /// [`FaucetError::Bookmark`] naming the file when the bookmark cannot belong to it (the file
     /// was replaced or truncated), [`FaucetError::Read`] when the file cannot be read.
     pub(crate) fn check_fits(
         &self,
@@ -284,7 +284,7 @@ impl FileBookmark {
     /// they match, `false` (and a warning) when the bookmark has none.
     ///
     /// # Errors
-    /// [`FaucetError::State`] naming the bookmark's file and `path` when they differ.
+    /// [`FaucetError::Bookmark`] naming the bookmark's file and `path` when they differ.
     fn check_fingerprint(
         &self,
         connector: &str,
@@ -310,7 +310,7 @@ impl FileBookmark {
         } else {
             format!("the first {} bytes", stored.window_bytes)
         };
-        Err(FaucetError::state(
+        Err(FaucetError::bookmark(
             connector,
             format!(
                 "the stored bookmark was made for `{}` (byte_offset {}, line {}, {} records) \
@@ -328,6 +328,7 @@ impl FileBookmark {
                 self.file,
                 path.display(),
             ),
+            None,
         ))
     }
 }
@@ -353,7 +354,7 @@ fn count_newlines(file: &mut File, len: u64) -> std::io::Result<u64> {
 }
 
 fn mismatch(connector: &str, path: &Path, b: &FileBookmark, why: String) -> FaucetError {
-    FaucetError::state(
+    FaucetError::bookmark(
         connector,
         format!(
             "the stored bookmark (byte_offset {}, line {}, {} records) does not fit {}: {why}; \
@@ -363,6 +364,7 @@ fn mismatch(connector: &str, path: &Path, b: &FileBookmark, why: String) -> Fauc
             b.records,
             path.display()
         ),
+        None,
     )
 }
 
@@ -375,7 +377,7 @@ pub(crate) fn read_error(
 ) -> FaucetError {
     FaucetError::read(
         connector,
-        format!("{what} {}: {e}", path.display()),
+        format!("{what} {}", path.display()),
         Some(Box::new(e)),
     )
 }

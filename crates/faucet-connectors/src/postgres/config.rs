@@ -81,7 +81,7 @@ pub(crate) async fn connect(options: &PgConnectOptions) -> Result<PgConnection, 
     let mut conn = options.connect().await.map_err(|e| {
         FaucetError::connect(
             CONNECTOR,
-            format!("cannot connect to PostgreSQL at {where_}"),
+            format!("PostgreSQL at {where_}"),
             Some(Box::new(e)),
         )
     })?;
@@ -305,7 +305,7 @@ mod tests {
     #[test]
     fn urls_are_never_echoed() {
         let secret = SecretString::from("postgres://u:hunter2@[::1:5432/db");
-        let err = parse_url(&secret, "sink.config.connection_url").expect_err("bad");
+        let err = parse_url(&secret, "connection_url").expect_err("bad");
         assert!(!err.to_string().contains("hunter2"), "{err}");
         let err = parse_url(&SecretString::from("mysql://u:hunter2@h/db"), "f").expect_err("bad");
         assert!(!err.to_string().contains("hunter2"), "{err}");

@@ -17,5 +17,7 @@ pub mod snapshot;
 pub(crate) mod type_catalog;
 pub(crate) mod types;
 
-pub use query::{PostgresQueryConfig, PostgresQuerySource, ReplicationMethod};
-pub use sink::{PostgresSink, PostgresSinkConfig, WriteMode};
+pub use query::{
+    PostgresQueryConfig, PostgresQuerySource, ReplicationMethod, ValidatedQueryConfig,
+};
+pub use sink::{PostgresSink, PostgresSinkConfig, ValidatedSinkConfig, WriteMode};

@@ -283,7 +283,7 @@ fn try_lock(
 }
 
 fn io_err(path: &Path, what: &str, e: std::io::Error) -> FaucetError {
-    FaucetError::state_io("file", format!("{what} {}: {e}", path.display()), e)
+    FaucetError::state_io("file", format!("{what} {}", path.display()), e)
 }
 
 async fn blocking<T: Send + 'static>(
@@ -314,8 +314,8 @@ fn read(path: &Path) -> Result<Option<Value>, FaucetError> {
         FaucetError::state_io(
             "file",
             format!(
-                "state file {} is not valid JSON ({e}); restore it, or delete it to start from \
-                 the beginning on purpose",
+                "state file {} is not valid JSON; restore it, or delete it to start from the \
+                 beginning on purpose",
                 path.display()
             ),
             e,

@@ -150,10 +150,9 @@ impl Source for VecSource {
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         let offset = match from {
             None => 0,
-            Some(b) => b["offset"]
-                .as_u64()
-                .ok_or_else(|| FaucetError::state("vec", format!("not a vec bookmark: {b}")))?
-                as usize,
+            Some(b) => b["offset"].as_u64().ok_or_else(|| {
+                FaucetError::bookmark("vec", format!("not a vec bookmark: {b}"), None)
+            })? as usize,
         };
         if self.fail_at_offset == Some(offset) {
             return Err(FaucetError::read("vec", "planned failure", None));

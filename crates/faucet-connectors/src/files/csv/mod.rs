@@ -113,7 +113,7 @@ impl Source for CsvSource {
     /// # Errors
     /// [`FaucetError::Read`] when the file cannot be opened or read;
     /// [`FaucetError::Data`] for a malformed header; [`FaucetError::Config`] when a declared
-    /// column is not in the header; [`FaucetError::State`] when `from` is not a csv bookmark
+    /// column is not in the header; [`FaucetError::Bookmark`] when `from` is not a csv bookmark
     /// or does not fit the file.
     async fn open(
         &self,

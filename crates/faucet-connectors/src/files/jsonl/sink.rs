@@ -450,7 +450,7 @@ fn check_writable(path: &Path) -> Result<(), FaucetError> {
 fn write_error(path: &Path, what: &str, e: io::Error) -> FaucetError {
     FaucetError::write(
         CONNECTOR,
-        format!("{what} {}: {e}", path.display()),
+        format!("{what} {}", path.display()),
         Some(Box::new(e)),
     )
 }
@@ -662,7 +662,7 @@ impl SinkWriter for JsonlWriter {
             _ => self.file.metadata().map(|m| m.len()).map_err(|e| {
                 FaucetError::write(
                     CONNECTOR,
-                    format!("cannot inspect {}: {e}", self.path.display()),
+                    format!("cannot inspect {}", self.path.display()),
                     Some(Box::new(e)),
                 )
             })?,

@@ -122,7 +122,7 @@ impl Source for JsonlSource {
     /// Opens the file and seeks to `from`.
     ///
     /// # Errors
-    /// [`FaucetError::Read`] when the file cannot be opened; [`FaucetError::State`] when
+    /// [`FaucetError::Read`] when the file cannot be opened; [`FaucetError::Bookmark`] when
     /// `from` is not a jsonl bookmark or does not fit the file.
     async fn open(
         &self,

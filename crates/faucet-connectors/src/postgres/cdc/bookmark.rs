@@ -22,6 +22,7 @@ use serde_json::{Map, json};
 
 use faucet_core::{Bookmark, FaucetError};
 
+use super::CONNECTOR;
 use super::client::{lsn_text, parse_lsn};
 
 /// A partly delivered transaction.
@@ -45,11 +46,12 @@ pub(crate) struct CdcBookmark {
 }
 
 fn invalid(bookmark: &Bookmark, why: &str) -> FaucetError {
-    FaucetError::state(
-        "bookmark",
+    FaucetError::bookmark(
+        CONNECTOR,
         format!(
             "`{bookmark}` is not a postgres-cdc bookmark ({why}); expected {{\"lsn\": \"X/X\"}}"
         ),
+        None,
     )
 }
 
@@ -70,18 +72,19 @@ impl CdcBookmark {
     /// Reads a bookmark this source made.
     ///
     /// # Errors
-    /// [`FaucetError::State`] when `bookmark` does not have this shape.
+    /// [`FaucetError::Bookmark`] when `bookmark` does not have this shape.
     pub(crate) fn from_json(bookmark: &Bookmark) -> Result<Self, FaucetError> {
         let obj = bookmark
             .as_object()
             .ok_or_else(|| invalid(bookmark, "not an object"))?;
         if obj.contains_key("snapshot") || obj.contains_key("replicate") {
-            return Err(FaucetError::state(
-                "bookmark",
+            return Err(FaucetError::bookmark(
+                CONNECTOR,
                 "this state key holds a bookmark of `faucet replicate` (a snapshot copy in \
                  progress, or the history of one the change stream has not passed yet), which \
                  `faucet run` cannot continue: run `faucet replicate` with this config until it \
                  is done, or give this pipeline its own `name` (state key) and `slot_name`",
+                None,
             ));
         }
         if let Some(extra) = obj.keys().find(|k| !matches!(k.as_str(), "lsn" | "in_txn")) {
@@ -159,7 +162,7 @@ mod tests {
             json!({"lsn": "0/1", "extra": true}),
         ] {
             let e = CdcBookmark::from_json(&bad).expect_err("invalid");
-            assert!(matches!(e, FaucetError::State { .. }), "{e}");
+            assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
         }
     }
 }

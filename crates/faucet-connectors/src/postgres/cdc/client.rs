@@ -155,7 +155,7 @@ impl ConnectionParams {
             FaucetError::connect(
                 CONNECTOR,
                 format!(
-                    "cannot connect to PostgreSQL at {}:{} database `{}` as `{}`",
+                    "PostgreSQL at {}:{} database `{}` as `{}`",
                     self.host, self.port, self.database, self.user
                 ),
                 Some(Box::new(e)),

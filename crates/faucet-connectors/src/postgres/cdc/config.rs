@@ -6,7 +6,35 @@ use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
+use super::client::ConnectionParams;
 use crate::postgres::config::MAX_IDENT_BYTES;
+
+/// A [`PostgresCdcConfig`] that passed [`PostgresCdcConfig::validate`], with what validation
+/// parsed; made only by `validate`, taken by [`super::PostgresCdcSource::from_validated`], so
+/// the config is parsed once.
+#[derive(Clone)]
+pub struct ValidatedCdcConfig {
+    pub(crate) config: PostgresCdcConfig,
+    pub(crate) params: ConnectionParams,
+    pub(crate) tables: Vec<TableName>,
+}
+
+impl ValidatedCdcConfig {
+    /// The configuration as written.
+    pub fn config(&self) -> &PostgresCdcConfig {
+        &self.config
+    }
+}
+
+impl std::fmt::Debug for ValidatedCdcConfig {
+    /// The config (its URL redacted) and the tables; the connection parameters are left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatedCdcConfig")
+            .field("config", &self.config)
+            .field("tables", &self.tables)
+            .finish_non_exhaustive()
+    }
+}
 
 /// Configuration of a [`super::PostgresCdcSource`].
 ///
@@ -114,17 +142,22 @@ impl PostgresCdcConfig {
         }
     }
 
-    /// Checks the fields without any I/O.
+    /// Checks the fields without any I/O, and keeps what checking parsed (the connection
+    /// parameters, the split table names) for [`super::PostgresCdcSource::from_validated`].
     ///
     /// # Errors
     /// [`FaucetError::Config`] naming the field (`connection_url`, `slot_name`,
     /// `publication`, `tables`) and what a valid value looks like.
-    pub fn validate(&self) -> Result<(), FaucetError> {
-        super::client::ConnectionParams::parse(self.connection_url.expose_secret())?;
+    pub fn validate(&self) -> Result<ValidatedCdcConfig, FaucetError> {
+        let params = ConnectionParams::parse(self.connection_url.expose_secret())?;
         validate_slot_name(&self.slot_name)?;
         validate_publication(&self.publication)?;
-        self.table_names()?;
-        Ok(())
+        let tables = self.table_names()?;
+        Ok(ValidatedCdcConfig {
+            config: self.clone(),
+            params,
+            tables,
+        })
     }
 
     /// The `tables`, split and checked.
@@ -218,7 +251,17 @@ mod tests {
         .expect("valid");
         assert!(!c.create_publication);
         assert!(!c.continuous);
-        c.validate().expect("valid");
+        let valid = c.validate().expect("valid");
+        // What validation parsed is kept, for the source to take without parsing again.
+        assert_eq!(valid.params.database(), "db");
+        assert_eq!(
+            valid.tables,
+            [TableName {
+                schema: "public".into(),
+                name: "orders".into()
+            }]
+        );
+        assert!(!format!("{valid:?}").contains("hunter2"));
         let debug = format!("{c:?}");
         assert!(!debug.contains("hunter2"), "{debug}");
 

@@ -76,11 +76,10 @@ pub(crate) mod slot_wait;
 mod stream;
 
 use async_trait::async_trait;
-use secrecy::ExposeSecret;
 
 use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
 
-pub use config::PostgresCdcConfig;
+pub use config::{PostgresCdcConfig, ValidatedCdcConfig};
 
 use bookmark::CdcBookmark;
 use catalog::Wanted;
@@ -107,14 +106,22 @@ impl PostgresCdcSource {
     /// # Errors
     /// [`FaucetError::Config`] naming the invalid field.
     pub fn new(config: PostgresCdcConfig) -> Result<Self, FaucetError> {
-        config.validate()?;
-        let params = ConnectionParams::parse(config.connection_url.expose_secret())?;
-        let tables = config.table_names()?;
-        Ok(Self {
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A source for a config [`PostgresCdcConfig::validate`] accepted (no I/O, nothing
+    /// parsed again).
+    pub fn from_validated(validated: ValidatedCdcConfig) -> Self {
+        let ValidatedCdcConfig {
             config,
             params,
             tables,
-        })
+        } = validated;
+        Self {
+            config,
+            params,
+            tables,
+        }
     }
 
     /// The configuration.
@@ -154,7 +161,7 @@ impl Source for PostgresCdcSource {
     /// Prepares (slot, publication) and starts replication right after `from`.
     ///
     /// # Errors
-    /// [`FaucetError::State`] when `from` is not a postgres-cdc bookmark or points into a
+    /// [`FaucetError::Bookmark`] when `from` is not a postgres-cdc bookmark or points into a
     /// transaction the slot no longer replays; [`FaucetError::Read`] for a failing
     /// prerequisite (wal_level, REPLICATION, publication, tables, invalidated slot), with the
     /// fix; [`FaucetError::Connect`] when the server is unreachable or the slot is active in
@@ -174,8 +181,8 @@ impl Source for PostgresCdcSource {
                 if let Some(t) = b.in_txn
                     && prepared.confirmed_flush > t.final_lsn
                 {
-                    return Err(FaucetError::state(
-                        "bookmark",
+                    return Err(FaucetError::bookmark(
+                        CONNECTOR,
                         format!(
                             "the bookmark is inside transaction {} committed at {}, but slot `{}` \
                              already confirmed {}: the rest of that transaction cannot be read \
@@ -185,6 +192,7 @@ impl Source for PostgresCdcSource {
                             self.config.slot_name,
                             client::lsn_text(prepared.confirmed_flush)
                         ),
+                        None,
                     ));
                 }
                 if prepared.confirmed_flush > b.lsn {

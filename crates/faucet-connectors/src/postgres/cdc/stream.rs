@@ -386,8 +386,8 @@ impl CdcPageStream {
         if let Some(r) = self.resume {
             if final_lsn == r.final_lsn {
                 if xid != r.xid {
-                    return Err(FaucetError::state(
-                        "bookmark",
+                    return Err(FaucetError::bookmark(
+                        CONNECTOR,
                         format!(
                             "the bookmark is inside transaction {} committed at {}, but the \
                              server replays transaction {xid} there; the bookmark does not \
@@ -395,6 +395,7 @@ impl CdcPageStream {
                             r.xid,
                             lsn_text(r.final_lsn)
                         ),
+                        None,
                     ));
                 }
                 skip = r.skip;
@@ -404,8 +405,8 @@ impl CdcPageStream {
             } else {
                 // Replication resumed at the end of the transaction before the bookmark's, so
                 // that one comes first; anything earlier means the bookmark is not this slot's.
-                return Err(FaucetError::state(
-                    "bookmark",
+                return Err(FaucetError::bookmark(
+                    CONNECTOR,
                     format!(
                         "the server replays transaction {xid} committed at {} before the \
                          bookmark's transaction {} committed at {}; the bookmark does not \
@@ -414,6 +415,7 @@ impl CdcPageStream {
                         r.xid,
                         lsn_text(r.final_lsn)
                     ),
+                    None,
                 ));
             }
         }
@@ -522,8 +524,8 @@ fn protocol(what: &str) -> FaucetError {
 }
 
 fn lost_transaction(r: InTxn) -> FaucetError {
-    FaucetError::state(
-        "bookmark",
+    FaucetError::bookmark(
+        CONNECTOR,
         format!(
             "the bookmark is inside transaction {} committed at {}, which the slot no longer \
              replays (its confirmed_flush_lsn passed it, or the slot was recreated): the rest of \
@@ -531,6 +533,7 @@ fn lost_transaction(r: InTxn) -> FaucetError {
             r.xid,
             lsn_text(r.final_lsn)
         ),
+        None,
     )
 }
 
@@ -712,19 +715,19 @@ mod tests {
         let mut s = resumed();
         assert!(matches!(
             begin(&mut s, Lsn(0x4000), 78),
-            Err(FaucetError::State { .. })
+            Err(FaucetError::Bookmark { .. })
         ));
         // An earlier one: not this slot's bookmark.
         let mut s = resumed();
         assert!(matches!(
             begin(&mut s, Lsn(0x2000), 76),
-            Err(FaucetError::State { .. })
+            Err(FaucetError::Bookmark { .. })
         ));
         // The right position, another transaction id.
         let mut s = resumed();
         assert!(matches!(
             begin(&mut s, X, 99),
-            Err(FaucetError::State { .. })
+            Err(FaucetError::Bookmark { .. })
         ));
         // The server's WAL end passed the transaction without replaying it.
         let mut s = resumed();
@@ -736,7 +739,7 @@ mod tests {
         };
         assert!(matches!(
             s.apply(keepalive, &mut page),
-            Err(FaucetError::State { .. })
+            Err(FaucetError::Bookmark { .. })
         ));
     }
 

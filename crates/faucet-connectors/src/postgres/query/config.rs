@@ -3,10 +3,38 @@
 
 use secrecy::SecretString;
 use serde::Deserialize;
+use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::FaucetError;
 
 use crate::postgres::config::{TableName, parse_url, validate_column};
+
+/// A [`PostgresQueryConfig`] that passed [`PostgresQueryConfig::validate`], with what
+/// validation parsed; made only by `validate`, taken by
+/// [`super::PostgresQuerySource::from_validated`], so the config is parsed once.
+#[derive(Clone)]
+pub struct ValidatedQueryConfig {
+    pub(crate) config: PostgresQueryConfig,
+    pub(crate) options: PgConnectOptions,
+    pub(crate) target: Target,
+}
+
+impl ValidatedQueryConfig {
+    /// The configuration as written.
+    pub fn config(&self) -> &PostgresQueryConfig {
+        &self.config
+    }
+}
+
+impl std::fmt::Debug for ValidatedQueryConfig {
+    /// The config (its URL redacted); the connection options, which hold the password, are
+    /// left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatedQueryConfig")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a [`super::PostgresQuerySource`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -93,24 +121,26 @@ impl PostgresQueryConfig {
         }
     }
 
-    /// Checks the config without any I/O.
+    /// Checks the config without any I/O, and keeps what checking parsed (the connection
+    /// options, the table or query) for [`super::PostgresQuerySource::from_validated`].
     ///
     /// # Errors
-    /// [`FaucetError::Config`] naming the field (`source.config.<field>`).
-    pub fn validate(&self) -> Result<(), FaucetError> {
-        self.target().map(|_| ())?;
-        parse_url(&self.connection_url, "source.config.connection_url")?;
+    /// [`FaucetError::Config`] naming the field relative to this config (`replication_key[1]`;
+    /// the CLI puts `pipeline.source.config.` before it).
+    pub fn validate(&self) -> Result<ValidatedQueryConfig, FaucetError> {
+        let target = self.target()?;
+        let options = parse_url(&self.connection_url, "connection_url")?;
         match self.replication_method {
             ReplicationMethod::Incremental if self.replication_key.is_empty() => {
                 return Err(FaucetError::config(
-                    "source.config.replication_key",
+                    "replication_key",
                     "is required for `replication_method: incremental`, e.g. \
                      `[updated_at, id]` (end it with the primary key so it is unique)",
                 ));
             }
             ReplicationMethod::FullTable if !self.replication_key.is_empty() => {
                 return Err(FaucetError::config(
-                    "source.config.replication_key",
+                    "replication_key",
                     "is only used by `replication_method: incremental`; remove it or \
                      switch to incremental",
                 ));
@@ -118,15 +148,19 @@ impl PostgresQueryConfig {
             _ => {}
         }
         for (i, col) in self.replication_key.iter().enumerate() {
-            validate_column(col, &format!("source.config.replication_key[{i}]"))?;
+            validate_column(col, &format!("replication_key[{i}]"))?;
             if self.replication_key[..i].contains(col) {
                 return Err(FaucetError::config(
-                    format!("source.config.replication_key[{i}]"),
+                    format!("replication_key[{i}]"),
                     format!("`{col}` is listed twice"),
                 ));
             }
         }
-        Ok(())
+        Ok(ValidatedQueryConfig {
+            config: self.clone(),
+            options,
+            target,
+        })
     }
 
     /// Warnings a user should see without connecting (printed by `faucet validate`): an
@@ -137,7 +171,7 @@ impl PostgresQueryConfig {
         let mut out = Vec::new();
         if self.replication_method == ReplicationMethod::Incremental && self.query.is_some() {
             out.push(format!(
-                "source.config.replication_key {:?} orders a query, whose uniqueness cannot \
+                "replication_key {:?} orders a query, whose uniqueness cannot \
                  be checked: if two rows can share a key tuple, a resumed read may deliver \
                  some of them again; end the key with a unique column (the primary key)",
                 self.replication_key
@@ -149,20 +183,20 @@ impl PostgresQueryConfig {
     /// The validated table or query.
     pub(crate) fn target(&self) -> Result<Target, FaucetError> {
         match (&self.table, &self.query) {
-            (Some(t), None) => Ok(Target::Table(TableName::parse(t, "source.config.table")?)),
+            (Some(t), None) => Ok(Target::Table(TableName::parse(t, "table")?)),
             (None, Some(q)) => {
                 let q = q.trim().trim_end_matches(';').trim();
                 if q.is_empty() {
-                    return Err(FaucetError::config("source.config.query", "is empty"));
+                    return Err(FaucetError::config("query", "is empty"));
                 }
                 Ok(Target::Query(q.to_owned()))
             }
             (Some(_), Some(_)) => Err(FaucetError::config(
-                "source.config",
+                "query",
                 "give either `table` or `query`, not both",
             )),
             (None, None) => Err(FaucetError::config(
-                "source.config",
+                "table",
                 "one of `table` or `query` is required",
             )),
         }
@@ -186,7 +220,14 @@ mod tests {
             "replication_key": ["updated_at", "id"]
         }))
         .expect("parses");
-        ok.validate().expect("valid");
+        let valid = ok.validate().expect("valid");
+        // What validation parsed is kept, for the source to take without parsing again.
+        assert!(
+            matches!(&valid.target, Target::Table(t) if t.to_string() == "public.orders"),
+            "{valid:?}"
+        );
+        assert_eq!(valid.options.get_host(), "h");
+        assert!(!format!("{valid:?}").contains("secret"));
         assert!(!format!("{ok:?}").contains("secret"));
         assert!(ok.warnings().is_empty());
 
@@ -203,37 +244,37 @@ mod tests {
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "t", "replication_method": "incremental"})),
-            "source.config.replication_key"
+            "replication_key"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "t", "replication_key": ["id"]})),
-            "source.config.replication_key"
+            "replication_key"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "a.b.c"})),
-            "source.config.table"
+            "table"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db",
                 "table": "t", "query": "select 1"})),
-            "source.config"
+            "query"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "postgres://h/db", "query": " ; "})),
-            "source.config.query"
+            "query"
         );
         assert_eq!(
             field(serde_json::json!({"connection_url": "nope", "table": "t"})),
-            "source.config.connection_url"
+            "connection_url"
         );
         assert_eq!(
             field(
                 serde_json::json!({"connection_url": "postgres://h/db", "table": "t",
                 "replication_method": "incremental", "replication_key": ["id", "id"]})
             ),
-            "source.config.replication_key[1]"
+            "replication_key[1]"
         );
         let q = parse(serde_json::json!({"connection_url": "postgres://h/db",
             "query": "select * from t", "replication_method": "incremental",

@@ -43,9 +43,9 @@ use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
-pub use config::{PostgresQueryConfig, ReplicationMethod};
+pub use config::{PostgresQueryConfig, ReplicationMethod, ValidatedQueryConfig};
 
-use super::config::{CONNECTOR, connect, parse_url};
+use super::config::{CONNECTOR, connect};
 use config::Target;
 use plan::Plan;
 
@@ -72,20 +72,28 @@ impl PostgresQuerySource {
     /// # Errors
     /// [`FaucetError::Config`] from [`PostgresQueryConfig::validate`].
     pub fn new(config: PostgresQueryConfig) -> Result<Self, FaucetError> {
-        config.validate()?;
-        let options = parse_url(&config.connection_url, "source.config.connection_url")?;
-        let target = config.target()?;
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A source for a config [`PostgresQueryConfig::validate`] accepted (no I/O, nothing
+    /// parsed again).
+    pub fn from_validated(validated: ValidatedQueryConfig) -> Self {
+        let ValidatedQueryConfig {
+            config,
+            options,
+            target,
+        } = validated;
         let warnings = config.warnings();
         for w in &warnings {
             tracing::warn!(source = CONNECTOR, "{w}");
         }
         let warnings = Mutex::new(warnings);
-        Ok(Self {
+        Self {
             config,
             options,
             target,
             warnings,
-        })
+        }
     }
 
     /// The configuration.

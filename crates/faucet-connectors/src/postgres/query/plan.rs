@@ -124,7 +124,7 @@ impl Plan {
                     CONNECTOR,
                     format!(
                         "table {t} does not exist (names are case-sensitive and matched \
-                         exactly; check `source.config.table`)"
+                         exactly; check `table`)"
                     ),
                     None,
                 ));
@@ -158,7 +158,7 @@ impl Plan {
         for (i, c) in columns.iter().enumerate() {
             if columns[..i].iter().any(|p| p.name == c.name) {
                 return Err(FaucetError::config(
-                    "source.config.query",
+                    "query",
                     format!(
                         "returns two columns named `{}`; give them distinct aliases",
                         c.name
@@ -229,7 +229,7 @@ impl Plan {
         for (i, name) in names.iter().enumerate() {
             let Some(idx) = self.column_index(name) else {
                 return Err(FaucetError::config(
-                    format!("source.config.replication_key[{i}]"),
+                    format!("replication_key[{i}]"),
                     format!(
                         "`{name}` is not a column of {} (columns: {})",
                         self.label,
@@ -290,19 +290,20 @@ impl Plan {
     /// Where a read from `from` starts.
     ///
     /// # Errors
-    /// [`FaucetError::State`] when `from` is not a bookmark this configuration made (another
+    /// [`FaucetError::Bookmark`] when `from` is not a bookmark this configuration made (another
     /// method or key); the message says to delete the state entry to start over.
     pub(crate) fn start(&self, from: Option<&Bookmark>) -> Result<Start, FaucetError> {
         let Some(bookmark) = from else {
             return Ok(Start::Beginning);
         };
         let mismatch = |what: &str| {
-            FaucetError::state(
+            FaucetError::bookmark(
                 CONNECTOR,
                 format!(
                     "the stored bookmark {bookmark} {what}; delete the pipeline's state entry \
                      to start over"
                 ),
+                None,
             )
         };
         match self.method {
@@ -549,7 +550,7 @@ mod tests {
             json!(42),
         ] {
             assert!(
-                matches!(p.start(Some(&wrong)), Err(FaucetError::State { .. })),
+                matches!(p.start(Some(&wrong)), Err(FaucetError::Bookmark { .. })),
                 "{wrong}"
             );
         }

@@ -3,11 +3,39 @@
 
 use secrecy::SecretString;
 use serde::Deserialize;
+use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::FaucetError;
 
 use super::nul::NulBytes;
 use crate::postgres::config::{TableName, parse_url, validate_column};
+
+/// A [`PostgresSinkConfig`] that passed [`PostgresSinkConfig::validate`], with what
+/// validation parsed; made only by `validate`, taken by
+/// [`super::PostgresSink::from_validated`], so the config is parsed once.
+#[derive(Clone)]
+pub struct ValidatedSinkConfig {
+    pub(crate) config: PostgresSinkConfig,
+    pub(crate) options: PgConnectOptions,
+    pub(crate) table: TableName,
+}
+
+impl ValidatedSinkConfig {
+    /// The configuration as written.
+    pub fn config(&self) -> &PostgresSinkConfig {
+        &self.config
+    }
+}
+
+impl std::fmt::Debug for ValidatedSinkConfig {
+    /// The config (its URL redacted); the connection options, which hold the password, are
+    /// left out.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatedSinkConfig")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
 
 /// How a [`super::PostgresSink`] writes rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -106,34 +134,40 @@ impl PostgresSinkConfig {
         self
     }
 
-    /// Checks the config without any I/O.
+    /// Checks the config without any I/O, and keeps what checking parsed (the connection
+    /// options, the table name) for [`super::PostgresSink::from_validated`].
     ///
     /// # Errors
-    /// [`FaucetError::Config`] naming the field (`sink.config.<field>`).
-    pub fn validate(&self) -> Result<(), FaucetError> {
-        self.table_name()?;
-        parse_url(&self.connection_url, "sink.config.connection_url")?;
+    /// [`FaucetError::Config`] naming the field relative to this config (`key[1]`; the CLI
+    /// puts `pipeline.sink.config.` before it).
+    pub fn validate(&self) -> Result<ValidatedSinkConfig, FaucetError> {
+        let table = self.table_name()?;
+        let options = parse_url(&self.connection_url, "connection_url")?;
         if self.write_mode == WriteMode::Upsert && self.key.is_empty() {
             return Err(FaucetError::config(
-                "sink.config.key",
+                "key",
                 "is required for `write_mode: upsert`, e.g. `[id]`",
             ));
         }
         for (i, col) in self.key.iter().enumerate() {
-            validate_column(col, &format!("sink.config.key[{i}]"))?;
+            validate_column(col, &format!("key[{i}]"))?;
             if self.key[..i].contains(col) {
                 return Err(FaucetError::config(
-                    format!("sink.config.key[{i}]"),
+                    format!("key[{i}]"),
                     format!("`{col}` is listed twice"),
                 ));
             }
         }
-        Ok(())
+        Ok(ValidatedSinkConfig {
+            config: self.clone(),
+            options,
+            table,
+        })
     }
 
     /// The validated table name.
     pub(crate) fn table_name(&self) -> Result<TableName, FaucetError> {
-        TableName::parse(&self.table, "sink.config.table")
+        TableName::parse(&self.table, "table")
     }
 }
 
@@ -150,7 +184,11 @@ mod tests {
             "key": ["id"]
         }))
         .expect("parses");
-        c.validate().expect("valid");
+        let valid = c.validate().expect("valid");
+        // What validation parsed is kept, for the sink to take without parsing again.
+        assert_eq!(valid.table.to_string(), "public.contact");
+        assert_eq!(valid.options.get_host(), "h");
+        assert!(!format!("{valid:?}").contains("secret"));
         assert!(!c.create_table);
         assert!(!format!("{c:?}").contains("secret"));
         assert!(
@@ -167,18 +205,15 @@ mod tests {
         base.validate().expect("valid");
         let mut c = base.clone();
         c.write_mode = WriteMode::Upsert;
-        assert_eq!(field(c), "sink.config.key");
-        assert_eq!(
-            field(base.clone().upsert(["id", "id"])),
-            "sink.config.key[1]"
-        );
+        assert_eq!(field(c), "key");
+        assert_eq!(field(base.clone().upsert(["id", "id"])), "key[1]");
         assert_eq!(
             field(PostgresSinkConfig::new("postgres://h/db", "x.y.z")),
-            "sink.config.table"
+            "table"
         );
         assert_eq!(
             field(PostgresSinkConfig::new("http://h/db", "t")),
-            "sink.config.connection_url"
+            "connection_url"
         );
     }
 }

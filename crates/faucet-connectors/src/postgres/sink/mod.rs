@@ -35,10 +35,10 @@ use sqlx::postgres::{PgConnectOptions, PgConnection};
 
 use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
-pub use config::{PostgresSinkConfig, WriteMode};
+pub use config::{PostgresSinkConfig, ValidatedSinkConfig, WriteMode};
 pub use nul::NulBytes;
 
-use super::config::{CONNECTOR, TableName, connect, parse_url};
+use super::config::{CONNECTOR, TableName, connect};
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -65,16 +65,24 @@ impl PostgresSink {
     /// # Errors
     /// [`FaucetError::Config`] from [`PostgresSinkConfig::validate`].
     pub fn new(config: PostgresSinkConfig) -> Result<Self, FaucetError> {
-        config.validate()?;
-        let options = parse_url(&config.connection_url, "sink.config.connection_url")?;
-        let table = config.table_name()?;
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A sink for a config [`PostgresSinkConfig::validate`] accepted (no I/O, nothing parsed
+    /// again).
+    pub fn from_validated(validated: ValidatedSinkConfig) -> Self {
+        let ValidatedSinkConfig {
+            config,
+            options,
+            table,
+        } = validated;
         let tokens = table.sibling(token::TOKENS);
-        Ok(Self {
+        Self {
             config,
             options,
             table,
             tokens,
-        })
+        }
     }
 
     /// The configuration.
@@ -99,7 +107,7 @@ impl PostgresSink {
         for (i, k) in self.config.key.iter().enumerate() {
             if !table.columns.contains(k) {
                 return Err(FaucetError::config(
-                    format!("sink.config.key[{i}]"),
+                    format!("key[{i}]"),
                     format!(
                         "`{k}` is not a column of {} (columns: {})",
                         self.table,
@@ -112,7 +120,7 @@ impl PostgresSink {
             && !table::has_unique_key(conn, &self.table, &self.config.key).await?
         {
             return Err(FaucetError::config(
-                "sink.config.key",
+                "key",
                 format!(
                     "upsert needs a primary key or unique index on exactly ({}) of {}; add \
                      one (`ALTER TABLE {} ADD PRIMARY KEY ({})`) or change `key`",

@@ -152,7 +152,7 @@ pub(crate) async fn create(
     for (i, k) in key.iter().enumerate() {
         if !columns.iter().any(|(c, _)| c == k) {
             return Err(FaucetError::config(
-                format!("sink.config.key[{i}]"),
+                format!("key[{i}]"),
                 format!("`{k}` is not a field of the records, so it cannot be the primary key"),
             ));
         }

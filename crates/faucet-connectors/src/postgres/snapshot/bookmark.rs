@@ -241,16 +241,17 @@ impl SnapshotBookmark {
     /// Reads a snapshot bookmark; `Ok(None)` when `b` is not one (a CDC bookmark).
     ///
     /// # Errors
-    /// [`FaucetError::State`] when `b` has a `snapshot` member of the wrong shape, or is an
+    /// [`FaucetError::Bookmark`] when `b` has a `snapshot` member of the wrong shape, or is an
     /// old-shape bookmark stopped between tables (see the module docs).
     pub(crate) fn from_json(b: &Bookmark) -> Result<Option<Self>, FaucetError> {
         let Some(s) = b.get("snapshot") else {
             return Ok(None);
         };
         let bad = || {
-            FaucetError::state(
+            FaucetError::bookmark(
                 CONNECTOR,
                 format!("the stored bookmark {b} is not a replicate snapshot bookmark"),
+                None,
             )
         };
         let slot_lsn = s
@@ -281,7 +282,7 @@ impl SnapshotBookmark {
             Some(v) => Some(strings(v).ok_or_else(bad)?),
         };
         let (Some(table), Some(after_key)) = (table, after_key) else {
-            return Err(FaucetError::state(
+            return Err(FaucetError::bookmark(
                 CONNECTOR,
                 format!(
                     "the stored bookmark {b} was written by an older faucet between two tables \
@@ -290,6 +291,7 @@ impl SnapshotBookmark {
                      drop the slot, delete this pipeline's state entry, empty the target, and \
                      run `faucet replicate` again"
                 ),
+                None,
             ));
         };
         let mut copied = Copied::default();
@@ -346,15 +348,16 @@ pub(crate) fn with_history(mut cdc: Bookmark, copied: &Copied) -> Bookmark {
 /// it has one.
 ///
 /// # Errors
-/// [`FaucetError::State`] when the `replicate` member has the wrong shape.
+/// [`FaucetError::Bookmark`] when the `replicate` member has the wrong shape.
 pub(crate) fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), FaucetError> {
     let Some(history) = b.get(REPLICATE) else {
         return Ok((b.clone(), None));
     };
     let bad = || {
-        FaucetError::state(
+        FaucetError::bookmark(
             CONNECTOR,
             format!("the `replicate` member of the stored bookmark {b} is malformed"),
+            None,
         )
     };
     let copied = Copied::from_json(history.get("tables").ok_or_else(bad)?, &bad)?;
@@ -465,7 +468,7 @@ mod tests {
         let between = json!({"snapshot": {"slot_lsn": "0/10", "done": ["s.a"], "table": null,
                                           "after_key": null}});
         let e = SnapshotBookmark::from_json(&between).expect_err("refused");
-        assert!(matches!(e, FaucetError::State { .. }), "{e}");
+        assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
         assert_eq!(
             SnapshotBookmark::from_json(&json!({"lsn": "0/1"})).expect("ok"),
             None

@@ -19,7 +19,7 @@
 //!   row — refused with [`FaucetError::Read`] if its `after` lacks unchanged TOASTed values;
 //! * `t`: dropped when every range of the table is in the copy, delivered when none is; a
 //!   TRUNCATE between the points of one table's ranges cannot be represented and fails with
-//!   [`FaucetError::State`] naming the table and the fix (rerun from scratch).
+//!   [`FaucetError::Bookmark`] naming the table and the fix (rerun from scratch).
 //!
 //! Which range holds a key is decided by the server, not by Rust: one query per table and
 //! page compares the record keys with the ranges' boundaries as row constructors of the
@@ -108,7 +108,7 @@ impl Filter {
     /// with the bookmark of [`Self::bookmark`].
     ///
     /// # Errors
-    /// [`FaucetError::State`] for a TRUNCATE between a table's points or a primary key that
+    /// [`FaucetError::Bookmark`] for a TRUNCATE between a table's points or a primary key that
     /// changed since the copy; [`FaucetError::Read`] when a record lacks its key columns or
     /// the comparison query fails.
     pub(crate) async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
@@ -213,7 +213,7 @@ impl Filter {
         }
         let op = text(&v[OP]).to_owned();
         if op == "t" {
-            return Err(FaucetError::state(
+            return Err(FaucetError::bookmark(
                 CONNECTOR,
                 format!(
                     "{table} was truncated at {} while its copy was resumed: part of it was \
@@ -222,6 +222,7 @@ impl Filter {
                      entry, empty the target, and run `faucet replicate` again",
                     lsn_text(lsn)
                 ),
+                None,
             ));
         }
         let recorded = t.key.clone();
@@ -229,7 +230,7 @@ impl Filter {
         if let Some(recorded) = recorded
             && recorded != info.names
         {
-            return Err(FaucetError::state(
+            return Err(FaucetError::bookmark(
                 CONNECTOR,
                 format!(
                     "the primary key of {table} is now ({}), but its copy was made in the order \
@@ -237,6 +238,7 @@ impl Filter {
                     info.names.join(", "),
                     recorded.join(", ")
                 ),
+                None,
             ));
         }
         let sides: &[usize] = match op.as_str() {
@@ -417,12 +419,13 @@ async fn load_key(conn: &mut PgConnection, table: &str) -> Result<KeyInfo, Fauce
         )
     })?;
     if rows.is_empty() {
-        return Err(FaucetError::state(
+        return Err(FaucetError::bookmark(
             CONNECTOR,
             format!(
                 "{table} was copied in key ranges, but has no primary key now; rerun the \
                  replicate from scratch"
             ),
+            None,
         ));
     }
     let mut info = KeyInfo {

@@ -34,7 +34,7 @@
 //! **Resuming an interrupted copy.** The exported snapshot dies with the session that held
 //! it, so a run that finds a snapshot bookmark:
 //! 1. checks that the slot still exists and has not confirmed past C (else
-//!    [`FaucetError::State`] with the fix: rerun from scratch);
+//!    [`FaucetError::Bookmark`] with the fix: rerun from scratch);
 //! 2. takes a new snapshot on a TEMPORARY slot (`<slot>_r<hex>`, dropped by the server when
 //!    its session ends, also if the process dies) at a later consistent point C2;
 //! 3. copies inside it only what is missing: the interrupted table after the last key whose
@@ -58,11 +58,11 @@
 //!
 //! Limits (precise):
 //! * A table without a primary key is copied in one pass; its copy cannot continue
-//!   mid-table, so a run interrupted while copying it fails with [`FaucetError::State`]
+//!   mid-table, so a run interrupted while copying it fails with [`FaucetError::Bookmark`]
 //!   ("snapshot interrupted while copying ..., which has no primary key") naming the fix.
 //!   Interrupted before or after it, the copy resumes normally.
 //! * A TRUNCATE of a table committed between the points of its ranges cannot be
-//!   reconciled: [`FaucetError::State`] naming the table and the fix (rerun from scratch).
+//!   reconciled: [`FaucetError::Bookmark`] naming the table and the fix (rerun from scratch).
 //! * Opened without a bookmark, the slot must not exist yet (it is created with the
 //!   snapshot); an existing slot is refused with the fix. The first page after the slot is
 //!   created is an empty one carrying the position, so only a process killed between the
@@ -77,14 +77,13 @@ mod filter;
 mod stream;
 
 use async_trait::async_trait;
-use secrecy::ExposeSecret;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::postgres::cdc::catalog::{self, Wanted};
 use crate::postgres::cdc::client::{ConnectionParams, lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
-use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource};
+use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource, ValidatedCdcConfig};
 
 use bookmark::{Copied, SnapshotBookmark, split_history};
 use export::{ExportedSnapshot, temporary_slot_name};
@@ -109,13 +108,19 @@ impl PostgresReplicateSource {
     /// # Errors
     /// [`FaucetError::Config`] naming the invalid field.
     pub fn new(config: PostgresCdcConfig) -> Result<Self, FaucetError> {
-        let params = ConnectionParams::parse(config.connection_url.expose_secret())?;
-        let tables = config.table_names()?;
-        Ok(Self {
-            cdc: PostgresCdcSource::new(config)?,
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A source for a config [`PostgresCdcConfig::validate`] accepted (no I/O, nothing
+    /// parsed again).
+    pub fn from_validated(validated: ValidatedCdcConfig) -> Self {
+        let params = validated.params.clone();
+        let tables = validated.tables.clone();
+        Self {
+            cdc: PostgresCdcSource::from_validated(validated),
             params,
             tables,
-        })
+        }
     }
 
     /// The configuration.
@@ -192,7 +197,7 @@ impl PostgresReplicateSource {
         position: &SnapshotBookmark,
     ) -> Result<Option<ExportedSnapshot>, FaucetError> {
         if let Some(table) = &position.unkeyed {
-            return Err(FaucetError::state(
+            return Err(FaucetError::bookmark(
                 CONNECTOR,
                 format!(
                     "snapshot interrupted while copying {table}, which has no primary key: its \
@@ -201,12 +206,13 @@ impl PostgresReplicateSource {
                      rerun from scratch. {}",
                     self.rerun()
                 ),
+                None,
             ));
         }
         let slot = &self.cdc.config().slot_name;
         let confirmed = match self.slot_position().await? {
             None => {
-                return Err(FaucetError::state(
+                return Err(FaucetError::bookmark(
                     CONNECTOR,
                     format!(
                         "snapshot interrupted, and replication slot `{slot}` it was made with \
@@ -215,6 +221,7 @@ impl PostgresReplicateSource {
                         lsn_text(position.slot_lsn),
                         self.rerun()
                     ),
+                    None,
                 ));
             }
             Some(c) => c.as_deref().and_then(parse_lsn),
@@ -222,7 +229,7 @@ impl PostgresReplicateSource {
         if let Some(c) = confirmed
             && c > position.slot_lsn
         {
-            return Err(FaucetError::state(
+            return Err(FaucetError::bookmark(
                 CONNECTOR,
                 format!(
                     "snapshot interrupted, and replication slot `{slot}` already confirmed {} \
@@ -232,6 +239,7 @@ impl PostgresReplicateSource {
                     lsn_text(position.slot_lsn),
                     self.rerun()
                 ),
+                None,
             ));
         }
         let pending = self.tables.iter().any(|t| {
@@ -280,7 +288,7 @@ impl Source for PostgresReplicateSource {
     /// member says so.
     ///
     /// # Errors
-    /// [`FaucetError::State`] for an interrupted snapshot that cannot continue (a table
+    /// [`FaucetError::Bookmark`] for an interrupted snapshot that cannot continue (a table
     /// without a primary key was being copied, the slot is gone or moved past the consistent
     /// point) or a malformed bookmark; otherwise as [`PostgresCdcSource::open`], plus
     /// [`FaucetError::Read`] when the slot already exists on a first run.

@@ -191,17 +191,18 @@ impl<'a> ReplicateStream<'a> {
             None => Start::Beginning,
             Some(after) => {
                 let Some(order) = &plan.order else {
-                    return Err(FaucetError::state(
+                    return Err(FaucetError::bookmark(
                         CONNECTOR,
                         format!(
                             "the copy of {table} stopped after key {after:?}, but {table} has no \
                              primary key now; rerun the replicate from scratch"
                         ),
+                        None,
                     ));
                 };
                 let recorded = history.and_then(|h| h.key.as_ref());
                 if recorded.is_some_and(|k| *k != order.names) || after.len() != order.names.len() {
-                    return Err(FaucetError::state(
+                    return Err(FaucetError::bookmark(
                         CONNECTOR,
                         format!(
                             "the copy of {table} stopped after key {after:?} in the order of \
@@ -209,6 +210,7 @@ impl<'a> ReplicateStream<'a> {
                              from scratch",
                             order.names
                         ),
+                        None,
                     ));
                 }
                 Start::After(after.to_vec())
