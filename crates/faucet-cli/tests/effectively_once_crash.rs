@@ -389,14 +389,15 @@ impl CdcWorld {
         );
     }
 
-    /// The LSN of the commit token the sink stored for `scope`, if any.
+    /// The LSN of the commit token the sink stored for state key `scope` (its token scope is
+    /// `<state key> -> <table>`), if any.
     fn token_lsn(&self, scope: &str) -> Option<u64> {
         let tokens = format!("{}.faucet_commit_tokens", self.schema);
         if !table_exists(&tokens) {
             return None;
         }
         let rows: Vec<(Option<String>,)> = query(&format!(
-            "SELECT bookmark->>'lsn' FROM {tokens} WHERE scope = '{scope}'"
+            "SELECT bookmark->>'lsn' FROM {tokens} WHERE split_part(scope, ' -> ', 1) = '{scope}'"
         ));
         rows.into_iter().next()?.0.as_deref().map(lsn_value)
     }

@@ -744,3 +744,45 @@ fn run_on_an_interrupted_replicate_bookmark_says_to_finish_the_replicate() {
     let got = id_v(&dst);
     assert_eq!(got.len(), 5, "{got:?}");
 }
+
+/// Two pipelines of the same `name` (each with its own state store) into two tables of one
+/// schema: the atomic watermark's commit token belongs to a state key *and* a table, so the
+/// second run starts at the beginning instead of re-anchoring at the first table's token
+/// (which skipped everything and never created its table).
+#[test]
+fn the_same_name_into_two_tables_of_one_schema_delivers_each_wholly() {
+    let names = Names::new("tok", "edge_tok_");
+    let (a, b) = (Dir::new(), Dir::new());
+    for (dir, table) in [(&a, "t_a"), (&b, "t_b")] {
+        dir.write("in.csv", "id,v\n1,a\n2,b\n");
+        dir.write(
+            "p.yaml",
+            pipeline(
+                "orders",
+                "{ type: csv, config: { path: ./in.csv, columns: { id: int } } }",
+                &names.pg_sink(table, ""),
+                "  delivery: effectively_once\n",
+            ),
+        );
+    }
+    faucet(&a, &["run", "p.yaml"])
+        .expect_code(0)
+        .stdout_has(&["2 records"]);
+    faucet(&b, &["run", "p.yaml"])
+        .expect_code(0)
+        .stdout_has(&["2 records"]);
+    for table in ["t_a", "t_b"] {
+        assert_eq!(
+            id_v(&names.quoted(table)),
+            vec![(1, "a".to_owned()), (2, "b".to_owned())],
+            "{table}"
+        );
+    }
+    // Reruns move nothing, each from its own state and token.
+    faucet(&a, &["run", "p.yaml"])
+        .expect_code(0)
+        .stdout_has(&["0 records"]);
+    faucet(&b, &["run", "p.yaml"])
+        .expect_code(0)
+        .stdout_has(&["0 records"]);
+}

@@ -338,7 +338,18 @@ async fn the_commit_token_only_moves_forward() {
             "SELECT scope, sequence FROM {schema}.faucet_commit_tokens ORDER BY scope"
         ))
         .await,
-        "orders::eu\t2\norders::us\t8\n"
+        format!("orders::eu -> {table}\t2\norders::us -> {table}\t8\n"),
+        "one token per state key and target table"
+    );
+    // The same state key into another table of the schema has no token yet: a run there
+    // must not re-anchor at this table's pages.
+    db.exec("CREATE TABLE t2 (id bigint PRIMARY KEY, v text)")
+        .await;
+    let other = upsert_sink(&db.table("t2"), &["id"]);
+    let mut w2 = other.open().await.expect("open t2");
+    assert_eq!(
+        w2.last_committed_token("orders::eu").await.expect("read"),
+        None
     );
     db.drop().await;
 }

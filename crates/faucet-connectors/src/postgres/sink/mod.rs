@@ -391,7 +391,8 @@ async fn transaction(
         }
     }
     if let Some((scope, token)) = token {
-        token::advance(&mut tx, &sink.tokens, scope, token).await?;
+        let scope = token::scope(scope, &sink.table);
+        token::advance(&mut tx, &sink.tokens, &scope, token).await?;
     }
     tx.commit()
         .await
@@ -447,6 +448,7 @@ impl SinkWriter for PostgresSinkWriter<'_> {
         scope: &str,
     ) -> Result<Option<CommitToken>, FaucetError> {
         let tokens = self.sink.tokens.clone();
-        token::last(self.conn()?, &tokens, scope).await
+        let scope = token::scope(scope, &self.sink.table);
+        token::last(self.conn()?, &tokens, &scope).await
     }
 }

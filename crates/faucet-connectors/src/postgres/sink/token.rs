@@ -1,6 +1,12 @@
 //! The commit token table of the atomic watermark (DESIGN.md, "commit token"): one row per
-//! scope (state key) in `faucet_commit_tokens`, beside the target table, written in the same
-//! transaction as a page's rows. The stored sequence only moves forward.
+//! scope in `faucet_commit_tokens`, beside the target table, written in the same transaction
+//! as a page's rows. The stored sequence only moves forward.
+//!
+//! The scope is the state key *and* the target table ([`scope`]: `orders::eu -> shop.orders`):
+//! two pipelines of the same name writing to two tables of one schema each have their own
+//! token, so a run never re-anchors at a token another table's pages committed (which would
+//! skip, in this table, everything before it). Tokens stored under the bare state key by
+//! earlier versions are not read: such a run resumes from its state store's bookmark.
 //!
 //! ```sql
 //! CREATE TABLE faucet_commit_tokens (
@@ -21,6 +27,11 @@ use crate::postgres::config::{CONNECTOR, TableName};
 
 /// The token table's name, in the target's schema.
 pub(crate) const TOKENS: &str = "faucet_commit_tokens";
+
+/// The token scope of pages under `state_key` into `target`.
+pub(crate) fn scope(state_key: &str, target: &TableName) -> String {
+    format!("{state_key} -> {target}")
+}
 
 /// Creates the token table when missing.
 ///
