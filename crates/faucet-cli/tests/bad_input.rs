@@ -211,6 +211,44 @@ fn missing_config_file_is_named() {
         .stderr_has(&["faucet.yaml"]);
 }
 
+/// A YAML syntax error names the line and column but shows no text of the file: the lines
+/// around it may hold a password (with a `"` in it, or cut short before its `@`).
+#[test]
+fn a_yaml_syntax_error_shows_no_line_of_the_file() {
+    for (secret, broken) in [
+        (
+            "Tr0ub4dor3\\\"x",
+            "  state: { type: redis, config: { url: \"redis://:Tr0ub4dor3\\\"x@r.example:6379/\", prefix: [\n",
+        ),
+        (
+            "Tr0ub4dorLongPassw0rd",
+            "  state: { type: redis, config: { url: \"redis://:Tr0ub4dorLongPassw0rd@r.example:6379/\" } }\n  sink: [\n",
+        ),
+    ] {
+        let dir = setup(&format!(
+            "version: 1\npipeline:\n  source: {{ type: csv, config: {{ path: ./in.csv }} }}\n{broken}"
+        ));
+        for args in [
+            &["validate", "p.yaml"][..],
+            &["run", "p.yaml"],
+            &["doctor", "p.yaml", "--json"],
+        ] {
+            let run = dir.faucet(args);
+            let shown = format!("{}{}", run.stdout, run.stderr);
+            assert!(
+                shown.contains("is not valid YAML") && shown.contains("at line"),
+                "{args:?}: {shown}"
+            );
+            for part in ["Tr0ub4", "r.example", "prefix"] {
+                assert!(
+                    !shown.contains(part),
+                    "{args:?} shows {part:?} of {secret:?}: {shown}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn bad_yaml_and_bad_versions() {
     let dir = setup("version: 1\npipeline: { source: [\n");

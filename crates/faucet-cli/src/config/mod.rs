@@ -278,7 +278,8 @@ fn parse_yaml(text: &str, path: &Path) -> Result<Value, FaucetError> {
 }
 
 /// A YAML error for people: a duplicate key and a budget breach in our words, with the line;
-/// anything else as the parser says it (with its snippet).
+/// anything else as the parser says it, with the line and column but without its snippet of
+/// the file (which may hold a password).
 fn yaml_error(path: &Path, e: &serde_saphyr::Error) -> String {
     use serde_saphyr::Error as E;
     use serde_saphyr::budget::BudgetBreach as B;
@@ -320,7 +321,22 @@ fn yaml_error(path: &Path, e: &serde_saphyr::Error) -> String {
             };
             format!("{file}{at}: refused, it holds {why}")
         }
-        _ => format!("{file} is not valid YAML: {e}"),
+        // The parser's snippet would quote the lines around the error, secrets included:
+        // name the line and column, never the text.
+        _ => {
+            let message = inner.to_string();
+            let message = message.lines().next().unwrap_or_default();
+            let at = match inner.location() {
+                Some(l) if !message.contains("at line") => {
+                    format!(" at line {}, column {}", l.line(), l.column())
+                }
+                _ => String::new(),
+            };
+            format!(
+                "{file} is not valid YAML: {message}{at} (the line is not shown: it may hold a \
+                 secret)"
+            )
+        }
     }
 }
 
