@@ -144,6 +144,26 @@ mod sink_identity {
         assert_eq!(ids(&dir.jsonl("out_b.jsonl")), vec![1, 2, 3, 4, 5]);
     }
 
+    /// A first run that failed before persisting a page (a missing source file) delivered
+    /// nothing: pointing the pipeline at another sink then is no reason to refuse.
+    #[test]
+    fn a_run_that_delivered_nothing_does_not_tie_the_key_to_its_sink() {
+        let dir = Dir::new();
+        dir.write("a.yaml", pipeline("./out_a.jsonl"));
+        dir.faucet(&["run", "a.yaml"])
+            .expect_code(1)
+            .stderr_has(&["data.csv"]);
+        dir.write("data.csv", numbered_csv(1, 3, true));
+        dir.write("a.yaml", pipeline("./out_b.jsonl"));
+        dir.faucet(&["run", "a.yaml"]).expect_code(0);
+        assert_eq!(ids(&dir.jsonl("out_b.jsonl")), vec![1, 2, 3]);
+        // From then on the key belongs to out_b.
+        dir.write("a.yaml", pipeline("./out_a.jsonl"));
+        dir.faucet(&["run", "a.yaml"])
+            .expect_code(1)
+            .stderr_has(&["out_b.jsonl`", "out_a.jsonl`"]);
+    }
+
     #[test]
     fn the_same_sink_from_another_directory_resumes() {
         let dir = Dir::new();

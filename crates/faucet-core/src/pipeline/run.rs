@@ -61,7 +61,12 @@ async fn run_leased(
     let started_before = stored.is_some();
     let target = p.sink.target();
     let recorded = stored.as_ref().and_then(|e| e.sink.clone());
-    entry::check_sink(p.state.name(), key, recorded.as_deref(), target.as_deref())?;
+    // Only a bookmark ties the entry to its sink: an entry whose runs persisted no page
+    // (`null`, e.g. a first run that failed) delivered nothing a new sink could miss.
+    let delivered = stored.as_ref().is_some_and(|e| !e.bookmark.is_null());
+    if delivered {
+        entry::check_sink(p.state.name(), key, recorded.as_deref(), target.as_deref())?;
+    }
     let stored = stored.map(|e| e.bookmark).filter(|b| !b.is_null());
     let mut writer = p.sink.open().await?;
     let atomic =
@@ -79,7 +84,10 @@ async fn run_leased(
     {
         refuse_lost_bookmark(p, writer.as_mut(), key).await?;
     }
-    if !started_before || (recorded.is_none() && target.is_some()) {
+    if !started_before
+        || (recorded.is_none() && target.is_some())
+        || (!delivered && recorded != target)
+    {
         let at = stored.unwrap_or(Bookmark::Null);
         lease
             .put(key, &entry::encode(&at, target.as_deref()))
