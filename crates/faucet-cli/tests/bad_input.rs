@@ -588,6 +588,23 @@ fn shell_habits_in_paths_are_named_or_expanded() {
         }
         assert_no_output(&dir);
     }
+    // An empty variable in front of a path moves it: `${env:DIR}/out.jsonl` would write at
+    // the file system's root, `./${env:SUB}` into the config's directory.
+    for yaml in [
+        csv_pipeline("p", "").replace("./out/data.jsonl", "\"${env:FAUCET_T_EMPTY}/out.jsonl\""),
+        csv_pipeline(
+            "p",
+            "  state: { type: file, config: { path: \"./${env:FAUCET_T_EMPTY}\" } }\n",
+        ),
+    ] {
+        let dir = setup(&yaml);
+        for cmd in ["validate", "run"] {
+            dir.faucet_env(&[cmd, "p.yaml"], &[("FAUCET_T_EMPTY", "")])
+                .expect_code(2)
+                .stderr_has(&["config.path`", "would be `", "`FAUCET_T_EMPTY`"]);
+        }
+        assert_no_output(&dir);
+    }
 
     let dir = setup(&format!(
         "{}matrix:\n  - {{ id: \"\" }}\n",

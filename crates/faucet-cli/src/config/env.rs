@@ -125,13 +125,25 @@ pub(crate) fn interpolate(tree: &mut Value, env: &Env, path: &str) -> Result<(),
             if s.contains("${") {
                 let (value, names) =
                     interpolate_str(s, env).map_err(|m| FaucetError::config(display(path), m))?;
-                if is_path && value.is_empty() {
+                // An empty variable in a path changes where it points (`${env:DIR}/out`
+                // becomes `/out`, at the file system's root; `./${env:SUB}` the config's
+                // directory) or empties it: an error, never a silent other place.
+                let empty: Vec<&String> = names
+                    .iter()
+                    .filter(|n| matches!(env.get(n), Ok(Some(v)) if v.is_empty()))
+                    .collect();
+                if is_path && !empty.is_empty() {
+                    let what = if value.is_empty() {
+                        "is empty".to_owned()
+                    } else {
+                        format!("would be `{}`", crate::output::clip(&value))
+                    };
                     return Err(FaucetError::config(
                         display(path),
                         format!(
-                            "is empty: {} set to an empty value; a path must name a file or \
-                             directory",
-                            names
+                            "{what}: {} set to an empty value; set it, or remove it from the \
+                             path",
+                            empty
                                 .iter()
                                 .map(|n| format!("`{n}` is"))
                                 .collect::<Vec<_>>()
