@@ -359,6 +359,35 @@ fn names_over_63_bytes_are_refused_before_anything_is_created() {
         "the table was left behind"
     );
 
+    // Names no column can have: empty (a header cell left blank) or holding U+0000 (a JSON
+    // key): refused naming the field, before the table exists.
+    dir.write("blank.csv", "id,\n1,a\n");
+    dir.write("nul.jsonl", "{\"id\":1,\"a\\u0000b\":2}\n");
+    for (file, source, needle) in [
+        (
+            "blank",
+            "{ type: csv, config: { path: ./blank.csv } }",
+            "empty name",
+        ),
+        (
+            "nul",
+            "{ type: jsonl, config: { path: ./nul.jsonl } }",
+            "holds U+0000",
+        ),
+    ] {
+        dir.write(
+            &format!("{file}.yaml"),
+            pipeline(&format!("edge{file}"), source, &sink(file, ""), ""),
+        );
+        faucet(&dir, &["run", &format!("{file}.yaml")])
+            .expect_code(1)
+            .stderr_has(&[needle, "rename the field"]);
+        assert!(
+            !crate::support::pg::table_exists(&names.quoted(file)),
+            "{file}: the table was left behind"
+        );
+    }
+
     dir.write("fits.csv", format!("id,{fits}\n1,a\n"));
     dir.write(
         "fits.yaml",

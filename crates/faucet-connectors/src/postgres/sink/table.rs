@@ -177,13 +177,32 @@ pub(crate) async fn create(
     load(conn, name).await
 }
 
-/// Checks that the records' field `field` fits a PostgreSQL column name: at most
+/// Checks that the records' field `field` can be a PostgreSQL column name: 1 to
 /// [`MAX_IDENT_BYTES`] bytes (longer names are truncated by the server, so the column would
-/// not match the field). Done before anything is created.
+/// not match the field) without U+0000 (which no identifier can hold). Done before anything
+/// is created.
 ///
 /// # Errors
-/// [`FaucetError::Data`] at `<table>, field <field>` naming its byte length and the limit.
+/// [`FaucetError::Data`] at `<table>, field <field>` naming what is wrong and the fix.
 pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), FaucetError> {
+    let fix = "rename the field in the source (a header cell, a JSON key, a column alias in a \
+               `query`), nothing was created";
+    if field.is_empty() {
+        return Err(FaucetError::data(
+            CONNECTOR,
+            format!("{table}, field \"\""),
+            format!("a field has an empty name, which no PostgreSQL column can have; {fix}"),
+        ));
+    }
+    if field.contains('\0') {
+        return Err(FaucetError::data(
+            CONNECTOR,
+            format!("{table}, field {:?}", field),
+            format!(
+                "field {field:?} holds U+0000, which no PostgreSQL column name can hold; {fix}"
+            ),
+        ));
+    }
     if field.len() <= MAX_IDENT_BYTES {
         return Ok(());
     }
