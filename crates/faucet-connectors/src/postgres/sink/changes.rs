@@ -23,6 +23,7 @@ use faucet_core::value::Row;
 use faucet_core::{FaucetError, Page, Value};
 
 use super::encode::write_copy_value;
+use super::nul::{NulBytes, cleaned, holds_nul};
 use crate::postgres::config::CONNECTOR;
 
 /// The final operation on one key.
@@ -90,10 +91,14 @@ pub(crate) fn collapse<'a>(
     key: &[String],
     target: &str,
     source_table: &mut Option<String>,
+    nul: NulBytes,
 ) -> Result<Collapsed<'a>, FaucetError> {
     let mut out = Collapsed::default();
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-    let mut scratch = Vec::new();
+    let mut scratch = KeyIds {
+        scratch: Vec::new(),
+        nul,
+    };
     let fields = change_fields(page);
     for (row_no, row) in page.rows().enumerate() {
         let values = row.values();
@@ -213,14 +218,26 @@ fn key_values<'a>(columns: &[(&str, &'a Value)], key: &[String]) -> Result<Vec<&
         .collect()
 }
 
-/// The key's identity for collapsing: its COPY text (types and all).
-fn key_text(scratch: &mut Vec<u8>, key: &[&Value]) -> Vec<u8> {
+/// Key identities for collapsing, as the target will hold them.
+struct KeyIds {
+    scratch: Vec<u8>,
+    /// The sink's U+0000 policy: keys that differ only by U+0000 are one key once it is
+    /// stripped or replaced (`x\0` and `x` under `strip`).
+    nul: NulBytes,
+}
+
+/// The key's identity for collapsing: its COPY text (types and all), after the NUL policy.
+fn key_text(ids: &mut KeyIds, key: &[&Value]) -> Vec<u8> {
     let mut out = Vec::new();
     for (i, v) in key.iter().enumerate() {
         if i > 0 {
             out.push(b'\t');
         }
-        write_copy_value(&mut out, v, scratch);
+        if ids.nul != NulBytes::Fail && holds_nul(v) {
+            write_copy_value(&mut out, &cleaned(v, ids.nul), &mut ids.scratch);
+        } else {
+            write_copy_value(&mut out, v, &mut ids.scratch);
+        }
     }
     out
 }
@@ -228,7 +245,7 @@ fn key_text(scratch: &mut Vec<u8>, key: &[&Value]) -> Vec<u8> {
 fn delete<'a>(
     out: &mut Collapsed<'a>,
     index: &mut HashMap<Vec<u8>, usize>,
-    scratch: &mut Vec<u8>,
+    scratch: &mut KeyIds,
     key: Vec<&'a Value>,
     row: usize,
 ) {
@@ -246,7 +263,7 @@ fn delete<'a>(
 fn upsert<'a>(
     out: &mut Collapsed<'a>,
     index: &mut HashMap<Vec<u8>, usize>,
-    scratch: &mut Vec<u8>,
+    scratch: &mut KeyIds,
     key: Vec<&'a Value>,
     mut columns: Vec<(&'a str, &'a Value)>,
     unchanged: &[&str],
@@ -365,7 +382,7 @@ mod tests {
         b.push_row(change("c", Value::Null, device(3, "c-new", 2), &[]));
         let page = b.finish(None);
         let mut seen = None;
-        let c = collapse(&page, &["id".into()], "t", &mut seen).expect("collapse");
+        let c = collapse(&page, &["id".into()], "t", &mut seen, NulBytes::Fail).expect("collapse");
         assert!(!c.truncate);
         assert_eq!(
             summary(&c),
@@ -377,6 +394,26 @@ mod tests {
             ]
         );
         assert_eq!(seen.as_deref(), Some("public.device"));
+    }
+
+    #[test]
+    fn keys_that_differ_only_by_nul_are_one_key_once_it_is_stripped() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Text),
+            Field::new("v", DataType::Text),
+        ]));
+        let mut b = PageBuilder::new(schema, 2);
+        b.push_row([Value::Text("x\0".into()), Value::Text("a".into())]);
+        b.push_row([Value::Text("x".into()), Value::Text("b".into())]);
+        let page = b.finish(None);
+        for (policy, slots) in [
+            (NulBytes::Fail, 2),
+            (NulBytes::Strip, 1),
+            (NulBytes::Replace, 2),
+        ] {
+            let c = collapse(&page, &["id".into()], "t", &mut None, policy).expect("collapse");
+            assert_eq!(c.slots.len(), slots, "{policy:?}");
+        }
     }
 
     #[test]
@@ -402,7 +439,7 @@ mod tests {
             &["name"],
         ));
         let page = b.finish(None);
-        let c = collapse(&page, &["id".into()], "t", &mut None).expect("collapse");
+        let c = collapse(&page, &["id".into()], "t", &mut None, NulBytes::Fail).expect("collapse");
         assert!(c.truncate);
         assert_eq!(
             summary(&c),
@@ -425,7 +462,7 @@ mod tests {
             b.push_row([Value::Int(id), Value::Text(phone.into())]);
         }
         let page = b.finish(None);
-        let c = collapse(&page, &["id".into()], "t", &mut None).expect("collapse");
+        let c = collapse(&page, &["id".into()], "t", &mut None, NulBytes::Fail).expect("collapse");
         let got: Vec<(usize, String)> = c
             .slots
             .iter()
@@ -438,7 +475,8 @@ mod tests {
             })
             .collect();
         assert_eq!(got, vec![(4, "555".to_owned()), (3, "444".to_owned())]);
-        let err = collapse(&page, &["nope".into()], "t", &mut None).expect_err("no key");
+        let err =
+            collapse(&page, &["nope".into()], "t", &mut None, NulBytes::Fail).expect_err("no key");
         assert!(err.to_string().contains("page row 1"), "{err}");
     }
 
@@ -449,7 +487,7 @@ mod tests {
         let page = b.finish(None);
         let mut seen = Some("public.other".to_owned());
         assert!(matches!(
-            collapse(&page, &["id".into()], "t", &mut seen),
+            collapse(&page, &["id".into()], "t", &mut seen, NulBytes::Fail),
             Err(FaucetError::Data { .. })
         ));
     }

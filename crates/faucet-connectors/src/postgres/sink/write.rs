@@ -345,7 +345,7 @@ pub(crate) async fn upsert(
     source_table: &mut Option<String>,
 ) -> Result<(), FaucetError> {
     let label = target.name.to_string();
-    let collapsed = collapse(page, target.key, &label, source_table)?;
+    let collapsed = collapse(page, target.key, &label, source_table, target.nul)?;
     let quoted = target.name.quoted();
     if collapsed.truncate {
         conn.execute(format!("TRUNCATE {quoted}").as_str())
