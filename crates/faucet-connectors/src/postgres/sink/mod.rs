@@ -182,6 +182,7 @@ impl Sink for PostgresSink {
             table,
             stage_ready: false,
             tokens_ready: false,
+            created_here: false,
             source_table: None,
             bufs: Buffers::default(),
         };
@@ -251,6 +252,10 @@ struct PostgresSinkWriter<'a> {
     table: Option<TargetTable>,
     stage_ready: bool,
     tokens_ready: bool,
+    /// Whether this writer created the target and has not committed a page into it yet: a
+    /// failure then drops the (still empty) table again, so a refused first page leaves no
+    /// table behind.
+    created_here: bool,
     /// The `table` of the change records written so far.
     source_table: Option<String>,
     bufs: Buffers,
@@ -292,6 +297,7 @@ impl PostgresSinkWriter<'_> {
             let name = self.sink.table.clone();
             let apply_changes = self.sink.config.write_mode == WriteMode::Upsert;
             let created = table::create(self.conn()?, &name, page, &key, apply_changes).await?;
+            self.created_here = created.is_some();
             if let Some(t) = &created {
                 let sink = self.sink;
                 sink.verify(self.conn()?, t).await?;
@@ -299,6 +305,24 @@ impl PostgresSinkWriter<'_> {
             self.table = created;
         }
         self.ensure_stage().await
+    }
+
+    /// After a failed first page into a table this writer created: drops the table if it is
+    /// still empty (under an exclusive lock, so no other writer's rows can be lost), and
+    /// forgets it, so the next page creates it again. Best effort: a failure is logged.
+    async fn undo_create(&mut self) {
+        if !std::mem::take(&mut self.created_here) {
+            return;
+        }
+        let name = self.sink.table.clone();
+        self.table = None;
+        self.stage_ready = false;
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        if let Err(e) = table::drop_if_empty(conn, &name).await {
+            tracing::warn!(table = %name, error = %e, "could not drop the table created for a page that failed");
+        }
     }
 
     /// Writes `page` (and the token) in one transaction.
@@ -312,8 +336,11 @@ impl PostgresSinkWriter<'_> {
             token::ensure(self.conn()?, &tokens).await?;
             self.tokens_ready = true;
         }
-        if !page.is_empty() {
-            self.ensure_table(page).await?;
+        if !page.is_empty()
+            && let Err(e) = self.ensure_table(page).await
+        {
+            self.undo_create().await;
+            return Err(e);
         }
         self.conn()?;
         let sink = self.sink;
@@ -346,7 +373,16 @@ impl PostgresSinkWriter<'_> {
         {
             *conn = None;
         }
-        result.map_err(|f| f.error)
+        match result {
+            Ok(()) => {
+                self.created_here = false;
+                Ok(())
+            }
+            Err(failure) => {
+                self.undo_create().await;
+                Err(failure.error)
+            }
+        }
     }
 }
 

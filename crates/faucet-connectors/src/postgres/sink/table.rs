@@ -218,6 +218,35 @@ pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), Fau
     ))
 }
 
+/// Drops `name` if it holds no row, taking an exclusive lock first (without waiting: a table
+/// another session is using is left alone), in its own transaction.
+///
+/// # Errors
+/// [`FaucetError::Write`] when a statement fails (a lock not granted at once included).
+pub(crate) async fn drop_if_empty(
+    conn: &mut PgConnection,
+    name: &TableName,
+) -> Result<(), FaucetError> {
+    let quoted = name.quoted();
+    let err = |e| write_err(format!("cannot drop the empty table {name}"), e);
+    let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(err)?;
+    tx.execute(format!("LOCK TABLE {quoted} IN ACCESS EXCLUSIVE MODE NOWAIT").as_str())
+        .await
+        .map_err(err)?;
+    let any: bool = sqlx::query_scalar(&format!("SELECT EXISTS (SELECT 1 FROM {quoted})"))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(err)?;
+    if !any {
+        tx.execute(format!("DROP TABLE {quoted}").as_str())
+            .await
+            .map_err(err)?;
+        tracing::info!(table = %name, "dropped the table created for a page that failed");
+    }
+    tx.commit().await.map_err(err)?;
+    Ok(())
+}
+
 /// Creates the session's staging table: the target's columns and types, no constraints
 /// (`CREATE TEMP TABLE ... AS SELECT * FROM target WITH NO DATA`), emptied at every commit.
 ///
