@@ -512,22 +512,35 @@ pub(crate) fn killed_at_random_instants(scenario: &Scenario) {
     } else {
         3
     };
-    let dir = tempfile::tempdir().expect("tempdir");
-    scenario.prepare(dir.path());
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut interrupted = 0;
-    for _ in 0..rounds {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        if kill_after(dir.path(), Duration::from_millis(20 + seed % 400)) {
-            interrupted += 1;
+    // On a fast, quiet machine a whole run can end before the first kill instant (the rest
+    // then have nothing left to interrupt): start over from scratch with the instants
+    // scaled down until at least one kill lands mid-run.
+    let mut scale = 1;
+    let dir = loop {
+        let dir = tempfile::tempdir().expect("tempdir");
+        scenario.prepare(dir.path());
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut interrupted = 0;
+        for _ in 0..rounds {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let delay = Duration::from_millis((20 + seed % 400) / scale);
+            if kill_after(dir.path(), delay) {
+                interrupted += 1;
+            }
         }
-    }
-    assert!(
-        interrupted > 0,
-        "no kill landed while a run was in progress"
-    );
+        if interrupted > 0 {
+            break dir;
+        }
+        assert!(
+            scale < 27,
+            "no kill landed while a run was in progress, even at 1/{scale} of the instants; \
+             the runs said:\n{}",
+            std::fs::read_to_string(dir.path().join("kill.err")).unwrap_or_default()
+        );
+        scale *= 3;
+    };
     run_to_completion(dir.path());
     scenario.check("after SIGKILLs at random instants");
 }
@@ -535,17 +548,36 @@ pub(crate) fn killed_at_random_instants(scenario: &Scenario) {
 /// Starts `faucet run --quiet` in `dir`, SIGKILLs it after `delay` (no destructor, no flush)
 /// and reaps it. Returns whether it was still running when killed.
 pub(crate) fn kill_after(dir: &Path, delay: Duration) -> bool {
+    // Each run's stderr is appended to `kill.err` in `dir`, for the failure message.
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("kill.err"))
+        .expect("kill.err");
+    let started = std::time::Instant::now();
     let mut child = faucet()
         .args(["run", "--quiet"])
         .current_dir(dir)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(err)
         .spawn()
         .expect("spawn faucet");
     std::thread::sleep(delay);
-    let running = matches!(child.try_wait(), Ok(None));
+    let status = child.try_wait();
+    let running = matches!(status, Ok(None));
     let _ = child.kill();
     let _ = child.wait();
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .append(true)
+        .open(dir.join("kill.err"))
+    {
+        use std::io::Write as _;
+        let _ = writeln!(
+            f,
+            "-- kill after {delay:?} (spawned {:?} before): {status:?}",
+            started.elapsed()
+        );
+    }
     running
 }
 
