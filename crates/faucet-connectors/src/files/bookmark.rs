@@ -38,7 +38,8 @@ pub struct FileBookmark {
 /// is within the first window). Resuming recomputes both on the file as it is now; any
 /// difference means the bookmark was made for other content and the resume is refused.
 ///
-/// Cost: two reads of at most `window_bytes` (64 KiB) per page and per resume, whatever the
+/// Cost: one read of at most `window_bytes` (64 KiB) per page (the head window is read once
+/// per stream) and two per resume, whatever the
 /// file's size. Bytes between the two windows are not covered: a file rewritten in place
 /// with the same length up to the offset, same first and last 64 KiB and different bytes in
 /// between is not detected (nor is it by any check short of hashing the whole prefix).
@@ -66,8 +67,22 @@ impl Fingerprint {
     /// The I/O error of a failed read, `UnexpectedEof` when the file is shorter than
     /// `offset`.
     pub(crate) fn of(file: &mut File, offset: u64, window_bytes: u64) -> std::io::Result<Self> {
+        Self::with_head(file, offset, window_bytes, None)
+    }
+
+    /// As [`Fingerprint::of`], with the hash of a full head window (`offset >=
+    /// window_bytes`) already known: only the tail is read.
+    fn with_head(
+        file: &mut File,
+        offset: u64,
+        window_bytes: u64,
+        full_head: Option<&str>,
+    ) -> std::io::Result<Self> {
         let len = offset.min(window_bytes);
-        let head_sha256 = hash_range(file, 0, len)?;
+        let head_sha256 = match full_head {
+            Some(h) if len == window_bytes => h.to_owned(),
+            _ => hash_range(file, 0, len)?,
+        };
         let tail_sha256 = if len == offset {
             head_sha256.clone()
         } else {
@@ -94,17 +109,22 @@ fn hash_range(file: &mut File, start: u64, len: u64) -> std::io::Result<String> 
         hasher.update(&buf[..want]);
         left -= want as u64;
     }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = hasher.finalize();
+    let mut out = String::with_capacity(digest.len() * 2);
+    for b in digest {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    Ok(out)
 }
 
 /// A second handle on a source's file, for fingerprinting the bookmark after each page
-/// without moving the reader's position.
+/// without moving the reader's position. The hash of the first full window is read once per
+/// stream: past it, each page reads only its tail window.
 pub(crate) struct ContentProbe {
     file: File,
+    full_head: Option<String>,
 }
 
 impl ContentProbe {
@@ -114,7 +134,10 @@ impl ContentProbe {
     /// [`FaucetError::Read`] when it cannot be opened.
     pub(crate) fn open(connector: &str, path: &Path) -> Result<Self, FaucetError> {
         let file = File::open(path).map_err(|e| read_error(connector, path, "cannot open", e))?;
-        Ok(Self { file })
+        Ok(Self {
+            file,
+            full_head: None,
+        })
     }
 
     /// The fingerprint of the first `offset` bytes.
@@ -127,8 +150,17 @@ impl ContentProbe {
         path: &Path,
         offset: u64,
     ) -> Result<Fingerprint, FaucetError> {
-        Fingerprint::of(&mut self.file, offset, FINGERPRINT_WINDOW)
-            .map_err(|e| read_error(connector, path, "cannot fingerprint", e))
+        let f = Fingerprint::with_head(
+            &mut self.file,
+            offset,
+            FINGERPRINT_WINDOW,
+            self.full_head.as_deref(),
+        )
+        .map_err(|e| read_error(connector, path, "cannot fingerprint", e))?;
+        if offset >= FINGERPRINT_WINDOW && self.full_head.is_none() {
+            self.full_head = Some(f.head_sha256.clone());
+        }
+        Ok(f)
     }
 }
 
@@ -380,4 +412,40 @@ pub(crate) fn read_error(
         format!("{what} {}", path.display()),
         Some(Box::new(e)),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    #[test]
+    fn fingerprints_are_sha256_of_the_windows_and_the_probe_reuses_a_full_head() {
+        let mut tmp = tempfile::NamedTempFile::new().expect("temp file");
+        tmp.write_all(b"abcdef").expect("write");
+        let mut file = File::open(tmp.path()).expect("open");
+        // SHA-256("abc"), the FIPS 180-2 example.
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        let f = Fingerprint::of(&mut file, 3, 3).expect("fingerprint");
+        assert_eq!((f.head_sha256.as_str(), f.tail_sha256.as_str()), (abc, abc));
+        // Offset 6, window 3: head "abc", tail "def".
+        let f = Fingerprint::of(&mut file, 6, 3).expect("fingerprint");
+        assert_eq!(f.head_sha256, abc);
+        assert_ne!(f.tail_sha256, abc);
+
+        let mut probe = ContentProbe::open("csv", tmp.path()).expect("probe");
+        let big = vec![b'x'; (FINGERPRINT_WINDOW * 2) as usize];
+        tmp.write_all(&big).expect("grow");
+        let first = probe
+            .fingerprint("csv", tmp.path(), FINGERPRINT_WINDOW + 10)
+            .expect("first");
+        let later = probe
+            .fingerprint("csv", tmp.path(), FINGERPRINT_WINDOW * 2)
+            .expect("later");
+        let fresh =
+            Fingerprint::of(&mut file, FINGERPRINT_WINDOW * 2, FINGERPRINT_WINDOW).expect("fresh");
+        assert_eq!(first.head_sha256, later.head_sha256);
+        assert_eq!(later, fresh, "the cached head equals a fresh read");
+    }
 }
