@@ -457,14 +457,14 @@ fn parse_object(text: &[u8], has_newline: bool) -> Result<Vec<(String, Value)>, 
         Err(_) => return Err(not_an_object(text, has_newline)),
     };
     let mut seen = std::collections::HashSet::with_capacity(members.len());
+    if let Some((key, _)) = members.iter().find(|(k, _)| !seen.insert(k.as_str())) {
+        return Err(format!(
+            "the key `{key}` appears twice in this object; a record's keys must be unique \
+             (fix the line: keeping either value would change the data)"
+        ));
+    }
     let mut out = Vec::with_capacity(members.len());
     for (key, raw) in members {
-        if !seen.insert(key.clone()) {
-            return Err(format!(
-                "the key `{key}` appears twice in this object; a record's keys must be unique \
-                 (fix the line: keeping either value would change the data)"
-            ));
-        }
         let t = raw.get();
         let bad = |e: serde_json::Error| format!("`{key}`: {e}");
         // The raw text is valid JSON already: scalars are read straight into values.
@@ -511,7 +511,8 @@ fn to_value(v: serde_json::Value) -> Value {
         serde_json::Value::Null => Value::Null,
         serde_json::Value::Bool(b) => Value::Bool(b),
         serde_json::Value::Number(n) => match n.as_i64() {
-            Some(i) if !is_negative_zero(&n) => Value::Int(i),
+            // Only a zero can be `-0`: other integers are not formatted again to ask.
+            Some(i) if i != 0 || !is_negative_zero(&n) => Value::Int(i),
             _ => {
                 let text = n.to_string();
                 // serde_json only accepts JSON numbers, which `Value::numeric` accepts too.
