@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::postgres_connectors::{cdc_fixture, cdc_pipeline, drop_cdc};
-use crate::support::pg::unique_suffix;
+use crate::postgres_connectors::{cdc_fixture, cdc_pipeline};
+use crate::support::pg::{CdcObjectsGuard, unique_suffix};
 use crate::support::{Dir, Run, faucet_command, pg_url, runtime};
 
 /// Commits per second of the writer, and for how long.
@@ -30,6 +30,11 @@ fn a_steady_trickle_is_delivered_within_the_page_delay_while_the_writer_runs() {
     );
     let rt = runtime();
     let pool = rt.block_on(cdc_fixture(&schema, &slot, &publication));
+    let _cleanup = CdcObjectsGuard {
+        slot: slot.clone(),
+        publication: publication.clone(),
+        schema: schema.clone(),
+    };
     let dir = Dir::new();
     // Default batch_size (10,000) and max_page_delay: only the delay can hand pages over.
     let pipeline =
@@ -46,15 +51,17 @@ fn a_steady_trickle_is_delivered_within_the_page_delay_while_the_writer_runs() {
     dir.faucet_env(&["run", "bounded.yaml"], &env)
         .expect_code(0);
 
-    let child = faucet_command()
-        .current_dir(dir.path())
-        .args(["run", "p.yaml", "--output", "json"])
-        .env("FAUCET_CLI_PG_URL", &url)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn faucet");
+    let mut child = KillOnDrop(Some(
+        faucet_command()
+            .current_dir(dir.path())
+            .args(["run", "p.yaml", "--output", "json"])
+            .env("FAUCET_CLI_PG_URL", &url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn faucet"),
+    ));
     let confirmed = |pool: &sqlx::PgPool| {
         let pool = pool.clone();
         let slot = slot.clone();
@@ -174,7 +181,7 @@ fn a_steady_trickle_is_delivered_within_the_page_delay_while_the_writer_runs() {
         .status()
         .expect("kill");
     assert!(status.success());
-    let run = Run::from_output(child.wait_with_output().expect("wait"));
+    let run = Run::from_output(child.take().wait_with_output().expect("wait"));
     run.expect_code(0);
     let summary = run.json();
     let lag = summary["runs"][0]["lag_seconds"].as_f64();
@@ -189,5 +196,27 @@ fn a_steady_trickle_is_delivered_within_the_page_delay_while_the_writer_runs() {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, (1..=n).collect::<Vec<_>>(), "every change once");
-    rt.block_on(drop_cdc(&pool, &slot, &publication, &schema));
+}
+
+/// The continuous run, SIGKILLed if the test ends before it is stopped (a failed assertion),
+/// so it does not keep the slot.
+struct KillOnDrop(Option<std::process::Child>);
+
+impl KillOnDrop {
+    fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    fn take(&mut self) -> std::process::Child {
+        self.0.take().expect("the run is still held")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }

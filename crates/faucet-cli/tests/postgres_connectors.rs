@@ -4,6 +4,7 @@
 
 use sqlx::PgPool;
 
+use crate::support::pg::drop_cdc_test_objects;
 use crate::support::{Dir, ids, numbered_csv};
 use crate::support::{pg_pool, pg_url, runtime};
 
@@ -147,12 +148,6 @@ fn a_postgres_table_into_jsonl_resumes_incrementally() {
     rt.block_on(drop_schema(&pool, schema));
 }
 
-/// Drops the slot, the publication and the schema of a CDC test. The server may still be
-/// releasing the slot of a faucet process that just exited: wait for it (up to 10 s).
-pub(crate) async fn drop_cdc(pool: &PgPool, slot: &str, publication: &str, schema: &str) {
-    crate::support::pg::drop_cdc_test_objects(pool, slot, publication, schema).await;
-}
-
 /// A `postgres-cdc` → jsonl (`out/changes.jsonl`) pipeline named `cdc` on `schema.orders`,
 /// 50 records per page, the URL from `FAUCET_CLI_PG_URL`.
 pub(crate) fn cdc_pipeline(
@@ -173,7 +168,7 @@ pub(crate) fn cdc_pipeline(
 /// publication `publication` left from an earlier run; the pool it was made with.
 pub(crate) async fn cdc_fixture(schema: &str, slot: &str, publication: &str) -> PgPool {
     let pool = fresh_schema(schema).await;
-    drop_cdc(&pool, slot, publication, &format!("{schema}_unused")).await;
+    drop_cdc_test_objects(&pool, slot, publication, &format!("{schema}_unused")).await;
     sqlx::query(&format!(
         "CREATE TABLE {schema}.orders (id int PRIMARY KEY, status text NOT NULL)"
     ))
@@ -232,7 +227,7 @@ fn postgres_cdc_into_jsonl_bounded_runs_deliver_each_change_once() {
         serde_json::json!({"id": 7, "status": "paid"})
     );
     assert_eq!(changes[121]["before"], serde_json::json!({"id": 8}));
-    rt.block_on(drop_cdc(&pool, slot, publication, schema));
+    rt.block_on(drop_cdc_test_objects(&pool, slot, publication, schema));
 }
 
 #[test]
@@ -315,5 +310,5 @@ fn postgres_cdc_continuous_stops_on_sigterm_and_resumes_without_loss() {
         (1..=35).collect::<Vec<_>>(),
         "no change lost or doubled"
     );
-    rt.block_on(drop_cdc(&pool, slot, publication, schema));
+    rt.block_on(drop_cdc_test_objects(&pool, slot, publication, schema));
 }

@@ -581,6 +581,22 @@ pub(crate) fn kill_after(dir: &Path, delay: Duration) -> bool {
     running
 }
 
+/// Drops a CDC test's slot, publication and schema when it goes out of scope, also when an
+/// assertion failed (a leaked slot holds WAL, and the server has only a few).
+pub(crate) struct CdcObjectsGuard {
+    pub(crate) slot: String,
+    pub(crate) publication: String,
+    pub(crate) schema: String,
+}
+
+impl Drop for CdcObjectsGuard {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            drop_cdc_objects(&self.slot, &self.publication, &self.schema);
+        }));
+    }
+}
+
 /// [`drop_cdc_test_objects`] on its own runtime, for synchronous tests and drop guards.
 pub(crate) fn drop_cdc_objects(slot: &str, publication: &str, schema: &str) {
     runtime().block_on(async {
