@@ -44,6 +44,8 @@ pub(super) async fn run(p: Pipeline<'_>) -> Result<RunSummary, FaucetError> {
 
 struct Loop<'a> {
     writer: Box<dyn SinkWriter + 'a>,
+    /// The sink's target, recorded beside every bookmark (asked of the sink once per run).
+    target: Option<String>,
     atomic: bool,
     sequence: u64,
     summary: RunSummary,
@@ -102,6 +104,7 @@ async fn run_leased(
     }
     let mut state = Loop {
         writer,
+        target,
         atomic,
         sequence: token.map_or(0, |t| t.sequence),
         summary: RunSummary {
@@ -154,7 +157,7 @@ async fn pump(
         state.summary.records_in += page.len() as u64;
         write_page(state, key, &page).await?;
         if let Some(bookmark) = page.bookmark() {
-            let value = entry::encode(bookmark, p.sink.target().as_deref());
+            let value = entry::encode(bookmark, state.target.as_deref());
             persist_bookmark(lease, key, &value).await?;
             stream.bookmark_durable(bookmark).await?;
             state.summary.last_bookmark = Some(bookmark.clone());
