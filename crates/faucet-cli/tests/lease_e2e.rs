@@ -626,3 +626,84 @@ fn file_state_a_stopped_holder_keeps_its_lock() {
     assert_eq!(rows_moved(&run), ROWS);
     assert_eq!(ids(&dir.jsonl(OUT)), (1..=ROWS).collect::<Vec<_>>());
 }
+
+/// The postgres sink's writer fences outlive a state store that is reset (or replaced):
+/// the new store's first lease has fence 1 while `faucet_fences` holds a larger one. The run
+/// whose lease is live in its store takes the target's fence over, says so, and writes;
+/// it is not refused as a zombie.
+#[test]
+fn postgres_sink_fences_survive_a_reset_state_store() {
+    let table = "faucet_e2e_fence_reset";
+    let backend = Backend::postgres("faucet_e2e_fence_state");
+    let url = pg_url();
+    let drop_target = || {
+        runtime().block_on(async {
+            let mut conn = pg_connect(&url).await;
+            for sql in [
+                format!("DROP TABLE IF EXISTS public.{table}"),
+                "CREATE TABLE IF NOT EXISTS public.faucet_fences (scope text PRIMARY KEY, \
+                 fence bigint NOT NULL, fenced_at timestamptz NOT NULL DEFAULT now())"
+                    .to_owned(),
+                format!("DELETE FROM public.faucet_fences WHERE scope LIKE '%{table}'"),
+                "CREATE TABLE IF NOT EXISTS public.faucet_commit_tokens (scope text PRIMARY KEY, \
+                 sequence bigint NOT NULL, bookmark jsonb NOT NULL, committed_at timestamptz \
+                 NOT NULL DEFAULT now())"
+                    .to_owned(),
+                format!("DELETE FROM public.faucet_commit_tokens WHERE scope LIKE '%{table}'"),
+            ] {
+                sqlx::query(&sql).execute(&mut conn).await.expect(&sql);
+            }
+        });
+    };
+    drop_target();
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, 20, true));
+    dir.write(
+        "p.yaml",
+        format!(
+            "version: 1\nname: fence_reset\npipeline:\n  source: {{ type: csv, config: {{ path: ./data.csv }} }}\n  \
+             sink: {{ type: postgres, config: {{ connection_url: \"{url}\", table: public.{table}, \
+             write_mode: upsert, key: [id], create_table: true }} }}\n  state: {}\n",
+            backend.state_yaml()
+        ),
+    );
+    for _ in 0..3 {
+        dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    }
+    let fence_of = || -> i64 {
+        runtime().block_on(async {
+            let mut conn = pg_connect(&url).await;
+            sqlx::query_scalar(&format!(
+                "SELECT fence FROM public.faucet_fences WHERE scope LIKE '%{table}'"
+            ))
+            .fetch_one(&mut conn)
+            .await
+            .expect("the fence row")
+        })
+    };
+    assert_eq!(fence_of(), 3, "three runs, three leases");
+    backend.reset();
+    dir.append("data.csv", &numbered_csv(21, 5, false));
+    let run = dir.faucet(&["run", "p.yaml"]);
+    run.expect_code(0);
+    assert!(
+        run.stderr.contains("taking the target's fence over"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(fence_of(), 1, "the live lease's fence");
+    let rows: i64 = runtime().block_on(async {
+        let mut conn = pg_connect(&url).await;
+        sqlx::query_scalar(&format!("SELECT count(DISTINCT id) FROM public.{table}"))
+            .fetch_one(&mut conn)
+            .await
+            .expect("count")
+    });
+    assert_eq!(
+        rows, 25,
+        "every row, after the reset as before: {}",
+        run.stderr
+    );
+    drop_target();
+    backend.reset();
+}

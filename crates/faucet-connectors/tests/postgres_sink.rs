@@ -609,7 +609,7 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
         // takes over and writes the newer values.
         let mut zombie = sink.open().await.expect("open");
         assert!(
-            zombie.fence("k", 1, ttl).await.expect("fence"),
+            zombie.fence("k", 1, ttl, false).await.expect("fence"),
             "postgres fences"
         );
         zombie
@@ -617,7 +617,7 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
             .await
             .expect("first page of fence 1");
         let mut newer = sink.open().await.expect("open");
-        assert!(newer.fence("k", 2, ttl).await.expect("fence"));
+        assert!(newer.fence("k", 2, ttl, false).await.expect("fence"));
         newer.write(&page("new")).await.expect("fence 2 writes");
         let before = table_text(&format!("SELECT * FROM {target} ORDER BY 1, 2")).await;
         // The zombie wakes up with a page of old values: refused, rolled back.
@@ -642,9 +642,24 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
             before,
             "{table}: the refused page left nothing"
         );
+        // A writer given a fence below the target's at the start is refused before any
+        // page; with `take_over` (the run loop's answer once its lease proved live) it sets
+        // the target's fence and writes.
+        let mut reset = sink.open().await.expect("open");
+        assert!(matches!(
+            reset.fence("k", 1, ttl, false).await,
+            Err(FaucetError::Lease(LeaseError::Fenced { newer: 2, .. }))
+        ));
+        assert!(reset.fence("k", 1, ttl, true).await.expect("take over"));
+        reset
+            .write(&page("new"))
+            .await
+            .expect("the taken-over fence writes");
+        let mut newer_again = sink.open().await.expect("open");
+        assert!(newer_again.fence("k", 2, ttl, false).await.expect("fence"));
         // Another pipeline (another state key) on the same table has its own fence.
         let mut other = sink.open().await.expect("open");
-        assert!(other.fence("other", 1, ttl).await.expect("fence"));
+        assert!(other.fence("other", 1, ttl, false).await.expect("fence"));
         other.write(&page("other")).await.expect("its own scope");
         // Control: a writer that never set its fence is not checked, and overwrites.
         let mut unfenced = sink.open().await.expect("open");
@@ -654,5 +669,47 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
     }
     let upserted = table_text(&format!("SELECT * FROM {} ORDER BY 1", db.table("device"))).await;
     assert_eq!(upserted, "1\tstale\n2\tstale\n3\tstale\n");
+    db.drop().await;
+}
+
+/// A commit token whose target table was dropped vouches for rows that are gone: the sink
+/// forgets it (so a reload after a reset state store really reloads, and a new sequence
+/// starts over) instead of re-anchoring the run past everything.
+#[tokio::test]
+async fn a_token_outliving_its_dropped_table_is_forgotten() {
+    let mut db = TestDb::new("s_token_dropped").await;
+    let table = db.table("t");
+    let mut config = PostgresSinkConfig::new(pg_url(), &table).upsert(["id"]);
+    config.create_table = true;
+    let sink = PostgresSink::new(config).expect("config");
+    let page = plain_page(
+        &[("id", DataType::Int), ("v", DataType::Text)],
+        vec![vec![Value::Int(1), Value::Text("a".into())]],
+        json!({"offset": 1}),
+    );
+    let token = |sequence| CommitToken {
+        sequence,
+        bookmark: json!({"offset": sequence}),
+    };
+    let mut w = sink.open().await.expect("open");
+    w.write_committed(&page, "k", &token(5)).await.expect("5");
+    drop(w);
+    let mut w = sink.open().await.expect("open");
+    assert_eq!(
+        w.last_committed_token("k").await.expect("read"),
+        Some(token(5)),
+        "the table is there: the token holds"
+    );
+    drop(w);
+    db.exec(&format!("DROP TABLE {table}")).await;
+    let mut w = sink.open().await.expect("open");
+    assert_eq!(w.last_committed_token("k").await.expect("read"), None);
+    w.write_committed(&page, "k", &token(1))
+        .await
+        .expect("a new sequence starts over");
+    assert_eq!(
+        table_text(&format!("SELECT * FROM {table}")).await,
+        "1\ta\n"
+    );
     db.drop().await;
 }

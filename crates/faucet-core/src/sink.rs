@@ -101,13 +101,21 @@ pub trait SinkWriter: Send {
     /// middle of a page hold the target (locks, an open transaction) for longer than that,
     /// so the run that takes over is not blocked by it.
     ///
+    /// Called once, before the first page. When the target already holds a larger fence for
+    /// `scope`, a sink answers [`crate::state::LeaseError::Fenced`]; the run loop then makes
+    /// sure its lease is still the live one in the state store (so the larger fence is left
+    /// over from a state store that was reset or replaced, not a newer run) and calls again
+    /// with `take_over`, which sets the target's fence to `fence` whatever it held.
+    ///
     /// # Errors
-    /// [`FaucetError::Write`] when the fence cannot be set up (e.g. its table created).
+    /// [`crate::state::LeaseError::Fenced`] as above; [`FaucetError::Write`] when the fence
+    /// cannot be set up (e.g. its table created).
     async fn fence(
         &mut self,
         _scope: &str,
         _fence: u64,
         _ttl: std::time::Duration,
+        _take_over: bool,
     ) -> Result<bool, FaucetError> {
         Ok(false)
     }

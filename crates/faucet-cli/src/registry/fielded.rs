@@ -171,6 +171,19 @@ impl SinkWriter for FieldedWriter<'_> {
             .map_err(|e| at_field(self.prefix, e))
     }
 
+    async fn fence(
+        &mut self,
+        scope: &str,
+        fence: u64,
+        ttl: std::time::Duration,
+        take_over: bool,
+    ) -> Result<bool, FaucetError> {
+        self.inner
+            .fence(scope, fence, ttl, take_over)
+            .await
+            .map_err(|e| at_field(self.prefix, e))
+    }
+
     async fn last_committed_token(
         &mut self,
         scope: &str,

@@ -104,6 +104,18 @@ impl LeaseGuard {
         self.lease.as_ref().map(|l| l.fence)
     }
 
+    /// Makes sure the lease is still this run's in the store (renewing it for `ttl`).
+    ///
+    /// # Errors
+    /// [`LeaseError::Lost`] when it is not; [`FaucetError::State`] when the store cannot
+    /// be reached.
+    pub(super) async fn confirm(&self, ttl: Duration) -> Result<(), FaucetError> {
+        match &self.lease {
+            Some(lease) => self.store.renew_lease(lease, ttl).await,
+            None => Ok(()),
+        }
+    }
+
     /// Persists a bookmark, fenced by the lease.
     pub(super) async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
         match &self.lease {

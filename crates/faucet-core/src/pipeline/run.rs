@@ -71,14 +71,8 @@ async fn run_leased(
     }
     let stored = stored.map(|e| e.bookmark).filter(|b| !b.is_null());
     let mut writer = p.sink.open().await?;
-    if let Some(fence) = lease.fence()
-        && !writer.fence(key, fence, p.options.lease_ttl).await?
-    {
-        tracing::debug!(
-            key,
-            sink = p.sink.connector(),
-            "the sink does not check fences: a writer stalled past its lease could still write a page"
-        );
+    if let Some(fence) = lease.fence() {
+        set_fence(p, writer.as_mut(), lease, key, fence).await?;
     }
     let atomic =
         guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
@@ -289,4 +283,41 @@ pub(crate) fn resume_point(
         Some(t) if stored.as_ref() != Some(&t.bookmark) => (Some(t.bookmark.clone()), true),
         _ => (stored, false),
     }
+}
+
+/// Gives the writer the lease's fence (`SinkWriter::fence`). A target holding a larger fence
+/// while this run's lease is the live one in the state store was fenced by a state store
+/// since reset or replaced: the run takes the target's fence over, and says so.
+async fn set_fence(
+    p: &Pipeline<'_>,
+    writer: &mut (dyn SinkWriter + '_),
+    lease: &LeaseGuard,
+    key: &str,
+    fence: u64,
+) -> Result<(), FaucetError> {
+    let ttl = p.options.lease_ttl;
+    let checks = match writer.fence(key, fence, ttl, false).await {
+        Err(FaucetError::Lease(crate::state::LeaseError::Fenced { newer, target, .. })) => {
+            lease.confirm(ttl).await?;
+            tracing::warn!(
+                key,
+                fence,
+                newer,
+                %target,
+                "the sink's target holds a larger writer fence than this run's live lease: \
+                 the state store's leases were reset or another store was used before; taking \
+                 the target's fence over"
+            );
+            writer.fence(key, fence, ttl, true).await?
+        }
+        other => other?,
+    };
+    if !checks {
+        tracing::debug!(
+            key,
+            sink = p.sink.connector(),
+            "the sink does not check fences: a writer stalled past its lease could still write a page"
+        );
+    }
+    Ok(())
 }

@@ -74,7 +74,43 @@ pub(crate) async fn abort_stalled_pages_after(
     Ok(())
 }
 
-/// Raises the scope's fence to `writer.fence`, inside the page's transaction, or refuses.
+/// Sets the scope's fence to `writer.fence`, whatever it held (a take-over after the state
+/// store's fences were reset; see `SinkWriter::fence`).
+///
+/// # Errors
+/// [`FaucetError::Write`].
+pub(crate) async fn set(
+    conn: &mut PgConnection,
+    fences: &TableName,
+    writer: &WriterFence,
+) -> Result<(), FaucetError> {
+    let fence = bigint(writer.fence)?;
+    let sql = format!(
+        "INSERT INTO {} (scope, fence) VALUES ($1, $2) ON CONFLICT (scope) DO UPDATE \
+         SET fence = EXCLUDED.fence, fenced_at = now()",
+        fences.quoted()
+    );
+    sqlx::query(&sql)
+        .bind(&writer.scope)
+        .bind(fence)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| write_err(format!("cannot set the writer fence in {fences}"), e))?;
+    Ok(())
+}
+
+fn bigint(fence: u64) -> Result<i64, FaucetError> {
+    i64::try_from(fence).map_err(|_| {
+        FaucetError::write(
+            CONNECTOR,
+            format!("lease fence {fence} exceeds bigint"),
+            None,
+        )
+    })
+}
+
+/// Raises the scope's fence to `writer.fence` (inside each page's transaction, and once
+/// when the writer is given its fence), or refuses.
 ///
 /// # Errors
 /// [`LeaseError::Fenced`] when the table holds a larger fence (the caller rolls back);
@@ -85,13 +121,7 @@ pub(crate) async fn check(
     target: &TableName,
     writer: &WriterFence,
 ) -> Result<(), FaucetError> {
-    let fence = i64::try_from(writer.fence).map_err(|_| {
-        FaucetError::write(
-            CONNECTOR,
-            format!("lease fence {} exceeds bigint", writer.fence),
-            None,
-        )
-    })?;
+    let fence = bigint(writer.fence)?;
     let err = |e| write_err(format!("cannot check the writer fence in {fences}"), e);
     let sql = format!(
         "INSERT INTO {} AS f (scope, fence) VALUES ($1, $2) \

@@ -431,8 +431,32 @@ async fn transaction(
 ) -> Result<(), Failure> {
     let begin_err = |e: sqlx::Error| Failure::from(write::classify(e, "BEGIN", &sink.table, None));
     let mut tx = conn.begin().await.map_err(begin_err)?;
+    if let Err(failure) = statements(&mut tx, sink, table, page, commit, bufs, source_table).await {
+        // Rolled back now, not when the session is next used: a refused page must not keep
+        // its locks (the fence row among them) while the writer stays open.
+        if !failure.lost {
+            let _ = tx.rollback().await;
+        }
+        return Err(failure);
+    }
+    tx.commit()
+        .await
+        .map_err(|e| Failure::from(write::classify(e, "COMMIT", &sink.table, None)))?;
+    Ok(())
+}
+
+/// The statements of a page's transaction: the fence check, the rows, the token.
+async fn statements(
+    tx: &mut PgConnection,
+    sink: &PostgresSink,
+    table: Option<&TargetTable>,
+    page: &Page,
+    commit: Commit<'_>,
+    bufs: &mut Buffers,
+    source_table: &mut Option<String>,
+) -> Result<(), Failure> {
     if let Some(writer) = commit.fence {
-        fence::check(&mut tx, &sink.fences, &sink.table, writer).await?;
+        fence::check(tx, &sink.fences, &sink.table, writer).await?;
     }
     let token = commit.token;
     if let Some(t) = table.filter(|_| !page.is_empty()) {
@@ -444,19 +468,16 @@ async fn transaction(
             nul: sink.config.nul_bytes,
         };
         match sink.config.write_mode {
-            WriteMode::Append => write::append(&mut tx, &target, page, bufs).await?,
+            WriteMode::Append => write::append(tx, &target, page, bufs).await?,
             WriteMode::Upsert => {
-                write::upsert(&mut tx, &target, page, bufs, source_table).await?;
+                write::upsert(tx, &target, page, bufs, source_table).await?;
             }
         }
     }
     if let Some((scope, token)) = token {
         let scope = token::scope(scope, &sink.table);
-        token::advance(&mut tx, &sink.tokens, &scope, token).await?;
+        token::advance(tx, &sink.tokens, &scope, token).await?;
     }
-    tx.commit()
-        .await
-        .map_err(|e| Failure::from(write::classify(e, "COMMIT", &sink.table, None)))?;
     Ok(())
 }
 
@@ -505,27 +526,38 @@ impl SinkWriter for PostgresSinkWriter<'_> {
 
     /// Checks `fence` in every later page's transaction ([`fence`]): a page of a writer
     /// whose lease a newer run took is rolled back. Creates the fence table now, outside
-    /// any page's transaction, and sets the session's `idle_in_transaction_session_timeout`
-    /// to `ttl`, so the server aborts a page left open by a writer stalled mid-page rather
-    /// than let its locks block the run that took over.
+    /// any page's transaction, raises the scope's fence to `fence` (or, with `take_over`,
+    /// sets it), and sets the session's `idle_in_transaction_session_timeout` to `ttl`, so
+    /// the server aborts a page left open by a writer stalled mid-page rather than let its
+    /// locks block the run that took over.
     ///
     /// # Errors
-    /// [`FaucetError::Write`] when the fence table cannot be created or the timeout set.
+    /// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the table holds a
+    /// larger fence and not `take_over`; [`FaucetError::Write`] when the fence table cannot
+    /// be created or the timeout set.
     async fn fence(
         &mut self,
         scope: &str,
         fence: u64,
         ttl: std::time::Duration,
+        take_over: bool,
     ) -> Result<bool, FaucetError> {
         let fences = self.sink.fences.clone();
-        let conn = self.conn()?;
-        fence::ensure(conn, &fences).await?;
-        fence::abort_stalled_pages_after(conn, ttl).await?;
-        self.fence = Some(fence::WriterFence {
+        let target = self.sink.table.clone();
+        let writer = fence::WriterFence {
             key: scope.to_owned(),
             scope: token::scope(scope, &self.sink.table),
             fence,
-        });
+        };
+        let conn = self.conn()?;
+        fence::ensure(conn, &fences).await?;
+        if take_over {
+            fence::set(conn, &fences, &writer).await?;
+        } else {
+            fence::check(conn, &fences, &target, &writer).await?;
+        }
+        fence::abort_stalled_pages_after(conn, ttl).await?;
+        self.fence = Some(writer);
         Ok(true)
     }
 
@@ -535,6 +567,21 @@ impl SinkWriter for PostgresSinkWriter<'_> {
     ) -> Result<Option<CommitToken>, FaucetError> {
         let tokens = self.sink.tokens.clone();
         let scope = token::scope(scope, &self.sink.table);
-        token::last(self.conn()?, &tokens, &scope).await
+        let last = token::last(self.conn()?, &tokens, &scope).await?;
+        if last.is_some() && self.table.is_none() {
+            // The rows the token vouches for went with their table: resuming at it would
+            // skip them all. Forget it, so the run resumes from its state store (from the
+            // start when that was reset too) and its sequence starts over.
+            let target = self.sink.table.clone();
+            token::forget(self.conn()?, &tokens, &scope).await?;
+            tracing::warn!(
+                %target,
+                scope,
+                "the target table is gone but its commit token was left: the token is \
+                 forgotten, and the run resumes from the state store's bookmark"
+            );
+            return Ok(None);
+        }
+        Ok(last)
     }
 }

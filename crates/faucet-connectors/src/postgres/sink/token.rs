@@ -148,3 +148,26 @@ pub(crate) async fn last(
     })?;
     Ok(Some(CommitToken { sequence, bookmark }))
 }
+
+/// Deletes the token stored under `scope` (a token whose target table is gone).
+///
+/// # Errors
+/// [`FaucetError::Write`] when the statement fails.
+pub(crate) async fn forget(
+    conn: &mut PgConnection,
+    tokens: &TableName,
+    scope: &str,
+) -> Result<(), FaucetError> {
+    let sql = format!("DELETE FROM {} WHERE scope = $1", tokens.quoted());
+    sqlx::query(&sql)
+        .bind(scope)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| {
+            write_err(
+                format!("cannot delete the stale commit token in {tokens}"),
+                e,
+            )
+        })?;
+    Ok(())
+}
