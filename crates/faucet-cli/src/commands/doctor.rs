@@ -284,3 +284,53 @@ fn print_checklist(checks: &[Check], failed: usize) {
         say!("{failed} of {} checks failed", checks.len());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::{SinkConfig, SourceConfig, StateConfig};
+
+    fn parse<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+        serde_json::from_value(v).expect("parses")
+    }
+
+    /// Each probe's hint comes from its connector's registry entry, falling back to the
+    /// advice for the kind of error.
+    #[test]
+    fn hints_come_from_the_connector() {
+        let down = FaucetError::connect("probe", "no answer", None);
+        let denied = FaucetError::state("x", "denied");
+        let bad = FaucetError::config("pipeline.sink.config.path", "is empty");
+
+        let pg_state: StateConfig = parse(serde_json::json!(
+            {"type": "postgres", "config": {"url": "postgres://u@h/db"}}
+        ));
+        assert_eq!(
+            hint(&down, pg_state.hints()),
+            "is PostgreSQL running, and are the host, port, user and database in the url right?"
+        );
+        assert!(hint(&denied, pg_state.hints()).contains("ensure_table: true"));
+        let memory: StateConfig = parse(serde_json::json!({"type": "memory"}));
+        assert_eq!(hint(&denied, memory.hints()), "see the error above");
+        assert_eq!(
+            hint(&down, memory.hints()),
+            "is the server running and reachable from here?"
+        );
+        assert!(hint(&bad, memory.hints()).starts_with("fix the field named in the error"));
+
+        if cfg!(feature = "files") {
+            let csv: SourceConfig =
+                parse(serde_json::json!({"type": "csv", "config": {"path": "a.csv"}}));
+            assert_eq!(
+                hint(&denied, csv.hints()),
+                "does the file exist, and can this user read it?"
+            );
+            let jsonl: SinkConfig =
+                parse(serde_json::json!({"type": "jsonl", "config": {"path": "a.jsonl"}}));
+            assert_eq!(
+                hint(&denied, jsonl.hints()),
+                "does the directory exist, and can this user write to it?"
+            );
+        }
+    }
+}
