@@ -1,4 +1,4 @@
-//! [`registry!`]: declares one registry enum (sources, sinks or state stores) from its list
+//! `registry!`: declares one registry enum (sources, sinks or state stores) from its list
 //! of connectors, one line each:
 //!
 //! ```text

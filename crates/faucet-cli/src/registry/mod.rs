@@ -1,7 +1,7 @@
 //! The closed registry of what a pipeline file can name: one tagged enum per kind —
 //! [`SourceConfig`], [`SinkConfig`], [`StateConfig`] — each written `{type: <name>, config:
 //! {...}}`, one variant per connector (CONVENTIONS.md point 4), declared by one line of
-//! [`registry!`] each.
+//! [`registry!`](macros) each.
 //!
 //! Everything the CLI knows of a connector comes from its entry: an `impl` of
 //! [`source::SourceEntry`] / [`sink::SinkEntry`] on the connector's config type, or of
