@@ -213,6 +213,7 @@ impl PostgresStateStore {
             .bind("faucet-doctor")
             .bind(Json(&holder))
             .bind(1.0_f64)
+            .bind(None::<&str>)
             .fetch_optional(&mut *tx)
             .await
             .map_err(|e| ctx.classify(e))?;
