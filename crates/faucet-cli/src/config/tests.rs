@@ -143,7 +143,9 @@ matrix:
     let (_dir, loaded) = load_text(&bomb);
     let err = loaded.expect_err("refused").to_string();
     assert!(err.contains("alias bomb"), "{err}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    // Expanded, the bomb has 10^12 nodes: it would never be refused within a minute. The
+    // bound is loose because this debug build takes seconds on a loaded 2-core machine.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
 }
 
 #[test]
