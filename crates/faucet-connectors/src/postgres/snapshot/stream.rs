@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pgwire_replication::Lsn;
-use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::serde_json::{Value as Json, json};
 use faucet_core::{
@@ -21,7 +20,7 @@ use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
 use crate::postgres::cdc::config::TableName;
-use crate::postgres::config::connect;
+use crate::postgres::connection::PostgresUrl;
 use crate::postgres::query::ReplicationMethod;
 use crate::postgres::query::config::Target;
 use crate::postgres::query::plan::{Plan, Start};
@@ -85,7 +84,7 @@ enum Phase<'a> {
 /// See the module docs of [`super`].
 pub(crate) struct ReplicateStream<'a> {
     cdc: &'a PostgresCdcSource,
-    sql: PgConnectOptions,
+    sql: PostgresUrl,
     /// The tables, parsed once by the connectors' one table-name rule (in `new`, before
     /// anything is created).
     tables: Vec<TableName>,
@@ -106,7 +105,7 @@ impl<'a> ReplicateStream<'a> {
     /// (all of them on a first run), then streaming the slot from `position.slot_lsn`.
     pub(crate) fn new(
         cdc: &'a PostgresCdcSource,
-        sql: PgConnectOptions,
+        sql: PostgresUrl,
         tables: Vec<TableName>,
         exported: Option<ExportedSnapshot>,
         position: SnapshotBookmark,
@@ -175,7 +174,7 @@ impl<'a> ReplicateStream<'a> {
 
     /// Opens the read of `table` from where its copy stopped; `Ok((rows, keyed))`.
     async fn open_table(
-        sql: &PgConnectOptions,
+        sql: &PostgresUrl,
         options: &ReadOptions,
         exported: &ExportedSnapshot,
         name: &TableName,
@@ -183,9 +182,9 @@ impl<'a> ReplicateStream<'a> {
     ) -> Result<(QueryStream, bool), FaucetError> {
         let table = name.qualified();
         let table = table.as_str();
-        let mut conn = connect(sql).await?;
+        let mut conn = sql.open_session(crate::postgres::config::CONNECTOR).await?;
         exported.import(&mut conn).await?;
-        let target = Target::Table(name.sql_name());
+        let target = Target::Table(name.clone());
         let plan = Plan::describe(&mut conn, &target, ReplicationMethod::FullTable, &[]).await?;
         let start = match history.and_then(|h| h.resume_after()) {
             None => Start::Beginning,
