@@ -19,8 +19,8 @@ pub enum PgFailure {
     /// The TLS handshake failed.
     Tls,
     /// The server ended (or would not start) the session: SQLSTATE class 08 (connection
-    /// exception) or 57P01 to 57P05 ([`SESSION_ENDING_57P`]).
-    SessionEnded,
+    /// exception) or 57P01 to 57P05 ([`SESSION_ENDING_57P`]); the SQLSTATE.
+    SessionEnded(String),
     /// 28P01 invalid_password.
     PasswordRejected,
     /// 28000 invalid_authorization_specification: no such role, or no `pg_hba.conf` entry.
@@ -83,7 +83,9 @@ impl PgFailure {
             "42P01" => Self::NoTable,
             "42501" => Self::PermissionDenied,
             "53300" => Self::TooManyConnections,
-            c if c.starts_with("08") || SESSION_ENDING_57P.contains(&c) => Self::SessionEnded,
+            c if c.starts_with("08") || SESSION_ENDING_57P.contains(&c) => {
+                Self::SessionEnded(c.to_owned())
+            }
             c => Self::Other((!c.is_empty()).then(|| c.to_owned())),
         }
     }
@@ -94,7 +96,7 @@ impl PgFailure {
     pub fn is_connection_lost(&self) -> bool {
         matches!(
             self,
-            Self::Refused | Self::Dropped | Self::Network | Self::Tls | Self::SessionEnded
+            Self::Refused | Self::Dropped | Self::Network | Self::Tls | Self::SessionEnded(_)
         )
     }
 }
@@ -122,7 +124,7 @@ mod tests {
             "08000", "08006", "08P01", "57P01", "57P02", "57P03", "57P04", "57P05",
         ] {
             let f = PgFailure::of_sqlstate(code);
-            assert_eq!(f, PgFailure::SessionEnded, "{code}");
+            assert_eq!(f, PgFailure::SessionEnded(code.into()), "{code}");
             assert!(f.is_connection_lost(), "{code}");
         }
         // Canceled statements and other errors leave the session usable.
