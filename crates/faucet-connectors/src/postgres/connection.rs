@@ -176,31 +176,13 @@ fn password_of(options: &PgConnectOptions) -> Result<Option<String>, ()> {
     // sqlx keeps no getter for the password; its URL form holds it percent-encoded.
     let url = options.to_url_lossy();
     url.password()
-        .map(|p| String::from_utf8(percent_decode(p)).map_err(drop))
+        .map(|p| {
+            percent_encoding::percent_decode_str(p)
+                .decode_utf8()
+                .map(std::borrow::Cow::into_owned)
+                .map_err(drop)
+        })
         .transpose()
-}
-
-/// Percent-decodes a URL component (a `%` not followed by two hex digits stays as it is).
-fn percent_decode(s: &str) -> Vec<u8> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        if b[i] == b'%'
-            && let (Some(h), Some(l)) = (
-                b.get(i + 1).copied().and_then(hex),
-                b.get(i + 2).copied().and_then(hex),
-            )
-        {
-            out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
 }
 
 /// `postgres://user@host:port/database` (a Unix socket as `postgres://user@[/dir]:port/db`),

@@ -65,7 +65,7 @@ pub enum ReplicationMethod {
 #[serde(deny_unknown_fields)]
 pub struct PostgresQueryConfig {
     /// The database, `postgres://user:password@host:port/database`. A secret: never
-    /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
+    /// printed (`Debug` shows `[redacted]`, errors show `postgres://user@host:port/database`).
     pub connection_url: SecretString,
     /// The table to read, `table` or `schema.table`; each part 1 to 63 bytes without
     /// NUL or `.` (any other character works), matched exactly (case-sensitively) and always quoted. Exactly one of `table` and
