@@ -460,6 +460,55 @@ fn redis_state_one_runner_per_key_and_wait_for_lease() {
     backend.reset();
 }
 
+/// A holder SIGKILLed mid-run leaves its lease behind in a store whose leases outlive
+/// their process; the next run on the same host sees that the holder's process is gone
+/// and takes the lease at once (not after the 30 s ttl), then moves exactly what the killed
+/// run had not made durable: every row at least once, none lost.
+fn killed_holder_on_this_host(name: &str, backend: &Backend, rows: u64) {
+    let dir = pipeline_dir(name, backend, rows, BATCH);
+    let mut holder = Spawned::start(&dir, "killed", &["run", "p.yaml", "--output", "json"]);
+    holder.wait_until("its first page", |_| size(&dir, OUT) > 0);
+    holder.signal("-KILL");
+    let killed = holder.wait(Duration::from_secs(30));
+    assert_ne!(killed.code, 0, "the holder was killed: {}", killed.stderr);
+    let started = Instant::now();
+    let next = dir.faucet(&["run", "p.yaml", "--output", "json"]);
+    let took = started.elapsed();
+    next.expect_code(0);
+    assert!(
+        next.stderr.contains("took over its lease"),
+        "the take-over is logged: {}",
+        next.stderr
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "the next run waited for the dead holder's lease: {took:?}"
+    );
+    let got = ids(&dir.jsonl(OUT));
+    let distinct: std::collections::BTreeSet<u64> = got.iter().copied().collect();
+    assert_eq!(
+        distinct,
+        (1..=rows).collect(),
+        "every row delivered after the kill"
+    );
+    let bookmark = backend.bookmark(&dir, name).expect("a bookmark");
+    assert_eq!(bookmark["records"], rows, "{bookmark}");
+}
+
+#[test]
+fn postgres_state_a_killed_holder_s_lease_is_taken_over_at_once() {
+    let backend = Backend::postgres("faucet_e2e_lease_killed");
+    killed_holder_on_this_host("lease_pg_killed", &backend, 6_000);
+    backend.reset();
+}
+
+#[test]
+fn redis_state_a_killed_holder_s_lease_is_taken_over_at_once() {
+    let backend = Backend::redis("faucet-e2e:lease-killed:");
+    killed_holder_on_this_host("lease_redis_killed", &backend, 15_000);
+    backend.reset();
+}
+
 /// Point 2 for stores whose leases expire: a holder stopped past its ttl (once its output
 /// passed `stop_after` bytes) loses the key to a second run and, resumed, cannot write its
 /// bookmark.

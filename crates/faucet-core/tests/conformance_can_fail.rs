@@ -170,6 +170,16 @@ async fn lease_contract_checks() {
         .expect_err("a stale holder's write must be refused");
 }
 
+/// The take-over check fails on a store that cannot take a lease from a gone holder (the
+/// memory store's leases die with their process, so it keeps the default).
+#[tokio::test]
+async fn lease_takeover_contract_can_fail() {
+    use faucet_core::testing::conformance::lease_takeover_contract;
+    lease_takeover_contract(&MemoryStateStore::new(), "mem-")
+        .await
+        .expect_err("the memory store does not take leases over");
+}
+
 #[tokio::test]
 async fn run_loop_check_passes_on_memory_and_fails_when_a_restart_forgets() {
     use faucet_core::testing::conformance::state_store_under_run_loop;

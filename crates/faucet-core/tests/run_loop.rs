@@ -220,6 +220,7 @@ async fn a_second_runner_of_the_same_key_is_refused_with_the_holder_named() {
         host: "elsewhere".into(),
         pid: 4242,
         since: "2026-11-30T06:00:00Z".into(),
+        process: None,
     };
     let lease = match state
         .acquire_lease("t::run", &other, std::time::Duration::from_secs(60))

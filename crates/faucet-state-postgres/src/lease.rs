@@ -65,11 +65,14 @@ impl PostgresStateStore {
         self.context(op, &self.sql.lease_table)
     }
 
+    /// Takes the lease on `key` when it is free, expired, already `holder`'s, or held by
+    /// the holder whose id is `gone` (a take-over from a process known to have exited).
     pub(crate) async fn acquire(
         &self,
         key: &str,
         holder: &LeaseHolder,
         ttl: Duration,
+        gone: Option<&str>,
     ) -> Result<LeaseOutcome, FaucetError> {
         validate_state_key(key)?;
         let holder_value = holder_json(holder)?;
@@ -79,6 +82,7 @@ impl PostgresStateStore {
                 .bind(&holder.id)
                 .bind(Json(&holder_value))
                 .bind(ttl_secs(ttl))
+                .bind(gone)
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| self.lease_context("acquire lease").classify(e))?;

@@ -96,6 +96,7 @@ impl Statements {
                  holder = EXCLUDED.holder, fence = l.fence + 1, \
                  expires_at = EXCLUDED.expires_at \
                  WHERE l.expires_at < now() OR l.holder_id = EXCLUDED.holder_id \
+                 OR l.holder_id = $5 \
                  RETURNING fence"
             ),
             live_holder: format!("SELECT holder FROM {l} WHERE key = $1 AND expires_at >= now()"),

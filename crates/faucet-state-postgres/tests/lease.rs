@@ -60,3 +60,14 @@ async fn the_lease_contract_holds() {
         .expect("lease contract");
     drop_tables(&pool, "fst_lease_contract").await;
 }
+
+/// A lease whose holder is known to be gone is taken over at once, from that holder only,
+/// with a larger fence (conformance::lease_takeover_contract).
+#[tokio::test]
+async fn a_gone_holder_s_lease_is_taken_over_from_it_only() {
+    let (store, pool) = fresh_store("fst_lease_takeover").await;
+    conformance::lease_takeover_contract(&store, "p::")
+        .await
+        .expect("take-over contract");
+    drop_tables(&pool, "fst_lease_takeover").await;
+}

@@ -3,7 +3,8 @@
 //! `{prefix}fence/{state key}` (`INCR`) gives every acquisition a larger fence.
 //!
 //! Each operation is one Lua script, run atomically by the server:
-//! * acquire: if the lease key is absent (or already this holder's), `INCR` the fence and
+//! * acquire: if the lease key is absent (or already this holder's, or, for a take-over,
+//!   still the gone holder's), `INCR` the fence and
 //!   `SET` the lease with `PX ttl`; otherwise return the current value, naming the holder;
 //! * renew: `PEXPIRE` only if the lease key still holds exactly our value;
 //! * put_fenced: `SET` the bookmark only if the lease key still holds exactly our value;
@@ -27,7 +28,7 @@ const ACQUIRE: &str = r#"
 local cur = redis.call('GET', KEYS[1])
 if cur then
   local ok, v = pcall(cjson.decode, cur)
-  if not (ok and type(v) == 'table' and type(v.holder) == 'table' and v.holder.id == ARGV[2]) then
+  if not (ok and type(v) == 'table' and type(v.holder) == 'table' and (v.holder.id == ARGV[2] or (ARGV[4] ~= '' and v.holder.id == ARGV[4]))) then
     return cur
   end
 end
@@ -124,11 +125,14 @@ impl RedisStateStore {
         Ok(lease_value(&holder_json(&lease.holder)?, lease.fence))
     }
 
+    /// Takes the lease on `key` when it is free, already `holder`'s, or held by the holder
+    /// whose id is `gone` (a take-over from a process known to have exited).
     pub(crate) async fn acquire(
         &self,
         key: &str,
         holder: &LeaseHolder,
         ttl: Duration,
+        gone: Option<&str>,
     ) -> Result<LeaseOutcome, FaucetError> {
         self.redis_key(key)?;
         let lease_key = self.lease_key(key);
@@ -141,6 +145,7 @@ impl RedisStateStore {
             .arg(holder_json(holder)?)
             .arg(&holder.id)
             .arg(ttl_millis(ttl))
+            .arg(gone.unwrap_or(""))
             .invoke_async(&mut conn)
             .await
             .map_err(self.fail("acquire lease"))?;
@@ -279,6 +284,7 @@ mod tests {
             host: "etl-2".into(),
             pid: 4711,
             since: "2026-11-30T06:00:00Z".into(),
+            process: None,
         };
         let json = holder_json(&holder).expect("encode");
         let value = lease_value(&json, 42);

@@ -233,7 +233,17 @@ impl StateStore for RedisStateStore {
         holder: &LeaseHolder,
         ttl: Duration,
     ) -> Result<LeaseOutcome, FaucetError> {
-        self.acquire(key, holder, ttl).await
+        self.acquire(key, holder, ttl, None).await
+    }
+
+    async fn take_over_lease(
+        &self,
+        key: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+        gone: &LeaseHolder,
+    ) -> Result<LeaseOutcome, FaucetError> {
+        self.acquire(key, holder, ttl, Some(&gone.id)).await
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {

@@ -53,6 +53,18 @@ async fn a_state_key_named_like_a_lease_cannot_collide_with_one() {
     clear(&mut conn, prefix).await;
 }
 
+/// A lease whose holder is known to be gone is taken over at once, from that holder only,
+/// with a larger fence (conformance::lease_takeover_contract).
+#[tokio::test]
+async fn a_gone_holder_s_lease_is_taken_over_from_it_only() {
+    let prefix = "fst:lease-takeover:";
+    let (store, mut conn) = fresh_store(prefix).await;
+    conformance::lease_takeover_contract(&store, "p::")
+        .await
+        .expect("take-over contract");
+    clear(&mut conn, prefix).await;
+}
+
 /// The shared lease contract (conformance::lease_contract): one holder
 /// named when busy, release frees at once, renewal keeps it, expiry and takeover with a larger
 /// fence, a stale holder's writes and renewals refused with the bookmark unchanged.

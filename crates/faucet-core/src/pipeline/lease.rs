@@ -11,6 +11,10 @@ use tokio::task::JoinHandle;
 use crate::error::FaucetError;
 use crate::state::{Lease, LeaseError, LeaseHolder, LeaseOutcome, StateStore};
 
+/// How many times one acquisition takes over from a holder that is gone (a store that
+/// kept answering with a dead holder would otherwise loop).
+const MAX_TAKEOVERS: u32 = 3;
+
 /// The run's hold on its state key. Without leasing support in the store it is empty and
 /// bookmark writes are plain `put`s.
 pub(super) struct LeaseGuard {
@@ -29,8 +33,25 @@ impl LeaseGuard {
     ) -> Result<Self, FaucetError> {
         let holder = LeaseHolder::this_process();
         let deadline = wait.map(|w| Instant::now() + w);
+        let mut gone: Option<LeaseHolder> = None;
+        let mut gone_tries = 0;
         let lease = loop {
-            match store.acquire_lease(key, &holder, ttl).await? {
+            let outcome = match gone.take() {
+                Some(g) => {
+                    let outcome = store.take_over_lease(key, &holder, ttl, &g).await?;
+                    if matches!(outcome, LeaseOutcome::Acquired(_)) {
+                        tracing::warn!(
+                            key,
+                            previous = %g,
+                            "the previous run of this key on this host is gone (killed?); took \
+                             over its lease at once; what it had not made durable is read again"
+                        );
+                    }
+                    outcome
+                }
+                None => store.acquire_lease(key, &holder, ttl).await?,
+            };
+            match outcome {
                 LeaseOutcome::Acquired(lease) => break Some(lease),
                 LeaseOutcome::Unsupported => {
                     tracing::warn!(
@@ -39,6 +60,14 @@ impl LeaseGuard {
                         "state store has no leases; two runs of this key would not be stopped"
                     );
                     break None;
+                }
+                LeaseOutcome::HeldBy(other)
+                    if other.is_gone_from_this_host()
+                        && gone_tries < MAX_TAKEOVERS
+                        && other.id != holder.id =>
+                {
+                    gone_tries += 1;
+                    gone = Some(other);
                 }
                 LeaseOutcome::HeldBy(other) => match deadline {
                     Some(d) if Instant::now() < d => {

@@ -217,6 +217,7 @@ fn read_holder(path: &Path) -> LeaseHolder {
         host: format!("unknown (lock file {} names no holder)", path.display()),
         pid: 0,
         since: "unknown".to_owned(),
+        process: None,
     }
 }
 
@@ -528,6 +529,7 @@ mod tests {
             host: "elsewhere".to_owned(),
             pid: 4711,
             since: "2026-11-30T06:00:00Z".to_owned(),
+            process: None,
         }
     }
 

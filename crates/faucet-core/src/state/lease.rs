@@ -23,6 +23,63 @@ pub struct LeaseHolder {
     pub pid: u32,
     /// When the run started, RFC 3339 UTC.
     pub since: String,
+    /// What tells the holder's process apart from every other process of its host, before
+    /// and after (Linux; `None` elsewhere and in leases written by older versions): lets a
+    /// later run on the same host see that the holder is gone and take its lease at once
+    /// instead of waiting for it to expire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<Box<ProcessIdentity>>,
+}
+
+/// A process's identity on its host: the kernel's boot id, its pid namespace and its start
+/// time. A pid is reused, but not together with its start time within one boot; another
+/// pid namespace (a container) has its own pids, so its identity never matches.
+///
+/// Read from `/proc` (proc(5): `/proc/sys/kernel/random/boot_id`, the `/proc/PID/ns/pid`
+/// link, and field 22 `starttime` of `/proc/PID/stat`, in clock ticks after boot).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessIdentity {
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// The pid namespace, as the `/proc/self/ns/pid` link reads (`pid:[4026531836]`).
+    pub pid_ns: String,
+    /// The process's start time, clock ticks after boot.
+    pub start_ticks: u64,
+}
+
+impl ProcessIdentity {
+    /// This process's identity, or `None` where `/proc` does not tell it.
+    pub fn this_process() -> Option<Self> {
+        Some(Self {
+            boot_id: boot_id()?,
+            pid_ns: pid_namespace()?,
+            start_ticks: start_ticks(std::process::id())?,
+        })
+    }
+}
+
+fn boot_id() -> Option<String> {
+    let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(id.trim().to_owned())
+}
+
+fn pid_namespace() -> Option<String> {
+    let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+    Some(link.to_string_lossy().into_owned())
+}
+
+/// Field 22 of `/proc/PID/stat`, or `None` when there is no such process (or no `/proc`).
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so count from the
+    // last `)`; the field after it is field 3, so field 22 is the 20th after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether this machine has a `/proc` that tells processes apart.
+fn proc_readable() -> bool {
+    start_ticks(std::process::id()).is_some()
 }
 
 impl LeaseHolder {
@@ -37,7 +94,28 @@ impl LeaseHolder {
             host,
             pid,
             since: now.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            process: ProcessIdentity::this_process().map(Box::new),
         }
+    }
+
+    /// Whether this holder is a process of this host (same host name, boot and pid
+    /// namespace) that no longer runs: its pid is gone, or belongs to a process started at
+    /// another time. Always `false` when that cannot be known for sure (another host or
+    /// container, no `/proc`, a lease written without a [`ProcessIdentity`]), and for a
+    /// stopped (SIGSTOP) holder, which still exists.
+    pub fn is_gone_from_this_host(&self) -> bool {
+        let Some(theirs) = &self.process else {
+            return false;
+        };
+        let host = gethostname::gethostname().to_string_lossy().into_owned();
+        if host != self.host
+            || boot_id().as_deref() != Some(theirs.boot_id.as_str())
+            || pid_namespace().as_deref() != Some(theirs.pid_ns.as_str())
+            || !proc_readable()
+        {
+            return false;
+        }
+        start_ticks(self.pid) != Some(theirs.start_ticks)
     }
 }
 
@@ -96,4 +174,73 @@ pub enum LeaseError {
         /// What happened.
         reason: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn this_process_is_not_gone_and_an_exited_child_is() {
+        let me = LeaseHolder::this_process();
+        if me.process.is_none() {
+            // No /proc here: nothing can be told, and nothing is ever taken over.
+            assert!(!me.is_gone_from_this_host());
+            return;
+        }
+        assert!(!me.is_gone_from_this_host());
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn sleep");
+        let pid = child.id();
+        let live = LeaseHolder {
+            pid,
+            process: Some(Box::new(ProcessIdentity {
+                start_ticks: start_ticks(pid).expect("the child's start time"),
+                ..*me.process.clone().expect("identity")
+            })),
+            ..me.clone()
+        };
+        assert!(!live.is_gone_from_this_host(), "a running child is alive");
+        child.kill().expect("kill");
+        child.wait().expect("wait");
+        assert!(live.is_gone_from_this_host(), "an exited child is gone");
+        // The same pid with another start time is another process: its holder is gone.
+        let reused = LeaseHolder {
+            process: Some(Box::new(ProcessIdentity {
+                start_ticks: me.process.as_ref().expect("identity").start_ticks + 1,
+                ..*me.process.clone().expect("identity")
+            })),
+            ..me.clone()
+        };
+        assert!(reused.is_gone_from_this_host());
+        // Another host, boot or namespace: never judged.
+        for other in [
+            LeaseHolder {
+                host: format!("{}-elsewhere", me.host),
+                ..live.clone()
+            },
+            LeaseHolder {
+                process: Some(Box::new(ProcessIdentity {
+                    boot_id: "another-boot".into(),
+                    ..*live.process.clone().expect("identity")
+                })),
+                ..live.clone()
+            },
+            LeaseHolder {
+                process: Some(Box::new(ProcessIdentity {
+                    pid_ns: "pid:[1]".into(),
+                    ..*live.process.clone().expect("identity")
+                })),
+                ..live.clone()
+            },
+            LeaseHolder {
+                process: None,
+                ..live.clone()
+            },
+        ] {
+            assert!(!other.is_gone_from_this_host(), "{other:?}");
+        }
+    }
 }

@@ -21,7 +21,7 @@ use crate::error::FaucetError;
 
 pub use file::FileStateStore;
 pub use key::{MAX_STATE_KEY_LEN, shown_key, validate_state_key};
-pub use lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome};
+pub use lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome, ProcessIdentity};
 pub use memory::MemoryStateStore;
 
 /// The sentinel key `check()` writes, reads and deletes (`__faucet_doctor__`).
@@ -110,6 +110,26 @@ pub trait StateStore: Send + Sync {
         Ok(LeaseOutcome::Unsupported)
     }
 
+    /// Takes the lease on `key` for `ttl` from `gone`, a holder known to have exited
+    /// ([`LeaseHolder::is_gone_from_this_host`]), as [`StateStore::acquire_lease`] would take
+    /// an expired one: only while `gone` (by its id) still holds it, with a new fence. Stores
+    /// whose leases outlive their holder's process implement it; the default is
+    /// [`StateStore::acquire_lease`] (a store whose lease dies with its process — OS file
+    /// locks — needs nothing more).
+    ///
+    /// # Errors
+    /// [`FaucetError::State`] when the store cannot be reached.
+    async fn take_over_lease(
+        &self,
+        key: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+        gone: &LeaseHolder,
+    ) -> Result<LeaseOutcome, FaucetError> {
+        let _ = gone;
+        self.acquire_lease(key, holder, ttl).await
+    }
+
     /// Extends a held lease by `ttl` from now.
     ///
     /// # Errors
@@ -168,6 +188,15 @@ impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
         ttl: Duration,
     ) -> Result<LeaseOutcome, FaucetError> {
         (**self).acquire_lease(key, holder, ttl).await
+    }
+    async fn take_over_lease(
+        &self,
+        key: &str,
+        holder: &LeaseHolder,
+        ttl: Duration,
+        gone: &LeaseHolder,
+    ) -> Result<LeaseOutcome, FaucetError> {
+        (**self).take_over_lease(key, holder, ttl, gone).await
     }
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {
         (**self).renew_lease(lease, ttl).await

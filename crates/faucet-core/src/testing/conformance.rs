@@ -11,6 +11,7 @@
 //! | [`cancellation_flushes`] | source + sink: a cancelled run returns its summary and the sink holds exactly the delivered records |
 //! | [`state_store_contract`] | state stores: get/put/delete, missing delete, key validation, `check` leaves nothing |
 //! | [`lease_contract`] | state stores with leases: one holder, expiry, fencing of a stale holder |
+//! | [`lease_takeover_contract`] | stores whose leases outlive their process: a take-over from a gone holder, and only from it |
 //! | [`lease_lapse_and_race`] | state stores with leases: a lapsed lease is lost, concurrent acquisitions have one winner |
 //! | [`state_store_under_run_loop`] | state stores: resume across a restart, a busy key refused naming its holder |
 //! | [`bad_keys_fail_before_io`] | state stores: invalid keys are config errors before anything is sent |
@@ -455,6 +456,64 @@ pub async fn state_store_contract(
     }
     Ok(())
 }
+/// The take-over part of the lease contract, for stores whose leases outlive their holder's
+/// process (PostgreSQL, Redis): [`StateStore::take_over_lease`] takes a lease from the
+/// holder it names, with a larger fence, and from no one else.
+///
+/// # Errors
+/// When any part of the contract does not hold.
+pub async fn lease_takeover_contract(
+    store: &dyn StateStore,
+    prefix: &str,
+) -> Result<(), ConformanceError> {
+    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
+    const CHECK: &str = "lease_takeover_contract";
+    let key = format!("{prefix}takeover");
+    let long = std::time::Duration::from_secs(60);
+    let holder = |name: &str| LeaseHolder {
+        id: format!("{prefix}{name}"),
+        host: format!("host-{name}"),
+        pid: 4242,
+        since: "2026-11-30T06:00:00Z".to_owned(),
+        process: None,
+    };
+    let (a, b, c) = (holder("a"), holder("b"), holder("c"));
+    let la = match io(CHECK, store.acquire_lease(&key, &a, long).await)? {
+        LeaseOutcome::Acquired(l) => l,
+        other => return fail(CHECK, format!("a expected the lease, got {other:?}")),
+    };
+    match io(CHECK, store.take_over_lease(&key, &c, long, &b).await)? {
+        LeaseOutcome::HeldBy(h) if h == a => {}
+        other => {
+            return fail(
+                CHECK,
+                format!("a take-over from b, who does not hold the lease, got {other:?}"),
+            );
+        }
+    }
+    let lc = match io(CHECK, store.take_over_lease(&key, &c, long, &a).await)? {
+        LeaseOutcome::Acquired(l) => l,
+        other => return fail(CHECK, format!("a take-over from a got {other:?}")),
+    };
+    if lc.fence <= la.fence {
+        return fail(
+            CHECK,
+            format!("fence did not grow: {} after {}", lc.fence, la.fence),
+        );
+    }
+    match store.put_fenced(&key, &json!({"offset": 1}), &la).await {
+        Err(FaucetError::Lease(LeaseError::Lost { .. })) => {}
+        other => {
+            return fail(
+                CHECK,
+                format!("the taken-over holder's put_fenced: expected Lost, got {other:?}"),
+            );
+        }
+    }
+    io(CHECK, store.release_lease(&lc).await)?;
+    io(CHECK, store.delete(&key).await)?;
+    Ok(())
+}
 
 /// The lease contract of a [`StateStore`] that implements leasing (see
 /// [`crate::state::lease`]), on key `{prefix}lease`:
@@ -480,6 +539,7 @@ pub async fn lease_contract(
         host: format!("host-{name}"),
         pid: 4242,
         since: "2026-11-30T06:00:00Z".to_owned(),
+        process: None,
     };
     let (a, b) = (holder("a"), holder("b"));
     let acquire = |h: LeaseHolder, ttl| {
@@ -691,6 +751,7 @@ where
         host: "etl-2".into(),
         pid: 4711,
         since: "2026-11-30T06:00:00Z".into(),
+        process: None,
     };
     let held = match io(
         CHECK,
@@ -772,6 +833,7 @@ pub async fn lease_lapse_and_race(
         host: format!("host-{name}"),
         pid: 4000 + u32::try_from(name.len()).unwrap_or(0),
         since: "2026-11-30T06:00:00Z".to_owned(),
+        process: None,
     };
 
     // An expired lease nobody took is still lost.
