@@ -1,9 +1,9 @@
 //! How faucet's tests reach the services they talk to (CONVENTIONS.md point 11): one
 //! environment variable per service with a localhost default, the failure message when a
 //! service is down (naming the variable and `scripts/services.sh`), and unique names so
-//! tests can run in parallel. Used as a dev-dependency by every crate's tests; it has no
-//! dependencies, so each crate connects with its own client and hands the result to
-//! [`Service::expect_up`].
+//! tests can run in parallel; and [`private_pg::PrivatePostgres`], a PostgreSQL server of a
+//! test's own. Used as a dev-dependency by every crate's tests; it has no database client,
+//! so each crate connects with its own and hands the result to [`Service::expect_up`].
 //!
 //! | service | variable | default |
 //! |---|---|---|
@@ -13,6 +13,8 @@
 //! A new service (MariaDB next, `FAUCET_TEST_MYSQL_URL` on 127.0.0.1:3307) is one more
 //! [`Service`] variant with its arms in [`Service::env_var`], [`Service::default_url`] and
 //! [`Service::name`], a row in the table above, and a `*_url()` shortcut.
+
+pub mod private_pg;
 
 use std::fmt::Display;
 use std::sync::atomic::{AtomicU32, Ordering};
