@@ -574,3 +574,85 @@ async fn holds_data_answers_from_the_table() {
     drop(w);
     db.drop().await;
 }
+
+/// The sink refuses a zombie (`shared/notes/serve.md`): a writer whose lease a newer run
+/// took (a larger fence) wakes up holding a page of older values; its page is rolled back
+/// with a typed error, for upsert and append alike, and the newer writer's rows stay. A
+/// control writer that never told the sink its fence overwrites them: the check is what
+/// keeps them.
+#[tokio::test]
+async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
+    use faucet_core::state::LeaseError;
+    let ttl = std::time::Duration::from_secs(30);
+    let mut db = TestDb::new("s_fence").await;
+    db.exec(
+        "CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
+         CREATE TABLE readings (id bigint, v text)",
+    )
+    .await;
+    let fields = [("id", DataType::Int), ("v", DataType::Text)];
+    let page = |v: &str| {
+        plain_page(
+            &fields,
+            (1..=3)
+                .map(|id| vec![Value::Int(id), Value::Text(v.into())])
+                .collect(),
+            json!(1),
+        )
+    };
+    for (table, sink) in [
+        ("device", upsert_sink(&db.table("device"), &["id"])),
+        ("readings", append_sink(&db.table("readings"))),
+    ] {
+        let target = db.table(table);
+        // The zombie (fence 1) writes a first page, then stalls; a newer run (fence 2)
+        // takes over and writes the newer values.
+        let mut zombie = sink.open().await.expect("open");
+        assert!(
+            zombie.fence("k", 1, ttl).await.expect("fence"),
+            "postgres fences"
+        );
+        zombie
+            .write(&page("old"))
+            .await
+            .expect("first page of fence 1");
+        let mut newer = sink.open().await.expect("open");
+        assert!(newer.fence("k", 2, ttl).await.expect("fence"));
+        newer.write(&page("new")).await.expect("fence 2 writes");
+        let before = table_text(&format!("SELECT * FROM {target} ORDER BY 1, 2")).await;
+        // The zombie wakes up with a page of old values: refused, rolled back.
+        let err = zombie
+            .write(&page("stale"))
+            .await
+            .expect_err("a stale fence is refused");
+        assert!(
+            matches!(
+                &err,
+                FaucetError::Lease(LeaseError::Fenced {
+                    fence: 1,
+                    newer: 2,
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("rolled back"), "{err}");
+        assert_eq!(
+            table_text(&format!("SELECT * FROM {target} ORDER BY 1, 2")).await,
+            before,
+            "{table}: the refused page left nothing"
+        );
+        // Another pipeline (another state key) on the same table has its own fence.
+        let mut other = sink.open().await.expect("open");
+        assert!(other.fence("other", 1, ttl).await.expect("fence"));
+        other.write(&page("other")).await.expect("its own scope");
+        // Control: a writer that never set its fence is not checked, and overwrites.
+        let mut unfenced = sink.open().await.expect("open");
+        unfenced.write(&page("stale")).await.expect("unchecked");
+        let after = table_text(&format!("SELECT * FROM {target} ORDER BY 1, 2")).await;
+        assert!(after.contains("stale"), "{table}: {after}");
+    }
+    let upserted = table_text(&format!("SELECT * FROM {} ORDER BY 1", db.table("device"))).await;
+    assert_eq!(upserted, "1\tstale\n2\tstale\n3\tstale\n");
+    db.drop().await;
+}

@@ -89,6 +89,29 @@ pub trait SinkWriter: Send {
         ))
     }
 
+    /// Tells the writer the fencing number of the run's lease on `scope` (the state key):
+    /// from now on every page it writes under `scope` carries `fence`. A sink that can fence
+    /// (returns `Ok(true)`) checks it inside each page's transaction and rolls the page back
+    /// with [`crate::state::LeaseError::Fenced`] when the target has already taken a page of
+    /// a larger fence for `scope` — a writer that stalled past its lease (SIGSTOP, a long
+    /// pause, a partition) and woke up holding a page while a newer run took over
+    /// (`shared/notes/serve.md`: the resource must reject a stale writer; a lease alone
+    /// cannot). The default returns `Ok(false)`: such a sink stays at-least-once against a
+    /// zombie writer. `ttl` is the lease's: a sink should not let a writer stalled in the
+    /// middle of a page hold the target (locks, an open transaction) for longer than that,
+    /// so the run that takes over is not blocked by it.
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] when the fence cannot be set up (e.g. its table created).
+    async fn fence(
+        &mut self,
+        _scope: &str,
+        _fence: u64,
+        _ttl: std::time::Duration,
+    ) -> Result<bool, FaucetError> {
+        Ok(false)
+    }
+
     /// Whether the target already holds data (`Some(true)`), is empty (`Some(false)`), or
     /// the sink cannot tell (`None`, the default). The run loop asks before a run that has no
     /// bookmark and never started: an append-only target that already holds data then means

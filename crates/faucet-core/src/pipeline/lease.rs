@@ -99,6 +99,11 @@ impl LeaseGuard {
         })
     }
 
+    /// The fencing number of the held lease, if the store has leases.
+    pub(super) fn fence(&self) -> Option<u64> {
+        self.lease.as_ref().map(|l| l.fence)
+    }
+
     /// Persists a bookmark, fenced by the lease.
     pub(super) async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
         match &self.lease {

@@ -71,6 +71,15 @@ async fn run_leased(
     }
     let stored = stored.map(|e| e.bookmark).filter(|b| !b.is_null());
     let mut writer = p.sink.open().await?;
+    if let Some(fence) = lease.fence()
+        && !writer.fence(key, fence, p.options.lease_ttl).await?
+    {
+        tracing::debug!(
+            key,
+            sink = p.sink.connector(),
+            "the sink does not check fences: a writer stalled past its lease could still write a page"
+        );
+    }
     let atomic =
         guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
     let token = if atomic {

@@ -166,6 +166,24 @@ pub enum LeaseError {
         /// Who holds it.
         holder: LeaseHolder,
     },
+    /// The sink refused a page of this runner: a newer run of the key (a larger fence) has
+    /// written to the target since this runner's lease was taken from it. The page was
+    /// rolled back and the bookmark not written.
+    #[error(
+        "the sink refused a page of state key `{key}`: a newer run (fence {newer}) writes to \
+         {target} since this run's lease (fence {fence}) was taken; the page was rolled back \
+         and the bookmark not written"
+    )]
+    Fenced {
+        /// The state key.
+        key: String,
+        /// This runner's fence.
+        fence: u64,
+        /// The larger fence the target has seen.
+        newer: u64,
+        /// The sink's target, for people.
+        target: String,
+    },
     /// This runner's lease expired or was taken; its bookmark writes are refused.
     #[error("lost the lease on state key `{key}`: {reason}; the bookmark was not written")]
     Lost {

@@ -24,6 +24,7 @@
 mod changes;
 mod config;
 mod encode;
+mod fence;
 mod nul;
 mod table;
 mod token;
@@ -51,6 +52,8 @@ pub struct PostgresSink {
     connection: PostgresUrl,
     table: TableName,
     tokens: TableName,
+    /// The writer-fence table beside it ([`fence::FENCES`]).
+    fences: TableName,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -79,11 +82,13 @@ impl PostgresSink {
             table,
         } = validated;
         let tokens = table.sibling(token::TOKENS);
+        let fences = table.sibling(fence::FENCES);
         Self {
             config,
             connection,
             table,
             tokens,
+            fences,
         }
     }
 
@@ -184,6 +189,7 @@ impl Sink for PostgresSink {
             table,
             stage_ready: false,
             tokens_ready: false,
+            fence: None,
             created_here: false,
             source_table: None,
             bufs: Buffers::default(),
@@ -254,6 +260,8 @@ struct PostgresSinkWriter<'a> {
     table: Option<TargetTable>,
     stage_ready: bool,
     tokens_ready: bool,
+    /// The run's lease fence, checked in every page's transaction ([`fence`]).
+    fence: Option<fence::WriterFence>,
     /// Whether this writer created the target and has not committed a page into it yet: a
     /// failure then drops the (still empty) table again, so a refused first page leaves no
     /// table behind.
@@ -351,6 +359,7 @@ impl PostgresSinkWriter<'_> {
             table,
             source_table,
             bufs,
+            fence,
             ..
         } = self;
         let Some(session) = conn.as_mut() else {
@@ -365,7 +374,10 @@ impl PostgresSinkWriter<'_> {
             sink,
             table.as_ref(),
             page,
-            token,
+            Commit {
+                token,
+                fence: fence.as_ref(),
+            },
             bufs,
             source_table,
         )
@@ -402,17 +414,29 @@ impl From<FaucetError> for Failure {
     }
 }
 
+/// What a page's transaction stores and checks beside its rows.
+struct Commit<'a> {
+    /// The atomic watermark's token, under its state key.
+    token: Option<(&'a str, &'a CommitToken)>,
+    /// The writer's fence, checked first.
+    fence: Option<&'a fence::WriterFence>,
+}
+
 async fn transaction(
     conn: &mut PgConnection,
     sink: &PostgresSink,
     table: Option<&TargetTable>,
     page: &Page,
-    token: Option<(&str, &CommitToken)>,
+    commit: Commit<'_>,
     bufs: &mut Buffers,
     source_table: &mut Option<String>,
 ) -> Result<(), Failure> {
     let begin_err = |e: sqlx::Error| Failure::from(write::classify(e, "BEGIN", &sink.table, None));
     let mut tx = conn.begin().await.map_err(begin_err)?;
+    if let Some(writer) = commit.fence {
+        fence::check(&mut tx, &sink.fences, &sink.table, writer).await?;
+    }
+    let token = commit.token;
     if let Some(t) = table.filter(|_| !page.is_empty()) {
         let target = Target {
             name: &sink.table,
@@ -479,6 +503,32 @@ impl SinkWriter for PostgresSinkWriter<'_> {
             .await
             .map_err(|e| table::write_err(format!("cannot tell whether {name} holds data"), e))?;
         Ok(Some(any))
+    }
+
+    /// Checks `fence` in every later page's transaction ([`fence`]): a page of a writer
+    /// whose lease a newer run took is rolled back. Creates the fence table now, outside
+    /// any page's transaction, and sets the session's `idle_in_transaction_session_timeout`
+    /// to `ttl`, so the server aborts a page left open by a writer stalled mid-page rather
+    /// than let its locks block the run that took over.
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] when the fence table cannot be created or the timeout set.
+    async fn fence(
+        &mut self,
+        scope: &str,
+        fence: u64,
+        ttl: std::time::Duration,
+    ) -> Result<bool, FaucetError> {
+        let fences = self.sink.fences.clone();
+        let conn = self.conn()?;
+        fence::ensure(conn, &fences).await?;
+        fence::abort_stalled_pages_after(conn, ttl).await?;
+        self.fence = Some(fence::WriterFence {
+            key: scope.to_owned(),
+            scope: token::scope(scope, &self.sink.table),
+            fence,
+        });
+        Ok(true)
     }
 
     async fn last_committed_token(

@@ -1,0 +1,124 @@
+//! The writer fence (`shared/notes/serve.md`, "Zombies"): the target refuses a page from a
+//! run whose lease was taken by a newer run. One row per scope (the same scope as the commit
+//! token: state key and target table, [`super::token::scope`]) in `faucet_fences`, beside
+//! the target table, holding the largest lease fence that has written a page:
+//!
+//! ```sql
+//! CREATE TABLE faucet_fences (
+//!   scope     text        PRIMARY KEY,
+//!   fence     bigint      NOT NULL,
+//!   fenced_at timestamptz NOT NULL DEFAULT now()
+//! );
+//! ```
+//!
+//! Every page's transaction starts by raising the row to its writer's fence, unless the row
+//! already holds a larger one: then the page is rolled back with
+//! [`LeaseError::Fenced`]. The row stays locked until the page commits, so a newer writer's
+//! first page waits for an older writer's page in flight and then supersedes it; an older
+//! writer that wakes up later finds the larger fence and writes nothing. Append and upsert
+//! alike; with the atomic watermark the token's forward-only sequence is a second guard.
+
+use sqlx::Executor as _;
+use sqlx::postgres::PgConnection;
+
+use faucet_core::FaucetError;
+use faucet_core::state::LeaseError;
+
+use super::table::write_err;
+use crate::postgres::config::{CONNECTOR, TableName};
+
+/// The fence table's name, in the target's schema.
+pub(crate) const FENCES: &str = "faucet_fences";
+
+/// The writer's fence, as the page transactions check it.
+#[derive(Debug, Clone)]
+pub(crate) struct WriterFence {
+    /// The state key, for the error message.
+    pub(crate) key: String,
+    /// The row's scope ([`super::token::scope`]).
+    pub(crate) scope: String,
+    /// The lease's fencing number.
+    pub(crate) fence: u64,
+}
+
+/// Creates the fence table when missing (outside any page transaction: DDL).
+///
+/// # Errors
+/// [`FaucetError::Write`].
+pub(crate) async fn ensure(conn: &mut PgConnection, fences: &TableName) -> Result<(), FaucetError> {
+    let sql = format!(
+        "CREATE TABLE IF NOT EXISTS {} (scope text PRIMARY KEY, fence bigint NOT NULL, \
+         fenced_at timestamptz NOT NULL DEFAULT now())",
+        fences.quoted()
+    );
+    conn.execute(sql.as_str())
+        .await
+        .map_err(|e| write_err(format!("cannot create the fence table {fences}"), e))?;
+    Ok(())
+}
+
+/// Sets the session's `idle_in_transaction_session_timeout` to `ttl` (at least 1 s): the
+/// server then ends a session whose page transaction its writer left idle for longer than
+/// its lease, releasing the fence row and the rows it locked.
+///
+/// # Errors
+/// [`FaucetError::Write`].
+pub(crate) async fn abort_stalled_pages_after(
+    conn: &mut PgConnection,
+    ttl: std::time::Duration,
+) -> Result<(), FaucetError> {
+    let ms = ttl.as_millis().clamp(1_000, i32::MAX as u128);
+    conn.execute(format!("SET idle_in_transaction_session_timeout = {ms}").as_str())
+        .await
+        .map_err(|e| write_err("cannot set idle_in_transaction_session_timeout".into(), e))?;
+    Ok(())
+}
+
+/// Raises the scope's fence to `writer.fence`, inside the page's transaction, or refuses.
+///
+/// # Errors
+/// [`LeaseError::Fenced`] when the table holds a larger fence (the caller rolls back);
+/// [`FaucetError::Write`] when a statement fails.
+pub(crate) async fn check(
+    conn: &mut PgConnection,
+    fences: &TableName,
+    target: &TableName,
+    writer: &WriterFence,
+) -> Result<(), FaucetError> {
+    let fence = i64::try_from(writer.fence).map_err(|_| {
+        FaucetError::write(
+            CONNECTOR,
+            format!("lease fence {} exceeds bigint", writer.fence),
+            None,
+        )
+    })?;
+    let err = |e| write_err(format!("cannot check the writer fence in {fences}"), e);
+    let sql = format!(
+        "INSERT INTO {} AS f (scope, fence) VALUES ($1, $2) \
+         ON CONFLICT (scope) DO UPDATE SET fence = EXCLUDED.fence, fenced_at = now() \
+         WHERE f.fence <= EXCLUDED.fence RETURNING fence",
+        fences.quoted()
+    );
+    let raised: Option<i64> = sqlx::query_scalar(&sql)
+        .bind(&writer.scope)
+        .bind(fence)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err)?;
+    if raised.is_some() {
+        return Ok(());
+    }
+    let sql = format!("SELECT fence FROM {} WHERE scope = $1", fences.quoted());
+    let newer: i64 = sqlx::query_scalar(&sql)
+        .bind(&writer.scope)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err)?;
+    Err(LeaseError::Fenced {
+        key: writer.key.clone(),
+        fence: writer.fence,
+        newer: u64::try_from(newer).unwrap_or_default(),
+        target: format!("postgres table {target}"),
+    }
+    .into())
+}
