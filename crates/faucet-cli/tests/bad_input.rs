@@ -766,19 +766,19 @@ fn an_unreachable_postgres_is_named_once_with_its_cause_once() {
             &pg_source,
             &jsonl,
             &memory,
-            "error: postgres: cannot connect: PostgreSQL at u@127.0.0.1:1/db: ",
+            "error: postgres: cannot connect: PostgreSQL at postgres://u@127.0.0.1:1/db: ",
         ),
         (
             &pg_cdc,
             &jsonl,
             &memory,
-            "error: postgres-cdc: cannot connect: PostgreSQL at 127.0.0.1:1 ",
+            "error: postgres-cdc: cannot connect: PostgreSQL at postgres://u@127.0.0.1:1/db: ",
         ),
         (
             &csv,
             &pg_sink,
             &memory,
-            "error: postgres: cannot connect: PostgreSQL at u@127.0.0.1:1/db: ",
+            "error: postgres: cannot connect: PostgreSQL at postgres://u@127.0.0.1:1/db: ",
         ),
         (
             &csv,

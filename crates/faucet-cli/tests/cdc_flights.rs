@@ -665,7 +665,7 @@ fn doctor_on_the_seed_pipeline_passes_then_names_wal_level() {
         );
         assert!(dir.read("orders.jsonl").is_none(), "doctor wrote the sink");
 
-        let replica = PrivateServer::start(None);
+        let replica = PrivateServer::start(None, &[]);
         let run = dir.faucet_env(
             &["doctor", "faucet.yaml"],
             &[("SOURCE_PG_URL", &replica.url()), ("STATE_PG_URL", &base)],

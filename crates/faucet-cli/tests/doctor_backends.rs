@@ -126,7 +126,7 @@ fn pipeline(rows: &[String]) -> String {
 
 #[test]
 fn doctor_probes_each_state_backend_and_counts_the_failures() {
-    let pg = PrivateServer::start(Some(RIGHT));
+    let pg = PrivateServer::start(Some(RIGHT), &[]);
     let mut redis = PrivateRedis::start();
     let missing_table = "faucet_e2e_doctor_missing";
     // The shared server holds the table that must not exist.

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant, SystemTime};
 use faucet_core::state::StateStore;
 use faucet_state_postgres::PostgresStateStore;
 use faucet_state_redis::RedisStateStore;
+use faucet_test_support::Service;
 
 use crate::support::{Dir, Run, csv_pipeline, faucet_command, ids, numbered_csv};
 pub(crate) use crate::support::{pg_connect, pg_url, redis_connect, redis_url, runtime};
@@ -135,17 +136,12 @@ impl Backend {
             let store: Arc<dyn StateStore> = match self {
                 Self::File => Arc::new(faucet_core::state::FileStateStore::new(dir.join("state"))),
                 Self::Postgres { url, table } => Arc::new(
-                    PostgresStateStore::connect_with(url, 1, table)
-                        .await
-                        .unwrap_or_else(|e| {
-                            panic!("{e}; start PostgreSQL with scripts/services.sh")
-                        }),
+                    Service::Postgres
+                        .expect_up(PostgresStateStore::connect_with(url, 1, table).await),
                 ),
-                Self::Redis { url, prefix } => Arc::new(
-                    RedisStateStore::connect(url, prefix)
-                        .await
-                        .unwrap_or_else(|e| panic!("{e}; start Redis with scripts/services.sh")),
-                ),
+                Self::Redis { url, prefix } => {
+                    Arc::new(Service::Redis.expect_up(RedisStateStore::connect(url, prefix).await))
+                }
             };
             store
                 .get(key)

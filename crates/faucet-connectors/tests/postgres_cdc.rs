@@ -6,7 +6,6 @@
 //! the service and `scripts/services.sh`.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use faucet_connectors::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource};
@@ -16,36 +15,12 @@ use faucet_core::{Bookmark, Page, PageStream, Pipeline, ReadOptions, RunStreamOp
 use sqlx::{Connection, PgConnection};
 use tokio_util::sync::CancellationToken;
 
-/// The test server's URL.
-pub(crate) fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
+use faucet_test_support::Service;
+pub(crate) use faucet_test_support::{pg_url, unique_suffix};
 
 /// A plain connection to the test server, or a panic naming the service and the script.
 pub(crate) async fn admin() -> PgConnection {
-    let url = pg_url();
-    match PgConnection::connect(&url).await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "PostgreSQL is unreachable at FAUCET_TEST_PG_URL ({e}); start it with \
-             `scripts/services.sh` (or point FAUCET_TEST_PG_URL at a server with wal_level=logical)"
-        ),
-    }
-}
-
-fn unique_suffix() -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}_{}_{:x}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst),
-        nanos
-    )
+    Service::Postgres.expect_up(PgConnection::connect(&pg_url()).await)
 }
 
 /// One test's schema, slot and publication.

@@ -3,12 +3,11 @@
 //! The `wal_level` and invalidated-slot cases run on a private server (initdb into a temp
 //! directory, its own port), since they need settings the shared server must not change.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use faucet_connectors::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource};
 use faucet_core::{FaucetError, Source};
+use faucet_test_support::private_pg::PrivatePostgres;
 
 use crate::postgres_cdc::{Fixture, admin, pg_url, read_options};
 
@@ -126,169 +125,9 @@ async fn a_role_without_replication_is_told_how_to_get_it() {
     }
 }
 
-/// A PostgreSQL server of its own: initdb into a temp directory, started on a free port as
-/// the `postgres` user when running as root; stopped (immediate) on drop.
-struct PrivateServer {
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    port: u16,
-}
-
-fn pg_bin() -> PathBuf {
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.path().join("bin"))
-                .collect()
-        })
-        .unwrap_or_default();
-    candidates.sort();
-    candidates
-        .pop()
-        .filter(|b| b.join("initdb").exists())
-        .unwrap_or_else(|| {
-            panic!("PostgreSQL server binaries (initdb) not found under /usr/lib/postgresql; run scripts/services.sh")
-        })
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-/// Runs `program args` as the `postgres` user when root (PostgreSQL refuses to run as root).
-fn run_pg(program: &Path, args: &[&str]) {
-    let output = if is_root() {
-        Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(program)
-            .args(args)
-            .output()
-    } else {
-        Command::new(program).args(args).output()
-    }
-    .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
-    assert!(
-        output.status.success(),
-        "{} {args:?} failed: {}\n{}{}",
-        program.display(),
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
-impl PrivateServer {
-    fn start(settings: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        if is_root() {
-            run_chown(dir.path());
-        }
-        let bin = pg_bin();
-        let data = dir.path().join("data");
-        let data_s = data.to_string_lossy().into_owned();
-        run_pg(
-            &bin.join("initdb"),
-            &[
-                "-D",
-                &data_s,
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-            ],
-        );
-        let server = Self {
-            dir,
-            bin,
-            port: free_port(),
-        };
-        server.pg_ctl_start(settings);
-        server
-    }
-
-    fn data(&self) -> String {
-        self.dir.path().join("data").to_string_lossy().into_owned()
-    }
-
-    fn pg_ctl_start(&self, settings: &[&str]) {
-        let mut options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off",
-            self.port,
-            self.dir.path().display()
-        );
-        for s in settings {
-            options.push_str(" -c ");
-            options.push_str(s);
-        }
-        let log = self.dir.path().join("log").to_string_lossy().into_owned();
-        run_pg(
-            &self.bin.join("pg_ctl"),
-            &[
-                "-D",
-                &self.data(),
-                "-o",
-                &options,
-                "-l",
-                &log,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        );
-    }
-
-    fn restart(&self, settings: &[&str]) {
-        run_pg(
-            &self.bin.join("pg_ctl"),
-            &["-D", &self.data(), "-m", "fast", "-w", "stop"],
-        );
-        self.pg_ctl_start(settings);
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-}
-
-fn run_chown(path: &Path) {
-    let status = Command::new("chown")
-        .args(["-R", "postgres:postgres"])
-        .arg(path)
-        .status()
-        .expect("chown");
-    assert!(status.success());
-}
-
-impl Drop for PrivateServer {
-    fn drop(&mut self) {
-        let data = self.data();
-        let pg_ctl = self.bin.join("pg_ctl");
-        let args = ["-D", data.as_str(), "-m", "immediate", "-w", "stop"];
-        let _ = if is_root() {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&pg_ctl)
-                .args(args)
-                .output()
-        } else {
-            Command::new(&pg_ctl).args(args).output()
-        };
-    }
-}
+/// The private server's settings that every start adds: no fsync (a test's data does not
+/// need to survive an OS crash).
+const NO_FSYNC: &str = "fsync=off";
 
 async fn private_sql(url: &str, sql: &str) {
     let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(url)
@@ -303,7 +142,7 @@ async fn private_sql(url: &str, sql: &str) {
 #[tokio::test]
 async fn wal_level_and_an_invalidated_slot_are_reported_with_their_fix() {
     // wal_level = replica (initdb's default): check() names the setting and the restart.
-    let server = tokio::task::spawn_blocking(|| PrivateServer::start(&[]))
+    let server = tokio::task::spawn_blocking(|| PrivatePostgres::start(None, &[NO_FSYNC]))
         .await
         .expect("private server");
     private_sql(
@@ -335,6 +174,7 @@ async fn wal_level_and_an_invalidated_slot_are_reported_with_their_fix() {
     // recover.
     let server = tokio::task::spawn_blocking(move || {
         server.restart(&[
+            NO_FSYNC,
             "wal_level=logical",
             "max_slot_wal_keep_size=1MB",
             "min_wal_size=32MB",

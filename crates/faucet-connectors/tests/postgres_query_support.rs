@@ -7,22 +7,13 @@ use faucet_core::Page;
 use faucet_core::value::json::write_value;
 use sqlx::{Connection as _, Executor as _, PgConnection};
 
-/// The test server's URL.
-pub(crate) fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
+use faucet_test_support::Service;
+pub(crate) use faucet_test_support::pg_url;
 
 /// A session on the test server; fails the test, naming the service and the script that
 /// starts it, when the server is unreachable.
 pub(crate) async fn admin() -> PgConnection {
-    match PgConnection::connect(&pg_url()).await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "PostgreSQL is unreachable at FAUCET_TEST_PG_URL (default \
-             postgres://postgres@127.0.0.1:5432/test): {e}. Start it with scripts/services.sh"
-        ),
-    }
+    Service::Postgres.expect_up(PgConnection::connect(&pg_url()).await)
 }
 
 /// A fresh schema `t_<name>_<pid>` (dropped first if left over) and a session on it.

@@ -1,38 +1,19 @@
 //! Turning a `sqlx` error into a [`FaucetError`] that says what is at fault and what to do.
 //!
-//! Classification follows the SQLSTATE codes of the PostgreSQL manual, appendix A
-//! ("PostgreSQL Error Codes"): class 28 (authorization), 3D000 (no such database), 42P01
-//! (no such table), 42501 (insufficient privilege), class 08 and 57P0x (connection lost,
-//! server shutting down or starting). An unreachable server is a retryable
+//! The error is classified once, by the PostgreSQL connectors' [`PgFailure`] (SQLSTATE
+//! codes of the PostgreSQL manual, appendix A, and I/O kinds); this module adds the store's
+//! messages and hints. An unreachable server or a lost session is a retryable
 //! [`FaucetError::Connect`]; everything a person has to fix is a [`FaucetError::State`].
-//! Messages name the server as `postgres://user@host:port/db` — never the password.
+//! Messages name the server as `postgres://user@host:port/db`
+//! ([`faucet_connectors::postgres::connection::describe`]) — never the password.
 
+use faucet_connectors::postgres::failure::PgFailure;
 use faucet_core::FaucetError;
-use sqlx::postgres::PgConnectOptions;
 
 /// The store's name in errors (`StateStore::name`).
 pub(crate) const STORE: &str = "postgres";
 /// The `connector` of its [`FaucetError::Connect`] errors.
 pub(crate) const CONNECTOR: &str = "state store postgres";
-
-/// `postgres://user@host:port/database`, without the password; for messages and Debug.
-pub(crate) fn describe_target(options: &PgConnectOptions) -> String {
-    let db = options.get_database().unwrap_or(options.get_username());
-    match options.get_socket() {
-        Some(socket) => format!(
-            "postgres://{}@[{}]:{}/{db}",
-            options.get_username(),
-            socket.display(),
-            options.get_port()
-        ),
-        None => format!(
-            "postgres://{}@{}:{}/{db}",
-            options.get_username(),
-            options.get_host(),
-            options.get_port()
-        ),
-    }
-}
 
 /// What was being done when an error happened: the operation (`put`, `acquire lease`),
 /// the server and the table it touched.
@@ -57,91 +38,76 @@ impl Context<'_> {
         let connect = |message: String, err: sqlx::Error| {
             FaucetError::connect(CONNECTOR, message, Some(Box::new(err)))
         };
-        match &err {
-            sqlx::Error::Database(db) => {
-                let code = db.code().map(|c| c.into_owned()).unwrap_or_default();
-                match code.as_str() {
-                    "28P01" => state(
-                        format!(
-                            "{op}: password authentication failed at {target} (SQLSTATE \
-                             28P01); hint: check the user and password in the state url"
-                        ),
-                        err,
-                    ),
-                    "28000" => state(
-                        format!(
-                            "{op}: {target} rejected the login (SQLSTATE 28000); hint: \
-                             the role may not exist, or pg_hba.conf has no entry for this \
-                             host, user and database — check the user in the state url and \
-                             the server's pg_hba.conf"
-                        ),
-                        err,
-                    ),
-                    "3D000" => state(
-                        format!(
-                            "{op}: {target}: the database does not exist (SQLSTATE 3D000); \
-                             hint: create it, or fix the database name in the state url"
-                        ),
-                        err,
-                    ),
-                    "42P01" => state(
-                        format!(
-                            "{op}: table {table:?} does not exist at {target} (SQLSTATE \
-                             42P01); hint: set `ensure_table: true` in the state config \
-                             (PostgresStateStore::ensure_table) or create the table"
-                        ),
-                        err,
-                    ),
-                    "42501" => state(
-                        format!(
-                            "{op}: permission denied on table {table:?} at {target} (SQLSTATE \
-                             42501); hint: GRANT SELECT, INSERT, UPDATE, DELETE ON \
-                             {table:?} TO the state url's user"
-                        ),
-                        err,
-                    ),
-                    c if c.starts_with("08") || matches!(c, "57P01" | "57P02" | "57P03") => {
-                        connect(
-                            format!(
-                                "{lead}the connection to {target} failed (SQLSTATE {c}); \
-                                 hint: the server may be restarting; retry"
-                            ),
-                            err,
-                        )
-                    }
-                    "53300" => connect(
-                        format!(
-                            "{lead}{target} has too many connections (SQLSTATE 53300); hint: \
-                             lower max_connections or raise the server's limit"
-                        ),
-                        err,
-                    ),
-                    c => state(
-                        format!("{op} on table {table:?} at {target} failed (SQLSTATE {c})"),
-                        err,
-                    ),
-                }
-            }
-            sqlx::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => connect(
+        // The driver's own words for an I/O failure ("Connection reset by peer").
+        let io_text = |err: &sqlx::Error| match err {
+            sqlx::Error::Io(io) => io.to_string(),
+            other => other.to_string(),
+        };
+        match PgFailure::of(&err) {
+            PgFailure::PasswordRejected => state(
+                format!(
+                    "{op}: password authentication failed at {target} (SQLSTATE 28P01); hint: \
+                     check the user and password in the state url"
+                ),
+                err,
+            ),
+            PgFailure::LoginRejected => state(
+                format!(
+                    "{op}: {target} rejected the login (SQLSTATE 28000); hint: the role may \
+                     not exist, or pg_hba.conf has no entry for this host, user and database \
+                     — check the user in the state url and the server's pg_hba.conf"
+                ),
+                err,
+            ),
+            PgFailure::NoDatabase => state(
+                format!(
+                    "{op}: {target}: the database does not exist (SQLSTATE 3D000); hint: \
+                     create it, or fix the database name in the state url"
+                ),
+                err,
+            ),
+            PgFailure::NoTable => state(
+                format!(
+                    "{op}: table {table:?} does not exist at {target} (SQLSTATE 42P01); \
+                     hint: set `ensure_table: true` in the state config \
+                     (PostgresStateStore::ensure_table) or create the table"
+                ),
+                err,
+            ),
+            PgFailure::PermissionDenied => state(
+                format!(
+                    "{op}: permission denied on table {table:?} at {target} (SQLSTATE \
+                     42501); hint: GRANT SELECT, INSERT, UPDATE, DELETE ON {table:?} TO the \
+                     state url's user"
+                ),
+                err,
+            ),
+            PgFailure::SessionEnded(c) => connect(
+                format!(
+                    "{lead}the connection to {target} failed (SQLSTATE {c}); hint: the server \
+                     may be restarting; retry"
+                ),
+                err,
+            ),
+            PgFailure::TooManyConnections => connect(
+                format!(
+                    "{lead}{target} has too many connections (SQLSTATE 53300); hint: lower \
+                     max_connections or raise the server's limit"
+                ),
+                err,
+            ),
+            PgFailure::Refused => connect(
                 format!(
                     "{lead}connection refused by {target}; hint: is PostgreSQL running and \
                      listening on that host and port? check the state url"
                 ),
                 err,
             ),
-            sqlx::Error::Io(io)
-                if matches!(
-                    io.kind(),
-                    std::io::ErrorKind::ConnectionReset
-                        | std::io::ErrorKind::ConnectionAborted
-                        | std::io::ErrorKind::BrokenPipe
-                        | std::io::ErrorKind::UnexpectedEof
-                ) =>
-            {
-                let io = io.to_string();
+            PgFailure::Dropped => {
+                let why = io_text(&err);
                 connect(
                     format!(
-                        "{lead}the connection to {target} was lost ({io}); hint: the server \
+                        "{lead}the connection to {target} was lost ({why}); hint: the server \
                          restarted or ended the session (idle timeout, pg_terminate_backend); \
                          the next operation reconnects — if it keeps happening, see the \
                          server's log"
@@ -149,34 +115,38 @@ impl Context<'_> {
                     err,
                 )
             }
-            sqlx::Error::Io(io) => {
-                let io = io.to_string();
+            PgFailure::Network => {
+                let why = io_text(&err);
                 connect(
                     format!(
-                        "{lead}cannot reach {target} ({io}); hint: check the host and port in \
+                        "{lead}cannot reach {target} ({why}); hint: check the host and port in \
                          the state url and the network"
                     ),
                     err,
                 )
             }
-            sqlx::Error::Tls(_) => connect(
+            PgFailure::Tls => connect(
                 format!(
                     "{lead}TLS with {target} failed; hint: check `sslmode` in the state url and \
                      the server's certificates"
                 ),
                 err,
             ),
-            sqlx::Error::PoolTimedOut => connect(
+            PgFailure::PoolTimedOut => connect(
                 format!(
                     "{lead}no connection to {target} became available in time; hint: the \
                      server may be down or unreachable, or every pooled connection is busy"
                 ),
                 err,
             ),
-            sqlx::Error::Configuration(_) => {
+            PgFailure::BadConfig => {
                 let why = err.to_string();
                 FaucetError::config("url", format!("the state url is not usable: {why}"))
             }
+            PgFailure::Other(Some(c)) => state(
+                format!("{op} on table {table:?} at {target} failed (SQLSTATE {c})"),
+                err,
+            ),
             _ => state(format!("{op} on table {table:?} at {target} failed"), err),
         }
     }

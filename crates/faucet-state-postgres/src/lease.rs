@@ -213,6 +213,7 @@ impl PostgresStateStore {
             .bind("faucet-doctor")
             .bind(Json(&holder))
             .bind(1.0_f64)
+            // No gone holder to take over from ($5).
             .bind(None::<&str>)
             .fetch_optional(&mut *tx)
             .await

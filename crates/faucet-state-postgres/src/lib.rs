@@ -6,3 +6,4 @@ mod store;
 mod table;
 
 pub use store::{DEFAULT_MAX_CONNECTIONS, DEFAULT_TABLE, PostgresStateStore};
+pub use table::validate_table_name;

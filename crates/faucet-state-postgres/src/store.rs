@@ -2,10 +2,10 @@
 //! (`get`, `put`, `delete`, `check`) of seed 004. Leases are in [`crate::lease`].
 
 use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use faucet_connectors::postgres::connection::{PostgresUrl, describe};
 use faucet_core::FaucetError;
 use faucet_core::serde_json::Value;
 use faucet_core::state::{
@@ -15,7 +15,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::types::Json;
 use sqlx::{ConnectOptions as _, Connection as _};
 
-use crate::error::{Context, STORE, connect_timeout, describe_target};
+use crate::error::{Context, STORE, connect_timeout};
 use crate::table::Statements;
 
 /// The table name when none is given: `faucet_state` (seed 004).
@@ -97,19 +97,11 @@ impl PostgresStateStore {
                 "must be at least 1 (the default is 5)",
             ));
         }
-        // sqlx's own statement logs (a WARN for every statement slower than 1 s) stay out
-        // of faucet's log: the store reports its failures itself.
-        let options = PgConnectOptions::from_str(url)
-            .map_err(|e| {
-                Context {
-                    op: "connect",
-                    target: "the state url",
-                    table,
-                }
-                .classify(e)
-            })?
-            .disable_statement_logging();
-        let target = describe_target(&options);
+        // Parsed as every PostgreSQL URL of faucet is (the password kept as a secret, sqlx's
+        // statement logs off: the store reports its failures itself).
+        let url = PostgresUrl::parse_str(url, "url")?;
+        let options = url.options();
+        let target = url.describe();
         probe_connection(&options, &target, table).await?;
         let pool = PgPoolOptions::new()
             .max_connections(max_connections)
@@ -129,7 +121,7 @@ impl PostgresStateStore {
     /// [`FaucetError::Config`] for an invalid table name.
     pub fn from_pool(pool: PgPool, table: &str) -> Result<Self, FaucetError> {
         let sql = Statements::new(table)?;
-        let target = describe_target(&pool.connect_options());
+        let target = describe(&pool.connect_options());
         Ok(Self { pool, sql, target })
     }
 

@@ -1,49 +1,23 @@
 //! The store's two tables: the state table's name, checked when the store is built, the
 //! lease table's name derived from it, and every SQL statement the store sends, built once
-//! with both names double-quoted by [`faucet_core::util::quote_ident`].
+//! with both names double-quoted ([`TableName::quoted`]).
 
+use faucet_connectors::postgres::ident::{MAX_IDENT_BYTES, TableName};
 use faucet_core::FaucetError;
-use faucet_core::util::quote_ident;
 
-/// The longest PostgreSQL identifier, in bytes (`NAMEDATALEN - 1`; PostgreSQL manual,
-/// "Identifiers and Key Words"). Longer names are silently truncated by the server, so
-/// they are rejected here instead.
-pub(crate) const MAX_IDENT_LEN: usize = 63;
+/// The longest PostgreSQL identifier, in bytes (`NAMEDATALEN - 1`).
+pub(crate) const MAX_IDENT_LEN: usize = MAX_IDENT_BYTES;
 
 const LEASE_SUFFIX: &str = "_lease";
 
-/// Checks a state table name: 1 to 63 ASCII letters, digits or `_` (seed 004, "Validated
-/// identifiers"), before any SQL is sent.
+/// Checks a state table name by seed 004's rule ("Validated identifiers": 1 to 63 ASCII
+/// letters, digits or `_`), before any SQL is sent: PostgreSQL's one table-name rule of
+/// faucet, [`TableName::parse_plain`].
 ///
 /// # Errors
 /// [`FaucetError::Config`] on field `table`, saying what is wrong with which name.
-pub(crate) fn validate_table_name(table: &str) -> Result<(), FaucetError> {
-    let fail = |why: String| {
-        Err(FaucetError::config(
-            "table",
-            format!("state table name {table:?} {why}"),
-        ))
-    };
-    if table.is_empty() {
-        return fail(format!(
-            "is empty; a table name has 1 to {MAX_IDENT_LEN} characters from [A-Za-z0-9_]"
-        ));
-    }
-    if table.len() > MAX_IDENT_LEN {
-        return fail(format!(
-            "is {} characters long; PostgreSQL identifiers have at most {MAX_IDENT_LEN}",
-            table.len()
-        ));
-    }
-    if let Some(c) = table
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_'))
-    {
-        return fail(format!(
-            "contains {c:?}; allowed are ASCII letters, digits and `_`"
-        ));
-    }
-    Ok(())
+pub fn validate_table_name(table: &str) -> Result<(), FaucetError> {
+    TableName::parse_plain(table, "table").map(drop)
 }
 
 /// The lease table that goes with state table `table`: `<table>_lease`. When that would be
@@ -87,10 +61,10 @@ impl Statements {
     /// # Errors
     /// [`FaucetError::Config`] when `table` is not a valid name (see [`validate_table_name`]).
     pub(crate) fn new(table: &str) -> Result<Self, FaucetError> {
-        validate_table_name(table)?;
+        let name = TableName::parse_plain(table, "table")?;
         let lease_table = lease_table_name(table);
-        let t = quote_ident(table);
-        let l = quote_ident(&lease_table);
+        let t = name.quoted();
+        let l = name.sibling(&lease_table).quoted();
         Ok(Self {
             create_state: format!(
                 "CREATE TABLE IF NOT EXISTS {t} (\n    \

@@ -4,22 +4,17 @@ use faucet_state_postgres::PostgresStateStore;
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
-/// The test server's URL.
-pub(crate) fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
+use faucet_test_support::Service;
+pub(crate) use faucet_test_support::pg_url;
 
 /// A pool on the test server; fails the test, naming the service, when it is unreachable.
 pub(crate) async fn admin_pool() -> PgPool {
-    let url = pg_url();
-    match PgPoolOptions::new().max_connections(4).connect(&url).await {
-        Ok(pool) => pool,
-        Err(e) => panic!(
-            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
-             is unreachable: {e}; start it with scripts/services.sh"
-        ),
-    }
+    Service::Postgres.expect_up(
+        PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&pg_url())
+            .await,
+    )
 }
 
 /// Drops `table` and its lease table, so a test starts from nothing.

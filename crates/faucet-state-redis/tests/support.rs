@@ -6,10 +6,8 @@ use std::time::{Duration, Instant};
 use faucet_state_redis::RedisStateStore;
 use redis::aio::MultiplexedConnection;
 
-/// The test server's URL.
-pub(crate) fn redis_url() -> String {
-    std::env::var("FAUCET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
-}
+use faucet_test_support::Service;
+pub(crate) use faucet_test_support::redis_url;
 
 /// A raw connection to the test server; fails the test, naming the service, when it is
 /// unreachable.
@@ -20,13 +18,7 @@ pub(crate) async fn raw() -> MultiplexedConnection {
             .get_multiplexed_async_connection()
             .await
     };
-    match conn.await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "Redis at FAUCET_TEST_REDIS_URL (default redis://127.0.0.1:6379/) is unreachable: \
-             {e}; start it with scripts/services.sh"
-        ),
-    }
+    Service::Redis.expect_up(conn.await)
 }
 
 /// Every key under `prefix`.

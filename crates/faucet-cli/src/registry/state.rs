@@ -241,7 +241,7 @@ impl StateAbout for PostgresStateConfig {
 impl StateConnect for PostgresStateConfig {
     fn validate(&self) -> Result<(), FaucetError> {
         check_url(&self.url, &["postgres://", "postgresql://"])?;
-        check_table(&self.table)
+        faucet_state_postgres::validate_table_name(&self.table).map_err(at_config)
     }
 
     async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
@@ -366,22 +366,6 @@ fn check_url(url: &SecretUrl, schemes: &[&str]) -> Result<(), FaucetError> {
                 url.redacted(),
                 schemes.join(" or ")
             ),
-        ))
-    }
-}
-
-/// The seed's identifier rule: non-empty, at most 63 characters, `[A-Za-z0-9_]`.
-#[cfg(feature = "state-postgres")]
-fn check_table(table: &str) -> Result<(), FaucetError> {
-    let ok = !table.is_empty()
-        && table.len() <= 63
-        && table.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if ok {
-        Ok(())
-    } else {
-        Err(FaucetError::config(
-            format!("{FIELD}.config.table"),
-            format!("{table:?} is not a valid table name: 1 to 63 of A-Z a-z 0-9 _"),
         ))
     }
 }

@@ -261,32 +261,30 @@ pub(crate) fn ids(records: &[serde_json::Value]) -> Vec<u64> {
         .collect()
 }
 
-/// The test PostgreSQL server's URL: `FAUCET_TEST_PG_URL`, by default the local server that
-/// `scripts/services.sh` starts.
+#[cfg(any(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
+use faucet_test_support::Service;
+/// The test PostgreSQL server's URL (`FAUCET_TEST_PG_URL`, by default the local server that
+/// `scripts/services.sh` starts).
 #[cfg(any(feature = "postgres", feature = "state-postgres"))]
-pub(crate) fn pg_url() -> String {
-    std::env::var("FAUCET_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-}
-
-/// The test Redis server's URL: `FAUCET_TEST_REDIS_URL`, by default the local server.
+pub(crate) use faucet_test_support::pg_url;
+/// The test Redis server's URL (`FAUCET_TEST_REDIS_URL`, by default the local server).
 #[cfg(feature = "state-redis")]
-pub(crate) fn redis_url() -> String {
-    std::env::var("FAUCET_TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".to_owned())
-}
+pub(crate) use faucet_test_support::redis_url;
 
 /// A pool of two connections on the test PostgreSQL server ([`pg_url`]); panics naming the
 /// service and the script that starts it when the server is unreachable.
 #[cfg(any(feature = "postgres", feature = "state-postgres"))]
 pub(crate) async fn pg_pool() -> sqlx::PgPool {
-    match sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&pg_url())
-        .await
-    {
-        Ok(p) => p,
-        Err(e) => panic!("{}", pg_unreachable(&e)),
-    }
+    Service::Postgres.expect_up(
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect(&pg_url())
+            .await,
+    )
 }
 
 /// One connection to PostgreSQL at `url` (the test server, or a private one a test started);
@@ -296,19 +294,7 @@ pub(crate) async fn pg_pool() -> sqlx::PgPool {
     all(feature = "state-postgres", feature = "state-redis")
 ))]
 pub(crate) async fn pg_connect(url: &str) -> sqlx::PgConnection {
-    match <sqlx::PgConnection as sqlx::Connection>::connect(url).await {
-        Ok(c) => c,
-        Err(e) => panic!("{}", pg_unreachable(&e)),
-    }
-}
-
-/// The failure message of [`pg_pool`] and [`pg_connect`].
-#[cfg(any(feature = "postgres", feature = "state-postgres"))]
-fn pg_unreachable(e: &sqlx::Error) -> String {
-    format!(
-        "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
-         is unreachable: {e}; start it with scripts/services.sh"
-    )
+    Service::Postgres.expect_up(<sqlx::PgConnection as sqlx::Connection>::connect(url).await)
 }
 
 /// A connection to Redis at `url`; panics naming the service and the script that starts it
@@ -320,13 +306,7 @@ pub(crate) async fn redis_connect(url: &str) -> redis::aio::MultiplexedConnectio
             .get_multiplexed_async_connection()
             .await
     };
-    match conn.await {
-        Ok(c) => c,
-        Err(e) => panic!(
-            "Redis at FAUCET_TEST_REDIS_URL (default redis://127.0.0.1:6379/) is unreachable: \
-             {e}; start it with scripts/services.sh"
-        ),
-    }
+    Service::Redis.expect_up(conn.await)
 }
 
 /// A runtime for a test's own calls to the services (the binary under test runs apart).

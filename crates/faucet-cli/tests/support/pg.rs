@@ -36,18 +36,7 @@ pub(crate) async fn exec(pool: &sqlx::PgPool, sql: &str) {
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
 }
 
-/// A suffix for a test's own schema, slot and publication names: the process id and the
-/// current instant's nanoseconds, in hex (`<pid>_<nanos>`).
-pub(crate) fn unique_suffix() -> String {
-    format!(
-        "{}_{:x}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    )
-}
+pub(crate) use faucet_test_support::unique_suffix;
 
 /// A test's own schema, replication slot and publication names (`repl_<tag>_<suffix>`, ...).
 pub(crate) struct Names {

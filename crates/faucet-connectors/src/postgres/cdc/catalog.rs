@@ -14,8 +14,9 @@ use faucet_core::FaucetError;
 use faucet_core::util::quote_ident;
 
 use super::CONNECTOR;
-use super::client::{ConnectionParams, parse_lsn};
+use super::client::parse_lsn;
 use super::config::TableName;
+use crate::postgres::connection::PostgresUrl;
 
 /// How long [`prepare`] waits for an active slot to be released (a session of this process
 /// that just ended takes a moment to let go of it) before failing.
@@ -75,7 +76,7 @@ pub(crate) async fn check(conn: &mut PgConnection, want: &Wanted<'_>) -> Result<
 pub(crate) async fn prepare(
     conn: &mut PgConnection,
     want: &Wanted<'_>,
-    params: &ConnectionParams,
+    connection: &PostgresUrl,
 ) -> Result<Prepared, FaucetError> {
     check_server(conn).await?;
     check_publication(conn, want, true).await?;
@@ -84,7 +85,7 @@ pub(crate) async fn prepare(
         let slot = match slot_row(conn, want.slot).await? {
             Some(slot) => slot,
             None => {
-                create_slot(conn, want.slot, params).await?;
+                create_slot(conn, want.slot, connection).await?;
                 slot_row(conn, want.slot).await?.ok_or_else(|| {
                     failed(format!(
                         "replication slot `{}` vanished right after it was created",
@@ -312,7 +313,7 @@ async fn check_may_create_publication(
 fn table_list(tables: &[TableName]) -> String {
     tables
         .iter()
-        .map(|t| format!("{}.{}", quote_ident(&t.schema), quote_ident(&t.name)))
+        .map(TableName::quoted)
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -454,7 +455,7 @@ async fn check_free_slot(conn: &mut PgConnection, slot: &str) -> Result<(), Fauc
 async fn create_slot(
     conn: &mut PgConnection,
     slot: &str,
-    params: &ConnectionParams,
+    connection: &PostgresUrl,
 ) -> Result<(), FaucetError> {
     let creator: Option<i32> = sqlx::query_scalar("SELECT pg_backend_pid()")
         .fetch_one(&mut *conn)
@@ -463,7 +464,7 @@ async fn create_slot(
     let creating = sqlx::query("SELECT pg_create_logical_replication_slot($1, 'pgoutput')")
         .bind(slot)
         .execute(&mut *conn);
-    let created = super::slot_wait::while_creating(params, slot, creator, creating).await;
+    let created = super::slot_wait::while_creating(connection, slot, creator, creating).await;
     match created {
         Ok(_) => {
             tracing::info!(slot, "created the replication slot");

@@ -122,7 +122,7 @@ impl ChangeDecoder {
         columns: Vec<RelationColumn>,
     ) {
         let table = TableName {
-            schema: namespace,
+            schema: Some(namespace),
             name,
         };
         let included = self.wanted.contains(&table);
@@ -414,7 +414,7 @@ mod tests {
 
     fn decoder() -> ChangeDecoder {
         let mut d = ChangeDecoder::new(&[TableName {
-            schema: "public".into(),
+            schema: Some("public".into()),
             name: "article".into(),
         }]);
         let cols = vec![

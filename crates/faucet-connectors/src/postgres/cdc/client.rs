@@ -1,10 +1,10 @@
-//! Connections of the `postgres-cdc` source: the connection URL, split into what the two
-//! clients need, with the password kept out of every `Debug` and error.
+//! Connections of the `postgres-cdc` source, both made from the one parsed
+//! [`PostgresUrl`] (the password kept out of every `Debug` and error):
 //!
 //! * catalog queries (prerequisites, slot and publication creation) go through one sqlx
-//!   connection ([`ConnectionParams::connect_sql`]);
+//!   connection ([`PostgresUrl::connect_sql`]);
 //! * the change stream goes through `pgwire-replication`'s [`ReplicationClient`]
-//!   ([`ConnectionParams::replication_config`]): a background task reads the socket into a
+//!   ([`PostgresUrl::replication_config`]): a background task reads the socket into a
 //!   bounded channel and answers the server's keepalives itself (with the last acknowledged
 //!   LSN), also while the consumer is busy writing a page, so `wal_sender_timeout` never
 //!   fires on a slow sink (PostgreSQL manual, "Streaming Replication Protocol").
@@ -16,16 +16,17 @@
 //!
 //! [`ReplicationClient`]: pgwire_replication::ReplicationClient
 
-use std::str::FromStr;
 use std::time::Duration;
 
 use pgwire_replication::{Lsn, ReplicationConfig};
+use secrecy::ExposeSecret;
 use sqlx::ConnectOptions;
-use sqlx::postgres::{PgConnectOptions, PgConnection, PgSslMode};
+use sqlx::postgres::PgConnection;
 
 use faucet_core::FaucetError;
 
 use super::CONNECTOR;
+use crate::postgres::connection::PostgresUrl;
 
 /// Session settings of the walsender, as startup `options` (`-c name=value`): UTF-8, UTC,
 /// ISO dates, ISO 8601 intervals, shortest-exact floats, hex bytea.
@@ -52,112 +53,18 @@ const IDLE_WAKEUP: Duration = Duration::from_secs(10);
 /// Events buffered between the socket reader and the page assembly (one event per change).
 const EVENT_BUFFER: usize = 4096;
 
-/// The parts of a `postgres://` URL. `Debug` never shows the password.
-#[derive(Clone)]
-pub(crate) struct ConnectionParams {
-    sql: PgConnectOptions,
-    /// TCP host name or address, or a Unix socket directory (starting with `/`).
-    host: String,
-    port: u16,
-    user: String,
-    password: Option<String>,
-    database: String,
-}
-
-impl std::fmt::Debug for ConnectionParams {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ConnectionParams")
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("user", &self.user)
-            .field("password", &self.password.as_ref().map(|_| "[redacted]"))
-            .field("database", &self.database)
-            .finish()
-    }
-}
-
-fn url_error(message: impl Into<String>) -> FaucetError {
-    FaucetError::config("connection_url", message)
-}
-
-impl ConnectionParams {
-    /// Parses `url` (`postgres://` or `postgresql://`). Errors never quote the URL, which may
-    /// hold a password.
+impl PostgresUrl {
+    /// One ordinary (non-replication) connection of `postgres-cdc`
+    /// (`application_name` `faucet-postgres-cdc`), for catalog queries.
     ///
     /// # Errors
-    /// [`FaucetError::Config`] on `connection_url` when the URL is malformed, or asks for TLS.
-    pub(crate) fn parse(url: &str) -> Result<Self, FaucetError> {
-        let parsed = url::Url::parse(url).map_err(|e| {
-            url_error(format!(
-                "not a valid URL ({e}); expected postgres://user:password@host:port/database"
-            ))
-        })?;
-        if !matches!(parsed.scheme(), "postgres" | "postgresql") {
-            return Err(url_error(format!(
-                "scheme `{}` is not postgres:// or postgresql://",
-                parsed.scheme()
-            )));
-        }
-        let sql = PgConnectOptions::from_str(url)
-            .map_err(|e| url_error(format!("cannot be read: {}", redact_error(&e.to_string()))))?;
-        if matches!(
-            sql.get_ssl_mode(),
-            PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull
-        ) {
-            return Err(url_error(
-                "TLS (sslmode=require/verify-ca/verify-full) is not compiled into faucet; \
-                 use sslmode=disable or prefer on a trusted network",
-            ));
-        }
-        let password = parsed
-            .password()
-            .map(|p| {
-                percent_decode(p)
-                    .map_err(|_| url_error("the password is not valid percent-encoded UTF-8"))
-            })
-            .transpose()?;
-        let host = match sql.get_socket() {
-            Some(dir) => dir.to_string_lossy().into_owned(),
-            None => sql.get_host().to_owned(),
-        };
-        let database = sql
-            .get_database()
-            .map(str::to_owned)
-            .unwrap_or_else(|| sql.get_username().to_owned());
-        Ok(Self {
-            host,
-            port: sql.get_port(),
-            user: sql.get_username().to_owned(),
-            password,
-            database,
-            sql,
-        })
-    }
-
-    /// The database the URL names.
-    pub(crate) fn database(&self) -> &str {
-        &self.database
-    }
-
-    /// One ordinary (non-replication) connection, with the shared session settings.
-    ///
-    /// # Errors
-    /// [`FaucetError::Connect`] naming host, port and database (never the password).
+    /// [`FaucetError::Connect`] naming [`PostgresUrl::describe`] (never the password).
     pub(crate) async fn connect_sql(&self) -> Result<PgConnection, FaucetError> {
-        let options = self
-            .sql
-            .clone()
-            .application_name("faucet-postgres-cdc")
-            // No sqlx statement logs (its "slow statement" WARN after 1 s): a wait that
-            // matters is reported by faucet itself, naming what it waits for.
-            .disable_statement_logging();
+        let options = self.options().application_name("faucet-postgres-cdc");
         options.connect().await.map_err(|e| {
             FaucetError::connect(
                 CONNECTOR,
-                format!(
-                    "PostgreSQL at {}:{} database `{}` as `{}`",
-                    self.host, self.port, self.database, self.user
-                ),
+                format!("PostgreSQL at {}", self.describe()),
                 Some(Box::new(e)),
             )
         })
@@ -165,7 +72,7 @@ impl ConnectionParams {
 
     /// The replication session's configuration: stream `slot` of `publication` from
     /// `start`, reporting `ack` as flushed until told otherwise (never a position that is not
-    /// durable, case 03).
+    /// durable, case 03). The password is exposed here, to the client, and nowhere else.
     pub(crate) fn replication_config(
         &self,
         slot: &str,
@@ -174,27 +81,30 @@ impl ConnectionParams {
         ack: Lsn,
         status_interval: Duration,
     ) -> ReplicationConfig {
-        let password = self.password.clone().unwrap_or_default();
-        let base = if self.host.starts_with('/') {
-            ReplicationConfig::unix(
-                self.host.clone(),
-                self.port,
-                self.user.clone(),
+        let password = self
+            .password()
+            .map(|p| p.expose_secret().to_owned())
+            .unwrap_or_default();
+        let (user, database) = (self.user().to_owned(), self.database().to_owned());
+        let base = match self.socket_dir() {
+            Some(dir) => ReplicationConfig::unix(
+                dir.to_string_lossy().into_owned(),
+                self.port(),
+                user,
                 password,
-                self.database.clone(),
+                database,
+                slot,
+                publication,
+            ),
+            None => ReplicationConfig::new(
+                self.host().to_owned(),
+                user,
+                password,
+                database,
                 slot,
                 publication,
             )
-        } else {
-            ReplicationConfig::new(
-                self.host.clone(),
-                self.user.clone(),
-                password,
-                self.database.clone(),
-                slot,
-                publication,
-            )
-            .with_port(self.port)
+            .with_port(self.port()),
         };
         base.with_start_lsn(start)
             .with_ack_lsn(ack)
@@ -203,36 +113,6 @@ impl ConnectionParams {
             .with_buffer_size(EVENT_BUFFER)
             .with_options(WALSENDER_OPTIONS)
             .with_application_name(format!("faucet-postgres-cdc:{slot}"))
-    }
-}
-
-/// Percent-decodes a URL component.
-fn percent_decode(s: &str) -> Result<String, std::string::FromUtf8Error> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-            if let Some(v) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8(out)
-}
-
-/// sqlx's URL errors can quote the URL; drop anything after `://` up to `@`.
-fn redact_error(message: &str) -> String {
-    match (message.find("://"), message.rfind('@')) {
-        (Some(start), Some(at)) if at > start => {
-            format!("{}://[redacted]{}", &message[..start], &message[at..])
-        }
-        _ => message.to_owned(),
     }
 }
 
@@ -257,33 +137,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_tcp_and_socket_urls_without_leaking_the_password() {
-        let p =
-            ConnectionParams::parse("postgres://alice:p%40ss@db.example:6543/shop").expect("valid");
-        assert_eq!(p.host, "db.example");
-        assert_eq!(p.port, 6543);
-        assert_eq!(p.user, "alice");
-        assert_eq!(p.password.as_deref(), Some("p@ss"));
-        assert_eq!(p.database(), "shop");
-        assert!(!format!("{p:?}").contains("p@ss"));
-
-        let s = ConnectionParams::parse("postgresql://bob@localhost/test?host=/tmp/pg&port=5499")
+    fn replication_configs_of_tcp_and_socket_urls() {
+        let url = PostgresUrl::parse_str("postgres://alice:p%40ss@db.example:6543/shop", "u")
             .expect("valid");
-        assert_eq!(s.host, "/tmp/pg");
-        assert_eq!(s.port, 5499);
-        assert_eq!(s.password, None);
-    }
-
-    #[test]
-    fn rejects_tls_and_other_schemes() {
-        let e =
-            ConnectionParams::parse("postgres://u:secret@h/db?sslmode=require").expect_err("tls");
-        assert!(e.to_string().contains("TLS"), "{e}");
-        assert!(!e.to_string().contains("secret"));
-        let e = ConnectionParams::parse("mysql://u:secret@h/db").expect_err("scheme");
-        assert!(!e.to_string().contains("secret"), "{e}");
-        let e = ConnectionParams::parse("not a url").expect_err("garbage");
-        assert!(matches!(e, FaucetError::Config { .. }));
+        let c = url.replication_config("s", "p", Lsn(0), Lsn(0), STATUS_INTERVAL);
+        assert_eq!((c.host.as_str(), c.port), ("db.example", 6543));
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("alice", "p@ss"));
+        assert_eq!(c.database, "shop");
+        let url = PostgresUrl::parse_str(
+            "postgresql://bob@localhost/test?host=/tmp/pg&port=5499",
+            "u",
+        )
+        .expect("valid");
+        let c = url.replication_config("s", "p", Lsn(0), Lsn(0), STATUS_INTERVAL);
+        assert_eq!(
+            c.unix_socket_path(),
+            std::path::Path::new("/tmp/pg/.s.PGSQL.5499")
+        );
+        assert_eq!(c.password, "");
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The `postgres-cdc` source's configuration (the `source.config` block of the seed
 //! `004_*`, DESIGN.md "Configuration and CLI"), and its pure validation.
 
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
-use super::client::ConnectionParams;
-use crate::postgres::config::MAX_IDENT_BYTES;
+use crate::postgres::connection::PostgresUrl;
+use crate::postgres::ident::MAX_IDENT_BYTES;
+/// The tables of `tables`: [`crate::postgres::ident::TableName`]s with the schema present.
+pub(crate) use crate::postgres::ident::TableName;
 
 /// A [`PostgresCdcConfig`] that passed [`PostgresCdcConfig::validate`], with what validation
 /// parsed; made only by `validate`, taken by [`super::PostgresCdcSource::from_validated`], so
@@ -15,7 +17,7 @@ use crate::postgres::config::MAX_IDENT_BYTES;
 #[derive(Clone)]
 pub struct ValidatedCdcConfig {
     pub(crate) config: PostgresCdcConfig,
-    pub(crate) params: ConnectionParams,
+    pub(crate) connection: PostgresUrl,
     pub(crate) tables: Vec<TableName>,
 }
 
@@ -100,30 +102,6 @@ impl std::fmt::Debug for PostgresCdcConfig {
     }
 }
 
-/// A table named in `tables`, split into its schema and name by the one table-name rule of
-/// the PostgreSQL connectors ([`crate::postgres::config::TableName::parse_qualified`]).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct TableName {
-    pub(crate) schema: String,
-    pub(crate) name: String,
-}
-
-impl TableName {
-    /// `schema.table`, as change records spell it.
-    pub(crate) fn qualified(&self) -> String {
-        format!("{}.{}", self.schema, self.name)
-    }
-
-    /// The same table as the query source and the sink name it (for reading it in a
-    /// snapshot): no second parse of [`Self::qualified`], so no second rule.
-    pub(crate) fn sql_name(&self) -> crate::postgres::config::TableName {
-        crate::postgres::config::TableName {
-            schema: Some(self.schema.clone()),
-            table: self.name.clone(),
-        }
-    }
-}
-
 impl PostgresCdcConfig {
     /// A configuration with the defaults for the optional fields.
     pub fn new(
@@ -149,13 +127,20 @@ impl PostgresCdcConfig {
     /// [`FaucetError::Config`] naming the field (`connection_url`, `slot_name`,
     /// `publication`, `tables`) and what a valid value looks like.
     pub fn validate(&self) -> Result<ValidatedCdcConfig, FaucetError> {
-        let params = ConnectionParams::parse(self.connection_url.expose_secret())?;
+        let connection = PostgresUrl::parse(&self.connection_url, "connection_url")?;
+        if connection.requires_tls() {
+            return Err(FaucetError::config(
+                "connection_url",
+                "TLS (sslmode=require/verify-ca/verify-full) is not compiled into faucet; \
+                 use sslmode=disable or prefer on a trusted network",
+            ));
+        }
         validate_slot_name(&self.slot_name)?;
         validate_publication(&self.publication)?;
         let tables = self.table_names()?;
         Ok(ValidatedCdcConfig {
             config: self.clone(),
-            params,
+            connection,
             tables,
         })
     }
@@ -171,11 +156,7 @@ impl PostgresCdcConfig {
         let mut out: Vec<TableName> = Vec::with_capacity(self.tables.len());
         for (i, t) in self.tables.iter().enumerate() {
             let field = format!("tables[{i}]");
-            let parsed = crate::postgres::config::TableName::parse_qualified(t, &field)?;
-            let table = TableName {
-                schema: parsed.schema.unwrap_or_default(),
-                name: parsed.table,
-            };
+            let table = TableName::parse_qualified(t, &field)?;
             if out.contains(&table) {
                 return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
             }
@@ -253,13 +234,10 @@ mod tests {
         assert!(!c.continuous);
         let valid = c.validate().expect("valid");
         // What validation parsed is kept, for the source to take without parsing again.
-        assert_eq!(valid.params.database(), "db");
+        assert_eq!(valid.connection.database(), "db");
         assert_eq!(
             valid.tables,
-            [TableName {
-                schema: "public".into(),
-                name: "orders".into()
-            }]
+            [TableName::parse("public.orders", "t").expect("valid")]
         );
         assert!(!format!("{valid:?}").contains("hunter2"));
         let debug = format!("{c:?}");
@@ -293,11 +271,19 @@ mod tests {
         let mut c = base.clone();
         c.tables = vec![];
         assert_eq!(field_of(c.validate().expect_err("empty")), "tables");
-        let mut c = base;
+        let mut c = base.clone();
         c.connection_url = SecretString::from("mysql://localhost/db");
         assert_eq!(
             field_of(c.validate().expect_err("scheme")),
             "connection_url"
         );
+        let mut c = base;
+        c.connection_url = SecretString::from("postgres://u:secret@h/db?sslmode=require");
+        let e = c.validate().expect_err("tls");
+        assert!(
+            e.to_string().contains("TLS") && !e.to_string().contains("secret"),
+            "{e}"
+        );
+        assert_eq!(field_of(e), "connection_url");
     }
 }

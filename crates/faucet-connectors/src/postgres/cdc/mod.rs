@@ -81,10 +81,10 @@ use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGu
 
 pub use config::{PostgresCdcConfig, ValidatedCdcConfig};
 
+use crate::postgres::connection::PostgresUrl;
 use bookmark::CdcBookmark;
 use catalog::Wanted;
 use changes::{ChangeDecoder, record_schema};
-use client::ConnectionParams;
 use config::TableName;
 use stream::{CdcPageStream, StreamStart, stream_error};
 
@@ -96,7 +96,7 @@ pub const CONNECTOR: &str = "postgres-cdc";
 #[derive(Debug)]
 pub struct PostgresCdcSource {
     config: PostgresCdcConfig,
-    params: ConnectionParams,
+    connection: PostgresUrl,
     tables: Vec<TableName>,
 }
 
@@ -114,12 +114,12 @@ impl PostgresCdcSource {
     pub fn from_validated(validated: ValidatedCdcConfig) -> Self {
         let ValidatedCdcConfig {
             config,
-            params,
+            connection,
             tables,
         } = validated;
         Self {
             config,
-            params,
+            connection,
             tables,
         }
     }
@@ -131,7 +131,7 @@ impl PostgresCdcSource {
 
     fn wanted(&self) -> Wanted<'_> {
         Wanted {
-            database: self.params.database(),
+            database: self.connection.database(),
             slot: &self.config.slot_name,
             publication: &self.config.publication,
             tables: &self.tables,
@@ -172,8 +172,8 @@ impl Source for PostgresCdcSource {
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
-        let mut conn = self.params.connect_sql().await?;
-        let prepared = catalog::prepare(&mut conn, &self.wanted(), &self.params).await;
+        let mut conn = self.connection.connect_sql().await?;
+        let prepared = catalog::prepare(&mut conn, &self.wanted(), &self.connection).await;
         drop(conn);
         let prepared = prepared?;
         let start = match from {
@@ -216,7 +216,7 @@ impl Source for PostgresCdcSource {
         let client = if nothing_to_read {
             None
         } else {
-            let config = self.params.replication_config(
+            let config = self.connection.replication_config(
                 &self.config.slot_name,
                 &self.config.publication,
                 start.lsn,
@@ -239,7 +239,7 @@ impl Source for PostgresCdcSource {
         Ok(Box::new(CdcStream(CdcPageStream::new(StreamStart {
             client,
             decoder: ChangeDecoder::new(&self.tables),
-            types: relation_types::RelationTypes::new(self.params.clone()),
+            types: relation_types::RelationTypes::new(self.connection.clone()),
             schema: record_schema(),
             batch_size: options.batch_size,
             max_page_delay: options.max_page_delay,
@@ -256,7 +256,7 @@ impl Source for PostgresCdcSource {
     /// # Errors
     /// The first failing prerequisite, with its fix.
     async fn check(&self) -> Result<(), FaucetError> {
-        let mut conn = self.params.connect_sql().await?;
+        let mut conn = self.connection.connect_sql().await?;
         catalog::check(&mut conn, &self.wanted()).await
     }
 }

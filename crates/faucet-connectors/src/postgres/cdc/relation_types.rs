@@ -15,24 +15,24 @@ use sqlx::postgres::PgConnection;
 use faucet_core::FaucetError;
 
 use super::CONNECTOR;
-use super::client::ConnectionParams;
 use super::pgoutput::RelationColumn;
-use crate::postgres::config::is_connection_lost;
+use crate::postgres::connection::PostgresUrl;
+use crate::postgres::failure::is_connection_lost;
 use crate::postgres::type_catalog::DecodeOids;
 use crate::postgres::types::oid;
 
 /// The resolver of one change stream.
 pub(crate) struct RelationTypes {
-    params: ConnectionParams,
+    connection: PostgresUrl,
     conn: Option<PgConnection>,
     oids: DecodeOids,
 }
 
 impl RelationTypes {
-    /// A resolver that connects with `params` when it first needs the catalog.
-    pub(crate) fn new(params: ConnectionParams) -> Self {
+    /// A resolver that connects with `connection` when it first needs the catalog.
+    pub(crate) fn new(connection: PostgresUrl) -> Self {
         Self {
-            params,
+            connection,
             conn: None,
             oids: DecodeOids::default(),
         }
@@ -57,7 +57,7 @@ impl RelationTypes {
         if !unknown.is_empty() {
             let conn = match &mut self.conn {
                 Some(conn) => conn,
-                None => self.conn.insert(self.params.connect_sql().await?),
+                None => self.conn.insert(self.connection.connect_sql().await?),
             };
             if let Err(e) = self.oids.resolve(conn, &unknown).await {
                 self.conn = None;

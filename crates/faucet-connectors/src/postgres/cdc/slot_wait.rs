@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use sqlx::PgConnection;
 
-use super::client::ConnectionParams;
+use crate::postgres::connection::PostgresUrl;
 
 /// How long a creation runs before the first warning.
 pub(crate) const FIRST_WARNING: Duration = Duration::from_secs(2);
@@ -34,7 +34,7 @@ type Holder = (
 /// `creator` is the pid of the session creating the slot, when it is an ordinary session
 /// (a replication session is a walsender, never listed).
 pub(crate) async fn while_creating<T>(
-    params: &ConnectionParams,
+    connection: &PostgresUrl,
     slot: &str,
     creator: Option<i32>,
     creating: impl Future<Output = T>,
@@ -49,21 +49,21 @@ pub(crate) async fn while_creating<T>(
             () = tokio::time::sleep_until(next.into()) => {
                 next += REPEAT;
                 // The creation keeps running on the server while this looks around.
-                warn_holders(params, &mut watcher, slot, creator, started.elapsed()).await;
+                warn_holders(connection, &mut watcher, slot, creator, started.elapsed()).await;
             }
         }
     }
 }
 
 async fn warn_holders(
-    params: &ConnectionParams,
+    connection: &PostgresUrl,
     watcher: &mut Option<PgConnection>,
     slot: &str,
     creator: Option<i32>,
     waited: Duration,
 ) {
     if watcher.is_none() {
-        *watcher = params.connect_sql().await.ok();
+        *watcher = connection.connect_sql().await.ok();
     }
     let holders: Vec<Holder> = match watcher.as_mut() {
         Some(conn) => sqlx::query_as(

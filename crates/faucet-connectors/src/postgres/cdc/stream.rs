@@ -614,13 +614,13 @@ mod tests {
     fn resumed() -> CdcPageStream {
         let mut s = CdcPageStream::new(StreamStart {
             client: None,
-            decoder: ChangeDecoder::new(&[TableName {
-                schema: "public".into(),
-                name: "t".into(),
-            }]),
+            decoder: ChangeDecoder::new(&[TableName::parse("public.t", "t").expect("valid")]),
             types: RelationTypes::new(
-                crate::postgres::cdc::client::ConnectionParams::parse("postgres://u@localhost/db")
-                    .expect("url"),
+                crate::postgres::connection::PostgresUrl::parse_str(
+                    "postgres://u@localhost/db",
+                    "connection_url",
+                )
+                .expect("url"),
             ),
             schema: record_schema(),
             batch_size: 100,

@@ -3,11 +3,11 @@
 
 use secrecy::SecretString;
 use serde::Deserialize;
-use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::FaucetError;
 
-use crate::postgres::config::{TableName, parse_url, validate_column};
+use crate::postgres::connection::PostgresUrl;
+use crate::postgres::ident::{TableName, validate_column};
 
 /// A [`PostgresQueryConfig`] that passed [`PostgresQueryConfig::validate`], with what
 /// validation parsed; made only by `validate`, taken by
@@ -15,7 +15,7 @@ use crate::postgres::config::{TableName, parse_url, validate_column};
 #[derive(Clone)]
 pub struct ValidatedQueryConfig {
     pub(crate) config: PostgresQueryConfig,
-    pub(crate) options: PgConnectOptions,
+    pub(crate) connection: PostgresUrl,
     pub(crate) target: Target,
 }
 
@@ -65,7 +65,7 @@ pub enum ReplicationMethod {
 #[serde(deny_unknown_fields)]
 pub struct PostgresQueryConfig {
     /// The database, `postgres://user:password@host:port/database`. A secret: never
-    /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
+    /// printed (`Debug` shows `[redacted]`, errors show `postgres://user@host:port/database`).
     pub connection_url: SecretString,
     /// The table to read, `table` or `schema.table`; each part 1 to 63 bytes without
     /// NUL or `.` (any other character works), matched exactly (case-sensitively) and always quoted. Exactly one of `table` and
@@ -129,7 +129,7 @@ impl PostgresQueryConfig {
     /// the CLI puts `pipeline.source.config.` before it).
     pub fn validate(&self) -> Result<ValidatedQueryConfig, FaucetError> {
         let target = self.target()?;
-        let options = parse_url(&self.connection_url, "connection_url")?;
+        let connection = PostgresUrl::parse(&self.connection_url, "connection_url")?;
         match self.replication_method {
             ReplicationMethod::Incremental if self.replication_key.is_empty() => {
                 return Err(FaucetError::config(
@@ -158,7 +158,7 @@ impl PostgresQueryConfig {
         }
         Ok(ValidatedQueryConfig {
             config: self.clone(),
-            options,
+            connection,
             target,
         })
     }
@@ -226,7 +226,7 @@ mod tests {
             matches!(&valid.target, Target::Table(t) if t.to_string() == "public.orders"),
             "{valid:?}"
         );
-        assert_eq!(valid.options.get_host(), "h");
+        assert_eq!(valid.connection.host(), "h");
         assert!(!format!("{valid:?}").contains("secret"));
         assert!(!format!("{ok:?}").contains("secret"));
         assert!(ok.warnings().is_empty());

@@ -39,13 +39,13 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use sqlx::Executor as _;
-use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 pub use config::{PostgresQueryConfig, ReplicationMethod, ValidatedQueryConfig};
 
-use super::config::{CONNECTOR, connect};
+use super::config::CONNECTOR;
+use super::connection::PostgresUrl;
 use config::Target;
 use plan::Plan;
 
@@ -53,7 +53,7 @@ use plan::Plan;
 /// [`Source::open`] and [`Source::check`] connect.
 pub struct PostgresQuerySource {
     config: PostgresQueryConfig,
-    options: PgConnectOptions,
+    connection: PostgresUrl,
     target: Target,
     warnings: Mutex<Vec<String>>,
 }
@@ -80,7 +80,7 @@ impl PostgresQuerySource {
     pub fn from_validated(validated: ValidatedQueryConfig) -> Self {
         let ValidatedQueryConfig {
             config,
-            options,
+            connection,
             target,
         } = validated;
         let warnings = config.warnings();
@@ -90,7 +90,7 @@ impl PostgresQuerySource {
         let warnings = Mutex::new(warnings);
         Self {
             config,
-            options,
+            connection,
             target,
             warnings,
         }
@@ -144,7 +144,7 @@ impl Source for PostgresQuerySource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
-        let mut conn = connect(&self.options).await?;
+        let mut conn = self.connection.open_session(CONNECTOR).await?;
         let plan = self.plan(&mut conn).await?;
         let start = plan.start(from.as_ref())?;
         tracing::info!(
@@ -164,7 +164,7 @@ impl Source for PostgresQuerySource {
     }
 
     async fn check(&self) -> Result<(), FaucetError> {
-        let mut conn = connect(&self.options).await?;
+        let mut conn = self.connection.open_session(CONNECTOR).await?;
         let plan = self.plan(&mut conn).await?;
         conn.execute(plan.probe_sql().as_str()).await.map_err(|e| {
             FaucetError::read(

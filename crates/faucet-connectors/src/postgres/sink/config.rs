@@ -3,12 +3,12 @@
 
 use secrecy::SecretString;
 use serde::Deserialize;
-use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::FaucetError;
 
 use super::nul::NulBytes;
-use crate::postgres::config::{TableName, parse_url, validate_column};
+use crate::postgres::connection::PostgresUrl;
+use crate::postgres::ident::{TableName, validate_column};
 
 /// A [`PostgresSinkConfig`] that passed [`PostgresSinkConfig::validate`], with what
 /// validation parsed; made only by `validate`, taken by
@@ -16,7 +16,7 @@ use crate::postgres::config::{TableName, parse_url, validate_column};
 #[derive(Clone)]
 pub struct ValidatedSinkConfig {
     pub(crate) config: PostgresSinkConfig,
-    pub(crate) options: PgConnectOptions,
+    pub(crate) connection: PostgresUrl,
     pub(crate) table: TableName,
 }
 
@@ -69,7 +69,7 @@ pub enum WriteMode {
 #[serde(deny_unknown_fields)]
 pub struct PostgresSinkConfig {
     /// The target database, `postgres://user:password@host:port/database`. A secret: never
-    /// printed (`Debug` shows `[redacted]`, errors show `user@host:port/database`).
+    /// printed (`Debug` shows `[redacted]`, errors show `postgres://user@host:port/database`).
     pub connection_url: SecretString,
     /// The target table, `table` or `schema.table`; each part 1 to 63 bytes without NUL
     /// or `.` (any other character works), matched exactly (case-sensitively) and always quoted. The commit
@@ -142,7 +142,7 @@ impl PostgresSinkConfig {
     /// puts `pipeline.sink.config.` before it).
     pub fn validate(&self) -> Result<ValidatedSinkConfig, FaucetError> {
         let table = self.table_name()?;
-        let options = parse_url(&self.connection_url, "connection_url")?;
+        let connection = PostgresUrl::parse(&self.connection_url, "connection_url")?;
         if self.write_mode == WriteMode::Upsert && self.key.is_empty() {
             return Err(FaucetError::config(
                 "key",
@@ -160,7 +160,7 @@ impl PostgresSinkConfig {
         }
         Ok(ValidatedSinkConfig {
             config: self.clone(),
-            options,
+            connection,
             table,
         })
     }
@@ -187,7 +187,7 @@ mod tests {
         let valid = c.validate().expect("valid");
         // What validation parsed is kept, for the sink to take without parsing again.
         assert_eq!(valid.table.to_string(), "public.contact");
-        assert_eq!(valid.options.get_host(), "h");
+        assert_eq!(valid.connection.host(), "h");
         assert!(!format!("{valid:?}").contains("secret"));
         assert!(!c.create_table);
         assert!(!format!("{c:?}").contains("secret"));

@@ -25,7 +25,8 @@ use faucet_core::FaucetError;
 use faucet_core::state::LeaseError;
 
 use super::table::write_err;
-use crate::postgres::config::{CONNECTOR, TableName};
+use crate::postgres::config::CONNECTOR;
+use crate::postgres::ident::TableName;
 
 /// The fence table's name, in the target's schema.
 pub(crate) const FENCES: &str = "faucet_fences";

@@ -32,14 +32,16 @@ mod write;
 
 use async_trait::async_trait;
 use sqlx::Connection as _;
-use sqlx::postgres::{PgConnectOptions, PgConnection};
+use sqlx::postgres::PgConnection;
 
 use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
 pub use config::{PostgresSinkConfig, ValidatedSinkConfig, WriteMode};
 pub use nul::NulBytes;
 
-use super::config::{CONNECTOR, TableName, connect};
+use super::config::CONNECTOR;
+use super::connection::PostgresUrl;
+use super::ident::TableName;
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -47,7 +49,7 @@ use write::{Buffers, Target};
 /// [`Sink::open`] and [`Sink::check`] connect.
 pub struct PostgresSink {
     config: PostgresSinkConfig,
-    options: PgConnectOptions,
+    connection: PostgresUrl,
     table: TableName,
     tokens: TableName,
     /// The writer-fence table beside it ([`fence::FENCES`]).
@@ -76,14 +78,14 @@ impl PostgresSink {
     pub fn from_validated(validated: ValidatedSinkConfig) -> Self {
         let ValidatedSinkConfig {
             config,
-            options,
+            connection,
             table,
         } = validated;
         let tokens = table.sibling(token::TOKENS);
         let fences = table.sibling(fence::FENCES);
         Self {
             config,
-            options,
+            connection,
             table,
             tokens,
             fences,
@@ -158,9 +160,9 @@ impl Sink for PostgresSink {
     fn target(&self) -> Option<String> {
         Some(format!(
             "{CONNECTOR} {}:{}/{} table {}",
-            self.options.get_host(),
-            self.options.get_port(),
-            self.options.get_database().unwrap_or(""),
+            self.connection.host(),
+            self.connection.port(),
+            self.connection.database(),
             self.table
         ))
     }
@@ -172,7 +174,7 @@ impl Sink for PostgresSink {
     /// [`FaucetError::Connect`]; [`FaucetError::Write`] when the table is missing and
     /// `create_table` is off; [`FaucetError::Config`] when the key does not fit the table.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
-        let mut conn = connect(&self.options).await?;
+        let mut conn = self.connection.open_session(CONNECTOR).await?;
         let table = table::load(&mut conn, &self.table).await?;
         match &table {
             Some(t) => self.verify(&mut conn, t).await?,
@@ -202,7 +204,7 @@ impl Sink for PostgresSink {
     /// # Errors
     /// The first failing prerequisite, with its fix.
     async fn check(&self) -> Result<(), FaucetError> {
-        let mut conn = connect(&self.options).await?;
+        let mut conn = self.connection.open_session(CONNECTOR).await?;
         let Some(t) = table::load(&mut conn, &self.table).await? else {
             if self.config.create_table {
                 return Ok(());
@@ -407,7 +409,7 @@ struct Failure {
 impl From<FaucetError> for Failure {
     fn from(error: FaucetError) -> Self {
         let lost = matches!(&error, FaucetError::Write { source: Some(s), .. }
-            if s.downcast_ref::<sqlx::Error>().is_some_and(super::config::is_connection_lost));
+            if s.downcast_ref::<sqlx::Error>().is_some_and(super::failure::is_connection_lost));
         Self { error, lost }
     }
 }

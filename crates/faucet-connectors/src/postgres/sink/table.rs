@@ -8,7 +8,8 @@ use faucet_core::change::ChangeLayout;
 use faucet_core::util::quote_ident;
 use faucet_core::{DataType, FaucetError, Page, Value};
 
-use crate::postgres::config::{CONNECTOR, MAX_IDENT_BYTES, TableName};
+use crate::postgres::config::CONNECTOR;
+use crate::postgres::ident::{MAX_IDENT_BYTES, TableName};
 use crate::postgres::types::sql_type_of;
 
 /// The staging table of an upsert session (`pg_temp`, emptied at every commit).

@@ -23,7 +23,8 @@ use sqlx::postgres::PgConnection;
 use faucet_core::{CommitToken, FaucetError};
 
 use super::table::write_err;
-use crate::postgres::config::{CONNECTOR, TableName};
+use crate::postgres::config::CONNECTOR;
+use crate::postgres::ident::TableName;
 
 /// The token table's name, in the target's schema.
 pub(crate) const TOKENS: &str = "faucet_commit_tokens";

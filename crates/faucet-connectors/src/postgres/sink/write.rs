@@ -16,7 +16,9 @@ use super::changes::{Slot, collapse, is_change_page};
 use super::encode::write_copy_value;
 use super::nul::{NulBytes, cleaned, holds_nul};
 use super::table::{STAGE, TargetTable, check_field_name};
-use crate::postgres::config::{CONNECTOR, TableName, db_error, is_connection_lost};
+use crate::postgres::config::CONNECTOR;
+use crate::postgres::failure::{db_error, is_connection_lost};
+use crate::postgres::ident::TableName;
 
 /// COPY data is sent in chunks of about this many bytes.
 const CHUNK_BYTES: usize = 256 * 1024;

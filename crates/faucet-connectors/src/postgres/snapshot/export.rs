@@ -16,7 +16,8 @@ use faucet_core::FaucetError;
 use faucet_core::util::quote_ident;
 
 use super::CONNECTOR;
-use crate::postgres::cdc::client::{ConnectionParams, parse_lsn};
+use crate::postgres::cdc::client::parse_lsn;
+use crate::postgres::connection::PostgresUrl;
 
 /// A slot just created, with the snapshot exported at its consistent point.
 pub(crate) struct ExportedSnapshot {
@@ -62,12 +63,12 @@ impl ExportedSnapshot {
     /// [`FaucetError::Connect`] when the replication session cannot be opened;
     /// [`FaucetError::Read`] when the server refuses the slot (it exists, no free slot).
     pub(crate) async fn create(
-        params: &ConnectionParams,
+        connection: &PostgresUrl,
         slot: &str,
         publication: &str,
         temporary: bool,
     ) -> Result<Self, FaucetError> {
-        let config = params.replication_config(
+        let config = connection.replication_config(
             slot,
             publication,
             Lsn(0),
@@ -91,7 +92,7 @@ impl ExportedSnapshot {
             if temporary { " TEMPORARY" } else { "" }
         );
         let rows = crate::postgres::cdc::slot_wait::while_creating(
-            params,
+            connection,
             slot,
             None,
             session.simple_query(&sql),

@@ -31,7 +31,6 @@ use std::collections::HashMap;
 
 use pgwire_replication::Lsn;
 use sqlx::PgConnection;
-use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::util::quote_ident;
 use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
@@ -39,7 +38,7 @@ use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
 use super::CONNECTOR;
 use super::bookmark::{Copied, TableCopy, cdc_position, with_history};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
-use crate::postgres::config::connect;
+use crate::postgres::connection::PostgresUrl;
 use crate::postgres::query::plan::quote_literal;
 
 /// Field positions of a change record (`record_schema`).
@@ -71,7 +70,7 @@ enum Fate {
 pub(crate) struct Filter {
     copied: Copied,
     latest: Lsn,
-    sql: PgConnectOptions,
+    sql: PostgresUrl,
     conn: Option<PgConnection>,
     keys: HashMap<String, KeyInfo>,
 }
@@ -79,7 +78,7 @@ pub(crate) struct Filter {
 impl Filter {
     /// A filter for `copied`; `None` when nothing needs filtering after `start` (everything
     /// was copied as of points at or before it).
-    pub(crate) fn new(copied: Copied, start: Lsn, sql: PgConnectOptions) -> Option<Self> {
+    pub(crate) fn new(copied: Copied, start: Lsn, sql: PostgresUrl) -> Option<Self> {
         let latest = copied.latest_point()?;
         (latest > start).then(|| Self {
             copied,
@@ -267,7 +266,11 @@ impl Filter {
 
     async fn conn(&mut self) -> Result<&mut PgConnection, FaucetError> {
         if self.conn.is_none() {
-            self.conn = Some(connect(&self.sql).await?);
+            self.conn = Some(
+                self.sql
+                    .open_session(crate::postgres::config::CONNECTOR)
+                    .await?,
+            );
         }
         self.conn
             .as_mut()

@@ -81,9 +81,10 @@ use async_trait::async_trait;
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::postgres::cdc::catalog::{self, Wanted};
-use crate::postgres::cdc::client::{ConnectionParams, lsn_text, parse_lsn};
+use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
 use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource, ValidatedCdcConfig};
+use crate::postgres::connection::PostgresUrl;
 
 use bookmark::{Copied, SnapshotBookmark, split_history};
 use export::{ExportedSnapshot, temporary_slot_name};
@@ -98,7 +99,7 @@ pub const CONNECTOR: &str = "postgres-replicate";
 #[derive(Debug)]
 pub struct PostgresReplicateSource {
     cdc: PostgresCdcSource,
-    params: ConnectionParams,
+    connection: PostgresUrl,
     tables: Vec<TableName>,
 }
 
@@ -114,11 +115,11 @@ impl PostgresReplicateSource {
     /// A source for a config [`PostgresCdcConfig::validate`] accepted (no I/O, nothing
     /// parsed again).
     pub fn from_validated(validated: ValidatedCdcConfig) -> Self {
-        let params = validated.params.clone();
+        let connection = validated.connection.clone();
         let tables = validated.tables.clone();
         Self {
             cdc: PostgresCdcSource::from_validated(validated),
-            params,
+            connection,
             tables,
         }
     }
@@ -131,7 +132,7 @@ impl PostgresReplicateSource {
     fn wanted(&self) -> Wanted<'_> {
         let c = self.cdc.config();
         Wanted {
-            database: self.params.database(),
+            database: self.connection.database(),
             slot: &c.slot_name,
             publication: &c.publication,
             tables: &self.tables,
@@ -150,7 +151,7 @@ impl PostgresReplicateSource {
 
     /// The slot's `confirmed_flush_lsn`, `None` when the slot does not exist.
     async fn slot_position(&self) -> Result<Option<Option<String>>, FaucetError> {
-        let mut conn = self.params.connect_sql().await?;
+        let mut conn = self.connection.connect_sql().await?;
         sqlx::query_scalar(
             "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1",
         )
@@ -170,7 +171,7 @@ impl PostgresReplicateSource {
     /// does not exist yet, then creates it with an exported snapshot.
     async fn start_snapshot(&self) -> Result<ExportedSnapshot, FaucetError> {
         let want = self.wanted();
-        let mut conn = self.params.connect_sql().await?;
+        let mut conn = self.connection.connect_sql().await?;
         catalog::check_server(&mut conn).await?;
         catalog::check_publication(&mut conn, &want, true).await?;
         drop(conn);
@@ -186,7 +187,7 @@ impl PostgresReplicateSource {
                 None,
             ));
         }
-        ExportedSnapshot::create(&self.params, want.slot, want.publication, false).await
+        ExportedSnapshot::create(&self.connection, want.slot, want.publication, false).await
     }
 
     /// Continues an interrupted copy: checks that the slot still holds every change since
@@ -254,7 +255,7 @@ impl PostgresReplicateSource {
         }
         let temporary = temporary_slot_name(slot);
         let exported = ExportedSnapshot::create(
-            &self.params,
+            &self.connection,
             &temporary,
             &self.cdc.config().publication,
             true,
@@ -297,8 +298,8 @@ impl Source for PostgresReplicateSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
-        let url = self.cdc.config().connection_url.clone();
-        let options_sql = crate::postgres::config::parse_url(&url, "connection_url")?;
+        // The sessions that copy tables use the URL parsed once by validation.
+        let options_sql = self.connection.clone();
         let tables = self.tables.clone();
         if let Some(b) = &from {
             if let Some(position) = SnapshotBookmark::from_json(b)? {

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use pgwire_replication::Lsn;
-use sqlx::postgres::PgConnectOptions;
 
 use faucet_core::change::Op;
 use faucet_core::serde_json::{Value as Json, json};
@@ -22,7 +21,7 @@ use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
 use crate::postgres::cdc::config::TableName;
-use crate::postgres::config::connect;
+use crate::postgres::connection::PostgresUrl;
 use crate::postgres::query::ReplicationMethod;
 use crate::postgres::query::config::Target;
 use crate::postgres::query::plan::{Plan, Start};
@@ -86,7 +85,7 @@ enum Phase<'a> {
 /// See the module docs of [`super`].
 pub(crate) struct ReplicateStream<'a> {
     cdc: &'a PostgresCdcSource,
-    sql: PgConnectOptions,
+    sql: PostgresUrl,
     /// The tables, parsed once by the connectors' one table-name rule (in `new`, before
     /// anything is created).
     tables: Vec<TableName>,
@@ -107,7 +106,7 @@ impl<'a> ReplicateStream<'a> {
     /// (all of them on a first run), then streaming the slot from `position.slot_lsn`.
     pub(crate) fn new(
         cdc: &'a PostgresCdcSource,
-        sql: PgConnectOptions,
+        sql: PostgresUrl,
         tables: Vec<TableName>,
         exported: Option<ExportedSnapshot>,
         position: SnapshotBookmark,
@@ -176,7 +175,7 @@ impl<'a> ReplicateStream<'a> {
 
     /// Opens the read of `table` from where its copy stopped; `Ok((rows, keyed))`.
     async fn open_table(
-        sql: &PgConnectOptions,
+        sql: &PostgresUrl,
         options: &ReadOptions,
         exported: &ExportedSnapshot,
         name: &TableName,
@@ -184,9 +183,9 @@ impl<'a> ReplicateStream<'a> {
     ) -> Result<(QueryStream, bool), FaucetError> {
         let table = name.qualified();
         let table = table.as_str();
-        let mut conn = connect(sql).await?;
+        let mut conn = sql.open_session(crate::postgres::config::CONNECTOR).await?;
         exported.import(&mut conn).await?;
-        let target = Target::Table(name.sql_name());
+        let target = Target::Table(name.clone());
         let plan = Plan::describe(&mut conn, &target, ReplicationMethod::FullTable, &[]).await?;
         let start = match history.and_then(|h| h.resume_after()) {
             None => Start::Beginning,

@@ -1,0 +1,147 @@
+//! How faucet's tests reach the services they talk to (CONVENTIONS.md point 11): one
+//! environment variable per service with a localhost default, the failure message when a
+//! service is down (naming the variable and `scripts/services.sh`), and unique names so
+//! tests can run in parallel; and [`private_pg::PrivatePostgres`], a PostgreSQL server of a
+//! test's own. Used as a dev-dependency by every crate's tests; it has no database client,
+//! so each crate connects with its own and hands the result to [`Service::expect_up`].
+//!
+//! | service | variable | default |
+//! |---|---|---|
+//! | PostgreSQL | `FAUCET_TEST_PG_URL` | `postgres://postgres@127.0.0.1:5432/test` |
+//! | Redis | `FAUCET_TEST_REDIS_URL` | `redis://127.0.0.1:6379/` |
+//!
+//! A new service (MariaDB next, `FAUCET_TEST_MYSQL_URL` on 127.0.0.1:3307) is one more
+//! [`Service`] variant with its arms in [`Service::env_var`], [`Service::default_url`] and
+//! [`Service::name`], a row in the table above, and a `*_url()` shortcut.
+
+pub mod private_pg;
+
+use std::fmt::Display;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// A service the tests need, started on this machine by `scripts/services.sh`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// PostgreSQL (with `wal_level=logical`, for the CDC tests).
+    Postgres,
+    /// Redis.
+    Redis,
+    // MariaDB / MySQL goes here: `FAUCET_TEST_MYSQL_URL`, a private server on 127.0.0.1:3307.
+}
+
+impl Service {
+    /// The environment variable holding the service's URL.
+    pub const fn env_var(self) -> &'static str {
+        match self {
+            Self::Postgres => "FAUCET_TEST_PG_URL",
+            Self::Redis => "FAUCET_TEST_REDIS_URL",
+        }
+    }
+
+    /// The URL used when [`Service::env_var`] is not set: the local server.
+    pub const fn default_url(self) -> &'static str {
+        match self {
+            Self::Postgres => "postgres://postgres@127.0.0.1:5432/test",
+            Self::Redis => "redis://127.0.0.1:6379/",
+        }
+    }
+
+    /// The service's name in messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Postgres => "PostgreSQL",
+            Self::Redis => "Redis",
+        }
+    }
+
+    /// The service's URL: [`Service::env_var`] if set, else [`Service::default_url`].
+    pub fn url(self) -> String {
+        std::env::var(self.env_var()).unwrap_or_else(|_| self.default_url().to_owned())
+    }
+
+    /// The failure message when the service cannot be reached: which service, the variable
+    /// and its default, the client's `cause`, and how to start it.
+    pub fn unreachable(self, cause: &dyn Display) -> String {
+        format!(
+            "{} at {} (default {}) is unreachable: {cause}; start it with scripts/services.sh",
+            self.name(),
+            self.env_var(),
+            self.default_url()
+        )
+    }
+
+    /// The connection (or client) in `result`; panics with [`Service::unreachable`] when
+    /// connecting failed.
+    ///
+    /// # Panics
+    /// When `result` is an error: the test cannot run without the service.
+    #[track_caller]
+    pub fn expect_up<T, E: Display>(self, result: Result<T, E>) -> T {
+        match result {
+            Ok(v) => v,
+            Err(e) => panic!("{}", self.unreachable(&e)),
+        }
+    }
+}
+
+/// The test PostgreSQL server's URL ([`Service::Postgres`]).
+pub fn pg_url() -> String {
+    Service::Postgres.url()
+}
+
+/// The test Redis server's URL ([`Service::Redis`]).
+pub fn redis_url() -> String {
+    Service::Redis.url()
+}
+
+/// A suffix that makes a test's schema, slot, publication or key prefix its own: the
+/// process id, a per-process counter and the current instant's nanoseconds in hex
+/// (`<pid>_<n>_<nanos>`), lower-case ASCII digits, letters and `_` only (valid in slot
+/// names), at most 28 bytes.
+pub fn unique_suffix() -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}_{}_{nanos:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_the_service_the_variable_and_the_script() {
+        let m = Service::Postgres.unreachable(&"Connection refused");
+        assert_eq!(
+            m,
+            "PostgreSQL at FAUCET_TEST_PG_URL (default postgres://postgres@127.0.0.1:5432/test) \
+             is unreachable: Connection refused; start it with scripts/services.sh"
+        );
+        let m = Service::Redis.unreachable(&"x");
+        assert!(m.starts_with("Redis at FAUCET_TEST_REDIS_URL (default redis://127.0.0.1:6379/)"));
+    }
+
+    #[test]
+    fn suffixes_differ_and_are_valid_in_slot_names() {
+        let (a, b) = (unique_suffix(), unique_suffix());
+        assert_ne!(a, b);
+        assert!(a.len() <= 28, "{a}");
+        assert!(
+            a.bytes()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_'),
+            "{a}"
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "Redis at FAUCET_TEST_REDIS_URL")]
+    fn a_service_that_is_down_fails_the_test_by_name() {
+        Service::Redis.expect_up::<(), _>(Err("Connection refused"));
+    }
+}
