@@ -98,6 +98,16 @@ impl SourceConfig {
         }
     }
 
+    /// Whether the source follows its stream until cancelled (`postgres-cdc` with
+    /// `continuous: true`) rather than stopping at the end of what it can read now.
+    pub(crate) fn is_continuous(&self) -> bool {
+        match self {
+            #[cfg(feature = "postgres")]
+            Self::PostgresCdc(c) => c.continuous,
+            _ => false,
+        }
+    }
+
     /// What the source reads, for people: a file path, or a URL with its password redacted.
     /// Warnings a user should see without connecting (`faucet validate` prints them).
     pub(crate) fn warnings(&self) -> Vec<String> {
