@@ -130,6 +130,34 @@ fn compiled_out_connectors_parse_but_say_how_to_get_them() {
     assert_no_output(&dir);
 }
 
+/// `faucet replicate` takes only a source that can copy a snapshot and then stream its
+/// changes; any other is refused at `pipeline.source.type` before anything is read or
+/// written, and a compiled-out one says how to get it.
+#[test]
+fn replicate_refuses_a_source_it_cannot_replicate() {
+    let dir = setup(&csv_pipeline("p", ""));
+    dir.faucet(&["replicate", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&[
+            "`pipeline.source.type`",
+            "`faucet replicate` needs a `postgres-cdc` source, not `csv`",
+        ]);
+    assert_no_output(&dir);
+    if cfg!(feature = "postgres") {
+        return;
+    }
+    let dir = setup(
+        "version: 1\nname: p\npipeline:\n  source: { type: postgres-cdc, config: { connection_url: \"postgres://u@h/db\" } }\n  sink: { type: jsonl, config: { path: ./out/x.jsonl } }\n",
+    );
+    dir.faucet(&["replicate", "p.yaml"])
+        .expect_code(2)
+        .stderr_has(&[
+            "`pipeline.source.type`",
+            "`postgres-cdc` is not compiled into this binary; rebuild with --features postgres",
+        ]);
+    assert_no_output(&dir);
+}
+
 #[test]
 fn effectively_once_with_a_jsonl_sink_fails_before_the_output_exists() {
     for request in ["effectively_once", "exactly_once"] {
