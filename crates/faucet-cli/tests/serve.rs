@@ -23,7 +23,14 @@ struct Server {
 
 impl Server {
     fn start(dir: &Dir, args: &[&str], token: Option<&str>) -> Self {
+        Self::start_env(dir, args, token, &[])
+    }
+
+    fn start_env(dir: &Dir, args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Self {
         let mut cmd = faucet_command();
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         cmd.current_dir(dir.path())
             .args(["serve", "--listen", "127.0.0.1:0", "--member", "m1"])
             .args(args)
@@ -367,4 +374,196 @@ fn serve_refuses_a_bounded_row_without_a_schedule_and_a_bad_schedule_names_its_f
     // `faucet run` ignores the schedule and runs now.
     dir.faucet(&["run", "ok.yaml"]).expect_code(0);
     assert_eq!(dir.jsonl("out.jsonl").len(), 3);
+}
+
+#[test]
+fn sigterm_mid_run_drains_whole_pages_skips_overlapping_ticks_and_a_restart_completes() {
+    const ROWS: u64 = 200_000;
+    let dir = Dir::new();
+    dir.write("big.csv", numbered_csv(1, ROWS, true));
+    dir.write(
+        "pipelines/big.yaml",
+        scheduled("big", "big.csv").replace("batch_size: 10", "batch_size: 100"),
+    );
+    let server = Server::start(&dir, &["pipelines"], Some(TOKEN));
+    // The run takes longer than a second: the ticks meanwhile are skipped, and counted.
+    let doc = server.wait_for("big", "a skipped tick", |d| {
+        d["ticks"]["skipped"].as_u64() >= Some(1)
+    });
+    assert_eq!(doc["state"], "RUNNING", "{doc}");
+    assert!(doc["records"].as_u64() < Some(ROWS), "{doc}");
+    let (code, text) = server.request("GET", "/metrics", None);
+    assert_eq!(code, 200);
+    assert!(
+        text.contains("faucet_schedule_ticks_skipped_total{pipeline=\"big\",row=\"\"} "),
+        "{text}"
+    );
+    let (code, stderr) = server.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("schedule tick skipped"), "{stderr}");
+    let first = ids(&dir.jsonl("out/big.jsonl"));
+    let n = u64::try_from(first.len()).expect("count");
+    assert!(n > 0 && n < ROWS, "drained after {n} of {ROWS} rows");
+    assert_eq!(n % 100, 0, "whole pages only: {n}");
+    assert_eq!(first, (1..=n).collect::<Vec<_>>(), "a prefix, in order");
+
+    // Restarted, it resumes after the drained page: every row once.
+    let server = Server::start(&dir, &["pipelines"], Some(TOKEN));
+    server.wait_for("big", "the rest", |d| d["records"] == ROWS - n);
+    let (code, stderr) = server.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        ids(&dir.jsonl("out/big.jsonl")),
+        (1..=ROWS).collect::<Vec<_>>(),
+        "every row exactly once"
+    );
+}
+
+#[test]
+fn faucet_run_serves_metrics_while_it_runs() {
+    const ROWS: u64 = 200_000;
+    let dir = Dir::new();
+    dir.write("data.csv", numbered_csv(1, ROWS, true));
+    dir.write(
+        "p.yaml",
+        crate::support::csv_pipeline("p", "  batch_size: 100\n"),
+    );
+    let mut child = faucet_command()
+        .current_dir(dir.path())
+        .args(["run", "p.yaml", "--metrics-listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn faucet run");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let addr = loop {
+        let line = lines.next().expect("a line").expect("utf-8");
+        if let Some(rest) = line.split("metrics on http://").nth(1) {
+            break rest.trim_end_matches("/metrics").to_owned();
+        }
+    };
+    let server = Server {
+        child,
+        addr,
+        stderr: Arc::default(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let (code, text) = server.request("GET", "/metrics", None);
+        assert_eq!(code, 200, "{text}");
+        if text.contains("faucet_records_total{pipeline=\"p\",row=\"\"} ")
+            && !text.contains("faucet_records_total{pipeline=\"p\",row=\"\"} 0\n")
+        {
+            break text;
+        }
+        assert!(Instant::now() < deadline, "no records counted: {text}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    promtool_check(&text);
+    assert!(
+        text.contains("# TYPE faucet_records_total counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("faucet_last_bookmark_timestamp_seconds{pipeline=\"p\",row=\"\"}"),
+        "{text}"
+    );
+}
+
+#[cfg(feature = "postgres")]
+mod cdc {
+    use super::*;
+    use crate::postgres_connectors::{cdc_fixture, cdc_pipeline};
+    use crate::support::pg::{CdcObjectsGuard, unique_suffix};
+    use crate::support::{pg_url, runtime};
+
+    #[test]
+    fn a_continuous_cdc_row_runs_beside_a_scheduled_one_shows_its_lag_and_drains() {
+        let suffix = unique_suffix();
+        let (schema, slot, publication) = (
+            format!("faucet_serve_{suffix}"),
+            format!("faucet_serve_{suffix}"),
+            format!("faucet_serve_pub_{suffix}"),
+        );
+        let rt = runtime();
+        let pool = rt.block_on(cdc_fixture(&schema, &slot, &publication));
+        let _cleanup = CdcObjectsGuard {
+            slot: slot.clone(),
+            publication: publication.clone(),
+            schema: schema.clone(),
+        };
+        let dir = Dir::new();
+        dir.write(
+            "pipelines/cdc.yaml",
+            cdc_pipeline(&schema, &slot, &publication, true)
+                .replace("./out/changes.jsonl", "../out/changes.jsonl"),
+        );
+        dir.write("good.csv", numbered_csv(1, 20, true));
+        dir.write("pipelines/good.yaml", scheduled("good", "good.csv"));
+        let url = pg_url();
+        let env = [("FAUCET_CLI_PG_URL", url.as_str())];
+        let server = Server::start_env(&dir, &["pipelines"], Some(TOKEN), &env);
+        let active = || {
+            let pool = pool.clone();
+            let slot = slot.clone();
+            rt.block_on(async move {
+                sqlx::query_scalar::<_, bool>(
+                    "SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)",
+                )
+                .bind(&slot)
+                .fetch_one(&pool)
+                .await
+                .expect("slot")
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !active() {
+            assert!(
+                Instant::now() < deadline,
+                "never streamed: {}",
+                server.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        rt.block_on(async {
+            sqlx::query(&format!(
+                "INSERT INTO {schema}.orders SELECT g, 'new' FROM generate_series(1, 90) g"
+            ))
+            .execute(&pool)
+            .await
+            .expect("insert");
+        });
+        // 90 changes: not a whole number of pages, so the last page holds the commit, whose
+        // time gives the lag.
+        let doc = server.wait_for("cdc", "90 changes and a lag", |d| {
+            d["records"] == 90 && d["lag_seconds"].is_number()
+        });
+        assert_eq!(doc["state"], "RUNNING", "{doc}");
+        assert_eq!(doc["running"], true, "{doc}");
+        assert!(doc["lag_seconds"].as_f64() < Some(30.0), "lag shows: {doc}");
+        assert!(doc["bookmark"]["lsn"].is_string(), "{doc}");
+        server.wait_for("good", "20 records", |d| d["records"] == 20);
+        let (code, doc) = server.json("POST", "/pipelines/cdc/run", Some(TOKEN));
+        assert_eq!(code, 409, "{doc}");
+
+        let (code, stderr) = server.terminate();
+        assert_eq!(code, 0, "{stderr}");
+        assert!(!active(), "the drained run let go of the slot");
+        let after: Vec<u64> = dir
+            .jsonl("out/changes.jsonl")
+            .iter()
+            .map(|r| r["after"]["id"].as_u64().expect("after.id"))
+            .collect();
+        assert_eq!(after, (1..=90).collect::<Vec<_>>(), "each change once");
+        // The lease is released: a plain run of the same key starts at once.
+        dir.write(
+            "pipelines/bounded.yaml",
+            cdc_pipeline(&schema, &slot, &publication, false)
+                .replace("./out/changes.jsonl", "../out/changes.jsonl"),
+        );
+        dir.faucet_env(&["run", "pipelines/bounded.yaml"], &env)
+            .expect_code(0)
+            .stdout_has(&["cdc: 0 records"]);
+    }
 }
