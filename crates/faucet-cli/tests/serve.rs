@@ -338,6 +338,15 @@ fn without_a_token_changes_are_refused_and_only_loopback_is_served() {
     );
     let (code, doc) = server.json("GET", "/healthz", None);
     assert_eq!((code, doc["status"].as_str()), (200, Some("ok")));
+    let (code, doc) = server.json("GET", "/members", None);
+    assert_eq!(code, 200);
+    assert_eq!(doc["members"][0]["name"], "m1", "{doc}");
+    assert_eq!(doc["members"][0]["pipelines"], 1, "{doc}");
+    let (code, doc) = server.json("DELETE", "/pipelines/good", None);
+    assert_eq!(code, 405, "{doc}");
+    assert!(doc["error"].is_string(), "{doc}");
+    let (code, doc) = server.json("GET", "/nope", None);
+    assert_eq!(code, 404, "{doc}");
     let (code, _) = server.terminate();
     assert_eq!(code, 0);
 

@@ -6,6 +6,7 @@
 //! | `GET /pipelines/{key}` | one status ([`super::pipeline::PipelineView`]) |
 //! | `PUT /pipelines/{key}/pause` · `/resume` · `/stop` | the status after the change (persisted first) |
 //! | `POST /pipelines/{key}/run` | 202 and the status: a bounded run starts now |
+//! | `GET /members` | `{"members": [{"name", "pipelines", "draining"}]}`: this process alone (no cluster yet) |
 //! | `GET /healthz` | 200 `{"status": "ok"}` while the process serves |
 //! | `GET /readyz` | 200 `{"ready": true}`, or 503 `{"ready": false, "not_ready": [{"key", "reason"}]}` |
 //! | `GET /metrics` | Prometheus text ([`super::metrics`]) |
@@ -65,6 +66,7 @@ pub(crate) fn router(api: Api) -> Router {
         .route("/pipelines/{key}/resume", put(resume))
         .route("/pipelines/{key}/stop", put(stop))
         .route("/pipelines/{key}/run", post(run_now))
+        .route("/members", get(members))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -219,6 +221,15 @@ async fn run_now(State(api): State<Api>, Path(key): Path<String>, headers: Heade
         Ok((StatusCode::ACCEPTED, Json(slot.view(&api.registry.member))))
     })();
     result.into_response()
+}
+
+async fn members(State(api): State<Api>) -> Json<serde_json::Value> {
+    let r = &api.registry;
+    Json(json!({ "members": [{
+        "name": r.member,
+        "pipelines": r.slots.len(),
+        "draining": r.draining.load(Ordering::SeqCst),
+    }] }))
 }
 
 async fn healthz() -> Json<serde_json::Value> {
