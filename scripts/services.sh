@@ -2,7 +2,8 @@
 # Makes sure the services faucet's tests talk to are up and configured, on this machine:
 # PostgreSQL (wal_level = logical, for CDC), Redis. Starts whichever is down; on a Debian
 # machine without them, as root, installs them from Debian's packages first. Fails loudly,
-# naming the service, when one cannot be reached.
+# naming the service, when one cannot be reached. Also installs promtool (Debian's
+# `prometheus` package), which the `faucet serve` tests lint /metrics with.
 #
 # Tests reach the services through FAUCET_TEST_PG_URL (default
 # postgres://postgres@127.0.0.1:5432/test) and FAUCET_TEST_REDIS_URL (default
@@ -81,3 +82,12 @@ fi
 wait_for "Redis on 127.0.0.1:6379" redis-cli -h 127.0.0.1 -p 6379 ping
 
 log "PostgreSQL $PGVER (wal_level=logical) and Redis are up"
+
+# --- promtool (the `faucet serve` tests lint /metrics with `promtool check metrics`) --------
+if ! command -v promtool >/dev/null; then
+  if as_root && command -v apt-get >/dev/null; then
+    apt_install prometheus
+  else
+    log "promtool is missing: the /metrics tests will fail; install Debian's \`prometheus\` package"
+  fi
+fi

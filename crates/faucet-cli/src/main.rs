@@ -12,6 +12,7 @@ mod exit;
 mod progress;
 mod registry;
 mod secret;
+mod serve;
 mod signals;
 
 use std::io::IsTerminal as _;
@@ -91,6 +92,12 @@ enum Command {
     /// same flags as `run`.
     #[command(after_help = exit::HELP)]
     Replicate(RunArgs),
+    /// Serve many pipelines: continuous ones all the time, bounded ones on their
+    /// `schedule:`, with an HTTP API (`--listen`) and Prometheus `/metrics`.
+    ///
+    /// SIGINT/SIGTERM drain: every run finishes its page in hand and persists it, exit 0.
+    #[command(after_help = exit::HELP)]
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -110,6 +117,7 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => commands::run::run(args).await.into(),
             Command::Replicate(args) => commands::replicate::run(args).await.into(),
+            Command::Serve(args) => serve::run(args).await.into(),
             Command::Validate(args) => commands::validate::run(&args).into(),
             Command::Doctor(args) => {
                 let failed = commands::doctor::run(&args).await;

@@ -48,6 +48,17 @@ static KNOWN: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
 /// message); the URL rules still hide them.
 const MIN_KNOWN_LEN: usize = 3;
 
+/// Records `secret` itself (an API token) so [`redact_url`] hides it in every message.
+pub(crate) fn remember_secret(secret: &str) {
+    let mut known = KNOWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if secret.len() >= MIN_KNOWN_LEN && !known.iter().any(|k| k == secret) {
+        known.push(secret.to_owned());
+        known.sort_by_key(|k| std::cmp::Reverse(k.len()));
+    }
+}
+
 /// Records the password of `value` (a config string: a URL's user info, or a libpq
 /// `password=` value), as written and percent-decoded, so [`redact_url`] hides it anywhere.
 pub(crate) fn remember(value: &str) {

@@ -32,6 +32,7 @@ mod postgres_values;
 mod replicate_crash;
 mod reports;
 mod run_files;
+mod serve;
 mod signals;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod state_pg_restart;

@@ -3,10 +3,20 @@
 //! (DESIGN.md invariant 5: an unmet request fails before any data moves, before the state
 //! store is even connected).
 
-use faucet_core::delivery::Topology;
-use faucet_core::{DeliveryGuarantee, DeliveryRequest, FaucetError, Sink, Source};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
-use crate::config::{Loaded, PipelineConfig, Row};
+use faucet_core::delivery::Topology;
+use faucet_core::pipeline::ProgressFn;
+use faucet_core::state::StateStore;
+use faucet_core::{
+    DeliveryGuarantee, DeliveryRequest, FaucetError, Pipeline, RunStreamOptions, RunSummary, Sink,
+    Source,
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{self, Loaded, PipelineConfig, Row};
 use crate::registry::StateConfig;
 
 /// One row, ready to run.
@@ -15,6 +25,8 @@ pub(crate) struct Plan {
     pub(crate) id: Option<String>,
     /// How messages name the row.
     pub(crate) label: String,
+    /// The pipeline's `name` (the state key without `::{id}`).
+    pub(crate) pipeline: String,
     /// `{name}::{id}`, or `{name}`.
     pub(crate) state_key: String,
     /// The built source (not opened).
@@ -33,6 +45,114 @@ pub(crate) struct Plan {
     pub(crate) max_page_delay: std::time::Duration,
     /// What the topology gives for the request, or the typed delivery error.
     pub(crate) guarantee: Result<DeliveryGuarantee, FaucetError>,
+    /// When `faucet serve` runs the row (`pipeline.schedule`; `faucet run` ignores it).
+    pub(crate) schedule: Option<config::schedule::Schedule>,
+    /// Whether the source follows its stream until cancelled.
+    pub(crate) continuous: bool,
+}
+
+/// How a run holds its state key's lease (`--lease-ttl`, `--wait-for-lease`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Leasing {
+    /// The lease's time to live (renewed every third of it).
+    pub(crate) ttl: Duration,
+    /// How long to wait for another holder, or `None` to fail at once.
+    pub(crate) wait: Option<Duration>,
+}
+
+/// Runs one planned row through the run loop against `store`: the one place a run is put
+/// together from a [`Plan`] (`faucet run` and `faucet serve` both call it). `cancel` finishes
+/// the page in hand; `on_progress` is called after each page.
+///
+/// # Errors
+/// What [`Pipeline::run`] returns: delivery, lease, source, sink and state errors.
+pub(crate) async fn execute(
+    plan: &Plan,
+    store: Arc<dyn StateStore>,
+    cancel: CancellationToken,
+    leasing: &Leasing,
+    on_progress: Option<ProgressFn>,
+) -> Result<RunSummary, FaucetError> {
+    let options = RunStreamOptions {
+        batch_size: plan.batch_size,
+        max_page_delay: plan.max_page_delay,
+        state_key: plan.state_key.clone(),
+        delivery: plan.delivery,
+        cancel,
+        lease_ttl: leasing.ttl,
+        wait_for_lease: leasing.wait,
+        on_progress,
+    };
+    Pipeline::from_dyn(plan.source.as_ref(), plan.sink.as_ref())
+        .with_state_store(store)
+        .with_options(options)
+        .run()
+        .await
+}
+
+/// A plan with its message context (`row `eu`: `, or empty without a matrix).
+pub(crate) struct Prepared {
+    /// The plan.
+    pub(crate) plan: Plan,
+    /// How messages about the row begin.
+    pub(crate) context: String,
+}
+
+impl std::ops::Deref for Prepared {
+    type Target = Plan;
+    fn deref(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+/// What went wrong before any row ran, and the row it concerns (empty for the whole file).
+pub(crate) type Unprepared = Box<(String, FaucetError)>;
+
+/// Loads the file at `path` and plans every selected row (`only`: `--row`), offline; the
+/// first problem stops everything: a config error, or a delivery request the row's topology
+/// cannot meet (DESIGN.md invariant 5).
+///
+/// # Errors
+/// The row's message context and the error.
+pub(crate) fn prepare(path: &Path, only: Option<&str>) -> Result<Vec<Prepared>, Unprepared> {
+    let whole = |e| Box::new((String::new(), e));
+    let loaded = config::load(path).map_err(whole)?;
+    let rows = select(&loaded, only).map_err(whole)?;
+    let mut plans = Vec::with_capacity(rows.len());
+    for row in rows {
+        let context = context(&loaded, &row.label);
+        let built = match &row.config {
+            Ok((key, p)) => plan(row, key, p),
+            Err(e) => Err(FaucetError::config(field_of(e), message_of(e))),
+        };
+        let plan = built.map_err(|e| Box::new((context.clone(), e)))?;
+        if let Err(e) = &plan.guarantee {
+            return Err(Box::new((context, clone_delivery(e))));
+        }
+        plans.push(Prepared { plan, context });
+    }
+    Ok(plans)
+}
+
+fn field_of(e: &FaucetError) -> String {
+    match e {
+        FaucetError::Config { field, .. } => field.clone(),
+        _ => "config".to_owned(),
+    }
+}
+
+fn message_of(e: &FaucetError) -> String {
+    match e {
+        FaucetError::Config { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn clone_delivery(e: &FaucetError) -> FaucetError {
+    match e {
+        FaucetError::Delivery(d) => FaucetError::Delivery(d.clone()),
+        other => FaucetError::config("pipeline.delivery", other.to_string()),
+    }
 }
 
 /// Builds the plan of one valid row.
@@ -55,6 +175,12 @@ pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, Fau
     Ok(Plan {
         id: row.id.clone(),
         label: row.label.clone(),
+        pipeline: row
+            .id
+            .as_ref()
+            .and_then(|id| key.strip_suffix(&format!("::{id}")))
+            .unwrap_or(key)
+            .to_owned(),
         state_key: key.to_owned(),
         source,
         sink,
@@ -64,6 +190,8 @@ pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, Fau
         batch_size: p.batch_size,
         max_page_delay: p.max_page_delay,
         guarantee,
+        schedule: p.schedule.clone(),
+        continuous: p.source.is_continuous(),
     })
 }
 

@@ -32,6 +32,12 @@ pub(crate) async fn run(args: RunArgs) -> Exit {
 
 async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
     let whole = |e| (String::new(), e);
+    if args.metrics_listen.is_some() {
+        return Err(whole(FaucetError::config(
+            "--metrics-listen",
+            "is not supported by `faucet replicate` yet; use it with `faucet run`",
+        )));
+    }
     let loaded = config::load(&args.config).map_err(whole)?;
     let rows = plan::select(&loaded, args.row.as_deref()).map_err(whole)?;
     let cancel = CancellationToken::new();

@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use faucet_core::{FaucetError, Pipeline, RunStreamOptions, RunSummary};
+use faucet_core::RunSummary;
 use tokio_util::sync::CancellationToken;
 
-use super::plan::{self, Plan};
-use crate::config::{self, DEFAULT_CONFIG};
+use super::plan::{self, Prepared};
+use crate::config::DEFAULT_CONFIG;
 use crate::exit::Exit;
 use crate::output::{self, ErrorJson, RunJson, RunReport};
 use crate::progress::ProgressLine;
@@ -45,6 +45,10 @@ pub(crate) struct RunArgs {
     /// third of it; 1s to 1 day); a crashed run's key frees up after this long.
     #[arg(long, value_name = "DURATION", value_parser = parse_lease_ttl, default_value = "30s")]
     pub(crate) lease_ttl: Duration,
+    /// Serve Prometheus metrics of this run at `http://ADDR/metrics` while it runs
+    /// (`faucet_records_total`, `faucet_source_lag_seconds`, …; see the README).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// The bounds of `--lease-ttl`: below a second, renewal (every third of it) cannot keep up
@@ -56,7 +60,7 @@ const LEASE_TTL_BOUNDS: (Duration, Duration) =
 const MAX_WAIT_FOR_LEASE: Duration = Duration::from_secs(7 * 24 * 3600);
 
 /// `--lease-ttl`: a humantime duration from 1 s to 1 day.
-fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_lease_ttl(text: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. `30s`, `5m`)"))?;
     let (min, max) = LEASE_TTL_BOUNDS;
     if d < min || d > max {
@@ -93,7 +97,7 @@ pub(crate) enum OutputFormat {
 /// Runs the command.
 pub(crate) async fn run(args: RunArgs) -> Exit {
     let json = args.output == OutputFormat::Json;
-    let plans = match prepare(&args) {
+    let plans = match plan::prepare(&args.config, args.row.as_deref()) {
         Ok(p) => p,
         Err(failed) => {
             let (context, e) = *failed;
@@ -112,6 +116,12 @@ pub(crate) async fn run(args: RunArgs) -> Exit {
     };
     if plans.iter().any(|p| p.sink_to_stdout) {
         output::reports_to_stderr();
+    }
+    if let Some(addr) = args.metrics_listen
+        && let Err(e) = start_metrics(addr).await
+    {
+        output::print_error("", &e);
+        return Exit::of(&e);
     }
     let cancel = CancellationToken::new();
     if let Err(e) = crate::signals::install(cancel.clone()) {
@@ -143,62 +153,21 @@ pub(crate) async fn run(args: RunArgs) -> Exit {
     exit
 }
 
-/// A plan with its message context.
-struct Prepared {
-    plan: Plan,
-    context: String,
-}
-
-impl std::ops::Deref for Prepared {
-    type Target = Plan;
-    fn deref(&self) -> &Plan {
-        &self.plan
-    }
-}
-
-/// Loads the file and plans every selected row; the first problem stops everything.
-/// What went wrong before any row ran, and the row it concerns (empty for the whole file).
-type Unprepared = Box<(String, FaucetError)>;
-
-fn prepare(args: &RunArgs) -> Result<Vec<Prepared>, Unprepared> {
-    let whole = |e| Box::new((String::new(), e));
-    let loaded = config::load(&args.config).map_err(whole)?;
-    let rows = plan::select(&loaded, args.row.as_deref()).map_err(whole)?;
-    let mut plans = Vec::with_capacity(rows.len());
-    for row in rows {
-        let context = plan::context(&loaded, &row.label);
-        let built = match &row.config {
-            Ok((key, p)) => plan::plan(row, key, p),
-            Err(e) => Err(FaucetError::config(field_of(e), message_of(e))),
-        };
-        let plan = built.map_err(|e| Box::new((context.clone(), e)))?;
-        if let Err(e) = &plan.guarantee {
-            return Err(Box::new((context, clone_delivery(e))));
-        }
-        plans.push(Prepared { plan, context });
-    }
-    Ok(plans)
-}
-
-fn field_of(e: &FaucetError) -> String {
-    match e {
-        FaucetError::Config { field, .. } => field.clone(),
-        _ => "config".to_owned(),
-    }
-}
-
-fn message_of(e: &FaucetError) -> String {
-    match e {
-        FaucetError::Config { message, .. } => message.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn clone_delivery(e: &FaucetError) -> FaucetError {
-    match e {
-        FaucetError::Delivery(d) => FaucetError::Delivery(d.clone()),
-        other => FaucetError::config("pipeline.delivery", other.to_string()),
-    }
+/// Installs the metrics recorder and serves `/metrics` on `addr`.
+async fn start_metrics(addr: std::net::SocketAddr) -> Result<(), faucet_core::FaucetError> {
+    let handle = crate::serve::metrics::install()
+        .map_err(|m| faucet_core::FaucetError::config("--metrics-listen", m))?;
+    let bound = crate::serve::metrics::serve_alone(addr, handle)
+        .await
+        .map_err(|e| {
+            faucet_core::FaucetError::connect(
+                "faucet run",
+                format!("cannot listen on {addr} (--metrics-listen)"),
+                Some(Box::new(e)),
+            )
+        })?;
+    eprintln!("faucet run: metrics on http://{bound}/metrics");
+    Ok(())
 }
 
 /// Runs one row: connect the state store, run the loop, report.
@@ -220,25 +189,32 @@ async fn run_row(
         batch_size = plan.batch_size,
         "starting run"
     );
+    let leasing = plan::Leasing {
+        ttl: args.lease_ttl,
+        wait: args.wait_for_lease,
+    };
+    let metrics = args
+        .metrics_listen
+        .map(|_| crate::serve::metrics::RowMetrics::new(&plan.pipeline, plan.id.as_deref()));
+    let callback = match &metrics {
+        None => progress.callback(),
+        Some(m) => {
+            let observer = m.observer();
+            let line = progress.callback();
+            std::sync::Arc::new(move |p: &faucet_core::pipeline::Progress| {
+                observer.page(p);
+                line(p);
+            })
+        }
+    };
     let result = async {
         let store = plan.state.connect().await?;
-        let options = RunStreamOptions {
-            batch_size: plan.batch_size,
-            max_page_delay: plan.max_page_delay,
-            state_key: plan.state_key.clone(),
-            delivery: plan.delivery,
-            cancel,
-            lease_ttl: args.lease_ttl,
-            wait_for_lease: args.wait_for_lease,
-            on_progress: Some(progress.callback()),
-        };
-        Pipeline::from_dyn(plan.source.as_ref(), plan.sink.as_ref())
-            .with_state_store(store)
-            .with_options(options)
-            .run()
-            .await
+        plan::execute(plan, store, cancel, &leasing, Some(callback)).await
     }
     .await;
+    if let (Err(_), Some(m)) = (&result, &metrics) {
+        m.run_failed();
+    }
     progress.finish();
     match result {
         Ok(summary) => {

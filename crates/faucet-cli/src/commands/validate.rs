@@ -83,6 +83,13 @@ fn check_row(loaded: &Loaded, row: &config::Row) -> Exit {
         "  page delay  {} (at most, for a continuous source)",
         humantime::format_duration(p.max_page_delay)
     );
+    match (&p.schedule, p.source.is_continuous()) {
+        (Some(s), _) => say!("  schedule    {s} (faucet serve; faucet run ignores it)"),
+        (None, true) => say!("  schedule    continuous (faucet serve runs it all the time)"),
+        (None, false) => {
+            say!("  schedule    none (faucet serve refuses a bounded row without one)")
+        }
+    }
     for warning in p.source.warnings() {
         say!("  warning     {warning}");
     }

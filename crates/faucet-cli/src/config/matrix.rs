@@ -35,6 +35,9 @@ pub(crate) struct MatrixRow {
     /// Overrides `pipeline.max_page_delay`.
     #[serde(default)]
     max_page_delay: Option<Value>,
+    /// Overrides `pipeline.schedule`.
+    #[serde(default)]
+    schedule: Option<Value>,
 }
 
 impl MatrixRow {
@@ -48,6 +51,7 @@ impl MatrixRow {
             ("delivery", &self.delivery),
             ("batch_size", &self.batch_size),
             ("max_page_delay", &self.max_page_delay),
+            ("schedule", &self.schedule),
         ] {
             if let Some(v) = v {
                 map.insert(k.to_owned(), v.clone());

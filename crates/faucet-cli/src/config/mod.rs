@@ -24,6 +24,7 @@
 pub(crate) mod env;
 pub(crate) mod lenient;
 mod matrix;
+pub(crate) mod schedule;
 
 use std::path::{Path, PathBuf};
 
@@ -90,6 +91,11 @@ pub(crate) struct PipelineConfig {
         deserialize_with = "lenient::page_delay"
     )]
     pub(crate) max_page_delay: std::time::Duration,
+    /// When `faucet serve` starts a bounded run of this row: a cron string (UTC) or `{cron,
+    /// timezone}` ([`schedule`]). Ignored by `faucet run`; refused on a continuous source
+    /// (which runs all the time under `faucet serve`).
+    #[serde(default)]
+    pub(crate) schedule: Option<schedule::Schedule>,
 }
 
 fn default_max_page_delay() -> std::time::Duration {
@@ -436,6 +442,17 @@ fn typed_pipeline(
             });
         }
     };
+    if p.schedule.is_some() && p.source.is_continuous() {
+        let field = match row {
+            Some((i, _, over)) if over.get("schedule").is_some() => format!("matrix[{i}].schedule"),
+            _ => "pipeline.schedule".to_owned(),
+        };
+        return Err(FaucetError::config(
+            field,
+            "is set on a continuous source (`continuous: true`), which `faucet serve` runs all \
+             the time; remove `schedule`, or `continuous` to run it bounded on the schedule",
+        ));
+    }
     p.resolve_paths(base);
     Ok(p)
 }

@@ -202,3 +202,30 @@ fn max_page_delay_defaults_parses_and_names_its_path() {
     assert_eq!(delay(0), std::time::Duration::from_millis(50));
     assert_eq!(delay(1), std::time::Duration::from_millis(5));
 }
+
+#[test]
+fn matrix_rows_override_the_schedule_and_a_bad_one_is_named_by_row() {
+    let text = format!(
+        "{BASE}  schedule: \"0 6 * * *\"\nmatrix:\n  - {{ id: a }}\n  - {{ id: b, schedule: {{ cron: \"*/10 * * * * *\", timezone: Asia/Tokyo }} }}\n  - {{ id: c, schedule: {{ cron: \"0 25 * * *\" }} }}\n"
+    );
+    let (_dir, loaded) = load_text(&text);
+    let rows = loaded.expect("loads").rows;
+    let schedule = |i: usize| {
+        rows[i]
+            .config
+            .as_ref()
+            .expect("valid")
+            .1
+            .schedule
+            .as_ref()
+            .map(ToString::to_string)
+    };
+    assert_eq!(schedule(0).as_deref(), Some("0 6 * * * (UTC)"));
+    assert_eq!(schedule(1).as_deref(), Some("*/10 * * * * * (Asia/Tokyo)"));
+    let (field, message) = config_error(&rows[2].config);
+    assert_eq!(field, "matrix[2].schedule");
+    assert!(
+        message.contains("cron") && message.contains("not a cron expression"),
+        "{message}"
+    );
+}

@@ -48,6 +48,12 @@ pub(crate) trait SourceEntry: std::fmt::Debug {
         let _ = base;
     }
 
+    /// Whether the source follows its stream until cancelled instead of ending when it has
+    /// read what is there now.
+    fn is_continuous(&self) -> bool {
+        false
+    }
+
     /// What `faucet doctor` suggests when the probe fails.
     fn hints(&self) -> Hints;
 
@@ -166,6 +172,10 @@ impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
         POSTGRES_HINTS
     }
 
+    fn is_continuous(&self) -> bool {
+        self.continuous
+    }
+
     fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
         Ok(Box::new(
             faucet_connectors::postgres::cdc::PostgresCdcSource::new(self.clone())?,
@@ -193,6 +203,13 @@ impl SourceConfig {
     /// (empty for a source that is not compiled in).
     pub(crate) fn target(&self) -> String {
         self.about().map(|e| e.target()).unwrap_or_default()
+    }
+
+    /// Whether the source follows its stream until cancelled (`postgres-cdc` with
+    /// `continuous: true`) rather than stopping at the end of what it can read now; `faucet
+    /// serve` runs such a row all the time instead of on a schedule.
+    pub(crate) fn is_continuous(&self) -> bool {
+        self.about().is_some_and(|e| e.is_continuous())
     }
 
     /// Warnings a user should see without connecting (`faucet validate` prints them).

@@ -46,8 +46,8 @@ use crate::source::DEFAULT_BATCH_SIZE;
 /// How long a run's lease on its state key lasts without renewal: 30 s (renewed every third).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 
-/// Progress after each page, for a progress line.
-#[derive(Debug, Clone, Copy)]
+/// Progress after each page, for a progress line (and `faucet serve`'s status).
+#[derive(Debug, Clone)]
 pub struct Progress {
     /// Records written so far.
     pub records: u64,
@@ -58,6 +58,17 @@ pub struct Progress {
     /// How far the bookmark just persisted was behind the source, in time (see
     /// [`RunSummary::lag_seconds`]); `None` for sources without a clock.
     pub lag: Option<Duration>,
+    /// The bookmark this page persisted (durable when the callback runs); `None` for a page
+    /// without one.
+    pub bookmark: Option<Bookmark>,
+}
+
+/// The bookmark inside a state entry as the run loop stores it (`{"bookmark": B, "sink":
+/// "…"}` gives `B`; an entry written before sinks were recorded is the bare bookmark), for
+/// callers that show a key's position without running it. `null` means a run started but
+/// persisted no page.
+pub fn stored_bookmark(entry: serde_json::Value) -> Bookmark {
+    entry::Entry::decode(entry).bookmark
 }
 
 /// A progress callback.

@@ -177,6 +177,7 @@ async fn pump(
                     .summary
                     .lag_seconds
                     .map(std::time::Duration::from_secs_f64),
+                bookmark: page.bookmark().cloned(),
             });
         }
         if p.options.cancel.is_cancelled() {

@@ -32,5 +32,5 @@ pub use doubles::{CrashSwitch, CrashingStateStore, MemorySink, SinkLog, VecSourc
 /// The bookmark of a state entry as the run loop stores it: `{"bookmark": B, "sink": "…"}`
 /// (a sink that names its target) gives `B`; a bare bookmark is itself.
 pub fn stored_bookmark(entry: serde_json::Value) -> crate::page::Bookmark {
-    crate::pipeline::entry::Entry::decode(entry).bookmark
+    crate::pipeline::stored_bookmark(entry)
 }

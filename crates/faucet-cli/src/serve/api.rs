@@ -1,0 +1,271 @@
+//! The HTTP API (axum), JSON in and out, in the shape Kafka Connect's operators know.
+//!
+//! | route | answer |
+//! |---|---|
+//! | `GET /pipelines` | `{"member", "pipelines": [status…]}` |
+//! | `GET /pipelines/{key}` | one status ([`super::pipeline::PipelineView`]) |
+//! | `PUT /pipelines/{key}/pause` · `/resume` · `/stop` | the status after the change (persisted first) |
+//! | `POST /pipelines/{key}/run` | 202 and the status: a bounded run starts now |
+//! | `GET /members` | `{"members": [{"name", "pipelines", "draining"}]}`: this process alone (no cluster yet) |
+//! | `GET /healthz` | 200 `{"status": "ok"}` while the process serves |
+//! | `GET /readyz` | 200 `{"ready": true}`, or 503 `{"ready": false, "not_ready": [{"key", "reason"}]}` |
+//! | `GET /metrics` | Prometheus text ([`super::metrics`]) |
+//!
+//! Errors are `{"error": "..."}` with 400/401/403/404/405/409/503. Mutating routes need
+//! `Authorization: Bearer <token>` ([`super::auth`]): 401 without it or with another token,
+//! 403 when no token is configured (the message says how to set one).
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use metrics_exporter_prometheus::PrometheusHandle;
+use serde_json::json;
+
+use super::auth::{self, Token};
+use super::control::{self, Desired};
+use super::pipeline::{Registry, Slot};
+
+/// What every handler sees.
+#[derive(Clone)]
+pub(crate) struct Api {
+    /// The rows.
+    pub(crate) registry: Arc<Registry>,
+    /// The token mutating routes need (`None`: they are refused).
+    pub(crate) token: Arc<Option<Token>>,
+    /// The metrics recorder's handle.
+    pub(crate) metrics: PrometheusHandle,
+}
+
+/// An error answer: `{"error": message}` with a status.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut response = (self.0, Json(json!({ "error": self.1 }))).into_response();
+        if self.0 == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
+    }
+}
+
+/// The router.
+pub(crate) fn router(api: Api) -> Router {
+    Router::new()
+        .route("/pipelines", get(list))
+        .route("/pipelines/{key}", get(show))
+        .route("/pipelines/{key}/pause", put(pause))
+        .route("/pipelines/{key}/resume", put(resume))
+        .route("/pipelines/{key}/stop", put(stop))
+        .route("/pipelines/{key}/run", post(run_now))
+        .route("/members", get(members))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .fallback(|| async {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                "no such route; see GET /pipelines, /healthz, /readyz, /metrics".to_owned(),
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method not allowed on this route (reads are GET; pause, resume and stop are \
+                 PUT; run is POST)"
+                    .to_owned(),
+            )
+        })
+        .with_state(api)
+}
+
+fn slot<'a>(api: &'a Api, key: &str) -> Result<&'a Arc<Slot>, ApiError> {
+    api.registry.slots.get(key).ok_or_else(|| {
+        ApiError(
+            StatusCode::NOT_FOUND,
+            format!(
+                "no pipeline {}; GET /pipelines lists them by state key",
+                faucet_core::state::shown_key(key)
+            ),
+        )
+    })
+}
+
+fn authorize(api: &Api, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(token) = api.token.as_ref() else {
+        return Err(ApiError(
+            StatusCode::FORBIDDEN,
+            format!(
+                "changes through the API are disabled: no API token is configured; {}",
+                auth::HOW
+            ),
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match given {
+        Some(h) if token.admits(h) => Ok(()),
+        Some(_) => Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            "the bearer token is not the API token".to_owned(),
+        )),
+        None => Err(ApiError(
+            StatusCode::UNAUTHORIZED,
+            "this route changes a pipeline: send `Authorization: Bearer <token>` with the API \
+             token (FAUCET_API_TOKEN or --token-file of the server)"
+                .to_owned(),
+        )),
+    }
+}
+
+async fn list(State(api): State<Api>) -> Json<serde_json::Value> {
+    let member = &api.registry.member;
+    let pipelines: Vec<_> = api
+        .registry
+        .slots
+        .values()
+        .map(|s| s.view(member))
+        .collect();
+    Json(json!({ "member": member, "pipelines": pipelines }))
+}
+
+async fn show(State(api): State<Api>, Path(key): Path<String>) -> Response {
+    match slot(&api, &key) {
+        Ok(s) => Json(s.view(&api.registry.member)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn pause(api: State<Api>, key: Path<String>, headers: HeaderMap) -> Response {
+    change(api, key, headers, Desired::Paused).await
+}
+
+async fn resume(api: State<Api>, key: Path<String>, headers: HeaderMap) -> Response {
+    change(api, key, headers, Desired::Running).await
+}
+
+async fn stop(api: State<Api>, key: Path<String>, headers: HeaderMap) -> Response {
+    change(api, key, headers, Desired::Stopped).await
+}
+
+/// Persists the wish in the row's state store, then applies it.
+async fn change(
+    State(api): State<Api>,
+    Path(key): Path<String>,
+    headers: HeaderMap,
+    desired: Desired,
+) -> Response {
+    let result = async {
+        authorize(&api, &headers)?;
+        let slot = slot(&api, &key)?;
+        let Some(store) = slot.store.get() else {
+            return Err(ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the state store of {} is not connected yet (see its error); try again",
+                    faucet_core::state::shown_key(&key)
+                ),
+            ));
+        };
+        control::store(store, &slot.control_key, desired, &api.registry.member)
+            .await
+            .map_err(|e| {
+                ApiError(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!(
+                        "cannot persist the change: {}",
+                        crate::output::error_chain(&e)
+                    ),
+                )
+            })?;
+        slot.set_desired(desired);
+        tracing::warn!(key, wish = ?desired, "pipeline changed through the API");
+        Ok(Json(slot.view(&api.registry.member)))
+    }
+    .await;
+    result.into_response()
+}
+
+async fn run_now(State(api): State<Api>, Path(key): Path<String>, headers: HeaderMap) -> Response {
+    let result = (|| {
+        authorize(&api, &headers)?;
+        let slot = slot(&api, &key)?;
+        let conflict = |m: String| Err(ApiError(StatusCode::CONFLICT, m));
+        if slot.plan.continuous {
+            return conflict(
+                "a continuous pipeline runs all the time; there is no bounded run to start"
+                    .to_owned(),
+            );
+        }
+        let desired = slot.desired();
+        if desired != Desired::Running {
+            return conflict(format!(
+                "the pipeline is {}; PUT /pipelines/{key}/resume first",
+                Slot::state_name(&slot.status())
+            ));
+        }
+        if slot.is_running() {
+            return conflict("a run of this pipeline is going; wait for it to end".to_owned());
+        }
+        slot.run_now.store(true, Ordering::SeqCst);
+        slot.wake.notify_one();
+        Ok((StatusCode::ACCEPTED, Json(slot.view(&api.registry.member))))
+    })();
+    result.into_response()
+}
+
+async fn members(State(api): State<Api>) -> Json<serde_json::Value> {
+    let r = &api.registry;
+    Json(json!({ "members": [{
+        "name": r.member,
+        "pipelines": r.slots.len(),
+        "draining": r.draining.load(Ordering::SeqCst),
+    }] }))
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+async fn readyz(State(api): State<Api>) -> Response {
+    let mut not_ready = Vec::new();
+    if api.registry.draining.load(Ordering::SeqCst) {
+        not_ready.push(
+            json!({"key": null, "reason": "draining: finishing the pages in hand before exit"}),
+        );
+    }
+    for (key, s) in &api.registry.slots {
+        let view = s.view(&api.registry.member);
+        if view.state == "FAILED" {
+            not_ready.push(json!({"key": key, "reason": format!("FAILED: {}", view.error.unwrap_or_default())}));
+        } else if s.store.get().is_none() {
+            not_ready.push(json!({"key": key, "reason": "starting: connecting its state store"}));
+        }
+    }
+    if not_ready.is_empty() {
+        Json(json!({ "ready": true })).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "ready": false, "not_ready": not_ready })),
+        )
+            .into_response()
+    }
+}
+
+async fn metrics(State(api): State<Api>) -> Response {
+    (
+        [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+        api.metrics.render(),
+    )
+        .into_response()
+}

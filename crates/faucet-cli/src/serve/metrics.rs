@@ -1,0 +1,227 @@
+//! Prometheus metrics of pipeline runs, for `faucet serve`'s `/metrics` and `faucet run
+//! --metrics-listen`.
+//!
+//! Recorded through the `metrics` facade and rendered by `metrics-exporter-prometheus`'s
+//! recorder (its own HTTP listener is compiled out; the text is served by our axum handler).
+//! Names follow Prometheus' conventions (prefix `faucet_`, base units, `_total` on counters,
+//! `_timestamp_seconds` for times); the only labels are `pipeline` (the file's `name`) and
+//! `row` (the matrix row id, empty without a matrix), so cardinality is the number of rows.
+//!
+//! | metric | type | meaning |
+//! |---|---|---|
+//! | `faucet_records_total` | counter | records written to the sink (pages whose bookmark is durable) |
+//! | `faucet_pages_total` | counter | pages written |
+//! | `faucet_last_bookmark_timestamp_seconds` | gauge | Unix time the last bookmark became durable |
+//! | `faucet_source_lag_seconds` | gauge | the source lag of the last durable bookmark (`RunSummary::lag_seconds`) |
+//! | `faucet_run_failures_total` | counter | runs that ended with an error |
+//! | `faucet_pipeline_failed` | gauge | 1 while the row is FAILED (waiting to retry), else 0 (`faucet serve`) |
+//! | `faucet_pipeline_paused` | gauge | 1 while the row is PAUSED or STOPPED, else 0 (`faucet serve`) |
+//! | `faucet_schedule_ticks_run_total` | counter | schedule ticks that started a run |
+//! | `faucet_schedule_ticks_skipped_total` | counter | ticks skipped because the row's last run was still going |
+//! | `faucet_schedule_ticks_late_total` | counter | ticks noticed more than 1 s after their time (a busy or suspended host) |
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime};
+
+use faucet_core::pipeline::Progress;
+use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+
+const RECORDS: &str = "faucet_records_total";
+const PAGES: &str = "faucet_pages_total";
+const BOOKMARK_AT: &str = "faucet_last_bookmark_timestamp_seconds";
+const LAG: &str = "faucet_source_lag_seconds";
+const FAILURES: &str = "faucet_run_failures_total";
+const FAILED: &str = "faucet_pipeline_failed";
+const PAUSED: &str = "faucet_pipeline_paused";
+const TICKS_RUN: &str = "faucet_schedule_ticks_run_total";
+const TICKS_SKIPPED: &str = "faucet_schedule_ticks_skipped_total";
+const TICKS_LATE: &str = "faucet_schedule_ticks_late_total";
+
+/// Installs the process-wide Prometheus recorder and describes every metric (their `# HELP`
+/// lines).
+///
+/// # Errors
+/// When a recorder is already installed (a programming error: call it once).
+pub(crate) fn install() -> Result<PrometheusHandle, String> {
+    let handle = PrometheusBuilder::new()
+        .install_recorder()
+        .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
+    describe_counter!(RECORDS, Unit::Count, "Records written to the sink.");
+    describe_counter!(PAGES, Unit::Count, "Pages written to the sink.");
+    describe_gauge!(
+        BOOKMARK_AT,
+        Unit::Seconds,
+        "Unix time at which the last bookmark became durable."
+    );
+    describe_gauge!(
+        LAG,
+        Unit::Seconds,
+        "Source lag of the last durable bookmark: when it became durable minus the source's time of that position."
+    );
+    describe_counter!(FAILURES, Unit::Count, "Runs that ended with an error.");
+    describe_gauge!(
+        FAILED,
+        "1 while the pipeline row is FAILED and waiting to retry."
+    );
+    describe_gauge!(PAUSED, "1 while the pipeline row is PAUSED or STOPPED.");
+    describe_counter!(TICKS_RUN, Unit::Count, "Schedule ticks that started a run.");
+    describe_counter!(
+        TICKS_SKIPPED,
+        Unit::Count,
+        "Schedule ticks skipped because the row's last run was still going."
+    );
+    describe_counter!(
+        TICKS_LATE,
+        Unit::Count,
+        "Schedule ticks noticed more than one second after their time."
+    );
+    Ok(handle)
+}
+
+/// The text exposition format's content type.
+pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The labels of one pipeline row, and the metrics recorded under them.
+#[derive(Debug, Clone)]
+pub(crate) struct RowMetrics {
+    pipeline: String,
+    row: String,
+}
+
+impl RowMetrics {
+    /// The metrics of row `row` (`None` without a matrix) of pipeline `pipeline`; every
+    /// series starts at 0, so a rate is defined from the first scrape.
+    pub(crate) fn new(pipeline: &str, row: Option<&str>) -> Self {
+        let m = Self {
+            pipeline: pipeline.to_owned(),
+            row: row.unwrap_or_default().to_owned(),
+        };
+        for name in [
+            RECORDS,
+            PAGES,
+            FAILURES,
+            TICKS_RUN,
+            TICKS_SKIPPED,
+            TICKS_LATE,
+        ] {
+            counter!(name, &m.labels()).increment(0);
+        }
+        m
+    }
+
+    fn labels(&self) -> [(&'static str, String); 2] {
+        [
+            ("pipeline", self.pipeline.clone()),
+            ("row", self.row.clone()),
+        ]
+    }
+
+    /// A page of `records` records in `pages` pages became durable (a bookmark when
+    /// `bookmarked`), with the source `lag`.
+    fn page(&self, records: u64, pages: u64, lag: Option<Duration>, bookmarked: bool) {
+        let labels = self.labels();
+        counter!(RECORDS, &labels).increment(records);
+        counter!(PAGES, &labels).increment(pages);
+        if bookmarked {
+            let now = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap_or_default();
+            gauge!(BOOKMARK_AT, &labels).set(now.as_secs_f64());
+        }
+        if let Some(lag) = lag {
+            gauge!(LAG, &labels).set(lag.as_secs_f64());
+        }
+    }
+
+    /// A run ended with an error.
+    pub(crate) fn run_failed(&self) {
+        counter!(FAILURES, &self.labels()).increment(1);
+    }
+
+    /// Whether the row is FAILED and PAUSED/STOPPED now.
+    pub(crate) fn set_state(&self, failed: bool, paused: bool) {
+        let labels = self.labels();
+        gauge!(FAILED, &labels).set(f64::from(u8::from(failed)));
+        gauge!(PAUSED, &labels).set(f64::from(u8::from(paused)));
+    }
+
+    /// A schedule tick started a run.
+    pub(crate) fn tick_run(&self) {
+        counter!(TICKS_RUN, &self.labels()).increment(1);
+    }
+
+    /// A schedule tick was skipped: the last run was still going.
+    pub(crate) fn tick_skipped(&self) {
+        counter!(TICKS_SKIPPED, &self.labels()).increment(1);
+    }
+
+    /// A schedule tick came late.
+    pub(crate) fn tick_late(&self) {
+        counter!(TICKS_LATE, &self.labels()).increment(1);
+    }
+
+    /// An observer of one run's progress reports.
+    pub(crate) fn observer(&self) -> RunObserver {
+        RunObserver {
+            metrics: self.clone(),
+            seen: Mutex::new((0, 0)),
+        }
+    }
+}
+
+/// Turns one run's cumulative progress reports into metric increments.
+#[derive(Debug)]
+pub(crate) struct RunObserver {
+    metrics: RowMetrics,
+    /// Records and pages of this run already counted.
+    seen: Mutex<(u64, u64)>,
+}
+
+impl RunObserver {
+    /// Records the page `p` reports; returns the new records and pages since the last report.
+    pub(crate) fn page(&self, p: &Progress) -> (u64, u64) {
+        let (records, pages) = {
+            let mut seen = self
+                .seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let delta = (
+                p.records.saturating_sub(seen.0),
+                p.pages.saturating_sub(seen.1),
+            );
+            *seen = (p.records.max(seen.0), p.pages.max(seen.1));
+            delta
+        };
+        self.metrics
+            .page(records, pages, p.lag, p.bookmark.is_some());
+        (records, pages)
+    }
+}
+
+/// Serves only `GET /metrics` on `addr` (`faucet run --metrics-listen`), until the process
+/// exits. Returns the bound address.
+///
+/// # Errors
+/// When the address cannot be bound.
+pub(crate) async fn serve_alone(
+    addr: SocketAddr,
+    handle: PrometheusHandle,
+) -> std::io::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let bound = listener.local_addr()?;
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let text = handle.render();
+            async move { ([(axum::http::header::CONTENT_TYPE, CONTENT_TYPE)], text) }
+        }),
+    );
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "the metrics listener stopped");
+        }
+    });
+    Ok(bound)
+}

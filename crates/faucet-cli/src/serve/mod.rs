@@ -1,0 +1,182 @@
+//! `faucet serve [PATHS…]`: many pipeline rows in one process — continuous ones all the
+//! time, bounded ones on their `schedule:` — with an HTTP control plane and Prometheus
+//! metrics.
+//!
+//! The parts, one job each: [`discovery`] (which rows, planned offline), [`control`] (the
+//! persisted pause/stop wish), [`pipeline`] (a row's status), [`supervisor`] (runs a row,
+//! isolated, with backoff), [`scheduler`] (cron ticks), [`api`] (axum routes), [`auth`] (the
+//! bearer token), [`metrics`] (Prometheus). Runs are built by the same
+//! [`crate::commands::plan::execute`] as `faucet run`.
+//!
+//! SIGTERM/SIGINT drain: `/readyz` turns 503, every run finishes its page in hand, persists
+//! its bookmark and releases its lease, then the HTTP server stops and the process exits 0
+//! (a second signal exits at once, 130).
+//!
+//! Single process only: membership, placement and fencing across members (`--cluster`) are
+//! not here; the status already names its `owner` and the wish lives in the row's state
+//! store, so members sharing a store will share it.
+
+mod api;
+mod auth;
+mod control;
+mod discovery;
+pub(crate) mod metrics;
+mod pipeline;
+mod scheduler;
+mod supervisor;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::Args;
+use faucet_core::FaucetError;
+use tokio_util::sync::CancellationToken;
+
+use crate::commands::plan::Leasing;
+use crate::exit::Exit;
+use crate::output;
+
+/// `faucet serve`'s arguments.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Pipeline files, or directories of them (`*.yaml`, `*.yml`).
+    #[arg(value_name = "PATHS", required = true)]
+    pub(crate) paths: Vec<PathBuf>,
+    /// Where the HTTP API listens. A non-loopback address needs an API token.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7373")]
+    pub(crate) listen: SocketAddr,
+    /// This member's name, shown as every pipeline's `owner`. Default: the host name.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) member: Option<String>,
+    /// A file holding the API token for mutating routes (else FAUCET_API_TOKEN).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) token_file: Option<PathBuf>,
+    /// How long a run's lease on its state key lasts without renewal (1s to 1 day).
+    #[arg(long, value_name = "DURATION", value_parser = crate::commands::run::parse_lease_ttl, default_value = "30s")]
+    pub(crate) lease_ttl: Duration,
+}
+
+/// Runs the command until SIGTERM/SIGINT; exit 0 after a clean drain, 2 for a bad config or
+/// command line, 1 when the address cannot be bound.
+pub(crate) async fn run(args: ServeArgs) -> Exit {
+    match serve(args).await {
+        Ok(()) => Exit::Success,
+        Err(b) => {
+            let (context, e) = *b;
+            output::print_error(&context, &e);
+            Exit::of(&e)
+        }
+    }
+}
+
+fn listen_error(addr: SocketAddr, e: std::io::Error) -> FaucetError {
+    FaucetError::connect(
+        "faucet serve",
+        format!("cannot listen on {addr}"),
+        Some(Box::new(e)),
+    )
+}
+
+async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
+    let whole = |e| Box::new((String::new(), e));
+    let token = auth::load(args.token_file.as_deref()).map_err(whole)?;
+    if token.is_none() && !args.listen.ip().is_loopback() {
+        return Err(whole(FaucetError::config(
+            "--listen",
+            format!(
+                "{} is not a loopback address, and no API token is configured: anyone who \
+                 can reach it could pause or stop pipelines; {}",
+                args.listen,
+                auth::HOW
+            ),
+        )));
+    }
+    let member = args
+        .member
+        .clone()
+        .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
+    let handle = metrics::install().map_err(|m| whole(FaucetError::config("metrics", m)))?;
+    let slots = discovery::discover(&args.paths)?;
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| whole(listen_error(args.listen, e)))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| whole(listen_error(args.listen, e)))?;
+    let registry = Arc::new(pipeline::Registry {
+        slots: slots.into_iter().map(|(k, s)| (k, Arc::new(s))).collect(),
+        member: member.clone(),
+        draining: AtomicBool::new(false),
+    });
+    for slot in registry.slots.values() {
+        if !slot.plan.state.is_durable() {
+            tracing::warn!(
+                key = slot.key(),
+                "the `memory` state store forgets bookmarks and pause/stop on exit"
+            );
+        }
+    }
+
+    let shutdown = CancellationToken::new();
+    if let Err(e) = crate::signals::install(shutdown.clone()) {
+        tracing::warn!(error = %e, "cannot install signal handlers; SIGTERM will stop at once");
+    }
+    let leasing = Leasing {
+        ttl: args.lease_ttl,
+        wait: None,
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for slot in registry.slots.values() {
+        tasks.spawn(supervisor::supervise(
+            slot.clone(),
+            shutdown.clone(),
+            leasing,
+        ));
+        if let Some(schedule) = &slot.plan.schedule {
+            tasks.spawn(scheduler::tick(
+                slot.clone(),
+                schedule.clone(),
+                shutdown.clone(),
+            ));
+        }
+    }
+
+    let http_stop = CancellationToken::new();
+    let app = api::router(api::Api {
+        registry: registry.clone(),
+        token: Arc::new(token),
+        metrics: handle,
+    });
+    let server = {
+        let stop = http_stop.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async move { stop.cancelled().await })
+                .await
+        })
+    };
+    eprintln!(
+        "faucet serve: listening on http://{bound}, {} as member {member:?}",
+        output::plural(registry.slots.len() as u64, "pipeline")
+    );
+
+    shutdown.cancelled().await;
+    registry.draining.store(true, Ordering::SeqCst);
+    eprintln!("faucet serve: draining: every run finishes its page in hand");
+    while let Some(joined) = tasks.join_next().await {
+        if let Err(e) = joined {
+            tracing::error!(error = %e, "a pipeline task ended abnormally");
+        }
+    }
+    http_stop.cancel();
+    match server.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "the HTTP server stopped with an error"),
+        Err(e) => tracing::warn!(error = %e, "the HTTP server task ended abnormally"),
+    }
+    eprintln!("faucet serve: stopped");
+    Ok(())
+}

@@ -1,0 +1,322 @@
+//! One served pipeline row ([`Slot`]): its plan, its state store, what the operator asked
+//! ([`Desired`]), what it is doing ([`Phase`]) and the figures `GET /pipelines/{key}` shows;
+//! and the [`Registry`] of every row, by state key.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use faucet_core::pipeline::{Progress, ProgressFn};
+use faucet_core::state::StateStore;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{Notify, OnceCell};
+use tokio_util::sync::CancellationToken;
+
+use super::control::Desired;
+use super::metrics::RowMetrics;
+use crate::commands::plan::Prepared;
+
+/// What a row is doing, apart from the operator's wish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Connecting its state store and reading its control entry.
+    Starting,
+    /// A run is going.
+    Running,
+    /// Bounded: waiting for its next tick (or `POST …/run`).
+    Scheduled,
+    /// The last attempt failed; waiting to retry (`retry_at`).
+    Failed,
+}
+
+/// The figures of a row.
+#[derive(Debug)]
+pub(crate) struct Status {
+    /// The operator's wish.
+    pub(crate) desired: Desired,
+    /// What the row is doing.
+    pub(crate) phase: Phase,
+    /// The last durable bookmark (read from the store at start, then from each page).
+    pub(crate) bookmark: Option<Value>,
+    /// When it became durable (`None` for a bookmark found at start).
+    pub(crate) bookmark_at: Option<DateTime<Utc>>,
+    /// The source lag of the last durable bookmark, seconds.
+    pub(crate) lag_seconds: Option<f64>,
+    /// Records and pages this process wrote for the row.
+    pub(crate) records: u64,
+    pub(crate) pages: u64,
+    /// Runs started.
+    pub(crate) runs: u64,
+    /// Failed attempts in a row (0 after a success).
+    pub(crate) failures: u32,
+    /// The error of the failing attempt while FAILED.
+    pub(crate) error: Option<String>,
+    /// The last error ever, and when.
+    pub(crate) last_error: Option<(String, DateTime<Utc>)>,
+    /// The next tick (bounded rows).
+    pub(crate) next_run_at: Option<DateTime<Utc>>,
+    /// When a failed row tries again.
+    pub(crate) retry_at: Option<DateTime<Utc>>,
+    /// Ticks that started a run, were skipped, came late.
+    pub(crate) ticks_run: u64,
+    pub(crate) ticks_skipped: u64,
+    pub(crate) ticks_late: u64,
+}
+
+/// One pipeline row under `faucet serve`.
+pub(crate) struct Slot {
+    /// The planned row.
+    pub(crate) plan: Prepared,
+    /// The pipeline file it comes from.
+    pub(crate) file: String,
+    /// Its control entry's key ([`super::control`]).
+    pub(crate) control_key: String,
+    /// Its metrics.
+    pub(crate) metrics: RowMetrics,
+    /// Its state store, once connected.
+    pub(crate) store: OnceCell<Arc<dyn StateStore>>,
+    status: Mutex<Status>,
+    /// Wakes the supervisor: the wish changed, a tick is due, a run was asked for.
+    pub(crate) wake: Notify,
+    /// A tick is due.
+    pub(crate) tick_due: AtomicBool,
+    /// `POST …/run` asked for a run.
+    pub(crate) run_now: AtomicBool,
+    /// A run is going.
+    pub(crate) running: AtomicBool,
+    /// Cancels the run going, when there is one.
+    pub(crate) run_cancel: Mutex<Option<CancellationToken>>,
+}
+
+impl Slot {
+    /// A row that has not started.
+    pub(crate) fn new(plan: Prepared, file: String, control_key: String) -> Self {
+        let metrics = RowMetrics::new(&plan.pipeline, plan.id.as_deref());
+        Self {
+            plan,
+            file,
+            control_key,
+            metrics,
+            store: OnceCell::new(),
+            status: Mutex::new(Status {
+                desired: Desired::Running,
+                phase: Phase::Starting,
+                bookmark: None,
+                bookmark_at: None,
+                lag_seconds: None,
+                records: 0,
+                pages: 0,
+                runs: 0,
+                failures: 0,
+                error: None,
+                last_error: None,
+                next_run_at: None,
+                retry_at: None,
+                ticks_run: 0,
+                ticks_skipped: 0,
+                ticks_late: 0,
+            }),
+            wake: Notify::new(),
+            tick_due: AtomicBool::new(false),
+            run_now: AtomicBool::new(false),
+            running: AtomicBool::new(false),
+            run_cancel: Mutex::new(None),
+        }
+    }
+
+    /// The state key.
+    pub(crate) fn key(&self) -> &str {
+        &self.plan.state_key
+    }
+
+    /// The figures, locked.
+    pub(crate) fn status(&self) -> MutexGuard<'_, Status> {
+        self.status
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The operator's wish.
+    pub(crate) fn desired(&self) -> Desired {
+        self.status().desired
+    }
+
+    /// Whether a run is going.
+    pub(crate) fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
+
+    /// Sets the phase (and the FAILED / PAUSED gauges).
+    pub(crate) fn set_phase(&self, phase: Phase) {
+        let mut st = self.status();
+        st.phase = phase;
+        self.publish(&st);
+    }
+
+    /// Sets the wish, cancels the run going when it is not `Running`, wakes the supervisor.
+    pub(crate) fn set_desired(&self, desired: Desired) {
+        {
+            let mut st = self.status();
+            st.desired = desired;
+            self.publish(&st);
+        }
+        if desired != Desired::Running
+            && let Some(cancel) = self
+                .run_cancel
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .as_ref()
+        {
+            cancel.cancel();
+        }
+        self.wake.notify_one();
+    }
+
+    fn publish(&self, st: &Status) {
+        self.metrics.set_state(
+            st.phase == Phase::Failed && st.desired == Desired::Running,
+            st.desired != Desired::Running,
+        );
+    }
+
+    /// The state the API shows.
+    pub(crate) fn state_name(st: &Status) -> &'static str {
+        match (st.desired, st.phase) {
+            (Desired::Paused, _) => "PAUSED",
+            (Desired::Stopped, _) => "STOPPED",
+            (Desired::Running, Phase::Running) => "RUNNING",
+            (Desired::Running, Phase::Failed) => "FAILED",
+            (Desired::Running, Phase::Scheduled) => "SCHEDULED",
+            (Desired::Running, Phase::Starting) => "SCHEDULED",
+        }
+    }
+
+    /// The callback of one run: metrics, and the row's figures.
+    pub(crate) fn progress_callback(self: &Arc<Self>) -> ProgressFn {
+        let slot = self.clone();
+        let observer = self.metrics.observer();
+        Arc::new(move |p: &Progress| {
+            let (records, pages) = observer.page(p);
+            let mut st = slot.status();
+            st.records += records;
+            st.pages += pages;
+            if let Some(b) = &p.bookmark {
+                st.bookmark = Some(b.clone());
+                st.bookmark_at = Some(Utc::now());
+            }
+            if let Some(lag) = p.lag {
+                st.lag_seconds = Some(lag.as_secs_f64());
+            }
+        })
+    }
+
+    /// The row as `GET /pipelines/{key}` shows it.
+    pub(crate) fn view(&self, owner: &str) -> PipelineView {
+        let st = self.status();
+        let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+        PipelineView {
+            key: self.key().to_owned(),
+            pipeline: self.plan.pipeline.clone(),
+            row: self.plan.id.clone(),
+            file: self.file.clone(),
+            state: Self::state_name(&st),
+            owner: owner.to_owned(),
+            running: self.is_running(),
+            continuous: self.plan.continuous,
+            schedule: self.plan.schedule.as_ref().map(ToString::to_string),
+            next_run_at: st.next_run_at.as_ref().map(time),
+            bookmark: st.bookmark.clone(),
+            bookmark_at: st.bookmark_at.as_ref().map(time),
+            lag_seconds: st.lag_seconds,
+            records: st.records,
+            pages: st.pages,
+            runs: st.runs,
+            failures: st.failures,
+            retry_at: st.retry_at.as_ref().map(time),
+            error: st.error.clone(),
+            last_error: st.last_error.as_ref().map(|(message, at)| ErrorView {
+                message: message.clone(),
+                at: time(at),
+            }),
+            ticks: TicksView {
+                run: st.ticks_run,
+                skipped: st.ticks_skipped,
+                late: st.ticks_late,
+            },
+        }
+    }
+}
+
+/// `GET /pipelines/{key}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct PipelineView {
+    /// The state key, `{name}::{row id}` (or `{name}`).
+    key: String,
+    /// The pipeline's `name`.
+    pipeline: String,
+    /// The matrix row id (`null` without a matrix).
+    row: Option<String>,
+    /// The pipeline file.
+    file: String,
+    /// RUNNING, PAUSED, STOPPED, FAILED or SCHEDULED.
+    pub(crate) state: &'static str,
+    /// The member running it (`--member`).
+    owner: String,
+    /// Whether a run is going (also while a PAUSED row finishes its page).
+    running: bool,
+    /// Whether the source is continuous (runs all the time).
+    continuous: bool,
+    /// The schedule, `*/5 * * * * (UTC)`.
+    schedule: Option<String>,
+    /// The next tick, RFC 3339 UTC.
+    next_run_at: Option<String>,
+    /// The last durable bookmark.
+    bookmark: Option<Value>,
+    /// When it became durable (null for one found in the store at start).
+    bookmark_at: Option<String>,
+    /// Source lag of the last durable bookmark, seconds.
+    lag_seconds: Option<f64>,
+    /// Records written by this process.
+    records: u64,
+    /// Pages written by this process.
+    pages: u64,
+    /// Runs started by this process.
+    runs: u64,
+    /// Failed attempts in a row.
+    failures: u32,
+    /// When a FAILED row tries again.
+    retry_at: Option<String>,
+    /// The error while FAILED.
+    pub(crate) error: Option<String>,
+    /// The last error, kept after a recovery.
+    last_error: Option<ErrorView>,
+    /// Schedule ticks.
+    ticks: TicksView,
+}
+
+/// An error and its time.
+#[derive(Debug, Serialize)]
+struct ErrorView {
+    message: String,
+    at: String,
+}
+
+/// Tick counts.
+#[derive(Debug, Serialize)]
+struct TicksView {
+    run: u64,
+    skipped: u64,
+    late: u64,
+}
+
+/// Every served row, by state key, and this member.
+pub(crate) struct Registry {
+    /// The rows.
+    pub(crate) slots: BTreeMap<String, Arc<Slot>>,
+    /// This member's name (`--member`).
+    pub(crate) member: String,
+    /// Set once SIGTERM/SIGINT started the drain.
+    pub(crate) draining: AtomicBool,
+}
