@@ -15,14 +15,11 @@ use faucet_core::FaucetError;
 /// * `time_zone = '+00:00'`: TIMESTAMP values come out in UTC whatever the server's or the
 ///   host's zone (DESIGN.md's value table), and bookmark literals are read back in UTC;
 /// * `NAMES utf8mb4`: every text column of a result set arrives in UTF-8 (the server
-///   transcodes from the column's charset; binary columns stay bytes, collation 63);
-/// * `sql_mode` keeps the server's, except `ANSI_QUOTES` is never on, so backtick quoting
-///   holds and `"…"` stays a string literal.
-pub const SESSION_SETUP: [&str; 3] = [
-    "SET time_zone = '+00:00'",
-    "SET NAMES utf8mb4",
-    "SET SESSION sql_mode = REPLACE(@@SESSION.sql_mode, 'ANSI_QUOTES', '')",
-];
+///   transcodes from the column's charset; binary columns stay bytes, collation 63).
+///
+/// `sql_mode` is the server's: faucet's SQL quotes names with backticks and writes string
+/// literals as `_utf8mb4 X'…'`, which read the same under every mode.
+pub const SESSION_SETUP: [&str; 2] = ["SET time_zone = '+00:00'", "SET NAMES utf8mb4"];
 
 /// How long opening a TCP connection may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -268,6 +265,23 @@ impl MysqlConnection {
             _ => FaucetError::read(self.connector, format!("{what} on {at}"), Some(Box::new(e))),
         }
     }
+}
+
+/// Rows of a catalog query as `T`, without mysql_async's panicking conversion
+/// (`Queryable::query::<T>` panics on a row that does not convert, e.g. a NULL where `T`
+/// has none).
+///
+/// # Errors
+/// A message naming the row that did not convert.
+pub fn convert_rows<T: mysql_async::prelude::FromRow>(
+    rows: Vec<mysql_async::Row>,
+) -> Result<Vec<T>, String> {
+    rows.into_iter()
+        .map(|row| {
+            mysql_async::from_row_opt::<T>(row)
+                .map_err(|e| format!("unexpected catalog row {:?}", e.0))
+        })
+        .collect()
 }
 
 #[cfg(test)]

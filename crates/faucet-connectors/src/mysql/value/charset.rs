@@ -141,12 +141,17 @@ impl Collations {
     /// # Errors
     /// The driver's error.
     pub async fn load(conn: &mut mysql_async::Conn) -> Result<Self, mysql_async::Error> {
-        let rows: Vec<(u64, String)> = conn
-            .query("SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS")
+        let rows: Vec<mysql_async::Row> = conn
+            .query(
+                "SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS \
+                 WHERE ID IS NOT NULL AND CHARACTER_SET_NAME IS NOT NULL",
+            )
             .await?;
+        let rows = crate::mysql::connection::convert_rows::<(Option<u64>, Option<String>)>(rows)
+            .map_err(|m| mysql_async::Error::Other(m.into()))?;
         let mut by_id: HashMap<u16, Charset> = rows
             .into_iter()
-            .filter_map(|(id, name)| Some((u16::try_from(id).ok()?, Charset::from_name(&name))))
+            .filter_map(|(id, name)| Some((u16::try_from(id?).ok()?, Charset::from_name(&name?))))
             .collect();
         by_id.insert(BINARY_COLLATION, Charset::Binary);
         Ok(Self { by_id })
