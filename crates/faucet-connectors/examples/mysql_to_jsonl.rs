@@ -23,7 +23,9 @@ use faucet_core::{Pipeline, RunStreamOptions};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [url, what, output, state_dir, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: mysql_to_jsonl URL (table=T | query=SQL) OUT.jsonl STATE_DIR [BATCH_SIZE]");
+        eprintln!(
+            "usage: mysql_to_jsonl URL (table=T | query=SQL) OUT.jsonl STATE_DIR [BATCH_SIZE]"
+        );
         std::process::exit(2);
     };
     let batch_size = match rest.first() {
