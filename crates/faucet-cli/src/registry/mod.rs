@@ -68,6 +68,7 @@ pub(crate) const POSTGRES_CONNECT_HINT: &str =
     "is PostgreSQL running, and are the host, port, user and database in the url right?";
 
 /// The connect hint of every MySQL/MariaDB connector.
+#[cfg(feature = "mysql")]
 pub(crate) const MYSQL_CONNECT_HINT: &str = "is MySQL/MariaDB running, and are the host, port, user, password and database \
      in the url right?";
 
