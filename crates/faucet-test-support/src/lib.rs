@@ -9,9 +9,9 @@
 //! |---|---|---|
 //! | PostgreSQL | `FAUCET_TEST_PG_URL` | `postgres://postgres@127.0.0.1:5432/test` |
 //! | Redis | `FAUCET_TEST_REDIS_URL` | `redis://127.0.0.1:6379/` |
+//! | MariaDB with a binlog | `FAUCET_TEST_MYSQL_URL` | `mysql://root@127.0.0.1:3307/test` |
 //!
-//! A new service (MariaDB next, `FAUCET_TEST_MYSQL_URL` on 127.0.0.1:3307) is one more
-//! [`Service`] variant with its arms in [`Service::env_var`], [`Service::default_url`] and
+//! A new service is one more [`Service`] variant with its arms in [`Service::env_var`], [`Service::default_url`] and
 //! [`Service::name`], a row in the table above, and a `*_url()` shortcut.
 
 pub mod private_pg;
@@ -26,7 +26,9 @@ pub enum Service {
     Postgres,
     /// Redis.
     Redis,
-    // MariaDB / MySQL goes here: `FAUCET_TEST_MYSQL_URL`, a private server on 127.0.0.1:3307.
+    /// MariaDB with a binlog: the private server `scripts/services.sh` starts on port 3307
+    /// (the machine's own MariaDB runs without one).
+    Mysql,
 }
 
 impl Service {
@@ -35,6 +37,7 @@ impl Service {
         match self {
             Self::Postgres => "FAUCET_TEST_PG_URL",
             Self::Redis => "FAUCET_TEST_REDIS_URL",
+            Self::Mysql => "FAUCET_TEST_MYSQL_URL",
         }
     }
 
@@ -43,6 +46,7 @@ impl Service {
         match self {
             Self::Postgres => "postgres://postgres@127.0.0.1:5432/test",
             Self::Redis => "redis://127.0.0.1:6379/",
+            Self::Mysql => "mysql://root@127.0.0.1:3307/test",
         }
     }
 
@@ -51,6 +55,7 @@ impl Service {
         match self {
             Self::Postgres => "PostgreSQL",
             Self::Redis => "Redis",
+            Self::Mysql => "MariaDB (with a binlog)",
         }
     }
 
@@ -92,6 +97,11 @@ pub fn pg_url() -> String {
 /// The test Redis server's URL ([`Service::Redis`]).
 pub fn redis_url() -> String {
     Service::Redis.url()
+}
+
+/// The test MariaDB's URL ([`Service::Mysql`]).
+pub fn mysql_url() -> String {
+    Service::Mysql.url()
 }
 
 /// A suffix that makes a test's schema, slot, publication or key prefix its own: the
