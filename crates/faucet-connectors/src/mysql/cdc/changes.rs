@@ -1,0 +1,421 @@
+//! From binlog table maps and rows events to change records.
+//!
+//! A change record has the fields of [`record_schema`], in order:
+//!
+//! | field | value |
+//! |---|---|
+//! | `op` | `c` insert, `u` update, `d` delete, `t` truncate |
+//! | `table` | `database.table` |
+//! | `binlog_file` | the binlog file of the change's transaction |
+//! | `binlog_pos` | the offset of the transaction's first event in that file: every change of a transaction carries the same one (the commit's own position is not known until the transaction has been read to its end, which a transaction larger than a page must not wait for) |
+//! | `gtid` | the transaction's GTID (MariaDB `domain-server-seq`, MySQL `uuid:n`), or null |
+//! | `commit_ts` | the commit time, RFC 3339 in UTC (MySQL: the immediate commit timestamp, µs; MariaDB: the GTID event's time, whole seconds) |
+//! | `before` | the whole old row for updates and deletes (`binlog_row_image=FULL`); null for inserts and truncates |
+//! | `after` | the new row for inserts and updates; null for deletes and truncates |
+//!
+//! Table shapes come from each TABLE_MAP event, which the server writes before the rows
+//! events of every transaction: a shape is replaced whenever its table map changes (a
+//! column added, dropped, retyped or renamed shows in the records after it), never decoded
+//! against an older one. Column names, charsets, signedness and ENUM/SET members are in the
+//! table map only with `binlog_row_metadata=FULL`; without them a listed table's changes
+//! stop the run (never `@0` names). Values go through the one MySQL value mapping
+//! ([`crate::mysql::value`]), so a row read here serializes as the same row read by SELECT.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mysql_async::binlog::events::{OptionalMetadataField, RowsEventData, TableMapEvent};
+use mysql_async::binlog::row::BinlogRow;
+use mysql_async::binlog::value::BinlogValue;
+
+use faucet_core::{DataType, FaucetError, Field, Schema, Value};
+
+use super::CONNECTOR;
+use super::events::RowsKind;
+use super::position::BinlogPos;
+use crate::mysql::table::TableName;
+use crate::mysql::value::{Collations, MysqlColumn};
+
+/// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
+/// `gtid`, `commit_ts`, `before`, `after`.
+pub(crate) fn record_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("op", DataType::Text),
+        Field::new("table", DataType::Text),
+        Field::new("binlog_file", DataType::Text),
+        Field::new("binlog_pos", DataType::Int),
+        Field::new("gtid", DataType::Text),
+        Field::new("commit_ts", DataType::TimestampTz),
+        Field::new("before", DataType::Json),
+        Field::new("after", DataType::Json),
+    ]))
+}
+
+/// One change record: the values of [`record_schema`].
+pub(crate) type Record = [Value; 8];
+
+/// What every record of a transaction shares.
+#[derive(Debug, Clone)]
+pub(crate) struct TxnContext {
+    /// The binlog file.
+    pub(crate) file: faucet_core::Text,
+    /// The offset of the transaction's first event.
+    pub(crate) start_pos: u64,
+    /// Its GTID.
+    pub(crate) gtid: Option<faucet_core::Text>,
+    /// The commit time, RFC 3339 UTC.
+    pub(crate) commit_ts: String,
+}
+
+impl TxnContext {
+    fn record(&self, op: &str, table: &str, before: Value, after: Value) -> Record {
+        [
+            Value::Text(op.into()),
+            Value::Text(table.into()),
+            Value::Text(self.file.clone()),
+            Value::Int(i64::try_from(self.start_pos).unwrap_or(i64::MAX)),
+            self.gtid.clone().map_or(Value::Null, Value::Text),
+            Value::TimestampTz(self.commit_ts.clone()),
+            before,
+            after,
+        ]
+    }
+}
+
+/// A listed table's shape, from one table map.
+#[derive(Debug)]
+pub(crate) struct TableShape {
+    /// `database.table`.
+    pub(crate) table: String,
+    /// How to decode each column.
+    pub(crate) columns: Vec<MysqlColumn>,
+    /// The row schema of `before` / `after`.
+    pub(crate) schema: Arc<Schema>,
+}
+
+struct Mapped {
+    /// The table map's bytes, to tell whether a new one changes anything.
+    raw: Vec<u8>,
+    /// `None` for a table that is not listed.
+    shape: Option<Arc<TableShape>>,
+}
+
+/// Turns table maps and rows events into change records of the listed tables.
+pub(crate) struct ChangeDecoder {
+    wanted: Vec<TableName>,
+    collations: Collations,
+    maps: HashMap<u64, Mapped>,
+}
+
+impl ChangeDecoder {
+    /// A decoder that emits records of `tables`, decoding text by `collations` (the server's).
+    pub(crate) fn new(tables: &[TableName], collations: Collations) -> Self {
+        Self {
+            wanted: tables.to_vec(),
+            collations,
+            maps: HashMap::new(),
+        }
+    }
+
+    /// Whether `database.table` is listed.
+    pub(crate) fn listed(&self, database: &str, table: &str) -> bool {
+        self.wanted
+            .iter()
+            .any(|t| t.database.as_deref() == Some(database) && t.table == table)
+    }
+
+    /// The first listed table whose name occurs in `sql` (case-insensitively), as
+    /// `database.table`: a statement-logged change that may concern it.
+    pub(crate) fn named_in(&self, sql: &str) -> Option<String> {
+        let lower = sql.to_lowercase();
+        self.wanted
+            .iter()
+            .find(|t| lower.contains(&t.table.to_lowercase()))
+            .map(|t| t.to_string())
+    }
+
+    /// Takes a table map (`raw`: its event bytes): replaces the table id's shape when it
+    /// differs from the one in hand.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when a listed table's map has no column names
+    /// (`binlog_row_metadata` is not FULL) or a column type cannot be decoded.
+    pub(crate) fn table_map(
+        &mut self,
+        tme: &TableMapEvent<'_>,
+        raw: &[u8],
+        at: &BinlogPos,
+    ) -> Result<(), FaucetError> {
+        let id = tme.table_id();
+        if self.maps.get(&id).is_some_and(|m| m.raw == raw) {
+            return Ok(());
+        }
+        let database = tme.database_name();
+        let table = tme.table_name();
+        let shape = if self.listed(&database, &table) {
+            let shape = shape_of(tme, &format!("{database}.{table}"), &self.collations, at)?;
+            if let Some(old) = self.maps.values().find_map(|m| {
+                m.shape.as_ref().filter(|s| s.table == shape.table)
+            }) && old.schema != shape.schema
+            {
+                tracing::info!(
+                    table = %shape.table,
+                    at = %at,
+                    columns = ?shape.schema.fields().iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+                    "the table's shape changed in the binlog; records after this follow it"
+                );
+            }
+            Some(Arc::new(shape))
+        } else {
+            None
+        };
+        self.maps.insert(
+            id,
+            Mapped {
+                raw: raw.to_vec(),
+                shape,
+            },
+        );
+        Ok(())
+    }
+
+    /// The shape for a rows event's table id: `Ok(None)` for a table that is not listed.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] for a rows event without a preceding table map.
+    pub(crate) fn shape(
+        &self,
+        table_id: u64,
+        at: &BinlogPos,
+    ) -> Result<Option<Arc<TableShape>>, FaucetError> {
+        match self.maps.get(&table_id) {
+            Some(m) => Ok(m.shape.clone()),
+            None => Err(FaucetError::read(
+                CONNECTOR,
+                format!("a rows event at {at} for table id {table_id} without its table map"),
+                None,
+            )),
+        }
+    }
+
+    /// Forgets every table map (a new binlog file renumbers table ids).
+    pub(crate) fn clear(&mut self) {
+        self.maps.clear();
+    }
+
+    /// The records of one rows event of a listed table, in the event's order.
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] naming the table, column and position when a value cannot be
+    /// decoded; [`FaucetError::Read`] when a row image is not complete (binlog_row_image
+    /// not FULL) or the rows do not parse.
+    pub(crate) fn rows(
+        &self,
+        shape: &TableShape,
+        kind: RowsKind,
+        rows: &RowsEventData<'_>,
+        tme: &TableMapEvent<'_>,
+        txn: &TxnContext,
+        at: &BinlogPos,
+        out: &mut Vec<Record>,
+    ) -> Result<(), FaucetError> {
+        for row in rows.rows(tme) {
+            let (before, after) = row.map_err(|e| {
+                FaucetError::read(
+                    CONNECTOR,
+                    format!("cannot decode the rows event of {} at {at}", shape.table),
+                    Some(Box::new(e)),
+                )
+            })?;
+            let before = before.map(|r| self.row(shape, r, at)).transpose()?;
+            let after = after.map(|r| self.row(shape, r, at)).transpose()?;
+            let (op, before, after) = match (kind, before, after) {
+                (RowsKind::Write, None, Some(a)) => ("c", Value::Null, a),
+                (RowsKind::Update, Some(b), Some(a)) => ("u", b, a),
+                (RowsKind::Delete, Some(b), None) => ("d", b, Value::Null),
+                _ => {
+                    return Err(FaucetError::read(
+                        CONNECTOR,
+                        format!("a rows event of {} at {at} without the images its kind has", shape.table),
+                        None,
+                    ));
+                }
+            };
+            out.push(txn.record(op, &shape.table, before, after));
+        }
+        Ok(())
+    }
+
+    /// The `t` record of a TRUNCATE of a listed table.
+    pub(crate) fn truncate(&self, table: &str, txn: &TxnContext) -> Record {
+        txn.record("t", table, Value::Null, Value::Null)
+    }
+
+    fn row(&self, shape: &TableShape, row: BinlogRow, at: &BinlogPos) -> Result<Value, FaucetError> {
+        if row.len() != shape.columns.len() {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "a row image of {} at {at} has {} of its {} columns: the server does not log \
+                     whole rows; SET GLOBAL binlog_row_image = 'FULL'",
+                    shape.table,
+                    row.len(),
+                    shape.columns.len()
+                ),
+                None,
+            ));
+        }
+        let mut values = Vec::with_capacity(row.len());
+        for (column, value) in shape.columns.iter().zip(row.unwrap()) {
+            let value = binlog_value(column, value).map_err(|why| {
+                FaucetError::data(
+                    CONNECTOR,
+                    format!("{}.{} at {at}", shape.table, column.name),
+                    why,
+                )
+            })?;
+            values.push(value);
+        }
+        Ok(Value::row(shape.schema.clone(), values))
+    }
+}
+
+/// One binlog value through the shared mapping.
+fn binlog_value(column: &MysqlColumn, value: BinlogValue<'_>) -> Result<Value, String> {
+    crate::mysql::value::from_binlog(column, value)
+}
+
+/// The shape of a listed table from its table map.
+fn shape_of(
+    tme: &TableMapEvent<'_>,
+    table: &str,
+    collations: &Collations,
+    at: &BinlogPos,
+) -> Result<TableShape, FaucetError> {
+    let bad = |why: String| FaucetError::read(CONNECTOR, format!("the table map of {table} at {at}: {why}"), None);
+    let count = usize::try_from(tme.columns_count()).map_err(|_| bad("too many columns".into()))?;
+    let meta = mysql_async::binlog::events::OptionalMetaExtractor::new(tme.iter_optional_meta())
+        .map_err(|e| bad(format!("its optional metadata does not decode ({e})")))?;
+    let names: Vec<String> = meta
+        .iter_column_name()
+        .map(|n| n.map(|n| n.name().into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| bad(format!("its column names do not decode ({e})")))?;
+    if names.len() != count {
+        return Err(FaucetError::read(
+            CONNECTOR,
+            format!(
+                "the binlog has no column names for {table} at {at}: the server writes table \
+                 maps without them (binlog_row_metadata is not FULL); SET GLOBAL \
+                 binlog_row_metadata = 'FULL' (MariaDB 10.5+, MySQL 8.0.1+) and re-snapshot \
+                 the changes written since"
+            ),
+            None,
+        ));
+    }
+    let mut enums: Vec<Vec<String>> = Vec::new();
+    let mut sets: Vec<Vec<String>> = Vec::new();
+    for field in tme.iter_optional_meta() {
+        match field.map_err(|e| bad(format!("its optional metadata does not decode ({e})")))? {
+            OptionalMetadataField::EnumStrValue(v) => {
+                for members in v.iter_values() {
+                    let members = members.map_err(|e| bad(format!("ENUM members ({e})")))?;
+                    enums.push(members.values().iter().map(|m| m.value().into_owned()).collect());
+                }
+            }
+            OptionalMetadataField::SetStrValue(v) => {
+                for members in v.iter_values() {
+                    let members = members.map_err(|e| bad(format!("SET members ({e})")))?;
+                    sets.push(members.values().iter().map(|m| m.value().into_owned()).collect());
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut signedness = meta.iter_signedness();
+    let mut charsets = meta.iter_charset();
+    let mut enum_set_charsets = meta.iter_enum_and_set_charset();
+    let (mut enums, mut sets) = (enums.into_iter(), sets.into_iter());
+    let mut columns = Vec::with_capacity(count);
+    for (i, name) in names.into_iter().enumerate() {
+        let real = tme
+            .get_column_type(i)
+            .map_err(|e| bad(format!("column `{name}`: {e}")))?
+            .ok_or_else(|| bad(format!("column `{name}` has no type")))?;
+        let raw = tme
+            .get_raw_column_type(i)
+            .map_err(|e| bad(format!("column `{name}`: {e}")))?
+            .ok_or_else(|| bad(format!("column `{name}` has no type")))?;
+        let unsigned = real.is_numeric_type() && signedness.next().unwrap_or(false);
+        let collation = if real.is_character_type() {
+            charsets.next().transpose().map_err(|e| bad(e.to_string()))?.unwrap_or(63)
+        } else if real.is_enum_or_set_type() {
+            enum_set_charsets
+                .next()
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?
+                .unwrap_or(63)
+        } else {
+            63
+        };
+        let members = if real.is_enum_type() {
+            enums.next().unwrap_or_default()
+        } else if real.is_set_type() {
+            sets.next().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let meta_bytes = tme.get_column_metadata(i).unwrap_or(&[]);
+        let column = MysqlColumn::from_binlog(
+            name.clone(),
+            raw,
+            meta_bytes,
+            unsigned,
+            collation,
+            members,
+            collations,
+        )
+        .map_err(|why| bad(format!("column `{name}`: {why}")))?;
+        columns.push(column);
+    }
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|c| Field::new(c.name.clone(), c.data_type()))
+            .collect(),
+    ));
+    Ok(TableShape {
+        table: table.to_owned(),
+        columns,
+        schema,
+    })
+}
+
+/// A commit time (microseconds since 1970, UTC) in RFC 3339 UTC, the fraction without
+/// trailing zeros: `2026-11-30T06:00:00.25Z`.
+pub(crate) fn commit_ts_text(micros: u64) -> String {
+    let secs = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX);
+    let frac = (micros % 1_000_000) as u32;
+    let Some(at) = chrono::DateTime::from_timestamp(secs, frac * 1_000) else {
+        return "infinity".to_owned();
+    };
+    let mut out = at.format("%Y-%m-%dT%H:%M:%S").to_string();
+    if frac > 0 {
+        let fraction = format!("{frac:06}");
+        out.push('.');
+        out.push_str(fraction.trim_end_matches('0'));
+    }
+    out.push('Z');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_times_are_utc() {
+        assert_eq!(commit_ts_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(commit_ts_text(1_764_568_800_250_000), "2025-12-01T06:00:00.25Z");
+    }
+}
