@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Makes sure the services faucet's tests talk to are up and configured, on this machine:
-# PostgreSQL (wal_level = logical, for CDC), Redis. Starts whichever is down; on a Debian
-# machine without them, as root, installs them from Debian's packages first. Fails loudly,
-# naming the service, when one cannot be reached.
+# PostgreSQL (wal_level = logical, for CDC), Redis, and a private MariaDB with a binlog
+# (127.0.0.1:3307: server-id=1, log-bin, binlog_format=ROW, binlog_row_image=FULL,
+# binlog_row_metadata=FULL, utf8mb4; data directory $FAUCET_MARIADB_DIR, default
+# /var/tmp/faucet-mariadb-binlog, initialized once and reused; database `test`). The
+# machine's own MariaDB (3306, no binlog) is left alone. Starts whichever is down; on a
+# Debian machine without them, as root, installs them from Debian's packages first. Fails
+# loudly, naming the service, when one cannot be reached.
 #
 # Tests reach the services through FAUCET_TEST_PG_URL (default
-# postgres://postgres@127.0.0.1:5432/test) and FAUCET_TEST_REDIS_URL (default
-# redis://127.0.0.1:6379/). Point them at your own servers to skip this script (set
-# FAUCET_SKIP_SERVICES=1).
+# postgres://postgres@127.0.0.1:5432/test), FAUCET_TEST_REDIS_URL (default
+# redis://127.0.0.1:6379/) and FAUCET_TEST_MYSQL_URL (default
+# mysql://root@127.0.0.1:3307/test). Point them at your own servers to skip this script
+# (set FAUCET_SKIP_SERVICES=1).
 set -euo pipefail
 
 log() { printf 'services: %s\n' "$*" >&2; }
@@ -80,4 +85,33 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
 fi
 wait_for "Redis on 127.0.0.1:6379" redis-cli -h 127.0.0.1 -p 6379 ping
 
-log "PostgreSQL $PGVER (wal_level=logical) and Redis are up"
+# --- MariaDB with a binlog (private, 127.0.0.1:3307) ---------------------------------------
+# ../shared/notes/mysql.md: `--no-defaults` (the system my.cnf pins datadir, port and
+# socket); without --character-set-server a bare server uses latin1.
+command -v mariadbd >/dev/null || apt_install mariadb-server mariadb-client
+MDB_DIR=${FAUCET_MARIADB_DIR:-/var/tmp/faucet-mariadb-binlog}
+MDB_PORT=3307
+mdb() { mariadb --no-defaults -uroot -h127.0.0.1 -P"$MDB_PORT" "$@"; }
+if ! mdb -e 'select 1' >/dev/null 2>&1; then
+  mkdir -p "$MDB_DIR"
+  if [ ! -d "$MDB_DIR/data/mysql" ]; then
+    log "initializing the binlog MariaDB in $MDB_DIR/data"
+    rm -rf "$MDB_DIR/data"
+    mariadb-install-db --no-defaults --basedir=/usr --datadir="$MDB_DIR/data" --user="$(id -un)" \
+      --auth-root-authentication-method=normal --skip-test-db >"$MDB_DIR/install.log" 2>&1 ||
+      die "MariaDB (3307): mariadb-install-db failed, see $MDB_DIR/install.log"
+  fi
+  log "starting the binlog MariaDB on 127.0.0.1:$MDB_PORT ($MDB_DIR)"
+  # setsid + nohup: the server outlives this script and the shell that ran it.
+  setsid nohup mariadbd --no-defaults --basedir=/usr --datadir="$MDB_DIR/data" --user="$(id -un)" \
+    --port="$MDB_PORT" --bind-address=127.0.0.1 --socket="$MDB_DIR/s.sock" \
+    --pid-file="$MDB_DIR/m.pid" --log-error="$MDB_DIR/err.log" --skip-name-resolve \
+    --innodb-buffer-pool-size=64M \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
+    --server-id=1 --log-bin=mariadb-bin --binlog-format=ROW --binlog-row-image=FULL \
+    --binlog-row-metadata=FULL >/dev/null 2>&1 < /dev/null &
+fi
+wait_for "MariaDB with a binlog on 127.0.0.1:$MDB_PORT (log: $MDB_DIR/err.log)" mdb -e 'select 1'
+mdb -e 'create database if not exists test'
+
+log "PostgreSQL $PGVER (wal_level=logical), Redis and MariaDB (binlog, :$MDB_PORT) are up"

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
+//! | `mysql` | `mysql` | `mysql` query source (MySQL / MariaDB) |
 //!
 //! Every connector has one shape: an `XConfig` (serde, unknown fields rejected, a `///` on
 //! every field) with a pure `validate()` returning [`faucet_core::FaucetError::Config`] with
@@ -15,5 +16,7 @@
 
 #[cfg(feature = "files")]
 pub mod files;
+#[cfg(feature = "mysql")]
+pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;

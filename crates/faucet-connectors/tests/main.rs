@@ -11,6 +11,12 @@ mod files_jsonl;
 mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
+#[cfg(feature = "mysql")]
+mod mysql_query;
+#[cfg(feature = "mysql")]
+mod mysql_support;
+#[cfg(feature = "mysql")]
+mod mysql_values;
 #[cfg(feature = "postgres")]
 mod postgres_cdc;
 #[cfg(feature = "postgres")]

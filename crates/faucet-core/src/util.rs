@@ -4,15 +4,22 @@
 /// doubled (PostgreSQL manual, "Identifiers and Key Words"). `quote_ident("a\"b")` is
 /// `"a""b"`. Callers validate names first; quoting keeps any name from being read as SQL.
 pub fn quote_ident(ident: &str) -> String {
+    quote_ident_with(ident, '"')
+}
+
+/// Quotes `ident` between two `quote` characters, every `quote` inside doubled: `"` for
+/// PostgreSQL ([`quote_ident`]), `` ` `` for MySQL/MariaDB (MySQL manual, "Schema Object
+/// Names": `` `a``b` ``). Callers validate names first.
+pub fn quote_ident_with(ident: &str, quote: char) -> String {
     let mut out = String::with_capacity(ident.len() + 2);
-    out.push('"');
+    out.push(quote);
     for c in ident.chars() {
-        if c == '"' {
-            out.push('"');
+        if c == quote {
+            out.push(quote);
         }
         out.push(c);
     }
-    out.push('"');
+    out.push(quote);
     out
 }
 
@@ -36,5 +43,6 @@ mod tests {
             "\"a\"\"b; DROP TABLE x\""
         );
         assert_eq!(quote_qualified("public.orders"), "\"public\".\"orders\"");
+        assert_eq!(quote_ident_with("a`b", '`'), "`a``b`");
     }
 }

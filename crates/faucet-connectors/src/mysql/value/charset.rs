@@ -1,0 +1,234 @@
+//! Character sets: which bytes-to-UTF-8 transcoding a collation id needs. Result sets carry
+//! the collation of `character_set_results` (utf8mb4 here, see
+//! [`SESSION_SETUP`](crate::mysql::connection::SESSION_SETUP)) or 63 (`binary`); the binlog
+//! carries every column's own collation, so every charset the server has must be known.
+//! [`Collations::load`] reads the server's own `information_schema.COLLATIONS` (MariaDB has
+//! ids above 255 that no static table keeps up with); [`Collations::builtin`] knows only the
+//! common defaults, for use without a server.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use encoding_rs::Encoding;
+use mysql_async::prelude::Queryable as _;
+
+/// The collation id of the `binary` charset (BINARY, VARBINARY, BLOB, and MySQL's JSON).
+pub const BINARY_COLLATION: u16 = 63;
+
+/// How a column's bytes become text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Charset {
+    /// `binary`: bytes, not text.
+    Binary,
+    /// utf8mb4, utf8mb3 (`utf8`): already UTF-8 (checked).
+    Utf8,
+    /// A single- or multi-byte legacy charset decoded by `encoding_rs` (latin1 is
+    /// windows-1252, as MySQL defines it).
+    Legacy(&'static Encoding),
+    /// ucs2 and utf16: UTF-16 big-endian.
+    Utf16Be,
+    /// utf16le.
+    Utf16Le,
+    /// utf32: UTF-32 big-endian.
+    Utf32Be,
+    /// A charset faucet cannot transcode (dec8, hp8, swe7, keybcs2, armscii8, geostd8,
+    /// cp850, cp852, macce): a value of it is an error naming the charset, never garbled.
+    Unsupported(Arc<str>),
+}
+
+impl Charset {
+    /// The charset called `name` (`information_schema.CHARACTER_SETS.CHARACTER_SET_NAME`).
+    pub fn from_name(name: &str) -> Self {
+        use encoding_rs as e;
+        let legacy = match name {
+            "binary" => return Self::Binary,
+            "utf8mb4" | "utf8mb3" | "utf8" => return Self::Utf8,
+            "ucs2" | "utf16" => return Self::Utf16Be,
+            "utf16le" => return Self::Utf16Le,
+            "utf32" => return Self::Utf32Be,
+            // ASCII columns only hold 0x00..0x7f; windows-1252 decodes those the same.
+            "latin1" | "ascii" => e::WINDOWS_1252,
+            "latin2" => e::ISO_8859_2,
+            "latin5" => e::WINDOWS_1254,
+            "latin7" => e::ISO_8859_13,
+            "greek" => e::ISO_8859_7,
+            "hebrew" => e::ISO_8859_8,
+            "cp1250" => e::WINDOWS_1250,
+            "cp1251" => e::WINDOWS_1251,
+            "cp1256" => e::WINDOWS_1256,
+            "cp1257" => e::WINDOWS_1257,
+            "koi8r" => e::KOI8_R,
+            "koi8u" => e::KOI8_U,
+            "cp866" => e::IBM866,
+            "macroman" => e::MACINTOSH,
+            "tis620" => e::WINDOWS_874,
+            "sjis" | "cp932" => e::SHIFT_JIS,
+            "ujis" | "eucjpms" => e::EUC_JP,
+            "euckr" => e::EUC_KR,
+            "gb2312" | "gbk" => e::GBK,
+            "gb18030" => e::GB18030,
+            "big5" => e::BIG5,
+            other => return Self::Unsupported(Arc::from(other)),
+        };
+        Self::Legacy(legacy)
+    }
+
+    /// Whether the bytes are text.
+    pub fn is_text(&self) -> bool {
+        !matches!(self, Self::Binary)
+    }
+
+    /// `bytes` as UTF-8 text.
+    ///
+    /// # Errors
+    /// A message naming the charset when the bytes are not valid in it (never replacement
+    /// characters), or when the charset is [`Charset::Unsupported`] or `binary`.
+    pub fn decode(&self, bytes: Vec<u8>) -> Result<String, String> {
+        match self {
+            Self::Utf8 => String::from_utf8(bytes).map_err(|e| {
+                format!(
+                    "invalid UTF-8 at byte {} of a utf8mb4 value",
+                    e.utf8_error().valid_up_to()
+                )
+            }),
+            Self::Legacy(encoding) => encoding
+                .decode_without_bom_handling_and_without_replacement(&bytes)
+                .map(|c| c.into_owned())
+                .ok_or_else(|| format!("bytes that are not valid {}", encoding.name())),
+            Self::Utf16Be | Self::Utf16Le => {
+                if !bytes.len().is_multiple_of(2) {
+                    return Err("an odd number of bytes in a UTF-16 value".into());
+                }
+                let units = bytes.chunks_exact(2).map(|c| match self {
+                    Self::Utf16Le => u16::from_le_bytes([c[0], c[1]]),
+                    _ => u16::from_be_bytes([c[0], c[1]]),
+                });
+                char::decode_utf16(units)
+                    .collect::<Result<String, _>>()
+                    .map_err(|_| "an unpaired surrogate in a UTF-16 value".into())
+            }
+            Self::Utf32Be => {
+                if !bytes.len().is_multiple_of(4) {
+                    return Err("a UTF-32 value whose length is not a multiple of 4".into());
+                }
+                bytes
+                    .chunks_exact(4)
+                    .map(|c| {
+                        char::from_u32(u32::from_be_bytes([c[0], c[1], c[2], c[3]]))
+                            .ok_or_else(|| "an invalid code point in a UTF-32 value".to_owned())
+                    })
+                    .collect()
+            }
+            Self::Binary => Err("binary bytes where text was expected".into()),
+            Self::Unsupported(name) => Err(format!(
+                "character set `{name}` cannot be transcoded to UTF-8 by faucet; convert the \
+                 column to utf8mb4 or select it as CONVERT(col USING utf8mb4)"
+            )),
+        }
+    }
+}
+
+/// Collation id → [`Charset`], for the server at hand.
+#[derive(Debug, Clone, Default)]
+pub struct Collations {
+    by_id: HashMap<u16, Charset>,
+}
+
+impl Collations {
+    /// Reads every collation of the connected server
+    /// (`SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS`).
+    ///
+    /// # Errors
+    /// The driver's error.
+    pub async fn load(conn: &mut mysql_async::Conn) -> Result<Self, mysql_async::Error> {
+        let rows: Vec<mysql_async::Row> = conn
+            .query(
+                "SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS \
+                 WHERE ID IS NOT NULL AND CHARACTER_SET_NAME IS NOT NULL",
+            )
+            .await?;
+        let rows = crate::mysql::connection::convert_rows::<(Option<u64>, Option<String>)>(rows)
+            .map_err(|m| mysql_async::Error::Other(m.into()))?;
+        let mut by_id: HashMap<u16, Charset> = rows
+            .into_iter()
+            .filter_map(|(id, name)| Some((u16::try_from(id?).ok()?, Charset::from_name(&name?))))
+            .collect();
+        by_id.insert(BINARY_COLLATION, Charset::Binary);
+        Ok(Self { by_id })
+    }
+
+    /// The default collations of latin1, utf8mb3 and utf8mb4 on MariaDB and MySQL 8 (8, 47,
+    /// 33, 83, 192, 45, 46, 224, 255) and binary; use [`Collations::load`] against a live
+    /// server for the rest.
+    pub fn builtin() -> Self {
+        let latin1 = Charset::from_name("latin1");
+        let by_id = [
+            (8, latin1.clone()),
+            (47, latin1),
+            (33, Charset::Utf8),
+            (83, Charset::Utf8),
+            (192, Charset::Utf8),
+            (45, Charset::Utf8),
+            (46, Charset::Utf8),
+            (224, Charset::Utf8),
+            (255, Charset::Utf8),
+            (BINARY_COLLATION, Charset::Binary),
+        ]
+        .into_iter()
+        .collect();
+        Self { by_id }
+    }
+
+    /// The charset of collation `id`.
+    pub fn charset(&self, id: u16) -> Charset {
+        if id == BINARY_COLLATION {
+            return Charset::Binary;
+        }
+        match self.by_id.get(&id) {
+            Some(c) => c.clone(),
+            None => Charset::Unsupported(Arc::from(format!("of collation id {id}").as_str())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn charsets_transcode_exactly() {
+        let c = Collations::builtin();
+        assert_eq!(c.charset(63), Charset::Binary);
+        assert_eq!(c.charset(45), Charset::Utf8);
+        assert_eq!(c.charset(8), Charset::Legacy(encoding_rs::WINDOWS_1252));
+        assert!(matches!(c.charset(9999), Charset::Unsupported(_)));
+        let latin1 = c.charset(8);
+        assert_eq!(
+            latin1
+                .decode(vec![0x63, 0x61, 0x66, 0xe9, 0x80])
+                .expect("ok"),
+            "café€"
+        );
+        assert_eq!(
+            Charset::from_name("cp1251")
+                .decode(vec![0xcf, 0xf0, 0xe8])
+                .expect("ok"),
+            "При"
+        );
+        assert_eq!(
+            Charset::from_name("ucs2")
+                .decode(vec![0x00, 0xe9])
+                .expect("ok"),
+            "é"
+        );
+        assert_eq!(
+            Charset::from_name("utf32")
+                .decode(vec![0, 1, 0xf6, 0x00])
+                .expect("ok"),
+            "😀"
+        );
+        assert!(Charset::Utf8.decode(vec![0xff]).is_err());
+        assert!(Charset::from_name("sjis").decode(vec![0x82]).is_err());
+        assert!(Charset::from_name("dec8").decode(vec![0x41]).is_err());
+    }
+}
