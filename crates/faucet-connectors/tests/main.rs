@@ -12,6 +12,8 @@ mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
 #[cfg(feature = "mysql")]
+mod mysql_cdc;
+#[cfg(feature = "mysql")]
 mod mysql_query;
 #[cfg(feature = "mysql")]
 mod mysql_support;
