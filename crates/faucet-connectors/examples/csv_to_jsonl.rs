@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let batch_size = match rest.first() {
         Some(n) => n.parse()?,
-        None => faucet_core::pipeline::DEFAULT_BATCH_SIZE,
+        None => faucet_core::source::DEFAULT_BATCH_SIZE,
     };
 
     let source = CsvSource::new(CsvSourceConfig::new(input))?;

@@ -35,7 +35,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let batch_size = match rest.first() {
         Some(n) => n.parse()?,
-        None => faucet_core::pipeline::DEFAULT_BATCH_SIZE,
+        None => faucet_core::source::DEFAULT_BATCH_SIZE,
     };
     let source: Box<dyn Source> = match source.split_once('=') {
         Some(("table", t)) => Box::new(PostgresQuerySource::new(PostgresQueryConfig::for_table(

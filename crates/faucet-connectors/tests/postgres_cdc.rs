@@ -261,7 +261,7 @@ pub(crate) async fn prime(fx: &Fixture, source: &dyn Source) {
 pub(crate) fn records(pages: &[Page]) -> Vec<Json> {
     pages
         .iter()
-        .flat_map(|p| p.rows().map(faucet_core::value::json::row_to_json))
+        .flat_map(|p| p.rows().map(|r| r.to_json()))
         .collect()
 }
 

@@ -11,17 +11,13 @@ use serde_json::Value as Json;
 
 use crate::postgres_query_support::{admin, copy_out, pg_url};
 
-/// The fields of a change record, as the postgres-cdc source emits them.
+/// The fields of a change record, as the postgres-cdc source emits them (the contract of
+/// `faucet_core::change` with `lsn` and `unchanged_toast`).
 pub(crate) fn change_schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("op", DataType::Text),
-        Field::new("table", DataType::Text),
-        Field::new("lsn", DataType::Text),
-        Field::new("commit_ts", DataType::TimestampTz),
-        Field::new("before", DataType::Json),
-        Field::new("after", DataType::Json),
-        Field::new("unchanged_toast", DataType::Array(Box::new(DataType::Text))),
-    ]))
+    faucet_core::change::record_schema(
+        vec![Field::new("lsn", DataType::Text)],
+        vec![faucet_core::change::unchanged_field()],
+    )
 }
 
 /// A nested row of `(name, value)` pairs.

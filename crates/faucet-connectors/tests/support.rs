@@ -1,7 +1,6 @@
 //! Helpers every connector test module shares: reading a source to the end, and records as
 //! their JSON lines.
 
-use faucet_core::value::json::write_record;
 use faucet_core::{Bookmark, FaucetError, Page, ReadOptions, Source};
 
 /// Reads `source` from `from` to the end in pages of `batch_size`; asserts no page is larger.
@@ -29,7 +28,7 @@ pub(crate) fn json_lines(pages: &[Page]) -> Vec<String> {
     for page in pages {
         for row in page.rows() {
             let mut line = Vec::new();
-            write_record(&mut line, row);
+            row.write_json(&mut line);
             out.push(String::from_utf8(line).expect("utf8 json"));
         }
     }

@@ -17,8 +17,23 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sink::SinkCapabilities;
-use crate::source::ReplayGuarantee;
+/// What a sink can do to absorb a replay (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SinkCapabilities {
+    /// Commits a page's rows and a [`crate::sink::CommitToken`] in one transaction.
+    pub atomic_watermark: bool,
+    /// Deduplicates by a configured key: a replayed row overwrites itself.
+    pub keyed_upsert: bool,
+}
+
+/// Whether a source, resumed from a bookmark, emits exactly the same records after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayGuarantee {
+    /// The same records, in the same order (a CDC log, an immutable file).
+    Deterministic,
+    /// Possibly different records (a query over a table that changes).
+    NonDeterministic,
+}
 
 /// How duplicates are removed when the guarantee is effectively-once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

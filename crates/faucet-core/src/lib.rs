@@ -12,10 +12,12 @@
 //! * [`Value`], [`Schema`], [`Page`]: typed records, field names shared by a page;
 //! * [`Source`] / [`PageStream`], [`Sink`] / [`SinkWriter`], [`state::StateStore`];
 //! * [`Pipeline`] and [`RunStreamOptions`]: the run loop, returning a [`RunSummary`];
+//! * [`change`]: the change-record contract every CDC source emits and keyed sinks apply;
 //! * [`fault`]: named fault points a crash test arms to abort the process;
 //! * [`util::quote_ident`]: SQL identifier quoting shared by the SQL connectors;
 //! * feature `testing`: in-memory doubles and the conformance battery for connectors.
 
+pub mod change;
 pub mod delivery;
 pub mod error;
 pub mod fault;

@@ -107,6 +107,18 @@ pub struct RowRef<'a> {
 }
 
 impl<'a> RowRef<'a> {
+    /// Appends the record as a JSON object, fields in schema order (DESIGN.md's value
+    /// table), without a newline.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        crate::value::json::write_object(out, self.schema, self.values());
+    }
+
+    /// The record as a `serde_json::Value` object (field order kept): handy for comparing
+    /// sink output with source input in tests.
+    pub fn to_json(&self) -> serde_json::Value {
+        crate::value::json::object_to_json(self.schema, self.values())
+    }
+
     /// The page's schema.
     pub fn schema(&self) -> &'a Schema {
         self.schema

@@ -13,14 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::FaucetError;
 use crate::page::{Bookmark, Page};
 
-/// What a sink can do to absorb a replay (see [`crate::delivery`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SinkCapabilities {
-    /// Commits a page's rows and a [`CommitToken`] in one transaction.
-    pub atomic_watermark: bool,
-    /// Deduplicates by a configured key: a replayed row overwrites itself.
-    pub keyed_upsert: bool,
-}
+pub use crate::delivery::SinkCapabilities;
 
 /// What an atomic-watermark sink stores with a page's rows, in the same transaction.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,14 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::FaucetError;
 use crate::page::{Bookmark, Page};
 
-/// Whether a source, resumed from a bookmark, emits exactly the same records after it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplayGuarantee {
-    /// The same records, in the same order (a CDC log, an immutable file).
-    Deterministic,
-    /// Possibly different records (a query over a table that changes).
-    NonDeterministic,
-}
+pub use crate::delivery::ReplayGuarantee;
 
 /// How a stream should read.
 #[derive(Debug, Clone)]
@@ -42,6 +35,9 @@ pub struct ReadOptions {
     pub cancel: CancellationToken,
 }
 
+/// The page size when none is given: 10,000 records.
+pub const DEFAULT_BATCH_SIZE: usize = 10_000;
+
 /// How long a record may wait in a page of a continuous source when none is given: 50 ms.
 ///
 /// Short enough that every change of a steady stream is durable (written, flushed, its
@@ -53,7 +49,7 @@ pub const DEFAULT_MAX_PAGE_DELAY: Duration = Duration::from_millis(50);
 impl Default for ReadOptions {
     fn default() -> Self {
         Self {
-            batch_size: crate::pipeline::DEFAULT_BATCH_SIZE,
+            batch_size: DEFAULT_BATCH_SIZE,
             max_page_delay: DEFAULT_MAX_PAGE_DELAY,
             cancel: CancellationToken::new(),
         }

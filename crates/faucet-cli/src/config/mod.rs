@@ -97,7 +97,7 @@ fn default_max_page_delay() -> std::time::Duration {
 }
 
 fn default_batch_size() -> usize {
-    faucet_core::pipeline::DEFAULT_BATCH_SIZE
+    faucet_core::source::DEFAULT_BATCH_SIZE
 }
 
 impl PipelineConfig {

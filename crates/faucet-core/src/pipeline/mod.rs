@@ -42,8 +42,7 @@ use crate::sink::Sink;
 use crate::source::Source;
 use crate::state::{MemoryStateStore, StateStore};
 
-/// The page size when none is given: 10,000 records.
-pub const DEFAULT_BATCH_SIZE: usize = 10_000;
+use crate::source::DEFAULT_BATCH_SIZE;
 /// How long a run's lease on its state key lasts without renewal: 30 s (renewed every third).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
 

@@ -31,7 +31,6 @@ use crate::pipeline::{Pipeline, RunStreamOptions};
 use crate::sink::{CommitToken, Sink};
 use crate::source::{ReadOptions, Source};
 use crate::state::{DOCTOR_KEY, StateStore};
-use crate::value::json::row_to_json;
 use crate::value::{DataType, Field, Schema, Value};
 
 /// A failed conformance check: which check and what broke.
@@ -77,7 +76,7 @@ async fn read_all(
 fn rows_of(pages: &[Page]) -> Vec<Json> {
     pages
         .iter()
-        .flat_map(|p| p.rows().map(row_to_json).collect::<Vec<_>>())
+        .flat_map(|p| p.rows().map(|r| r.to_json()).collect::<Vec<_>>())
         .collect()
 }
 

@@ -294,7 +294,7 @@ struct MemoryWriter<'a> {
 }
 
 fn page_rows(page: &Page) -> Vec<Json> {
-    page.rows().map(crate::value::json::row_to_json).collect()
+    page.rows().map(|r| r.to_json()).collect()
 }
 
 #[async_trait]

@@ -8,7 +8,7 @@
 
 use base64::Engine as _;
 
-use super::{Row, Value};
+use super::{Row, Schema, Value};
 
 /// Appends the JSON form of `value` to `out`.
 pub fn write_value(out: &mut Vec<u8>, value: &Value) {
@@ -73,8 +73,15 @@ fn write_json_text(out: &mut Vec<u8>, text: &str) {
 
 /// Appends a nested row as a JSON object, fields in schema order.
 pub fn write_row(out: &mut Vec<u8>, row: &Row) {
+    write_object(out, &row.schema, &row.values);
+}
+
+/// Appends the record of `values` (one per field of `schema`) as a JSON object, fields in
+/// schema order: the jsonl sink's line without the newline (the sink itself reuses
+/// pre-encoded keys), and a page row's JSON (`faucet_core::RowRef::write_json`).
+pub fn write_object(out: &mut Vec<u8>, schema: &Schema, values: &[Value]) {
     out.push(b'{');
-    for (i, (field, value)) in row.schema.fields().iter().zip(&row.values).enumerate() {
+    for (i, (field, value)) in schema.fields().iter().zip(values).enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -85,26 +92,11 @@ pub fn write_row(out: &mut Vec<u8>, row: &Row) {
     out.push(b'}');
 }
 
-/// Appends a page's record as a JSON object, fields in schema order (the jsonl sink's line,
-/// without the newline; the sink itself reuses pre-encoded keys).
-pub fn write_record(out: &mut Vec<u8>, row: crate::page::RowRef<'_>) {
-    out.push(b'{');
-    for (i, (field, value)) in row.schema().fields().iter().zip(row.values()).enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_str(out, &field.name);
-        out.push(b':');
-        write_value(out, value);
-    }
-    out.push(b'}');
-}
-
-/// A record as a `serde_json::Value` object (field order kept), through the same writer:
-/// handy for comparing sink output with source input in tests.
-pub fn row_to_json(row: crate::page::RowRef<'_>) -> serde_json::Value {
+/// The record of `values` as a `serde_json::Value` object (field order kept), through the
+/// same writer: handy for comparing sink output with source input in tests.
+pub fn object_to_json(schema: &Schema, values: &[Value]) -> serde_json::Value {
     let mut out = Vec::with_capacity(64);
-    write_record(&mut out, row);
+    write_object(&mut out, schema, values);
     // The writer emits valid JSON by construction.
     serde_json::from_slice(&out).unwrap_or(serde_json::Value::Null)
 }

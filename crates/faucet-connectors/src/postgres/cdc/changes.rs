@@ -1,6 +1,7 @@
 //! From pgoutput changes to change records (DESIGN.md, "Change records").
 //!
-//! A change record has the fixed fields of [`record_schema`]:
+//! A change record has the fields of [`record_schema`] (the contract of
+//! [`faucet_core::change`], with PostgreSQL's `lsn` and `unchanged_toast`):
 //!
 //! | field | value |
 //! |---|---|
@@ -28,6 +29,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use faucet_core::change::{self, Op};
 use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 
 use super::CONNECTOR;
@@ -38,18 +40,14 @@ use crate::postgres::types::{data_type_of, decode_text};
 /// How many distinct "columns left out" shapes are cached per relation.
 const MAX_PARTIAL_SCHEMAS: usize = 16;
 
-/// The fields of a change record, in order: `op`, `table`, `lsn`, `commit_ts`, `before`,
-/// `after`, `unchanged_toast`.
+/// The fields of a PostgreSQL change record, in order: `op`, `table`, `lsn`, `commit_ts`,
+/// `before`, `after`, `unchanged_toast` (the contract of [`faucet_core::change`], with `lsn`
+/// as the position field and [`faucet_core::change::unchanged_field`] trailing).
 pub(crate) fn record_schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("op", DataType::Text),
-        Field::new("table", DataType::Text),
-        Field::new("lsn", DataType::Text),
-        Field::new("commit_ts", DataType::TimestampTz),
-        Field::new("before", DataType::Json),
-        Field::new("after", DataType::Json),
-        Field::new("unchanged_toast", DataType::Array(Box::new(DataType::Text))),
-    ]))
+    change::record_schema(
+        vec![Field::new("lsn", DataType::Text)],
+        vec![change::unchanged_field()],
+    )
 }
 
 /// What every record of a transaction shares.
@@ -196,9 +194,9 @@ impl ChangeDecoder {
         txn: &TxnContext,
     ) -> Result<Option<Record>, FaucetError> {
         let (oid, op) = match message {
-            Message::Insert { oid, .. } => (*oid, "c"),
-            Message::Update { oid, .. } => (*oid, "u"),
-            Message::Delete { oid, .. } => (*oid, "d"),
+            Message::Insert { oid, .. } => (*oid, Op::Insert),
+            Message::Update { oid, .. } => (*oid, Op::Update),
+            Message::Delete { oid, .. } => (*oid, Op::Delete),
             _ => return Ok(None),
         };
         let rel = self.known(oid)?;
@@ -236,7 +234,7 @@ impl ChangeDecoder {
             _ => return Ok(None),
         };
         Ok(Some([
-            Value::Text(op.into()),
+            Value::Text(op.code().into()),
             Value::Text(rel.table.as_str().into()),
             Value::Text(txn.lsn.as_str().into()),
             Value::TimestampTz(txn.commit_ts.clone()),
@@ -261,7 +259,7 @@ impl ChangeDecoder {
             return Ok(None);
         }
         Ok(Some([
-            Value::Text("t".into()),
+            Value::Text(Op::Truncate.code().into()),
             Value::Text(rel.table.as_str().into()),
             Value::Text(txn.lsn.as_str().into()),
             Value::TimestampTz(txn.commit_ts.clone()),

@@ -4,10 +4,10 @@
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
+use faucet_core::change::ChangeLayout;
 use faucet_core::util::quote_ident;
 use faucet_core::{DataType, FaucetError, Page, Value};
 
-use super::changes::is_change_page;
 use crate::postgres::config::{CONNECTOR, MAX_IDENT_BYTES, TableName};
 use crate::postgres::types::sql_type_of;
 
@@ -87,8 +87,8 @@ pub(crate) async fn has_unique_key(
 /// `unchanged_toast` (text[]); a field of unknown type takes the type of its first non-null
 /// value in the page (text when there is none).
 fn columns_for(page: &Page, apply_changes: bool) -> Option<Vec<(String, DataType)>> {
-    if apply_changes && is_change_page(page) {
-        let after = page.schema().index_of("after")?;
+    if apply_changes && let Some(layout) = ChangeLayout::of(page.schema()) {
+        let after = layout.after_index();
         return page.rows().find_map(|r| match &r.values()[after] {
             Value::Row(row) => Some(
                 row.schema

@@ -8,6 +8,7 @@
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
+use faucet_core::change::{self, ChangeLayout};
 use faucet_core::util::quote_ident;
 use faucet_core::{FaucetError, Page, Value, fault};
 
@@ -75,7 +76,7 @@ fn describe_record(page: &Page, row: usize, key: &[String]) -> String {
     let values = values.values();
     let field = |name: &str| schema.index_of(name).map(|i| &values[i]);
     let mut parts: Vec<String> = Vec::new();
-    let change = is_change_page(page);
+    let change = ChangeLayout::of(schema);
     let nested = |name: &str| match field(name) {
         Some(Value::Row(r)) => Some(r),
         _ => None,
@@ -83,8 +84,8 @@ fn describe_record(page: &Page, row: usize, key: &[String]) -> String {
     let keyed: Vec<String> = key
         .iter()
         .filter_map(|k| {
-            let v = if change {
-                [nested("after"), nested("before")]
+            let v = if change.is_some() {
+                [nested(change::AFTER), nested(change::BEFORE)]
                     .into_iter()
                     .flatten()
                     .find_map(|r| r.schema.index_of(k).map(|i| &r.values[i]))
@@ -97,13 +98,22 @@ fn describe_record(page: &Page, row: usize, key: &[String]) -> String {
     if !keyed.is_empty() {
         parts.push(format!("key {}", keyed.join(", ")));
     }
-    if change {
+    if let Some(layout) = &change {
         let get = |n: &str| field(n).map(text).unwrap_or_default();
+        let at: Vec<String> = layout
+            .position_fields()
+            .iter()
+            .map(|&i| format!("{} {}", schema.fields()[i].name, text(&values[i])))
+            .collect();
+        let at = if at.is_empty() {
+            String::new()
+        } else {
+            format!(" at {}", at.join(", "))
+        };
         parts.push(format!(
-            "change {} of {} at lsn {}",
-            get("op"),
-            get("table"),
-            get("lsn")
+            "change {} of {}{at}",
+            get(change::OP),
+            get(change::TABLE)
         ));
     } else if let Some(b) = page.bookmark() {
         let records = b

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use pgwire_replication::Lsn;
 use sqlx::postgres::PgConnectOptions;
 
+use faucet_core::change::Op;
 use faucet_core::serde_json::{Value as Json, json};
 use faucet_core::{
     Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value,
@@ -161,7 +162,7 @@ impl<'a> ReplicateStream<'a> {
         let mut out = PageBuilder::new(record_schema(), page.len());
         for row in page.rows() {
             out.push_row([
-                Value::Text("r".into()),
+                Value::Text(Op::Read.code().into()),
                 Value::Text(table.into()),
                 Value::Text(self.point_text.as_str().into()),
                 Value::Null,

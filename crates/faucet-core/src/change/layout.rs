@@ -1,0 +1,111 @@
+//! Recognising change records in a page and reading one.
+
+use crate::value::{Row, Schema, Value};
+
+use super::{AFTER, BEFORE, COMMIT_TS, OP, Op, TABLE, UNCHANGED};
+
+/// Where the fields of change records are in a page's schema: a page holds change records
+/// when its schema has `op`, `before` and `after` (the other fields are optional, so a page
+/// that went through a projection still applies).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangeLayout {
+    op: usize,
+    table: Option<usize>,
+    before: usize,
+    after: usize,
+    unchanged: Option<usize>,
+    position: Vec<usize>,
+}
+
+/// One change record, borrowed from its page.
+#[derive(Debug, Clone, Copy)]
+pub struct Change<'a> {
+    /// The kind of change.
+    pub op: Op,
+    /// The source table, when the page has a `table` field holding text.
+    pub table: Option<&'a str>,
+    /// The old row (or its key), when there is one.
+    pub before: Option<&'a Row>,
+    /// The new row, when there is one.
+    pub after: Option<&'a Row>,
+    unchanged: Option<&'a [Value]>,
+}
+
+impl<'a> Change<'a> {
+    /// The columns left out of `after` because they did not change ([`UNCHANGED`]).
+    pub fn unchanged(&self) -> impl Iterator<Item = &'a str> + 'a {
+        self.unchanged.unwrap_or(&[]).iter().filter_map(text_of)
+    }
+}
+
+impl ChangeLayout {
+    /// The layout of `schema`, or `None` when its rows are plain rows, not change records.
+    pub fn of(schema: &Schema) -> Option<Self> {
+        let op = schema.index_of(OP)?;
+        let before = schema.index_of(BEFORE)?;
+        let after = schema.index_of(AFTER)?;
+        let table = schema.index_of(TABLE);
+        let unchanged = schema.index_of(UNCHANGED);
+        let commit_ts = schema.index_of(COMMIT_TS);
+        let known = [
+            Some(op),
+            Some(before),
+            Some(after),
+            table,
+            unchanged,
+            commit_ts,
+        ];
+        let position = (0..schema.fields().len())
+            .filter(|i| !known.contains(&Some(*i)))
+            .collect();
+        Some(Self {
+            op,
+            table,
+            before,
+            after,
+            unchanged,
+            position,
+        })
+    }
+
+    /// The indexes of the fields that are neither common fields nor [`UNCHANGED`]: the
+    /// source's position fields (`lsn`; `binlog_file`, `binlog_pos`, `gtid`), in order.
+    pub fn position_fields(&self) -> &[usize] {
+        &self.position
+    }
+
+    /// The index of the `after` field.
+    pub fn after_index(&self) -> usize {
+        self.after
+    }
+
+    /// Reads one record from its `values` (in the layout's schema order).
+    ///
+    /// # Errors
+    /// A message for people when `op` is not one of `c`, `u`, `d`, `r`, `t`.
+    pub fn read<'a>(&self, values: &'a [Value]) -> Result<Change<'a>, String> {
+        let code = values.get(self.op).and_then(text_of).unwrap_or("");
+        let op = Op::from_code(code).ok_or_else(|| format!("unknown change op `{code}`"))?;
+        let row = |i: usize| match values.get(i) {
+            Some(Value::Row(r)) => Some(&**r),
+            _ => None,
+        };
+        Ok(Change {
+            op,
+            table: self.table.and_then(|i| values.get(i)).and_then(text_of),
+            before: row(self.before),
+            after: row(self.after),
+            unchanged: self.unchanged.and_then(|i| match values.get(i) {
+                Some(Value::Array(items)) => Some(items.as_slice()),
+                _ => None,
+            }),
+        })
+    }
+}
+
+fn text_of(v: &Value) -> Option<&str> {
+    match v {
+        Value::Text(s) => Some(s),
+        _ => None,
+    }
+}

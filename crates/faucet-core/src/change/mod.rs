@@ -1,0 +1,169 @@
+//! The change-record contract (DESIGN.md, "Change records"): what a CDC source emits and how a
+//! keyed sink recognises and applies it, whatever the database the change came from.
+//!
+//! A change record is one row of a page whose schema is built by [`record_schema`]:
+//!
+//! | field | type | value |
+//! |---|---|---|
+//! | `op` | text | [`Op`]: `c` insert, `u` update, `d` delete, `r` snapshot read, `t` truncate |
+//! | `table` | text | the source table, in the source system's qualified form (`schema.table`, `db.table`) |
+//! | *position fields* | the system's own | where the change is in the source's log, in its own terms: PostgreSQL `lsn`; MySQL/MariaDB `binlog_file`, `binlog_pos`, `gtid` |
+//! | `commit_ts` | timestamptz | the transaction's commit time, RFC 3339 in UTC |
+//! | `before` | a row or null | the old row (or its key), null for inserts and truncates |
+//! | `after` | a row or null | the new row, null for deletes and truncates |
+//! | *trailing fields* | | optional; [`UNCHANGED`] (`unchanged_toast`, an array of column names) is the one a sink must honour: those columns were left out of `after` because they did not change, and no sink may turn them into null |
+//!
+//! ```json
+//! {"op":"u","table":"public.orders","lsn":"0/16B3748","commit_ts":"2026-11-30T06:00:00Z",
+//!  "before":{"id":7},"after":{"id":7,"status":"paid"},"unchanged_toast":["notes"]}
+//! ```
+//!
+//! A source builds its schema once with [`record_schema`] and pushes rows in that field order.
+//! A sink asks [`ChangeLayout::of`] whether a page holds change records, reads each record
+//! with [`ChangeLayout::read`], and a keyed sink applies a page through [`collapse`], which
+//! reduces it, in source order, to the final operation per key (`d` deletes by key, `c`/`u`/`r`
+//! upsert, `t` truncates, a key-changing `u` also deletes the old key, unchanged columns keep
+//! the stored value).
+
+mod collapse;
+mod layout;
+
+pub use collapse::{Collapsed, KeyIdentity, Slot, collapse};
+pub use layout::{Change, ChangeLayout};
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::value::{DataType, Field, Schema};
+
+/// `op`: the kind of change.
+pub const OP: &str = "op";
+/// `table`: the source table, qualified as the source system qualifies it.
+pub const TABLE: &str = "table";
+/// `commit_ts`: the commit time of the change's transaction.
+pub const COMMIT_TS: &str = "commit_ts";
+/// `before`: the old row, or null.
+pub const BEFORE: &str = "before";
+/// `after`: the new row, or null.
+pub const AFTER: &str = "after";
+/// `unchanged_toast`: the columns left out of `after` because their value did not change
+/// (PostgreSQL's unchanged TOAST values, case 01). A sink keeps the stored value.
+pub const UNCHANGED: &str = "unchanged_toast";
+
+/// The field names every change record has, in this order around the position fields:
+/// `op`, `table`, …, `commit_ts`, `before`, `after`.
+pub const COMMON_FIELDS: [&str; 5] = [OP, TABLE, COMMIT_TS, BEFORE, AFTER];
+
+/// The kind of a change, as the `op` field spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `c`: a row was inserted.
+    Insert,
+    /// `u`: a row was updated (its key may have changed: compare `before` and `after`).
+    Update,
+    /// `d`: a row was deleted.
+    Delete,
+    /// `r`: a row read by a snapshot (applied as an upsert).
+    Read,
+    /// `t`: the table was truncated.
+    Truncate,
+}
+
+impl Op {
+    /// The one-letter code of the `op` field.
+    pub const fn code(self) -> &'static str {
+        match self {
+            Self::Insert => "c",
+            Self::Update => "u",
+            Self::Delete => "d",
+            Self::Read => "r",
+            Self::Truncate => "t",
+        }
+    }
+
+    /// The op a code names, or `None` for anything else.
+    pub fn from_code(code: &str) -> Option<Self> {
+        Some(match code {
+            "c" => Self::Insert,
+            "u" => Self::Update,
+            "d" => Self::Delete,
+            "r" => Self::Read,
+            "t" => Self::Truncate,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+/// The schema of a source's change records: `op`, `table`, then `position` (the system's own
+/// position fields, in its own terms), then `commit_ts`, `before`, `after`, then `trailing`
+/// (e.g. [`unchanged_field`]). Build it once per stream and share it (`Arc`) by every page.
+///
+/// # Panics
+/// Never for the connectors' fixed field lists; a position or trailing field named like a
+/// common field is a programming error caught by a debug assertion.
+pub fn record_schema(position: Vec<Field>, trailing: Vec<Field>) -> Arc<Schema> {
+    debug_assert!(
+        position
+            .iter()
+            .chain(&trailing)
+            .all(|f| !COMMON_FIELDS.contains(&f.name.as_str())),
+        "a position field named like a common change-record field"
+    );
+    let mut fields = Vec::with_capacity(5 + position.len() + trailing.len());
+    fields.push(Field::new(OP, DataType::Text));
+    fields.push(Field::new(TABLE, DataType::Text));
+    fields.extend(position);
+    fields.push(Field::new(COMMIT_TS, DataType::TimestampTz));
+    fields.push(Field::new(BEFORE, DataType::Json));
+    fields.push(Field::new(AFTER, DataType::Json));
+    fields.extend(trailing);
+    Arc::new(Schema::new(fields))
+}
+
+/// The [`UNCHANGED`] field: an array of the column names left out of `after`.
+pub fn unchanged_field() -> Field {
+    Field::new(UNCHANGED, DataType::Array(Box::new(DataType::Text)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ops_round_trip_their_codes() {
+        for op in [Op::Insert, Op::Update, Op::Delete, Op::Read, Op::Truncate] {
+            assert_eq!(Op::from_code(op.code()), Some(op));
+        }
+        assert_eq!(Op::from_code("x"), None);
+        assert_eq!(Op::from_code(""), None);
+    }
+
+    #[test]
+    fn the_schema_puts_position_fields_after_table_and_trailing_ones_last() {
+        let s = record_schema(
+            vec![Field::new("lsn", DataType::Text)],
+            vec![unchanged_field()],
+        );
+        let names: Vec<&str> = s.fields().iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "op",
+                "table",
+                "lsn",
+                "commit_ts",
+                "before",
+                "after",
+                "unchanged_toast"
+            ]
+        );
+        let layout = ChangeLayout::of(&s).expect("a change layout");
+        assert_eq!(layout.position_fields(), &[2]);
+    }
+}
