@@ -28,6 +28,7 @@ use mysql_async::binlog::events::{OptionalMetadataField, RowsEventData, TableMap
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 
+use faucet_core::change::Op;
 use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 
 use super::CONNECTOR;
@@ -38,17 +39,17 @@ use crate::mysql::value::{Collations, MysqlColumn};
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
 /// `gtid`, `commit_ts`, `before`, `after`.
+/// Built by the shared contract ([`faucet_core::change::record_schema`]) with the binlog's
+/// position fields.
 pub(crate) fn record_schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("op", DataType::Text),
-        Field::new("table", DataType::Text),
-        Field::new("binlog_file", DataType::Text),
-        Field::new("binlog_pos", DataType::Int),
-        Field::new("gtid", DataType::Text),
-        Field::new("commit_ts", DataType::TimestampTz),
-        Field::new("before", DataType::Json),
-        Field::new("after", DataType::Json),
-    ]))
+    faucet_core::change::record_schema(
+        vec![
+            Field::new("binlog_file", DataType::Text),
+            Field::new("binlog_pos", DataType::Int),
+            Field::new("gtid", DataType::Text),
+        ],
+        Vec::new(),
+    )
 }
 
 /// One change record: the values of [`record_schema`].
@@ -68,9 +69,9 @@ pub(crate) struct TxnContext {
 }
 
 impl TxnContext {
-    fn record(&self, op: &str, table: &str, before: Value, after: Value) -> Record {
+    fn record(&self, op: Op, table: &str, before: Value, after: Value) -> Record {
         [
-            Value::Text(op.into()),
+            Value::Text(op.code().into()),
             Value::Text(table.into()),
             Value::Text(self.file.clone()),
             Value::Int(i64::try_from(self.start_pos).unwrap_or(i64::MAX)),
@@ -230,9 +231,9 @@ impl ChangeDecoder {
             let before = before.map(|r| self.row(shape, r, at)).transpose()?;
             let after = after.map(|r| self.row(shape, r, at)).transpose()?;
             let (op, before, after) = match (kind, before, after) {
-                (RowsKind::Write, None, Some(a)) => ("c", Value::Null, a),
-                (RowsKind::Update, Some(b), Some(a)) => ("u", b, a),
-                (RowsKind::Delete, Some(b), None) => ("d", b, Value::Null),
+                (RowsKind::Write, None, Some(a)) => (Op::Insert, Value::Null, a),
+                (RowsKind::Update, Some(b), Some(a)) => (Op::Update, b, a),
+                (RowsKind::Delete, Some(b), None) => (Op::Delete, b, Value::Null),
                 _ => {
                     return Err(FaucetError::read(
                         CONNECTOR,
@@ -248,7 +249,7 @@ impl ChangeDecoder {
 
     /// The `t` record of a TRUNCATE of a listed table.
     pub(crate) fn truncate(&self, table: &str, txn: &TxnContext) -> Record {
-        txn.record("t", table, Value::Null, Value::Null)
+        txn.record(Op::Truncate, table, Value::Null, Value::Null)
     }
 
     fn row(&self, shape: &TableShape, row: BinlogRow, at: &BinlogPos) -> Result<Value, FaucetError> {
