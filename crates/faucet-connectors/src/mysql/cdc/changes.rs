@@ -35,7 +35,8 @@ use super::CONNECTOR;
 use super::events::RowsKind;
 use super::position::BinlogPos;
 use crate::mysql::table::TableName;
-use crate::mysql::value::{Collations, MysqlColumn};
+use crate::mysql::catalog::{DeclaredColumn, declare};
+use crate::mysql::value::{Collations, Kind, MysqlColumn};
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
 /// `gtid`, `commit_ts`, `before`, `after`.
@@ -135,8 +136,19 @@ impl ChangeDecoder {
             .map(|t| t.to_string())
     }
 
+    /// Whether a table map (`raw`: its event bytes) is of a listed table and differs from
+    /// the one in hand: [`Self::table_map`] then needs the table's declared columns.
+    pub(crate) fn needs_catalog(&self, tme: &TableMapEvent<'_>, raw: &[u8]) -> bool {
+        !self.maps.get(&tme.table_id()).is_some_and(|m| m.raw == raw)
+            && self.listed(&tme.database_name(), &tme.table_name())
+    }
+
     /// Takes a table map (`raw`: its event bytes): replaces the table id's shape when it
-    /// differs from the one in hand.
+    /// differs from the one in hand. `declared` are the table's columns in the catalog
+    /// (for MariaDB's UUID, INET4, INET6 and JSON, which the binlog logs as plain bytes and
+    /// text); they refine a column of the same name only where the binlog's own type is the
+    /// storage of such a type (a string), so a catalog newer than the event cannot turn an
+    /// integer into a UUID.
     ///
     /// # Errors
     /// [`FaucetError::Read`] when a listed table's map has no column names
@@ -146,6 +158,7 @@ impl ChangeDecoder {
         tme: &TableMapEvent<'_>,
         raw: &[u8],
         at: &BinlogPos,
+        declared: &[DeclaredColumn],
     ) -> Result<(), FaucetError> {
         let id = tme.table_id();
         if self.maps.get(&id).is_some_and(|m| m.raw == raw) {
@@ -154,7 +167,13 @@ impl ChangeDecoder {
         let database = tme.database_name();
         let table = tme.table_name();
         let shape = if self.listed(&database, &table) {
-            let shape = shape_of(tme, &format!("{database}.{table}"), &self.collations, at)?;
+            let shape = shape_of(
+                tme,
+                &format!("{database}.{table}"),
+                &self.collations,
+                declared,
+                at,
+            )?;
             if let Some(old) = self.maps.values().find_map(|m| {
                 m.shape.as_ref().filter(|s| s.table == shape.table)
             }) && old.schema != shape.schema
@@ -291,6 +310,7 @@ fn shape_of(
     tme: &TableMapEvent<'_>,
     table: &str,
     collations: &Collations,
+    declared: &[DeclaredColumn],
     at: &BinlogPos,
 ) -> Result<TableShape, FaucetError> {
     let bad = |why: String| FaucetError::read(CONNECTOR, format!("the table map of {table} at {at}: {why}"), None);
@@ -377,6 +397,11 @@ fn shape_of(
             collations,
         )
         .map_err(|why| bad(format!("column `{name}`: {why}")))?;
+        let column = if matches!(column.kind, Kind::Char | Kind::VarChar | Kind::Blob) {
+            declare(column, declared)
+        } else {
+            column
+        };
         columns.push(column);
     }
     let schema = Arc::new(Schema::new(

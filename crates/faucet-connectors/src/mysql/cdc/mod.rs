@@ -266,6 +266,7 @@ impl Source for MySqlCdcSource {
             target,
             from: start,
             resumed,
+            connection: self.validated.connection.clone(),
         }))))
     }
 

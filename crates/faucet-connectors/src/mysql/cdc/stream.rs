@@ -36,6 +36,8 @@ use super::changes::{ChangeDecoder, Record, TxnContext, commit_ts_text};
 use super::events::{self, Item};
 use super::position::BinlogPos;
 use super::statement::{self, Statement};
+use crate::mysql::MysqlConnection;
+use crate::mysql::catalog::{self, DeclaredColumn};
 
 /// A page in hand is handed over after this long without a new event.
 pub(crate) const IDLE_FLUSH: Duration = Duration::from_secs(1);
@@ -99,6 +101,8 @@ pub(crate) struct StreamStart {
     pub(crate) from: CdcBookmark,
     /// Whether `from` is a stored bookmark (else the first page carries it even when empty).
     pub(crate) resumed: bool,
+    /// For catalog lookups (declared column types of a changed table).
+    pub(crate) connection: MysqlConnection,
 }
 
 /// A [`faucet_core::PageStream`] of change records.
@@ -129,6 +133,8 @@ pub(crate) struct CdcPageStream {
     last_advance: Instant,
     last_event: Instant,
     phase: Phase,
+    connection: MysqlConnection,
+    catalog_conn: Option<mysql_async::Conn>,
 }
 
 impl CdcPageStream {
@@ -157,6 +163,8 @@ impl CdcPageStream {
             last_emitted: start.resumed.then_some(from),
             last_advance: Instant::now(),
             last_event: Instant::now(),
+            connection: start.connection,
+            catalog_conn: None,
         }
     }
 
@@ -232,7 +240,8 @@ impl CdcPageStream {
                 }
                 Next::Event(event) => {
                     self.last_event = Instant::now();
-                    self.apply(&event)?;
+                    let declared = self.declared_for(&event).await?;
+                    self.apply(&event, &declared)?;
                 }
             }
         }
@@ -328,7 +337,38 @@ impl CdcPageStream {
         )
     }
 
-    fn apply(&mut self, event: &Event) -> Result<(), FaucetError> {
+    /// For a table map of a listed table that differs from the one in hand: the table's
+    /// declared columns, read from the catalog on a connection kept for this; else none.
+    async fn declared_for(&mut self, event: &Event) -> Result<Vec<DeclaredColumn>, FaucetError> {
+        if event.header().event_type_raw() != mysql_async::binlog::EventType::TABLE_MAP_EVENT as u8 {
+            return Ok(Vec::new());
+        }
+        let Ok(tme) = event.read_event::<TableMapEvent<'_>>() else {
+            return Ok(Vec::new());
+        };
+        if !self.decoder.needs_catalog(&tme, event.data()) {
+            return Ok(Vec::new());
+        }
+        if self.catalog_conn.is_none() {
+            self.catalog_conn = Some(self.connection.connect().await?);
+        }
+        let Some(conn) = self.catalog_conn.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let result = catalog::declared_columns(
+            conn,
+            &self.connection,
+            &tme.database_name(),
+            &tme.table_name(),
+        )
+        .await;
+        if result.is_err() {
+            self.catalog_conn = None;
+        }
+        result
+    }
+
+    fn apply(&mut self, event: &Event, declared: &[DeclaredColumn]) -> Result<(), FaucetError> {
         let item = events::classify(event, self.format_seen, &self.file).map_err(|e| {
             FaucetError::read(CONNECTOR, e.to_string(), Some(Box::new(e)))
         })?;
@@ -386,7 +426,7 @@ impl CdcPageStream {
                 let tme = event
                     .read_event::<TableMapEvent<'_>>()
                     .map_err(|e| undecodable("TABLE_MAP", &at, e))?;
-                self.decoder.table_map(&tme, event.data(), &at)?;
+                self.decoder.table_map(&tme, event.data(), &at, declared)?;
             }
             Item::Rows(kind) => {
                 if self.txn.is_none() {
@@ -571,6 +611,9 @@ impl CdcPageStream {
         self.phase = Phase::Done;
         if let Some(binlog) = self.binlog.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), binlog.close()).await;
+        }
+        if let Some(conn) = self.catalog_conn.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), conn.disconnect()).await;
         }
     }
 }

@@ -98,37 +98,12 @@ impl TableCatalog {
         let what = format!("reading the catalog of {db}.{table}");
         let err = |e| connection.error(&what, e);
         let bad = |m: String| FaucetError::read(CONNECTOR, format!("{what}: {m}"), None);
-        let columns: Vec<mysql_async::Row> = conn
-            .exec(
-                "SELECT COLUMN_NAME, LOWER(DATA_TYPE), IS_NULLABLE FROM information_schema.COLUMNS \
-                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
-                (db, table),
-            )
-            .await
-            .map_err(err)?;
-        let columns = convert_rows::<(String, String, String)>(columns).map_err(bad)?;
-        // MariaDB's JSON is LONGTEXT with CHECK (json_valid(`c`)); MySQL's CHECK_CONSTRAINTS
-        // has no TABLE_NAME (and its JSON is a type of its own), so a failure here is ignored.
-        let checks: Vec<String> = conn
-            .exec::<mysql_async::Row, _, _>(
-                "SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS \
-                 WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?",
-                (db, table),
-            )
-            .await
-            .ok()
-            .and_then(|rows| convert_rows::<(String,)>(rows).ok())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(c,)| c)
-            .collect();
-        let json = columns
+        let declared =
+            crate::mysql::catalog::declared_columns(conn, connection, db, table).await?;
+        let json = declared
             .iter()
-            .filter(|(name, _, _)| {
-                let clause = format!("json_valid({})", quote_ident(name));
-                checks.iter().any(|c| c.trim() == clause)
-            })
-            .map(|(name, _, _)| name.clone())
+            .filter(|c| c.json)
+            .map(|c| c.name.clone())
             .collect();
         let stats: Vec<mysql_async::Row> = conn
             .exec(
@@ -160,9 +135,9 @@ impl TableCatalog {
             }
         }
         Ok(Self {
-            columns: columns
+            columns: declared
                 .into_iter()
-                .map(|(n, t, null)| (n, t, null == "YES"))
+                .map(|c| (c.name, c.data_type, c.nullable))
                 .collect(),
             json,
             primary_key,

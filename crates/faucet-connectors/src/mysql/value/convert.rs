@@ -110,28 +110,34 @@ pub fn to_value(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
             let bytes = bytes_of(value, "a geometry")?;
             geometry(&bytes)
         }
+        // The binlog logs these as BINARY(n), without their trailing zero bytes: padded back.
         Kind::Uuid => match (column.origin, value) {
-            (Origin::Binlog, MyValue::Bytes(b)) if b.len() == 16 => {
-                Ok(Value::Text(uuid_text(&b).into()))
+            (Origin::Binlog, MyValue::Bytes(b)) if b.len() <= 16 => {
+                Ok(Value::Text(uuid_text(&padded::<16>(&b)).into()))
             }
             (_, v) => text_form(v, "UUID"),
         },
         Kind::Inet4 => match (column.origin, value) {
-            (Origin::Binlog, MyValue::Bytes(b)) if b.len() == 4 => Ok(Value::Text(
-                Ipv4Addr::new(b[0], b[1], b[2], b[3]).to_string().into(),
+            (Origin::Binlog, MyValue::Bytes(b)) if b.len() <= 4 => Ok(Value::Text(
+                Ipv4Addr::from(padded::<4>(&b)).to_string().into(),
             )),
             (_, v) => text_form(v, "INET4"),
         },
         Kind::Inet6 => match (column.origin, value) {
-            (Origin::Binlog, MyValue::Bytes(b)) if b.len() == 16 => {
-                let mut octets = [0u8; 16];
-                octets.copy_from_slice(&b);
-                Ok(Value::Text(Ipv6Addr::from(octets).to_string().into()))
-            }
+            (Origin::Binlog, MyValue::Bytes(b)) if b.len() <= 16 => Ok(Value::Text(
+                Ipv6Addr::from(padded::<16>(&b)).to_string().into(),
+            )),
             (_, v) => text_form(v, "INET6"),
         },
         Kind::Null => Ok(Value::Null),
     }
+}
+
+/// `b` followed by zero bytes up to `N` (`b` is at most `N` long).
+fn padded<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut out = [0u8; N];
+    out[..b.len()].copy_from_slice(b);
+    out
 }
 
 fn shape(what: &str, value: &MyValue) -> String {
@@ -515,6 +521,9 @@ mod tests {
         assert_eq!(json(&i6, MyValue::Bytes(v6.to_vec())), "\"::1\"");
         let i4 = col(Kind::Inet4, Origin::Binlog);
         assert_eq!(json(&i4, MyValue::Bytes(vec![10, 0, 0, 1])), "\"10.0.0.1\"");
+        // The binlog drops trailing zero bytes of BINARY(n).
+        assert_eq!(json(&i4, MyValue::Bytes(vec![10])), "\"10.0.0.0\"");
+        assert_eq!(json(&i6, MyValue::Bytes(vec![])), "\"::\"");
         assert!(to_value(&col(Kind::Int, Origin::ResultSet), MyValue::Bytes(vec![])).is_err());
         assert_eq!(
             json(&col(Kind::Int, Origin::ResultSet), MyValue::NULL),
