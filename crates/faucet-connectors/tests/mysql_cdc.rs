@@ -117,3 +117,48 @@ async fn changes_of_listed_tables_are_exact_records_and_resume_from_the_bookmark
     assert_eq!(changes(&records(&replay)), changes(&recs));
     db.drop_db().await;
 }
+
+#[tokio::test]
+async fn rotation_add_column_and_truncate_show_in_the_records() {
+    let mut db = TestDb::new("cdc_ddl").await;
+    db.exec("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))").await;
+    let src = source(&db, &["t"], 4);
+    let start = last_bookmark(&read_pages(&src, None, 10).await.expect("first run"));
+    db.exec(
+        "INSERT INTO t VALUES (1, 'a');
+         FLUSH BINARY LOGS;
+         INSERT INTO t VALUES (2, 'b');
+         ALTER TABLE t ADD COLUMN w INT NOT NULL DEFAULT 5;
+         INSERT INTO t VALUES (3, 'c', 7);
+         UPDATE t SET w = 6 WHERE id = 1;
+         TRUNCATE TABLE t;
+         INSERT INTO t VALUES (4, 'd', 8)",
+    )
+    .await;
+    let pages = read_pages(&src, Some(start.clone()), 10).await.expect("read");
+    let recs = records(&pages);
+    let t = db.table("t");
+    assert_eq!(
+        changes(&recs),
+        [
+            format!(r#"c {t} null {{"id":1,"v":"a"}}"#),
+            format!(r#"c {t} null {{"id":2,"v":"b"}}"#),
+            format!(r#"c {t} null {{"id":3,"v":"c","w":7}}"#),
+            format!(r#"u {t} {{"id":1,"v":"a","w":5}} {{"id":1,"v":"a","w":6}}"#),
+            format!("t {t} null null"),
+            format!(r#"c {t} null {{"id":4,"v":"d","w":8}}"#),
+        ]
+    );
+    // The rotation: the records after it name the new file, and so does the bookmark.
+    let file = |r: &J| r["binlog_file"].as_str().expect("file").to_owned();
+    assert_ne!(file(&recs[0]), file(&recs[1]));
+    assert_eq!(
+        last_bookmark(&pages)["binlog_file"].as_str(),
+        Some(file(&recs[5]).as_str())
+    );
+    assert_ne!(start["binlog_file"], last_bookmark(&pages)["binlog_file"]);
+    // Paged one record at a time, the same records.
+    let one_by_one = read_pages(&src, Some(start), 1).await.expect("pages of one");
+    assert_eq!(changes(&records(&one_by_one)), changes(&recs));
+    db.drop_db().await;
+}
