@@ -40,7 +40,11 @@ async fn a_200k_row_update_is_paged_and_resumes_from_its_middle() {
     let mut mid = None;
     for _ in 0..7 {
         let page = stream.next_page().await.expect("page").expect("a page");
-        assert!(page.len() <= BATCH && !page.is_empty(), "{} records", page.len());
+        assert!(
+            page.len() <= BATCH && !page.is_empty(),
+            "{} records",
+            page.len()
+        );
         for r in records(std::slice::from_ref(&page)) {
             assert_eq!(r["op"], "u");
             assert_eq!(r["after"]["v"], 1);

@@ -25,9 +25,19 @@ async fn every_type_reads_the_same_from_the_binlog_as_from_select() {
     for (i, want) in VALUE_JSON.iter().enumerate() {
         assert_eq!(&selected[i], want, "SELECT, row {}", i + 1);
         assert_eq!(recs[i]["op"], "c");
-        assert_eq!(&text(&recs[i]["after"]), want, "binlog insert, row {}", i + 1);
+        assert_eq!(
+            &text(&recs[i]["after"]),
+            want,
+            "binlog insert, row {}",
+            i + 1
+        );
         assert_eq!(recs[i + 3]["op"], "d");
-        assert_eq!(&text(&recs[i + 3]["before"]), want, "binlog delete, row {}", i + 1);
+        assert_eq!(
+            &text(&recs[i + 3]["before"]),
+            want,
+            "binlog delete, row {}",
+            i + 1
+        );
     }
     db.drop_db().await;
 }

@@ -20,17 +20,32 @@ impl PrivateMariadb {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
         let out = Command::new("mariadb-install-db")
-            .args(["--no-defaults", "--basedir=/usr", "--user=root",
-                   "--auth-root-authentication-method=normal", "--skip-test-db"])
+            .args([
+                "--no-defaults",
+                "--basedir=/usr",
+                "--user=root",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ])
             .arg(format!("--datadir={}", data.display()))
             .output()
-            .unwrap_or_else(|e| panic!("mariadb-install-db (package mariadb-server) cannot run: {e}"));
-        assert!(out.status.success(), "mariadb-install-db failed: {}", String::from_utf8_lossy(&out.stderr));
+            .unwrap_or_else(|e| {
+                panic!("mariadb-install-db (package mariadb-server) cannot run: {e}")
+            });
+        assert!(
+            out.status.success(),
+            "mariadb-install-db failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
-        let mut server = Self { child: Self::spawn(&dir, port, server_id), dir, port };
+        let mut server = Self {
+            child: Self::spawn(&dir, port, server_id),
+            dir,
+            port,
+        };
         server.wait_up().await;
         server.exec("CREATE DATABASE test").await;
         server
@@ -39,11 +54,20 @@ impl PrivateMariadb {
     fn spawn(dir: &tempfile::TempDir, port: u16, server_id: u32) -> Child {
         let d = dir.path();
         Command::new("mariadbd")
-            .args(["--no-defaults", "--basedir=/usr", "--user=root", "--bind-address=127.0.0.1",
-                   "--skip-name-resolve", "--innodb-buffer-pool-size=16M",
-                   "--character-set-server=utf8mb4", "--collation-server=utf8mb4_general_ci",
-                   "--log-bin=mariadb-bin", "--binlog-format=ROW", "--binlog-row-image=FULL",
-                   "--binlog-row-metadata=FULL"])
+            .args([
+                "--no-defaults",
+                "--basedir=/usr",
+                "--user=root",
+                "--bind-address=127.0.0.1",
+                "--skip-name-resolve",
+                "--innodb-buffer-pool-size=16M",
+                "--character-set-server=utf8mb4",
+                "--collation-server=utf8mb4_general_ci",
+                "--log-bin=mariadb-bin",
+                "--binlog-format=ROW",
+                "--binlog-row-image=FULL",
+                "--binlog-row-metadata=FULL",
+            ])
             .arg(format!("--datadir={}", d.join("data").display()))
             .arg(format!("--port={port}"))
             .arg(format!("--socket={}", d.join("s.sock").display()))
@@ -67,8 +91,11 @@ impl PrivateMariadb {
                 let _ = conn.disconnect().await;
                 return;
             }
-            assert!(Instant::now() < deadline, "the private MariaDB did not start: see {}",
-                    self.dir.path().join("err.log").display());
+            assert!(
+                Instant::now() < deadline,
+                "the private MariaDB did not start: see {}",
+                self.dir.path().join("err.log").display()
+            );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
@@ -82,27 +109,39 @@ impl PrivateMariadb {
     pub(crate) async fn exec(&self, sql: &str) {
         use mysql_async::prelude::Queryable as _;
         let mut conn = mysql_async::Conn::new(
-            mysql_async::Opts::from_url(&self.url(if sql.starts_with("CREATE DATABASE test") { "mysql" } else { "test" }))
-                .expect("url"),
+            mysql_async::Opts::from_url(&self.url(if sql.starts_with("CREATE DATABASE test") {
+                "mysql"
+            } else {
+                "test"
+            }))
+            .expect("url"),
         )
         .await
         .expect("connect to the private MariaDB");
-        conn.query_drop(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        conn.query_drop(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         let _ = conn.disconnect().await;
     }
 
     /// The first column of the rows of `sql`, as text.
     pub(crate) async fn column(&self, sql: &str) -> Vec<String> {
         use mysql_async::prelude::Queryable as _;
-        let mut conn = mysql_async::Conn::new(
-            mysql_async::Opts::from_url(&self.url("test")).expect("url"),
-        )
-        .await
-        .expect("connect to the private MariaDB");
-        let rows: Vec<mysql_async::Row> = conn.query(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let mut conn =
+            mysql_async::Conn::new(mysql_async::Opts::from_url(&self.url("test")).expect("url"))
+                .await
+                .expect("connect to the private MariaDB");
+        let rows: Vec<mysql_async::Row> = conn
+            .query(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
         let _ = conn.disconnect().await;
         rows.iter()
-            .map(|r| r.get_opt::<String, _>(0).and_then(Result::ok).unwrap_or_default())
+            .map(|r| {
+                r.get_opt::<String, _>(0)
+                    .and_then(Result::ok)
+                    .unwrap_or_default()
+            })
             .collect()
     }
 

@@ -34,8 +34,8 @@ use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 use super::CONNECTOR;
 use super::events::RowsKind;
 use super::position::BinlogPos;
-use crate::mysql::table::TableName;
 use crate::mysql::catalog::{DeclaredColumn, declare};
+use crate::mysql::table::TableName;
 use crate::mysql::value::{Collations, Kind, MysqlColumn};
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
@@ -139,7 +139,7 @@ impl ChangeDecoder {
     /// Whether a table map (`raw`: its event bytes) is of a listed table and differs from
     /// the one in hand: [`Self::table_map`] then needs the table's declared columns.
     pub(crate) fn needs_catalog(&self, tme: &TableMapEvent<'_>, raw: &[u8]) -> bool {
-        !self.maps.get(&tme.table_id()).is_some_and(|m| m.raw == raw)
+        self.maps.get(&tme.table_id()).is_none_or(|m| m.raw != raw)
             && self.listed(&tme.database_name(), &tme.table_name())
     }
 
@@ -174,9 +174,11 @@ impl ChangeDecoder {
                 declared,
                 at,
             )?;
-            if let Some(old) = self.maps.values().find_map(|m| {
-                m.shape.as_ref().filter(|s| s.table == shape.table)
-            }) && old.schema != shape.schema
+            if let Some(old) = self
+                .maps
+                .values()
+                .find_map(|m| m.shape.as_ref().filter(|s| s.table == shape.table))
+                && old.schema != shape.schema
             {
                 tracing::info!(
                     table = %shape.table,
@@ -230,7 +232,6 @@ impl ChangeDecoder {
     /// decoded; [`FaucetError::Read`] when a row image is not complete (binlog_row_image
     /// not FULL) or the rows do not parse.
     pub(crate) fn rows(
-        &self,
         shape: &TableShape,
         kind: RowsKind,
         rows: &RowsEventData<'_>,
@@ -247,8 +248,8 @@ impl ChangeDecoder {
                     Some(Box::new(e)),
                 )
             })?;
-            let before = before.map(|r| self.row(shape, r, at)).transpose()?;
-            let after = after.map(|r| self.row(shape, r, at)).transpose()?;
+            let before = before.map(|r| Self::row(shape, r, at)).transpose()?;
+            let after = after.map(|r| Self::row(shape, r, at)).transpose()?;
             let (op, before, after) = match (kind, before, after) {
                 (RowsKind::Write, None, Some(a)) => (Op::Insert, Value::Null, a),
                 (RowsKind::Update, Some(b), Some(a)) => (Op::Update, b, a),
@@ -256,7 +257,10 @@ impl ChangeDecoder {
                 _ => {
                     return Err(FaucetError::read(
                         CONNECTOR,
-                        format!("a rows event of {} at {at} without the images its kind has", shape.table),
+                        format!(
+                            "a rows event of {} at {at} without the images its kind has",
+                            shape.table
+                        ),
                         None,
                     ));
                 }
@@ -271,7 +275,7 @@ impl ChangeDecoder {
         txn.record(Op::Truncate, table, Value::Null, Value::Null)
     }
 
-    fn row(&self, shape: &TableShape, row: BinlogRow, at: &BinlogPos) -> Result<Value, FaucetError> {
+    fn row(shape: &TableShape, row: BinlogRow, at: &BinlogPos) -> Result<Value, FaucetError> {
         if row.len() != shape.columns.len() {
             return Err(FaucetError::read(
                 CONNECTOR,
@@ -313,7 +317,13 @@ fn shape_of(
     declared: &[DeclaredColumn],
     at: &BinlogPos,
 ) -> Result<TableShape, FaucetError> {
-    let bad = |why: String| FaucetError::read(CONNECTOR, format!("the table map of {table} at {at}: {why}"), None);
+    let bad = |why: String| {
+        FaucetError::read(
+            CONNECTOR,
+            format!("the table map of {table} at {at}: {why}"),
+            None,
+        )
+    };
     let count = usize::try_from(tme.columns_count()).map_err(|_| bad("too many columns".into()))?;
     let meta = mysql_async::binlog::events::OptionalMetaExtractor::new(tme.iter_optional_meta())
         .map_err(|e| bad(format!("its optional metadata does not decode ({e})")))?;
@@ -341,13 +351,25 @@ fn shape_of(
             OptionalMetadataField::EnumStrValue(v) => {
                 for members in v.iter_values() {
                     let members = members.map_err(|e| bad(format!("ENUM members ({e})")))?;
-                    enums.push(members.values().iter().map(|m| m.value().into_owned()).collect());
+                    enums.push(
+                        members
+                            .values()
+                            .iter()
+                            .map(|m| m.value().into_owned())
+                            .collect(),
+                    );
                 }
             }
             OptionalMetadataField::SetStrValue(v) => {
                 for members in v.iter_values() {
                     let members = members.map_err(|e| bad(format!("SET members ({e})")))?;
-                    sets.push(members.values().iter().map(|m| m.value().into_owned()).collect());
+                    sets.push(
+                        members
+                            .values()
+                            .iter()
+                            .map(|m| m.value().into_owned())
+                            .collect(),
+                    );
                 }
             }
             _ => {}
@@ -369,7 +391,11 @@ fn shape_of(
             .ok_or_else(|| bad(format!("column `{name}` has no type")))?;
         let unsigned = real.is_numeric_type() && signedness.next().unwrap_or(false);
         let collation = if real.is_character_type() {
-            charsets.next().transpose().map_err(|e| bad(e.to_string()))?.unwrap_or(63)
+            charsets
+                .next()
+                .transpose()
+                .map_err(|e| bad(e.to_string()))?
+                .unwrap_or(63)
         } else if real.is_enum_or_set_type() {
             enum_set_charsets
                 .next()
@@ -442,6 +468,9 @@ mod tests {
     #[test]
     fn commit_times_are_utc() {
         assert_eq!(commit_ts_text(0), "1970-01-01T00:00:00Z");
-        assert_eq!(commit_ts_text(1_764_568_800_250_000), "2025-12-01T06:00:00.25Z");
+        assert_eq!(
+            commit_ts_text(1_764_568_800_250_000),
+            "2025-12-01T06:00:00.25Z"
+        );
     }
 }

@@ -235,7 +235,10 @@ mod tests {
         assert_eq!(field_of(c.validate().expect_err("dup")), "tables[1]");
         let mut c = base.clone();
         c.tables = vec!["nodb".into()];
-        assert_eq!(field_of(c.validate().expect_err("unqualified")), "tables[0]");
+        assert_eq!(
+            field_of(c.validate().expect_err("unqualified")),
+            "tables[0]"
+        );
         let mut c = base.clone();
         c.start = StartPosition::At {
             binlog_file: "f.000001".into(),

@@ -35,7 +35,9 @@ pub(crate) enum BinlogError {
         why: String,
     },
     /// An event whose checksum does not match its bytes.
-    #[error("binlog event type {code} at {at} fails its CRC32 check (got {got:08x}, computed {computed:08x}): the stream is corrupt")]
+    #[error(
+        "binlog event type {code} at {at} fails its CRC32 check (got {got:08x}, computed {computed:08x}): the stream is corrupt"
+    )]
     Checksum {
         /// The raw event type.
         code: u8,
@@ -177,12 +179,20 @@ pub(crate) fn classify(event: &Event, format_seen: bool, file: &str) -> Result<I
         _ => {}
     }
     let Ok(kind) = header.event_type() else {
-        return Err(unsupported("unknown", "this event type is not known to the reader"));
+        return Err(unsupported(
+            "unknown",
+            "this event type is not known to the reader",
+        ));
     };
     use EventType::*;
     Ok(match kind {
-        FORMAT_DESCRIPTION_EVENT | PREVIOUS_GTIDS_EVENT | ROWS_QUERY_EVENT | INTVAR_EVENT
-        | RAND_EVENT | USER_VAR_EVENT | STOP_EVENT => Item::Ignored,
+        FORMAT_DESCRIPTION_EVENT
+        | PREVIOUS_GTIDS_EVENT
+        | ROWS_QUERY_EVENT
+        | INTVAR_EVENT
+        | RAND_EVENT
+        | USER_VAR_EVENT
+        | STOP_EVENT => Item::Ignored,
         ROTATE_EVENT => rotate(event, format_seen).map_err(|why| unsupported("ROTATE", &why))?,
         HEARTBEAT_EVENT => Item::Heartbeat,
         XID_EVENT => Item::Xid,
@@ -234,7 +244,10 @@ pub(crate) fn classify(event: &Event, format_seen: bool, file: &str) -> Result<I
             ));
         }
         XA_PREPARE_LOG_EVENT => {
-            return Err(unsupported("XA_PREPARE", "XA transactions are not supported"));
+            return Err(unsupported(
+                "XA_PREPARE",
+                "XA transactions are not supported",
+            ));
         }
         INCIDENT_EVENT => {
             return Err(unsupported(
@@ -258,8 +271,7 @@ fn verify_checksum(event: &Event, code: u8, at: &BinlogPos) -> Result<(), Binlog
     let Some(sent) = event.checksum() else {
         return Ok(());
     };
-    if event.footer().get_checksum_alg() != Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))
-    {
+    if event.footer().get_checksum_alg() != Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32)) {
         return Ok(());
     }
     let got = u32::from_le_bytes(sent);
@@ -324,7 +336,10 @@ fn header_bytes(event: &Event) -> [u8; 19] {
 fn mariadb_gtid(event: &Event, at: &BinlogPos) -> Result<Item, String> {
     let data = event.data();
     if data.len() < 13 {
-        return Err(format!("a MariaDB GTID event of {} bytes at {at}", data.len()));
+        return Err(format!(
+            "a MariaDB GTID event of {} bytes at {at}",
+            data.len()
+        ));
     }
     let seq = u64::from_le_bytes(data[..8].try_into().map_err(|_| "short GTID")?);
     let domain = u32::from_le_bytes(data[8..12].try_into().map_err(|_| "short GTID")?);

@@ -135,9 +135,18 @@ impl MySqlCdcSource {
                      not apply here. Point connection_url back at that server, or delete this \
                      pipeline's state and re-snapshot the tables from this one",
                     b.server.server_id,
-                    b.server.server_uuid.as_deref().map(|u| format!(" ({u})")).unwrap_or_default(),
+                    b.server
+                        .server_uuid
+                        .as_deref()
+                        .map(|u| format!(" ({u})"))
+                        .unwrap_or_default(),
                     facts.identity.server_id,
-                    facts.identity.server_uuid.as_deref().map(|u| format!(" ({u})")).unwrap_or_default(),
+                    facts
+                        .identity
+                        .server_uuid
+                        .as_deref()
+                        .map(|u| format!(" ({u})"))
+                        .unwrap_or_default(),
                 ),
                 None,
             ));
@@ -302,7 +311,11 @@ impl MySqlCdcSource {
         bounded: bool,
     ) -> Result<mysql_async::BinlogStream, FaucetError> {
         let mut conn = self.connect().await?;
-        let setup_error = |e| self.validated.connection.error("preparing the binlog dump", e);
+        let setup_error = |e| {
+            self.validated
+                .connection
+                .error("preparing the binlog dump", e)
+        };
         if facts.mariadb {
             // MariaDB then sends its own GTID events, not BEGIN queries and dummy events.
             conn.query_drop("SET @mariadb_slave_capability = 4")

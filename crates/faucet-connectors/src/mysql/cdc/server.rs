@@ -125,9 +125,7 @@ fn binlog_off() -> FaucetError {
 }
 
 /// The binlog files the server still has, oldest first (`SHOW BINARY LOGS`).
-pub(crate) async fn binlog_files(
-    conn: &mut mysql_async::Conn,
-) -> Result<Vec<String>, FaucetError> {
+pub(crate) async fn binlog_files(conn: &mut mysql_async::Conn) -> Result<Vec<String>, FaucetError> {
     let rows: Vec<Row> = conn
         .query("SHOW BINARY LOGS")
         .await
@@ -263,7 +261,9 @@ pub(crate) async fn check_replication_grant(
         .map_err(|e| sql_error("SHOW GRANTS", e))?;
     let global = |g: &String| g.contains(" ON *.* ");
     let ok = grants.iter().filter(|g| global(g)).any(|g| {
-        g.contains("ALL PRIVILEGES") || g.contains("REPLICATION SLAVE") || g.contains("REPLICATION REPLICA")
+        g.contains("ALL PRIVILEGES")
+            || g.contains("REPLICATION SLAVE")
+            || g.contains("REPLICATION REPLICA")
     });
     if ok {
         Ok(())
@@ -301,9 +301,9 @@ pub(crate) async fn check_server_id(
     };
     match conn.query::<Row, _>(sql).await {
         Ok(rows) => {
-            let used = rows.iter().find(|r| {
-                text(r, 0).and_then(|id| id.parse::<u32>().ok()) == Some(server_id)
-            });
+            let used = rows
+                .iter()
+                .find(|r| text(r, 0).and_then(|id| id.parse::<u32>().ok()) == Some(server_id));
             match used {
                 Some(r) => Err(FaucetError::config(
                     "server_id",
@@ -312,7 +312,9 @@ pub(crate) async fn check_server_id(
                          disconnect one of the two; give this pipeline its own server_id (a \
                          previous run that was killed is dropped by the server within \
                          slave_net_timeout)",
-                        text(r, 1).filter(|h| !h.is_empty()).unwrap_or_else(|| "an unnamed host".into())
+                        text(r, 1)
+                            .filter(|h| !h.is_empty())
+                            .unwrap_or_else(|| "an unnamed host".into())
                     ),
                 )),
                 None => Ok(()),

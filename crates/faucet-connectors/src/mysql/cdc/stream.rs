@@ -215,7 +215,11 @@ impl CdcPageStream {
                         format!(
                             "the server ended the binlog stream at {}{}",
                             self.position,
-                            if self.txn.is_some() { " inside a transaction" } else { "" }
+                            if self.txn.is_some() {
+                                " inside a transaction"
+                            } else {
+                                ""
+                            }
                         ),
                         None,
                     ));
@@ -233,7 +237,8 @@ impl CdcPageStream {
                         ));
                     }
                     let moved = self.last_emitted.as_ref() != Some(&self.bookmark());
-                    if !page.is_empty() || (moved && self.last_advance.elapsed() >= ADVANCE_INTERVAL)
+                    if !page.is_empty()
+                        || (moved && self.last_advance.elapsed() >= ADVANCE_INTERVAL)
                     {
                         return Ok(Some(self.hand_over(page)));
                     }
@@ -340,7 +345,8 @@ impl CdcPageStream {
     /// For a table map of a listed table that differs from the one in hand: the table's
     /// declared columns, read from the catalog on a connection kept for this; else none.
     async fn declared_for(&mut self, event: &Event) -> Result<Vec<DeclaredColumn>, FaucetError> {
-        if event.header().event_type_raw() != mysql_async::binlog::EventType::TABLE_MAP_EVENT as u8 {
+        if event.header().event_type_raw() != mysql_async::binlog::EventType::TABLE_MAP_EVENT as u8
+        {
             return Ok(Vec::new());
         }
         let Ok(tme) = event.read_event::<TableMapEvent<'_>>() else {
@@ -369,15 +375,16 @@ impl CdcPageStream {
     }
 
     fn apply(&mut self, event: &Event, declared: &[DeclaredColumn]) -> Result<(), FaucetError> {
-        let item = events::classify(event, self.format_seen, &self.file).map_err(|e| {
-            FaucetError::read(CONNECTOR, e.to_string(), Some(Box::new(e)))
-        })?;
+        let item = events::classify(event, self.format_seen, &self.file)
+            .map_err(|e| FaucetError::read(CONNECTOR, e.to_string(), Some(Box::new(e))))?;
         let end = u64::from(event.header().log_pos());
         let at = self.at(event);
         if self.pending_gtid.is_some()
             && !matches!(item, Item::Query { .. } | Item::Heartbeat | Item::Ignored)
         {
-            return Err(protocol(&format!("a GTID event not followed by BEGIN or a statement, at {at}")));
+            return Err(protocol(&format!(
+                "a GTID event not followed by BEGIN or a statement, at {at}"
+            )));
         }
         match item {
             Item::Rotate { to, fake } => {
@@ -406,7 +413,9 @@ impl CdcPageStream {
                 commit_us,
             } => {
                 if self.txn.is_some() {
-                    return Err(protocol(&format!("a GTID event inside a transaction, at {at}")));
+                    return Err(protocol(&format!(
+                        "a GTID event inside a transaction, at {at}"
+                    )));
                 }
                 let pending = PendingGtid {
                     gtid,
@@ -430,7 +439,9 @@ impl CdcPageStream {
             }
             Item::Rows(kind) => {
                 if self.txn.is_none() {
-                    return Err(protocol(&format!("a rows event outside a transaction, at {at}")));
+                    return Err(protocol(&format!(
+                        "a rows event outside a transaction, at {at}"
+                    )));
                 }
                 let Some(EventData::RowsEvent(rows)) =
                     event.read_data().map_err(|e| undecodable("ROWS", &at, e))?
@@ -450,8 +461,7 @@ impl CdcPageStream {
                     return Ok(());
                 };
                 let mut out = Vec::new();
-                self.decoder
-                    .rows(&shape, kind, &rows, tme, &ctx, &at, &mut out)?;
+                ChangeDecoder::rows(&shape, kind, &rows, tme, &ctx, &at, &mut out)?;
                 self.pending.extend(out);
             }
         }
@@ -522,7 +532,13 @@ impl CdcPageStream {
         Ok(())
     }
 
-    fn query(&mut self, schema: &str, sql: &str, at: &BinlogPos, end: u64) -> Result<(), FaucetError> {
+    fn query(
+        &mut self,
+        schema: &str,
+        sql: &str,
+        at: &BinlogPos,
+        end: u64,
+    ) -> Result<(), FaucetError> {
         let kind = statement::classify(sql);
         if let Some(g) = self.pending_gtid.take() {
             // MySQL: BEGIN opens the GTID's group; anything else is a group of one statement.
@@ -550,7 +566,10 @@ impl CdcPageStream {
             Statement::Xa => {
                 return Err(FaucetError::read(
                     CONNECTOR,
-                    format!("an XA transaction at {at} (`{}`): XA is not supported", short(sql)),
+                    format!(
+                        "an XA transaction at {at} (`{}`): XA is not supported",
+                        short(sql)
+                    ),
                     None,
                 ));
             }

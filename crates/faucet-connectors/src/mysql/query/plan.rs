@@ -98,8 +98,7 @@ impl TableCatalog {
         let what = format!("reading the catalog of {db}.{table}");
         let err = |e| connection.error(&what, e);
         let bad = |m: String| FaucetError::read(CONNECTOR, format!("{what}: {m}"), None);
-        let declared =
-            crate::mysql::catalog::declared_columns(conn, connection, db, table).await?;
+        let declared = crate::mysql::catalog::declared_columns(conn, connection, db, table).await?;
         let json = declared
             .iter()
             .filter(|c| c.json)
