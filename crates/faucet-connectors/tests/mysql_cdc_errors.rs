@@ -174,3 +174,36 @@ async fn faults_are_typed_errors_that_name_the_fix() {
     assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
     assert!(message(&e).contains("server_id 1"), "{e}");
 }
+
+#[tokio::test]
+async fn a_server_killed_mid_run_is_a_retryable_error_and_a_rerun_loses_nothing() {
+    let mut server = PrivateMariadb::start(1).await;
+    server.exec("CREATE TABLE t (id INT PRIMARY KEY, v TEXT)").await;
+    let s = src(server.url("test"), 79);
+    let from = end_bookmark(&s).await;
+    server.exec("INSERT INTO t VALUES (1, 'a')").await;
+    let mut config = MySqlCdcConfig::new(server.url("test"), 80, ["test.t"]);
+    config.continuous = true;
+    let follower = MySqlCdcSource::new(config).expect("valid");
+    let mut stream = follower
+        .open(Some(from.clone()), ReadOptions::default())
+        .await
+        .expect("follow");
+    let page = stream.next_page().await.expect("page").expect("a page");
+    assert_eq!(records(std::slice::from_ref(&page)).len(), 1);
+    let mid = page.bookmark().cloned().expect("bookmark");
+    server.restart(1).await; // kill -9, then start again on the same data
+    let e = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(40), stream.next_page()).await {
+            Ok(Ok(Some(_))) => continue,
+            Ok(Ok(None)) => panic!("the stream ended quietly after the server was killed"),
+            Ok(Err(e)) => break e,
+            Err(_) => panic!("no error within 40 s of the server being killed"),
+        }
+    };
+    assert!(e.is_retryable(), "{e:?}");
+    drop(stream);
+    server.exec("INSERT INTO t VALUES (2, 'b')").await;
+    let rest = read_pages(&s, Some(mid), 10).await.expect("rerun");
+    assert_eq!(changes(&records(&rest)), [r#"c test.t null {"id":2,"v":"b"}"#]);
+}

@@ -399,7 +399,9 @@ impl CdcPageStream {
                     self.position = to;
                 }
             }
-            Item::Ignored | Item::Heartbeat => {
+            // A heartbeat's position is the server's, not proof of what this stream read.
+            Item::Heartbeat => {}
+            Item::Ignored => {
                 if event.header().event_type_raw()
                     == mysql_async::binlog::EventType::FORMAT_DESCRIPTION_EVENT as u8
                 {
