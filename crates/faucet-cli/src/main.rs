@@ -40,9 +40,10 @@ Example pipeline file (faucet.yaml):
     batch_size: 10000
   matrix:                        # optional: one run per row, deep-merged into pipeline
     - { id: eu, source: { config: { path: ./eu.csv } } }
+";
 
-Sources: csv, jsonl, postgres, postgres-cdc. Sinks: jsonl, postgres.
-State stores: memory, file, postgres, redis. Without a `state:` block the state is a file
+/// Follows the list of type names (from the registry) that ends [`EXAMPLE`].
+const EXAMPLE_END: &str = " Without a `state:` block the state is a file
 store at .faucet/state beside the config file, so the next run resumes where this one stopped.
 Relative paths are relative to the config file's directory. `${env:VAR}` inside a string is
 replaced by the variable (from the environment, or a .env file beside the config); `$${`
@@ -55,7 +56,11 @@ The state key of a row is `{name}::{row id}` (`{name}` without a matrix).";
     name = "faucet",
     version,
     about = ABOUT,
-    after_help = format!("{EXAMPLE}\n\n{}", exit::HELP),
+    after_help = format!(
+        "{EXAMPLE}\n{}{EXAMPLE_END}\n\n{}",
+        registry::help_types(),
+        exit::HELP
+    ),
 )]
 struct Cli {
     /// Log filter for stderr: error, warn, info, debug, trace, or directives like

@@ -5,8 +5,15 @@
 //! past 24 hours and negative, YEAR 0, latin1 and utf8mb4 text, BINARY(4) with its trailing
 //! zeros, ENUM/SET, JSON, UUID/INET4/INET6, spatial, zero dates (NULL by policy), NULLs.
 
-use faucet_connectors::mysql::{MysqlQueryConfig, MysqlQuerySource};
+use faucet_connectors::mysql::catalog::TableCatalog;
+use faucet_connectors::mysql::value::{Collations, columns_of_table_map, to_value};
+use faucet_connectors::mysql::{MysqlConnection, MysqlQueryConfig, MysqlQuerySource};
+use faucet_core::value::json::{write_str, write_value};
 use faucet_core::{DataType, Source as _};
+use futures_util::StreamExt as _;
+use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::binlog::value::BinlogValue;
+use mysql_async::prelude::Queryable as _;
 
 use crate::mysql_support::TestDb;
 use crate::support::{json_lines, read_pages};
@@ -121,5 +128,88 @@ async fn a_query_reads_the_same_values_and_checks() {
             r#"{"id":2,"bu":18446744073709551615,"f":-123.456,"ts":"2038-01-19T03:14:07.999Z","tm":"838:59:59.000000","c":"abc","bn":"AAAAAA=="}"#,
         ]
     );
+    db.drop_db().await;
+}
+
+/// The same rows read back from the binlog (a replica's stream, non-blocking: it ends at the
+/// end of the log), decoded through the TABLE_MAP's column models and the same `to_value`:
+/// the JSON is identical to the SELECT's, value for value.
+#[tokio::test]
+async fn the_binlog_decodes_the_value_table_to_the_same_json() {
+    let mut db = TestDb::new("values_binlog").await;
+    db.exec(VALUE_TABLE).await;
+    let status: Vec<mysql_async::Row> = db
+        .conn
+        .query("SHOW MASTER STATUS")
+        .await
+        .expect("binlog status");
+    let row = status
+        .into_iter()
+        .next()
+        .expect("the test server has a binlog");
+    let (file, pos): (String, u64) = (row.get(0).expect("file"), row.get(1).expect("pos"));
+    db.exec(VALUE_ROWS).await;
+    let connection = MysqlConnection::parse(&db.url().into(), "url", "test").expect("url");
+    let mut conn = connection.connect().await.expect("connect");
+    let collations = Collations::load(&mut conn).await.expect("collations");
+    // The binlog does not name MariaDB's UUID/INET/JSON types: the catalog does.
+    let catalog = TableCatalog::load(&mut conn, &connection, &db.db, "v")
+        .await
+        .expect("catalog");
+    let server_id = 900_000 + std::process::id() % 90_000;
+    let request = mysql_async::BinlogStreamRequest::new(server_id)
+        .with_filename(file.as_bytes())
+        .with_pos(pos)
+        .with_non_blocking();
+    let mut stream = conn
+        .get_binlog_stream(request)
+        .await
+        .expect("binlog stream");
+    let mut lines = Vec::new();
+    while let Some(event) = stream.next().await {
+        let event = event.expect("event");
+        let Some(EventData::RowsEvent(rows)) = event.read_data().expect("event data") else {
+            continue;
+        };
+        // MariaDB logs version-1 row events.
+        if !matches!(
+            rows,
+            RowsEventData::WriteRowsEvent(_) | RowsEventData::WriteRowsEventV1(_)
+        ) {
+            continue;
+        }
+        let tme = stream.get_tme(rows.table_id()).expect("table map").clone();
+        if tme.table_name() != "v" || tme.database_name() != db.db {
+            continue;
+        }
+        let columns: Vec<_> = columns_of_table_map(&tme, &collations)
+            .expect("column models")
+            .into_iter()
+            .map(|c| catalog.declare(c))
+            .collect();
+        for row in rows.rows(&tme) {
+            let (_, after) = row.expect("row");
+            let values = after.expect("an insert has an after image").unwrap();
+            let mut line = vec![b'{'];
+            for (i, (column, value)) in columns.iter().zip(values).enumerate() {
+                if i > 0 {
+                    line.push(b',');
+                }
+                write_str(&mut line, &column.name);
+                line.push(b':');
+                let BinlogValue::Value(v) = value else {
+                    panic!("{}: not a plain value", column.name);
+                };
+                let value = to_value(column, v).unwrap_or_else(|e| panic!("{}: {e}", column.name));
+                write_value(&mut line, &value);
+            }
+            line.push(b'}');
+            lines.push(String::from_utf8(line).expect("utf8"));
+        }
+    }
+    assert_eq!(lines.len(), 3);
+    for (got, want) in lines.iter().zip(VALUE_JSON) {
+        assert_eq!(got, want);
+    }
     db.drop_db().await;
 }

@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use crate::config::{self, DEFAULT_CONFIG, PipelineConfig};
 use crate::output::error_chain;
+use crate::registry::Hints;
 use crate::secret::redact_url;
 
 /// `faucet doctor`'s arguments.
@@ -80,6 +81,7 @@ pub(crate) async fn run(args: &DoctorArgs) -> usize {
             String::new(),
             started,
             &e,
+            Hints::default(),
         )),
         Ok(loaded) => {
             checks.push(passed(
@@ -100,6 +102,7 @@ pub(crate) async fn run(args: &DoctorArgs) -> usize {
                         String::new(),
                         Instant::now(),
                         e,
+                        Hints::default(),
                     )),
                 }
             }
@@ -129,7 +132,16 @@ async fn probe_row(
         Ok(source) => within(timeout, source.check()).await,
         Err(e) => Err(e),
     };
-    checks.push(finish(row.clone(), "source", kind, target, t, outcome));
+    let hints = p.source.hints();
+    checks.push(finish(
+        row.clone(),
+        "source",
+        kind,
+        target,
+        t,
+        outcome,
+        hints,
+    ));
 
     let t = Instant::now();
     let (kind, target) = (p.sink.type_name().to_owned(), p.sink.target());
@@ -137,7 +149,8 @@ async fn probe_row(
         Ok(sink) => within(timeout, sink.check()).await,
         Err(e) => Err(e),
     };
-    checks.push(finish(row.clone(), "sink", kind, target, t, outcome));
+    let hints = p.sink.hints();
+    checks.push(finish(row.clone(), "sink", kind, target, t, outcome, hints));
 
     let t = Instant::now();
     let (kind, target) = (p.state.type_name().to_owned(), p.state.target());
@@ -146,7 +159,8 @@ async fn probe_row(
         store.check().await
     })
     .await;
-    checks.push(finish(row, "state", kind, target, t, outcome));
+    let hints = p.state.hints();
+    checks.push(finish(row, "state", kind, target, t, outcome, hints));
 }
 
 async fn within(
@@ -173,10 +187,11 @@ fn finish(
     target: String,
     started: Instant,
     outcome: Result<(), FaucetError>,
+    hints: Hints,
 ) -> Check {
     match outcome {
         Ok(()) => passed(row, probe, kind, target, started),
-        Err(e) => failed(row, probe, kind, target, started, &e),
+        Err(e) => failed(row, probe, kind, target, started, &e, hints),
     }
 }
 
@@ -206,10 +221,11 @@ fn failed(
     target: String,
     started: Instant,
     e: &FaucetError,
+    hints: Hints,
 ) -> Check {
     let error = error_chain(e);
     // Connectors often say what to try themselves; do not add a second hint then.
-    let hint = (!error.contains("hint:")).then(|| hint(probe, &kind, e));
+    let hint = (!error.contains("hint:")).then(|| hint(e, hints));
     Check {
         row,
         probe,
@@ -222,31 +238,17 @@ fn failed(
     }
 }
 
-/// What to try, by what failed.
-fn hint(probe: &str, kind: &str, e: &FaucetError) -> String {
-    let s = match (e, probe, kind) {
-        (FaucetError::Config { .. }, _, _) => {
+/// What to try, by what failed: the connector's own [`Hints`] (from the registry), else the
+/// generic advice for the kind of error.
+fn hint(e: &FaucetError, hints: Hints) -> String {
+    let s = match e {
+        FaucetError::Config { .. } => {
             "fix the field named in the error; `faucet validate` checks the file offline"
         }
-        (FaucetError::Connect { .. }, _, "postgres" | "postgres-cdc") => {
-            "is PostgreSQL running, and are the host, port, user and database in the url right?"
-        }
-        (FaucetError::Connect { .. }, _, "redis") => {
-            "is Redis running, and is the url (host, port, password) right?"
-        }
-        (FaucetError::Connect { .. }, _, _) => "is the server running and reachable from here?",
-        (_, "source", "csv" | "jsonl") => "does the file exist, and can this user read it?",
-        (_, "sink", "jsonl") => "does the directory exist, and can this user write to it?",
-        (_, "state", "file") => {
-            "can this user create and write files in the state directory? a corrupt state file \
-             must be restored, or deleted to start over on purpose"
-        }
-        (_, "state", "postgres") => {
-            "does the table exist (set `ensure_table: true` to create it) and may this user \
-             read, insert, update and delete in it?"
-        }
-        (_, "state", "redis") => "may this user SET, GET and DEL keys under the prefix?",
-        _ => "see the error above",
+        FaucetError::Connect { .. } => hints
+            .connect
+            .unwrap_or("is the server running and reachable from here?"),
+        _ => hints.other.unwrap_or("see the error above"),
     };
     s.to_owned()
 }

@@ -10,7 +10,7 @@
 //! a primary key is refused, with a typed state error naming the fix.
 
 use faucet_core::delivery::Topology;
-use faucet_core::{FaucetError, Pipeline, RunStreamOptions, Source};
+use faucet_core::{FaucetError, Pipeline, RunStreamOptions};
 use tokio_util::sync::CancellationToken;
 
 use super::plan;
@@ -18,7 +18,6 @@ use super::run::RunArgs;
 use crate::config;
 use crate::exit::Exit;
 use crate::output;
-use crate::registry::SourceConfig;
 
 /// Runs the command: every selected row in order; the exit code is the first failure's.
 pub(crate) async fn run(args: RunArgs) -> Exit {
@@ -46,7 +45,7 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
             .config
             .as_ref()
             .map_err(|e| at(FaucetError::config("pipeline", e.to_string())))?;
-        let source = source_of(&p.source).map_err(at)?;
+        let source = p.source.replicate().map_err(at)?;
         let mut built = plan::plan(row, key, p).map_err(at)?;
         let topology = Topology {
             source: source.connector(),
@@ -84,30 +83,4 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
         }
     }
     Ok(())
-}
-
-#[cfg(feature = "postgres")]
-fn source_of(source: &SourceConfig) -> Result<Box<dyn Source>, FaucetError> {
-    match source {
-        SourceConfig::PostgresCdc(c) => SourceConfig::fielded(
-            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(c.clone())
-                .map(|s| Box::new(s) as Box<dyn Source>),
-        ),
-        other => Err(FaucetError::config(
-            "pipeline.source.type",
-            format!(
-                "`faucet replicate` needs a `postgres-cdc` source, not `{}`",
-                other.type_name()
-            ),
-        )),
-    }
-}
-
-#[cfg(not(feature = "postgres"))]
-fn source_of(source: &SourceConfig) -> Result<Box<dyn Source>, FaucetError> {
-    let _ = source;
-    Err(FaucetError::config(
-        "pipeline.source.type",
-        "postgres-cdc is not compiled into this binary; rebuild with --features postgres",
-    ))
 }

@@ -1,11 +1,22 @@
 //! The closed registry of what a pipeline file can name: one tagged enum per kind —
 //! [`SourceConfig`], [`SinkConfig`], [`StateConfig`] — each written `{type: <name>, config:
-//! {...}}`, one variant per connector, one `build()` match each (CONVENTIONS.md point 4).
+//! {...}}`, one variant per connector (CONVENTIONS.md point 4), declared by one line of
+//! [`registry!`] each.
 //!
-//! A variant whose Cargo feature is compiled out still parses as a known type (its config is
-//! kept as raw YAML), and building it gives "`postgres` is not compiled into this binary;
+//! Everything the CLI knows of a connector comes from its entry: an `impl` of
+//! [`source::SourceEntry`] / [`sink::SinkEntry`] on the connector's config type, or of
+//! [`state::StateAbout`] and [`state::StateConnect`] on a state store's: its target for
+//! people, warnings, doctor [`Hints`], whether `faucet replicate` takes it, and the built
+//! connector. Nothing outside this module compares a connector's name.
+//!
+//! A variant whose Cargo feature is compiled out still parses as a known type, and building
+//! it gives the one error [`not_compiled`]: "`postgres` is not compiled into this binary;
 //! rebuild with --features postgres". An unknown type is an error listing the known ones.
 
+#[macro_use]
+mod macros;
+#[cfg(test)]
+mod features;
 mod fielded;
 mod sink;
 mod source;
@@ -16,22 +27,56 @@ use std::path::{Component, Path, PathBuf};
 
 use faucet_core::FaucetError;
 
-pub(crate) use sink::SinkConfig;
-pub(crate) use source::SourceConfig;
-pub(crate) use state::StateConfig;
+pub(crate) use sink::{SinkConfig, SinkType};
+pub(crate) use source::{SourceConfig, SourceType};
+pub(crate) use state::{StateConfig, StateType};
 
-/// The config of a connector whose feature is compiled out: any value, kept as written.
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(transparent)]
-#[allow(dead_code)] // Read only in builds where some feature is off.
-pub(crate) struct NotCompiled(serde_json::Value);
+/// The config of a connector whose feature is compiled out: any mapping, not kept (building
+/// it is [`not_compiled`]).
+#[derive(Debug, Clone)]
+#[allow(dead_code)] // Constructed only in builds where some connector feature is off.
+pub(crate) struct NotCompiled;
 
-/// The error for a connector whose feature is compiled out.
-#[allow(dead_code)] // Used only in builds where some feature is off.
+impl<'de> serde::Deserialize<'de> for NotCompiled {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(Self)
+    }
+}
+
+/// The error for a connector whose feature is compiled out, at `field` (`pipeline.source.type`).
 pub(crate) fn not_compiled(field: &str, ty: &str, feature: &str) -> FaucetError {
     FaucetError::config(
         field,
         format!("`{ty}` is not compiled into this binary; rebuild with --features {feature}"),
+    )
+}
+
+/// What `faucet doctor` suggests when a connector's probe fails for a reason other than its
+/// configuration (that hint is the same for all: fix the field the error names).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Hints {
+    /// When it cannot connect ([`FaucetError::Connect`], also a probe's timeout); `None`:
+    /// "is the server running and reachable from here?".
+    pub(crate) connect: Option<&'static str>,
+    /// Any other failure; `None`: "see the error above".
+    pub(crate) other: Option<&'static str>,
+}
+
+/// The connect hint of every PostgreSQL connector and store.
+pub(crate) const POSTGRES_CONNECT_HINT: &str =
+    "is PostgreSQL running, and are the host, port, user and database in the url right?";
+
+/// The lines of `faucet --help` that list the type names, from the registry.
+pub(crate) fn help_types() -> String {
+    fn names(all: impl Iterator<Item = &'static str>) -> String {
+        all.collect::<Vec<_>>().join(", ")
+    }
+    format!(
+        "Sources: {}. Sinks: {}.\nState stores: {}.",
+        names(SourceType::ALL.iter().map(|k| k.name())),
+        names(SinkType::ALL.iter().map(|k| k.name())),
+        names(StateType::ALL.iter().map(|k| k.name())),
     )
 }
 
@@ -70,7 +115,6 @@ pub(crate) fn redacted_secret(url: &secrecy::SecretString) -> String {
     crate::secret::redact_one(url.expose_secret())
 }
 
-#[allow(dead_code)] // Unused only when every connector feature is off.
 /// Prefixes a connector's own [`FaucetError::Config`] field (`path`) with where its config
 /// sits in the pipeline file (`pipeline.source.config.path`); other errors pass through.
 ///
@@ -89,6 +133,65 @@ pub(crate) fn at_field(prefix: &str, e: FaucetError) -> FaucetError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// Whether a connector config parsed from `v` says it is not compiled in when built.
+    fn refuses_as_not_compiled<T: serde::de::DeserializeOwned>(
+        v: serde_json::Value,
+        build: impl Fn(&T) -> Result<(), FaucetError>,
+    ) -> bool {
+        serde_json::from_value::<T>(v).is_ok_and(|c| {
+            build(&c).is_err_and(|e| e.to_string().contains("is not compiled into this binary"))
+        })
+    }
+
+    /// Every connector's feature is in [`features::FEATURES`] (which tests/examples.rs reads),
+    /// and a connector is refused as not compiled exactly when that feature is off.
+    #[test]
+    fn every_connector_feature_is_listed_and_gates_it() {
+        let listed = |f: &str| {
+            assert!(
+                features::FEATURES.iter().any(|(name, _)| *name == f),
+                "{f} is not in FEATURES"
+            );
+            features::is_compiled_out(f)
+        };
+        for k in SourceType::ALL {
+            let f = k.feature().expect("every source has a feature");
+            let expected = listed(f);
+            let off = refuses_as_not_compiled::<SourceConfig>(json!({"type": k.name()}), |c| {
+                c.build().map(drop)
+            });
+            assert_eq!(off, expected, "source {}", k.name());
+        }
+        for k in SinkType::ALL {
+            let f = k.feature().expect("every sink has a feature");
+            let expected = listed(f);
+            let off = refuses_as_not_compiled::<SinkConfig>(json!({"type": k.name()}), |c| {
+                c.build().map(drop)
+            });
+            assert_eq!(off, expected, "sink {}", k.name());
+        }
+        for k in StateType::ALL {
+            let Some(f) = k.feature() else { continue };
+            let expected = listed(f);
+            let url = format!("{}://u:pw@h/db", k.name());
+            let off = refuses_as_not_compiled::<StateConfig>(
+                json!({"type": k.name(), "config": {"url": url}}),
+                StateConfig::validate,
+            );
+            assert_eq!(off, expected, "state store {}", k.name());
+        }
+    }
+
+    #[test]
+    fn the_help_lists_every_type() {
+        assert_eq!(
+            help_types(),
+            "Sources: csv, jsonl, postgres, postgres-cdc. Sinks: jsonl, postgres.\n\
+             State stores: memory, file, postgres, redis."
+        );
+    }
 
     #[test]
     fn relative_paths_resolve_against_the_config_directory() {

@@ -6,145 +6,209 @@
 //! | `jsonl` | `faucet_connectors::files::JsonlSource` | `files` (default) |
 //! | `postgres` | `faucet_connectors::postgres::PostgresQuerySource` | `postgres` |
 //! | `postgres-cdc` | `faucet_connectors::postgres::cdc::PostgresCdcSource` | `postgres` |
+//!
+//! A source is one line in [`registry!`] below and one `impl` [`SourceEntry`] on its config
+//! type (under its feature).
 
 use std::path::Path;
 
 use faucet_core::{FaucetError, Source};
-use serde::{Deserialize, Deserializer};
 
-use super::tagged::{self, Tagged};
-#[allow(unused_imports)] // Needed only by builds where some feature is off.
-use super::{NotCompiled, at_field, not_compiled, resolve_path};
+use super::{Hints, at_field};
 
-#[cfg(feature = "files")]
-type CsvCfg = faucet_connectors::files::CsvSourceConfig;
-#[cfg(not(feature = "files"))]
-type CsvCfg = NotCompiled;
-#[cfg(feature = "files")]
-type JsonlCfg = faucet_connectors::files::JsonlSourceConfig;
-#[cfg(not(feature = "files"))]
-type JsonlCfg = NotCompiled;
-#[cfg(feature = "postgres")]
-type PostgresCfg = faucet_connectors::postgres::PostgresQueryConfig;
-#[cfg(not(feature = "postgres"))]
-type PostgresCfg = NotCompiled;
-#[cfg(feature = "postgres")]
-type PostgresCdcCfg = faucet_connectors::postgres::cdc::PostgresCdcConfig;
-#[cfg(not(feature = "postgres"))]
-type PostgresCdcCfg = NotCompiled;
-
-/// The type names of sources.
-#[derive(Debug, Clone, Copy, Deserialize)]
-pub(crate) enum SourceType {
-    /// A CSV file.
-    #[serde(rename = "csv")]
-    Csv,
-    /// A JSON Lines file.
-    #[serde(rename = "jsonl")]
-    Jsonl,
-    /// A PostgreSQL query.
-    #[serde(rename = "postgres")]
-    Postgres,
-    /// PostgreSQL logical replication.
-    #[serde(rename = "postgres-cdc")]
-    PostgresCdc,
-}
-
-/// `pipeline.source`: `{type: <name>, config: {...}}`; the config is the connector's own
-/// (its fields are documented with the connector's config struct).
-#[derive(Debug, Clone)]
-#[cfg_attr(not(all(feature = "files", feature = "postgres")), allow(dead_code))]
-pub(crate) enum SourceConfig {
-    /// `type: csv`.
-    Csv(CsvCfg),
-    /// `type: jsonl`.
-    Jsonl(JsonlCfg),
-    /// `type: postgres`.
-    Postgres(PostgresCfg),
-    /// `type: postgres-cdc`.
-    PostgresCdc(PostgresCdcCfg),
-}
-
-impl Tagged for SourceConfig {
-    const WHAT: &'static str = "source";
-    type Kind = SourceType;
-
-    fn from_config<'de, D: Deserializer<'de>>(kind: SourceType, d: D) -> Result<Self, D::Error> {
-        Ok(match kind {
-            SourceType::Csv => Self::Csv(CsvCfg::deserialize(d)?),
-            SourceType::Jsonl => Self::Jsonl(JsonlCfg::deserialize(d)?),
-            SourceType::Postgres => Self::Postgres(PostgresCfg::deserialize(d)?),
-            SourceType::PostgresCdc => Self::PostgresCdc(PostgresCdcCfg::deserialize(d)?),
-        })
+registry! {
+    /// `pipeline.source`: `{type: <name>, config: {...}}`; the config is the connector's own
+    /// (its fields are documented with the connector's config struct).
+    enum SourceConfig, kinds SourceType, what "source", at "pipeline.source",
+    about dyn SourceEntry, compiled dyn SourceEntry {
+        /// `type: csv`.
+        Csv = "csv" => faucet_connectors::files::CsvSourceConfig, if "files";
+        /// `type: jsonl`.
+        Jsonl = "jsonl" => faucet_connectors::files::JsonlSourceConfig, if "files";
+        /// `type: postgres`: a query or a table.
+        Postgres = "postgres" => faucet_connectors::postgres::PostgresQueryConfig, if "postgres";
+        /// `type: postgres-cdc`: logical replication.
+        PostgresCdc = "postgres-cdc" => faucet_connectors::postgres::cdc::PostgresCdcConfig, if "postgres";
     }
 }
 
-impl<'de> Deserialize<'de> for SourceConfig {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        tagged::deserialize(d)
+/// What the CLI needs of one source: the `impl` on the connector's config type is the
+/// source's whole entry in the registry. Nothing here does I/O.
+pub(crate) trait SourceEntry: std::fmt::Debug {
+    /// What the source reads, for people: a file path, or a URL with its password redacted.
+    fn target(&self) -> String;
+
+    /// Warnings a user should see without connecting (`faucet validate` prints them).
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
     }
+
+    /// Resolves relative file paths against `base`, the config file's directory.
+    fn resolve_paths(&mut self, base: &Path) {
+        let _ = base;
+    }
+
+    /// What `faucet doctor` suggests when the probe fails.
+    fn hints(&self) -> Hints;
+
+    /// Validates the config and builds the source.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] naming fields relative to the connector's own config (`path`,
+    /// `replication_key[1]`); the registry places them in the file.
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError>;
+
+    /// `faucet replicate`'s source for this config (a consistent snapshot, then the
+    /// changes), or `None` when the source does not take part in `faucet replicate`. A source
+    /// returning `Some` belongs in [`SourceType::REPLICATES`] too.
+    ///
+    /// # Errors
+    /// As [`SourceEntry::build`].
+    fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
+        None
+    }
+}
+
+/// The `doctor` hint of the file sources.
+#[cfg(feature = "files")]
+const FILE_HINTS: Hints = Hints {
+    connect: None,
+    other: Some("does the file exist, and can this user read it?"),
+};
+
+#[cfg(feature = "files")]
+impl SourceEntry for faucet_connectors::files::CsvSourceConfig {
+    fn target(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        self.path = super::resolve_path(base, &self.path);
+    }
+
+    fn hints(&self) -> Hints {
+        FILE_HINTS
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(faucet_connectors::files::CsvSource::new(
+            self.clone(),
+        )?))
+    }
+}
+
+#[cfg(feature = "files")]
+impl SourceEntry for faucet_connectors::files::JsonlSourceConfig {
+    fn target(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        self.path = super::resolve_path(base, &self.path);
+    }
+
+    fn hints(&self) -> Hints {
+        FILE_HINTS
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(faucet_connectors::files::JsonlSource::new(
+            self.clone(),
+        )?))
+    }
+}
+
+/// The `doctor` hint of the PostgreSQL sources.
+#[cfg(feature = "postgres")]
+const POSTGRES_HINTS: Hints = Hints {
+    connect: Some(super::POSTGRES_CONNECT_HINT),
+    other: None,
+};
+
+#[cfg(feature = "postgres")]
+impl SourceEntry for faucet_connectors::postgres::PostgresQueryConfig {
+    fn target(&self) -> String {
+        let what = match (&self.table, &self.query) {
+            (Some(t), _) => format!("table {t}"),
+            (None, Some(_)) => "query".to_owned(),
+            (None, None) => String::new(),
+        };
+        format!("{} {what}", super::redacted_secret(&self.connection_url))
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        faucet_connectors::postgres::PostgresQueryConfig::warnings(self)
+    }
+
+    fn hints(&self) -> Hints {
+        POSTGRES_HINTS
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(
+            faucet_connectors::postgres::PostgresQuerySource::new(self.clone())?,
+        ))
+    }
+}
+
+#[cfg(feature = "postgres")]
+impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
+    fn target(&self) -> String {
+        format!(
+            "{} slot {} publication {}",
+            super::redacted_secret(&self.connection_url),
+            self.slot_name,
+            self.publication
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        POSTGRES_HINTS
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(
+            faucet_connectors::postgres::cdc::PostgresCdcSource::new(self.clone())?,
+        ))
+    }
+
+    fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
+        Some(
+            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(self.clone())
+                .map(|s| Box::new(s) as Box<dyn Source>),
+        )
+    }
+}
+
+impl SourceType {
+    /// The sources `faucet replicate` takes (their entry implements
+    /// [`SourceEntry::replicate`]), for its message naming them.
+    pub(crate) const REPLICATES: &'static [Self] = &[Self::PostgresCdc];
 }
 
 const FIELD: &str = "pipeline.source";
 
 impl SourceConfig {
-    /// The type name, as written in the file.
-    pub(crate) fn type_name(&self) -> &'static str {
-        match self {
-            Self::Csv(_) => "csv",
-            Self::Jsonl(_) => "jsonl",
-            Self::Postgres(_) => "postgres",
-            Self::PostgresCdc(_) => "postgres-cdc",
-        }
+    /// What the source reads, for people: a file path, or a URL with its password redacted
+    /// (empty for a source that is not compiled in).
+    pub(crate) fn target(&self) -> String {
+        self.about().map(|e| e.target()).unwrap_or_default()
     }
 
-    /// What the source reads, for people: a file path, or a URL with its password redacted.
     /// Warnings a user should see without connecting (`faucet validate` prints them).
     pub(crate) fn warnings(&self) -> Vec<String> {
-        match self {
-            #[cfg(feature = "postgres")]
-            Self::Postgres(c) => c.warnings(),
-            _ => Vec::new(),
-        }
+        self.about().map(|e| e.warnings()).unwrap_or_default()
     }
 
-    pub(crate) fn target(&self) -> String {
-        match self {
-            #[cfg(feature = "files")]
-            Self::Csv(c) => c.path.display().to_string(),
-            #[cfg(feature = "files")]
-            Self::Jsonl(c) => c.path.display().to_string(),
-            #[cfg(feature = "postgres")]
-            Self::Postgres(c) => {
-                let what = match (&c.table, &c.query) {
-                    (Some(t), _) => format!("table {t}"),
-                    (None, Some(_)) => "query".to_owned(),
-                    (None, None) => String::new(),
-                };
-                format!("{} {what}", super::redacted_secret(&c.connection_url))
-            }
-            #[cfg(feature = "postgres")]
-            Self::PostgresCdc(c) => format!(
-                "{} slot {} publication {}",
-                super::redacted_secret(&c.connection_url),
-                c.slot_name,
-                c.publication
-            ),
-            #[allow(unreachable_patterns)] // Reached only when a feature is off.
-            _ => String::new(),
-        }
+    /// What `faucet doctor` suggests when the source's probe fails.
+    pub(crate) fn hints(&self) -> Hints {
+        self.about().map(|e| e.hints()).unwrap_or_default()
     }
 
     /// Resolves relative file paths against `base`, the config file's directory.
     pub(crate) fn resolve_paths(&mut self, base: &Path) {
-        match self {
-            #[cfg(feature = "files")]
-            Self::Csv(c) => c.path = resolve_path(base, &c.path),
-            #[cfg(feature = "files")]
-            Self::Jsonl(c) => c.path = resolve_path(base, &c.path),
-            _ => {
-                let _ = base;
-            }
+        if let Some(e) = self.about_mut() {
+            e.resolve_paths(base);
         }
     }
 
@@ -154,22 +218,37 @@ impl SourceConfig {
     /// [`FaucetError::Config`] at `pipeline.source.config.<field>` (also when the source
     /// finds it only once open), or for a type that is not compiled into this binary.
     pub(crate) fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        let config_field = format!("{FIELD}.config");
-        let source = self.build_connector(&config_field)?;
-        Ok(Box::new(super::fielded::FieldedSource::new(
-            source,
-            config_field,
-        )))
+        let built = self.compiled()?.build();
+        Self::fielded(built)
     }
 
-    /// `built`, a source made from this config outside [`SourceConfig::build`] (`faucet
-    /// replicate`'s snapshot source), with its configuration errors named by their place
-    /// in the file as `build` names them.
+    /// `faucet replicate`'s source for this config: a consistent snapshot, then the changes.
     ///
     /// # Errors
-    /// `built`'s error, its field at `pipeline.source.config.<field>`.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
-    pub(crate) fn fielded(
+    /// As [`SourceConfig::build`]; [`FaucetError::Config`] at `pipeline.source.type` for a
+    /// source `faucet replicate` does not take.
+    pub(crate) fn replicate(&self) -> Result<Box<dyn Source>, FaucetError> {
+        let entry = self.compiled()?;
+        let Some(built) = entry.replicate() else {
+            let names: Vec<String> = SourceType::REPLICATES
+                .iter()
+                .map(|k| format!("`{}`", k.name()))
+                .collect();
+            return Err(FaucetError::config(
+                format!("{FIELD}.type"),
+                format!(
+                    "`faucet replicate` needs a {} source, not `{}`",
+                    names.join(" or "),
+                    self.type_name()
+                ),
+            ));
+        };
+        Self::fielded(built)
+    }
+
+    /// `built`, with its configuration errors — now and once open — named by their place in
+    /// the file: `pipeline.source.config.<field>`.
+    fn fielded(
         built: Result<Box<dyn Source>, FaucetError>,
     ) -> Result<Box<dyn Source>, FaucetError> {
         let config_field = format!("{FIELD}.config");
@@ -178,46 +257,5 @@ impl SourceConfig {
             source,
             config_field,
         )))
-    }
-
-    fn build_connector(&self, config_field: &str) -> Result<Box<dyn Source>, FaucetError> {
-        match self {
-            #[cfg(feature = "files")]
-            Self::Csv(c) => faucet_connectors::files::CsvSource::new(c.clone())
-                .map(|s| Box::new(s) as Box<dyn Source>)
-                .map_err(|e| at_field(config_field, e)),
-            #[cfg(feature = "files")]
-            Self::Jsonl(c) => faucet_connectors::files::JsonlSource::new(c.clone())
-                .map(|s| Box::new(s) as Box<dyn Source>)
-                .map_err(|e| at_field(config_field, e)),
-            #[cfg(not(feature = "files"))]
-            Self::Csv(_) | Self::Jsonl(_) => {
-                let _ = &config_field;
-                Err(not_compiled(
-                    &format!("{FIELD}.type"),
-                    self.type_name(),
-                    "files",
-                ))
-            }
-            #[cfg(feature = "postgres")]
-            Self::Postgres(c) => faucet_connectors::postgres::PostgresQuerySource::new(c.clone())
-                .map(|s| Box::new(s) as Box<dyn Source>)
-                .map_err(|e| at_field(config_field, e)),
-            #[cfg(feature = "postgres")]
-            Self::PostgresCdc(c) => {
-                faucet_connectors::postgres::cdc::PostgresCdcSource::new(c.clone())
-                    .map(|s| Box::new(s) as Box<dyn Source>)
-                    .map_err(|e| at_field(config_field, e))
-            }
-            #[cfg(not(feature = "postgres"))]
-            Self::Postgres(_) | Self::PostgresCdc(_) => {
-                let _ = &config_field;
-                Err(not_compiled(
-                    &format!("{FIELD}.type"),
-                    self.type_name(),
-                    "postgres",
-                ))
-            }
-        }
     }
 }

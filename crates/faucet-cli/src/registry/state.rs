@@ -13,32 +13,78 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use faucet_core::FaucetError;
 use faucet_core::state::{FileStateStore, MemoryStateStore, StateStore};
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 
-use super::tagged::{self, Tagged};
-#[allow(unused_imports)] // Needed only by builds where some feature is off.
-use super::{at_field, not_compiled, resolve_path};
+use super::Hints;
 use crate::config::lenient::bool_or_string;
 use crate::secret::SecretUrl;
 
 /// The pool size the CLI gives the PostgreSQL state store (fixed, per the seed).
-#[cfg_attr(not(feature = "state-postgres"), allow(dead_code))]
+#[cfg(feature = "state-postgres")]
 pub(crate) const POSTGRES_POOL_SIZE: u32 = 5;
 
-/// The type names of state stores.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum StateType {
-    /// In memory.
-    Memory,
-    /// Files in a directory.
-    File,
-    /// A PostgreSQL table.
-    Postgres,
-    /// Redis keys.
-    Redis,
+registry! {
+    /// `pipeline.state`.
+    enum StateConfig, kinds StateType, what "state store", at "pipeline.state",
+    about dyn StateAbout, compiled dyn StateConnect {
+        /// `type: memory`: forgets on exit (no resume).
+        Memory = "memory" => MemoryStateConfig;
+        /// `type: file`.
+        File = "file" => FileStateConfig;
+        /// `type: postgres`.
+        Postgres = "postgres" => PostgresStateConfig, needs "state-postgres";
+        /// `type: redis`.
+        Redis = "redis" => RedisStateConfig, needs "state-redis";
+    }
+}
+
+/// What the CLI knows of a state store without I/O, compiled in or not: the `impl` on its
+/// config type (with [`StateConnect`]) is the store's whole entry in the registry.
+pub(crate) trait StateAbout: std::fmt::Debug {
+    /// Where the bookmarks live, for people: a directory, a redacted URL and table/prefix.
+    fn target(&self) -> String;
+
+    /// Whether the store survives the process (`StateStore::is_durable`).
+    fn is_durable(&self) -> bool {
+        true
+    }
+
+    /// Checks that this store can hold `key`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] on field `state key`.
+    fn validate_key(&self, key: &str) -> Result<(), FaucetError> {
+        let _ = key;
+        Ok(())
+    }
+
+    /// Resolves relative paths against `base`, the config file's directory.
+    fn resolve_paths(&mut self, base: &Path) {
+        let _ = base;
+    }
+
+    /// What `faucet doctor` suggests when the probe fails.
+    fn hints(&self) -> Hints;
+}
+
+/// Opening a state store: implemented under the store's feature.
+#[async_trait]
+pub(crate) trait StateConnect: Send + Sync {
+    /// Checks the config without I/O.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] at `pipeline.state.config.<field>`.
+    fn validate(&self) -> Result<(), FaucetError>;
+
+    /// Opens the store (connects; creates what the config asks for).
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] at `pipeline.state.config.<field>`, [`FaucetError::Connect`],
+    /// [`FaucetError::State`] from the store.
+    async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError>;
 }
 
 /// `state: {type: memory}`: takes no config.
@@ -72,7 +118,7 @@ pub(crate) struct PostgresStateConfig {
     /// Create the table (`CREATE TABLE IF NOT EXISTS`) before the run. Default `false`:
     /// skip it when you manage the schema with migrations.
     #[serde(default, deserialize_with = "bool_or_string")]
-    #[cfg_attr(not(feature = "state-postgres"), allow(dead_code))]
+    #[cfg_attr(not(feature = "state-postgres"), allow(dead_code))] // Read only by `open`.
     pub(crate) ensure_table: bool,
 }
 
@@ -96,19 +142,6 @@ fn default_prefix() -> String {
     "faucet:state:".to_owned()
 }
 
-/// `pipeline.state`.
-#[derive(Debug, Clone)]
-pub(crate) enum StateConfig {
-    /// `type: memory`: forgets on exit (no resume).
-    Memory(MemoryStateConfig),
-    /// `type: file`.
-    File(FileStateConfig),
-    /// `type: postgres`.
-    Postgres(PostgresStateConfig),
-    /// `type: redis`.
-    Redis(RedisStateConfig),
-}
-
 impl Default for StateConfig {
     /// `file` at `.faucet/state` (resolved against the config file's directory).
     fn default() -> Self {
@@ -118,52 +151,161 @@ impl Default for StateConfig {
     }
 }
 
-impl Tagged for StateConfig {
-    const WHAT: &'static str = "state store";
-    type Kind = StateType;
-
-    fn from_config<'de, D: Deserializer<'de>>(kind: StateType, d: D) -> Result<Self, D::Error> {
-        Ok(match kind {
-            StateType::Memory => Self::Memory(MemoryStateConfig::deserialize(d)?),
-            StateType::File => Self::File(FileStateConfig::deserialize(d)?),
-            StateType::Postgres => Self::Postgres(PostgresStateConfig::deserialize(d)?),
-            StateType::Redis => Self::Redis(RedisStateConfig::deserialize(d)?),
-        })
-    }
-}
-
-impl<'de> Deserialize<'de> for StateConfig {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        tagged::deserialize(d)
-    }
-}
-
 const FIELD: &str = "pipeline.state";
 
-impl StateConfig {
-    /// The type name, as the store reports it (`StateStore::name`).
-    pub(crate) fn type_name(&self) -> &'static str {
-        match self {
-            Self::Memory(_) => "memory",
-            Self::File(_) => "file",
-            Self::Postgres(_) => "postgres",
-            Self::Redis(_) => "redis",
-        }
+impl StateAbout for MemoryStateConfig {
+    fn target(&self) -> String {
+        "(forgotten on exit)".to_owned()
     }
 
+    fn is_durable(&self) -> bool {
+        false
+    }
+
+    fn hints(&self) -> Hints {
+        Hints::default()
+    }
+}
+
+#[async_trait]
+impl StateConnect for MemoryStateConfig {
+    fn validate(&self) -> Result<(), FaucetError> {
+        Ok(())
+    }
+
+    async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
+        Ok(Arc::new(MemoryStateStore::new()))
+    }
+}
+
+impl StateAbout for FileStateConfig {
+    fn target(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// At most [`FileStateStore::MAX_KEY_LEN`] bytes: each key is a file name.
+    fn validate_key(&self, key: &str) -> Result<(), FaucetError> {
+        FileStateStore::validate_key(key)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        self.path = super::resolve_path(base, &self.path);
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: None,
+            other: Some(
+                "can this user create and write files in the state directory? a corrupt state \
+                 file must be restored, or deleted to start over on purpose",
+            ),
+        }
+    }
+}
+
+#[async_trait]
+impl StateConnect for FileStateConfig {
+    fn validate(&self) -> Result<(), FaucetError> {
+        if self.path.as_os_str().is_empty() {
+            return Err(FaucetError::config(
+                format!("{FIELD}.config.path"),
+                "is empty; give the directory for state files",
+            ));
+        }
+        Ok(())
+    }
+
+    async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
+        Ok(Arc::new(FileStateStore::new(self.path.clone())))
+    }
+}
+
+impl StateAbout for PostgresStateConfig {
+    fn target(&self) -> String {
+        format!("{} table {}", self.url.redacted(), self.table)
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(super::POSTGRES_CONNECT_HINT),
+            other: Some(
+                "does the table exist (set `ensure_table: true` to create it) and may this user \
+                 read, insert, update and delete in it?",
+            ),
+        }
+    }
+}
+
+#[cfg(feature = "state-postgres")]
+#[async_trait]
+impl StateConnect for PostgresStateConfig {
+    fn validate(&self) -> Result<(), FaucetError> {
+        check_url(&self.url, &["postgres://", "postgresql://"])?;
+        check_table(&self.table)
+    }
+
+    async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
+        let store = faucet_state_postgres::PostgresStateStore::connect_with(
+            self.url.expose(),
+            POSTGRES_POOL_SIZE,
+            &self.table,
+        )
+        .await
+        .map_err(at_config)?;
+        if self.ensure_table {
+            store.ensure_table().await.map_err(at_config)?;
+        }
+        Ok(Arc::new(store))
+    }
+}
+
+impl StateAbout for RedisStateConfig {
+    fn target(&self) -> String {
+        format!("{} prefix {}", self.url.redacted(), self.prefix)
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some("is Redis running, and is the url (host, port, password) right?"),
+            other: Some("may this user SET, GET and DEL keys under the prefix?"),
+        }
+    }
+}
+
+#[cfg(feature = "state-redis")]
+#[async_trait]
+impl StateConnect for RedisStateConfig {
+    fn validate(&self) -> Result<(), FaucetError> {
+        check_url(
+            &self.url,
+            &["redis://", "rediss://", "unix://", "redis+unix://"],
+        )?;
+        faucet_state_redis::validate_prefix(&self.prefix).map_err(at_config)
+    }
+
+    async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
+        Ok(Arc::new(
+            faucet_state_redis::RedisStateStore::connect(self.url.expose(), &self.prefix)
+                .await
+                .map_err(at_config)?,
+        ))
+    }
+}
+
+impl StateConfig {
     /// Whether the store survives the process (`StateStore::is_durable`), known without I/O.
     pub(crate) fn is_durable(&self) -> bool {
-        !matches!(self, Self::Memory(_))
+        self.about().is_some_and(|e| e.is_durable())
     }
 
     /// Where the bookmarks live, for people: a directory, a redacted URL and table/prefix.
     pub(crate) fn target(&self) -> String {
-        match self {
-            Self::Memory(_) => "(forgotten on exit)".to_owned(),
-            Self::File(c) => c.path.display().to_string(),
-            Self::Postgres(c) => format!("{} table {}", c.url.redacted(), c.table),
-            Self::Redis(c) => format!("{} prefix {}", c.url.redacted(), c.prefix),
-        }
+        self.about().map(|e| e.target()).unwrap_or_default()
+    }
+
+    /// What `faucet doctor` suggests when the store's probe fails.
+    pub(crate) fn hints(&self) -> Hints {
+        self.about().map(|e| e.hints()).unwrap_or_default()
     }
 
     /// Checks that this store can hold `key` (the file store: at most
@@ -173,16 +315,13 @@ impl StateConfig {
     /// # Errors
     /// [`FaucetError::Config`] on field `state key`.
     pub(crate) fn validate_key(&self, key: &str) -> Result<(), FaucetError> {
-        match self {
-            Self::File(_) => faucet_core::state::FileStateStore::validate_key(key),
-            _ => Ok(()),
-        }
+        self.about().map_or(Ok(()), |e| e.validate_key(key))
     }
 
     /// Resolves a relative `file` directory against `base`, the config file's directory.
     pub(crate) fn resolve_paths(&mut self, base: &Path) {
-        if let Self::File(c) = self {
-            c.path = resolve_path(base, &c.path);
+        if let Some(e) = self.about_mut() {
+            e.resolve_paths(base);
         }
     }
 
@@ -192,49 +331,7 @@ impl StateConfig {
     /// [`FaucetError::Config`] at `pipeline.state.config.<field>`, or for a store that is not
     /// compiled into this binary.
     pub(crate) fn validate(&self) -> Result<(), FaucetError> {
-        match self {
-            Self::Memory(_) => Ok(()),
-            Self::File(c) if c.path.as_os_str().is_empty() => Err(FaucetError::config(
-                format!("{FIELD}.config.path"),
-                "is empty; give the directory for state files",
-            )),
-            Self::File(_) => Ok(()),
-            Self::Postgres(c) => {
-                #[cfg(not(feature = "state-postgres"))]
-                {
-                    let _ = c;
-                    Err(not_compiled(
-                        &format!("{FIELD}.type"),
-                        "postgres",
-                        "state-postgres",
-                    ))
-                }
-                #[cfg(feature = "state-postgres")]
-                {
-                    check_url(&c.url, &["postgres://", "postgresql://"])?;
-                    check_table(&c.table)
-                }
-            }
-            Self::Redis(c) => {
-                #[cfg(not(feature = "state-redis"))]
-                {
-                    let _ = c;
-                    Err(not_compiled(
-                        &format!("{FIELD}.type"),
-                        "redis",
-                        "state-redis",
-                    ))
-                }
-                #[cfg(feature = "state-redis")]
-                {
-                    check_url(
-                        &c.url,
-                        &["redis://", "rediss://", "unix://", "redis+unix://"],
-                    )?;
-                    faucet_state_redis::validate_prefix(&c.prefix).map_err(at_config)
-                }
-            }
-        }
+        self.compiled()?.validate()
     }
 
     /// Opens the store (connects, for `postgres` and `redis`; runs `ensure_table` when asked).
@@ -243,40 +340,9 @@ impl StateConfig {
     /// As [`StateConfig::validate`]; then [`FaucetError::Connect`] / [`FaucetError::State`]
     /// from the store.
     pub(crate) async fn connect(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
-        self.validate()?;
-        self.open().await
-    }
-
-    async fn open(&self) -> Result<Arc<dyn StateStore>, FaucetError> {
-        match self {
-            Self::Memory(_) => Ok(Arc::new(MemoryStateStore::new())),
-            Self::File(c) => Ok(Arc::new(FileStateStore::new(c.path.clone()))),
-            #[cfg(feature = "state-postgres")]
-            Self::Postgres(c) => {
-                let store = faucet_state_postgres::PostgresStateStore::connect_with(
-                    c.url.expose(),
-                    POSTGRES_POOL_SIZE,
-                    &c.table,
-                )
-                .await
-                .map_err(at_config)?;
-                if c.ensure_table {
-                    store.ensure_table().await.map_err(at_config)?;
-                }
-                Ok(Arc::new(store))
-            }
-            #[cfg(feature = "state-redis")]
-            Self::Redis(c) => Ok(Arc::new(
-                faucet_state_redis::RedisStateStore::connect(c.url.expose(), &c.prefix)
-                    .await
-                    .map_err(at_config)?,
-            )),
-            #[allow(unreachable_patterns)] // Reached only when a store's feature is off.
-            _ => Err(FaucetError::config(
-                format!("{FIELD}.type"),
-                format!("`{}` is not compiled into this binary", self.type_name()),
-            )),
-        }
+        let store = self.compiled()?;
+        store.validate()?;
+        store.open().await
     }
 }
 
@@ -284,7 +350,7 @@ impl StateConfig {
 /// file (`pipeline.state.config.table`).
 #[cfg(any(feature = "state-postgres", feature = "state-redis"))]
 fn at_config(e: FaucetError) -> FaucetError {
-    at_field(&format!("{FIELD}.config"), e)
+    super::at_field(&format!("{FIELD}.config"), e)
 }
 
 #[cfg(any(feature = "state-postgres", feature = "state-redis"))]

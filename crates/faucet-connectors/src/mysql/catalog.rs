@@ -1,87 +1,129 @@
-//! What the catalog says about a table's columns that the wire does not: the declared type
-//! (MariaDB's UUID, INET4 and INET6 arrive as bytes, both in result sets and in the binlog)
-//! and MariaDB's JSON (a LONGTEXT with a `json_valid` CHECK). Shared by the `mysql` query
-//! source and `mysql-cdc`, which refine their [`MysqlColumn`]s with [`declare`].
+//! What `information_schema` says about a table, for every MySQL connector: declared
+//! types (MariaDB's UUID/INET4/INET6/JSON, which neither a result set nor the binlog names),
+//! nullability, the primary key and unique indexes.
 
 use mysql_async::prelude::Queryable as _;
 
 use faucet_core::FaucetError;
 
-use super::connection::MysqlConnection;
-use super::table::quote_ident;
-use super::value::MysqlColumn;
+use crate::mysql::connection::{MysqlConnection, convert_rows};
+use crate::mysql::table::quote_ident;
+use crate::mysql::value::MysqlColumn;
 
-/// One column as `information_schema` declares it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct DeclaredColumn {
-    /// `COLUMN_NAME`.
-    pub(crate) name: String,
-    /// `DATA_TYPE`, lower case (`uuid`, `int`, `longtext`).
-    pub(crate) data_type: String,
-    /// `IS_NULLABLE = 'YES'`.
-    pub(crate) nullable: bool,
-    /// MariaDB JSON: a `CHECK (json_valid(`name`))` on the table.
-    pub(crate) json: bool,
+/// What `information_schema` says about a table: its columns' declared types and
+/// nullability, MariaDB JSON columns, the primary key and unique indexes. The binlog does not
+/// say that a MariaDB column is UUID, INET4, INET6 or JSON: a binlog reader must
+/// [`TableCatalog::declare`] its TABLE_MAP columns too (and reload after DDL).
+#[derive(Debug, Clone, Default)]
+pub struct TableCatalog {
+    /// (column, DATA_TYPE lower case, nullable), in ordinal order.
+    pub columns: Vec<(String, String, bool)>,
+    /// Columns whose `json_valid` CHECK makes them MariaDB JSON.
+    pub json: Vec<String>,
+    /// The primary key's columns, in key order.
+    pub primary_key: Option<Vec<String>>,
+    /// Column sets of the primary key and every unique index without a prefix part.
+    pub unique_sets: Vec<Vec<String>>,
 }
 
-/// The columns of `db.table` in ordinal order (empty when the table does not exist).
-///
-/// # Errors
-/// The connection's error for a failing catalog query.
-pub(crate) async fn declared_columns(
-    conn: &mut mysql_async::Conn,
-    connection: &MysqlConnection,
-    db: &str,
-    table: &str,
-) -> Result<Vec<DeclaredColumn>, FaucetError> {
-    let what = format!("reading the catalog of {db}.{table}");
-    let rows: Vec<mysql_async::Row> = conn
-        .exec(
-            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), IS_NULLABLE FROM information_schema.COLUMNS \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
-            (db, table),
-        )
-        .await
-        .map_err(|e| connection.error(&what, e))?;
-    let text = |r: &mysql_async::Row, i: usize| {
-        r.get_opt::<Option<String>, _>(i)
-            .and_then(Result::ok)
-            .flatten()
+impl TableCatalog {
+    /// Reads the catalog of `db`.`table` (no columns: the table does not exist or is not
+    /// visible to the user).
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] / [`FaucetError::Connect`] from [`MysqlConnection::error`].
+    pub async fn load(
+        conn: &mut mysql_async::Conn,
+        connection: &MysqlConnection,
+        db: &str,
+        table: &str,
+    ) -> Result<Self, FaucetError> {
+        let what = format!("reading the catalog of {db}.{table}");
+        let err = |e| connection.error(&what, e);
+        let bad =
+            |m: String| FaucetError::read(connection.connector(), format!("{what}: {m}"), None);
+        let columns: Vec<mysql_async::Row> = conn
+            .exec(
+                "SELECT COLUMN_NAME, LOWER(DATA_TYPE), IS_NULLABLE FROM information_schema.COLUMNS \
+                 WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+                (db, table),
+            )
+            .await
+            .map_err(err)?;
+        let columns = convert_rows::<(String, String, String)>(columns).map_err(bad)?;
+        // MariaDB's JSON is LONGTEXT with CHECK (json_valid(`c`)); MySQL's CHECK_CONSTRAINTS
+        // has no TABLE_NAME (and its JSON is a type of its own), so a failure here is ignored.
+        let checks: Vec<String> = conn
+            .exec::<mysql_async::Row, _, _>(
+                "SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS \
+                 WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?",
+                (db, table),
+            )
+            .await
+            .ok()
+            .and_then(|rows| convert_rows::<(String,)>(rows).ok())
             .unwrap_or_default()
-    };
-    // MariaDB's JSON is LONGTEXT with CHECK (json_valid(`c`)); MySQL's CHECK_CONSTRAINTS has
-    // no TABLE_NAME (and its JSON is a type of its own), so a failure here is ignored.
-    let checks: Vec<String> = conn
-        .exec::<mysql_async::Row, _, _>(
-            "SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS \
-             WHERE CONSTRAINT_SCHEMA = ? AND TABLE_NAME = ?",
-            (db, table),
-        )
-        .await
-        .map(|rows| rows.iter().map(|r| text(r, 0)).collect())
-        .unwrap_or_default();
-    Ok(rows
-        .iter()
-        .map(|r| {
-            let name = text(r, 0);
-            let clause = format!("json_valid({})", quote_ident(&name));
-            DeclaredColumn {
-                json: checks.iter().any(|c| c.trim() == clause),
-                data_type: text(r, 1),
-                nullable: text(r, 2) == "YES",
-                name,
+            .into_iter()
+            .map(|(c,)| c)
+            .collect();
+        let json = columns
+            .iter()
+            .filter(|(name, _, _)| {
+                let clause = format!("json_valid({})", quote_ident(name));
+                checks.iter().any(|c| c.trim() == clause)
+            })
+            .map(|(name, _, _)| name.clone())
+            .collect();
+        let stats: Vec<mysql_async::Row> = conn
+            .exec(
+                "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART FROM \
+                 information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+                 ORDER BY INDEX_NAME, SEQ_IN_INDEX",
+                (db, table),
+            )
+            .await
+            .map_err(err)?;
+        let stats = convert_rows::<(String, i64, String, Option<i64>)>(stats).map_err(bad)?;
+        let mut primary_key = None;
+        let mut unique_sets = Vec::new();
+        let mut i = 0;
+        while i < stats.len() {
+            let index = &stats[i].0;
+            let mut cols = Vec::new();
+            let mut usable = stats[i].1 == 0;
+            while i < stats.len() && &stats[i].0 == index {
+                cols.push(stats[i].2.clone());
+                usable &= stats[i].3.is_none();
+                i += 1;
             }
-        })
-        .collect())
-}
-
-/// `model` refined by its declared column of the same name, if any.
-pub(crate) fn declare(mut model: MysqlColumn, declared: &[DeclaredColumn]) -> MysqlColumn {
-    if let Some(d) = declared.iter().find(|d| d.name == model.name) {
-        model = model.with_declared_type(&d.data_type);
-        if d.json {
-            model = model.with_declared_type("json");
+            if usable {
+                if index == "PRIMARY" {
+                    primary_key = Some(cols.clone());
+                }
+                unique_sets.push(cols);
+            }
         }
+        Ok(Self {
+            columns: columns
+                .into_iter()
+                .map(|(n, t, null)| (n, t, null == "YES"))
+                .collect(),
+            json,
+            primary_key,
+            unique_sets,
+        })
     }
-    model
+
+    /// `column` with its declared type applied ([`MysqlColumn::with_declared_type`]; a
+    /// `json_valid` check counts as `json`).
+    pub fn declare(&self, column: MysqlColumn) -> MysqlColumn {
+        let mut column = column;
+        if let Some((_, data_type, _)) = self.columns.iter().find(|(n, _, _)| *n == column.name) {
+            column = column.with_declared_type(data_type);
+        }
+        if self.json.contains(&column.name) {
+            column = column.with_declared_type("json");
+        }
+        column
+    }
 }

@@ -2,7 +2,7 @@
 //! value mapping ([`value`]) shared by every MySQL connector (the `mysql` query source,
 //! `mysql-cdc`). MariaDB 10.11 is tested; MySQL 8 paths follow its manual and are untested.
 
-pub(crate) mod catalog;
+pub mod catalog;
 pub mod cdc;
 pub mod connection;
 pub mod query;

@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use mysql_async::binlog::events::{OptionalMetadataField, RowsEventData, TableMapEvent};
+use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
 use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
 
@@ -34,9 +34,9 @@ use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 use super::CONNECTOR;
 use super::events::RowsKind;
 use super::position::BinlogPos;
-use crate::mysql::catalog::{DeclaredColumn, declare};
+use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
-use crate::mysql::value::{Collations, Kind, MysqlColumn};
+use crate::mysql::value::{Collations, Kind, MysqlColumn, columns_of_table_map};
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
 /// `gtid`, `commit_ts`, `before`, `after`.
@@ -144,11 +144,8 @@ impl ChangeDecoder {
     }
 
     /// Takes a table map (`raw`: its event bytes): replaces the table id's shape when it
-    /// differs from the one in hand. `declared` are the table's columns in the catalog
-    /// (for MariaDB's UUID, INET4, INET6 and JSON, which the binlog logs as plain bytes and
-    /// text); they refine a column of the same name only where the binlog's own type is the
-    /// storage of such a type (a string), so a catalog newer than the event cannot turn an
-    /// integer into a UUID.
+    /// differs from the one in hand. `catalog` is the table as `information_schema` declares
+    /// it (for MariaDB's UUID, INET4, INET6 and JSON, which the binlog logs as bytes and text).
     ///
     /// # Errors
     /// [`FaucetError::Read`] when a listed table's map has no column names
@@ -158,7 +155,7 @@ impl ChangeDecoder {
         tme: &TableMapEvent<'_>,
         raw: &[u8],
         at: &BinlogPos,
-        declared: &[DeclaredColumn],
+        catalog: &TableCatalog,
     ) -> Result<(), FaucetError> {
         let id = tme.table_id();
         if self.maps.get(&id).is_some_and(|m| m.raw == raw) {
@@ -171,7 +168,7 @@ impl ChangeDecoder {
                 tme,
                 &format!("{database}.{table}"),
                 &self.collations,
-                declared,
+                catalog,
                 at,
             )?;
             if let Some(old) = self
@@ -309,127 +306,28 @@ fn binlog_value(column: &MysqlColumn, value: BinlogValue<'_>) -> Result<Value, S
     crate::mysql::value::from_binlog(column, value)
 }
 
-/// The shape of a listed table from its table map.
+/// The shape of a listed table from its table map ([`columns_of_table_map`]), its MariaDB
+/// UUID/INET/JSON columns refined by the catalog ([`TableCatalog::declare`]) where the
+/// binlog's type is the storage of such a type (a string), so a catalog newer than the event
+/// cannot turn an integer into a UUID.
 fn shape_of(
     tme: &TableMapEvent<'_>,
     table: &str,
     collations: &Collations,
-    declared: &[DeclaredColumn],
+    catalog: &TableCatalog,
     at: &BinlogPos,
 ) -> Result<TableShape, FaucetError> {
-    let bad = |why: String| {
-        FaucetError::read(
-            CONNECTOR,
-            format!("the table map of {table} at {at}: {why}"),
-            None,
-        )
-    };
-    let count = usize::try_from(tme.columns_count()).map_err(|_| bad("too many columns".into()))?;
-    let meta = mysql_async::binlog::events::OptionalMetaExtractor::new(tme.iter_optional_meta())
-        .map_err(|e| bad(format!("its optional metadata does not decode ({e})")))?;
-    let names: Vec<String> = meta
-        .iter_column_name()
-        .map(|n| n.map(|n| n.name().into_owned()))
-        .collect::<Result<_, _>>()
-        .map_err(|e| bad(format!("its column names do not decode ({e})")))?;
-    if names.len() != count {
-        return Err(FaucetError::read(
-            CONNECTOR,
-            format!(
-                "the binlog has no column names for {table} at {at}: the server writes table \
-                 maps without them (binlog_row_metadata is not FULL); SET GLOBAL \
-                 binlog_row_metadata = 'FULL' (MariaDB 10.5+, MySQL 8.0.1+) and re-snapshot \
-                 the changes written since"
-            ),
-            None,
-        ));
-    }
-    let mut enums: Vec<Vec<String>> = Vec::new();
-    let mut sets: Vec<Vec<String>> = Vec::new();
-    for field in tme.iter_optional_meta() {
-        match field.map_err(|e| bad(format!("its optional metadata does not decode ({e})")))? {
-            OptionalMetadataField::EnumStrValue(v) => {
-                for members in v.iter_values() {
-                    let members = members.map_err(|e| bad(format!("ENUM members ({e})")))?;
-                    enums.push(
-                        members
-                            .values()
-                            .iter()
-                            .map(|m| m.value().into_owned())
-                            .collect(),
-                    );
-                }
+    let columns: Vec<MysqlColumn> = columns_of_table_map(tme, collations)
+        .map_err(|m| FaucetError::read(CONNECTOR, format!("at {at}: {m}"), None))?
+        .into_iter()
+        .map(|c| {
+            if matches!(c.kind, Kind::Char | Kind::VarChar | Kind::Blob) {
+                catalog.declare(c)
+            } else {
+                c
             }
-            OptionalMetadataField::SetStrValue(v) => {
-                for members in v.iter_values() {
-                    let members = members.map_err(|e| bad(format!("SET members ({e})")))?;
-                    sets.push(
-                        members
-                            .values()
-                            .iter()
-                            .map(|m| m.value().into_owned())
-                            .collect(),
-                    );
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut signedness = meta.iter_signedness();
-    let mut charsets = meta.iter_charset();
-    let mut enum_set_charsets = meta.iter_enum_and_set_charset();
-    let (mut enums, mut sets) = (enums.into_iter(), sets.into_iter());
-    let mut columns = Vec::with_capacity(count);
-    for (i, name) in names.into_iter().enumerate() {
-        let real = tme
-            .get_column_type(i)
-            .map_err(|e| bad(format!("column `{name}`: {e}")))?
-            .ok_or_else(|| bad(format!("column `{name}` has no type")))?;
-        let raw = tme
-            .get_raw_column_type(i)
-            .map_err(|e| bad(format!("column `{name}`: {e}")))?
-            .ok_or_else(|| bad(format!("column `{name}` has no type")))?;
-        let unsigned = real.is_numeric_type() && signedness.next().unwrap_or(false);
-        let collation = if real.is_character_type() {
-            charsets
-                .next()
-                .transpose()
-                .map_err(|e| bad(e.to_string()))?
-                .unwrap_or(63)
-        } else if real.is_enum_or_set_type() {
-            enum_set_charsets
-                .next()
-                .transpose()
-                .map_err(|e| bad(e.to_string()))?
-                .unwrap_or(63)
-        } else {
-            63
-        };
-        let members = if real.is_enum_type() {
-            enums.next().unwrap_or_default()
-        } else if real.is_set_type() {
-            sets.next().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        let meta_bytes = tme.get_column_metadata(i).unwrap_or(&[]);
-        let column = MysqlColumn::from_binlog(
-            name.clone(),
-            raw,
-            meta_bytes,
-            unsigned,
-            collation,
-            members,
-            collations,
-        )
-        .map_err(|why| bad(format!("column `{name}`: {why}")))?;
-        let column = if matches!(column.kind, Kind::Char | Kind::VarChar | Kind::Blob) {
-            declare(column, declared)
-        } else {
-            column
-        };
-        columns.push(column);
-    }
+        })
+        .collect();
     let schema = Arc::new(Schema::new(
         columns
             .iter()

@@ -37,7 +37,7 @@ use super::events::{self, Item};
 use super::position::BinlogPos;
 use super::statement::{self, Statement};
 use crate::mysql::MysqlConnection;
-use crate::mysql::catalog::{self, DeclaredColumn};
+use crate::mysql::catalog::TableCatalog;
 
 /// A page in hand is handed over after this long without a new event.
 pub(crate) const IDLE_FLUSH: Duration = Duration::from_secs(1);
@@ -344,24 +344,24 @@ impl CdcPageStream {
 
     /// For a table map of a listed table that differs from the one in hand: the table's
     /// declared columns, read from the catalog on a connection kept for this; else none.
-    async fn declared_for(&mut self, event: &Event) -> Result<Vec<DeclaredColumn>, FaucetError> {
+    async fn declared_for(&mut self, event: &Event) -> Result<TableCatalog, FaucetError> {
         if event.header().event_type_raw() != mysql_async::binlog::EventType::TABLE_MAP_EVENT as u8
         {
-            return Ok(Vec::new());
+            return Ok(TableCatalog::default());
         }
         let Ok(tme) = event.read_event::<TableMapEvent<'_>>() else {
-            return Ok(Vec::new());
+            return Ok(TableCatalog::default());
         };
         if !self.decoder.needs_catalog(&tme, event.data()) {
-            return Ok(Vec::new());
+            return Ok(TableCatalog::default());
         }
         if self.catalog_conn.is_none() {
             self.catalog_conn = Some(self.connection.connect().await?);
         }
         let Some(conn) = self.catalog_conn.as_mut() else {
-            return Ok(Vec::new());
+            return Ok(TableCatalog::default());
         };
-        let result = catalog::declared_columns(
+        let result = TableCatalog::load(
             conn,
             &self.connection,
             &tme.database_name(),
@@ -374,7 +374,7 @@ impl CdcPageStream {
         result
     }
 
-    fn apply(&mut self, event: &Event, declared: &[DeclaredColumn]) -> Result<(), FaucetError> {
+    fn apply(&mut self, event: &Event, declared: &TableCatalog) -> Result<(), FaucetError> {
         let item = events::classify(event, self.format_seen, &self.file)
             .map_err(|e| FaucetError::read(CONNECTOR, e.to_string(), Some(Box::new(e))))?;
         let end = u64::from(event.header().log_pos());

@@ -22,7 +22,8 @@ use serde_json::json;
 use faucet_core::{Bookmark, FaucetError, Field, Schema};
 
 use super::config::{CONNECTOR, ReplicationMethod, Target};
-use crate::mysql::connection::{MysqlConnection, convert_rows};
+use crate::mysql::catalog::TableCatalog;
+use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::quote_ident;
 use crate::mysql::value::{Collations, Kind, MysqlColumn};
 
@@ -74,75 +75,6 @@ pub(crate) struct Plan {
     pub(crate) method: ReplicationMethod,
     /// Things the user should know (a key not known unique, a nullable key column).
     pub(crate) warnings: Vec<String>,
-}
-
-/// What the catalog says about a table.
-#[derive(Debug, Clone, Default)]
-struct TableCatalog {
-    /// (column, DATA_TYPE lower case, nullable), in ordinal order.
-    columns: Vec<(String, String, bool)>,
-    /// Columns whose `json_valid` CHECK makes them MariaDB JSON.
-    json: Vec<String>,
-    primary_key: Option<Vec<String>>,
-    /// Column sets of the primary key and every unique index without a prefix part.
-    unique_sets: Vec<Vec<String>>,
-}
-
-impl TableCatalog {
-    async fn load(
-        conn: &mut mysql_async::Conn,
-        connection: &MysqlConnection,
-        db: &str,
-        table: &str,
-    ) -> Result<Self, FaucetError> {
-        let what = format!("reading the catalog of {db}.{table}");
-        let err = |e| connection.error(&what, e);
-        let bad = |m: String| FaucetError::read(CONNECTOR, format!("{what}: {m}"), None);
-        let declared = crate::mysql::catalog::declared_columns(conn, connection, db, table).await?;
-        let json = declared
-            .iter()
-            .filter(|c| c.json)
-            .map(|c| c.name.clone())
-            .collect();
-        let stats: Vec<mysql_async::Row> = conn
-            .exec(
-                "SELECT INDEX_NAME, NON_UNIQUE, COLUMN_NAME, SUB_PART FROM \
-                 information_schema.STATISTICS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
-                 ORDER BY INDEX_NAME, SEQ_IN_INDEX",
-                (db, table),
-            )
-            .await
-            .map_err(err)?;
-        let stats = convert_rows::<(String, i64, String, Option<i64>)>(stats).map_err(bad)?;
-        let mut primary_key = None;
-        let mut unique_sets = Vec::new();
-        let mut i = 0;
-        while i < stats.len() {
-            let index = &stats[i].0;
-            let mut cols = Vec::new();
-            let mut usable = stats[i].1 == 0;
-            while i < stats.len() && &stats[i].0 == index {
-                cols.push(stats[i].2.clone());
-                usable &= stats[i].3.is_none();
-                i += 1;
-            }
-            if usable {
-                if index == "PRIMARY" {
-                    primary_key = Some(cols.clone());
-                }
-                unique_sets.push(cols);
-            }
-        }
-        Ok(Self {
-            columns: declared
-                .into_iter()
-                .map(|c| (c.name, c.data_type, c.nullable))
-                .collect(),
-            json,
-            primary_key,
-            unique_sets,
-        })
-    }
 }
 
 impl Plan {

@@ -110,34 +110,30 @@ pub fn to_value(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
             let bytes = bytes_of(value, "a geometry")?;
             geometry(&bytes)
         }
-        // The binlog logs these as BINARY(n), without their trailing zero bytes: padded back.
+        // The binlog holds these as their stored bytes, as a BINARY(n) without its trailing
+        // zero bytes (`0.0.0.0` arrives empty): padded back to 16 / 4 / 16.
         Kind::Uuid => match (column.origin, value) {
-            (Origin::Binlog, MyValue::Bytes(b)) if b.len() <= 16 => {
-                Ok(Value::Text(uuid_text(&padded::<16>(&b)).into()))
+            (Origin::Binlog, MyValue::Bytes(b)) => {
+                Ok(Value::Text(uuid_text(&padded::<16>(&b, "UUID")?).into()))
             }
             (_, v) => text_form(v, "UUID"),
         },
         Kind::Inet4 => match (column.origin, value) {
-            (Origin::Binlog, MyValue::Bytes(b)) if b.len() <= 4 => Ok(Value::Text(
-                Ipv4Addr::from(padded::<4>(&b)).to_string().into(),
-            )),
+            (Origin::Binlog, MyValue::Bytes(b)) => {
+                let b = padded::<4>(&b, "INET4")?;
+                Ok(Value::Text(Ipv4Addr::from(b).to_string().into()))
+            }
             (_, v) => text_form(v, "INET4"),
         },
         Kind::Inet6 => match (column.origin, value) {
-            (Origin::Binlog, MyValue::Bytes(b)) if b.len() <= 16 => Ok(Value::Text(
-                Ipv6Addr::from(padded::<16>(&b)).to_string().into(),
-            )),
+            (Origin::Binlog, MyValue::Bytes(b)) => {
+                let b = padded::<16>(&b, "INET6")?;
+                Ok(Value::Text(Ipv6Addr::from(b).to_string().into()))
+            }
             (_, v) => text_form(v, "INET6"),
         },
         Kind::Null => Ok(Value::Null),
     }
-}
-
-/// `b` followed by zero bytes up to `N` (`b` is at most `N` long).
-fn padded<const N: usize>(b: &[u8]) -> [u8; N] {
-    let mut out = [0u8; N];
-    out[..b.len()].copy_from_slice(b);
-    out
 }
 
 fn shape(what: &str, value: &MyValue) -> String {
@@ -159,6 +155,16 @@ fn bytes_of(value: MyValue, what: &str) -> Result<Vec<u8>, String> {
         MyValue::Bytes(b) => Ok(b),
         other => Err(format!("expected {what}, got {}", shape("text", &other))),
     }
+}
+
+/// `bytes` zero-padded to `N` bytes.
+fn padded<const N: usize>(bytes: &[u8], what: &str) -> Result<[u8; N], String> {
+    if bytes.len() > N {
+        return Err(format!("a {what} of {} bytes (at most {N})", bytes.len()));
+    }
+    let mut out = [0u8; N];
+    out[..bytes.len()].copy_from_slice(bytes);
+    Ok(out)
 }
 
 fn text_form(value: MyValue, what: &str) -> Result<Value, String> {
@@ -521,9 +527,9 @@ mod tests {
         assert_eq!(json(&i6, MyValue::Bytes(v6.to_vec())), "\"::1\"");
         let i4 = col(Kind::Inet4, Origin::Binlog);
         assert_eq!(json(&i4, MyValue::Bytes(vec![10, 0, 0, 1])), "\"10.0.0.1\"");
-        // The binlog drops trailing zero bytes of BINARY(n).
         assert_eq!(json(&i4, MyValue::Bytes(vec![10])), "\"10.0.0.0\"");
-        assert_eq!(json(&i6, MyValue::Bytes(vec![])), "\"::\"");
+        assert_eq!(json(&i4, MyValue::Bytes(vec![])), "\"0.0.0.0\"");
+        assert!(to_value(&i4, MyValue::Bytes(vec![1; 5])).is_err());
         assert!(to_value(&col(Kind::Int, Origin::ResultSet), MyValue::Bytes(vec![])).is_err());
         assert_eq!(
             json(&col(Kind::Int, Origin::ResultSet), MyValue::NULL),

@@ -1,7 +1,8 @@
 //! MySQL/MariaDB values → [`faucet_core::Value`], one mapping for every path (a `SELECT`'s
 //! binary-protocol result set and the binlog's row images), following DESIGN.md's MySQL
-//! table: build a [`MysqlColumn`] per column (from a result set's column definition or from a
-//! TABLE_MAP event), then [`to_value`] each value.
+//! table: build a [`MysqlColumn`] per column (from a result set's column definition,
+//! [`MysqlColumn::from_result_column`], or from a TABLE_MAP event, [`columns_of_table_map`]),
+//! then [`to_value`] each value.
 //!
 //! | MySQL / MariaDB type | [`faucet_core::Value`] | JSON |
 //! |---|---|---|
@@ -47,8 +48,10 @@ mod binlog;
 mod charset;
 mod column;
 mod convert;
+mod table_map;
 
 pub use binlog::from_binlog;
 pub use charset::{BINARY_COLLATION, Charset, Collations};
 pub use column::{Kind, MysqlColumn, Origin};
 pub use convert::to_value;
+pub use table_map::columns_of_table_map;

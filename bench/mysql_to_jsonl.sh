@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# MySQL/MariaDB table → JSON Lines: the `mysql` query source → jsonl sink against the
+# `mariadb` client writing the same rows, on a generated table.
+#
+#   bench/mysql_to_jsonl.sh                  # 1,000,000 rows
+#   ROWS=200000 REPEAT=1 bench/mysql_to_jsonl.sh
+#
+# Needs a MariaDB (FAUCET_TEST_MYSQL_URL, default mysql://root@127.0.0.1:3307/test, the private
+# one scripts/services.sh starts; the table is loaded with sql_log_bin=0, so the binlog does
+# not grow) and the `mariadb` client.
+#
+# The table: id BIGINT primary key, name VARCHAR(40), note VARCHAR(32) NULL, amount
+# DECIMAL(12,2), at DATETIME(6), flag BOOLEAN, doc JSON. Compared:
+#   * floor, text: `mariadb --batch --quick -e 'SELECT * FROM t' > FILE` — the client streams
+#     the server's tab-separated text to the file;
+#   * floor, json: `mariadb --batch --quick --skip-column-names -e 'SELECT JSON_OBJECT(...)'`
+#     — the server renders one JSON object per row;
+#   * faucet, table: crates/faucet-connectors/examples/mysql_to_jsonl.rs — the mysql query
+#     source with `table:` (a full read in primary-key order, so a crash resumes mid-table) →
+#     jsonl sink through faucet_core::Pipeline, file state store, batch 10,000 (every page
+#     written, fsynced, bookmark persisted);
+#   * faucet, query: the same with `query: select * from t` (unordered, like the floors).
+# Prints rows/s (best of REPEAT, wall clock incl. connecting), CPU seconds, peak RSS
+# (`/usr/bin/time` "Maximum resident set size") and the ratio to the text floor; checks the
+# row counts. Targets: faucet ≥ 0.8× the floor's rows/s, peak RSS < 64 MiB.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+rows=${ROWS:-1000000}
+repeat=${REPEAT:-3}
+url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
+db=bench_mysql_jsonl_$$
+
+# mysql://user[:pass]@host[:port]/database → client options.
+read -r m_user m_pass m_host m_port <<<"$(python3 - "$url" <<'PY'
+import sys, urllib.parse as u
+p = u.urlparse(sys.argv[1])
+print(p.username or "root", p.password or "-", p.hostname or "127.0.0.1", p.port or 3306)
+PY
+)"
+client=(mariadb --no-defaults -u"$m_user" -h"$m_host" -P"$m_port")
+[ "$m_pass" = - ] || client+=(-p"$m_pass")
+bench_url="mysql://${url#mysql://}"; bench_url="${bench_url%/*}/$db"
+
+if [ ! -x /usr/bin/time ]; then
+  echo "installing GNU time (for peak RSS)" >&2
+  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
+fi
+sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
+sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+
+echo "==> building the example (release)" >&2
+cargo build --release --quiet -p faucet-connectors --features mysql,files --example mysql_to_jsonl
+faucet="$repo/target/release/examples/mysql_to_jsonl"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-mysql-bench.XXXXXX")
+cleanup() { [ -n "${KEEP:-}" ] && { echo "kept $work $db" >&2; return; }; sql "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+echo "==> $rows rows in $db.t" >&2
+sql "SET SESSION sql_log_bin = 0;
+     CREATE DATABASE $db CHARACTER SET utf8mb4;
+     USE $db;
+     CREATE TABLE $db.t (id BIGINT PRIMARY KEY, name VARCHAR(40) NOT NULL, note VARCHAR(32),
+       amount DECIMAL(12,2) NOT NULL, at DATETIME(6) NOT NULL, flag BOOLEAN NOT NULL, doc JSON);
+     INSERT INTO $db.t
+       SELECT seq, CONCAT('name ', seq), IF(seq % 10 = 0, NULL, MD5(seq)),
+              (seq % 100000) / 100.0, TIMESTAMP '2026-01-01 00:00:00' + INTERVAL seq SECOND,
+              seq % 2 = 0, JSON_OBJECT('k', seq, 'tags', JSON_ARRAY('a', seq % 7))
+       FROM seq_1_to_$rows;
+     ANALYZE TABLE $db.t;" >/dev/null
+
+# run CMD... → secs, cpu, rss_kb of the fastest of $repeat runs (in $work).
+run() {
+  local best="" i t0 t1 s
+  for ((i = 0; i < repeat; i++)); do
+    rm -rf "$work/out.jsonl" "$work/state" "$work/floor.txt"
+    t0=$(date +%s.%N)
+    (cd "$work" && /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > "$work/stdout")
+    t1=$(date +%s.%N)
+    s=$(python3 -c "print($t1 - $t0)")
+    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
+      best=$s
+      read -r rss_kb u sy < "$work/time.txt"
+      cpu=$(python3 -c "print(round($u + $sy, 2))")
+    fi
+  done
+  secs=$best
+}
+
+printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
+run "${client[@]}" --batch --quick --skip-column-names -e "SELECT * FROM $db.t"
+floor_rows=$(wc -l < "$work/stdout")
+floor_rps=$(python3 -c "print(round($rows / $secs))")
+printf '%-16s %9d %12s %8s %7.1f MiB  (mariadb --batch --quick, tab-separated text)\n' "floor text" "$floor_rows" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+run "${client[@]}" --batch --quick --skip-column-names --raw -e "SELECT JSON_OBJECT('id', id, 'name', name, 'note', note, 'amount', amount, 'at', at, 'flag', flag, 'doc', JSON_EXTRACT(doc, '$')) FROM $db.t"
+json_rows=$(wc -l < "$work/stdout")
+json_rps=$(python3 -c "print(round($rows / $secs))")
+printf '%-16s %9d %12s %8s %7.1f MiB  (the server renders JSON_OBJECT)\n' "floor json" "$json_rows" "$json_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+
+summary=()
+for variant in "table" "query"; do
+  if [ "$variant" = table ]; then what="table=$db.t"; else what="query=select * from $db.t"; fi
+  run "$faucet" "$bench_url" "$what" "$work/out.jsonl" "$work/state" 10000
+  got=$(wc -l < "$work/out.jsonl")
+  rps=$(python3 -c "print(round($rows / $secs))")
+  printf '%-16s %9d %12s %8s %7.1f MiB\n' "faucet $variant" "$got" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+  [ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got rows, expected $rows" >&2; exit 1; }
+  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
+  jratio=$(python3 -c "print(round($rps / $json_rps, 2))")
+  summary+=("faucet ($variant) / floor text = ${ratio}x, / floor json = ${jratio}x rows/s, peak RSS $((rss_kb / 1024)) MiB")
+done
+head -c 300 "$work/out.jsonl"; echo
+echo
+for line in "${summary[@]}"; do echo "$line"; done
+echo "targets: ratio >= 0.8, faucet peak RSS < 64 MiB (batch size 10,000)"
