@@ -67,6 +67,11 @@ pub(crate) struct Hints {
 pub(crate) const POSTGRES_CONNECT_HINT: &str =
     "is PostgreSQL running, and are the host, port, user and database in the url right?";
 
+/// The connect hint of every MySQL connector.
+#[cfg(feature = "mysql")]
+pub(crate) const MYSQL_CONNECT_HINT: &str = "is MySQL/MariaDB running, and are the host, port, user, password and database in \
+     connection_url right?";
+
 /// The lines of `faucet --help` that list the type names, from the registry.
 pub(crate) fn help_types() -> String {
     fn names(all: impl Iterator<Item = &'static str>) -> String {
@@ -109,7 +114,7 @@ pub(crate) fn resolve_path(base: &Path, p: &Path) -> PathBuf {
 }
 
 /// A connector's secret connection URL, password redacted, for people.
-#[cfg(feature = "postgres")]
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) fn redacted_secret(url: &secrecy::SecretString) -> String {
     use secrecy::ExposeSecret as _;
     crate::secret::redact_one(url.expose_secret())

@@ -6,6 +6,7 @@
 //! | `jsonl` | `faucet_connectors::files::JsonlSource` | `files` (default) |
 //! | `postgres` | `faucet_connectors::postgres::PostgresQuerySource` | `postgres` |
 //! | `postgres-cdc` | `faucet_connectors::postgres::cdc::PostgresCdcSource` | `postgres` |
+//! | `mysql-cdc` | `faucet_connectors::mysql::cdc::MySqlCdcSource` | `mysql` |
 //!
 //! A source is one line in [`registry!`] below and one `impl` [`SourceEntry`] on its config
 //! type (under its feature).
@@ -29,6 +30,8 @@ registry! {
         Postgres = "postgres" => faucet_connectors::postgres::PostgresQueryConfig, if "postgres";
         /// `type: postgres-cdc`: logical replication.
         PostgresCdc = "postgres-cdc" => faucet_connectors::postgres::cdc::PostgresCdcConfig, if "postgres";
+        /// `type: mysql-cdc`: the MySQL/MariaDB binlog, read as a replica.
+        MysqlCdc = "mysql-cdc" => faucet_connectors::mysql::cdc::MySqlCdcConfig, if "mysql";
     }
 }
 
@@ -177,6 +180,34 @@ impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
             faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(self.clone())
                 .map(|s| Box::new(s) as Box<dyn Source>),
         )
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl SourceEntry for faucet_connectors::mysql::cdc::MySqlCdcConfig {
+    fn target(&self) -> String {
+        format!(
+            "{} as replica {}",
+            super::redacted_secret(&self.connection_url),
+            self.server_id
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(super::MYSQL_CONNECT_HINT),
+            other: Some(
+                "mysql-cdc needs log_bin, binlog_format=ROW, binlog_row_image=FULL, \
+                 binlog_row_metadata=FULL, and REPLICATION SLAVE + BINLOG MONITOR (MariaDB) / \
+                 REPLICATION CLIENT (MySQL) for the user",
+            ),
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(
+            faucet_connectors::mysql::cdc::MySqlCdcSource::new(self.clone())?,
+        ))
     }
 }
 
