@@ -30,7 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let batch_size = match rest.first() {
         Some(n) => n.parse()?,
-        None => faucet_core::pipeline::DEFAULT_BATCH_SIZE,
+        None => faucet_core::source::DEFAULT_BATCH_SIZE,
     };
     let mut config = MysqlQueryConfig::for_table(url.as_str(), "");
     match what.split_once('=') {
