@@ -65,6 +65,9 @@ async fn changes_of_listed_tables_are_exact_records_and_resume_from_the_bookmark
     )
     .await;
     let src = source(&db, &["a", "b"], 1);
+    src.check()
+        .await
+        .expect("the binlog MariaDB meets every prerequisite");
     // A first run starts at the end of the log: nothing yet, but a bookmark to resume from.
     let first = read_pages(&src, None, 100).await.expect("first run");
     assert!(records(&first).is_empty());
@@ -239,5 +242,26 @@ async fn a_continuous_run_follows_new_changes_until_cancelled() {
     })
     .await;
     assert!(ended.is_ok(), "the stream did not end after cancellation");
+    db.drop_db().await;
+}
+
+#[tokio::test]
+async fn a_start_position_in_a_file_the_server_lacks_is_a_config_error() {
+    let db = TestDb::new("cdc_start").await;
+    let mut config = MySqlCdcConfig::new(db.url(), server_id(6), [db.table("t")]);
+    config.start = faucet_connectors::mysql::cdc::StartPosition::At {
+        binlog_file: "mariadb-bin.999999".into(),
+        binlog_pos: 4,
+    };
+    let src = MySqlCdcSource::new(config).expect("valid");
+    for e in [
+        src.check().await.expect_err("check"),
+        read_pages(&src, None, 10).await.expect_err("open"),
+    ] {
+        assert!(
+            matches!(&e, faucet_core::FaucetError::Config { field, .. } if field == "start.at.binlog_file"),
+            "{e}"
+        );
+    }
     db.drop_db().await;
 }

@@ -10,6 +10,7 @@ pub(crate) enum Statement {
     /// `COMMIT`: the end of a transaction (non-transactional engines log it as a query).
     Commit,
     /// `ROLLBACK` (a transaction that changed non-transactional tables); it ends the group.
+    /// `ROLLBACK TO SAVEPOINT` is [`Statement::Other`].
     Rollback,
     /// An XA statement (`XA START` …): not supported.
     Xa,
@@ -29,7 +30,15 @@ pub(crate) fn classify(sql: &str) -> Statement {
     match word.to_ascii_uppercase().as_str() {
         "BEGIN" => Statement::Begin,
         "COMMIT" => Statement::Commit,
-        "ROLLBACK" => Statement::Rollback,
+        // `ROLLBACK TO [SAVEPOINT] x` stays inside the transaction.
+        "ROLLBACK" => {
+            let (next, _) = keyword(skip_space_and_comments(after));
+            if next.eq_ignore_ascii_case("TO") {
+                Statement::Other
+            } else {
+                Statement::Rollback
+            }
+        }
         "XA" => Statement::Xa,
         "INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "LOAD" => Statement::Dml,
         "TRUNCATE" => {
@@ -120,6 +129,7 @@ mod tests {
         assert_eq!(classify("BEGIN"), Statement::Begin);
         assert_eq!(classify("  commit"), Statement::Commit);
         assert_eq!(classify("ROLLBACK"), Statement::Rollback);
+        assert_eq!(classify("ROLLBACK TO SAVEPOINT s1"), Statement::Other);
         assert_eq!(classify("XA START 'x'"), Statement::Xa);
         assert_eq!(
             classify("truncate t1"),
