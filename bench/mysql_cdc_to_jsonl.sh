@@ -46,6 +46,7 @@ trap cleanup EXIT
 echo "==> $rows rows in $db.t" >&2
 sql "SET SESSION sql_log_bin = 0;
      CREATE DATABASE $db CHARACTER SET utf8mb4;
+     USE $db;
      CREATE TABLE $db.t (id BIGINT PRIMARY KEY, name VARCHAR(40) NOT NULL,
        amount DECIMAL(12,2) NOT NULL, at DATETIME(6) NOT NULL, n INT NOT NULL);
      INSERT INTO $db.t SELECT seq, CONCAT('name ', seq), (seq % 100000) / 100.0,

@@ -25,8 +25,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
-use mysql_async::binlog::row::BinlogRow;
 use mysql_async::binlog::value::BinlogValue;
+use mysql_async::consts::ColumnType;
+use mysql_common::io::ParseBuf;
 
 use faucet_core::change::Op;
 use faucet_core::{DataType, FaucetError, Field, Schema, Value};
@@ -36,7 +37,7 @@ use super::events::RowsKind;
 use super::position::BinlogPos;
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
-use crate::mysql::value::{Collations, Kind, MysqlColumn, columns_of_table_map};
+use crate::mysql::value::{Collations, Kind, MysqlColumn, columns_of_table_map, from_binlog};
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
 /// `gtid`, `commit_ts`, `before`, `after`.
@@ -93,6 +94,9 @@ pub(crate) struct TableShape {
     pub(crate) columns: Vec<MysqlColumn>,
     /// The row schema of `before` / `after`.
     pub(crate) schema: Arc<Schema>,
+    /// Per column, what the binlog's value decoder needs: the real type, the table map's
+    /// metadata bytes, UNSIGNED.
+    wire: Vec<(ColumnType, Vec<u8>, bool)>,
 }
 
 struct Mapped {
@@ -232,21 +236,23 @@ impl ChangeDecoder {
         shape: &TableShape,
         kind: RowsKind,
         rows: &RowsEventData<'_>,
-        tme: &TableMapEvent<'_>,
         txn: &TxnContext,
         at: &BinlogPos,
         out: &mut Vec<Record>,
     ) -> Result<(), FaucetError> {
-        for row in rows.rows(tme) {
-            let (before, after) = row.map_err(|e| {
-                FaucetError::read(
-                    CONNECTOR,
-                    format!("cannot decode the rows event of {} at {at}", shape.table),
-                    Some(Box::new(e)),
-                )
-            })?;
-            let before = before.map(|r| Self::row(shape, r, at)).transpose()?;
-            let after = after.map(|r| Self::row(shape, r, at)).transpose()?;
+        // The row images are decoded here, column by column with mysql_common's value
+        // decoder, rather than by `RowsEventData::rows`, which builds a column definition
+        // per column of every row (most of the time of a large transaction went there).
+        let mut buf = ParseBuf(rows.rows_data());
+        let before_cols = rows.columns_before_image().map(|c| c.count_ones());
+        let after_cols = rows.columns_after_image().map(|c| c.count_ones());
+        while !buf.is_empty() {
+            let before = before_cols
+                .map(|n| Self::image(shape, n, &mut buf, at))
+                .transpose()?;
+            let after = after_cols
+                .map(|n| Self::image(shape, n, &mut buf, at))
+                .transpose()?;
             let (op, before, after) = match (kind, before, after) {
                 (RowsKind::Write, None, Some(a)) => (Op::Insert, Value::Null, a),
                 (RowsKind::Update, Some(b), Some(a)) => (Op::Update, b, a),
@@ -267,28 +273,50 @@ impl ChangeDecoder {
         Ok(())
     }
 
-    /// The `t` record of a TRUNCATE of a listed table.
-    pub(crate) fn truncate(&self, table: &str, txn: &TxnContext) -> Record {
-        txn.record(Op::Truncate, table, Value::Null, Value::Null)
-    }
-
-    fn row(shape: &TableShape, row: BinlogRow, at: &BinlogPos) -> Result<Value, FaucetError> {
-        if row.len() != shape.columns.len() {
+    /// One row image of `present` columns: a null bitmap, then the non-null values.
+    fn image<'a>(
+        shape: &'a TableShape,
+        present: usize,
+        buf: &mut ParseBuf<'a>,
+        at: &BinlogPos,
+    ) -> Result<Value, FaucetError> {
+        if present != shape.columns.len() {
             return Err(FaucetError::read(
                 CONNECTOR,
                 format!(
-                    "a row image of {} at {at} has {} of its {} columns: the server does not log \
-                     whole rows; SET GLOBAL binlog_row_image = 'FULL'",
+                    "a row image of {} at {at} has {present} of its {} columns: the server does \
+                     not log whole rows; SET GLOBAL binlog_row_image = 'FULL'",
                     shape.table,
-                    row.len(),
                     shape.columns.len()
                 ),
                 None,
             ));
         }
-        let mut values = Vec::with_capacity(row.len());
-        for (column, value) in shape.columns.iter().zip(row.unwrap()) {
-            let value = binlog_value(column, value).map_err(|why| {
+        let truncated = || {
+            FaucetError::read(
+                CONNECTOR,
+                format!("a row image of {} at {at} ends early", shape.table),
+                None,
+            )
+        };
+        let nulls = buf.checked_eat(present.div_ceil(8)).ok_or_else(truncated)?;
+        let mut values = Vec::with_capacity(present);
+        for (k, (column, (ty, meta, unsigned))) in shape.columns.iter().zip(&shape.wire).enumerate()
+        {
+            if (nulls[k / 8] >> (k % 8)) & 1 == 1 {
+                values.push(Value::Null);
+                continue;
+            }
+            let raw: BinlogValue<'_> = buf
+                .parse((*ty, meta.as_slice(), *unsigned, false))
+                .map_err(|e| {
+                    FaucetError::data(
+                        CONNECTOR,
+                        format!("{}.{} at {at}", shape.table, column.name),
+                        format!("the binlog value does not decode: {e}"),
+                    )
+                })?;
+            let value = from_binlog(column, raw).map_err(|why| {
                 FaucetError::data(
                     CONNECTOR,
                     format!("{}.{} at {at}", shape.table, column.name),
@@ -299,11 +327,11 @@ impl ChangeDecoder {
         }
         Ok(Value::row(shape.schema.clone(), values))
     }
-}
 
-/// One binlog value through the shared mapping.
-fn binlog_value(column: &MysqlColumn, value: BinlogValue<'_>) -> Result<Value, String> {
-    crate::mysql::value::from_binlog(column, value)
+    /// The `t` record of a TRUNCATE of a listed table.
+    pub(crate) fn truncate(&self, table: &str, txn: &TxnContext) -> Record {
+        txn.record(Op::Truncate, table, Value::Null, Value::Null)
+    }
 }
 
 /// The shape of a listed table from its table map ([`columns_of_table_map`]), its MariaDB
@@ -334,10 +362,23 @@ fn shape_of(
             .map(|c| Field::new(c.name.clone(), c.data_type()))
             .collect(),
     ));
+    let mut wire = Vec::with_capacity(columns.len());
+    for (i, c) in columns.iter().enumerate() {
+        let ty = tme.get_column_type(i).ok().flatten().ok_or_else(|| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("the table map of {table} at {at}: no type for `{}`", c.name),
+                None,
+            )
+        })?;
+        let meta = tme.get_column_metadata(i).unwrap_or(&[]).to_vec();
+        wire.push((ty, meta, c.unsigned));
+    }
     Ok(TableShape {
         table: table.to_owned(),
         columns,
         schema,
+        wire,
     })
 }
 

@@ -453,17 +453,12 @@ impl CdcPageStream {
                 let Some(shape) = self.decoder.shape(rows.table_id(), &at)? else {
                     return Ok(());
                 };
-                let tme = self
-                    .binlog
-                    .as_ref()
-                    .and_then(|b| b.get_tme(rows.table_id()))
-                    .ok_or_else(|| protocol(&format!("no table map for a rows event at {at}")))?;
                 let txn = self.txn.as_ref().map(|t| t.ctx.clone());
                 let Some(ctx) = txn else {
                     return Ok(());
                 };
                 let mut out = Vec::new();
-                ChangeDecoder::rows(&shape, kind, &rows, tme, &ctx, &at, &mut out)?;
+                ChangeDecoder::rows(&shape, kind, &rows, &ctx, &at, &mut out)?;
                 self.pending.extend(out);
             }
         }
