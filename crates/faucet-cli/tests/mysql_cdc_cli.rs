@@ -122,3 +122,82 @@ fn mysql_cdc_runs_through_the_binary() {
     assert_eq!(lines(dir.path()).len(), 4, "nothing new, nothing repeated");
     sql(&format!("DROP DATABASE {db}"));
 }
+
+#[test]
+fn mysql_cdc_aborted_at_every_fault_point_inside_a_large_transaction_loses_nothing() {
+    const ROWS: usize = 5_000;
+    const BATCH: usize = 500;
+    let db = format!("cli_cdc_crash_{}", std::process::id());
+    sql(&format!(
+        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; USE {db}; \
+         CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL); \
+         INSERT INTO t SELECT seq, 0 FROM seq_1_to_{ROWS}"
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = url();
+    let base = &base[..base.rfind('/').expect("a database in the URL")];
+    std::fs::write(
+        dir.path().join("faucet.yaml"),
+        format!(
+            "version: 1\nname: mycrash\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
+             connection_url: \"{base}/{db}\", server_id: {}, tables: [{db}.t] }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
+            31_000 + std::process::id() % 30_000
+        ),
+    )
+    .expect("config");
+    let first = faucet(dir.path(), &["run"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // One transaction of ROWS changes, so every crash below is inside it.
+    sql(&format!("UPDATE {db}.t SET v = v + 1"));
+    let points = [
+        "mid_page",
+        "after_write",
+        "after_flush",
+        "state_mid_put",
+        "after_state_put",
+    ];
+    for point in points {
+        let out = Command::new(env!("CARGO_BIN_EXE_faucet"))
+            .current_dir(dir.path())
+            .args(["run", "--quiet"])
+            .env("FAUCET_FAULT", format!("{point}:2"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("faucet runs");
+        assert!(
+            !out.status.success(),
+            "the fault {point} did not abort the run"
+        );
+    }
+    let last = faucet(dir.path(), &["run"]);
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    let mut seen = std::collections::HashMap::<u64, usize>::new();
+    for r in lines(dir.path()) {
+        assert_eq!(r["op"], "u");
+        assert_eq!(r["after"]["v"], 1);
+        *seen
+            .entry(r["after"]["id"].as_u64().expect("id"))
+            .or_default() += 1;
+    }
+    let lost = (1..=ROWS as u64)
+        .filter(|id| !seen.contains_key(id))
+        .count();
+    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    assert_eq!(lost, 0, "changes lost");
+    assert!(
+        duplicates <= points.len() * BATCH,
+        "{duplicates} duplicates for {} crashes of pages of {BATCH}",
+        points.len()
+    );
+    sql(&format!("DROP DATABASE {db}"));
+}
