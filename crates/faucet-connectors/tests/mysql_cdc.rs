@@ -147,7 +147,7 @@ async fn changes_of_listed_tables_are_exact_records_and_resume_from_the_bookmark
 }
 
 #[tokio::test]
-async fn rotation_add_column_and_truncate_show_in_the_records() {
+async fn rotation_column_changes_and_truncate_show_in_the_records() {
     let mut db = TestDb::new("cdc_ddl").await;
     db.exec("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))")
         .await;
@@ -161,7 +161,9 @@ async fn rotation_add_column_and_truncate_show_in_the_records() {
          INSERT INTO t VALUES (3, 'c', 7);
          UPDATE t SET w = 6 WHERE id = 1;
          TRUNCATE TABLE t;
-         INSERT INTO t VALUES (4, 'd', 8)",
+         INSERT INTO t VALUES (4, 'd', 8);
+         ALTER TABLE t DROP COLUMN v, CHANGE COLUMN w weight BIGINT UNSIGNED NOT NULL;
+         INSERT INTO t VALUES (5, 18446744073709551615)",
     )
     .await;
     let pages = read_pages(&src, Some(start.clone()), 10)
@@ -178,6 +180,7 @@ async fn rotation_add_column_and_truncate_show_in_the_records() {
             format!(r#"u {t} {{"id":1,"v":"a","w":5}} {{"id":1,"v":"a","w":6}}"#),
             format!("t {t} null null"),
             format!(r#"c {t} null {{"id":4,"v":"d","w":8}}"#),
+            format!(r#"c {t} null {{"id":5,"weight":18446744073709551615}}"#),
         ]
     );
     // The rotation: the records after it name the new file, and so does the bookmark.
@@ -185,7 +188,7 @@ async fn rotation_add_column_and_truncate_show_in_the_records() {
     assert_ne!(file(&recs[0]), file(&recs[1]));
     assert_eq!(
         last_bookmark(&pages)["binlog_file"].as_str(),
-        Some(file(&recs[5]).as_str())
+        Some(file(&recs[6]).as_str())
     );
     assert_ne!(start["binlog_file"], last_bookmark(&pages)["binlog_file"]);
     // Paged one record at a time, the same records.
