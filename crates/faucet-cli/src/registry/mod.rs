@@ -193,7 +193,7 @@ mod tests {
     fn the_help_lists_every_type() {
         assert_eq!(
             help_types(),
-            "Sources: csv, jsonl, postgres, postgres-cdc. Sinks: jsonl, postgres.\n\
+            "Sources: csv, jsonl, postgres, postgres-cdc, mysql-cdc. Sinks: jsonl, postgres.\n\
              State stores: memory, file, postgres, redis."
         );
     }
