@@ -74,6 +74,51 @@ fn a_file_connectors_bad_field_is_named_by_its_path() {
     );
 }
 
+#[cfg(feature = "mysql")]
+#[test]
+fn a_mysql_connectors_bad_field_is_named_by_its_path() {
+    const URL: &str = "mysql://u@127.0.0.1:1/db";
+    let source = |extra: &str| {
+        format!("{{ type: mysql, config: {{ connection_url: '{URL}', table: t{extra} }} }}")
+    };
+    names_exactly(
+        &pipeline(
+            &source(", replication_method: incremental"),
+            JSONL_SINK,
+            FILE_STATE,
+        ),
+        "pipeline.source.config.replication_key",
+        "is required",
+    );
+    names_exactly(
+        &pipeline(
+            &source(", replication_method: incremental, replication_key: [id, id]"),
+            JSONL_SINK,
+            FILE_STATE,
+        ),
+        "pipeline.source.config.replication_key[1]",
+        "listed twice",
+    );
+    names_exactly(
+        &pipeline(
+            "{ type: mysql, config: { connection_url: 'postgres://u@h/db', table: t } }",
+            JSONL_SINK,
+            FILE_STATE,
+        ),
+        "pipeline.source.config.connection_url",
+        "mysql://",
+    );
+    names_exactly(
+        &pipeline(
+            &format!("{{ type: mysql, config: {{ connection_url: '{URL}', table: a.b.c }} }}"),
+            JSONL_SINK,
+            FILE_STATE,
+        ),
+        "pipeline.source.config.table",
+        "not `table` or `database.table`",
+    );
+}
+
 #[cfg(feature = "postgres")]
 #[test]
 fn a_postgres_connectors_bad_field_is_named_by_its_path() {

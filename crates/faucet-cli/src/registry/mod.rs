@@ -67,10 +67,10 @@ pub(crate) struct Hints {
 pub(crate) const POSTGRES_CONNECT_HINT: &str =
     "is PostgreSQL running, and are the host, port, user and database in the url right?";
 
-/// The connect hint of every MySQL connector.
+/// The connect hint of every MySQL/MariaDB connector.
 #[cfg(feature = "mysql")]
-pub(crate) const MYSQL_CONNECT_HINT: &str = "is MySQL/MariaDB running, and are the host, port, user, password and database in \
-     connection_url right?";
+pub(crate) const MYSQL_CONNECT_HINT: &str = "is MySQL/MariaDB running, and are the host, port, user, password and database \
+     in the url right?";
 
 /// The lines of `faucet --help` that list the type names, from the registry.
 pub(crate) fn help_types() -> String {
@@ -193,7 +193,7 @@ mod tests {
     fn the_help_lists_every_type() {
         assert_eq!(
             help_types(),
-            "Sources: csv, jsonl, postgres, postgres-cdc, mysql-cdc. Sinks: jsonl, postgres.\n\
+            "Sources: csv, jsonl, postgres, postgres-cdc, mysql, mysql-cdc. Sinks: jsonl, postgres.\n\
              State stores: memory, file, postgres, redis."
         );
     }

@@ -6,6 +6,7 @@
 //! | `jsonl` | `faucet_connectors::files::JsonlSource` | `files` (default) |
 //! | `postgres` | `faucet_connectors::postgres::PostgresQuerySource` | `postgres` |
 //! | `postgres-cdc` | `faucet_connectors::postgres::cdc::PostgresCdcSource` | `postgres` |
+//! | `mysql` | `faucet_connectors::mysql::MysqlQuerySource` | `mysql` |
 //! | `mysql-cdc` | `faucet_connectors::mysql::cdc::MySqlCdcSource` | `mysql` |
 //!
 //! A source is one line in [`registry!`] below and one `impl` [`SourceEntry`] on its config
@@ -30,6 +31,8 @@ registry! {
         Postgres = "postgres" => faucet_connectors::postgres::PostgresQueryConfig, if "postgres";
         /// `type: postgres-cdc`: logical replication.
         PostgresCdc = "postgres-cdc" => faucet_connectors::postgres::cdc::PostgresCdcConfig, if "postgres";
+        /// `type: mysql`: a query or a table of MySQL / MariaDB.
+        Mysql = "mysql" => faucet_connectors::mysql::MysqlQueryConfig, if "mysql";
         /// `type: mysql-cdc`: the MySQL/MariaDB binlog, read as a replica.
         MysqlCdc = "mysql-cdc" => faucet_connectors::mysql::cdc::MySqlCdcConfig, if "mysql";
     }
@@ -180,6 +183,35 @@ impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
             faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(self.clone())
                 .map(|s| Box::new(s) as Box<dyn Source>),
         )
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl SourceEntry for faucet_connectors::mysql::MysqlQueryConfig {
+    fn target(&self) -> String {
+        let what = match (&self.table, &self.query) {
+            (Some(t), _) => format!("table {t}"),
+            (None, Some(_)) => "query".to_owned(),
+            (None, None) => String::new(),
+        };
+        format!("{} {what}", super::redacted_secret(&self.connection_url))
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        faucet_connectors::mysql::MysqlQueryConfig::warnings(self)
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(super::MYSQL_CONNECT_HINT),
+            other: None,
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(faucet_connectors::mysql::MysqlQuerySource::new(
+            self.clone(),
+        )?))
     }
 }
 

@@ -91,7 +91,10 @@ pub struct MysqlQueryConfig {
     /// known to be. Rows whose key has a NULL are not read by an incremental read. Key
     /// columns may be integers, DECIMAL, BIT, YEAR, dates and times, text or binary strings;
     /// not FLOAT/DOUBLE (no exact comparison), ENUM/SET (ordered by index, compared as
-    /// text), JSON or spatial types.
+    /// text), JSON or spatial types. Text keys compare in the column's collation on the
+    /// server, while faucet tells key groups apart by their exact text: a key that is not
+    /// unique and holds a case- or accent-insensitive text column can, on a resume from a
+    /// page boundary between `a` and `A`, skip rows — end such a key with the primary key.
     #[serde(default)]
     pub replication_key: Vec<String>,
 }

@@ -32,6 +32,8 @@
 //!   `Value::Interval` holding MySQL's own text (not ISO 8601): its JSON is DESIGN.md's
 //!   `"-838:59:59.000000"`, and a PostgreSQL sink stores it in an `interval` column, which
 //!   reads that text.
+//! * **BOOLEAN** is TINYINT(1): a number, `0` / `1` (MySQL has no boolean type; the wire
+//!   cannot tell TINYINT(1) from TINYINT).
 //! * **YEAR 0** stays `0`; the binlog's `1900` (mysql_common adds 1900 to the stored byte,
 //!   also to the stored 0) is read as 0, since YEAR cannot hold 1900.
 //! * **ENUM index 0** (the "error value" of an invalid insert in non-strict mode) is `""`,
