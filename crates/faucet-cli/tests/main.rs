@@ -19,6 +19,8 @@ mod file_safety;
 mod lease_e2e;
 mod lost_state;
 #[cfg(feature = "mysql")]
+mod mysql_cdc_cli;
+#[cfg(feature = "mysql")]
 mod mysql_connectors;
 #[cfg(feature = "postgres")]
 mod pg_edges;

@@ -12,6 +12,16 @@ mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
 #[cfg(feature = "mysql")]
+mod mysql_cdc;
+#[cfg(feature = "mysql")]
+mod mysql_cdc_errors;
+#[cfg(feature = "mysql")]
+mod mysql_cdc_paging;
+#[cfg(feature = "mysql")]
+mod mysql_cdc_values;
+#[cfg(feature = "mysql")]
+mod mysql_private;
+#[cfg(feature = "mysql")]
 mod mysql_query;
 #[cfg(feature = "mysql")]
 mod mysql_support;

@@ -7,6 +7,7 @@
 //! | `postgres` | `faucet_connectors::postgres::PostgresQuerySource` | `postgres` |
 //! | `postgres-cdc` | `faucet_connectors::postgres::cdc::PostgresCdcSource` | `postgres` |
 //! | `mysql` | `faucet_connectors::mysql::MysqlQuerySource` | `mysql` |
+//! | `mysql-cdc` | `faucet_connectors::mysql::cdc::MySqlCdcSource` | `mysql` |
 //!
 //! A source is one line in [`registry!`] below and one `impl` [`SourceEntry`] on its config
 //! type (under its feature).
@@ -32,6 +33,8 @@ registry! {
         PostgresCdc = "postgres-cdc" => faucet_connectors::postgres::cdc::PostgresCdcConfig, if "postgres";
         /// `type: mysql`: a query or a table of MySQL / MariaDB.
         Mysql = "mysql" => faucet_connectors::mysql::MysqlQueryConfig, if "mysql";
+        /// `type: mysql-cdc`: the MySQL/MariaDB binlog, read as a replica.
+        MysqlCdc = "mysql-cdc" => faucet_connectors::mysql::cdc::MySqlCdcConfig, if "mysql";
     }
 }
 
@@ -219,6 +222,34 @@ impl SourceEntry for faucet_connectors::mysql::MysqlQueryConfig {
         Ok(Box::new(faucet_connectors::mysql::MysqlQuerySource::new(
             self.clone(),
         )?))
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl SourceEntry for faucet_connectors::mysql::cdc::MySqlCdcConfig {
+    fn target(&self) -> String {
+        format!(
+            "{} as replica {}",
+            super::redacted_secret(&self.connection_url),
+            self.server_id
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(super::MYSQL_CONNECT_HINT),
+            other: Some(
+                "mysql-cdc needs log_bin, binlog_format=ROW, binlog_row_image=FULL, \
+                 binlog_row_metadata=FULL, and REPLICATION SLAVE + BINLOG MONITOR (MariaDB) / \
+                 REPLICATION CLIENT (MySQL) for the user",
+            ),
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(
+            faucet_connectors::mysql::cdc::MySqlCdcSource::new(self.clone())?,
+        ))
     }
 }
 

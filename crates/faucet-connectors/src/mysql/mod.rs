@@ -3,6 +3,7 @@
 //! `mysql-cdc`). MariaDB 10.11 is tested; MySQL 8 paths follow its manual and are untested.
 
 pub mod catalog;
+pub mod cdc;
 pub mod connection;
 pub mod query;
 pub mod table;

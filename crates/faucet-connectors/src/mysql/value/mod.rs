@@ -46,11 +46,13 @@
 //! * **FLOAT** is widened to f64 through its shortest decimal, so `0.1` stays `0.1`;
 //!   `Value::Float`'s JSON writes the shortest f64 form, which is that decimal.
 
+mod binlog;
 mod charset;
 mod column;
 mod convert;
 mod table_map;
 
+pub use binlog::from_binlog;
 pub use charset::{BINARY_COLLATION, Charset, Collations};
 pub use column::{Kind, MysqlColumn, Origin};
 pub use convert::to_value;

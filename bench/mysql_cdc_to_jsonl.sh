@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# mysql-cdc → JSON Lines: one UPDATE of every row of a generated table, in one transaction,
+# read from the binlog by `faucet run` (mysql-cdc source → jsonl sink, file state) against
+# `mariadb-binlog --read-from-remote-server --base64-output=decode-rows --verbose` decoding the
+# same events to a file.
+#
+#   bench/mysql_cdc_to_jsonl.sh               # 1,000,000 rows
+#   ROWS=200000 bench/mysql_cdc_to_jsonl.sh
+#
+# Needs the MariaDB with a binlog (FAUCET_TEST_MYSQL_URL, default
+# mysql://root@127.0.0.1:3307/test, scripts/services.sh) and the mariadb / mariadb-binlog
+# clients. The table (id BIGINT primary key, name VARCHAR(40), amount DECIMAL(12,2),
+# at DATETIME(6), n INT) is loaded with sql_log_bin=0; only the UPDATE is in the binlog.
+# Prints changes/s (wall clock incl. connecting), CPU seconds, peak RSS
+# (`/usr/bin/time`) and the ratio; checks the record count. Targets: ≥ 0.8× the floor's
+# rate, memory bounded by the page size (batch 10,000).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+rows=${ROWS:-1000000}
+url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
+db=bench_mysql_cdc_$$
+
+read -r m_user m_pass m_host m_port <<<"$(python3 - "$url" <<'PY'
+import sys, urllib.parse as u
+p = u.urlparse(sys.argv[1])
+print(p.username or "root", p.password or "-", p.hostname or "127.0.0.1", p.port or 3306)
+PY
+)"
+auth=(-u"$m_user" -h"$m_host" -P"$m_port")
+[ "$m_pass" = - ] || auth+=(-p"$m_pass")
+client=(mariadb --no-defaults "${auth[@]}")
+sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
+sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+[ -x /usr/bin/time ] || { apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }; }
+
+echo "==> building faucet (release, --features mysql)" >&2
+cargo build --release --quiet -p faucet-cli --features mysql
+faucet="$repo/target/release/faucet"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-mysql-cdc-bench.XXXXXX")
+cleanup() { sql "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+
+echo "==> $rows rows in $db.t" >&2
+sql "SET SESSION sql_log_bin = 0;
+     CREATE DATABASE $db CHARACTER SET utf8mb4;
+     USE $db;
+     CREATE TABLE $db.t (id BIGINT PRIMARY KEY, name VARCHAR(40) NOT NULL,
+       amount DECIMAL(12,2) NOT NULL, at DATETIME(6) NOT NULL, n INT NOT NULL);
+     INSERT INTO $db.t SELECT seq, CONCAT('name ', seq), (seq % 100000) / 100.0,
+       TIMESTAMP '2026-01-01 00:00:00' + INTERVAL seq SECOND, 0 FROM seq_1_to_$rows;" >/dev/null
+
+base="mysql://${url#mysql://}"; base="${base%/*}"
+cat > "$work/faucet.yaml" <<YAML
+version: 1
+name: mysqlcdcbench
+pipeline:
+  source: { type: mysql-cdc, config: { connection_url: "$base/$db", server_id: $((40000 + $$ % 20000)), tables: [$db.t] } }
+  sink: { type: jsonl, config: { path: ./out.jsonl } }
+  state: { type: file, config: { path: ./state } }
+  batch_size: 10000
+YAML
+(cd "$work" && "$faucet" run >/dev/null 2>&1)   # the bookmark: the end of the log, now
+read -r file start <<<"$(sql 'SHOW MASTER STATUS' | awk '{print $1, $2}')"
+echo "==> UPDATE of $rows rows in one transaction" >&2
+sql "UPDATE $db.t SET n = n + 1" >/dev/null
+read -r file_end stop <<<"$(sql 'SHOW MASTER STATUS' | awk '{print $1, $2}')"
+[ "$file" = "$file_end" ] || echo "note: the binlog rotated during the UPDATE; the floor reads $file only" >&2
+
+measure() { # CMD... → secs, cpu, rss
+  local t0 t1
+  t0=$(date +%s.%N)
+  /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@"
+  t1=$(date +%s.%N)
+  secs=$(python3 -c "print($t1 - $t0)")
+  read -r rss_kb u sy < "$work/time.txt"
+  cpu=$(python3 -c "print(round($u + $sy, 2))")
+}
+
+printf '\n%-14s %9s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
+measure mariadb-binlog --no-defaults "${auth[@]}" --read-from-remote-server \
+  --base64-output=decode-rows --verbose --start-position="$start" --stop-position="$stop" \
+  "$file" --result-file="$work/floor.txt"
+floor_rps=$(python3 -c "print(round($rows / $secs))")
+floor_rows=$(grep -c '^### UPDATE' "$work/floor.txt" || true)
+printf '%-14s %9d %12s %8s %7.1f MiB  (mariadb-binlog decode-rows --verbose)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+measure bash -c "cd '$work' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
+got=$(wc -l < "$work/out.jsonl")
+rps=$(python3 -c "print(round($rows / $secs))")
+printf '%-14s %9d %12s %8s %7.1f MiB\n' faucet "$got" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+[ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got records, expected $rows" >&2; cat "$work/faucet.err" >&2; exit 1; }
+head -c 300 "$work/out.jsonl"; echo
+echo
+echo "faucet / floor = $(python3 -c "print(round($rps / $floor_rps, 2))")x changes/s, peak RSS $((rss_kb / 1024)) MiB"
+echo "targets: ratio >= 0.8, memory bounded by the page size (batch 10,000)"

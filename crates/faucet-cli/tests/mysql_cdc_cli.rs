@@ -1,0 +1,203 @@
+//! `type: mysql-cdc` through the binary, against the private MariaDB with a binlog
+//! (scripts/services.sh, `FAUCET_TEST_MYSQL_URL`): `doctor` passes, a first run starts at the
+//! end of the log, the next run writes exactly the changes made since, a third nothing.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+fn url() -> String {
+    std::env::var("FAUCET_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3307/test".to_owned())
+}
+
+/// `host`, `port` of the test URL (user root, no password, as scripts/services.sh sets up).
+fn host_port() -> (String, String) {
+    let url = url();
+    let rest = url.trim_start_matches("mysql://");
+    let hostport = rest
+        .split('@')
+        .nth(1)
+        .unwrap_or(rest)
+        .split('/')
+        .next()
+        .unwrap_or("");
+    let (h, p) = hostport.split_once(':').unwrap_or((hostport, "3306"));
+    (h.to_owned(), p.to_owned())
+}
+
+fn sql(statements: &str) {
+    let (h, p) = host_port();
+    let out = Command::new("mariadb")
+        .args(["-uroot", "-h", &h, "-P", &p, "-e", statements])
+        .output()
+        .expect("the mariadb client (package mariadb-client) runs");
+    assert!(
+        out.status.success(),
+        "{statements}: {} (is the binlog MariaDB up? scripts/services.sh starts it)",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn faucet(dir: &Path, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_faucet"))
+        .current_dir(dir)
+        .args(args)
+        .env_remove("FAUCET_FAULT")
+        .stdin(Stdio::null())
+        .output()
+        .expect("faucet runs")
+}
+
+fn lines(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("out.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect()
+}
+
+#[test]
+fn mysql_cdc_runs_through_the_binary() {
+    let db = format!("cli_cdc_{}", std::process::id());
+    sql(&format!(
+        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; \
+         CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))"
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = url();
+    let base = &base[..base.rfind('/').expect("a database in the URL")];
+    std::fs::write(
+        dir.path().join("faucet.yaml"),
+        format!(
+            "version: 1\nname: mycdc\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
+             connection_url: \"{base}/{db}\", server_id: {}, tables: [{db}.t] }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n",
+            30_000 + std::process::id() % 30_000
+        ),
+    )
+    .expect("config");
+    let doctor = faucet(dir.path(), &["doctor"]);
+    assert!(
+        doctor.status.success(),
+        "doctor: {}",
+        String::from_utf8_lossy(&doctor.stderr)
+    );
+    let first = faucet(dir.path(), &["run"]);
+    assert!(
+        first.status.success(),
+        "first run: {}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(lines(dir.path()).is_empty());
+    sql(&format!(
+        "INSERT INTO {db}.t VALUES (1, 'a'), (2, 'b'); UPDATE {db}.t SET v = 'c' WHERE id = 1; \
+         DELETE FROM {db}.t WHERE id = 2"
+    ));
+    let second = faucet(dir.path(), &["run"]);
+    assert!(
+        second.status.success(),
+        "second run: {}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+    let got: Vec<String> = lines(dir.path())
+        .iter()
+        .map(|r| format!("{} {} {}", r["op"], r["before"], r["after"]))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            r#""c" null {"id":1,"v":"a"}"#,
+            r#""c" null {"id":2,"v":"b"}"#,
+            r#""u" {"id":1,"v":"a"} {"id":1,"v":"c"}"#,
+            r#""d" {"id":2,"v":"b"} null"#,
+        ]
+    );
+    let third = faucet(dir.path(), &["run"]);
+    assert!(
+        third.status.success(),
+        "third run: {}",
+        String::from_utf8_lossy(&third.stderr)
+    );
+    assert_eq!(lines(dir.path()).len(), 4, "nothing new, nothing repeated");
+    sql(&format!("DROP DATABASE {db}"));
+}
+
+#[test]
+fn mysql_cdc_aborted_at_every_fault_point_inside_a_large_transaction_loses_nothing() {
+    const ROWS: usize = 5_000;
+    const BATCH: usize = 500;
+    let db = format!("cli_cdc_crash_{}", std::process::id());
+    sql(&format!(
+        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; USE {db}; \
+         CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL); \
+         INSERT INTO t SELECT seq, 0 FROM seq_1_to_{ROWS}"
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let base = url();
+    let base = &base[..base.rfind('/').expect("a database in the URL")];
+    std::fs::write(
+        dir.path().join("faucet.yaml"),
+        format!(
+            "version: 1\nname: mycrash\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
+             connection_url: \"{base}/{db}\", server_id: {}, tables: [{db}.t] }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
+            31_000 + std::process::id() % 30_000
+        ),
+    )
+    .expect("config");
+    let first = faucet(dir.path(), &["run"]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    // One transaction of ROWS changes, so every crash below is inside it.
+    sql(&format!("UPDATE {db}.t SET v = v + 1"));
+    let points = [
+        "mid_page",
+        "after_write",
+        "after_flush",
+        "state_mid_put",
+        "after_state_put",
+    ];
+    for point in points {
+        let out = Command::new(env!("CARGO_BIN_EXE_faucet"))
+            .current_dir(dir.path())
+            .args(["run", "--quiet"])
+            .env("FAUCET_FAULT", format!("{point}:2"))
+            .stdin(Stdio::null())
+            .output()
+            .expect("faucet runs");
+        assert!(
+            !out.status.success(),
+            "the fault {point} did not abort the run"
+        );
+    }
+    let last = faucet(dir.path(), &["run"]);
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stderr)
+    );
+    let mut seen = std::collections::HashMap::<u64, usize>::new();
+    for r in lines(dir.path()) {
+        assert_eq!(r["op"], "u");
+        assert_eq!(r["after"]["v"], 1);
+        *seen
+            .entry(r["after"]["id"].as_u64().expect("id"))
+            .or_default() += 1;
+    }
+    let lost = (1..=ROWS as u64)
+        .filter(|id| !seen.contains_key(id))
+        .count();
+    let duplicates: usize = seen.values().map(|n| n - 1).sum();
+    assert_eq!(lost, 0, "changes lost");
+    assert!(
+        duplicates <= points.len() * BATCH,
+        "{duplicates} duplicates for {} crashes of pages of {BATCH}",
+        points.len()
+    );
+    sql(&format!("DROP DATABASE {db}"));
+}

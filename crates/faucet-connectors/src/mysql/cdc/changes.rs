@@ -1,0 +1,415 @@
+//! From binlog table maps and rows events to change records.
+//!
+//! A change record has the fields of [`record_schema`], in order:
+//!
+//! | field | value |
+//! |---|---|
+//! | `op` | `c` insert, `u` update, `d` delete, `t` truncate |
+//! | `table` | `database.table` |
+//! | `binlog_file` | the binlog file of the change's transaction |
+//! | `binlog_pos` | the offset of the transaction's first event in that file: every change of a transaction carries the same one (the commit's own position is not known until the transaction has been read to its end, which a transaction larger than a page must not wait for) |
+//! | `gtid` | the transaction's GTID (MariaDB `domain-server-seq`, MySQL `uuid:n`), or null |
+//! | `commit_ts` | the commit time, RFC 3339 in UTC (MySQL: the immediate commit timestamp, µs; MariaDB: the GTID event's time, whole seconds) |
+//! | `before` | the whole old row for updates and deletes (`binlog_row_image=FULL`); null for inserts and truncates |
+//! | `after` | the new row for inserts and updates; null for deletes and truncates |
+//!
+//! Table shapes come from each TABLE_MAP event, which the server writes before the rows
+//! events of every transaction: a shape is replaced whenever its table map changes (a
+//! column added, dropped, retyped or renamed shows in the records after it), never decoded
+//! against an older one. Column names, charsets, signedness and ENUM/SET members are in the
+//! table map only with `binlog_row_metadata=FULL`; without them a listed table's changes
+//! stop the run (never `@0` names). Values go through the one MySQL value mapping
+//! ([`crate::mysql::value`]), so a row read here serializes as the same row read by SELECT.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
+use mysql_async::binlog::value::BinlogValue;
+use mysql_async::consts::ColumnType;
+use mysql_common::io::ParseBuf;
+
+use faucet_core::change::Op;
+use faucet_core::{DataType, FaucetError, Field, Schema, Value};
+
+use super::CONNECTOR;
+use super::events::RowsKind;
+use super::position::BinlogPos;
+use crate::mysql::catalog::TableCatalog;
+use crate::mysql::table::TableName;
+use crate::mysql::value::{Collations, Kind, MysqlColumn, columns_of_table_map, from_binlog};
+
+/// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
+/// `gtid`, `commit_ts`, `before`, `after`.
+/// Built by the shared contract ([`faucet_core::change::record_schema`]) with the binlog's
+/// position fields.
+pub(crate) fn record_schema() -> Arc<Schema> {
+    faucet_core::change::record_schema(
+        vec![
+            Field::new("binlog_file", DataType::Text),
+            Field::new("binlog_pos", DataType::Int),
+            Field::new("gtid", DataType::Text),
+        ],
+        Vec::new(),
+    )
+}
+
+/// One change record: the values of [`record_schema`].
+pub(crate) type Record = [Value; 8];
+
+/// What every record of a transaction shares.
+#[derive(Debug, Clone)]
+pub(crate) struct TxnContext {
+    /// The binlog file.
+    pub(crate) file: faucet_core::Text,
+    /// The offset of the transaction's first event.
+    pub(crate) start_pos: u64,
+    /// Its GTID.
+    pub(crate) gtid: Option<faucet_core::Text>,
+    /// The commit time, RFC 3339 UTC.
+    pub(crate) commit_ts: String,
+}
+
+impl TxnContext {
+    fn record(&self, op: Op, table: &str, before: Value, after: Value) -> Record {
+        [
+            Value::Text(op.code().into()),
+            Value::Text(table.into()),
+            Value::Text(self.file.clone()),
+            Value::Int(i64::try_from(self.start_pos).unwrap_or(i64::MAX)),
+            self.gtid.clone().map_or(Value::Null, Value::Text),
+            Value::TimestampTz(self.commit_ts.clone()),
+            before,
+            after,
+        ]
+    }
+}
+
+/// A listed table's shape, from one table map.
+#[derive(Debug)]
+pub(crate) struct TableShape {
+    /// `database.table`.
+    pub(crate) table: String,
+    /// How to decode each column.
+    pub(crate) columns: Vec<MysqlColumn>,
+    /// The row schema of `before` / `after`.
+    pub(crate) schema: Arc<Schema>,
+    /// Per column, what the binlog's value decoder needs: the real type, the table map's
+    /// metadata bytes, UNSIGNED.
+    wire: Vec<(ColumnType, Vec<u8>, bool)>,
+}
+
+struct Mapped {
+    /// The table map's bytes, to tell whether a new one changes anything.
+    raw: Vec<u8>,
+    /// `None` for a table that is not listed.
+    shape: Option<Arc<TableShape>>,
+}
+
+/// Turns table maps and rows events into change records of the listed tables.
+pub(crate) struct ChangeDecoder {
+    wanted: Vec<TableName>,
+    collations: Collations,
+    maps: HashMap<u64, Mapped>,
+}
+
+impl ChangeDecoder {
+    /// A decoder that emits records of `tables`, decoding text by `collations` (the server's).
+    pub(crate) fn new(tables: &[TableName], collations: Collations) -> Self {
+        Self {
+            wanted: tables.to_vec(),
+            collations,
+            maps: HashMap::new(),
+        }
+    }
+
+    /// Whether `database.table` is listed.
+    pub(crate) fn listed(&self, database: &str, table: &str) -> bool {
+        self.wanted
+            .iter()
+            .any(|t| t.database.as_deref() == Some(database) && t.table == table)
+    }
+
+    /// The first listed table whose name occurs in `sql` (case-insensitively), as
+    /// `database.table`: a statement-logged change that may concern it.
+    pub(crate) fn named_in(&self, sql: &str) -> Option<String> {
+        let lower = sql.to_lowercase();
+        self.wanted
+            .iter()
+            .find(|t| lower.contains(&t.table.to_lowercase()))
+            .map(|t| t.to_string())
+    }
+
+    /// Whether a table map (`raw`: its event bytes) is of a listed table and differs from
+    /// the one in hand: [`Self::table_map`] then needs the table's declared columns.
+    pub(crate) fn needs_catalog(&self, tme: &TableMapEvent<'_>, raw: &[u8]) -> bool {
+        self.maps.get(&tme.table_id()).is_none_or(|m| m.raw != raw)
+            && self.listed(&tme.database_name(), &tme.table_name())
+    }
+
+    /// Takes a table map (`raw`: its event bytes): replaces the table id's shape when it
+    /// differs from the one in hand. `catalog` is the table as `information_schema` declares
+    /// it (for MariaDB's UUID, INET4, INET6 and JSON, which the binlog logs as bytes and text).
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when a listed table's map has no column names
+    /// (`binlog_row_metadata` is not FULL) or a column type cannot be decoded.
+    pub(crate) fn table_map(
+        &mut self,
+        tme: &TableMapEvent<'_>,
+        raw: &[u8],
+        at: &BinlogPos,
+        catalog: &TableCatalog,
+    ) -> Result<(), FaucetError> {
+        let id = tme.table_id();
+        if self.maps.get(&id).is_some_and(|m| m.raw == raw) {
+            return Ok(());
+        }
+        let database = tme.database_name();
+        let table = tme.table_name();
+        let shape = if self.listed(&database, &table) {
+            let shape = shape_of(
+                tme,
+                &format!("{database}.{table}"),
+                &self.collations,
+                catalog,
+                at,
+            )?;
+            if let Some(old) = self
+                .maps
+                .values()
+                .find_map(|m| m.shape.as_ref().filter(|s| s.table == shape.table))
+                && old.schema != shape.schema
+            {
+                tracing::info!(
+                    table = %shape.table,
+                    at = %at,
+                    columns = ?shape.schema.fields().iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+                    "the table's shape changed in the binlog; records after this follow it"
+                );
+            }
+            Some(Arc::new(shape))
+        } else {
+            None
+        };
+        self.maps.insert(
+            id,
+            Mapped {
+                raw: raw.to_vec(),
+                shape,
+            },
+        );
+        Ok(())
+    }
+
+    /// The shape for a rows event's table id: `Ok(None)` for a table that is not listed.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] for a rows event without a preceding table map.
+    pub(crate) fn shape(
+        &self,
+        table_id: u64,
+        at: &BinlogPos,
+    ) -> Result<Option<Arc<TableShape>>, FaucetError> {
+        match self.maps.get(&table_id) {
+            Some(m) => Ok(m.shape.clone()),
+            None => Err(FaucetError::read(
+                CONNECTOR,
+                format!("a rows event at {at} for table id {table_id} without its table map"),
+                None,
+            )),
+        }
+    }
+
+    /// Forgets every table map (a new binlog file renumbers table ids).
+    pub(crate) fn clear(&mut self) {
+        self.maps.clear();
+    }
+
+    /// The records of one rows event of a listed table, in the event's order.
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] naming the table, column and position when a value cannot be
+    /// decoded; [`FaucetError::Read`] when a row image is not complete (binlog_row_image
+    /// not FULL) or the rows do not parse.
+    pub(crate) fn rows(
+        shape: &TableShape,
+        kind: RowsKind,
+        rows: &RowsEventData<'_>,
+        txn: &TxnContext,
+        at: &BinlogPos,
+        out: &mut Vec<Record>,
+    ) -> Result<(), FaucetError> {
+        // The row images are decoded here, column by column with mysql_common's value
+        // decoder, rather than by `RowsEventData::rows`, which builds a column definition
+        // per column of every row (most of the time of a large transaction went there).
+        let mut buf = ParseBuf(rows.rows_data());
+        let before_cols = rows.columns_before_image().map(|c| c.count_ones());
+        let after_cols = rows.columns_after_image().map(|c| c.count_ones());
+        while !buf.is_empty() {
+            let before = before_cols
+                .map(|n| Self::image(shape, n, &mut buf, at))
+                .transpose()?;
+            let after = after_cols
+                .map(|n| Self::image(shape, n, &mut buf, at))
+                .transpose()?;
+            let (op, before, after) = match (kind, before, after) {
+                (RowsKind::Write, None, Some(a)) => (Op::Insert, Value::Null, a),
+                (RowsKind::Update, Some(b), Some(a)) => (Op::Update, b, a),
+                (RowsKind::Delete, Some(b), None) => (Op::Delete, b, Value::Null),
+                _ => {
+                    return Err(FaucetError::read(
+                        CONNECTOR,
+                        format!(
+                            "a rows event of {} at {at} without the images its kind has",
+                            shape.table
+                        ),
+                        None,
+                    ));
+                }
+            };
+            out.push(txn.record(op, &shape.table, before, after));
+        }
+        Ok(())
+    }
+
+    /// One row image of `present` columns: a null bitmap, then the non-null values.
+    fn image<'a>(
+        shape: &'a TableShape,
+        present: usize,
+        buf: &mut ParseBuf<'a>,
+        at: &BinlogPos,
+    ) -> Result<Value, FaucetError> {
+        if present != shape.columns.len() {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "a row image of {} at {at} has {present} of its {} columns: the server does \
+                     not log whole rows; SET GLOBAL binlog_row_image = 'FULL'",
+                    shape.table,
+                    shape.columns.len()
+                ),
+                None,
+            ));
+        }
+        let truncated = || {
+            FaucetError::read(
+                CONNECTOR,
+                format!("a row image of {} at {at} ends early", shape.table),
+                None,
+            )
+        };
+        let nulls = buf.checked_eat(present.div_ceil(8)).ok_or_else(truncated)?;
+        let mut values = Vec::with_capacity(present);
+        for (k, (column, (ty, meta, unsigned))) in shape.columns.iter().zip(&shape.wire).enumerate()
+        {
+            if (nulls[k / 8] >> (k % 8)) & 1 == 1 {
+                values.push(Value::Null);
+                continue;
+            }
+            let raw: BinlogValue<'_> = buf
+                .parse((*ty, meta.as_slice(), *unsigned, false))
+                .map_err(|e| {
+                    FaucetError::data(
+                        CONNECTOR,
+                        format!("{}.{} at {at}", shape.table, column.name),
+                        format!("the binlog value does not decode: {e}"),
+                    )
+                })?;
+            let value = from_binlog(column, raw).map_err(|why| {
+                FaucetError::data(
+                    CONNECTOR,
+                    format!("{}.{} at {at}", shape.table, column.name),
+                    why,
+                )
+            })?;
+            values.push(value);
+        }
+        Ok(Value::row(shape.schema.clone(), values))
+    }
+
+    /// The `t` record of a TRUNCATE of a listed table.
+    pub(crate) fn truncate(&self, table: &str, txn: &TxnContext) -> Record {
+        txn.record(Op::Truncate, table, Value::Null, Value::Null)
+    }
+}
+
+/// The shape of a listed table from its table map ([`columns_of_table_map`]), its MariaDB
+/// UUID/INET/JSON columns refined by the catalog ([`TableCatalog::declare`]) where the
+/// binlog's type is the storage of such a type (a string), so a catalog newer than the event
+/// cannot turn an integer into a UUID.
+fn shape_of(
+    tme: &TableMapEvent<'_>,
+    table: &str,
+    collations: &Collations,
+    catalog: &TableCatalog,
+    at: &BinlogPos,
+) -> Result<TableShape, FaucetError> {
+    let columns: Vec<MysqlColumn> = columns_of_table_map(tme, collations)
+        .map_err(|m| FaucetError::read(CONNECTOR, format!("at {at}: {m}"), None))?
+        .into_iter()
+        .map(|c| {
+            if matches!(c.kind, Kind::Char | Kind::VarChar | Kind::Blob) {
+                catalog.declare(c)
+            } else {
+                c
+            }
+        })
+        .collect();
+    let schema = Arc::new(Schema::new(
+        columns
+            .iter()
+            .map(|c| Field::new(c.name.clone(), c.data_type()))
+            .collect(),
+    ));
+    let mut wire = Vec::with_capacity(columns.len());
+    for (i, c) in columns.iter().enumerate() {
+        let ty = tme.get_column_type(i).ok().flatten().ok_or_else(|| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("the table map of {table} at {at}: no type for `{}`", c.name),
+                None,
+            )
+        })?;
+        let meta = tme.get_column_metadata(i).unwrap_or(&[]).to_vec();
+        wire.push((ty, meta, c.unsigned));
+    }
+    Ok(TableShape {
+        table: table.to_owned(),
+        columns,
+        schema,
+        wire,
+    })
+}
+
+/// A commit time (microseconds since 1970, UTC) in RFC 3339 UTC, the fraction without
+/// trailing zeros: `2026-11-30T06:00:00.25Z`.
+pub(crate) fn commit_ts_text(micros: u64) -> String {
+    let secs = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX);
+    let frac = (micros % 1_000_000) as u32;
+    let Some(at) = chrono::DateTime::from_timestamp(secs, frac * 1_000) else {
+        return "infinity".to_owned();
+    };
+    let mut out = at.format("%Y-%m-%dT%H:%M:%S").to_string();
+    if frac > 0 {
+        let fraction = format!("{frac:06}");
+        out.push('.');
+        out.push_str(fraction.trim_end_matches('0'));
+    }
+    out.push('Z');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_times_are_utc() {
+        assert_eq!(commit_ts_text(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            commit_ts_text(1_764_568_800_250_000),
+            "2025-12-01T06:00:00.25Z"
+        );
+    }
+}

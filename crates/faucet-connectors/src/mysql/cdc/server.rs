@@ -1,0 +1,334 @@
+//! What the source asks the server over a plain SQL connection: its identity and kind, the
+//! current end of the binlog, the binlog files it still has, and the prerequisites of
+//! reading row changes (each failure naming its fix). Nothing here consumes or changes
+//! anything.
+//!
+//! | | MariaDB (tested) | MySQL 8 (per its manual, untested here) |
+//! |---|---|---|
+//! | end of the log | `SHOW MASTER STATUS` | `SHOW BINARY LOG STATUS` (8.2+), else `SHOW MASTER STATUS` |
+//! | identity | `@@server_id` | `@@server_id`, `@@server_uuid` |
+//! | replicas | `SHOW SLAVE HOSTS` | `SHOW REPLICAS` |
+//! | position privilege | BINLOG MONITOR | REPLICATION CLIENT |
+
+use mysql_async::Row;
+use mysql_async::prelude::Queryable;
+
+use faucet_core::FaucetError;
+
+use super::CONNECTOR;
+use super::bookmark::ServerIdentity;
+use super::position::BinlogPos;
+
+/// MySQL/MariaDB's "access denied" error codes (ER_SPECIFIC_ACCESS_DENIED_ERROR,
+/// ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR).
+const ACCESS_DENIED: [u16; 4] = [1227, 1044, 1045, 1142];
+/// ER_PARSE_ERROR.
+const PARSE_ERROR: u16 = 1064;
+
+/// What open and check learn about the server.
+#[derive(Debug, Clone)]
+pub(crate) struct ServerFacts {
+    /// Whether the server is MariaDB.
+    pub(crate) mariadb: bool,
+    /// `@@server_id` (and `@@server_uuid` on MySQL).
+    pub(crate) identity: ServerIdentity,
+}
+
+fn sql_error(what: &str, e: mysql_async::Error) -> FaucetError {
+    match &e {
+        mysql_async::Error::Server(s) if ACCESS_DENIED.contains(&s.code) => FaucetError::read(
+            CONNECTOR,
+            format!(
+                "{what}: access denied ({}); grant the reading user REPLICATION SLAVE and \
+                 BINLOG MONITOR (MariaDB) / REPLICATION CLIENT (MySQL): \
+                 GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'user'@'host'",
+                s.message
+            ),
+            Some(Box::new(e)),
+        ),
+        mysql_async::Error::Server(_) => FaucetError::read(CONNECTOR, what, Some(Box::new(e))),
+        _ => FaucetError::connect(CONNECTOR, what, Some(Box::new(e))),
+    }
+}
+
+fn text(row: &Row, i: usize) -> Option<String> {
+    row.get_opt::<Option<String>, _>(i)
+        .and_then(Result::ok)
+        .flatten()
+}
+
+/// The server's kind and identity.
+pub(crate) async fn facts(conn: &mut mysql_async::Conn) -> Result<ServerFacts, FaucetError> {
+    let version: Option<String> = conn
+        .query_first("SELECT VERSION()")
+        .await
+        .map_err(|e| sql_error("reading the server version", e))?;
+    let mariadb = version.unwrap_or_default().contains("MariaDB");
+    let server_id: Option<u32> = conn
+        .query_first("SELECT @@server_id")
+        .await
+        .map_err(|e| sql_error("reading @@server_id", e))?;
+    let server_uuid = if mariadb {
+        None
+    } else {
+        conn.query_first::<Option<String>, _>("SELECT @@server_uuid")
+            .await
+            .map_err(|e| sql_error("reading @@server_uuid", e))?
+            .flatten()
+    };
+    Ok(ServerFacts {
+        mariadb,
+        identity: ServerIdentity {
+            server_id: server_id.unwrap_or_default(),
+            server_uuid,
+        },
+    })
+}
+
+/// The current end of the binlog (the position the next transaction will be written at).
+///
+/// # Errors
+/// [`FaucetError::Read`] when the binlog is off or the privilege is missing, with the fix.
+pub(crate) async fn end_of_log(
+    conn: &mut mysql_async::Conn,
+    mariadb: bool,
+) -> Result<BinlogPos, FaucetError> {
+    let row: Option<Row> = if mariadb {
+        conn.query_first("SHOW MASTER STATUS")
+            .await
+            .map_err(|e| sql_error("SHOW MASTER STATUS", e))?
+    } else {
+        match conn.query_first("SHOW BINARY LOG STATUS").await {
+            Ok(row) => row,
+            Err(mysql_async::Error::Server(s)) if s.code == PARSE_ERROR => conn
+                .query_first("SHOW MASTER STATUS")
+                .await
+                .map_err(|e| sql_error("SHOW MASTER STATUS", e))?,
+            Err(e) => return Err(sql_error("SHOW BINARY LOG STATUS", e)),
+        }
+    };
+    let row = row.ok_or_else(binlog_off)?;
+    let file = text(&row, 0).ok_or_else(binlog_off)?;
+    let pos = text(&row, 1)
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(binlog_off)?;
+    Ok(BinlogPos::new(file, pos))
+}
+
+fn binlog_off() -> FaucetError {
+    FaucetError::read(
+        CONNECTOR,
+        "the server's binary log is off (log_bin=OFF): start the server with \
+         --log-bin --binlog-format=ROW --binlog-row-image=FULL --binlog-row-metadata=FULL",
+        None,
+    )
+}
+
+/// The binlog files the server still has, oldest first (`SHOW BINARY LOGS`).
+pub(crate) async fn binlog_files(conn: &mut mysql_async::Conn) -> Result<Vec<String>, FaucetError> {
+    let rows: Vec<Row> = conn
+        .query("SHOW BINARY LOGS")
+        .await
+        .map_err(|e| sql_error("SHOW BINARY LOGS", e))?;
+    Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
+}
+
+/// A [`FaucetError::Bookmark`] (not retryable) when `file` was purged from the server.
+pub(crate) fn require_file(files: &[String], position: &BinlogPos) -> Result<(), FaucetError> {
+    if files.iter().any(|f| f == &position.file) {
+        return Ok(());
+    }
+    Err(FaucetError::bookmark(
+        CONNECTOR,
+        format!(
+            "the bookmark's binlog file `{}` is no longer on the server (it has {}): it was \
+             purged, and the changes between the bookmark ({}) and the oldest binlog left are \
+             gone. Re-snapshot the tables (copy them anew), delete this pipeline's state, and \
+             start again; keep binlogs longer than the longest pause \
+             (binlog_expire_logs_seconds / expire_logs_days)",
+            position.file,
+            match (files.first(), files.last()) {
+                (Some(a), Some(b)) => format!("{a} to {b}"),
+                _ => "none".to_owned(),
+            },
+            position
+        ),
+        None,
+    ))
+}
+
+/// On MariaDB: the GTID state at `position` (`BINLOG_GTID_POS`), `None` when the server
+/// cannot tell (not an event boundary, or a file it does not have).
+pub(crate) async fn gtid_state_at(
+    conn: &mut mysql_async::Conn,
+    position: &BinlogPos,
+) -> Result<Option<String>, FaucetError> {
+    let state: Option<Option<String>> = conn
+        .exec_first(
+            "SELECT BINLOG_GTID_POS(?, ?)",
+            (position.file.as_str(), position.pos),
+        )
+        .await
+        .map_err(|e| sql_error("SELECT BINLOG_GTID_POS", e))?;
+    Ok(state.flatten())
+}
+
+/// The global settings the reader needs, each failure with its fix.
+pub(crate) async fn check_settings(conn: &mut mysql_async::Conn) -> Result<(), FaucetError> {
+    let rows: Vec<Row> = conn
+        .query(
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN ('log_bin', 'binlog_format', \
+             'binlog_row_image', 'binlog_row_metadata', 'log_bin_compress', \
+             'binlog_transaction_compression', 'binlog_row_value_options')",
+        )
+        .await
+        .map_err(|e| sql_error("SHOW GLOBAL VARIABLES", e))?;
+    let get = |name: &str| {
+        rows.iter()
+            .find(|r| text(r, 0).as_deref() == Some(name))
+            .and_then(|r| text(r, 1))
+    };
+    let is = |name: &str, want: &str| get(name).is_some_and(|v| v.eq_ignore_ascii_case(want));
+    if !is("log_bin", "ON") {
+        return Err(binlog_off());
+    }
+    let wrong = |var: &str, want: &str, why: &str| {
+        FaucetError::read(
+            CONNECTOR,
+            format!(
+                "{var} is {} but must be {want} ({why}): SET GLOBAL {var} = '{want}' and put \
+                 {var}={want} in the server's config; sessions opened before the change keep \
+                 the old value",
+                get(var).unwrap_or_else(|| "not supported by this server".into())
+            ),
+            None,
+        )
+    };
+    if !is("binlog_format", "ROW") {
+        return Err(wrong(
+            "binlog_format",
+            "ROW",
+            "statements logged as SQL text do not say which rows changed",
+        ));
+    }
+    if !is("binlog_row_image", "FULL") {
+        return Err(wrong(
+            "binlog_row_image",
+            "FULL",
+            "change records carry whole before and after rows",
+        ));
+    }
+    if !is("binlog_row_metadata", "FULL") {
+        return Err(wrong(
+            "binlog_row_metadata",
+            "FULL",
+            "without it the binlog has no column names, charsets or ENUM/SET members \
+             (MariaDB 10.5+ / MySQL 8.0.1+)",
+        ));
+    }
+    if is("log_bin_compress", "ON") {
+        return Err(wrong(
+            "log_bin_compress",
+            "OFF",
+            "compressed binlog events are not decoded",
+        ));
+    }
+    if is("binlog_transaction_compression", "ON") {
+        return Err(wrong(
+            "binlog_transaction_compression",
+            "OFF",
+            "compressed transaction payloads are not decoded",
+        ));
+    }
+    if get("binlog_row_value_options").is_some_and(|v| !v.is_empty()) {
+        return Err(wrong(
+            "binlog_row_value_options",
+            "",
+            "partial JSON updates have no full after image",
+        ));
+    }
+    Ok(())
+}
+
+/// REPLICATION SLAVE, read from `SHOW GRANTS` (privileges through roles are not seen: the
+/// dump itself is the final word).
+pub(crate) async fn check_replication_grant(
+    conn: &mut mysql_async::Conn,
+) -> Result<(), FaucetError> {
+    let grants: Vec<String> = conn
+        .query("SHOW GRANTS")
+        .await
+        .map_err(|e| sql_error("SHOW GRANTS", e))?;
+    let global = |g: &String| g.contains(" ON *.* ");
+    let ok = grants.iter().filter(|g| global(g)).any(|g| {
+        g.contains("ALL PRIVILEGES")
+            || g.contains("REPLICATION SLAVE")
+            || g.contains("REPLICATION REPLICA")
+    });
+    if ok {
+        Ok(())
+    } else {
+        Err(FaucetError::read(
+            CONNECTOR,
+            "the user lacks REPLICATION SLAVE, needed to read the binlog: \
+             GRANT REPLICATION SLAVE ON *.* TO 'user'@'host'",
+            None,
+        ))
+    }
+}
+
+/// Refuses a `server_id` that is the server's own or that a connected replica registered.
+/// Where listing replicas needs a privilege the user lacks (MariaDB 10.5+: REPLICATION MASTER
+/// ADMIN), only the server's own id is checked, and a warning says so.
+pub(crate) async fn check_server_id(
+    conn: &mut mysql_async::Conn,
+    facts: &ServerFacts,
+    server_id: u32,
+) -> Result<(), FaucetError> {
+    if facts.identity.server_id == server_id {
+        return Err(FaucetError::config(
+            "server_id",
+            format!(
+                "{server_id} is the server's own @@server_id; give this reader an id no server \
+                 or replica uses"
+            ),
+        ));
+    }
+    let sql = if facts.mariadb {
+        "SHOW SLAVE HOSTS"
+    } else {
+        "SHOW REPLICAS"
+    };
+    match conn.query::<Row, _>(sql).await {
+        Ok(rows) => {
+            let used = rows
+                .iter()
+                .find(|r| text(r, 0).and_then(|id| id.parse::<u32>().ok()) == Some(server_id));
+            match used {
+                Some(r) => Err(FaucetError::config(
+                    "server_id",
+                    format!(
+                        "{server_id} is in use by a replica connected from {}: the server would \
+                         disconnect one of the two; give this pipeline its own server_id (a \
+                         previous run that was killed is dropped by the server within \
+                         slave_net_timeout)",
+                        text(r, 1)
+                            .filter(|h| !h.is_empty())
+                            .unwrap_or_else(|| "an unnamed host".into())
+                    ),
+                )),
+                None => Ok(()),
+            }
+        }
+        Err(mysql_async::Error::Server(s)) if ACCESS_DENIED.contains(&s.code) => {
+            tracing::warn!(
+                server_id,
+                "cannot list the server's replicas ({sql} needs REPLICATION MASTER ADMIN on \
+                 MariaDB, REPLICATION SLAVE on MySQL): whether another replica uses this \
+                 server_id is not checked"
+            );
+            Ok(())
+        }
+        Err(e) => Err(sql_error(sql, e)),
+    }
+}
