@@ -383,6 +383,21 @@ fn serve_refuses_a_bounded_row_without_a_schedule_and_a_bad_schedule_names_its_f
     // `faucet run` ignores the schedule and runs now.
     dir.faucet(&["run", "ok.yaml"]).expect_code(0);
     assert_eq!(dir.jsonl("out.jsonl").len(), 3);
+    // Both change streams, when continuous, run all the time: a schedule on one is refused.
+    for source in [
+        "{ type: postgres-cdc, config: { connection_url: \"postgres://u@127.0.0.1:1/d\", slot_name: s, publication: p, tables: [public.t], continuous: true } }",
+        "{ type: mysql-cdc, config: { connection_url: \"mysql://u@127.0.0.1:1/d\", server_id: 7, tables: [d.t], continuous: true } }",
+    ] {
+        dir.write(
+            "cdc.yaml",
+            format!(
+                "version: 1\npipeline:\n  source: {source}\n  sink: {{ type: jsonl, config: {{ path: ./cdc.jsonl }} }}\n  schedule: \"* * * * *\"\n"
+            ),
+        );
+        dir.faucet(&["validate", "cdc.yaml"])
+            .expect_code(2)
+            .stderr_has(&["pipeline.schedule", "continuous source"]);
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! exact change records of several tables, transactions, resuming from bookmarks, a page
 //! boundary inside a transaction, rotation, schema changes, TRUNCATE.
 
-use faucet_connectors::mysql::cdc::{MySqlCdcConfig, MySqlCdcSource};
+use faucet_connectors::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource};
 use faucet_core::{Bookmark, Page, Source as _};
 use serde_json::Value as J;
 
@@ -14,8 +14,8 @@ pub(crate) fn server_id(n: u32) -> u32 {
     10_000 + (std::process::id() % 50_000) * 16 + n
 }
 
-pub(crate) fn source(db: &TestDb, tables: &[&str], id: u32) -> MySqlCdcSource {
-    MySqlCdcSource::new(MySqlCdcConfig::new(
+pub(crate) fn source(db: &TestDb, tables: &[&str], id: u32) -> MysqlCdcSource {
+    MysqlCdcSource::new(MysqlCdcConfig::new(
         db.url(),
         server_id(id),
         tables.iter().map(|t| db.table(t)),
@@ -203,9 +203,9 @@ async fn rotation_column_changes_and_truncate_show_in_the_records() {
 async fn a_continuous_run_follows_new_changes_until_cancelled() {
     let mut db = TestDb::new("cdc_follow").await;
     db.exec("CREATE TABLE f (id INT PRIMARY KEY)").await;
-    let mut config = MySqlCdcConfig::new(db.url(), server_id(5), [db.table("f")]);
+    let mut config = MysqlCdcConfig::new(db.url(), server_id(5), [db.table("f")]);
     config.continuous = true;
-    let src = MySqlCdcSource::new(config).expect("valid");
+    let src = MysqlCdcSource::new(config).expect("valid");
     let cancel = tokio_util::sync::CancellationToken::new();
     let mut stream = src
         .open(
@@ -251,12 +251,12 @@ async fn a_continuous_run_follows_new_changes_until_cancelled() {
 #[tokio::test]
 async fn a_start_position_in_a_file_the_server_lacks_is_a_config_error() {
     let db = TestDb::new("cdc_start").await;
-    let mut config = MySqlCdcConfig::new(db.url(), server_id(6), [db.table("t")]);
+    let mut config = MysqlCdcConfig::new(db.url(), server_id(6), [db.table("t")]);
     config.start = faucet_connectors::mysql::cdc::StartPosition::At {
         binlog_file: "mariadb-bin.999999".into(),
         binlog_pos: 4,
     };
-    let src = MySqlCdcSource::new(config).expect("valid");
+    let src = MysqlCdcSource::new(config).expect("valid");
     for e in [
         src.check().await.expect_err("check"),
         read_pages(&src, None, 10).await.expect_err("open"),

@@ -3,18 +3,18 @@
 //! binlog_row_metadata=NO_LOG, compressed events, a purged binlog, a bookmark of another
 //! server, missing privileges, a server id in use. `check()` names each prerequisite.
 
-use faucet_connectors::mysql::cdc::{MySqlCdcConfig, MySqlCdcSource};
+use faucet_connectors::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource};
 use faucet_core::{Bookmark, FaucetError, ReadOptions, Source as _};
 
 use crate::mysql_cdc::{changes, last_bookmark, records};
 use crate::mysql_private::PrivateMariadb;
 use crate::support::read_pages;
 
-fn src(url: String, server_id: u32) -> MySqlCdcSource {
-    MySqlCdcSource::new(MySqlCdcConfig::new(url, server_id, ["test.t"])).expect("valid")
+fn src(url: String, server_id: u32) -> MysqlCdcSource {
+    MysqlCdcSource::new(MysqlCdcConfig::new(url, server_id, ["test.t"])).expect("valid")
 }
 
-async fn end_bookmark(s: &MySqlCdcSource) -> Bookmark {
+async fn end_bookmark(s: &MysqlCdcSource) -> Bookmark {
     last_bookmark(&read_pages(s, None, 10).await.expect("first run"))
 }
 
@@ -122,9 +122,9 @@ async fn faults_are_typed_errors_that_name_the_fix() {
         matches!(&e, FaucetError::Config { field, .. } if field == "server_id"),
         "{e}"
     );
-    let mut follower_config = MySqlCdcConfig::new(server.url("test"), 78, ["test.t"]);
+    let mut follower_config = MysqlCdcConfig::new(server.url("test"), 78, ["test.t"]);
     follower_config.continuous = true;
-    let follower = MySqlCdcSource::new(follower_config).expect("valid");
+    let follower = MysqlCdcSource::new(follower_config).expect("valid");
     let stream = follower
         .open(None, ReadOptions::default())
         .await
@@ -184,9 +184,9 @@ async fn a_server_killed_mid_run_is_a_retryable_error_and_a_rerun_loses_nothing(
     let s = src(server.url("test"), 79);
     let from = end_bookmark(&s).await;
     server.exec("INSERT INTO t VALUES (1, 'a')").await;
-    let mut config = MySqlCdcConfig::new(server.url("test"), 80, ["test.t"]);
+    let mut config = MysqlCdcConfig::new(server.url("test"), 80, ["test.t"]);
     config.continuous = true;
-    let follower = MySqlCdcSource::new(config).expect("valid");
+    let follower = MysqlCdcSource::new(config).expect("valid");
     let mut stream = follower
         .open(Some(from.clone()), ReadOptions::default())
         .await

@@ -7,7 +7,7 @@
 //! | `postgres` | `faucet_connectors::postgres::PostgresQuerySource` | `postgres` |
 //! | `postgres-cdc` | `faucet_connectors::postgres::cdc::PostgresCdcSource` | `postgres` |
 //! | `mysql` | `faucet_connectors::mysql::MysqlQuerySource` | `mysql` |
-//! | `mysql-cdc` | `faucet_connectors::mysql::cdc::MySqlCdcSource` | `mysql` |
+//! | `mysql-cdc` | `faucet_connectors::mysql::cdc::MysqlCdcSource` | `mysql` |
 //!
 //! A source is one line in [`registry!`] below and one `impl` [`SourceEntry`] on its config
 //! type (under its feature).
@@ -34,7 +34,7 @@ registry! {
         /// `type: mysql`: a query or a table of MySQL / MariaDB.
         Mysql = "mysql" => faucet_connectors::mysql::MysqlQueryConfig, if "mysql";
         /// `type: mysql-cdc`: the MySQL/MariaDB binlog, read as a replica.
-        MysqlCdc = "mysql-cdc" => faucet_connectors::mysql::cdc::MySqlCdcConfig, if "mysql";
+        MysqlCdc = "mysql-cdc" => faucet_connectors::mysql::cdc::MysqlCdcConfig, if "mysql";
     }
 }
 
@@ -226,7 +226,7 @@ impl SourceEntry for faucet_connectors::mysql::MysqlQueryConfig {
 }
 
 #[cfg(feature = "mysql")]
-impl SourceEntry for faucet_connectors::mysql::cdc::MySqlCdcConfig {
+impl SourceEntry for faucet_connectors::mysql::cdc::MysqlCdcConfig {
     fn target(&self) -> String {
         format!(
             "{} as replica {}",
@@ -246,9 +246,13 @@ impl SourceEntry for faucet_connectors::mysql::cdc::MySqlCdcConfig {
         }
     }
 
+    fn is_continuous(&self) -> bool {
+        self.continuous
+    }
+
     fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
         Ok(Box::new(
-            faucet_connectors::mysql::cdc::MySqlCdcSource::new(self.clone())?,
+            faucet_connectors::mysql::cdc::MysqlCdcSource::new(self.clone())?,
         ))
     }
 }

@@ -10,7 +10,7 @@ use super::CONNECTOR;
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
 
-/// Configuration of a [`super::MySqlCdcSource`].
+/// Configuration of a [`super::MysqlCdcSource`].
 ///
 /// ```yaml
 /// source:
@@ -27,7 +27,7 @@ use crate::mysql::table::TableName;
 /// ([`faucet_core::ReadOptions`]: `batch_size`, `max_page_delay`), as for `postgres-cdc`.
 #[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MySqlCdcConfig {
+pub struct MysqlCdcConfig {
     /// The source server, `mysql://user:password@host:port/database` (the database part is
     /// optional). A secret: never printed; `Debug` shows `[redacted]`. The user needs
     /// REPLICATION SLAVE, and BINLOG MONITOR on MariaDB / REPLICATION CLIENT on MySQL.
@@ -70,9 +70,9 @@ pub enum StartPosition {
     },
 }
 
-impl std::fmt::Debug for MySqlCdcConfig {
+impl std::fmt::Debug for MysqlCdcConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MySqlCdcConfig")
+        f.debug_struct("MysqlCdcConfig")
             .field("connection_url", &"[redacted]")
             .field("server_id", &self.server_id)
             .field("tables", &self.tables)
@@ -82,31 +82,31 @@ impl std::fmt::Debug for MySqlCdcConfig {
     }
 }
 
-/// A [`MySqlCdcConfig`] that passed [`MySqlCdcConfig::validate`], with what validation parsed.
+/// A [`MysqlCdcConfig`] that passed [`MysqlCdcConfig::validate`], with what validation parsed.
 #[derive(Clone)]
-pub struct ValidatedMySqlCdcConfig {
-    pub(crate) config: MySqlCdcConfig,
+pub struct ValidatedMysqlCdcConfig {
+    pub(crate) config: MysqlCdcConfig,
     pub(crate) connection: MysqlConnection,
     pub(crate) tables: Vec<TableName>,
 }
 
-impl ValidatedMySqlCdcConfig {
+impl ValidatedMysqlCdcConfig {
     /// The configuration as written.
-    pub fn config(&self) -> &MySqlCdcConfig {
+    pub fn config(&self) -> &MysqlCdcConfig {
         &self.config
     }
 }
 
-impl std::fmt::Debug for ValidatedMySqlCdcConfig {
+impl std::fmt::Debug for ValidatedMysqlCdcConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValidatedMySqlCdcConfig")
+        f.debug_struct("ValidatedMysqlCdcConfig")
             .field("config", &self.config)
             .field("tables", &self.tables)
             .finish_non_exhaustive()
     }
 }
 
-impl MySqlCdcConfig {
+impl MysqlCdcConfig {
     /// A configuration with the defaults for the optional fields.
     pub fn new(
         connection_url: impl Into<String>,
@@ -127,7 +127,7 @@ impl MySqlCdcConfig {
     /// # Errors
     /// [`FaucetError::Config`] naming the field (`connection_url`, `server_id`, `tables[i]`,
     /// `start.at.binlog_file`, `start.at.binlog_pos`) and what a valid value looks like.
-    pub fn validate(&self) -> Result<ValidatedMySqlCdcConfig, FaucetError> {
+    pub fn validate(&self) -> Result<ValidatedMysqlCdcConfig, FaucetError> {
         let connection = MysqlConnection::parse(&self.connection_url, "connection_url", CONNECTOR)?;
         if self.server_id == 0 {
             return Err(FaucetError::config(
@@ -169,7 +169,7 @@ impl MySqlCdcConfig {
                 ));
             }
         }
-        Ok(ValidatedMySqlCdcConfig {
+        Ok(ValidatedMysqlCdcConfig {
             config: self.clone(),
             connection,
             tables,
@@ -190,7 +190,7 @@ mod tests {
 
     #[test]
     fn defaults_strictness_and_secrecy() {
-        let c: MySqlCdcConfig = serde_json::from_value(serde_json::json!({
+        let c: MysqlCdcConfig = serde_json::from_value(serde_json::json!({
             "connection_url": "mysql://u:hunter2@localhost:3306/db",
             "server_id": 7, "tables": ["shop.orders"]
         }))
@@ -200,7 +200,7 @@ mod tests {
         let v = c.validate().expect("valid");
         assert_eq!(v.tables[0].to_string(), "shop.orders");
         assert!(!format!("{c:?}{v:?}").contains("hunter2"));
-        let at: MySqlCdcConfig = serde_json::from_value(serde_json::json!({
+        let at: MysqlCdcConfig = serde_json::from_value(serde_json::json!({
             "connection_url": "mysql://u@localhost/db", "server_id": 7, "tables": ["a.b"],
             "start": {"at": {"binlog_file": "mariadb-bin.000002", "binlog_pos": 4}}
         }))
@@ -217,13 +217,13 @@ mod tests {
             serde_json::json!({"connection_url": "mysql://h/db", "server_id": 7, "tables": ["a.b"], "start": "now"}),
             serde_json::json!({"connection_url": "mysql://h/db", "server_id": -1, "tables": ["a.b"]}),
         ] {
-            assert!(serde_json::from_value::<MySqlCdcConfig>(bad).is_err());
+            assert!(serde_json::from_value::<MysqlCdcConfig>(bad).is_err());
         }
     }
 
     #[test]
     fn fields_are_checked() {
-        let base = MySqlCdcConfig::new("mysql://u@localhost/db", 9, ["a.b"]);
+        let base = MysqlCdcConfig::new("mysql://u@localhost/db", 9, ["a.b"]);
         let mut c = base.clone();
         c.server_id = 0;
         assert_eq!(field_of(c.validate().expect_err("zero")), "server_id");

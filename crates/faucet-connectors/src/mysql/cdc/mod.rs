@@ -6,9 +6,9 @@
 //!
 //! ```no_run
 //! # fn build() -> Result<(), faucet_core::FaucetError> {
-//! use faucet_connectors::mysql::cdc::{MySqlCdcConfig, MySqlCdcSource};
+//! use faucet_connectors::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource};
 //!
-//! let source = MySqlCdcSource::new(MySqlCdcConfig::new(
+//! let source = MysqlCdcSource::new(MysqlCdcConfig::new(
 //!     "mysql://replicator:secret@localhost:3306/shop",
 //!     4101,
 //!     ["shop.orders"],
@@ -19,7 +19,7 @@
 //! ```
 //!
 //! How it reads:
-//! * [`MySqlCdcSource::open`] checks the prerequisites (module `server`: binlog on, ROW
+//! * [`MysqlCdcSource::open`] checks the prerequisites (module `server`: binlog on, ROW
 //!   format, FULL row image and metadata, no compression, the privileges, the server id),
 //!   checks a bookmark against the server (same `server_id`/`server_uuid`, its binlog file
 //!   still there, on MariaDB its GTID at that position), then registers as replica
@@ -56,7 +56,7 @@ use mysql_async::prelude::Queryable;
 
 use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
 
-pub use config::{MySqlCdcConfig, StartPosition, ValidatedMySqlCdcConfig};
+pub use config::{MysqlCdcConfig, StartPosition, ValidatedMysqlCdcConfig};
 
 use bookmark::CdcBookmark;
 use changes::{ChangeDecoder, record_schema};
@@ -72,26 +72,26 @@ pub const CONNECTOR: &str = "mysql-cdc";
 /// The `mysql-cdc` source. Built without I/O; [`Source::open`] and [`Source::check`]
 /// connect.
 #[derive(Debug)]
-pub struct MySqlCdcSource {
-    validated: ValidatedMySqlCdcConfig,
+pub struct MysqlCdcSource {
+    validated: ValidatedMysqlCdcConfig,
 }
 
-impl MySqlCdcSource {
+impl MysqlCdcSource {
     /// A source for `config`, validated without I/O.
     ///
     /// # Errors
     /// [`FaucetError::Config`] naming the invalid field.
-    pub fn new(config: MySqlCdcConfig) -> Result<Self, FaucetError> {
+    pub fn new(config: MysqlCdcConfig) -> Result<Self, FaucetError> {
         Ok(Self::from_validated(config.validate()?))
     }
 
-    /// A source for a config [`MySqlCdcConfig::validate`] accepted.
-    pub fn from_validated(validated: ValidatedMySqlCdcConfig) -> Self {
+    /// A source for a config [`MysqlCdcConfig::validate`] accepted.
+    pub fn from_validated(validated: ValidatedMysqlCdcConfig) -> Self {
         Self { validated }
     }
 
     /// The configuration.
-    pub fn config(&self) -> &MySqlCdcConfig {
+    pub fn config(&self) -> &MysqlCdcConfig {
         &self.validated.config
     }
 
@@ -179,7 +179,7 @@ impl MySqlCdcSource {
 }
 
 #[async_trait]
-impl Source for MySqlCdcSource {
+impl Source for MysqlCdcSource {
     fn connector(&self) -> &str {
         CONNECTOR
     }
@@ -302,7 +302,7 @@ impl Source for MySqlCdcSource {
     }
 }
 
-impl MySqlCdcSource {
+impl MysqlCdcSource {
     /// Registers as replica `server_id` and requests the binlog from `at`.
     async fn dump(
         &self,
