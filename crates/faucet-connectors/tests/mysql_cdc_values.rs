@@ -41,3 +41,40 @@ async fn every_type_reads_the_same_from_the_binlog_as_from_select() {
     }
     db.drop_db().await;
 }
+
+/// Negative TIME values with one to six fraction digits (mysql_common mis-decodes TIME(1)
+/// and TIME(2) ones: shared/notes/mysql.md) read the same from the binlog as from SELECT.
+#[tokio::test]
+async fn negative_times_with_every_precision_read_the_same_both_ways() {
+    let mut db = TestDb::new("cdc_times").await;
+    db.exec(
+        "CREATE TABLE tm (id INT PRIMARY KEY, t0 TIME, t1 TIME(1), t2 TIME(2), t3 TIME(3), \
+         t4 TIME(4), t6 TIME(6))",
+    )
+    .await;
+    let src = source(&db, &["tm"], 3);
+    let start = last_bookmark(&read_pages(&src, None, 10).await.expect("first run"));
+    db.exec(
+        "INSERT INTO tm VALUES
+         (1, '-00:00:01', '-00:00:01.5', '-00:00:01.25', '-00:00:01.125', '-00:00:01.0625',
+             '-00:00:01.000001'),
+         (2, '-838:59:59', '-838:59:58.9', '-838:59:58.99', '-12:00:00.001', '-0:0:0.5',
+             '-838:59:58.999999'),
+         (3, '25:00:00', '00:00:00.1', '838:59:58.99', '00:00:00.999', '-00:00:00.0001',
+             '00:00:00')",
+    )
+    .await;
+    let select = MysqlQuerySource::new(MysqlQueryConfig::for_table(db.url(), "tm")).expect("ok");
+    let selected = json_lines(&read_pages(&select, None, 10).await.expect("select"));
+    assert_eq!(
+        selected[0],
+        r#"{"id":1,"t0":"-00:00:01","t1":"-00:00:01.5","t2":"-00:00:01.25","t3":"-00:00:01.125","t4":"-00:00:01.0625","t6":"-00:00:01.000001"}"#
+    );
+    let recs = records(&read_pages(&src, Some(start), 10).await.expect("binlog"));
+    assert_eq!(recs.len(), 3);
+    for (i, want) in selected.iter().enumerate() {
+        let got = serde_json::to_string(&recs[i]["after"]).expect("json");
+        assert_eq!(&got, want, "row {}", i + 1);
+    }
+    db.drop_db().await;
+}

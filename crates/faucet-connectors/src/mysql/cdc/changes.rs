@@ -37,7 +37,9 @@ use super::events::RowsKind;
 use super::position::BinlogPos;
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
-use crate::mysql::value::{Collations, Kind, MysqlColumn, columns_of_table_map, from_binlog};
+use crate::mysql::value::{
+    Collations, Kind, MysqlColumn, columns_of_table_map, from_binlog, time2_hundredths,
+};
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
 /// `gtid`, `commit_ts`, `before`, `after`.
@@ -307,15 +309,21 @@ impl ChangeDecoder {
                 values.push(Value::Null);
                 continue;
             }
-            let raw: BinlogValue<'_> = buf
-                .parse((*ty, meta.as_slice(), *unsigned, false))
-                .map_err(|e| {
-                    FaucetError::data(
-                        CONNECTOR,
-                        format!("{}.{} at {at}", shape.table, column.name),
-                        format!("the binlog value does not decode: {e}"),
-                    )
-                })?;
+            let raw: BinlogValue<'_> =
+                if *ty == ColumnType::MYSQL_TYPE_TIME2 && matches!(meta.first(), Some(1 | 2)) {
+                    // mysql_common mis-decodes these when negative ([`time2_hundredths`]).
+                    let bytes = buf.checked_eat(4).ok_or_else(truncated)?;
+                    BinlogValue::Value(time2_hundredths([bytes[0], bytes[1], bytes[2], bytes[3]]))
+                } else {
+                    buf.parse((*ty, meta.as_slice(), *unsigned, false))
+                        .map_err(|e| {
+                            FaucetError::data(
+                                CONNECTOR,
+                                format!("{}.{} at {at}", shape.table, column.name),
+                                format!("the binlog value does not decode: {e}"),
+                            )
+                        })?
+                };
             let value = from_binlog(column, raw).map_err(|why| {
                 FaucetError::data(
                     CONNECTOR,

@@ -52,7 +52,7 @@ mod column;
 mod convert;
 mod table_map;
 
-pub use binlog::from_binlog;
+pub use binlog::{from_binlog, time2_hundredths};
 pub use charset::{BINARY_COLLATION, Charset, Collations};
 pub use column::{Kind, MysqlColumn, Origin};
 pub use convert::to_value;
