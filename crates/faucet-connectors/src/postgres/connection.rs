@@ -145,7 +145,7 @@ impl PostgresUrl {
         )
     }
 
-    /// Opens one session and runs [`SESSION_SETUP`] on it (UTC, ISO dates, ISO 8601
+    /// Opens one session and runs `SESSION_SETUP` on it (UTC, ISO dates, ISO 8601
     /// intervals, hex bytea).
     ///
     /// # Errors

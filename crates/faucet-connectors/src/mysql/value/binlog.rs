@@ -37,7 +37,7 @@ pub fn from_binlog(column: &MysqlColumn, value: BinlogValue<'_>) -> Result<Value
 const TIMEF_INT_OFS: i64 = 0x80_0000;
 
 /// A TIME(1) or TIME(2) value of a row image (MySQL 5.6's TIME2 format: 3 bytes of integer
-/// part, big-endian, offset by [`TIMEF_INT_OFS`], then 1 byte of hundredths), decoded here
+/// part, big-endian, offset by `TIMEF_INT_OFS` = 0x800000, then 1 byte of hundredths), decoded here
 /// because mysql_common 0.37's `my_time_packed_from_binary` keeps that byte in a `u32` and
 /// subtracts 0x100 from it for a negative value with a fraction: a panic in a debug build,
 /// a wrong value in release (shared/notes/mysql.md). The arithmetic is MySQL's
