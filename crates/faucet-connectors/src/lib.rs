@@ -16,6 +16,8 @@
 
 #[cfg(feature = "files")]
 pub mod files;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod keyed_pages;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

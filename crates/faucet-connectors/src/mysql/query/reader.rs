@@ -5,14 +5,8 @@
 //! the one the run loop is writing; when the channel is full the task stops reading and the
 //! server waits (TCP back-pressure).
 //!
-//! Page bookmarks (the rule of the `postgres` query source): a page is handed over once the
-//! row after it has been read (or the read ended), so its bookmark can say whether the key
-//! group of its last row is complete:
-//! * a unique ordering key: the page's last key tuple;
-//! * a key not known unique: the last key tuple whose group is known complete, so a resumed
-//!   read never skips the rest of a tie group (it may deliver that group's rows again);
-//! * the last page of a finished read: [`Plan::bookmark_done`];
-//! * the rows in hand when the read is cancelled: as mid-read, the last group incomplete.
+//! Pages and their bookmarks are cut by [`KeyedPages`], the rule shared with the `postgres`
+//! query source (a tie group of a key not known unique is never split by a bookmark).
 
 use std::sync::Arc;
 
@@ -22,10 +16,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, PageStream, Value};
+use faucet_core::{Bookmark, FaucetError, Page, PageStream, Value};
 
 use super::config::{CONNECTOR, ReplicationMethod};
 use super::plan::{Plan, Start, key_text};
+use crate::keyed_pages::{KeyBookmarks, KeyedPages};
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::value::to_value;
 
@@ -143,21 +138,26 @@ async fn pump(
     Ok(false)
 }
 
-/// Cuts decoded rows into pages and works out each page's bookmark.
+/// Decodes rows and hands them to [`KeyedPages`].
 pub(crate) struct Assembler {
     plan: Arc<Plan>,
-    batch_size: usize,
-    builder: PageBuilder,
+    pages: KeyedPages,
+    /// The row being decoded (its buffer reused from row to row).
+    row: Vec<Value>,
     /// For each column, its position in the ordering key.
     key_pos: Vec<Option<usize>>,
-    /// The key tuple of the row being read (buffers reused).
-    key: Vec<String>,
     /// Rows read so far in this run (for error locations).
     pub(crate) rows_read: u64,
-    /// The key tuple of the last row pushed.
-    last_key: Option<Vec<String>>,
-    /// For a key not known unique: the last key tuple whose group is complete.
-    last_complete: Option<Vec<String>>,
+}
+
+impl KeyBookmarks for Plan {
+    fn bookmark_after(&self, key: &[String]) -> Option<Bookmark> {
+        Plan::bookmark_after(self, key)
+    }
+
+    fn bookmark_done(&self, last: Option<&[String]>) -> Option<Bookmark> {
+        Plan::bookmark_done(self, last)
+    }
 }
 
 impl Assembler {
@@ -170,23 +170,24 @@ impl Assembler {
             }
             o.indexes.len()
         });
-        Self {
-            builder: PageBuilder::new(plan.schema.clone(), batch_size),
-            plan,
+        let pages = KeyedPages::new(
+            plan.schema.clone(),
             batch_size,
-            key_pos,
-            key: vec![String::new(); key_len],
-            rows_read: 0,
-            last_key: None,
-            last_complete: match start {
+            key_len,
+            plan.order.as_ref().is_some_and(|o| o.unique),
+            plan.method == ReplicationMethod::Incremental,
+            match start {
                 Start::After(values) => Some(values),
                 Start::Beginning => None,
             },
+        );
+        Self {
+            row: Vec::with_capacity(plan.columns.len()),
+            plan,
+            pages,
+            key_pos,
+            rows_read: 0,
         }
-    }
-
-    fn unique(&self) -> bool {
-        self.plan.order.as_ref().is_some_and(|o| o.unique)
     }
 
     /// Decodes one row; returns the previous page when this row starts a new one.
@@ -205,77 +206,28 @@ impl Assembler {
                 format!("{} columns, expected {}", values.len(), columns.len()),
             ));
         }
-        let mut has_key = !self.key.is_empty();
-        let mut row: Vec<Value> = Vec::with_capacity(values.len());
+        let mut has_key = !self.pages.key_buffers().is_empty();
+        self.row.clear();
         for (i, raw) in values.into_iter().enumerate() {
             let column = &columns[i];
             if let Some(k) = self.key_pos[i] {
-                has_key &= key_text(column, &raw, &mut self.key[k]);
+                has_key &= key_text(column, &raw, &mut self.pages.key_buffers()[k]);
             }
             let value =
                 to_value(column, raw).map_err(|m| self.data_error(Some(&column.name), m))?;
-            row.push(value);
+            self.row.push(value);
         }
-        let differs = match (&self.last_key, has_key) {
-            (None, false) => false,
-            (Some(last), true) => *last != self.key,
-            _ => true,
-        };
-        let mut page = None;
-        if self.builder.len() >= self.batch_size {
-            let bookmark = self.bookmark_mid_read(has_key && differs);
-            page = Some(self.take_page(bookmark));
-        }
-        self.builder.push_row(row);
-        if differs {
-            let key = if has_key {
-                let width = self.key.len();
-                let mut spare = self.last_complete.take().unwrap_or_default();
-                spare.resize_with(width, String::new);
-                Some(std::mem::replace(&mut self.key, spare))
-            } else {
-                None
-            };
-            self.last_complete = std::mem::replace(&mut self.last_key, key);
-        }
-        Ok(page)
+        Ok(self.pages.push(self.row.drain(..), has_key, &*self.plan))
     }
 
-    fn bookmark_mid_read(&self, next_differs: bool) -> Option<Bookmark> {
-        let key = if self.unique() || next_differs {
-            self.last_key.as_ref()
-        } else {
-            self.last_complete.as_ref()
-        };
-        key.and_then(|k| self.plan.bookmark_after(k))
-    }
-
-    fn take_page(&mut self, bookmark: Option<Bookmark>) -> Page {
-        let builder = std::mem::replace(
-            &mut self.builder,
-            PageBuilder::new(self.plan.schema.clone(), self.batch_size),
-        );
-        builder.finish(bookmark)
-    }
-
-    /// The last page of a finished read: the rows in hand with [`Plan::bookmark_done`]; for a
-    /// full read also an empty page, to mark the read done. An incremental read that found
-    /// nothing new hands over nothing (the stored bookmark stays).
+    /// The last page of a finished read ([`KeyedPages::finish`]).
     pub(crate) fn finish(&mut self) -> Option<Page> {
-        if self.builder.is_empty() && self.plan.method == ReplicationMethod::Incremental {
-            return None;
-        }
-        let bookmark = self.plan.bookmark_done(self.last_key.as_deref());
-        Some(self.take_page(bookmark))
+        self.pages.finish(&*self.plan)
     }
 
     /// The rows in hand when the read is cancelled.
     pub(crate) fn finish_cancelled(&mut self) -> Option<Page> {
-        if self.builder.is_empty() {
-            return None;
-        }
-        let bookmark = self.bookmark_mid_read(false);
-        Some(self.take_page(bookmark))
+        self.pages.finish_cancelled(&*self.plan)
     }
 
     fn data_error(&self, column: Option<&str>, message: String) -> FaucetError {
