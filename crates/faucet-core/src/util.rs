@@ -31,6 +31,31 @@ pub fn quote_qualified(name: &str) -> String {
         .join(".")
 }
 
+/// Splits a configured table name into its optional container (`schema` in PostgreSQL,
+/// `database` in MySQL: `container` names it in the message) and the table: `a.b` or `b`.
+/// The parts are not validated (each system has its own identifier rules).
+///
+/// # Errors
+/// [`crate::FaucetError::Config`] at `field` for a name with more than one `.`.
+pub fn split_qualified<'a>(
+    name: &'a str,
+    field: &str,
+    container: &str,
+) -> Result<(Option<&'a str>, &'a str), crate::FaucetError> {
+    let mut parts = name.split('.');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(table), None, _) => Ok((None, table)),
+        (Some(outer), Some(table), None) => Ok((Some(outer), table)),
+        _ => Err(crate::FaucetError::config(
+            field,
+            format!(
+                "`{name}` is not `table` or `{container}.table` (a name holding a `.` cannot \
+                 be configured)"
+            ),
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -43,6 +68,16 @@ mod tests {
             "\"a\"\"b; DROP TABLE x\""
         );
         assert_eq!(quote_qualified("public.orders"), "\"public\".\"orders\"");
+        assert_eq!(
+            split_qualified("public.orders", "f", "schema").expect("ok"),
+            (Some("public"), "orders")
+        );
+        assert_eq!(
+            split_qualified("orders", "f", "schema").expect("ok"),
+            (None, "orders")
+        );
+        let err = split_qualified("a.b.c", "f", "database").expect_err("two dots");
+        assert!(err.to_string().contains("`database.table`"), "{err}");
         assert_eq!(quote_ident_with("a`b", '`'), "`a``b`");
     }
 }

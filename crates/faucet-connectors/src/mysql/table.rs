@@ -31,20 +31,7 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` naming the offending part.
     pub fn parse(name: &str, field: &str) -> Result<Self, FaucetError> {
-        let parts: Vec<&str> = name.split('.').collect();
-        let (database, table) = match parts.as_slice() {
-            [table] => (None, *table),
-            [database, table] => (Some(*database), *table),
-            _ => {
-                return Err(FaucetError::config(
-                    field,
-                    format!(
-                        "`{name}` is not `table` or `database.table` (a name holding a `.` \
-                         cannot be configured)"
-                    ),
-                ));
-            }
-        };
+        let (database, table) = faucet_core::util::split_qualified(name, field, "database")?;
         for part in database.iter().chain(std::iter::once(&table)) {
             validate_ident(part, field)?;
         }

@@ -34,20 +34,7 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` naming the offending part.
     pub fn parse(name: &str, field: &str) -> Result<Self, FaucetError> {
-        let parts: Vec<&str> = name.split('.').collect();
-        let (schema, table) = match parts.as_slice() {
-            [table] => (None, *table),
-            [schema, table] => (Some(*schema), *table),
-            _ => {
-                return Err(FaucetError::config(
-                    field,
-                    format!(
-                        "`{name}` is not `table` or `schema.table` (a name holding a `.` \
-                         cannot be configured)"
-                    ),
-                ));
-            }
-        };
+        let (schema, table) = faucet_core::util::split_qualified(name, field, "schema")?;
         for part in schema.iter().chain(std::iter::once(&table)) {
             validate_ident(part, field)?;
         }
