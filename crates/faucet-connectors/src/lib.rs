@@ -16,9 +16,9 @@
 
 #[cfg(feature = "files")]
 pub mod files;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-mod keyed_pages;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sql;

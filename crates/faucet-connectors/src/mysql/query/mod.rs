@@ -33,7 +33,7 @@ pub(crate) mod config;
 pub(crate) mod plan;
 pub(crate) mod reader;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable as _;
@@ -43,6 +43,7 @@ use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarante
 pub use config::{MysqlQueryConfig, ReplicationMethod, ValidatedQueryConfig};
 
 use crate::mysql::connection::MysqlConnection;
+use crate::sql::warnings::Warnings;
 use config::{CONNECTOR, Target};
 use plan::Plan;
 
@@ -52,7 +53,7 @@ pub struct MysqlQuerySource {
     config: MysqlQueryConfig,
     connection: MysqlConnection,
     target: Target,
-    warnings: Mutex<Vec<String>>,
+    warnings: Warnings,
 }
 
 impl std::fmt::Debug for MysqlQuerySource {
@@ -80,15 +81,12 @@ impl MysqlQuerySource {
             connection,
             target,
         } = validated;
-        let warnings = config.warnings();
-        for w in &warnings {
-            tracing::warn!(source = CONNECTOR, "{w}");
-        }
+        let warnings = Warnings::from_config(CONNECTOR, config.warnings());
         Self {
             config,
             connection,
             target,
-            warnings: Mutex::new(warnings),
+            warnings,
         }
     }
 
@@ -102,7 +100,7 @@ impl MysqlQuerySource {
     /// looked at the database, a replication key that is not known unique (no primary key
     /// or unique index within it) or that has nullable columns. Each is also logged.
     pub fn warnings(&self) -> Vec<String> {
-        self.warnings.lock().map(|w| w.clone()).unwrap_or_default()
+        self.warnings.list()
     }
 
     async fn plan(&self, conn: &mut mysql_async::Conn) -> Result<Plan, FaucetError> {
@@ -114,13 +112,7 @@ impl MysqlQuerySource {
             &self.config.replication_key,
         )
         .await?;
-        if let Ok(mut w) = self.warnings.lock() {
-            for warning in &plan.warnings {
-                if !w.contains(warning) {
-                    w.push(warning.clone());
-                }
-            }
-        }
+        self.warnings.add(&plan.warnings);
         Ok(plan)
     }
 }

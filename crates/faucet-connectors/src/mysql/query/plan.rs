@@ -3,60 +3,28 @@
 //! of a full read of a table), whether that key is known unique, and the one `SELECT` that
 //! streams the rows after a bookmark.
 //!
-//! Bookmarks (opaque to everything but this module):
-//! * incremental: `{"replication_key": ["updated_at","id"], "values": ["2026-06-12
-//!   16:31:32.869000","2"]}` — the key tuple of the last row delivered, each value as its
-//!   exact MySQL literal text ([`key_text`]), written back into the statement as a typed
-//!   literal ([`Plan::literal`]) so it compares exactly;
-//! * full table, mid-read (a table with a primary key): `{"full_table":"in_progress","key":
-//!   ["id"],"values":["42"]}`; a finished read: `{"full_table":"done"}`, after which the next
-//!   run reads the whole table again.
+//! Bookmarks: the one format of [`crate::sql::bookmark`]; key values are each key column's
+//! exact MySQL literal text ([`key_text`]), written back into the statement as a typed literal
+//! ([`Plan::literal`]) so they compare exactly.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 
 use mysql_async::Value as MyValue;
 use mysql_async::prelude::Queryable as _;
-use serde_json::json;
 
 use faucet_core::{Bookmark, FaucetError, Field, Schema};
 
-use super::config::{CONNECTOR, ReplicationMethod, Target};
+use super::config::{CONNECTOR, Target};
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::quote_ident;
 use crate::mysql::value::{Collations, Kind, MysqlColumn};
-
-/// Which key orders the read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyKind {
-    /// The configured replication key of an incremental read.
-    Replication,
-    /// The primary key of a table read in full.
-    PrimaryKey,
-}
-
-/// The key that orders a read.
-#[derive(Debug, Clone)]
-pub(crate) struct OrderKey {
-    /// What the key is.
-    pub(crate) kind: KeyKind,
-    /// The key's column names, in order.
-    pub(crate) names: Vec<String>,
-    /// Their positions among the output columns.
-    pub(crate) indexes: Vec<usize>,
-    /// Whether the key tuple is known unique (a primary key or unique index within it).
-    pub(crate) unique: bool,
-}
-
-/// Where a read starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Start {
-    /// From the first row.
-    Beginning,
-    /// After the row whose key tuple is this literal text.
-    After(Vec<String>),
-}
+use crate::sql::ReplicationMethod;
+use crate::sql::bookmark;
+pub(crate) use crate::sql::bookmark::Start;
+use crate::sql::key::{self, Columns, KeyFacts};
+pub(crate) use crate::sql::key::{KeyKind, OrderKey};
 
 /// The worked-out read.
 #[derive(Debug, Clone)]
@@ -158,118 +126,42 @@ impl Plan {
                 .map(|c| Field::new(c.name.clone(), c.data_type()))
                 .collect(),
         ));
-        let mut plan = Self {
+        let unsupported = |i: usize| key_unsupported(&columns[i]);
+        let cols = Columns {
+            label: &label,
+            names: columns.iter().map(|c| c.name.as_str()).collect(),
+            unsupported: &unsupported,
+        };
+        let nullable = |n: &str| {
+            catalog
+                .as_ref()
+                .is_some_and(|c| c.columns.iter().any(|(cn, _, null)| cn == n && *null))
+        };
+        let facts = catalog.as_ref().map(|c| KeyFacts {
+            primary_key: c.primary_key.as_deref(),
+            unique_sets: &c.unique_sets,
+            nullable: &nullable,
+        });
+        let mut warnings = Vec::new();
+        let order = key::choose(
+            method,
+            replication_key,
+            &cols,
+            facts.as_ref(),
+            &mut warnings,
+        )?;
+        drop(cols);
+        for w in &warnings {
+            tracing::warn!(source = CONNECTOR, target = %label, "{w}");
+        }
+        Ok(Self {
             from_sql,
             label,
             columns,
             schema,
-            order: None,
+            order,
             method,
-            warnings: Vec::new(),
-        };
-        match method {
-            ReplicationMethod::Incremental => {
-                plan.order = Some(plan.incremental_key(replication_key, catalog.as_ref())?);
-            }
-            ReplicationMethod::FullTable => {
-                if let Some(pk) = catalog.as_ref().and_then(|c| c.primary_key.clone()) {
-                    let indexes = pk
-                        .iter()
-                        .map(|n| plan.column_index(n))
-                        .collect::<Option<Vec<_>>>();
-                    // A primary key whose columns all compare exactly orders the read.
-                    if let Some(indexes) = indexes
-                        && indexes
-                            .iter()
-                            .all(|&i| key_unsupported(&plan.columns[i]).is_none())
-                    {
-                        plan.order = Some(OrderKey {
-                            kind: KeyKind::PrimaryKey,
-                            names: pk,
-                            indexes,
-                            unique: true,
-                        });
-                    }
-                }
-            }
-        }
-        for w in &plan.warnings {
-            tracing::warn!(source = CONNECTOR, target = %plan.label, "{w}");
-        }
-        Ok(plan)
-    }
-
-    fn column_index(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c.name == name)
-    }
-
-    fn incremental_key(
-        &mut self,
-        names: &[String],
-        catalog: Option<&TableCatalog>,
-    ) -> Result<OrderKey, FaucetError> {
-        let mut indexes = Vec::with_capacity(names.len());
-        for (i, name) in names.iter().enumerate() {
-            let field = format!("replication_key[{i}]");
-            let Some(idx) = self.column_index(name) else {
-                return Err(FaucetError::config(
-                    field,
-                    format!(
-                        "`{name}` is not a column of {} (columns: {})",
-                        self.label,
-                        self.columns
-                            .iter()
-                            .map(|c| c.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
-            };
-            if let Some(why) = key_unsupported(&self.columns[idx]) {
-                return Err(FaucetError::config(field, format!("`{name}` {why}")));
-            }
-            indexes.push(idx);
-        }
-        let unique = catalog.is_some_and(|c| {
-            c.unique_sets
-                .iter()
-                .any(|set| set.iter().all(|col| names.contains(col)))
-        });
-        if !unique {
-            let pk_hint = catalog
-                .and_then(|c| c.primary_key.as_ref())
-                .map(|pk| format!(" (here: [{}, {}])", names.join(", "), pk.join(", ")))
-                .unwrap_or_default();
-            self.warnings.push(format!(
-                "replication_key [{}] of {} is not known to be unique (no primary key or \
-                 unique index within it): rows sharing a key tuple are never skipped, but a \
-                 run resumed after a page boundary inside such a group delivers the group's \
-                 rows again; add the primary key as the last key column{pk_hint}",
-                names.join(", "),
-                self.label
-            ));
-        }
-        if let Some(c) = catalog {
-            let nullable: Vec<&str> = names
-                .iter()
-                .filter(|n| c.columns.iter().any(|(cn, _, null)| cn == *n && *null))
-                .map(String::as_str)
-                .collect();
-            if !nullable.is_empty() {
-                self.warnings.push(format!(
-                    "replication_key column(s) {} of {} may be NULL: rows with a NULL key \
-                     cannot be ordered against a bookmark and are not read incrementally; \
-                     make the column(s) NOT NULL or use `full_table`",
-                    nullable.join(", "),
-                    self.label
-                ));
-            }
-        }
-        Ok(OrderKey {
-            kind: KeyKind::Replication,
-            names: names.to_vec(),
-            indexes,
-            unique,
+            warnings,
         })
     }
 
@@ -280,82 +172,36 @@ impl Plan {
     /// (another method or key, a value that is not a literal of its column's type); the
     /// message says to delete the state entry to start over.
     pub(crate) fn start(&self, from: Option<&Bookmark>) -> Result<Start, FaucetError> {
-        let Some(bookmark) = from else {
-            return Ok(Start::Beginning);
-        };
-        let mismatch = |what: &str| {
-            FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the stored bookmark {bookmark} {what}; delete the pipeline's state entry \
-                     to start over"
-                ),
-                None,
-            )
-        };
-        let (names, values) = match self.method {
-            ReplicationMethod::Incremental => {
-                let order = self.order.as_ref().ok_or_else(|| mismatch("has no key"))?;
-                let (names, values) = key_and_values(bookmark, "replication_key")
-                    .ok_or_else(|| mismatch("is not an incremental bookmark"))?;
-                if names != order.names {
-                    return Err(mismatch(&format!(
-                        "was made for replication_key {names:?}, but the config says {:?}",
-                        order.names
-                    )));
+        let start = bookmark::start(
+            CONNECTOR,
+            &self.label,
+            self.method,
+            self.order.as_ref(),
+            from,
+        )?;
+        if let (Start::After(values), Some(order), Some(b)) = (&start, &self.order, from) {
+            for ((name, value), &i) in order.names.iter().zip(values).zip(&order.indexes) {
+                if self.literal(&self.columns[i], value).is_none() {
+                    return Err(bookmark::mismatch(
+                        CONNECTOR,
+                        b,
+                        &format!("holds `{value}` for `{name}`, which is not a value of its type"),
+                    ));
                 }
-                (names, values)
-            }
-            ReplicationMethod::FullTable => {
-                match bookmark.get("full_table").and_then(|v| v.as_str()) {
-                    Some("done") => return Ok(Start::Beginning),
-                    Some("in_progress") => {
-                        let (names, values) = key_and_values(bookmark, "key")
-                            .ok_or_else(|| mismatch("is malformed"))?;
-                        match &self.order {
-                            Some(o) if o.names == names => (names, values),
-                            _ => {
-                                return Err(mismatch(&format!(
-                                    "resumes a full read ordered by {names:?}, which is not the \
-                                 primary key of {} any more",
-                                    self.label
-                                )));
-                            }
-                        }
-                    }
-                    _ => return Err(mismatch("is not a full_table bookmark")),
-                }
-            }
-        };
-        let order = self.order.as_ref().ok_or_else(|| mismatch("has no key"))?;
-        for ((name, value), &i) in names.iter().zip(&values).zip(&order.indexes) {
-            if self.literal(&self.columns[i], value).is_none() {
-                return Err(mismatch(&format!(
-                    "holds `{value}` for `{name}`, which is not a value of its type"
-                )));
             }
         }
-        Ok(Start::After(values))
+        Ok(start)
     }
 
     /// The bookmark after a row whose key tuple is `values`, mid-read (`None` for a full read
     /// without a key: it cannot resume mid-table).
     pub(crate) fn bookmark_after(&self, values: &[String]) -> Option<Bookmark> {
-        let order = self.order.as_ref()?;
-        Some(match order.kind {
-            KeyKind::Replication => json!({"replication_key": order.names, "values": values}),
-            KeyKind::PrimaryKey => {
-                json!({"full_table": "in_progress", "key": order.names, "values": values})
-            }
-        })
+        bookmark::after(self.order.as_ref(), values)
     }
 
     /// The bookmark of the last page of a finished read whose last key tuple is `last`.
     pub(crate) fn bookmark_done(&self, last: Option<&[String]>) -> Option<Bookmark> {
-        match self.method {
-            ReplicationMethod::FullTable => Some(json!({"full_table": "done"})),
-            ReplicationMethod::Incremental => last.and_then(|v| self.bookmark_after(v)),
-        }
+        bookmark::done(self.method, self.order.as_ref(), last)
     }
 
     /// `SELECT * FROM <target> LIMIT 0`: proves the target is readable.
@@ -514,23 +360,11 @@ pub(crate) fn key_text(column: &MysqlColumn, value: &MyValue, out: &mut String) 
     true
 }
 
-/// `{"<names_field>": [..], "values": [..]}` → (names, values), all strings.
-fn key_and_values(bookmark: &Bookmark, names_field: &str) -> Option<(Vec<String>, Vec<String>)> {
-    let strings = |v: &serde_json::Value| -> Option<Vec<String>> {
-        v.as_array()?
-            .iter()
-            .map(|s| s.as_str().map(str::to_owned))
-            .collect()
-    };
-    let names = strings(bookmark.get(names_field)?)?;
-    let values = strings(bookmark.get("values")?)?;
-    (!names.is_empty() && names.len() == values.len()).then_some((names, values))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::mysql::value::{Charset, Origin};
+    use serde_json::json;
 
     fn plan(method: ReplicationMethod, kind: KeyKind) -> Plan {
         let mut ts = MysqlColumn::new("updated_at", Kind::DateTime, Origin::ResultSet);

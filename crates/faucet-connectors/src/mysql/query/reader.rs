@@ -20,9 +20,9 @@ use faucet_core::{Bookmark, FaucetError, Page, PageStream, Value};
 
 use super::config::{CONNECTOR, ReplicationMethod};
 use super::plan::{Plan, Start, key_text};
-use crate::keyed_pages::{KeyBookmarks, KeyedPages};
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::value::to_value;
+use crate::sql::keyed_pages::{KeyBookmarks, KeyedPages};
 
 /// The [`PageStream`] of a query read.
 pub(crate) struct QueryStream {

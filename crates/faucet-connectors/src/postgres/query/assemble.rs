@@ -9,9 +9,9 @@ use faucet_core::{Bookmark, FaucetError, Page, Value};
 use super::config::ReplicationMethod;
 use super::copy_text::fields;
 use super::plan::{Plan, Start};
-use crate::keyed_pages::{KeyBookmarks, KeyedPages};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::types::decode_text;
+use crate::sql::keyed_pages::{KeyBookmarks, KeyedPages};
 
 /// Decodes COPY lines into rows and hands them to [`KeyedPages`].
 pub(crate) struct Assembler {

@@ -6,6 +6,9 @@ use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
+pub use crate::sql::ReplicationMethod;
+use crate::sql::read::ReadFields;
+
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::{TableName, validate_column};
 
@@ -34,20 +37,6 @@ impl std::fmt::Debug for ValidatedQueryConfig {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// How a [`super::PostgresQuerySource`] reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReplicationMethod {
-    /// Every run reads the whole table or query. The bookmark marks a finished read
-    /// (`{"full_table":"done"}`); a table with a primary key is read in key order and every
-    /// page's bookmark holds the last key read, so a crash mid-table resumes mid-table.
-    #[default]
-    FullTable,
-    /// Each run reads the rows whose `replication_key` tuple is above the bookmark's, in
-    /// that order, and every page's bookmark holds the last tuple read.
-    Incremental,
 }
 
 /// Configuration of a [`super::PostgresQuerySource`].
@@ -101,13 +90,7 @@ impl std::fmt::Debug for PostgresQueryConfig {
 }
 
 /// What the source reads: a validated table or a query.
-#[derive(Debug, Clone)]
-pub(crate) enum Target {
-    /// A table; its primary key can order a full read.
-    Table(TableName),
-    /// A query, read as a subquery.
-    Query(String),
-}
+pub(crate) type Target = crate::sql::read::Target<TableName>;
 
 impl PostgresQueryConfig {
     /// A config reading `table` with `full_table`.
@@ -128,34 +111,10 @@ impl PostgresQueryConfig {
     /// [`FaucetError::Config`] naming the field relative to this config (`replication_key[1]`;
     /// the CLI puts `pipeline.source.config.` before it).
     pub fn validate(&self) -> Result<ValidatedQueryConfig, FaucetError> {
-        let target = self.target()?;
+        let target = self
+            .read_fields()
+            .validate(TableName::parse, validate_column)?;
         let connection = PostgresUrl::parse(&self.connection_url, "connection_url")?;
-        match self.replication_method {
-            ReplicationMethod::Incremental if self.replication_key.is_empty() => {
-                return Err(FaucetError::config(
-                    "replication_key",
-                    "is required for `replication_method: incremental`, e.g. \
-                     `[updated_at, id]` (end it with the primary key so it is unique)",
-                ));
-            }
-            ReplicationMethod::FullTable if !self.replication_key.is_empty() => {
-                return Err(FaucetError::config(
-                    "replication_key",
-                    "is only used by `replication_method: incremental`; remove it or \
-                     switch to incremental",
-                ));
-            }
-            _ => {}
-        }
-        for (i, col) in self.replication_key.iter().enumerate() {
-            validate_column(col, &format!("replication_key[{i}]"))?;
-            if self.replication_key[..i].contains(col) {
-                return Err(FaucetError::config(
-                    format!("replication_key[{i}]"),
-                    format!("`{col}` is listed twice"),
-                ));
-            }
-        }
         Ok(ValidatedQueryConfig {
             config: self.clone(),
             connection,
@@ -168,37 +127,16 @@ impl PostgresQueryConfig {
     /// adds the warnings that need the database (see
     /// [`super::PostgresQuerySource::warnings`]).
     pub fn warnings(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if self.replication_method == ReplicationMethod::Incremental && self.query.is_some() {
-            out.push(format!(
-                "replication_key {:?} orders a query, whose uniqueness cannot \
-                 be checked: if two rows can share a key tuple, a resumed read may deliver \
-                 some of them again; end the key with a unique column (the primary key)",
-                self.replication_key
-            ));
-        }
-        out
+        self.read_fields().warnings()
     }
 
-    /// The validated table or query.
-    pub(crate) fn target(&self) -> Result<Target, FaucetError> {
-        match (&self.table, &self.query) {
-            (Some(t), None) => Ok(Target::Table(TableName::parse(t, "table")?)),
-            (None, Some(q)) => {
-                let q = q.trim().trim_end_matches(';').trim();
-                if q.is_empty() {
-                    return Err(FaucetError::config("query", "is empty"));
-                }
-                Ok(Target::Query(q.to_owned()))
-            }
-            (Some(_), Some(_)) => Err(FaucetError::config(
-                "query",
-                "give either `table` or `query`, not both",
-            )),
-            (None, None) => Err(FaucetError::config(
-                "table",
-                "one of `table` or `query` is required",
-            )),
+    /// The read fields, for the rules every SQL source shares ([`crate::sql::read`]).
+    fn read_fields(&self) -> ReadFields<'_> {
+        ReadFields {
+            table: self.table.as_deref(),
+            query: self.query.as_deref(),
+            method: self.replication_method,
+            replication_key: &self.replication_key,
         }
     }
 }

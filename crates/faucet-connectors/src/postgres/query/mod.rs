@@ -35,7 +35,7 @@ mod copy_text;
 pub(crate) mod plan;
 pub(crate) mod reader;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use sqlx::Executor as _;
@@ -46,6 +46,7 @@ pub use config::{PostgresQueryConfig, ReplicationMethod, ValidatedQueryConfig};
 
 use super::config::CONNECTOR;
 use super::connection::PostgresUrl;
+use crate::sql::warnings::Warnings;
 use config::Target;
 use plan::Plan;
 
@@ -55,7 +56,7 @@ pub struct PostgresQuerySource {
     config: PostgresQueryConfig,
     connection: PostgresUrl,
     target: Target,
-    warnings: Mutex<Vec<String>>,
+    warnings: Warnings,
 }
 
 impl std::fmt::Debug for PostgresQuerySource {
@@ -83,11 +84,7 @@ impl PostgresQuerySource {
             connection,
             target,
         } = validated;
-        let warnings = config.warnings();
-        for w in &warnings {
-            tracing::warn!(source = CONNECTOR, "{w}");
-        }
-        let warnings = Mutex::new(warnings);
+        let warnings = Warnings::from_config(CONNECTOR, config.warnings());
         Self {
             config,
             connection,
@@ -107,7 +104,7 @@ impl PostgresQuerySource {
     /// key or unique index within it; the fix: end the key with the primary key) or that
     /// has nullable columns. Each is also logged with `tracing::warn!`.
     pub fn warnings(&self) -> Vec<String> {
-        self.warnings.lock().map(|w| w.clone()).unwrap_or_default()
+        self.warnings.list()
     }
 
     async fn plan(&self, conn: &mut sqlx::PgConnection) -> Result<Plan, FaucetError> {
@@ -118,13 +115,7 @@ impl PostgresQuerySource {
             &self.config.replication_key,
         )
         .await?;
-        if let Ok(mut w) = self.warnings.lock() {
-            for warning in &plan.warnings {
-                if !w.contains(warning) {
-                    w.push(warning.clone());
-                }
-            }
-        }
+        self.warnings.add(&plan.warnings);
         Ok(plan)
     }
 }

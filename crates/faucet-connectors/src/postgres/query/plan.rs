@@ -3,18 +3,12 @@
 //! read of a table), whether that key is known unique, and the one `COPY (SELECT ...) TO
 //! STDOUT` statement that streams the rows after a bookmark.
 //!
-//! Bookmarks (opaque to everything but this module):
-//! * incremental: `{"replication_key": ["updated_at","id"], "values": ["2026-06-12
-//!   16:31:32.869","2"]}` — the key tuple of the last row delivered, as the exact text
-//!   PostgreSQL printed, bound back as literals cast to each column's type, so they compare
-//!   exactly;
-//! * full table, mid-read (a table with a primary key): `{"full_table":"in_progress","key":
-//!   ["id"],"values":["42"]}`; a finished read: `{"full_table":"done"}`, after which the next
-//!   run reads the whole table again.
+//! Bookmarks: the one format of [`crate::sql::bookmark`]; key values are the exact text
+//! PostgreSQL printed, bound back as literals cast to each column's type, so they compare
+//! exactly.
 
 use std::sync::Arc;
 
-use serde_json::json;
 use sqlx::Statement as _;
 use sqlx::postgres::PgConnection;
 use sqlx::{Column as _, Executor as _};
@@ -22,10 +16,15 @@ use sqlx::{Column as _, Executor as _};
 use faucet_core::util::quote_ident;
 use faucet_core::{Bookmark, FaucetError, Field, Schema};
 
-use super::config::{ReplicationMethod, Target};
+use super::config::Target;
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::type_catalog::DecodeOids;
 use crate::postgres::types::{self, oid};
+use crate::sql::ReplicationMethod;
+use crate::sql::bookmark;
+pub(crate) use crate::sql::bookmark::Start;
+use crate::sql::key::{self, Columns, KeyFacts};
+pub(crate) use crate::sql::key::{KeyKind, OrderKey};
 
 /// One output column.
 #[derive(Debug, Clone)]
@@ -37,40 +36,6 @@ pub(crate) struct Column {
     pub(crate) decode_oid: u32,
     /// The declared type OID, when the driver knows it (used to cast bookmark literals).
     pub(crate) type_oid: Option<u32>,
-}
-
-/// Which key orders the read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyKind {
-    /// The configured replication key of an incremental read.
-    Replication,
-    /// The primary key of a table read in full.
-    PrimaryKey,
-}
-
-/// The key that orders a read.
-#[derive(Debug, Clone)]
-pub(crate) struct OrderKey {
-    /// What the key is.
-    pub(crate) kind: KeyKind,
-    /// The key's column names, in order.
-    pub(crate) names: Vec<String>,
-    /// Their positions among the output columns.
-    pub(crate) indexes: Vec<usize>,
-    /// `format_type` of each key column (`timestamp without time zone`), for casts; `None`
-    /// when unknown (the literal is then left for PostgreSQL to type).
-    pub(crate) type_names: Vec<Option<String>>,
-    /// Whether the key tuple is known unique (a primary key or unique index within it).
-    pub(crate) unique: bool,
-}
-
-/// Where a read starts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Start {
-    /// From the first row.
-    Beginning,
-    /// After the row whose key tuple is this text.
-    After(Vec<String>),
 }
 
 /// The worked-out read.
@@ -86,6 +51,10 @@ pub(crate) struct Plan {
     pub(crate) schema: Arc<Schema>,
     /// The ordering key, when the read is ordered.
     pub(crate) order: Option<OrderKey>,
+    /// `format_type` of each key column (`timestamp without time zone`), for casting
+    /// bookmark literals; `None` when unknown (the literal is then left for PostgreSQL to
+    /// type). One per column of `order`.
+    pub(crate) key_types: Vec<Option<String>>,
     /// How the source reads.
     pub(crate) method: ReplicationMethod,
     /// Things the user should know (a key not known unique, a nullable key column).
@@ -172,118 +141,51 @@ impl Plan {
                 .map(|c| Field::new(c.name.clone(), types::data_type_of(c.decode_oid)))
                 .collect(),
         ));
-        let mut plan = Self {
-            from_sql,
-            label,
-            columns,
-            schema,
-            order: None,
-            method,
-            warnings: Vec::new(),
-        };
         let catalog = match target {
             Target::Table(t) => Some(TableCatalog::load(conn, &t.quoted()).await?),
             Target::Query(_) => None,
         };
-        match method {
-            ReplicationMethod::Incremental => {
-                plan.order = Some(plan.incremental_key(replication_key, catalog.as_ref())?);
-            }
-            ReplicationMethod::FullTable => {
-                if let Some(pk) = catalog.as_ref().and_then(|c| c.primary_key.clone()) {
-                    let indexes = pk
-                        .iter()
-                        .map(|n| plan.column_index(n))
-                        .collect::<Option<Vec<_>>>();
-                    if let Some(indexes) = indexes {
-                        plan.order = Some(OrderKey {
-                            kind: KeyKind::PrimaryKey,
-                            names: pk,
-                            indexes,
-                            type_names: Vec::new(),
-                            unique: true,
-                        });
-                    }
-                }
-            }
-        }
-        if let Some(order) = &mut plan.order {
-            order.type_names = type_names(conn, &plan.columns, &order.indexes).await?;
-        }
-        for w in &plan.warnings {
-            tracing::warn!(source = CONNECTOR, target = %plan.label, "{w}");
-        }
-        Ok(plan)
-    }
-
-    fn column_index(&self, name: &str) -> Option<usize> {
-        self.columns.iter().position(|c| c.name == name)
-    }
-
-    fn incremental_key(
-        &mut self,
-        names: &[String],
-        catalog: Option<&TableCatalog>,
-    ) -> Result<OrderKey, FaucetError> {
-        let mut indexes = Vec::with_capacity(names.len());
-        for (i, name) in names.iter().enumerate() {
-            let Some(idx) = self.column_index(name) else {
-                return Err(FaucetError::config(
-                    format!("replication_key[{i}]"),
-                    format!(
-                        "`{name}` is not a column of {} (columns: {})",
-                        self.label,
-                        self.columns
-                            .iter()
-                            .map(|c| c.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                ));
-            };
-            indexes.push(idx);
-        }
-        let unique = catalog.is_some_and(|c| {
-            c.unique_sets
-                .iter()
-                .any(|set| set.iter().all(|col| names.contains(col)))
+        let never = |_: usize| None;
+        let cols = Columns {
+            label: &label,
+            names: columns.iter().map(|c| c.name.as_str()).collect(),
+            unsupported: &never,
+        };
+        let nullable = |n: &str| {
+            catalog
+                .as_ref()
+                .is_some_and(|c| c.nullable.iter().any(|x| x == n))
+        };
+        let facts = catalog.as_ref().map(|c| KeyFacts {
+            primary_key: c.primary_key.as_deref(),
+            unique_sets: &c.unique_sets,
+            nullable: &nullable,
         });
-        if !unique {
-            let pk_hint = catalog
-                .and_then(|c| c.primary_key.as_ref())
-                .map(|pk| format!(" (here: [{}, {}])", names.join(", "), pk.join(", ")))
-                .unwrap_or_default();
-            self.warnings.push(format!(
-                "replication_key [{}] of {} is not known to be unique (no primary key or \
-                 unique index within it): rows sharing a key tuple are never skipped, but a \
-                 run resumed after a page boundary inside such a group delivers the group's \
-                 rows again; add the primary key as the last key column{pk_hint}",
-                names.join(", "),
-                self.label
-            ));
+        let mut warnings = Vec::new();
+        let order = key::choose(
+            method,
+            replication_key,
+            &cols,
+            facts.as_ref(),
+            &mut warnings,
+        )?;
+        drop(cols);
+        let key_types = match &order {
+            Some(o) => type_names(conn, &columns, &o.indexes).await?,
+            None => Vec::new(),
+        };
+        for w in &warnings {
+            tracing::warn!(source = CONNECTOR, target = %label, "{w}");
         }
-        if let Some(c) = catalog {
-            let nullable: Vec<&str> = names
-                .iter()
-                .filter(|n| c.nullable.contains(n))
-                .map(String::as_str)
-                .collect();
-            if !nullable.is_empty() {
-                self.warnings.push(format!(
-                    "replication_key column(s) {} of {} may be NULL: rows with a NULL key \
-                     cannot be ordered against a bookmark and are not read incrementally; \
-                     make the column(s) NOT NULL or use `full_table`",
-                    nullable.join(", "),
-                    self.label
-                ));
-            }
-        }
-        Ok(OrderKey {
-            kind: KeyKind::Replication,
-            names: names.to_vec(),
-            indexes,
-            type_names: Vec::new(),
-            unique,
+        Ok(Self {
+            from_sql,
+            label,
+            columns,
+            schema,
+            order,
+            key_types,
+            method,
+            warnings,
         })
     }
 
@@ -293,71 +195,24 @@ impl Plan {
     /// [`FaucetError::Bookmark`] when `from` is not a bookmark this configuration made (another
     /// method or key); the message says to delete the state entry to start over.
     pub(crate) fn start(&self, from: Option<&Bookmark>) -> Result<Start, FaucetError> {
-        let Some(bookmark) = from else {
-            return Ok(Start::Beginning);
-        };
-        let mismatch = |what: &str| {
-            FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the stored bookmark {bookmark} {what}; delete the pipeline's state entry \
-                     to start over"
-                ),
-                None,
-            )
-        };
-        match self.method {
-            ReplicationMethod::Incremental => {
-                let order = self.order.as_ref().ok_or_else(|| mismatch("has no key"))?;
-                let (names, values) = key_and_values(bookmark, "replication_key")
-                    .ok_or_else(|| mismatch("is not an incremental bookmark"))?;
-                if names != order.names {
-                    return Err(mismatch(&format!(
-                        "was made for replication_key {names:?}, but the config says {:?}",
-                        order.names
-                    )));
-                }
-                Ok(Start::After(values))
-            }
-            ReplicationMethod::FullTable => {
-                match bookmark.get("full_table").and_then(|v| v.as_str()) {
-                    Some("done") => Ok(Start::Beginning),
-                    Some("in_progress") => {
-                        let (names, values) = key_and_values(bookmark, "key")
-                            .ok_or_else(|| mismatch("is malformed"))?;
-                        match &self.order {
-                            Some(o) if o.names == names => Ok(Start::After(values)),
-                            _ => Err(mismatch(&format!(
-                                "resumes a full read ordered by {names:?}, which is not the \
-                             primary key of {} any more",
-                                self.label
-                            ))),
-                        }
-                    }
-                    _ => Err(mismatch("is not a full_table bookmark")),
-                }
-            }
-        }
+        bookmark::start(
+            CONNECTOR,
+            &self.label,
+            self.method,
+            self.order.as_ref(),
+            from,
+        )
     }
 
     /// The bookmark after a row whose key tuple is `values`, mid-read (`None` for a full read
     /// without a key: it cannot resume mid-table).
     pub(crate) fn bookmark_after(&self, values: &[String]) -> Option<Bookmark> {
-        let order = self.order.as_ref()?;
-        Some(match order.kind {
-            KeyKind::Replication => json!({"replication_key": order.names, "values": values}),
-            KeyKind::PrimaryKey => {
-                json!({"full_table": "in_progress", "key": order.names, "values": values})
-            }
-        })
+        bookmark::after(self.order.as_ref(), values)
     }
 
     /// The bookmark of the last page of a finished read whose last key tuple is `last`.
     pub(crate) fn bookmark_done(&self, last: Option<&[String]>) -> Option<Bookmark> {
-        match self.method {
-            ReplicationMethod::FullTable => Some(json!({"full_table": "done"})),
-            ReplicationMethod::Incremental => last.and_then(|v| self.bookmark_after(v)),
-        }
+        bookmark::done(self.method, self.order.as_ref(), last)
     }
 
     /// `SELECT * FROM <target> LIMIT 0`: proves the target is readable.
@@ -377,7 +232,7 @@ impl Plan {
             if let Start::After(values) = start {
                 let literals: Vec<String> = values
                     .iter()
-                    .zip(&order.type_names)
+                    .zip(&self.key_types)
                     .map(|(v, t)| match t {
                         Some(t) => format!("{}::{t}", quote_literal(v)),
                         None => quote_literal(v),
@@ -394,19 +249,6 @@ impl Plan {
         }
         format!("COPY ({select}) TO STDOUT")
     }
-}
-
-/// `{"<names_field>": [..], "values": [..]}` → (names, values), all strings.
-fn key_and_values(bookmark: &Bookmark, names_field: &str) -> Option<(Vec<String>, Vec<String>)> {
-    let strings = |v: &serde_json::Value| -> Option<Vec<String>> {
-        v.as_array()?
-            .iter()
-            .map(|s| s.as_str().map(str::to_owned))
-            .collect()
-    };
-    let names = strings(bookmark.get(names_field)?)?;
-    let values = strings(bookmark.get("values")?)?;
-    (!names.is_empty() && names.len() == values.len()).then_some((names, values))
 }
 
 /// A string literal under `standard_conforming_strings = on` (set by the session setup):
@@ -487,14 +329,24 @@ impl TableCatalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn plan(method: ReplicationMethod, order: Option<OrderKey>) -> Plan {
+        let key_types = match order.as_ref().map(|o| o.names.len()) {
+            Some(2) => vec![
+                Some("timestamp without time zone".into()),
+                Some("integer".into()),
+            ],
+            Some(_) => vec![Some("integer".into())],
+            None => Vec::new(),
+        };
         Plan {
             from_sql: "\"public\".\"orders\"".into(),
             label: "public.orders".into(),
             columns: Vec::new(),
             schema: Arc::new(Schema::default()),
             order,
+            key_types,
             method,
             warnings: Vec::new(),
         }
@@ -505,10 +357,6 @@ mod tests {
             kind,
             names: vec!["updated_at".into(), "id".into()],
             indexes: vec![0, 1],
-            type_names: vec![
-                Some("timestamp without time zone".into()),
-                Some("integer".into()),
-            ],
             unique: true,
         }
     }
@@ -561,7 +409,6 @@ mod tests {
     fn full_table_bookmarks() {
         let mut k = key(KeyKind::PrimaryKey);
         k.names = vec!["id".into()];
-        k.type_names = vec![Some("integer".into())];
         let p = plan(ReplicationMethod::FullTable, Some(k));
         assert_eq!(
             p.copy_sql(&Start::After(vec!["4'2".into()])),

@@ -1,0 +1,14 @@
+//! What the SQL query sources (`postgres`, `mysql`) share, written once: the rules of a read's
+//! configuration ([`read`]: `table` or `query`, `replication_method`, `replication_key`), the
+//! key that orders a read and its warnings ([`key`]), the bookmark format and where a read
+//! starts from one ([`bookmark`]), the warnings gathered ([`warnings`]), and the page cutter that keeps key ties whole
+//! ([`keyed_pages`]). Each system keeps only its own: connecting, describing columns, decoding
+//! values, quoting identifiers and literals, and the statement text.
+
+pub(crate) mod bookmark;
+pub(crate) mod key;
+pub(crate) mod keyed_pages;
+pub(crate) mod read;
+pub(crate) mod warnings;
+
+pub use read::ReplicationMethod;
