@@ -194,3 +194,59 @@ impl SinkWriter for FieldedWriter<'_> {
             .map_err(|e| at_field(self.prefix, e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! A wrapper that misses a trait method silently gets the trait's default (that is how
+    //! `fence()` was once ignored): every method of the four traits must be forwarded here.
+
+    use std::collections::BTreeSet;
+
+    const SELF: &str = include_str!("fielded.rs");
+    const SINK: &str = include_str!("../../../faucet-core/src/sink.rs");
+    const SOURCE: &str = include_str!("../../../faucet-core/src/source.rs");
+
+    /// The `fn` names in the block that starts with the line beginning `header` and ends at
+    /// the next line that is `}`.
+    fn methods(src: &str, header: &str) -> BTreeSet<String> {
+        let mut lines = src.lines().skip_while(|l| !l.starts_with(header));
+        assert!(lines.next().is_some(), "`{header}` not found");
+        lines
+            .take_while(|l| *l != "}")
+            .filter_map(|l| {
+                let after = l.split_once("fn ")?.1;
+                let name: String = after
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                (!l.trim_start().starts_with("//") && !name.is_empty()).then_some(name)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_trait_method_is_forwarded() {
+        for (src, tr, imp) in [
+            (SOURCE, "pub trait Source", "impl Source for FieldedSource"),
+            (
+                SOURCE,
+                "pub trait PageStream",
+                "impl PageStream for FieldedStream",
+            ),
+            (SINK, "pub trait Sink:", "impl Sink for FieldedSink"),
+            (
+                SINK,
+                "pub trait SinkWriter",
+                "impl SinkWriter for FieldedWriter",
+            ),
+        ] {
+            let wanted = methods(src, tr);
+            assert!(!wanted.is_empty(), "no methods found in `{tr}`");
+            assert_eq!(
+                methods(SELF, imp),
+                wanted,
+                "{imp} must forward every method"
+            );
+        }
+    }
+}
