@@ -54,7 +54,16 @@ pub enum Value {
     Time(String),
     /// timetz: `13:45:00+01:00`.
     TimeTz(String),
-    /// interval as an ISO 8601 duration: `P1Y2M3DT4H5M6.5S`.
+    /// A signed duration, as the source system writes it — one of two forms, both read by
+    /// PostgreSQL's `interval` input:
+    /// * PostgreSQL `interval`: an ISO 8601 duration, `P1Y2M3DT4H5M6.5S`;
+    /// * MySQL/MariaDB `TIME(p)` (a duration up to ±838:59:59, not a time of day): MySQL's
+    ///   own text, `[-]H:MM:SS[.f…]` with hours past 24 kept and p fraction digits,
+    ///   `-838:59:59.000000` (DESIGN.md's MySQL value table).
+    ///
+    /// A sink for a system with another duration type says what it accepts (the `mysql` sink
+    /// writes the MySQL form into `TIME` and refuses an ISO duration there, naming the row
+    /// and column).
     Interval(String),
     /// An array; elements follow the same rules. Multi-dimensional arrays nest.
     Array(Vec<Value>),
