@@ -10,7 +10,7 @@
 //! transaction or a file); hold no more than about one page in memory; end the stream when
 //! the read's cancellation token fires, returning the records already in hand first.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use tokio_util::sync::CancellationToken;
@@ -45,6 +45,53 @@ pub const DEFAULT_BATCH_SIZE: usize = 10_000;
 /// 10,000-record page in less time than that, still hands over full pages
 /// (`bench/cdc_latency.sh` and `bench/cdc_to_jsonl.sh` measure both).
 pub const DEFAULT_MAX_PAGE_DELAY: Duration = Duration::from_millis(50);
+
+/// When a continuous source's page in hand is due: [`ReadOptions::max_page_delay`] after its
+/// first record arrived, however few records it holds — the rule that bounds a change's
+/// latency, kept in one place for every change stream.
+///
+/// A stream calls [`PageDeadline::note`] after adding records to its page and asks
+/// [`PageDeadline::wait`] how long it may wait for the next event: `None` means the page is
+/// due now. With an empty page it waits `idle` at most (then it may hand over a bookmark that
+/// moved without records).
+#[derive(Debug, Clone)]
+pub struct PageDeadline {
+    delay: Duration,
+    idle: Duration,
+    due: Option<Instant>,
+}
+
+impl PageDeadline {
+    /// A deadline for a new, empty page: `delay` after its first record; `idle` the longest
+    /// wait for an event while the page is empty.
+    pub fn new(delay: Duration, idle: Duration) -> Self {
+        Self {
+            delay,
+            idle,
+            due: None,
+        }
+    }
+
+    /// Starts the clock when the page has its first record (`page_empty` false); later calls
+    /// keep the first record's deadline.
+    pub fn note(&mut self, page_empty: bool) {
+        if self.due.is_none() && !page_empty {
+            self.due = Some(Instant::now() + self.delay);
+        }
+    }
+
+    /// How long the stream may wait for its next event, at most `idle`; `None` once the page
+    /// is due.
+    pub fn wait(&self) -> Option<Duration> {
+        match self.due {
+            Some(due) => {
+                let left = due.saturating_duration_since(Instant::now());
+                (!left.is_zero()).then(|| left.min(self.idle))
+            }
+            None => Some(self.idle),
+        }
+    }
+}
 
 impl Default for ReadOptions {
     fn default() -> Self {
@@ -109,5 +156,25 @@ pub trait PageStream: Send {
     /// When acknowledging upstream fails.
     async fn bookmark_durable(&mut self, _bookmark: &Bookmark) -> Result<(), FaucetError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_page_is_due_its_delay_after_its_first_record() {
+        let idle = Duration::from_secs(1);
+        let mut d = PageDeadline::new(Duration::from_millis(30), idle);
+        d.note(true);
+        assert_eq!(d.wait(), Some(idle), "an empty page waits `idle`");
+        d.note(false);
+        let w = d.wait().expect("not due yet");
+        assert!(w <= Duration::from_millis(30), "{w:?}");
+        std::thread::sleep(Duration::from_millis(20));
+        d.note(false); // a later record does not move the deadline
+        std::thread::sleep(Duration::from_millis(15));
+        assert_eq!(d.wait(), None, "due 30 ms after the first record");
     }
 }

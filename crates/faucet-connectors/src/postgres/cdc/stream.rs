@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime};
 use pgwire_replication::{Lsn, PgWireError, ReplicationClient, ReplicationEvent};
 use tokio_util::sync::CancellationToken;
 
-use faucet_core::{FaucetError, Page, PageBuilder, Schema};
+use faucet_core::{FaucetError, Page, PageBuilder, PageDeadline, Schema};
 
 use super::CONNECTOR;
 use super::bookmark::{CdcBookmark, InTxn};
@@ -156,8 +156,7 @@ impl CdcPageStream {
             return Ok(None);
         }
         let mut page = PageBuilder::new(self.schema.clone(), self.batch_size.min(16_384));
-        // When the page's first record arrived: the page is due `max_page_delay` after it.
-        let mut due: Option<Instant> = None;
+        let mut deadline = PageDeadline::new(self.max_page_delay, IDLE_FLUSH);
         loop {
             while page.len() < self.batch_size {
                 let Some(oid) = self.pending_truncate.pop_front() else {
@@ -167,24 +166,15 @@ impl CdcPageStream {
                     page.push_row(record);
                 }
             }
-            if due.is_none() && !page.is_empty() {
-                due = Some(Instant::now() + self.max_page_delay);
-            }
+            deadline.note(page.is_empty());
             if page.len() >= self.batch_size {
                 return Ok(Some(self.hand_over(page)));
             }
             if self.caught_up() {
                 return self.last_page(page).await;
             }
-            let wait = match due {
-                Some(due) => {
-                    let left = due.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(Some(self.hand_over(page)));
-                    }
-                    left.min(IDLE_FLUSH)
-                }
-                None => IDLE_FLUSH,
+            let Some(wait) = deadline.wait() else {
+                return Ok(Some(self.hand_over(page)));
             };
             match self.next_event(wait).await? {
                 Next::Cancelled => return self.last_page(page).await,
