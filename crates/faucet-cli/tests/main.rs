@@ -20,6 +20,8 @@ mod lease_e2e;
 mod lost_state;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_cli;
+#[cfg(feature = "mysql")]
+mod mysql_cdc_crash;
 #[cfg(all(feature = "mysql", feature = "state-postgres"))]
 mod mysql_cdc_flights;
 #[cfg(feature = "mysql")]
