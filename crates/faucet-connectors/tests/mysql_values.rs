@@ -15,6 +15,7 @@ use mysql_async::binlog::events::{EventData, RowsEventData};
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::prelude::Queryable as _;
 
+use crate::mysql_private::PrivateMariadb;
 use crate::mysql_support::TestDb;
 use crate::support::{json_lines, read_pages};
 
@@ -69,18 +70,15 @@ pub(crate) const VALUE_JSON: [&str; 3] = [
 
 #[tokio::test]
 async fn every_type_of_the_value_table_is_exact() {
-    let mut db = TestDb::new("values").await;
-    db.exec(VALUE_TABLE).await;
-    db.exec(VALUE_ROWS).await;
-    // The server's own session zone is not UTC: faucet's session pins +00:00 itself.
-    db.exec("SET GLOBAL time_zone = '+05:30'").await;
-    assert_eq!(
-        db.column("SELECT @@GLOBAL.time_zone").await,
-        [Some("+05:30".to_owned())]
-    );
-    let source = MysqlQuerySource::new(MysqlQueryConfig::for_table(db.url(), "v")).expect("valid");
+    // A private server whose own zone is not UTC (the shared one's global settings are left
+    // alone): faucet's session pins +00:00 itself.
+    let server = PrivateMariadb::start_with(1, &["--default-time-zone=+05:30"]).await;
+    server.exec(VALUE_TABLE).await;
+    server.exec(VALUE_ROWS).await;
+    assert_eq!(server.column("SELECT @@GLOBAL.time_zone").await, ["+05:30"]);
+    let source =
+        MysqlQuerySource::new(MysqlQueryConfig::for_table(server.url("test"), "v")).expect("valid");
     let read = read_pages(&source, None, 2).await;
-    db.exec("SET GLOBAL time_zone = 'SYSTEM'").await;
     let pages = read.expect("read");
     let lines = json_lines(&pages);
     assert_eq!(lines.len(), 3);
@@ -107,7 +105,6 @@ async fn every_type_of_the_value_table_is_exact() {
     assert_eq!(ty("j"), DataType::Json);
     assert_eq!(ty("g"), DataType::Json);
     assert_eq!(ty("u"), DataType::Text);
-    db.drop_db().await;
 }
 
 #[tokio::test]
