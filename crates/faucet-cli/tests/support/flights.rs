@@ -71,44 +71,49 @@ pub(crate) struct Replayed {
     pub(crate) unchanged_toast: u64,
 }
 
-/// Applies the JSONL change records in order to `table` (DESIGN.md, "Change records"), each
+/// Applies the JSONL change records (taken: their images move into the table) in order to
+/// `table` (DESIGN.md, "Change records"), each
 /// image passed through `normalise` first (the same mapping the compared side gets): `c`
 /// inserts `after`, `u` replaces the row by `after` keeping every column named in
 /// `unchanged_toast` (PostgreSQL only) from the stored row, `d` deletes by `before`'s key,
 /// `t` empties it. Every record must name the table `qualified`; rows are keyed by `id`.
 pub(crate) fn replay(
     table: &mut Table,
-    records: &[Json],
+    records: Vec<Json>,
     qualified: &str,
     normalise: &dyn Fn(&mut Map<String, Json>),
 ) -> Replayed {
     let mut n = Replayed::default();
-    for (i, r) in records.iter().enumerate() {
+    for (i, mut r) in records.into_iter().enumerate() {
         assert_eq!(r["table"], qualified, "record {i}: {r}");
-        let key = |side: &str| {
+        let key = |r: &Json, side: &str| {
             r[side]["id"]
                 .as_i64()
                 .unwrap_or_else(|| panic!("{side}.id in {r}"))
         };
-        let after = || {
-            let mut row = r["after"].as_object().expect("after").clone();
+        let after = |r: &mut Json| {
+            let Json::Object(mut row) = r["after"].take() else {
+                panic!("no after image in {r}")
+            };
             normalise(&mut row);
             row
         };
         match r["op"].as_str().expect("op") {
             "c" => {
                 n.inserts += 1;
-                table.insert(key("after"), after());
+                let id = key(&r, "after");
+                table.insert(id, after(&mut r));
             }
             "u" => {
                 n.updates += 1;
+                let new_key = key(&r, "after");
                 let old_key = if r["before"].is_null() {
-                    key("after")
+                    new_key
                 } else {
-                    key("before")
+                    key(&r, "before")
                 };
                 let old = table.remove(&old_key);
-                let mut row = after();
+                let mut row = after(&mut r);
                 for col in r["unchanged_toast"].as_array().into_iter().flatten() {
                     let col = col.as_str().expect("a column name");
                     assert!(
@@ -121,12 +126,12 @@ pub(crate) fn replay(
                     row.insert(col.to_owned(), kept.clone());
                     n.unchanged_toast += 1;
                 }
-                table.insert(key("after"), row);
+                table.insert(new_key, row);
             }
             "d" => {
                 n.deletes += 1;
                 assert!(
-                    table.remove(&key("before")).is_some(),
+                    table.remove(&key(&r, "before")).is_some(),
                     "delete of an unknown row: {r}"
                 );
             }
