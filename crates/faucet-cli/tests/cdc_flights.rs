@@ -23,7 +23,7 @@ use crate::support::Run;
 use crate::support::flights::{Table, assert_same, flights_csv, read_records, replay};
 use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
 use crate::support::{Dir, assert_succeeded, output_of_success, pg_pool};
-use crate::support::{pg_url, repo_root, runtime};
+use crate::support::{pg_url, runtime};
 
 /// The flights columns of the CSV, in its order.
 const CSV_COLUMNS: &str = "year, month, day, dep_time, sched_dep_time, dep_delay, arr_time, \
@@ -462,7 +462,7 @@ fn doctor_on_the_seed_pipeline_passes_then_names_wal_level() {
     rt.block_on(exec(&pool, &format!("CREATE DATABASE {database}")));
     let dir = Dir::new();
     std::fs::copy(
-        repo_root().join("examples/postgres-cdc/faucet.yaml"),
+        crate::support::repo_root().join("examples/postgres-cdc/faucet.yaml"),
         dir.join("faucet.yaml"),
     )
     .expect("copy the seed's pipeline");
