@@ -99,6 +99,12 @@ async fn text_columns_after_a_geometry_column_keep_their_charsets() {
          (2, NULL, 'ß', NULL, NULL, NULL, NULL, 'ok')",
     )
     .await;
+    // The server holds the text itself (not bytes of another charset).
+    assert_eq!(
+        db.column("SELECT CONCAT(HEX(a), ' ', b) FROM gt ORDER BY id")
+            .await,
+        [Some("E9 ü€".to_owned()), None]
+    );
     let select = MysqlQuerySource::new(MysqlQueryConfig::for_table(db.url(), "gt")).expect("ok");
     let selected = json_lines(&read_pages(&select, None, 10).await.expect("select"));
     let recs = records(&read_pages(&src, Some(start), 10).await.expect("binlog"));

@@ -75,6 +75,14 @@ impl TestDb {
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
     }
 
+    /// The first column of every row of `sql`, as text (NULL as `None`).
+    pub(crate) async fn column(&mut self, sql: &str) -> Vec<Option<String>> {
+        self.conn
+            .query::<Option<String>, _>(sql)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
     /// Drops the database.
     pub(crate) async fn drop_db(mut self) {
         let db = self.db.clone();
