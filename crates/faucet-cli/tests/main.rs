@@ -21,6 +21,10 @@ mod lost_state;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_cli;
 #[cfg(feature = "mysql")]
+mod mysql_cdc_crash;
+#[cfg(all(feature = "mysql", feature = "state-postgres"))]
+mod mysql_cdc_flights;
+#[cfg(feature = "mysql")]
 mod mysql_connectors;
 #[cfg(feature = "postgres")]
 mod pg_edges;

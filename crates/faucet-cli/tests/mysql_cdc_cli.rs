@@ -5,38 +5,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn url() -> String {
-    std::env::var("FAUCET_TEST_MYSQL_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3307/test".to_owned())
-}
-
-/// `host`, `port` of the test URL (user root, no password, as scripts/services.sh sets up).
-fn host_port() -> (String, String) {
-    let url = url();
-    let rest = url.trim_start_matches("mysql://");
-    let hostport = rest
-        .split('@')
-        .nth(1)
-        .unwrap_or(rest)
-        .split('/')
-        .next()
-        .unwrap_or("");
-    let (h, p) = hostport.split_once(':').unwrap_or((hostport, "3306"));
-    (h.to_owned(), p.to_owned())
-}
-
-fn sql(statements: &str) {
-    let (h, p) = host_port();
-    let out = Command::new("mariadb")
-        .args(["-uroot", "-h", &h, "-P", &p, "-e", statements])
-        .output()
-        .expect("the mariadb client (package mariadb-client) runs");
-    assert!(
-        out.status.success(),
-        "{statements}: {} (is the binlog MariaDB up? scripts/services.sh starts it)",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use crate::support::mariadb::{mariadb as sql, mysql_url_for};
 
 fn faucet(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_faucet"))
@@ -64,13 +33,12 @@ fn mysql_cdc_runs_through_the_binary() {
          CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))"
     ));
     let dir = tempfile::tempdir().expect("tempdir");
-    let base = url();
-    let base = &base[..base.rfind('/').expect("a database in the URL")];
+    let url = mysql_url_for(&db, None);
     std::fs::write(
         dir.path().join("faucet.yaml"),
         format!(
             "version: 1\nname: mycdc\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
-             connection_url: \"{base}/{db}\", server_id: {}, tables: [{db}.t] }} }}\n  \
+             connection_url: \"{url}\", server_id: {}, tables: [{db}.t] }} }}\n  \
              sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
              state: {{ type: file, config: {{ path: ./state }} }}\n",
             30_000 + std::process::id() % 30_000
@@ -134,13 +102,12 @@ fn mysql_cdc_aborted_at_every_fault_point_inside_a_large_transaction_loses_nothi
          INSERT INTO t SELECT seq, 0 FROM seq_1_to_{ROWS}"
     ));
     let dir = tempfile::tempdir().expect("tempdir");
-    let base = url();
-    let base = &base[..base.rfind('/').expect("a database in the URL")];
+    let url = mysql_url_for(&db, None);
     std::fs::write(
         dir.path().join("faucet.yaml"),
         format!(
             "version: 1\nname: mycrash\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
-             connection_url: \"{base}/{db}\", server_id: {}, tables: [{db}.t] }} }}\n  \
+             connection_url: \"{url}\", server_id: {}, tables: [{db}.t] }} }}\n  \
              sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
              state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
             31_000 + std::process::id() % 30_000

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct PrivateMariadb {
     child: Child,
     dir: tempfile::TempDir,
+    /// Server options beyond the binlog settings (kept across restarts).
+    options: Vec<String>,
     /// Its port on 127.0.0.1.
     pub(crate) port: u16,
 }
@@ -17,6 +19,11 @@ impl PrivateMariadb {
     /// Initializes and starts a server with `--server-id=server_id` and the binlog settings
     /// mysql-cdc needs; fails the test naming what is missing when it cannot.
     pub(crate) async fn start(server_id: u32) -> Self {
+        Self::start_with(server_id, &[]).await
+    }
+
+    /// [`PrivateMariadb::start`] with more server options (`--default-time-zone=+05:30`).
+    pub(crate) async fn start_with(server_id: u32, options: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
         let out = Command::new("mariadb-install-db")
@@ -41,9 +48,11 @@ impl PrivateMariadb {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        let options: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
         let mut server = Self {
-            child: Self::spawn(&dir, port, server_id),
+            child: Self::spawn(&dir, port, server_id, &options),
             dir,
+            options,
             port,
         };
         server.wait_up().await;
@@ -51,7 +60,7 @@ impl PrivateMariadb {
         server
     }
 
-    fn spawn(dir: &tempfile::TempDir, port: u16, server_id: u32) -> Child {
+    fn spawn(dir: &tempfile::TempDir, port: u16, server_id: u32, options: &[String]) -> Child {
         let d = dir.path();
         Command::new("mariadbd")
             .args([
@@ -74,6 +83,7 @@ impl PrivateMariadb {
             .arg(format!("--pid-file={}", d.join("m.pid").display()))
             .arg(format!("--log-error={}", d.join("err.log").display()))
             .arg(format!("--server-id={server_id}"))
+            .args(options)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -149,7 +159,7 @@ impl PrivateMariadb {
     pub(crate) async fn restart(&mut self, server_id: u32) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        self.child = Self::spawn(&self.dir, self.port, server_id);
+        self.child = Self::spawn(&self.dir, self.port, server_id, &self.options);
         self.wait_up().await;
     }
 }

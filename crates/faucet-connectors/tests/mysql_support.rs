@@ -2,9 +2,9 @@
 //! `FAUCET_TEST_MYSQL_URL` (default `mysql://root@127.0.0.1:3307/test`, the private MariaDB
 //! with a binlog that scripts/services.sh starts), one database per test, statements.
 //!
-//! Tests share the server: a test must not rely on its global `time_zone` (which
-//! `mysql_values` sets to `+05:30` for a moment, to prove faucet's sessions do not depend on
-//! it); set the session zone before writing TIMESTAMP values.
+//! Tests share the server: none changes its global settings (a test that needs other ones
+//! starts a `mysql_private::PrivateMariadb`); set the session zone before writing TIMESTAMP
+//! values.
 
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{Conn, Opts};

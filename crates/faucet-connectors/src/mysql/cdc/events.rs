@@ -214,7 +214,7 @@ pub(crate) fn classify(event: &Event, format_seen: bool, file: &str) -> Result<I
                 .read_event::<GtidEvent>()
                 .map_err(|e| undecodable("GTID", e))?;
             Item::Gtid {
-                gtid: Some(mysql_gtid(&g.sid(), g.gno())),
+                gtid: Some(mysql_gtid(&g)),
                 standalone: false,
                 commit_us: g.immediate_commit_timestamp(),
             }
@@ -355,16 +355,25 @@ fn mariadb_gtid(event: &Event, at: &BinlogPos) -> Result<Item, String> {
     })
 }
 
-/// MySQL's GTID text: the source uuid (8-4-4-4-12 hex) and the transaction number.
-pub(crate) fn mysql_gtid(sid: &[u8; 16], gno: u64) -> String {
-    let hex: String = sid.iter().map(|b| format!("{b:02x}")).collect();
+/// MySQL's GTID text of a GTID event: `source_id:transaction_id`, or with a tag (MySQL
+/// 8.3+, `GTID_TAGGED_LOG_EVENT`) `source_id:tag:transaction_id`; the source id is the
+/// server's uuid as 8-4-4-4-12 lower-case hex. MySQL 8.4 Reference Manual, 19.1.3.1 "GTID
+/// Format and Storage" (<https://dev.mysql.com/doc/refman/8.4/en/replication-gtids-concepts.html>),
+/// and WL#15294 (tags: `UUID:TAG:NUMBER`, the tag lower-case).
+pub(crate) fn mysql_gtid(g: &GtidEvent) -> String {
+    let hex: String = g.sid().iter().map(|b| format!("{b:02x}")).collect();
+    let tag = g
+        .tag()
+        .map(|t| format!("{}:", t.as_str().to_ascii_lowercase()))
+        .unwrap_or_default();
     format!(
-        "{}-{}-{}-{}-{}:{gno}",
+        "{}-{}-{}-{}-{}:{tag}{}",
         &hex[..8],
         &hex[8..12],
         &hex[12..16],
         &hex[16..20],
-        &hex[20..]
+        &hex[20..],
+        g.gno()
     )
 }
 
@@ -372,16 +381,28 @@ pub(crate) fn mysql_gtid(sid: &[u8; 16], gno: u64) -> String {
 mod tests {
     use super::*;
 
+    /// The manual's source id, 3E11FA47-71CA-11E1-9E33-C80AA9429562.
+    const MANUAL_SID: [u8; 16] = [
+        0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1, 0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42, 0x95,
+        0x62,
+    ];
+
     #[test]
     fn mysql_gtids_are_uuid_colon_number() {
-        // The manual's example: 3E11FA47-71CA-11E1-9E33-C80AA9429562:23, lower-cased.
-        let sid = [
-            0x3e, 0x11, 0xfa, 0x47, 0x71, 0xca, 0x11, 0xe1, 0x9e, 0x33, 0xc8, 0x0a, 0xa9, 0x42,
-            0x95, 0x62,
-        ];
+        // The manual's example: the 23rd transaction of that server, lower-cased.
         assert_eq!(
-            mysql_gtid(&sid, 23),
+            mysql_gtid(&GtidEvent::new(MANUAL_SID, 23)),
             "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"
+        );
+    }
+
+    #[test]
+    fn tagged_mysql_gtids_keep_their_tag() {
+        let tag = mysql_common::packets::Tag::new("domain_1").expect("a valid tag");
+        let g = GtidEvent::new_tagged(MANUAL_SID, tag, 23);
+        assert_eq!(
+            mysql_gtid(&g),
+            "3e11fa47-71ca-11e1-9e33-c80aa9429562:domain_1:23"
         );
     }
 }

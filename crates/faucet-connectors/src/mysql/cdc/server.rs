@@ -87,6 +87,14 @@ pub(crate) async fn facts(conn: &mut mysql_async::Conn) -> Result<ServerFacts, F
 
 /// The current end of the binlog (the position the next transaction will be written at).
 ///
+/// MariaDB: `SHOW MASTER STATUS` (`SHOW BINARY LOG STATUS` is a syntax error there). MySQL:
+/// `SHOW BINARY LOG STATUS` (8.2+; `SHOW MASTER STATUS` is gone in 8.4), and where the
+/// server does not know it (8.0, 8.1: ER_PARSE_ERROR) `SHOW MASTER STATUS`. Both answer one
+/// row `File, Position, Binlog_Do_DB, Binlog_Ignore_DB, Executed_Gtid_Set` (MySQL 8.4
+/// Reference Manual, 15.7.7.1 "SHOW BINARY LOG STATUS Statement",
+/// <https://dev.mysql.com/doc/refman/8.4/en/show-binary-log-status.html>; MariaDB has no
+/// `Executed_Gtid_Set`), and no row when the binlog is off; see [`status_position`].
+///
 /// # Errors
 /// [`FaucetError::Read`] when the binlog is off or the privilege is missing, with the fix.
 pub(crate) async fn end_of_log(
@@ -100,18 +108,34 @@ pub(crate) async fn end_of_log(
     } else {
         match conn.query_first("SHOW BINARY LOG STATUS").await {
             Ok(row) => row,
-            Err(mysql_async::Error::Server(s)) if s.code == PARSE_ERROR => conn
+            Err(e) if predates_binary_log_status(&e) => conn
                 .query_first("SHOW MASTER STATUS")
                 .await
                 .map_err(|e| sql_error("SHOW MASTER STATUS", e))?,
             Err(e) => return Err(sql_error("SHOW BINARY LOG STATUS", e)),
         }
     };
-    let row = row.ok_or_else(binlog_off)?;
-    let file = text(&row, 0).ok_or_else(binlog_off)?;
-    let pos = text(&row, 1)
-        .and_then(|p| p.parse().ok())
-        .ok_or_else(binlog_off)?;
+    status_position(row.map(|r| (text(&r, 0), text(&r, 1))))
+}
+
+/// Whether `e`, the answer to `SHOW BINARY LOG STATUS`, says the server predates it (MySQL
+/// before 8.2 answers ER_PARSE_ERROR, 1064), so `SHOW MASTER STATUS` is to be asked.
+pub(crate) fn predates_binary_log_status(e: &mysql_async::Error) -> bool {
+    matches!(e, mysql_async::Error::Server(s) if s.code == PARSE_ERROR)
+}
+
+/// The position of a `SHOW BINARY LOG STATUS` / `SHOW MASTER STATUS` answer: its row's
+/// `File` and `Position` columns as text (`None` for no row: the binlog is off).
+///
+/// # Errors
+/// [`FaucetError::Read`] saying the binlog is off (with the server options that turn it on)
+/// when there is no row, no file name, or a position that is not an offset.
+pub(crate) fn status_position(
+    row: Option<(Option<String>, Option<String>)>,
+) -> Result<BinlogPos, FaucetError> {
+    let (file, pos) = row.ok_or_else(binlog_off)?;
+    let file = file.filter(|f| !f.is_empty()).ok_or_else(binlog_off)?;
+    let pos = pos.and_then(|p| p.parse().ok()).ok_or_else(binlog_off)?;
     Ok(BinlogPos::new(file, pos))
 }
 
@@ -330,5 +354,59 @@ pub(crate) async fn check_server_id(
             Ok(())
         }
         Err(e) => Err(sql_error(sql, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The example of MySQL 8.4's manual (15.7.7.1 "SHOW BINARY LOG STATUS Statement"), and
+    /// the same columns from MariaDB's `SHOW MASTER STATUS` (no `Executed_Gtid_Set`).
+    #[test]
+    fn the_binary_log_status_row_gives_the_end_of_the_log() {
+        let manual = (
+            Some("source-bin.000002".to_owned()),
+            Some("1307".to_owned()),
+        );
+        assert_eq!(
+            status_position(Some(manual)).expect("a position"),
+            BinlogPos::new("source-bin.000002", 1307)
+        );
+        let mariadb = (
+            Some("mariadb-bin.000012".to_owned()),
+            Some("389".to_owned()),
+        );
+        assert_eq!(
+            status_position(Some(mariadb)).expect("a position"),
+            BinlogPos::new("mariadb-bin.000012", 389)
+        );
+        for off in [
+            None,
+            Some((None, None)),
+            Some((Some(String::new()), Some("4".to_owned()))),
+            Some((Some("source-bin.000002".to_owned()), Some("-1".to_owned()))),
+        ] {
+            let e = status_position(off.clone()).expect_err("the binlog is off");
+            assert!(
+                matches!(e, FaucetError::Read { .. }) && e.to_string().contains("--log-bin"),
+                "{off:?}: {e}"
+            );
+        }
+    }
+
+    /// MySQL 8.0/8.1 do not know `SHOW BINARY LOG STATUS` (ER_PARSE_ERROR): the old
+    /// statement is asked then; an access error is not taken for that.
+    #[test]
+    fn only_a_parse_error_falls_back_to_show_master_status() {
+        let server = |code: u16| {
+            mysql_async::Error::Server(mysql_async::ServerError {
+                code,
+                message: "You have an error in your SQL syntax".into(),
+                state: "42000".into(),
+            })
+        };
+        assert!(predates_binary_log_status(&server(1064)));
+        assert!(!predates_binary_log_status(&server(1227)));
     }
 }

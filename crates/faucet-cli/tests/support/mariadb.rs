@@ -1,0 +1,85 @@
+//! The test MariaDB (`FAUCET_TEST_MYSQL_URL`, default `mysql://root@127.0.0.1:3307/test`: the
+//! private server with a binlog that scripts/services.sh starts), driven with the `mariadb`
+//! client: statements, queries read back as text, and URLs of a test's own database.
+
+use std::process::Command;
+
+use faucet_test_support::mysql_url;
+
+/// User, password, host and port of [`mysql_url`].
+fn endpoint() -> (String, Option<String>, String, String) {
+    let url = mysql_url();
+    let rest = url
+        .trim_start_matches("mysql://")
+        .trim_start_matches("mariadb://");
+    let (auth, host) = rest.split_once('@').unwrap_or(("root", rest));
+    let host = host.split(['/', '?']).next().unwrap_or("127.0.0.1:3307");
+    let (host, port) = host.split_once(':').unwrap_or((host, "3306"));
+    let (user, pass) = auth
+        .split_once(':')
+        .map_or((auth, None), |(u, p)| (u, Some(p.to_owned())));
+    (user.to_owned(), pass, host.to_owned(), port.to_owned())
+}
+
+/// Runs `sql` (several statements allowed; `LOAD DATA LOCAL INFILE` allowed) with the
+/// `mariadb` client as the URL's user, and returns what it printed (`--batch
+/// --skip-column-names`: one line per row, tab-separated, NULL as `NULL`). Fails the test
+/// naming the service and the script that starts it when the server refuses.
+#[track_caller]
+pub(crate) fn mariadb(sql: &str) -> String {
+    let (user, pass, host, port) = endpoint();
+    let mut cmd = Command::new("mariadb");
+    cmd.args([
+        "--no-defaults",
+        "--local-infile=1",
+        "--default-character-set=utf8mb4",
+        "--batch",
+        "--skip-column-names",
+        "-u",
+        &user,
+        "-h",
+        &host,
+        "-P",
+        &port,
+        "-e",
+        sql,
+    ]);
+    if let Some(p) = pass {
+        cmd.arg(format!("-p{p}"));
+    }
+    let out = cmd.output().unwrap_or_else(|e| {
+        panic!("the mariadb client cannot be run ({e}); install it with scripts/services.sh")
+    });
+    assert!(
+        out.status.success(),
+        "MariaDB at FAUCET_TEST_MYSQL_URL ({}) refused `{}`: {} (start it with \
+         scripts/services.sh)",
+        mysql_url(),
+        sql.chars().take(300).collect::<String>(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("the mariadb client prints UTF-8")
+}
+
+/// The test server's URL with database `db` (and `user:password` instead of the URL's own
+/// credentials when `auth` is given).
+pub(crate) fn mysql_url_for(db: &str, auth: Option<(&str, &str)>) -> String {
+    let (user, pass, host, port) = endpoint();
+    let auth = match auth {
+        Some((u, p)) => format!("{u}:{p}"),
+        None => match pass {
+            Some(p) => format!("{user}:{p}"),
+            None => user,
+        },
+    };
+    format!("mysql://{auth}@{host}:{port}/{db}")
+}
+
+/// A `server_id` for one pipeline of this test process, distinct from other processes'
+/// (derived from [`faucet_test_support::unique_suffix`]) and from the server's own (1).
+pub(crate) fn unique_server_id() -> u32 {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    faucet_test_support::unique_suffix().hash(&mut h);
+    100_000 + (h.finish() % 4_000_000_000) as u32
+}
