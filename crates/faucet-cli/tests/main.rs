@@ -8,6 +8,8 @@ mod cdc_flights;
 #[cfg(feature = "postgres")]
 mod cdc_latency;
 mod crash_files;
+#[cfg(all(feature = "postgres", feature = "state-postgres"))]
+mod deploy_manifests;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod doctor_backends;
 #[cfg(feature = "postgres")]
@@ -47,3 +49,5 @@ mod state_redis;
 mod support;
 #[cfg(feature = "postgres")]
 mod unmet_requests;
+#[cfg(all(feature = "postgres", feature = "state-postgres"))]
+mod zombie_fence;
