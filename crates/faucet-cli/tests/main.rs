@@ -37,6 +37,8 @@ mod postgres_values;
 #[cfg(feature = "postgres")]
 mod replicate_crash;
 mod reports;
+#[cfg(all(feature = "postgres", feature = "state-postgres"))]
+mod retention_horizon;
 mod run_files;
 mod serve;
 mod signals;

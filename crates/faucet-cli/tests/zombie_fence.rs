@@ -152,15 +152,30 @@ impl Drop for Case {
     }
 }
 
-/// A `faucet run` in the background, output in files.
-struct Proc {
+/// A `faucet run` in the background, its stderr in a file (shared with `retention_horizon`).
+pub(crate) struct Proc {
     child: Option<Child>,
     pid: u32,
     err: std::path::PathBuf,
 }
 
 impl Proc {
-    fn stderr(&self) -> String {
+    /// Spawns `cmd` with its stderr in the file `err` (stdout discarded).
+    pub(crate) fn spawn(cmd: &mut std::process::Command, err: std::path::PathBuf) -> Self {
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&err).expect("stderr file"))
+            .spawn()
+            .expect("spawn faucet");
+        Self {
+            pid: child.id(),
+            child: Some(child),
+            err,
+        }
+    }
+
+    /// What it printed on stderr so far.
+    pub(crate) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.err).unwrap_or_default()
     }
 
@@ -170,8 +185,14 @@ impl Proc {
         stat[stat.rfind(')')? + 1..].trim_start().chars().next()
     }
 
+    /// Polls `done` every 20 ms; fails if the process exits first or after `limit`.
     #[track_caller]
-    fn wait_until(&mut self, what: &str, limit: Duration, mut done: impl FnMut(&Self) -> bool) {
+    pub(crate) fn wait_until(
+        &mut self,
+        what: &str,
+        limit: Duration,
+        mut done: impl FnMut(&Self) -> bool,
+    ) {
         let deadline = Instant::now() + limit;
         while !done(self) {
             let exited = self
@@ -188,7 +209,8 @@ impl Proc {
         }
     }
 
-    fn signal(&self, sig: &str) {
+    /// Sends `sig` (`-CONT`, `-TERM`).
+    pub(crate) fn signal(&self, sig: &str) {
         let ok = std::process::Command::new("kill")
             .args([sig, &self.pid.to_string()])
             .status()
@@ -196,8 +218,9 @@ impl Proc {
         assert!(ok.success(), "kill {sig}");
     }
 
+    /// Waits up to `limit` for the exit: the code and stderr.
     #[track_caller]
-    fn wait(mut self, limit: Duration) -> (i32, String) {
+    pub(crate) fn wait(mut self, limit: Duration) -> (i32, String) {
         let mut child = self.child.take().expect("not waited yet");
         let deadline = Instant::now() + limit;
         loop {
@@ -224,7 +247,7 @@ impl Drop for Proc {
 }
 
 /// One `GET` on loopback; the body.
-fn http_get(addr: &str, path: &str) -> String {
+pub(crate) fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read as _, Write as _};
     let mut stream = std::net::TcpStream::connect(addr).expect("connect to the metrics");
     stream
@@ -241,6 +264,14 @@ fn http_get(addr: &str, path: &str) -> String {
         .split_once("\r\n\r\n")
         .map(|(_, b)| b.to_owned())
         .unwrap_or_default()
+}
+
+/// The address of `faucet run: metrics on http://ADDR/metrics` in `stderr`.
+pub(crate) fn metrics_addr(stderr: &str) -> Option<String> {
+    stderr
+        .lines()
+        .find_map(|l| l.split("metrics on http://").nth(1))
+        .map(|a| a.trim_end_matches("/metrics").to_owned())
 }
 
 /// The value of the series `name{pipeline="zombie",row="a"}`, if exposed.
@@ -294,29 +325,17 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
             "--log-level",
             "info",
         ])
-        .env("FAUCET_FAULT", format!("{point}:3:stop"))
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&err).expect("stderr file"));
+        .env("FAUCET_FAULT", format!("{point}:3:stop"));
     if disable_fence {
         cmd.env(faucet_core::fault::DISABLE_FENCE_ENV, "1");
     }
-    let child = cmd.spawn().expect("spawn the zombie");
-    let mut zombie = Proc {
-        pid: child.id(),
-        child: Some(child),
-        err,
-    };
+    let mut zombie = Proc::spawn(&mut cmd, err);
     zombie.wait_until(
         "the stop at the fault point",
         Duration::from_secs(60),
         |z| z.state() == Some('T') && z.stderr().contains("stopping (SIGSTOP)"),
     );
-    let addr = zombie
-        .stderr()
-        .lines()
-        .find_map(|l| l.split("metrics on http://").nth(1).map(str::to_owned))
-        .map(|a| a.trim_end_matches("/metrics").to_owned())
-        .expect("the metrics address");
+    let addr = metrics_addr(&zombie.stderr()).expect("the metrics address");
 
     if case.kind == Kind::Upsert {
         // Every source row changes while the zombie holds its page of old values.

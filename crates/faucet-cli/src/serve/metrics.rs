@@ -20,7 +20,7 @@
 //! | `faucet_schedule_ticks_skipped_total` | counter | ticks skipped because the row's last run was still going |
 //! | `faucet_schedule_ticks_late_total` | counter | ticks noticed more than 1 s after their time (a busy or suspended host) |
 //! | `faucet_slot_retained_wal_bytes` | gauge | postgres-cdc: WAL the slot retains, `pg_current_wal_lsn() - restart_lsn` (see [`super::retention`]) |
-//! | `faucet_slot_retention_horizon_seconds` | gauge | postgres-cdc: seconds until the slot would be invalidated if the pipeline stayed stopped; `+Inf` without a horizon |
+//! | `faucet_slot_retention_horizon_seconds` | gauge | postgres-cdc: seconds until the slot would be invalidated if the pipeline stayed stopped; `+Inf` (written `inf`) without a horizon |
 //! | `faucet_fence_refused_writes_total` | counter | pages the sink refused because a newer run of the key holds a larger fence (`LeaseError::Fenced`) |
 
 use std::net::SocketAddr;

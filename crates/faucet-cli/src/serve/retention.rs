@@ -4,8 +4,9 @@
 //! `faucet run --metrics-listen` (while the run goes).
 //!
 //! Every [`SAMPLE_EVERY`] one sample: the metrics `faucet_slot_retained_wal_bytes` and
-//! `faucet_slot_retention_horizon_seconds` (`+Inf` when there is no horizon: an unlimited
-//! `max_slot_wal_keep_size`, no WAL written, or no rate yet), the row's status, and — while the
+//! `faucet_slot_retention_horizon_seconds` (+Inf, written `inf`, which Prometheus reads as
+//! +Inf, when there is no horizon: an unlimited `max_slot_wal_keep_size`, no WAL written, or
+//! no rate yet), the row's status, and — while the
 //! horizon is under [`WARN_UNDER`] — a log warning at most every [`WARN_EVERY`]. A failed
 //! sample is logged (at most every [`WARN_EVERY`]) and changes nothing.
 
