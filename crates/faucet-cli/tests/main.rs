@@ -37,7 +37,11 @@ mod postgres_values;
 #[cfg(feature = "postgres")]
 mod replicate_crash;
 mod reports;
-#[cfg(all(feature = "postgres", feature = "state-postgres"))]
+#[cfg(all(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
 mod retention_horizon;
 mod run_files;
 mod serve;
@@ -51,5 +55,9 @@ mod state_redis;
 mod support;
 #[cfg(feature = "postgres")]
 mod unmet_requests;
-#[cfg(all(feature = "postgres", feature = "state-postgres"))]
+#[cfg(all(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
 mod zombie_fence;

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 
 use faucet_test_support::private_pg::PrivatePostgres;
 
+use crate::lease_e2e::Spawned;
 use crate::postgres_connectors::cdc_pipeline;
 use crate::support::{Dir, faucet_unarmed, runtime};
-use crate::zombie_fence::{Proc, http_get, metrics_addr};
+use crate::zombie_fence::{http_get, metrics_addr};
 
 fn series(text: &str, name: &str) -> Option<f64> {
     let prefix = format!("{name}{{pipeline=\"cdc\",row=\"\"}} ");
@@ -53,18 +54,19 @@ fn a_short_horizon_is_measured_exposed_and_warned_of() {
         "p.yaml",
         cdc_pipeline("public", "horizon_slot", "horizon_pub", true),
     );
-    let mut run = Proc::spawn(
+    let mut run = Spawned::spawn(
+        &dir,
+        "run",
         faucet_unarmed()
             .current_dir(dir.path())
             .args(["run", "p.yaml", "--metrics-listen", "127.0.0.1:0"])
             .env("FAUCET_CLI_PG_URL", &url),
-        dir.join("run.err"),
     );
-    run.wait_until("the metrics listener", Duration::from_secs(60), |r| {
+    run.wait_until("the metrics listener", |r| {
         metrics_addr(&r.stderr()).is_some()
     });
     let addr = metrics_addr(&run.stderr()).expect("address");
-    run.wait_until("the first sample", Duration::from_secs(60), |_| {
+    run.wait_until("the first sample", |_| {
         series(
             &http_get(&addr, "/metrics"),
             "faucet_slot_retained_wal_bytes",
@@ -75,20 +77,19 @@ fn a_short_horizon_is_measured_exposed_and_warned_of() {
     // About 3 MB of WAL every 0.3 s until the rate is known and the warning is out.
     let started = Instant::now();
     let mut n = 0_i64;
-    let mut text = String::new();
-    loop {
+    let text = loop {
         exec(&format!(
             "INSERT INTO public.filler SELECT g, repeat('w', 500) FROM generate_series({}, {}) g",
             n,
             n + 4_999
         ));
         n += 5_000;
-        text = http_get(&addr, "/metrics");
+        let text = http_get(&addr, "/metrics");
         let warned = run.stderr().contains("its replication slot would be");
         if warned
             && series(&text, "faucet_slot_retention_horizon_seconds").is_some_and(f64::is_finite)
         {
-            break;
+            break text;
         }
         assert!(
             started.elapsed() < Duration::from_secs(60),
@@ -96,7 +97,7 @@ fn a_short_horizon_is_measured_exposed_and_warned_of() {
             run.stderr()
         );
         std::thread::sleep(Duration::from_millis(300));
-    }
+    };
     crate::serve::promtool_check(&text);
     let horizon = series(&text, "faucet_slot_retention_horizon_seconds").expect("horizon");
     let retained = series(&text, "faucet_slot_retained_wal_bytes").expect("retained");
@@ -105,7 +106,7 @@ fn a_short_horizon_is_measured_exposed_and_warned_of() {
         "the horizon at ~10 MB/s against 256 MB: {horizon} s"
     );
     assert!(
-        retained >= 0.0 && retained < 256.0 * 1024.0 * 1024.0,
+        (0.0..256.0 * 1024.0 * 1024.0).contains(&retained),
         "retained {retained} B"
     );
     let stderr = run.stderr();
@@ -115,7 +116,6 @@ fn a_short_horizon_is_measured_exposed_and_warned_of() {
         "{stderr}"
     );
     run.signal("-TERM");
-    let (code, stderr) = run.wait(Duration::from_secs(60));
-    assert_eq!(code, 0, "{stderr}");
+    run.wait(Duration::from_secs(60)).expect_code(0);
     drop(server);
 }

@@ -21,15 +21,15 @@
 //! `before_write` without its fence overwrites exactly its page's rows with stale values —
 //! the corruption the fence prevents, so this proof can fail.
 //!
-//! The pipeline file has a second matrix row (`b`) whose lease the test holds: after its
+//! The stopped run is spawned with `lease_e2e`'s `Spawned`. The pipeline file has a second matrix row (`b`) whose lease the test holds: after its
 //! row `a` fails the zombie waits for `b`, so its metrics can be read before it exits.
 
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use faucet_core::state::{LeaseHolder, LeaseOutcome, StateStore};
 use faucet_state_postgres::PostgresStateStore;
 
+use crate::lease_e2e::Spawned;
 use crate::support::pg::{check_exactly_once, faucet, query, sql, unique_suffix};
 use crate::support::{Dir, pg_url, runtime};
 
@@ -152,98 +152,10 @@ impl Drop for Case {
     }
 }
 
-/// A `faucet run` in the background, its stderr in a file (shared with `retention_horizon`).
-pub(crate) struct Proc {
-    child: Option<Child>,
-    pid: u32,
-    err: std::path::PathBuf,
-}
-
-impl Proc {
-    /// Spawns `cmd` with its stderr in the file `err` (stdout discarded).
-    pub(crate) fn spawn(cmd: &mut std::process::Command, err: std::path::PathBuf) -> Self {
-        let child = cmd
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&err).expect("stderr file"))
-            .spawn()
-            .expect("spawn faucet");
-        Self {
-            pid: child.id(),
-            child: Some(child),
-            err,
-        }
-    }
-
-    /// What it printed on stderr so far.
-    pub(crate) fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.err).unwrap_or_default()
-    }
-
-    /// The process state letter of `/proc/PID/stat` (`T` when stopped).
-    fn state(&self) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        stat[stat.rfind(')')? + 1..].trim_start().chars().next()
-    }
-
-    /// Polls `done` every 20 ms; fails if the process exits first or after `limit`.
-    #[track_caller]
-    pub(crate) fn wait_until(
-        &mut self,
-        what: &str,
-        limit: Duration,
-        mut done: impl FnMut(&Self) -> bool,
-    ) {
-        let deadline = Instant::now() + limit;
-        while !done(self) {
-            let exited = self
-                .child
-                .as_mut()
-                .is_some_and(|c| c.try_wait().expect("try_wait").is_some());
-            assert!(!exited, "exited before {what}:\n{}", self.stderr());
-            assert!(
-                Instant::now() < deadline,
-                "no {what} within {limit:?}:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Sends `sig` (`-CONT`, `-TERM`).
-    pub(crate) fn signal(&self, sig: &str) {
-        let ok = std::process::Command::new("kill")
-            .args([sig, &self.pid.to_string()])
-            .status()
-            .expect("kill");
-        assert!(ok.success(), "kill {sig}");
-    }
-
-    /// Waits up to `limit` for the exit: the code and stderr.
-    #[track_caller]
-    pub(crate) fn wait(mut self, limit: Duration) -> (i32, String) {
-        let mut child = self.child.take().expect("not waited yet");
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(s) = child.try_wait().expect("try_wait") {
-                return (s.code().unwrap_or(-1), self.stderr());
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                panic!("still running after {limit:?}:\n{}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.child {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// The process state letter of `/proc/PID/stat` (`T` when stopped).
+fn proc_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }
 
 /// One `GET` on loopback; the body.
@@ -310,7 +222,6 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
         other => panic!("row b's lease: {other:?}"),
     };
 
-    let err = case.dir.join(&format!("zombie-{point}.err"));
     let mut cmd = faucet();
     cmd.current_dir(case.dir.path())
         .args([
@@ -329,12 +240,10 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
     if disable_fence {
         cmd.env(faucet_core::fault::DISABLE_FENCE_ENV, "1");
     }
-    let mut zombie = Proc::spawn(&mut cmd, err);
-    zombie.wait_until(
-        "the stop at the fault point",
-        Duration::from_secs(60),
-        |z| z.state() == Some('T') && z.stderr().contains("stopping (SIGSTOP)"),
-    );
+    let mut zombie = Spawned::spawn(&case.dir, &format!("zombie-{point}"), &mut cmd);
+    zombie.wait_until("the stop at the fault point", |z| {
+        proc_state(z.pid) == Some('T') && z.stderr().contains("stopping (SIGSTOP)")
+    });
     let addr = metrics_addr(&zombie.stderr()).expect("the metrics address");
 
     if case.kind == Kind::Upsert {
@@ -368,7 +277,7 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
     zombie.signal("-CONT");
     let failures = "faucet_run_failures_total";
     let mut text = String::new();
-    zombie.wait_until("row a's failure counted", Duration::from_secs(60), |_| {
+    zombie.wait_until("row a's failure counted", |_| {
         text = http_get(&addr, "/metrics");
         series(&text, failures) == Some(1.0)
     });
@@ -376,15 +285,15 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
         .unwrap_or_else(|| panic!("no refused-writes series:\n{text}"));
     rt.block_on(store.release_lease(&lease_b))
         .expect("release row b");
-    let (code, stderr) = zombie.wait(Duration::from_secs(60));
+    let ended = zombie.wait(Duration::from_secs(60));
     assert_eq!(
         case.entry(),
         taken,
         "the stopped run moved the bookmark after it woke"
     );
     Zombie {
-        code,
-        stderr,
+        code: ended.code,
+        stderr: ended.stderr,
         refused,
     }
 }

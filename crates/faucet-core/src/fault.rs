@@ -11,7 +11,7 @@
 //! then the process carries on from the point as if nothing happened. Zombie-writer tests
 //! (`faucet-cli/tests/zombie_fence.rs`) stop a run past its lease this way at an exact step
 //! of the page cycle. The first line printed on stderr before stopping is
-//! `faucet: fault point `<point>` reached (hit <n>); stopping (SIGSTOP)`.
+//! ``faucet: fault point `<point>` reached (hit <n>); stopping (SIGSTOP)``.
 //!
 //! The points, in the order a page passes them: [`BEFORE_WRITE`] (the page is read and the
 //! lease checked, nothing written), [`MID_PAGE`] (a sink has written part of a page),
