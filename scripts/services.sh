@@ -7,7 +7,8 @@
 # machine's own MariaDB (3306, no binlog) is left alone. Starts whichever is down; on a
 # Debian machine without them, as root, installs them from Debian's packages first. Fails
 # loudly, naming the service, when one cannot be reached. Also installs promtool (Debian's
-# `prometheus` package), which the `faucet serve` tests lint /metrics with.
+# `prometheus` package), which the `faucet serve` tests lint /metrics with, and
+# kubernetes-validate (PyPI), which checks the deploy/ manifests offline.
 #
 # Tests reach the services through FAUCET_TEST_PG_URL (default
 # postgres://postgres@127.0.0.1:5432/test), FAUCET_TEST_REDIS_URL (default
@@ -123,5 +124,17 @@ if ! command -v promtool >/dev/null; then
     apt_install prometheus
   else
     log "promtool is missing: the /metrics tests will fail; install Debian's \`prometheus\` package"
+  fi
+fi
+
+# --- kubernetes-validate (the deploy/ manifests are checked against the Kubernetes JSON
+# schemas it bundles, offline, by crates/faucet-cli/tests/deploy_manifests.rs) -------------
+if ! command -v kubernetes-validate >/dev/null; then
+  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
+    log "installing kubernetes-validate from PyPI"
+    "$(command -v pip3 || command -v pip)" install -q kubernetes-validate >/dev/null 2>&1 \
+      || log "could not install kubernetes-validate: the deploy/ manifest test will fail"
+  else
+    log "kubernetes-validate is missing (pip install kubernetes-validate): the deploy/ manifest test will fail"
   fi
 fi

@@ -178,13 +178,20 @@ pub(crate) struct Spawned {
 impl Spawned {
     /// Starts `faucet <args>` in `dir`; `tag` names its log files.
     pub(crate) fn start(dir: &Dir, tag: &str, args: &[&str]) -> Self {
+        let mut cmd = faucet_command();
+        cmd.current_dir(dir.path())
+            .env_remove("FAUCET_FAULT")
+            .args(args);
+        Self::spawn(dir, tag, &mut cmd)
+    }
+
+    /// Starts `cmd` (a `faucet` command, configured) with stdin closed and its output in log
+    /// files under `dir`, named by `tag`.
+    pub(crate) fn spawn(dir: &Dir, tag: &str, cmd: &mut std::process::Command) -> Self {
         let out = dir.join(&format!("logs/{tag}.out"));
         let err = dir.join(&format!("logs/{tag}.err"));
         std::fs::create_dir_all(dir.join("logs")).expect("mkdir logs");
-        let child = faucet_command()
-            .current_dir(dir.path())
-            .env_remove("FAUCET_FAULT")
-            .args(args)
+        let child = cmd
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out).expect("stdout file"))
             .stderr(std::fs::File::create(&err).expect("stderr file"))

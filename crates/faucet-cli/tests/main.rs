@@ -8,6 +8,8 @@ mod cdc_flights;
 #[cfg(feature = "postgres")]
 mod cdc_latency;
 mod crash_files;
+#[cfg(all(feature = "postgres", feature = "state-postgres"))]
+mod deploy_manifests;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod doctor_backends;
 #[cfg(feature = "postgres")]
@@ -39,6 +41,12 @@ mod postgres_values;
 #[cfg(feature = "postgres")]
 mod replicate_crash;
 mod reports;
+#[cfg(all(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
+mod retention_horizon;
 mod run_files;
 mod serve;
 mod signals;
@@ -51,3 +59,9 @@ mod state_redis;
 mod support;
 #[cfg(feature = "postgres")]
 mod unmet_requests;
+#[cfg(all(
+    feature = "postgres",
+    feature = "state-postgres",
+    feature = "state-redis"
+))]
+mod zombie_fence;

@@ -182,7 +182,8 @@ fn two_pipelines() -> Dir {
     dir
 }
 
-fn promtool_check(text: &str) {
+/// Lints an exposition with `promtool check metrics`; fails naming what promtool said.
+pub(crate) fn promtool_check(text: &str) {
     let mut child = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(Stdio::piped())
@@ -567,6 +568,24 @@ mod cdc {
         assert_eq!(doc["running"], true, "{doc}");
         assert!(doc["lag_seconds"].as_f64() < Some(30.0), "lag shows: {doc}");
         assert!(doc["bookmark"]["lsn"].is_string(), "{doc}");
+        // The slot's retained WAL is sampled; the shared server keeps WAL for slots without
+        // a limit (max_slot_wal_keep_size = -1), so there is no horizon.
+        let doc = server.wait_for("cdc", "a retention sample", |d| {
+            d["retained_wal_bytes"].is_u64()
+        });
+        assert!(doc["retention_horizon_seconds"].is_null(), "{doc}");
+        assert!(doc["retention"]["limit_bytes"].is_null(), "{doc}");
+        let (code, text) = server.request("GET", "/metrics", None);
+        assert_eq!(code, 200, "{text}");
+        promtool_check(&text);
+        assert!(
+            text.contains("faucet_slot_retained_wal_bytes{pipeline=\"cdc\",row=\"\"} "),
+            "{text}"
+        );
+        assert!(
+            text.contains("faucet_slot_retention_horizon_seconds{pipeline=\"cdc\",row=\"\"} inf\n"),
+            "no horizon without a limit: {text}"
+        );
         server.wait_for("good", "20 records", |d| d["records"] == 20);
         let (code, doc) = server.json("POST", "/pipelines/cdc/run", Some(TOKEN));
         assert_eq!(code, 409, "{doc}");

@@ -38,6 +38,8 @@ mod postgres_cdc_errors;
 #[cfg(feature = "postgres")]
 mod postgres_cdc_paging;
 #[cfg(feature = "postgres")]
+mod postgres_cdc_retention;
+#[cfg(feature = "postgres")]
 mod postgres_cdc_values;
 #[cfg(feature = "postgres")]
 mod postgres_query;

@@ -38,7 +38,9 @@ pub use error::{BoxError, FaucetError};
 pub use page::{Bookmark, Page, PageBuilder, RowRef, RowWriter};
 pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
 pub use sink::{CommitToken, Sink, SinkCapabilities, SinkWriter};
-pub use source::{PageDeadline, PageStream, ReadOptions, ReplayGuarantee, Source};
+pub use source::{
+    PageDeadline, PageStream, ReadOptions, ReplayGuarantee, Retention, RetentionMonitor, Source,
+};
 pub use value::{DataType, Field, Json, Schema, Text, Value};
 
 /// Re-exported so connectors and library users share one `serde_json` (with exact numbers).

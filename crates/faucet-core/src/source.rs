@@ -138,6 +138,46 @@ pub trait Source: Send + Sync {
     /// # Errors
     /// The failing prerequisite, with its fix in the message.
     async fn check(&self) -> Result<(), FaucetError>;
+
+    /// A monitor of what the source's upstream retains for this pipeline while it is not
+    /// read (a PostgreSQL replication slot's WAL), for metrics and status; `None` (the
+    /// default) when the upstream retains nothing on the pipeline's behalf.
+    fn retention_monitor(&self) -> Option<Box<dyn RetentionMonitor>> {
+        None
+    }
+}
+
+/// What a source's upstream retains for the pipeline, sampled by a [`RetentionMonitor`].
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Retention {
+    /// Bytes the upstream keeps for the pipeline (PostgreSQL: `pg_current_wal_lsn() -
+    /// restart_lsn` of the slot).
+    pub retained_bytes: u64,
+    /// The most it keeps before it gives the pipeline's position up (PostgreSQL:
+    /// `max_slot_wal_keep_size`, in bytes); `None` when unlimited.
+    pub limit_bytes: Option<u64>,
+    /// Bytes that can still be written upstream before the position is in danger of being
+    /// given up (PostgreSQL: the slot's `safe_wal_size`); `None` when unlimited.
+    pub remaining_bytes: Option<u64>,
+    /// How fast the upstream writes (PostgreSQL: WAL bytes per second, from the samples of
+    /// the last minutes); `None` until two samples a second apart.
+    pub rate_bytes_per_second: Option<f64>,
+    /// The retention horizon: `remaining_bytes / rate_bytes_per_second`, the seconds until
+    /// the position would be given up if the pipeline stayed stopped, at the measured rate;
+    /// `None` when unlimited, when no rate is known yet, or when nothing is being written.
+    pub horizon_seconds: Option<f64>,
+}
+
+/// Samples a source's [`Retention`] (see [`Source::retention_monitor`]); each call is one
+/// round trip, and the rate is measured across calls.
+#[async_trait]
+pub trait RetentionMonitor: Send {
+    /// Samples now.
+    ///
+    /// # Errors
+    /// When the upstream cannot be asked ([`FaucetError::Connect`], [`FaucetError::Read`]),
+    /// or no longer retains anything for the pipeline (a dropped slot).
+    async fn sample(&mut self) -> Result<Retention, FaucetError>;
 }
 
 /// An open read.

@@ -4,6 +4,7 @@
 
 mod check;
 mod lease;
+mod lease_loss;
 mod lifecycle;
 mod pipeline;
 mod support;

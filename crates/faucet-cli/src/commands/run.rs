@@ -207,13 +207,27 @@ async fn run_row(
             })
         }
     };
+    let sampling = CancellationToken::new();
+    if let Some(m) = &metrics
+        && let Some(monitor) = plan.source.retention_monitor()
+    {
+        tokio::spawn(crate::serve::retention::sample_until(
+            monitor,
+            m.clone(),
+            plan.state_key.clone(),
+            sampling.clone(),
+            |_| {},
+        ));
+    }
     let result = async {
         let store = plan.state.connect().await?;
         plan::execute(plan, store, cancel, &leasing, Some(callback)).await
     }
     .await;
-    if let (Err(_), Some(m)) = (&result, &metrics) {
+    sampling.cancel();
+    if let (Err(e), Some(m)) = (&result, &metrics) {
         m.run_failed();
+        m.run_error(e);
     }
     progress.finish();
     match result {

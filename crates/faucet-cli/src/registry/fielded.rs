@@ -40,6 +40,10 @@ impl Source for FieldedSource {
         self.inner.resumes_without_bookmark()
     }
 
+    fn retention_monitor(&self) -> Option<Box<dyn faucet_core::RetentionMonitor>> {
+        self.inner.retention_monitor()
+    }
+
     async fn open(
         &self,
         from: Option<Bookmark>,

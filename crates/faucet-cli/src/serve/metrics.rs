@@ -19,6 +19,9 @@
 //! | `faucet_schedule_ticks_run_total` | counter | schedule ticks that started a run |
 //! | `faucet_schedule_ticks_skipped_total` | counter | ticks skipped because the row's last run was still going |
 //! | `faucet_schedule_ticks_late_total` | counter | ticks noticed more than 1 s after their time (a busy or suspended host) |
+//! | `faucet_slot_retained_wal_bytes` | gauge | postgres-cdc: WAL the slot retains, `pg_current_wal_lsn() - restart_lsn` (see [`super::retention`]) |
+//! | `faucet_slot_retention_horizon_seconds` | gauge | postgres-cdc: seconds until the slot would be invalidated if the pipeline stayed stopped; `+Inf` (written `inf`) without a horizon |
+//! | `faucet_fence_refused_writes_total` | counter | pages the sink refused because a newer run of the key holds a larger fence (`LeaseError::Fenced`) |
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -38,6 +41,9 @@ const PAUSED: &str = "faucet_pipeline_paused";
 const TICKS_RUN: &str = "faucet_schedule_ticks_run_total";
 const TICKS_SKIPPED: &str = "faucet_schedule_ticks_skipped_total";
 const TICKS_LATE: &str = "faucet_schedule_ticks_late_total";
+const FENCE_REFUSED: &str = "faucet_fence_refused_writes_total";
+const RETAINED_WAL: &str = "faucet_slot_retained_wal_bytes";
+const HORIZON: &str = "faucet_slot_retention_horizon_seconds";
 
 /// Installs the process-wide Prometheus recorder and describes every metric (their `# HELP`
 /// lines).
@@ -77,6 +83,21 @@ pub(crate) fn install() -> Result<PrometheusHandle, String> {
         Unit::Count,
         "Schedule ticks noticed more than one second after their time."
     );
+    describe_counter!(
+        FENCE_REFUSED,
+        Unit::Count,
+        "Pages the sink refused because a newer run of the state key holds a larger fence."
+    );
+    describe_gauge!(
+        RETAINED_WAL,
+        Unit::Bytes,
+        "WAL the replication slot retains: pg_current_wal_lsn() - restart_lsn."
+    );
+    describe_gauge!(
+        HORIZON,
+        Unit::Seconds,
+        "Seconds until the replication slot would be invalidated if the pipeline stayed stopped, at the WAL rate of the last minutes; +Inf without a limit or without WAL written."
+    );
     Ok(handle)
 }
 
@@ -105,6 +126,7 @@ impl RowMetrics {
             TICKS_RUN,
             TICKS_SKIPPED,
             TICKS_LATE,
+            FENCE_REFUSED,
         ] {
             counter!(name, &m.labels()).increment(0);
         }
@@ -138,6 +160,25 @@ impl RowMetrics {
     /// A run ended with an error.
     pub(crate) fn run_failed(&self) {
         counter!(FAILURES, &self.labels()).increment(1);
+    }
+
+    /// A run ended with `e`: when the sink refused its page for a stale fence
+    /// ([`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced)), that refusal is
+    /// counted (beside [`RowMetrics::run_failed`], which the caller records too).
+    pub(crate) fn run_error(&self, e: &faucet_core::FaucetError) {
+        if matches!(
+            e,
+            faucet_core::FaucetError::Lease(faucet_core::state::LeaseError::Fenced { .. })
+        ) {
+            counter!(FENCE_REFUSED, &self.labels()).increment(1);
+        }
+    }
+
+    /// A retention sample of the row's source ([`super::retention`]).
+    pub(crate) fn retention(&self, r: &faucet_core::Retention) {
+        let labels = self.labels();
+        gauge!(RETAINED_WAL, &labels).set(r.retained_bytes as f64);
+        gauge!(HORIZON, &labels).set(r.horizon_seconds.unwrap_or(f64::INFINITY));
     }
 
     /// Whether the row is FAILED and PAUSED/STOPPED now.

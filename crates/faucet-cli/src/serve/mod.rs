@@ -5,7 +5,7 @@
 //! The parts, one job each: [`discovery`] (which rows, planned offline), [`control`] (the
 //! persisted pause/stop wish), [`pipeline`] (a row's status), [`supervisor`] (runs a row,
 //! isolated, with backoff), [`scheduler`] (cron ticks), [`api`] (axum routes), [`auth`] (the
-//! bearer token), [`metrics`] (Prometheus). Runs are built by the same
+//! bearer token), [`metrics`] (Prometheus), [`retention`] (a CDC slot's retained WAL). Runs are built by the same
 //! [`crate::commands::plan::execute`] as `faucet run`.
 //!
 //! SIGTERM/SIGINT drain: `/readyz` turns 503, every run finishes its page in hand, persists
@@ -22,6 +22,7 @@ mod control;
 mod discovery;
 pub(crate) mod metrics;
 mod pipeline;
+pub(crate) mod retention;
 mod scheduler;
 mod supervisor;
 

@@ -44,6 +44,8 @@ pub(crate) struct Status {
     pub(crate) bookmark_at: Option<DateTime<Utc>>,
     /// The source lag of the last durable bookmark, seconds.
     pub(crate) lag_seconds: Option<f64>,
+    /// The last retention sample of the source ([`super::retention`]).
+    pub(crate) retention: Option<faucet_core::Retention>,
     /// Records and pages this process wrote for the row.
     pub(crate) records: u64,
     pub(crate) pages: u64,
@@ -106,6 +108,7 @@ impl Slot {
                 bookmark: None,
                 bookmark_at: None,
                 lag_seconds: None,
+                retention: None,
                 records: 0,
                 pages: 0,
                 runs: 0,
@@ -230,6 +233,9 @@ impl Slot {
             bookmark: st.bookmark.clone(),
             bookmark_at: st.bookmark_at.as_ref().map(time),
             lag_seconds: st.lag_seconds,
+            retained_wal_bytes: st.retention.as_ref().map(|r| r.retained_bytes),
+            retention_horizon_seconds: st.retention.as_ref().and_then(|r| r.horizon_seconds),
+            retention: st.retention.clone(),
             records: st.records,
             pages: st.pages,
             runs: st.runs,
@@ -278,6 +284,15 @@ pub(crate) struct PipelineView {
     bookmark_at: Option<String>,
     /// Source lag of the last durable bookmark, seconds.
     lag_seconds: Option<f64>,
+    /// postgres-cdc: WAL the slot retains, bytes (null for other sources, or before the
+    /// first sample).
+    retained_wal_bytes: Option<u64>,
+    /// postgres-cdc: seconds until the slot would be invalidated if the row stayed stopped
+    /// (null: no limit, no WAL written, or no rate yet).
+    retention_horizon_seconds: Option<f64>,
+    /// The whole last retention sample (`retained_bytes`, `limit_bytes`,
+    /// `remaining_bytes`, `rate_bytes_per_second`, `horizon_seconds`).
+    retention: Option<faucet_core::Retention>,
     /// Records written by this process.
     records: u64,
     /// Pages written by this process.

@@ -38,6 +38,16 @@ pub(crate) async fn supervise(slot: Arc<Slot>, shutdown: CancellationToken, leas
     let Some(store) = start(&slot, &shutdown).await else {
         return;
     };
+    if let Some(monitor) = slot.plan.source.retention_monitor() {
+        let seen = slot.clone();
+        tokio::spawn(super::retention::sample_until(
+            monitor,
+            slot.metrics.clone(),
+            slot.key().to_owned(),
+            shutdown.clone(),
+            move |r| seen.status().retention = Some(r.clone()),
+        ));
+    }
     while !shutdown.is_cancelled() {
         if slot.desired() != Desired::Running {
             slot.tick_due.store(false, Ordering::SeqCst);
@@ -249,6 +259,7 @@ async fn run_once(
             if moved {
                 slot.status().failures = 0;
             }
+            slot.metrics.run_error(&e);
             failure(
                 slot,
                 &format!("{}{}", slot.plan.context, output::error_chain(&e)),

@@ -1,6 +1,17 @@
 //! The run loop, split into its steps: resolve the guarantee, take the lease, find the start
 //! (state store, or the sink's commit token), then per page: read → write → flush → persist
 //! → tell the source.
+//!
+//! **A lost lease stops the run at once** ([`super::lease`] says when it counts as lost):
+//! reading a page (which for a continuous source can wait a long time) and the pauses
+//! between bookmark retries are raced against the loss, and the lease is checked again
+//! before the page is handed to the sink and before its bookmark is persisted. The run then
+//! fails with [`crate::state::LeaseError::Lost`]: the page in hand is dropped unwritten, and
+//! no bookmark is written after the loss. A sink's write already under way is not cut short
+//! (a page half-handed to a sink could leave it torn): a sink that fences
+//! (`SinkWriter::fence`, the `postgres` sink) refuses that page itself when a newer run has
+//! written since, and ends a page transaction its writer left idle for longer than the ttl;
+//! a sink that cannot fence (`jsonl`, `csv`) stays at-least-once against such a page.
 
 use std::time::Instant;
 
@@ -72,7 +83,17 @@ async fn run_leased(
     let stored = stored.map(|e| e.bookmark).filter(|b| !b.is_null());
     let mut writer = p.sink.open().await?;
     if let Some(fence) = lease.fence() {
-        set_fence(p, writer.as_mut(), lease, key, fence).await?;
+        if fault::fence_disabled_for_test() {
+            tracing::error!(
+                key,
+                fence,
+                "{}=1: the sink is NOT given the writer fence (a test-only switch of debug \
+                 builds); a stalled run's page would not be refused",
+                fault::DISABLE_FENCE_ENV
+            );
+        } else {
+            set_fence(p, writer.as_mut(), lease, key, fence).await?;
+        }
     }
     let atomic =
         guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
@@ -156,8 +177,15 @@ async fn pump(
     started: Instant,
 ) -> Result<(), FaucetError> {
     let key = p.options.state_key.as_str();
-    while let Some(page) = stream.next_page().await? {
+    loop {
+        let page = tokio::select! {
+            biased;
+            lost = lease.lost() => return Err(lost),
+            page = stream.next_page() => page?,
+        };
+        let Some(page) = page else { break };
         state.summary.records_in += page.len() as u64;
+        lease.check()?;
         write_page(state, key, &page).await?;
         if let Some(bookmark) = page.bookmark() {
             let value = entry::encode(bookmark, state.target.as_deref());
@@ -198,6 +226,7 @@ fn lag_since(at: std::time::SystemTime) -> std::time::Duration {
 
 /// Write and flush (or commit rows + token atomically).
 async fn write_page(state: &mut Loop<'_>, key: &str, page: &Page) -> Result<(), FaucetError> {
+    fault::point(fault::BEFORE_WRITE);
     match (state.atomic, page.bookmark()) {
         (true, Some(bookmark)) => {
             let token = CommitToken {
@@ -239,7 +268,11 @@ async fn persist_bookmark(
             Err(e) if e.is_retryable() && attempt < STATE_RETRIES => {
                 attempt += 1;
                 tracing::warn!(key, error = %e, attempt, "persisting the bookmark failed; retrying");
-                tokio::time::sleep(pause).await;
+                tokio::select! {
+                    biased;
+                    lost = lease.lost() => return Err(lost),
+                    () = tokio::time::sleep(pause) => {}
+                }
                 pause *= 2;
             }
             Err(e) => return Err(e),

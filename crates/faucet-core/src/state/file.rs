@@ -361,6 +361,11 @@ impl StateStore for FileStateStore {
         "file"
     }
 
+    /// An OS lock is held while the process lives, stopped or not: it cannot expire.
+    fn leases_expire(&self) -> bool {
+        false
+    }
+
     async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
         let path = self.path_of(key)?;
         blocking(move || read(&path)).await

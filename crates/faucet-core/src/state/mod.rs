@@ -68,6 +68,14 @@ pub trait StateStore: Send + Sync {
         true
     }
 
+    /// Whether a lease expires when it is not renewed within its ttl (the default): the run
+    /// loop then counts it lost once its ttl passed without a renewal. A store whose leases
+    /// cannot be lost by stalling (the file store's OS locks, held while the process lives)
+    /// answers `false`, and only the store's own "not yours" ends such a lease.
+    fn leases_expire(&self) -> bool {
+        true
+    }
+
     /// The bookmark stored under `key`, or `None` when there is none.
     ///
     /// # Errors
@@ -168,6 +176,9 @@ impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
     }
     fn is_durable(&self) -> bool {
         (**self).is_durable()
+    }
+    fn leases_expire(&self) -> bool {
+        (**self).leases_expire()
     }
     async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
         (**self).get(key).await

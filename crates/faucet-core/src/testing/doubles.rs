@@ -71,6 +71,32 @@ fn crashed(what: &str) -> FaucetError {
     FaucetError::write("crash-switch", format!("simulated crash at {what}"), None)
 }
 
+/// Holds a [`VecSource`]'s read of the page at one offset until the test opens it: the
+/// run is then waiting on the source with the page not yet in hand (as a continuous source
+/// waits for changes), for tests of what happens meanwhile (a lost lease).
+#[derive(Debug, Clone, Default)]
+pub struct PageGate {
+    reached: Arc<tokio::sync::Notify>,
+    open: Arc<tokio::sync::Notify>,
+}
+
+impl PageGate {
+    /// A closed gate.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Resolves once a read has reached the gate (at once if one already did).
+    pub async fn reached(&self) {
+        self.reached.notified().await;
+    }
+
+    /// Lets the held read (or the next one to arrive) go on.
+    pub fn open(&self) {
+        self.open.notify_one();
+    }
+}
+
 /// A deterministic source over a fixed list of records with one `id` (Int) and one `v`
 /// (Text) field. Bookmark: `{"offset": n}` = records delivered so far.
 #[derive(Debug, Clone)]
@@ -85,6 +111,7 @@ pub struct VecSource {
     pub ignore_batch_size: bool,
     acks: Arc<Mutex<Vec<Bookmark>>>,
     switch: CrashSwitch,
+    hold: Option<(usize, PageGate)>,
 }
 
 impl VecSource {
@@ -106,7 +133,14 @@ impl VecSource {
             ignore_batch_size: false,
             acks: Arc::default(),
             switch: CrashSwitch::never(),
+            hold: None,
         }
+    }
+
+    /// Holds the read of the page starting at `offset` at `gate` (once per stream).
+    pub fn held_at(mut self, offset: usize, gate: PageGate) -> Self {
+        self.hold = Some((offset, gate));
+        self
     }
 
     /// Shares `switch`: acknowledgements count as operations.
@@ -133,6 +167,7 @@ struct VecStream<'a> {
     source: &'a VecSource,
     offset: usize,
     batch: usize,
+    held: bool,
 }
 
 #[async_trait]
@@ -165,6 +200,7 @@ impl Source for VecSource {
             } else {
                 options.batch_size
             },
+            held: false,
         }))
     }
     async fn check(&self) -> Result<(), FaucetError> {
@@ -181,6 +217,14 @@ impl PageStream for VecStream<'_> {
         }
         if self.source.fail_at_offset == Some(self.offset) {
             return Err(FaucetError::read("vec", "planned failure", None));
+        }
+        if let Some((at, gate)) = &self.source.hold
+            && *at == self.offset
+            && !self.held
+        {
+            self.held = true;
+            gate.reached.notify_one();
+            gate.open.notified().await;
         }
         let end = self.offset.saturating_add(self.batch).min(all.len());
         let mut b = PageBuilder::new(self.source.schema.clone(), end - self.offset);

@@ -27,7 +27,7 @@ pub fn everything_printed(err: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
-pub use doubles::{CrashSwitch, CrashingStateStore, MemorySink, SinkLog, VecSource};
+pub use doubles::{CrashSwitch, CrashingStateStore, MemorySink, PageGate, SinkLog, VecSource};
 
 /// The bookmark of a state entry as the run loop stores it: `{"bookmark": B, "sink": "…"}`
 /// (a sink that names its target) gives `B`; a bare bookmark is itself.

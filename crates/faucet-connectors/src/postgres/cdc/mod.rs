@@ -72,6 +72,7 @@ pub(crate) mod client;
 pub(crate) mod config;
 mod pgoutput;
 mod relation_types;
+pub mod retention;
 pub(crate) mod slot_wait;
 mod stream;
 
@@ -156,6 +157,15 @@ impl Source for PostgresCdcSource {
     /// since the last acknowledgement, not the whole history.
     fn resumes_without_bookmark(&self) -> bool {
         true
+    }
+
+    /// The slot's retained WAL and retention horizon (module `retention`), on a session of
+    /// the monitor's own.
+    fn retention_monitor(&self) -> Option<Box<dyn faucet_core::RetentionMonitor>> {
+        Some(Box::new(retention::SlotMonitor::new(
+            self.connection.clone(),
+            self.config.slot_name.clone(),
+        )))
     }
 
     /// Prepares (slot, publication) and starts replication right after `from`.

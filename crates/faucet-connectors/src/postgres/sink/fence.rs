@@ -17,6 +17,14 @@
 //! first page waits for an older writer's page in flight and then supersedes it; an older
 //! writer that wakes up later finds the larger fence and writes nothing. Append and upsert
 //! alike; with the atomic watermark the token's forward-only sequence is a second guard.
+//!
+//! A writer that stalled *inside* a page's transaction (after the check, before `COMMIT`)
+//! holds the fence row until the server ends its session for idling longer than the lease
+//! ttl (`idle_in_transaction_session_timeout`, SQLSTATE 25P03); the newer writer then goes
+//! on. When the stalled writer wakes, its next statement gets that error: the page was rolled
+//! back by the server. [`explain_idle_abort`] then reads the fence on a fresh session and
+//! reports [`LeaseError::Fenced`] when a newer writer has written since, as for a page the
+//! check refused.
 
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
@@ -26,6 +34,7 @@ use faucet_core::state::LeaseError;
 
 use super::table::write_err;
 use crate::postgres::config::CONNECTOR;
+use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::TableName;
 
 /// The fence table's name, in the target's schema.
@@ -152,4 +161,50 @@ pub(crate) async fn check(
         target: format!("postgres table {target}"),
     }
     .into())
+}
+
+/// SQLSTATE 25P03 idle_in_transaction_session_timeout: the server ended the session because
+/// its transaction stayed idle for longer than [`abort_stalled_pages_after`] allows; the
+/// transaction was rolled back.
+pub(crate) fn is_idle_abort(e: &sqlx::Error) -> bool {
+    crate::postgres::failure::db_error(e).is_some_and(|d| d.code() == "25P03")
+}
+
+/// After the server ended a page's session for idling in its transaction past the lease
+/// ttl (the page was rolled back): [`LeaseError::Fenced`] when the scope's fence, read on a
+/// fresh session, is now larger than `writer`'s (a newer run took over and wrote); else
+/// `original`, unchanged (also when the fence cannot be read).
+pub(crate) async fn explain_idle_abort(
+    connection: &PostgresUrl,
+    fences: &TableName,
+    target: &TableName,
+    writer: &WriterFence,
+    original: FaucetError,
+) -> FaucetError {
+    let read = async {
+        let mut conn = connection.open_session(CONNECTOR).await?;
+        let sql = format!("SELECT fence FROM {} WHERE scope = $1", fences.quoted());
+        let fence: Option<i64> = sqlx::query_scalar(&sql)
+            .bind(&writer.scope)
+            .fetch_optional(&mut conn)
+            .await
+            .map_err(|e| write_err(format!("cannot read the writer fence in {fences}"), e))?;
+        Ok::<_, FaucetError>(fence)
+    };
+    match read.await {
+        Ok(Some(newer)) if u64::try_from(newer).is_ok_and(|n| n > writer.fence) => {
+            LeaseError::Fenced {
+                key: writer.key.clone(),
+                fence: writer.fence,
+                newer: u64::try_from(newer).unwrap_or_default(),
+                target: format!("postgres table {target}"),
+            }
+            .into()
+        }
+        Ok(_) => original,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the writer fence after the server ended a stalled page");
+            original
+        }
+    }
 }

@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use sqlx::Connection as _;
 use sqlx::postgres::PgConnection;
 
-use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
+use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter, fault};
 
 pub use config::{PostgresSinkConfig, ValidatedSinkConfig, WriteMode};
 pub use nul::NulBytes;
@@ -394,23 +394,47 @@ impl PostgresSinkWriter<'_> {
             }
             Err(failure) => {
                 self.undo_create().await;
-                Err(failure.error)
+                match (&self.fence, failure.idle_aborted) {
+                    (Some(writer), true) => Err(fence::explain_idle_abort(
+                        &sink.connection,
+                        &sink.fences,
+                        &sink.table,
+                        writer,
+                        failure.error,
+                    )
+                    .await),
+                    _ => Err(failure.error),
+                }
             }
         }
     }
 }
 
-/// A failed page transaction: the error, and whether the session is gone (outcome unknown).
+/// A failed page transaction: the error, whether the session is gone (outcome unknown),
+/// and whether the server ended it for idling in the transaction for longer than the
+/// lease's ttl (SQLSTATE 25P03, [`fence::abort_stalled_pages_after`]): then the page was
+/// certainly rolled back.
 struct Failure {
     error: FaucetError,
     lost: bool,
+    idle_aborted: bool,
 }
 
 impl From<FaucetError> for Failure {
     fn from(error: FaucetError) -> Self {
-        let lost = matches!(&error, FaucetError::Write { source: Some(s), .. }
-            if s.downcast_ref::<sqlx::Error>().is_some_and(super::failure::is_connection_lost));
-        Self { error, lost }
+        let sql = match &error {
+            FaucetError::Write {
+                source: Some(s), ..
+            } => s.downcast_ref::<sqlx::Error>(),
+            _ => None,
+        };
+        let idle_aborted = sql.is_some_and(fence::is_idle_abort);
+        let lost = idle_aborted || sql.is_some_and(super::failure::is_connection_lost);
+        Self {
+            error,
+            lost,
+            idle_aborted,
+        }
     }
 }
 
@@ -441,6 +465,7 @@ async fn transaction(
         }
         return Err(failure);
     }
+    fault::point(fault::BEFORE_COMMIT);
     tx.commit()
         .await
         .map_err(|e| Failure::from(write::classify(e, "COMMIT", &sink.table, None)))?;
