@@ -24,6 +24,8 @@ mod mysql_private;
 #[cfg(feature = "mysql")]
 mod mysql_query;
 #[cfg(feature = "mysql")]
+mod mysql_replicate;
+#[cfg(feature = "mysql")]
 mod mysql_support;
 #[cfg(feature = "mysql")]
 mod mysql_values;

@@ -6,6 +6,7 @@ pub mod catalog;
 pub mod cdc;
 pub mod connection;
 pub mod query;
+pub mod snapshot;
 pub mod table;
 pub mod value;
 
