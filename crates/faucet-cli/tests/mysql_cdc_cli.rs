@@ -5,13 +5,13 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-fn url() -> String {
+pub(crate) fn url() -> String {
     std::env::var("FAUCET_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3307/test".to_owned())
 }
 
 /// `host`, `port` of the test URL (user root, no password, as scripts/services.sh sets up).
-fn host_port() -> (String, String) {
+pub(crate) fn host_port() -> (String, String) {
     let url = url();
     let rest = url.trim_start_matches("mysql://");
     let hostport = rest
@@ -25,7 +25,7 @@ fn host_port() -> (String, String) {
     (h.to_owned(), p.to_owned())
 }
 
-fn sql(statements: &str) {
+pub(crate) fn sql(statements: &str) {
     let (h, p) = host_port();
     let out = Command::new("mariadb")
         .args(["-uroot", "-h", &h, "-P", &p, "-e", statements])
