@@ -15,6 +15,8 @@
 //! input). Run them with [`faucet_core::Pipeline`]; the `files` module shows a whole run.
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
+mod copy_filter;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 mod copy_history;
 #[cfg(feature = "files")]
 pub mod files;

@@ -26,14 +26,17 @@
 
 use std::collections::HashMap;
 
+use async_trait::async_trait;
+
 use mysql_async::prelude::Queryable as _;
 
 use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
 
 use super::CONNECTOR;
-use super::bookmark::{Copied, TableCopy};
+use super::bookmark::Copied;
 use super::point::SnapshotPoint;
 use super::stream::cdc_point;
+use crate::copy_filter::{ChangeFilter, Early, Verdict, verdict};
 use crate::copy_history::with_history;
 use crate::mysql::cdc::position::BinlogPos;
 use crate::mysql::connection::{MysqlConnection, convert_rows};
@@ -192,30 +195,22 @@ impl Filter {
                 Fate::Keys(ids) => {
                     let at = position(v)?;
                     let found = &points[text(&v[TABLE])];
-                    let applied = |id: usize| at >= found[id];
-                    match (text(&v[OP]), ids.as_slice()) {
-                        ("u", &[old, new]) => match (applied(old), applied(new)) {
-                            (true, true) => out.push_row(v.iter().cloned()),
-                            (false, false) => {}
-                            (true, false) => {
-                                let mut r = v.to_vec();
-                                r[OP] = Value::Text("d".into());
-                                r[AFTER] = Value::Null;
-                                out.push_row(r);
-                            }
-                            (false, true) => {
-                                let mut r = v.to_vec();
-                                r[OP] = Value::Text("c".into());
-                                r[BEFORE] = Value::Null;
-                                out.push_row(r);
-                            }
-                        },
-                        (_, &[one]) => {
-                            if applied(one) {
-                                out.push_row(v.iter().cloned());
-                            }
+                    let applied: Vec<bool> = ids.iter().map(|&id| at >= found[id]).collect();
+                    match verdict(text(&v[OP]), &applied) {
+                        Verdict::Keep => out.push_row(v.iter().cloned()),
+                        Verdict::Drop => {}
+                        Verdict::AsDelete => {
+                            let mut r = v.to_vec();
+                            r[OP] = Value::Text("d".into());
+                            r[AFTER] = Value::Null;
+                            out.push_row(r);
                         }
-                        _ => out.push_row(v.iter().cloned()),
+                        Verdict::AsInsert => {
+                            let mut r = v.to_vec();
+                            r[OP] = Value::Text("c".into());
+                            r[BEFORE] = Value::Null;
+                            out.push_row(r);
+                        }
                     }
                 }
             }
@@ -237,14 +232,10 @@ impl Filter {
         let Some(t) = self.copied.tables.get(&table) else {
             return Ok(Fate::Keep);
         };
-        let (Some(min), Some(max)) = (t.points().min(), t.points().max()) else {
-            return Ok(Fate::Keep);
-        };
-        if at >= max {
-            return Ok(Fate::Keep);
-        }
-        if at < min {
-            return Ok(Fate::Drop);
+        match t.early(&at) {
+            Early::Keep => return Ok(Fate::Keep),
+            Early::Drop => return Ok(Fate::Drop),
+            Early::Lookup => {}
         }
         let op = text(&v[OP]).to_owned();
         if op == "t" {
@@ -346,27 +337,15 @@ impl Filter {
         table: &str,
         keys: &[Vec<String>],
     ) -> Result<Vec<SnapshotPoint>, FaucetError> {
-        let t: TableCopy = self.copied.tables[table].clone();
-        let mut bounds: Vec<&Vec<String>> = t.parts.iter().filter_map(|p| p.to.as_ref()).collect();
-        let part_bounds = bounds.len();
-        let mut dirty_bounds = Vec::with_capacity(t.dirty.len());
-        for d in &t.dirty {
-            let after = d.after.as_ref().map(|k| {
-                bounds.push(k);
-                bounds.len() - 1
-            });
-            let to = d.to.as_ref().map(|k| {
-                bounds.push(k);
-                bounds.len() - 1
-            });
-            dirty_bounds.push((after, to, d.at.clone()));
-        }
-        let above: Vec<Vec<bool>> = if bounds.is_empty() {
+        self.key_info(table).await?;
+        let t = &self.copied.tables[table];
+        let bounds = t.bounds();
+        let info = &self.keys[table];
+        let above: Vec<Vec<bool>> = if bounds.keys.is_empty() {
             vec![Vec::new(); keys.len()]
         } else {
-            self.key_info(table).await?;
-            let info = &self.keys[table];
             let bound_sql = bounds
+                .keys
                 .iter()
                 .map(|b| info.tuple(table, b))
                 .collect::<Result<Vec<_>, _>>()?;
@@ -381,13 +360,14 @@ impl Filter {
             }
             let sql = selects.join(" UNION ALL ");
             let what = format!("comparing changed keys of {table} with its copied ranges");
-            let connection = self.connection.clone();
-            let rows: Vec<mysql_async::Row> = self
-                .conn()
-                .await?
+            let conn = self
+                .conn
+                .as_mut()
+                .ok_or_else(|| FaucetError::connect(CONNECTOR, "no session", None))?;
+            let rows: Vec<mysql_async::Row> = conn
                 .query(sql)
                 .await
-                .map_err(|e| connection.error(&what, e))?;
+                .map_err(|e| self.connection.error(&what, e))?;
             let rows = convert_rows::<(u64, String)>(rows)
                 .map_err(|m| FaucetError::read(CONNECTOR, format!("{what}: {m}"), None))?;
             let mut out = vec![Vec::new(); keys.len()];
@@ -396,7 +376,7 @@ impl Filter {
                     *slot = flags.bytes().map(|b| b == b'1').collect();
                 }
             }
-            if out.iter().any(|gt| gt.len() != bounds.len()) {
+            if out.iter().any(|gt| gt.len() != bounds.keys.len()) {
                 return Err(FaucetError::read(
                     CONNECTOR,
                     format!("{what}: the server returned an incomplete answer"),
@@ -405,23 +385,19 @@ impl Filter {
             }
             out
         };
-        Ok(above
-            .iter()
-            .map(|gt| {
-                let part = gt[..part_bounds].iter().filter(|&&b| b).count();
-                let mut point = t
-                    .parts
-                    .get(part)
-                    .map_or_else(|| SnapshotPoint(BinlogPos::new("", 0)), |p| p.at.clone());
-                for (after, to, at) in &dirty_bounds {
-                    let inside = after.is_none_or(|j| gt[j]) && to.is_none_or(|j| !gt[j]);
-                    if inside && *at < point {
-                        point = at.clone();
-                    }
-                }
-                point
-            })
-            .collect())
+        let floor = SnapshotPoint(BinlogPos::new("", 0));
+        Ok(above.iter().map(|gt| bounds.point(gt, &floor)).collect())
+    }
+}
+
+#[async_trait]
+impl ChangeFilter for Filter {
+    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
+        Filter::apply(self, page).await
+    }
+
+    fn passed(&self, bookmark: &Bookmark) -> bool {
+        Filter::passed(self, bookmark)
     }
 }
 

@@ -1,6 +1,6 @@
 //! `faucet replicate` from MySQL / MariaDB: a consistent copy of the listed tables, then
 //! their binlog changes from exactly the copy's point — no gap, no overlap — into any sink.
-//! The contract of [`crate::postgres::snapshot`], on the binlog's terms.
+//! The contract of `postgres::snapshot`, on the binlog's terms.
 //!
 //! [`MysqlReplicateSource`] takes a `mysql-cdc` configuration ([`MysqlCdcConfig`]) and reads
 //! in two phases:
@@ -23,7 +23,7 @@
 //!
 //! Bookmarks (module `bookmark`): during the copy `{"snapshot": {"start": <mysql-cdc bookmark
 //! of C>, "gtid_state", "tables": {t: {"key", "parts", "dirty"}}}}` — per table, which
-//! primary-key ranges were copied as of which point ([`crate::copy_history`]); the page that
+//! primary-key ranges were copied as of which point (`copy_history`); the page that
 //! finishes the last table carries the `mysql-cdc` bookmark of C, and from then on the
 //! bookmarks are `mysql-cdc`'s (plus a `replicate` member after a resumed copy, until the
 //! binlog passes the copy's latest point). The binlog has no slot: the changes after C are
@@ -65,6 +65,7 @@ use async_trait::async_trait;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
+use crate::copy_filter::FilteredChanges;
 use crate::copy_history::split_history;
 use crate::mysql::cdc::bookmark::CdcBookmark;
 use crate::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource, ValidatedMysqlCdcConfig, server};
@@ -75,7 +76,7 @@ use crate::mysql::query::plan::Plan;
 use bookmark::{Copied, SnapshotBookmark, TableCopy, single_gtid};
 use filter::Filter;
 use point::SnapshotSession;
-use stream::{FilteredChanges, ReplicateStream, cdc_point, no_primary_key};
+use stream::{ReplicateStream, cdc_point, no_primary_key};
 
 /// The connector's name, in errors and summaries.
 pub const CONNECTOR: &str = "mysql-replicate";

@@ -191,8 +191,6 @@ pub(crate) fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), 
     copy_history::split_history(b, CONNECTOR)
 }
 
-pub(crate) use copy_history::strip_history;
-
 /// The `lsn` of a change-stream bookmark.
 pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
     b.get("lsn")
@@ -203,6 +201,7 @@ pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::copy_history::strip_history;
 
     fn history() -> Copied {
         let mut copied = Copied::default();
