@@ -5,6 +5,8 @@ use std::process::{Command, Output};
 
 #[cfg(feature = "postgres")]
 pub(crate) mod pg;
+#[cfg(feature = "postgres")]
+pub(crate) mod replicate;
 
 /// The repository's root (for `examples/`).
 pub(crate) fn repo_root() -> PathBuf {
