@@ -13,7 +13,8 @@
 //!   bookmark (`after_flush`, the sink holds a page read as of the old snapshot), and
 //!   SIGKILLed at random instants: the target equals the source.
 //!
-//! MariaDB → MariaDB (the `mysql` sink) is left to the branch that builds that sink.
+//! * into a **MariaDB upsert** target (the `mysql` sink), aborted once between a page's write
+//!   and its bookmark: the target equals the source.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::Write as _;
@@ -34,6 +35,9 @@ use crate::support::{output_of_success, pg_pool, runtime};
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
 
+/// The next test's replica id offset.
+static NEXT_ID: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// A test's MariaDB database and PostgreSQL schema.
 struct Names {
     db: String,
@@ -47,9 +51,11 @@ impl Names {
         Self {
             db: format!("myrepl_{tag}_{suffix}"),
             schema: format!("myrepl_{tag}_{suffix}"),
+            // Distinct per test of this process (a replica id registered twice disconnects
+            // the older reader) and per process.
             server_id: 100_000
-                + (std::process::id() % 10_000) * 8
-                + u32::from(tag.as_bytes()[0] % 8),
+                + (std::process::id() % 10_000) * 16
+                + NEXT_ID.fetch_add(1, Ordering::SeqCst),
         }
     }
 }
@@ -102,6 +108,7 @@ fn setup(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
     sql(&format!(
         "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db} CHARACTER SET utf8mb4; \
          CREATE TABLE {db}.items (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
+         CREATE TABLE {db}.target (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
          USE {db}; INSERT INTO items SELECT seq, seq, CONCAT('n', seq) FROM seq_1_to_{ROWS};"
     ));
     let s = &names.schema;
@@ -161,12 +168,17 @@ fn faucet(dir: &Path) -> Command {
 
 /// The source's rows by MariaDB's own SELECT: `id -> {"id","v","note"}`.
 fn source_rows(names: &Names) -> BTreeMap<i64, Json> {
+    mariadb_rows(&format!("{}.items", names.db))
+}
+
+/// The rows of a MariaDB table by its own SELECT.
+fn mariadb_rows(table: &str) -> BTreeMap<i64, Json> {
     let out = mariadb()
         .args([
             "-N",
             "-B",
             "-e",
-            &format!("SELECT id, v, note FROM {}.items", names.db),
+            &format!("SELECT id, v, note FROM {table}"),
         ])
         .output()
         .expect("mariadb");
@@ -255,6 +267,42 @@ fn mysql_replicate_into_postgres_upsert_under_writes_equals_the_source() {
             std::thread::sleep(Duration::from_millis(200));
         },
         |rt, pool, names, _| target_equals_source(rt, pool, names),
+    );
+}
+
+/// The `mysql` sink into `<db>.target` of the same MariaDB (its own binlog events are not
+/// of a listed table).
+fn mariadb_upsert_sink(names: &Names) -> String {
+    let base = url();
+    let base = &base[..base.rfind('/').expect("a database in the URL")];
+    format!(
+        "{{ type: mysql, config: {{ connection_url: \"{base}/{db}\", table: {db}.target, \
+         write_mode: upsert, key: [id] }} }}",
+        db = names.db
+    )
+}
+
+fn mariadb_target_equals_source(names: &Names) {
+    let want = source_rows(names);
+    let have = mariadb_rows(&format!("{}.target", names.db));
+    assert_eq!(have.len(), want.len(), "row count");
+    for (id, row) in &want {
+        assert_eq!(have.get(id), Some(row), "id {id}");
+    }
+}
+
+#[test]
+fn mysql_replicate_into_mariadb_upsert_under_writes_and_aborted_equals_the_source() {
+    with_workload(
+        "maria",
+        mariadb_upsert_sink,
+        |dir| {
+            aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
+            std::thread::sleep(Duration::from_millis(200));
+            output_of_success(&mut faucet(dir), "the resumed run");
+            std::thread::sleep(Duration::from_millis(200));
+        },
+        |_, _, names, _| mariadb_target_equals_source(names),
     );
 }
 
