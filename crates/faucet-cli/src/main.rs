@@ -87,9 +87,9 @@ enum Command {
     ///
     /// Moves no data and advances no bookmark; passwords are never printed.
     Doctor(DoctorArgs),
-    /// A consistent copy of a `postgres-cdc` source's tables (slot with an exported
-    /// snapshot, `op: r` records), then its changes from the slot's consistent point; the
-    /// same flags as `run`.
+    /// A consistent copy of a `postgres-cdc` or `mysql-cdc` source's tables (`op: r`
+    /// records read inside one snapshot), then its changes from the snapshot's exact point;
+    /// the same flags as `run`.
     #[command(after_help = exit::HELP)]
     Replicate(RunArgs),
     /// Serve many pipelines: continuous ones all the time, bounded ones on their

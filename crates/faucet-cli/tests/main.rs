@@ -28,6 +28,8 @@ mod mysql_cdc_crash;
 mod mysql_cdc_flights;
 #[cfg(feature = "mysql")]
 mod mysql_connectors;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod mysql_replicate;
 #[cfg(feature = "postgres")]
 mod pg_edges;
 #[cfg(feature = "postgres")]

@@ -26,7 +26,8 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url};
-use crate::support::{bookmark_of, output_of_success, pg_pool, runtime};
+use crate::support::replicate::{aborted_mid_snapshot, in_flight, killed_after, replay, stored};
+use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
@@ -100,47 +101,6 @@ fn faucet(dir: &Path) -> Command {
     c
 }
 
-/// The stored bookmark (file state store), if any.
-fn stored(dir: &Path) -> Option<Json> {
-    for e in std::fs::read_dir(dir.join("state")).ok()?.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".json") && !name.starts_with('.') {
-            let text = std::fs::read(e.path()).expect("read state");
-            return serde_json::from_slice(&text).ok().map(bookmark_of);
-        }
-    }
-    None
-}
-
-/// Runs `faucet replicate` aborted at the `hit`-th pass of `point`; asserts it died there,
-/// mid-snapshot (the stored bookmark is a snapshot position).
-fn aborted_mid_snapshot(dir: &Path, point: &str, hit: u32) -> Json {
-    let out = faucet(dir)
-        .env("FAUCET_FAULT", format!("{point}:{hit}"))
-        .output()
-        .expect("spawn faucet");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && stderr.contains("fault point"),
-        "faucet did not abort at {point}:{hit}: {stderr}"
-    );
-    let b = stored(dir).expect("a stored bookmark");
-    assert!(b.get("snapshot").is_some(), "not mid-snapshot: {b}");
-    b
-}
-
-/// SIGKILLs `faucet replicate` after `after`; `true` when it was still running (killed).
-fn killed_after(dir: &Path, after: Duration) -> bool {
-    let mut child = faucet(dir).spawn().expect("spawn faucet");
-    std::thread::sleep(after);
-    let running = child.try_wait().expect("try_wait").is_none();
-    if running {
-        let _ = child.kill();
-    }
-    let _ = child.wait();
-    running
-}
-
 fn run_to_completion(dir: &Path) {
     output_of_success(&mut faucet(dir), "the restarted run");
 }
@@ -154,65 +114,6 @@ async fn rows_of(pool: &PgPool, table: &str) -> BTreeMap<i64, Json> {
     rows.into_iter()
         .map(|(id, v, note)| (id, serde_json::json!({"id": id, "v": v, "note": note})))
         .collect()
-}
-
-/// The ids inside the ranges in flight (`dirty`) of a stored snapshot bookmark.
-fn in_flight(bookmark: &Json, table: &str, ids: &HashSet<i64>) -> HashSet<i64> {
-    let key = |v: &Json| -> Option<i64> { v.as_array()?.first()?.as_str()?.parse().ok() };
-    let mut out = HashSet::new();
-    for d in bookmark["snapshot"]["tables"][table]["dirty"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let (after, to) = (key(&d["after"]), key(&d["to"]));
-        out.extend(
-            ids.iter()
-                .filter(|&&id| after.is_none_or(|a| id > a) && to.is_none_or(|t| id <= t)),
-        );
-    }
-    out
-}
-
-/// The JSONL records replayed by id: strict (no `r` twice, no insert of a present row, no
-/// update or delete of an absent one) except for the `in_flight` ids, applied as upserts.
-fn replay(records: &[Json], in_flight: &HashSet<i64>) -> BTreeMap<i64, Json> {
-    let mut rows = BTreeMap::new();
-    let id = |v: &Json| v["id"].as_i64().expect("id");
-    for r in records {
-        let op = r["op"].as_str().expect("op");
-        let touched = [&r["before"], &r["after"]]
-            .iter()
-            .any(|v| !v.is_null() && in_flight.contains(&id(v)));
-        if op != "r" && touched {
-            if !r["before"].is_null() {
-                rows.remove(&id(&r["before"]));
-            }
-            if !r["after"].is_null() {
-                rows.insert(id(&r["after"]), r["after"].clone());
-            }
-            continue;
-        }
-        match op {
-            "r" | "c" => assert!(
-                rows.insert(id(&r["after"]), r["after"].clone()).is_none(),
-                "a row delivered twice (overlap): {r}"
-            ),
-            "u" => {
-                assert!(
-                    rows.remove(&id(&r["before"])).is_some(),
-                    "update of a row never delivered (gap): {r}"
-                );
-                rows.insert(id(&r["after"]), r["after"].clone());
-            }
-            "d" => assert!(
-                rows.remove(&id(&r["before"])).is_some(),
-                "delete of a row never delivered (gap): {r}"
-            ),
-            other => panic!("unexpected op {other}: {r}"),
-        }
-    }
-    rows
 }
 
 /// Runs `scenario` with a workload on a fresh schema, then stops the workload, catches up
@@ -261,11 +162,14 @@ fn replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
         |dir| {
             // Page 6 of the first copy, then page 5 of the resumed one (each table starts
             // with its first page in flight, an empty page).
-            interruptions
-                .borrow_mut()
-                .push(aborted_mid_snapshot(dir, "after_state_put", 6));
+            interruptions.borrow_mut().push(aborted_mid_snapshot(
+                faucet(dir),
+                dir,
+                "after_state_put",
+                6,
+            ));
             std::thread::sleep(Duration::from_millis(200));
-            let second = aborted_mid_snapshot(dir, "after_state_put", 5);
+            let second = aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 5);
             std::thread::sleep(Duration::from_millis(200));
             run_to_completion(dir);
             interruptions.borrow_mut().push(second);
@@ -338,9 +242,9 @@ fn replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_
         "upsert",
         upsert_sink,
         |dir| {
-            aborted_mid_snapshot(dir, "after_flush", 6);
+            aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
             std::thread::sleep(Duration::from_millis(200));
-            let second = aborted_mid_snapshot(dir, "after_flush", 4);
+            let second = aborted_mid_snapshot(faucet(dir), dir, "after_flush", 4);
             assert!(second.to_string().contains("dirty"), "{second}");
             std::thread::sleep(Duration::from_millis(200));
             run_to_completion(dir);
@@ -363,11 +267,11 @@ fn replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
             // A first run that stored its first position (the slot exists from then on);
             // a kill before that point leaves a slot without a bookmark, which the next run
             // refuses with the fix (covered by the connector's docs, not by this test).
-            aborted_mid_snapshot(dir, "after_state_put", 1);
+            aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 1);
             let mut mid_snapshot = 0;
             for round in 0..rounds {
                 let after = Duration::from_millis(60 + 37 * (round % 5));
-                if killed_after(dir, after)
+                if killed_after(faucet(dir), after)
                     && stored(dir).is_some_and(|b| b.get("snapshot").is_some())
                 {
                     mid_snapshot += 1;

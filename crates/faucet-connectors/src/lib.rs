@@ -14,6 +14,10 @@
 //! `faucet_core::FaucetError` variants naming what failed and where (`file:line` for bad
 //! input). Run them with [`faucet_core::Pipeline`]; the `files` module shows a whole run.
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod copy_filter;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod copy_history;
 #[cfg(feature = "files")]
 pub mod files;
 #[cfg(feature = "mysql")]

@@ -24,6 +24,12 @@ mod mysql_private;
 #[cfg(feature = "mysql")]
 mod mysql_query;
 #[cfg(feature = "mysql")]
+mod mysql_replicate;
+#[cfg(feature = "mysql")]
+mod mysql_sink;
+#[cfg(feature = "mysql")]
+mod mysql_sink_support;
+#[cfg(feature = "mysql")]
 mod mysql_support;
 #[cfg(feature = "mysql")]
 mod mysql_values;
@@ -55,4 +61,6 @@ mod postgres_sink;
 mod postgres_sink_pipeline;
 #[cfg(feature = "postgres")]
 mod postgres_sink_support;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+mod sink_support;
 mod support;

@@ -1,13 +1,16 @@
-//! `faucet replicate [CONFIG]`: for a pipeline whose source is `postgres-cdc`, a consistent
-//! copy of the published tables (the slot created with an exported snapshot, each table read
-//! inside it as `op: r` records), then the slot's changes from its consistent point: no gap,
-//! no overlap, into any sink. The flags are `faucet run`'s; the run loop, state store and
-//! bookmarks are the same. An interrupted snapshot resumes: the next run copies, inside a new
-//! snapshot, the rest of the interrupted table after its last stored key and the tables not
-//! started (finished tables are not read again), then streams the slot from its consistent
-//! point, dropping the changes the later copies already hold (see
-//! `faucet_connectors::postgres::snapshot`); only a copy interrupted inside a table without
-//! a primary key is refused, with a typed state error naming the fix.
+//! `faucet replicate [CONFIG]`: for a pipeline whose source is `postgres-cdc` or `mysql-cdc`,
+//! a consistent copy of the listed tables (each table read inside one snapshot as `op: r`
+//! records), then the changes from the snapshot's exact point: no gap, no overlap, into any
+//! sink. PostgreSQL: the slot created with an exported snapshot, then the slot's changes
+//! (`faucet_connectors::postgres::snapshot`). MySQL / MariaDB: a consistent-snapshot
+//! transaction and its binlog position, then the binlog from there
+//! (`faucet_connectors::mysql::snapshot`). The flags are `faucet run`'s; the run loop, state
+//! store and bookmarks are the same. An interrupted snapshot resumes: the next run copies,
+//! inside a new snapshot, the rest of the interrupted table after its last stored key and the
+//! tables not started (finished tables are not read again), then streams the changes from
+//! the first snapshot's point, dropping the changes the later copies already hold; a copy
+//! that cannot continue (a PostgreSQL table without a primary key, a purged binlog) is
+//! refused with a typed state error naming the fix.
 
 use faucet_core::delivery::Topology;
 use faucet_core::{FaucetError, Pipeline, RunStreamOptions};

@@ -4,6 +4,7 @@
 //! |---|---|---|
 //! | `jsonl` | `faucet_connectors::files::JsonlSink` | `files` (default) |
 //! | `postgres` | `faucet_connectors::postgres::PostgresSink` (append or keyed upsert) | `postgres` |
+//! | `mysql` | `faucet_connectors::mysql::MysqlSink` (append or keyed upsert; MySQL / MariaDB) | `mysql` |
 //!
 //! A sink is one line in [`registry!`] below and one `impl` [`SinkEntry`] on its config type
 //! (under its feature).
@@ -22,6 +23,8 @@ registry! {
         Jsonl = "jsonl" => faucet_connectors::files::JsonlSinkConfig, if "files";
         /// `type: postgres`.
         Postgres = "postgres" => faucet_connectors::postgres::PostgresSinkConfig, if "postgres";
+        /// `type: mysql`: a MySQL or MariaDB table.
+        Mysql = "mysql" => faucet_connectors::mysql::MysqlSinkConfig, if "mysql";
     }
 }
 
@@ -107,6 +110,36 @@ impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
         Ok(Box::new(faucet_connectors::postgres::PostgresSink::new(
+            self.clone(),
+        )?))
+    }
+}
+
+#[cfg(feature = "mysql")]
+impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
+    fn target(&self) -> String {
+        let mode = match self.write_mode {
+            faucet_connectors::mysql::MysqlWriteMode::Upsert => {
+                format!(" (upsert by {})", self.key.join(", "))
+            }
+            faucet_connectors::mysql::MysqlWriteMode::Append => " (append)".to_owned(),
+        };
+        format!(
+            "{} table {}{mode}",
+            super::redacted_secret(&self.connection_url),
+            self.table
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(super::MYSQL_CONNECT_HINT),
+            other: None,
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
+        Ok(Box::new(faucet_connectors::mysql::MysqlSink::new(
             self.clone(),
         )?))
     }

@@ -255,12 +255,19 @@ impl SourceEntry for faucet_connectors::mysql::cdc::MysqlCdcConfig {
             faucet_connectors::mysql::cdc::MysqlCdcSource::new(self.clone())?,
         ))
     }
+
+    fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
+        Some(
+            faucet_connectors::mysql::snapshot::MysqlReplicateSource::new(self.clone())
+                .map(|s| Box::new(s) as Box<dyn Source>),
+        )
+    }
 }
 
 impl SourceType {
     /// The sources `faucet replicate` takes (their entry implements
     /// [`SourceEntry::replicate`]), for its message naming them.
-    pub(crate) const REPLICATES: &'static [Self] = &[Self::PostgresCdc];
+    pub(crate) const REPLICATES: &'static [Self] = &[Self::PostgresCdc, Self::MysqlCdc];
 }
 
 const FIELD: &str = "pipeline.source";

@@ -21,32 +21,36 @@ fn endpoint() -> (String, Option<String>, String, String) {
     (user.to_owned(), pass, host.to_owned(), port.to_owned())
 }
 
-/// Runs `sql` (several statements allowed; `LOAD DATA LOCAL INFILE` allowed) with the
-/// `mariadb` client as the URL's user, and returns what it printed (`--batch
-/// --skip-column-names`: one line per row, tab-separated, NULL as `NULL`). Fails the test
-/// naming the service and the script that starts it when the server refuses.
-#[track_caller]
-pub(crate) fn mariadb(sql: &str) -> String {
+/// The `mariadb` client connected as the URL's user (no database chosen; UTF-8; `LOAD DATA
+/// LOCAL INFILE` allowed), for a test to add arguments to — a session fed on stdin, say.
+pub(crate) fn client() -> Command {
     let (user, pass, host, port) = endpoint();
     let mut cmd = Command::new("mariadb");
     cmd.args([
         "--no-defaults",
         "--local-infile=1",
         "--default-character-set=utf8mb4",
-        "--batch",
-        "--skip-column-names",
         "-u",
         &user,
         "-h",
         &host,
         "-P",
         &port,
-        "-e",
-        sql,
     ]);
     if let Some(p) = pass {
         cmd.arg(format!("-p{p}"));
     }
+    cmd
+}
+
+/// Runs `sql` (several statements allowed; `LOAD DATA LOCAL INFILE` allowed) with the
+/// `mariadb` client as the URL's user, and returns what it printed (`--batch
+/// --skip-column-names`: one line per row, tab-separated, NULL as `NULL`). Fails the test
+/// naming the service and the script that starts it when the server refuses.
+#[track_caller]
+pub(crate) fn mariadb(sql: &str) -> String {
+    let mut cmd = client();
+    cmd.args(["--batch", "--skip-column-names", "-e", sql]);
     let out = cmd.output().unwrap_or_else(|e| {
         panic!("the mariadb client cannot be run ({e}); install it with scripts/services.sh")
     });

@@ -9,6 +9,8 @@ pub(crate) mod flights;
 pub(crate) mod mariadb;
 #[cfg(feature = "postgres")]
 pub(crate) mod pg;
+#[cfg(feature = "postgres")]
+pub(crate) mod replicate;
 
 /// The repository's root (for `examples/`).
 pub(crate) fn repo_root() -> PathBuf {

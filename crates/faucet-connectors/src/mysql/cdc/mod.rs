@@ -41,12 +41,12 @@
 //! (`expire_logs_days`) whatever the reader did. A bookmark whose file was purged is refused
 //! ([`FaucetError::Bookmark`], not retryable) with how to start over.
 
-mod bookmark;
-mod changes;
+pub(crate) mod bookmark;
+pub(crate) mod changes;
 mod config;
 mod events;
-mod position;
-mod server;
+pub(crate) mod position;
+pub(crate) mod server;
 mod statement;
 mod stream;
 

@@ -33,189 +33,33 @@
 //! it stopped at; stopped between tables it is refused (it cannot tell whether a table
 //! without a primary key was partly delivered).
 
-use std::collections::BTreeMap;
-
 use pgwire_replication::Lsn;
 
-use faucet_core::serde_json::{self, Map, Value as Json, json};
+use faucet_core::serde_json::{self, Value as Json, json};
 use faucet_core::{Bookmark, FaucetError};
 
 use super::CONNECTOR;
+use crate::copy_history::{self, Point, strings};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 
-/// A key range of one table copied as of one consistent point.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Part {
-    /// The consistent point of the snapshot the range was read in.
-    pub(crate) at: Lsn,
-    /// The last primary-key tuple of the range (text, as PostgreSQL prints it); `None`: to
-    /// the last key.
-    pub(crate) to: Option<Vec<String>>,
-}
-
-/// A key range that may have reached the sink as of `at` without its bookmark being
-/// stored: the page handed out after the last stored bookmark (the copy holds one page
-/// back to know its last key). Its keys' changes are delivered from `at` on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Dirty {
-    /// The consistent point of the snapshot the page was read in.
-    pub(crate) at: Lsn,
-    /// The key before the range (exclusive); `None`: from the first key.
-    pub(crate) after: Option<Vec<String>>,
-    /// The last key of the range (inclusive); `None`: to the last key.
-    pub(crate) to: Option<Vec<String>>,
-}
-
-/// What was copied of one table.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct TableCopy {
-    /// The primary-key columns of the `to` tuples, when recorded.
-    pub(crate) key: Option<Vec<String>>,
-    /// The ranges copied, in key order.
-    pub(crate) parts: Vec<Part>,
-    /// Ranges that may have been delivered from an earlier snapshot than the part holding
-    /// them (at most one per interruption).
-    pub(crate) dirty: Vec<Dirty>,
-}
-
-impl TableCopy {
-    /// Whether the table is copied to its last key.
-    pub(crate) fn finished(&self) -> bool {
-        self.parts.last().is_some_and(|p| p.to.is_none())
+impl Point for Lsn {
+    fn to_text(&self) -> String {
+        lsn_text(*self)
     }
 
-    /// The last key copied of a partly copied table.
-    pub(crate) fn resume_after(&self) -> Option<&[String]> {
-        self.parts.last().and_then(|p| p.to.as_deref())
-    }
-
-    /// Records that the keys up to `to` (`None`: all) were copied as of `at`; once the
-    /// table is finished, the page in flight as of `at` is no longer dirty.
-    pub(crate) fn advance(&mut self, at: Lsn, to: Option<Vec<String>>) {
-        if to.is_none() {
-            self.dirty.retain(|d| d.at != at);
-        }
-        match self.parts.last_mut() {
-            Some(last) if last.at == at && last.to.is_some() => last.to = to,
-            _ => self.parts.push(Part { at, to }),
-        }
-    }
-
-    /// Records the page about to be handed out as of `at`: the keys after `after` up to
-    /// `to` (replacing the previous one of `at`).
-    pub(crate) fn in_flight(
-        &mut self,
-        at: Lsn,
-        after: Option<Vec<String>>,
-        to: Option<Vec<String>>,
-    ) {
-        self.dirty.retain(|d| d.at != at);
-        self.dirty.push(Dirty { at, after, to });
-    }
-
-    /// Every consistent point this table's history mentions.
-    pub(crate) fn points(&self) -> impl Iterator<Item = Lsn> + '_ {
-        self.parts
-            .iter()
-            .map(|p| p.at)
-            .chain(self.dirty.iter().map(|d| d.at))
+    fn parse(text: &str) -> Option<Self> {
+        parse_lsn(text)
     }
 }
 
-/// Every table's copy history.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct Copied {
-    /// By `schema.table`.
-    pub(crate) tables: BTreeMap<String, TableCopy>,
-}
-
-impl Copied {
-    /// The latest consistent point of any part (`None` when nothing was copied).
-    pub(crate) fn latest_point(&self) -> Option<Lsn> {
-        self.tables.values().flat_map(TableCopy::points).max()
-    }
-
-    fn to_json(&self) -> Json {
-        let mut tables = Map::new();
-        for (name, t) in &self.tables {
-            let parts: Vec<Json> = t
-                .parts
-                .iter()
-                .map(|p| json!({"at": lsn_text(p.at), "to": p.to}))
-                .collect();
-            let dirty: Vec<Json> = t
-                .dirty
-                .iter()
-                .map(|d| json!({"at": lsn_text(d.at), "after": d.after, "to": d.to}))
-                .collect();
-            tables.insert(
-                name.clone(),
-                json!({"key": t.key, "parts": parts, "dirty": dirty}),
-            );
-        }
-        Json::Object(tables)
-    }
-
-    fn from_json(v: &Json, bad: &dyn Fn() -> FaucetError) -> Result<Self, FaucetError> {
-        let mut tables = BTreeMap::new();
-        for (name, t) in v.as_object().ok_or_else(bad)? {
-            let key = match t.get("key") {
-                None | Some(Json::Null) => None,
-                Some(k) => Some(strings(k).ok_or_else(bad)?),
-            };
-            let mut parts = Vec::new();
-            for p in t.get("parts").and_then(Json::as_array).ok_or_else(bad)? {
-                let at = p
-                    .get("at")
-                    .and_then(Json::as_str)
-                    .and_then(parse_lsn)
-                    .ok_or_else(bad)?;
-                let to = match p.get("to") {
-                    None | Some(Json::Null) => None,
-                    Some(k) => Some(strings(k).ok_or_else(bad)?),
-                };
-                parts.push(Part { at, to });
-            }
-            let key_or_null = |v: Option<&Json>| -> Result<Option<Vec<String>>, FaucetError> {
-                match v {
-                    None | Some(Json::Null) => Ok(None),
-                    Some(k) => Ok(Some(strings(k).ok_or_else(bad)?)),
-                }
-            };
-            let mut dirty = Vec::new();
-            for d in t
-                .get("dirty")
-                .and_then(Json::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let at = d
-                    .get("at")
-                    .and_then(Json::as_str)
-                    .and_then(parse_lsn)
-                    .ok_or_else(bad)?;
-                dirty.push(Dirty {
-                    at,
-                    after: key_or_null(d.get("after"))?,
-                    to: key_or_null(d.get("to"))?,
-                });
-            }
-            // Only the last part may run to the end.
-            if parts.iter().rev().skip(1).any(|p| p.to.is_none()) {
-                return Err(bad());
-            }
-            tables.insert(name.clone(), TableCopy { key, parts, dirty });
-        }
-        Ok(Self { tables })
-    }
-}
-
-fn strings(v: &Json) -> Option<Vec<String>> {
-    v.as_array()?
-        .iter()
-        .map(|s| s.as_str().map(str::to_owned))
-        .collect()
-}
+/// A key range of one table copied as of one LSN ([`copy_history::Part`]).
+pub(crate) type Part = copy_history::Part<Lsn>;
+/// A range in flight at an interruption ([`copy_history::Dirty`]).
+pub(crate) type Dirty = copy_history::Dirty<Lsn>;
+/// What was copied of one table ([`copy_history::TableCopy`]).
+pub(crate) type TableCopy = copy_history::TableCopy<Lsn>;
+/// Every table's copy history ([`copy_history::Copied`]).
+pub(crate) type Copied = copy_history::Copied<Lsn>;
 
 /// Where a snapshot copy stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -333,15 +177,9 @@ impl SnapshotBookmark {
     }
 }
 
-/// The name of the change-stream bookmark member that carries the copy history.
-const REPLICATE: &str = "replicate";
-
 /// A change-stream bookmark: `cdc` plus the copy history while it is still needed.
-pub(crate) fn with_history(mut cdc: Bookmark, copied: &Copied) -> Bookmark {
-    if let Some(obj) = cdc.as_object_mut() {
-        obj.insert(REPLICATE.into(), json!({"tables": copied.to_json()}));
-    }
-    cdc
+pub(crate) fn with_history(cdc: Bookmark, copied: &Copied) -> Bookmark {
+    copy_history::with_history(cdc, copied)
 }
 
 /// Splits a change-stream bookmark into the `postgres-cdc` bookmark and the copy history, if
@@ -350,31 +188,7 @@ pub(crate) fn with_history(mut cdc: Bookmark, copied: &Copied) -> Bookmark {
 /// # Errors
 /// [`FaucetError::Bookmark`] when the `replicate` member has the wrong shape.
 pub(crate) fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), FaucetError> {
-    let Some(history) = b.get(REPLICATE) else {
-        return Ok((b.clone(), None));
-    };
-    let bad = || {
-        FaucetError::bookmark(
-            CONNECTOR,
-            format!("the `replicate` member of the stored bookmark {b} is malformed"),
-            None,
-        )
-    };
-    let copied = Copied::from_json(history.get("tables").ok_or_else(bad)?, &bad)?;
-    let mut cdc = b.clone();
-    if let Some(obj) = cdc.as_object_mut() {
-        obj.remove(REPLICATE);
-    }
-    Ok((cdc, Some(copied)))
-}
-
-/// The `postgres-cdc` bookmark of a change-stream bookmark (the history stripped).
-pub(crate) fn strip_history(b: &Bookmark) -> Bookmark {
-    let mut cdc = b.clone();
-    if let Some(obj) = cdc.as_object_mut() {
-        obj.remove(REPLICATE);
-    }
-    cdc
+    copy_history::split_history(b, CONNECTOR)
 }
 
 /// The `lsn` of a change-stream bookmark.
@@ -387,6 +201,7 @@ pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::copy_history::strip_history;
 
     fn history() -> Copied {
         let mut copied = Copied::default();

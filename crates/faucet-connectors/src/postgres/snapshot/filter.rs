@@ -37,6 +37,7 @@ use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
 
 use super::CONNECTOR;
 use super::bookmark::{Copied, TableCopy, cdc_position, with_history};
+use crate::copy_filter::{ChangeFilter, Early, Verdict, verdict};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::query::plan::quote_literal;
@@ -140,46 +141,38 @@ impl Filter {
                     let table = text(&v[TABLE]);
                     let lsn = commit_lsn(v)?;
                     let found = &points[table];
-                    let applied = |id: usize| lsn >= found[id];
-                    match (text(&v[OP]), ids.as_slice()) {
-                        ("u", &[old, new]) => match (applied(old), applied(new)) {
-                            (true, true) => out.push_row(v.iter().cloned()),
-                            (false, false) => {}
-                            (true, false) => {
-                                let mut r = v.to_vec();
-                                r[OP] = Value::Text("d".into());
-                                r[AFTER] = Value::Null;
-                                r[UNCHANGED] = Value::Array(Vec::new());
-                                out.push_row(r);
-                            }
-                            (false, true) => {
-                                if matches!(&v[UNCHANGED], Value::Array(a) if !a.is_empty()) {
-                                    return Err(FaucetError::read(
-                                        CONNECTOR,
-                                        format!(
-                                            "an update committed at {} moved a row of {table} \
-                                             into a key range the resumed copy had not read \
-                                             yet, and its new row lacks unchanged TOASTed \
-                                             values, so it cannot be delivered as an insert; \
-                                             set REPLICA IDENTITY FULL on {table} and rerun \
-                                             the replicate from scratch",
-                                            lsn_text(lsn)
-                                        ),
-                                        None,
-                                    ));
-                                }
-                                let mut r = v.to_vec();
-                                r[OP] = Value::Text("c".into());
-                                r[BEFORE] = Value::Null;
-                                out.push_row(r);
-                            }
-                        },
-                        (_, &[one]) => {
-                            if applied(one) {
-                                out.push_row(v.iter().cloned());
-                            }
+                    let applied: Vec<bool> = ids.iter().map(|&id| lsn >= found[id]).collect();
+                    match verdict(text(&v[OP]), &applied) {
+                        Verdict::Keep => out.push_row(v.iter().cloned()),
+                        Verdict::Drop => {}
+                        Verdict::AsDelete => {
+                            let mut r = v.to_vec();
+                            r[OP] = Value::Text("d".into());
+                            r[AFTER] = Value::Null;
+                            r[UNCHANGED] = Value::Array(Vec::new());
+                            out.push_row(r);
                         }
-                        _ => out.push_row(v.iter().cloned()),
+                        Verdict::AsInsert => {
+                            if matches!(&v[UNCHANGED], Value::Array(a) if !a.is_empty()) {
+                                return Err(FaucetError::read(
+                                    CONNECTOR,
+                                    format!(
+                                        "an update committed at {} moved a row of {table} \
+                                         into a key range the resumed copy had not read \
+                                         yet, and its new row lacks unchanged TOASTed \
+                                         values, so it cannot be delivered as an insert; \
+                                         set REPLICA IDENTITY FULL on {table} and rerun \
+                                         the replicate from scratch",
+                                        lsn_text(lsn)
+                                    ),
+                                    None,
+                                ));
+                            }
+                            let mut r = v.to_vec();
+                            r[OP] = Value::Text("c".into());
+                            r[BEFORE] = Value::Null;
+                            out.push_row(r);
+                        }
                     }
                 }
             }
@@ -201,14 +194,10 @@ impl Filter {
         let Some(t) = self.copied.tables.get(&table) else {
             return Ok(Fate::Keep);
         };
-        let (Some(min), Some(max)) = (t.points().min(), t.points().max()) else {
-            return Ok(Fate::Keep);
-        };
-        if lsn >= max {
-            return Ok(Fate::Keep);
-        }
-        if lsn < min {
-            return Ok(Fate::Drop);
+        match t.early(&lsn) {
+            Early::Keep => return Ok(Fate::Keep),
+            Early::Drop => return Ok(Fate::Drop),
+            Early::Lookup => {}
         }
         let op = text(&v[OP]).to_owned();
         if op == "t" {
@@ -286,26 +275,12 @@ impl Filter {
         keys: &[Vec<String>],
     ) -> Result<Vec<Lsn>, FaucetError> {
         let t: TableCopy = self.copied.tables[table].clone();
-        // Every boundary: the parts' ends, then each dirty range's two ends.
-        let mut bounds: Vec<&Vec<String>> = t.parts.iter().filter_map(|p| p.to.as_ref()).collect();
-        let part_bounds = bounds.len();
-        let mut dirty_bounds = Vec::with_capacity(t.dirty.len());
-        for d in &t.dirty {
-            let after = d.after.as_ref().map(|k| {
-                bounds.push(k);
-                bounds.len() - 1
-            });
-            let to = d.to.as_ref().map(|k| {
-                bounds.push(k);
-                bounds.len() - 1
-            });
-            dirty_bounds.push((after, to, d.at));
-        }
-        let above: Vec<Vec<bool>> = if bounds.is_empty() {
+        let bounds = t.bounds();
+        let above: Vec<Vec<bool>> = if bounds.keys.is_empty() {
             vec![Vec::new(); keys.len()]
         } else {
             self.key_info(table).await?;
-            let sql = compare_sql(&self.keys[table], &bounds, keys);
+            let sql = compare_sql(&self.keys[table], &bounds.keys, keys);
             let conn = self.conn().await?;
             let rows: Vec<(i32, Vec<bool>)> =
                 sqlx::query_as(&sql).fetch_all(conn).await.map_err(|e| {
@@ -319,12 +294,12 @@ impl Filter {
             for (i, gt) in rows {
                 if let Ok(i) = usize::try_from(i)
                     && i < out.len()
-                    && gt.len() == bounds.len()
+                    && gt.len() == bounds.keys.len()
                 {
                     out[i] = gt;
                 }
             }
-            if out.iter().any(|gt| gt.len() != bounds.len()) {
+            if out.iter().any(|gt| gt.len() != bounds.keys.len()) {
                 return Err(FaucetError::read(
                     CONNECTOR,
                     format!("comparing changed keys of {table} returned an incomplete answer"),
@@ -333,20 +308,18 @@ impl Filter {
             }
             out
         };
-        Ok(above
-            .iter()
-            .map(|gt| {
-                let part = gt[..part_bounds].iter().filter(|&&b| b).count();
-                let mut point = t.parts.get(part).map_or(Lsn(0), |p| p.at);
-                for &(after, to, at) in &dirty_bounds {
-                    let inside = after.is_none_or(|j| gt[j]) && to.is_none_or(|j| !gt[j]);
-                    if inside {
-                        point = point.min(at);
-                    }
-                }
-                point
-            })
-            .collect())
+        Ok(above.iter().map(|gt| bounds.point(gt, &Lsn(0))).collect())
+    }
+}
+
+#[async_trait::async_trait]
+impl ChangeFilter for Filter {
+    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
+        Filter::apply(self, page).await
+    }
+
+    fn passed(&self, bookmark: &Bookmark) -> bool {
+        Filter::passed(self, bookmark)
     }
 }
 

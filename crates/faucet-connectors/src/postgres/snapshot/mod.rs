@@ -80,6 +80,7 @@ use async_trait::async_trait;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
+use crate::copy_filter::FilteredChanges;
 use crate::postgres::cdc::catalog::{self, Wanted};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
@@ -89,7 +90,7 @@ use crate::postgres::connection::PostgresUrl;
 use bookmark::{Copied, SnapshotBookmark, split_history};
 use export::{ExportedSnapshot, temporary_slot_name};
 use filter::Filter;
-use stream::{FilteredChanges, ReplicateStream};
+use stream::ReplicateStream;
 
 /// The connector's name, in errors and summaries.
 pub const CONNECTOR: &str = "postgres-replicate";

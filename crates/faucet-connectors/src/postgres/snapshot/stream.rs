@@ -14,9 +14,10 @@ use faucet_core::{
 };
 
 use super::CONNECTOR;
-use super::bookmark::{SnapshotBookmark, TableCopy, strip_history, with_history};
+use super::bookmark::{SnapshotBookmark, TableCopy, with_history};
 use super::export::ExportedSnapshot;
 use super::filter::Filter;
+use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
@@ -466,45 +467,5 @@ impl PageStream for ReplicateStream<'_> {
             }
             _ => Ok(()),
         }
-    }
-}
-
-/// The slot's change stream, through the [`Filter`] of a resumed copy while it is needed.
-pub(crate) struct FilteredChanges<'a> {
-    /// The `postgres-cdc` stream.
-    pub(crate) inner: Box<dyn PageStream + 'a>,
-    /// `None` once the stream is past every point of the copy (or there never was one).
-    pub(crate) filter: Option<Filter>,
-}
-
-#[async_trait]
-impl PageStream for FilteredChanges<'_> {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        let Some(page) = self.inner.next_page().await? else {
-            return Ok(None);
-        };
-        let Some(filter) = &mut self.filter else {
-            return Ok(Some(page));
-        };
-        let page = filter.apply(page).await?;
-        if page.bookmark().is_some_and(|b| filter.passed(b)) {
-            tracing::info!("the change stream passed the copy's last consistent point");
-            self.filter = None;
-        }
-        Ok(Some(page))
-    }
-
-    async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
-        self.inner.bookmark_durable(&strip_history(bookmark)).await
-    }
-}
-
-/// Stands in while the change stream opens (the snapshot's session is dropped first).
-struct EmptyStream;
-
-#[async_trait]
-impl PageStream for EmptyStream {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        Ok(None)
     }
 }

@@ -1,0 +1,244 @@
+//! The change stream after a resumed `faucet replicate` copy, the part shared by the
+//! PostgreSQL and MySQL replicate sources: which records the copy already holds, decided
+//! from a table's copy history ([`crate::copy_history`]), and the stream wrapper that applies
+//! a source's filter until the stream has passed the copy's latest point.
+//!
+//! A change of key k at position L is *in the copy* when the range holding k was copied as
+//! of a point P with L < P; a key inside a range in flight at an interruption (`dirty`)
+//! counts as copied as of that range's point if it is lower. Each source works out where
+//! its keys fall (the server compares them with [`Bounds::keys`]) and L for its records.
+
+use async_trait::async_trait;
+
+use faucet_core::{Bookmark, FaucetError, Page, PageStream};
+
+use crate::copy_history::{Point, TableCopy};
+
+/// What a record's position alone says, before any key is looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Early {
+    /// At or after every point of the table: delivered.
+    Keep,
+    /// Before every point of the table: the copy holds it.
+    Drop,
+    /// Between the table's points: decided by its keys.
+    Lookup,
+}
+
+impl<P: Point> TableCopy<P> {
+    /// [`Early`] for a record of this table at `at`.
+    pub(crate) fn early(&self, at: &P) -> Early {
+        match (self.points().min(), self.points().max()) {
+            (Some(min), Some(max)) if *at < max => {
+                if *at < min {
+                    Early::Drop
+                } else {
+                    Early::Lookup
+                }
+            }
+            _ => Early::Keep,
+        }
+    }
+
+    /// The key tuples a changed key is compared with: the parts' ends, then each dirty
+    /// range's two ends.
+    pub(crate) fn bounds(&self) -> Bounds<'_, P> {
+        let mut keys: Vec<&Vec<String>> = self.parts.iter().filter_map(|p| p.to.as_ref()).collect();
+        let parts = keys.len();
+        let mut dirty = Vec::with_capacity(self.dirty.len());
+        for d in &self.dirty {
+            let after = d.after.as_ref().map(|k| {
+                keys.push(k);
+                keys.len() - 1
+            });
+            let to = d.to.as_ref().map(|k| {
+                keys.push(k);
+                keys.len() - 1
+            });
+            dirty.push((after, to, &d.at));
+        }
+        Bounds {
+            copy: self,
+            keys,
+            parts,
+            dirty,
+        }
+    }
+}
+
+/// A table's range boundaries, for placing changed keys ([`TableCopy::bounds`]).
+pub(crate) struct Bounds<'a, P> {
+    copy: &'a TableCopy<P>,
+    /// The boundary key tuples, in the order the comparison answers must follow.
+    pub(crate) keys: Vec<&'a Vec<String>>,
+    /// How many of `keys` are part ends (the rest are dirty ranges' ends).
+    parts: usize,
+    /// Per dirty range: the indexes of its `after` and `to` in `keys`, and its point.
+    dirty: Vec<(Option<usize>, Option<usize>, &'a P)>,
+}
+
+impl<P: Point> Bounds<'_, P> {
+    /// The point a key's changes are delivered from, given `greater[j]`: whether the key
+    /// is above `keys[j]` by the source's ordering. `floor` for a key past every part (a
+    /// table not finished: nothing of it is held).
+    pub(crate) fn point(&self, greater: &[bool], floor: &P) -> P {
+        let part = greater[..self.parts].iter().filter(|&&b| b).count();
+        let mut point = self
+            .copy
+            .parts
+            .get(part)
+            .map_or_else(|| floor.clone(), |p| p.at.clone());
+        for &(after, to, at) in &self.dirty {
+            let inside = after.is_none_or(|j| greater[j]) && to.is_none_or(|j| !greater[j]);
+            if inside && *at < point {
+                point = at.clone();
+            }
+        }
+        point
+    }
+}
+
+/// What becomes of a change whose keys' points are known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// Delivered as it is.
+    Keep,
+    /// The copy holds it.
+    Drop,
+    /// An update that moved a key into a range copied later: delivered as a delete of the
+    /// old key.
+    AsDelete,
+    /// An update that moved a key out of a range copied later: delivered as an insert of
+    /// the new row.
+    AsInsert,
+}
+
+/// The verdict for a record of `op` whose keys (`u`: old then new; else one) are `applied`:
+/// the record is at or after the point each key's changes are delivered from.
+pub(crate) fn verdict(op: &str, applied: &[bool]) -> Verdict {
+    match (op, applied) {
+        ("u", &[old, new]) => match (old, new) {
+            (true, true) => Verdict::Keep,
+            (false, false) => Verdict::Drop,
+            (true, false) => Verdict::AsDelete,
+            (false, true) => Verdict::AsInsert,
+        },
+        (_, &[one]) if !one => Verdict::Drop,
+        _ => Verdict::Keep,
+    }
+}
+
+/// A source's filter of the change stream after a resumed copy.
+#[async_trait]
+pub(crate) trait ChangeFilter: Send {
+    /// `page` without the changes the copy holds, with the bookmark to store.
+    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError>;
+    /// Whether the stream at `bookmark` is past every point (the filter can go).
+    fn passed(&self, bookmark: &Bookmark) -> bool;
+}
+
+/// The change stream, through a [`ChangeFilter`] while it is needed.
+pub(crate) struct FilteredChanges<'a, F> {
+    /// The change source's stream.
+    pub(crate) inner: Box<dyn PageStream + 'a>,
+    /// `None` once the stream is past every point of the copy (or there never was one).
+    pub(crate) filter: Option<F>,
+}
+
+#[async_trait]
+impl<F: ChangeFilter> PageStream for FilteredChanges<'_, F> {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        let Some(page) = self.inner.next_page().await? else {
+            return Ok(None);
+        };
+        let Some(filter) = &mut self.filter else {
+            return Ok(Some(page));
+        };
+        let page = filter.apply(page).await?;
+        if page.bookmark().is_some_and(|b| filter.passed(b)) {
+            tracing::info!("the change stream passed the copy's last snapshot point");
+            self.filter = None;
+        }
+        Ok(Some(page))
+    }
+
+    async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
+        self.inner
+            .bookmark_durable(&crate::copy_history::strip_history(bookmark))
+            .await
+    }
+}
+
+/// Stands in while the change stream opens (the snapshot's session is dropped first).
+pub(crate) struct EmptyStream;
+
+#[async_trait]
+impl PageStream for EmptyStream {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::copy_history::Point;
+
+    #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+    struct N(u64);
+
+    impl Point for N {
+        fn to_text(&self) -> String {
+            self.0.to_string()
+        }
+        fn parse(text: &str) -> Option<Self> {
+            text.parse().ok().map(N)
+        }
+    }
+
+    fn k(v: &str) -> Option<Vec<String>> {
+        Some(vec![v.to_owned()])
+    }
+
+    #[test]
+    fn keys_are_placed_in_their_range_and_dirty_ranges_lower_the_point() {
+        // Copied to 42 as of 100 (the page 42..44 in flight), the rest as of 200.
+        let mut t = TableCopy::<N>::default();
+        t.in_flight(N(100), None, k("10"));
+        t.advance(N(100), k("10"));
+        t.in_flight(N(100), k("10"), k("42"));
+        t.advance(N(100), k("42"));
+        t.in_flight(N(100), k("42"), k("44"));
+        t.in_flight(N(200), k("42"), None);
+        t.advance(N(200), None);
+        let b = t.bounds();
+        assert_eq!(
+            b.keys,
+            vec![
+                &vec!["42".to_owned()],
+                &vec!["42".to_owned()],
+                &vec!["44".to_owned()]
+            ]
+        );
+        let floor = N(0);
+        // key 7: below 42.
+        assert_eq!(b.point(&[false, false, false], &floor), N(100));
+        // key 43: above 42, inside the dirty 42..44.
+        assert_eq!(b.point(&[true, true, false], &floor), N(100));
+        // key 50: above 44.
+        assert_eq!(b.point(&[true, true, true], &floor), N(200));
+        assert_eq!(t.early(&N(99)), Early::Drop);
+        assert_eq!(t.early(&N(150)), Early::Lookup);
+        assert_eq!(t.early(&N(200)), Early::Keep);
+    }
+
+    #[test]
+    fn updates_across_ranges_become_deletes_or_inserts() {
+        assert_eq!(verdict("u", &[true, true]), Verdict::Keep);
+        assert_eq!(verdict("u", &[false, false]), Verdict::Drop);
+        assert_eq!(verdict("u", &[true, false]), Verdict::AsDelete);
+        assert_eq!(verdict("u", &[false, true]), Verdict::AsInsert);
+        assert_eq!(verdict("c", &[false]), Verdict::Drop);
+        assert_eq!(verdict("d", &[true]), Verdict::Keep);
+    }
+}

@@ -1,0 +1,263 @@
+//! What a `faucet replicate` copy remembers of each table: which primary-key ranges were
+//! copied as of which consistent point, and which range was in flight at an interruption.
+//! The one definition for the PostgreSQL (`postgres::snapshot`, points are LSNs) and the
+//! MySQL (`mysql::snapshot`, points are binlog positions) replicate sources.
+//!
+//! JSON form of one table (inside the sources' bookmarks):
+//!
+//! ```json
+//! {"key": ["id"],
+//!  "parts": [{"at": "<point>", "to": ["42"]}, {"at": "<later point>", "to": null}],
+//!  "dirty": [{"at": "<point>", "after": ["42"], "to": ["44"]}]}
+//! ```
+//!
+//! A part covers the primary keys after the previous part's `to` (from the first key for the
+//! first part) up to and including its own `to`, as seen by the snapshot taken at `at`;
+//! `to: null` means "to the last key", so a table whose last part has `to: null` is
+//! finished. `key` names the primary-key columns the tuples are made of (their text as the
+//! source's query reader writes it back). A `dirty` range is a page handed out after the
+//! last stored bookmark (the copy holds one page back to know its last key): it may have
+//! reached the sink as of `at` without its bookmark being stored, so its keys' changes are
+//! delivered from `at` on.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+
+use faucet_core::serde_json::{Map, Value as Json, json};
+use faucet_core::{Bookmark, FaucetError};
+
+/// A consistent point of a snapshot: totally ordered, with a text form for bookmarks.
+pub(crate) trait Point: Clone + Ord + Debug {
+    /// The text stored in bookmarks.
+    fn to_text(&self) -> String;
+    /// The point of a text [`Point::to_text`] wrote; `None` for anything else.
+    fn parse(text: &str) -> Option<Self>;
+}
+
+/// A key range of one table copied as of one consistent point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Part<P> {
+    /// The consistent point of the snapshot the range was read in.
+    pub(crate) at: P,
+    /// The last primary-key tuple of the range; `None`: to the last key.
+    pub(crate) to: Option<Vec<String>>,
+}
+
+/// A key range that may have reached the sink as of `at` without its bookmark being stored
+/// (module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Dirty<P> {
+    /// The consistent point of the snapshot the page was read in.
+    pub(crate) at: P,
+    /// The key before the range (exclusive); `None`: from the first key.
+    pub(crate) after: Option<Vec<String>>,
+    /// The last key of the range (inclusive); `None`: to the last key.
+    pub(crate) to: Option<Vec<String>>,
+}
+
+/// What was copied of one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TableCopy<P> {
+    /// The primary-key columns of the `to` tuples, when recorded.
+    pub(crate) key: Option<Vec<String>>,
+    /// The ranges copied, in key order.
+    pub(crate) parts: Vec<Part<P>>,
+    /// Ranges that may have been delivered from an earlier snapshot than the part holding
+    /// them (at most one per interruption).
+    pub(crate) dirty: Vec<Dirty<P>>,
+}
+
+impl<P> Default for TableCopy<P> {
+    fn default() -> Self {
+        Self {
+            key: None,
+            parts: Vec::new(),
+            dirty: Vec::new(),
+        }
+    }
+}
+
+impl<P: Point> TableCopy<P> {
+    /// Whether the table is copied to its last key.
+    pub(crate) fn finished(&self) -> bool {
+        self.parts.last().is_some_and(|p| p.to.is_none())
+    }
+
+    /// The last key copied of a partly copied table.
+    pub(crate) fn resume_after(&self) -> Option<&[String]> {
+        self.parts.last().and_then(|p| p.to.as_deref())
+    }
+
+    /// Records that the keys up to `to` (`None`: all) were copied as of `at`; once the
+    /// table is finished, the page in flight as of `at` is no longer dirty.
+    pub(crate) fn advance(&mut self, at: P, to: Option<Vec<String>>) {
+        if to.is_none() {
+            self.dirty.retain(|d| d.at != at);
+        }
+        match self.parts.last_mut() {
+            Some(last) if last.at == at && last.to.is_some() => last.to = to,
+            _ => self.parts.push(Part { at, to }),
+        }
+    }
+
+    /// Records the page about to be handed out as of `at`: the keys after `after` up to
+    /// `to` (replacing the previous one of `at`).
+    pub(crate) fn in_flight(&mut self, at: P, after: Option<Vec<String>>, to: Option<Vec<String>>) {
+        self.dirty.retain(|d| d.at != at);
+        self.dirty.push(Dirty { at, after, to });
+    }
+
+    /// Every consistent point this table's history mentions.
+    pub(crate) fn points(&self) -> impl Iterator<Item = P> + '_ {
+        self.parts
+            .iter()
+            .map(|p| p.at.clone())
+            .chain(self.dirty.iter().map(|d| d.at.clone()))
+    }
+}
+
+/// Every table's copy history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Copied<P> {
+    /// By qualified table name.
+    pub(crate) tables: BTreeMap<String, TableCopy<P>>,
+}
+
+impl<P> Default for Copied<P> {
+    fn default() -> Self {
+        Self {
+            tables: BTreeMap::new(),
+        }
+    }
+}
+
+impl<P: Point> Copied<P> {
+    /// The latest consistent point of any part (`None` when nothing was copied).
+    pub(crate) fn latest_point(&self) -> Option<P> {
+        self.tables.values().flat_map(TableCopy::points).max()
+    }
+
+    /// The JSON form (module docs), by table name.
+    pub(crate) fn to_json(&self) -> Json {
+        let mut tables = Map::new();
+        for (name, t) in &self.tables {
+            let parts: Vec<Json> = t
+                .parts
+                .iter()
+                .map(|p| json!({"at": p.at.to_text(), "to": p.to}))
+                .collect();
+            let dirty: Vec<Json> = t
+                .dirty
+                .iter()
+                .map(|d| json!({"at": d.at.to_text(), "after": d.after, "to": d.to}))
+                .collect();
+            tables.insert(
+                name.clone(),
+                json!({"key": t.key, "parts": parts, "dirty": dirty}),
+            );
+        }
+        Json::Object(tables)
+    }
+
+    /// Reads [`Copied::to_json`]'s form.
+    ///
+    /// # Errors
+    /// `bad()` when `v` has another shape (also when a part other than the last runs to
+    /// the last key).
+    pub(crate) fn from_json(v: &Json, bad: &dyn Fn() -> FaucetError) -> Result<Self, FaucetError> {
+        let key_or_null = |v: Option<&Json>| -> Result<Option<Vec<String>>, FaucetError> {
+            match v {
+                None | Some(Json::Null) => Ok(None),
+                Some(k) => Ok(Some(strings(k).ok_or_else(bad)?)),
+            }
+        };
+        let point = |v: &Json| -> Result<P, FaucetError> {
+            v.get("at")
+                .and_then(Json::as_str)
+                .and_then(P::parse)
+                .ok_or_else(bad)
+        };
+        let mut tables = BTreeMap::new();
+        for (name, t) in v.as_object().ok_or_else(bad)? {
+            let key = key_or_null(t.get("key"))?;
+            let mut parts = Vec::new();
+            for p in t.get("parts").and_then(Json::as_array).ok_or_else(bad)? {
+                parts.push(Part {
+                    at: point(p)?,
+                    to: key_or_null(p.get("to"))?,
+                });
+            }
+            let mut dirty = Vec::new();
+            for d in t
+                .get("dirty")
+                .and_then(Json::as_array)
+                .into_iter()
+                .flatten()
+            {
+                dirty.push(Dirty {
+                    at: point(d)?,
+                    after: key_or_null(d.get("after"))?,
+                    to: key_or_null(d.get("to"))?,
+                });
+            }
+            // Only the last part may run to the end.
+            if parts.iter().rev().skip(1).any(|p| p.to.is_none()) {
+                return Err(bad());
+            }
+            tables.insert(name.clone(), TableCopy { key, parts, dirty });
+        }
+        Ok(Self { tables })
+    }
+}
+
+/// An array of strings, `None` for anything else.
+pub(crate) fn strings(v: &Json) -> Option<Vec<String>> {
+    v.as_array()?
+        .iter()
+        .map(|s| s.as_str().map(str::to_owned))
+        .collect()
+}
+
+/// The name of the change-stream bookmark member that carries the copy history.
+const REPLICATE: &str = "replicate";
+
+/// A change-stream bookmark: `cdc` plus the copy history (`{"replicate": {"tables":
+/// ...}}`), for as long as the change stream needs it to drop what the copy holds.
+pub(crate) fn with_history<P: Point>(mut cdc: Bookmark, copied: &Copied<P>) -> Bookmark {
+    if let Some(obj) = cdc.as_object_mut() {
+        obj.insert(REPLICATE.into(), json!({"tables": copied.to_json()}));
+    }
+    cdc
+}
+
+/// Splits a change-stream bookmark into the change source's own bookmark and the copy
+/// history, if it has one.
+///
+/// # Errors
+/// [`FaucetError::Bookmark`] of `connector` when the `replicate` member has the wrong shape.
+pub(crate) fn split_history<P: Point>(
+    b: &Bookmark,
+    connector: &str,
+) -> Result<(Bookmark, Option<Copied<P>>), FaucetError> {
+    let Some(history) = b.get(REPLICATE) else {
+        return Ok((b.clone(), None));
+    };
+    let bad = || {
+        FaucetError::bookmark(
+            connector,
+            format!("the `replicate` member of the stored bookmark {b} is malformed"),
+            None,
+        )
+    };
+    let copied = Copied::from_json(history.get("tables").ok_or_else(bad)?, &bad)?;
+    Ok((strip_history(b), Some(copied)))
+}
+
+/// The change source's own bookmark of a change-stream bookmark (the history stripped).
+pub(crate) fn strip_history(b: &Bookmark) -> Bookmark {
+    let mut cdc = b.clone();
+    if let Some(obj) = cdc.as_object_mut() {
+        obj.remove(REPLICATE);
+    }
+    cdc
+}

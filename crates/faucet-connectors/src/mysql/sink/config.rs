@@ -1,0 +1,208 @@
+//! The `mysql` sink's configuration (`sink.config` of `type: mysql`) and its pure validation.
+
+use secrecy::SecretString;
+use serde::Deserialize;
+
+use faucet_core::FaucetError;
+
+use crate::mysql::connection::MysqlConnection;
+use crate::mysql::table::{TableName, validate_column};
+
+/// The connector's name, in errors and logs.
+pub(crate) const CONNECTOR: &str = "mysql";
+
+/// A [`MysqlSinkConfig`] that passed [`MysqlSinkConfig::validate`], with what validation
+/// parsed; made only by `validate`, taken by [`super::MysqlSink::from_validated`].
+#[derive(Clone)]
+pub struct ValidatedMysqlSinkConfig {
+    pub(crate) config: MysqlSinkConfig,
+    pub(crate) connection: MysqlConnection,
+    /// The table, qualified with the URL's database when the config did not name one.
+    pub(crate) table: TableName,
+}
+
+impl ValidatedMysqlSinkConfig {
+    /// The configuration as written.
+    pub fn config(&self) -> &MysqlSinkConfig {
+        &self.config
+    }
+}
+
+impl std::fmt::Debug for ValidatedMysqlSinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatedMysqlSinkConfig")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a [`super::MysqlSink`] writes rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MysqlWriteMode {
+    /// Multi-row `INSERT` with bound parameters: every record becomes a new row
+    /// (at-least-once on its own; effectively-once with the atomic commit token and a
+    /// deterministic source). Change records are appended as they are, one row per change
+    /// (an audit log: `op`, `table`, the position fields, `commit_ts`, `before`, `after` as
+    /// JSON, `unchanged_toast`).
+    #[default]
+    Append,
+    /// Insert or update by `key` (`INSERT … ON DUPLICATE KEY UPDATE`); change records are
+    /// applied: `d` deletes, `c`/`u`/`r` upsert, `t` deletes every row. A replayed record
+    /// overwrites itself: effectively-once (keyed upsert).
+    Upsert,
+}
+
+/// Configuration of a [`super::MysqlSink`] (MySQL or MariaDB; MariaDB 10.11 is tested).
+///
+/// ```yaml
+/// sink:
+///   type: mysql
+///   config:
+///     connection_url: ${env:TARGET_MYSQL_URL}
+///     table: shop.orders
+///     write_mode: upsert
+///     key: [id]
+/// ```
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MysqlSinkConfig {
+    /// The target server, `mysql://user:password@host:port/database` (or `mariadb://`). A
+    /// secret: never printed (`Debug` shows `[redacted]`, errors show
+    /// `user@host:port/database`).
+    pub connection_url: SecretString,
+    /// The target table, `db.table` or `table` (then in the URL's database); each part 1 to
+    /// 64 characters without NUL or `.`, always quoted with backticks. The commit token table
+    /// `faucet_commit_tokens` and the fence table `faucet_fences` live in the same database.
+    /// Its engine must be transactional (InnoDB): MyISAM, Aria, MEMORY … are refused before
+    /// any data moves.
+    pub table: String,
+    /// Create the table when it is missing, from the first page's field types (README,
+    /// "mysql sink": `BIGINT`, `DECIMAL(65,s)`, `DATETIME(6)`, `JSON`, `LONGBLOB`, …), InnoDB,
+    /// `utf8mb4_bin`, with the `key` columns as primary key; for change records with
+    /// `upsert`, the `after` columns. Default `false`: a missing table is an error.
+    #[serde(default)]
+    pub create_table: bool,
+    /// `append` (default) or `upsert`.
+    #[serde(default)]
+    pub write_mode: MysqlWriteMode,
+    /// The columns identifying a row, e.g. `[id]`. Required for `upsert` (the table needs a
+    /// primary key or unique index on exactly these columns); with `append` only used as the
+    /// primary key of a created table.
+    #[serde(default)]
+    pub key: Vec<String>,
+}
+
+impl std::fmt::Debug for MysqlSinkConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlSinkConfig")
+            .field("connection_url", &"[redacted]")
+            .field("table", &self.table)
+            .field("create_table", &self.create_table)
+            .field("write_mode", &self.write_mode)
+            .field("key", &self.key)
+            .finish()
+    }
+}
+
+impl MysqlSinkConfig {
+    /// A config appending into `table`.
+    pub fn new(connection_url: impl Into<String>, table: impl Into<String>) -> Self {
+        Self {
+            connection_url: SecretString::from(connection_url.into()),
+            table: table.into(),
+            create_table: false,
+            write_mode: MysqlWriteMode::Append,
+            key: Vec::new(),
+        }
+    }
+
+    /// This config, upserting by `key`.
+    pub fn upsert(mut self, key: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.write_mode = MysqlWriteMode::Upsert;
+        self.key = key.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// This config, creating the table when it is missing.
+    pub fn creating_table(mut self) -> Self {
+        self.create_table = true;
+        self
+    }
+
+    /// Checks the config without any I/O, and keeps what checking parsed.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] naming the field relative to this config (`key[1]`).
+    pub fn validate(&self) -> Result<ValidatedMysqlSinkConfig, FaucetError> {
+        let table = TableName::parse(&self.table, "table")?;
+        let connection = MysqlConnection::parse(&self.connection_url, "connection_url", CONNECTOR)?;
+        if self.write_mode == MysqlWriteMode::Upsert && self.key.is_empty() {
+            return Err(FaucetError::config(
+                "key",
+                "is required for `write_mode: upsert`, e.g. `[id]`",
+            ));
+        }
+        for (i, col) in self.key.iter().enumerate() {
+            validate_column(col, &format!("key[{i}]"))?;
+            if self.key[..i].contains(col) {
+                return Err(FaucetError::config(
+                    format!("key[{i}]"),
+                    format!("`{col}` is listed twice"),
+                ));
+            }
+        }
+        let table = table.qualified_in(connection.database());
+        Ok(ValidatedMysqlSinkConfig {
+            config: self.clone(),
+            connection,
+            table,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_and_validated() {
+        let c: MysqlSinkConfig = serde_json::from_value(serde_json::json!({
+            "connection_url": "mysql://u:secret@h/db",
+            "table": "contact",
+            "write_mode": "upsert",
+            "key": ["id"]
+        }))
+        .expect("parses");
+        let valid = c.validate().expect("valid");
+        assert_eq!(valid.table.to_string(), "db.contact");
+        assert!(!format!("{valid:?}").contains("secret"));
+        assert!(!format!("{c:?}").contains("secret"));
+        assert!(!c.create_table);
+        assert!(
+            serde_json::from_value::<MysqlSinkConfig>(serde_json::json!({
+                "connection_url": "mysql://h/db", "table": "t", "mode": "append"
+            }))
+            .is_err()
+        );
+        let field = |c: MysqlSinkConfig| match c.validate() {
+            Err(FaucetError::Config { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let base = MysqlSinkConfig::new("mysql://h/db", "t");
+        base.validate().expect("valid");
+        let mut c = base.clone();
+        c.write_mode = MysqlWriteMode::Upsert;
+        assert_eq!(field(c), "key");
+        assert_eq!(field(base.clone().upsert(["id", "id"])), "key[1]");
+        assert_eq!(field(base.clone().upsert([""])), "key[0]");
+        assert_eq!(
+            field(MysqlSinkConfig::new("mysql://h/db", "x.y.z")),
+            "table"
+        );
+        assert_eq!(
+            field(MysqlSinkConfig::new("postgres://h/db", "t")),
+            "connection_url"
+        );
+    }
+}

@@ -1,0 +1,670 @@
+//! The `mysql` sink (MySQL / MariaDB): writes pages into one InnoDB table, each page in one
+//! transaction.
+//!
+//! * `append`: multi-row prepared `INSERT`s (at most 2,000 rows, 65,535 placeholders or about
+//!   4 MiB of parameters per statement) — as fast as `LOAD DATA LOCAL` was measured, which
+//!   turns a duplicate key into a skipped row and `'abc'` into 0 with only warnings. Change
+//!   records are appended as rows of a change table (an audit log).
+//! * `upsert` by `key`: change records are applied through the shared contract
+//!   ([`faucet_core::change::collapse`]: `d` deletes by key, `c`/`u`/`r` upsert, `t` deletes
+//!   every row, the last change of a key in a page wins, a key-changing update leaves no old
+//!   row, a column named in `unchanged_toast` keeps its stored value, a row with only some
+//!   columns updates only those) with `INSERT … ON DUPLICATE KEY UPDATE c = VALUES(c)` on
+//!   MariaDB (which has no row alias) and `… AS faucet_new … c = faucet_new.c` on MySQL
+//!   8.0.19+ (where `VALUES()` is deprecated; untested here). Not `REPLACE`: it deletes and
+//!   inserts, firing DELETE triggers, cascading foreign keys and resetting omitted columns.
+//! * Nothing is coerced silently: every session runs with a strict `sql_mode`
+//!   ([`SINK_SQL_MODE`]), and a statement that leaves any warning (a DECIMAL rounded, a note)
+//!   fails the page. A value the column cannot hold is a [`FaucetError::Data`] naming table,
+//!   column and page row; nothing of the page is committed.
+//! * Atomic watermark ([`SinkWriter::write_committed`]): the page's rows and the commit token
+//!   (`faucet_commit_tokens` in the target's database) commit in one transaction; the
+//!   stored sequence only moves forward. The writer fence (`faucet_fences`) is checked first
+//!   in every page's transaction. DDL (creating the target, the token and fence tables) runs
+//!   before the page's transaction, never inside it (it would commit half a page).
+//! * A target whose engine is not transactional (MyISAM, Aria, MEMORY …) is refused when the
+//!   sink opens, before any data moves, naming the engine: such a table keeps the rows of a
+//!   rolled-back page.
+//!
+//! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert`.
+
+mod changes;
+mod config;
+mod encode;
+mod fence;
+mod table;
+mod token;
+mod write;
+
+use async_trait::async_trait;
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable as _;
+
+use faucet_core::delivery::{DeliveryError, LimitingSide};
+use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
+
+pub use config::{MysqlSinkConfig, MysqlWriteMode, ValidatedMysqlSinkConfig};
+
+use crate::mysql::connection::MysqlConnection;
+use crate::mysql::table::TableName;
+use config::CONNECTOR;
+use table::TargetTable;
+use write::{Target, UpsertSyntax, classify, is_lost};
+
+/// The `sql_mode` of every session of the sink: strict for every engine (a value the column
+/// cannot hold is an error, not a warning), no zero or half-zero dates, division by zero an
+/// error, and no silent engine substitution for `CREATE TABLE … ENGINE=InnoDB`.
+pub const SINK_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,\
+                                 ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION";
+
+/// The `mysql` sink. Built from a validated [`MysqlSinkConfig`] without I/O; [`Sink::open`]
+/// and [`Sink::check`] connect.
+pub struct MysqlSink {
+    config: MysqlSinkConfig,
+    connection: MysqlConnection,
+    table: TableName,
+    tokens: TableName,
+    fences: TableName,
+}
+
+impl std::fmt::Debug for MysqlSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MysqlSink")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MysqlSink {
+    /// A sink for `config`, validated (no I/O).
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] from [`MysqlSinkConfig::validate`].
+    pub fn new(config: MysqlSinkConfig) -> Result<Self, FaucetError> {
+        Ok(Self::from_validated(config.validate()?))
+    }
+
+    /// A sink for a config [`MysqlSinkConfig::validate`] accepted (no I/O).
+    pub fn from_validated(validated: ValidatedMysqlSinkConfig) -> Self {
+        let ValidatedMysqlSinkConfig {
+            config,
+            connection,
+            table,
+        } = validated;
+        Self {
+            tokens: token::sibling(&table, token::TOKENS),
+            fences: token::sibling(&table, fence::FENCES),
+            config,
+            connection,
+            table,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MysqlSinkConfig {
+        &self.config
+    }
+
+    fn upsert_key(&self) -> &[String] {
+        match self.config.write_mode {
+            MysqlWriteMode::Upsert => &self.config.key,
+            MysqlWriteMode::Append => &[],
+        }
+    }
+
+    /// Opens a session with the sink's settings; returns it and the server's upsert syntax.
+    async fn session(&self) -> Result<(Conn, UpsertSyntax), FaucetError> {
+        let mut conn = self.connection.connect().await?;
+        let setup = format!("SET SESSION sql_mode = '{SINK_SQL_MODE}', SESSION sql_notes = 1");
+        conn.query_drop(setup)
+            .await
+            .map_err(|e| classify(e, "setting the session's sql_mode", &self.table))?;
+        let version: Option<String> = conn
+            .query_first("SELECT VERSION()")
+            .await
+            .map_err(|e| classify(e, "reading the server version", &self.table))?;
+        Ok((
+            conn,
+            UpsertSyntax::for_version(&version.unwrap_or_default()),
+        ))
+    }
+
+    /// Refuses `name` when its engine is not transactional (before any data moves).
+    async fn check_engine(&self, conn: &mut Conn, name: &TableName) -> Result<bool, FaucetError> {
+        let Some(engine) = table::engine(conn, &self.connection, name).await? else {
+            return Ok(false);
+        };
+        if engine.transactional {
+            return Ok(true);
+        }
+        let what = if engine.name.is_empty() {
+            "is a view (or has no engine), which faucet cannot write in a transaction".to_owned()
+        } else {
+            format!(
+                "uses the {} engine, which is not transactional: a page that fails halfway \
+                 would stay half-written, and no commit token can commit with its rows",
+                engine.name
+            )
+        };
+        Err(DeliveryError::Unsatisfiable {
+            side: LimitingSide::Sink,
+            connector: CONNECTOR.to_owned(),
+            reason: format!("table {name} {what}"),
+            fix: format!(
+                "convert it (`ALTER TABLE {} ENGINE=InnoDB`) or write into an InnoDB table",
+                name.quoted()
+            ),
+        }
+        .into())
+    }
+
+    /// Checks an existing table against the config: the key columns exist and, for upsert,
+    /// the primary key or a unique index is exactly them; warns of other unique indexes.
+    fn verify(&self, table: &TargetTable) -> Result<(), FaucetError> {
+        for (i, k) in self.config.key.iter().enumerate() {
+            if table.type_of(k).is_none() {
+                let columns: Vec<&str> = table.names().collect();
+                return Err(FaucetError::config(
+                    format!("key[{i}]"),
+                    format!(
+                        "`{k}` is not a column of {} (columns: {})",
+                        self.table,
+                        columns.join(", ")
+                    ),
+                ));
+            }
+        }
+        if self.config.write_mode != MysqlWriteMode::Upsert {
+            return Ok(());
+        }
+        let key = &self.config.key;
+        let same =
+            |set: &Vec<String>| set.len() == key.len() && key.iter().all(|k| set.contains(k));
+        if !table.unique_sets.iter().any(same) {
+            let sets: Vec<String> = table
+                .unique_sets
+                .iter()
+                .map(|s| format!("({})", s.join(", ")))
+                .collect();
+            let have = if sets.is_empty() {
+                "it has no primary key or unique index".to_owned()
+            } else {
+                format!(
+                    "its primary key and unique indexes are on {}",
+                    sets.join(", ")
+                )
+            };
+            return Err(FaucetError::config(
+                "key",
+                format!(
+                    "upsert by ({}) needs a primary key or unique index on exactly these columns \
+                     of {}, and {have}; add one (`ALTER TABLE {} ADD UNIQUE ({})`) or change \
+                     `key`",
+                    key.join(", "),
+                    self.table,
+                    self.table.quoted(),
+                    key.iter()
+                        .map(|k| crate::mysql::table::quote_ident(k))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        let others: Vec<String> = table
+            .unique_sets
+            .iter()
+            .filter(|s| !same(s))
+            .map(|s| format!("({})", s.join(", ")))
+            .collect();
+        if !others.is_empty() {
+            tracing::warn!(
+                sink = CONNECTOR,
+                table = %self.table,
+                other_unique = %others.join(", "),
+                "the table has unique indexes besides the upsert key: a row whose key is new \
+                 but whose value in one of them is taken updates that other row (ON DUPLICATE \
+                 KEY UPDATE matches any unique index)"
+            );
+        }
+        Ok(())
+    }
+}
+
+fn missing_table(name: &TableName) -> FaucetError {
+    FaucetError::write(
+        CONNECTOR,
+        format!(
+            "table {name} does not exist; create it (InnoDB), or set `create_table: true` to \
+             create it from the records"
+        ),
+        None,
+    )
+}
+
+#[async_trait]
+impl Sink for MysqlSink {
+    fn connector(&self) -> &str {
+        CONNECTOR
+    }
+
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            atomic_watermark: true,
+            keyed_upsert: self.config.write_mode == MysqlWriteMode::Upsert
+                && !self.config.key.is_empty(),
+        }
+    }
+
+    /// `mysql host:port/database table db.table`: no user, no password.
+    fn target(&self) -> Option<String> {
+        let opts = self.connection.opts();
+        Some(format!(
+            "{CONNECTOR} {}:{}/{} table {}",
+            opts.ip_or_hostname(),
+            opts.tcp_port(),
+            self.connection.database(),
+            self.table
+        ))
+    }
+
+    /// Connects, and checks the table: its engine (transactional), the key; a missing table
+    /// is created with the first page when `create_table` is set.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`]; [`FaucetError::Delivery`] for a non-transactional engine;
+    /// [`FaucetError::Write`] when the table is missing and `create_table` is off;
+    /// [`FaucetError::Config`] when the key does not fit the table.
+    async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
+        let (mut conn, syntax) = self.session().await?;
+        self.check_engine(&mut conn, &self.table).await?;
+        let table = table::load(&mut conn, &self.connection, &self.table).await?;
+        match &table {
+            Some(t) => self.verify(t)?,
+            None if !self.config.create_table => return Err(missing_table(&self.table)),
+            None => {}
+        }
+        Ok(Box::new(MysqlSinkWriter {
+            sink: self,
+            conn: Some(conn),
+            syntax,
+            table,
+            tokens_ready: false,
+            fence: None,
+            created_here: false,
+            source_table: None,
+        }))
+    }
+
+    /// Connects; checks that the table exists (or may be created), is transactional, fits
+    /// the key, and that the user may write it (INSERT; UPDATE and DELETE for upsert; CREATE
+    /// for the token table).
+    ///
+    /// # Errors
+    /// The first failing prerequisite, with its fix.
+    async fn check(&self) -> Result<(), FaucetError> {
+        let (mut conn, _) = self.session().await?;
+        let exists = self.check_engine(&mut conn, &self.table).await?;
+        if exists {
+            let Some(t) = table::load(&mut conn, &self.connection, &self.table).await? else {
+                return Err(missing_table(&self.table));
+            };
+            self.verify(&t)?;
+        } else if !self.config.create_table {
+            return Err(missing_table(&self.table));
+        }
+        let mut needed = vec!["INSERT", "CREATE"];
+        if self.config.write_mode == MysqlWriteMode::Upsert {
+            needed.extend(["UPDATE", "DELETE"]);
+        }
+        let db = self
+            .table
+            .database
+            .as_deref()
+            .unwrap_or(self.connection.database());
+        // The user's privileges on the table, its database or globally.
+        let granted: Vec<String> = conn
+            .exec(
+                "SELECT PRIVILEGE_TYPE FROM information_schema.USER_PRIVILEGES \
+                 WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
+                 SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') \
+                 UNION SELECT PRIVILEGE_TYPE FROM information_schema.SCHEMA_PRIVILEGES \
+                 WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
+                 SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') AND TABLE_SCHEMA = ? \
+                 UNION SELECT PRIVILEGE_TYPE FROM information_schema.TABLE_PRIVILEGES \
+                 WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
+                 SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''') AND TABLE_SCHEMA = ? \
+                 AND TABLE_NAME = ?",
+                (db, db, &self.table.table),
+            )
+            .await
+            .map_err(|e| classify(e, "reading the user's privileges", &self.table))?;
+        for p in needed {
+            if !granted.iter().any(|g| g.eq_ignore_ascii_case(p)) {
+                return Err(FaucetError::write(
+                    CONNECTOR,
+                    format!(
+                        "the user has no {p} privilege on {} ({p} on the database is needed \
+                         for the commit token and fence tables too); GRANT {p} ON {}.* TO \
+                         <user>",
+                        self.table,
+                        crate::mysql::table::quote_ident(db)
+                    ),
+                    None,
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An open [`MysqlSink`]: one session, one transaction per page.
+struct MysqlSinkWriter<'a> {
+    sink: &'a MysqlSink,
+    /// `None` once a failure left the session in an unknown state.
+    conn: Option<Conn>,
+    syntax: UpsertSyntax,
+    table: Option<TargetTable>,
+    tokens_ready: bool,
+    /// The run's lease fence, checked in every page's transaction ([`fence`]).
+    fence: Option<fence::WriterFence>,
+    /// Whether this writer created the target and has not committed a page into it yet: a
+    /// failure then drops the (still empty) table again.
+    created_here: bool,
+    /// The `table` of the change records written so far.
+    source_table: Option<String>,
+}
+
+impl MysqlSinkWriter<'_> {
+    fn conn(&mut self) -> Result<&mut Conn, FaucetError> {
+        self.conn.as_mut().ok_or_else(|| {
+            FaucetError::write(
+                CONNECTOR,
+                format!(
+                    "an earlier write to {} failed and left the session unusable; reopen the \
+                     sink (the next run resumes from the last durable bookmark)",
+                    self.sink.table
+                ),
+                None,
+            )
+        })
+    }
+
+    /// Makes sure the target exists for `page` (creating it when configured), outside any
+    /// transaction.
+    async fn ensure_table(&mut self, page: &Page) -> Result<(), FaucetError> {
+        if self.table.is_some() || !self.sink.config.create_table || page.is_empty() {
+            return Ok(());
+        }
+        let sink = self.sink;
+        let apply_changes = sink.config.write_mode == MysqlWriteMode::Upsert;
+        let Some(sql) =
+            table::create_statement(&sink.table, page, &sink.config.key, apply_changes)?
+        else {
+            return Ok(());
+        };
+        tracing::info!(sink = CONNECTOR, table = %sink.table, %sql, "creating the target table");
+        let conn = self.conn()?;
+        let existed = sink.check_engine(conn, &sink.table).await?;
+        conn.query_drop(sql)
+            .await
+            .map_err(|e| classify(e, "creating the table", &sink.table))?;
+        sink.check_engine(conn, &sink.table).await?;
+        let created = table::load(conn, &sink.connection, &sink.table).await?;
+        self.created_here = !existed && created.is_some();
+        if let Some(t) = &created {
+            sink.verify(t)?;
+        }
+        self.table = created;
+        Ok(())
+    }
+
+    /// After a failed first page into a table this writer created: drops it if it is still
+    /// empty, and forgets it. Best effort: a failure is logged.
+    async fn undo_create(&mut self) {
+        if !std::mem::take(&mut self.created_here) {
+            return;
+        }
+        self.table = None;
+        let name = self.sink.table.clone();
+        let Some(conn) = self.conn.as_mut() else {
+            return;
+        };
+        let quoted = name.quoted();
+        let empty: Result<Option<u8>, _> = conn
+            .query_first(format!("SELECT EXISTS (SELECT 1 FROM {quoted})"))
+            .await;
+        if let Ok(Some(0)) = empty
+            && let Err(e) = conn.query_drop(format!("DROP TABLE {quoted}")).await
+        {
+            tracing::warn!(table = %name, error = %e, "could not drop the table created for a page that failed");
+        }
+    }
+
+    /// Writes `page` (and the token) in one transaction.
+    async fn write_page(
+        &mut self,
+        page: &Page,
+        token: Option<(&str, &CommitToken)>,
+    ) -> Result<(), FaucetError> {
+        if token.is_some() && !self.tokens_ready {
+            let sink = self.sink;
+            let conn = self.conn()?;
+            token::ensure(conn, &sink.tokens).await?;
+            sink.check_engine(conn, &sink.tokens).await?;
+            self.tokens_ready = true;
+        }
+        if let Err(e) = self.ensure_table(page).await {
+            self.undo_create().await;
+            return Err(e);
+        }
+        let sink = self.sink;
+        self.conn()?;
+        let Self {
+            conn,
+            table,
+            source_table,
+            fence,
+            syntax,
+            ..
+        } = self;
+        let Some(session) = conn.as_mut() else {
+            return Err(FaucetError::write(
+                CONNECTOR,
+                "the session is unusable",
+                None,
+            ));
+        };
+        let result = transaction(
+            session,
+            sink,
+            table.as_ref(),
+            page,
+            Commit {
+                token,
+                fence: fence.as_ref(),
+                syntax: *syntax,
+            },
+            source_table,
+        )
+        .await;
+        match result {
+            Ok(()) => {
+                self.created_here = false;
+                Ok(())
+            }
+            Err(e) => {
+                if is_lost(&e) {
+                    self.conn = None;
+                }
+                self.undo_create().await;
+                Err(e)
+            }
+        }
+    }
+}
+
+/// What a page's transaction stores and checks beside its rows.
+struct Commit<'a> {
+    /// The atomic watermark's token, under its state key.
+    token: Option<(&'a str, &'a CommitToken)>,
+    /// The writer's fence, checked first.
+    fence: Option<&'a fence::WriterFence>,
+    syntax: UpsertSyntax,
+}
+
+async fn transaction(
+    conn: &mut Conn,
+    sink: &MysqlSink,
+    table: Option<&TargetTable>,
+    page: &Page,
+    commit: Commit<'_>,
+    source_table: &mut Option<String>,
+) -> Result<(), FaucetError> {
+    conn.query_drop("START TRANSACTION")
+        .await
+        .map_err(|e| classify(e, "START TRANSACTION", &sink.table))?;
+    if let Err(e) = statements(conn, sink, table, page, commit, source_table).await {
+        // Rolled back now: a refused page must not keep its locks (the fence row among them)
+        // while the writer stays open.
+        if !is_lost(&e)
+            && let Err(r) = conn.query_drop("ROLLBACK").await
+        {
+            return Err(classify(r, "ROLLBACK", &sink.table));
+        }
+        return Err(e);
+    }
+    conn.query_drop("COMMIT")
+        .await
+        .map_err(|e| classify(e, "COMMIT", &sink.table))
+}
+
+/// The statements of a page's transaction: the fence check, the rows, the token.
+async fn statements(
+    conn: &mut Conn,
+    sink: &MysqlSink,
+    table: Option<&TargetTable>,
+    page: &Page,
+    commit: Commit<'_>,
+    source_table: &mut Option<String>,
+) -> Result<(), FaucetError> {
+    if let Some(writer) = commit.fence {
+        fence::check(conn, &sink.fences, &sink.table, writer).await?;
+    }
+    if let Some(t) = table.filter(|_| !page.is_empty()) {
+        let target = Target {
+            name: &sink.table,
+            table: t,
+            key: sink.upsert_key(),
+            syntax: commit.syntax,
+        };
+        match sink.config.write_mode {
+            MysqlWriteMode::Append => write::append(conn, &target, page).await?,
+            MysqlWriteMode::Upsert => write::upsert(conn, &target, page, source_table).await?,
+        }
+    }
+    if let Some((scope, token)) = commit.token {
+        let scope = token::scope(scope, &sink.table);
+        token::advance(conn, &sink.tokens, &scope, token).await?;
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl SinkWriter for MysqlSinkWriter<'_> {
+    async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        if page.is_empty() {
+            return Ok(());
+        }
+        self.write_page(page, None).await
+    }
+
+    /// Each page commits in [`SinkWriter::write`]; nothing is left to flush.
+    async fn flush(&mut self) -> Result<(), FaucetError> {
+        Ok(())
+    }
+
+    async fn write_committed(
+        &mut self,
+        page: &Page,
+        scope: &str,
+        token: &CommitToken,
+    ) -> Result<(), FaucetError> {
+        self.write_page(page, Some((scope, token))).await
+    }
+
+    /// Whether the target table has a row (`Some(false)` while it does not exist yet), for
+    /// the run loop's lost-bookmark guard (`shared/cases/13-state-missing-or-torn.md`, S1).
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] when the table cannot be read.
+    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
+        if self.table.is_none() {
+            return Ok(Some(false));
+        }
+        let name = self.sink.table.clone();
+        let any: Option<u8> = self
+            .conn()?
+            .query_first(format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted()))
+            .await
+            .map_err(|e| classify(e, "telling whether it holds data", &name))?;
+        Ok(Some(any.unwrap_or(0) == 1))
+    }
+
+    /// Checks `fence` in every later page's transaction ([`fence`]). Creates the fence table
+    /// now, outside any page's transaction, raises the scope's fence to `fence` (or, with
+    /// `take_over`, sets it), and on MariaDB sets the session's `idle_transaction_timeout`
+    /// to `ttl`, so the server aborts a page left open by a writer stalled mid-page.
+    ///
+    /// # Errors
+    /// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the table holds a
+    /// larger fence and not `take_over`; [`FaucetError::Write`] when the fence table cannot
+    /// be created.
+    async fn fence(
+        &mut self,
+        scope: &str,
+        fence: u64,
+        ttl: std::time::Duration,
+        take_over: bool,
+    ) -> Result<bool, FaucetError> {
+        let sink = self.sink;
+        let writer = fence::WriterFence {
+            key: scope.to_owned(),
+            scope: token::scope(scope, &sink.table),
+            fence,
+        };
+        let conn = self.conn()?;
+        fence::ensure(conn, &sink.fences).await?;
+        sink.check_engine(conn, &sink.fences).await?;
+        if take_over {
+            fence::set(conn, &sink.fences, &writer).await?;
+        } else {
+            fence::check(conn, &sink.fences, &sink.table, &writer).await?;
+        }
+        fence::abort_stalled_pages_after(conn, ttl, &sink.table).await?;
+        self.fence = Some(writer);
+        Ok(true)
+    }
+
+    async fn last_committed_token(
+        &mut self,
+        scope: &str,
+    ) -> Result<Option<CommitToken>, FaucetError> {
+        let sink = self.sink;
+        let scope = token::scope(scope, &sink.table);
+        let database = sink.connection.database();
+        let last = token::last(self.conn()?, &sink.tokens, database, &scope).await?;
+        if last.is_some() && self.table.is_none() {
+            // The rows the token vouches for went with their table: resuming at it would
+            // skip them all. Forget it, so the run resumes from its state store.
+            token::forget(self.conn()?, &sink.tokens, &scope).await?;
+            tracing::warn!(
+                target = %sink.table,
+                scope,
+                "the target table is gone but its commit token was left: the token is \
+                 forgotten, and the run resumes from the state store's bookmark"
+            );
+            return Ok(None);
+        }
+        Ok(last)
+    }
+}

@@ -1,0 +1,368 @@
+//! The target table: what the catalog says about it (columns and their declared types, the
+//! columns an `INSERT` must name, the unique column sets, the engine), and creating it from a
+//! page (`create_table: true`) with the type mapping of README's "mysql sink" table.
+
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable as _;
+
+use faucet_core::change::ChangeLayout;
+use faucet_core::{DataType, FaucetError, Page, Value};
+
+use super::config::CONNECTOR;
+use super::encode::is_mysql_time;
+use crate::mysql::catalog::TableCatalog;
+use crate::mysql::connection::{MysqlConnection, convert_rows};
+use crate::mysql::table::{TableName, quote_ident};
+
+/// An existing target table.
+#[derive(Debug, Clone)]
+pub(crate) struct TargetTable {
+    /// (column, DATA_TYPE lower case), in table order.
+    pub(crate) columns: Vec<(String, String)>,
+    /// Columns an `INSERT` must give a value: NOT NULL, no default, not generated or
+    /// AUTO_INCREMENT.
+    pub(crate) required: Vec<String>,
+    /// Column sets of the primary key and every unique index without a prefix part.
+    pub(crate) unique_sets: Vec<Vec<String>>,
+}
+
+impl TargetTable {
+    /// The column names, in table order.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The declared type of `column` (lower case), if it is a column.
+    pub(crate) fn type_of(&self, column: &str) -> Option<&str> {
+        self.columns
+            .iter()
+            .find(|(n, _)| n == column)
+            .map(|(_, t)| t.as_str())
+    }
+}
+
+/// A catalog error of this sink: a [`FaucetError::Write`] (the shared catalog reader says
+/// `Read`, which is a source's word).
+pub(crate) fn as_write(e: FaucetError) -> FaucetError {
+    match e {
+        FaucetError::Read {
+            connector,
+            message,
+            source,
+        } => FaucetError::Write {
+            connector,
+            message,
+            source,
+        },
+        other => other,
+    }
+}
+
+/// The engine of a table and whether it is transactional, from `information_schema`
+/// (`ENGINES.TRANSACTIONS`); `None` when the table does not exist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Engine {
+    /// `InnoDB`, `MyISAM`, `Aria`, …; empty for a view.
+    pub(crate) name: String,
+    /// Whether a ROLLBACK undoes its rows.
+    pub(crate) transactional: bool,
+}
+
+/// The engine of `name`, or `None` when there is no such table.
+///
+/// # Errors
+/// [`FaucetError::Write`] when the catalog cannot be read.
+pub(crate) async fn engine(
+    conn: &mut Conn,
+    connection: &MysqlConnection,
+    name: &TableName,
+) -> Result<Option<Engine>, FaucetError> {
+    let db = name.database.as_deref().unwrap_or(connection.database());
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(
+            "SELECT COALESCE(t.ENGINE, ''), COALESCE(e.TRANSACTIONS, 'NO') \
+             FROM information_schema.TABLES t \
+             LEFT JOIN information_schema.ENGINES e ON e.ENGINE = t.ENGINE \
+             WHERE t.TABLE_SCHEMA = ? AND t.TABLE_NAME = ?",
+            (db, &name.table),
+        )
+        .await
+        .map_err(|e| as_write(connection.error(&format!("looking up table {name}"), e)))?;
+    let rows = convert_rows::<(String, String)>(rows)
+        .map_err(|m| FaucetError::write(CONNECTOR, m, None))?;
+    Ok(rows.into_iter().next().map(|(name, tx)| Engine {
+        transactional: tx.eq_ignore_ascii_case("YES"),
+        name,
+    }))
+}
+
+/// The table `name`, or `None` when it does not exist.
+///
+/// # Errors
+/// [`FaucetError::Write`] when the catalog cannot be read.
+pub(crate) async fn load(
+    conn: &mut Conn,
+    connection: &MysqlConnection,
+    name: &TableName,
+) -> Result<Option<TargetTable>, FaucetError> {
+    let db = name.database.as_deref().unwrap_or(connection.database());
+    let catalog = TableCatalog::load(conn, connection, db, &name.table)
+        .await
+        .map_err(as_write)?;
+    if catalog.columns.is_empty() {
+        return Ok(None);
+    }
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(
+            "SELECT COLUMN_NAME FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND IS_NULLABLE = 'NO' \
+             AND COLUMN_DEFAULT IS NULL AND EXTRA NOT LIKE '%auto_increment%' \
+             AND EXTRA NOT LIKE '%GENERATED%' ORDER BY ORDINAL_POSITION",
+            (db, &name.table),
+        )
+        .await
+        .map_err(|e| as_write(connection.error(&format!("reading the columns of {name}"), e)))?;
+    let required = convert_rows::<(String,)>(rows)
+        .map_err(|m| FaucetError::write(CONNECTOR, m, None))?
+        .into_iter()
+        .map(|(c,)| c)
+        .collect();
+    let json = catalog.json.clone();
+    Ok(Some(TargetTable {
+        columns: catalog
+            .columns
+            .into_iter()
+            .map(|(n, t, _)| {
+                let t = if json.contains(&n) {
+                    "json".to_owned()
+                } else {
+                    t
+                };
+                (n, t)
+            })
+            .collect(),
+        required,
+        unique_sets: catalog.unique_sets,
+    }))
+}
+
+/// One column of a table made for a page: its name, the faucet type, and the page's values
+/// of it (for the types whose column depends on them: DECIMAL's scale, TIME or text).
+struct Proposed<'a> {
+    name: String,
+    data_type: DataType,
+    values: Vec<&'a Value>,
+}
+
+/// The columns of a table made for `page`: with `apply_changes` (upsert) a change page's
+/// `after` columns (named by the first `after` row), otherwise the page's own fields.
+fn proposed(page: &Page, apply_changes: bool) -> Option<Vec<Proposed<'_>>> {
+    if apply_changes && let Some(layout) = ChangeLayout::of(page.schema()) {
+        let after = layout.after_index();
+        let rows: Vec<&faucet_core::value::Row> = page
+            .rows()
+            .filter_map(|r| match &r.values()[after] {
+                Value::Row(row) => Some(&**row),
+                _ => None,
+            })
+            .collect();
+        let first = rows.first()?;
+        return Some(
+            first
+                .schema
+                .fields()
+                .iter()
+                .map(|f| {
+                    let values = rows
+                        .iter()
+                        .filter_map(|r| r.schema.index_of(&f.name).map(|i| &r.values[i]))
+                        .collect();
+                    Proposed {
+                        name: f.name.clone(),
+                        data_type: f.data_type.clone(),
+                        values,
+                    }
+                })
+                .collect(),
+        );
+    }
+    Some(
+        page.schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Proposed {
+                name: f.name.clone(),
+                data_type: f.data_type.clone(),
+                values: page.rows().map(|r| &r.values()[i]).collect(),
+            })
+            .collect(),
+    )
+}
+
+/// The largest number of fraction digits among `values`' numerics (0 when none has any).
+fn decimal_scale(values: &[&Value]) -> usize {
+    values
+        .iter()
+        .filter_map(|v| match v {
+            Value::Numeric(n) => {
+                let digits = n.split(['e', 'E']).next().unwrap_or("");
+                Some(digits.split_once('.').map_or(0, |(_, f)| f.len()))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// The MySQL column type for a field of type `declared` with the page's `values` (README,
+/// "mysql sink"); `key` columns get types an index can hold (`VARCHAR(255)`,
+/// `VARBINARY(255)`).
+pub(crate) fn column_type(declared: &DataType, values: &[&Value], key: bool) -> String {
+    let data_type = if *declared == DataType::Unknown {
+        values
+            .iter()
+            .map(|v| v.data_type())
+            .find(|t| *t != DataType::Unknown)
+            .unwrap_or(DataType::Text)
+    } else {
+        declared.clone()
+    };
+    match data_type {
+        DataType::Bool => "BOOLEAN".into(),
+        DataType::Int => "BIGINT".into(),
+        DataType::Float => "DOUBLE".into(),
+        DataType::Numeric => format!("DECIMAL(65,{})", decimal_scale(values).min(30)),
+        DataType::Text if key => "VARCHAR(255)".into(),
+        DataType::Bytes if key => "VARBINARY(255)".into(),
+        DataType::Text | DataType::Unknown => "LONGTEXT".into(),
+        DataType::Bytes => "LONGBLOB".into(),
+        DataType::Json | DataType::Array(_) => "JSON".into(),
+        DataType::Date => "DATE".into(),
+        DataType::Timestamp | DataType::TimestampTz => "DATETIME(6)".into(),
+        DataType::Time => "TIME(6)".into(),
+        DataType::TimeTz => "VARCHAR(32)".into(),
+        DataType::Interval => {
+            let mysql_form = values.iter().all(|v| match v {
+                Value::Interval(s) => is_mysql_time(s),
+                _ => true,
+            });
+            if mysql_form {
+                "TIME(6)".into()
+            } else {
+                "VARCHAR(64)".into()
+            }
+        }
+        // A type added to faucet later: text holds any value's text form.
+        _ => "LONGTEXT".into(),
+    }
+}
+
+/// The `CREATE TABLE IF NOT EXISTS` statement for `page` (see [`column_type`]), or `None`
+/// when the page has no row to take the columns from (only deletes or truncates).
+///
+/// # Errors
+/// [`FaucetError::Config`] when a key column is not a field of the page;
+/// [`FaucetError::Data`] for a field name MySQL cannot take.
+pub(crate) fn create_statement(
+    name: &TableName,
+    page: &Page,
+    key: &[String],
+    apply_changes: bool,
+) -> Result<Option<String>, FaucetError> {
+    let Some(columns) = proposed(page, apply_changes) else {
+        return Ok(None);
+    };
+    for c in &columns {
+        check_field_name(name, &c.name)?;
+    }
+    for (i, k) in key.iter().enumerate() {
+        if !columns.iter().any(|c| &c.name == k) {
+            return Err(FaucetError::config(
+                format!("key[{i}]"),
+                format!("`{k}` is not a field of the records, so it cannot be the primary key"),
+            ));
+        }
+    }
+    let mut defs: Vec<String> = columns
+        .iter()
+        .map(|c| {
+            let is_key = key.contains(&c.name);
+            let null = if is_key { " NOT NULL" } else { "" };
+            format!(
+                "{} {}{null}",
+                quote_ident(&c.name),
+                column_type(&c.data_type, &c.values, is_key)
+            )
+        })
+        .collect();
+    if !key.is_empty() {
+        let cols: Vec<String> = key.iter().map(|k| quote_ident(k)).collect();
+        defs.push(format!("PRIMARY KEY ({})", cols.join(", ")));
+    }
+    Ok(Some(format!(
+        "CREATE TABLE IF NOT EXISTS {} ({}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 \
+         COLLATE=utf8mb4_bin",
+        name.quoted(),
+        defs.join(", ")
+    )))
+}
+
+/// Checks that the records' field `field` can be a MySQL column name: 1 to 64 characters,
+/// no NUL, not ending in a space. Done before anything is created.
+///
+/// # Errors
+/// [`FaucetError::Data`] at `<table>, field <field>`.
+pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), FaucetError> {
+    let chars = field.chars().count();
+    if field.is_empty() || field.contains('\0') || field.ends_with(' ') || chars > 64 {
+        return Err(FaucetError::data(
+            CONNECTOR,
+            format!("{table}, field {field:?}"),
+            format!(
+                "field {field:?} cannot be a MySQL column name (1 to 64 characters, no NUL, \
+                 not ending in a space); rename it in the source (a header cell, a JSON key, \
+                 a column alias), nothing was created"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn types_follow_the_values() {
+        let n = |s: &str| Value::Numeric(s.into());
+        let (a, b) = (n("12345.6789000000"), n("1"));
+        assert_eq!(
+            column_type(&DataType::Numeric, &[&a, &b], false),
+            "DECIMAL(65,10)"
+        );
+        let u = n("18446744073709551615");
+        assert_eq!(
+            column_type(&DataType::Numeric, &[&u], false),
+            "DECIMAL(65,0)"
+        );
+        let (t, iso) = (
+            Value::Interval("-838:59:59.000000".into()),
+            Value::Interval("P1DT2H".into()),
+        );
+        assert_eq!(column_type(&DataType::Interval, &[&t], false), "TIME(6)");
+        assert_eq!(
+            column_type(&DataType::Interval, &[&t, &iso], false),
+            "VARCHAR(64)"
+        );
+        assert_eq!(column_type(&DataType::Text, &[], true), "VARCHAR(255)");
+        assert_eq!(
+            column_type(&DataType::Unknown, &[&Value::Null], false),
+            "LONGTEXT"
+        );
+        assert_eq!(
+            column_type(&DataType::Unknown, &[&Value::Null, &Value::Int(1)], false),
+            "BIGINT"
+        );
+    }
+}

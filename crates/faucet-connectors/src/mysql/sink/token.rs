@@ -1,0 +1,181 @@
+//! The commit token table of the atomic watermark (DESIGN.md, "commit token"): one row per
+//! scope in `faucet_commit_tokens`, in the target's database, written in the same
+//! transaction as a page's rows. The stored sequence only moves forward.
+//!
+//! The scope is the state key and the target table ([`scope`]: `orders::eu -> shop.orders`),
+//! as for the `postgres` sink, so two pipelines of one name into two tables of one database
+//! each have their own token.
+//!
+//! ```sql
+//! CREATE TABLE faucet_commit_tokens (
+//!   scope        VARCHAR(512)    NOT NULL PRIMARY KEY,
+//!   sequence     BIGINT UNSIGNED NOT NULL,
+//!   bookmark     LONGTEXT        NOT NULL,   -- the bookmark's JSON text, exactly
+//!   committed_at DATETIME(6)     NOT NULL DEFAULT CURRENT_TIMESTAMP(6)
+//! ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+//! ```
+//!
+//! The table is created outside any page's transaction (DDL commits implicitly in MySQL).
+
+use mysql_async::Conn;
+use mysql_async::prelude::Queryable as _;
+
+use faucet_core::{CommitToken, FaucetError};
+
+use super::config::CONNECTOR;
+use super::write::classify;
+use crate::mysql::table::TableName;
+
+/// The token table's name, in the target's database.
+pub(crate) const TOKENS: &str = "faucet_commit_tokens";
+
+/// The token scope of pages under `state_key` into `target`.
+pub(crate) fn scope(state_key: &str, target: &TableName) -> String {
+    format!("{state_key} -> {target}")
+}
+
+/// A table named `table` in `target`'s database.
+pub(crate) fn sibling(target: &TableName, table: &str) -> TableName {
+    TableName {
+        database: target.database.clone(),
+        table: table.to_owned(),
+    }
+}
+
+/// Creates the token table when missing.
+///
+/// # Errors
+/// [`FaucetError::Write`].
+pub(crate) async fn ensure(conn: &mut Conn, tokens: &TableName) -> Result<(), FaucetError> {
+    let sql = format!(
+        "CREATE TABLE IF NOT EXISTS {} (scope VARCHAR(512) NOT NULL PRIMARY KEY, \
+         sequence BIGINT UNSIGNED NOT NULL, bookmark LONGTEXT NOT NULL, \
+         committed_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) \
+         ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+        tokens.quoted()
+    );
+    conn.query_drop(sql)
+        .await
+        .map_err(|e| classify(e, "creating the commit token table", tokens))
+}
+
+/// Stores `token` under `scope` if its sequence is above the stored one. Run inside the
+/// page's transaction: the stored row is read with `FOR UPDATE`, so a concurrent writer of
+/// the same scope waits for this page.
+///
+/// # Errors
+/// [`FaucetError::Write`] when a token with the same or a higher sequence is already stored
+/// (a stale or zombie writer: the caller rolls back), or a statement fails.
+pub(crate) async fn advance(
+    conn: &mut Conn,
+    tokens: &TableName,
+    scope: &str,
+    token: &CommitToken,
+) -> Result<(), FaucetError> {
+    let bookmark = serde_json::to_string(&token.bookmark).map_err(|e| {
+        FaucetError::write(
+            CONNECTOR,
+            "cannot serialise the bookmark",
+            Some(Box::new(e)),
+        )
+    })?;
+    let quoted = tokens.quoted();
+    let stored: Option<u64> = conn
+        .exec_first(
+            format!("SELECT sequence FROM {quoted} WHERE scope = ? FOR UPDATE"),
+            (scope,),
+        )
+        .await
+        .map_err(|e| classify(e, "reading the commit token", tokens))?;
+    if let Some(stored) = stored.filter(|s| *s >= token.sequence) {
+        return Err(FaucetError::write(
+            CONNECTOR,
+            format!(
+                "commit token for `{scope}` refused: {tokens} already holds sequence {stored} \
+                 (this page's is {}; a stale or concurrent writer); the page was rolled back",
+                token.sequence
+            ),
+            None,
+        ));
+    }
+    conn.exec_drop(
+        format!(
+            "INSERT INTO {quoted} (scope, sequence, bookmark) VALUES (?, ?, ?) \
+             ON DUPLICATE KEY UPDATE sequence = ?, bookmark = ?, \
+             committed_at = CURRENT_TIMESTAMP(6)"
+        ),
+        (scope, token.sequence, &bookmark, token.sequence, &bookmark),
+    )
+    .await
+    .map_err(|e| classify(e, "storing the commit token", tokens))
+}
+
+/// Whether `table` exists.
+pub(crate) async fn exists(
+    conn: &mut Conn,
+    table: &TableName,
+    database: &str,
+) -> Result<bool, FaucetError> {
+    let db = table.database.as_deref().unwrap_or(database);
+    let n: Option<u64> = conn
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db, &table.table),
+        )
+        .await
+        .map_err(|e| classify(e, "looking up", table))?;
+    Ok(n.unwrap_or(0) > 0)
+}
+
+/// The token stored under `scope`, if any (also `None` when the table does not exist yet).
+///
+/// # Errors
+/// [`FaucetError::Write`] when it cannot be read or holds something that is not a token.
+pub(crate) async fn last(
+    conn: &mut Conn,
+    tokens: &TableName,
+    database: &str,
+    scope: &str,
+) -> Result<Option<CommitToken>, FaucetError> {
+    if !exists(conn, tokens, database).await? {
+        return Ok(None);
+    }
+    let row: Option<(u64, String)> = conn
+        .exec_first(
+            format!(
+                "SELECT sequence, bookmark FROM {} WHERE scope = ?",
+                tokens.quoted()
+            ),
+            (scope,),
+        )
+        .await
+        .map_err(|e| classify(e, "reading the commit token", tokens))?;
+    let Some((sequence, bookmark)) = row else {
+        return Ok(None);
+    };
+    let bookmark = serde_json::from_str(&bookmark).map_err(|e| {
+        FaucetError::write(
+            CONNECTOR,
+            format!("the commit token of `{scope}` in {tokens} is not JSON"),
+            Some(Box::new(e)),
+        )
+    })?;
+    Ok(Some(CommitToken { sequence, bookmark }))
+}
+
+/// Deletes the token stored under `scope` (a token whose target table is gone).
+///
+/// # Errors
+/// [`FaucetError::Write`] when the statement fails.
+pub(crate) async fn forget(
+    conn: &mut Conn,
+    tokens: &TableName,
+    scope: &str,
+) -> Result<(), FaucetError> {
+    conn.exec_drop(
+        format!("DELETE FROM {} WHERE scope = ?", tokens.quoted()),
+        (scope,),
+    )
+    .await
+    .map_err(|e| classify(e, "deleting the stale commit token", tokens))
+}

@@ -1,0 +1,689 @@
+//! Writing one page inside the caller's transaction: `append` inserts the rows with
+//! multi-row prepared `INSERT`s; `upsert` collapses the page ([`super::changes`]), then
+//! deletes every row (`t`), deletes by key (`d`) and upserts (`INSERT … ON DUPLICATE KEY
+//! UPDATE`, one statement per column layout and chunk). A server error about a value
+//! (SQLSTATE classes 22 and 23, and the strict-mode errors) and any warning a statement
+//! leaves (a DECIMAL rounded, a string truncated: MySQL's notes) become
+//! [`FaucetError::Data`] naming the table, the column and the page row: nothing is coerced
+//! silently.
+
+use mysql_async::prelude::Queryable as _;
+use mysql_async::{Conn, Value as MyValue};
+
+use faucet_core::change::{ChangeLayout, Slot};
+use faucet_core::{FaucetError, Page, Value, fault};
+
+use super::changes::collapse;
+use super::config::CONNECTOR;
+use super::encode::{param, wire_size};
+use super::table::TargetTable;
+use crate::mysql::connection::ErrorKind;
+use crate::mysql::table::{TableName, quote_ident};
+
+/// At most this many rows per statement (and never more than 65,535 placeholders).
+const MAX_ROWS: usize = 2_000;
+/// A statement's parameters are cut at about this many bytes (MySQL's and MariaDB's
+/// `max_allowed_packet` is 16 MiB or more by default).
+const MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The most placeholders one prepared statement may have.
+const MAX_PLACEHOLDERS: usize = 65_535;
+/// The warning MySQL 8.0.20+ gives for `VALUES()` in `ON DUPLICATE KEY UPDATE`, which is not
+/// about a value.
+const DEPRECATED_SYNTAX: u16 = 1287;
+
+/// How an upsert refers to the row it proposed: `VALUES(c)` (MariaDB, which has no row
+/// alias, and MySQL before 8.0.19) or a row alias `AS faucet_new … faucet_new.c` (MySQL
+/// 8.0.19+, where `VALUES()` is deprecated; untested here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UpsertSyntax {
+    /// `c = VALUES(c)`.
+    Values,
+    /// `AS faucet_new ON DUPLICATE KEY UPDATE c = faucet_new.c`.
+    RowAlias,
+}
+
+impl UpsertSyntax {
+    /// The syntax for a server whose `VERSION()` is `version`.
+    pub(crate) fn for_version(version: &str) -> Self {
+        if version.contains("MariaDB") {
+            return Self::Values;
+        }
+        let mut parts = version
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let v = (
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+            parts.next().unwrap_or(0),
+        );
+        if v >= (8, 0, 19) {
+            Self::RowAlias
+        } else {
+            Self::Values
+        }
+    }
+}
+
+/// What a page write needs to know.
+pub(crate) struct Target<'a> {
+    /// The table.
+    pub(crate) name: &'a TableName,
+    /// Its columns.
+    pub(crate) table: &'a TargetTable,
+    /// The upsert key (empty for append).
+    pub(crate) key: &'a [String],
+    /// The server's upsert syntax.
+    pub(crate) syntax: UpsertSyntax,
+}
+
+/// The data error for a value at `column` of page row `row` (0-based).
+fn value_error(
+    target: &Target<'_>,
+    row: Option<usize>,
+    column: Option<&str>,
+    message: String,
+) -> FaucetError {
+    let mut location = target.name.to_string();
+    if let Some(c) = column {
+        location.push_str(&format!(", column {c}"));
+    }
+    if let Some(r) = row {
+        location.push_str(&format!(", page row {}", r + 1));
+    }
+    FaucetError::data(
+        CONNECTOR,
+        location,
+        format!("{message}; nothing of this page was committed"),
+    )
+}
+
+/// The column a server message names: `for column 'c'`, `` column `db`.`t`.`c` ``,
+/// `Column 'c' cannot be null`, `Field 'c' doesn't have a default value`.
+fn column_in(message: &str) -> Option<String> {
+    for quoted in ["column '", "Column '", "Field '"] {
+        if let Some(rest) = message.split(quoted).nth(1) {
+            return rest.split('\'').next().map(str::to_owned);
+        }
+    }
+    if let Some(rest) = message.split("column `").nth(1) {
+        let name = rest.split(' ').next().unwrap_or(rest);
+        return name
+            .trim_end_matches('`')
+            .rsplit("`.`")
+            .next()
+            .map(|c| c.trim_matches('`').to_owned());
+    }
+    None
+}
+
+/// `… at row 3` → 3.
+fn row_in(message: &str) -> Option<usize> {
+    message
+        .rsplit("at row ")
+        .next()
+        .filter(|_| message.contains("at row "))
+        .and_then(|r| r.trim().parse().ok())
+}
+
+/// Whether a server error is about a value (SQLSTATE class 22 or 23, or one of the
+/// strict-mode errors MySQL files under HY000).
+fn is_value_error(code: u16, state: &str) -> bool {
+    state.starts_with("22")
+        || state.starts_with("23")
+        || matches!(
+            code,
+            1048 | 1101 | 1265 | 1292 | 1364 | 1366 | 1367 | 1406 | 3140 | 4025
+        )
+}
+
+/// Why a statement failed, told apart for the caller: a bad value, a failure with a known
+/// outcome, or a lost session (outcome unknown).
+pub(crate) fn classify(e: mysql_async::Error, what: &str, target: &TableName) -> FaucetError {
+    let lost = ErrorKind::of(&e) == ErrorKind::ConnectionLost;
+    let message = if lost {
+        format!(
+            "{what} on {target}: the session was lost, so whether the page committed is \
+             unknown; it is not retried (the run loop re-delivers it from the last bookmark)"
+        )
+    } else {
+        format!("{what} on {target} failed")
+    };
+    FaucetError::write(CONNECTOR, message, Some(Box::new(e)))
+}
+
+/// Whether `e` says the session is gone (the outcome of a statement in flight is unknown).
+pub(crate) fn is_lost(e: &FaucetError) -> bool {
+    matches!(e, FaucetError::Write { source: Some(s), .. }
+        if s.downcast_ref::<mysql_async::Error>()
+            .is_some_and(|e| ErrorKind::of(e) == ErrorKind::ConnectionLost))
+}
+
+/// One statement's rows: the page row of each, for error messages, and the parameters.
+#[derive(Default)]
+struct Batch {
+    rows: Vec<usize>,
+    params: Vec<MyValue>,
+    bytes: usize,
+}
+
+/// Runs `sql` with `batch`'s parameters, then turns an error about a value, or any warning
+/// the statement left, into a [`FaucetError::Data`] naming column and page row.
+async fn run(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    sql: &str,
+    batch: &Batch,
+    width: usize,
+    what: &str,
+) -> Result<(), FaucetError> {
+    let params = mysql_async::Params::Positional(batch.params.clone());
+    let params = if batch.params.is_empty() {
+        mysql_async::Params::Empty
+    } else {
+        params
+    };
+    match conn.exec_drop(sql, params).await {
+        Err(mysql_async::Error::Server(s)) if is_value_error(s.code, &s.state) => {
+            let column = column_in(&s.message);
+            let row = locate(batch, width, &s.message, s.code);
+            Err(value_error(
+                target,
+                row,
+                column.as_deref(),
+                format!("{} (MySQL error {})", s.message, s.code),
+            ))
+        }
+        Err(e) => Err(classify(e, what, target.name)),
+        Ok(()) if conn.get_warnings() > 0 => warned(conn, target, batch, width, what).await,
+        Ok(()) => Ok(()),
+    }
+}
+
+/// The page row a server message points at: `at row N` of the statement, or for a NULL in
+/// a NOT NULL column (no row in MySQL's message) the first row with NULL there.
+fn locate(batch: &Batch, width: usize, message: &str, code: u16) -> Option<usize> {
+    if let Some(n) = row_in(message) {
+        return batch.rows.get(n.checked_sub(1)?).copied();
+    }
+    if batch.rows.len() == 1 {
+        return batch.rows.first().copied();
+    }
+    if code == 1048 && width > 0 {
+        return batch
+            .params
+            .chunks(width)
+            .position(|r| r.contains(&MyValue::NULL))
+            .and_then(|i| batch.rows.get(i).copied());
+    }
+    None
+}
+
+/// A statement succeeded with warnings: the first one that is about a value fails the page.
+async fn warned(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    batch: &Batch,
+    width: usize,
+    what: &str,
+) -> Result<(), FaucetError> {
+    let warnings: Vec<(String, u16, String)> = conn
+        .query("SHOW WARNINGS")
+        .await
+        .map_err(|e| classify(e, "SHOW WARNINGS", target.name))?;
+    let Some((level, code, message)) = warnings
+        .into_iter()
+        .find(|(_, c, _)| *c != DEPRECATED_SYNTAX)
+    else {
+        return Ok(());
+    };
+    let column = column_in(&message);
+    let row = locate(batch, width, &message, code);
+    Err(value_error(
+        target,
+        row,
+        column.as_deref(),
+        format!(
+            "{what} left {level} {code}: {message} — the value would have been changed by the \
+             server, so the page is refused (faucet never lets a value be coerced silently)"
+        ),
+    ))
+}
+
+/// The declared types of `names` in the target.
+fn types<'t>(target: &'t Target<'_>, names: &[&str]) -> Vec<&'t str> {
+    names
+        .iter()
+        .map(|n| target.table.type_of(n).unwrap_or(""))
+        .collect()
+}
+
+/// Checks that every column of `names` exists in the target.
+fn check_columns(
+    names: &[&str],
+    target: &Target<'_>,
+    changes_appended: bool,
+) -> Result<(), FaucetError> {
+    for n in names {
+        if target.table.type_of(n).is_none() {
+            let hint = if changes_appended {
+                " — these are change records, appended as rows (an audit log); to apply the \
+                 changes to a copy of the source table instead, set `write_mode: upsert` with \
+                 its `key`, or let `create_table: true` create the audit table under a new name"
+            } else {
+                ""
+            };
+            let columns: Vec<&str> = target.table.names().collect();
+            return Err(FaucetError::data(
+                CONNECTOR,
+                format!("{}, column {n}", target.name),
+                format!(
+                    "the records have a field `{n}` that table {} does not have (columns: \
+                     {}){hint}",
+                    target.name,
+                    columns.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn column_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| quote_ident(n))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A multi-row `INSERT` into the target, cut into statements of at most [`MAX_ROWS`] rows,
+/// [`MAX_PLACEHOLDERS`] placeholders and about [`MAX_BYTES`] of parameters.
+struct Inserter<'a> {
+    head: String,
+    tuple: String,
+    tail: String,
+    width: usize,
+    types: Vec<&'a str>,
+    names: &'a [&'a str],
+    max_rows: usize,
+    batch: Batch,
+    json: Vec<u8>,
+}
+
+impl<'a> Inserter<'a> {
+    fn new(target: &'a Target<'_>, names: &'a [&'a str], on_duplicate: bool) -> Self {
+        let width = names.len();
+        let cols = column_list(names);
+        let tuple = format!("({})", vec!["?"; width].join(", "));
+        let tail = if on_duplicate {
+            upsert_tail(names, target.key, target.syntax)
+        } else {
+            String::new()
+        };
+        Self {
+            head: format!("INSERT INTO {} ({cols}) VALUES ", target.name.quoted()),
+            tuple,
+            tail,
+            width,
+            types: types(target, names),
+            names,
+            max_rows: MAX_ROWS.min(MAX_PLACEHOLDERS / width.max(1)).max(1),
+            batch: Batch::default(),
+            json: Vec::new(),
+        }
+    }
+
+    /// Adds page row `row` with `values` (in `names` order), running a statement when full.
+    async fn push<'v>(
+        &mut self,
+        conn: &mut Conn,
+        target: &Target<'_>,
+        row: usize,
+        values: impl Iterator<Item = &'v Value>,
+    ) -> Result<(), FaucetError> {
+        for (i, v) in values.enumerate() {
+            let p = param(v, self.types[i], &mut self.json)
+                .map_err(|m| value_error(target, Some(row), Some(self.names[i]), m))?;
+            self.batch.bytes += wire_size(&p);
+            self.batch.params.push(p);
+        }
+        self.batch.rows.push(row);
+        if self.batch.rows.len() >= self.max_rows || self.batch.bytes >= MAX_BYTES {
+            self.flush(conn, target).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs the statement for the rows added since the last one.
+    async fn flush(&mut self, conn: &mut Conn, target: &Target<'_>) -> Result<(), FaucetError> {
+        let n = self.batch.rows.len();
+        if n == 0 {
+            return Ok(());
+        }
+        let mut sql =
+            String::with_capacity(self.head.len() + n * (self.tuple.len() + 1) + self.tail.len());
+        sql.push_str(&self.head);
+        for i in 0..n {
+            if i > 0 {
+                sql.push(',');
+            }
+            sql.push_str(&self.tuple);
+        }
+        sql.push_str(&self.tail);
+        run(conn, target, &sql, &self.batch, self.width, "INSERT").await?;
+        self.batch = Batch::default();
+        Ok(())
+    }
+}
+
+/// ` ON DUPLICATE KEY UPDATE c = VALUES(c), …` for the non-key columns of `names` (the key
+/// set to itself when there are none: a no-op that still reports no error).
+fn upsert_tail(names: &[&str], key: &[String], syntax: UpsertSyntax) -> String {
+    let others: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !key.iter().any(|k| k == n))
+        .collect();
+    let alias = match syntax {
+        UpsertSyntax::Values => "",
+        UpsertSyntax::RowAlias => " AS faucet_new",
+    };
+    let new = |c: &str| match syntax {
+        UpsertSyntax::Values => format!("VALUES({c})"),
+        UpsertSyntax::RowAlias => format!("faucet_new.{c}"),
+    };
+    let sets: Vec<String> = if others.is_empty() {
+        key.iter()
+            .take(1)
+            .map(|k| format!("{0} = {0}", quote_ident(k)))
+            .collect()
+    } else {
+        others
+            .iter()
+            .map(|n| {
+                let q = quote_ident(n);
+                format!("{q} = {}", new(&q))
+            })
+            .collect()
+    };
+    format!("{alias} ON DUPLICATE KEY UPDATE {}", sets.join(", "))
+}
+
+/// Appends every record of `page` with multi-row `INSERT`s.
+///
+/// # Errors
+/// [`FaucetError::Data`] for a value the table cannot hold (naming column and page row), or
+/// a field the table does not have; [`FaucetError::Write`] otherwise.
+pub(crate) async fn append(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    page: &Page,
+) -> Result<(), FaucetError> {
+    let names: Vec<&str> = page
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
+    check_columns(&names, target, ChangeLayout::of(page.schema()).is_some())?;
+    let mut ins = Inserter::new(target, &names, false);
+    for (i, row) in page.rows().enumerate() {
+        ins.push(conn, target, i, row.values().iter()).await?;
+    }
+    ins.flush(conn, target).await?;
+    fault::point(fault::MID_PAGE);
+    Ok(())
+}
+
+/// Applies `page` as upserts and deletes by `target.key` (see [`super::changes`]).
+///
+/// # Errors
+/// As [`append`]; plus [`FaucetError::Data`] for records without the key.
+pub(crate) async fn upsert(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    page: &Page,
+    source_table: &mut Option<String>,
+) -> Result<(), FaucetError> {
+    let label = target.name.to_string();
+    let collapsed = collapse(page, target.key, &label, source_table)?;
+    let quoted = target.name.quoted();
+    if collapsed.truncate {
+        // Not TRUNCATE: it is DDL, an implicit commit of the rows written before it.
+        run(
+            conn,
+            target,
+            &format!("DELETE FROM {quoted}"),
+            &Batch::default(),
+            0,
+            "DELETE",
+        )
+        .await?;
+    }
+    let key_names: Vec<&str> = target.key.iter().map(String::as_str).collect();
+    let deletes: Vec<(&[&Value], usize)> = collapsed
+        .slots
+        .iter()
+        .filter_map(|s| match s {
+            Slot::Delete { key, row } => Some((key.as_slice(), *row)),
+            Slot::Upsert { .. } => None,
+        })
+        .collect();
+    if !deletes.is_empty() {
+        check_columns(&key_names, target, false)?;
+        delete(conn, target, &key_names, &deletes).await?;
+    }
+    let mut layouts: Vec<Vec<&str>> = Vec::new();
+    for slot in &collapsed.slots {
+        if let Slot::Upsert { columns, .. } = slot {
+            let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
+            if !layouts.contains(&names) {
+                layouts.push(names);
+            }
+        }
+    }
+    for names in &layouts {
+        check_columns(names, target, false)?;
+        let group = collapsed.slots.iter().filter_map(|s| match s {
+            Slot::Upsert { columns, row }
+                if columns.len() == names.len()
+                    && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
+            {
+                Some((columns.as_slice(), *row))
+            }
+            _ => None,
+        });
+        let complete = target
+            .table
+            .required
+            .iter()
+            .all(|c| names.iter().any(|n| n == c));
+        if complete {
+            let mut ins = Inserter::new(target, names, true);
+            for (columns, row) in group {
+                ins.push(conn, target, row, columns.iter().map(|(_, v)| *v))
+                    .await?;
+            }
+            ins.flush(conn, target).await?;
+        } else {
+            partial(conn, target, names, group).await?;
+        }
+        fault::point(fault::MID_PAGE);
+    }
+    Ok(())
+}
+
+/// Rows that leave out a column an `INSERT` needs (a NOT NULL column without a default, e.g.
+/// an unchanged TOAST value): MySQL checks the row an `INSERT … ON DUPLICATE KEY UPDATE`
+/// proposes before it looks for the duplicate, so each row is an `UPDATE` of its columns;
+/// a row that matched none is inserted (and fails, naming the missing column, since the
+/// target cannot hold it without that value).
+async fn partial<'v>(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    names: &[&str],
+    group: impl Iterator<Item = (&'v [(&'v str, &'v Value)], usize)>,
+) -> Result<(), FaucetError> {
+    let others: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| !target.key.iter().any(|k| k == n))
+        .collect();
+    let key_names: Vec<&str> = target.key.iter().map(String::as_str).collect();
+    let sets: Vec<String> = others
+        .iter()
+        .map(|n| format!("{} = ?", quote_ident(n)))
+        .collect();
+    let wheres: Vec<String> = key_names
+        .iter()
+        .map(|n| format!("{} = ?", quote_ident(n)))
+        .collect();
+    let sql = format!(
+        "UPDATE {} SET {} WHERE {}",
+        target.name.quoted(),
+        sets.join(", "),
+        wheres.join(" AND ")
+    );
+    let other_types = types(target, &others);
+    let key_types = types(target, &key_names);
+    let mut json = Vec::new();
+    let mut missing: Vec<(&[(&str, &Value)], usize)> = Vec::new();
+    for (columns, row) in group {
+        if others.is_empty() {
+            missing.push((columns, row));
+            continue;
+        }
+        let mut batch = Batch {
+            rows: vec![row],
+            ..Batch::default()
+        };
+        let value_of = |n: &str| columns.iter().find(|(c, _)| *c == n).map(|(_, v)| *v);
+        for (n, t) in others
+            .iter()
+            .zip(&other_types)
+            .chain(key_names.iter().zip(&key_types))
+        {
+            let v = value_of(n).unwrap_or(&Value::Null);
+            let p =
+                param(v, t, &mut json).map_err(|m| value_error(target, Some(row), Some(n), m))?;
+            batch.params.push(p);
+        }
+        run(conn, target, &sql, &batch, 0, "UPDATE").await?;
+        if matched_rows(&conn.info()) == Some(0) {
+            missing.push((columns, row));
+        }
+    }
+    if !missing.is_empty() {
+        let mut ins = Inserter::new(target, names, true);
+        for (columns, row) in missing {
+            ins.push(conn, target, row, columns.iter().map(|(_, v)| *v))
+                .await?;
+        }
+        ins.flush(conn, target).await?;
+    }
+    Ok(())
+}
+
+/// `Rows matched: 1  Changed: 0  Warnings: 0` → 1.
+fn matched_rows(info: &str) -> Option<u64> {
+    info.split("Rows matched: ")
+        .nth(1)?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Deletes the rows with `keys`, a chunk of keys per statement.
+async fn delete(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    key_names: &[&str],
+    keys: &[(&[&Value], usize)],
+) -> Result<(), FaucetError> {
+    let key_types = types(target, key_names);
+    let one = if key_names.len() == 1 {
+        format!("{} = ?", quote_ident(key_names[0]))
+    } else {
+        let parts: Vec<String> = key_names
+            .iter()
+            .map(|n| format!("{} = ?", quote_ident(n)))
+            .collect();
+        format!("({})", parts.join(" AND "))
+    };
+    let per = (MAX_ROWS)
+        .min(MAX_PLACEHOLDERS / key_names.len().max(1))
+        .max(1);
+    let mut json = Vec::new();
+    for chunk in keys.chunks(per) {
+        let mut batch = Batch::default();
+        for (key, row) in chunk {
+            for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
+                let p = param(v, t, &mut json)
+                    .map_err(|m| value_error(target, Some(*row), Some(n), m))?;
+                batch.params.push(p);
+            }
+            batch.rows.push(*row);
+        }
+        let sql = format!(
+            "DELETE FROM {} WHERE {}",
+            target.name.quoted(),
+            vec![one.as_str(); chunk.len()].join(" OR ")
+        );
+        run(conn, target, &sql, &batch, key_names.len(), "DELETE").await?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_messages_name_column_and_row() {
+        assert_eq!(
+            column_in("Data too long for column 'a' at row 3").as_deref(),
+            Some("a")
+        );
+        assert_eq!(row_in("Data too long for column 'a' at row 3"), Some(3));
+        assert_eq!(
+            column_in("Incorrect datetime value: '2024-02-30' for column `db`.`t`.`d` at row 1")
+                .as_deref(),
+            Some("d")
+        );
+        assert_eq!(column_in("Column 'v' cannot be null").as_deref(), Some("v"));
+        assert_eq!(row_in("Column 'v' cannot be null"), None);
+        assert_eq!(
+            matched_rows("Rows matched: 1  Changed: 0  Warnings: 0"),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn upserts_use_values_on_mariadb_and_a_row_alias_on_mysql_8() {
+        let key = vec!["id".to_owned()];
+        assert_eq!(
+            upsert_tail(&["id", "v"], &key, UpsertSyntax::Values),
+            " ON DUPLICATE KEY UPDATE `v` = VALUES(`v`)"
+        );
+        assert_eq!(
+            upsert_tail(&["id", "v"], &key, UpsertSyntax::RowAlias),
+            " AS faucet_new ON DUPLICATE KEY UPDATE `v` = faucet_new.`v`"
+        );
+        assert_eq!(
+            upsert_tail(&["id"], &key, UpsertSyntax::Values),
+            " ON DUPLICATE KEY UPDATE `id` = `id`"
+        );
+        assert_eq!(
+            UpsertSyntax::for_version("10.11.19-MariaDB-0+deb12u1"),
+            UpsertSyntax::Values
+        );
+        assert_eq!(UpsertSyntax::for_version("8.0.36"), UpsertSyntax::RowAlias);
+        assert_eq!(UpsertSyntax::for_version("8.0.18"), UpsertSyntax::Values);
+        assert_eq!(
+            UpsertSyntax::for_version("5.7.44-log"),
+            UpsertSyntax::Values
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! The bookmarks of a MySQL replicate run.
+//!
+//! While the tables are copied:
+//!
+//! ```json
+//! {"snapshot": {"start": {"binlog_file": "mariadb-bin.000003", "binlog_pos": 1234,
+//!                         "gtid": "0-1-30", "server": {"server_id": 1, "server_uuid": null}},
+//!               "gtid_state": "0-1-30",
+//!               "tables": {"shop.a": {"key": ["id"], "parts": [{"at": "mariadb-bin.000003:1234", "to": null}]},
+//!                          "shop.b": {"key": ["id"], "parts": [{"at": "mariadb-bin.000003:1234", "to": ["42"]}],
+//!                                     "dirty": [...]}}}}
+//! ```
+//!
+//! `start` is the first snapshot's point C1 as a `mysql-cdc` bookmark: the binlog is read
+//! from there once every table is copied. `gtid_state` is the server's whole GTID state at
+//! C1 (several domains on MariaDB, `uuid:1-N,...` on MySQL; `start.gtid` holds it only when
+//! it is one GTID, as `mysql-cdc` checks it). `tables` is the copy history of
+//! [`crate::copy_history`], points written `file:pos`.
+//!
+//! Once every table is copied the bookmark is the `mysql-cdc` one of C1, plus, while the
+//! binlog has not passed the latest point of any part, a `replicate` member with the same
+//! `tables` ([`crate::copy_history::with_history`]).
+
+use faucet_core::serde_json::{Value as Json, json};
+use faucet_core::{Bookmark, FaucetError};
+
+use super::CONNECTOR;
+use super::point::SnapshotPoint;
+use crate::copy_history;
+use crate::mysql::cdc::bookmark::CdcBookmark;
+
+/// What was copied of one table, points as binlog positions.
+pub(crate) type TableCopy = copy_history::TableCopy<SnapshotPoint>;
+/// Every table's copy history.
+pub(crate) type Copied = copy_history::Copied<SnapshotPoint>;
+
+/// Where a snapshot copy stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SnapshotBookmark {
+    /// The first snapshot's point C1, where the binlog is read from.
+    pub(crate) start: CdcBookmark,
+    /// The GTID state at C1.
+    pub(crate) gtid_state: Option<String>,
+    /// What was copied so far.
+    pub(crate) copied: Copied,
+}
+
+impl SnapshotBookmark {
+    /// The first point C1.
+    pub(crate) fn start_point(&self) -> SnapshotPoint {
+        SnapshotPoint(self.start.position.clone())
+    }
+
+    /// The JSON form.
+    pub(crate) fn to_json(&self) -> Bookmark {
+        json!({"snapshot": {
+            "start": self.start.to_json(),
+            "gtid_state": self.gtid_state,
+            "tables": self.copied.to_json(),
+        }})
+    }
+
+    /// Reads a snapshot bookmark; `Ok(None)` when `b` is not one (a change-stream bookmark).
+    ///
+    /// # Errors
+    /// [`FaucetError::Bookmark`] when `b` has a `snapshot` member of the wrong shape.
+    pub(crate) fn from_json(b: &Bookmark) -> Result<Option<Self>, FaucetError> {
+        let Some(s) = b.get("snapshot") else {
+            return Ok(None);
+        };
+        let bad = || {
+            FaucetError::bookmark(
+                CONNECTOR,
+                format!("the stored bookmark {b} is not a mysql replicate snapshot bookmark"),
+                None,
+            )
+        };
+        let start = CdcBookmark::from_json(s.get("start").ok_or_else(bad)?).map_err(|_| bad())?;
+        if start.in_txn.is_some() {
+            return Err(bad());
+        }
+        let gtid_state = match s.get("gtid_state") {
+            None | Some(Json::Null) => None,
+            Some(v) => Some(v.as_str().ok_or_else(bad)?.to_owned()),
+        };
+        let copied = Copied::from_json(s.get("tables").ok_or_else(bad)?, &bad)?;
+        Ok(Some(Self {
+            start,
+            gtid_state,
+            copied,
+        }))
+    }
+}
+
+/// The one GTID of a MariaDB GTID state (`domain-server-seq`), for `mysql-cdc`'s bookmark
+/// check; `None` for an empty state, one of several domains, or a MySQL GTID set
+/// (`uuid:1-N`, which that check does not use).
+pub(crate) fn single_gtid(state: Option<&str>) -> Option<String> {
+    let s = state?.trim();
+    (!s.is_empty() && !s.contains([',', ':'])).then(|| s.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::copy_history::Point as _;
+    use crate::mysql::cdc::bookmark::ServerIdentity;
+    use crate::mysql::cdc::position::BinlogPos;
+
+    fn at(pos: u64) -> SnapshotPoint {
+        SnapshotPoint(BinlogPos::new("mariadb-bin.000003", pos))
+    }
+
+    #[test]
+    fn round_trip_and_malformed() {
+        let mut copied = Copied::default();
+        let mut t = TableCopy {
+            key: Some(vec!["id".into()]),
+            ..TableCopy::default()
+        };
+        t.in_flight(at(100), None, Some(vec!["10".into()]));
+        t.advance(at(100), Some(vec!["10".into()]));
+        t.in_flight(at(100), Some(vec!["10".into()]), Some(vec!["20".into()]));
+        t.in_flight(at(200), Some(vec!["10".into()]), None);
+        t.advance(at(200), None);
+        copied.tables.insert("shop.a".into(), t);
+        let s = SnapshotBookmark {
+            start: CdcBookmark {
+                position: at(100).0,
+                gtid: Some("0-1-5".into()),
+                server: ServerIdentity {
+                    server_id: 1,
+                    server_uuid: None,
+                },
+                in_txn: None,
+            },
+            gtid_state: Some("0-1-5".into()),
+            copied: copied.clone(),
+        };
+        let json = s.to_json();
+        assert_eq!(
+            json["snapshot"]["tables"]["shop.a"]["parts"][1]["at"],
+            json!(at(200).to_text())
+        );
+        assert_eq!(SnapshotBookmark::from_json(&json).expect("ok"), Some(s));
+        assert_eq!(
+            copied.tables["shop.a"].dirty.len(),
+            1,
+            "the page in flight at the first point stays dirty"
+        );
+        assert_eq!(
+            SnapshotBookmark::from_json(&json!({"binlog_file": "f.1"})).expect("ok"),
+            None
+        );
+        for bad in [
+            json!({"snapshot": {}}),
+            json!({"snapshot": {"start": {"binlog_file": "f.1"}, "tables": {}}}),
+            json!({"snapshot": {"start": {"binlog_file": "f.1", "binlog_pos": 4,
+                   "server": {"server_id": 1}}, "tables": {"a.b": {"parts": [
+                   {"at": "f.1:4", "to": null}, {"at": "f.1:9", "to": ["1"]}]}}}}),
+        ] {
+            let e = SnapshotBookmark::from_json(&bad).expect_err("refused");
+            assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn only_a_single_gtid_goes_into_the_cdc_bookmark() {
+        assert_eq!(single_gtid(Some("0-1-30")).as_deref(), Some("0-1-30"));
+        assert_eq!(single_gtid(Some("0-1-30,1-2-4")), None);
+        assert_eq!(single_gtid(Some("")), None);
+        assert_eq!(single_gtid(None), None);
+        assert_eq!(
+            single_gtid(Some("3e11fa47-71ca-11e1-9e33-c80aa9429562:1-5")),
+            None,
+            "a MySQL range"
+        );
+    }
+}

@@ -1,0 +1,686 @@
+//! The `mysql` sink against a real MariaDB: append, upsert of rows and change records, the
+//! atomic commit token and the writer fence, typed errors for values the target cannot hold,
+//! non-transactional engines refused, and `create_table`'s type mapping (every row of the
+//! README table).
+
+use faucet_connectors::mysql::{MysqlSink, MysqlSinkConfig};
+use faucet_core::testing::conformance;
+use faucet_core::{CommitToken, DataType, FaucetError, Sink, Value};
+use serde_json::json;
+
+use crate::mysql_sink_support::{append_sink, read_back, sink_db, texts, upsert_sink, url_for};
+use crate::sink_support::{change, change_page, plain_page, row, write_all};
+
+fn s(v: &str) -> Option<String> {
+    Some(v.to_owned())
+}
+
+#[tokio::test]
+async fn append_and_upsert_keep_their_promises() {
+    let mut db = sink_db("ms_conformance").await;
+    db.exec(
+        "CREATE TABLE appended (id BIGINT, v TEXT) ENGINE=InnoDB;
+         CREATE TABLE upserted (id BIGINT PRIMARY KEY, v TEXT) ENGINE=InnoDB;",
+    )
+    .await;
+    let append = append_sink(&db, "appended");
+    assert!(append.capabilities().atomic_watermark);
+    assert!(!append.capabilities().keyed_upsert);
+    conformance::sink_flush_is_durable(&append, read_back(&db.db, "appended"))
+        .await
+        .expect("flushed rows are there");
+    conformance::sink_guarantee_is_truthful(&append, read_back(&db.db, "appended"))
+        .await
+        .expect("atomic watermark holds");
+    let upsert = upsert_sink(&db, "upserted", &["id"]);
+    assert!(upsert.capabilities().keyed_upsert);
+    conformance::sink_guarantee_is_truthful(&upsert, read_back(&db.db, "upserted"))
+        .await
+        .expect("keyed upsert and atomic watermark hold");
+    conformance::config_is_strict::<MysqlSinkConfig>(&json!({
+        "connection_url": url_for(&db.db), "table": "t"
+    }))
+    .expect("strict");
+    let target = append.target().expect("target");
+    assert!(
+        target.ends_with(&format!("/{} table {}.appended", db.db, db.db)),
+        "{target}"
+    );
+    assert!(!target.contains("root"), "{target}");
+    db.drop_db().await;
+}
+
+/// A value the column cannot hold fails its page with an error naming the page row and the
+/// column; nothing of that page is committed, nothing before it is lost.
+#[tokio::test]
+async fn a_value_the_column_cannot_hold_fails_the_page_naming_row_and_column() {
+    let mut db = sink_db("ms_bad_values").await;
+    db.exec(
+        "CREATE TABLE t (id INT PRIMARY KEY, small TINYINT, name VARCHAR(3), d DATE, \
+         amount DECIMAL(6,2), dur TIME(6)) ENGINE=InnoDB",
+    )
+    .await;
+    let fields = [
+        ("id", DataType::Int),
+        ("small", DataType::Int),
+        ("name", DataType::Text),
+        ("d", DataType::Date),
+        ("amount", DataType::Numeric),
+        ("dur", DataType::Interval),
+    ];
+    let good = |id: i64| {
+        vec![
+            Value::Int(id),
+            Value::Int(1),
+            Value::Text("abc".into()),
+            Value::Date("2024-02-29".into()),
+            Value::Numeric("1.25".into()),
+            Value::Interval("-838:59:59.000000".into()),
+        ]
+    };
+    let sink = append_sink(&db, "t");
+    let mut w = sink.open().await.expect("open");
+    write_all(w.as_mut(), &[plain_page(&fields, vec![good(1)], json!(1))]).await;
+    let cases: [(usize, Value, &str); 6] = [
+        (1, Value::Int(300), "Out of range"),
+        (2, Value::Text("abcd".into()), "too long"),
+        (3, Value::Date("2023-02-29".into()), "Incorrect date"),
+        (4, Value::Numeric("1.255".into()), "Data truncated"),
+        (5, Value::Interval("P1DT2H".into()), "ISO 8601 duration"),
+        (4, Value::Numeric("NaN".into()), "NaN"),
+    ];
+    for (col, bad, says) in cases {
+        let mut bad_row = good(12);
+        bad_row[col] = bad;
+        let page = plain_page(
+            &fields,
+            vec![good(10), good(11), bad_row, good(13)],
+            json!(2),
+        );
+        let err = w.write(&page).await.expect_err("bad value");
+        let FaucetError::Data {
+            location, message, ..
+        } = &err
+        else {
+            panic!("{err:?}");
+        };
+        let column = fields[col].0;
+        assert_eq!(
+            location,
+            &format!("{}.t, column {column}, page row 3", db.db),
+            "{err}"
+        );
+        assert!(message.contains(says), "{err}");
+        assert_eq!(
+            db.column("SELECT id FROM t ORDER BY id").await,
+            [s("1")],
+            "nothing of the failed page is committed: {err}"
+        );
+    }
+    // The writer goes on with the next page.
+    write_all(w.as_mut(), &[plain_page(&fields, vec![good(2)], json!(3))]).await;
+    assert_eq!(
+        db.column("SELECT id FROM t ORDER BY id").await,
+        [s("1"), s("2")]
+    );
+    db.drop_db().await;
+}
+
+/// MyISAM, Aria and MEMORY keep rows across a ROLLBACK: refused before any data moves, as
+/// a typed delivery error naming the engine.
+#[tokio::test]
+async fn a_non_transactional_engine_is_refused_naming_it() {
+    let mut db = sink_db("ms_engine").await;
+    for engine in ["MyISAM", "Aria", "MEMORY"] {
+        db.exec(&format!(
+            "CREATE TABLE `t_{engine}` (id INT PRIMARY KEY, v VARCHAR(10)) ENGINE={engine}"
+        ))
+        .await;
+        let sink = append_sink(&db, &format!("t_{engine}"));
+        let err = sink.open().await.map(|_| ()).expect_err(engine);
+        assert!(matches!(err, FaucetError::Delivery(_)), "{err:?}");
+        assert!(
+            err.to_string().contains(&format!("{engine} engine")),
+            "{err}"
+        );
+        assert!(err.to_string().contains("ENGINE=InnoDB"), "{err}");
+        let err = sink.check().await.expect_err(engine);
+        assert!(err.to_string().contains(engine), "{err}");
+    }
+    db.drop_db().await;
+}
+
+/// Change records from any source: the last change of a key in a page wins, deletes and
+/// upserts keep their order, a key-changing update leaves no old row, an unchanged TOAST
+/// column keeps its stored value, a partial row updates only its columns, `t` empties the
+/// table inside the page's transaction.
+#[tokio::test]
+async fn change_records_are_applied_by_key() {
+    let mut db = sink_db("ms_changes").await;
+    db.exec(
+        "CREATE TABLE contact (id INT PRIMARY KEY, phone VARCHAR(20) NOT NULL, \
+         notes TEXT NOT NULL, seq INT) ENGINE=InnoDB;
+         INSERT INTO contact VALUES (1, '000', 'long notes', 0), (9, '999', 'x', 9);",
+    )
+    .await;
+    let t = "shop.contact";
+    let full = |id: i64, phone: &str, notes: &str, seq: i64| {
+        row(&[
+            ("id", Value::Int(id)),
+            ("phone", Value::Text(phone.into())),
+            ("notes", Value::Text(notes.into())),
+            ("seq", Value::Int(seq)),
+        ])
+    };
+    let key = |id: i64| row(&[("id", Value::Int(id))]);
+    let page = change_page(
+        vec![
+            change("c", t, Value::Null, full(2, "222", "n2", 1), &[]),
+            change("u", t, key(2), full(2, "223", "n2", 2), &[]),
+            change("d", t, key(9), Value::Null, &[]),
+            // Unchanged TOAST: notes is left out and keeps its stored value.
+            change(
+                "u",
+                t,
+                key(1),
+                row(&[
+                    ("id", Value::Int(1)),
+                    ("phone", Value::Text("111".into())),
+                    ("seq", Value::Int(3)),
+                ]),
+                &["notes"],
+            ),
+            // A key-changing update: 2 becomes 3.
+            change("u", t, key(2), full(3, "333", "n3", 4), &[]),
+            change("c", t, Value::Null, full(4, "444", "n4", 5), &[]),
+            change("d", t, key(4), Value::Null, &[]),
+        ],
+        json!({"lsn": "0/1"}),
+    );
+    let sink = upsert_sink(&db, "contact", &["id"]);
+    let mut w = sink.open().await.expect("open");
+    write_all(w.as_mut(), &[page]).await;
+    assert_eq!(
+        texts(
+            &mut db,
+            "SELECT id, phone, notes, seq FROM contact ORDER BY id"
+        )
+        .await,
+        [
+            vec![s("1"), s("111"), s("long notes"), s("3")],
+            vec![s("3"), s("333"), s("n3"), s("4")],
+        ]
+    );
+    // A plain partial row (no seq) updates only its columns; a truncate, then a row.
+    let partial = change_page(
+        vec![change(
+            "u",
+            t,
+            key(3),
+            row(&[
+                ("id", Value::Int(3)),
+                ("phone", Value::Text("334".into())),
+                ("notes", Value::Text("n3".into())),
+            ]),
+            &[],
+        )],
+        json!({"lsn": "0/2"}),
+    );
+    write_all(w.as_mut(), &[partial]).await;
+    assert_eq!(
+        texts(&mut db, "SELECT id, phone, seq FROM contact WHERE id = 3").await,
+        [vec![s("3"), s("334"), s("4")]]
+    );
+    let truncated = change_page(
+        vec![
+            change("t", t, Value::Null, Value::Null, &[]),
+            change("c", t, Value::Null, full(7, "777", "n7", 7), &[]),
+        ],
+        json!({"lsn": "0/3"}),
+    );
+    // The truncate and the row commit with the token: the table is never seen empty.
+    let token = CommitToken {
+        sequence: 1,
+        bookmark: json!({"lsn": "0/3"}),
+    };
+    w.write_committed(&truncated, "changes", &token)
+        .await
+        .expect("write");
+    assert_eq!(
+        db.column("SELECT id FROM contact ORDER BY id").await,
+        [s("7")]
+    );
+    // A new row that leaves out a NOT NULL column cannot be created: an error naming it.
+    let missing = change_page(
+        vec![change(
+            "u",
+            t,
+            key(8),
+            row(&[("id", Value::Int(8)), ("phone", Value::Text("888".into()))]),
+            &["notes"],
+        )],
+        json!({"lsn": "0/4"}),
+    );
+    let err = w.write(&missing).await.expect_err("no notes");
+    assert!(
+        matches!(&err, FaucetError::Data { location, .. } if location.ends_with("column notes, page row 1")),
+        "{err:?}"
+    );
+    db.drop_db().await;
+}
+
+/// Plain rows with the same key several times in a page: the last one wins (case 14).
+#[tokio::test]
+async fn several_versions_of_a_key_in_one_page_end_with_the_last() {
+    let mut db = sink_db("ms_versions").await;
+    db.exec("CREATE TABLE contact (id INT PRIMARY KEY, phone VARCHAR(9), seq INT) ENGINE=InnoDB")
+        .await;
+    let fields = [
+        ("id", DataType::Int),
+        ("phone", DataType::Text),
+        ("seq", DataType::Int),
+    ];
+    let rows = [
+        (1, "111", 1),
+        (2, "222", 2),
+        (1, "333", 3),
+        (2, "444", 4),
+        (1, "555", 5),
+    ];
+    let page = plain_page(
+        &fields,
+        rows.iter()
+            .map(|(id, p, s)| vec![Value::Int(*id), Value::Text((*p).into()), Value::Int(*s)])
+            .collect(),
+        json!(1),
+    );
+    let sink = upsert_sink(&db, "contact", &["id"]);
+    let mut w = sink.open().await.expect("open");
+    write_all(w.as_mut(), &[page.clone(), page]).await;
+    assert_eq!(
+        texts(&mut db, "SELECT id, phone, seq FROM contact ORDER BY id").await,
+        [
+            vec![s("1"), s("555"), s("5")],
+            vec![s("2"), s("444"), s("4")]
+        ]
+    );
+    db.drop_db().await;
+}
+
+/// An upsert key that matches no unique index is refused naming the indexes there are; a key
+/// column that does not exist names the columns.
+#[tokio::test]
+async fn an_upsert_key_must_match_a_unique_index() {
+    let mut db = sink_db("ms_key").await;
+    db.exec(
+        "CREATE TABLE t (id INT PRIMARY KEY, email VARCHAR(50), v INT, UNIQUE KEY (email)) \
+         ENGINE=InnoDB",
+    )
+    .await;
+    let err = upsert_sink(&db, "t", &["v"])
+        .open()
+        .await
+        .map(|_| ())
+        .expect_err("no index on v");
+    let FaucetError::Config { field, message } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(field, "key");
+    assert!(
+        message.contains("(email)") && message.contains("(id)"),
+        "{message}"
+    );
+    let err = upsert_sink(&db, "t", &["nope"])
+        .open()
+        .await
+        .map(|_| ())
+        .expect_err("no column");
+    assert!(
+        matches!(&err, FaucetError::Config { field, .. } if field == "key[0]"),
+        "{err:?}"
+    );
+    // A key on the unique index other than the primary key works.
+    let by_email = upsert_sink(&db, "t", &["email"]);
+    let mut w = by_email.open().await.expect("unique email");
+    let fields = [
+        ("id", DataType::Int),
+        ("email", DataType::Text),
+        ("v", DataType::Int),
+    ];
+    let row = |id, v| vec![Value::Int(id), Value::Text("a@b".into()), Value::Int(v)];
+    write_all(
+        w.as_mut(),
+        &[
+            plain_page(&fields, vec![row(1, 1)], json!(1)),
+            plain_page(&fields, vec![row(1, 2)], json!(2)),
+        ],
+    )
+    .await;
+    assert_eq!(
+        texts(&mut db, "SELECT id, v FROM t").await,
+        [vec![s("1"), s("2")]]
+    );
+    db.drop_db().await;
+}
+
+/// The commit token commits with the rows, only moves forward, and re-anchors the source;
+/// a missing table with a left-over token forgets it; `holds_data` tells.
+#[tokio::test]
+async fn the_commit_token_commits_with_the_rows() {
+    let mut db = sink_db("ms_token").await;
+    let fields = [("id", DataType::Int), ("v", DataType::Text)];
+    let page = |ids: &[i64], b: i64| {
+        plain_page(
+            &fields,
+            ids.iter()
+                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}").into())])
+                .collect(),
+            json!(b),
+        )
+    };
+    let sink = MysqlSink::new(
+        MysqlSinkConfig::new(url_for(&db.db), "t")
+            .creating_table()
+            .upsert(["id"]),
+    )
+    .expect("config");
+    let mut w = sink.open().await.expect("open");
+    assert_eq!(w.holds_data().await.expect("holds"), Some(false));
+    assert_eq!(w.last_committed_token("k").await.expect("token"), None);
+    let t1 = CommitToken {
+        sequence: 1,
+        bookmark: json!({"b": 1, "big": u64::MAX}),
+    };
+    w.write_committed(&page(&[1, 2], 1), "k", &t1)
+        .await
+        .expect("page 1");
+    assert_eq!(w.holds_data().await.expect("holds"), Some(true));
+    // A replay of sequence 1 is refused, its rows with it.
+    let err = w
+        .write_committed(&page(&[3], 1), "k", &t1)
+        .await
+        .expect_err("stale");
+    assert!(err.to_string().contains("refused"), "{err}");
+    assert_eq!(
+        db.column("SELECT id FROM t ORDER BY id").await,
+        [s("1"), s("2")]
+    );
+    let t2 = CommitToken {
+        sequence: 2,
+        bookmark: json!({"b": 2}),
+    };
+    w.write_committed(&page(&[3], 2), "k", &t2)
+        .await
+        .expect("page 2");
+    drop(w);
+    let mut w = sink.open().await.expect("reopen");
+    assert_eq!(
+        w.last_committed_token("k").await.expect("token"),
+        Some(t2.clone())
+    );
+    assert_eq!(w.last_committed_token("other").await.expect("token"), None);
+    drop(w);
+    assert_eq!(
+        db.column("SELECT scope FROM faucet_commit_tokens").await,
+        [s(&format!("k -> {}.t", db.db))]
+    );
+    // The table is gone: its token is forgotten rather than skipping everything.
+    db.exec("DROP TABLE t").await;
+    let mut w = sink.open().await.expect("reopen");
+    assert_eq!(w.last_committed_token("k").await.expect("token"), None);
+    db.drop_db().await;
+}
+
+/// A writer whose fence is below the target's is refused with `LeaseError::Fenced`, its page
+/// rolled back; a take-over sets the fence.
+#[tokio::test]
+async fn a_stale_writer_is_fenced_off() {
+    let mut db = sink_db("ms_fence").await;
+    db.exec("CREATE TABLE t (id INT PRIMARY KEY, v TEXT) ENGINE=InnoDB")
+        .await;
+    let fields = [("id", DataType::Int), ("v", DataType::Text)];
+    let page = |id: i64| {
+        plain_page(
+            &fields,
+            vec![vec![Value::Int(id), Value::Text("x".into())]],
+            json!(id),
+        )
+    };
+    let sink = append_sink(&db, "t");
+    let ttl = std::time::Duration::from_secs(30);
+    let mut old = sink.open().await.expect("open");
+    assert!(old.fence("k", 1, ttl, false).await.expect("fence 1"));
+    old.write(&page(1)).await.expect("old writes");
+    let mut new = sink.open().await.expect("open");
+    new.fence("k", 2, ttl, false).await.expect("fence 2");
+    new.write(&page(2)).await.expect("new writes");
+    let err = old.write(&page(3)).await.expect_err("fenced");
+    assert!(
+        matches!(
+            err,
+            FaucetError::Lease(faucet_core::state::LeaseError::Fenced {
+                fence: 1,
+                newer: 2,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        db.column("SELECT id FROM t ORDER BY id").await,
+        [s("1"), s("2")]
+    );
+    // Opening with fence 1 again is refused; a take-over sets it.
+    let mut again = sink.open().await.expect("open");
+    assert!(again.fence("k", 1, ttl, false).await.is_err());
+    again.fence("k", 1, ttl, true).await.expect("take over");
+    again.write(&page(4)).await.expect("writes after take-over");
+    db.drop_db().await;
+}
+
+/// `create_table` maps every faucet value type to a MySQL column that holds it exactly
+/// (README, "mysql sink"); each value reads back as the server renders it.
+#[tokio::test]
+async fn create_table_maps_every_type_and_values_round_trip() {
+    let mut db = sink_db("ms_types").await;
+    let fields: Vec<(&str, DataType, Value, &str, &str)> = vec![
+        (
+            "id",
+            DataType::Int,
+            Value::Int(-9223372036854775808),
+            "bigint(20)",
+            "-9223372036854775808",
+        ),
+        ("b", DataType::Bool, Value::Bool(true), "tinyint(1)", "1"),
+        ("f", DataType::Float, Value::Float(0.1), "double", "0.1"),
+        (
+            "n",
+            DataType::Numeric,
+            Value::Numeric("12345678901234567890.1234567890".into()),
+            "decimal(65,10)",
+            "12345678901234567890.1234567890",
+        ),
+        (
+            "u",
+            DataType::Numeric,
+            Value::Numeric("18446744073709551615".into()),
+            "decimal(65,0)",
+            "18446744073709551615",
+        ),
+        (
+            "t",
+            DataType::Text,
+            Value::Text("café ✓ 'q' \\ \"".into()),
+            "longtext",
+            "café ✓ 'q' \\ \"",
+        ),
+        (
+            "by",
+            DataType::Bytes,
+            Value::Bytes(vec![0, 255, 10, 0]),
+            "longblob",
+            "\0\u{fffd}\n\0",
+        ),
+        (
+            "j",
+            DataType::Json,
+            Value::Json(
+                faucet_core::Json::verbatim(r#"{"a":[1,2.50,null],"b":"x"}"#).expect("json"),
+            ),
+            "longtext",
+            "{\"a\":[1,2.50,null],\"b\":\"x\"}",
+        ),
+        (
+            "d",
+            DataType::Date,
+            Value::Date("2024-02-29".into()),
+            "date",
+            "2024-02-29",
+        ),
+        (
+            "ts",
+            DataType::Timestamp,
+            Value::Timestamp("2024-02-29T13:45:00.123456".into()),
+            "datetime(6)",
+            "2024-02-29 13:45:00.123456",
+        ),
+        (
+            "tz",
+            DataType::TimestampTz,
+            Value::TimestampTz("2024-02-29T12:45:00.5Z".into()),
+            "datetime(6)",
+            "2024-02-29 12:45:00.500000",
+        ),
+        (
+            "tm",
+            DataType::Time,
+            Value::Time("13:45:00.25".into()),
+            "time(6)",
+            "13:45:00.250000",
+        ),
+        (
+            "ttz",
+            DataType::TimeTz,
+            Value::TimeTz("13:45:00+01:00".into()),
+            "varchar(32)",
+            "13:45:00+01:00",
+        ),
+        (
+            "my_time",
+            DataType::Interval,
+            Value::Interval("-838:59:59.000000".into()),
+            "time(6)",
+            "-838:59:59.000000",
+        ),
+        (
+            "iso",
+            DataType::Interval,
+            Value::Interval("P1Y2M3DT4H5M6.5S".into()),
+            "varchar(64)",
+            "P1Y2M3DT4H5M6.5S",
+        ),
+        (
+            "arr",
+            DataType::Array(Box::new(DataType::Int)),
+            Value::Array(vec![Value::Int(1), Value::Null]),
+            "longtext",
+            "[1,null]",
+        ),
+        (
+            "nested",
+            DataType::Json,
+            row(&[("k", Value::Int(1))]),
+            "longtext",
+            "{\"k\":1}",
+        ),
+        ("unknown", DataType::Unknown, Value::Null, "longtext", ""),
+    ];
+    let names: Vec<(&str, DataType)> = fields.iter().map(|(n, t, ..)| (*n, t.clone())).collect();
+    let values: Vec<Value> = fields.iter().map(|(_, _, v, ..)| v.clone()).collect();
+    let sink = MysqlSink::new(
+        MysqlSinkConfig::new(url_for(&db.db), "typed")
+            .creating_table()
+            .upsert(["id"]),
+    )
+    .expect("config");
+    let mut w = sink.open().await.expect("open");
+    write_all(w.as_mut(), &[plain_page(&names, vec![values], json!(1))]).await;
+    let sql = format!(
+        "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' \
+         AND TABLE_NAME = 'typed' ORDER BY ORDINAL_POSITION",
+        db.db
+    );
+    let types = texts(&mut db, &sql).await;
+    let want: Vec<Vec<Option<String>>> = fields
+        .iter()
+        .map(|(n, _, _, t, _)| vec![s(n), s(t)])
+        .collect();
+    assert_eq!(types, want);
+    let engine = db
+        .column(&format!(
+            "SELECT CONCAT(ENGINE, ' ', TABLE_COLLATION) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = 'typed'",
+            db.db
+        ))
+        .await;
+    assert_eq!(engine, [s("InnoDB utf8mb4_bin")]);
+    let back = texts(&mut db, "SELECT * FROM typed").await;
+    for (i, (name, _, v, _, text)) in fields.iter().enumerate() {
+        let got = back[0][i].clone();
+        let want = if v.is_null() { None } else { s(text) };
+        assert_eq!(got, want, "{name}");
+    }
+    // MariaDB's JSON is LONGTEXT with a json_valid check: that check is there.
+    let checks = db
+        .column(&format!(
+            "SELECT COUNT(*) FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = '{}' \
+             AND TABLE_NAME = 'typed'",
+            db.db
+        ))
+        .await;
+    assert_eq!(checks, [s("3")]);
+    db.drop_db().await;
+}
+
+/// Change records appended as rows: an audit log with the records' own fields.
+#[tokio::test]
+async fn change_records_appended_make_an_audit_log() {
+    let mut db = sink_db("ms_audit").await;
+    let sink = MysqlSink::new(MysqlSinkConfig::new(url_for(&db.db), "audit").creating_table())
+        .expect("config");
+    let mut w = sink.open().await.expect("open");
+    let page = change_page(
+        vec![
+            change("c", "s.t", Value::Null, row(&[("id", Value::Int(1))]), &[]),
+            change("d", "s.t", row(&[("id", Value::Int(1))]), Value::Null, &[]),
+        ],
+        json!({"lsn": "0/1"}),
+    );
+    write_all(w.as_mut(), &[page]).await;
+    assert_eq!(
+        texts(
+            &mut db,
+            "SELECT op, `table`, lsn, `before`, `after`, unchanged_toast FROM audit"
+        )
+        .await,
+        [
+            vec![
+                s("c"),
+                s("s.t"),
+                s("0/16B3748"),
+                None,
+                s("{\"id\":1}"),
+                s("[]")
+            ],
+            vec![
+                s("d"),
+                s("s.t"),
+                s("0/16B3748"),
+                s("{\"id\":1}"),
+                None,
+                s("[]")
+            ],
+        ]
+    );
+    db.drop_db().await;
+}
