@@ -22,6 +22,8 @@ mod lost_state;
 mod mysql_cdc_cli;
 #[cfg(feature = "mysql")]
 mod mysql_connectors;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod mysql_cross_db;
 #[cfg(feature = "mysql")]
 mod mysql_sink_cli;
 #[cfg(feature = "postgres")]
