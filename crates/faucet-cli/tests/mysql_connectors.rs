@@ -5,49 +5,14 @@
 //! on a healthy setup and fails the source's probe with its hint on an unreachable server.
 //! Tables are made with the `mariadb` client.
 
-use std::process::Command;
-
 use crate::support::Dir;
 
 use faucet_test_support::mysql_url;
 
-/// Runs `sql` with the `mariadb` client on the test server (user, host and port from
-/// [`mysql_url`]); fails the test naming the service and the script when it cannot.
+/// Runs `sql` with the `mariadb` client on the test server ([`mysql_url`]); fails the test
+/// naming the server and the statement when it cannot.
 fn mariadb(sql: &str) {
-    let url = mysql_url();
-    let rest = url
-        .trim_start_matches("mysql://")
-        .trim_start_matches("mariadb://");
-    let (auth, host) = rest.split_once('@').unwrap_or(("root", rest));
-    let host = host.split('/').next().unwrap_or("127.0.0.1:3307");
-    let (host, port) = host.split_once(':').unwrap_or((host, "3306"));
-    let (user, pass) = auth
-        .split_once(':')
-        .map_or((auth, None), |(u, p)| (u, Some(p)));
-    let mut cmd = Command::new("mariadb");
-    cmd.args([
-        "--no-defaults",
-        "-u",
-        user,
-        "-h",
-        host,
-        "-P",
-        port,
-        "-e",
-        sql,
-    ]);
-    if let Some(p) = pass {
-        cmd.arg(format!("-p{p}"));
-    }
-    let out = cmd.output().unwrap_or_else(|e| {
-        panic!("the mariadb client cannot be run ({e}); install it with scripts/services.sh")
-    });
-    assert!(
-        out.status.success(),
-        "MariaDB at FAUCET_TEST_MYSQL_URL ({url}) refused `{sql}`: {} (start it with \
-         scripts/services.sh)",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::mysql::mariadb_at(&mysql_url(), sql);
 }
 
 /// The test server's URL with database `db`.

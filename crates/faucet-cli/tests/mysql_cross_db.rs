@@ -146,7 +146,7 @@ fn postgres_cdc_into_mysql_upsert_equals_the_source() {
         );
         for (g, w) in got.iter().zip(&want) {
             let g: Vec<Option<String>> = g.iter().map(|v| null(v)).collect();
-            let w = vec![
+            let w = [
                 Some(w.0.clone()),
                 w.1.clone(),
                 w.2.clone(),

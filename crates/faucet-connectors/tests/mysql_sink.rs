@@ -421,8 +421,7 @@ async fn the_commit_token_commits_with_the_rows() {
     assert_eq!(w.last_committed_token("other").await.expect("token"), None);
     drop(w);
     assert_eq!(
-        db.column(&format!("SELECT scope FROM faucet_commit_tokens"))
-            .await,
+        db.column("SELECT scope FROM faucet_commit_tokens").await,
         [s(&format!("k -> {}.t", db.db))]
     );
     // The table is gone: its token is forgotten rather than skipping everything.

@@ -213,7 +213,7 @@ fn locate(batch: &Batch, width: usize, message: &str, code: u16) -> Option<usize
         return batch
             .params
             .chunks(width)
-            .position(|r| r.iter().any(|v| *v == MyValue::NULL))
+            .position(|r| r.contains(&MyValue::NULL))
             .and_then(|i| batch.rows.get(i).copied());
     }
     None
