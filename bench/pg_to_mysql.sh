@@ -125,7 +125,8 @@ run "$M -e 'truncate $db.appended'" \
 report "append → mysql" "$(my_digest "$db.appended")" "$want"
 # Upsert: the target holds the old rows; every source row changes.
 mdb -e "insert into $db.upserted select * from $db.appended"
-sql "update $schema.src set amount = amount + 1, flag = not flag; vacuum analyze $schema.src"
+sql "update $schema.src set amount = amount + 1, flag = not flag"
+sql "vacuum analyze $schema.src"
 want=$(pg_digest "$schema.src")
 run "$M -e 'update $db.upserted set amount = amount - 1, flag = not flag'" \
   "'$faucet' '$pg' $schema.src '$my_db_url' $db.upserted upsert=id $batch"
