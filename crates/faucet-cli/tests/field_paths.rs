@@ -117,6 +117,28 @@ fn a_mysql_connectors_bad_field_is_named_by_its_path() {
         "pipeline.source.config.table",
         "not `table` or `database.table`",
     );
+    let sink = |extra: &str| {
+        format!("{{ type: mysql, config: {{ connection_url: '{URL}', table: t{extra} }} }}")
+    };
+    names_exactly(
+        &pipeline(CSV, &sink(", write_mode: upsert"), FILE_STATE),
+        "pipeline.sink.config.key",
+        "is required",
+    );
+    names_exactly(
+        &pipeline(
+            CSV,
+            &sink(", write_mode: upsert, key: [id, id]"),
+            FILE_STATE,
+        ),
+        "pipeline.sink.config.key[1]",
+        "listed twice",
+    );
+    names_exactly(
+        &pipeline(CSV, &sink(", mode: append"), FILE_STATE),
+        "pipeline.sink.config.mode",
+        "unknown field `mode`",
+    );
 }
 
 #[cfg(feature = "postgres")]

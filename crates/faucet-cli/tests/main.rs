@@ -29,7 +29,11 @@ mod mysql_cdc_flights;
 #[cfg(feature = "mysql")]
 mod mysql_connectors;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
+mod mysql_cross_db;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
 mod mysql_replicate;
+#[cfg(feature = "mysql")]
+mod mysql_sink_cli;
 #[cfg(feature = "postgres")]
 mod pg_edges;
 #[cfg(feature = "postgres")]

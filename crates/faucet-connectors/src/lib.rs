@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
-//! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog) (MySQL / MariaDB) |
+//! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
 //!
 //! Every connector has one shape: an `XConfig` (serde, unknown fields rejected, a `///` on
 //! every field) with a pure `validate()` returning [`faucet_core::FaucetError::Config`] with

@@ -684,3 +684,30 @@ async fn change_records_appended_make_an_audit_log() {
     );
     db.drop_db().await;
 }
+
+/// `check()` (doctor) passes for a user who may write, and names the missing privilege for
+/// one who may only read.
+#[tokio::test]
+async fn check_names_a_missing_privilege() {
+    let mut db = sink_db("ms_check").await;
+    db.exec("CREATE TABLE t (id INT PRIMARY KEY, v TEXT) ENGINE=InnoDB")
+        .await;
+    upsert_sink(&db, "t", &["id"])
+        .check()
+        .await
+        .expect("root may write");
+    let user = format!("faucet_ro_{}", faucet_test_support::unique_suffix());
+    let user = &user[..user.len().min(32)];
+    db.exec(&format!(
+        "CREATE USER '{user}'@'%' IDENTIFIED BY 'pw-ro'; GRANT SELECT ON `{}`.* TO '{user}'@'%'",
+        db.db
+    ))
+    .await;
+    let url = url_for(&db.db).replacen("root@", &format!("{user}:pw-ro@"), 1);
+    let sink = MysqlSink::new(MysqlSinkConfig::new(url, "t")).expect("config");
+    let err = sink.check().await.expect_err("read-only user");
+    assert!(err.to_string().contains("no INSERT privilege"), "{err}");
+    assert!(!err.to_string().contains("pw-ro"), "{err}");
+    db.exec(&format!("DROP USER '{user}'@'%'")).await;
+    db.drop_db().await;
+}

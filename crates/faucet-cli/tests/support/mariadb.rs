@@ -6,9 +6,8 @@ use std::process::Command;
 
 use faucet_test_support::mysql_url;
 
-/// User, password, host and port of [`mysql_url`].
-fn endpoint() -> (String, Option<String>, String, String) {
-    let url = mysql_url();
+/// User, password, host and port of a `mysql://` (or `mariadb://`) URL.
+fn endpoint(url: &str) -> (String, Option<String>, String, String) {
     let rest = url
         .trim_start_matches("mysql://")
         .trim_start_matches("mariadb://");
@@ -21,10 +20,11 @@ fn endpoint() -> (String, Option<String>, String, String) {
     (user.to_owned(), pass, host.to_owned(), port.to_owned())
 }
 
-/// The `mariadb` client connected as the URL's user (no database chosen; UTF-8; `LOAD DATA
-/// LOCAL INFILE` allowed), for a test to add arguments to — a session fed on stdin, say.
-pub(crate) fn client() -> Command {
-    let (user, pass, host, port) = endpoint();
+/// The `mariadb` client connected to the server of `url` as its user (no database chosen;
+/// UTF-8; `LOAD DATA LOCAL INFILE` allowed), for a test to add arguments to — a session fed
+/// on stdin, say.
+pub(crate) fn client_at(url: &str) -> Command {
+    let (user, pass, host, port) = endpoint(url);
     let mut cmd = Command::new("mariadb");
     cmd.args([
         "--no-defaults",
@@ -43,32 +43,50 @@ pub(crate) fn client() -> Command {
     cmd
 }
 
+/// [`client_at`] the test server ([`mysql_url`]).
+pub(crate) fn client() -> Command {
+    client_at(&mysql_url())
+}
+
 /// Runs `sql` (several statements allowed; `LOAD DATA LOCAL INFILE` allowed) with the
-/// `mariadb` client as the URL's user, and returns what it printed (`--batch
+/// `mariadb` client on the server of `url`, and returns what it printed (`--batch
 /// --skip-column-names`: one line per row, tab-separated, NULL as `NULL`). Fails the test
-/// naming the service and the script that starts it when the server refuses.
+/// naming the server and the script that starts it when the server refuses.
 #[track_caller]
-pub(crate) fn mariadb(sql: &str) -> String {
-    let mut cmd = client();
-    cmd.args(["--batch", "--skip-column-names", "-e", sql]);
-    let out = cmd.output().unwrap_or_else(|e| {
-        panic!("the mariadb client cannot be run ({e}); install it with scripts/services.sh")
-    });
+pub(crate) fn mariadb_at(url: &str, sql: &str) -> String {
+    let out = client_at(url)
+        .args(["--batch", "--skip-column-names", "-e", sql])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("the mariadb client cannot be run ({e}); install it with scripts/services.sh")
+        });
     assert!(
         out.status.success(),
-        "MariaDB at FAUCET_TEST_MYSQL_URL ({}) refused `{}`: {} (start it with \
-         scripts/services.sh)",
-        mysql_url(),
+        "MariaDB at {url} refused `{}`: {} (start it with scripts/services.sh)",
         sql.chars().take(300).collect::<String>(),
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).expect("the mariadb client prints UTF-8")
 }
 
+/// [`mariadb_at`] the test server ([`mysql_url`]: `FAUCET_TEST_MYSQL_URL`).
+#[track_caller]
+pub(crate) fn mariadb(sql: &str) -> String {
+    mariadb_at(&mysql_url(), sql)
+}
+
+/// The rows [`mariadb_at`] printed, split into tab-separated fields.
+pub(crate) fn rows(printed: &str) -> Vec<Vec<String>> {
+    printed
+        .lines()
+        .map(|l| l.split('\t').map(str::to_owned).collect())
+        .collect()
+}
+
 /// The test server's URL with database `db` (and `user:password` instead of the URL's own
 /// credentials when `auth` is given).
 pub(crate) fn mysql_url_for(db: &str, auth: Option<(&str, &str)>) -> String {
-    let (user, pass, host, port) = endpoint();
+    let (user, pass, host, port) = endpoint(&mysql_url());
     let auth = match auth {
         Some((u, p)) => format!("{u}:{p}"),
         None => match pass {

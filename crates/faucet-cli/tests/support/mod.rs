@@ -4,9 +4,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 #[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) mod crash;
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod flights;
 #[cfg(feature = "mysql")]
 pub(crate) mod mariadb;
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
 pub(crate) mod pg;
 #[cfg(feature = "postgres")]

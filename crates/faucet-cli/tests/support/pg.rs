@@ -1,16 +1,17 @@
 //! Crash-test helpers for pipelines into the `postgres` sink (feature `postgres`): a
-//! [`Scenario`] (config, source, target, and the exact check of the target), and the two
-//! ways of crashing `faucet run` — aborted at every fault point ([`abort_at_every_point`],
-//! [`state_lost_at_every_point`]) and SIGKILLed at pseudo-random instants
-//! ([`killed_at_random_instants`]).
+//! [`Scenario`] (config, source, target, and the exact check of the target) for the crash
+//! drivers of [`super::crash`], and [`state_lost_at_every_point`].
 //!
 //! PostgreSQL from `FAUCET_TEST_PG_URL` (default `postgres://postgres@127.0.0.1:5432/test`;
 //! `scripts/services.sh` starts it); each scenario in its own schema. `FAUCET_SOAK=1` runs
 //! more random kills.
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
+
+use super::crash::Cleanup;
+pub(crate) use super::crash::{abort_at_every_point, killed_at_random_instants};
 
 use sqlx::{Executor as _, PgConnection};
 
@@ -384,16 +385,6 @@ impl Scenario {
     }
 }
 
-/// Drops the scenario's schema when the driver ends, also when an assertion failed.
-struct Cleanup<'a>(&'a Scenario);
-
-impl Drop for Cleanup<'_> {
-    fn drop(&mut self) {
-        // Best effort: a failure here must not turn an unwinding panic into an abort.
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.0.drop()));
-    }
-}
-
 /// One line of the upsert CSV: `id`, `name` (`None`: an empty unquoted field, read as null),
 /// `amount` (numeric text, exact scale).
 type UpsertRow = (i64, Option<String>, Option<String>);
@@ -448,22 +439,6 @@ fn upsert_expected() -> Vec<UpsertRow> {
     last.into_values().collect()
 }
 
-/// For every fault point: a fresh source and target, a run aborted at the point's second hit,
-/// a restart to completion, the exact check, and a third run that must change nothing.
-pub(crate) fn abort_at_every_point(scenario: &Scenario) {
-    let _cleanup = Cleanup(scenario);
-    for point in faucet_core::fault::ALL {
-        let dir = tempfile::tempdir().expect("tempdir");
-        scenario.prepare(dir.path());
-        run_aborted_at(dir.path(), &format!("{point}:2"));
-        run_to_completion(dir.path());
-        scenario.check(&format!("after an abort at {point}:2"));
-        // A third run has nothing left to do and changes nothing.
-        run_to_completion(dir.path());
-        scenario.check(&format!("a run after the recovery ({point})"));
-    }
-}
-
 /// For every fault point: a run aborted at the point's second hit, the state entry deleted
 /// (as a user or a lost disk would), a restart to completion and the exact check; then the
 /// entry of the finished run deleted and one more run, which must not double the target.
@@ -492,84 +467,29 @@ pub(crate) fn state_lost_at_every_point(scenario: &Scenario) -> Vec<String> {
     told
 }
 
-/// SIGKILL at pseudo-random instants (a fixed sequence, so failures reproduce), several times
-/// in a row, then a run to completion and the exact check.
-pub(crate) fn killed_at_random_instants(scenario: &Scenario) {
-    let _cleanup = Cleanup(scenario);
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        20
-    } else {
-        3
-    };
-    // On a fast, quiet machine a whole run can end before the first kill instant (the rest
-    // then have nothing left to interrupt): start over from scratch with the instants
-    // scaled down until at least one kill lands mid-run.
-    let mut scale = 1;
-    let dir = loop {
-        let dir = tempfile::tempdir().expect("tempdir");
-        scenario.prepare(dir.path());
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut interrupted = 0;
-        for _ in 0..rounds {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            let delay = Duration::from_millis((20 + seed % 400) / scale);
-            if kill_after(dir.path(), delay) {
-                interrupted += 1;
-            }
-        }
-        if interrupted > 0 {
-            break dir;
-        }
-        assert!(
-            scale < 27,
-            "no kill landed while a run was in progress, even at 1/{scale} of the instants; \
-             the runs said:\n{}",
-            std::fs::read_to_string(dir.path().join("kill.err")).unwrap_or_default()
-        );
-        scale *= 3;
-    };
-    run_to_completion(dir.path());
-    scenario.check("after SIGKILLs at random instants");
-}
-
-/// Starts `faucet run --quiet` in `dir`, SIGKILLs it after `delay` (no destructor, no flush)
-/// and reaps it. Returns whether it was still running when killed.
+/// Starts `faucet run --quiet` in `dir`, SIGKILLs it after `delay` and reaps it
+/// ([`super::crash::kill_after`]). Returns whether it was still running when killed.
 pub(crate) fn kill_after(dir: &Path, delay: Duration) -> bool {
-    // Each run's stderr is appended to `kill.err` in `dir`, for the failure message.
-    let err = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(dir.join("kill.err"))
-        .expect("kill.err");
-    let started = std::time::Instant::now();
-    let mut child = faucet()
-        .args(["run", "--quiet"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("spawn faucet");
-    std::thread::sleep(delay);
-    let status = child.try_wait();
-    let running = matches!(status, Ok(None));
-    let _ = child.kill();
-    let _ = child.wait();
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .append(true)
-        .open(dir.join("kill.err"))
-    {
-        use std::io::Write as _;
-        let _ = writeln!(
-            f,
-            "-- kill after {delay:?} (spawned {:?} before): {status:?}",
-            started.elapsed()
-        );
-    }
-    running
+    super::crash::kill_after(faucet(), dir, delay)
 }
 
+impl super::crash::CrashScenario for Scenario {
+    fn prepare(&self, dir: &Path) {
+        Scenario::prepare(self, dir);
+    }
+
+    fn check(&self, what: &str) {
+        Scenario::check(self, what);
+    }
+
+    fn drop(&self) {
+        Scenario::drop(self);
+    }
+
+    fn faucet(&self) -> Command {
+        faucet()
+    }
+}
 /// Drops a CDC test's slot, publication and schema when it goes out of scope, also when an
 /// assertion failed (a leaked slot holds WAL, and the server has only a few).
 pub(crate) struct CdcObjectsGuard {

@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# PostgreSQL → MariaDB with the `mysql` sink (and MariaDB → PostgreSQL with the `postgres`
+# sink), each beside a floor measured in the same run on the same table.
+#
+#   bench/pg_to_mysql.sh                     # 1,000,000 rows
+#   ROWS=200000 REPEAT=1 bench/pg_to_mysql.sh
+#
+# Needs PostgreSQL (FAUCET_TEST_PG_URL, default postgres://postgres@127.0.0.1:5432/test), the
+# system MariaDB (FAUCET_TEST_MYSQL_SINK_URL, default mysql://root@127.0.0.1:3306/test, with
+# local_infile on), psql and the mariadb client; scripts/services.sh starts both servers.
+#
+# The table: id bigint primary key, two text columns (one null every 10th row),
+# numeric(12,2), timestamptz, boolean, jsonb; the MariaDB tables have the same shape
+# (BIGINT, LONGTEXT, DECIMAL(12,2), DATETIME(6) in UTC, BOOLEAN, JSON). Measured:
+#   * floor → MariaDB: `psql \copy (select …) to FILE` then the `mariadb` client's
+#     `LOAD DATA LOCAL INFILE` of that file (timed together);
+#   * append: crates/faucet-connectors/examples/cross_db.rs — postgres query source (full
+#     read) → mysql sink `append` (multi-row prepared INSERTs, one transaction per page),
+#     memory state;
+#   * upsert: the same into a target already holding all rows, after every source row changed
+#     (INSERT … ON DUPLICATE KEY UPDATE);
+#   * floor → PostgreSQL: `mariadb --batch --quick -e 'select …' > FILE` then `psql \copy … from
+#     FILE`; and mysql → postgres append (the mysql query source → the postgres sink).
+# Each target is compared with its source (row count, sum(amount), count(note), sum(id where
+# flag)); rows/s (best of REPEAT, wall clock), client CPU seconds, peak RSS (`/usr/bin/time`)
+# and the ratio to the floor are printed. Targets: append ≥ 0.6×, upsert ≥ 0.4× the floor.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+rows=${ROWS:-1000000}
+repeat=${REPEAT:-3}
+batch=${BATCH:-10000}
+pg=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+my=${FAUCET_TEST_MYSQL_SINK_URL:-mysql://root@127.0.0.1:3306/test}
+schema=bench_pg_my_$$
+db=bench_pg_my_$$
+my_base=${my%/*}
+my_db_url="$my_base/$db"
+my_hostport=${my_base#mysql://}
+my_user=${my_hostport%@*}
+my_hostport=${my_hostport#*@}
+my_host=${my_hostport%:*}
+my_port=${my_hostport##*:}
+
+if [ ! -x /usr/bin/time ]; then
+  echo "installing GNU time (for peak RSS)" >&2
+  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
+fi
+sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$pg" -c "$1"; }
+mdb() { mariadb --no-defaults -u "$my_user" -h "$my_host" -P "$my_port" --batch --skip-column-names "$@"; }
+sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $pg; start it with scripts/services.sh" >&2; exit 1; }
+mdb -e 'select 1' >/dev/null || { echo "MariaDB is unreachable at $my; start it with scripts/services.sh" >&2; exit 1; }
+
+echo "==> building the example (release)" >&2
+cargo build --release --quiet -p faucet-connectors --features postgres,mysql --example cross_db
+faucet="$repo/target/release/examples/cross_db"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-pgmy-bench.XXXXXX")
+cleanup() {
+  [ -n "${KEEP:-}" ] && { echo "kept $work $schema $db" >&2; return; }
+  sql "drop schema if exists $schema cascade" >/dev/null 2>&1 || true
+  mdb -e "drop database if exists $db" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+pg_ddl="(id bigint primary key, name text not null, note text, amount numeric(12,2) not null,
+         at timestamptz not null, flag boolean not null, doc jsonb)"
+my_ddl="(id BIGINT PRIMARY KEY, name LONGTEXT NOT NULL, note LONGTEXT, amount DECIMAL(12,2) NOT NULL,
+         at DATETIME(6) NOT NULL, flag BOOLEAN NOT NULL, doc JSON) ENGINE=InnoDB"
+echo "==> $rows rows in $schema.src (PostgreSQL) and $db.src (MariaDB)" >&2
+sql "create schema $schema; create table $schema.src $pg_ddl;
+     insert into $schema.src
+       select g, 'name ' || g, case when g % 10 = 0 then null else md5(g::text) end,
+              (g % 100000) / 100.0, timestamptz '2026-01-01 00:00:00+00' + g * interval '1.5 second',
+              g % 2 = 0, jsonb_build_object('k', g, 'tags', jsonb_build_array('a', g % 7))
+       from generate_series(1, $rows) g;"
+sql "vacuum analyze $schema.src"
+mdb -e "create database $db character set utf8mb4"
+# What MariaDB reads: the PostgreSQL rows in LOAD DATA's default text form (tab-separated, \N).
+export_sql="select id, name, note, amount, to_char(at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), flag::int, doc from $schema.src"
+pg_digest() { sql "select count(*) || ' ' || sum(amount) || ' ' || count(note) || ' ' || coalesce(sum(id) filter (where flag), 0) from $1"; }
+my_digest() { mdb -e "select concat(count(*), ' ', sum(amount), ' ', count(note), ' ', coalesce(sum(if(flag, id, 0)), 0)) from $1"; }
+
+# run PREPARE CMD... → secs, cpu, rss_kb of the fastest of $repeat runs.
+run() {
+  local prep=$1 best="" i t0 t1 s
+  shift
+  for ((i = 0; i < repeat; i++)); do
+    bash -c "$prep"
+    t0=$(date +%s.%N)
+    /usr/bin/time -f '%M %U %S' -o "$work/time.txt" bash -c "$*" > /dev/null
+    t1=$(date +%s.%N)
+    s=$(python3 -c "print($t1 - $t0)")
+    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
+      best=$s
+      read -r rss_kb u sy < "$work/time.txt"
+      cpu=$(python3 -c "print(round($u + $sy, 2))")
+    fi
+  done
+  secs=$best
+}
+
+printf '\n%-22s %9s %12s %8s %10s %7s\n' program rows rows/s cpu_s peak_rss ratio
+report() { # LABEL GOT WANT
+  local rps ratio
+  [ "$2" = "$3" ] || { echo "error: $1: the target differs from the source ($2 vs $3)" >&2; exit 1; }
+  rps=$(python3 -c "print(round($rows / $secs))")
+  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
+  printf '%-22s %9d %12s %8s %7.1f MiB %6sx\n' "$1" "$rows" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")" "$ratio"
+}
+mq() { printf '%q' "$1"; }
+M="mariadb --no-defaults -u $my_user -h $my_host -P $my_port"
+
+# PostgreSQL → MariaDB.
+want=$(pg_digest "$schema.src")
+mdb -e "create table $db.floor $my_ddl; create table $db.appended $my_ddl; create table $db.upserted $my_ddl"
+run "$M -e 'truncate $db.floor'; rm -f $work/floor.tsv" \
+  "psql -X -q '$pg' -c $(mq "\\copy ($export_sql) to '$work/floor.tsv'") && $M --local-infile=1 -e $(mq "load data local infile '$work/floor.tsv' into table $db.floor")"
+floor_rps=$(python3 -c "print(round($rows / $secs))")
+report "floor (psql + LOAD)" "$(my_digest "$db.floor")" "$want"
+run "$M -e 'truncate $db.appended'" \
+  "'$faucet' '$pg' $schema.src '$my_db_url' $db.appended append $batch"
+report "append → mysql" "$(my_digest "$db.appended")" "$want"
+# Upsert: the target holds the old rows; every source row changes.
+mdb -e "insert into $db.upserted select * from $db.appended"
+sql "update $schema.src set amount = amount + 1, flag = not flag"
+sql "vacuum analyze $schema.src"
+want=$(pg_digest "$schema.src")
+run "$M -e 'update $db.upserted set amount = amount - 1, flag = not flag'" \
+  "'$faucet' '$pg' $schema.src '$my_db_url' $db.upserted upsert=id $batch"
+report "upsert → mysql" "$(my_digest "$db.upserted")" "$want"
+
+# MariaDB → PostgreSQL.
+mdb -e "create table $db.src $my_ddl; insert into $db.src select * from $db.upserted"
+want=$(my_digest "$db.src")
+sql "create table $schema.floor $pg_ddl; create table $schema.appended $pg_ddl"
+run "psql -X -q '$pg' -c 'truncate $schema.floor'; rm -f $work/back.tsv" \
+  "$M --batch --quick --skip-column-names -e $(mq "select id, name, note, amount, date_format(at, '%Y-%m-%d %H:%i:%s.%f+00'), flag = 1, doc from $db.src") > '$work/back.tsv' && psql -X -q '$pg' -c $(mq "\\copy $schema.floor from '$work/back.tsv' with (null 'NULL')")"
+floor_rps=$(python3 -c "print(round($rows / $secs))")
+report "floor (mariadb + copy)" "$(pg_digest "$schema.floor")" "$want"
+run "psql -X -q '$pg' -c 'truncate $schema.appended'" \
+  "'$faucet' '$my_db_url' $db.src '$pg' $schema.appended append $batch"
+report "append → postgres" "$(pg_digest "$schema.appended")" "$want"
+echo
+echo "targets: append >= 0.6x the floor, upsert >= 0.4x"
