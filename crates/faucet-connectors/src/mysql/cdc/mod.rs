@@ -28,8 +28,10 @@
 //! * On MariaDB the session sets `@mariadb_slave_capability=4`, so the server sends its own
 //!   GTID events rather than rewriting them into `BEGIN` queries and dummy events.
 //! * Pages hold at most `batch_size` records and may end inside a transaction (the bookmark
-//!   says how far, module `bookmark`); memory is one page plus one rows event. A page is
-//!   handed over once its oldest record waited `max_page_delay`.
+//!   says how far, module `bookmark`). A page is handed over once its oldest record waited
+//!   `max_page_delay`. A task reads and decodes the next page while the run loop writes the
+//!   last one (a channel of one page between them): memory is at most three pages plus one
+//!   rows event, whatever the size of a transaction.
 //! * Bounded by default: catch up to the end of the log as read at open, then end (the dump is
 //!   non-blocking, so an idle server ends it); `continuous: true` follows until the run is
 //!   cancelled, then hands over the page in hand.
@@ -265,18 +267,20 @@ impl Source for MysqlCdcSource {
             until = %target.as_ref().map_or_else(|| "cancelled".to_owned(), ToString::to_string),
             "mysql-cdc stream opened"
         );
-        Ok(Box::new(CdcStream(CdcPageStream::new(StreamStart {
-            binlog,
-            decoder: ChangeDecoder::new(&self.validated.tables, collations),
-            schema: record_schema(),
-            batch_size: options.batch_size,
-            max_page_delay: options.max_page_delay,
-            cancel: options.cancel,
-            target,
-            from: start,
-            resumed,
-            connection: self.validated.connection.clone(),
-        }))))
+        Ok(Box::new(CdcStream::spawn(CdcPageStream::new(
+            StreamStart {
+                binlog,
+                decoder: ChangeDecoder::new(&self.validated.tables, collations),
+                schema: record_schema(),
+                batch_size: options.batch_size,
+                max_page_delay: options.max_page_delay,
+                cancel: options.cancel,
+                target,
+                from: start,
+                resumed,
+                connection: self.validated.connection.clone(),
+            },
+        ))))
     }
 
     /// Verifies every prerequisite with queries only (nothing is registered or read from
@@ -342,11 +346,72 @@ impl MysqlCdcSource {
     }
 }
 
-struct CdcStream(CdcPageStream);
+/// The [`PageStream`] of a binlog read: a task runs the [`CdcPageStream`] (reading events
+/// and decoding them into pages) and hands each page over a channel of one slot, so the
+/// next page is read from the server and decoded while the run loop writes, flushes and
+/// bookmarks the previous one. Memory: the page being filled, at most one finished page
+/// waiting, and the one being written; when the slot is full the task stops reading and
+/// the server waits (TCP back-pressure). Pages arrive in order, an error after the pages
+/// before it; dropping the stream stops the task (and with it the dump connection).
+struct CdcStream {
+    pages: tokio::sync::mpsc::Receiver<Result<Page, FaucetError>>,
+    task: tokio::task::JoinHandle<()>,
+    ended: bool,
+}
+
+impl CdcStream {
+    fn spawn(mut stream: CdcPageStream) -> Self {
+        let (tx, pages) = tokio::sync::mpsc::channel(1);
+        let task = tokio::spawn(async move {
+            loop {
+                match stream.next().await {
+                    Ok(Some(page)) => {
+                        if tx.send(Ok(page)).await.is_err() {
+                            // The run loop dropped the stream.
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        stream.close().await;
+                        let _ = tx.send(Err(e)).await;
+                        return;
+                    }
+                }
+            }
+            stream.close().await;
+        });
+        Self {
+            pages,
+            task,
+            ended: false,
+        }
+    }
+}
+
+impl Drop for CdcStream {
+    fn drop(&mut self) {
+        // Dropping the task drops its dump connection: the server stops sending.
+        self.task.abort();
+    }
+}
 
 #[async_trait]
 impl PageStream for CdcStream {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        self.0.next().await
+        if self.ended {
+            return Ok(None);
+        }
+        match self.pages.recv().await {
+            Some(Ok(page)) => Ok(Some(page)),
+            Some(Err(e)) => {
+                self.ended = true;
+                Err(e)
+            }
+            None => {
+                self.ended = true;
+                Ok(None)
+            }
+        }
     }
 }
