@@ -30,8 +30,8 @@
 //! * Pages hold at most `batch_size` records and may end inside a transaction (the bookmark
 //!   says how far, module `bookmark`). A page is handed over once its oldest record waited
 //!   `max_page_delay`. A task reads and decodes the next page while the run loop writes the
-//!   last one (a channel of one page between them): memory is at most three pages plus one
-//!   rows event, whatever the size of a transaction.
+//!   last one (a channel of one page between them): memory is two pages plus one rows
+//!   event, whatever the size of a transaction.
 //! * Bounded by default: catch up to the end of the log as read at open, then end (the dump is
 //!   non-blocking, so an idle server ends it); `continuous: true` follows until the run is
 //!   cancelled, then hands over the page in hand.
@@ -349,8 +349,9 @@ impl MysqlCdcSource {
 /// The [`PageStream`] of a binlog read: a task runs the [`CdcPageStream`] (reading events
 /// and decoding them into pages) and hands each page over a channel of one slot, so the
 /// next page is read from the server and decoded while the run loop writes, flushes and
-/// bookmarks the previous one. Memory: the page being filled, at most one finished page
-/// waiting, and the one being written; when the slot is full the task stops reading and
+/// bookmarks the previous one. The task starts a page only once the slot is free (the run
+/// loop took the one before), so memory is two pages plus one rows event: the one being
+/// written and the one being read; while a finished page waits, the task reads nothing and
 /// the server waits (TCP back-pressure). Pages arrive in order, an error after the pages
 /// before it; dropping the stream stops the task (and with it the dump connection).
 struct CdcStream {
@@ -364,17 +365,16 @@ impl CdcStream {
         let (tx, pages) = tokio::sync::mpsc::channel(1);
         let task = tokio::spawn(async move {
             loop {
+                let Ok(slot) = tx.reserve().await else {
+                    // The run loop dropped the stream.
+                    break;
+                };
                 match stream.next().await {
-                    Ok(Some(page)) => {
-                        if tx.send(Ok(page)).await.is_err() {
-                            // The run loop dropped the stream.
-                            break;
-                        }
-                    }
+                    Ok(Some(page)) => slot.send(Ok(page)),
                     Ok(None) => break,
                     Err(e) => {
                         stream.close().await;
-                        let _ = tx.send(Err(e)).await;
+                        slot.send(Err(e));
                         return;
                     }
                 }
