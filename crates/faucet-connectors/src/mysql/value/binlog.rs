@@ -162,14 +162,14 @@ mod tests {
     fn encode(negative: bool, precision: usize, scale: usize, digits: &[u64]) -> Vec<u8> {
         let intg = precision - scale;
         let mut lens = Vec::new();
-        if intg % DIG_PER_DEC > 0 {
+        if !intg.is_multiple_of(DIG_PER_DEC) {
             lens.push(DIG_TO_BYTES[intg % DIG_PER_DEC]);
         }
         lens.extend(std::iter::repeat_n(
             4,
             intg / DIG_PER_DEC + scale / DIG_PER_DEC,
         ));
-        if scale % DIG_PER_DEC > 0 {
+        if !scale.is_multiple_of(DIG_PER_DEC) {
             lens.push(DIG_TO_BYTES[scale % DIG_PER_DEC]);
         }
         let mut out = Vec::new();
@@ -187,14 +187,14 @@ mod tests {
     fn group_digits(precision: usize, scale: usize) -> Vec<u32> {
         let intg = precision - scale;
         let mut out = Vec::new();
-        if intg % DIG_PER_DEC > 0 {
+        if !intg.is_multiple_of(DIG_PER_DEC) {
             out.push((intg % DIG_PER_DEC) as u32);
         }
         out.extend(std::iter::repeat_n(
             9,
             intg / DIG_PER_DEC + scale / DIG_PER_DEC,
         ));
-        if scale % DIG_PER_DEC > 0 {
+        if !scale.is_multiple_of(DIG_PER_DEC) {
             out.push((scale % DIG_PER_DEC) as u32);
         }
         out
