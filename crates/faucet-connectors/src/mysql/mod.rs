@@ -7,6 +7,7 @@ pub mod cdc;
 pub mod connection;
 pub mod query;
 pub mod table;
+mod task_pages;
 pub mod value;
 
 pub use connection::{ErrorKind, MysqlConnection, SESSION_SETUP};

@@ -56,7 +56,7 @@ use async_trait::async_trait;
 use mysql_async::BinlogStreamRequest;
 use mysql_async::prelude::Queryable;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
+use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 pub use config::{MysqlCdcConfig, StartPosition, ValidatedMysqlCdcConfig};
 
@@ -66,6 +66,7 @@ use position::BinlogPos;
 use server::ServerFacts;
 use stream::{CdcPageStream, HEARTBEAT, StreamStart};
 
+use crate::mysql::task_pages::TaskPages;
 use crate::mysql::value::Collations;
 
 /// The connector's name, in errors and summaries.
@@ -267,20 +268,18 @@ impl Source for MysqlCdcSource {
             until = %target.as_ref().map_or_else(|| "cancelled".to_owned(), ToString::to_string),
             "mysql-cdc stream opened"
         );
-        Ok(Box::new(CdcStream::spawn(CdcPageStream::new(
-            StreamStart {
-                binlog,
-                decoder: ChangeDecoder::new(&self.validated.tables, collations),
-                schema: record_schema(),
-                batch_size: options.batch_size,
-                max_page_delay: options.max_page_delay,
-                cancel: options.cancel,
-                target,
-                from: start,
-                resumed,
-                connection: self.validated.connection.clone(),
-            },
-        ))))
+        Ok(Box::new(spawn_reader(CdcPageStream::new(StreamStart {
+            binlog,
+            decoder: ChangeDecoder::new(&self.validated.tables, collations),
+            schema: record_schema(),
+            batch_size: options.batch_size,
+            max_page_delay: options.max_page_delay,
+            cancel: options.cancel,
+            target,
+            from: start,
+            resumed,
+            connection: self.validated.connection.clone(),
+        }))))
     }
 
     /// Verifies every prerequisite with queries only (nothing is registered or read from
@@ -347,71 +346,33 @@ impl MysqlCdcSource {
 }
 
 /// The [`PageStream`] of a binlog read: a task runs the [`CdcPageStream`] (reading events
-/// and decoding them into pages) and hands each page over a channel of one slot, so the
-/// next page is read from the server and decoded while the run loop writes, flushes and
-/// bookmarks the previous one. The task starts a page only once the slot is free (the run
-/// loop took the one before), so memory is two pages plus one rows event: the one being
-/// written and the one being read; while a finished page waits, the task reads nothing and
-/// the server waits (TCP back-pressure). Pages arrive in order, an error after the pages
-/// before it; dropping the stream stops the task (and with it the dump connection).
-struct CdcStream {
-    pages: tokio::sync::mpsc::Receiver<Result<Page, FaucetError>>,
-    task: tokio::task::JoinHandle<()>,
-    ended: bool,
-}
-
-impl CdcStream {
-    fn spawn(mut stream: CdcPageStream) -> Self {
-        let (tx, pages) = tokio::sync::mpsc::channel(1);
-        let task = tokio::spawn(async move {
-            loop {
-                let Ok(slot) = tx.reserve().await else {
-                    // The run loop dropped the stream.
-                    break;
-                };
-                match stream.next().await {
-                    Ok(Some(page)) => slot.send(Ok(page)),
-                    Ok(None) => break,
-                    Err(e) => {
-                        stream.close().await;
-                        slot.send(Err(e));
-                        return;
-                    }
+/// and decoding them into pages) and hands each page over a channel of one slot
+/// ([`TaskPages`]), so the next page is read from the server and decoded while the run loop
+/// writes, flushes and bookmarks the previous one. The task starts a page only once the
+/// slot is free (the run loop took the one before), so memory is two pages plus one rows
+/// event: the one being written and the one being read; while a finished page waits, the
+/// task reads nothing and the server waits (TCP back-pressure). Pages arrive in order, an
+/// error after the pages before it; dropping the stream stops the task (and with it the
+/// dump connection).
+fn spawn_reader(mut stream: CdcPageStream) -> TaskPages {
+    let (tx, pages) = tokio::sync::mpsc::channel(1);
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok(slot) = tx.reserve().await else {
+                // The run loop dropped the stream.
+                break;
+            };
+            match stream.next().await {
+                Ok(Some(page)) => slot.send(Ok(page)),
+                Ok(None) => break,
+                Err(e) => {
+                    stream.close().await;
+                    slot.send(Err(e));
+                    return;
                 }
             }
-            stream.close().await;
-        });
-        Self {
-            pages,
-            task,
-            ended: false,
         }
-    }
-}
-
-impl Drop for CdcStream {
-    fn drop(&mut self) {
-        // Dropping the task drops its dump connection: the server stops sending.
-        self.task.abort();
-    }
-}
-
-#[async_trait]
-impl PageStream for CdcStream {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        if self.ended {
-            return Ok(None);
-        }
-        match self.pages.recv().await {
-            Some(Ok(page)) => Ok(Some(page)),
-            Some(Err(e)) => {
-                self.ended = true;
-                Err(e)
-            }
-            None => {
-                self.ended = true;
-                Ok(None)
-            }
-        }
-    }
+        stream.close().await;
+    });
+    TaskPages::new(pages, task)
 }
