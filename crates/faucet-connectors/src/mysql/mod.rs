@@ -9,6 +9,7 @@ pub mod query;
 pub mod sink;
 pub mod snapshot;
 pub mod table;
+mod task_pages;
 pub mod value;
 
 pub use connection::{ErrorKind, MysqlConnection, SESSION_SETUP};

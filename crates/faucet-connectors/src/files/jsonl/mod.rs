@@ -1,5 +1,6 @@
 //! JSON Lines: [`JsonlSource`] reads one JSON object per line, [`JsonlSink`] writes one.
 
+mod keys;
 mod sink;
 mod source;
 

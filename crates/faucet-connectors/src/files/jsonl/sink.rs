@@ -35,10 +35,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use faucet_core::value::json::{write_str, write_value};
 use faucet_core::{FaucetError, Page, Schema, Sink, SinkCapabilities, SinkWriter, fault};
 use serde::{Deserialize, Serialize};
 
+use super::keys::{NestedKeys, encoded_keys};
 use crate::files::blocking;
 
 const CONNECTOR: &str = "jsonl";
@@ -177,6 +177,7 @@ impl Sink for JsonlSink {
             to_stdout,
             keys_for: None,
             keys: Vec::new(),
+            nested: NestedKeys::default(),
             failed: false,
         }))
     }
@@ -494,6 +495,8 @@ struct JsonlWriter {
     keys_for: Option<Arc<Schema>>,
     /// Per field: `"name":`, with a leading `,` after the first.
     keys: Vec<Vec<u8>>,
+    /// The same for the schemas of nested rows (a change record's `before` / `after`).
+    nested: NestedKeys,
     /// A write failed: the file may end in a torn line until the next open repairs it.
     failed: bool,
 }
@@ -507,20 +510,7 @@ impl JsonlWriter {
         {
             return;
         }
-        self.keys = schema
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let mut key = Vec::with_capacity(f.name.len() + 4);
-                if i > 0 {
-                    key.push(b',');
-                }
-                write_str(&mut key, &f.name);
-                key.push(b':');
-                key
-            })
-            .collect();
+        self.keys = encoded_keys(schema);
         self.keys_for = Some(schema.clone());
     }
 
@@ -637,7 +627,7 @@ impl SinkWriter for JsonlWriter {
             self.buf.push(b'{');
             for (key, value) in self.keys.iter().zip(row.values()) {
                 self.buf.extend_from_slice(key);
-                write_value(&mut self.buf, value);
+                self.nested.write_value(&mut self.buf, value);
             }
             self.buf.extend_from_slice(b"}\n");
             if i + 1 == half {

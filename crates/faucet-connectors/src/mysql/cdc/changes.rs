@@ -24,6 +24,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use mysql_async::Value as MyValue;
 use mysql_async::binlog::events::{RowsEventData, TableMapEvent};
 use mysql_async::binlog::value::BinlogValue;
 use mysql_async::consts::ColumnType;
@@ -38,7 +39,8 @@ use super::position::BinlogPos;
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
 use crate::mysql::value::{
-    Collations, Kind, MysqlColumn, columns_of_table_map, from_binlog, time2_hundredths,
+    Collations, Kind, MysqlColumn, columns_of_table_map, decimal_bin_size, decimal_text,
+    from_binlog, text_value, time2_hundredths,
 };
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
@@ -309,27 +311,13 @@ impl ChangeDecoder {
                 values.push(Value::Null);
                 continue;
             }
-            let raw: BinlogValue<'_> =
-                if *ty == ColumnType::MYSQL_TYPE_TIME2 && matches!(meta.first(), Some(1 | 2)) {
-                    // mysql_common mis-decodes these when negative ([`time2_hundredths`]).
-                    let bytes = buf.checked_eat(4).ok_or_else(truncated)?;
-                    BinlogValue::Value(time2_hundredths([bytes[0], bytes[1], bytes[2], bytes[3]]))
-                } else {
-                    buf.parse((*ty, meta.as_slice(), *unsigned, false))
-                        .map_err(|e| {
-                            FaucetError::data(
-                                CONNECTOR,
-                                format!("{}.{} at {at}", shape.table, column.name),
-                                format!("the binlog value does not decode: {e}"),
-                            )
-                        })?
-                };
-            let value = from_binlog(column, raw).map_err(|why| {
-                FaucetError::data(
+            let value = decode(column, (*ty, meta, *unsigned), buf).map_err(|e| match e {
+                Undecoded::Truncated => truncated(),
+                Undecoded::Data(why) => FaucetError::data(
                     CONNECTOR,
                     format!("{}.{} at {at}", shape.table, column.name),
                     why,
-                )
+                ),
             })?;
             values.push(value);
         }
@@ -339,6 +327,86 @@ impl ChangeDecoder {
     /// The `t` record of a TRUNCATE of a listed table.
     pub(crate) fn truncate(&self, table: &str, txn: &TxnContext) -> Record {
         txn.record(Op::Truncate, table, Value::Null, Value::Null)
+    }
+}
+
+/// Why a value of a row image was not decoded.
+enum Undecoded {
+    /// The image ends before the value does.
+    Truncated,
+    /// The bytes are not a value of the column (the message says why).
+    Data(String),
+}
+
+/// One non-null value of `column` (its binlog type, table map metadata and UNSIGNED in
+/// `wire`) from a row image, by the one MySQL value mapping ([`from_binlog`]). Three kinds
+/// are read here rather than by mysql_common's `BinlogValue`, to the same result:
+/// * TIME(1), TIME(2), which mysql_common mis-decodes when negative ([`time2_hundredths`]);
+/// * DECIMAL, its text straight from the stored digits ([`decimal_text`]) instead of
+///   through mysql_common's `Decimal` and its `Display` (three allocations per value);
+/// * VARCHAR and the BLOB/TEXT types, whose bytes stay borrowed from the event: text goes
+///   to [`text_value`] without a copy of its own (binary values are copied once, as
+///   before).
+fn decode<'a>(
+    column: &MysqlColumn,
+    (ty, meta, unsigned): (ColumnType, &'a [u8], bool),
+    buf: &mut ParseBuf<'a>,
+) -> Result<Value, Undecoded> {
+    let raw: BinlogValue<'a> =
+        if ty == ColumnType::MYSQL_TYPE_TIME2 && matches!(meta.first(), Some(1 | 2)) {
+            let bytes = buf.checked_eat(4).ok_or(Undecoded::Truncated)?;
+            BinlogValue::Value(time2_hundredths([bytes[0], bytes[1], bytes[2], bytes[3]]))
+        } else if ty == ColumnType::MYSQL_TYPE_NEWDECIMAL
+            && let [precision, scale, ..] = meta[..]
+        {
+            let (precision, scale) = (usize::from(precision), usize::from(scale));
+            let bytes = buf
+                .checked_eat(decimal_bin_size(precision, scale))
+                .ok_or(Undecoded::Truncated)?;
+            let text = decimal_text(bytes, precision, scale).map_err(Undecoded::Data)?;
+            BinlogValue::Value(MyValue::Bytes(text.into_bytes()))
+        } else if let Some(prefix) = length_prefix(ty, meta) {
+            let len = buf.checked_eat(prefix).ok_or(Undecoded::Truncated)?;
+            let n = len
+                .iter()
+                .rev()
+                .fold(0usize, |acc, &b| (acc << 8) | usize::from(b));
+            let bytes = buf.checked_eat(n).ok_or(Undecoded::Truncated)?;
+            if let Some(text) = text_value(column, bytes) {
+                return text.map_err(Undecoded::Data);
+            }
+            BinlogValue::Value(MyValue::Bytes(bytes.to_vec()))
+        } else {
+            buf.parse((ty, meta, unsigned, false))
+                .map_err(|e| Undecoded::Data(format!("the binlog value does not decode: {e}")))?
+        };
+    from_binlog(column, raw).map_err(Undecoded::Data)
+}
+
+/// The bytes of the little-endian length before a VARCHAR's or a BLOB/TEXT's value, read
+/// from the table map's metadata as mysql_common reads it (VARCHAR: 1 when its maximum
+/// length in bytes is below 256, else 2; BLOB: the metadata byte, 1 to 4); `None` for
+/// every other type.
+fn length_prefix(ty: ColumnType, meta: &[u8]) -> Option<usize> {
+    match ty {
+        ColumnType::MYSQL_TYPE_VARCHAR | ColumnType::MYSQL_TYPE_VAR_STRING => {
+            let [lo, hi, ..] = meta[..] else {
+                return None;
+            };
+            Some(if u16::from_le_bytes([lo, hi]) < 256 {
+                1
+            } else {
+                2
+            })
+        }
+        ColumnType::MYSQL_TYPE_TINY_BLOB
+        | ColumnType::MYSQL_TYPE_MEDIUM_BLOB
+        | ColumnType::MYSQL_TYPE_LONG_BLOB
+        | ColumnType::MYSQL_TYPE_BLOB => match meta.first() {
+            Some(&n @ 1..=4) => Some(usize::from(n)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -28,8 +28,10 @@
 //! * On MariaDB the session sets `@mariadb_slave_capability=4`, so the server sends its own
 //!   GTID events rather than rewriting them into `BEGIN` queries and dummy events.
 //! * Pages hold at most `batch_size` records and may end inside a transaction (the bookmark
-//!   says how far, module `bookmark`); memory is one page plus one rows event. A page is
-//!   handed over once its oldest record waited `max_page_delay`.
+//!   says how far, module `bookmark`). A page is handed over once its oldest record waited
+//!   `max_page_delay`. A task reads and decodes the next page while the run loop writes the
+//!   last one (a channel of one page between them): memory is two pages plus one rows
+//!   event, whatever the size of a transaction.
 //! * Bounded by default: catch up to the end of the log as read at open, then end (the dump is
 //!   non-blocking, so an idle server ends it); `continuous: true` follows until the run is
 //!   cancelled, then hands over the page in hand.
@@ -54,7 +56,7 @@ use async_trait::async_trait;
 use mysql_async::BinlogStreamRequest;
 use mysql_async::prelude::Queryable;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
+use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 pub use config::{MysqlCdcConfig, StartPosition, ValidatedMysqlCdcConfig};
 
@@ -64,6 +66,7 @@ use position::BinlogPos;
 use server::ServerFacts;
 use stream::{CdcPageStream, HEARTBEAT, StreamStart};
 
+use crate::mysql::task_pages::TaskPages;
 use crate::mysql::value::Collations;
 
 /// The connector's name, in errors and summaries.
@@ -265,7 +268,7 @@ impl Source for MysqlCdcSource {
             until = %target.as_ref().map_or_else(|| "cancelled".to_owned(), ToString::to_string),
             "mysql-cdc stream opened"
         );
-        Ok(Box::new(CdcStream(CdcPageStream::new(StreamStart {
+        Ok(Box::new(spawn_reader(CdcPageStream::new(StreamStart {
             binlog,
             decoder: ChangeDecoder::new(&self.validated.tables, collations),
             schema: record_schema(),
@@ -342,11 +345,34 @@ impl MysqlCdcSource {
     }
 }
 
-struct CdcStream(CdcPageStream);
-
-#[async_trait]
-impl PageStream for CdcStream {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        self.0.next().await
-    }
+/// The [`PageStream`] of a binlog read: a task runs the [`CdcPageStream`] (reading events
+/// and decoding them into pages) and hands each page over a channel of one slot
+/// ([`TaskPages`]), so the next page is read from the server and decoded while the run loop
+/// writes, flushes and bookmarks the previous one. The task starts a page only once the
+/// slot is free (the run loop took the one before), so memory is two pages plus one rows
+/// event: the one being written and the one being read; while a finished page waits, the
+/// task reads nothing and the server waits (TCP back-pressure). Pages arrive in order, an
+/// error after the pages before it; dropping the stream stops the task (and with it the
+/// dump connection).
+fn spawn_reader(mut stream: CdcPageStream) -> TaskPages {
+    let (tx, pages) = tokio::sync::mpsc::channel(1);
+    let task = tokio::spawn(async move {
+        loop {
+            let Ok(slot) = tx.reserve().await else {
+                // The run loop dropped the stream.
+                break;
+            };
+            match stream.next().await {
+                Ok(Some(page)) => slot.send(Ok(page)),
+                Ok(None) => break,
+                Err(e) => {
+                    stream.close().await;
+                    slot.send(Err(e));
+                    return;
+                }
+            }
+        }
+        stream.close().await;
+    });
+    TaskPages::new(pages, task)
 }

@@ -623,7 +623,8 @@ impl CdcPageStream {
         Ok(())
     }
 
-    async fn close(&mut self) {
+    /// Ends the dump and the catalog connection (each given 5 s to close cleanly).
+    pub(crate) async fn close(&mut self) {
         self.phase = Phase::Done;
         if let Some(binlog) = self.binlog.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), binlog.close()).await;

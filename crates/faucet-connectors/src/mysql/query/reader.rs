@@ -10,53 +10,21 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use mysql_async::prelude::Queryable as _;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageStream, Value};
+use faucet_core::{Bookmark, FaucetError, Page, Value};
 
 use super::config::{CONNECTOR, ReplicationMethod};
 use super::plan::{Plan, Start, key_text};
 use crate::mysql::connection::MysqlConnection;
+use crate::mysql::task_pages::TaskPages;
 use crate::mysql::value::to_value;
 use crate::sql::keyed_pages::{KeyBookmarks, KeyedPages};
 
 /// The [`PageStream`] of a query read.
-pub(crate) struct QueryStream {
-    pages: mpsc::Receiver<Result<Page, FaucetError>>,
-    task: JoinHandle<()>,
-    ended: bool,
-}
-
-impl Drop for QueryStream {
-    fn drop(&mut self) {
-        // Dropping the task drops its session: the server stops sending.
-        self.task.abort();
-    }
-}
-
-#[async_trait]
-impl PageStream for QueryStream {
-    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        if self.ended {
-            return Ok(None);
-        }
-        match self.pages.recv().await {
-            Some(Ok(page)) => Ok(Some(page)),
-            Some(Err(e)) => {
-                self.ended = true;
-                Err(e)
-            }
-            None => {
-                self.ended = true;
-                Ok(None)
-            }
-        }
-    }
-}
+pub(crate) type QueryStream = TaskPages;
 
 /// Starts the read of `plan` from `start` on `conn`.
 pub(crate) fn spawn(
@@ -92,11 +60,7 @@ pub(crate) fn spawn(
             let _ = tx.send(Ok(page)).await;
         }
     });
-    QueryStream {
-        pages: rx,
-        task,
-        ended: false,
-    }
+    TaskPages::new(rx, task)
 }
 
 /// Streams the rows into pages; `Ok(true)` when cancelled (or the consumer left).

@@ -36,6 +36,11 @@ pub enum Charset {
     Unsupported(Arc<str>),
 }
 
+/// The message of text that is not UTF-8 from byte `at` on.
+fn utf8_error(at: usize) -> String {
+    format!("invalid UTF-8 at byte {at} of a utf8mb4 value")
+}
+
 impl Charset {
     /// The charset called `name` (`information_schema.CHARACTER_SETS.CHARACTER_SET_NAME`).
     pub fn from_name(name: &str) -> Self {
@@ -83,14 +88,25 @@ impl Charset {
     /// # Errors
     /// A message naming the charset when the bytes are not valid in it (never replacement
     /// characters), or when the charset is [`Charset::Unsupported`] or `binary`.
+    pub fn decode_text(&self, bytes: &[u8]) -> Result<faucet_core::Text, String> {
+        match self {
+            // Checked in place: up to 24 bytes are then stored inline, without allocating.
+            Self::Utf8 => std::str::from_utf8(bytes)
+                .map(faucet_core::Text::from)
+                .map_err(|e| utf8_error(e.valid_up_to())),
+            _ => self.decode(bytes.to_vec()).map(faucet_core::Text::from),
+        }
+    }
+
+    /// `bytes` as UTF-8 text, taking the buffer (no copy for UTF-8).
+    ///
+    /// # Errors
+    /// As [`Charset::decode_text`].
     pub fn decode(&self, bytes: Vec<u8>) -> Result<String, String> {
         match self {
-            Self::Utf8 => String::from_utf8(bytes).map_err(|e| {
-                format!(
-                    "invalid UTF-8 at byte {} of a utf8mb4 value",
-                    e.utf8_error().valid_up_to()
-                )
-            }),
+            Self::Utf8 => {
+                String::from_utf8(bytes).map_err(|e| utf8_error(e.utf8_error().valid_up_to()))
+            }
             Self::Legacy(encoding) => encoding
                 .decode_without_bom_handling_and_without_replacement(&bytes)
                 .map(|c| c.into_owned())

@@ -13,6 +13,7 @@ use faucet_core::Value;
 use faucet_core::value::Json;
 
 use super::column::{Kind, MysqlColumn, Origin};
+use super::digits::{padded_digits, push_padded};
 
 /// Converts `value` of `column`.
 ///
@@ -136,6 +137,21 @@ pub fn to_value(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
     }
 }
 
+/// The value of a text column (CHAR, VARCHAR, TEXT of a charset that is not `binary`)
+/// from its bytes, borrowed (a binlog row image): the same [`Value::Text`] as [`to_value`]
+/// makes of them, UTF-8 checked in place rather than copied first. `None` for any other
+/// column (binary strings, and the UUID/INET/JSON types stored as strings), which go
+/// through [`to_value`].
+///
+/// # Errors
+/// As [`to_value`]: text that is not valid in the column's charset.
+pub fn text_value(column: &MysqlColumn, bytes: &[u8]) -> Option<Result<Value, String>> {
+    if !matches!(column.kind, Kind::Char | Kind::VarChar | Kind::Blob) || column.is_binary() {
+        return None;
+    }
+    Some(column.charset.decode_text(bytes).map(Value::Text))
+}
+
 fn shape(what: &str, value: &MyValue) -> String {
     let kind = match value {
         MyValue::NULL => "NULL",
@@ -237,7 +253,14 @@ fn date_text(y: u16, m: u8, d: u8) -> Option<String> {
     if m == 0 || d == 0 {
         return None;
     }
-    Some(format!("{y:04}-{m:02}-{d:02}"))
+    // Room for a DATETIME(6) and the `Z` of a TIMESTAMP: one allocation per value.
+    let mut out = String::with_capacity(27);
+    push_padded(&mut out, u64::from(y), 4);
+    out.push('-');
+    push_padded(&mut out, u64::from(m), 2);
+    out.push('-');
+    push_padded(&mut out, u64::from(d), 2);
+    Some(out)
 }
 
 type DateParts = (u16, u8, u8, u8, u8, u8, u32);
@@ -245,9 +268,19 @@ type DateParts = (u16, u8, u8, u8, u8, u8, u32);
 /// `YYYY-MM-DDTHH:MM:SS[.f…]` with `fraction` digits, or `None` for a zero date.
 fn datetime_text((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Option<String> {
     let mut out = date_text(y, mo, d)?;
-    let _ = write!(out, "T{h:02}:{mi:02}:{s:02}");
+    out.push('T');
+    push_hms(&mut out, u64::from(h), mi, s);
     push_fraction(&mut out, us, fraction);
     Some(out)
+}
+
+/// `HH:MM:SS`, the hours at least 2 digits (more when larger).
+fn push_hms(out: &mut String, hours: u64, m: u8, s: u8) {
+    push_padded(out, hours, 2);
+    out.push(':');
+    push_padded(out, u64::from(m), 2);
+    out.push(':');
+    push_padded(out, u64::from(s), 2);
 }
 
 /// `.` and the first `digits` of the 6-digit microseconds (nothing for 0 digits).
@@ -255,7 +288,8 @@ fn push_fraction(out: &mut String, micros: u32, digits: u8) {
     if digits == 0 {
         return;
     }
-    let all = format!("{micros:06}");
+    let mut buf = [0u8; 20];
+    let all = padded_digits(u64::from(micros), 6, &mut buf);
     out.push('.');
     out.push_str(&all[..usize::from(digits.min(6))]);
 }
@@ -312,7 +346,7 @@ fn time_text(neg: bool, days: u32, h: u8, m: u8, s: u8, us: u32, fraction: u8) -
     if neg {
         out.push('-');
     }
-    let _ = write!(out, "{hours:02}:{m:02}:{s:02}");
+    push_hms(&mut out, hours, m, s);
     push_fraction(&mut out, us, fraction);
     out
 }
@@ -439,6 +473,22 @@ mod tests {
         let y = col(Kind::Year, Origin::Binlog);
         assert_eq!(json(&y, MyValue::Bytes(b"1900".to_vec())), "0");
         assert_eq!(json(&y, MyValue::Int(2155)), "2155");
+    }
+
+    #[test]
+    fn fractions_are_the_first_digits_of_six() {
+        for (micros, digits, expected) in [
+            (0, 6, ".000000"),
+            (1, 6, ".000001"),
+            (123_000, 3, ".123"),
+            (500_000, 1, ".5"),
+            (999_999, 2, ".99"),
+            (1_234_567, 3, ".123"),
+        ] {
+            let mut out = String::new();
+            push_fraction(&mut out, micros, digits);
+            assert_eq!(out, expected, "{micros} {digits}");
+        }
     }
 
     #[test]

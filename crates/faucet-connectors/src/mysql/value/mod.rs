@@ -50,10 +50,11 @@ mod binlog;
 mod charset;
 mod column;
 mod convert;
+mod digits;
 mod table_map;
 
-pub use binlog::{from_binlog, time2_hundredths};
+pub use binlog::{decimal_bin_size, decimal_text, from_binlog, time2_hundredths};
 pub use charset::{BINARY_COLLATION, Charset, Collations};
 pub use column::{Kind, MysqlColumn, Origin};
-pub use convert::to_value;
+pub use convert::{text_value, to_value};
 pub use table_map::columns_of_table_map;
