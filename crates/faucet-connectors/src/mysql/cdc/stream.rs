@@ -28,7 +28,7 @@ use mysql_async::BinlogStream;
 use mysql_async::binlog::events::{Event, EventData, TableMapEvent};
 use tokio_util::sync::CancellationToken;
 
-use faucet_core::{FaucetError, Page, PageBuilder, Schema};
+use faucet_core::{FaucetError, Page, PageBuilder, PageDeadline, Schema};
 
 use super::CONNECTOR;
 use super::bookmark::{CdcBookmark, InTxn, ServerIdentity};
@@ -175,7 +175,7 @@ impl CdcPageStream {
             return Ok(None);
         }
         let mut page = PageBuilder::new(self.schema.clone(), self.batch_size.min(16_384));
-        let mut due: Option<Instant> = None;
+        let mut deadline = PageDeadline::new(self.max_page_delay, IDLE_FLUSH);
         loop {
             self.drain_pending(&mut page);
             if self.pending.is_empty()
@@ -183,24 +183,15 @@ impl CdcPageStream {
             {
                 self.commit(end)?;
             }
-            if due.is_none() && !page.is_empty() {
-                due = Some(Instant::now() + self.max_page_delay);
-            }
+            deadline.note(page.is_empty());
             if page.len() >= self.batch_size {
                 return Ok(Some(self.hand_over(page)));
             }
             if self.caught_up() {
                 return self.last_page(page).await;
             }
-            let wait = match due {
-                Some(due) => {
-                    let left = due.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Ok(Some(self.hand_over(page)));
-                    }
-                    left.min(IDLE_FLUSH)
-                }
-                None => IDLE_FLUSH,
+            let Some(wait) = deadline.wait() else {
+                return Ok(Some(self.hand_over(page)));
             };
             match self.next_event(wait).await? {
                 Next::Cancelled => return self.last_page(page).await,
