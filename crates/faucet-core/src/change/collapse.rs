@@ -133,16 +133,19 @@ pub fn collapse<'a>(
                 let after = change
                     .after
                     .ok_or_else(|| err(format!("an `{op}` record without an `after` row")))?;
-                let columns = row_columns(after);
+                let mut columns = row_columns(after);
                 let k = key_values(&columns, key).map_err(err)?;
+                let unchanged: Vec<&str> = change.unchanged().collect();
                 if op == Op::Update
                     && let Some(before) = change.before
                     && let Ok(old) = key_values(&row_columns(before), key)
-                    && old != k
+                    && state.id(&old) != state.id(&k)
                 {
+                    state
+                        .move_unchanged(&old, &k, &mut columns, &unchanged, change.table)
+                        .map_err(err)?;
                     state.delete(old, row_no);
                 }
-                let unchanged: Vec<&str> = change.unchanged().collect();
                 state.upsert(k, columns, &unchanged, row_no);
             }
         }
@@ -195,6 +198,59 @@ impl<'a> State<'a, '_> {
                 self.out.slots.push(slot);
             }
         }
+    }
+
+    /// A key-changing update (`old` → `new`) whose `unchanged` columns are not in its
+    /// `after`: their value is the old key's, so it is taken from the old key's earlier upsert
+    /// in this page. When the page has none and the new key has none either, the value exists
+    /// only in the target's old row, which this update deletes: an error, never a null.
+    fn move_unchanged(
+        &mut self,
+        old: &[&'a Value],
+        new: &[&'a Value],
+        columns: &mut Vec<(&'a str, &'a Value)>,
+        unchanged: &[&str],
+        table: Option<&str>,
+    ) -> Result<(), String> {
+        if unchanged.is_empty() {
+            return Ok(());
+        }
+        let earlier_of = |state: &mut Self, key: &[&'a Value]| {
+            let id = state.id(key);
+            state
+                .index
+                .get(&id)
+                .and_then(|&i| match &state.out.slots[i] {
+                    Slot::Upsert { columns, .. } => Some(columns.clone()),
+                    Slot::Delete { .. } => None,
+                })
+        };
+        let from_old = earlier_of(self, old).unwrap_or_default();
+        let from_new = earlier_of(self, new).unwrap_or_default();
+        let mut missing = Vec::new();
+        for name in unchanged {
+            if columns.iter().any(|(c, _)| c == name) {
+                continue;
+            }
+            match from_old.iter().find(|(n, _)| n == name) {
+                Some(&carried) => columns.push(carried),
+                None if from_new.iter().any(|(n, _)| n == name) => {}
+                None => missing.push(*name),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(format!(
+            "an update moved a row to a new key and left column(s) {} unchanged (a TOASTed \
+             value the server did not resend), so their value is only in the target's row of \
+             the old key, which the update deletes; faucet does not write null instead. Set \
+             `ALTER TABLE {} REPLICA IDENTITY FULL` on the source so such updates carry every \
+             value; changes already logged stay as they are (re-copy the table, e.g. with \
+             `faucet replicate`)",
+            missing.join(", "),
+            table.unwrap_or("<the source table>")
+        ))
     }
 
     fn upsert(
@@ -387,6 +443,46 @@ mod tests {
             panic!("slot 2 is not an upsert: {:?}", c.slots[2])
         };
         assert!(!columns.iter().any(|(n, _)| *n == "name"));
+    }
+
+    #[test]
+    fn a_key_change_moves_unchanged_columns_or_refuses_to_null_them() {
+        let partial = |id: i64| row(&[("id", Value::Int(id)), ("ver", Value::Int(3))]);
+        // The old key's value is earlier in the page: it moves to the new key.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("c", Value::Null, device(1, "kept", 1), &[]));
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert_eq!(
+            summary(&c),
+            vec![('d', 1, None), ('u', 5, Some("kept".into()))]
+        );
+        // Only the target has it: a data error naming the row and the fix, never a null.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(2), device(2, "b", 2), &[]));
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        let page = b.finish(None);
+        match run(&page, "id", &mut None) {
+            Err(FaucetError::Data {
+                location, message, ..
+            }) => {
+                assert!(location.contains("page row 2"), "{location}");
+                assert!(
+                    message.contains("name") && message.contains("REPLICA IDENTITY FULL"),
+                    "{message}"
+                );
+            }
+            other => panic!("expected a data error, got {other:?}"),
+        }
+        // The same key (no move): the stored value is kept by leaving the column out.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(5), partial(5), &["name"]));
+        let page = b.finish(None);
+        assert_eq!(
+            summary(&run(&page, "id", &mut None).expect("collapse")),
+            vec![('u', 5, None)]
+        );
     }
 
     #[test]
