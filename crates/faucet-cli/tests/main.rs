@@ -37,6 +37,8 @@ mod replicate_crash;
 mod reports;
 mod run_files;
 mod serve;
+#[cfg(feature = "cluster")]
+mod serve_cluster;
 mod signals;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod state_pg_restart;

@@ -19,6 +19,7 @@
 //! | `faucet_schedule_ticks_run_total` | counter | schedule ticks that started a run |
 //! | `faucet_schedule_ticks_skipped_total` | counter | ticks skipped because the row's last run was still going |
 //! | `faucet_schedule_ticks_late_total` | counter | ticks noticed more than 1 s after their time (a busy or suspended host) |
+//! | `faucet_pipelines_moved_total` | counter | runs this member started of a row another member owned before (`--cluster`) |
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -38,6 +39,7 @@ const PAUSED: &str = "faucet_pipeline_paused";
 const TICKS_RUN: &str = "faucet_schedule_ticks_run_total";
 const TICKS_SKIPPED: &str = "faucet_schedule_ticks_skipped_total";
 const TICKS_LATE: &str = "faucet_schedule_ticks_late_total";
+const MOVED: &str = "faucet_pipelines_moved_total";
 
 /// Installs the process-wide Prometheus recorder and describes every metric (their `# HELP`
 /// lines).
@@ -77,6 +79,11 @@ pub(crate) fn install() -> Result<PrometheusHandle, String> {
         Unit::Count,
         "Schedule ticks noticed more than one second after their time."
     );
+    describe_counter!(
+        MOVED,
+        Unit::Count,
+        "Runs this member started of a pipeline row another member owned before (--cluster)."
+    );
     Ok(handle)
 }
 
@@ -105,6 +112,7 @@ impl RowMetrics {
             TICKS_RUN,
             TICKS_SKIPPED,
             TICKS_LATE,
+            MOVED,
         ] {
             counter!(name, &m.labels()).increment(0);
         }
@@ -160,6 +168,11 @@ impl RowMetrics {
     /// A schedule tick came late.
     pub(crate) fn tick_late(&self) {
         counter!(TICKS_LATE, &self.labels()).increment(1);
+    }
+
+    /// The row moved to this member from another (`--cluster`).
+    pub(crate) fn moved(&self) {
+        counter!(MOVED, &self.labels()).increment(1);
     }
 
     /// An observer of one run's progress reports.

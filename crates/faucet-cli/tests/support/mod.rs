@@ -5,6 +5,7 @@ use std::process::{Command, Output};
 
 #[cfg(feature = "postgres")]
 pub(crate) mod pg;
+pub(crate) mod server;
 
 /// The repository's root (for `examples/`).
 pub(crate) fn repo_root() -> PathBuf {

@@ -1,0 +1,538 @@
+//! `faucet serve --cluster` through the binary: several real members on loopback ports, the
+//! real PostgreSQL as the cluster database and the state store, each test in its own schema,
+//! members table and state table.
+//!
+//! Twelve pipelines (CSV → PostgreSQL append, i.e. atomic watermark; CSV → JSON Lines;
+//! PostgreSQL query → upsert; postgres-cdc → upsert and → append) on three members: SIGKILL
+//! one, its rows resume on the others within the ttl and every target equals its source;
+//! the killed member rejoins and gets exactly its rows back; a SIGTERMed member hands over
+//! within a heartbeat. A member restarted five times in a minute moves only its own rows.
+//! A cron tick runs once across three members. Drain through the API needs the token; a
+//! pause survives a restart of every member. Memory/file stores are refused.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+
+use crate::support::pg::{drop_slot, exec, unique_suffix};
+use crate::support::server::Server;
+use crate::support::{Dir, ids, numbered_csv, pg_pool, pg_url, runtime};
+
+const TOKEN: &str = "cluster-test-token-0123456789";
+/// The lease ttl, and so the members' heartbeat ttl (heartbeat every second).
+const TTL: Duration = Duration::from_secs(3);
+
+/// One test's cluster: its directory of pipeline files, its schema (targets, members
+/// table), its state table, and the members running.
+struct Cluster {
+    dir: Dir,
+    schema: String,
+    state: String,
+    slots: Vec<String>,
+    publications: Vec<String>,
+    rt: tokio::runtime::Runtime,
+    pool: PgPool,
+}
+
+impl Cluster {
+    fn new(tag: &str) -> Self {
+        let suffix = unique_suffix();
+        let rt = runtime();
+        let pool = rt.block_on(pg_pool());
+        let schema = format!("cl_{tag}_{suffix}");
+        rt.block_on(exec(&pool, &format!("CREATE SCHEMA {schema}")));
+        Self {
+            dir: Dir::new(),
+            state: format!("cl_state_{tag}_{suffix}"),
+            schema,
+            slots: Vec::new(),
+            publications: Vec::new(),
+            rt,
+            pool,
+        }
+    }
+
+    fn sql(&self, sql: &str) {
+        self.rt.block_on(exec(&self.pool, sql));
+    }
+
+    fn rows(&self, sql: &str) -> Vec<(i64, Option<String>)> {
+        self.rt
+            .block_on(sqlx::query_as(sql).fetch_all(&self.pool))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// The state block every row shares.
+    fn state_yaml(&self) -> String {
+        format!(
+            "{{ type: postgres, config: {{ url: \"${{env:FAUCET_CL_PG_URL}}\", table: {}, ensure_table: true }} }}",
+            self.state
+        )
+    }
+
+    /// Starts member `name` of the cluster, serving `pipelines/`.
+    fn member(&self, name: &str, settle: &str) -> Server {
+        let url = pg_url();
+        let table = format!("{}.members", self.schema);
+        let ttl = format!("{}s", TTL.as_secs());
+        Server::launch(
+            &self.dir,
+            name,
+            &[
+                "pipelines",
+                "--cluster-table",
+                &table,
+                "--lease-ttl",
+                &ttl,
+                "--settle",
+                settle,
+            ],
+            Some(TOKEN),
+            &[
+                ("FAUCET_CL_PG_URL", url.as_str()),
+                ("FAUCET_CLUSTER_URL", url.as_str()),
+            ],
+        )
+    }
+
+    /// The `moves` of every row in the owners table.
+    fn moves(&self) -> BTreeMap<String, i64> {
+        let sql = format!("SELECT moves, key FROM {}.members_owners", self.schema);
+        self.rows(&sql)
+            .into_iter()
+            .map(|(m, k)| (k.unwrap_or_default(), m))
+            .collect()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.rt.block_on(async {
+                for slot in &self.slots {
+                    drop_slot(&self.pool, slot, Duration::from_secs(10)).await;
+                }
+                let mut sql = String::new();
+                for p in &self.publications {
+                    sql.push_str(&format!("DROP PUBLICATION IF EXISTS {p};"));
+                }
+                sql.push_str(&format!(
+                    "DROP SCHEMA IF EXISTS {} CASCADE; DROP TABLE IF EXISTS {s}, {s}_lease;",
+                    self.schema,
+                    s = self.state
+                ));
+                let _ = sqlx::raw_sql(&sql).execute(&self.pool).await;
+            });
+        }));
+    }
+}
+
+/// The owner of every row, as `member` answers `GET /pipelines`.
+fn owners(member: &Server) -> BTreeMap<String, Option<String>> {
+    let (code, doc) = member.json("GET", "/pipelines", None);
+    assert_eq!(code, 200, "{doc}");
+    doc["pipelines"]
+        .as_array()
+        .expect("pipelines")
+        .iter()
+        .map(|p| {
+            (
+                p["key"].as_str().expect("key").to_owned(),
+                p["owner"].as_str().map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+/// Waits up to `within` for `check` to give `Ok`; panics with its last `Err`.
+fn eventually<T>(what: &str, within: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("{what} within {within:?}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    }
+}
+
+mod twelve {
+    use super::*;
+
+    /// The three CSV → PostgreSQL append rows (`a0`…), the three CSV → JSON Lines rows
+    /// (`j0`…), the four query → upsert rows (`q0`…), the CDC rows `cdcup` and `cdcaudit`.
+    pub(super) const CSV_ROWS: [&str; 6] = ["a0", "a1", "a2", "j0", "j1", "j2"];
+
+    /// What the sources hold, so the targets can be checked.
+    pub(super) struct Sources {
+        /// Rows in every CSV file (ids 1..=n).
+        pub(super) csv: u64,
+        /// Rows in `src` (ids 1..=n, v = `v{id}`).
+        pub(super) src: i64,
+        /// Every change made to `csrc`: (op, id, v).
+        pub(super) changes: Vec<(String, i64, i64)>,
+    }
+
+    pub(super) fn setup(c: &mut Cluster) -> Sources {
+        let s = c.schema.clone();
+        let suffix = unique_suffix();
+        let slots = [format!("cl_up_{suffix}"), format!("cl_audit_{suffix}")];
+        let pubs = [
+            format!("cl_pub_up_{suffix}"),
+            format!("cl_pub_audit_{suffix}"),
+        ];
+        c.slots.extend(slots.iter().cloned());
+        c.publications.extend(pubs.iter().cloned());
+        c.sql(&format!(
+            "CREATE TABLE {s}.src (id int PRIMARY KEY, v text NOT NULL);
+             INSERT INTO {s}.src SELECT g, 'v' || g FROM generate_series(1, 100) g;
+             CREATE TABLE {s}.csrc (id int PRIMARY KEY, v int NOT NULL);"
+        ));
+        for f in CSV_ROWS {
+            c.dir.write(&format!("{f}.csv"), numbered_csv(1, 100, true));
+        }
+        let state = c.state_yaml();
+        let url = "\"${env:FAUCET_CL_PG_URL}\"";
+        let every = "schedule: \"*/1 * * * * *\"";
+        let matrix = |rows: &[&str], row: &dyn Fn(&str) -> String| {
+            rows.iter()
+                .map(|r| format!("  - {}\n", row(r)))
+                .collect::<String>()
+        };
+        c.dir.write(
+            "pipelines/csvpg.yaml",
+            format!(
+                "version: 1\nname: csvpg\npipeline:\n  \
+                 source: {{ type: csv, config: {{ path: ../a0.csv, columns: {{ id: int }} }} }}\n  \
+                 sink: {{ type: postgres, config: {{ connection_url: {url}, table: {s}.a0, create_table: true }} }}\n  \
+                 state: {state}\n  delivery: effectively_once\n  batch_size: 7\n  {every}\nmatrix:\n{}",
+                matrix(&["a0", "a1", "a2"], &|r| format!(
+                    "{{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ table: {s}.{r} }} }} }}"
+                ))
+            ),
+        );
+        c.dir.write(
+            "pipelines/csvjl.yaml",
+            format!(
+                "version: 1\nname: csvjl\npipeline:\n  \
+                 source: {{ type: csv, config: {{ path: ../j0.csv }} }}\n  \
+                 sink: {{ type: jsonl, config: {{ path: ../out/j0.jsonl }} }}\n  \
+                 state: {state}\n  batch_size: 7\n  {every}\nmatrix:\n{}",
+                matrix(&["j0", "j1", "j2"], &|r| format!(
+                    "{{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ path: ../out/{r}.jsonl }} }} }}"
+                ))
+            ),
+        );
+        c.dir.write(
+            "pipelines/query.yaml",
+            format!(
+                "version: 1\nname: query\npipeline:\n  \
+                 source: {{ type: postgres, config: {{ connection_url: {url}, table: {s}.src, replication_method: incremental, replication_key: [id] }} }}\n  \
+                 sink: {{ type: postgres, config: {{ connection_url: {url}, table: {s}.q0, create_table: true, write_mode: upsert, key: [id] }} }}\n  \
+                 state: {state}\n  delivery: effectively_once\n  batch_size: 7\n  {every}\nmatrix:\n{}",
+                matrix(&["q0", "q1", "q2", "q3"], &|r| format!(
+                    "{{ id: {r}, sink: {{ config: {{ table: {s}.{r} }} }} }}"
+                ))
+            ),
+        );
+        for (i, (name, sink)) in [
+            (
+                "cdcup",
+                format!("{{ connection_url: {url}, table: {s}.cdcup, create_table: true, write_mode: upsert, key: [id] }}"),
+            ),
+            (
+                "cdcaudit",
+                format!("{{ connection_url: {url}, table: {s}.cdcaudit, create_table: true }}"),
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            c.dir.write(
+                &format!("pipelines/{name}.yaml"),
+                format!(
+                    "version: 1\nname: {name}\npipeline:\n  \
+                     source: {{ type: postgres-cdc, config: {{ connection_url: {url}, slot_name: {}, publication: {}, tables: [{s}.csrc], create_publication: true, continuous: true }} }}\n  \
+                     sink: {{ type: postgres, config: {sink} }}\n  \
+                     state: {state}\n  delivery: effectively_once\n  batch_size: 7\n",
+                    slots[i], pubs[i]
+                ),
+            );
+        }
+        Sources {
+            csv: 100,
+            src: 100,
+            changes: Vec::new(),
+        }
+    }
+
+    /// Waits until both CDC rows hold their slots, so every later change reaches them.
+    pub(super) fn wait_for_slots(c: &Cluster) {
+        let sql = format!(
+            "SELECT count(*)::bigint, NULL::text FROM pg_replication_slots WHERE slot_name IN ('{}', '{}')",
+            c.slots[0], c.slots[1]
+        );
+        eventually("both CDC slots exist", Duration::from_secs(90), || {
+            let n = c.rows(&sql)[0].0;
+            if n == 2 {
+                Ok(())
+            } else {
+                Err(format!("{n} slots"))
+            }
+        });
+    }
+
+    /// More data in every source: `csv` more CSV lines, `src` more rows, CDC inserts of
+    /// `inserts` and updates of ids `updates`.
+    pub(super) fn write(
+        c: &Cluster,
+        sources: &mut Sources,
+        csv: u64,
+        src: i64,
+        inserts: std::ops::RangeInclusive<i64>,
+        updates: std::ops::RangeInclusive<i64>,
+    ) {
+        let s = &c.schema;
+        for f in CSV_ROWS {
+            c.dir.append(
+                &format!("{f}.csv"),
+                &numbered_csv(sources.csv + 1, csv, false),
+            );
+        }
+        sources.csv += csv;
+        c.sql(&format!(
+            "INSERT INTO {s}.src SELECT g, 'v' || g FROM generate_series({}, {}) g",
+            sources.src + 1,
+            sources.src + src
+        ));
+        sources.src += src;
+        for id in inserts {
+            c.sql(&format!("INSERT INTO {s}.csrc VALUES ({id}, {id})"));
+            sources.changes.push(("c".to_owned(), id, id));
+        }
+        for id in updates {
+            c.sql(&format!("UPDATE {s}.csrc SET v = v + 1000 WHERE id = {id}"));
+            let v: i64 = c.rows(&format!(
+                "SELECT v::bigint, NULL::text FROM {s}.csrc WHERE id = {id}"
+            ))[0]
+                .0;
+            sources.changes.push(("u".to_owned(), id, v));
+        }
+    }
+
+    /// `Ok` when every target equals its source: EO targets exactly (nothing lost, nothing
+    /// doubled), JSON Lines nothing lost.
+    pub(super) fn check(c: &Cluster, sources: &Sources) -> Result<(), String> {
+        let s = &c.schema;
+        let want_csv: Vec<i64> = (1..=i64::try_from(sources.csv).expect("i64")).collect();
+        let table_ids = |t: &str| -> Vec<i64> {
+            let sql = format!("SELECT id::bigint, NULL::text FROM {s}.{t} ORDER BY id");
+            c.rt.block_on(sqlx::query_as::<_, (i64, Option<String>)>(&sql).fetch_all(&c.pool))
+                .map(|rows| rows.into_iter().map(|r| r.0).collect())
+                .unwrap_or_default()
+        };
+        for t in ["a0", "a1", "a2"] {
+            let got = table_ids(t);
+            if got != want_csv {
+                return Err(format!(
+                    "{t}: {} rows, {} distinct, want {}",
+                    got.len(),
+                    got.iter().collect::<BTreeSet<_>>().len(),
+                    want_csv.len()
+                ));
+            }
+        }
+        for j in ["j0", "j1", "j2"] {
+            let got: BTreeSet<u64> = ids(&c.dir.jsonl(&format!("out/{j}.jsonl")))
+                .into_iter()
+                .collect();
+            if got != (1..=sources.csv).collect() {
+                return Err(format!(
+                    "{j}: {} distinct ids of {}",
+                    got.len(),
+                    sources.csv
+                ));
+            }
+        }
+        let src = c.rows(&format!("SELECT id::bigint, v FROM {s}.src ORDER BY id"));
+        for q in ["q0", "q1", "q2", "q3"] {
+            let sql = format!("SELECT id::bigint, v FROM {s}.{q} ORDER BY id");
+            let got =
+                c.rt.block_on(sqlx::query_as::<_, (i64, Option<String>)>(&sql).fetch_all(&c.pool))
+                    .unwrap_or_default();
+            if got != src {
+                return Err(format!("{q}: {} rows of {}", got.len(), src.len()));
+            }
+        }
+        let csrc = c.rows(&format!(
+            "SELECT id::bigint, v::text FROM {s}.csrc ORDER BY id"
+        ));
+        let sql = format!("SELECT id::bigint, v::text FROM {s}.cdcup ORDER BY id");
+        let got =
+            c.rt.block_on(sqlx::query_as::<_, (i64, Option<String>)>(&sql).fetch_all(&c.pool))
+                .unwrap_or_default();
+        if got != csrc {
+            return Err(format!("cdcup: {} rows of {}", got.len(), csrc.len()));
+        }
+        let sql =
+            format!("SELECT op, (after->>'id')::bigint, (after->>'v')::bigint FROM {s}.cdcaudit");
+        let mut got: Vec<(String, i64, i64)> =
+            c.rt.block_on(sqlx::query_as(&sql).fetch_all(&c.pool))
+                .unwrap_or_default();
+        got.sort();
+        let mut want = sources.changes.clone();
+        want.sort();
+        if got != want {
+            return Err(format!("cdcaudit: {} changes of {}", got.len(), want.len()));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_equals_its_source()
+{
+    let mut c = Cluster::new("kill");
+    let mut sources = twelve::setup(&mut c);
+    let mut members: BTreeMap<&str, Server> = ["m1", "m2", "m3"]
+        .into_iter()
+        .map(|m| (m, c.member(m, "1s")))
+        .collect();
+    twelve::wait_for_slots(&c);
+    twelve::write(&c, &mut sources, 0, 0, 1..=30, 1..=0);
+    eventually(
+        "every target equals its source",
+        Duration::from_secs(120),
+        || twelve::check(&c, &sources),
+    );
+
+    // Every row has an owner; the member owning the most is killed.
+    let before = owners(&members["m1"]);
+    assert_eq!(before.len(), 12, "{before:?}");
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in before.values() {
+        *count
+            .entry(o.as_deref().expect("every row is placed"))
+            .or_default() += 1;
+    }
+    let victim = *count.iter().max_by_key(|(_, n)| **n).expect("owners").0;
+    let theirs: BTreeSet<String> = before
+        .iter()
+        .filter(|(_, o)| o.as_deref() == Some(victim))
+        .map(|(k, _)| k.clone())
+        .collect();
+    // The placement is the same on every member.
+    for m in members.values() {
+        assert_eq!(owners(m), before, "members disagree on the placement");
+    }
+    let moves_before = c.moves();
+    let killed_at = Instant::now();
+    members.remove(victim).expect("victim").kill();
+    twelve::write(&c, &mut sources, 30, 50, 31..=50, 1..=10);
+
+    // Within the ttl (plus a heartbeat period and a run), another member owns its rows.
+    let survivor = members.values().next().expect("a survivor");
+    eventually("the killed member's rows placed elsewhere", 3 * TTL, || {
+        let now = owners(survivor);
+        match now
+            .iter()
+            .find(|(_, o)| o.as_deref() == Some(victim) || o.is_none())
+        {
+            Some(row) => Err(format!("{row:?}")),
+            None => Ok(()),
+        }
+    });
+    let placed_after = killed_at.elapsed();
+    eventually(
+        "every target equals its source after the kill",
+        Duration::from_secs(90),
+        || twelve::check(&c, &sources),
+    );
+    eprintln!(
+        "killed {victim} owning {} of 12 rows: placed elsewhere after {placed_after:?}, targets equal after {:?}",
+        theirs.len(),
+        killed_at.elapsed()
+    );
+    // Each of its rows moved once; no other row moved.
+    let moves_after = c.moves();
+    for (key, n) in &moves_after {
+        let delta = n - moves_before.get(key).copied().unwrap_or(0);
+        let want = i64::from(theirs.contains(key));
+        assert_eq!(
+            delta, want,
+            "{key} moved {delta} times (the victim's: {theirs:?})"
+        );
+    }
+
+    // The killed member comes back: after its settle it gets exactly its rows back.
+    let (code, doc) = survivor.json("GET", "/members", None);
+    assert_eq!(code, 200, "{doc}");
+    let dead = doc["members"]
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["name"] == victim))
+        .cloned()
+        .expect("the killed member's row");
+    assert_eq!(dead["alive"], false, "{doc}");
+    assert_eq!(dead["pipelines"], 0, "{doc}");
+    let back = c.member(victim, "1s");
+    eventually(
+        "the rejoined member owns its rows again",
+        Duration::from_secs(30),
+        || {
+            let now = owners(&back);
+            if now == before {
+                Ok(())
+            } else {
+                Err(format!("{now:?}"))
+            }
+        },
+    );
+    twelve::write(&c, &mut sources, 10, 10, 51..=55, 11..=12);
+    eventually(
+        "every target equals its source after the rejoin",
+        Duration::from_secs(90),
+        || twelve::check(&c, &sources),
+    );
+    let moves_back = c.moves();
+    for (key, n) in &moves_back {
+        let delta = n - moves_after.get(key).copied().unwrap_or(0);
+        let want = i64::from(theirs.contains(key));
+        assert_eq!(delta, want, "{key} moved {delta} times on the rejoin");
+    }
+    members.insert(victim, back);
+
+    // A graceful leave: SIGTERM hands the rows over within a heartbeat (plus the run's start).
+    let leaver = *members
+        .keys()
+        .find(|m| **m != victim)
+        .expect("another member");
+    let left_at = Instant::now();
+    let (code, stderr) = members.remove(leaver).expect("leaver").terminate();
+    assert_eq!(code, 0, "{stderr}");
+    let watcher = &members[victim];
+    eventually("the leaver's rows placed elsewhere", TTL, || {
+        let now = owners(watcher);
+        match now
+            .iter()
+            .find(|(_, o)| o.as_deref() == Some(leaver) || o.is_none())
+        {
+            Some(row) => Err(format!("{row:?}")),
+            None => Ok(()),
+        }
+    });
+    eprintln!(
+        "SIGTERMed {leaver}: its rows placed elsewhere after {:?}",
+        left_at.elapsed()
+    );
+    twelve::write(&c, &mut sources, 10, 10, 56..=60, 13..=14);
+    eventually(
+        "every target equals its source after the leave",
+        Duration::from_secs(90),
+        || twelve::check(&c, &sources),
+    );
+    for (_, m) in members {
+        let (code, stderr) = m.terminate();
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
