@@ -96,6 +96,34 @@ impl Cluster {
         )
     }
 
+    /// The member that last started each row, by the owners table.
+    fn recorded(&self) -> BTreeMap<String, Option<String>> {
+        let sql = format!("SELECT key, member FROM {}.members_owners", self.schema);
+        self.rt
+            .block_on(sqlx::query_as::<_, (String, String)>(&sql).fetch_all(&self.pool))
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .into_iter()
+            .map(|(k, m)| (k, Some(m)))
+            .collect()
+    }
+
+    /// Waits until every row was last started by the member it is placed on (`placed`), so
+    /// moves counted from now on are new ones.
+    fn wait_started_as_placed(&self, placed: &BTreeMap<String, Option<String>>) {
+        eventually(
+            "every row started on its owner",
+            Duration::from_secs(30),
+            || {
+                let now = self.recorded();
+                if &now == placed {
+                    Ok(())
+                } else {
+                    Err(format!("{now:?}"))
+                }
+            },
+        );
+    }
+
     /// The `moves` of every row in the owners table.
     fn moves(&self) -> BTreeMap<String, i64> {
         let sql = format!("SELECT moves, key FROM {}.members_owners", self.schema);
@@ -143,6 +171,23 @@ fn owners(member: &Server) -> BTreeMap<String, Option<String>> {
             )
         })
         .collect()
+}
+
+/// The rows some member shows with an error, and their errors, for a failure message.
+fn errors(members: &BTreeMap<&str, Server>) -> String {
+    let mut out = String::new();
+    for (name, m) in members {
+        let (_, doc) = m.json("GET", "/pipelines", None);
+        for p in doc["pipelines"].as_array().cloned().unwrap_or_default() {
+            if !p["last_error"].is_null() {
+                out.push_str(&format!(
+                    "\n{name}: {} {} owner {}: {}",
+                    p["key"], p["state"], p["owner"], p["last_error"]
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// Waits up to `within` for `check` to give `Ok`; panics with its last `Err`.
@@ -404,11 +449,22 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     eventually(
         "every target equals its source",
         Duration::from_secs(120),
-        || twelve::check(&c, &sources),
+        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
     );
 
-    // Every row has an owner; the member owning the most is killed.
-    let before = owners(&members["m1"]);
+    // Every row has an owner, the same on every member; the member owning the most is killed.
+    let before = eventually(
+        "the members agree on the placement",
+        Duration::from_secs(30),
+        || {
+            let views: Vec<_> = members.values().map(owners).collect();
+            if views.windows(2).all(|w| w[0] == w[1]) && views[0].values().all(Option::is_some) {
+                Ok(views[0].clone())
+            } else {
+                Err(format!("{views:?}"))
+            }
+        },
+    );
     assert_eq!(before.len(), 12, "{before:?}");
     let mut count: BTreeMap<&str, usize> = BTreeMap::new();
     for o in before.values() {
@@ -422,10 +478,7 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
         .filter(|(_, o)| o.as_deref() == Some(victim))
         .map(|(k, _)| k.clone())
         .collect();
-    // The placement is the same on every member.
-    for m in members.values() {
-        assert_eq!(owners(m), before, "members disagree on the placement");
-    }
+    c.wait_started_as_placed(&before);
     let moves_before = c.moves();
     let killed_at = Instant::now();
     members.remove(victim).expect("victim").kill();
@@ -447,7 +500,7 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     eventually(
         "every target equals its source after the kill",
         Duration::from_secs(90),
-        || twelve::check(&c, &sources),
+        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
     );
     eprintln!(
         "killed {victim} owning {} of 12 rows: placed elsewhere after {placed_after:?}, targets equal after {:?}",
@@ -492,8 +545,9 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     eventually(
         "every target equals its source after the rejoin",
         Duration::from_secs(90),
-        || twelve::check(&c, &sources),
+        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
     );
+    c.wait_started_as_placed(&before);
     let moves_back = c.moves();
     for (key, n) in &moves_back {
         let delta = n - moves_after.get(key).copied().unwrap_or(0);
@@ -529,10 +583,356 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     eventually(
         "every target equals its source after the leave",
         Duration::from_secs(90),
-        || twelve::check(&c, &sources),
+        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
     );
     for (_, m) in members {
         let (code, stderr) = m.terminate();
         assert_eq!(code, 0, "{stderr}");
     }
+}
+
+/// `pipelines/csvjl.yaml`: `n` CSV → JSON Lines rows `r0`…, each its own CSV of 20 lines,
+/// on the shared PostgreSQL state store, every second.
+fn csv_rows(c: &Cluster, n: usize) -> Vec<String> {
+    let rows: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+    for r in &rows {
+        c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
+    }
+    let matrix: String = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ path: ../out/{r}.jsonl }} }} }}\n"
+            )
+        })
+        .collect();
+    c.dir.write(
+        "pipelines/csvjl.yaml",
+        format!(
+            "version: 1\nname: csvjl\npipeline:\n  source: {{ type: csv, config: {{ path: ../x.csv }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ../out/x.jsonl }} }}\n  state: {}\n  batch_size: 5\n  \
+             schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}",
+            c.state_yaml()
+        ),
+    );
+    rows
+}
+
+/// `Ok` when every row's JSON Lines output holds ids 1..=`n` (duplicates allowed).
+fn delivered(c: &Cluster, rows: &[String], n: u64) -> Result<(), String> {
+    for r in rows {
+        let got: BTreeSet<u64> = ids(&c.dir.jsonl(&format!("out/{r}.jsonl")))
+            .into_iter()
+            .collect();
+        if got != (1..=n).collect() {
+            return Err(format!("{r}: {} distinct ids of {n}", got.len()));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_member_restarted_five_times_in_a_minute_moves_only_its_own_pipelines_and_backs_off() {
+    let c = Cluster::new("flap");
+    let rows = csv_rows(&c, 12);
+    let mut members: BTreeMap<&str, Server> = ["m1", "m2", "m3"]
+        .into_iter()
+        .map(|m| (m, c.member(m, "2s")))
+        .collect();
+    eventually("every row delivered", Duration::from_secs(90), || {
+        delivered(&c, &rows, 20)
+    });
+    // Settled, every row on its placed owner.
+    eventually("every member settled", Duration::from_secs(30), || {
+        let (_, doc) = members["m1"].json("GET", "/members", None);
+        let all = doc["members"].as_array().cloned().unwrap_or_default();
+        if all.len() == 3 && all.iter().all(|m| m["settled"] == true) {
+            Ok(())
+        } else {
+            Err(doc.to_string())
+        }
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let before = owners(&members["m1"]);
+    let theirs: BTreeSet<String> = before
+        .iter()
+        .filter(|(_, o)| o.as_deref() == Some("m3"))
+        .map(|(k, _)| k.clone())
+        .collect();
+    assert!(!theirs.is_empty(), "m3 owns some rows: {before:?}");
+    c.wait_started_as_placed(&before);
+    let moves_before = c.moves();
+
+    let started = Instant::now();
+    for _ in 0..5 {
+        members.remove("m3").expect("m3").kill();
+        members.insert("m3", c.member("m3", "2s"));
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    assert!(started.elapsed() < Duration::from_secs(60));
+    for r in &rows {
+        c.dir
+            .append(&format!("{r}.csv"), &numbered_csv(21, 10, false));
+    }
+    eventually(
+        "every row delivered while m3 flaps",
+        Duration::from_secs(60),
+        || delivered(&c, &rows, 30),
+    );
+
+    // Only m3's rows moved, each once; m3 backs off (its settle doubled per restart).
+    let moves = c.moves();
+    let mut moved = 0;
+    for (key, n) in &moves {
+        let delta = n - moves_before.get(key).copied().unwrap_or(0);
+        if theirs.contains(key) {
+            assert!(delta <= 1, "{key} (m3's) moved {delta} times");
+        } else {
+            assert_eq!(delta, 0, "{key} is not m3's and moved {delta} times");
+        }
+        moved += delta;
+    }
+    eprintln!(
+        "m3 restarted 5 times: {moved} moves, m3 owned {}",
+        theirs.len()
+    );
+    let (_, doc) = members["m1"].json("GET", "/members", None);
+    let m3 = doc["members"]
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["name"] == "m3"))
+        .cloned()
+        .expect("m3");
+    assert!(
+        m3["settle_seconds"].as_f64().unwrap_or_default() >= 32.0,
+        "m3's settle grew: {m3}"
+    );
+    assert_eq!(m3["pipelines"], 0, "m3 waits out its settle: {m3}");
+    assert_eq!(m3["alive"], true, "{m3}");
+    for (_, m) in members {
+        let (code, stderr) = m.terminate();
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
+
+#[test]
+fn a_cron_tick_across_three_members_runs_exactly_once() {
+    let c = Cluster::new("cron");
+    let rows = ["t0", "t1", "t2"];
+    let matrix: String = rows
+        .iter()
+        .map(|r| format!("  - {{ id: {r}, sink: {{ config: {{ path: ../out/{r}.jsonl }} }} }}\n"))
+        .collect();
+    // Every run writes one record with the time it ran: a full-table read of `now()`.
+    c.dir.write(
+        "pipelines/tick.yaml",
+        format!(
+            "version: 1\nname: tick\npipeline:\n  source: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CL_PG_URL}}\", \
+             query: \"SELECT 1 AS id, extract(epoch FROM clock_timestamp())::float8 AS t\", replication_method: full_table }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ../out/x.jsonl }} }}\n  state: {}\n  \
+             schedule: \"*/2 * * * * *\"\nmatrix:\n{matrix}",
+            c.state_yaml()
+        ),
+    );
+    let members: Vec<Server> = ["m1", "m2", "m3"]
+        .into_iter()
+        .map(|m| c.member(m, "1s"))
+        .collect();
+    eventually("five ticks of every row", Duration::from_secs(90), || {
+        for r in rows {
+            let n = c.dir.jsonl(&format!("out/{r}.jsonl")).len();
+            if n < 5 {
+                return Err(format!("{r}: {n} runs"));
+            }
+        }
+        Ok(())
+    });
+    let mut runs_by_members = BTreeMap::new();
+    for m in &members {
+        for r in rows {
+            let doc = m.status(&format!("tick::{r}"));
+            *runs_by_members.entry(r).or_insert(0) += doc["ticks"]["run"].as_u64().unwrap_or(0);
+        }
+    }
+    for m in members {
+        let (code, stderr) = m.terminate();
+        assert_eq!(code, 0, "{stderr}");
+    }
+    for r in rows {
+        let mut times: Vec<f64> = c
+            .dir
+            .jsonl(&format!("out/{r}.jsonl"))
+            .iter()
+            .map(|v| v["t"].as_f64().expect("t"))
+            .collect();
+        times.sort_by(f64::total_cmp);
+        assert!(times.len() >= 4, "{r}: ticks ran: {times:?}");
+        for w in times.windows(2) {
+            assert!(
+                w[1] - w[0] > 1.0,
+                "{r}: two runs {:.3} s apart: a tick ran twice ({times:?})",
+                w[1] - w[0]
+            );
+        }
+        // Every run came from a tick one member claimed; a tick claimed just before the
+        // SIGTERM may have had its run cancelled before it read anything.
+        let ran = runs_by_members[r];
+        let written = times.len() as u64;
+        assert!(
+            written <= ran && ran <= written + 1,
+            "{r}: {ran} ticks run by the members, {written} runs in the output"
+        );
+    }
+}
+
+#[test]
+fn drain_needs_the_token_moves_every_pipeline_off_and_pause_survives_restarting_every_member() {
+    let c = Cluster::new("drain");
+    let rows = csv_rows(&c, 6);
+    let mut m1 = c.member("m1", "1s");
+    let mut m2 = c.member("m2", "1s");
+    eventually("every row delivered", Duration::from_secs(90), || {
+        delivered(&c, &rows, 20)
+    });
+
+    let (code, doc) = m1.json("PUT", "/members/m2/drain", None);
+    assert_eq!(code, 401, "{doc}");
+    let (code, doc) = m1.json("PUT", "/members/m2/drain", Some("not-the-token-at-all"));
+    assert_eq!(code, 401, "{doc}");
+    let (code, doc) = m1.json("PUT", "/members/nobody/drain", Some(TOKEN));
+    assert_eq!(code, 404, "{doc}");
+    let (code, doc) = m1.json("PUT", "/members/m2/drain", Some(TOKEN));
+    assert_eq!(code, 200, "{doc}");
+    let all_on_m1 = |m: &Server| {
+        let now = owners(m);
+        if now.values().all(|o| o.as_deref() == Some("m1")) {
+            Ok(())
+        } else {
+            Err(format!("{now:?}"))
+        }
+    };
+    eventually("m2 drained", 2 * TTL, || all_on_m1(&m2));
+    let (_, doc) = m1.json("GET", "/members", None);
+    let m2_row = doc["members"]
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["name"] == "m2"))
+        .cloned()
+        .expect("m2");
+    assert_eq!(m2_row["draining"], true, "{doc}");
+    assert_eq!(m2_row["pipelines"], 0, "{doc}");
+    let (code, ready) = m2.json("GET", "/readyz", None);
+    assert_eq!(code, 503, "a drained member is not ready: {ready}");
+    let (code, ready) = m1.json("GET", "/readyz", None);
+    assert_eq!(code, 200, "{ready}");
+    for r in &rows {
+        c.dir
+            .append(&format!("{r}.csv"), &numbered_csv(21, 5, false));
+    }
+    eventually("m1 delivers everything", Duration::from_secs(30), || {
+        delivered(&c, &rows, 25)
+    });
+
+    // Paused through the member that does not own it; the owner stops it.
+    let (code, doc) = m2.json("PUT", "/pipelines/csvjl::r0/pause", Some(TOKEN));
+    assert_eq!(code, 200, "{doc}");
+    m1.wait_for("csvjl::r0", "PAUSED on the owner", |d| {
+        d["state"] == "PAUSED"
+    });
+    let r0_lines = || c.dir.jsonl("out/r0.jsonl").len();
+    let paused_at = r0_lines();
+    c.dir.append("r0.csv", &numbered_csv(26, 5, false));
+
+    // Every member restarted: m2 still drained, r0 still paused.
+    let (code, stderr) = m1.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    let (code, stderr) = m2.terminate();
+    assert_eq!(code, 0, "{stderr}");
+    m1 = c.member("m1", "1s");
+    m2 = c.member("m2", "1s");
+    m1.wait_for("csvjl::r0", "PAUSED after the restarts", |d| {
+        d["state"] == "PAUSED"
+    });
+    m2.wait_for("csvjl::r0", "PAUSED after the restarts", |d| {
+        d["state"] == "PAUSED"
+    });
+    eventually("m2 still drained after its restart", 3 * TTL, || {
+        all_on_m1(&m1)
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(r0_lines(), paused_at, "a paused row moved records");
+
+    // Undrained, m2 takes rows again; resumed, r0 catches up.
+    let (code, doc) = m1.json("PUT", "/members/m2/undrain", Some(TOKEN));
+    assert_eq!(code, 200, "{doc}");
+    eventually("m2 owns rows again", 3 * TTL, || {
+        let now = owners(&m1);
+        if now.values().any(|o| o.as_deref() == Some("m2")) {
+            Ok(())
+        } else {
+            Err(format!("{now:?}"))
+        }
+    });
+    let (code, doc) = m1.json("PUT", "/pipelines/csvjl::r0/resume", Some(TOKEN));
+    assert_eq!(code, 200, "{doc}");
+    eventually("r0 catches up", Duration::from_secs(30), || {
+        delivered(&c, &rows[..1], 30)
+    });
+    for m in [m1, m2] {
+        let (code, stderr) = m.terminate();
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
+
+#[test]
+fn a_store_without_shared_leases_is_refused_and_the_cluster_url_is_never_printed() {
+    let c = Cluster::new("refuse");
+    c.dir.write("data.csv", numbered_csv(1, 5, true));
+    c.dir.write(
+        "p.yaml",
+        "version: 1\nname: local\npipeline:\n  source: { type: csv, config: { path: ./data.csv } }\n  \
+         sink: { type: jsonl, config: { path: ./out/x.jsonl } }\n  state: { type: file, config: { path: ./state } }\n  \
+         schedule: \"*/1 * * * * *\"\n",
+    );
+    let secret = "postgres://postgres:sekrit-cluster-pass@127.0.0.1:1/test";
+    c.dir
+        .faucet_env(
+            &["serve", "p.yaml", "--listen", "127.0.0.1:0"],
+            &[("FAUCET_CLUSTER_URL", secret)],
+        )
+        .expect_code(2)
+        .stderr_has(&[
+            "p.yaml",
+            "pipeline.state.type",
+            "`file`",
+            "postgres",
+            "redis",
+        ]);
+    // A shared store, but an unreachable cluster database: a clear error, no password.
+    let url = pg_url();
+    c.dir.write(
+        "shared.yaml",
+        format!(
+            "version: 1\nname: shared\npipeline:\n  source: {{ type: csv, config: {{ path: ./data.csv }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out/x.jsonl }} }}\n  state: {}\n  \
+             schedule: \"*/1 * * * * *\"\n",
+            c.state_yaml()
+        ),
+    );
+    let run = c.dir.faucet_env(
+        &[
+            "serve",
+            "shared.yaml",
+            "--listen",
+            "127.0.0.1:0",
+            "--cluster",
+            secret,
+        ],
+        &[("FAUCET_CL_PG_URL", url.as_str())],
+    );
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("cluster"), "{}", run.stderr);
+    assert!(
+        !run.stderr.contains("sekrit-cluster-pass"),
+        "{}",
+        run.stderr
+    );
 }

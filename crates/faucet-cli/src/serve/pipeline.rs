@@ -67,6 +67,9 @@ pub(crate) struct Status {
     pub(crate) ticks_late: u64,
 }
 
+/// A state store connected once for all the rows configured with it.
+pub(crate) type SharedStore = Arc<OnceCell<Arc<dyn StateStore>>>;
+
 /// One pipeline row under `faucet serve`.
 pub(crate) struct Slot {
     /// The planned row.
@@ -77,8 +80,9 @@ pub(crate) struct Slot {
     pub(crate) control_key: String,
     /// Its metrics.
     pub(crate) metrics: RowMetrics,
-    /// Its state store, once connected.
-    pub(crate) store: OnceCell<Arc<dyn StateStore>>,
+    /// Its state store, once connected: shared by every row whose store is the same
+    /// ([`SharedStore`]), so they share one connection pool.
+    pub(crate) store: SharedStore,
     status: Mutex<Status>,
     /// Wakes the supervisor: the wish changed, a tick is due, a run was asked for.
     pub(crate) wake: Notify,
@@ -95,15 +99,20 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    /// A row that has not started.
-    pub(crate) fn new(plan: Prepared, file: String, control_key: String) -> Self {
+    /// A row that has not started, its state store connected (once) through `store`.
+    pub(crate) fn new(
+        plan: Prepared,
+        file: String,
+        control_key: String,
+        store: SharedStore,
+    ) -> Self {
         let metrics = RowMetrics::new(&plan.pipeline, plan.id.as_deref());
         Self {
             plan,
             file,
             control_key,
             metrics,
-            store: OnceCell::new(),
+            store,
             status: Mutex::new(Status {
                 desired: Desired::Running,
                 phase: Phase::Starting,

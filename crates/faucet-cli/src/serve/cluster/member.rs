@@ -31,9 +31,11 @@ use crate::serve::pipeline::Slot;
 
 /// Connections to the cluster database: the loop, the API and the runs' owner records.
 const POOL_SIZE: u32 = 3;
-/// How long one statement to the cluster database may take before the round counts as
-/// failed (a server gone silent must not hold the loop past the ttl).
-const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one statement to the cluster database may run before the server cancels it (a
+/// stuck statement must not hold the loop for long).
+const STATEMENT_TIMEOUT: &str = "SET statement_timeout = '5s'";
+/// How long getting a connection may take (a busy host, a restarting server).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What the last rounds saw.
 #[derive(Default)]
@@ -85,20 +87,16 @@ impl PgCluster {
         let owners_table = owners::table_for(&members_table);
         let pool = PgPoolOptions::new()
             .max_connections(POOL_SIZE)
-            .acquire_timeout(STATEMENT_TIMEOUT)
+            .acquire_timeout(CONNECT_TIMEOUT)
             .after_connect(|conn, _| {
-                Box::pin(async move {
-                    sqlx::query("SET statement_timeout = '5s'")
-                        .execute(conn)
-                        .await
-                        .map(drop)
-                })
+                Box::pin(
+                    async move { sqlx::query(STATEMENT_TIMEOUT).execute(conn).await.map(drop) },
+                )
             })
             .connect_lazy_with(url.options());
         let members = Members::new(&members_table);
         let owners = Owners::new(&owners_table);
-        members.create(&pool).await?;
-        owners.create(&pool).await?;
+        create_tables(&pool, &members, &owners).await?;
         let incarnation = faucet_core::state::LeaseHolder::this_process().id;
         let (restarts, settle) = members.join(&pool, &me, &incarnation, settle).await?;
         tracing::info!(
@@ -291,6 +289,32 @@ impl PgCluster {
             slot.set_placed(here);
         }
     }
+}
+
+/// Creates both tables when absent, one member at a time: concurrent `CREATE TABLE IF NOT
+/// EXISTS` of one name can fail on PostgreSQL's catalog, so members starting together take a
+/// transaction-scoped advisory lock first.
+async fn create_tables(
+    pool: &PgPool,
+    members: &Members,
+    owners: &Owners,
+) -> Result<(), FaucetError> {
+    let ctx = |e| {
+        FaucetError::state_io(
+            "cluster",
+            "cluster database: cannot create the members table",
+            e,
+        )
+    };
+    let mut tx = pool.begin().await.map_err(ctx)?;
+    sqlx::query("SELECT pg_advisory_xact_lock(hashtext($1))")
+        .bind(members.table())
+        .execute(&mut *tx)
+        .await
+        .map_err(ctx)?;
+    members.create(&mut *tx).await?;
+    owners.create(&mut *tx).await?;
+    tx.commit().await.map_err(ctx)
 }
 
 #[async_trait]

@@ -61,9 +61,9 @@ impl Owners {
     ///
     /// # Errors
     /// [`FaucetError::State`] from the server.
-    pub(crate) async fn create(&self, pool: &PgPool) -> Result<(), FaucetError> {
+    pub(crate) async fn create(&self, conn: &mut sqlx::PgConnection) -> Result<(), FaucetError> {
         sqlx::query(&self.create)
-            .execute(pool)
+            .execute(conn)
             .await
             .map(drop)
             .map_err(|e| db(&format!("cannot create {}", self.table), e))
