@@ -33,6 +33,10 @@ struct Cluster {
     publications: Vec<String>,
     rt: tokio::runtime::Runtime,
     pool: PgPool,
+    /// The cluster database (the test server unless a test starts its own).
+    cluster_url: String,
+    /// The members table in it.
+    members_table: String,
 }
 
 impl Cluster {
@@ -45,6 +49,8 @@ impl Cluster {
         Self {
             dir: Dir::new(),
             state: format!("cl_state_{tag}_{suffix}"),
+            cluster_url: pg_url(),
+            members_table: format!("{schema}.members"),
             schema,
             slots: Vec::new(),
             publications: Vec::new(),
@@ -74,7 +80,7 @@ impl Cluster {
     /// Starts member `name` of the cluster, serving `pipelines/`.
     fn member(&self, name: &str, settle: &str) -> Server {
         let url = pg_url();
-        let table = format!("{}.members", self.schema);
+        let table = &self.members_table;
         let ttl = format!("{}s", TTL.as_secs());
         Server::launch(
             &self.dir,
@@ -82,7 +88,7 @@ impl Cluster {
             &[
                 "pipelines",
                 "--cluster-table",
-                &table,
+                table,
                 "--lease-ttl",
                 &ttl,
                 "--settle",
@@ -91,7 +97,7 @@ impl Cluster {
             Some(TOKEN),
             &[
                 ("FAUCET_CL_PG_URL", url.as_str()),
-                ("FAUCET_CLUSTER_URL", url.as_str()),
+                ("FAUCET_CLUSTER_URL", self.cluster_url.as_str()),
             ],
         )
     }
@@ -1074,5 +1080,86 @@ fn a_cdc_pipeline_taken_over_from_a_paused_owner_ends_its_walsender_and_says_so(
         let _ = old.wait();
         let _ = new.kill();
         let _ = new.wait();
+    }
+}
+
+/// The cluster database restarted mid-run (a private server): the members stop their rows
+/// once they cannot heartbeat for a ttl (`/readyz` 503 naming the database), resume when it
+/// is back, and every target ends equal to its source — nothing lost, nothing doubled.
+#[test]
+fn the_cluster_database_restarted_mid_run_pauses_and_resumes_with_nothing_lost() {
+    use faucet_test_support::private_pg::PrivatePostgres;
+    let db = PrivatePostgres::start(None, &[]);
+    let mut c = Cluster::new("dbrestart");
+    c.cluster_url = db.url();
+    c.members_table = "public.members".to_owned();
+    let s = c.schema.clone();
+    let rows: Vec<String> = (0..4).map(|i| format!("a{i}")).collect();
+    for r in &rows {
+        c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
+    }
+    let matrix: String = rows
+        .iter()
+        .map(|r| {
+            format!(
+                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ table: {s}.{r} }} }} }}\n"
+            )
+        })
+        .collect();
+    c.dir.write(
+        "pipelines/csvpg.yaml",
+        format!(
+            "version: 1\nname: csvpg\npipeline:\n  source: {{ type: csv, config: {{ path: ../x.csv, columns: {{ id: int }} }} }}\n  \
+             sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CL_PG_URL}}\", table: {s}.x, create_table: true }} }}\n  \
+             state: {}\n  delivery: effectively_once\n  batch_size: 3\n  schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}",
+            c.state_yaml()
+        ),
+    );
+    let exact = |n: i64| -> Result<(), String> {
+        for r in &rows {
+            let sql = format!("SELECT count(*)::bigint, count(DISTINCT id)::text FROM {s}.{r}");
+            let got =
+                c.rt.block_on(sqlx::query_as::<_, (i64, Option<String>)>(&sql).fetch_one(&c.pool))
+                    .map_err(|e| e.to_string())?;
+            if got != (n, Some(n.to_string())) {
+                return Err(format!("{r}: {got:?} of {n}"));
+            }
+        }
+        Ok(())
+    };
+    let members = [c.member("m1", "1s"), c.member("m2", "1s")];
+    eventually("every row delivered", Duration::from_secs(90), || exact(20));
+
+    db.stop("immediate");
+    for r in &rows {
+        c.dir
+            .append(&format!("{r}.csv"), &numbered_csv(21, 10, false));
+    }
+    eventually("members not ready without their database", 3 * TTL, || {
+        let (code, doc) = members[0].json("GET", "/readyz", None);
+        if code == 503 && doc.to_string().contains("cluster database") {
+            Ok(())
+        } else {
+            Err(doc.to_string())
+        }
+    });
+    std::thread::sleep(TTL);
+    db.start_again(&[]);
+    for r in &rows {
+        c.dir
+            .append(&format!("{r}.csv"), &numbered_csv(31, 10, false));
+    }
+    eventually(
+        "every row delivered after the restart",
+        Duration::from_secs(90),
+        || exact(40),
+    );
+    for m in &members {
+        let (code, doc) = m.json("GET", "/readyz", None);
+        assert_eq!(code, 200, "ready again: {doc}");
+    }
+    for m in members {
+        let (code, stderr) = m.terminate();
+        assert_eq!(code, 0, "{stderr}");
     }
 }
