@@ -342,7 +342,7 @@ mod twelve {
         csv: u64,
         src: i64,
         inserts: std::ops::RangeInclusive<i64>,
-        updates: std::ops::RangeInclusive<i64>,
+        updates: &[i64],
     ) {
         let s = &c.schema;
         for f in CSV_ROWS {
@@ -362,7 +362,7 @@ mod twelve {
             c.sql(&format!("INSERT INTO {s}.csrc VALUES ({id}, {id})"));
             sources.changes.push(("c".to_owned(), id, id));
         }
-        for id in updates {
+        for &id in updates {
             c.sql(&format!("UPDATE {s}.csrc SET v = v + 1000 WHERE id = {id}"));
             let v: i64 = c.rows(&format!(
                 "SELECT v::bigint, NULL::text FROM {s}.csrc WHERE id = {id}"
@@ -451,7 +451,7 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
         .map(|m| (m, c.member(m, "1s")))
         .collect();
     twelve::wait_for_slots(&c);
-    twelve::write(&c, &mut sources, 0, 0, 1..=30, 1..=0);
+    twelve::write(&c, &mut sources, 0, 0, 1..=30, &[]);
     eventually(
         "every target equals its source",
         Duration::from_secs(120),
@@ -488,7 +488,14 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     let moves_before = c.moves();
     let killed_at = Instant::now();
     members.remove(victim).expect("victim").kill();
-    twelve::write(&c, &mut sources, 30, 50, 31..=50, 1..=10);
+    twelve::write(
+        &c,
+        &mut sources,
+        30,
+        50,
+        31..=50,
+        &(1..=10).collect::<Vec<_>>(),
+    );
 
     // Within the ttl (plus a heartbeat period and a run), another member owns its rows.
     let survivor = members.values().next().expect("a survivor");
@@ -547,7 +554,14 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
             }
         },
     );
-    twelve::write(&c, &mut sources, 10, 10, 51..=55, 11..=12);
+    twelve::write(
+        &c,
+        &mut sources,
+        10,
+        10,
+        51..=55,
+        &(11..=12).collect::<Vec<_>>(),
+    );
     eventually(
         "every target equals its source after the rejoin",
         Duration::from_secs(90),
@@ -585,7 +599,14 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
         "SIGTERMed {leaver}: its rows placed elsewhere after {:?}",
         left_at.elapsed()
     );
-    twelve::write(&c, &mut sources, 10, 10, 56..=60, 13..=14);
+    twelve::write(
+        &c,
+        &mut sources,
+        10,
+        10,
+        56..=60,
+        &(13..=14).collect::<Vec<_>>(),
+    );
     eventually(
         "every target equals its source after the leave",
         Duration::from_secs(90),

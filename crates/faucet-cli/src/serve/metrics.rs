@@ -171,6 +171,7 @@ impl RowMetrics {
     }
 
     /// The row moved to this member from another (`--cluster`).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn moved(&self) {
         counter!(MOVED, &self.labels()).increment(1);
     }

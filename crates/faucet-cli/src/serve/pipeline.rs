@@ -177,6 +177,7 @@ impl Slot {
     /// Places the row on this member or elsewhere: when it leaves, the run going is
     /// cancelled (it finishes its page in hand, persists, releases its lease: the handover);
     /// either way the supervisor is woken.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn set_placed(&self, here: bool) {
         if self.placed.swap(here, Ordering::SeqCst) == here {
             return;

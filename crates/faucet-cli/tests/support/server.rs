@@ -164,6 +164,7 @@ impl Server {
     }
 
     /// SIGKILL, waited for; returns its stderr.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
     pub(crate) fn kill(mut self) -> String {
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -312,8 +312,8 @@ async fn create_tables(
         .execute(&mut *tx)
         .await
         .map_err(ctx)?;
-    members.create(&mut *tx).await?;
-    owners.create(&mut *tx).await?;
+    members.create(&mut tx).await?;
+    owners.create(&mut tx).await?;
     tx.commit().await.map_err(ctx)
 }
 
