@@ -1034,7 +1034,16 @@ fn a_cdc_pipeline_taken_over_from_a_paused_owner_ends_its_walsender_and_says_so(
     for mode in ["terminate", "wait"] {
         let mut c = Cluster::new("take");
         let slot = cdc_takeover(&mut c, mode);
-        let (mut old, _) = cdc_run(&c);
+        let (mut old, old_log) = cdc_run(&c);
+        // Streaming: its walsender holds the slot (not only the session that created it).
+        eventually("the old owner streams", Duration::from_secs(60), || {
+            let text = old_log.lock().expect("lock").clone();
+            if text.contains("postgres-cdc stream opened") {
+                Ok(())
+            } else {
+                Err(text)
+            }
+        });
         let old_pid = eventually(
             "the old owner holds the slot",
             Duration::from_secs(60),
@@ -1176,8 +1185,14 @@ fn the_cluster_database_restarted_mid_run_pauses_and_resumes_with_nothing_lost()
         || exact(40),
     );
     for m in &members {
-        let (code, doc) = m.json("GET", "/readyz", None);
-        assert_eq!(code, 200, "ready again: {doc}");
+        eventually("ready again", 3 * TTL, || {
+            let (code, doc) = m.json("GET", "/readyz", None);
+            if code == 200 {
+                Ok(())
+            } else {
+                Err(doc.to_string())
+            }
+        });
     }
     for m in members {
         let (code, stderr) = m.terminate();

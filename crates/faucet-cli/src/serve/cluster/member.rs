@@ -192,7 +192,20 @@ impl PgCluster {
     }
 
     async fn placement_round(&self) {
-        match self.heartbeat_and_list().await {
+        // A server gone silent must not hold the round past the heartbeat period: a round
+        // that takes longer counts as failed.
+        let limit = (self.ttl / 2).max(Duration::from_secs(1));
+        let result = match tokio::time::timeout(limit, self.heartbeat_and_list()).await {
+            Ok(r) => r,
+            Err(_) => Err(FaucetError::state(
+                "cluster",
+                format!(
+                    "cluster database: no answer within {}",
+                    humantime::format_duration(limit)
+                ),
+            )),
+        };
+        match result {
             Ok(members) => {
                 let mut seen = self.seen();
                 if seen.error.take().is_some() {
