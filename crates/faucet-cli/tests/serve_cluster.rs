@@ -118,13 +118,13 @@ impl Cluster {
     fn wait_started_as_placed(&self, placed: &BTreeMap<String, Option<String>>) {
         eventually(
             "every row started on its owner",
-            Duration::from_secs(30),
+            Duration::from_secs(90),
             || {
                 let now = self.recorded();
                 if &now == placed {
                     Ok(())
                 } else {
-                    Err(format!("{now:?}"))
+                    Err(format!("{now:?}, placed {placed:?}"))
                 }
             },
         );
@@ -304,7 +304,7 @@ mod twelve {
                 &format!("pipelines/{name}.yaml"),
                 format!(
                     "version: 1\nname: {name}\npipeline:\n  \
-                     source: {{ type: postgres-cdc, config: {{ connection_url: {url}, slot_name: {}, publication: {}, tables: [{s}.csrc], create_publication: true, continuous: true }} }}\n  \
+                     source: {{ type: postgres-cdc, config: {{ connection_url: {url}, slot_name: {}, publication: {}, tables: [{s}.csrc], create_publication: true, continuous: true, slot_in_use: terminate }} }}\n  \
                      sink: {{ type: postgres, config: {sink} }}\n  \
                      state: {state}\n  delivery: effectively_once\n  batch_size: 7\n",
                     slots[i], pubs[i]
@@ -441,6 +441,28 @@ mod twelve {
     }
 }
 
+/// Waits up to `within` until `watcher` places no row on `gone` (and every row somewhere).
+fn moved_off(watcher: &Server, gone: &str, within: Duration) {
+    eventually(&format!("{gone}'s rows placed elsewhere"), within, || {
+        let now = owners(watcher);
+        match now
+            .iter()
+            .find(|(_, o)| o.as_deref() == Some(gone) || o.is_none())
+        {
+            Some(row) => Err(format!("{row:?}")),
+            None => Ok(()),
+        }
+    });
+}
+
+/// Waits until every target equals its source (`what` names the moment), naming the rows'
+/// errors when they do not.
+fn converge(c: &Cluster, sources: &twelve::Sources, members: &BTreeMap<&str, Server>, what: &str) {
+    eventually(what, Duration::from_secs(90), || {
+        twelve::check(c, sources).map_err(|e| format!("{e}{}", errors(members)))
+    });
+}
+
 #[test]
 fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_equals_its_source()
 {
@@ -452,11 +474,7 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
         .collect();
     twelve::wait_for_slots(&c);
     twelve::write(&c, &mut sources, 0, 0, 1..=30, &[]);
-    eventually(
-        "every target equals its source",
-        Duration::from_secs(120),
-        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
-    );
+    converge(&c, &sources, &members, "every target equals its source");
 
     // Every row has an owner, the same on every member; the member owning the most is killed.
     let before = eventually(
@@ -488,32 +506,18 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     let moves_before = c.moves();
     let killed_at = Instant::now();
     members.remove(victim).expect("victim").kill();
-    twelve::write(
-        &c,
-        &mut sources,
-        30,
-        50,
-        31..=50,
-        &(1..=10).collect::<Vec<_>>(),
-    );
+    let updates: Vec<i64> = (1..=10).collect();
+    twelve::write(&c, &mut sources, 30, 50, 31..=50, &updates);
 
     // Within the ttl (plus a heartbeat period and a run), another member owns its rows.
     let survivor = members.values().next().expect("a survivor");
-    eventually("the killed member's rows placed elsewhere", 3 * TTL, || {
-        let now = owners(survivor);
-        match now
-            .iter()
-            .find(|(_, o)| o.as_deref() == Some(victim) || o.is_none())
-        {
-            Some(row) => Err(format!("{row:?}")),
-            None => Ok(()),
-        }
-    });
+    moved_off(survivor, victim, 3 * TTL);
     let placed_after = killed_at.elapsed();
-    eventually(
+    converge(
+        &c,
+        &sources,
+        &members,
         "every target equals its source after the kill",
-        Duration::from_secs(90),
-        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
     );
     eprintln!(
         "killed {victim} owning {} of 12 rows: placed elsewhere after {placed_after:?}, targets equal after {:?}",
@@ -554,18 +558,13 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
             }
         },
     );
-    twelve::write(
+    let updates: Vec<i64> = (11..=12).collect();
+    twelve::write(&c, &mut sources, 10, 10, 51..=55, &updates);
+    converge(
         &c,
-        &mut sources,
-        10,
-        10,
-        51..=55,
-        &(11..=12).collect::<Vec<_>>(),
-    );
-    eventually(
+        &sources,
+        &members,
         "every target equals its source after the rejoin",
-        Duration::from_secs(90),
-        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
     );
     c.wait_started_as_placed(&before);
     let moves_back = c.moves();
@@ -585,32 +584,18 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     let (code, stderr) = members.remove(leaver).expect("leaver").terminate();
     assert_eq!(code, 0, "{stderr}");
     let watcher = &members[victim];
-    eventually("the leaver's rows placed elsewhere", TTL, || {
-        let now = owners(watcher);
-        match now
-            .iter()
-            .find(|(_, o)| o.as_deref() == Some(leaver) || o.is_none())
-        {
-            Some(row) => Err(format!("{row:?}")),
-            None => Ok(()),
-        }
-    });
+    moved_off(watcher, leaver, TTL);
     eprintln!(
         "SIGTERMed {leaver}: its rows placed elsewhere after {:?}",
         left_at.elapsed()
     );
-    twelve::write(
+    let updates: Vec<i64> = (13..=14).collect();
+    twelve::write(&c, &mut sources, 10, 10, 56..=60, &updates);
+    converge(
         &c,
-        &mut sources,
-        10,
-        10,
-        56..=60,
-        &(13..=14).collect::<Vec<_>>(),
-    );
-    eventually(
+        &sources,
+        &members,
         "every target equals its source after the leave",
-        Duration::from_secs(90),
-        || twelve::check(&c, &sources).map_err(|e| format!("{e}{}", errors(&members))),
     );
     for (_, m) in members {
         let (code, stderr) = m.terminate();

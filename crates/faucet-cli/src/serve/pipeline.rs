@@ -182,14 +182,8 @@ impl Slot {
         if self.placed.swap(here, Ordering::SeqCst) == here {
             return;
         }
-        if !here
-            && let Some(cancel) = self
-                .run_cancel
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .as_ref()
-        {
-            cancel.cancel();
+        if !here {
+            self.cancel_run();
         }
         self.wake.notify_one();
     }
@@ -201,16 +195,22 @@ impl Slot {
             st.desired = desired;
             self.publish(&st);
         }
-        if desired != Desired::Running
-            && let Some(cancel) = self
-                .run_cancel
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .as_ref()
+        if desired != Desired::Running {
+            self.cancel_run();
+        }
+        self.wake.notify_one();
+    }
+
+    /// Cancels the run going, if any: it finishes its page in hand, persists, releases.
+    fn cancel_run(&self) {
+        if let Some(cancel) = self
+            .run_cancel
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
         {
             cancel.cancel();
         }
-        self.wake.notify_one();
     }
 
     fn publish(&self, st: &Status) {

@@ -34,6 +34,8 @@ const POOL_SIZE: u32 = 3;
 /// How long one statement to the cluster database may run before the server cancels it (a
 /// stuck statement must not hold the loop for long).
 const STATEMENT_TIMEOUT: &str = "SET statement_timeout = '5s'";
+/// How often recording a row's new owner is tried.
+const TAKE_ATTEMPTS: u32 = 3;
 /// How long getting a connection may take (a busy host, a restarting server).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
 
@@ -408,7 +410,16 @@ impl Coordinator for PgCluster {
     }
 
     async fn starting(&self, slot: &Slot) {
-        match self.owners.take(&self.pool, slot.key(), &self.me).await {
+        let mut taken = self.owners.take(&self.pool, slot.key(), &self.me).await;
+        // A busy database may fail one attempt; the record is what counts the move.
+        for _ in 1..TAKE_ATTEMPTS {
+            if taken.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            taken = self.owners.take(&self.pool, slot.key(), &self.me).await;
+        }
+        match taken {
             Ok(true) => {
                 slot.metrics.moved();
                 tracing::info!(key = slot.key(), member = self.me, "pipeline moved here");

@@ -62,8 +62,25 @@ pub(crate) struct Members {
     drain: String,
 }
 
-fn db(what: &str, e: sqlx::Error) -> FaucetError {
+/// An error of the cluster database: `what` failed, caused by `e`.
+pub(super) fn db(what: &str, e: sqlx::Error) -> FaucetError {
     FaucetError::state_io("cluster", format!("cluster database: {what}"), e)
+}
+
+/// Runs the `CREATE TABLE IF NOT EXISTS` statement `create` of `table` on `conn`.
+///
+/// # Errors
+/// [`FaucetError::State`] from the server.
+pub(super) async fn create_table(
+    conn: &mut sqlx::PgConnection,
+    create: &str,
+    table: &str,
+) -> Result<(), FaucetError> {
+    sqlx::query(create)
+        .execute(conn)
+        .await
+        .map(drop)
+        .map_err(|e| db(&format!("cannot create {table}"), e))
 }
 
 impl Members {
@@ -113,11 +130,7 @@ impl Members {
     /// # Errors
     /// [`FaucetError::State`] from the server.
     pub(crate) async fn create(&self, conn: &mut sqlx::PgConnection) -> Result<(), FaucetError> {
-        sqlx::query(&self.create)
-            .execute(conn)
-            .await
-            .map(drop)
-            .map_err(|e| db(&format!("cannot create {}", self.table), e))
+        create_table(conn, &self.create, &self.table).await
     }
 
     /// Joins as `name` with a new `incarnation`: counts the restart (see [`settle`]) and

@@ -23,9 +23,7 @@ pub(crate) struct Owners {
     claim: String,
 }
 
-fn db(what: &str, e: sqlx::Error) -> FaucetError {
-    FaucetError::state_io("cluster", format!("cluster database: {what}"), e)
-}
+use super::membership::{create_table, db};
 
 /// The owners table's name beside `members`.
 pub(crate) fn table_for(members: &TableName) -> TableName {
@@ -62,11 +60,7 @@ impl Owners {
     /// # Errors
     /// [`FaucetError::State`] from the server.
     pub(crate) async fn create(&self, conn: &mut sqlx::PgConnection) -> Result<(), FaucetError> {
-        sqlx::query(&self.create)
-            .execute(conn)
-            .await
-            .map(drop)
-            .map_err(|e| db(&format!("cannot create {}", self.table), e))
+        create_table(conn, &self.create, &self.table).await
     }
 
     /// Records that `member` starts the row `key`; `true` when it moved here from another
