@@ -115,7 +115,11 @@ impl Cluster {
 
     /// Waits until every row was last started by the member it is placed on (`placed`), so
     /// moves counted from now on are new ones.
-    fn wait_started_as_placed(&self, placed: &BTreeMap<String, Option<String>>) {
+    fn wait_started_as_placed(
+        &self,
+        placed: &BTreeMap<String, Option<String>>,
+        diag: impl Fn() -> String,
+    ) {
         eventually(
             "every row started on its owner",
             Duration::from_secs(90),
@@ -124,7 +128,7 @@ impl Cluster {
                 if &now == placed {
                     Ok(())
                 } else {
-                    Err(format!("{now:?}, placed {placed:?}"))
+                    Err(format!("{now:?}, placed {placed:?}{}", diag()))
                 }
             },
         );
@@ -502,7 +506,7 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
         .filter(|(_, o)| o.as_deref() == Some(victim))
         .map(|(k, _)| k.clone())
         .collect();
-    c.wait_started_as_placed(&before);
+    c.wait_started_as_placed(&before, || errors(&members));
     let moves_before = c.moves();
     let killed_at = Instant::now();
     members.remove(victim).expect("victim").kill();
@@ -566,7 +570,7 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
         &members,
         "every target equals its source after the rejoin",
     );
-    c.wait_started_as_placed(&before);
+    c.wait_started_as_placed(&before, || errors(&members));
     let moves_back = c.moves();
     for (key, n) in &moves_back {
         let delta = n - moves_after.get(key).copied().unwrap_or(0);
@@ -672,7 +676,7 @@ fn a_member_restarted_five_times_in_a_minute_moves_only_its_own_pipelines_and_ba
         .map(|(k, _)| k.clone())
         .collect();
     assert!(!theirs.is_empty(), "m3 owns some rows: {before:?}");
-    c.wait_started_as_placed(&before);
+    c.wait_started_as_placed(&before, || errors(&members));
     let moves_before = c.moves();
 
     let started = Instant::now();
