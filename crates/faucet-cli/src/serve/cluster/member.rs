@@ -170,6 +170,31 @@ impl PgCluster {
     async fn round(&self) {
         self.placement_round().await;
         self.refresh_wishes().await;
+        self.record_runners().await;
+    }
+
+    /// Corrects the owners table for rows running here that it names another member for (a
+    /// run attempt of another member, refused by the lease, may have recorded itself after
+    /// this member's run started).
+    async fn record_runners(&self) {
+        let here: Vec<&Arc<Slot>> = self
+            .slots
+            .iter()
+            .filter(|s| s.placed() && s.is_running())
+            .collect();
+        if here.is_empty() {
+            return;
+        }
+        let keys: Vec<String> = here.iter().map(|s| s.key().to_owned()).collect();
+        let Ok(recorded) = self.owners.recorded(&self.pool, &keys).await else {
+            return;
+        };
+        let recorded: BTreeMap<String, String> = recorded.into_iter().collect();
+        for slot in here {
+            if recorded.get(slot.key()).is_some_and(|m| *m != self.me) {
+                self.starting(slot).await;
+            }
+        }
     }
 
     /// Applies the wishes stored in each row's state store, where they changed.

@@ -19,6 +19,7 @@ pub(crate) struct Owners {
     table: String,
     create: String,
     current: String,
+    recorded: String,
     take: String,
     claim: String,
 }
@@ -42,6 +43,7 @@ impl Owners {
                  last_tick timestamptz)"
             ),
             current: format!("SELECT member FROM {t} WHERE key = $1 FOR UPDATE"),
+            recorded: format!("SELECT key, member FROM {t} WHERE key = ANY($1)"),
             take: format!(
                 "INSERT INTO {t} AS o (key, member, since) VALUES ($1, $2, now()) \
                  ON CONFLICT (key) DO UPDATE SET member = $2, since = now(), \
@@ -91,6 +93,22 @@ impl Owners {
             .map_err(ctx)?;
         tx.commit().await.map_err(ctx)?;
         Ok(moved)
+    }
+
+    /// The member recorded for each of `keys` (keys never started are left out).
+    ///
+    /// # Errors
+    /// [`FaucetError::State`] from the server.
+    pub(crate) async fn recorded(
+        &self,
+        pool: &PgPool,
+        keys: &[String],
+    ) -> Result<Vec<(String, String)>, FaucetError> {
+        sqlx::query_as(&self.recorded)
+            .bind(keys)
+            .fetch_all(pool)
+            .await
+            .map_err(|e| db(&format!("cannot read {}", self.table), e))
     }
 
     /// Claims the schedule tick `tick` of `key` for `member`; `false` when it was claimed
