@@ -13,6 +13,13 @@ use serde::{Deserialize, Deserializer};
 pub(crate) struct SecretUrl(String);
 
 impl SecretUrl {
+    /// Wraps a URL given outside a config file (`--cluster`, `FAUCET_CLUSTER_URL`) and
+    /// [`remember`]s its password, so no message shows it.
+    pub(crate) fn new(url: String) -> Self {
+        remember(&url);
+        Self(url)
+    }
+
     /// The URL itself, for a client library. Never print it.
     #[cfg_attr(
         not(any(feature = "state-postgres", feature = "state-redis")),

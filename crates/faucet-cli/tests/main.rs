@@ -55,6 +55,8 @@ mod reports;
 mod retention_horizon;
 mod run_files;
 mod serve;
+#[cfg(feature = "cluster")]
+mod serve_cluster;
 mod signals;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod state_pg_restart;

@@ -2,169 +2,14 @@
 //! row isolated as FAILED with its error, the bearer token, pause persisted across a restart,
 //! `/metrics` checked by `promtool`, and SIGTERM draining with exit 0 and nothing lost.
 
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-use std::net::TcpStream;
-use std::process::{Child, Stdio};
-use std::sync::{Arc, Mutex};
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
+use crate::support::server::Server;
 use crate::support::{Dir, faucet_command, ids, numbered_csv};
 
 const TOKEN: &str = "serve-test-token-0123456789";
-
-/// A running `faucet serve`, its address and its stderr so far.
-struct Server {
-    child: Child,
-    addr: String,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Server {
-    fn start(dir: &Dir, args: &[&str], token: Option<&str>) -> Self {
-        Self::start_env(dir, args, token, &[])
-    }
-
-    fn start_env(dir: &Dir, args: &[&str], token: Option<&str>, env: &[(&str, &str)]) -> Self {
-        let mut cmd = faucet_command();
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        cmd.current_dir(dir.path())
-            .args(["serve", "--listen", "127.0.0.1:0", "--member", "m1"])
-            .args(args)
-            .env("FAUCET_LOG", "info")
-            .env_remove("FAUCET_API_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some(t) = token {
-            cmd.env("FAUCET_API_TOKEN", t);
-        }
-        let mut child = cmd.spawn().expect("spawn faucet serve");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let pipe = child.stderr.take().expect("stderr");
-        let (tx, rx) = std::sync::mpsc::channel();
-        {
-            let stderr = stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(pipe).lines() {
-                    let Ok(line) = line else { break };
-                    if let Some(rest) = line.split("listening on http://").nth(1) {
-                        let addr = rest.split(',').next().unwrap_or_default().to_owned();
-                        let _ = tx.send(addr);
-                    }
-                    let mut s = stderr.lock().expect("lock");
-                    s.push_str(&line);
-                    s.push('\n');
-                }
-            });
-        }
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| {
-                let _ = child.kill();
-                panic!(
-                    "faucet serve did not start: {}",
-                    stderr.lock().expect("lock")
-                )
-            });
-        Self {
-            child,
-            addr,
-            stderr,
-        }
-    }
-
-    /// Sends one request; returns the status code and the body.
-    fn request(&self, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.addr).expect("connect");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .expect("timeout");
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n",
-            self.addr
-        )
-        .expect("send");
-        let mut response = String::new();
-        stream.read_to_string(&mut response).expect("read");
-        let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
-        let code = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("a status code");
-        (code, body.to_owned())
-    }
-
-    fn json(&self, method: &str, path: &str, token: Option<&str>) -> (u16, Value) {
-        let (code, body) = self.request(method, path, token);
-        let doc = serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"));
-        (code, doc)
-    }
-
-    fn status(&self, key: &str) -> Value {
-        let (code, doc) = self.json("GET", &format!("/pipelines/{key}"), None);
-        assert_eq!(code, 200, "{doc}");
-        doc
-    }
-
-    /// Waits until `check` holds for the status of `key`.
-    fn wait_for(&self, key: &str, what: &str, check: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let doc = self.status(key);
-            if check(&doc) {
-                return doc;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{key}: {what} within 30 s; last status {doc}; stderr:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().expect("lock").clone()
-    }
-
-    /// SIGTERM, then the exit code and stderr.
-    fn terminate(mut self) -> (i32, String) {
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let code = loop {
-            if let Some(s) = self.child.try_wait().expect("wait") {
-                break s.code().unwrap_or(-1);
-            }
-            if Instant::now() > deadline {
-                let _ = self.child.kill();
-                panic!("faucet serve did not drain within 30 s: {}", self.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        std::thread::sleep(Duration::from_millis(100));
-        (code, self.stderr())
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn scheduled(name: &str, csv: &str) -> String {
     format!(
@@ -468,11 +313,7 @@ fn faucet_run_serves_metrics_while_it_runs() {
             break rest.trim_end_matches("/metrics").to_owned();
         }
     };
-    let server = Server {
-        child,
-        addr,
-        stderr: Arc::default(),
-    };
+    let server = Server::adopt(child, addr);
     let deadline = Instant::now() + Duration::from_secs(30);
     let text = loop {
         let (code, text) = server.request("GET", "/metrics", None);

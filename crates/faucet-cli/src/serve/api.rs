@@ -6,9 +6,10 @@
 //! | `GET /pipelines/{key}` | one status ([`super::pipeline::PipelineView`]) |
 //! | `PUT /pipelines/{key}/pause` · `/resume` · `/stop` | the status after the change (persisted first) |
 //! | `POST /pipelines/{key}/run` | 202 and the status: a bounded run starts now |
-//! | `GET /members` | `{"members": [{"name", "pipelines", "draining"}]}`: this process alone (no cluster yet) |
+//! | `GET /members` | `{"member", "members": [{"name", "pipelines", "draining", …}]}`: this process alone, or with `--cluster` every member of the members table (`alive`, `settled`, `leaving`, `heartbeat_age_seconds`, `settle_seconds`) |
+//! | `PUT /members/{name}/drain` · `/undrain` | `--cluster`: the member owns no pipeline (persisted in the members table) / owns again |
 //! | `GET /healthz` | 200 `{"status": "ok"}` while the process serves |
-//! | `GET /readyz` | 200 `{"ready": true}`, or 503 `{"ready": false, "not_ready": [{"key", "reason"}]}` |
+//! | `GET /readyz` | 200 `{"ready": true}`, or 503 `{"ready": false, "not_ready": [{"key", "reason"}]}`; with `--cluster` readiness is the member's own (the cluster database answers, not drained, not draining), never one FAILED pipeline's |
 //! | `GET /metrics` | Prometheus text ([`super::metrics`]) |
 //!
 //! Errors are `{"error": "..."}` with 400/401/403/404/405/409/503. Mutating routes need
@@ -27,6 +28,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde_json::json;
 
 use super::auth::{self, Token};
+use super::cluster::Coordinator;
 use super::control::{self, Desired};
 use super::pipeline::{Registry, Slot};
 
@@ -39,6 +41,22 @@ pub(crate) struct Api {
     pub(crate) token: Arc<Option<Token>>,
     /// The metrics recorder's handle.
     pub(crate) metrics: PrometheusHandle,
+    /// The cluster, with `--cluster`.
+    pub(crate) cluster: Option<Arc<dyn Coordinator>>,
+}
+
+impl Api {
+    /// The member `key` is placed on.
+    fn owner(&self, key: &str) -> Option<String> {
+        match &self.cluster {
+            Some(c) => c.owner_of(key),
+            None => Some(self.registry.member.clone()),
+        }
+    }
+
+    fn view(&self, slot: &Slot) -> super::pipeline::PipelineView {
+        slot.view(self.owner(slot.key()).as_deref())
+    }
 }
 
 /// An error answer: `{"error": message}` with a status.
@@ -67,6 +85,8 @@ pub(crate) fn router(api: Api) -> Router {
         .route("/pipelines/{key}/stop", put(stop))
         .route("/pipelines/{key}/run", post(run_now))
         .route("/members", get(members))
+        .route("/members/{name}/drain", put(drain))
+        .route("/members/{name}/undrain", put(undrain))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -129,18 +149,13 @@ fn authorize(api: &Api, headers: &HeaderMap) -> Result<(), ApiError> {
 
 async fn list(State(api): State<Api>) -> Json<serde_json::Value> {
     let member = &api.registry.member;
-    let pipelines: Vec<_> = api
-        .registry
-        .slots
-        .values()
-        .map(|s| s.view(member))
-        .collect();
+    let pipelines: Vec<_> = api.registry.slots.values().map(|s| api.view(s)).collect();
     Json(json!({ "member": member, "pipelines": pipelines }))
 }
 
 async fn show(State(api): State<Api>, Path(key): Path<String>) -> Response {
     match slot(&api, &key) {
-        Ok(s) => Json(s.view(&api.registry.member)).into_response(),
+        Ok(s) => Json(api.view(s)).into_response(),
         Err(e) => e.into_response(),
     }
 }
@@ -189,7 +204,7 @@ async fn change(
             })?;
         slot.set_desired(desired);
         tracing::warn!(key, wish = ?desired, "pipeline changed through the API");
-        Ok(Json(slot.view(&api.registry.member)))
+        Ok(Json(api.view(slot)))
     }
     .await;
     result.into_response()
@@ -218,18 +233,85 @@ async fn run_now(State(api): State<Api>, Path(key): Path<String>, headers: Heade
         }
         slot.run_now.store(true, Ordering::SeqCst);
         slot.wake.notify_one();
-        Ok((StatusCode::ACCEPTED, Json(slot.view(&api.registry.member))))
+        if !slot.placed() {
+            return conflict(format!(
+                "the pipeline is placed on member {}; ask it",
+                api.owner(&key).as_deref().unwrap_or("(none)")
+            ));
+        }
+        Ok((StatusCode::ACCEPTED, Json(api.view(slot))))
     })();
     result.into_response()
 }
 
-async fn members(State(api): State<Api>) -> Json<serde_json::Value> {
+async fn members(State(api): State<Api>) -> Response {
     let r = &api.registry;
-    Json(json!({ "members": [{
-        "name": r.member,
-        "pipelines": r.slots.len(),
-        "draining": r.draining.load(Ordering::SeqCst),
-    }] }))
+    match &api.cluster {
+        None => Json(json!({ "member": r.member, "members": [{
+            "name": r.member,
+            "pipelines": r.slots.len(),
+            "draining": r.draining.load(Ordering::SeqCst),
+        }] }))
+        .into_response(),
+        Some(c) => match c.members().await {
+            Ok(doc) => Json(doc).into_response(),
+            Err(e) => ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                crate::output::error_chain(&e),
+            )
+            .into_response(),
+        },
+    }
+}
+
+async fn drain(api: State<Api>, name: Path<String>, headers: HeaderMap) -> Response {
+    set_drain(api, name, headers, true).await
+}
+
+async fn undrain(api: State<Api>, name: Path<String>, headers: HeaderMap) -> Response {
+    set_drain(api, name, headers, false).await
+}
+
+/// Persists a member's drain in the members table; the members apply it at their next round.
+async fn set_drain(
+    State(api): State<Api>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    on: bool,
+) -> Response {
+    let result = async {
+        authorize(&api, &headers)?;
+        let Some(cluster) = &api.cluster else {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                "this server is not in a cluster (--cluster); stop it with SIGTERM instead"
+                    .to_owned(),
+            ));
+        };
+        let found = cluster.drain(&name, on).await.map_err(|e| {
+            ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "cannot persist the drain: {}",
+                    crate::output::error_chain(&e)
+                ),
+            )
+        })?;
+        if !found {
+            return Err(ApiError(
+                StatusCode::NOT_FOUND,
+                format!("no member {name:?}; GET /members lists them"),
+            ));
+        }
+        tracing::warn!(
+            member = name,
+            drained = on,
+            "member drain changed through the API"
+        );
+        Ok(Json(json!({ "name": name, "draining": on })))
+    }
+    .await;
+    result.into_response()
 }
 
 async fn healthz() -> Json<serde_json::Value> {
@@ -243,14 +325,26 @@ async fn readyz(State(api): State<Api>) -> Response {
             json!({"key": null, "reason": "draining: finishing the pages in hand before exit"}),
         );
     }
+    if let Some(cluster) = &api.cluster {
+        // A member's readiness is its own: one FAILED pipeline (placed here or not) does not
+        // make the member unable to serve, and another member would fail it alike.
+        if let Some(reason) = cluster.not_ready() {
+            not_ready.push(json!({"key": null, "reason": reason}));
+        }
+        return ready_answer(not_ready);
+    }
     for (key, s) in &api.registry.slots {
-        let view = s.view(&api.registry.member);
+        let view = api.view(s);
         if view.state == "FAILED" {
             not_ready.push(json!({"key": key, "reason": format!("FAILED: {}", view.error.unwrap_or_default())}));
         } else if s.store.get().is_none() {
             not_ready.push(json!({"key": key, "reason": "starting: connecting its state store"}));
         }
     }
+    ready_answer(not_ready)
+}
+
+fn ready_answer(not_ready: Vec<serde_json::Value>) -> Response {
     if not_ready.is_empty() {
         Json(json!({ "ready": true })).into_response()
     } else {

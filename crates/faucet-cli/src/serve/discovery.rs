@@ -8,6 +8,9 @@
 //! time) — a row without either is refused rather than run once at an arbitrary moment; two
 //! rows may not share a state key; a state key may not start with the control prefix
 //! ([`super::control::PREFIX`]); a sink writing to stdout (`path: "-"`) is refused.
+//!
+//! Rows whose state store is the same (same type, and the same directory, or URL — its
+//! password aside — and table or prefix) share one connection to it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +18,7 @@ use std::path::{Path, PathBuf};
 use faucet_core::FaucetError;
 
 use super::control;
-use super::pipeline::Slot;
+use super::pipeline::{SharedStore, Slot};
 use crate::commands::plan;
 
 /// A problem found before serving: the file, the row context, the error.
@@ -27,6 +30,8 @@ pub(crate) type Refused = Box<(String, FaucetError)>;
 /// The first problem, with `file: row: ` as its context.
 pub(crate) fn discover(paths: &[PathBuf]) -> Result<BTreeMap<String, Slot>, Refused> {
     let mut slots: BTreeMap<String, Slot> = BTreeMap::new();
+    // Rows with the same store (type, place and table or prefix) share one connection.
+    let mut stores: BTreeMap<String, SharedStore> = BTreeMap::new();
     for file in files(paths)? {
         let shown = file.display().to_string();
         let prepared = plan::prepare(&file, None).map_err(|b| {
@@ -85,7 +90,11 @@ pub(crate) fn discover(paths: &[PathBuf]) -> Result<BTreeMap<String, Slot>, Refu
                 )));
             }
             let key = p.state_key.clone();
-            slots.insert(key, Slot::new(p, shown.clone(), control_key));
+            let store = stores
+                .entry(format!("{} {}", p.state.type_name(), p.state.target()))
+                .or_default()
+                .clone();
+            slots.insert(key, Slot::new(p, shown.clone(), control_key, store));
         }
     }
     Ok(slots)

@@ -22,6 +22,7 @@
 //! | `faucet_slot_retained_wal_bytes` | gauge | postgres-cdc: WAL the slot retains, `pg_current_wal_lsn() - restart_lsn` (see [`super::retention`]) |
 //! | `faucet_slot_retention_horizon_seconds` | gauge | postgres-cdc: seconds until the slot would be invalidated if the pipeline stayed stopped; `+Inf` (written `inf`) without a horizon |
 //! | `faucet_fence_refused_writes_total` | counter | pages the sink refused because a newer run of the key holds a larger fence (`LeaseError::Fenced`) |
+//! | `faucet_pipelines_moved_total` | counter | runs this member started of a row another member owned before (`--cluster`) |
 
 use std::net::SocketAddr;
 use std::sync::Mutex;
@@ -44,6 +45,7 @@ const TICKS_LATE: &str = "faucet_schedule_ticks_late_total";
 const FENCE_REFUSED: &str = "faucet_fence_refused_writes_total";
 const RETAINED_WAL: &str = "faucet_slot_retained_wal_bytes";
 const HORIZON: &str = "faucet_slot_retention_horizon_seconds";
+const MOVED: &str = "faucet_pipelines_moved_total";
 
 /// Installs the process-wide Prometheus recorder and describes every metric (their `# HELP`
 /// lines).
@@ -98,6 +100,11 @@ pub(crate) fn install() -> Result<PrometheusHandle, String> {
         Unit::Seconds,
         "Seconds until the replication slot would be invalidated if the pipeline stayed stopped, at the WAL rate of the last minutes; +Inf without a limit or without WAL written."
     );
+    describe_counter!(
+        MOVED,
+        Unit::Count,
+        "Runs this member started of a pipeline row another member owned before (--cluster)."
+    );
     Ok(handle)
 }
 
@@ -127,6 +134,7 @@ impl RowMetrics {
             TICKS_SKIPPED,
             TICKS_LATE,
             FENCE_REFUSED,
+            MOVED,
         ] {
             counter!(name, &m.labels()).increment(0);
         }
@@ -201,6 +209,12 @@ impl RowMetrics {
     /// A schedule tick came late.
     pub(crate) fn tick_late(&self) {
         counter!(TICKS_LATE, &self.labels()).increment(1);
+    }
+
+    /// The row moved to this member from another (`--cluster`).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn moved(&self) {
+        counter!(MOVED, &self.labels()).increment(1);
     }
 
     /// An observer of one run's progress reports.

@@ -12,12 +12,12 @@
 //! its bookmark and releases its lease, then the HTTP server stops and the process exits 0
 //! (a second signal exits at once, 130).
 //!
-//! Single process only: membership, placement and fencing across members (`--cluster`) are
-//! not here; the status already names its `owner` and the wish lives in the row's state
-//! store, so members sharing a store will share it.
+//! `--cluster POSTGRES_URL` makes the process one member of several running the same files,
+//! each row placed on one member at a time ([`cluster`]).
 
 mod api;
 mod auth;
+pub(crate) mod cluster;
 mod control;
 mod discovery;
 pub(crate) mod metrics;
@@ -39,6 +39,7 @@ use tokio_util::sync::CancellationToken;
 use crate::commands::plan::Leasing;
 use crate::exit::Exit;
 use crate::output;
+use crate::secret::SecretUrl;
 
 /// `faucet serve`'s arguments.
 #[derive(Debug, Args)]
@@ -55,9 +56,39 @@ pub(crate) struct ServeArgs {
     /// A file holding the API token for mutating routes (else FAUCET_API_TOKEN).
     #[arg(long, value_name = "PATH")]
     pub(crate) token_file: Option<PathBuf>,
-    /// How long a run's lease on its state key lasts without renewal (1s to 1 day).
+    /// How long a run's lease on its state key lasts without renewal (1s to 1 day); with
+    /// --cluster also how old a member's heartbeat may be before it counts as dead.
     #[arg(long, value_name = "DURATION", value_parser = crate::commands::run::parse_lease_ttl, default_value = "30s")]
     pub(crate) lease_ttl: Duration,
+    /// Be one member of a cluster coordinated in this PostgreSQL database (also from
+    /// FAUCET_CLUSTER_URL): each pipeline row runs on one member at a time. A secret: never
+    /// printed.
+    #[arg(long, value_name = "POSTGRES_URL", env = "FAUCET_CLUSTER_URL", hide_env_values = true, value_parser = parse_secret_url)]
+    pub(crate) cluster: Option<SecretUrl>,
+    /// The members table in the cluster database, `schema.table` or `table` (created when
+    /// absent, with `<table>_owners` beside it).
+    #[arg(long, value_name = "TABLE", default_value = cluster::DEFAULT_TABLE, requires = "cluster")]
+    pub(crate) cluster_table: String,
+    /// How long a newly started member waits before it takes work (doubled per restart
+    /// within a minute).
+    #[arg(long, value_name = "DURATION", value_parser = parse_settle, default_value = "10s", requires = "cluster")]
+    pub(crate) settle: Duration,
+}
+
+fn parse_secret_url(text: &str) -> Result<SecretUrl, String> {
+    if text.is_empty() {
+        return Err("is empty; give a postgres:// URL".to_owned());
+    }
+    Ok(SecretUrl::new(text.to_owned()))
+}
+
+/// `--settle`: a humantime duration of at most an hour.
+fn parse_settle(text: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(text).map_err(|e| format!("{e} (write e.g. `10s`)"))?;
+    if d > Duration::from_secs(3600) {
+        return Err("must be at most 1h".to_owned());
+    }
+    Ok(d)
 }
 
 /// Runs the command until SIGTERM/SIGINT; exit 0 after a clean drain, 2 for a bad config or
@@ -112,6 +143,12 @@ async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
         member: member.clone(),
         draining: AtomicBool::new(false),
     });
+    if args.cluster.is_some() {
+        for slot in registry.slots.values() {
+            cluster::check_store(slot)
+                .map_err(|e| Box::new((format!("{}: {}", slot.file, slot.plan.context), e)))?;
+        }
+    }
     for slot in registry.slots.values() {
         if !slot.plan.state.is_durable() {
             tracing::warn!(
@@ -125,22 +162,32 @@ async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
     if let Err(e) = crate::signals::install(shutdown.clone()) {
         tracing::warn!(error = %e, "cannot install signal handlers; SIGTERM will stop at once");
     }
+    let mut tasks = tokio::task::JoinSet::new();
+    let coordinator = match &args.cluster {
+        None => None,
+        Some(url) => {
+            Some(join_cluster(&args, url, &member, &registry, &shutdown, &mut tasks).await?)
+        }
+    };
     let leasing = Leasing {
         ttl: args.lease_ttl,
-        wait: None,
+        // A new owner waits for the old one to finish its page and release (or for a dead
+        // one's lease to expire).
+        wait: coordinator.as_ref().map(|_| args.lease_ttl * 2),
     };
-    let mut tasks = tokio::task::JoinSet::new();
     for slot in registry.slots.values() {
         tasks.spawn(supervisor::supervise(
             slot.clone(),
             shutdown.clone(),
             leasing,
+            coordinator.clone(),
         ));
         if let Some(schedule) = &slot.plan.schedule {
             tasks.spawn(scheduler::tick(
                 slot.clone(),
                 schedule.clone(),
                 shutdown.clone(),
+                coordinator.clone(),
             ));
         }
     }
@@ -150,6 +197,7 @@ async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
         registry: registry.clone(),
         token: Arc::new(token),
         metrics: handle,
+        cluster: coordinator,
     });
     let server = {
         let stop = http_stop.clone();
@@ -160,8 +208,13 @@ async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
         })
     };
     eprintln!(
-        "faucet serve: listening on http://{bound}, {} as member {member:?}",
-        output::plural(registry.slots.len() as u64, "pipeline")
+        "faucet serve: listening on http://{bound}, {} as member {member:?}{}",
+        output::plural(registry.slots.len() as u64, "pipeline"),
+        if args.cluster.is_some() {
+            " of a cluster"
+        } else {
+            ""
+        }
     );
 
     shutdown.cancelled().await;
@@ -180,4 +233,52 @@ async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
     }
     eprintln!("faucet serve: stopped");
     Ok(())
+}
+
+/// Joins the cluster (a [`cluster::PgCluster`]) and starts its loop in `tasks`: every row
+/// waits to be placed before it runs.
+#[cfg(feature = "cluster")]
+async fn join_cluster(
+    args: &ServeArgs,
+    url: &SecretUrl,
+    member: &str,
+    registry: &Arc<pipeline::Registry>,
+    shutdown: &CancellationToken,
+    tasks: &mut tokio::task::JoinSet<()>,
+) -> Result<Arc<dyn cluster::Coordinator>, discovery::Refused> {
+    for slot in registry.slots.values() {
+        slot.set_placed(false);
+    }
+    let joined = cluster::PgCluster::join(
+        url,
+        &args.cluster_table,
+        member.to_owned(),
+        args.lease_ttl,
+        args.settle,
+        registry.slots.values().cloned().collect(),
+    )
+    .await
+    .map_err(|e| Box::new(("--cluster: ".to_owned(), e)))?;
+    tasks.spawn(joined.clone().run(shutdown.clone()));
+    Ok(joined)
+}
+
+/// Without the `cluster` feature, `--cluster` is refused.
+#[cfg(not(feature = "cluster"))]
+async fn join_cluster(
+    _args: &ServeArgs,
+    _url: &SecretUrl,
+    _member: &str,
+    _registry: &Arc<pipeline::Registry>,
+    _shutdown: &CancellationToken,
+    _tasks: &mut tokio::task::JoinSet<()>,
+) -> Result<Arc<dyn cluster::Coordinator>, discovery::Refused> {
+    Err(Box::new((
+        String::new(),
+        FaucetError::config(
+            "--cluster",
+            "this faucet was built without the `cluster` feature; build it with \
+             `--features cluster` (or `full`)",
+        ),
+    )))
 }

@@ -29,6 +29,8 @@ pub(crate) enum Phase {
     Scheduled,
     /// The last attempt failed; waiting to retry (`retry_at`).
     Failed,
+    /// `--cluster`: placed on another member (or on none), so not run here.
+    Elsewhere,
 }
 
 /// The figures of a row.
@@ -67,6 +69,9 @@ pub(crate) struct Status {
     pub(crate) ticks_late: u64,
 }
 
+/// A state store connected once for all the rows configured with it.
+pub(crate) type SharedStore = Arc<OnceCell<Arc<dyn StateStore>>>;
+
 /// One pipeline row under `faucet serve`.
 pub(crate) struct Slot {
     /// The planned row.
@@ -77,8 +82,9 @@ pub(crate) struct Slot {
     pub(crate) control_key: String,
     /// Its metrics.
     pub(crate) metrics: RowMetrics,
-    /// Its state store, once connected.
-    pub(crate) store: OnceCell<Arc<dyn StateStore>>,
+    /// Its state store, once connected: shared by every row whose store is the same
+    /// ([`SharedStore`]), so they share one connection pool.
+    pub(crate) store: SharedStore,
     status: Mutex<Status>,
     /// Wakes the supervisor: the wish changed, a tick is due, a run was asked for.
     pub(crate) wake: Notify,
@@ -90,18 +96,25 @@ pub(crate) struct Slot {
     pub(crate) running: AtomicBool,
     /// Cancels the run going, when there is one.
     pub(crate) run_cancel: Mutex<Option<CancellationToken>>,
+    /// Whether the row is placed on this member (always, without `--cluster`).
+    placed: AtomicBool,
 }
 
 impl Slot {
-    /// A row that has not started.
-    pub(crate) fn new(plan: Prepared, file: String, control_key: String) -> Self {
+    /// A row that has not started, its state store connected (once) through `store`.
+    pub(crate) fn new(
+        plan: Prepared,
+        file: String,
+        control_key: String,
+        store: SharedStore,
+    ) -> Self {
         let metrics = RowMetrics::new(&plan.pipeline, plan.id.as_deref());
         Self {
             plan,
             file,
             control_key,
             metrics,
-            store: OnceCell::new(),
+            store,
             status: Mutex::new(Status {
                 desired: Desired::Running,
                 phase: Phase::Starting,
@@ -126,6 +139,7 @@ impl Slot {
             run_now: AtomicBool::new(false),
             running: AtomicBool::new(false),
             run_cancel: Mutex::new(None),
+            placed: AtomicBool::new(true),
         }
     }
 
@@ -158,6 +172,25 @@ impl Slot {
         self.publish(&st);
     }
 
+    /// Whether the row is placed on this member ([`super::cluster`]; always without it).
+    pub(crate) fn placed(&self) -> bool {
+        self.placed.load(Ordering::SeqCst)
+    }
+
+    /// Places the row on this member or elsewhere: when it leaves, the run going is
+    /// cancelled (it finishes its page in hand, persists, releases its lease: the handover);
+    /// either way the supervisor is woken.
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn set_placed(&self, here: bool) {
+        if self.placed.swap(here, Ordering::SeqCst) == here {
+            return;
+        }
+        if !here {
+            self.cancel_run();
+        }
+        self.wake.notify_one();
+    }
+
     /// Sets the wish, cancels the run going when it is not `Running`, wakes the supervisor.
     pub(crate) fn set_desired(&self, desired: Desired) {
         {
@@ -165,16 +198,22 @@ impl Slot {
             st.desired = desired;
             self.publish(&st);
         }
-        if desired != Desired::Running
-            && let Some(cancel) = self
-                .run_cancel
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .as_ref()
+        if desired != Desired::Running {
+            self.cancel_run();
+        }
+        self.wake.notify_one();
+    }
+
+    /// Cancels the run going, if any: it finishes its page in hand, persists, releases.
+    fn cancel_run(&self) {
+        if let Some(cancel) = self
+            .run_cancel
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .as_ref()
         {
             cancel.cancel();
         }
-        self.wake.notify_one();
     }
 
     fn publish(&self, st: &Status) {
@@ -193,6 +232,7 @@ impl Slot {
             (Desired::Running, Phase::Failed) => "FAILED",
             (Desired::Running, Phase::Scheduled) => "SCHEDULED",
             (Desired::Running, Phase::Starting) => "SCHEDULED",
+            (Desired::Running, Phase::Elsewhere) => "UNASSIGNED",
         }
     }
 
@@ -216,7 +256,8 @@ impl Slot {
     }
 
     /// The row as `GET /pipelines/{key}` shows it.
-    pub(crate) fn view(&self, owner: &str) -> PipelineView {
+    /// `owner` is the member the row is placed on (`None`: no member is eligible).
+    pub(crate) fn view(&self, owner: Option<&str>) -> PipelineView {
         let st = self.status();
         let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
         PipelineView {
@@ -225,7 +266,8 @@ impl Slot {
             row: self.plan.id.clone(),
             file: self.file.clone(),
             state: Self::state_name(&st),
-            owner: owner.to_owned(),
+            owner: owner.map(str::to_owned),
+            here: self.placed(),
             running: self.is_running(),
             continuous: self.plan.continuous,
             schedule: self.plan.schedule.as_ref().map(ToString::to_string),
@@ -266,10 +308,15 @@ pub(crate) struct PipelineView {
     row: Option<String>,
     /// The pipeline file.
     file: String,
-    /// RUNNING, PAUSED, STOPPED, FAILED or SCHEDULED.
+    /// RUNNING, PAUSED, STOPPED, FAILED or SCHEDULED; with `--cluster`, UNASSIGNED on a
+    /// member the row is not placed on (see `owner`).
     pub(crate) state: &'static str,
-    /// The member running it (`--member`).
-    owner: String,
+    /// The member the row is placed on (`--member`; with `--cluster`, by placement; `null`
+    /// while no member is eligible).
+    owner: Option<String>,
+    /// Whether it is placed on the member answering (its figures are that member's own:
+    /// ask the owner for a row placed elsewhere).
+    here: bool,
     /// Whether a run is going (also while a PAUSED row finishes its page).
     running: bool,
     /// Whether the source is continuous (runs all the time).

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
+use super::cluster::Coordinator;
 use super::control::Desired;
 use super::pipeline::Slot;
 use crate::config::schedule::Schedule;
@@ -18,8 +19,15 @@ use crate::config::schedule::Schedule;
 /// How late a tick may be noticed before it counts as late.
 pub(crate) const LATE: Duration = Duration::from_secs(1);
 
-/// Ticks `schedule` for `slot` until `shutdown`.
-pub(crate) async fn tick(slot: Arc<Slot>, schedule: Schedule, shutdown: CancellationToken) {
+/// Ticks `schedule` for `slot` until `shutdown`. With a `cluster`, only the member the row is
+/// placed on acts on a tick, and only after claiming it in the cluster database
+/// ([`Coordinator::claim_tick`]): each tick runs once across members.
+pub(crate) async fn tick(
+    slot: Arc<Slot>,
+    schedule: Schedule,
+    shutdown: CancellationToken,
+    cluster: Option<Arc<dyn Coordinator>>,
+) {
     let mut after = Utc::now();
     loop {
         let Some(next) = schedule.next_after(after) else {
@@ -41,7 +49,7 @@ pub(crate) async fn tick(slot: Arc<Slot>, schedule: Schedule, shutdown: Cancella
             slot.status().ticks_late += 1;
             tracing::warn!(key = slot.key(), tick = %next, "a schedule tick came late");
         }
-        if slot.desired() != Desired::Running {
+        if slot.desired() != Desired::Running || !slot.placed() {
             continue;
         }
         if slot.is_running() {
@@ -52,6 +60,12 @@ pub(crate) async fn tick(slot: Arc<Slot>, schedule: Schedule, shutdown: Cancella
                 tick = %next,
                 "schedule tick skipped: the last run is still going"
             );
+            continue;
+        }
+        if let Some(cluster) = &cluster
+            && !cluster.claim_tick(slot.key(), next).await
+        {
+            tracing::debug!(key = slot.key(), tick = %next, "tick claimed by another member");
             continue;
         }
         slot.metrics.tick_run();

@@ -17,6 +17,7 @@ use faucet_core::FaucetError;
 use faucet_core::state::StateStore;
 use tokio_util::sync::CancellationToken;
 
+use super::cluster::Coordinator;
 use super::control::{self, Desired};
 use super::pipeline::{Phase, Slot};
 use crate::commands::plan::{self, Leasing};
@@ -33,8 +34,14 @@ pub(crate) fn backoff(failures: u32) -> Duration {
     BACKOFF_MIN.saturating_mul(1 << shift).min(BACKOFF_MAX)
 }
 
-/// Runs `slot` until `shutdown`.
-pub(crate) async fn supervise(slot: Arc<Slot>, shutdown: CancellationToken, leasing: Leasing) {
+/// Runs `slot` until `shutdown`; with a `cluster`, only while the row is placed on this
+/// member ([`Slot::placed`]).
+pub(crate) async fn supervise(
+    slot: Arc<Slot>,
+    shutdown: CancellationToken,
+    leasing: Leasing,
+    cluster: Option<Arc<dyn Coordinator>>,
+) {
     let Some(store) = start(&slot, &shutdown).await else {
         return;
     };
@@ -49,7 +56,10 @@ pub(crate) async fn supervise(slot: Arc<Slot>, shutdown: CancellationToken, leas
         ));
     }
     while !shutdown.is_cancelled() {
-        if slot.desired() != Desired::Running {
+        if slot.desired() != Desired::Running || !slot.placed() {
+            if !slot.placed() {
+                slot.set_phase(Phase::Elsewhere);
+            }
             slot.tick_due.store(false, Ordering::SeqCst);
             slot.run_now.store(false, Ordering::SeqCst);
             tokio::select! {
@@ -66,8 +76,11 @@ pub(crate) async fn supervise(slot: Arc<Slot>, shutdown: CancellationToken, leas
         } else if !triggered(&slot, &shutdown, failed).await {
             continue;
         }
-        if shutdown.is_cancelled() || slot.desired() != Desired::Running {
+        if shutdown.is_cancelled() || slot.desired() != Desired::Running || !slot.placed() {
             continue;
+        }
+        if let Some(cluster) = &cluster {
+            cluster.starting(&slot).await;
         }
         run_once(&slot, &store, &shutdown, leasing).await;
     }
@@ -199,8 +212,9 @@ async fn run_once(
         .run_cancel
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cancel.clone());
-    // A pause between the caller's check and the token's publication is seen here.
-    if slot.desired() != Desired::Running {
+    // A pause (or a move) between the caller's check and the token's publication is seen
+    // here.
+    if slot.desired() != Desired::Running || !slot.placed() {
         cancel.cancel();
     }
     slot.running.store(true, Ordering::SeqCst);

@@ -15,6 +15,7 @@ pub(crate) mod mysql;
 pub(crate) mod pg;
 #[cfg(feature = "postgres")]
 pub(crate) mod replicate;
+pub(crate) mod server;
 
 /// The repository's root (for `examples/`).
 pub(crate) fn repo_root() -> PathBuf {

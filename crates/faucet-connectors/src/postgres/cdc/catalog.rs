@@ -15,12 +15,15 @@ use faucet_core::util::quote_ident;
 
 use super::CONNECTOR;
 use super::client::parse_lsn;
-use super::config::TableName;
+use super::config::{SlotInUse, TableName};
 use crate::postgres::connection::PostgresUrl;
 
 /// How long [`prepare`] waits for an active slot to be released (a session of this process
 /// that just ended takes a moment to let go of it) before failing.
 const SLOT_RELEASE_GRACE: Duration = Duration::from_secs(3);
+/// With `slot_in_use: terminate`, how long a holder may be ending by itself before it is
+/// ended.
+const TERMINATE_AFTER: Duration = Duration::from_millis(500);
 
 /// What the source needs to know to start reading.
 #[derive(Debug, Clone, Copy)]
@@ -38,6 +41,8 @@ pub(crate) struct Wanted<'a> {
     pub(crate) publication: &'a str,
     pub(crate) tables: &'a [TableName],
     pub(crate) create_publication: bool,
+    /// What to do about a slot active in another session.
+    pub(crate) slot_in_use: SlotInUse,
 }
 
 fn failed(message: impl Into<String>) -> FaucetError {
@@ -81,6 +86,7 @@ pub(crate) async fn prepare(
     check_server(conn).await?;
     check_publication(conn, want, true).await?;
     let started = Instant::now();
+    let mut waiting_logged = false;
     let slot = loop {
         let slot = match slot_row(conn, want.slot).await? {
             Some(slot) => slot,
@@ -95,12 +101,25 @@ pub(crate) async fn prepare(
             }
         };
         slot.usable(want)?;
-        match slot.active_pid {
-            None => break slot,
-            Some(pid) if started.elapsed() >= SLOT_RELEASE_GRACE => {
+        match (slot.active_pid, want.slot_in_use) {
+            (None, _) => break slot,
+            (Some(pid), SlotInUse::Terminate) if started.elapsed() >= TERMINATE_AFTER => {
+                terminate_holder(conn, want.slot, pid).await?;
+            }
+            (Some(pid), SlotInUse::Wait) if started.elapsed() >= SLOT_RELEASE_GRACE => {
                 return Err(slot_active(conn, want.slot, pid).await);
             }
-            Some(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            (Some(pid), _) => {
+                if !waiting_logged {
+                    waiting_logged = true;
+                    tracing::info!(
+                        slot = want.slot,
+                        pid,
+                        "the replication slot is active in another session; waiting for it to end"
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     };
     let wal_position: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
@@ -413,7 +432,42 @@ async fn slot_row(conn: &mut PgConnection, slot: &str) -> Result<Option<SlotRow>
     ))
 }
 
-async fn slot_active(conn: &mut PgConnection, slot: &str, pid: i32) -> FaucetError {
+/// Ends the session `pid` holding `slot` (`slot_in_use: terminate`), saying so in the log.
+async fn terminate_holder(
+    conn: &mut PgConnection,
+    slot: &str,
+    pid: i32,
+) -> Result<(), FaucetError> {
+    let (app, addr) = holder(conn, pid).await;
+    let ended: Option<bool> = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(pid)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| query_failed("pg_terminate_backend on the slot's holder", e))?;
+    if ended != Some(true) {
+        return Err(FaucetError::connect(
+            CONNECTOR,
+            format!(
+                "replication slot `{slot}` is active in another process (pid {pid}), and                  pg_terminate_backend({pid}) did not end it: this user may not signal that                  session (grant pg_signal_backend, or end it as its owner)"
+            ),
+            None,
+        ));
+    }
+    tracing::warn!(
+        slot,
+        pid,
+        application_name = app.as_deref().unwrap_or_default(),
+        client = addr.as_deref().unwrap_or("local"),
+        "terminated the walsender holding the replication slot (slot_in_use: terminate): this \
+         run holds the pipeline's lease, so that holder was a previous owner"
+    );
+    // Let the server release the slot before it is read again.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    Ok(())
+}
+
+/// The `application_name` and client address of session `pid`, when it is still listed.
+async fn holder(conn: &mut PgConnection, pid: i32) -> (Option<String>, Option<String>) {
     let who: Option<(Option<String>, Option<String>)> = sqlx::query_as(
         "SELECT application_name, client_addr::text FROM pg_stat_activity WHERE pid = $1",
     )
@@ -422,7 +476,11 @@ async fn slot_active(conn: &mut PgConnection, slot: &str, pid: i32) -> FaucetErr
     .await
     .ok()
     .flatten();
-    let (app, addr) = who.unwrap_or((None, None));
+    who.unwrap_or((None, None))
+}
+
+async fn slot_active(conn: &mut PgConnection, slot: &str, pid: i32) -> FaucetError {
+    let (app, addr) = holder(conn, pid).await;
     FaucetError::connect(
         CONNECTOR,
         format!(

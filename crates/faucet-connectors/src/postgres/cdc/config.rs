@@ -79,6 +79,26 @@ pub struct PostgresCdcConfig {
     /// cancelled (SIGINT/SIGTERM), then finish the page in hand and end.
     #[serde(default = "default_continuous")]
     pub continuous: bool,
+    /// What a run does when the slot is still active in another process when it starts —
+    /// typically the walsender of a previous owner that was paused (SIGSTOP) or cut off,
+    /// which keeps the slot until the server's `wal_sender_timeout`: `wait` (the default)
+    /// for it to end, briefly, then fail naming it (a `faucet serve` row retries); or
+    /// `terminate` it with `pg_terminate_backend` (needs the privilege to signal that
+    /// session). The run loop opens the source only once it holds the pipeline's lease, so
+    /// with a state store that has leases the holder being ended is a previous owner.
+    #[serde(default)]
+    pub slot_in_use: SlotInUse,
+}
+
+/// `slot_in_use`: what to do about a slot held by another session at start.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SlotInUse {
+    /// Wait a few seconds for the holder to let go, then fail naming it.
+    #[default]
+    Wait,
+    /// End the holder's session (`pg_terminate_backend(active_pid)`) and take the slot.
+    Terminate,
 }
 
 fn default_create_publication() -> bool {
@@ -98,6 +118,7 @@ impl std::fmt::Debug for PostgresCdcConfig {
             .field("tables", &self.tables)
             .field("create_publication", &self.create_publication)
             .field("continuous", &self.continuous)
+            .field("slot_in_use", &self.slot_in_use)
             .finish()
     }
 }
@@ -117,6 +138,7 @@ impl PostgresCdcConfig {
             tables: tables.into_iter().map(Into::into).collect(),
             create_publication: default_create_publication(),
             continuous: default_continuous(),
+            slot_in_use: SlotInUse::default(),
         }
     }
 

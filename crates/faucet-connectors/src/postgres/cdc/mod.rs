@@ -80,7 +80,7 @@ use async_trait::async_trait;
 
 use faucet_core::{Bookmark, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Source};
 
-pub use config::{PostgresCdcConfig, ValidatedCdcConfig};
+pub use config::{PostgresCdcConfig, SlotInUse, ValidatedCdcConfig};
 
 use crate::postgres::connection::PostgresUrl;
 use bookmark::CdcBookmark;
@@ -137,6 +137,7 @@ impl PostgresCdcSource {
             publication: &self.config.publication,
             tables: &self.tables,
             create_publication: self.config.create_publication,
+            slot_in_use: self.config.slot_in_use,
         }
     }
 }

@@ -138,6 +138,7 @@ impl PostgresReplicateSource {
             publication: &c.publication,
             tables: &self.tables,
             create_publication: c.create_publication,
+            slot_in_use: c.slot_in_use,
         }
     }
 
