@@ -2,8 +2,10 @@
 //! (`FAUCET_TEST_MYSQL_SINK_URL`, default `mysql://root@127.0.0.1:3306/test`):
 //! * effectively-once proven by crashing: `faucet run` aborted at every fault point and
 //!   SIGKILLed at random instants, restarted, the target compared with the source (lost 0,
-//!   duplicated 0) — csv → mysql append with the atomic watermark, and incremental `mysql`
-//!   query → mysql upsert;
+//!   duplicated 0) — csv → mysql append with the atomic watermark, incremental `mysql`
+//!   query → mysql upsert, and `mysql-cdc` (the binlog MariaDB, `FAUCET_TEST_MYSQL_URL`) →
+//!   mysql append with the atomic watermark (every change record of a workload logged
+//!   before the first run, one of its transactions several pages long, exactly once);
 //! * requests that cannot be met exit 3 before any data moves: an append target behind a
 //!   non-deterministic source with a memory state store, and a MyISAM/Aria target with
 //!   `effectively_once`.
@@ -25,6 +27,18 @@ fn csv_into_mysql_append_is_exactly_once_across_aborts_at_every_fault_point() {
 #[test]
 fn mysql_query_into_mysql_upsert_is_exactly_once_across_aborts_at_every_fault_point() {
     abort_at_every_point(&Scenario::query_to_upsert("points", BATCH));
+}
+
+#[test]
+fn mysql_cdc_into_mysql_append_is_exactly_once_across_aborts_at_every_fault_point() {
+    abort_at_every_point(&Scenario::cdc_to_append("points", BATCH));
+}
+
+#[test]
+fn mysql_cdc_into_mysql_append_survives_sigkill() {
+    // Pages of 5: the bounded run is a few seconds long, so every kill lands mid-run, most
+    // inside the two transactions of 1,000 and 1,500 changes.
+    killed_at_random_instants(&Scenario::cdc_to_append("kill", 5));
 }
 
 #[test]
