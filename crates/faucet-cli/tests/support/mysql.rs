@@ -218,8 +218,11 @@ impl Scenario {
     }
 }
 
-/// Placeholders of the `mysql-cdc` config that [`Scenario::prepare`] replaces.
+/// Placeholder of the `mysql-cdc` config's `server_id`, replaced by [`Scenario::prepare`]
+/// with a fresh one ([`super::mariadb::unique_server_id`]).
 const CDC_SERVER_ID: &str = "__SERVER_ID__";
+/// Placeholder of the `mysql-cdc` config's `start`, replaced by [`Scenario::prepare`] with
+/// the binlog position before the workload.
 const CDC_START: &str = "__START__";
 
 impl CrashScenario for Scenario {
