@@ -153,6 +153,36 @@ pub fn collapse<'a>(
     Ok(state.out)
 }
 
+/// Checks every change record of `page` the way [`collapse`] reads it, for a sink that has
+/// no table to write a page into yet (a `create_table` sink whose page has no row to take
+/// the columns from): a page of only deletes and truncates passes, a record whose rows are
+/// not rows fails — never skipped with its bookmark moved on.
+///
+/// # Errors
+/// [`FaucetError::Data`] naming the page row, as [`collapse`] gives.
+pub fn check_records(page: &Page, connector: &str, target: &str) -> Result<(), FaucetError> {
+    let Some(layout) = ChangeLayout::of(page.schema()) else {
+        return Ok(());
+    };
+    for (row_no, row) in page.rows().enumerate() {
+        let change = layout.read(row.values()).map_err(|message| {
+            FaucetError::data(
+                connector,
+                format!("{target}, page row {}", row_no + 1),
+                message,
+            )
+        })?;
+        if matches!(change.op, Op::Insert | Op::Update | Op::Read) && change.after.is_none() {
+            return Err(FaucetError::data(
+                connector,
+                format!("{target}, page row {}", row_no + 1),
+                format!("an `{}` record without an `after` row", change.op),
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn row_columns(row: &Row) -> Vec<(&str, &Value)> {
     row.schema
         .fields()
@@ -171,6 +201,18 @@ fn key_values<'a>(columns: &[(&str, &'a Value)], key: &[String]) -> Result<Vec<&
                 .find(|(name, _)| *name == k.as_str())
                 .map(|(_, v)| *v)
                 .ok_or_else(|| format!("key column `{k}` is missing from the record"))
+                .and_then(|v| {
+                    if v.is_null() {
+                        Err(format!(
+                            "key column `{k}` is null: a keyed sink cannot tell rows with a null \
+                             key apart (a unique index lets many nulls in, so an upsert would \
+                             add a row each replay); give every record a key value or use \
+                             `write_mode: append`"
+                        ))
+                    } else {
+                        Ok(v)
+                    }
+                })
         })
         .collect()
 }
@@ -483,6 +525,52 @@ mod tests {
             summary(&run(&page, "id", &mut None).expect("collapse")),
             vec![('u', 5, None)]
         );
+    }
+
+    #[test]
+    fn a_null_key_is_a_data_error_not_a_row_merged_or_added_per_replay() {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("k", DataType::Text),
+            Field::new("v", DataType::Int),
+        ]));
+        let mut b = PageBuilder::new(schema, 4);
+        b.push_row(vec![Value::Text("a".into()), Value::Int(1)]);
+        b.push_row(vec![Value::Null, Value::Int(2)]);
+        let page = b.finish(None);
+        match run(&page, "k", &mut None) {
+            Err(FaucetError::Data {
+                location, message, ..
+            }) => {
+                assert!(location.contains("page row 2"), "{location}");
+                assert!(message.contains("`k` is null"), "{message}");
+            }
+            other => panic!("expected a data error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn change_records_whose_rows_are_json_text_are_errors_never_skipped() {
+        let json_after = Value::json(serde_json::json!({"id": 2, "name": "ok"}));
+        let mut b = PageBuilder::new(change_schema(), 4);
+        b.push_row(change("c", Value::Null, json_after, &[]));
+        let page = b.finish(None);
+        for e in [
+            run(&page, "id", &mut None)
+                .map(|_| ())
+                .expect_err("collapse refuses"),
+            check_records(&page, "test", "t").expect_err("check refuses"),
+        ] {
+            let text = e.to_string();
+            assert!(
+                text.contains("not a row") && text.contains("page row 1"),
+                "{text}"
+            );
+        }
+        // Only deletes and truncates: nothing to check against a table that does not exist.
+        let mut b = PageBuilder::new(change_schema(), 4);
+        b.push_row(change("d", key(1), Value::Null, &[]));
+        b.push_row(change("t", Value::Null, Value::Null, &[]));
+        check_records(&b.finish(None), "test", "t").expect("deletes pass");
     }
 
     #[test]

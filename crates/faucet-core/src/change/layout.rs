@@ -82,19 +82,27 @@ impl ChangeLayout {
     /// Reads one record from its `values` (in the layout's schema order).
     ///
     /// # Errors
-    /// A message for people when `op` is not one of `c`, `u`, `d`, `r`, `t`.
+    /// A message for people when `op` is not one of `c`, `u`, `d`, `r`, `t`, or `before` /
+    /// `after` holds something other than a row or null (JSON text read back from a file).
     pub fn read<'a>(&self, values: &'a [Value]) -> Result<Change<'a>, String> {
         let code = values.get(self.op).and_then(text_of).unwrap_or("");
         let op = Op::from_code(code).ok_or_else(|| format!("unknown change op `{code}`"))?;
-        let row = |i: usize| match values.get(i) {
-            Some(Value::Row(r)) => Some(&**r),
-            _ => None,
+        let row = |i: usize, field: &str| match values.get(i) {
+            Some(Value::Row(r)) => Ok(Some(&**r)),
+            None | Some(Value::Null) => Ok(None),
+            Some(other) => Err(format!(
+                "the `{field}` of this `{op}` record is {:?} data, not a row: change records \
+                 read back from a file carry their rows as JSON, which a keyed sink cannot \
+                 apply as columns; write them with `write_mode: append`, or read the changes \
+                 from the database's change stream",
+                other.data_type()
+            )),
         };
         Ok(Change {
             op,
             table: self.table.and_then(|i| values.get(i)).and_then(text_of),
-            before: row(self.before),
-            after: row(self.after),
+            before: row(self.before, BEFORE)?,
+            after: row(self.after, AFTER)?,
             unchanged: self.unchanged.and_then(|i| match values.get(i) {
                 Some(Value::Array(items)) => Some(items.as_slice()),
                 _ => None,

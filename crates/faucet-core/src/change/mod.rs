@@ -28,7 +28,7 @@
 mod collapse;
 mod layout;
 
-pub use collapse::{Collapsed, KeyIdentity, Slot, collapse};
+pub use collapse::{Collapsed, KeyIdentity, Slot, check_records, collapse};
 pub use layout::{Change, ChangeLayout};
 
 use std::fmt;

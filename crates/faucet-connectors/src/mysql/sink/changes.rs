@@ -2,7 +2,8 @@
 //! [`faucet_core::change`], with the key identity of a value's JSON form (types apart:
 //! `1` and `"1"` are two keys).
 //!
-//! A table that `create_table` made compares text keys byte for byte (`utf8mb4_bin`), as
+//! A table that `create_table` made compares text keys byte for byte (a binary NO PAD
+//! collation, `table::nopad_binary_collation`: trailing spaces count), as
 //! this identity does. An existing table whose key is a case- or accent-insensitive text
 //! column holds `A` and `a` as one row: two such keys in one page are two slots here, and the
 //! later slot's row wins in the table.

@@ -79,7 +79,8 @@ pub struct MysqlSinkConfig {
     pub table: String,
     /// Create the table when it is missing, from the first page's field types (README,
     /// "mysql sink": `BIGINT`, `DECIMAL(65,s)`, `DATETIME(6)`, `JSON`, `LONGBLOB`, …), InnoDB,
-    /// `utf8mb4_bin`, with the `key` columns as primary key; for change records with
+    /// a binary NO PAD collation (`utf8mb4_nopad_bin` / `utf8mb4_0900_bin`), with the `key`
+    /// columns as primary key; for change records with
     /// `upsert`, the `after` columns. Default `false`: a missing table is an error.
     #[serde(default)]
     pub create_table: bool,

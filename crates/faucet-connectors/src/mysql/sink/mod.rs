@@ -397,8 +397,15 @@ impl MysqlSinkWriter<'_> {
         }
         let sink = self.sink;
         let apply_changes = sink.config.write_mode == MysqlWriteMode::Upsert;
-        let Some(sql) =
-            table::create_statement(&sink.table, page, &sink.config.key, apply_changes)?
+        let conn = self.conn()?;
+        let collation = table::nopad_binary_collation(conn, &sink.table).await?;
+        let Some(sql) = table::create_statement(
+            &sink.table,
+            page,
+            &sink.config.key,
+            apply_changes,
+            collation,
+        )?
         else {
             return Ok(());
         };
@@ -561,6 +568,10 @@ async fn statements(
             MysqlWriteMode::Append => write::append(conn, &target, page).await?,
             MysqlWriteMode::Upsert => write::upsert(conn, &target, page, source_table).await?,
         }
+    } else if !page.is_empty() {
+        // No table yet (create_table, and no row to take its columns from): a page of only
+        // deletes and truncates has nothing to do, a malformed one is an error, not skipped.
+        faucet_core::change::check_records(page, CONNECTOR, &sink.table.to_string())?;
     }
     if let Some((scope, token)) = commit.token {
         let scope = token::scope(scope, &sink.table);

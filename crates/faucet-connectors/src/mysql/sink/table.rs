@@ -269,6 +269,7 @@ pub(crate) fn create_statement(
     page: &Page,
     key: &[String],
     apply_changes: bool,
+    collation: &str,
 ) -> Result<Option<String>, FaucetError> {
     let Some(columns) = proposed(page, apply_changes) else {
         return Ok(None);
@@ -302,10 +303,43 @@ pub(crate) fn create_statement(
     }
     Ok(Some(format!(
         "CREATE TABLE IF NOT EXISTS {} ({}) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 \
-         COLLATE=utf8mb4_bin",
+         COLLATE={collation}",
         name.quoted(),
         defs.join(", ")
     )))
+}
+
+/// The collation `create_table` gives text: binary and NO PAD, so keys compare byte for byte
+/// — `'a'`, `'a '` and `'A'` are three keys, as in the source. MariaDB (10.2+) calls it
+/// `utf8mb4_nopad_bin`, MySQL (8.0.17+) `utf8mb4_0900_bin`; `utf8mb4_bin` is PAD SPACE on
+/// both (trailing spaces ignored), used only where neither exists, with a warning.
+///
+/// # Errors
+/// [`FaucetError::Write`] when the server's collations cannot be read.
+pub(crate) async fn nopad_binary_collation(
+    conn: &mut mysql_async::Conn,
+    name: &TableName,
+) -> Result<&'static str, FaucetError> {
+    use mysql_async::prelude::Queryable as _;
+    let found: Vec<String> = conn
+        .query(
+            "SELECT COLLATION_NAME FROM information_schema.COLLATIONS \
+             WHERE COLLATION_NAME IN ('utf8mb4_nopad_bin', 'utf8mb4_0900_bin')",
+        )
+        .await
+        .map_err(|e| super::write::classify(e, "reading the server's collations", name))?;
+    for c in ["utf8mb4_nopad_bin", "utf8mb4_0900_bin"] {
+        if found.iter().any(|f| f == c) {
+            return Ok(c);
+        }
+    }
+    tracing::warn!(
+        sink = CONNECTOR,
+        table = %name,
+        "the server has no NO PAD binary utf8mb4 collation: creating the table with \
+         utf8mb4_bin, where text keys differing only in trailing spaces are one row"
+    );
+    Ok("utf8mb4_bin")
 }
 
 /// Checks that the records' field `field` can be a MySQL column name: 1 to 64 characters,

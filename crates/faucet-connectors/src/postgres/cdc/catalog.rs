@@ -448,7 +448,9 @@ async fn terminate_holder(
         return Err(FaucetError::connect(
             CONNECTOR,
             format!(
-                "replication slot `{slot}` is active in another process (pid {pid}), and                  pg_terminate_backend({pid}) did not end it: this user may not signal that                  session (grant pg_signal_backend, or end it as its owner)"
+                "replication slot `{slot}` is active in another process (pid {pid}), and \
+                 pg_terminate_backend({pid}) did not end it: this user may not signal that \
+                 session (grant pg_signal_backend, or end it as its owner)"
             ),
             None,
         ));

@@ -500,6 +500,10 @@ async fn statements(
                 write::upsert(tx, &target, page, bufs, source_table).await?;
             }
         }
+    } else if !page.is_empty() {
+        // No table yet (create_table, and no row to take its columns from): a page of only
+        // deletes and truncates has nothing to do, a malformed one is an error, not skipped.
+        faucet_core::change::check_records(page, CONNECTOR, &sink.table.to_string())?;
     }
     if let Some((scope, token)) = token {
         let scope = token::scope(scope, &sink.table);
