@@ -661,7 +661,7 @@ async fn create_table_maps_every_type_and_values_round_trip() {
             db.db
         ))
         .await;
-    assert_eq!(engine, [s("InnoDB utf8mb4_bin")]);
+    assert_eq!(engine, [s("InnoDB utf8mb4_nopad_bin")]);
     let back = texts(&mut db, "SELECT * FROM typed").await;
     for (i, (name, _, v, _, text)) in fields.iter().enumerate() {
         let got = back[0][i].clone();

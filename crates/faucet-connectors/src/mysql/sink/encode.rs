@@ -54,6 +54,59 @@ fn out_of_mysql_years(text: &str) -> bool {
     text.starts_with(['+', '-']) || text.ends_with("infinity")
 }
 
+/// Whether `column_type` (DATA_TYPE) is an integer type.
+fn is_integer_column(column_type: &str) -> bool {
+    matches!(
+        column_type,
+        "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint"
+    )
+}
+
+/// Why the server would store `value` in a `column_type` column as something else without a
+/// warning (MariaDB converts bound parameters silently: `1.5` into INT is 2, `"1e3"` is
+/// 1000, a number into ENUM/SET is a member's index, into YEAR `5` is 2005, into DATE a
+/// packed date), or `None` when it would store the value itself. The strict `sql_mode` and
+/// the warning check catch the rest (out of range, too long, invalid dates, DECIMAL
+/// rounding).
+fn coerced(value: &Value, column_type: &str) -> Option<String> {
+    let integral_text = |t: &str| {
+        let d = t.strip_prefix('-').unwrap_or(t);
+        !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit())
+    };
+    if is_integer_column(column_type) {
+        let why = match value {
+            Value::Float(f) if f.fract() != 0.0 => Some(format!("{f}")),
+            Value::Numeric(n) if !integral_text(n) => Some(n.to_string()),
+            Value::Text(t) if !integral_text(t) => Some(format!("text `{t}`")),
+            _ => None,
+        };
+        return why.map(|v| {
+            format!(
+                "{v} is not an integer, and the {column_type} column would round or convert \
+                 it silently; write it into a DECIMAL, DOUBLE or text column"
+            )
+        });
+    }
+    let number = matches!(value, Value::Int(_) | Value::Float(_) | Value::Numeric(_));
+    match column_type {
+        "enum" | "set" if number => Some(format!(
+            "a number into an {} column is taken as a member's index, not its text; give the \
+             member's text",
+            column_type.to_uppercase()
+        )),
+        "year" if matches!(value, Value::Int(1..=99)) => Some(
+            "a two-digit number into a YEAR column is read as 1970–2069 (5 is 2005); give the \
+             full year"
+                .to_owned(),
+        ),
+        "date" | "datetime" | "timestamp" if number => Some(format!(
+            "a number into a {} column is read as a packed date (20240101); give a date text",
+            column_type.to_uppercase()
+        )),
+        _ => None,
+    }
+}
+
 /// The parameter for `value` written into a column of type `column_type` (DATA_TYPE, lower
 /// case). `json` is scratch space for arrays and nested rows.
 ///
@@ -65,6 +118,9 @@ pub(crate) fn param(
     json: &mut Vec<u8>,
 ) -> Result<MyValue, String> {
     let text = is_text_column(column_type);
+    if let Some(why) = coerced(value, column_type) {
+        return Err(why);
+    }
     Ok(match value {
         Value::Null => MyValue::NULL,
         Value::Bool(b) => MyValue::Int(i64::from(*b)),
@@ -180,6 +236,30 @@ mod tests {
             ),
             "2024-02-29T12:45:00Z"
         );
+        for (v, t) in [
+            (Value::Float(1.5), "int"),
+            (Value::Numeric("2.5".into()), "bigint"),
+            (Value::Numeric("1e3".into()), "int"),
+            (Value::Text("1.5".into()), "int"),
+            (Value::Text(" 12".into()), "smallint"),
+            (Value::Int(2), "enum"),
+            (Value::Int(3), "set"),
+            (Value::Int(5), "year"),
+            (Value::Int(20240101), "date"),
+        ] {
+            let e = param(&v, t, &mut s).expect_err("a silent conversion is refused");
+            assert!(!e.is_empty(), "{v:?} into {t}");
+        }
+        for (v, t) in [
+            (Value::Float(2.0), "int"),
+            (Value::Numeric("-42".into()), "bigint"),
+            (Value::Text("7".into()), "int"),
+            (Value::Int(2024), "year"),
+            (Value::Int(0), "year"),
+            (Value::Text("b".into()), "enum"),
+        ] {
+            assert!(param(&v, t, &mut s).is_ok(), "{v:?} into {t}");
+        }
         assert!(param(&Value::Interval("P1D".into()), "time", &mut s).is_err());
         assert!(param(&Value::Interval("P1D".into()), "varchar", &mut s).is_ok());
         assert!(param(&Value::Date("infinity".into()), "date", &mut s).is_err());
