@@ -91,6 +91,46 @@ fn mysql_cdc_runs_through_the_binary() {
     sql(&format!("DROP DATABASE {db}"));
 }
 
+/// A listed table the server does not have (a typo, another case) is named in a warning by
+/// `run` and by `doctor`: it would read nothing while the bookmark moves on.
+#[test]
+fn a_listed_table_the_server_lacks_is_named_in_a_warning() {
+    let db = format!("cli_cdc_missing_{}", std::process::id());
+    sql(&format!(
+        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; \
+         CREATE TABLE {db}.t_pk (id INT PRIMARY KEY)"
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = mysql_url_for(&db, None);
+    std::fs::write(
+        dir.path().join("faucet.yaml"),
+        format!(
+            "version: 1\nname: mycdc\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
+             connection_url: \"{url}\", server_id: {}, tables: [{db}.t_pk, {db}.T_PK] }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n",
+            crate::support::mariadb::unique_server_id()
+        ),
+    )
+    .expect("config");
+    for args in [&["run"][..], &["doctor"][..]] {
+        let out = faucet(dir.path(), args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {stderr}");
+        let warned: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("are not on the server"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{args:?}: {stderr}");
+        assert!(
+            warned[0].contains(&format!("{db}.T_PK"))
+                && !warned[0].contains(&format!("{db}.t_pk,")),
+            "{args:?}: {stderr}"
+        );
+    }
+    sql(&format!("DROP DATABASE IF EXISTS {db}"));
+}
+
 #[test]
 fn mysql_cdc_aborted_at_every_fault_point_inside_a_large_transaction_loses_nothing() {
     const ROWS: usize = 5_000;

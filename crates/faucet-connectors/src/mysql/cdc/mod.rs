@@ -114,7 +114,37 @@ impl MysqlCdcSource {
         let end = server::end_of_log(conn, facts.mariadb).await?;
         let files = server::binlog_files(conn).await?;
         server::check_server_id(conn, &facts, self.config().server_id).await?;
+        self.warn_missing_tables(conn).await;
         Ok((facts, end, files))
+    }
+
+    /// Warns, naming them, about listed `tables` the server does not have (names match
+    /// exactly, case included, as the binlog's table maps do): a typo reads nothing while the
+    /// bookmark moves on. Not an error: a table created later is read from its creation.
+    async fn warn_missing_tables(&self, conn: &mut mysql_async::Conn) {
+        use mysql_async::prelude::Queryable as _;
+        let mut missing = Vec::new();
+        for t in &self.validated.tables {
+            let db = t.database.clone().unwrap_or_default();
+            let found: Result<Option<u8>, _> = conn
+                .exec_first(
+                    "SELECT 1 FROM information_schema.TABLES \
+                     WHERE BINARY TABLE_SCHEMA = ? AND BINARY TABLE_NAME = ?",
+                    (db, t.table.clone()),
+                )
+                .await;
+            if let Ok(None) = found {
+                missing.push(t.to_string());
+            }
+        }
+        if !missing.is_empty() {
+            tracing::warn!(
+                source = CONNECTOR,
+                "tables {} are not on the server (names match exactly, case included): their \
+                 changes are read only once they exist; check `tables` for a typo",
+                missing.join(", ")
+            );
+        }
     }
 
     /// Refuses a bookmark of another server, or one whose binlog is gone.
