@@ -88,12 +88,7 @@ impl SinkEntry for faucet_connectors::files::JsonlSinkConfig {
 #[cfg(feature = "postgres")]
 impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
     fn target(&self) -> String {
-        let mode = match self.write_mode {
-            faucet_connectors::postgres::WriteMode::Upsert => {
-                format!(" (upsert by {})", self.key.join(", "))
-            }
-            faucet_connectors::postgres::WriteMode::Append => " (append)".to_owned(),
-        };
+        let mode = self.write_mode.describe(&self.key);
         format!(
             "{} table {}{mode}",
             super::redacted_secret(&self.connection_url),
@@ -118,12 +113,7 @@ impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
 #[cfg(feature = "mysql")]
 impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
     fn target(&self) -> String {
-        let mode = match self.write_mode {
-            faucet_connectors::mysql::MysqlWriteMode::Upsert => {
-                format!(" (upsert by {})", self.key.join(", "))
-            }
-            faucet_connectors::mysql::MysqlWriteMode::Append => " (append)".to_owned(),
-        };
+        let mode = self.write_mode.describe(&self.key);
         format!(
             "{} table {}{mode}",
             super::redacted_secret(&self.connection_url),

@@ -14,5 +14,5 @@ pub mod value;
 
 pub use connection::{ErrorKind, MysqlConnection, SESSION_SETUP};
 pub use query::{MysqlQueryConfig, MysqlQuerySource, ReplicationMethod, ValidatedQueryConfig};
-pub use sink::{MysqlSink, MysqlSinkConfig, MysqlWriteMode, ValidatedMysqlSinkConfig};
+pub use sink::{MysqlSink, MysqlSinkConfig, ValidatedMysqlSinkConfig, WriteMode};
 pub use table::TableName;

@@ -1,4 +1,5 @@
-//! What the SQL query sources (`postgres`, `mysql`) share, written once: the rules of a read's
+//! What the SQL connectors (`postgres`, `mysql`) share, written once: a sink's `write_mode`
+//! and `key` rules ([`write`]); and for the query sources the rules of a read's
 //! configuration ([`read`]: `table` or `query`, `replication_method`, `replication_key`), the
 //! key that orders a read and its warnings ([`key`]), the bookmark format and where a read
 //! starts from one ([`bookmark`]), the warnings gathered ([`warnings`]), and the page cutter that keeps key ties whole
@@ -10,5 +11,7 @@ pub(crate) mod key;
 pub(crate) mod keyed_pages;
 pub(crate) mod read;
 pub(crate) mod warnings;
+pub(crate) mod write;
 
 pub use read::ReplicationMethod;
+pub use write::WriteMode;

@@ -93,16 +93,7 @@ impl ReadFields<'_> {
             }
             _ => {}
         }
-        for (i, col) in self.replication_key.iter().enumerate() {
-            let field = format!("replication_key[{i}]");
-            validate_column(col, &field)?;
-            if self.replication_key[..i].contains(col) {
-                return Err(FaucetError::config(
-                    field,
-                    format!("`{col}` is listed twice"),
-                ));
-            }
-        }
+        super::write::distinct_columns(self.replication_key, "replication_key", validate_column)?;
         Ok(target)
     }
 

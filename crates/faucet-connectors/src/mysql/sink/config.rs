@@ -5,6 +5,8 @@ use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
+pub use crate::sql::WriteMode;
+
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::{TableName, validate_column};
 
@@ -34,23 +36,6 @@ impl std::fmt::Debug for ValidatedMysqlSinkConfig {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// How a [`super::MysqlSink`] writes rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MysqlWriteMode {
-    /// Multi-row `INSERT` with bound parameters: every record becomes a new row
-    /// (at-least-once on its own; effectively-once with the atomic commit token and a
-    /// deterministic source). Change records are appended as they are, one row per change
-    /// (an audit log: `op`, `table`, the position fields, `commit_ts`, `before`, `after` as
-    /// JSON, `unchanged_toast`).
-    #[default]
-    Append,
-    /// Insert or update by `key` (`INSERT … ON DUPLICATE KEY UPDATE`); change records are
-    /// applied: `d` deletes, `c`/`u`/`r` upsert, `t` deletes every row. A replayed record
-    /// overwrites itself: effectively-once (keyed upsert).
-    Upsert,
 }
 
 /// Configuration of a [`super::MysqlSink`] (MySQL or MariaDB; MariaDB 10.11 is tested).
@@ -86,7 +71,7 @@ pub struct MysqlSinkConfig {
     pub create_table: bool,
     /// `append` (default) or `upsert`.
     #[serde(default)]
-    pub write_mode: MysqlWriteMode,
+    pub write_mode: WriteMode,
     /// The columns identifying a row, e.g. `[id]`. Required for `upsert` (the table needs a
     /// primary key or unique index on exactly these columns); with `append` only used as the
     /// primary key of a created table.
@@ -113,14 +98,14 @@ impl MysqlSinkConfig {
             connection_url: SecretString::from(connection_url.into()),
             table: table.into(),
             create_table: false,
-            write_mode: MysqlWriteMode::Append,
+            write_mode: WriteMode::Append,
             key: Vec::new(),
         }
     }
 
     /// This config, upserting by `key`.
     pub fn upsert(mut self, key: impl IntoIterator<Item = impl Into<String>>) -> Self {
-        self.write_mode = MysqlWriteMode::Upsert;
+        self.write_mode = WriteMode::Upsert;
         self.key = key.into_iter().map(Into::into).collect();
         self
     }
@@ -138,21 +123,7 @@ impl MysqlSinkConfig {
     pub fn validate(&self) -> Result<ValidatedMysqlSinkConfig, FaucetError> {
         let table = TableName::parse(&self.table, "table")?;
         let connection = MysqlConnection::parse(&self.connection_url, "connection_url", CONNECTOR)?;
-        if self.write_mode == MysqlWriteMode::Upsert && self.key.is_empty() {
-            return Err(FaucetError::config(
-                "key",
-                "is required for `write_mode: upsert`, e.g. `[id]`",
-            ));
-        }
-        for (i, col) in self.key.iter().enumerate() {
-            validate_column(col, &format!("key[{i}]"))?;
-            if self.key[..i].contains(col) {
-                return Err(FaucetError::config(
-                    format!("key[{i}]"),
-                    format!("`{col}` is listed twice"),
-                ));
-            }
-        }
+        self.write_mode.validate_key(&self.key, validate_column)?;
         let table = table.qualified_in(connection.database());
         Ok(ValidatedMysqlSinkConfig {
             config: self.clone(),
@@ -193,7 +164,7 @@ mod tests {
         let base = MysqlSinkConfig::new("mysql://h/db", "t");
         base.validate().expect("valid");
         let mut c = base.clone();
-        c.write_mode = MysqlWriteMode::Upsert;
+        c.write_mode = WriteMode::Upsert;
         assert_eq!(field(c), "key");
         assert_eq!(field(base.clone().upsert(["id", "id"])), "key[1]");
         assert_eq!(field(base.clone().upsert([""])), "key[0]");

@@ -43,7 +43,7 @@ use mysql_async::prelude::Queryable as _;
 use faucet_core::delivery::{DeliveryError, LimitingSide};
 use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
-pub use config::{MysqlSinkConfig, MysqlWriteMode, ValidatedMysqlSinkConfig};
+pub use config::{MysqlSinkConfig, ValidatedMysqlSinkConfig, WriteMode};
 
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
@@ -107,8 +107,8 @@ impl MysqlSink {
 
     fn upsert_key(&self) -> &[String] {
         match self.config.write_mode {
-            MysqlWriteMode::Upsert => &self.config.key,
-            MysqlWriteMode::Append => &[],
+            WriteMode::Upsert => &self.config.key,
+            WriteMode::Append => &[],
         }
     }
 
@@ -174,7 +174,7 @@ impl MysqlSink {
                 ));
             }
         }
-        if self.config.write_mode != MysqlWriteMode::Upsert {
+        if self.config.write_mode != WriteMode::Upsert {
             return Ok(());
         }
         let key = &self.config.key;
@@ -250,7 +250,7 @@ impl Sink for MysqlSink {
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
-            keyed_upsert: self.config.write_mode == MysqlWriteMode::Upsert
+            keyed_upsert: self.config.write_mode == WriteMode::Upsert
                 && !self.config.key.is_empty(),
         }
     }
@@ -313,7 +313,7 @@ impl Sink for MysqlSink {
             return Err(missing_table(&self.table));
         }
         let mut needed = vec!["INSERT", "CREATE"];
-        if self.config.write_mode == MysqlWriteMode::Upsert {
+        if self.config.write_mode == WriteMode::Upsert {
             needed.extend(["UPDATE", "DELETE"]);
         }
         let db = self
@@ -396,7 +396,7 @@ impl MysqlSinkWriter<'_> {
             return Ok(());
         }
         let sink = self.sink;
-        let apply_changes = sink.config.write_mode == MysqlWriteMode::Upsert;
+        let apply_changes = sink.config.write_mode == WriteMode::Upsert;
         let conn = self.conn()?;
         let collation = table::nopad_binary_collation(conn, &sink.table).await?;
         let Some(sql) = table::create_statement(
@@ -565,8 +565,8 @@ async fn statements(
             syntax: commit.syntax,
         };
         match sink.config.write_mode {
-            MysqlWriteMode::Append => write::append(conn, &target, page).await?,
-            MysqlWriteMode::Upsert => write::upsert(conn, &target, page, source_table).await?,
+            WriteMode::Append => write::append(conn, &target, page).await?,
+            WriteMode::Upsert => write::upsert(conn, &target, page, source_table).await?,
         }
     } else if !page.is_empty() {
         // No table yet (create_table, and no row to take its columns from): a page of only

@@ -6,6 +6,8 @@ use serde::Deserialize;
 
 use faucet_core::FaucetError;
 
+pub use crate::sql::WriteMode;
+
 use super::nul::NulBytes;
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::{TableName, validate_column};
@@ -35,23 +37,6 @@ impl std::fmt::Debug for ValidatedSinkConfig {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// How a [`super::PostgresSink`] writes rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteMode {
-    /// `COPY ... FROM STDIN`: every record becomes a new row (at-least-once on its own;
-    /// effectively-once with the atomic commit token and a deterministic source).
-    /// Change records (`postgres-cdc`, `faucet replicate`) are appended as they are, one row
-    /// per change (an audit log): `create_table` makes the columns `op`, `table`, `lsn`,
-    /// `commit_ts`, `before`, `after` (jsonb) and `unchanged_toast` (text[]).
-    #[default]
-    Append,
-    /// Insert or update by `key` (`INSERT ... ON CONFLICT (key) DO UPDATE`); change records
-    /// are applied: `d` deletes, `c`/`u`/`r` upsert, `t` truncates. A replayed record
-    /// overwrites itself: effectively-once (keyed upsert).
-    Upsert,
 }
 
 /// Configuration of a [`super::PostgresSink`].
@@ -143,21 +128,7 @@ impl PostgresSinkConfig {
     pub fn validate(&self) -> Result<ValidatedSinkConfig, FaucetError> {
         let table = self.table_name()?;
         let connection = PostgresUrl::parse(&self.connection_url, "connection_url")?;
-        if self.write_mode == WriteMode::Upsert && self.key.is_empty() {
-            return Err(FaucetError::config(
-                "key",
-                "is required for `write_mode: upsert`, e.g. `[id]`",
-            ));
-        }
-        for (i, col) in self.key.iter().enumerate() {
-            validate_column(col, &format!("key[{i}]"))?;
-            if self.key[..i].contains(col) {
-                return Err(FaucetError::config(
-                    format!("key[{i}]"),
-                    format!("`{col}` is listed twice"),
-                ));
-            }
-        }
+        self.write_mode.validate_key(&self.key, validate_column)?;
         Ok(ValidatedSinkConfig {
             config: self.clone(),
             connection,
