@@ -139,6 +139,10 @@ pub fn collapse<'a>(
                 if op == Op::Update
                     && let Some(before) = change.before
                     && let Ok(old) = key_values(&row_columns(before), key)
+                    // Equal values are one key without building identities (every update of a
+                    // full row image has a `before`); unequal ones may still be one key to the
+                    // target (its identity folds them).
+                    && old != k
                     && state.id(&old) != state.id(&k)
                 {
                     state
