@@ -16,6 +16,8 @@ mod mysql_cdc;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_errors;
 #[cfg(feature = "mysql")]
+mod mysql_cdc_gtid;
+#[cfg(feature = "mysql")]
 mod mysql_cdc_paging;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_values;

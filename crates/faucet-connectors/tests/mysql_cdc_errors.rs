@@ -165,10 +165,24 @@ async fn faults_are_typed_errors_that_name_the_fix() {
         "{e}"
     );
 
-    // Another server (here: the same data restarted with another server id).
+    // Another server (here: the same data restarted with another server id): carried over
+    // by the bookmark's GTID state; without one, refused.
     let current = end_bookmark(&s).await;
     server.restart(2).await;
-    let e = read_pages(&s, Some(current), 10)
+    server.exec("INSERT INTO t VALUES (5, 'e')").await;
+    let carried = read_pages(&s, Some(current.clone()), 10)
+        .await
+        .expect("carried over by GTID");
+    assert_eq!(
+        changes(&records(&carried)),
+        [r#"c test.t null {"id":5,"v":"e"}"#]
+    );
+    let mut no_gtid = current;
+    no_gtid
+        .as_object_mut()
+        .expect("an object")
+        .remove("gtid_state");
+    let e = read_pages(&s, Some(no_gtid), 10)
         .await
         .expect_err("other server");
     assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");

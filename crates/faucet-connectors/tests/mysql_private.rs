@@ -155,6 +155,48 @@ impl PrivateMariadb {
             .collect()
     }
 
+    /// Makes this server a replica of `primary` from `primary`'s current GTID state (the
+    /// tables it needs made here beforehand, outside the binlog): `gtid_slave_pos` set to
+    /// the primary's `@@gtid_binlog_pos`, `CHANGE MASTER TO … MASTER_USE_GTID=slave_pos`,
+    /// `START SLAVE`. Start it with `--log-slave-updates=ON` so it logs what it applies.
+    pub(crate) async fn replicate_from(&self, primary: &PrivateMariadb) {
+        let at = primary.column("SELECT @@GLOBAL.gtid_binlog_pos").await;
+        self.exec(&format!(
+            "SET GLOBAL gtid_slave_pos = '{}'; CHANGE MASTER TO MASTER_HOST = '127.0.0.1', \
+             MASTER_PORT = {}, MASTER_USER = 'root', MASTER_USE_GTID = slave_pos; START SLAVE",
+            at.first().map_or("", String::as_str),
+            primary.port
+        ))
+        .await;
+    }
+
+    /// Waits (up to 20 s) until this replica has applied everything `primary` logged
+    /// (`@@gtid_slave_pos` reaches the primary's `@@gtid_binlog_pos`, domains in any order).
+    pub(crate) async fn wait_caught_up(&self, primary: &PrivateMariadb) {
+        let sorted = |v: Vec<String>| {
+            let mut parts: Vec<String> = v
+                .first()
+                .map(|s| s.split(',').map(|p| p.trim().to_owned()).collect())
+                .unwrap_or_default();
+            parts.sort();
+            parts
+        };
+        let want = sorted(primary.column("SELECT @@GLOBAL.gtid_binlog_pos").await);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let has = sorted(self.column("SELECT @@GLOBAL.gtid_slave_pos").await);
+            if has == want {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the replica did not catch up: it has {has:?}, the primary {want:?}; see {}",
+                self.dir.path().join("err.log").display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// Stops the server and starts it again on the same data with another server id.
     pub(crate) async fn restart(&mut self, server_id: u32) {
         let _ = self.child.kill();

@@ -2,9 +2,9 @@
 //!
 //! ```json
 //! {"binlog_file": "mariadb-bin.000003", "binlog_pos": 1234, "gtid": "0-1-30",
-//!  "server": {"server_id": 1, "server_uuid": null}}
+//!  "gtid_state": "0-1-30,7-1-4", "server": {"server_id": 1, "server_uuid": null}}
 //! {"binlog_file": "mariadb-bin.000003", "binlog_pos": 1234, "gtid": "0-1-30",
-//!  "server": {"server_id": 1, "server_uuid": null},
+//!  "gtid_state": "0-1-30,7-1-4", "server": {"server_id": 1, "server_uuid": null},
 //!  "in_txn": {"binlog_pos": 1300, "gtid": "0-1-31", "skip": 10000}}
 //! ```
 //!
@@ -14,21 +14,39 @@
 //!   before it was delivered; a resumed stream requests the binlog from there.
 //! * `gtid`: the GTID of that last transaction (MariaDB `domain-server-seq`, MySQL `uuid:n`),
 //!   or null when none was seen yet or the server logs none.
+//! * `gtid_state` (MariaDB; absent from bookmarks made before it existed, and null where the
+//!   server could not say): the GTID state at `binlog_pos`, the last GTID of *every*
+//!   replication domain (`0-1-30,7-1-4`, as `@@gtid_binlog_pos` prints it), read with
+//!   `BINLOG_GTID_POS` where the stream starts and kept up to date with every GTID event the
+//!   stream passes, listed tables or not. One `gtid` is not a position on a server with
+//!   several domains; the state is, on any server of the replication topology.
 //! * `server`: the server the position belongs to: its `@@server_id` and, on MySQL, its
-//!   `@@server_uuid` (MariaDB has none: null). A resume against a server with another id or
-//!   uuid is refused; on MariaDB the position is also checked with `BINLOG_GTID_POS`.
+//!   `@@server_uuid` (MariaDB has none: null). On the same server the position is checked
+//!   with `BINLOG_GTID_POS` (the state there must be `gtid_state`). On another server (a
+//!   failover, a rebuilt replica) a MariaDB bookmark with a GTID state is *carried over*:
+//!   the stream starts from that state (`@slave_connect_state`), after the checks of
+//!   `MysqlCdcSource::carry_over`; a bookmark without one (or any bookmark on MySQL) is
+//!   refused.
+//! * `by_gtid: true`, while a carried-over stream has not yet settled on the new server's
+//!   own file and position: `binlog_file` / `binlog_pos` / `server` are still the old
+//!   server's, and a resume (on any server) starts again from `gtid_state`. The position is
+//!   the new server's once every domain of the state the stream started from has been passed
+//!   (the server skips, per domain, the transactions up to the state; before it has passed
+//!   all of them a file position could replay some).
 //! * `in_txn`, when a page ended inside a transaction (pages hold at most `batch_size`
 //!   records, transactions may be larger): the transaction starts at `in_txn.binlog_pos` in
 //!   `binlog_file` (the offset of its first event), has GTID `in_txn.gtid` (or null), and its
 //!   first `skip` row changes of the listed tables were delivered. A resumed stream reads from
-//!   `binlog_pos`, checks that the first transaction is that one, and skips them.
+//!   `binlog_pos`, checks that the first transaction is that one, and skips them. Carried
+//!   over, the stream starts from `gtid_state` (the state before that transaction) and
+//!   checks the first transaction by its GTID alone.
 
 use serde_json::{Map, json};
 
 use faucet_core::{Bookmark, FaucetError};
 
 use super::CONNECTOR;
-use super::position::BinlogPos;
+use super::position::{BinlogPos, GtidState};
 
 /// The server a bookmark belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,6 +75,11 @@ pub(crate) struct CdcBookmark {
     pub(crate) position: BinlogPos,
     /// The GTID of the last transaction delivered completely.
     pub(crate) gtid: Option<String>,
+    /// MariaDB: the GTID state at `position`, when known.
+    pub(crate) gtid_state: Option<GtidState>,
+    /// A carried-over stream not settled on the new server's position yet: resume from
+    /// `gtid_state`, whatever the server.
+    pub(crate) by_gtid: bool,
     /// The server of `position`.
     pub(crate) server: ServerIdentity,
     /// The transaction a page ended inside, if any.
@@ -91,6 +114,13 @@ impl CdcBookmark {
         out.insert("binlog_pos".into(), json!(self.position.pos));
         out.insert("gtid".into(), json!(self.gtid));
         out.insert(
+            "gtid_state".into(),
+            json!(self.gtid_state.as_ref().map(ToString::to_string)),
+        );
+        if self.by_gtid {
+            out.insert("by_gtid".into(), json!(true));
+        }
+        out.insert(
             "server".into(),
             json!({"server_id": self.server.server_id, "server_uuid": self.server.server_uuid}),
         );
@@ -114,7 +144,13 @@ impl CdcBookmark {
         if let Some(extra) = obj.keys().find(|k| {
             !matches!(
                 k.as_str(),
-                "binlog_file" | "binlog_pos" | "gtid" | "server" | "in_txn"
+                "binlog_file"
+                    | "binlog_pos"
+                    | "gtid"
+                    | "gtid_state"
+                    | "by_gtid"
+                    | "server"
+                    | "in_txn"
             )
         }) {
             return Err(invalid(bookmark, &format!("unknown field `{extra}`")));
@@ -130,6 +166,25 @@ impl CdcBookmark {
             .ok_or_else(|| invalid(bookmark, "`binlog_pos` is missing or not an offset"))?;
         let gtid = opt_text(obj.get("gtid"))
             .map_err(|()| invalid(bookmark, "`gtid` is not text or null"))?;
+        let gtid_state = opt_text(obj.get("gtid_state"))
+            .map_err(|()| invalid(bookmark, "`gtid_state` is not text or null"))?
+            .map(|t| {
+                GtidState::parse(&t).ok_or_else(|| {
+                    invalid(
+                        bookmark,
+                        "`gtid_state` is not a MariaDB GTID state like `0-1-30,7-1-4`",
+                    )
+                })
+            })
+            .transpose()?;
+        let by_gtid = match obj.get("by_gtid") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Bool(b)) => *b,
+            Some(_) => return Err(invalid(bookmark, "`by_gtid` is not true or false")),
+        };
+        if by_gtid && gtid_state.is_none() {
+            return Err(invalid(bookmark, "`by_gtid` without a `gtid_state`"));
+        }
         let server = obj
             .get("server")
             .and_then(|v| v.as_object())
@@ -159,6 +214,8 @@ impl CdcBookmark {
         Ok(Self {
             position: BinlogPos::new(file, pos),
             gtid,
+            gtid_state,
+            by_gtid,
             server: ServerIdentity {
                 server_id,
                 server_uuid,
@@ -177,6 +234,8 @@ mod tests {
         let plain = CdcBookmark {
             position: BinlogPos::new("mariadb-bin.000003", 1234),
             gtid: Some("0-1-30".into()),
+            gtid_state: GtidState::parse("0-1-30,7-1-4"),
+            by_gtid: false,
             server: ServerIdentity {
                 server_id: 1,
                 server_uuid: None,
@@ -186,6 +245,7 @@ mod tests {
         assert_eq!(
             plain.to_json(),
             json!({"binlog_file": "mariadb-bin.000003", "binlog_pos": 1234, "gtid": "0-1-30",
+                   "gtid_state": "0-1-30,7-1-4",
                    "server": {"server_id": 1, "server_uuid": null}})
         );
         assert_eq!(CdcBookmark::from_json(&plain.to_json()).expect("ok"), plain);
@@ -202,6 +262,26 @@ mod tests {
             json!({"binlog_pos": 1300, "gtid": "0-1-31", "skip": 10000})
         );
         assert_eq!(CdcBookmark::from_json(&mid.to_json()).expect("ok"), mid);
+        let carried = CdcBookmark {
+            by_gtid: true,
+            ..mid
+        };
+        assert_eq!(carried.to_json()["by_gtid"], json!(true));
+        assert_eq!(
+            CdcBookmark::from_json(&carried.to_json()).expect("ok"),
+            carried
+        );
+    }
+
+    /// Bookmarks made before `gtid_state` existed still read: no state, not by GTID.
+    #[test]
+    fn old_bookmarks_without_a_gtid_state_read() {
+        let old = CdcBookmark::from_json(&json!({"binlog_file": "mariadb-bin.000003",
+            "binlog_pos": 1234, "gtid": "0-1-30", "server": {"server_id": 1, "server_uuid": null}}))
+        .expect("an old bookmark");
+        assert_eq!(old.gtid.as_deref(), Some("0-1-30"));
+        assert_eq!(old.gtid_state, None);
+        assert!(!old.by_gtid);
     }
 
     #[test]
@@ -214,6 +294,10 @@ mod tests {
             json!({"binlog_file": "f.1", "binlog_pos": 4, "server": {"server_id": 1}, "x": 1}),
             json!({"binlog_file": "f.1", "binlog_pos": 4, "server": {"server_id": 1},
                    "in_txn": {"binlog_pos": 4}}),
+            json!({"binlog_file": "f.1", "binlog_pos": 4, "server": {"server_id": 1},
+                   "gtid_state": "0-1"}),
+            json!({"binlog_file": "f.1", "binlog_pos": 4, "server": {"server_id": 1},
+                   "by_gtid": true}),
         ] {
             let e = CdcBookmark::from_json(&bad).expect_err("invalid");
             assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");

@@ -62,7 +62,7 @@ pub use config::{MysqlCdcConfig, StartPosition, ValidatedMysqlCdcConfig};
 
 use bookmark::CdcBookmark;
 use changes::{ChangeDecoder, record_schema};
-use position::BinlogPos;
+use position::{BinlogPos, GtidState, Holding, MariadbGtid};
 use server::ServerFacts;
 use stream::{CdcPageStream, HEARTBEAT, StreamStart};
 
@@ -147,32 +147,122 @@ impl MysqlCdcSource {
         }
     }
 
-    /// Refuses a bookmark of another server, or one whose binlog is gone.
-    async fn check_bookmark(
+    /// How to resume from bookmark `b` on the connected server: by file and position when
+    /// `b` is this server's (`server_id` / `server_uuid` the same, its binlog file still
+    /// there, on MariaDB the GTID state at the position the bookmark's), else by GTID
+    /// ([`Self::carry_over`]). The returned bookmark is `b` with its GTID state filled in
+    /// where an old bookmark had none and the server told it.
+    ///
+    /// # Errors
+    /// [`FaucetError::Bookmark`]: the file was purged, the position's GTID state is another
+    /// transaction's, or the bookmark cannot be carried over (see [`Self::carry_over`]).
+    async fn plan_resume(
+        &self,
+        conn: &mut mysql_async::Conn,
+        facts: &ServerFacts,
+        files: &[String],
+        mut b: CdcBookmark,
+    ) -> Result<(CdcBookmark, Option<GtidState>), FaucetError> {
+        let same_server = b.server.server_id == facts.identity.server_id
+            && !(b.server.server_uuid.is_some()
+                && facts.identity.server_uuid.is_some()
+                && b.server.server_uuid != facts.identity.server_uuid);
+        if b.by_gtid || !same_server {
+            let state = self.carry_over(conn, facts, files, &b).await?;
+            tracing::info!(
+                source = CONNECTOR,
+                from_server_id = b.server.server_id,
+                server_id = facts.identity.server_id,
+                gtid_state = %state,
+                "the bookmark is carried over to this server by its GTID state"
+            );
+            b.gtid_state = Some(state.clone());
+            return Ok((b, Some(state)));
+        }
+        server::require_file(files, &b.position)?;
+        if facts.mariadb {
+            let at = server::gtid_state_at(conn, &b.position).await?;
+            match check_position(b.gtid.as_deref(), b.gtid_state.as_ref(), at.as_deref()) {
+                PositionCheck::Verified(state) => {
+                    if b.gtid_state.is_none() {
+                        b.gtid_state = state;
+                    }
+                }
+                PositionCheck::CannotVerify => tracing::warn!(
+                    source = CONNECTOR,
+                    position = %b.position,
+                    "the server cannot compute the GTID state at the bookmark's position \
+                     (BINLOG_GTID_POS is NULL: the file holds an event larger than the \
+                     server's max_allowed_packet, or the position is not an event boundary); \
+                     the position is not verified against the bookmark's GTID and is resumed \
+                     as the server's own (same server_id)"
+                ),
+                PositionCheck::Differs => {
+                    return Err(FaucetError::bookmark(
+                        CONNECTOR,
+                        format!(
+                            "the bookmark says the GTID state at {} is {}, but this server's \
+                             binlog has GTID state {} there: it is not the binlog the bookmark \
+                             was read from (a rebuilt server with the same server_id?). Delete \
+                             this pipeline's state and re-snapshot the tables",
+                            b.position,
+                            b.gtid_state
+                                .as_ref()
+                                .map(ToString::to_string)
+                                .or_else(|| b.gtid.clone())
+                                .unwrap_or_default(),
+                            at.as_deref().unwrap_or("none"),
+                        ),
+                        None,
+                    ));
+                }
+            }
+        }
+        Ok((b, None))
+    }
+
+    /// Carries bookmark `b`, made on another server (or carried over before and not yet
+    /// settled: `by_gtid`), over to the connected one by its GTID state, and returns the
+    /// state the dump starts from. MariaDB only: MySQL's GTID sets (`COM_BINLOG_DUMP_GTID`)
+    /// are not implemented, and a bookmark from another MySQL server is refused.
+    ///
+    /// Checked before anything is read, each failure a [`FaucetError::Bookmark`] saying
+    /// which:
+    /// * the bookmark has a GTID state (`gtid_state`; an old bookmark's single `gtid` stands
+    ///   for it only when the server has that one domain), and inside a transaction its GTID;
+    /// * the server's `@@gtid_binlog_pos` reaches the state (and the partly delivered
+    ///   transaction) in every domain: else it has not logged them (a replica that had not
+    ///   caught up), and resuming would skip what it logs later under those numbers;
+    /// * the same sequence number with another origin server is a diverged history;
+    /// * the oldest binlog file left does not start past the state (`BINLOG_GTID_POS(file,
+    ///   4)`): else the transactions between were purged.
+    ///
+    /// What cannot be checked here: that the server's transaction under a needed
+    /// `domain-seq` with a larger number after it is *the same* transaction (a server that
+    /// took writes of its own under the same domain, with `gtid_strict_mode` off). The dump
+    /// is started with `@slave_gtid_strict_mode=1`, so the server itself refuses a state
+    /// that is not in its binlog (error 1236, mapped by [`stream::gtid_stream_error`]); a
+    /// divergence after the state's GTIDs is not detectable by a reader.
+    async fn carry_over(
         &self,
         conn: &mut mysql_async::Conn,
         facts: &ServerFacts,
         files: &[String],
         b: &CdcBookmark,
-    ) -> Result<(), FaucetError> {
-        if b.server.server_id != facts.identity.server_id
-            || (b.server.server_uuid.is_some()
-                && facts.identity.server_uuid.is_some()
-                && b.server.server_uuid != facts.identity.server_uuid)
-        {
-            return Err(FaucetError::bookmark(
+    ) -> Result<GtidState, FaucetError> {
+        let refuse = |why: String| {
+            FaucetError::bookmark(
                 CONNECTOR,
                 format!(
-                    "the bookmark was made on the server with server_id {}{}, but this one has \
-                     server_id {}{} (a failover or a rebuilt server?): its binlog positions do \
-                     not apply here. Point connection_url back at that server, or delete this \
-                     pipeline's state and re-snapshot the tables from this one",
+                    "the bookmark was made on the server with server_id {}{} at {}, but this \
+                     one has server_id {}{} (a failover or a rebuilt server?): {why}",
                     b.server.server_id,
                     b.server
                         .server_uuid
                         .as_deref()
                         .map(|u| format!(" ({u})"))
                         .unwrap_or_default(),
+                    b.position,
                     facts.identity.server_id,
                     facts
                         .identity
@@ -182,32 +272,146 @@ impl MysqlCdcSource {
                         .unwrap_or_default(),
                 ),
                 None,
+            )
+        };
+        if !facts.mariadb {
+            return Err(refuse(
+                "its binlog positions do not apply here, and carrying a position over by GTID \
+                 is implemented for MariaDB only. Point connection_url back at that server, or \
+                 delete this pipeline's state and re-snapshot the tables from this one"
+                    .to_owned(),
             ));
         }
-        server::require_file(files, &b.position)?;
-        if facts.mariadb
-            && let Some(gtid) = &b.gtid
-        {
-            let state = server::gtid_state_at(conn, &b.position).await?;
-            let follows = state
-                .as_deref()
-                .is_some_and(|s| s.split(',').any(|g| g.trim() == gtid));
-            if !follows {
-                return Err(FaucetError::bookmark(
-                    CONNECTOR,
-                    format!(
-                        "the bookmark says transaction {gtid} ends at {}, but this server's \
-                         binlog has GTID state {} there: it is not the binlog the bookmark was \
-                         read from (a rebuilt server?). Delete this pipeline's state and \
-                         re-snapshot the tables",
-                        b.position,
-                        state.as_deref().unwrap_or("none (not an event boundary)")
-                    ),
-                    None,
+        let current = server::gtid_binlog_pos(conn).await?;
+        let needed = match (
+            &b.gtid_state,
+            b.gtid.as_deref().and_then(MariadbGtid::parse),
+        ) {
+            (Some(state), _) => state.clone(),
+            (None, Some(g)) if current.len() == 1 && current.get(g.domain).is_some() => {
+                GtidState::of(g)
+            }
+            (None, Some(g)) => {
+                return Err(refuse(format!(
+                    "the bookmark holds only its last GTID {g}, not the GTID state of every \
+                     domain, and this server logs the domains {} (a bookmark of an older \
+                     faucet): it cannot be carried over. Point connection_url back at that \
+                     server and run once to refresh the bookmark, or delete this pipeline's \
+                     state and re-snapshot the tables from this one",
+                    current
+                        .domains()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+            (None, None) => {
+                return Err(refuse(
+                    "the bookmark has no GTID to carry the position over, and its binlog \
+                     positions do not apply here. Point connection_url back at that server, or \
+                     delete this pipeline's state and re-snapshot the tables from this one"
+                        .to_owned(),
                 ));
             }
+        };
+        let mut reach = needed.clone();
+        if let Some(t) = &b.in_txn {
+            let Some(g) = t.gtid.as_deref().and_then(MariadbGtid::parse) else {
+                return Err(refuse(
+                    "the bookmark is inside a transaction without a MariaDB GTID, which cannot \
+                     be found on another server. Point connection_url back at that server to \
+                     finish it"
+                        .to_owned(),
+                ));
+            };
+            reach.apply(g);
         }
-        Ok(())
+        match current.holds(&reach) {
+            Holding::Holds => {}
+            Holding::Behind { needed, has } => {
+                return Err(refuse(format!(
+                    "this server's binlog has not logged transaction {needed} that the \
+                     bookmark was read up to: in domain {} it ends at {} (@@gtid_binlog_pos {}). \
+                     A replica that has not caught up? Wait until its @@gtid_binlog_pos \
+                     reaches {reach}, or point connection_url back at that server; resuming \
+                     now would lose or skip changes",
+                    needed.domain,
+                    has.map_or_else(|| "nothing".to_owned(), |g| g.to_string()),
+                    current,
+                )));
+            }
+            Holding::Diverged { needed, has } => {
+                return Err(refuse(format!(
+                    "this server logged {has} where the bookmark's server logged {needed}: a \
+                     different transaction under the same domain and number, so the two \
+                     histories diverged and no position on this server follows the bookmark. \
+                     Delete this pipeline's state and re-snapshot the tables from this one"
+                )));
+            }
+        }
+        if let Some(oldest) = files.first() {
+            let at_start = server::gtid_state_at(conn, &BinlogPos::new(oldest.clone(), 4))
+                .await?
+                .and_then(|s| GtidState::parse(&s));
+            if let Some((want, first)) = at_start.and_then(|s| s.purged_past(&needed)) {
+                return Err(refuse(format!(
+                    "this server's oldest binlog `{oldest}` starts after {first}, but the \
+                     bookmark needs the transactions of domain {} after {}: they were purged, \
+                     and the changes in between are gone here. Re-snapshot the tables, delete this \
+                     pipeline's state, and start again; keep binlogs longer than the longest \
+                     pause (binlog_expire_logs_seconds / expire_logs_days)",
+                    first.domain,
+                    want.map_or_else(|| "its first".to_owned(), |g| g.to_string()),
+                )));
+            }
+        }
+        Ok(needed)
+    }
+}
+
+/// What the GTID state a server computes at a bookmark's position (`BINLOG_GTID_POS`) says
+/// about a bookmark of that server ([`check_position`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PositionCheck {
+    /// The state there is the bookmark's (or the bookmark has none to compare): the
+    /// server's state there, when it told one.
+    Verified(Option<GtidState>),
+    /// The server could not compute it (NULL): the position is taken as the server's own,
+    /// with a warning. MariaDB 10.11 answers NULL for every position after an event larger
+    /// than its `max_allowed_packet` in the same file, and for a position that is not an
+    /// event boundary (which the dump then refuses).
+    CannotVerify,
+    /// A different state: not the binlog the bookmark was read from.
+    Differs,
+}
+
+/// The decision of [`PositionCheck`] for a bookmark with last GTID `gtid` and GTID state
+/// `state` (either may be missing: older bookmarks, a first run on a server that could not
+/// tell), given the server's answer `at` (`None`: NULL).
+fn check_position(
+    gtid: Option<&str>,
+    state: Option<&GtidState>,
+    at: Option<&str>,
+) -> PositionCheck {
+    let Some(at) = at else {
+        return if gtid.is_none() && state.is_none() {
+            PositionCheck::Verified(None)
+        } else {
+            PositionCheck::CannotVerify
+        };
+    };
+    let Some(server_state) = GtidState::parse(at) else {
+        return PositionCheck::CannotVerify;
+    };
+    let same = match (state, gtid) {
+        (Some(state), _) => *state == server_state,
+        (None, Some(gtid)) => at.split(',').any(|g| g.trim() == gtid),
+        (None, None) => true,
+    };
+    if same {
+        PositionCheck::Verified(Some(server_state))
+    } else {
+        PositionCheck::Differs
     }
 }
 
@@ -239,11 +443,8 @@ impl Source for MysqlCdcSource {
         let mut conn = self.connect().await?;
         let (facts, end, files) = self.prerequisites(&mut conn).await?;
         let resumed = from.is_some();
-        let start = match from {
-            Some(b) => {
-                self.check_bookmark(&mut conn, &facts, &files, &b).await?;
-                b
-            }
+        let (start, carry) = match from {
+            Some(b) => self.plan_resume(&mut conn, &facts, &files, b).await?,
             None => {
                 let position = match &self.config().start {
                     StartPosition::End => end.clone(),
@@ -269,12 +470,22 @@ impl Source for MysqlCdcSource {
                         at
                     }
                 };
-                CdcBookmark {
+                let gtid_state = if facts.mariadb {
+                    server::gtid_state_at(&mut conn, &position)
+                        .await?
+                        .and_then(|s| GtidState::parse(&s))
+                } else {
+                    None
+                };
+                let first = CdcBookmark {
                     position,
                     gtid: None,
+                    gtid_state,
+                    by_gtid: false,
                     server: facts.identity.clone(),
                     in_txn: None,
-                }
+                };
+                (first, None)
             }
         };
         let collations = Collations::load(&mut conn).await.map_err(|e| {
@@ -284,16 +495,22 @@ impl Source for MysqlCdcSource {
         })?;
         drop(conn);
         let target = (!self.config().continuous).then(|| end.clone());
-        let nothing_to_read = target
-            .as_ref()
-            .is_some_and(|t| start.in_txn.is_none() && start.position.reached(t));
+        let nothing_to_read = carry.is_none()
+            && target
+                .as_ref()
+                .is_some_and(|t| start.in_txn.is_none() && start.position.reached(t));
         let binlog = if nothing_to_read {
             None
         } else {
-            Some(self.dump(&facts, &start.position, target.is_some()).await?)
+            let from = match &carry {
+                Some(state) => DumpFrom::Gtid(state),
+                None => DumpFrom::Position(&start.position),
+            };
+            Some(self.dump(&facts, from, target.is_some()).await?)
         };
         tracing::info!(
             from = %start.position,
+            by_gtid = ?carry.as_ref().map(ToString::to_string),
             in_txn = start.in_txn.is_some(),
             until = %target.as_ref().map_or_else(|| "cancelled".to_owned(), ToString::to_string),
             "mysql-cdc stream opened"
@@ -306,6 +523,10 @@ impl Source for MysqlCdcSource {
             max_page_delay: options.max_page_delay,
             cancel: options.cancel,
             target,
+            carry: carry.map(|state| stream::Carry {
+                server: facts.identity.clone(),
+                state,
+            }),
             from: start,
             resumed,
             connection: self.validated.connection.clone(),
@@ -336,11 +557,14 @@ impl Source for MysqlCdcSource {
 }
 
 impl MysqlCdcSource {
-    /// Registers as replica `server_id` and requests the binlog from `at`.
+    /// Registers as replica `server_id` and requests the binlog from `from`: a file and
+    /// position (`COM_BINLOG_DUMP`), or on MariaDB a GTID state (`@slave_connect_state`,
+    /// `@slave_gtid_strict_mode=1`, file "" at 4: the server finds the position itself and
+    /// refuses a state its binlog does not hold).
     async fn dump(
         &self,
         facts: &ServerFacts,
-        at: &BinlogPos,
+        from: DumpFrom<'_>,
         bounded: bool,
     ) -> Result<mysql_async::BinlogStream, FaucetError> {
         let mut conn = self.connect().await?;
@@ -363,16 +587,40 @@ impl MysqlCdcSource {
             .await
             .map_err(setup_error)?;
         }
+        let (file, pos) = match from {
+            DumpFrom::Position(at) => (at.file.as_bytes(), at.pos),
+            DumpFrom::Gtid(state) => {
+                // The state is digits, dashes and commas only (GtidState's own form).
+                conn.query_drop(format!(
+                    "SET @slave_connect_state = '{state}', @slave_gtid_strict_mode = 1"
+                ))
+                .await
+                .map_err(setup_error)?;
+                (&b""[..], 4)
+            }
+        };
         let mut request = BinlogStreamRequest::new(self.config().server_id)
-            .with_filename(at.file.as_bytes())
-            .with_pos(at.pos);
+            .with_filename(file)
+            .with_pos(pos);
         if bounded {
             request = request.with_non_blocking();
         }
         conn.get_binlog_stream(request)
             .await
-            .map_err(|e| stream::stream_error(e, at))
+            .map_err(|e| match from {
+                DumpFrom::Position(at) => stream::stream_error(e, at),
+                DumpFrom::Gtid(state) => stream::gtid_stream_error(e, state),
+            })
     }
+}
+
+/// Where a dump starts.
+#[derive(Debug, Clone, Copy)]
+enum DumpFrom<'a> {
+    /// A file and position of the server's own binlog.
+    Position(&'a BinlogPos),
+    /// A MariaDB GTID state (a bookmark carried over from another server).
+    Gtid(&'a GtidState),
 }
 
 /// The [`PageStream`] of a binlog read: a task runs the [`CdcPageStream`] (reading events
@@ -405,4 +653,61 @@ fn spawn_reader(mut stream: CdcPageStream) -> TaskPages {
         stream.close().await;
     });
     TaskPages::new(pages, task)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A NULL `BINLOG_GTID_POS` (the server cannot compute it) is not evidence of another
+    /// binlog: the resume goes on with a warning; a different state is a refusal.
+    #[test]
+    fn a_null_gtid_state_cannot_verify_and_a_different_one_refuses() {
+        let st = |t: &str| GtidState::parse(t).expect("state");
+        let state = st("0-1-30,7-1-4");
+        assert_eq!(
+            check_position(Some("0-1-30"), Some(&state), None),
+            PositionCheck::CannotVerify
+        );
+        assert_eq!(
+            check_position(Some("0-1-30"), None, None),
+            PositionCheck::CannotVerify
+        );
+        assert_eq!(
+            check_position(None, None, None),
+            PositionCheck::Verified(None),
+            "nothing to verify"
+        );
+        // The server's order of domains is its own.
+        assert_eq!(
+            check_position(Some("0-1-30"), Some(&state), Some("7-1-4,0-1-30")),
+            PositionCheck::Verified(Some(state.clone()))
+        );
+        assert_eq!(
+            check_position(Some("0-1-30"), Some(&state), Some("0-1-30,7-1-5")),
+            PositionCheck::Differs
+        );
+        assert_eq!(
+            check_position(Some("0-1-30"), Some(&state), Some("0-1-30")),
+            PositionCheck::Differs,
+            "a domain missing"
+        );
+        // Old bookmarks: the last GTID must be in the state there, which then fills it in.
+        assert_eq!(
+            check_position(Some("0-1-30"), None, Some("7-1-4,0-1-30")),
+            PositionCheck::Verified(Some(state))
+        );
+        assert_eq!(
+            check_position(Some("0-1-30"), None, Some("0-1-29")),
+            PositionCheck::Differs
+        );
+        assert_eq!(
+            check_position(Some("0-1-30"), None, Some("not a state")),
+            PositionCheck::CannotVerify
+        );
+        assert_eq!(
+            check_position(None, None, Some("")),
+            PositionCheck::Verified(Some(GtidState::default()))
+        );
+    }
 }

@@ -17,7 +17,7 @@ use faucet_core::FaucetError;
 
 use super::CONNECTOR;
 use super::bookmark::ServerIdentity;
-use super::position::BinlogPos;
+use super::position::{BinlogPos, GtidState};
 
 /// MySQL/MariaDB's "access denied" error codes (ER_SPECIFIC_ACCESS_DENIED_ERROR,
 /// ER_DBACCESS_DENIED_ERROR, ER_ACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR).
@@ -181,8 +181,12 @@ pub(crate) fn require_file(files: &[String], position: &BinlogPos) -> Result<(),
     ))
 }
 
-/// On MariaDB: the GTID state at `position` (`BINLOG_GTID_POS`), `None` when the server
-/// cannot tell (not an event boundary, or a file it does not have).
+/// On MariaDB: the GTID state at `position` (`BINLOG_GTID_POS`, the last GTID of each
+/// domain before it, in MariaDB's text form; empty text at the start of the first file),
+/// `None` (NULL) when the server cannot tell: a position that is not an event boundary, a
+/// file it does not have, or — seen on MariaDB 10.11 — any position after an event larger
+/// than the server's current `max_allowed_packet` in the same file (a big row logged
+/// before the setting was lowered, or an `Annotate_rows` event of a huge statement).
 pub(crate) async fn gtid_state_at(
     conn: &mut mysql_async::Conn,
     position: &BinlogPos,
@@ -195,6 +199,27 @@ pub(crate) async fn gtid_state_at(
         .await
         .map_err(|e| sql_error("SELECT BINLOG_GTID_POS", e))?;
     Ok(state.flatten())
+}
+
+/// On MariaDB: the GTID state at the end of the server's binlog (`@@GLOBAL.gtid_binlog_pos`).
+///
+/// # Errors
+/// [`FaucetError::Read`] when the server's answer is not a GTID state.
+pub(crate) async fn gtid_binlog_pos(
+    conn: &mut mysql_async::Conn,
+) -> Result<GtidState, FaucetError> {
+    let state: Option<Option<String>> =
+        conn.query_first("SELECT @@GLOBAL.gtid_binlog_pos")
+            .await
+            .map_err(|e| sql_error("SELECT @@GLOBAL.gtid_binlog_pos", e))?;
+    let text = state.flatten().unwrap_or_default();
+    GtidState::parse(&text).ok_or_else(|| {
+        FaucetError::read(
+            CONNECTOR,
+            format!("@@gtid_binlog_pos is `{text}`, not a MariaDB GTID state"),
+            None,
+        )
+    })
 }
 
 /// The global settings the reader needs, each failure with its fix.

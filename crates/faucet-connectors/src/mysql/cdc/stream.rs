@@ -18,8 +18,18 @@
 //!   end of its log and an idle server cannot keep the run waiting. Continuous runs ask for a
 //!   heartbeat every [`HEARTBEAT`] and fail (retryably) after [`SILENCE_LIMIT`] without any
 //!   event, heartbeats included.
+//! * The GTID state ([`GtidState`], MariaDB) follows every GTID event the stream passes, and
+//!   is in every bookmark.
+//! * Carried over to another server ([`Carry`]: the dump started from a GTID state), the
+//!   server skips, per domain, the transactions up to the state and sends the rest; events
+//!   it skipped can lie after ones it sent, so a file position is safe only once every
+//!   domain of the starting state has been passed (a transaction of it received). Until
+//!   then bookmarks keep the old server's position, with `by_gtid` and the up-to-date GTID
+//!   state (a resume starts by GTID again); the first commit after that moves the position,
+//!   and the identity, to the new server's. A bounded run on a carried-over stream ends when
+//!   the non-blocking dump does.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -34,7 +44,7 @@ use super::CONNECTOR;
 use super::bookmark::{CdcBookmark, InTxn, ServerIdentity};
 use super::changes::{ChangeDecoder, Record, TxnContext, commit_ts_text};
 use super::events::{self, Item};
-use super::position::BinlogPos;
+use super::position::{BinlogPos, GtidState, MariadbGtid};
 use super::statement::{self, Statement};
 use crate::mysql::MysqlConnection;
 use crate::mysql::catalog::TableCatalog;
@@ -81,6 +91,25 @@ enum Next {
     Cancelled,
 }
 
+/// A dump started from a GTID state on a server other than the bookmark's (or from a
+/// `by_gtid` bookmark).
+pub(crate) struct Carry {
+    /// The connected server, whose terms bookmarks take once the stream has settled.
+    pub(crate) server: ServerIdentity,
+    /// The GTID state the dump started from.
+    pub(crate) state: GtidState,
+}
+
+/// A carried-over stream not settled on the new server's position yet.
+struct Carrying {
+    server: ServerIdentity,
+    /// The state the dump started from (for errors: MariaDB refuses a GTID start in the
+    /// stream, after the dump request was accepted).
+    from: GtidState,
+    /// Domains of the starting state no transaction of which was received yet.
+    unpassed: BTreeSet<u32>,
+}
+
 /// How the stream was opened.
 pub(crate) struct StreamStart {
     /// The dump, or `None` when a bounded run has nothing to read.
@@ -99,6 +128,8 @@ pub(crate) struct StreamStart {
     pub(crate) target: Option<BinlogPos>,
     /// Where the stream starts (the bookmark's, or the configured first start).
     pub(crate) from: CdcBookmark,
+    /// Set when the dump starts from `from`'s GTID state rather than its position.
+    pub(crate) carry: Option<Carry>,
     /// Whether `from` is a stored bookmark (else the first page carries it even when empty).
     pub(crate) resumed: bool,
     /// For catalog lookups (declared column types of a changed table).
@@ -119,6 +150,12 @@ pub(crate) struct CdcPageStream {
     /// After the last transaction read completely.
     position: BinlogPos,
     gtid: Option<String>,
+    /// The GTID state at `position` (MariaDB), when known.
+    gtid_state: Option<GtidState>,
+    /// Set while a carried-over stream has not settled.
+    carry: Option<Carrying>,
+    /// A bounded run's non-blocking dump ended at the end of the log.
+    log_ended: bool,
     position_time: Option<SystemTime>,
     server: ServerIdentity,
     format_seen: bool,
@@ -139,7 +176,12 @@ pub(crate) struct CdcPageStream {
 
 impl CdcPageStream {
     pub(crate) fn new(start: StreamStart) -> Self {
-        let from = start.from;
+        let mut from = start.from;
+        if let Some(c) = &start.carry {
+            // Carried over, nothing read yet: the same place as the bookmark resumed from.
+            from.gtid_state = Some(c.state.clone());
+            from.by_gtid = true;
+        }
         Self {
             phase: Phase::Streaming,
             binlog: start.binlog,
@@ -152,6 +194,17 @@ impl CdcPageStream {
             file: from.position.file.clone(),
             position: from.position.clone(),
             gtid: from.gtid.clone(),
+            gtid_state: start
+                .carry
+                .as_ref()
+                .map(|c| c.state.clone())
+                .or_else(|| from.gtid_state.clone()),
+            carry: start.carry.map(|c| Carrying {
+                server: c.server,
+                unpassed: c.state.domains().collect(),
+                from: c.state,
+            }),
+            log_ended: false,
             position_time: None,
             server: from.server.clone(),
             format_seen: false,
@@ -198,7 +251,7 @@ impl CdcPageStream {
                 Next::Ended => {
                     if self.target.is_some() && self.txn.is_none() && self.resume.is_none() {
                         // A non-blocking dump ends at the end of the log: nothing more to read.
-                        self.target = Some(self.position.clone());
+                        self.log_ended = true;
                         continue;
                     }
                     return Err(FaucetError::connect(
@@ -265,7 +318,7 @@ impl CdcPageStream {
                 && self.resume.is_none()
                 && self.pending.is_empty()
                 && self.deferred_commit.is_none()
-                && self.position.reached(target)
+                && (self.log_ended || (self.carry.is_none() && self.position.reached(target)))
         })
     }
 
@@ -282,6 +335,8 @@ impl CdcPageStream {
         CdcBookmark {
             position: self.position.clone(),
             gtid: self.gtid.clone(),
+            gtid_state: self.gtid_state.clone(),
+            by_gtid: self.carry.is_some(),
             server: self.server.clone(),
             in_txn,
         }
@@ -320,7 +375,10 @@ impl CdcPageStream {
                     self.binlog = None;
                     Ok(Next::Ended)
                 }
-                Ok(Some(Err(e))) => Err(stream_error(e, &self.position)),
+                Ok(Some(Err(e))) => Err(match &self.carry {
+                    Some(c) => gtid_stream_error(e, &c.from),
+                    None => stream_error(e, &self.position),
+                }),
             },
         }
     }
@@ -386,7 +444,7 @@ impl CdcPageStream {
                     self.decoder.clear();
                 }
                 self.file = to.file.clone();
-                if to.reached(&self.position) && self.resume.is_none() {
+                if to.reached(&self.position) && self.resume.is_none() && self.carry.is_none() {
                     self.position = to;
                 }
             }
@@ -462,6 +520,7 @@ impl CdcPageStream {
         if self.txn.is_none()
             && self.pending_gtid.is_none()
             && self.resume.is_none()
+            && self.carry.is_none()
             && end > self.position.pos
             && self.file == self.position.file
         {
@@ -471,8 +530,33 @@ impl CdcPageStream {
 
     fn begin(&mut self, g: PendingGtid) -> Result<(), FaucetError> {
         let mut skip = 0;
+        let parsed = g.gtid.as_deref().and_then(MariadbGtid::parse);
+        if let Some(c) = self.carry.as_mut()
+            && let Some(p) = parsed
+        {
+            c.unpassed.remove(&p.domain);
+        }
         if let Some(r) = self.resume.take() {
-            if g.start != r.start_pos || (r.gtid.is_some() && r.gtid != g.gtid) {
+            if self.carry.is_some() {
+                // Carried over: the transaction is found by its GTID (offsets differ).
+                if r.gtid.is_none() || r.gtid != g.gtid {
+                    return Err(FaucetError::bookmark(
+                        CONNECTOR,
+                        format!(
+                            "the bookmark is inside transaction {} of the server it was made \
+                             on; carried over by GTID, this server's first transaction after \
+                             the state before it is {} (at {}:{}): it orders the transactions \
+                             of several domains differently, or its history differs. Point \
+                             connection_url back at that server to finish the transaction",
+                            r.gtid.as_deref().unwrap_or("none"),
+                            g.gtid.as_deref().unwrap_or("one without a GTID"),
+                            self.file,
+                            g.start
+                        ),
+                        None,
+                    ));
+                }
+            } else if g.start != r.start_pos || (r.gtid.is_some() && r.gtid != g.gtid) {
                 return Err(FaucetError::bookmark(
                     CONNECTOR,
                     format!(
@@ -515,8 +599,26 @@ impl CdcPageStream {
         if !self.pending.is_empty() {
             return Err(protocol("a commit with changes not delivered"));
         }
-        self.position = BinlogPos::new(self.file.clone(), end);
         self.gtid = txn.ctx.gtid.map(|g| g.to_string());
+        if let (Some(state), Some(g)) = (
+            self.gtid_state.as_mut(),
+            self.gtid.as_deref().and_then(MariadbGtid::parse),
+        ) {
+            state.apply(g);
+        }
+        if let Some(c) = self.carry.take_if(|c| c.unpassed.is_empty()) {
+            // Every domain of the starting state passed: from here on, this server's terms.
+            tracing::info!(
+                source = CONNECTOR,
+                server_id = c.server.server_id,
+                at = %BinlogPos::new(self.file.clone(), end),
+                "the carried-over stream settled on this server's binlog position"
+            );
+            self.server = c.server;
+        }
+        if self.carry.is_none() {
+            self.position = BinlogPos::new(self.file.clone(), end);
+        }
         Ok(())
     }
 
@@ -640,6 +742,28 @@ fn undecodable(name: &str, at: &BinlogPos, e: std::io::Error) -> FaucetError {
         format!("the {name} event at {at} cannot be decoded"),
         Some(Box::new(e)),
     )
+}
+
+/// A dump error of a dump started from GTID state `state` (a carried-over bookmark): the
+/// server's refusals (1236: a GTID it does not have, purged binlogs, a hole or divergence
+/// in strict mode) are bookmark errors, not retryable; the rest as [`stream_error`].
+pub(crate) fn gtid_stream_error(e: mysql_async::Error, state: &GtidState) -> FaucetError {
+    match &e {
+        mysql_async::Error::Server(s) if s.code == 1236 => FaucetError::bookmark(
+            CONNECTOR,
+            format!(
+                "the server cannot send its binlog from GTID state {state} ({}): its binlog \
+                 does not hold that state — the binlog files with the transactions after it \
+                 were purged, or its history diverged from the server the bookmark was made \
+                 on; the changes after it cannot be read here. Point connection_url back at \
+                 that server, or re-snapshot the tables, delete this pipeline's state, and \
+                 start again",
+                s.message
+            ),
+            Some(Box::new(e)),
+        ),
+        _ => stream_error(e, &BinlogPos::new(format!("GTID {state}"), 0)),
+    }
 }
 
 /// A dump error: the server's refusals (a purged or unknown position: 1236) are not

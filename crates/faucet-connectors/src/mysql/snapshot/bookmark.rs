@@ -128,6 +128,8 @@ mod tests {
             start: CdcBookmark {
                 position: at(100).0,
                 gtid: Some("0-1-5".into()),
+                gtid_state: None,
+                by_gtid: false,
                 server: ServerIdentity {
                     server_id: 1,
                     server_uuid: None,

@@ -229,6 +229,11 @@ impl Source for MysqlReplicateSource {
             start: CdcBookmark {
                 position: session.point.clone(),
                 gtid: single_gtid(session.gtid.as_deref()),
+                gtid_state: session
+                    .gtid
+                    .as_deref()
+                    .and_then(crate::mysql::cdc::position::GtidState::parse),
+                by_gtid: false,
                 server: facts.identity,
                 in_txn: None,
             },
