@@ -22,9 +22,15 @@
 //! * [`MysqlCdcSource::open`] checks the prerequisites (module `server`: binlog on, ROW
 //!   format, FULL row image and metadata, no compression, the privileges, the server id),
 //!   checks a bookmark against the server (same `server_id`/`server_uuid`, its binlog file
-//!   still there, on MariaDB its GTID at that position), then registers as replica
-//!   `server_id` and requests the binlog from the bookmark's position, or on a first run from
-//!   `start` (the current end of the log by default).
+//!   still there, on MariaDB the GTID state at that position — a NULL answer is a warning,
+//!   not a refusal), then registers as replica `server_id` and requests the binlog from the
+//!   bookmark's position, or on a first run from `start` (the current end of the log by
+//!   default). A MariaDB bookmark of another server is carried over by its GTID state
+//!   (`MysqlCdcSource::carry_over`: the dump starts from `@slave_connect_state`, after
+//!   checks that the server holds the bookmark's transactions); on MySQL it is refused.
+//! * `check()` has no bookmark to look at (the `Source` trait's probe takes none), so
+//!   whether a stored bookmark will resume by position or be carried over is decided, and
+//!   logged, when the run opens.
 //! * On MariaDB the session sets `@mariadb_slave_capability=4`, so the server sends its own
 //!   GTID events rather than rewriting them into `BEGIN` queries and dummy events.
 //! * Pages hold at most `batch_size` records and may end inside a transaction (the bookmark
