@@ -166,6 +166,28 @@ async fn a_bookmark_is_carried_over_to_a_replica_by_its_gtid_state() {
         "{e}"
     );
 
+    // B takes a write of its own under the number A gave its last transaction (a split
+    // brain): a diverged history, refused, saying so.
+    let seq = a_end["gtid_state"]
+        .as_str()
+        .and_then(|st| st.split(',').find(|g| g.starts_with("0-")))
+        .and_then(|g| g.rsplit('-').next())
+        .expect("domain 0 in the state")
+        .to_owned();
+    b.exec(&format!(
+        "SET SESSION gtid_seq_no = {seq}; INSERT INTO other VALUES (2000, 'b only')"
+    ))
+    .await;
+    let e = read_pages(&s_b, Some(a_end.clone()), 10)
+        .await
+        .expect_err("diverged");
+    assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
+    assert!(
+        message(&e).contains(&format!("logged 0-2-{seq} where"))
+            && message(&e).contains("diverged"),
+        "{e}"
+    );
+
     // No GTID state: refused as a bookmark of another server, as before.
     let mut no_gtid = a_end.clone();
     no_gtid["gtid"] = J::Null;
