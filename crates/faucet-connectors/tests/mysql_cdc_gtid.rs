@@ -212,6 +212,18 @@ async fn a_bookmark_is_carried_over_to_a_replica_by_its_gtid_state() {
         .expect_err("one GTID of two domains");
     assert!(message(&e).contains("only its last GTID"), "{e}");
 
+    // A bookmark from before B's binlog began (B was attached at that state, its first
+    // binlog does not record it): MariaDB's dump refuses the state, and so does the run.
+    let e = read_pages(&s_b, Some(start.clone()), 10)
+        .await
+        .expect_err("the state is not in B's binlog");
+    assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
+    assert!(!e.is_retryable());
+    assert!(
+        message(&e).contains("cannot send its binlog from GTID state"),
+        "{e}"
+    );
+
     // B's binlog purged past the bookmark: refused, saying the changes are gone.
     b.exec("FLUSH BINARY LOGS").await;
     let newest = b.column("SHOW MASTER STATUS").await[0].clone();

@@ -754,8 +754,9 @@ pub(crate) fn gtid_stream_error(e: mysql_async::Error, state: &GtidState) -> Fau
             format!(
                 "the server cannot send its binlog from GTID state {state} ({}): its binlog \
                  does not hold that state — the binlog files with the transactions after it \
-                 were purged, or its history diverged from the server the bookmark was made \
-                 on; the changes after it cannot be read here. Point connection_url back at \
+                 were purged, its binlog began after that state (a server restored from a \
+                 backup logs from its restore on), or its history diverged from the server \
+                 the bookmark was made on; the changes after it cannot be read here. Point connection_url back at \
                  that server, or re-snapshot the tables, delete this pipeline's state, and \
                  start again",
                 s.message
