@@ -153,6 +153,20 @@ async fn a_bookmark_is_carried_over_to_a_replica_by_its_gtid_state() {
         [r#"c test.t null {"id":4,"v":"d"}"#]
     );
 
+    // Carried over again, with new transactions in domain 0 only: domain 7 is never passed,
+    // and the stream settles on B's position because B's GTID state there is the stream's.
+    let a_now = last_bookmark(&read_pages(&s_a, Some(mid.clone()), 10).await.expect("A"));
+    a.exec("INSERT INTO t VALUES (6, 'f')").await;
+    b.wait_caught_up(&a).await;
+    let carried = read_pages(&s_b, Some(a_now), 10).await.expect("carried");
+    assert_eq!(
+        changes(&records(&carried)),
+        [r#"c test.t null {"id":6,"v":"f"}"#]
+    );
+    let settled = last_bookmark(&carried);
+    assert_eq!(settled["server"]["server_id"], 2, "{settled}");
+    assert!(settled.get("by_gtid").is_none(), "{settled}");
+
     // B behind: refused, saying so, nothing read.
     b.exec("STOP SLAVE").await;
     a.exec("INSERT INTO t VALUES (5, 'e')").await;

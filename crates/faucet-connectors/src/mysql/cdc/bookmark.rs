@@ -32,7 +32,8 @@
 //!   server's, and a resume (on any server) starts again from `gtid_state`. The position is
 //!   the new server's once every domain of the state the stream started from has been passed
 //!   (the server skips, per domain, the transactions up to the state; before it has passed
-//!   all of them a file position could replay some).
+//!   all of them a file position could replay some), or once the server's GTID state at the
+//!   end of a transaction read is the stream's.
 //! * `in_txn`, when a page ended inside a transaction (pages hold at most `batch_size`
 //!   records, transactions may be larger): the transaction starts at `in_txn.binlog_pos` in
 //!   `binlog_file` (the offset of its first event), has GTID `in_txn.gtid` (or null), and its

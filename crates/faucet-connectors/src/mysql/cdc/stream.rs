@@ -26,7 +26,8 @@
 //!   domain of the starting state has been passed (a transaction of it received). Until
 //!   then bookmarks keep the old server's position, with `by_gtid` and the up-to-date GTID
 //!   state (a resume starts by GTID again); the first commit after that moves the position,
-//!   and the identity, to the new server's. A bounded run on a carried-over stream ends when
+//!   and the identity, to the new server's — as does a commit at whose end the server's own
+//!   GTID state (`BINLOG_GTID_POS`) is the stream's (a domain with no new transaction). A bounded run on a carried-over stream ends when
 //!   the non-blocking dump does.
 
 use std::collections::{BTreeSet, VecDeque};
@@ -156,6 +157,9 @@ pub(crate) struct CdcPageStream {
     carry: Option<Carrying>,
     /// A bounded run's non-blocking dump ended at the end of the log.
     log_ended: bool,
+    /// Carried over and not settled: the end of the transaction just committed, to ask the
+    /// server whether its GTID state there is the stream's ([`Self::try_settle`]).
+    settle_at: Option<BinlogPos>,
     position_time: Option<SystemTime>,
     server: ServerIdentity,
     format_seen: bool,
@@ -205,6 +209,7 @@ impl CdcPageStream {
                 from: c.state,
             }),
             log_ended: false,
+            settle_at: None,
             position_time: None,
             server: from.server.clone(),
             format_seen: false,
@@ -291,6 +296,9 @@ impl CdcPageStream {
                     self.last_event = Instant::now();
                     let declared = self.declared_for(&event).await?;
                     self.apply(&event, &declared)?;
+                    if let Some(at) = self.settle_at.take() {
+                        self.try_settle(at).await;
+                    }
                 }
             }
         }
@@ -618,6 +626,8 @@ impl CdcPageStream {
         }
         if self.carry.is_none() {
             self.position = BinlogPos::new(self.file.clone(), end);
+        } else {
+            self.settle_at = Some(BinlogPos::new(self.file.clone(), end));
         }
         Ok(())
     }
@@ -714,6 +724,46 @@ impl CdcPageStream {
             }
         }
         Ok(())
+    }
+
+    /// Settles a carried-over stream at `at`, the end of the transaction just committed, when
+    /// the server's GTID state there (`BINLOG_GTID_POS`, on the catalog connection) is the
+    /// stream's: then every event before `at` is at or before the state in its domain and
+    /// every event after it past it (sequence numbers grow within a domain), so a file
+    /// position resume from `at` neither repeats nor skips. This settles a stream one of
+    /// whose domains gets no new transaction (which the domain count alone never would). Any
+    /// other answer, or a failed query, leaves the stream carried (bookmarks `by_gtid`).
+    async fn try_settle(&mut self, at: BinlogPos) {
+        let Some(state) = self.gtid_state.clone() else {
+            return;
+        };
+        if self.catalog_conn.is_none() {
+            self.catalog_conn = self.connection.connect().await.ok();
+        }
+        let Some(conn) = self.catalog_conn.as_mut() else {
+            return;
+        };
+        let answer = match super::server::gtid_state_at(conn, &at).await {
+            Ok(answer) => answer,
+            Err(_) => {
+                self.catalog_conn = None;
+                return;
+            }
+        };
+        if answer.as_deref().and_then(GtidState::parse) != Some(state) {
+            return;
+        }
+        if let Some(c) = self.carry.take() {
+            tracing::info!(
+                source = CONNECTOR,
+                server_id = c.server.server_id,
+                at = %at,
+                "the carried-over stream settled on this server's binlog position (its GTID \
+                 state there is the stream's)"
+            );
+            self.server = c.server;
+            self.position = at;
+        }
     }
 
     /// Ends the dump and the catalog connection (each given 5 s to close cleanly).
