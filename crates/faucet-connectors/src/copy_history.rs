@@ -20,11 +20,13 @@
 //! reached the sink as of `at` without its bookmark being stored, so its keys' changes are
 //! delivered from `at` on.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
+use async_trait::async_trait;
+
 use faucet_core::serde_json::{Map, Value as Json, json};
-use faucet_core::{Bookmark, FaucetError};
+use faucet_core::{Bookmark, FaucetError, Page, PageStream};
 
 /// A consistent point of a snapshot: totally ordered, with a text form for bookmarks.
 pub(crate) trait Point: Clone + Ord + Debug {
@@ -260,4 +262,224 @@ pub(crate) fn strip_history(b: &Bookmark) -> Bookmark {
         obj.remove(REPLICATE);
     }
     cdc
+}
+
+/// Every table's copy history without the tables not in `listed` (removed from `tables`:
+/// their records are no longer read, so the filter must not wait for their points).
+pub(crate) fn retain_listed<P>(copied: &mut Copied<P>, listed: &BTreeSet<String>) {
+    copied.tables.retain(|name, _| listed.contains(name));
+}
+
+/// The name of the change-stream bookmark member that lists the tables a replicate copy
+/// holds (`{"copied": ["s.a", "s.b"]}`).
+const COPIED: &str = "copied";
+
+/// Splits the `copied` member off a change-stream bookmark: the bookmark without it, and the
+/// tables it lists — `None` when it has none: a bookmark `faucet run` started, or one a
+/// `faucet replicate` wrote before the member existed (the replicate sources then count
+/// the tables of a `replicate` history as copied, and copy every other listed table).
+///
+/// The member is written by the replicate sources after a copy, and carried unchanged
+/// (minus the tables no longer listed) by the `postgres-cdc` and `mysql-cdc` sources of
+/// `faucet run` ([`KeepCopied`]), so that a later `faucet replicate` knows which listed
+/// tables were never copied.
+///
+/// # Errors
+/// [`FaucetError::Bookmark`] of `connector` when the member is not an array of table names.
+pub(crate) fn split_copied(
+    b: Bookmark,
+    connector: &str,
+) -> Result<(Bookmark, Option<BTreeSet<String>>), FaucetError> {
+    let mut b = b;
+    let Some(member) = b.as_object_mut().and_then(|o| o.remove(COPIED)) else {
+        return Ok((b, None));
+    };
+    let tables = strings(&member).ok_or_else(|| {
+        FaucetError::bookmark(
+            connector,
+            format!(
+                "the `copied` member of the stored bookmark ({member}) is not a list of table                  names"
+            ),
+            None,
+        )
+    })?;
+    Ok((b, Some(tables.into_iter().collect())))
+}
+
+/// [`split_copied`] for a change source of `faucet run` opened at `from`: the bookmark to
+/// read, and the `copied` tables to carry on ([`KeepCopied`]) — those of `listed` only, so
+/// a table removed from `tables` (whose changes are no longer read) is copied again if it
+/// is listed again.
+///
+/// # Errors
+/// As [`split_copied`].
+pub(crate) fn carried_copied(
+    from: Option<Bookmark>,
+    connector: &str,
+    listed: impl IntoIterator<Item = String>,
+) -> Result<(Option<Bookmark>, Option<BTreeSet<String>>), FaucetError> {
+    let Some(b) = from else {
+        return Ok((None, None));
+    };
+    let (b, copied) = split_copied(b, connector)?;
+    let listed: BTreeSet<String> = listed.into_iter().collect();
+    Ok((
+        Some(b),
+        copied.map(|c| c.intersection(&listed).cloned().collect()),
+    ))
+}
+
+/// The listed tables whose copy the change stream at a change-stream bookmark already holds:
+/// those its `copied` member names and those of its copy `history`, both only as far as
+/// they are `listed`. A bookmark without a `copied` member was written by `faucet run`, or
+/// by a `faucet replicate` before the member existed: only the tables of its history (a
+/// copy the stream has not passed yet) are known to be copied, so every other listed table
+/// is copied again (said in a warning) — rows delivered once more as `op: r`, never a gap.
+pub(crate) fn known_copied<P: Point>(
+    copied: Option<BTreeSet<String>>,
+    history: Option<&Copied<P>>,
+    listed: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    if copied.is_none() {
+        let unknown: Vec<&String> = listed
+            .iter()
+            .filter(|t| !history.is_some_and(|h| h.tables.contains_key(*t)))
+            .collect();
+        if !unknown.is_empty() {
+            tracing::warn!(
+                tables = ?unknown,
+                "the stored bookmark does not record which tables were copied (written by \
+                 `faucet run`, or by an older `faucet replicate`): copying them now, in a new \
+                 snapshot; an append sink receives rows it may already hold again as `op: r`"
+            );
+        }
+    }
+    let mut known = copied.unwrap_or_default();
+    if let Some(h) = history {
+        known.extend(
+            h.tables
+                .iter()
+                .filter(|(_, t)| t.finished())
+                .map(|(name, _)| name.clone()),
+        );
+    }
+    known.retain(|t| listed.contains(t));
+    known
+}
+
+/// `b` with the `copied` member listing `tables`.
+pub(crate) fn with_copied(mut b: Bookmark, tables: &BTreeSet<String>) -> Bookmark {
+    if let Some(obj) = b.as_object_mut() {
+        obj.insert(COPIED.into(), json!(tables));
+    }
+    b
+}
+
+/// A change stream whose bookmarks carry the `copied` member ([`split_copied`]): added to
+/// every page's bookmark, removed again before the inner stream hears it is durable.
+pub(crate) struct KeepCopied<'a> {
+    inner: Box<dyn PageStream + 'a>,
+    tables: BTreeSet<String>,
+}
+
+impl<'a> KeepCopied<'a> {
+    /// `inner`, its bookmarks listing `tables` as copied; `inner` itself when `tables` is
+    /// `None` (the bookmark had no member: none is invented).
+    pub(crate) fn wrap(
+        inner: Box<dyn PageStream + 'a>,
+        tables: Option<BTreeSet<String>>,
+    ) -> Box<dyn PageStream + 'a> {
+        match tables {
+            Some(tables) => Box::new(Self { inner, tables }),
+            None => inner,
+        }
+    }
+}
+
+#[async_trait]
+impl PageStream for KeepCopied<'_> {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        let Some(mut page) = self.inner.next_page().await? else {
+            return Ok(None);
+        };
+        if let Some(b) = page.bookmark().cloned() {
+            page.set_bookmark(Some(with_copied(b, &self.tables)));
+        }
+        Ok(Some(page))
+    }
+
+    async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
+        let mut plain = bookmark.clone();
+        if let Some(obj) = plain.as_object_mut() {
+            obj.remove(COPIED);
+        }
+        self.inner.bookmark_durable(&plain).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+    struct N(u64);
+
+    impl Point for N {
+        fn to_text(&self) -> String {
+            self.0.to_string()
+        }
+        fn parse(text: &str) -> Option<Self> {
+            text.parse().ok().map(N)
+        }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|&n| n.to_owned()).collect()
+    }
+
+    #[test]
+    fn the_copied_member_round_trips_and_is_carried_for_listed_tables_only() {
+        let b = with_copied(json!({"lsn": "0/1"}), &set(&["s.a", "s.b"]));
+        assert_eq!(b, json!({"lsn": "0/1", "copied": ["s.a", "s.b"]}));
+        let (plain, copied) = split_copied(b.clone(), "x").expect("ok");
+        assert_eq!(plain, json!({"lsn": "0/1"}));
+        assert_eq!(copied, Some(set(&["s.a", "s.b"])));
+        assert_eq!(
+            split_copied(json!({"lsn": "0/1"}), "x").expect("ok").1,
+            None,
+            "none invented"
+        );
+        let (_, carried) =
+            carried_copied(Some(b), "x", ["s.b".to_owned(), "s.c".to_owned()]).expect("ok");
+        assert_eq!(
+            carried,
+            Some(set(&["s.b"])),
+            "a table no longer listed is dropped"
+        );
+        let e = split_copied(json!({"lsn": "0/1", "copied": "s.a"}), "x").expect_err("bad");
+        assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
+    }
+
+    #[test]
+    fn known_copied_tables_are_the_member_and_the_finished_history_as_listed() {
+        let mut history = Copied::<N>::default();
+        let mut done = TableCopy::default();
+        done.advance(N(5), None);
+        history.tables.insert("s.h".into(), done);
+        history.tables.insert("s.p".into(), TableCopy::default());
+        let listed = set(&["s.a", "s.h", "s.p", "s.new"]);
+        assert_eq!(
+            known_copied(Some(set(&["s.a", "s.gone"])), Some(&history), &listed),
+            set(&["s.a", "s.h"]),
+            "listed tables of the member, plus finished ones of the history"
+        );
+        assert_eq!(
+            known_copied::<N>(None, None, &listed),
+            BTreeSet::new(),
+            "a bookmark of `faucet run`: nothing is known to be copied"
+        );
+        let mut h = history.clone();
+        retain_listed(&mut h, &set(&["s.p"]));
+        assert_eq!(h.tables.keys().collect::<Vec<_>>(), vec!["s.p"]);
+    }
 }

@@ -19,7 +19,7 @@ use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
-use crate::copy_history::{Point as _, strings, with_history};
+use crate::copy_history::{KeepCopied, Point as _, strings, with_copied, with_history};
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
 use crate::mysql::connection::MysqlConnection;
@@ -105,28 +105,31 @@ impl<'a> ReplicateStream<'a> {
     }
 
     fn all_finished(&self) -> bool {
-        self.tables.iter().all(|t| {
-            self.position
-                .copied
-                .tables
-                .get(&t.to_string())
-                .is_some_and(TableCopy::finished)
-        })
+        self.tables
+            .iter()
+            .all(|t| self.position.holds(&t.to_string()))
+    }
+
+    /// The listed tables, every one copied once the copy is over (the `copied` member).
+    fn listed(&self) -> std::collections::BTreeSet<String> {
+        self.tables.iter().map(ToString::to_string).collect()
     }
 
     /// The bookmark after a page of the copy: the snapshot position, or, once every table is
-    /// copied, the binlog's start (with the copy history when it is needed).
+    /// copied, the binlog's start with the tables copied (and with the copy history when it
+    /// is needed).
     fn copy_bookmark(&self) -> Bookmark {
         if !self.all_finished() {
             return self.position.to_json();
         }
         let start = self.position.start.to_json();
-        match self.position.copied.latest_point() {
+        let b = match self.position.copied.latest_point() {
             Some(p) if p > self.position.start_point() => {
                 with_history(start, &self.position.copied)
             }
             _ => start,
-        }
+        };
+        with_copied(b, &self.listed())
     }
 
     /// `op: r` records of a page of `table`'s rows: `binlog_file` / `binlog_pos` the point
@@ -276,14 +279,9 @@ impl<'a> ReplicateStream<'a> {
         };
         let Some(current) = copying.as_deref_mut() else {
             // Open the next table that is not finished.
-            let Some(i) = (*next..self.tables.len()).find(|&i| {
-                !self
-                    .position
-                    .copied
-                    .tables
-                    .get(&self.tables[i].to_string())
-                    .is_some_and(TableCopy::finished)
-            }) else {
+            let Some(i) = (*next..self.tables.len())
+                .find(|&i| !self.position.holds(&self.tables[i].to_string()))
+            else {
                 return Ok(None);
             };
             let name = self.tables[i].to_string();
@@ -415,10 +413,11 @@ impl PageStream for ReplicateStream<'_> {
                         filtered = filter.is_some(),
                         "snapshot copied; reading the binlog"
                     );
-                    self.phase = Phase::Changes(Box::new(FilteredChanges {
+                    let changes = Box::new(FilteredChanges {
                         inner: stream,
                         filter,
-                    }));
+                    });
+                    self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
                 }
             }
         }

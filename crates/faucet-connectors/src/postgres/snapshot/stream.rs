@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use pgwire_replication::Lsn;
 
 use faucet_core::change::Op;
-use faucet_core::serde_json::{Value as Json, json};
+use faucet_core::serde_json::Value as Json;
 use faucet_core::{
     Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value,
 };
@@ -18,6 +18,7 @@ use super::bookmark::{SnapshotBookmark, TableCopy, with_history};
 use super::export::ExportedSnapshot;
 use super::filter::Filter;
 use crate::copy_filter::{EmptyStream, FilteredChanges};
+use crate::copy_history::{KeepCopied, with_copied};
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
@@ -134,26 +135,29 @@ impl<'a> ReplicateStream<'a> {
     }
 
     fn all_finished(&self) -> bool {
-        self.tables.iter().all(|t| {
-            self.position
-                .copied
-                .tables
-                .get(&t.qualified())
-                .is_some_and(TableCopy::finished)
-        })
+        self.tables
+            .iter()
+            .all(|t| self.position.holds(&t.qualified()))
+    }
+
+    /// The listed tables, every one copied once the copy is over (the `copied` member).
+    fn listed(&self) -> std::collections::BTreeSet<String> {
+        self.tables.iter().map(TableName::qualified).collect()
     }
 
     /// The bookmark after a page of the copy: the snapshot position, or, once every table is
-    /// copied, the change stream's start (with the copy history when it is needed).
+    /// copied, the change stream's start with the tables copied (and with the copy history
+    /// when it is needed).
     fn copy_bookmark(&self) -> Bookmark {
         if !self.all_finished() {
             return self.position.to_json();
         }
-        let start = json!({"lsn": lsn_text(self.position.slot_lsn)});
-        match self.position.copied.latest_point() {
+        let start = self.position.stream_start();
+        let b = match self.position.copied.latest_point() {
             Some(p) if p > self.position.slot_lsn => with_history(start, &self.position.copied),
             _ => start,
-        }
+        };
+        with_copied(b, &self.listed())
     }
 
     /// `op: r` records of a page of `table`'s rows.
@@ -335,14 +339,9 @@ impl<'a> ReplicateStream<'a> {
         else {
             return Ok(None);
         };
-        let Some(i) = (*next..self.tables.len()).find(|&i| {
-            !self
-                .position
-                .copied
-                .tables
-                .get(&self.tables[i].qualified())
-                .is_some_and(TableCopy::finished)
-        }) else {
+        let Some(i) =
+            (*next..self.tables.len()).find(|&i| !self.position.holds(&self.tables[i].qualified()))
+        else {
             return Ok(None);
         };
         let name = self.tables[i].qualified();
@@ -439,7 +438,7 @@ impl PageStream for ReplicateStream<'_> {
                     }
                     // Every table is copied: end the snapshot's session, stream the slot.
                     self.phase = Phase::Changes(Box::new(EmptyStream));
-                    let start = json!({"lsn": lsn_text(self.position.slot_lsn)});
+                    let start = self.position.stream_start();
                     let stream = self.cdc.open(Some(start), self.options.clone()).await?;
                     let filter = Filter::new(
                         self.position.copied.clone(),
@@ -451,10 +450,11 @@ impl PageStream for ReplicateStream<'_> {
                         filtered = filter.is_some(),
                         "snapshot copied; streaming changes"
                     );
-                    self.phase = Phase::Changes(Box::new(FilteredChanges {
+                    let changes = Box::new(FilteredChanges {
                         inner: stream,
                         filter,
-                    }));
+                    });
+                    self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
                 }
             }
         }
