@@ -35,7 +35,9 @@ use sqlx::PgPool;
 
 use crate::support::mariadb::{client as mariadb, mariadb as maria_sql, mysql_url_for};
 use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url};
-use crate::support::replicate::{aborted_mid_snapshot, in_flight, replay, stored};
+use crate::support::replicate::{
+    aborted_mid_snapshot, in_flight, mariadb_rows, pg_rows, replay, stored,
+};
 use crate::support::{output_of_success, pg_pool, runtime};
 
 /// Rows of `a` and `b` at the start.
@@ -170,18 +172,7 @@ impl Case {
         let table = self.table(t);
         match self.db {
             Db::Postgres => rt.block_on(pg_rows(pool, &table)),
-            Db::Mariadb => {
-                let out = maria_sql(&format!("SELECT id, v, note FROM {table}"));
-                out.lines()
-                    .map(|l| {
-                        let mut f = l.split('\t');
-                        let id: i64 = f.next().and_then(|v| v.parse().ok()).expect("id");
-                        let v: i64 = f.next().and_then(|v| v.parse().ok()).expect("v");
-                        let note = f.next().expect("note").to_owned();
-                        (id, serde_json::json!({"id": id, "v": v, "note": note}))
-                    })
-                    .collect()
-            }
+            Db::Mariadb => mariadb_rows(&table),
         }
     }
 
@@ -218,16 +209,6 @@ impl Case {
 }
 
 type Rows = BTreeMap<i64, Json>;
-
-async fn pg_rows(pool: &PgPool, table: &str) -> Rows {
-    let rows: Vec<(i64, i64, String)> = sqlx::query_as(&format!("SELECT id, v, note FROM {table}"))
-        .fetch_all(pool)
-        .await
-        .expect("select");
-    rows.into_iter()
-        .map(|(id, v, note)| (id, serde_json::json!({"id": id, "v": v, "note": note})))
-        .collect()
-}
 
 /// The `i`-th statement of the workload: an insert (or upsert), update or delete on one of
 /// the three tables, each new value fresh.
@@ -451,6 +432,25 @@ fn jsonl_equals_sources(
     }
 }
 
+/// `faucet run` on the state key of a finished replicate streams on and keeps the
+/// `copied` member; a `faucet replicate` after it copies nothing again.
+fn run_keeps_the_copied_tables(case: &Case, dir: &Path) {
+    let before = stored(dir).expect("bookmark");
+    let copied = before["copied"].clone();
+    assert!(copied.is_array(), "{before}");
+    output_of_success(&mut case.command(dir, "run"), "faucet run after replicate");
+    let after = stored(dir).expect("bookmark");
+    assert_eq!(
+        after["copied"], copied,
+        "faucet run kept the member: {after}"
+    );
+    let reads = |dir: &Path| records(dir).iter().filter(|r| r["op"] == "r").count();
+    let r_before = reads(dir);
+    output_of_success(&mut case.faucet(dir), "replicate after faucet run");
+    assert_eq!(reads(dir), r_before, "nothing copied again");
+    assert_eq!(stored(dir).expect("bookmark")["copied"], copied);
+}
+
 const JSONL: &str = "{ type: jsonl, config: { path: ./out/changes.jsonl } }";
 
 #[test]
@@ -462,9 +462,18 @@ fn postgres_table_added_later_is_copied() {
         LateRun::Whole,
         |rt, pool, case, dir, interrupted| {
             jsonl_equals_sources(rt, pool, case, dir, interrupted);
+            run_keeps_the_copied_tables(case, dir);
             // b removed from `tables`: no longer listed as copied (listed again, it is
             // copied again rather than missing what changed meanwhile).
             case.config(dir, &["a", "c"], JSONL);
+            rt.block_on(exec(
+                pool,
+                &format!(
+                    "UPDATE {} SET v = v + 1 WHERE id = {}",
+                    case.table("b"),
+                    SPAN + 2
+                ),
+            ));
             output_of_success(&mut case.faucet(dir), "replicating without b");
             let b = stored(dir).expect("bookmark");
             assert_eq!(
@@ -522,7 +531,10 @@ fn mariadb_table_added_later_is_copied() {
         "mlatewh",
         "replicate",
         LateRun::Whole,
-        jsonl_equals_sources,
+        |rt, pool, case, dir, interrupted| {
+            jsonl_equals_sources(rt, pool, case, dir, interrupted);
+            run_keeps_the_copied_tables(case, dir);
+        },
     );
 }
 

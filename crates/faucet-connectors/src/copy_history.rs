@@ -134,6 +134,11 @@ impl<P> Default for Copied<P> {
 }
 
 impl<P: Point> Copied<P> {
+    /// Whether `table` is copied to its last key.
+    pub(crate) fn finished(&self, table: &str) -> bool {
+        self.tables.get(table).is_some_and(TableCopy::finished)
+    }
+
     /// The latest consistent point of any part (`None` when nothing was copied).
     pub(crate) fn latest_point(&self) -> Option<P> {
         self.tables.values().flat_map(TableCopy::points).max()
@@ -365,6 +370,45 @@ pub(crate) fn known_copied<P: Point>(
     }
     known.retain(|t| listed.contains(t));
     known
+}
+
+/// A replicate run's change-stream bookmark taken apart for the listed tables.
+#[derive(Debug)]
+pub(crate) struct StreamBookmark<P> {
+    /// The change source's own bookmark (`copied` and `replicate` removed).
+    pub(crate) cdc: Bookmark,
+    /// The copy history the stream still needs, without the tables no longer listed.
+    pub(crate) history: Option<Copied<P>>,
+    /// The listed tables already copied ([`known_copied`]).
+    pub(crate) known: BTreeSet<String>,
+    /// The listed tables never copied: a late copy takes them.
+    pub(crate) missing: BTreeSet<String>,
+}
+
+impl<P: Point> StreamBookmark<P> {
+    /// Reads `b` ([`split_copied`], [`split_history`]) for the `listed` tables.
+    ///
+    /// # Errors
+    /// [`FaucetError::Bookmark`] of `connector` when a member is malformed.
+    pub(crate) fn read(
+        b: &Bookmark,
+        connector: &str,
+        listed: &BTreeSet<String>,
+    ) -> Result<Self, FaucetError> {
+        let (b, copied) = split_copied(b.clone(), connector)?;
+        let (cdc, mut history) = split_history::<P>(&b, connector)?;
+        if let Some(h) = &mut history {
+            retain_listed(h, listed);
+        }
+        let known = known_copied(copied, history.as_ref(), listed);
+        let missing = listed.difference(&known).cloned().collect();
+        Ok(Self {
+            cdc,
+            history,
+            known,
+            missing,
+        })
+    }
 }
 
 /// `b` with the `copied` member listing `tables`.

@@ -68,12 +68,7 @@ pub(crate) struct SnapshotBookmark {
 impl SnapshotBookmark {
     /// Whether `table` needs no copying: copied before, or copied to its last key.
     pub(crate) fn holds(&self, table: &str) -> bool {
-        self.earlier.contains(table)
-            || self
-                .copied
-                .tables
-                .get(table)
-                .is_some_and(TableCopy::finished)
+        self.earlier.contains(table) || self.copied.finished(table)
     }
 
     /// The first point C1.

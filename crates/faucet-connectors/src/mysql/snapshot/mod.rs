@@ -76,7 +76,7 @@ use async_trait::async_trait;
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::copy_filter::FilteredChanges;
-use crate::copy_history::{KeepCopied, known_copied, retain_listed, split_copied, split_history};
+use crate::copy_history::{KeepCopied, StreamBookmark};
 use crate::mysql::cdc::bookmark::CdcBookmark;
 use crate::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource, ValidatedMysqlCdcConfig, server};
 use crate::mysql::query::ReplicationMethod;
@@ -218,14 +218,13 @@ impl Source for MysqlReplicateSource {
                     &self.cdc, connection, tables, session, position, options,
                 )));
             }
-            let (b, copied) = split_copied(b.clone(), CONNECTOR)?;
-            let (cdc, mut history) = split_history::<point::SnapshotPoint>(&b, CONNECTOR)?;
             let listed: BTreeSet<String> = tables.iter().map(ToString::to_string).collect();
-            if let Some(h) = &mut history {
-                retain_listed(h, &listed);
-            }
-            let known = known_copied(copied, history.as_ref(), &listed);
-            let missing: Vec<&String> = listed.difference(&known).collect();
+            let StreamBookmark {
+                cdc,
+                history,
+                known,
+                missing,
+            } = StreamBookmark::<point::SnapshotPoint>::read(b, CONNECTOR, &listed)?;
             if missing.is_empty() {
                 let start = cdc_point(&cdc);
                 let inner = self.cdc.open(Some(cdc), options).await?;

@@ -114,12 +114,7 @@ impl SnapshotBookmark {
 
     /// Whether `table` needs no copying: copied before, or copied to its last key.
     pub(crate) fn holds(&self, table: &str) -> bool {
-        self.earlier.contains(table)
-            || self
-                .copied
-                .tables
-                .get(table)
-                .is_some_and(TableCopy::finished)
+        self.earlier.contains(table) || self.copied.finished(table)
     }
 
     /// The change-stream bookmark the stream starts from once everything is copied.
@@ -242,15 +237,6 @@ pub(crate) fn with_history(cdc: Bookmark, copied: &Copied) -> Bookmark {
     copy_history::with_history(cdc, copied)
 }
 
-/// Splits a change-stream bookmark into the `postgres-cdc` bookmark and the copy history, if
-/// it has one.
-///
-/// # Errors
-/// [`FaucetError::Bookmark`] when the `replicate` member has the wrong shape.
-pub(crate) fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), FaucetError> {
-    copy_history::split_history(b, CONNECTOR)
-}
-
 /// The `lsn` of a change-stream bookmark.
 pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
     b.get("lsn")
@@ -262,6 +248,10 @@ pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
 mod tests {
     use super::*;
     use crate::copy_history::strip_history;
+
+    fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), FaucetError> {
+        copy_history::split_history(b, CONNECTOR)
+    }
 
     fn history() -> Copied {
         let mut copied = Copied::default();

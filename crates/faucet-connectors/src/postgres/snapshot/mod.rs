@@ -93,14 +93,14 @@ use async_trait::async_trait;
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::copy_filter::FilteredChanges;
-use crate::copy_history::{KeepCopied, known_copied, retain_listed, split_copied};
+use crate::copy_history::{KeepCopied, StreamBookmark};
 use crate::postgres::cdc::catalog::{self, Wanted};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
 use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource, ValidatedCdcConfig};
 use crate::postgres::connection::PostgresUrl;
 
-use bookmark::{Copied, SnapshotBookmark, split_history};
+use bookmark::{Copied, SnapshotBookmark};
 use export::{ExportedSnapshot, temporary_slot_name};
 use filter::Filter;
 use stream::ReplicateStream;
@@ -334,15 +334,13 @@ impl Source for PostgresReplicateSource {
                     options,
                 )));
             }
-            let (b, copied) = split_copied(b.clone(), CONNECTOR)?;
-            let (cdc, mut history) = split_history(&b)?;
-            let listed = self.listed();
-            if let Some(h) = &mut history {
-                retain_listed(h, &listed);
-            }
-            let known = known_copied(copied, history.as_ref(), &listed);
+            let StreamBookmark {
+                cdc,
+                history,
+                known,
+                missing,
+            } = StreamBookmark::read(b, CONNECTOR, &self.listed())?;
             let start = bookmark::cdc_position(&cdc);
-            let missing: Vec<&String> = listed.difference(&known).collect();
             if missing.is_empty() {
                 let inner = self.cdc.open(Some(cdc), options).await?;
                 let filter = match (history, start) {
@@ -356,7 +354,7 @@ impl Source for PostgresReplicateSource {
             let Some(slot_lsn) = start else {
                 return Err(FaucetError::bookmark(
                     CONNECTOR,
-                    format!("the stored bookmark {b} has no `lsn` to stream from"),
+                    format!("the stored bookmark {cdc} has no `lsn` to stream from"),
                     None,
                 ));
             };
