@@ -6,13 +6,17 @@
 //! A change of key k at position L is *in the copy* when the range holding k was copied as
 //! of a point P with L < P; a key inside a range in flight at an interruption (`dirty`)
 //! counts as copied as of that range's point if it is lower. Each source works out where
-//! its keys fall (the server compares them with [`Bounds::keys`]) and L for its records.
+//! its keys fall (the server compares them with [`Bounds::keys`]) and L for its records
+//! ([`SourceFilter`]); the page loop, the verdicts and the bookmarks are shared (the
+//! [`ChangeFilter`] of every [`SourceFilter`]).
+
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageStream};
+use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, PageStream, Value};
 
-use crate::copy_history::{Point, TableCopy};
+use crate::copy_history::{Copied, Point, TableCopy, with_history};
 
 /// What a record's position alone says, before any key is looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +139,120 @@ pub(crate) trait ChangeFilter: Send {
     async fn apply(&mut self, page: Page) -> Result<Page, FaucetError>;
     /// Whether the stream at `bookmark` is past every point (the filter can go).
     fn passed(&self, bookmark: &Bookmark) -> bool;
+}
+
+/// What becomes of one record, before its keys' points are known.
+pub(crate) enum Fate {
+    /// Delivered as it is.
+    Keep,
+    /// The copy holds it.
+    Drop,
+    /// Decided by the ranges of these keys (`u`: old, new; else one), indexes into the
+    /// page's lookups of its table.
+    Keys(Vec<usize>),
+}
+
+/// The keys of a page's records to place in their tables' ranges, by table.
+pub(crate) type Lookups = HashMap<String, Vec<Vec<String>>>;
+
+/// What a source's change filter knows of its records and its server; the shared
+/// [`ChangeFilter`] (the page loop, the bookmarks, the verdicts) is built on it.
+#[async_trait]
+pub(crate) trait SourceFilter: Send {
+    /// The source's consistent points.
+    type Point: Point + Send + Sync;
+    /// The position of the `op` field in a change record.
+    const OP: usize;
+    /// The position of the `table` field.
+    const TABLE: usize;
+    /// The copy history the filter applies.
+    fn copied(&self) -> &Copied<Self::Point>;
+    /// The latest point of the history: the filter goes once the stream is there.
+    fn latest(&self) -> &Self::Point;
+    /// The stream position of a change-stream bookmark.
+    fn stream_point(bookmark: &Bookmark) -> Option<Self::Point>;
+    /// The position a record compares with the points (its transaction's).
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the record has none.
+    fn position(v: &[Value]) -> Result<Self::Point, FaucetError>;
+    /// The fate of one record, its keys queued in `lookups` when they decide.
+    async fn fate(&mut self, v: &[Value], lookups: &mut Lookups) -> Result<Fate, FaucetError>;
+    /// For each of `keys` of `table`, the point its changes are delivered from.
+    async fn points_of(
+        &mut self,
+        table: &str,
+        keys: &[Vec<String>],
+    ) -> Result<Vec<Self::Point>, FaucetError>;
+    /// A record as the delete of its old key ([`Verdict::AsDelete`]).
+    fn as_delete(v: &[Value]) -> Vec<Value>;
+    /// A record as the insert of its new row ([`Verdict::AsInsert`]).
+    ///
+    /// # Errors
+    /// When the record cannot stand as an insert (the source says why).
+    fn as_insert(v: &[Value], table: &str, at: &Self::Point) -> Result<Vec<Value>, FaucetError>;
+}
+
+/// The text of a text field, `""` for anything else.
+pub(crate) fn text(v: &Value) -> &str {
+    match v {
+        Value::Text(s) => s.as_ref(),
+        _ => "",
+    }
+}
+
+#[async_trait]
+impl<F: SourceFilter> ChangeFilter for F {
+    /// `page` without the changes the copy holds, key-moving updates rewritten, with the
+    /// bookmark carrying the copy history while the stream is before the latest point.
+    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
+        let bookmark = page.bookmark().cloned().map(|b| match F::stream_point(&b) {
+            Some(p) if p >= *self.latest() => b,
+            _ => with_history(b, self.copied()),
+        });
+        let mut fates = Vec::with_capacity(page.len());
+        let mut lookups = Lookups::new();
+        let mut any_change = false;
+        for row in page.rows() {
+            let fate = self.fate(row.values(), &mut lookups).await?;
+            any_change |= !matches!(fate, Fate::Keep);
+            fates.push(fate);
+        }
+        if !any_change {
+            let mut page = page;
+            page.set_bookmark(bookmark);
+            return Ok(page);
+        }
+        let mut points: HashMap<String, Vec<F::Point>> = HashMap::new();
+        for (table, keys) in &lookups {
+            points.insert(table.clone(), self.points_of(table, keys).await?);
+        }
+        let mut out = PageBuilder::new(page.schema().clone(), page.len());
+        for (row, fate) in page.rows().zip(fates) {
+            let v = row.values();
+            match fate {
+                Fate::Keep => out.push_row(v.iter().cloned()),
+                Fate::Drop => {}
+                Fate::Keys(ids) => {
+                    let table = text(&v[F::TABLE]);
+                    let at = F::position(v)?;
+                    let found = &points[table];
+                    let applied: Vec<bool> = ids.iter().map(|&id| at >= found[id]).collect();
+                    match verdict(text(&v[F::OP]), &applied) {
+                        Verdict::Keep => out.push_row(v.iter().cloned()),
+                        Verdict::Drop => {}
+                        Verdict::AsDelete => out.push_row(F::as_delete(v)),
+                        Verdict::AsInsert => out.push_row(F::as_insert(v, table, &at)?),
+                    }
+                }
+            }
+        }
+        Ok(out.finish(bookmark))
+    }
+
+    fn passed(&self, bookmark: &Bookmark) -> bool {
+        F::stream_point(bookmark).is_some_and(|p| p >= *self.latest())
+    }
 }
 
 /// The change stream, through a [`ChangeFilter`] while it is needed.

@@ -33,11 +33,11 @@ use pgwire_replication::Lsn;
 use sqlx::PgConnection;
 
 use faucet_core::util::quote_ident;
-use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
+use faucet_core::{Bookmark, FaucetError, Value};
 
 use super::CONNECTOR;
-use super::bookmark::{Copied, TableCopy, cdc_position, with_history};
-use crate::copy_filter::{ChangeFilter, Early, Verdict, verdict};
+use super::bookmark::{Copied, TableCopy, cdc_position};
+use crate::copy_filter::{Early, Fate, Lookups, SourceFilter, text};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::query::plan::quote_literal;
@@ -57,14 +57,6 @@ struct KeyInfo {
     types: Vec<String>,
     /// `"schema"."collation"` of each collatable column.
     collations: Vec<Option<String>>,
-}
-
-/// What becomes of one record.
-enum Fate {
-    Keep,
-    Drop,
-    /// Decided by the ranges of these keys (`u`: old, new; else one).
-    Keys(Vec<usize>),
 }
 
 /// Drops the changes a resumed copy already holds (module docs).
@@ -90,103 +82,60 @@ impl Filter {
         })
     }
 
-    /// The bookmark to hand over for the change stream's `bookmark`: with the copy history
-    /// while the stream is before the latest point, plain after.
-    pub(crate) fn bookmark(&self, bookmark: Bookmark) -> Bookmark {
-        match cdc_position(&bookmark) {
-            Some(lsn) if lsn >= self.latest => bookmark,
-            _ => with_history(bookmark, &self.copied),
+    async fn key_info(&mut self, table: &str) -> Result<&KeyInfo, FaucetError> {
+        if !self.keys.contains_key(table) {
+            let info = load_key(self.conn().await?, table).await?;
+            self.keys.insert(table.to_owned(), info);
         }
+        Ok(&self.keys[table])
     }
 
-    /// Whether the stream at `bookmark` is past every point (the filter can go).
-    pub(crate) fn passed(&self, bookmark: &Bookmark) -> bool {
-        cdc_position(bookmark).is_some_and(|lsn| lsn >= self.latest)
+    async fn conn(&mut self) -> Result<&mut PgConnection, FaucetError> {
+        if self.conn.is_none() {
+            self.conn = Some(
+                self.sql
+                    .open_session(crate::postgres::config::CONNECTOR)
+                    .await?,
+            );
+        }
+        self.conn
+            .as_mut()
+            .ok_or_else(|| FaucetError::connect(CONNECTOR, "no session", None))
+    }
+}
+
+#[async_trait::async_trait]
+impl SourceFilter for Filter {
+    type Point = Lsn;
+    const OP: usize = OP;
+    const TABLE: usize = TABLE;
+
+    fn copied(&self) -> &Copied {
+        &self.copied
     }
 
-    /// `page` without the changes the copy holds, key-moving updates rewritten (module docs),
-    /// with the bookmark of [`Self::bookmark`].
-    ///
-    /// # Errors
-    /// [`FaucetError::Bookmark`] for a TRUNCATE between a table's points or a primary key that
-    /// changed since the copy; [`FaucetError::Read`] when a record lacks its key columns or
-    /// the comparison query fails.
-    pub(crate) async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
-        let bookmark = page.bookmark().cloned().map(|b| self.bookmark(b));
-        let mut fates = Vec::with_capacity(page.len());
-        let mut lookups: HashMap<String, Vec<Vec<String>>> = HashMap::new();
-        let mut any_change = false;
-        for row in page.rows() {
-            let v = row.values();
-            let fate = self.fate(v, &mut lookups).await?;
-            any_change |= !matches!(fate, Fate::Keep);
-            fates.push(fate);
-        }
-        if !any_change {
-            let mut page = page;
-            page.set_bookmark(bookmark);
-            return Ok(page);
-        }
-        let mut points: HashMap<String, Vec<Lsn>> = HashMap::new();
-        for (table, keys) in &lookups {
-            points.insert(table.clone(), self.points_of(table, keys).await?);
-        }
-        let mut out = PageBuilder::new(page.schema().clone(), page.len());
-        for (row, fate) in page.rows().zip(fates) {
-            let v = row.values();
-            match fate {
-                Fate::Keep => out.push_row(v.iter().cloned()),
-                Fate::Drop => {}
-                Fate::Keys(ids) => {
-                    let table = text(&v[TABLE]);
-                    let lsn = commit_lsn(v)?;
-                    let found = &points[table];
-                    let applied: Vec<bool> = ids.iter().map(|&id| lsn >= found[id]).collect();
-                    match verdict(text(&v[OP]), &applied) {
-                        Verdict::Keep => out.push_row(v.iter().cloned()),
-                        Verdict::Drop => {}
-                        Verdict::AsDelete => {
-                            let mut r = v.to_vec();
-                            r[OP] = Value::Text("d".into());
-                            r[AFTER] = Value::Null;
-                            r[UNCHANGED] = Value::Array(Vec::new());
-                            out.push_row(r);
-                        }
-                        Verdict::AsInsert => {
-                            if matches!(&v[UNCHANGED], Value::Array(a) if !a.is_empty()) {
-                                return Err(FaucetError::read(
-                                    CONNECTOR,
-                                    format!(
-                                        "an update committed at {} moved a row of {table} \
-                                         into a key range the resumed copy had not read \
-                                         yet, and its new row lacks unchanged TOASTed \
-                                         values, so it cannot be delivered as an insert; \
-                                         set REPLICA IDENTITY FULL on {table} and rerun \
-                                         the replicate from scratch",
-                                        lsn_text(lsn)
-                                    ),
-                                    None,
-                                ));
-                            }
-                            let mut r = v.to_vec();
-                            r[OP] = Value::Text("c".into());
-                            r[BEFORE] = Value::Null;
-                            out.push_row(r);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(out.finish(bookmark))
+    fn latest(&self) -> &Lsn {
+        &self.latest
+    }
+
+    fn stream_point(bookmark: &Bookmark) -> Option<Lsn> {
+        cdc_position(bookmark)
+    }
+
+    /// The record's commit LSN.
+    fn position(v: &[Value]) -> Result<Lsn, FaucetError> {
+        parse_lsn(text(&v[LSN])).ok_or_else(|| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("a change record has no commit LSN: {:?}", v[LSN]),
+                None,
+            )
+        })
     }
 
     /// The fate of one record, queueing the keys to look up.
-    async fn fate(
-        &mut self,
-        v: &[Value],
-        lookups: &mut HashMap<String, Vec<Vec<String>>>,
-    ) -> Result<Fate, FaucetError> {
-        let lsn = commit_lsn(v)?;
+    async fn fate(&mut self, v: &[Value], lookups: &mut Lookups) -> Result<Fate, FaucetError> {
+        let lsn = Self::position(v)?;
         if lsn >= self.latest {
             return Ok(Fate::Keep);
         }
@@ -245,27 +194,6 @@ impl Filter {
         Ok(Fate::Keys(ids))
     }
 
-    async fn key_info(&mut self, table: &str) -> Result<&KeyInfo, FaucetError> {
-        if !self.keys.contains_key(table) {
-            let info = load_key(self.conn().await?, table).await?;
-            self.keys.insert(table.to_owned(), info);
-        }
-        Ok(&self.keys[table])
-    }
-
-    async fn conn(&mut self) -> Result<&mut PgConnection, FaucetError> {
-        if self.conn.is_none() {
-            self.conn = Some(
-                self.sql
-                    .open_session(crate::postgres::config::CONNECTOR)
-                    .await?,
-            );
-        }
-        self.conn
-            .as_mut()
-            .ok_or_else(|| FaucetError::connect(CONNECTOR, "no session", None))
-    }
-
     /// For each key, the consistent point its changes are delivered from: the point of the
     /// part holding it, or the earlier point of a dirty range holding it (module
     /// `bookmark`), by the server's ordering.
@@ -310,16 +238,35 @@ impl Filter {
         };
         Ok(above.iter().map(|gt| bounds.point(gt, &Lsn(0))).collect())
     }
-}
 
-#[async_trait::async_trait]
-impl ChangeFilter for Filter {
-    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
-        Filter::apply(self, page).await
+    fn as_delete(v: &[Value]) -> Vec<Value> {
+        let mut r = v.to_vec();
+        r[OP] = Value::Text("d".into());
+        r[AFTER] = Value::Null;
+        r[UNCHANGED] = Value::Array(Vec::new());
+        r
     }
 
-    fn passed(&self, bookmark: &Bookmark) -> bool {
-        Filter::passed(self, bookmark)
+    /// # Errors
+    /// [`FaucetError::Read`] when the new row lacks unchanged TOASTed values.
+    fn as_insert(v: &[Value], table: &str, at: &Lsn) -> Result<Vec<Value>, FaucetError> {
+        if matches!(&v[UNCHANGED], Value::Array(a) if !a.is_empty()) {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "an update committed at {} moved a row of {table} into a key range the \
+                     resumed copy had not read yet, and its new row lacks unchanged TOASTed \
+                     values, so it cannot be delivered as an insert; set REPLICA IDENTITY FULL \
+                     on {table} and rerun the replicate from scratch",
+                    lsn_text(*at)
+                ),
+                None,
+            ));
+        }
+        let mut r = v.to_vec();
+        r[OP] = Value::Text("c".into());
+        r[BEFORE] = Value::Null;
+        Ok(r)
     }
 }
 
@@ -415,23 +362,6 @@ async fn load_key(conn: &mut PgConnection, table: &str) -> Result<KeyInfo, Fauce
         info.collations.push(c);
     }
     Ok(info)
-}
-
-fn text(v: &Value) -> &str {
-    match v {
-        Value::Text(s) => s.as_ref(),
-        _ => "",
-    }
-}
-
-fn commit_lsn(v: &[Value]) -> Result<Lsn, FaucetError> {
-    parse_lsn(text(&v[LSN])).ok_or_else(|| {
-        FaucetError::read(
-            CONNECTOR,
-            format!("a change record has no commit LSN: {:?}", v[LSN]),
-            None,
-        )
-    })
 }
 
 /// The primary-key tuple of a `before` / `after` row, as PostgreSQL input text.
