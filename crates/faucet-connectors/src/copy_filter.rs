@@ -161,10 +161,16 @@ pub(crate) type Lookups = HashMap<String, Vec<Vec<String>>>;
 pub(crate) trait SourceFilter: Send {
     /// The source's consistent points.
     type Point: Point + Send + Sync;
+    /// The connector's name, in errors.
+    const CONNECTOR: &'static str;
     /// The position of the `op` field in a change record.
     const OP: usize;
     /// The position of the `table` field.
     const TABLE: usize;
+    /// The position of the `before` row.
+    const BEFORE: usize;
+    /// The position of the `after` row.
+    const AFTER: usize;
     /// The copy history the filter applies.
     fn copied(&self) -> &Copied<Self::Point>;
     /// The latest point of the history: the filter goes once the stream is there.
@@ -176,8 +182,23 @@ pub(crate) trait SourceFilter: Send {
     /// # Errors
     /// [`FaucetError::Read`] when the record has none.
     fn position(v: &[Value]) -> Result<Self::Point, FaucetError>;
-    /// The fate of one record, its keys queued in `lookups` when they decide.
-    async fn fate(&mut self, v: &[Value], lookups: &mut Lookups) -> Result<Fate, FaucetError>;
+    /// The error for a TRUNCATE of `table` at `at`, between the points of its ranges.
+    fn truncated(table: &str, at: &Self::Point) -> FaucetError;
+    /// The primary-key column names of `table` now, from the server.
+    async fn key_names(&mut self, table: &str) -> Result<Vec<String>, FaucetError>;
+    /// The primary-key tuple (`names`) of a record's `before` / `after` row (`before` says
+    /// which), in the text the copy's ranges are written in.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the row lacks a key column or has one faucet cannot
+    /// compare.
+    fn key_of(
+        row: &Value,
+        names: &[String],
+        table: &str,
+        before: bool,
+        at: &Self::Point,
+    ) -> Result<Vec<String>, FaucetError>;
     /// For each of `keys` of `table`, the point its changes are delivered from.
     async fn points_of(
         &mut self,
@@ -191,6 +212,106 @@ pub(crate) trait SourceFilter: Send {
     /// # Errors
     /// When the record cannot stand as an insert (the source says why).
     fn as_insert(v: &[Value], table: &str, at: &Self::Point) -> Result<Vec<Value>, FaucetError>;
+}
+
+/// The fate of one record, its keys queued in `lookups` when they decide: kept when at or
+/// after the latest point or of a table without history, decided by [`TableCopy::early`]
+/// where it can, else by the ranges of its keys (`c`: the new one, `d`: the old one, `u`:
+/// both).
+///
+/// # Errors
+/// [`FaucetError::Bookmark`] for a TRUNCATE between a table's points or a primary key that
+/// changed since the copy; as [`SourceFilter::key_of`].
+async fn fate<F: SourceFilter>(
+    f: &mut F,
+    v: &[Value],
+    lookups: &mut Lookups,
+) -> Result<Fate, FaucetError> {
+    let at = F::position(v)?;
+    if at >= *f.latest() {
+        return Ok(Fate::Keep);
+    }
+    let table = text(&v[F::TABLE]).to_owned();
+    let Some(t) = f.copied().tables.get(&table) else {
+        return Ok(Fate::Keep);
+    };
+    match t.early(&at) {
+        Early::Keep => return Ok(Fate::Keep),
+        Early::Drop => return Ok(Fate::Drop),
+        Early::Lookup => {}
+    }
+    let op = text(&v[F::OP]).to_owned();
+    if op == "t" {
+        return Err(F::truncated(&table, &at));
+    }
+    let recorded = t.key.clone();
+    let names = f.key_names(&table).await?;
+    if let Some(recorded) = recorded
+        && recorded != names
+    {
+        return Err(FaucetError::bookmark(
+            F::CONNECTOR,
+            format!(
+                "the primary key of {table} is now ({}), but its copy was made in the order \
+                 of ({}); rerun the replicate from scratch",
+                names.join(", "),
+                recorded.join(", ")
+            ),
+            None,
+        ));
+    }
+    let sides: &[usize] = match op.as_str() {
+        "c" => &[F::AFTER],
+        "d" => &[F::BEFORE],
+        "u" => &[F::BEFORE, F::AFTER],
+        _ => return Ok(Fate::Keep),
+    };
+    let mut ids = Vec::with_capacity(2);
+    for &side in sides {
+        let key = F::key_of(&v[side], &names, &table, side == F::BEFORE, &at)?;
+        let queue = lookups.entry(table.clone()).or_default();
+        ids.push(queue.len());
+        queue.push(key);
+    }
+    Ok(Fate::Keys(ids))
+}
+
+/// The key tuple (`names`) of a `before` / `after` row of `table`, each value by
+/// `key_text`; `missing(what)` is the source's error for an absent row or column.
+///
+/// # Errors
+/// `missing(..)`, or [`FaucetError::Read`] of `connector` for a value `key_text` refuses.
+pub(crate) fn key_tuple(
+    row: &Value,
+    names: &[String],
+    table: &str,
+    connector: &str,
+    missing: &dyn Fn(&str) -> FaucetError,
+    key_text: fn(&Value) -> Option<String>,
+) -> Result<Vec<String>, FaucetError> {
+    let Value::Row(r) = row else {
+        return Err(missing("primary key"));
+    };
+    names
+        .iter()
+        .map(|n| {
+            let i = r
+                .schema
+                .index_of(n)
+                .ok_or_else(|| missing(&format!("primary-key column `{n}`")))?;
+            key_text(&r.values[i]).ok_or_else(|| {
+                FaucetError::read(
+                    connector,
+                    format!(
+                        "primary-key column `{n}` of {table} has a type faucet cannot compare \
+                         with the copied ranges ({:?})",
+                        r.values[i].data_type()
+                    ),
+                    None,
+                )
+            })
+        })
+        .collect()
 }
 
 /// The text of a text field, `""` for anything else.
@@ -214,7 +335,7 @@ impl<F: SourceFilter> ChangeFilter for F {
         let mut lookups = Lookups::new();
         let mut any_change = false;
         for row in page.rows() {
-            let fate = self.fate(row.values(), &mut lookups).await?;
+            let fate = fate(self, row.values(), &mut lookups).await?;
             any_change |= !matches!(fate, Fate::Keep);
             fates.push(fate);
         }

@@ -36,7 +36,7 @@ use super::CONNECTOR;
 use super::bookmark::Copied;
 use super::point::SnapshotPoint;
 use super::stream::cdc_point;
-use crate::copy_filter::{Early, Fate, Lookups, SourceFilter, text};
+use crate::copy_filter::{SourceFilter, key_tuple};
 use crate::mysql::cdc::position::BinlogPos;
 use crate::mysql::connection::{MysqlConnection, convert_rows};
 use crate::mysql::query::ReplicationMethod;
@@ -187,8 +187,11 @@ impl Filter {
 #[async_trait]
 impl SourceFilter for Filter {
     type Point = SnapshotPoint;
+    const CONNECTOR: &'static str = CONNECTOR;
     const OP: usize = OP;
     const TABLE: usize = TABLE;
+    const BEFORE: usize = BEFORE;
+    const AFTER: usize = AFTER;
 
     fn copied(&self) -> &Copied {
         &self.copied
@@ -220,65 +223,44 @@ impl SourceFilter for Filter {
         }
     }
 
-    /// The fate of one record, queueing the keys to look up.
-    async fn fate(&mut self, v: &[Value], lookups: &mut Lookups) -> Result<Fate, FaucetError> {
-        let at = Self::position(v)?;
-        if at >= self.latest {
-            return Ok(Fate::Keep);
-        }
-        let table = text(&v[TABLE]).to_owned();
-        let Some(t) = self.copied.tables.get(&table) else {
-            return Ok(Fate::Keep);
-        };
-        match t.early(&at) {
-            Early::Keep => return Ok(Fate::Keep),
-            Early::Drop => return Ok(Fate::Drop),
-            Early::Lookup => {}
-        }
-        let op = text(&v[OP]).to_owned();
-        if op == "t" {
-            return Err(FaucetError::bookmark(
+    fn truncated(table: &str, at: &SnapshotPoint) -> FaucetError {
+        FaucetError::bookmark(
+            CONNECTOR,
+            format!(
+                "{table} was truncated at {} while its copy was resumed: part of it was copied \
+                 before the TRUNCATE and part after, which a change stream cannot reconcile. \
+                 Rerun from scratch: delete this pipeline's state entry, empty the target, and \
+                 run `faucet replicate` again",
+                at.0
+            ),
+            None,
+        )
+    }
+
+    async fn key_names(&mut self, table: &str) -> Result<Vec<String>, FaucetError> {
+        Ok(self.key_info(table).await?.names().to_vec())
+    }
+
+    /// The key in the copy's key text ([`key_text`]).
+    fn key_of(
+        row: &Value,
+        names: &[String],
+        table: &str,
+        _: bool,
+        at: &SnapshotPoint,
+    ) -> Result<Vec<String>, FaucetError> {
+        let missing = |what: &str| {
+            FaucetError::read(
                 CONNECTOR,
                 format!(
-                    "{table} was truncated at {} while its copy was resumed: part of it was \
-                     copied before the TRUNCATE and part after, which a change stream cannot \
-                     reconcile. Rerun from scratch: delete this pipeline's state entry, empty \
-                     the target, and run `faucet replicate` again",
+                    "a change of {table} in the transaction at {} has no {what}, which is \
+                     needed to tell whether the resumed copy holds it",
                     at.0
                 ),
                 None,
-            ));
-        }
-        let recorded = t.key.clone();
-        let info = self.key_info(&table).await?;
-        if let Some(recorded) = recorded
-            && recorded != info.names()
-        {
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the primary key of {table} is now ({}), but its copy was made in the order \
-                     of ({}); rerun the replicate from scratch",
-                    info.names().join(", "),
-                    recorded.join(", ")
-                ),
-                None,
-            ));
-        }
-        let sides: &[usize] = match op.as_str() {
-            "c" => &[AFTER],
-            "d" => &[BEFORE],
-            "u" => &[BEFORE, AFTER],
-            _ => return Ok(Fate::Keep),
+            )
         };
-        let mut ids = Vec::with_capacity(2);
-        for &side in sides {
-            let key = key_of(&v[side], info.names(), &table, &at)?;
-            let queue = lookups.entry(table.clone()).or_default();
-            ids.push(queue.len());
-            queue.push(key);
-        }
-        Ok(Fate::Keys(ids))
+        key_tuple(row, names, table, CONNECTOR, &missing, key_text)
     }
 
     /// For each key, the point its changes are delivered from: the point of the part
@@ -385,49 +367,6 @@ async fn collation_of(
         Some((Some(cs), Some(co))) if plain(&cs) && plain(&co) => Some((cs, co)),
         _ => None,
     })
-}
-
-/// The primary-key tuple of a `before` / `after` row, as the copy's key text.
-fn key_of(
-    row: &Value,
-    names: &[String],
-    table: &str,
-    at: &SnapshotPoint,
-) -> Result<Vec<String>, FaucetError> {
-    let missing = |what: &str| {
-        FaucetError::read(
-            CONNECTOR,
-            format!(
-                "a change of {table} in the transaction at {} has no {what}, which is needed \
-                 to tell whether the resumed copy holds it",
-                at.0
-            ),
-            None,
-        )
-    };
-    let Value::Row(r) = row else {
-        return Err(missing("row"));
-    };
-    names
-        .iter()
-        .map(|n| {
-            let i = r
-                .schema
-                .index_of(n)
-                .ok_or_else(|| missing(&format!("primary-key column `{n}`")))?;
-            key_text(&r.values[i]).ok_or_else(|| {
-                FaucetError::read(
-                    CONNECTOR,
-                    format!(
-                        "primary-key column `{n}` of {table} has a type faucet cannot compare \
-                         with the copied ranges ({:?})",
-                        r.values[i].data_type()
-                    ),
-                    None,
-                )
-            })
-        })
-        .collect()
 }
 
 /// A key value in the text form the query reader's `key_text` gives (and `Plan::literal`

@@ -37,7 +37,7 @@ use faucet_core::{Bookmark, FaucetError, Value};
 
 use super::CONNECTOR;
 use super::bookmark::{Copied, TableCopy, cdc_position};
-use crate::copy_filter::{Early, Fate, Lookups, SourceFilter, text};
+use crate::copy_filter::{SourceFilter, key_tuple, text};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::query::plan::quote_literal;
@@ -107,8 +107,11 @@ impl Filter {
 #[async_trait::async_trait]
 impl SourceFilter for Filter {
     type Point = Lsn;
+    const CONNECTOR: &'static str = CONNECTOR;
     const OP: usize = OP;
     const TABLE: usize = TABLE;
+    const BEFORE: usize = BEFORE;
+    const AFTER: usize = AFTER;
 
     fn copied(&self) -> &Copied {
         &self.copied
@@ -133,65 +136,46 @@ impl SourceFilter for Filter {
         })
     }
 
-    /// The fate of one record, queueing the keys to look up.
-    async fn fate(&mut self, v: &[Value], lookups: &mut Lookups) -> Result<Fate, FaucetError> {
-        let lsn = Self::position(v)?;
-        if lsn >= self.latest {
-            return Ok(Fate::Keep);
-        }
-        let table = text(&v[TABLE]).to_owned();
-        let Some(t) = self.copied.tables.get(&table) else {
-            return Ok(Fate::Keep);
-        };
-        match t.early(&lsn) {
-            Early::Keep => return Ok(Fate::Keep),
-            Early::Drop => return Ok(Fate::Drop),
-            Early::Lookup => {}
-        }
-        let op = text(&v[OP]).to_owned();
-        if op == "t" {
-            return Err(FaucetError::bookmark(
+    fn truncated(table: &str, at: &Lsn) -> FaucetError {
+        FaucetError::bookmark(
+            CONNECTOR,
+            format!(
+                "{table} was truncated at {} while its copy was resumed: part of it was copied \
+                 before the TRUNCATE and part after, which a change stream cannot reconcile. \
+                 Rerun from scratch: drop the slot, delete this pipeline's state entry, empty \
+                 the target, and run `faucet replicate` again",
+                lsn_text(*at)
+            ),
+            None,
+        )
+    }
+
+    async fn key_names(&mut self, table: &str) -> Result<Vec<String>, FaucetError> {
+        Ok(self.key_info(table).await?.names.clone())
+    }
+
+    /// The key in PostgreSQL's text input form ([`key_text`]).
+    fn key_of(
+        row: &Value,
+        names: &[String],
+        table: &str,
+        before: bool,
+        at: &Lsn,
+    ) -> Result<Vec<String>, FaucetError> {
+        let missing = |what: &str| {
+            FaucetError::read(
                 CONNECTOR,
                 format!(
-                    "{table} was truncated at {} while its copy was resumed: part of it was \
-                     copied before the TRUNCATE and part after, which a change stream cannot \
-                     reconcile. Rerun from scratch: drop the slot, delete this pipeline's state \
-                     entry, empty the target, and run `faucet replicate` again",
-                    lsn_text(lsn)
+                    "a change of {table} committed at {} has no {what} in `{}`, which is needed \
+                     to tell whether the resumed copy holds it; give the table REPLICA IDENTITY \
+                     DEFAULT (its primary key) or FULL",
+                    lsn_text(*at),
+                    if before { "before" } else { "after" }
                 ),
                 None,
-            ));
-        }
-        let recorded = t.key.clone();
-        let info = self.key_info(&table).await?;
-        if let Some(recorded) = recorded
-            && recorded != info.names
-        {
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the primary key of {table} is now ({}), but its copy was made in the order \
-                     of ({}); rerun the replicate from scratch",
-                    info.names.join(", "),
-                    recorded.join(", ")
-                ),
-                None,
-            ));
-        }
-        let sides: &[usize] = match op.as_str() {
-            "c" => &[AFTER],
-            "d" => &[BEFORE],
-            "u" => &[BEFORE, AFTER],
-            _ => return Ok(Fate::Keep),
+            )
         };
-        let mut ids = Vec::with_capacity(2);
-        for &side in sides {
-            let key = key_of(&v[side], &info.names, &table, side == BEFORE, lsn)?;
-            let queue = lookups.entry(table.clone()).or_default();
-            ids.push(queue.len());
-            queue.push(key);
-        }
-        Ok(Fate::Keys(ids))
+        key_tuple(row, names, table, CONNECTOR, &missing, key_text)
     }
 
     /// For each key, the consistent point its changes are delivered from: the point of the
@@ -362,52 +346,6 @@ async fn load_key(conn: &mut PgConnection, table: &str) -> Result<KeyInfo, Fauce
         info.collations.push(c);
     }
     Ok(info)
-}
-
-/// The primary-key tuple of a `before` / `after` row, as PostgreSQL input text.
-fn key_of(
-    row: &Value,
-    names: &[String],
-    table: &str,
-    before: bool,
-    lsn: Lsn,
-) -> Result<Vec<String>, FaucetError> {
-    let missing = |what: &str| {
-        FaucetError::read(
-            CONNECTOR,
-            format!(
-                "a change of {table} committed at {} has no {what} in `{}`, which is needed to \
-                 tell whether the resumed copy holds it; give the table REPLICA IDENTITY \
-                 DEFAULT (its primary key) or FULL",
-                lsn_text(lsn),
-                if before { "before" } else { "after" }
-            ),
-            None,
-        )
-    };
-    let Value::Row(r) = row else {
-        return Err(missing("primary key"));
-    };
-    names
-        .iter()
-        .map(|n| {
-            let i = r
-                .schema
-                .index_of(n)
-                .ok_or_else(|| missing(&format!("primary-key column `{n}`")))?;
-            key_text(&r.values[i]).ok_or_else(|| {
-                FaucetError::read(
-                    CONNECTOR,
-                    format!(
-                        "primary-key column `{n}` of {table} has a type faucet cannot compare \
-                         with the copied ranges ({:?})",
-                        r.values[i].data_type()
-                    ),
-                    None,
-                )
-            })
-        })
-        .collect()
 }
 
 /// A scalar key value in PostgreSQL's text input form (the inverse of `decode_text`).
