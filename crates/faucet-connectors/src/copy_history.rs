@@ -109,6 +109,31 @@ impl<P: Point> TableCopy<P> {
         self.dirty.push(Dirty { at, after, to });
     }
 
+    /// The copy hands a page out only once the next one is read, so that each bookmark names
+    /// the page in flight after it. Records the page just read as of `at` — the keys after
+    /// `after` (the last key handed out) up to `end` — as in flight, and the page `held`
+    /// back until now, if any, as copied; returns that page to hand out (`None` for a
+    /// table's first page: nothing to hand out yet).
+    pub(crate) fn hold_back(
+        &mut self,
+        at: &P,
+        after: Option<Vec<String>>,
+        end: Option<Vec<String>>,
+        held: Option<Staged>,
+    ) -> Option<Page> {
+        match held {
+            None => {
+                self.in_flight(at.clone(), after, end);
+                None
+            }
+            Some(previous) => {
+                self.advance(at.clone(), previous.end.clone());
+                self.in_flight(at.clone(), previous.end, end);
+                Some(previous.page)
+            }
+        }
+    }
+
     /// Every consistent point this table's history mentions.
     pub(crate) fn points(&self) -> impl Iterator<Item = P> + '_ {
         self.parts
@@ -116,6 +141,15 @@ impl<P: Point> TableCopy<P> {
             .map(|p| p.at.clone())
             .chain(self.dirty.iter().map(|d| d.at.clone()))
     }
+}
+
+/// A page of `op: r` records held back until the page after it is read
+/// ([`TableCopy::hold_back`]).
+pub(crate) struct Staged {
+    /// The records.
+    pub(crate) page: Page,
+    /// Its last primary-key tuple; `None` for the table's last page.
+    pub(crate) end: Option<Vec<String>>,
 }
 
 /// Every table's copy history.
@@ -409,6 +443,22 @@ impl<P: Point> StreamBookmark<P> {
             missing,
         })
     }
+}
+
+/// The bookmark of the page that ends a copy: the change stream's `start` (at
+/// `start_point`), with the copy history while the stream is before its latest point, and
+/// the `listed` tables as copied.
+pub(crate) fn after_copy<P: Point>(
+    start: Bookmark,
+    start_point: &P,
+    copied: &Copied<P>,
+    listed: &BTreeSet<String>,
+) -> Bookmark {
+    let b = match copied.latest_point() {
+        Some(p) if p > *start_point => with_history(start, copied),
+        _ => start,
+    };
+    with_copied(b, listed)
 }
 
 /// `b` with the `copied` member listing `tables`.

@@ -232,11 +232,6 @@ impl SnapshotBookmark {
     }
 }
 
-/// A change-stream bookmark: `cdc` plus the copy history while it is still needed.
-pub(crate) fn with_history(cdc: Bookmark, copied: &Copied) -> Bookmark {
-    copy_history::with_history(cdc, copied)
-}
-
 /// The `lsn` of a change-stream bookmark.
 pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
     b.get("lsn")
@@ -247,7 +242,7 @@ pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::copy_history::strip_history;
+    use crate::copy_history::{strip_history, with_history};
 
     fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), FaucetError> {
         copy_history::split_history(b, CONNECTOR)

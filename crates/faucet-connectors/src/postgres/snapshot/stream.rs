@@ -14,11 +14,11 @@ use faucet_core::{
 };
 
 use super::CONNECTOR;
-use super::bookmark::{SnapshotBookmark, TableCopy, with_history};
+use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::export::ExportedSnapshot;
 use super::filter::Filter;
 use crate::copy_filter::{EmptyStream, FilteredChanges};
-use crate::copy_history::{KeepCopied, with_copied};
+use crate::copy_history::{KeepCopied, Staged, after_copy};
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
@@ -42,13 +42,6 @@ struct Copying {
     staged: Option<Staged>,
     /// The last key handed out (or the key the copy resumed after).
     after: Option<Vec<String>>,
-}
-
-/// A page of `op: r` records waiting for the page after it.
-struct Staged {
-    page: Page,
-    /// Its last primary-key tuple; `None` for the table's last page.
-    end: Option<Vec<String>>,
 }
 
 /// The last key tuple (and key names) of a reader page, from its bookmark; `(None, None)`
@@ -152,12 +145,12 @@ impl<'a> ReplicateStream<'a> {
         if !self.all_finished() {
             return self.position.to_json();
         }
-        let start = self.position.stream_start();
-        let b = match self.position.copied.latest_point() {
-            Some(p) if p > self.position.slot_lsn => with_history(start, &self.position.copied),
-            _ => start,
-        };
-        with_copied(b, &self.listed())
+        after_copy(
+            self.position.stream_start(),
+            &self.position.slot_lsn,
+            &self.position.copied,
+            &self.listed(),
+        )
     }
 
     /// `op: r` records of a page of `table`'s rows.
@@ -302,28 +295,20 @@ impl<'a> ReplicateStream<'a> {
         if key_names.is_some() {
             entry.key = key_names;
         }
-        match staged {
-            None => {
-                // The first page: record it in flight before anything of it is handed out.
-                entry.in_flight(point, after, end);
-                Ok(Some(Some(Page::empty(
-                    record_schema(),
-                    Some(self.position.to_json()),
-                ))))
-            }
-            Some(previous) => {
-                // Hand out the previous page; the one just read is in flight next.
-                let to = previous.end.clone();
-                entry.advance(point, to.clone());
-                entry.in_flight(point, to.clone(), end);
-                if let Some(c) = self.copying_mut() {
-                    c.after = to;
-                }
-                let mut page = previous.page;
-                page.set_bookmark(Some(self.position.to_json()));
-                Ok(Some(Some(page)))
-            }
+        let handed = staged.as_ref().map(|s| s.end.clone());
+        // The first page is recorded in flight before anything of it is handed out.
+        let page = entry.hold_back(&point, after, end, staged);
+        if let (Some(to), Some(c)) = (handed, self.copying_mut()) {
+            c.after = to;
         }
+        let bookmark = Some(self.position.to_json());
+        Ok(Some(Some(match page {
+            None => Page::empty(record_schema(), bookmark),
+            Some(mut page) => {
+                page.set_bookmark(bookmark);
+                page
+            }
+        })))
     }
 
     /// Opens the next table that is not finished; `Ok(None)` when there is none.
