@@ -19,6 +19,11 @@
 //! last stored bookmark (the copy holds one page back to know its last key): it may have
 //! reached the sink as of `at` without its bookmark being stored, so its keys' changes are
 //! delivered from `at` on.
+//!
+//! After a copy the change-stream bookmark carries the history in a `replicate` member
+//! while the stream needs it ([`with_history`]), and for good a `copied` member naming the
+//! tables copied ([`with_copied`], [`KeepCopied`]): a replicate run reads both
+//! ([`StreamBookmark`]) and copies, in a late copy, the listed tables neither names.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
