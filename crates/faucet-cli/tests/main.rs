@@ -46,6 +46,8 @@ mod postgres_sink_crash;
 mod postgres_values;
 #[cfg(feature = "postgres")]
 mod replicate_crash;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod replicate_late_table;
 mod reports;
 #[cfg(all(
     feature = "postgres",

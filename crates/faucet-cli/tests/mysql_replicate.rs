@@ -29,7 +29,9 @@ use sqlx::PgPool;
 
 use crate::support::mariadb::{client as mariadb, mariadb as sql, mysql_url_for};
 use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
-use crate::support::replicate::{aborted_mid_snapshot, in_flight, killed_after, replay, stored};
+use crate::support::replicate::{
+    aborted_mid_snapshot, in_flight, killed_after, mariadb_rows, pg_rows, replay, stored,
+};
 use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
@@ -164,49 +166,9 @@ fn source_rows(names: &Names) -> BTreeMap<i64, Json> {
     mariadb_rows(&format!("{}.items", names.db))
 }
 
-/// The rows of a MariaDB table by its own SELECT.
-fn mariadb_rows(table: &str) -> BTreeMap<i64, Json> {
-    let out = mariadb()
-        .args([
-            "-N",
-            "-B",
-            "-e",
-            &format!("SELECT id, v, note FROM {table}"),
-        ])
-        .output()
-        .expect("mariadb");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            let mut f = l.split('\t');
-            let id: i64 = f.next().and_then(|v| v.parse().ok()).expect("id");
-            let v: i64 = f.next().and_then(|v| v.parse().ok()).expect("v");
-            let note = f.next().expect("note").to_owned();
-            (id, serde_json::json!({"id": id, "v": v, "note": note}))
-        })
-        .collect()
-}
-
-/// The target's rows by PostgreSQL's SELECT.
-async fn target_rows(pool: &PgPool, names: &Names) -> BTreeMap<i64, Json> {
-    let rows: Vec<(i64, i64, String)> =
-        sqlx::query_as(&format!("SELECT id, v, note FROM {}.target", names.schema))
-            .fetch_all(pool)
-            .await
-            .expect("select");
-    rows.into_iter()
-        .map(|(id, v, note)| (id, serde_json::json!({"id": id, "v": v, "note": note})))
-        .collect()
-}
-
 fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
     let want = source_rows(names);
-    let have = rt.block_on(target_rows(pool, names));
+    let have = rt.block_on(pg_rows(pool, &format!("{}.target", names.schema)));
     assert_eq!(have.len(), want.len(), "row count");
     for (id, row) in &want {
         assert_eq!(have.get(id), Some(row), "id {id}");

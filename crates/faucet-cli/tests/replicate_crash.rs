@@ -15,7 +15,7 @@
 //!
 //! PostgreSQL with wal_level=logical from `FAUCET_TEST_PG_URL` (`scripts/services.sh`).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -26,7 +26,9 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url};
-use crate::support::replicate::{aborted_mid_snapshot, in_flight, killed_after, replay, stored};
+use crate::support::replicate::{
+    aborted_mid_snapshot, in_flight, killed_after, pg_rows, replay, stored,
+};
 use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
@@ -103,17 +105,6 @@ fn faucet(dir: &Path) -> Command {
 
 fn run_to_completion(dir: &Path) {
     output_of_success(&mut faucet(dir), "the restarted run");
-}
-
-/// Every row of `table` as `id -> {"id","v","note"}`.
-async fn rows_of(pool: &PgPool, table: &str) -> BTreeMap<i64, Json> {
-    let rows: Vec<(i64, i64, String)> = sqlx::query_as(&format!("SELECT id, v, note FROM {table}"))
-        .fetch_all(pool)
-        .await
-        .expect("select");
-    rows.into_iter()
-        .map(|(id, v, note)| (id, serde_json::json!({"id": id, "v": v, "note": note})))
-        .collect()
 }
 
 /// Runs `scenario` with a workload on a fresh schema, then stops the workload, catches up
@@ -210,7 +201,7 @@ fn replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
                 replayed.len()
             );
             let got = replay(&records, &replayed);
-            let want = rt.block_on(rows_of(pool, &table));
+            let want = rt.block_on(pg_rows(pool, &table));
             assert_eq!(got.len(), want.len(), "row count");
             for (id, row) in &want {
                 assert_eq!(got.get(id), Some(row), "id {id}");
@@ -228,8 +219,8 @@ fn upsert_sink(names: &Names) -> String {
 }
 
 fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
-    let want = rt.block_on(rows_of(pool, &format!("{}.items", names.schema)));
-    let have = rt.block_on(rows_of(pool, &format!("{}.target", names.schema)));
+    let want = rt.block_on(pg_rows(pool, &format!("{}.items", names.schema)));
+    let have = rt.block_on(pg_rows(pool, &format!("{}.target", names.schema)));
     assert_eq!(have.len(), want.len(), "row count");
     for (id, row) in &want {
         assert_eq!(have.get(id), Some(row), "id {id}");

@@ -6,13 +6,17 @@
 //! A change of key k at position L is *in the copy* when the range holding k was copied as
 //! of a point P with L < P; a key inside a range in flight at an interruption (`dirty`)
 //! counts as copied as of that range's point if it is lower. Each source works out where
-//! its keys fall (the server compares them with [`Bounds::keys`]) and L for its records.
+//! its keys fall (the server compares them with [`Bounds::keys`]) and L for its records
+//! ([`SourceFilter`]); the page loop, the verdicts and the bookmarks are shared (the
+//! [`ChangeFilter`] of every [`SourceFilter`]).
+
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageStream};
+use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, PageStream, Value};
 
-use crate::copy_history::{Point, TableCopy};
+use crate::copy_history::{Copied, Point, TableCopy, with_history};
 
 /// What a record's position alone says, before any key is looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,6 +139,241 @@ pub(crate) trait ChangeFilter: Send {
     async fn apply(&mut self, page: Page) -> Result<Page, FaucetError>;
     /// Whether the stream at `bookmark` is past every point (the filter can go).
     fn passed(&self, bookmark: &Bookmark) -> bool;
+}
+
+/// What becomes of one record, before its keys' points are known.
+pub(crate) enum Fate {
+    /// Delivered as it is.
+    Keep,
+    /// The copy holds it.
+    Drop,
+    /// Decided by the ranges of these keys (`u`: old, new; else one), indexes into the
+    /// page's lookups of its table.
+    Keys(Vec<usize>),
+}
+
+/// The keys of a page's records to place in their tables' ranges, by table.
+pub(crate) type Lookups = HashMap<String, Vec<Vec<String>>>;
+
+/// What a source's change filter knows of its records and its server; the shared
+/// [`ChangeFilter`] (the page loop, the bookmarks, the verdicts) is built on it.
+#[async_trait]
+pub(crate) trait SourceFilter: Send {
+    /// The source's consistent points.
+    type Point: Point + Send + Sync;
+    /// The connector's name, in errors.
+    const CONNECTOR: &'static str;
+    /// The position of the `op` field in a change record.
+    const OP: usize;
+    /// The position of the `table` field.
+    const TABLE: usize;
+    /// The position of the `before` row.
+    const BEFORE: usize;
+    /// The position of the `after` row.
+    const AFTER: usize;
+    /// The copy history the filter applies.
+    fn copied(&self) -> &Copied<Self::Point>;
+    /// The latest point of the history: the filter goes once the stream is there.
+    fn latest(&self) -> &Self::Point;
+    /// The stream position of a change-stream bookmark.
+    fn stream_point(bookmark: &Bookmark) -> Option<Self::Point>;
+    /// The position a record compares with the points (its transaction's).
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the record has none.
+    fn position(v: &[Value]) -> Result<Self::Point, FaucetError>;
+    /// The error for a TRUNCATE of `table` at `at`, between the points of its ranges.
+    fn truncated(table: &str, at: &Self::Point) -> FaucetError;
+    /// The primary-key column names of `table` now, from the server.
+    async fn key_names(&mut self, table: &str) -> Result<Vec<String>, FaucetError>;
+    /// The primary-key tuple (`names`) of a record's `before` / `after` row (`before` says
+    /// which), in the text the copy's ranges are written in.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the row lacks a key column or has one faucet cannot
+    /// compare.
+    fn key_of(
+        row: &Value,
+        names: &[String],
+        table: &str,
+        before: bool,
+        at: &Self::Point,
+    ) -> Result<Vec<String>, FaucetError>;
+    /// For each of `keys` of `table`, the point its changes are delivered from.
+    async fn points_of(
+        &mut self,
+        table: &str,
+        keys: &[Vec<String>],
+    ) -> Result<Vec<Self::Point>, FaucetError>;
+    /// A record as the delete of its old key ([`Verdict::AsDelete`]).
+    fn as_delete(v: &[Value]) -> Vec<Value>;
+    /// A record as the insert of its new row ([`Verdict::AsInsert`]).
+    ///
+    /// # Errors
+    /// When the record cannot stand as an insert (the source says why).
+    fn as_insert(v: &[Value], table: &str, at: &Self::Point) -> Result<Vec<Value>, FaucetError>;
+}
+
+/// The fate of one record, its keys queued in `lookups` when they decide: kept when at or
+/// after the latest point or of a table without history, decided by [`TableCopy::early`]
+/// where it can, else by the ranges of its keys (`c`: the new one, `d`: the old one, `u`:
+/// both).
+///
+/// # Errors
+/// [`FaucetError::Bookmark`] for a TRUNCATE between a table's points or a primary key that
+/// changed since the copy; as [`SourceFilter::key_of`].
+async fn fate<F: SourceFilter>(
+    f: &mut F,
+    v: &[Value],
+    lookups: &mut Lookups,
+) -> Result<Fate, FaucetError> {
+    let at = F::position(v)?;
+    if at >= *f.latest() {
+        return Ok(Fate::Keep);
+    }
+    let table = text(&v[F::TABLE]).to_owned();
+    let Some(t) = f.copied().tables.get(&table) else {
+        return Ok(Fate::Keep);
+    };
+    match t.early(&at) {
+        Early::Keep => return Ok(Fate::Keep),
+        Early::Drop => return Ok(Fate::Drop),
+        Early::Lookup => {}
+    }
+    let op = text(&v[F::OP]).to_owned();
+    if op == "t" {
+        return Err(F::truncated(&table, &at));
+    }
+    let recorded = t.key.clone();
+    let names = f.key_names(&table).await?;
+    if let Some(recorded) = recorded
+        && recorded != names
+    {
+        return Err(FaucetError::bookmark(
+            F::CONNECTOR,
+            format!(
+                "the primary key of {table} is now ({}), but its copy was made in the order \
+                 of ({}); rerun the replicate from scratch",
+                names.join(", "),
+                recorded.join(", ")
+            ),
+            None,
+        ));
+    }
+    let sides: &[usize] = match op.as_str() {
+        "c" => &[F::AFTER],
+        "d" => &[F::BEFORE],
+        "u" => &[F::BEFORE, F::AFTER],
+        _ => return Ok(Fate::Keep),
+    };
+    let mut ids = Vec::with_capacity(2);
+    for &side in sides {
+        let key = F::key_of(&v[side], &names, &table, side == F::BEFORE, &at)?;
+        let queue = lookups.entry(table.clone()).or_default();
+        ids.push(queue.len());
+        queue.push(key);
+    }
+    Ok(Fate::Keys(ids))
+}
+
+/// The key tuple (`names`) of a `before` / `after` row of `table`, each value by
+/// `key_text`; `missing(what)` is the source's error for an absent row or column.
+///
+/// # Errors
+/// `missing(..)`, or [`FaucetError::Read`] of `connector` for a value `key_text` refuses.
+pub(crate) fn key_tuple(
+    row: &Value,
+    names: &[String],
+    table: &str,
+    connector: &str,
+    missing: &dyn Fn(&str) -> FaucetError,
+    key_text: fn(&Value) -> Option<String>,
+) -> Result<Vec<String>, FaucetError> {
+    let Value::Row(r) = row else {
+        return Err(missing("primary key"));
+    };
+    names
+        .iter()
+        .map(|n| {
+            let i = r
+                .schema
+                .index_of(n)
+                .ok_or_else(|| missing(&format!("primary-key column `{n}`")))?;
+            key_text(&r.values[i]).ok_or_else(|| {
+                FaucetError::read(
+                    connector,
+                    format!(
+                        "primary-key column `{n}` of {table} has a type faucet cannot compare \
+                         with the copied ranges ({:?})",
+                        r.values[i].data_type()
+                    ),
+                    None,
+                )
+            })
+        })
+        .collect()
+}
+
+/// The text of a text field, `""` for anything else.
+pub(crate) fn text(v: &Value) -> &str {
+    match v {
+        Value::Text(s) => s.as_ref(),
+        _ => "",
+    }
+}
+
+#[async_trait]
+impl<F: SourceFilter> ChangeFilter for F {
+    /// `page` without the changes the copy holds, key-moving updates rewritten, with the
+    /// bookmark carrying the copy history while the stream is before the latest point.
+    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
+        let bookmark = page.bookmark().cloned().map(|b| match F::stream_point(&b) {
+            Some(p) if p >= *self.latest() => b,
+            _ => with_history(b, self.copied()),
+        });
+        let mut fates = Vec::with_capacity(page.len());
+        let mut lookups = Lookups::new();
+        let mut any_change = false;
+        for row in page.rows() {
+            let fate = fate(self, row.values(), &mut lookups).await?;
+            any_change |= !matches!(fate, Fate::Keep);
+            fates.push(fate);
+        }
+        if !any_change {
+            let mut page = page;
+            page.set_bookmark(bookmark);
+            return Ok(page);
+        }
+        let mut points: HashMap<String, Vec<F::Point>> = HashMap::new();
+        for (table, keys) in &lookups {
+            points.insert(table.clone(), self.points_of(table, keys).await?);
+        }
+        let mut out = PageBuilder::new(page.schema().clone(), page.len());
+        for (row, fate) in page.rows().zip(fates) {
+            let v = row.values();
+            match fate {
+                Fate::Keep => out.push_row(v.iter().cloned()),
+                Fate::Drop => {}
+                Fate::Keys(ids) => {
+                    let table = text(&v[F::TABLE]);
+                    let at = F::position(v)?;
+                    let found = &points[table];
+                    let applied: Vec<bool> = ids.iter().map(|&id| at >= found[id]).collect();
+                    match verdict(text(&v[F::OP]), &applied) {
+                        Verdict::Keep => out.push_row(v.iter().cloned()),
+                        Verdict::Drop => {}
+                        Verdict::AsDelete => out.push_row(F::as_delete(v)),
+                        Verdict::AsInsert => out.push_row(F::as_insert(v, table, &at)?),
+                    }
+                }
+            }
+        }
+        Ok(out.finish(bookmark))
+    }
+
+    fn passed(&self, bookmark: &Bookmark) -> bool {
+        F::stream_point(bookmark).is_some_and(|p| p >= *self.latest())
+    }
 }
 
 /// The change stream, through a [`ChangeFilter`] while it is needed.

@@ -19,12 +19,19 @@
 //! last stored bookmark (the copy holds one page back to know its last key): it may have
 //! reached the sink as of `at` without its bookmark being stored, so its keys' changes are
 //! delivered from `at` on.
+//!
+//! After a copy the change-stream bookmark carries the history in a `replicate` member
+//! while the stream needs it ([`with_history`]), and for good a `copied` member naming the
+//! tables copied ([`with_copied`], [`KeepCopied`]): a replicate run reads both
+//! ([`StreamBookmark`]) and copies, in a late copy, the listed tables neither names.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
+use async_trait::async_trait;
+
 use faucet_core::serde_json::{Map, Value as Json, json};
-use faucet_core::{Bookmark, FaucetError};
+use faucet_core::{Bookmark, FaucetError, Page, PageStream};
 
 /// A consistent point of a snapshot: totally ordered, with a text form for bookmarks.
 pub(crate) trait Point: Clone + Ord + Debug {
@@ -107,6 +114,31 @@ impl<P: Point> TableCopy<P> {
         self.dirty.push(Dirty { at, after, to });
     }
 
+    /// The copy hands a page out only once the next one is read, so that each bookmark names
+    /// the page in flight after it. Records the page just read as of `at` — the keys after
+    /// `after` (the last key handed out) up to `end` — as in flight, and the page `held`
+    /// back until now, if any, as copied; returns that page to hand out (`None` for a
+    /// table's first page: nothing to hand out yet).
+    pub(crate) fn hold_back(
+        &mut self,
+        at: &P,
+        after: Option<Vec<String>>,
+        end: Option<Vec<String>>,
+        held: Option<Staged>,
+    ) -> Option<Page> {
+        match held {
+            None => {
+                self.in_flight(at.clone(), after, end);
+                None
+            }
+            Some(previous) => {
+                self.advance(at.clone(), previous.end.clone());
+                self.in_flight(at.clone(), previous.end, end);
+                Some(previous.page)
+            }
+        }
+    }
+
     /// Every consistent point this table's history mentions.
     pub(crate) fn points(&self) -> impl Iterator<Item = P> + '_ {
         self.parts
@@ -114,6 +146,15 @@ impl<P: Point> TableCopy<P> {
             .map(|p| p.at.clone())
             .chain(self.dirty.iter().map(|d| d.at.clone()))
     }
+}
+
+/// A page of `op: r` records held back until the page after it is read
+/// ([`TableCopy::hold_back`]).
+pub(crate) struct Staged {
+    /// The records.
+    pub(crate) page: Page,
+    /// Its last primary-key tuple; `None` for the table's last page.
+    pub(crate) end: Option<Vec<String>>,
 }
 
 /// Every table's copy history.
@@ -132,6 +173,11 @@ impl<P> Default for Copied<P> {
 }
 
 impl<P: Point> Copied<P> {
+    /// Whether `table` is copied to its last key.
+    pub(crate) fn finished(&self, table: &str) -> bool {
+        self.tables.get(table).is_some_and(TableCopy::finished)
+    }
+
     /// The latest consistent point of any part (`None` when nothing was copied).
     pub(crate) fn latest_point(&self) -> Option<P> {
         self.tables.values().flat_map(TableCopy::points).max()
@@ -260,4 +306,279 @@ pub(crate) fn strip_history(b: &Bookmark) -> Bookmark {
         obj.remove(REPLICATE);
     }
     cdc
+}
+
+/// Every table's copy history without the tables not in `listed` (removed from `tables`:
+/// their records are no longer read, so the filter must not wait for their points).
+pub(crate) fn retain_listed<P>(copied: &mut Copied<P>, listed: &BTreeSet<String>) {
+    copied.tables.retain(|name, _| listed.contains(name));
+}
+
+/// The name of the change-stream bookmark member that lists the tables a replicate copy
+/// holds (`{"copied": ["s.a", "s.b"]}`).
+const COPIED: &str = "copied";
+
+/// Splits the `copied` member off a change-stream bookmark: the bookmark without it, and the
+/// tables it lists — `None` when it has none: a bookmark `faucet run` started, or one a
+/// `faucet replicate` wrote before the member existed (the replicate sources then count
+/// the tables of a `replicate` history as copied, and copy every other listed table).
+///
+/// The member is written by the replicate sources after a copy, and carried unchanged
+/// (minus the tables no longer listed) by the `postgres-cdc` and `mysql-cdc` sources of
+/// `faucet run` ([`KeepCopied`]), so that a later `faucet replicate` knows which listed
+/// tables were never copied.
+///
+/// # Errors
+/// [`FaucetError::Bookmark`] of `connector` when the member is not an array of table names.
+pub(crate) fn split_copied(
+    b: Bookmark,
+    connector: &str,
+) -> Result<(Bookmark, Option<BTreeSet<String>>), FaucetError> {
+    let mut b = b;
+    let Some(member) = b.as_object_mut().and_then(|o| o.remove(COPIED)) else {
+        return Ok((b, None));
+    };
+    let tables = strings(&member).ok_or_else(|| {
+        FaucetError::bookmark(
+            connector,
+            format!(
+                "the `copied` member of the stored bookmark ({member}) is not a list of table                  names"
+            ),
+            None,
+        )
+    })?;
+    Ok((b, Some(tables.into_iter().collect())))
+}
+
+/// [`split_copied`] for a change source of `faucet run` opened at `from`: the bookmark to
+/// read, and the `copied` tables to carry on ([`KeepCopied`]) — those of `listed` only, so
+/// a table removed from `tables` (whose changes are no longer read) is copied again if it
+/// is listed again.
+///
+/// # Errors
+/// As [`split_copied`].
+pub(crate) fn carried_copied(
+    from: Option<Bookmark>,
+    connector: &str,
+    listed: impl IntoIterator<Item = String>,
+) -> Result<(Option<Bookmark>, Option<BTreeSet<String>>), FaucetError> {
+    let Some(b) = from else {
+        return Ok((None, None));
+    };
+    let (b, copied) = split_copied(b, connector)?;
+    let listed: BTreeSet<String> = listed.into_iter().collect();
+    Ok((
+        Some(b),
+        copied.map(|c| c.intersection(&listed).cloned().collect()),
+    ))
+}
+
+/// The listed tables whose copy the change stream at a change-stream bookmark already holds:
+/// those its `copied` member names and those of its copy `history`, both only as far as
+/// they are `listed`. A bookmark without a `copied` member was written by `faucet run`, or
+/// by a `faucet replicate` before the member existed: only the tables of its history (a
+/// copy the stream has not passed yet) are known to be copied, so every other listed table
+/// is copied again (said in a warning) — rows delivered once more as `op: r`, never a gap.
+pub(crate) fn known_copied<P: Point>(
+    copied: Option<BTreeSet<String>>,
+    history: Option<&Copied<P>>,
+    listed: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    if copied.is_none() {
+        let unknown: Vec<&String> = listed
+            .iter()
+            .filter(|t| !history.is_some_and(|h| h.tables.contains_key(*t)))
+            .collect();
+        if !unknown.is_empty() {
+            tracing::warn!(
+                tables = ?unknown,
+                "the stored bookmark does not record which tables were copied (written by \
+                 `faucet run`, or by an older `faucet replicate`): copying them now, in a new \
+                 snapshot; an append sink receives rows it may already hold again as `op: r`"
+            );
+        }
+    }
+    let mut known = copied.unwrap_or_default();
+    if let Some(h) = history {
+        known.extend(
+            h.tables
+                .iter()
+                .filter(|(_, t)| t.finished())
+                .map(|(name, _)| name.clone()),
+        );
+    }
+    known.retain(|t| listed.contains(t));
+    known
+}
+
+/// A replicate run's change-stream bookmark taken apart for the listed tables.
+#[derive(Debug)]
+pub(crate) struct StreamBookmark<P> {
+    /// The change source's own bookmark (`copied` and `replicate` removed).
+    pub(crate) cdc: Bookmark,
+    /// The copy history the stream still needs, without the tables no longer listed.
+    pub(crate) history: Option<Copied<P>>,
+    /// The listed tables already copied ([`known_copied`]).
+    pub(crate) known: BTreeSet<String>,
+    /// The listed tables never copied: a late copy takes them.
+    pub(crate) missing: BTreeSet<String>,
+}
+
+impl<P: Point> StreamBookmark<P> {
+    /// Reads `b` ([`split_copied`], [`split_history`]) for the `listed` tables.
+    ///
+    /// # Errors
+    /// [`FaucetError::Bookmark`] of `connector` when a member is malformed.
+    pub(crate) fn read(
+        b: &Bookmark,
+        connector: &str,
+        listed: &BTreeSet<String>,
+    ) -> Result<Self, FaucetError> {
+        let (b, copied) = split_copied(b.clone(), connector)?;
+        let (cdc, mut history) = split_history::<P>(&b, connector)?;
+        if let Some(h) = &mut history {
+            retain_listed(h, listed);
+        }
+        let known = known_copied(copied, history.as_ref(), listed);
+        let missing = listed.difference(&known).cloned().collect();
+        Ok(Self {
+            cdc,
+            history,
+            known,
+            missing,
+        })
+    }
+}
+
+/// The bookmark of the page that ends a copy: the change stream's `start` (at
+/// `start_point`), with the copy history while the stream is before its latest point, and
+/// the `listed` tables as copied.
+pub(crate) fn after_copy<P: Point>(
+    start: Bookmark,
+    start_point: &P,
+    copied: &Copied<P>,
+    listed: &BTreeSet<String>,
+) -> Bookmark {
+    let b = match copied.latest_point() {
+        Some(p) if p > *start_point => with_history(start, copied),
+        _ => start,
+    };
+    with_copied(b, listed)
+}
+
+/// `b` with the `copied` member listing `tables`.
+pub(crate) fn with_copied(mut b: Bookmark, tables: &BTreeSet<String>) -> Bookmark {
+    if let Some(obj) = b.as_object_mut() {
+        obj.insert(COPIED.into(), json!(tables));
+    }
+    b
+}
+
+/// A change stream whose bookmarks carry the `copied` member ([`split_copied`]): added to
+/// every page's bookmark, removed again before the inner stream hears it is durable.
+pub(crate) struct KeepCopied<'a> {
+    inner: Box<dyn PageStream + 'a>,
+    tables: BTreeSet<String>,
+}
+
+impl<'a> KeepCopied<'a> {
+    /// `inner`, its bookmarks listing `tables` as copied; `inner` itself when `tables` is
+    /// `None` (the bookmark had no member: none is invented).
+    pub(crate) fn wrap(
+        inner: Box<dyn PageStream + 'a>,
+        tables: Option<BTreeSet<String>>,
+    ) -> Box<dyn PageStream + 'a> {
+        match tables {
+            Some(tables) => Box::new(Self { inner, tables }),
+            None => inner,
+        }
+    }
+}
+
+#[async_trait]
+impl PageStream for KeepCopied<'_> {
+    async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+        let Some(mut page) = self.inner.next_page().await? else {
+            return Ok(None);
+        };
+        if let Some(b) = page.bookmark().cloned() {
+            page.set_bookmark(Some(with_copied(b, &self.tables)));
+        }
+        Ok(Some(page))
+    }
+
+    async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
+        let mut plain = bookmark.clone();
+        if let Some(obj) = plain.as_object_mut() {
+            obj.remove(COPIED);
+        }
+        self.inner.bookmark_durable(&plain).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+    struct N(u64);
+
+    impl Point for N {
+        fn to_text(&self) -> String {
+            self.0.to_string()
+        }
+        fn parse(text: &str) -> Option<Self> {
+            text.parse().ok().map(N)
+        }
+    }
+
+    fn set(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|&n| n.to_owned()).collect()
+    }
+
+    #[test]
+    fn the_copied_member_round_trips_and_is_carried_for_listed_tables_only() {
+        let b = with_copied(json!({"lsn": "0/1"}), &set(&["s.a", "s.b"]));
+        assert_eq!(b, json!({"lsn": "0/1", "copied": ["s.a", "s.b"]}));
+        let (plain, copied) = split_copied(b.clone(), "x").expect("ok");
+        assert_eq!(plain, json!({"lsn": "0/1"}));
+        assert_eq!(copied, Some(set(&["s.a", "s.b"])));
+        assert_eq!(
+            split_copied(json!({"lsn": "0/1"}), "x").expect("ok").1,
+            None,
+            "none invented"
+        );
+        let (_, carried) =
+            carried_copied(Some(b), "x", ["s.b".to_owned(), "s.c".to_owned()]).expect("ok");
+        assert_eq!(
+            carried,
+            Some(set(&["s.b"])),
+            "a table no longer listed is dropped"
+        );
+        let e = split_copied(json!({"lsn": "0/1", "copied": "s.a"}), "x").expect_err("bad");
+        assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
+    }
+
+    #[test]
+    fn known_copied_tables_are_the_member_and_the_finished_history_as_listed() {
+        let mut history = Copied::<N>::default();
+        let mut done = TableCopy::default();
+        done.advance(N(5), None);
+        history.tables.insert("s.h".into(), done);
+        history.tables.insert("s.p".into(), TableCopy::default());
+        let listed = set(&["s.a", "s.h", "s.p", "s.new"]);
+        assert_eq!(
+            known_copied(Some(set(&["s.a", "s.gone"])), Some(&history), &listed),
+            set(&["s.a", "s.h"]),
+            "listed tables of the member, plus finished ones of the history"
+        );
+        assert_eq!(
+            known_copied::<N>(None, None, &listed),
+            BTreeSet::new(),
+            "a bookmark of `faucet run`: nothing is known to be copied"
+        );
+        let mut h = history.clone();
+        retain_listed(&mut h, &set(&["s.p"]));
+        assert_eq!(h.tables.keys().collect::<Vec<_>>(), vec!["s.p"]);
+    }
 }

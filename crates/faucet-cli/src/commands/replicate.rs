@@ -10,7 +10,10 @@
 //! tables not started (finished tables are not read again), then streams the changes from
 //! the first snapshot's point, dropping the changes the later copies already hold; a copy
 //! that cannot continue (a PostgreSQL table without a primary key, a purged binlog) is
-//! refused with a typed state error naming the fix.
+//! refused with a typed state error naming the fix. A table added to `tables` after the copy
+//! finished (the bookmark's `copied` list lacks it) is copied by the next run in a new
+//! snapshot of its own, then the changes go on from the stored bookmark, with no gap and no
+//! overlap for the tables already copied.
 
 use faucet_core::delivery::Topology;
 use faucet_core::{FaucetError, Pipeline, RunStreamOptions};

@@ -1,6 +1,7 @@
 //! Helpers of the `faucet replicate` crash tests (PostgreSQL and MySQL sources): the stored
 //! bookmark of a file state store, a run aborted mid-snapshot at a fault point, a run
-//! SIGKILLed after a delay, and the strict replay of an append sink's records.
+//! SIGKILLed after a delay, the strict replay of an append sink's records, and the rows of
+//! an `(id bigint, v bigint, note text)` table by each database's own SELECT.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -10,6 +11,33 @@ use std::time::Duration;
 use serde_json::Value as Json;
 
 use super::bookmark_of;
+
+/// The rows of `table` (`id`, `v`, `note`) by PostgreSQL's SELECT: `id -> {"id","v","note"}`.
+pub(crate) async fn pg_rows(pool: &sqlx::PgPool, table: &str) -> BTreeMap<i64, Json> {
+    let rows: Vec<(i64, i64, String)> = sqlx::query_as(&format!("SELECT id, v, note FROM {table}"))
+        .fetch_all(pool)
+        .await
+        .expect("select");
+    rows.into_iter()
+        .map(|(id, v, note)| (id, serde_json::json!({"id": id, "v": v, "note": note})))
+        .collect()
+}
+
+/// The rows of the MariaDB table `table` (`id`, `v`, `note`) by its own SELECT (the
+/// `mariadb` client): `id -> {"id","v","note"}`.
+#[cfg(feature = "mysql")]
+pub(crate) fn mariadb_rows(table: &str) -> BTreeMap<i64, Json> {
+    let out = super::mariadb::mariadb(&format!("SELECT id, v, note FROM {table}"));
+    out.lines()
+        .map(|l| {
+            let mut f = l.split('\t');
+            let id: i64 = f.next().and_then(|v| v.parse().ok()).expect("id");
+            let v: i64 = f.next().and_then(|v| v.parse().ok()).expect("v");
+            let note = f.next().expect("note").to_owned();
+            (id, serde_json::json!({"id": id, "v": v, "note": note}))
+        })
+        .collect()
+}
 
 /// The stored bookmark of the file state store in `dir/state`, if any.
 pub(crate) fn stored(dir: &Path) -> Option<Json> {

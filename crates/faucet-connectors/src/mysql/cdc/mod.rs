@@ -445,6 +445,12 @@ impl Source for MysqlCdcSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        // A replicate bookmark's `copied` member is carried on (`copy_history::KeepCopied`).
+        let (from, copied) = crate::copy_history::carried_copied(
+            from,
+            CONNECTOR,
+            self.validated.tables.iter().map(ToString::to_string),
+        )?;
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connect().await?;
         let (facts, end, files) = self.prerequisites(&mut conn).await?;
@@ -521,7 +527,7 @@ impl Source for MysqlCdcSource {
             until = %target.as_ref().map_or_else(|| "cancelled".to_owned(), ToString::to_string),
             "mysql-cdc stream opened"
         );
-        Ok(Box::new(spawn_reader(CdcPageStream::new(StreamStart {
+        let stream = Box::new(spawn_reader(CdcPageStream::new(StreamStart {
             binlog,
             decoder: ChangeDecoder::new(&self.validated.tables, collations),
             schema: record_schema(),
@@ -536,7 +542,8 @@ impl Source for MysqlCdcSource {
             from: start,
             resumed,
             connection: self.validated.connection.clone(),
-        }))))
+        })));
+        Ok(crate::copy_history::KeepCopied::wrap(stream, copied))
     }
 
     /// Verifies every prerequisite with queries only (nothing is registered or read from

@@ -17,9 +17,27 @@
 //! it is one GTID, as `mysql-cdc` checks it). `tables` is the copy history of
 //! [`crate::copy_history`], points written `file:pos`.
 //!
-//! Once every table is copied the bookmark is the `mysql-cdc` one of C1, plus, while the
-//! binlog has not passed the latest point of any part, a `replicate` member with the same
-//! `tables` ([`crate::copy_history::with_history`]).
+//! Once every table is copied the bookmark is the `mysql-cdc` one of C1 plus a `copied`
+//! member naming every table the copy holds (kept for good; `faucet run` on this state key
+//! carries it on, minus the tables it no longer lists), and, while the binlog has not passed
+//! the latest point of any part, a `replicate` member with the same `tables`
+//! ([`crate::copy_history::with_history`]).
+//!
+//! **A table added to `tables` later**: a run whose change-stream bookmark L does not name
+//! a listed table in `copied` copies just the missing tables in a new snapshot at a new
+//! point C' (a *late copy*), then reads the binlog from L, dropping their changes before C'
+//! (their history: parts as of C'). During it the bookmark is a snapshot bookmark whose
+//! `start` is L itself (`in_txn` included: the binlog goes on exactly from there),
+//! `gtid_state` null, and `"copied"` the tables copied before (not read again). An
+//! interrupted late copy resumes like a first one.
+//!
+//! **A bookmark without `copied`** (written by `faucet run`, or by a `faucet replicate`
+//! older than the member) does not say what was copied: only the tables of its `replicate`
+//! history count as copied, every other listed table is copied again by a late copy (with
+//! a warning) — an upsert target is unchanged by it, an append target receives those rows
+//! again as `op: r`; nothing is lost.
+
+use std::collections::BTreeSet;
 
 use faucet_core::serde_json::{Value as Json, json};
 use faucet_core::{Bookmark, FaucetError};
@@ -43,9 +61,16 @@ pub(crate) struct SnapshotBookmark {
     pub(crate) gtid_state: Option<String>,
     /// What was copied so far.
     pub(crate) copied: Copied,
+    /// A late copy's tables copied before (not read again). Empty for a first copy.
+    pub(crate) earlier: BTreeSet<String>,
 }
 
 impl SnapshotBookmark {
+    /// Whether `table` needs no copying: copied before, or copied to its last key.
+    pub(crate) fn holds(&self, table: &str) -> bool {
+        self.earlier.contains(table) || self.copied.finished(table)
+    }
+
     /// The first point C1.
     pub(crate) fn start_point(&self) -> SnapshotPoint {
         SnapshotPoint(self.start.position.clone())
@@ -57,6 +82,7 @@ impl SnapshotBookmark {
             "start": self.start.to_json(),
             "gtid_state": self.gtid_state,
             "tables": self.copied.to_json(),
+            "copied": self.earlier,
         }})
     }
 
@@ -75,19 +101,25 @@ impl SnapshotBookmark {
                 None,
             )
         };
+        // A late copy's `start` may be inside a transaction (module docs).
         let start = CdcBookmark::from_json(s.get("start").ok_or_else(bad)?).map_err(|_| bad())?;
-        if start.in_txn.is_some() {
-            return Err(bad());
-        }
         let gtid_state = match s.get("gtid_state") {
             None | Some(Json::Null) => None,
             Some(v) => Some(v.as_str().ok_or_else(bad)?.to_owned()),
         };
         let copied = Copied::from_json(s.get("tables").ok_or_else(bad)?, &bad)?;
+        let earlier = match s.get("copied") {
+            None | Some(Json::Null) => BTreeSet::new(),
+            Some(v) => copy_history::strings(v)
+                .ok_or_else(bad)?
+                .into_iter()
+                .collect(),
+        };
         Ok(Some(Self {
             start,
             gtid_state,
             copied,
+            earlier,
         }))
     }
 }
@@ -138,7 +170,9 @@ mod tests {
             },
             gtid_state: Some("0-1-5".into()),
             copied: copied.clone(),
+            earlier: ["shop.z".to_owned()].into(),
         };
+        assert!(s.holds("shop.z") && s.holds("shop.a") && !s.holds("shop.b"));
         let json = s.to_json();
         assert_eq!(
             json["snapshot"]["tables"]["shop.a"]["parts"][1]["at"],

@@ -30,14 +30,13 @@ use async_trait::async_trait;
 
 use mysql_async::prelude::Queryable as _;
 
-use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
+use faucet_core::{Bookmark, FaucetError, Value};
 
 use super::CONNECTOR;
 use super::bookmark::Copied;
 use super::point::SnapshotPoint;
 use super::stream::cdc_point;
-use crate::copy_filter::{ChangeFilter, Early, Verdict, verdict};
-use crate::copy_history::with_history;
+use crate::copy_filter::{SourceFilter, key_tuple};
 use crate::mysql::cdc::position::BinlogPos;
 use crate::mysql::connection::{MysqlConnection, convert_rows};
 use crate::mysql::query::ReplicationMethod;
@@ -111,14 +110,6 @@ fn lost_key(table: &str) -> FaucetError {
     )
 }
 
-/// What becomes of one record.
-enum Fate {
-    Keep,
-    Drop,
-    /// Decided by the ranges of these keys (`u`: old, new; else one).
-    Keys(Vec<usize>),
-}
-
 /// Drops the changes a resumed copy already holds (module docs).
 pub(crate) struct Filter {
     copied: Copied,
@@ -144,143 +135,6 @@ impl Filter {
             conn: None,
             keys: HashMap::new(),
         })
-    }
-
-    /// The bookmark to hand over for the change stream's `bookmark`: with the copy history
-    /// while the stream is before the latest point, plain after.
-    fn bookmark(&self, bookmark: Bookmark) -> Bookmark {
-        match cdc_point(&bookmark) {
-            Some(p) if p >= self.latest => bookmark,
-            _ => with_history(bookmark, &self.copied),
-        }
-    }
-
-    /// Whether the stream at `bookmark` is past every point (the filter can go).
-    pub(crate) fn passed(&self, bookmark: &Bookmark) -> bool {
-        cdc_point(bookmark).is_some_and(|p| p >= self.latest)
-    }
-
-    /// `page` without the changes the copy holds, key-moving updates rewritten (module
-    /// docs), with the bookmark of [`Self::bookmark`].
-    ///
-    /// # Errors
-    /// [`FaucetError::Bookmark`] for a TRUNCATE between a table's points or a primary key
-    /// that changed since the copy; [`FaucetError::Read`] when a record lacks its key
-    /// columns or the comparison query fails.
-    pub(crate) async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
-        let bookmark = page.bookmark().cloned().map(|b| self.bookmark(b));
-        let mut fates = Vec::with_capacity(page.len());
-        let mut lookups: HashMap<String, Vec<Vec<String>>> = HashMap::new();
-        let mut any_change = false;
-        for row in page.rows() {
-            let fate = self.fate(row.values(), &mut lookups).await?;
-            any_change |= !matches!(fate, Fate::Keep);
-            fates.push(fate);
-        }
-        if !any_change {
-            let mut page = page;
-            page.set_bookmark(bookmark);
-            return Ok(page);
-        }
-        let mut points: HashMap<String, Vec<SnapshotPoint>> = HashMap::new();
-        for (table, keys) in &lookups {
-            points.insert(table.clone(), self.points_of(table, keys).await?);
-        }
-        let mut out = PageBuilder::new(page.schema().clone(), page.len());
-        for (row, fate) in page.rows().zip(fates) {
-            let v = row.values();
-            match fate {
-                Fate::Keep => out.push_row(v.iter().cloned()),
-                Fate::Drop => {}
-                Fate::Keys(ids) => {
-                    let at = position(v)?;
-                    let found = &points[text(&v[TABLE])];
-                    let applied: Vec<bool> = ids.iter().map(|&id| at >= found[id]).collect();
-                    match verdict(text(&v[OP]), &applied) {
-                        Verdict::Keep => out.push_row(v.iter().cloned()),
-                        Verdict::Drop => {}
-                        Verdict::AsDelete => {
-                            let mut r = v.to_vec();
-                            r[OP] = Value::Text("d".into());
-                            r[AFTER] = Value::Null;
-                            out.push_row(r);
-                        }
-                        Verdict::AsInsert => {
-                            let mut r = v.to_vec();
-                            r[OP] = Value::Text("c".into());
-                            r[BEFORE] = Value::Null;
-                            out.push_row(r);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(out.finish(bookmark))
-    }
-
-    /// The fate of one record, queueing the keys to look up.
-    async fn fate(
-        &mut self,
-        v: &[Value],
-        lookups: &mut HashMap<String, Vec<Vec<String>>>,
-    ) -> Result<Fate, FaucetError> {
-        let at = position(v)?;
-        if at >= self.latest {
-            return Ok(Fate::Keep);
-        }
-        let table = text(&v[TABLE]).to_owned();
-        let Some(t) = self.copied.tables.get(&table) else {
-            return Ok(Fate::Keep);
-        };
-        match t.early(&at) {
-            Early::Keep => return Ok(Fate::Keep),
-            Early::Drop => return Ok(Fate::Drop),
-            Early::Lookup => {}
-        }
-        let op = text(&v[OP]).to_owned();
-        if op == "t" {
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "{table} was truncated at {} while its copy was resumed: part of it was \
-                     copied before the TRUNCATE and part after, which a change stream cannot \
-                     reconcile. Rerun from scratch: delete this pipeline's state entry, empty \
-                     the target, and run `faucet replicate` again",
-                    at.0
-                ),
-                None,
-            ));
-        }
-        let recorded = t.key.clone();
-        let info = self.key_info(&table).await?;
-        if let Some(recorded) = recorded
-            && recorded != info.names()
-        {
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the primary key of {table} is now ({}), but its copy was made in the order \
-                     of ({}); rerun the replicate from scratch",
-                    info.names().join(", "),
-                    recorded.join(", ")
-                ),
-                None,
-            ));
-        }
-        let sides: &[usize] = match op.as_str() {
-            "c" => &[AFTER],
-            "d" => &[BEFORE],
-            "u" => &[BEFORE, AFTER],
-            _ => return Ok(Fate::Keep),
-        };
-        let mut ids = Vec::with_capacity(2);
-        for &side in sides {
-            let key = key_of(&v[side], info.names(), &table, &at)?;
-            let queue = lookups.entry(table.clone()).or_default();
-            ids.push(queue.len());
-            queue.push(key);
-        }
-        Ok(Fate::Keys(ids))
     }
 
     async fn conn(&mut self) -> Result<&mut mysql_async::Conn, FaucetError> {
@@ -327,6 +181,86 @@ impl Filter {
             self.keys.insert(table.to_owned(), KeyInfo { plan, text });
         }
         Ok(&self.keys[table])
+    }
+}
+
+#[async_trait]
+impl SourceFilter for Filter {
+    type Point = SnapshotPoint;
+    const CONNECTOR: &'static str = CONNECTOR;
+    const OP: usize = OP;
+    const TABLE: usize = TABLE;
+    const BEFORE: usize = BEFORE;
+    const AFTER: usize = AFTER;
+
+    fn copied(&self) -> &Copied {
+        &self.copied
+    }
+
+    fn latest(&self) -> &SnapshotPoint {
+        &self.latest
+    }
+
+    fn stream_point(bookmark: &Bookmark) -> Option<SnapshotPoint> {
+        cdc_point(bookmark)
+    }
+
+    /// The start of the record's transaction.
+    fn position(v: &[Value]) -> Result<SnapshotPoint, FaucetError> {
+        match (&v[FILE], &v[POS]) {
+            (Value::Text(f), Value::Int(p)) if *p >= 0 => Ok(SnapshotPoint(BinlogPos::new(
+                f.as_str(),
+                u64::try_from(*p).unwrap_or_default(),
+            ))),
+            _ => Err(FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "a change record has no binlog position: {:?}:{:?}",
+                    v[FILE], v[POS]
+                ),
+                None,
+            )),
+        }
+    }
+
+    fn truncated(table: &str, at: &SnapshotPoint) -> FaucetError {
+        FaucetError::bookmark(
+            CONNECTOR,
+            format!(
+                "{table} was truncated at {} while its copy was resumed: part of it was copied \
+                 before the TRUNCATE and part after, which a change stream cannot reconcile. \
+                 Rerun from scratch: delete this pipeline's state entry, empty the target, and \
+                 run `faucet replicate` again",
+                at.0
+            ),
+            None,
+        )
+    }
+
+    async fn key_names(&mut self, table: &str) -> Result<Vec<String>, FaucetError> {
+        Ok(self.key_info(table).await?.names().to_vec())
+    }
+
+    /// The key in the copy's key text ([`key_text`]).
+    fn key_of(
+        row: &Value,
+        names: &[String],
+        table: &str,
+        _: bool,
+        at: &SnapshotPoint,
+    ) -> Result<Vec<String>, FaucetError> {
+        let missing = |what: &str| {
+            FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "a change of {table} in the transaction at {} has no {what}, which is \
+                     needed to tell whether the resumed copy holds it",
+                    at.0
+                ),
+                None,
+            )
+        };
+        key_tuple(row, names, table, CONNECTOR, &missing, key_text)
     }
 
     /// For each key, the point its changes are delivered from: the point of the part
@@ -388,16 +322,20 @@ impl Filter {
         let floor = SnapshotPoint(BinlogPos::new("", 0));
         Ok(above.iter().map(|gt| bounds.point(gt, &floor)).collect())
     }
-}
 
-#[async_trait]
-impl ChangeFilter for Filter {
-    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
-        Filter::apply(self, page).await
+    fn as_delete(v: &[Value]) -> Vec<Value> {
+        let mut r = v.to_vec();
+        r[OP] = Value::Text("d".into());
+        r[AFTER] = Value::Null;
+        r
     }
 
-    fn passed(&self, bookmark: &Bookmark) -> bool {
-        Filter::passed(self, bookmark)
+    /// Never fails: the binlog has the whole new row (`binlog_row_image=FULL`).
+    fn as_insert(v: &[Value], _: &str, _: &SnapshotPoint) -> Result<Vec<Value>, FaucetError> {
+        let mut r = v.to_vec();
+        r[OP] = Value::Text("c".into());
+        r[BEFORE] = Value::Null;
+        Ok(r)
     }
 }
 
@@ -429,74 +367,6 @@ async fn collation_of(
         Some((Some(cs), Some(co))) if plain(&cs) && plain(&co) => Some((cs, co)),
         _ => None,
     })
-}
-
-fn text(v: &Value) -> &str {
-    match v {
-        Value::Text(s) => s.as_ref(),
-        _ => "",
-    }
-}
-
-/// The start of a record's transaction.
-fn position(v: &[Value]) -> Result<SnapshotPoint, FaucetError> {
-    match (&v[FILE], &v[POS]) {
-        (Value::Text(f), Value::Int(p)) if *p >= 0 => Ok(SnapshotPoint(BinlogPos::new(
-            f.as_str(),
-            u64::try_from(*p).unwrap_or_default(),
-        ))),
-        _ => Err(FaucetError::read(
-            CONNECTOR,
-            format!(
-                "a change record has no binlog position: {:?}:{:?}",
-                v[FILE], v[POS]
-            ),
-            None,
-        )),
-    }
-}
-
-/// The primary-key tuple of a `before` / `after` row, as the copy's key text.
-fn key_of(
-    row: &Value,
-    names: &[String],
-    table: &str,
-    at: &SnapshotPoint,
-) -> Result<Vec<String>, FaucetError> {
-    let missing = |what: &str| {
-        FaucetError::read(
-            CONNECTOR,
-            format!(
-                "a change of {table} in the transaction at {} has no {what}, which is needed \
-                 to tell whether the resumed copy holds it",
-                at.0
-            ),
-            None,
-        )
-    };
-    let Value::Row(r) = row else {
-        return Err(missing("row"));
-    };
-    names
-        .iter()
-        .map(|n| {
-            let i = r
-                .schema
-                .index_of(n)
-                .ok_or_else(|| missing(&format!("primary-key column `{n}`")))?;
-            key_text(&r.values[i]).ok_or_else(|| {
-                FaucetError::read(
-                    CONNECTOR,
-                    format!(
-                        "primary-key column `{n}` of {table} has a type faucet cannot compare \
-                         with the copied ranges ({:?})",
-                        r.values[i].data_type()
-                    ),
-                    None,
-                )
-            })
-        })
-        .collect()
 }
 
 /// A key value in the text form the query reader's `key_text` gives (and `Plan::literal`

@@ -47,6 +47,14 @@
 //! the changes committed between the two snapshots again — the at-least-once bound of an
 //! append pipeline, which a crash between write and bookmark costs anyway.
 //!
+//! **A table added to `tables` later** (after the copy finished, or on a state key `faucet
+//! run` started): a run with a change-stream bookmark whose `copied` member lacks listed
+//! tables copies just those in a new snapshot at a new point C' (a *late copy*, resumable
+//! as above), then reads the binlog from the stored bookmark, dropping their changes before
+//! C' with the same filter; the other tables' changes flow on with no gap and no overlap
+//! (module `bookmark`, also for a bookmark without `copied`). A table removed from
+//! `tables` is dropped from `copied` and from the history.
+//!
 //! Limits (precise):
 //! * Every listed table needs a primary key whose columns can be compared exactly (not
 //!   FLOAT, DOUBLE, ENUM, SET, JSON): a table without one is refused with
@@ -61,19 +69,21 @@ mod filter;
 mod point;
 mod stream;
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::copy_filter::FilteredChanges;
-use crate::copy_history::split_history;
+use crate::copy_history::{KeepCopied, StreamBookmark};
 use crate::mysql::cdc::bookmark::CdcBookmark;
 use crate::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource, ValidatedMysqlCdcConfig, server};
 use crate::mysql::query::ReplicationMethod;
 use crate::mysql::query::config::Target;
 use crate::mysql::query::plan::Plan;
 
-use bookmark::{Copied, SnapshotBookmark, TableCopy, single_gtid};
+use bookmark::{Copied, SnapshotBookmark, single_gtid};
 use filter::Filter;
 use point::SnapshotSession;
 use stream::{ReplicateStream, cdc_point, no_primary_key};
@@ -152,13 +162,11 @@ impl MysqlReplicateSource {
         }
         let files = server::binlog_files(&mut conn).await?;
         server::require_file(&files, &position.start.position)?;
-        let pending = self.validated.tables.iter().any(|t| {
-            !position
-                .copied
-                .tables
-                .get(&t.to_string())
-                .is_some_and(TableCopy::finished)
-        });
+        let pending = self
+            .validated
+            .tables
+            .iter()
+            .any(|t| !position.holds(&t.to_string()));
         if !pending {
             return Ok(None);
         }
@@ -210,14 +218,40 @@ impl Source for MysqlReplicateSource {
                     &self.cdc, connection, tables, session, position, options,
                 )));
             }
-            let (cdc, history) = split_history::<point::SnapshotPoint>(b, CONNECTOR)?;
-            let start = cdc_point(&cdc);
-            let inner = self.cdc.open(Some(cdc), options).await?;
-            let filter = match (history, start) {
-                (Some(h), Some(start)) => Filter::new(h, start, connection),
-                _ => None,
+            let listed: BTreeSet<String> = tables.iter().map(ToString::to_string).collect();
+            let StreamBookmark {
+                cdc,
+                history,
+                known,
+                missing,
+            } = StreamBookmark::<point::SnapshotPoint>::read(b, CONNECTOR, &listed)?;
+            if missing.is_empty() {
+                let start = cdc_point(&cdc);
+                let inner = self.cdc.open(Some(cdc), options).await?;
+                let filter = match (history, start) {
+                    (Some(h), Some(start)) => Filter::new(h, start, connection),
+                    _ => None,
+                };
+                let changes = Box::new(FilteredChanges { inner, filter });
+                return Ok(KeepCopied::wrap(changes, Some(known)));
+            }
+            // A late copy of the listed tables not copied before (module docs).
+            let start = CdcBookmark::from_json(&cdc)?;
+            tracing::info!(
+                tables = ?missing,
+                from = %start.position,
+                "copying the listed tables not copied before, then reading the binlog on"
+            );
+            let position = SnapshotBookmark {
+                start,
+                gtid_state: None,
+                copied: history.unwrap_or_default(),
+                earlier: known,
             };
-            return Ok(Box::new(FilteredChanges { inner, filter }));
+            let session = self.resume_snapshot(&position).await?;
+            return Ok(Box::new(ReplicateStream::new(
+                &self.cdc, connection, tables, session, position, options,
+            )));
         }
         self.cdc.check().await?;
         let mut conn = connection.connect().await?;
@@ -239,6 +273,7 @@ impl Source for MysqlReplicateSource {
             },
             gtid_state: session.gtid.clone(),
             copied: Copied::default(),
+            earlier: BTreeSet::new(),
         };
         Ok(Box::new(ReplicateStream::new(
             &self.cdc,

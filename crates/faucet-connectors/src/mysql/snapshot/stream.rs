@@ -19,7 +19,7 @@ use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
-use crate::copy_history::{Point as _, strings, with_history};
+use crate::copy_history::{KeepCopied, Point as _, Staged, after_copy, strings};
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
 use crate::mysql::connection::MysqlConnection;
@@ -41,13 +41,6 @@ struct Copying {
     staged: Option<Staged>,
     /// The last key handed out (or the key the copy resumed after).
     after: Option<Vec<String>>,
-}
-
-/// A page of `op: r` records waiting for the page after it.
-struct Staged {
-    page: Page,
-    /// Its last primary-key tuple; `None` for the table's last page.
-    end: Option<Vec<String>>,
 }
 
 enum Phase<'a> {
@@ -105,28 +98,29 @@ impl<'a> ReplicateStream<'a> {
     }
 
     fn all_finished(&self) -> bool {
-        self.tables.iter().all(|t| {
-            self.position
-                .copied
-                .tables
-                .get(&t.to_string())
-                .is_some_and(TableCopy::finished)
-        })
+        self.tables
+            .iter()
+            .all(|t| self.position.holds(&t.to_string()))
+    }
+
+    /// The listed tables, every one copied once the copy is over (the `copied` member).
+    fn listed(&self) -> std::collections::BTreeSet<String> {
+        self.tables.iter().map(ToString::to_string).collect()
     }
 
     /// The bookmark after a page of the copy: the snapshot position, or, once every table is
-    /// copied, the binlog's start (with the copy history when it is needed).
+    /// copied, the binlog's start with the tables copied (and with the copy history when it
+    /// is needed).
     fn copy_bookmark(&self) -> Bookmark {
         if !self.all_finished() {
             return self.position.to_json();
         }
-        let start = self.position.start.to_json();
-        match self.position.copied.latest_point() {
-            Some(p) if p > self.position.start_point() => {
-                with_history(start, &self.position.copied)
-            }
-            _ => start,
-        }
+        after_copy(
+            self.position.start.to_json(),
+            &self.position.start_point(),
+            &self.position.copied,
+            &self.listed(),
+        )
     }
 
     /// `op: r` records of a page of `table`'s rows: `binlog_file` / `binlog_pos` the point
@@ -276,14 +270,9 @@ impl<'a> ReplicateStream<'a> {
         };
         let Some(current) = copying.as_deref_mut() else {
             // Open the next table that is not finished.
-            let Some(i) = (*next..self.tables.len()).find(|&i| {
-                !self
-                    .position
-                    .copied
-                    .tables
-                    .get(&self.tables[i].to_string())
-                    .is_some_and(TableCopy::finished)
-            }) else {
+            let Some(i) = (*next..self.tables.len())
+                .find(|&i| !self.position.holds(&self.tables[i].to_string()))
+            else {
                 return Ok(None);
             };
             let name = self.tables[i].to_string();
@@ -333,25 +322,16 @@ impl<'a> ReplicateStream<'a> {
         }
         let entry = self.position.copied.tables.entry(name).or_default();
         entry.key = key_names;
-        match previous {
-            None => {
-                // The first page: record it in flight before anything of it is handed out.
-                entry.in_flight(point, after, end);
-                Ok(Some(Some(Page::empty(
-                    record_schema(),
-                    Some(self.position.to_json()),
-                ))))
+        // The first page is recorded in flight before anything of it is handed out.
+        let page = entry.hold_back(&point, after, end, previous);
+        let bookmark = Some(self.position.to_json());
+        Ok(Some(Some(match page {
+            None => Page::empty(record_schema(), bookmark),
+            Some(mut page) => {
+                page.set_bookmark(bookmark);
+                page
             }
-            Some(previous) => {
-                // Hand out the previous page; the one just read is in flight next.
-                let to = previous.end.clone();
-                entry.advance(point.clone(), to.clone());
-                entry.in_flight(point, to, end);
-                let mut page = previous.page;
-                page.set_bookmark(Some(self.position.to_json()));
-                Ok(Some(Some(page)))
-            }
-        }
+        })))
     }
 
     /// `page` as the last page of `table`, with the bookmark after it.
@@ -415,10 +395,11 @@ impl PageStream for ReplicateStream<'_> {
                         filtered = filter.is_some(),
                         "snapshot copied; reading the binlog"
                     );
-                    self.phase = Phase::Changes(Box::new(FilteredChanges {
+                    let changes = Box::new(FilteredChanges {
                         inner: stream,
                         filter,
-                    }));
+                    });
+                    self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
                 }
             }
         }

@@ -182,6 +182,12 @@ impl Source for PostgresCdcSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        // A replicate bookmark's `copied` member is carried on (`copy_history::KeepCopied`).
+        let (from, copied) = crate::copy_history::carried_copied(
+            from,
+            CONNECTOR,
+            self.tables.iter().map(TableName::qualified),
+        )?;
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connection.connect_sql().await?;
         let prepared = catalog::prepare(&mut conn, &self.wanted(), &self.connection).await;
@@ -247,7 +253,7 @@ impl Source for PostgresCdcSource {
             until = %target.map_or_else(|| "cancelled".to_owned(), client::lsn_text),
             "postgres-cdc stream opened"
         );
-        Ok(Box::new(CdcStream(CdcPageStream::new(StreamStart {
+        let stream = Box::new(CdcStream(CdcPageStream::new(StreamStart {
             client,
             decoder: ChangeDecoder::new(&self.tables),
             types: relation_types::RelationTypes::new(self.connection.clone()),
@@ -257,7 +263,8 @@ impl Source for PostgresCdcSource {
             cancel: options.cancel,
             target,
             from: start,
-        }))))
+        })));
+        Ok(crate::copy_history::KeepCopied::wrap(stream, copied))
     }
 
     /// Verifies wal_level, the REPLICATION attribute, the publication and its tables, and the

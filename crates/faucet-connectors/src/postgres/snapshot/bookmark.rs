@@ -21,17 +21,37 @@
 //! `unkeyed` names a table without a primary key whose copy started: it cannot continue
 //! mid-table, so a resume is refused.
 //!
-//! Once every table is copied the bookmark is the `postgres-cdc` one, plus, while the
-//! change stream has not yet passed the latest consistent point of any part, a `replicate`
-//! member with the same `tables`, which the change stream needs to drop what the copy
-//! already holds: `{"lsn": "0/16B3748", "replicate": {"tables": {...}}}`. Without a
-//! `replicate` member (and always once past every point) it is a plain `postgres-cdc`
-//! bookmark.
+//! Once every table is copied the bookmark is the `postgres-cdc` one plus a `copied` member
+//! naming every table the copy holds, and, while the change stream has not yet passed the
+//! latest consistent point of any part, a `replicate` member with the same `tables`, which
+//! the change stream needs to drop what the copy already holds:
+//! `{"lsn": "0/16B3748", "copied": ["s.a", "s.b"], "replicate": {"tables": {...}}}`. The
+//! `copied` member stays for good: `faucet run` on this state key (`postgres-cdc`) carries it
+//! on (`copy_history::KeepCopied`), minus the tables it no longer lists.
+//!
+//! **A table added to `tables` later.** A run that finds listed tables the change-stream
+//! bookmark's `copied` member does not name copies just those — a *late copy* — in a new
+//! snapshot at a new consistent point C' (a temporary slot, as a resumed copy), as `op: r`
+//! records, then streams the slot from the stored bookmark L (< C') through the filter,
+//! which drops their changes before C' (the late copy holds them); the tables already
+//! copied flow on from L, no gap, no overlap. During the late copy the bookmark is a
+//! snapshot bookmark with two more members: `"copied"`, the tables copied before (not
+//! read again, their history, if any, in `tables`), and `"stream"`, the change-stream
+//! bookmark L to continue from (a `postgres-cdc` one, `in_txn` included); `slot_lsn` is L's
+//! `lsn`. An interrupted late copy resumes like an interrupted first copy.
+//!
+//! **A bookmark without `copied`** — written by `faucet run` (no copy was ever taken), or
+//! by a `faucet replicate` older than the member — does not say what was copied: only the
+//! tables of its `replicate` history (if any) count as copied, and every other listed table
+//! is copied again by a late copy (with a warning): an upsert target is unchanged by it, an
+//! append target receives those rows once more as `op: r`; no change is lost.
 //!
 //! The shape written before resumption existed, `{"snapshot": {"slot_lsn", "done",
 //! "table", "after_key"}}`, is read as parts as of `slot_lsn` when it names the table and key
 //! it stopped at; stopped between tables it is refused (it cannot tell whether a table
 //! without a primary key was partly delivered).
+
+use std::collections::BTreeSet;
 
 use pgwire_replication::Lsn;
 
@@ -70,16 +90,38 @@ pub(crate) struct SnapshotBookmark {
     pub(crate) copied: Copied,
     /// A table without a primary key whose copy started and did not finish.
     pub(crate) unkeyed: Option<String>,
+    /// A late copy's tables copied before (streamed since; not in `copied` unless their
+    /// copy history is still needed). Empty for a first copy.
+    pub(crate) earlier: BTreeSet<String>,
+    /// A late copy's change-stream bookmark to continue from; `None`: `{"lsn": slot_lsn}`.
+    pub(crate) stream: Option<Bookmark>,
 }
 
 impl SnapshotBookmark {
     /// The JSON form.
     pub(crate) fn to_json(&self) -> Bookmark {
-        json!({"snapshot": {
+        let mut b = json!({"snapshot": {
             "slot_lsn": lsn_text(self.slot_lsn),
             "tables": self.copied.to_json(),
             "unkeyed": self.unkeyed,
-        }})
+            "copied": self.earlier,
+        }});
+        if let (Some(stream), Some(s)) = (&self.stream, b["snapshot"].as_object_mut()) {
+            s.insert("stream".into(), stream.clone());
+        }
+        b
+    }
+
+    /// Whether `table` needs no copying: copied before, or copied to its last key.
+    pub(crate) fn holds(&self, table: &str) -> bool {
+        self.earlier.contains(table) || self.copied.finished(table)
+    }
+
+    /// The change-stream bookmark the stream starts from once everything is copied.
+    pub(crate) fn stream_start(&self) -> Bookmark {
+        self.stream
+            .clone()
+            .unwrap_or_else(|| json!({"lsn": lsn_text(self.slot_lsn)}))
     }
 
     /// Reads a snapshot bookmark; `Ok(None)` when `b` is not one (a CDC bookmark).
@@ -109,10 +151,21 @@ impl SnapshotBookmark {
                 None | Some(Json::Null) => None,
                 Some(v) => Some(v.as_str().ok_or_else(bad)?.to_owned()),
             };
+            let earlier = match s.get("copied") {
+                None | Some(Json::Null) => BTreeSet::new(),
+                Some(v) => strings(v).ok_or_else(bad)?.into_iter().collect(),
+            };
+            let stream = match s.get("stream") {
+                None | Some(Json::Null) => None,
+                Some(v) if cdc_position(v) == Some(slot_lsn) => Some(v.clone()),
+                Some(_) => return Err(bad()),
+            };
             return Ok(Some(Self {
                 slot_lsn,
                 copied,
                 unkeyed,
+                earlier,
+                stream,
             }));
         }
         // The shape before resumption: {"slot_lsn", "done", "table", "after_key"}.
@@ -173,22 +226,10 @@ impl SnapshotBookmark {
             slot_lsn,
             copied,
             unkeyed: None,
+            earlier: BTreeSet::new(),
+            stream: None,
         }))
     }
-}
-
-/// A change-stream bookmark: `cdc` plus the copy history while it is still needed.
-pub(crate) fn with_history(cdc: Bookmark, copied: &Copied) -> Bookmark {
-    copy_history::with_history(cdc, copied)
-}
-
-/// Splits a change-stream bookmark into the `postgres-cdc` bookmark and the copy history, if
-/// it has one.
-///
-/// # Errors
-/// [`FaucetError::Bookmark`] when the `replicate` member has the wrong shape.
-pub(crate) fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), FaucetError> {
-    copy_history::split_history(b, CONNECTOR)
 }
 
 /// The `lsn` of a change-stream bookmark.
@@ -201,7 +242,11 @@ pub(crate) fn cdc_position(b: &Bookmark) -> Option<Lsn> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::copy_history::strip_history;
+    use crate::copy_history::{strip_history, with_history};
+
+    fn split_history(b: &Bookmark) -> Result<(Bookmark, Option<Copied>), FaucetError> {
+        copy_history::split_history(b, CONNECTOR)
+    }
 
     fn history() -> Copied {
         let mut copied = Copied::default();
@@ -255,10 +300,33 @@ mod tests {
             slot_lsn: Lsn(0x100),
             copied: copied.clone(),
             unkeyed: Some("s.c".into()),
+            earlier: BTreeSet::new(),
+            stream: None,
         };
         assert_eq!(
             SnapshotBookmark::from_json(&s.to_json()).expect("ok"),
-            Some(s)
+            Some(s.clone())
+        );
+        // A late copy: the tables copied before, and the stream's bookmark to go on from.
+        let late = SnapshotBookmark {
+            earlier: ["s.a".to_owned()].into(),
+            stream: Some(
+                json!({"lsn": "0/100", "in_txn": {"final_lsn": "0/180", "xid": 7,
+                                                          "skip": 3}}),
+            ),
+            ..s
+        };
+        assert_eq!(
+            SnapshotBookmark::from_json(&late.to_json()).expect("ok"),
+            Some(late.clone())
+        );
+        assert!(late.holds("s.a") && late.holds("s.b") && !late.holds("s.c"));
+        assert_eq!(late.stream_start(), late.stream.clone().expect("stream"));
+        let mut moved = late.to_json();
+        moved["snapshot"]["stream"]["lsn"] = json!("0/200");
+        assert!(
+            SnapshotBookmark::from_json(&moved).is_err(),
+            "`stream` must be at `slot_lsn`"
         );
         let cdc = with_history(json!({"lsn": "0/100"}), &copied);
         let (plain, back) = split_history(&cdc).expect("ok");

@@ -33,11 +33,11 @@ use pgwire_replication::Lsn;
 use sqlx::PgConnection;
 
 use faucet_core::util::quote_ident;
-use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, Value};
+use faucet_core::{Bookmark, FaucetError, Value};
 
 use super::CONNECTOR;
-use super::bookmark::{Copied, TableCopy, cdc_position, with_history};
-use crate::copy_filter::{ChangeFilter, Early, Verdict, verdict};
+use super::bookmark::{Copied, TableCopy, cdc_position};
+use crate::copy_filter::{SourceFilter, key_tuple, text};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::query::plan::quote_literal;
@@ -57,14 +57,6 @@ struct KeyInfo {
     types: Vec<String>,
     /// `"schema"."collation"` of each collatable column.
     collations: Vec<Option<String>>,
-}
-
-/// What becomes of one record.
-enum Fate {
-    Keep,
-    Drop,
-    /// Decided by the ranges of these keys (`u`: old, new; else one).
-    Keys(Vec<usize>),
 }
 
 /// Drops the changes a resumed copy already holds (module docs).
@@ -90,161 +82,6 @@ impl Filter {
         })
     }
 
-    /// The bookmark to hand over for the change stream's `bookmark`: with the copy history
-    /// while the stream is before the latest point, plain after.
-    pub(crate) fn bookmark(&self, bookmark: Bookmark) -> Bookmark {
-        match cdc_position(&bookmark) {
-            Some(lsn) if lsn >= self.latest => bookmark,
-            _ => with_history(bookmark, &self.copied),
-        }
-    }
-
-    /// Whether the stream at `bookmark` is past every point (the filter can go).
-    pub(crate) fn passed(&self, bookmark: &Bookmark) -> bool {
-        cdc_position(bookmark).is_some_and(|lsn| lsn >= self.latest)
-    }
-
-    /// `page` without the changes the copy holds, key-moving updates rewritten (module docs),
-    /// with the bookmark of [`Self::bookmark`].
-    ///
-    /// # Errors
-    /// [`FaucetError::Bookmark`] for a TRUNCATE between a table's points or a primary key that
-    /// changed since the copy; [`FaucetError::Read`] when a record lacks its key columns or
-    /// the comparison query fails.
-    pub(crate) async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
-        let bookmark = page.bookmark().cloned().map(|b| self.bookmark(b));
-        let mut fates = Vec::with_capacity(page.len());
-        let mut lookups: HashMap<String, Vec<Vec<String>>> = HashMap::new();
-        let mut any_change = false;
-        for row in page.rows() {
-            let v = row.values();
-            let fate = self.fate(v, &mut lookups).await?;
-            any_change |= !matches!(fate, Fate::Keep);
-            fates.push(fate);
-        }
-        if !any_change {
-            let mut page = page;
-            page.set_bookmark(bookmark);
-            return Ok(page);
-        }
-        let mut points: HashMap<String, Vec<Lsn>> = HashMap::new();
-        for (table, keys) in &lookups {
-            points.insert(table.clone(), self.points_of(table, keys).await?);
-        }
-        let mut out = PageBuilder::new(page.schema().clone(), page.len());
-        for (row, fate) in page.rows().zip(fates) {
-            let v = row.values();
-            match fate {
-                Fate::Keep => out.push_row(v.iter().cloned()),
-                Fate::Drop => {}
-                Fate::Keys(ids) => {
-                    let table = text(&v[TABLE]);
-                    let lsn = commit_lsn(v)?;
-                    let found = &points[table];
-                    let applied: Vec<bool> = ids.iter().map(|&id| lsn >= found[id]).collect();
-                    match verdict(text(&v[OP]), &applied) {
-                        Verdict::Keep => out.push_row(v.iter().cloned()),
-                        Verdict::Drop => {}
-                        Verdict::AsDelete => {
-                            let mut r = v.to_vec();
-                            r[OP] = Value::Text("d".into());
-                            r[AFTER] = Value::Null;
-                            r[UNCHANGED] = Value::Array(Vec::new());
-                            out.push_row(r);
-                        }
-                        Verdict::AsInsert => {
-                            if matches!(&v[UNCHANGED], Value::Array(a) if !a.is_empty()) {
-                                return Err(FaucetError::read(
-                                    CONNECTOR,
-                                    format!(
-                                        "an update committed at {} moved a row of {table} \
-                                         into a key range the resumed copy had not read \
-                                         yet, and its new row lacks unchanged TOASTed \
-                                         values, so it cannot be delivered as an insert; \
-                                         set REPLICA IDENTITY FULL on {table} and rerun \
-                                         the replicate from scratch",
-                                        lsn_text(lsn)
-                                    ),
-                                    None,
-                                ));
-                            }
-                            let mut r = v.to_vec();
-                            r[OP] = Value::Text("c".into());
-                            r[BEFORE] = Value::Null;
-                            out.push_row(r);
-                        }
-                    }
-                }
-            }
-        }
-        Ok(out.finish(bookmark))
-    }
-
-    /// The fate of one record, queueing the keys to look up.
-    async fn fate(
-        &mut self,
-        v: &[Value],
-        lookups: &mut HashMap<String, Vec<Vec<String>>>,
-    ) -> Result<Fate, FaucetError> {
-        let lsn = commit_lsn(v)?;
-        if lsn >= self.latest {
-            return Ok(Fate::Keep);
-        }
-        let table = text(&v[TABLE]).to_owned();
-        let Some(t) = self.copied.tables.get(&table) else {
-            return Ok(Fate::Keep);
-        };
-        match t.early(&lsn) {
-            Early::Keep => return Ok(Fate::Keep),
-            Early::Drop => return Ok(Fate::Drop),
-            Early::Lookup => {}
-        }
-        let op = text(&v[OP]).to_owned();
-        if op == "t" {
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "{table} was truncated at {} while its copy was resumed: part of it was \
-                     copied before the TRUNCATE and part after, which a change stream cannot \
-                     reconcile. Rerun from scratch: drop the slot, delete this pipeline's state \
-                     entry, empty the target, and run `faucet replicate` again",
-                    lsn_text(lsn)
-                ),
-                None,
-            ));
-        }
-        let recorded = t.key.clone();
-        let info = self.key_info(&table).await?;
-        if let Some(recorded) = recorded
-            && recorded != info.names
-        {
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the primary key of {table} is now ({}), but its copy was made in the order \
-                     of ({}); rerun the replicate from scratch",
-                    info.names.join(", "),
-                    recorded.join(", ")
-                ),
-                None,
-            ));
-        }
-        let sides: &[usize] = match op.as_str() {
-            "c" => &[AFTER],
-            "d" => &[BEFORE],
-            "u" => &[BEFORE, AFTER],
-            _ => return Ok(Fate::Keep),
-        };
-        let mut ids = Vec::with_capacity(2);
-        for &side in sides {
-            let key = key_of(&v[side], &info.names, &table, side == BEFORE, lsn)?;
-            let queue = lookups.entry(table.clone()).or_default();
-            ids.push(queue.len());
-            queue.push(key);
-        }
-        Ok(Fate::Keys(ids))
-    }
-
     async fn key_info(&mut self, table: &str) -> Result<&KeyInfo, FaucetError> {
         if !self.keys.contains_key(table) {
             let info = load_key(self.conn().await?, table).await?;
@@ -264,6 +101,81 @@ impl Filter {
         self.conn
             .as_mut()
             .ok_or_else(|| FaucetError::connect(CONNECTOR, "no session", None))
+    }
+}
+
+#[async_trait::async_trait]
+impl SourceFilter for Filter {
+    type Point = Lsn;
+    const CONNECTOR: &'static str = CONNECTOR;
+    const OP: usize = OP;
+    const TABLE: usize = TABLE;
+    const BEFORE: usize = BEFORE;
+    const AFTER: usize = AFTER;
+
+    fn copied(&self) -> &Copied {
+        &self.copied
+    }
+
+    fn latest(&self) -> &Lsn {
+        &self.latest
+    }
+
+    fn stream_point(bookmark: &Bookmark) -> Option<Lsn> {
+        cdc_position(bookmark)
+    }
+
+    /// The record's commit LSN.
+    fn position(v: &[Value]) -> Result<Lsn, FaucetError> {
+        parse_lsn(text(&v[LSN])).ok_or_else(|| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("a change record has no commit LSN: {:?}", v[LSN]),
+                None,
+            )
+        })
+    }
+
+    fn truncated(table: &str, at: &Lsn) -> FaucetError {
+        FaucetError::bookmark(
+            CONNECTOR,
+            format!(
+                "{table} was truncated at {} while its copy was resumed: part of it was copied \
+                 before the TRUNCATE and part after, which a change stream cannot reconcile. \
+                 Rerun from scratch: drop the slot, delete this pipeline's state entry, empty \
+                 the target, and run `faucet replicate` again",
+                lsn_text(*at)
+            ),
+            None,
+        )
+    }
+
+    async fn key_names(&mut self, table: &str) -> Result<Vec<String>, FaucetError> {
+        Ok(self.key_info(table).await?.names.clone())
+    }
+
+    /// The key in PostgreSQL's text input form ([`key_text`]).
+    fn key_of(
+        row: &Value,
+        names: &[String],
+        table: &str,
+        before: bool,
+        at: &Lsn,
+    ) -> Result<Vec<String>, FaucetError> {
+        let missing = |what: &str| {
+            FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "a change of {table} committed at {} has no {what} in `{}`, which is needed \
+                     to tell whether the resumed copy holds it; give the table REPLICA IDENTITY \
+                     DEFAULT (its primary key) or FULL",
+                    lsn_text(*at),
+                    if before { "before" } else { "after" }
+                ),
+                None,
+            )
+        };
+        key_tuple(row, names, table, CONNECTOR, &missing, key_text)
     }
 
     /// For each key, the consistent point its changes are delivered from: the point of the
@@ -310,16 +222,35 @@ impl Filter {
         };
         Ok(above.iter().map(|gt| bounds.point(gt, &Lsn(0))).collect())
     }
-}
 
-#[async_trait::async_trait]
-impl ChangeFilter for Filter {
-    async fn apply(&mut self, page: Page) -> Result<Page, FaucetError> {
-        Filter::apply(self, page).await
+    fn as_delete(v: &[Value]) -> Vec<Value> {
+        let mut r = v.to_vec();
+        r[OP] = Value::Text("d".into());
+        r[AFTER] = Value::Null;
+        r[UNCHANGED] = Value::Array(Vec::new());
+        r
     }
 
-    fn passed(&self, bookmark: &Bookmark) -> bool {
-        Filter::passed(self, bookmark)
+    /// # Errors
+    /// [`FaucetError::Read`] when the new row lacks unchanged TOASTed values.
+    fn as_insert(v: &[Value], table: &str, at: &Lsn) -> Result<Vec<Value>, FaucetError> {
+        if matches!(&v[UNCHANGED], Value::Array(a) if !a.is_empty()) {
+            return Err(FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "an update committed at {} moved a row of {table} into a key range the \
+                     resumed copy had not read yet, and its new row lacks unchanged TOASTed \
+                     values, so it cannot be delivered as an insert; set REPLICA IDENTITY FULL \
+                     on {table} and rerun the replicate from scratch",
+                    lsn_text(*at)
+                ),
+                None,
+            ));
+        }
+        let mut r = v.to_vec();
+        r[OP] = Value::Text("c".into());
+        r[BEFORE] = Value::Null;
+        Ok(r)
     }
 }
 
@@ -415,69 +346,6 @@ async fn load_key(conn: &mut PgConnection, table: &str) -> Result<KeyInfo, Fauce
         info.collations.push(c);
     }
     Ok(info)
-}
-
-fn text(v: &Value) -> &str {
-    match v {
-        Value::Text(s) => s.as_ref(),
-        _ => "",
-    }
-}
-
-fn commit_lsn(v: &[Value]) -> Result<Lsn, FaucetError> {
-    parse_lsn(text(&v[LSN])).ok_or_else(|| {
-        FaucetError::read(
-            CONNECTOR,
-            format!("a change record has no commit LSN: {:?}", v[LSN]),
-            None,
-        )
-    })
-}
-
-/// The primary-key tuple of a `before` / `after` row, as PostgreSQL input text.
-fn key_of(
-    row: &Value,
-    names: &[String],
-    table: &str,
-    before: bool,
-    lsn: Lsn,
-) -> Result<Vec<String>, FaucetError> {
-    let missing = |what: &str| {
-        FaucetError::read(
-            CONNECTOR,
-            format!(
-                "a change of {table} committed at {} has no {what} in `{}`, which is needed to \
-                 tell whether the resumed copy holds it; give the table REPLICA IDENTITY \
-                 DEFAULT (its primary key) or FULL",
-                lsn_text(lsn),
-                if before { "before" } else { "after" }
-            ),
-            None,
-        )
-    };
-    let Value::Row(r) = row else {
-        return Err(missing("primary key"));
-    };
-    names
-        .iter()
-        .map(|n| {
-            let i = r
-                .schema
-                .index_of(n)
-                .ok_or_else(|| missing(&format!("primary-key column `{n}`")))?;
-            key_text(&r.values[i]).ok_or_else(|| {
-                FaucetError::read(
-                    CONNECTOR,
-                    format!(
-                        "primary-key column `{n}` of {table} has a type faucet cannot compare \
-                         with the copied ranges ({:?})",
-                        r.values[i].data_type()
-                    ),
-                    None,
-                )
-            })
-        })
-        .collect()
 }
 
 /// A scalar key value in PostgreSQL's text input form (the inverse of `decode_text`).

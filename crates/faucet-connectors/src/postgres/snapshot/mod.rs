@@ -56,6 +56,16 @@
 //! changes committed between the two snapshots delivered again — the at-least-once bound
 //! of an append pipeline, which a crash between write and bookmark would cost anyway.
 //!
+//! **A table added to `tables` later** (after the copy finished, or on a state key `faucet
+//! run` started): a run with a change-stream bookmark whose `copied` member lacks listed
+//! tables copies just those in a new snapshot on a temporary slot at a new point C' — a
+//! *late copy*, resumable as above — then streams the slot from the stored bookmark,
+//! dropping their changes before C' with the same filter (their copy history: parts as of
+//! C'); the other tables' changes flow on with no gap and no overlap. A bookmark without
+//! `copied` (`faucet run`'s, or an older replicate's) counts only the tables of its history
+//! as copied (module `bookmark`). A table removed from `tables` is dropped from `copied`
+//! and from the history, so the filter does not wait for its points.
+//!
 //! Limits (precise):
 //! * A table without a primary key is copied in one pass; its copy cannot continue
 //!   mid-table, so a run interrupted while copying it fails with [`FaucetError::Bookmark`]
@@ -76,18 +86,21 @@ mod export;
 mod filter;
 mod stream;
 
+use std::collections::BTreeSet;
+
 use async_trait::async_trait;
 
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 use crate::copy_filter::FilteredChanges;
+use crate::copy_history::{KeepCopied, StreamBookmark};
 use crate::postgres::cdc::catalog::{self, Wanted};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
 use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource, ValidatedCdcConfig};
 use crate::postgres::connection::PostgresUrl;
 
-use bookmark::{Copied, SnapshotBookmark, split_history};
+use bookmark::{Copied, SnapshotBookmark};
 use export::{ExportedSnapshot, temporary_slot_name};
 use filter::Filter;
 use stream::ReplicateStream;
@@ -140,6 +153,11 @@ impl PostgresReplicateSource {
             create_publication: c.create_publication,
             slot_in_use: c.slot_in_use,
         }
+    }
+
+    /// The listed tables, `schema.table`.
+    fn listed(&self) -> BTreeSet<String> {
+        self.tables.iter().map(TableName::qualified).collect()
     }
 
     fn rerun(&self) -> String {
@@ -218,9 +236,8 @@ impl PostgresReplicateSource {
                 return Err(FaucetError::bookmark(
                     CONNECTOR,
                     format!(
-                        "snapshot interrupted, and replication slot `{slot}` it was made with \
-                         no longer exists, so the changes since its consistent point {} are \
-                         lost. {}",
+                        "the copy streams replication slot `{slot}` from {}, but the slot no \
+                         longer exists, so the changes since then are lost. {}",
                         lsn_text(position.slot_lsn),
                         self.rerun()
                     ),
@@ -229,7 +246,10 @@ impl PostgresReplicateSource {
             }
             Some(c) => c.as_deref().and_then(parse_lsn),
         };
+        // A late copy streams from a `postgres-cdc` bookmark, which the slot may be ahead
+        // of (a restored state): the stream then warns as `postgres-cdc` does.
         if let Some(c) = confirmed
+            && position.stream.is_none()
             && c > position.slot_lsn
         {
             return Err(FaucetError::bookmark(
@@ -245,16 +265,15 @@ impl PostgresReplicateSource {
                 None,
             ));
         }
-        let pending = self.tables.iter().any(|t| {
-            !position
-                .copied
-                .tables
-                .get(&t.qualified())
-                .is_some_and(bookmark::TableCopy::finished)
-        });
+        let pending = self.tables.iter().any(|t| !position.holds(&t.qualified()));
         if !pending {
             return Ok(None);
         }
+        // The tables to copy must be published before the new point, so that their
+        // changes after it are in the stream.
+        let mut conn = self.connection.connect_sql().await?;
+        catalog::check_publication(&mut conn, &self.wanted(), true).await?;
+        drop(conn);
         let temporary = temporary_slot_name(slot);
         let exported = ExportedSnapshot::create(
             &self.connection,
@@ -315,20 +334,59 @@ impl Source for PostgresReplicateSource {
                     options,
                 )));
             }
-            let (cdc, history) = split_history(b)?;
+            let StreamBookmark {
+                cdc,
+                history,
+                known,
+                missing,
+            } = StreamBookmark::read(b, CONNECTOR, &self.listed())?;
             let start = bookmark::cdc_position(&cdc);
-            let inner = self.cdc.open(Some(cdc), options).await?;
-            let filter = match (history, start) {
-                (Some(h), Some(start)) => Filter::new(h, start, options_sql),
-                _ => None,
+            if missing.is_empty() {
+                let inner = self.cdc.open(Some(cdc), options).await?;
+                let filter = match (history, start) {
+                    (Some(h), Some(start)) => Filter::new(h, start, options_sql),
+                    _ => None,
+                };
+                let changes = Box::new(FilteredChanges { inner, filter });
+                return Ok(KeepCopied::wrap(changes, Some(known)));
+            }
+            // A late copy of the listed tables not copied before (module docs).
+            let Some(slot_lsn) = start else {
+                return Err(FaucetError::bookmark(
+                    CONNECTOR,
+                    format!("the stored bookmark {cdc} has no `lsn` to stream from"),
+                    None,
+                ));
             };
-            return Ok(Box::new(FilteredChanges { inner, filter }));
+            tracing::info!(
+                tables = ?missing,
+                from = %lsn_text(slot_lsn),
+                "copying the listed tables not copied before, then streaming on"
+            );
+            let position = SnapshotBookmark {
+                slot_lsn,
+                copied: history.unwrap_or_default(),
+                unkeyed: None,
+                earlier: known,
+                stream: Some(cdc),
+            };
+            let exported = self.resume_snapshot(&position).await?;
+            return Ok(Box::new(ReplicateStream::new(
+                &self.cdc,
+                options_sql,
+                tables,
+                exported,
+                position,
+                options,
+            )));
         }
         let exported = self.start_snapshot().await?;
         let position = SnapshotBookmark {
             slot_lsn: exported.consistent_point,
             copied: Copied::default(),
             unkeyed: None,
+            earlier: BTreeSet::new(),
+            stream: None,
         };
         Ok(Box::new(ReplicateStream::new(
             &self.cdc,

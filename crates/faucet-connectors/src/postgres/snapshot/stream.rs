@@ -8,16 +8,17 @@ use async_trait::async_trait;
 use pgwire_replication::Lsn;
 
 use faucet_core::change::Op;
-use faucet_core::serde_json::{Value as Json, json};
+use faucet_core::serde_json::Value as Json;
 use faucet_core::{
     Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value,
 };
 
 use super::CONNECTOR;
-use super::bookmark::{SnapshotBookmark, TableCopy, with_history};
+use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::export::ExportedSnapshot;
 use super::filter::Filter;
 use crate::copy_filter::{EmptyStream, FilteredChanges};
+use crate::copy_history::{KeepCopied, Staged, after_copy};
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
@@ -41,13 +42,6 @@ struct Copying {
     staged: Option<Staged>,
     /// The last key handed out (or the key the copy resumed after).
     after: Option<Vec<String>>,
-}
-
-/// A page of `op: r` records waiting for the page after it.
-struct Staged {
-    page: Page,
-    /// Its last primary-key tuple; `None` for the table's last page.
-    end: Option<Vec<String>>,
 }
 
 /// The last key tuple (and key names) of a reader page, from its bookmark; `(None, None)`
@@ -134,26 +128,29 @@ impl<'a> ReplicateStream<'a> {
     }
 
     fn all_finished(&self) -> bool {
-        self.tables.iter().all(|t| {
-            self.position
-                .copied
-                .tables
-                .get(&t.qualified())
-                .is_some_and(TableCopy::finished)
-        })
+        self.tables
+            .iter()
+            .all(|t| self.position.holds(&t.qualified()))
+    }
+
+    /// The listed tables, every one copied once the copy is over (the `copied` member).
+    fn listed(&self) -> std::collections::BTreeSet<String> {
+        self.tables.iter().map(TableName::qualified).collect()
     }
 
     /// The bookmark after a page of the copy: the snapshot position, or, once every table is
-    /// copied, the change stream's start (with the copy history when it is needed).
+    /// copied, the change stream's start with the tables copied (and with the copy history
+    /// when it is needed).
     fn copy_bookmark(&self) -> Bookmark {
         if !self.all_finished() {
             return self.position.to_json();
         }
-        let start = json!({"lsn": lsn_text(self.position.slot_lsn)});
-        match self.position.copied.latest_point() {
-            Some(p) if p > self.position.slot_lsn => with_history(start, &self.position.copied),
-            _ => start,
-        }
+        after_copy(
+            self.position.stream_start(),
+            &self.position.slot_lsn,
+            &self.position.copied,
+            &self.listed(),
+        )
     }
 
     /// `op: r` records of a page of `table`'s rows.
@@ -298,28 +295,20 @@ impl<'a> ReplicateStream<'a> {
         if key_names.is_some() {
             entry.key = key_names;
         }
-        match staged {
-            None => {
-                // The first page: record it in flight before anything of it is handed out.
-                entry.in_flight(point, after, end);
-                Ok(Some(Some(Page::empty(
-                    record_schema(),
-                    Some(self.position.to_json()),
-                ))))
-            }
-            Some(previous) => {
-                // Hand out the previous page; the one just read is in flight next.
-                let to = previous.end.clone();
-                entry.advance(point, to.clone());
-                entry.in_flight(point, to.clone(), end);
-                if let Some(c) = self.copying_mut() {
-                    c.after = to;
-                }
-                let mut page = previous.page;
-                page.set_bookmark(Some(self.position.to_json()));
-                Ok(Some(Some(page)))
-            }
+        let handed = staged.as_ref().map(|s| s.end.clone());
+        // The first page is recorded in flight before anything of it is handed out.
+        let page = entry.hold_back(&point, after, end, staged);
+        if let (Some(to), Some(c)) = (handed, self.copying_mut()) {
+            c.after = to;
         }
+        let bookmark = Some(self.position.to_json());
+        Ok(Some(Some(match page {
+            None => Page::empty(record_schema(), bookmark),
+            Some(mut page) => {
+                page.set_bookmark(bookmark);
+                page
+            }
+        })))
     }
 
     /// Opens the next table that is not finished; `Ok(None)` when there is none.
@@ -335,14 +324,9 @@ impl<'a> ReplicateStream<'a> {
         else {
             return Ok(None);
         };
-        let Some(i) = (*next..self.tables.len()).find(|&i| {
-            !self
-                .position
-                .copied
-                .tables
-                .get(&self.tables[i].qualified())
-                .is_some_and(TableCopy::finished)
-        }) else {
+        let Some(i) =
+            (*next..self.tables.len()).find(|&i| !self.position.holds(&self.tables[i].qualified()))
+        else {
             return Ok(None);
         };
         let name = self.tables[i].qualified();
@@ -439,7 +423,7 @@ impl PageStream for ReplicateStream<'_> {
                     }
                     // Every table is copied: end the snapshot's session, stream the slot.
                     self.phase = Phase::Changes(Box::new(EmptyStream));
-                    let start = json!({"lsn": lsn_text(self.position.slot_lsn)});
+                    let start = self.position.stream_start();
                     let stream = self.cdc.open(Some(start), self.options.clone()).await?;
                     let filter = Filter::new(
                         self.position.copied.clone(),
@@ -451,10 +435,11 @@ impl PageStream for ReplicateStream<'_> {
                         filtered = filter.is_some(),
                         "snapshot copied; streaming changes"
                     );
-                    self.phase = Phase::Changes(Box::new(FilteredChanges {
+                    let changes = Box::new(FilteredChanges {
                         inner: stream,
                         filter,
-                    }));
+                    });
+                    self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
                 }
             }
         }
