@@ -7,7 +7,7 @@
 //! fields differing only in case).
 
 use faucet_connectors::mysql::{MysqlSink, MysqlSinkConfig};
-use faucet_core::{DataType, FaucetError, Sink, Value};
+use faucet_core::{CommitToken, DataType, FaucetError, Sink, Value};
 use serde_json::json;
 
 use crate::mysql_sink_support::{append_sink, sink_db, texts, url_for};
@@ -300,5 +300,55 @@ async fn create_table_makes_what_the_values_need_or_refuses_naming_the_fields() 
     );
     assert!(message.contains("ignore case"), "{err}");
     assert!(!exists(&mut db, "cased").await, "nothing was created");
+    db.drop_db().await;
+}
+
+/// An empty first page with `create_table` (the table waits for a page with rows) leaves no
+/// commit token for a table that does not exist; the next page creates the table and its
+/// token carries the run on.
+#[tokio::test]
+async fn an_empty_first_page_leaves_no_token_for_a_table_not_made_yet() {
+    let mut db = sink_db("ms_empty_first").await;
+    let fields = [("id", DataType::Int)];
+    let sink = creating_sink(&db.db, "later", &["id"]);
+    let mut w = sink.open().await.expect("open");
+    let t1 = CommitToken {
+        sequence: 1,
+        bookmark: json!(1),
+    };
+    w.write_committed(&plain_page(&fields, vec![], json!(1)), "k", &t1)
+        .await
+        .expect("empty page");
+    assert!(!exists(&mut db, "later").await);
+    let tokens = format!(
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{}' AND \
+         TABLE_NAME = 'faucet_commit_tokens'",
+        db.db
+    );
+    if db.column(&tokens).await == [s("1")] {
+        assert_eq!(
+            db.column("SELECT COUNT(*) FROM faucet_commit_tokens").await,
+            [s("0")],
+            "no token for a table that does not exist"
+        );
+    }
+    drop(w);
+    let mut w = sink.open().await.expect("reopen");
+    assert_eq!(w.last_committed_token("k").await.expect("token"), None);
+    let t2 = CommitToken {
+        sequence: 2,
+        bookmark: json!(2),
+    };
+    w.write_committed(
+        &plain_page(&fields, vec![vec![Value::Int(7)]], json!(2)),
+        "k",
+        &t2,
+    )
+    .await
+    .expect("page with rows");
+    drop(w);
+    let mut w = sink.open().await.expect("reopen");
+    assert_eq!(w.last_committed_token("k").await.expect("token"), Some(t2));
+    assert_eq!(db.column("SELECT id FROM later").await, [s("7")]);
     db.drop_db().await;
 }

@@ -2,7 +2,10 @@
 //! type (README, "mysql sink"). Nothing is coerced here: a value MySQL cannot hold (NaN, an
 //! infinite date, an ISO 8601 duration into a TIME column) is an error for the caller to
 //! name by row and column; a value the column cannot hold (out of range, too long, an
-//! invalid date) is refused by the server under the session's strict `sql_mode`.
+//! invalid date) is refused by the server under the session's strict `sql_mode`; a value the
+//! server would change without a warning (a bound parameter is converted silently: fraction
+//! digits dropped, a double rounded to a FLOAT, BINARY zero padding, CHAR's trailing spaces)
+//! is refused by the column's [`ColumnType`] rule, worked out once when the table is opened.
 
 use mysql_async::Value as MyValue;
 
