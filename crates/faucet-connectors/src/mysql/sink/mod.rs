@@ -26,9 +26,11 @@
 //!   before the page's transaction, never inside it (it would commit half a page).
 //! * A target whose engine is not transactional (MyISAM, Aria, MEMORY …) is refused before
 //!   any data moves, naming the engine: such a table keeps the rows of a rolled-back page.
-//!   `open` does not know the delivery asked, so the refusal waits for the first call that
-//!   tells: the commit token (effectively-once: the delivery error) or a plain write (a
-//!   config error); no fence table is made for it.
+//!   `open` does not know the delivery, so the refusal waits for the first call that tells:
+//!   the commit token (the run uses the atomic watermark, asked or derived: the delivery
+//!   error) or a plain write (at-least-once: a config error); no fence table is made for it.
+//!   The request itself never reaches a sink: a run that asked `at_least_once` but derived
+//!   the atomic watermark (a deterministic source) still gets the delivery error.
 //!
 //! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert`.
 
