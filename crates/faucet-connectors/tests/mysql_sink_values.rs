@@ -94,6 +94,7 @@ async fn a_value_the_column_would_change_fails_the_page_and_fitting_values_go_in
         (8, Value::Text("ab ".into()), "VARCHAR"),
         (9, Value::Text("a ".into()), "ENUM"),
         (10, Value::Text("1".into()), "BIT"),
+        (10, Value::Float(1.5), "BIT"),
         // The server's own refusals, checked here so they stay refusals.
         (10, Value::Int(256), "too long"),
         (4, Value::Interval("839:00:00".into()), "Incorrect time"),
@@ -133,6 +134,7 @@ async fn a_value_the_column_would_change_fails_the_page_and_fitting_values_go_in
     more[5] = Value::Float(-3.25);
     more[6] = Value::Numeric("0.1".into());
     more[7] = Value::Text("abcd".into());
+    more[10] = Value::Numeric("5".into());
     write_all(w.as_mut(), &[plain_page(&fields, vec![more], json!(3))]).await;
     let back = texts(
         &mut db,
@@ -168,7 +170,7 @@ async fn a_value_the_column_would_change_fails_the_page_and_fitting_values_go_in
                 s("61626364"),
                 s("[ ab]"),
                 s("a"),
-                s("255"),
+                s("5"),
                 s("1.20"),
             ],
         ]

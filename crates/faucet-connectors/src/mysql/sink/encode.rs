@@ -141,7 +141,8 @@ enum Exact {
     /// CHAR, ENUM, SET: trailing spaces are gone on read (CHAR strips them, ENUM and SET
     /// match the member without them).
     NoTrailingSpace,
-    /// BIT(n): a text's bytes are taken as the bits (`"1"` is 0b00110001).
+    /// BIT(n): a text's bytes are taken as the bits (`"1"` is 0b00110001), a fraction is
+    /// rounded.
     Bits,
 }
 
@@ -265,11 +266,17 @@ impl ColumnType {
                 )),
                 _ => None,
             },
-            Exact::Bits => matches!(value, Value::Text(_)).then(|| {
-                "text into a BIT column is taken as bytes (`1` would be 0b00110001); give a \
-                 number or bytes"
-                    .to_owned()
-            }),
+            Exact::Bits => match value {
+                Value::Text(_) => Some(
+                    "text into a BIT column is taken as bytes (`1` would be 0b00110001); give \
+                     a number or bytes"
+                        .to_owned(),
+                ),
+                Value::Float(f) if f.fract() != 0.0 => Some(format!(
+                    "{f} is not an integer, and the BIT column would round it silently"
+                )),
+                _ => None,
+            },
         }
     }
 }
@@ -387,6 +394,16 @@ fn encode(value: &Value, column_type: &str, json: &mut Vec<u8>) -> Result<MyValu
                 "numeric {n} has no MySQL form (DECIMAL holds no NaN or infinity)"
             ));
         }
+        // BIT takes a bound text as its bytes ("5" is 0b00110101): its number, as MySQL
+        // sources give BIT(64), goes as an unsigned integer.
+        Value::Numeric(n) if column_type == "bit" => match n.parse::<u64>() {
+            Ok(u) => MyValue::UInt(u),
+            Err(_) => {
+                return Err(format!(
+                    "numeric {n} is not an unsigned 64-bit integer, which a BIT column holds"
+                ));
+            }
+        },
         Value::Numeric(n) => MyValue::Bytes(n.as_bytes().to_vec()),
         Value::Text(t) => MyValue::Bytes(t.as_bytes().to_vec()),
         Value::Bytes(b) => MyValue::Bytes(b.clone()),
@@ -642,6 +659,12 @@ mod tests {
         let bit = ColumnType::of("bit");
         assert!(param(&Value::Text("1".into()), &bit, &mut s).is_err());
         assert!(param(&Value::Int(5), &bit, &mut s).is_ok());
+        assert!(param(&Value::Float(1.5), &bit, &mut s).is_err());
+        assert!(matches!(
+            param(&Value::Numeric("18446744073709551615".into()), &bit, &mut s),
+            Ok(MyValue::UInt(u64::MAX))
+        ));
+        assert!(param(&Value::Numeric("-1".into()), &bit, &mut s).is_err());
     }
 
     #[test]
