@@ -8,7 +8,7 @@
 //!   before the first run, one of its transactions several pages long, exactly once);
 //! * requests that cannot be met exit 3 before any data moves: an append target behind a
 //!   non-deterministic source with a memory state store, and a MyISAM/Aria target with
-//!   `effectively_once`.
+//!   `effectively_once`; an at-least-once run into that target exits 2 naming the engine.
 //!
 //! `FAUCET_SOAK=1` runs more random kills.
 
@@ -18,6 +18,8 @@ use crate::support::mysql::{BATCH, KILL_BATCH, Scenario, database, mariadb, url_
 
 /// Exit code of an unmet delivery request (`faucet --help`, "Exit codes").
 const DELIVERY_UNMET: i32 = 3;
+/// `faucet`'s exit code for a usage or configuration error.
+const USAGE: i32 = 2;
 
 #[test]
 fn csv_into_mysql_append_is_exactly_once_across_aborts_at_every_fault_point() {
@@ -124,6 +126,28 @@ fn unmet_requests_into_mysql_are_refused_before_any_data_moves() {
             "{engine}: state written"
         );
     }
+    // An at-least-once run (a query source: no atomic watermark is derived, so no commit
+    // token is asked for): the refusal names the engine, not effectively-once, and comes
+    // before the first row.
+    dir.write(
+        "a.yaml",
+        format!(
+            "version: 1\nname: a\npipeline:\n  source: {{ type: mysql, config: {{ connection_url: \
+             \"${{env:FAUCET_SINK_URL}}\", table: {db}.src }} }}\n  sink: {}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  \
+             delivery: at_least_once\n",
+            sink("my")
+        ),
+    );
+    let run = dir.faucet_env(&["run", "a.yaml"], &env);
+    run.expect_code(USAGE)
+        .stderr_has(&["MyISAM engine", "ENGINE=InnoDB", "half-written"]);
+    assert!(!run.stderr.contains("effectively-once"), "{}", run.stderr);
+    assert_eq!(
+        mariadb(&format!("SELECT COUNT(*) FROM `{db}`.`my`")),
+        [["0"]],
+        "at-least-once: rows were written"
+    );
     assert_eq!(tables(&db), ["aria", "my", "src"], "nothing was created");
     mariadb(&format!("DROP DATABASE `{db}`"));
 }

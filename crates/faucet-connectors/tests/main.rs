@@ -32,6 +32,8 @@ mod mysql_sink;
 #[cfg(feature = "mysql")]
 mod mysql_sink_support;
 #[cfg(feature = "mysql")]
+mod mysql_sink_values;
+#[cfg(feature = "mysql")]
 mod mysql_support;
 #[cfg(feature = "mysql")]
 mod mysql_values;

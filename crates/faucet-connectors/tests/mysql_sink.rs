@@ -126,26 +126,56 @@ async fn a_value_the_column_cannot_hold_fails_the_page_naming_row_and_column() {
     db.drop_db().await;
 }
 
-/// MyISAM, Aria and MEMORY keep rows across a ROLLBACK: refused before any data moves, as
-/// a typed delivery error naming the engine.
+/// MyISAM, Aria and MEMORY keep rows across a ROLLBACK: refused before any data moves, in
+/// the words of what was asked — the typed delivery error when effectively-once asks for the
+/// commit token, a config error naming the engine for a plain write (at-least-once).
 #[tokio::test]
 async fn a_non_transactional_engine_is_refused_naming_it() {
     let mut db = sink_db("ms_engine").await;
+    let fields = [("id", DataType::Int), ("v", DataType::Text)];
+    let page = plain_page(
+        &fields,
+        vec![vec![Value::Int(1), Value::Text("a".into())]],
+        json!(1),
+    );
+    let token = CommitToken {
+        sequence: 1,
+        bookmark: json!(1),
+    };
     for engine in ["MyISAM", "Aria", "MEMORY"] {
+        let table = format!("t_{engine}");
         db.exec(&format!(
-            "CREATE TABLE `t_{engine}` (id INT PRIMARY KEY, v VARCHAR(10)) ENGINE={engine}"
+            "CREATE TABLE `{table}` (id INT PRIMARY KEY, v VARCHAR(10)) ENGINE={engine}"
         ))
         .await;
-        let sink = append_sink(&db, &format!("t_{engine}"));
-        let err = sink.open().await.map(|_| ()).expect_err(engine);
+        let sink = append_sink(&db, &table);
+        let mut w = sink.open().await.expect(engine);
+        let err = w.last_committed_token("k").await.expect_err(engine);
         assert!(matches!(err, FaucetError::Delivery(_)), "{err:?}");
         assert!(
             err.to_string().contains(&format!("{engine} engine")),
             "{err}"
         );
         assert!(err.to_string().contains("ENGINE=InnoDB"), "{err}");
+        let err = w
+            .write_committed(&page, "k", &token)
+            .await
+            .expect_err(engine);
+        assert!(matches!(err, FaucetError::Delivery(_)), "{err:?}");
+        let err = w.write(&page).await.expect_err(engine);
+        assert!(matches!(err, FaucetError::Config { .. }), "{err:?}");
+        let said = err.to_string();
+        assert!(said.contains(&format!("{engine} engine")), "{said}");
+        assert!(said.contains("ENGINE=InnoDB"), "{said}");
+        assert!(!said.contains("effectively-once"), "{said}");
+        assert_eq!(
+            db.column(&format!("SELECT COUNT(*) FROM `{table}`")).await,
+            [s("0")],
+            "{engine}: nothing was written"
+        );
         let err = sink.check().await.expect_err(engine);
         assert!(err.to_string().contains(engine), "{err}");
+        assert!(!err.to_string().contains("effectively-once"), "{err}");
     }
     db.drop_db().await;
 }

@@ -127,3 +127,83 @@ impl TableCatalog {
         column
     }
 }
+
+/// The facts of one column that decide which values it holds exactly (the `mysql` sink's
+/// checks of what MariaDB would convert silently, `sink/encode.rs`), from
+/// `information_schema.COLUMNS`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnPrecision {
+    /// COLUMN_NAME.
+    pub name: String,
+    /// DATA_TYPE, lower case (`datetime`, `binary`, …).
+    pub data_type: String,
+    /// COLUMN_TYPE, lower case (`datetime(3)`, `binary(16)`, `bigint(20) unsigned`, …).
+    pub column_type: String,
+    /// CHARACTER_MAXIMUM_LENGTH: characters of a CHAR/VARCHAR, bytes of a BINARY/VARBINARY.
+    pub char_length: Option<u64>,
+    /// NUMERIC_PRECISION: digits of a DECIMAL, bits of a BIT.
+    pub numeric_precision: Option<u64>,
+    /// NUMERIC_SCALE: fraction digits of a DECIMAL.
+    pub numeric_scale: Option<u64>,
+    /// DATETIME_PRECISION: fraction digits of a DATETIME, TIMESTAMP or TIME (0 to 6).
+    pub datetime_precision: Option<u64>,
+}
+
+/// The [`ColumnPrecision`] of every column of `db`.`table`, in ordinal order (empty: no such
+/// table, or not visible to the user).
+///
+/// # Errors
+/// [`FaucetError::Read`] / [`FaucetError::Connect`] from [`MysqlConnection::error`].
+pub async fn column_precisions(
+    conn: &mut mysql_async::Conn,
+    connection: &MysqlConnection,
+    db: &str,
+    table: &str,
+) -> Result<Vec<ColumnPrecision>, FaucetError> {
+    let what = format!("reading the column types of {db}.{table}");
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(
+            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), LOWER(COLUMN_TYPE), \
+             CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION \
+             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+             ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
+        .await
+        .map_err(|e| connection.error(&what, e))?;
+    type Facts = (
+        String,
+        String,
+        String,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+        Option<u64>,
+    );
+    let rows = convert_rows::<Facts>(rows)
+        .map_err(|m| FaucetError::read(connection.connector(), format!("{what}: {m}"), None))?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(
+                name,
+                data_type,
+                column_type,
+                char_length,
+                numeric_precision,
+                numeric_scale,
+                datetime_precision,
+            )| {
+                ColumnPrecision {
+                    name,
+                    data_type,
+                    column_type,
+                    char_length,
+                    numeric_precision,
+                    numeric_scale,
+                    datetime_precision,
+                }
+            },
+        )
+        .collect())
+}

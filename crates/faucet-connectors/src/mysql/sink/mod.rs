@@ -15,16 +15,22 @@
 //!   inserts, firing DELETE triggers, cascading foreign keys and resetting omitted columns.
 //! * Nothing is coerced silently: every session runs with a strict `sql_mode`
 //!   ([`SINK_SQL_MODE`]), and a statement that leaves any warning (a DECIMAL rounded, a note)
-//!   fails the page. A value the column cannot hold is a [`FaucetError::Data`] naming table,
-//!   column and page row; nothing of the page is committed.
+//!   fails the page; what MariaDB converts in a bound parameter without a warning is refused
+//!   by `encode` (per-column rules worked out when the table is opened). A value the column
+//!   cannot hold is a [`FaucetError::Data`] naming table, column and page row; nothing of the
+//!   page is committed.
 //! * Atomic watermark ([`SinkWriter::write_committed`]): the page's rows and the commit token
 //!   (`faucet_commit_tokens` in the target's database) commit in one transaction; the
 //!   stored sequence only moves forward. The writer fence (`faucet_fences`) is checked first
 //!   in every page's transaction. DDL (creating the target, the token and fence tables) runs
 //!   before the page's transaction, never inside it (it would commit half a page).
-//! * A target whose engine is not transactional (MyISAM, Aria, MEMORY …) is refused when the
-//!   sink opens, before any data moves, naming the engine: such a table keeps the rows of a
-//!   rolled-back page.
+//! * A target whose engine is not transactional (MyISAM, Aria, MEMORY …) is refused before
+//!   any data moves, naming the engine: such a table keeps the rows of a rolled-back page.
+//!   `open` does not know the delivery, so the refusal waits for the first call that tells:
+//!   the commit token (the run uses the atomic watermark, asked or derived: the delivery
+//!   error) or a plain write (at-least-once: a config error); no fence table is made for it.
+//!   The request itself never reaches a sink: a run that asked `at_least_once` but derived
+//!   the atomic watermark (a deterministic source) still gets the delivery error.
 //!
 //! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert`.
 
@@ -129,33 +135,15 @@ impl MysqlSink {
         ))
     }
 
-    /// Refuses `name` when its engine is not transactional (before any data moves).
+    /// Refuses `name` when its engine is not transactional (before any data moves), with the
+    /// delivery error: used for the tables effectively-once needs (the commit tokens, a
+    /// table just created); `Ok(false)` when there is no such table.
     async fn check_engine(&self, conn: &mut Conn, name: &TableName) -> Result<bool, FaucetError> {
-        let Some(engine) = table::engine(conn, &self.connection, name).await? else {
-            return Ok(false);
-        };
-        if engine.transactional {
-            return Ok(true);
+        match table::engine(conn, &self.connection, name).await? {
+            None => Ok(false),
+            Some(engine) if engine.transactional => Ok(true),
+            Some(engine) => Err(NotTransactional::new(name, &engine).for_effectively_once()),
         }
-        let what = if engine.name.is_empty() {
-            "is a view (or has no engine), which faucet cannot write in a transaction".to_owned()
-        } else {
-            format!(
-                "uses the {} engine, which is not transactional: a page that fails halfway \
-                 would stay half-written, and no commit token can commit with its rows",
-                engine.name
-            )
-        };
-        Err(DeliveryError::Unsatisfiable {
-            side: LimitingSide::Sink,
-            connector: CONNECTOR.to_owned(),
-            reason: format!("table {name} {what}"),
-            fix: format!(
-                "convert it (`ALTER TABLE {} ENGINE=InnoDB`) or write into an InnoDB table",
-                name.quoted()
-            ),
-        }
-        .into())
     }
 
     /// Checks an existing table against the config: the key columns exist and, for upsert,
@@ -271,12 +259,16 @@ impl Sink for MysqlSink {
     /// is created with the first page when `create_table` is set.
     ///
     /// # Errors
-    /// [`FaucetError::Connect`]; [`FaucetError::Delivery`] for a non-transactional engine;
-    /// [`FaucetError::Write`] when the table is missing and `create_table` is off;
+    /// [`FaucetError::Connect`]; [`FaucetError::Write`] when the table is missing and `create_table` is off;
     /// [`FaucetError::Config`] when the key does not fit the table.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
         let (mut conn, syntax) = self.session().await?;
-        self.check_engine(&mut conn, &self.table).await?;
+        let refusal = match table::engine(&mut conn, &self.connection, &self.table).await? {
+            Some(engine) if !engine.transactional => {
+                Some(NotTransactional::new(&self.table, &engine))
+            }
+            _ => None,
+        };
         let table = table::load(&mut conn, &self.connection, &self.table).await?;
         match &table {
             Some(t) => self.verify(t)?,
@@ -292,6 +284,7 @@ impl Sink for MysqlSink {
             fence: None,
             created_here: false,
             source_table: None,
+            refusal,
         }))
     }
 
@@ -303,7 +296,11 @@ impl Sink for MysqlSink {
     /// The first failing prerequisite, with its fix.
     async fn check(&self) -> Result<(), FaucetError> {
         let (mut conn, _) = self.session().await?;
-        let exists = self.check_engine(&mut conn, &self.table).await?;
+        let exists = match table::engine(&mut conn, &self.connection, &self.table).await? {
+            None => false,
+            Some(engine) if engine.transactional => true,
+            Some(engine) => return Err(NotTransactional::new(&self.table, &engine).for_writes()),
+        };
         if exists {
             let Some(t) = table::load(&mut conn, &self.connection, &self.table).await? else {
                 return Err(missing_table(&self.table));
@@ -372,6 +369,75 @@ struct MysqlSinkWriter<'a> {
     created_here: bool,
     /// The `table` of the change records written so far.
     source_table: Option<String>,
+    /// Why the target cannot be written (its engine is not transactional): refused at the
+    /// first page, or when effectively-once asks for the commit token, before any data moves
+    /// — in the words of what was asked, which `open` does not know.
+    refusal: Option<NotTransactional>,
+}
+
+/// A target table whose engine is not transactional (MyISAM, Aria, MEMORY, a view): a
+/// ROLLBACK keeps its rows, so neither a page's all-or-nothing nor the atomic watermark holds.
+#[derive(Debug, Clone)]
+struct NotTransactional {
+    table: TableName,
+    /// `uses the MyISAM engine` / `is a view (or has no engine)`.
+    what: String,
+}
+
+impl NotTransactional {
+    fn new(table: &TableName, engine: &table::Engine) -> Self {
+        let what = if engine.name.is_empty() {
+            "is a view (or has no engine), which faucet cannot write in a transaction".to_owned()
+        } else {
+            format!(
+                "uses the {} engine, which is not transactional",
+                engine.name
+            )
+        };
+        Self {
+            table: table.clone(),
+            what,
+        }
+    }
+
+    fn fix(&self) -> String {
+        format!(
+            "convert it (`ALTER TABLE {} ENGINE=InnoDB`) or write into an InnoDB table",
+            self.table.quoted()
+        )
+    }
+
+    /// The refusal when effectively-once was asked: [`FaucetError::Delivery`].
+    fn for_effectively_once(&self) -> FaucetError {
+        DeliveryError::Unsatisfiable {
+            side: LimitingSide::Sink,
+            connector: CONNECTOR.to_owned(),
+            reason: format!(
+                "table {} {}: no commit token can commit with its rows, and a page that fails \
+                 halfway would stay half-written",
+                self.table, self.what
+            ),
+            fix: self.fix(),
+        }
+        .into()
+    }
+
+    /// The refusal for any other delivery (and `faucet doctor`): [`FaucetError::Config`] at
+    /// `table` — this sink commits every page whole or not at all, which such a table
+    /// cannot do.
+    fn for_writes(&self) -> FaucetError {
+        FaucetError::config(
+            "table",
+            format!(
+                "table {} {}: a page that fails halfway (a value a column cannot hold, a lost \
+                 connection) would stay half-written, and this sink commits a page whole or \
+                 not at all; {}; nothing was written",
+                self.table,
+                self.what,
+                self.fix()
+            ),
+        )
+    }
 }
 
 impl MysqlSinkWriter<'_> {
@@ -583,6 +649,9 @@ async fn statements(
 #[async_trait]
 impl SinkWriter for MysqlSinkWriter<'_> {
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        if let Some(refusal) = &self.refusal {
+            return Err(refusal.for_writes());
+        }
         if page.is_empty() {
             return Ok(());
         }
@@ -600,6 +669,15 @@ impl SinkWriter for MysqlSinkWriter<'_> {
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
+        if let Some(refusal) = &self.refusal {
+            return Err(refusal.for_effectively_once());
+        }
+        if page.is_empty() && self.table.is_none() {
+            // `create_table` waits for a page with rows: a token now would vouch for a table
+            // that does not exist, and a restart would take it for a dropped table's. The
+            // run's state store keeps the bookmark; the next page's token carries it on.
+            return Ok(());
+        }
         self.write_page(page, Some((scope, token))).await
     }
 
@@ -637,6 +715,11 @@ impl SinkWriter for MysqlSinkWriter<'_> {
         ttl: std::time::Duration,
         take_over: bool,
     ) -> Result<bool, FaucetError> {
+        if self.refusal.is_some() {
+            // Nothing will be written (the first page or the commit token is refused): no
+            // fence table is created for it.
+            return Ok(false);
+        }
         let sink = self.sink;
         let writer = fence::WriterFence {
             key: scope.to_owned(),
@@ -660,6 +743,9 @@ impl SinkWriter for MysqlSinkWriter<'_> {
         &mut self,
         scope: &str,
     ) -> Result<Option<CommitToken>, FaucetError> {
+        if let Some(refusal) = &self.refusal {
+            return Err(refusal.for_effectively_once());
+        }
         let sink = self.sink;
         let scope = token::scope(scope, &sink.table);
         let database = sink.connection.database();

@@ -9,16 +9,16 @@ use faucet_core::change::ChangeLayout;
 use faucet_core::{DataType, FaucetError, Page, Value};
 
 use super::config::CONNECTOR;
-use super::encode::is_mysql_time;
-use crate::mysql::catalog::TableCatalog;
+use super::encode::{ColumnType, is_mysql_time};
+use crate::mysql::catalog::{TableCatalog, column_precisions};
 use crate::mysql::connection::{MysqlConnection, convert_rows};
 use crate::mysql::table::{TableName, quote_ident};
 
 /// An existing target table.
 #[derive(Debug, Clone)]
 pub(crate) struct TargetTable {
-    /// (column, DATA_TYPE lower case), in table order.
-    pub(crate) columns: Vec<(String, String)>,
+    /// (column, its type and exactness rule), in table order.
+    pub(crate) columns: Vec<(String, ColumnType)>,
     /// Columns an `INSERT` must give a value: NOT NULL, no default, not generated or
     /// AUTO_INCREMENT.
     pub(crate) required: Vec<String>,
@@ -34,10 +34,15 @@ impl TargetTable {
 
     /// The declared type of `column` (lower case), if it is a column.
     pub(crate) fn type_of(&self, column: &str) -> Option<&str> {
+        self.column(column).map(|t| t.data_type.as_str())
+    }
+
+    /// The type of `column` with its exactness rule ([`ColumnType`]), if it is a column.
+    pub(crate) fn column(&self, column: &str) -> Option<&ColumnType> {
         self.columns
             .iter()
             .find(|(n, _)| n == column)
-            .map(|(_, t)| t.as_str())
+            .map(|(_, t)| t)
     }
 }
 
@@ -127,6 +132,9 @@ pub(crate) async fn load(
         .into_iter()
         .map(|(c,)| c)
         .collect();
+    let precisions = column_precisions(conn, connection, db, &name.table)
+        .await
+        .map_err(as_write)?;
     let json = catalog.json.clone();
     Ok(Some(TargetTable {
         columns: catalog
@@ -138,6 +146,8 @@ pub(crate) async fn load(
                 } else {
                     t
                 };
+                let precision = precisions.iter().find(|p| p.name == n);
+                let t = ColumnType::new(t, precision);
                 (n, t)
             })
             .collect(),
@@ -200,14 +210,20 @@ fn proposed(page: &Page, apply_changes: bool) -> Option<Vec<Proposed<'_>>> {
     )
 }
 
-/// The largest number of fraction digits among `values`' numerics (0 when none has any).
+/// The largest number of fraction digits among `values`' numerics (0 when none has any),
+/// counting the exponent: `1e-7` has 7, `1.25e1` has 1, `12e3` none.
 fn decimal_scale(values: &[&Value]) -> usize {
     values
         .iter()
         .filter_map(|v| match v {
             Value::Numeric(n) => {
-                let digits = n.split(['e', 'E']).next().unwrap_or("");
-                Some(digits.split_once('.').map_or(0, |(_, f)| f.len()))
+                let (mantissa, exp) = match n.split_once(['e', 'E']) {
+                    Some((m, e)) => (m, e.parse::<i64>().unwrap_or(0)),
+                    None => (&**n, 0),
+                };
+                let fraction = mantissa.split_once('.').map_or("", |(_, f)| f);
+                let digits = i64::try_from(fraction.len()).unwrap_or(i64::MAX);
+                Some(usize::try_from(digits.saturating_sub(exp)).unwrap_or(0))
             }
             _ => None,
         })
@@ -274,8 +290,24 @@ pub(crate) fn create_statement(
     let Some(columns) = proposed(page, apply_changes) else {
         return Ok(None);
     };
-    for c in &columns {
+    for (i, c) in columns.iter().enumerate() {
         check_field_name(name, &c.name)?;
+        let folded = c.name.to_lowercase();
+        if let Some(other) = columns[..i]
+            .iter()
+            .find(|o| o.name.to_lowercase() == folded)
+        {
+            return Err(FaucetError::data(
+                CONNECTOR,
+                format!("{name}, fields {:?} and {:?}", other.name, c.name),
+                format!(
+                    "the records have fields {:?} and {:?}, which are one column name in \
+                     MySQL (column names ignore case); rename one in the source, nothing was \
+                     created",
+                    other.name, c.name
+                ),
+            ));
+        }
     }
     for (i, k) in key.iter().enumerate() {
         if !columns.iter().any(|c| &c.name == k) {
@@ -285,16 +317,21 @@ pub(crate) fn create_statement(
             ));
         }
     }
+    let types: Vec<String> = columns
+        .iter()
+        .map(|c| column_type(&c.data_type, &c.values, key.contains(&c.name)))
+        .collect();
+    check_key_size(name, key, &columns, &types)?;
     let mut defs: Vec<String> = columns
         .iter()
-        .map(|c| {
-            let is_key = key.contains(&c.name);
-            let null = if is_key { " NOT NULL" } else { "" };
-            format!(
-                "{} {}{null}",
-                quote_ident(&c.name),
-                column_type(&c.data_type, &c.values, is_key)
-            )
+        .zip(&types)
+        .map(|(c, t)| {
+            let null = if key.contains(&c.name) {
+                " NOT NULL"
+            } else {
+                ""
+            };
+            format!("{} {t}{null}", quote_ident(&c.name))
         })
         .collect();
     if !key.is_empty() {
@@ -307,6 +344,80 @@ pub(crate) fn create_statement(
         name.quoted(),
         defs.join(", ")
     )))
+}
+
+/// InnoDB's limit on the bytes of an index (a primary key) with the DYNAMIC row format.
+const MAX_KEY_BYTES: usize = 3072;
+
+/// The bytes a column of MySQL type `column_type` (as [`column_type`] makes it) takes in an
+/// index, or `None` when it cannot be in one (JSON, LONGTEXT, LONGBLOB). Text counts 4
+/// bytes a character (utf8mb4).
+fn key_bytes(column_type: &str) -> Option<usize> {
+    let length = |prefix: &str| {
+        column_type
+            .strip_prefix(prefix)?
+            .strip_suffix(')')?
+            .parse::<usize>()
+            .ok()
+    };
+    if let Some(n) = length("VARCHAR(") {
+        return Some(4 * n + 2);
+    }
+    if let Some(n) = length("VARBINARY(") {
+        return Some(n + 2);
+    }
+    match column_type {
+        "JSON" | "LONGTEXT" | "LONGBLOB" => None,
+        _ => Some(32),
+    }
+}
+
+/// Checks that the primary key `key` of the table made for `columns` (of MySQL `types`) can
+/// be an InnoDB index: no JSON column, at most [`MAX_KEY_BYTES`] bytes (three text columns).
+///
+/// # Errors
+/// [`FaucetError::Config`] at `key`, naming the columns and the fix; nothing was created.
+fn check_key_size(
+    name: &TableName,
+    key: &[String],
+    columns: &[Proposed<'_>],
+    types: &[String],
+) -> Result<(), FaucetError> {
+    let mut total = 0;
+    let mut wide = Vec::new();
+    for (c, t) in columns.iter().zip(types) {
+        if !key.contains(&c.name) {
+            continue;
+        }
+        let Some(bytes) = key_bytes(t) else {
+            return Err(FaucetError::config(
+                "key",
+                format!(
+                    "key column `{}` of {name} holds {t} values (JSON, arrays or nested rows), \
+                     which MySQL cannot index; key by other fields, or create the table \
+                     yourself with a generated column for the key; nothing was created",
+                    c.name
+                ),
+            ));
+        };
+        if bytes > 32 {
+            wide.push(format!("`{}` {t}", c.name));
+        }
+        total += bytes;
+    }
+    if total > MAX_KEY_BYTES {
+        return Err(FaucetError::config(
+            "key",
+            format!(
+                "the key of {name} would take {total} bytes ({}; text is 4 bytes a character), \
+                 more than the {MAX_KEY_BYTES} an InnoDB index holds; key by fewer text \
+                 fields, or create the table yourself with shorter VARCHAR key columns; \
+                 nothing was created",
+                wide.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The collation `create_table` gives text: binary and NO PAD, so keys compare byte for byte

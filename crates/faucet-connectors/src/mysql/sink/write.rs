@@ -15,7 +15,7 @@ use faucet_core::{FaucetError, Page, Value, fault};
 
 use super::changes::collapse;
 use super::config::CONNECTOR;
-use super::encode::{param, wire_size};
+use super::encode::{ColumnType, UNKNOWN_COLUMN, param, wire_size};
 use super::table::TargetTable;
 use crate::mysql::connection::ErrorKind;
 use crate::mysql::table::{TableName, quote_ident};
@@ -251,10 +251,10 @@ async fn warned(
 }
 
 /// The declared types of `names` in the target.
-fn types<'t>(target: &'t Target<'_>, names: &[&str]) -> Vec<&'t str> {
+fn types<'t>(target: &'t Target<'_>, names: &[&str]) -> Vec<&'t ColumnType> {
     names
         .iter()
-        .map(|n| target.table.type_of(n).unwrap_or(""))
+        .map(|n| target.table.column(n).unwrap_or(&UNKNOWN_COLUMN))
         .collect()
 }
 
@@ -304,7 +304,7 @@ struct Inserter<'a> {
     tuple: String,
     tail: String,
     width: usize,
-    types: Vec<&'a str>,
+    types: Vec<&'a ColumnType>,
     names: &'a [&'a str],
     max_rows: usize,
     batch: Batch,
