@@ -158,10 +158,12 @@ fn clone_delivery(e: &FaucetError) -> FaucetError {
 /// Builds the plan of one valid row.
 ///
 /// # Errors
-/// [`FaucetError::Config`]: a connector's config is invalid, or its type is not compiled in.
+/// [`FaucetError::Config`]: a connector's config is invalid, its type is not compiled in, or
+/// the sink writes into a table the change source reads ([`crate::registry::feedback`]).
 pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, FaucetError> {
     let source = p.source.build()?;
     let sink = p.sink.build()?;
+    crate::registry::feedback::check(&p.source, &p.sink)?;
     p.state.validate()?;
     let topology = Topology {
         source: source.connector(),
