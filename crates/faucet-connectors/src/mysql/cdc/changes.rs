@@ -641,12 +641,12 @@ fn as_of_event(
                 data_type.as_str()
             }
         });
-    let fits = match (storage, declared) {
+    let fits = matches!(
+        (storage, declared),
         (Storage::Binary16, Some("uuid" | "inet6" | "binary"))
-        | (Storage::Binary4, Some("inet4" | "binary"))
-        | (Storage::LongText, Some("json" | "longtext")) => true,
-        _ => false,
-    };
+            | (Storage::Binary4, Some("inet4" | "binary"))
+            | (Storage::LongText, Some("json" | "longtext"))
+    );
     match declared {
         Some(d) if fits => Ok(column.with_declared_type(d)),
         _ => Err(format!(
