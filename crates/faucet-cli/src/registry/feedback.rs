@@ -8,7 +8,8 @@
 //! ([`super::source::SourceEntry::change_feed`]), a sink what it writes
 //! ([`super::sink::SinkEntry::written_table`]), and [`check`] compares them where the
 //! configs alone show it: the same system, the same server (host and port, `localhost`,
-//! `127.0.0.1` and `::1` being one host, a socket directory being `localhost`), the same
+//! `127.0.0.1`, `::1` and a Unix socket being one host; URLs read by the connectors' own
+//! parsers), the same
 //! database, and the sink's table among the source's tables (qualified: a MySQL sink's
 //! unqualified table is in its URL's database, a PostgreSQL one in `public`).
 
@@ -39,49 +40,52 @@ pub(crate) struct Endpoint {
 }
 
 impl Endpoint {
-    /// The endpoint of `url` (`scheme://[user[:password]@]host[:port][/database][?…]`;
-    /// PostgreSQL's `?host=` and `?port=` override the authority's). `None` when the URL does
-    /// not parse: the connector reports that itself.
-    pub(crate) fn of_url(system: System, url: &str) -> Option<Self> {
-        let (_, rest) = url.split_once("://")?;
-        let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
-        let (authority, path) = main.split_once('/').unwrap_or((main, ""));
-        let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        let (mut host, mut port) = if let Some(v6) = hostport.strip_prefix('[') {
-            let (h, after) = v6.split_once(']')?;
-            (h.to_owned(), after.strip_prefix(':').map(str::to_owned))
-        } else {
-            match hostport.rsplit_once(':') {
-                Some((h, p)) => (h.to_owned(), Some(p.to_owned())),
-                None => (hostport.to_owned(), None),
-            }
-        };
-        for pair in query.split('&') {
-            match pair.split_once('=') {
-                Some(("host", h)) if system == System::Postgres => host = h.to_owned(),
-                Some(("port", p)) if system == System::Postgres => port = Some(p.to_owned()),
-                _ => {}
-            }
-        }
-        let default_port = match system {
-            System::Mysql => 3306,
-            System::Postgres => 5432,
-        };
-        let port = match port.filter(|p| !p.is_empty()) {
-            Some(p) => p.parse().ok()?,
-            None => default_port,
-        };
-        let host = host.to_ascii_lowercase();
-        let local = host.is_empty()
-            || host.starts_with('/')
-            || host.starts_with("%2f")
-            || matches!(host.as_str(), "localhost" | "127.0.0.1" | "::1" | "0.0.0.0");
-        Some(Self {
+    /// The endpoint of a parsed connection URL's parts (the connectors' own parsers:
+    /// `MysqlConnection::parse`, `PostgresUrl::parse`); `host` is `None` for a Unix socket.
+    /// Every name of the local host (`localhost`, `127.0.0.1`, `::1`, a socket) is
+    /// `localhost`; host names compare case-insensitively.
+    pub(crate) fn new(system: System, host: Option<&str>, port: u16, database: &str) -> Self {
+        let host = host
+            .map(|h| {
+                h.trim_start_matches('[')
+                    .trim_end_matches(']')
+                    .to_ascii_lowercase()
+            })
+            .filter(|h| !matches!(h.as_str(), "" | "localhost" | "127.0.0.1" | "::1"))
+            .unwrap_or_else(|| "localhost".to_owned());
+        Self {
             system,
-            host: if local { "localhost".to_owned() } else { host },
+            host,
             port,
-            database: path.split('/').next().unwrap_or("").to_owned(),
-        })
+            database: database.to_owned(),
+        }
+    }
+
+    /// The endpoint of a `mysql://` / `mariadb://` URL; `None` when it does not parse (the
+    /// connector reports that itself).
+    #[cfg(feature = "mysql")]
+    pub(crate) fn mysql(url: &secrecy::SecretString) -> Option<Self> {
+        let c = faucet_connectors::mysql::MysqlConnection::parse(url, "connection_url", "mysql")
+            .ok()?;
+        let opts = c.opts();
+        Some(Self::new(
+            System::Mysql,
+            Some(opts.ip_or_hostname()),
+            opts.tcp_port(),
+            c.database(),
+        ))
+    }
+
+    /// The endpoint of a `postgres://` URL; `None` when it does not parse.
+    #[cfg(feature = "postgres")]
+    pub(crate) fn postgres(url: &secrecy::SecretString) -> Option<Self> {
+        let u = faucet_connectors::postgres::PostgresUrl::parse(url, "connection_url").ok()?;
+        let host = if u.socket_dir().is_some() {
+            None
+        } else {
+            Some(u.host())
+        };
+        Some(Self::new(System::Postgres, host, u.port(), u.database()))
     }
 
     /// `host:port`, for messages.
@@ -174,52 +178,60 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_name_their_server_and_database() {
-        let e = |s, u| Endpoint::of_url(s, u).expect("parses");
-        let local = e(System::Mysql, "mysql://root@127.0.0.1:3307/shop");
+    fn every_name_of_the_local_host_is_one_host() {
+        let local = Endpoint::new(System::Mysql, Some("127.0.0.1"), 3307, "shop");
+        for host in [
+            Some("localhost"),
+            Some("LOCALHOST"),
+            Some("::1"),
+            Some("[::1]"),
+            None,
+        ] {
+            assert_eq!(
+                Endpoint::new(System::Mysql, host, 3307, "shop"),
+                local,
+                "{host:?}"
+            );
+        }
         assert_eq!(
-            (local.host.as_str(), local.port, local.database.as_str()),
-            ("localhost", 3307, "shop")
-        );
-        assert_eq!(
-            e(System::Mysql, "mariadb://u:p@LOCALHOST:3307"),
-            Endpoint {
-                database: String::new(),
-                ..local.clone()
-            }
-        );
-        assert_eq!(e(System::Mysql, "mysql://[::1]/x").port, 3306);
-        assert_eq!(e(System::Mysql, "mysql://[::1]/x").host, "localhost");
-        assert_eq!(
-            e(System::Mysql, "mysql://db.example:3306/x").host,
+            Endpoint::new(System::Mysql, Some("DB.example"), 3306, "x").host,
             "db.example"
         );
-        let pg = e(
-            System::Postgres,
-            "postgres://postgres@/test?host=/run/postgresql&port=5433",
-        );
+    }
+
+    #[cfg(all(feature = "mysql", feature = "postgres"))]
+    #[test]
+    fn urls_are_read_by_the_connectors_parsers() {
+        let secret = |s: &str| secrecy::SecretString::from(s.to_owned());
+        let my = Endpoint::mysql(&secret("mariadb://u:p@127.0.0.1:3307/shop")).expect("url");
+        assert_eq!(my, Endpoint::new(System::Mysql, None, 3307, "shop"));
         assert_eq!(
-            (pg.host.as_str(), pg.port, pg.database.as_str()),
-            ("localhost", 5433, "test")
+            Endpoint::mysql(&secret("mysql://u@db.example/shop")).map(|e| e.port),
+            Some(3306)
         );
-        assert!(Endpoint::of_url(System::Mysql, "mysql://h:notaport/x").is_none());
+        let pg = Endpoint::postgres(&secret(
+            "postgres://postgres@db.example/test?host=/run/postgresql&port=5433",
+        ))
+        .expect("url");
+        assert_eq!(pg, Endpoint::new(System::Postgres, None, 5433, "test"));
+        assert!(Endpoint::mysql(&secret("http://x")).is_none());
     }
 
     #[test]
     fn names_qualify_within_their_system() {
-        let my = Endpoint::of_url(System::Mysql, "mysql://h/shop").expect("url");
+        let my = Endpoint::new(System::Mysql, Some("h"), 3306, "shop");
         assert_eq!(my.qualify("t"), "shop.t");
         assert_eq!(my.qualify("other.t"), "other.t");
-        let pg = Endpoint::of_url(System::Postgres, "postgres://h/test").expect("url");
+        let pg = Endpoint::new(System::Postgres, Some("h"), 5432, "test");
         assert_eq!(pg.qualify("t"), "public.t");
-        let other_db = Endpoint::of_url(System::Postgres, "postgres://h/prod").expect("url");
+        let other_db = Endpoint::new(System::Postgres, Some("h"), 5432, "prod");
         assert!(!pg.same_database(&other_db));
-        let my_other_db = Endpoint::of_url(System::Mysql, "mysql://h/prod").expect("url");
+        let my_other_db = Endpoint::new(System::Mysql, Some("h"), 3306, "prod");
         assert!(
             my.same_database(&my_other_db),
             "a MySQL server's tables name their database"
         );
-        let other_port = Endpoint::of_url(System::Mysql, "mysql://h:3307/shop").expect("url");
+        let other_port = Endpoint::new(System::Mysql, Some("h"), 3307, "shop");
         assert!(!my.same_database(&other_port));
     }
 }

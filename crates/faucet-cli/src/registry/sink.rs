@@ -115,12 +115,8 @@ impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
         )?))
     }
     fn written_table(&self) -> Option<super::feedback::WrittenTable> {
-        use secrecy::ExposeSecret as _;
         Some(super::feedback::WrittenTable {
-            endpoint: super::feedback::Endpoint::of_url(
-                super::feedback::System::Postgres,
-                self.connection_url.expose_secret(),
-            )?,
+            endpoint: super::feedback::Endpoint::postgres(&self.connection_url)?,
             table: self.table.clone(),
         })
     }
@@ -150,12 +146,8 @@ impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
         )?))
     }
     fn written_table(&self) -> Option<super::feedback::WrittenTable> {
-        use secrecy::ExposeSecret as _;
         Some(super::feedback::WrittenTable {
-            endpoint: super::feedback::Endpoint::of_url(
-                super::feedback::System::Mysql,
-                self.connection_url.expose_secret(),
-            )?,
+            endpoint: super::feedback::Endpoint::mysql(&self.connection_url)?,
             table: self.table.clone(),
         })
     }

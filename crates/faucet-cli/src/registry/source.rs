@@ -202,12 +202,8 @@ impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
     }
 
     fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
-        use secrecy::ExposeSecret as _;
         Some(super::feedback::ChangeFeed {
-            endpoint: super::feedback::Endpoint::of_url(
-                super::feedback::System::Postgres,
-                self.connection_url.expose_secret(),
-            )?,
+            endpoint: super::feedback::Endpoint::postgres(&self.connection_url)?,
             tables: self.tables.clone(),
         })
     }
@@ -281,12 +277,8 @@ impl SourceEntry for faucet_connectors::mysql::cdc::MysqlCdcConfig {
     }
 
     fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
-        use secrecy::ExposeSecret as _;
         Some(super::feedback::ChangeFeed {
-            endpoint: super::feedback::Endpoint::of_url(
-                super::feedback::System::Mysql,
-                self.connection_url.expose_secret(),
-            )?,
+            endpoint: super::feedback::Endpoint::mysql(&self.connection_url)?,
             tables: self.tables.clone(),
         })
     }
