@@ -13,6 +13,10 @@
 //! database, and the sink's table among the source's tables (qualified: a MySQL sink's
 //! unqualified table is in its URL's database, a PostgreSQL one in `public`).
 
+// Without a database connector compiled in, no source has a change feed and nothing here
+// is constructed; the rule stays one piece of code either way.
+#![cfg_attr(not(any(feature = "mysql", feature = "postgres")), allow(dead_code))]
+
 use faucet_core::FaucetError;
 
 use super::{SinkConfig, SourceConfig};
