@@ -2,10 +2,24 @@
 //! reads its own writes back as new changes, without end (issue 13): `faucet validate` and
 //! `faucet run` refuse it as a config error naming both tables, before anything is written —
 //! for `mysql-cdc` → `mysql` and `postgres-cdc` → `postgres`, whichever way the URLs spell the
-//! local host.
+//! local host; and where only the servers can tell (the host under another name), `faucet run`
+//! asks them before any data moves.
 
 use crate::support::mariadb::{mariadb as sql, mysql_url_for, rows, unique_server_id};
 use crate::support::{Dir, pg_url, runtime};
+
+/// This machine's host name when it resolves to 127.0.0.1 (the test servers listen there
+/// only): a name for the same server that the configs cannot tell is the local host.
+fn loopback_hostname() -> Option<String> {
+    use std::net::ToSocketAddrs as _;
+    let out = std::process::Command::new("hostname").output().ok()?;
+    let name = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    let loopback = (name.as_str(), 1)
+        .to_socket_addrs()
+        .ok()?
+        .any(|a| a.ip() == std::net::Ipv4Addr::LOCALHOST);
+    (loopback && !name.is_empty() && name != "localhost").then_some(name)
+}
 
 fn pipeline(source: &str, sink: &str) -> String {
     format!(
@@ -69,6 +83,48 @@ fn mysql_cdc_into_one_of_its_own_tables_is_refused_before_anything_is_written() 
     dir.faucet(&["validate"]).expect_code(2);
     dir.write("faucet.yaml", pipeline(&source, &sink("copy")));
     dir.faucet(&["validate"]).expect_code(0);
+
+    // The same server under this machine's name: the configs cannot tell, the servers can.
+    let Some(host) = loopback_hostname() else {
+        eprintln!(
+            "no host name of this machine resolves to 127.0.0.1: the server check is not run"
+        );
+        sql(&format!("DROP DATABASE {db}"));
+        return;
+    };
+    let renamed = sink("t").replace("localhost", &host);
+    dir.write("faucet.yaml", pipeline(&source, &renamed));
+    dir.faucet(&["validate"]).expect_code(0);
+    dir.faucet(&["run"]).expect_code(2).stderr_has(&[
+        "pipeline.sink.config.table",
+        &format!("pipeline.source.config.tables[1]: `{db}.t`"),
+        &format!(
+            "localhost:{} and {host}:",
+            source_url
+                .rsplit(':')
+                .next()
+                .unwrap_or("")
+                .split('/')
+                .next()
+                .unwrap_or("")
+        ),
+        "are one server",
+    ]);
+    assert_eq!(count(&format!("SELECT id, v FROM {db}.t")), [["1", "one"]]);
+    assert!(
+        count(&format!(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = '{db}' \
+             AND table_name LIKE 'faucet%'"
+        ))
+        .is_empty(),
+        "the sink was not opened"
+    );
+    // Another table through that name runs.
+    dir.write(
+        "faucet.yaml",
+        pipeline(&source, &sink("copy").replace("localhost", &host)),
+    );
+    dir.faucet(&["run"]).expect_code(0);
     sql(&format!("DROP DATABASE {db}"));
 }
 
@@ -109,6 +165,26 @@ fn postgres_cdc_into_a_table_of_its_publication_is_refused_before_anything_is_wr
             .expect("slots")
     });
     assert_eq!(slots, 0);
+    // The same database under this machine's name: `run` asks the servers.
+    if let Some(host) = loopback_hostname() {
+        let renamed = sink.replace("localhost", &host);
+        dir.write("faucet.yaml", pipeline(&source, &renamed));
+        dir.faucet(&["validate"]).expect_code(0);
+        dir.faucet(&["run"]).expect_code(2).stderr_has(&[
+            "pipeline.source.config.tables[0]",
+            "are one server",
+            " database test",
+        ]);
+        let slots: i64 = runtime().block_on(async {
+            let mut conn = crate::support::pg_connect(&url).await;
+            sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1")
+                .bind(&slot)
+                .fetch_one(&mut conn)
+                .await
+                .expect("slots")
+        });
+        assert_eq!(slots, 0, "the source was not opened");
+    }
     // Another database of the same server is another table.
     let other = sink.replace("/test", "/postgres");
     assert_ne!(other, sink);

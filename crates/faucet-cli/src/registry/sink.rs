@@ -115,8 +115,10 @@ impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
         )?))
     }
     fn written_table(&self) -> Option<super::feedback::WrittenTable> {
+        let (endpoint, identity) = super::feedback::Endpoint::postgres(&self.connection_url)?;
         Some(super::feedback::WrittenTable {
-            endpoint: super::feedback::Endpoint::postgres(&self.connection_url)?,
+            endpoint,
+            identity,
             table: self.table.clone(),
         })
     }
@@ -146,8 +148,10 @@ impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
         )?))
     }
     fn written_table(&self) -> Option<super::feedback::WrittenTable> {
+        let (endpoint, identity) = super::feedback::Endpoint::mysql(&self.connection_url)?;
         Some(super::feedback::WrittenTable {
-            endpoint: super::feedback::Endpoint::mysql(&self.connection_url)?,
+            endpoint,
+            identity,
             table: self.table.clone(),
         })
     }

@@ -202,8 +202,10 @@ impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
     }
 
     fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
+        let (endpoint, identity) = super::feedback::Endpoint::postgres(&self.connection_url)?;
         Some(super::feedback::ChangeFeed {
-            endpoint: super::feedback::Endpoint::postgres(&self.connection_url)?,
+            endpoint,
+            identity,
             tables: self.tables.clone(),
         })
     }
@@ -277,8 +279,10 @@ impl SourceEntry for faucet_connectors::mysql::cdc::MysqlCdcConfig {
     }
 
     fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
+        let (endpoint, identity) = super::feedback::Endpoint::mysql(&self.connection_url)?;
         Some(super::feedback::ChangeFeed {
-            endpoint: super::feedback::Endpoint::mysql(&self.connection_url)?,
+            endpoint,
+            identity,
             tables: self.tables.clone(),
         })
     }
