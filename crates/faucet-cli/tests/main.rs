@@ -15,6 +15,8 @@ mod doctor_backends;
 #[cfg(feature = "postgres")]
 mod effectively_once_crash;
 mod examples;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod feedback_loop;
 mod field_paths;
 mod file_safety;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]

@@ -14,6 +14,8 @@ mod files_weather;
 #[cfg(feature = "mysql")]
 mod mysql_cdc;
 #[cfg(feature = "mysql")]
+mod mysql_cdc_ddl;
+#[cfg(feature = "mysql")]
 mod mysql_cdc_errors;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_gtid;

@@ -49,6 +49,9 @@ pub(crate) struct Plan {
     pub(crate) schedule: Option<config::schedule::Schedule>,
     /// Whether the source follows its stream until cancelled.
     pub(crate) continuous: bool,
+    /// A change source and a sink on the same table name of servers the configs do not show
+    /// to be one: asked at the start of each run ([`crate::registry::feedback::check_servers`]).
+    pub(crate) feedback: Option<crate::registry::feedback::Suspect>,
 }
 
 /// How a run holds its state key's lease (`--lease-ttl`, `--wait-for-lease`).
@@ -65,7 +68,9 @@ pub(crate) struct Leasing {
 /// the page in hand; `on_progress` is called after each page.
 ///
 /// # Errors
-/// What [`Pipeline::run`] returns: delivery, lease, source, sink and state errors.
+/// What [`Pipeline::run`] returns: delivery, lease, source, sink and state errors; the
+/// feedback-loop refusal when source and sink turn out to be one server
+/// ([`crate::registry::feedback::check_servers`]).
 pub(crate) async fn execute(
     plan: &Plan,
     store: Arc<dyn StateStore>,
@@ -73,6 +78,9 @@ pub(crate) async fn execute(
     leasing: &Leasing,
     on_progress: Option<ProgressFn>,
 ) -> Result<RunSummary, FaucetError> {
+    if let Some(suspect) = &plan.feedback {
+        crate::registry::feedback::check_servers(suspect).await?;
+    }
     let options = RunStreamOptions {
         batch_size: plan.batch_size,
         max_page_delay: plan.max_page_delay,
@@ -158,10 +166,12 @@ fn clone_delivery(e: &FaucetError) -> FaucetError {
 /// Builds the plan of one valid row.
 ///
 /// # Errors
-/// [`FaucetError::Config`]: a connector's config is invalid, or its type is not compiled in.
+/// [`FaucetError::Config`]: a connector's config is invalid, its type is not compiled in, or
+/// the sink writes into a table the change source reads ([`crate::registry::feedback`]).
 pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, FaucetError> {
     let source = p.source.build()?;
     let sink = p.sink.build()?;
+    let feedback = crate::registry::feedback::check(&p.source, &p.sink)?;
     p.state.validate()?;
     let topology = Topology {
         source: source.connector(),
@@ -192,6 +202,7 @@ pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, Fau
         guarantee,
         schedule: p.schedule.clone(),
         continuous: p.source.is_continuous(),
+        feedback,
     })
 }
 

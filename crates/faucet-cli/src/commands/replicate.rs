@@ -71,6 +71,11 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
             .resolve(built.delivery)
             .map_err(|e| at(FaucetError::Delivery(e)))?;
         built.guarantee = Ok(guarantee);
+        if let Some(suspect) = &built.feedback {
+            crate::registry::feedback::check_servers(suspect)
+                .await
+                .map_err(at)?;
+        }
         let store = built.state.connect().await.map_err(at)?;
         let summary = Pipeline::from_dyn(source.as_ref(), built.sink.as_ref())
             .with_state_store(store)

@@ -17,6 +17,7 @@
 mod macros;
 #[cfg(test)]
 mod features;
+pub(crate) mod feedback;
 mod fielded;
 mod sink;
 mod source;

@@ -53,6 +53,12 @@ pub(crate) trait SinkEntry: std::fmt::Debug {
     /// [`FaucetError::Config`] naming fields relative to the connector's own config (`path`,
     /// `key`); the registry places them in the file.
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError>;
+
+    /// For a database sink: the server and the table it writes, for the feedback-loop rule
+    /// ([`super::feedback::check`]); `None` for a file sink.
+    fn written_table(&self) -> Option<super::feedback::WrittenTable> {
+        None
+    }
 }
 
 #[cfg(feature = "files")]
@@ -108,6 +114,14 @@ impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
             self.clone(),
         )?))
     }
+    fn written_table(&self) -> Option<super::feedback::WrittenTable> {
+        let (endpoint, identity) = super::feedback::Endpoint::postgres(&self.connection_url)?;
+        Some(super::feedback::WrittenTable {
+            endpoint,
+            identity,
+            table: self.table.clone(),
+        })
+    }
 }
 
 #[cfg(feature = "mysql")]
@@ -133,6 +147,14 @@ impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
             self.clone(),
         )?))
     }
+    fn written_table(&self) -> Option<super::feedback::WrittenTable> {
+        let (endpoint, identity) = super::feedback::Endpoint::mysql(&self.connection_url)?;
+        Some(super::feedback::WrittenTable {
+            endpoint,
+            identity,
+            table: self.table.clone(),
+        })
+    }
 }
 
 const FIELD: &str = "pipeline.sink";
@@ -155,6 +177,11 @@ impl SinkConfig {
     /// faucet's own reports go to stderr.
     pub(crate) fn writes_stdout(&self) -> bool {
         self.about().is_some_and(|e| e.writes_stdout())
+    }
+
+    /// What a database sink writes ([`SinkEntry::written_table`]).
+    pub(crate) fn written_table(&self) -> Option<super::feedback::WrittenTable> {
+        self.about().and_then(|e| e.written_table())
     }
 
     /// What `faucet doctor` suggests when the sink's probe fails.

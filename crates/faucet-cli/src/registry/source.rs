@@ -79,6 +79,12 @@ pub(crate) trait SourceEntry: std::fmt::Debug {
     fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
         None
     }
+
+    /// For a change source: the server and the tables it reads changes of, for the
+    /// feedback-loop rule ([`super::feedback::check`]); `None` for every other source.
+    fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
+        None
+    }
 }
 
 /// The `doctor` hint of the file sources.
@@ -194,6 +200,15 @@ impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
                 .map(|s| Box::new(s) as Box<dyn Source>),
         )
     }
+
+    fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
+        let (endpoint, identity) = super::feedback::Endpoint::postgres(&self.connection_url)?;
+        Some(super::feedback::ChangeFeed {
+            endpoint,
+            identity,
+            tables: self.tables.clone(),
+        })
+    }
 }
 
 #[cfg(feature = "mysql")]
@@ -262,6 +277,15 @@ impl SourceEntry for faucet_connectors::mysql::cdc::MysqlCdcConfig {
                 .map(|s| Box::new(s) as Box<dyn Source>),
         )
     }
+
+    fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
+        let (endpoint, identity) = super::feedback::Endpoint::mysql(&self.connection_url)?;
+        Some(super::feedback::ChangeFeed {
+            endpoint,
+            identity,
+            tables: self.tables.clone(),
+        })
+    }
 }
 
 impl SourceType {
@@ -289,6 +313,11 @@ impl SourceConfig {
     /// Warnings a user should see without connecting (`faucet validate` prints them).
     pub(crate) fn warnings(&self) -> Vec<String> {
         self.about().map(|e| e.warnings()).unwrap_or_default()
+    }
+
+    /// What a change source reads ([`SourceEntry::change_feed`]).
+    pub(crate) fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
+        self.about().and_then(|e| e.change_feed())
     }
 
     /// What `faucet doctor` suggests when the source's probe fails.

@@ -219,6 +219,25 @@ impl MysqlConnection {
         }
     }
 
+    /// Who the server is, to tell whether two URLs reach one server (a host under two
+    /// names): `@@server_id`, `@@hostname`, `@@port` and `@@datadir`, which two servers do
+    /// not share (MariaDB has no `@@server_uuid`).
+    ///
+    /// # Errors
+    /// [`MysqlConnection::connect`]'s, and [`MysqlConnection::error`]'s for the query.
+    pub async fn server_identity(&self) -> Result<String, FaucetError> {
+        use mysql_async::prelude::Queryable as _;
+        let mut conn = self.connect().await?;
+        let row: Result<Option<(u64, String, u64, String)>, _> = conn
+            .query_first("SELECT @@server_id, @@hostname, @@port, @@datadir")
+            .await;
+        let _ = tokio::time::timeout(CONNECT_TIMEOUT, conn.disconnect()).await;
+        let (id, host, port, datadir) = row
+            .map_err(|e| self.error("reading the server's identity", e))?
+            .unwrap_or_default();
+        Ok(format!("{host}:{port} server_id {id} datadir {datadir}"))
+    }
+
     fn connect_error(&self, e: mysql_async::Error) -> FaucetError {
         let at = &self.description;
         let message = match ErrorKind::of(&e) {

@@ -169,6 +169,31 @@ impl PostgresUrl {
         })?;
         Ok(conn)
     }
+
+    /// Who the server and database are, to tell whether two URLs reach one database (a
+    /// host under two names): the cluster's `system_identifier` (`pg_control_system()`,
+    /// unique per `initdb`) and `current_database()`.
+    ///
+    /// # Errors
+    /// [`PostgresUrl::open_session`]'s; [`FaucetError::Read`] when the query fails.
+    pub async fn server_identity(&self, connector: &str) -> Result<String, FaucetError> {
+        use sqlx::Connection as _;
+        let mut conn = self.open_session(connector).await?;
+        let id: Result<String, _> = sqlx::query_scalar(
+            "SELECT system_identifier::text || ' database ' || current_database() \
+             FROM pg_control_system()",
+        )
+        .fetch_one(&mut conn)
+        .await;
+        let _ = conn.close().await;
+        id.map_err(|e| {
+            FaucetError::read(
+                connector,
+                format!("reading the server's identity on {}", self.describe()),
+                Some(Box::new(e)),
+            )
+        })
+    }
 }
 
 /// The password sqlx would log in with, percent-decoded; `Err` when it is not UTF-8.

@@ -36,6 +36,7 @@ use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 use super::CONNECTOR;
 use super::events::RowsKind;
 use super::position::BinlogPos;
+use super::statement::Statement;
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
 use crate::mysql::value::{
@@ -324,10 +325,121 @@ impl ChangeDecoder {
         Ok(Value::row(shape.schema.clone(), values))
     }
 
-    /// The `t` record of a TRUNCATE of a listed table.
-    pub(crate) fn truncate(&self, table: &str, txn: &TxnContext) -> Record {
-        txn.record(Op::Truncate, table, Value::Null, Value::Null)
+    /// The records of a DDL statement (`kind`, its SQL text `sql`, default database
+    /// `schema`, at `at`) that changes the rows of listed tables without rows events, in the
+    /// order it changes them:
+    ///
+    /// * `TRUNCATE`, `DROP TABLE`, `CREATE OR REPLACE TABLE` of a listed table, `DROP
+    ///   DATABASE` of a listed table's database: a `t` record each (the rows are gone; a table
+    ///   of that name created later is read from its creation on).
+    /// * `RENAME TABLE` / `ALTER TABLE … RENAME`: a listed table renamed away is a `t` (its
+    ///   name has no rows now); renamed back in the same statement, nothing. A table renamed
+    ///   *into* a listed name (pt-online-schema-change's or gh-ost's cut-over) brings rows
+    ///   written under another name, which this stream never read: an error.
+    /// * Partition clauses that move rows (`DROP`/`TRUNCATE`/`EXCHANGE`/`CONVERT
+    ///   PARTITION`, `CONVERT TABLE … TO PARTITION`) of a listed table: an error (which rows
+    ///   moved is not logged).
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] naming the table, the statement and its position, and the fix:
+    /// re-snapshot the table (`faucet replicate`, from a fresh state).
+    pub(crate) fn ddl(
+        &self,
+        kind: &Statement,
+        schema: &str,
+        sql: &str,
+        txn: &TxnContext,
+        at: &BinlogPos,
+    ) -> Result<Vec<Record>, FaucetError> {
+        let full = |n: &TableName| n.qualified_in(schema);
+        let is_listed = |n: &TableName| {
+            let n = full(n);
+            self.listed(n.database.as_deref().unwrap_or(schema), &n.table)
+        };
+        let truncated = |n: &TableName| {
+            txn.record(Op::Truncate, &full(n).to_string(), Value::Null, Value::Null)
+        };
+        let unreadable = |table: &TableName, why: String| {
+            FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "{why} at {at} (`{}`): the rows {} holds now were not logged as changes, so \
+                     this stream cannot know them. Re-snapshot it: delete this pipeline's state \
+                     (and the target's rows) and run `faucet replicate` again, from after this \
+                     statement",
+                    short_sql(sql),
+                    full(table)
+                ),
+                None,
+            )
+        };
+        Ok(match kind {
+            Statement::Emptied(tables) => tables
+                .iter()
+                .filter(|t| is_listed(t))
+                .map(truncated)
+                .collect(),
+            Statement::DroppedDatabase(db) => self
+                .wanted
+                .iter()
+                .filter(|t| t.database.as_deref() == Some(db.as_str()))
+                .map(truncated)
+                .collect(),
+            Statement::Renamed(pairs) => {
+                // Where each name's rows come from after the statement, renames in order.
+                let mut origin: Vec<(TableName, TableName)> = Vec::new();
+                for (from, to) in pairs {
+                    let (from, to) = (full(from), full(to));
+                    let source = match origin.iter().position(|(name, _)| *name == from) {
+                        Some(i) => origin.remove(i).1,
+                        None => from.clone(),
+                    };
+                    origin.retain(|(name, _)| *name != to);
+                    origin.push((to, source));
+                }
+                let mut out = Vec::new();
+                for (from, _) in pairs {
+                    let from = full(from);
+                    if is_listed(&from)
+                        && !origin.iter().any(|(name, _)| *name == from)
+                        && !out
+                            .iter()
+                            .any(|r: &Record| r[1] == Value::Text(from.to_string().into()))
+                    {
+                        out.push(truncated(&from));
+                    }
+                }
+                for (name, source) in &origin {
+                    if is_listed(name) && name != source {
+                        return Err(unreadable(
+                            name,
+                            format!("the listed table {name} is {source} renamed"),
+                        ));
+                    }
+                }
+                out
+            }
+            Statement::PartitionRows(tables, clause) => {
+                if let Some(t) = tables.iter().find(|t| is_listed(t)) {
+                    return Err(unreadable(
+                        t,
+                        format!("{clause} moves rows of the listed table {}", full(t)),
+                    ));
+                }
+                Vec::new()
+            }
+            _ => Vec::new(),
+        })
     }
+}
+
+/// The first 120 characters of a statement, for messages.
+fn short_sql(sql: &str) -> String {
+    let mut out: String = sql.chars().take(120).collect();
+    if out.len() < sql.len() {
+        out.push('…');
+    }
+    out
 }
 
 /// Why a value of a row image was not decoded.
@@ -411,9 +523,7 @@ fn length_prefix(ty: ColumnType, meta: &[u8]) -> Option<usize> {
 }
 
 /// The shape of a listed table from its table map ([`columns_of_table_map`]), its MariaDB
-/// UUID/INET/JSON columns refined by the catalog ([`TableCatalog::declare`]) where the
-/// binlog's type is the storage of such a type (a string), so a catalog newer than the event
-/// cannot turn an integer into a UUID.
+/// UUID/INET/JSON columns refined by the catalog ([`as_of_event`]).
 fn shape_of(
     tme: &TableMapEvent<'_>,
     table: &str,
@@ -424,14 +534,14 @@ fn shape_of(
     let columns: Vec<MysqlColumn> = columns_of_table_map(tme, collations)
         .map_err(|m| FaucetError::read(CONNECTOR, format!("at {at}: {m}"), None))?
         .into_iter()
-        .map(|c| {
-            if matches!(c.kind, Kind::Char | Kind::VarChar | Kind::Blob) {
-                catalog.declare(c)
-            } else {
-                c
-            }
+        .enumerate()
+        .map(|(i, c)| {
+            let meta = tme.get_column_metadata(i).unwrap_or(&[]);
+            as_of_event(c, meta, catalog, collations.is_mariadb()).map_err(|why| {
+                FaucetError::read(CONNECTOR, format!("{table} at {at}: {why}"), None)
+            })
         })
-        .collect();
+        .collect::<Result<_, _>>()?;
     let schema = Arc::new(Schema::new(
         columns
             .iter()
@@ -458,6 +568,103 @@ fn shape_of(
     })
 }
 
+/// What a MariaDB column's binlog type may be the storage of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Storage {
+    /// BINARY(16): also UUID and INET6.
+    Binary16,
+    /// BINARY(4): also INET4.
+    Binary4,
+    /// LONGTEXT: also JSON (LONGTEXT with a `json_valid` check).
+    LongText,
+    /// Only what the binlog says.
+    Plain,
+}
+
+impl Storage {
+    fn of(column: &MysqlColumn, meta: &[u8]) -> Self {
+        match column.kind {
+            Kind::Char if column.is_binary() && column.length == 16 => Self::Binary16,
+            Kind::Char if column.is_binary() && column.length == 4 => Self::Binary4,
+            // A BLOB/TEXT's metadata is its length prefix: 4 bytes for LONGTEXT.
+            Kind::Blob if !column.is_binary() && meta.first() == Some(&4) => Self::LongText,
+            _ => Self::Plain,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Binary16 => "BINARY(16), the storage of UUID and INET6 too",
+            Self::Binary4 => "BINARY(4), the storage of INET4 too",
+            Self::LongText => "LONGTEXT, the storage of JSON too",
+            Self::Plain => "its own type",
+        }
+    }
+}
+
+/// `column` of a table map (its metadata `meta`) with the type it had when the event was
+/// written. The binlog does not name MariaDB's UUID, INET4, INET6 and JSON: it logs their
+/// storage (BINARY(16), BINARY(4), LONGTEXT), so the catalog — the table as it is *now*,
+/// not as of the event — says which it is. The two are compared, so a run catching up
+/// across an `ALTER` never decodes an event by a newer type:
+///
+/// * the binlog type is no such storage (a VARCHAR that is INET6 now, an INT that is UUID
+///   now): the binlog's type, which is the column's type at the event;
+/// * the catalog declares a type of that storage (UUID or INET6 for BINARY(16), INET4 for
+///   BINARY(4), JSON for LONGTEXT) or the storage type itself: the catalog's;
+/// * the catalog declares another type, or has no such column (it was dropped, renamed or
+///   retyped since): which type the column had cannot be known, and the error says so.
+///
+/// MySQL has none of these types (its JSON has a binlog type of its own): the binlog's.
+/// Called once per new table map (the catalog is read once per table map id).
+///
+/// # Errors
+/// A message naming the column, what the binlog and the catalog say, and the fix.
+fn as_of_event(
+    column: MysqlColumn,
+    meta: &[u8],
+    catalog: &TableCatalog,
+    mariadb: bool,
+) -> Result<MysqlColumn, String> {
+    let storage = Storage::of(&column, meta);
+    if !mariadb || storage == Storage::Plain {
+        return Ok(column);
+    }
+    let declared = catalog
+        .columns
+        .iter()
+        .find(|(name, _, _)| *name == column.name)
+        .map(|(_, data_type, _)| {
+            if catalog.json.contains(&column.name) {
+                "json"
+            } else {
+                data_type.as_str()
+            }
+        });
+    let fits = matches!(
+        (storage, declared),
+        (Storage::Binary16, Some("uuid" | "inet6" | "binary"))
+            | (Storage::Binary4, Some("inet4" | "binary"))
+            | (Storage::LongText, Some("json" | "longtext"))
+    );
+    match declared {
+        Some(d) if fits => Ok(column.with_declared_type(d)),
+        _ => Err(format!(
+            "the binlog logs column `{}` as {}, and the table's catalog {} now: the type the \
+             column had when this event was written cannot be known (it changed since), and \
+             decoding by today's type could deliver wrong values. Re-snapshot the table \
+             (delete this pipeline's state and run `faucet replicate` again) rather than \
+             replaying this part of the binlog",
+            column.name,
+            storage.name(),
+            match declared {
+                Some(d) => format!("declares it {}", d.to_ascii_uppercase()),
+                None => "has no such column".to_owned(),
+            }
+        )),
+    }
+}
+
 /// A commit time (microseconds since 1970, UTC) in RFC 3339 UTC, the fraction without
 /// trailing zeros: `2026-11-30T06:00:00.25Z`.
 pub(crate) fn commit_ts_text(micros: u64) -> String {
@@ -479,6 +686,144 @@ pub(crate) fn commit_ts_text(micros: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mysql::cdc::statement::classify;
+
+    fn decoder(tables: &[&str]) -> ChangeDecoder {
+        let tables: Vec<TableName> = tables
+            .iter()
+            .map(|t| TableName::parse_qualified(t, "tables").expect("name"))
+            .collect();
+        ChangeDecoder::new(&tables, Collations::builtin())
+    }
+
+    fn ddl(d: &ChangeDecoder, sql: &str) -> Result<Vec<String>, String> {
+        let txn = TxnContext {
+            file: "bin.000001".into(),
+            start_pos: 4,
+            gtid: None,
+            commit_ts: commit_ts_text(0),
+        };
+        let at = BinlogPos::new("bin.000001", 4);
+        d.ddl(&classify(sql), "shop", sql, &txn, &at)
+            .map(|records| {
+                records
+                    .iter()
+                    .map(|r| match (&r[0], &r[1]) {
+                        (Value::Text(op), Value::Text(t)) => format!("{op} {t}"),
+                        other => format!("{other:?}"),
+                    })
+                    .collect()
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn ddl_of_listed_tables_is_truncates_or_an_error() {
+        let d = decoder(&["shop.a", "shop.b", "other.c"]);
+        assert_eq!(
+            ddl(&d, "DROP TABLE a, x, other.c"),
+            Ok(vec!["t shop.a".into(), "t other.c".into()])
+        );
+        assert_eq!(ddl(&d, "DROP DATABASE other"), Ok(vec!["t other.c".into()]));
+        assert_eq!(
+            ddl(&d, "RENAME TABLE a TO a_old"),
+            Ok(vec!["t shop.a".into()])
+        );
+        assert_eq!(ddl(&d, "RENAME TABLE a TO x, x TO a"), Ok(vec![]));
+        assert_eq!(ddl(&d, "RENAME TABLE x TO y"), Ok(vec![]));
+        // A swap of two listed tables: each now holds the other's rows.
+        let swap = ddl(&d, "RENAME TABLE a TO tmp, b TO a, tmp TO b").expect_err("a swap");
+        assert!(
+            swap.contains("the listed table shop.a is shop.b renamed"),
+            "{swap}"
+        );
+        let cut = ddl(&d, "ALTER TABLE _a_gho RENAME TO a").expect_err("a rename in");
+        assert!(cut.contains("shop.a is shop._a_gho renamed"), "{cut}");
+        let moved =
+            ddl(&d, "ALTER TABLE x EXCHANGE PARTITION p WITH TABLE a").expect_err("rows move");
+        assert!(
+            moved.contains("EXCHANGE PARTITION moves rows of the listed table shop.a"),
+            "{moved}"
+        );
+        assert_eq!(ddl(&d, "ALTER TABLE x TRUNCATE PARTITION p"), Ok(vec![]));
+    }
+
+    #[test]
+    fn mariadb_types_come_from_the_catalog_only_where_it_matches_the_binlog() {
+        let c = Collations::builtin();
+        let binary16 = || {
+            MysqlColumn::from_binlog(
+                "c",
+                ColumnType::MYSQL_TYPE_STRING,
+                &[0xfe, 16],
+                false,
+                63,
+                vec![],
+                &c,
+            )
+            .expect("BINARY(16)")
+        };
+        let varchar = || {
+            MysqlColumn::from_binlog(
+                "c",
+                ColumnType::MYSQL_TYPE_VARCHAR,
+                &[160, 0],
+                false,
+                45,
+                vec![],
+                &c,
+            )
+            .expect("VARCHAR(40)")
+        };
+        let catalog = |t: &str| TableCatalog {
+            columns: vec![("c".into(), t.into(), true)],
+            ..TableCatalog::default()
+        };
+        let kind = |r: Result<MysqlColumn, String>| r.map(|c| c.kind);
+        assert_eq!(
+            kind(as_of_event(
+                binary16(),
+                &[0xfe, 16],
+                &catalog("inet6"),
+                true
+            )),
+            Ok(Kind::Inet6)
+        );
+        assert_eq!(
+            kind(as_of_event(binary16(), &[0xfe, 16], &catalog("uuid"), true)),
+            Ok(Kind::Uuid)
+        );
+        assert_eq!(
+            kind(as_of_event(
+                binary16(),
+                &[0xfe, 16],
+                &catalog("binary"),
+                true
+            )),
+            Ok(Kind::Char)
+        );
+        // VARCHAR in the binlog, INET6 now: the event predates the ALTER.
+        assert_eq!(
+            kind(as_of_event(varchar(), &[160, 0], &catalog("inet6"), true)),
+            Ok(Kind::VarChar)
+        );
+        let e =
+            as_of_event(binary16(), &[0xfe, 16], &catalog("varchar"), true).expect_err("retyped");
+        assert!(e.contains("declares it VARCHAR"), "{e}");
+        let e =
+            as_of_event(binary16(), &[0xfe, 16], &TableCatalog::default(), true).expect_err("gone");
+        assert!(e.contains("has no such column"), "{e}");
+        // MySQL has no such types: the binlog's.
+        assert_eq!(
+            kind(as_of_event(
+                binary16(),
+                &[0xfe, 16],
+                &TableCatalog::default(),
+                false
+            )),
+            Ok(Kind::Char)
+        );
+    }
 
     #[test]
     fn commit_times_are_utc() {

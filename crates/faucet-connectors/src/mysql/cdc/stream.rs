@@ -689,15 +689,6 @@ impl CdcPageStream {
             Some(t) => t.standalone,
         };
         match kind {
-            Statement::Truncate(db, table) => {
-                let db = db.unwrap_or_else(|| schema.to_owned());
-                if self.decoder.listed(&db, &table)
-                    && let Some(txn) = &self.txn
-                {
-                    let record = self.decoder.truncate(&format!("{db}.{table}"), &txn.ctx);
-                    self.pending.push_back(record);
-                }
-            }
             Statement::Dml => {
                 if let Some(t) = self.decoder.named_in(sql) {
                     return Err(FaucetError::read(
@@ -713,13 +704,18 @@ impl CdcPageStream {
                     ));
                 }
             }
-            _ => {}
+            ddl => {
+                if let Some(txn) = &self.txn {
+                    let records = self.decoder.ddl(&ddl, schema, sql, &txn.ctx, at)?;
+                    self.pending.extend(records);
+                }
+            }
         }
         if standalone {
             if self.pending.is_empty() {
                 self.commit(end)?;
             } else {
-                // The TRUNCATE record is delivered first; the commit follows it.
+                // The DDL's `t` records are delivered first; the commit follows them.
                 self.deferred_commit = Some(end);
             }
         }

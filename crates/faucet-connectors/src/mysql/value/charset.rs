@@ -194,6 +194,14 @@ impl Collations {
         self.geometry_in_table_map_charsets
     }
 
+    /// Whether the server is MariaDB (the same fact as
+    /// [`Collations::geometry_in_table_map_charsets`]): only MariaDB has column types the
+    /// binlog logs as the storage of another type (UUID, INET4, INET6 as BINARY(n), JSON as
+    /// LONGTEXT).
+    pub fn is_mariadb(&self) -> bool {
+        self.geometry_in_table_map_charsets
+    }
+
     /// The default collations of latin1, utf8mb3 and utf8mb4 on MariaDB and MySQL 8 (8, 47,
     /// 33, 83, 192, 45, 46, 224, 255) and binary; use [`Collations::load`] against a live
     /// server for the rest.
