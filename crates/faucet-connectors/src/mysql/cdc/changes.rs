@@ -612,8 +612,11 @@ impl Storage {
 ///   now): the binlog's type, which is the column's type at the event;
 /// * the catalog declares a type of that storage (UUID or INET6 for BINARY(16), INET4 for
 ///   BINARY(4), JSON for LONGTEXT) or the storage type itself: the catalog's;
-/// * the catalog declares another type, or has no such column (it was dropped, renamed or
-///   retyped since): which type the column had cannot be known, and the error says so.
+/// * the catalog declares another type (the column was retyped since): which type the
+///   column had cannot be known, and the error says so;
+/// * the catalog has no such column (dropped or renamed since, or the table itself): the
+///   binlog's storage type, with a warning (no SELECT can show the column any more, and a
+///   catch-up must not stop for good on it).
 ///
 /// MySQL has none of these types (its JSON has a binlog type of its own): the binlog's.
 /// Called once per new table map (the catalog is read once per table map id).
@@ -649,18 +652,31 @@ fn as_of_event(
     );
     match declared {
         Some(d) if fits => Ok(column.with_declared_type(d)),
-        _ => Err(format!(
-            "the binlog logs column `{}` as {}, and the table's catalog {} now: the type the \
+        // The column is gone from the table (dropped or renamed since the event, or the table
+        // itself): nothing can say whether it was UUID/INET/JSON, and no SELECT can show it
+        // any more; its values come by the binlog's own type (BINARY as base64, LONGTEXT as
+        // text), with a warning, rather than stopping a catch-up for good.
+        None => {
+            tracing::warn!(
+                source = CONNECTOR,
+                column = %column.name,
+                "column `{}` is logged as {} and the table no longer has it (dropped or \
+                 renamed since this event): its values are delivered by that storage type, \
+                 as base64 or text even if it was a UUID, INET or JSON column",
+                column.name,
+                storage.name()
+            );
+            Ok(column)
+        }
+        Some(d) => Err(format!(
+            "the binlog logs column `{}` as {}, and the table's catalog declares it {} now: the type the \
              column had when this event was written cannot be known (it changed since), and \
              decoding by today's type could deliver wrong values. Re-snapshot the table \
              (delete this pipeline's state and run `faucet replicate` again) rather than \
              replaying this part of the binlog",
             column.name,
             storage.name(),
-            match declared {
-                Some(d) => format!("declares it {}", d.to_ascii_uppercase()),
-                None => "has no such column".to_owned(),
-            }
+            d.to_ascii_uppercase(),
         )),
     }
 }
@@ -810,9 +826,16 @@ mod tests {
         let e =
             as_of_event(binary16(), &[0xfe, 16], &catalog("varchar"), true).expect_err("retyped");
         assert!(e.contains("declares it VARCHAR"), "{e}");
-        let e =
-            as_of_event(binary16(), &[0xfe, 16], &TableCatalog::default(), true).expect_err("gone");
-        assert!(e.contains("has no such column"), "{e}");
+        // The column is gone now: the binlog's storage type.
+        assert_eq!(
+            kind(as_of_event(
+                binary16(),
+                &[0xfe, 16],
+                &TableCatalog::default(),
+                true
+            )),
+            Ok(Kind::Char)
+        );
         // MySQL has no such types: the binlog's.
         assert_eq!(
             kind(as_of_event(
