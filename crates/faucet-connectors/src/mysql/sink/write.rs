@@ -1,7 +1,9 @@
 //! Writing one page inside the caller's transaction: `append` inserts the rows with
 //! multi-row prepared `INSERT`s; `upsert` collapses the page ([`super::changes`]), then
 //! deletes every row (`t`), deletes by key (`d`) and upserts (`INSERT … ON DUPLICATE KEY
-//! UPDATE`, one statement per column layout and chunk). A server error about a value
+//! UPDATE`, one statement per column layout and chunk); a key-changing update whose unchanged
+//! TOAST values exist only in the target first renames the stored row to its new key
+//! ([`faucet_core::change::Moved`]). A server error about a value
 //! (SQLSTATE classes 22 and 23, and the strict-mode errors) and any warning a statement
 //! leaves (a DECIMAL rounded, a string truncated: MySQL's notes) become
 //! [`FaucetError::Data`] naming the table, the column and the page row: nothing is coerced
@@ -10,7 +12,7 @@
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{Conn, Value as MyValue};
 
-use faucet_core::change::{ChangeLayout, Slot};
+use faucet_core::change::{ChangeLayout, Moved, Slot, moved_row_missing};
 use faucet_core::{FaucetError, Page, Value, fault};
 
 use super::changes::collapse;
@@ -462,6 +464,11 @@ pub(crate) async fn upsert(
         .await?;
     }
     let key_names: Vec<&str> = target.key.iter().map(String::as_str).collect();
+    let moves = collapsed.moves();
+    if !moves.is_empty() {
+        check_columns(&key_names, target, false)?;
+        apply_moves(conn, target, &key_names, &moves).await?;
+    }
     let deletes: Vec<(&[&Value], usize)> = collapsed
         .slots
         .iter()
@@ -486,7 +493,7 @@ pub(crate) async fn upsert(
     for names in &layouts {
         check_columns(names, target, false)?;
         let group = collapsed.slots.iter().filter_map(|s| match s {
-            Slot::Upsert { columns, row }
+            Slot::Upsert { columns, row, .. }
                 if columns.len() == names.len()
                     && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
             {
@@ -581,6 +588,79 @@ async fn partial<'v>(
                 .await?;
         }
         ins.flush(conn, target).await?;
+    }
+    Ok(())
+}
+
+/// Renames the stored rows that key-changing updates moved ([`Moved`], in `moves` order),
+/// one at a time: when the row of the new key exists and is to be kept (`keep_target`, or no
+/// row of the old key: a replayed page), nothing; when neither exists, the page fails
+/// ([`moved_row_missing`]: the old row was never delivered); otherwise a stale row of the new
+/// key is deleted and the old row's key columns are set to the new key, the TOAST values
+/// staying in place.
+///
+/// # Errors
+/// [`FaucetError::Data`] for a missing old row; as [`upsert`] otherwise.
+async fn apply_moves(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    key_names: &[&str],
+    moves: &[&Moved<'_>],
+) -> Result<(), FaucetError> {
+    let quoted = target.name.quoted();
+    let key_types = types(target, key_names);
+    let wheres: Vec<String> = key_names
+        .iter()
+        .map(|n| format!("{} = ?", quote_ident(n)))
+        .collect();
+    let wheres = wheres.join(" AND ");
+    let sets: Vec<String> = key_names
+        .iter()
+        .map(|n| format!("{} = ?", quote_ident(n)))
+        .collect();
+    let exists_sql = format!("SELECT 1 FROM {quoted} WHERE {wheres} LIMIT 1");
+    let delete_sql = format!("DELETE FROM {quoted} WHERE {wheres}");
+    let rename_sql = format!("UPDATE {quoted} SET {} WHERE {wheres}", sets.join(", "));
+    let mut json = Vec::new();
+    for m in moves {
+        let mut params = |keys: &[&[&Value]]| -> Result<Batch, FaucetError> {
+            let mut batch = Batch {
+                rows: vec![m.row],
+                ..Batch::default()
+            };
+            for key in keys {
+                for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
+                    let p = param(v, t, &mut json)
+                        .map_err(|e| value_error(target, Some(m.row), Some(n), e))?;
+                    batch.params.push(p);
+                }
+            }
+            Ok(batch)
+        };
+        let from = params(&[&m.from])?;
+        let to = params(&[&m.to])?;
+        let rename = params(&[&m.to, &m.from])?;
+        let exists = async |conn: &mut Conn, batch: &Batch| {
+            conn.exec_first::<u8, _, _>(
+                exists_sql.as_str(),
+                mysql_async::Params::Positional(batch.params.clone()),
+            )
+            .await
+            .map(|r| r.is_some())
+            .map_err(|e| classify(e, "SELECT of a moved row", target.name))
+        };
+        let has_to = exists(conn, &to).await?;
+        let has_from = exists(conn, &from).await?;
+        if has_to && (m.keep_target || !has_from) {
+            continue;
+        }
+        if !has_from {
+            return Err(moved_row_missing(CONNECTOR, &target.name.to_string(), m));
+        }
+        if has_to {
+            run(conn, target, &delete_sql, &to, 0, "DELETE").await?;
+        }
+        run(conn, target, &rename_sql, &rename, 0, "UPDATE").await?;
     }
     Ok(())
 }
