@@ -816,3 +816,102 @@ async fn check_names_a_missing_privilege() {
     db.exec(&format!("DROP USER '{user}'@'%'")).await;
     db.drop_db().await;
 }
+
+/// A private MariaDB with `max_allowed_packet` = 1 MiB (a global setting the shared server
+/// must not see): a page whose rows together exceed it is cut into statements that each fit,
+/// and commits whole; a row that alone cannot fit fails its page with a data error naming the
+/// row, the column, the value's size and `max_allowed_packet`, nothing of that page committed
+/// (nor its commit token), and the writer goes on with the next page.
+#[tokio::test]
+async fn statements_fit_max_allowed_packet_and_a_row_too_large_is_a_data_error() {
+    let server =
+        crate::mysql_private::PrivateMariadb::start_with(1, &["--max-allowed-packet=1M"]).await;
+    server
+        .exec(
+            "CREATE TABLE blobs (id BIGINT PRIMARY KEY, body LONGTEXT) ENGINE=InnoDB; \
+             CREATE TABLE logged (id BIGINT, body LONGTEXT) ENGINE=InnoDB",
+        )
+        .await;
+    let url = server.url("test");
+    let fields = [("id", DataType::Int), ("body", DataType::Text)];
+    let body = |id: i64, len: usize| {
+        let unit = format!("{id:08}");
+        Value::Text(unit.repeat(len / unit.len()).into())
+    };
+    // 12 rows of 200 kB: 2.4 MB, more than twice the packet limit.
+    let rows = |from: i64| -> Vec<Vec<Value>> {
+        (from..from + 12)
+            .map(|i| vec![Value::Int(i), body(i, 200_000)])
+            .collect()
+    };
+    for (sink, table) in [
+        (
+            MysqlSink::new(MysqlSinkConfig::new(url.clone(), "blobs").upsert(["id"]))
+                .expect("config"),
+            "blobs",
+        ),
+        (
+            MysqlSink::new(MysqlSinkConfig::new(url.clone(), "logged")).expect("config"),
+            "logged",
+        ),
+    ] {
+        let mut w = sink.open().await.expect("open");
+        let page = plain_page(&fields, rows(1), json!({"n": 1}));
+        let token = |sequence: u64| CommitToken {
+            sequence,
+            bookmark: json!({ "n": sequence }),
+        };
+        w.write_committed(&page, "big", &token(1))
+            .await
+            .unwrap_or_else(|e| panic!("{table}: {e:?}"));
+        let lengths = server
+            .column(&format!(
+                "SELECT CONCAT(COUNT(*), ' ', SUM(LENGTH(body))) FROM {table}"
+            ))
+            .await;
+        assert_eq!(lengths, ["12 2400000"], "{table}");
+        // One row of 2 MB among small ones: a data error naming it, nothing committed.
+        let mut big = rows(100);
+        big[5][1] = body(105, 2_000_000);
+        let page = plain_page(&fields, big, json!({"n": 2}));
+        let err = w
+            .write_committed(&page, "big", &token(2))
+            .await
+            .expect_err("a row larger than max_allowed_packet");
+        let text = err.to_string();
+        assert!(matches!(err, FaucetError::Data { .. }), "{table}: {err:?}");
+        for part in [
+            "page row 6",
+            "body",
+            "2000000",
+            "max_allowed_packet",
+            "1048576",
+        ] {
+            assert!(text.contains(part), "{table}: {part}: {text}");
+        }
+        assert_eq!(
+            server
+                .column(&format!("SELECT COUNT(*) FROM {table}"))
+                .await,
+            ["12"],
+            "{table}: nothing of the refused page"
+        );
+        assert_eq!(
+            w.last_committed_token("big").await.expect("token"),
+            Some(token(1)),
+            "{table}: the refused page's token did not commit"
+        );
+        // The writer is still usable: the next page commits.
+        let page = plain_page(&fields, rows(200), json!({"n": 3}));
+        w.write_committed(&page, "big", &token(3))
+            .await
+            .unwrap_or_else(|e| panic!("{table}: {e}"));
+        assert_eq!(
+            server
+                .column(&format!("SELECT COUNT(*) FROM {table}"))
+                .await,
+            ["24"],
+            "{table}"
+        );
+    }
+}

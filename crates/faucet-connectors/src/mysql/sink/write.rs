@@ -24,9 +24,12 @@ use crate::mysql::table::{TableName, quote_ident};
 
 /// At most this many rows per statement (and never more than 65,535 placeholders).
 const MAX_ROWS: usize = 2_000;
-/// A statement's parameters are cut at about this many bytes (MySQL's and MariaDB's
-/// `max_allowed_packet` is 16 MiB or more by default).
+/// A statement's parameters are cut at about this many bytes, or below the server's
+/// `max_allowed_packet` when that is smaller ([`Target::max_packet`]).
 const MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The bytes of a `COM_STMT_EXECUTE` packet beside its rows (header, statement id, flags),
+/// with room to spare.
+const PACKET_OVERHEAD: usize = 1024;
 /// The most placeholders one prepared statement may have.
 const MAX_PLACEHOLDERS: usize = 65_535;
 /// The warning MySQL 8.0.20+ gives for `VALUES()` in `ON DUPLICATE KEY UPDATE`, which is not
@@ -67,6 +70,15 @@ impl UpsertSyntax {
     }
 }
 
+/// What the sink learns about its server when a session opens.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Server {
+    /// The upsert syntax.
+    pub(crate) syntax: UpsertSyntax,
+    /// The session's `max_allowed_packet`, in bytes: no statement's packet may be larger.
+    pub(crate) max_packet: usize,
+}
+
 /// What a page write needs to know.
 pub(crate) struct Target<'a> {
     /// The table.
@@ -77,6 +89,71 @@ pub(crate) struct Target<'a> {
     pub(crate) key: &'a [String],
     /// The server's upsert syntax.
     pub(crate) syntax: UpsertSyntax,
+    /// The server's `max_allowed_packet` ([`Server::max_packet`]).
+    pub(crate) max_packet: usize,
+}
+
+impl Target<'_> {
+    /// The most bytes of rows one statement may carry: under `max_allowed_packet`.
+    fn packet_room(&self) -> usize {
+        self.max_packet.saturating_sub(PACKET_OVERHEAD)
+    }
+
+    /// Where statements are cut: [`MAX_BYTES`], or less when the server takes less.
+    fn cut_bytes(&self) -> usize {
+        MAX_BYTES.min(self.packet_room())
+    }
+}
+
+/// The bytes one row of `params` adds to a `COM_STMT_EXECUTE` packet: each value (with its
+/// length prefix), its type (2 bytes) and its bit in the NULL bitmap.
+fn row_bytes(params: &[MyValue]) -> usize {
+    params.iter().map(wire_size).sum::<usize>() + 2 * params.len() + params.len() / 8 + 1
+}
+
+/// Checks that one row (`params`, named by `names`, page row `row`) fits in a statement under
+/// the server's `max_allowed_packet`, and returns its size ([`row_bytes`]).
+///
+/// # Errors
+/// [`FaucetError::Data`] naming the page row, the largest column and its size, the row's
+/// size and `max_allowed_packet`: the server would refuse the packet (and close the session),
+/// so the page is refused before anything of it is sent.
+fn fitting_row(
+    target: &Target<'_>,
+    row: usize,
+    names: &[&str],
+    params: &[MyValue],
+) -> Result<usize, FaucetError> {
+    let bytes = row_bytes(params);
+    if bytes <= target.packet_room() {
+        return Ok(bytes);
+    }
+    let (column, size) = params
+        .iter()
+        .zip(names)
+        .map(|(p, n)| {
+            (
+                *n,
+                match p {
+                    MyValue::Bytes(b) => b.len(),
+                    _ => 8,
+                },
+            )
+        })
+        .max_by_key(|(_, size)| *size)
+        .unwrap_or(("", 0));
+    Err(value_error(
+        target,
+        Some(row),
+        (!column.is_empty()).then_some(column),
+        format!(
+            "the row takes about {bytes} bytes in one statement (column `{column}`: a value of \
+             {size} bytes), more than the server's `max_allowed_packet` ({} bytes) allows for \
+             one packet; raise it on the server (`SET GLOBAL max_allowed_packet = …` and in \
+             its configuration; new sessions take the value) or make the value smaller",
+            target.max_packet
+        ),
+    ))
 }
 
 /// The data error for a value at `column` of page row `row` (0-based).
@@ -336,7 +413,12 @@ impl<'a> Inserter<'a> {
         }
     }
 
-    /// Adds page row `row` with `values` (in `names` order), running a statement when full.
+    /// Adds page row `row` with `values` (in `names` order), running the statement of the
+    /// rows before it first when this row would take it past [`Target::cut_bytes`].
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] for a value the column cannot take, or a row that alone does not
+    /// fit under `max_allowed_packet` ([`fitting_row`]).
     async fn push<'v>(
         &mut self,
         conn: &mut Conn,
@@ -344,14 +426,20 @@ impl<'a> Inserter<'a> {
         row: usize,
         values: impl Iterator<Item = &'v Value>,
     ) -> Result<(), FaucetError> {
+        let mut params = Vec::with_capacity(self.width);
         for (i, v) in values.enumerate() {
             let p = param(v, self.types[i], &mut self.json)
                 .map_err(|m| value_error(target, Some(row), Some(self.names[i]), m))?;
-            self.batch.bytes += wire_size(&p);
-            self.batch.params.push(p);
+            params.push(p);
         }
+        let bytes = fitting_row(target, row, self.names, &params)?;
+        if !self.batch.rows.is_empty() && self.batch.bytes + bytes > target.cut_bytes() {
+            self.flush(conn, target).await?;
+        }
+        self.batch.bytes += bytes;
+        self.batch.params.extend(params);
         self.batch.rows.push(row);
-        if self.batch.rows.len() >= self.max_rows || self.batch.bytes >= MAX_BYTES {
+        if self.batch.rows.len() >= self.max_rows {
             self.flush(conn, target).await?;
         }
         Ok(())
@@ -576,6 +664,8 @@ async fn partial<'v>(
                 param(v, t, &mut json).map_err(|m| value_error(target, Some(row), Some(n), m))?;
             batch.params.push(p);
         }
+        let named: Vec<&str> = others.iter().chain(&key_names).copied().collect();
+        fitting_row(target, row, &named, &batch.params)?;
         run(conn, target, &sql, &batch, 0, "UPDATE").await?;
         if matched_rows(&conn.info()) == Some(0) {
             missing.push((columns, row));
@@ -640,6 +730,8 @@ async fn apply_moves(
         let from = params(&[&m.from])?;
         let to = params(&[&m.to])?;
         let rename = params(&[&m.to, &m.from])?;
+        let named: Vec<&str> = key_names.iter().chain(key_names).copied().collect();
+        fitting_row(target, m.row, &named, &rename.params)?;
         let exists = async |conn: &mut Conn, batch: &Batch| {
             conn.exec_first::<u8, _, _>(
                 exists_sql.as_str(),
@@ -696,21 +788,35 @@ async fn delete(
         .min(MAX_PLACEHOLDERS / key_names.len().max(1))
         .max(1);
     let mut json = Vec::new();
-    for chunk in keys.chunks(per) {
-        let mut batch = Batch::default();
-        for (key, row) in chunk {
-            for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
-                let p = param(v, t, &mut json)
-                    .map_err(|m| value_error(target, Some(*row), Some(n), m))?;
-                batch.params.push(p);
-            }
-            batch.rows.push(*row);
-        }
-        let sql = format!(
+    let mut batch = Batch::default();
+    let statement = |n: usize| {
+        format!(
             "DELETE FROM {} WHERE {}",
             target.name.quoted(),
-            vec![one.as_str(); chunk.len()].join(" OR ")
-        );
+            vec![one.as_str(); n].join(" OR ")
+        )
+    };
+    for (key, row) in keys {
+        let mut params = Vec::with_capacity(key_names.len());
+        for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
+            let p =
+                param(v, t, &mut json).map_err(|m| value_error(target, Some(*row), Some(n), m))?;
+            params.push(p);
+        }
+        let bytes = fitting_row(target, *row, key_names, &params)?;
+        if !batch.rows.is_empty()
+            && (batch.rows.len() >= per || batch.bytes + bytes > target.cut_bytes())
+        {
+            let sql = statement(batch.rows.len());
+            run(conn, target, &sql, &batch, key_names.len(), "DELETE").await?;
+            batch = Batch::default();
+        }
+        batch.bytes += bytes;
+        batch.params.extend(params);
+        batch.rows.push(*row);
+    }
+    if !batch.rows.is_empty() {
+        let sql = statement(batch.rows.len());
         run(conn, target, &sql, &batch, key_names.len(), "DELETE").await?;
     }
     Ok(())
