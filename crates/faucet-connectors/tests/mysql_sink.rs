@@ -189,12 +189,30 @@ async fn a_key_change_moves_the_stored_toast_value() {
     assert_eq!(texts(&mut db, check).await, want);
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
     assert_eq!(texts(&mut db, check).await, want, "replayed");
-    let lost = change_page(
+    // 5 → 50, then 7 → 70 frees 7, then 50 → 7: the renames run in source order.
+    let interleaved = change_page(
         vec![
-            change("u", t, k(5), partial(5, "one-edited"), &["body"]),
-            change("u", t, k(9), partial(10, "ten"), &["body"]),
+            change("u", t, k(5), partial(50, "one"), &["body"]),
+            change("u", t, k(7), partial(70, "two-edited"), &["body"]),
+            change("u", t, k(50), partial(7, "one"), &["body"]),
         ],
         json!({"lsn": "0/2"}),
+    );
+    let want = vec![
+        vec![s("2"), s("three"), s("10000"), s("c")],
+        vec![s("7"), s("one"), s("10000"), s("a")],
+        vec![s("70"), s("two-edited"), s("10000"), s("b")],
+    ];
+    for _ in 0..2 {
+        write_all(w.as_mut(), std::slice::from_ref(&interleaved)).await;
+        assert_eq!(texts(&mut db, check).await, want, "interleaved");
+    }
+    let lost = change_page(
+        vec![
+            change("u", t, k(7), partial(7, "one-edited"), &["body"]),
+            change("u", t, k(9), partial(10, "ten"), &["body"]),
+        ],
+        json!({"lsn": "0/3"}),
     );
     let err = w.write(&lost).await.expect_err("no old row");
     let text = err.to_string();

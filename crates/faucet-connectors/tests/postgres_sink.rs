@@ -302,13 +302,27 @@ async fn a_key_change_moves_the_stored_toast_value() {
     // Replayed (at-least-once): the same rows.
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
     assert_eq!(table_text(&check).await, want);
+    // 5 → 50, then 7 → 70 frees 7, then 50 → 7: the renames run in source order.
+    let interleaved = change_page(
+        vec![
+            change("u", t, k(5), partial(50, "one"), &["body"]),
+            change("u", t, k(7), partial(70, "two-edited"), &["body"]),
+            change("u", t, k(50), partial(7, "one"), &["body"]),
+        ],
+        json!(2),
+    );
+    let want = "2\tthree\t10000\tc\n7\tone\t10000\ta\n70\ttwo-edited\t10000\tb\n";
+    for _ in 0..2 {
+        write_all(w.as_mut(), std::slice::from_ref(&interleaved)).await;
+        assert_eq!(table_text(&check).await, want);
+    }
     // The old row was never delivered: an error, not a row without its body.
     let lost = change_page(
         vec![
-            change("u", t, k(5), partial(5, "one-edited"), &["body"]),
+            change("u", t, k(7), partial(7, "one-edited"), &["body"]),
             change("u", t, k(9), partial(10, "ten"), &["body"]),
         ],
-        json!(2),
+        json!(3),
     );
     let err = w.write(&lost).await.expect_err("no old row");
     let text = err.to_string();

@@ -18,7 +18,8 @@
 //!   target's stored row of the old key, and the upsert of the new key gets a [`Moved`]: the
 //!   sink renames that stored row to the new key ([`Collapsed::moves`]) before it deletes and
 //!   upserts, so the values move inside the target and the upsert leaves those columns out.
-//!   Two key changes in a row (1 → 5 → 9) are one rename of the stored row (1 → 9).
+//!   Two key changes in a row (1 → 5 → 9) are two renames, applied in source order with the
+//!   page's other renames, so a key freed between them (9 → 12 before 5 → 9) is free.
 //!
 //! After collapsing, every key appears once, so the deletes and the upserts touch disjoint
 //! rows and their order no longer matters; an upsert statement never meets a key twice.
@@ -49,25 +50,28 @@ pub enum Slot<'a> {
         /// The page row (0-based) that last set this key.
         row: usize,
         /// Left-out columns whose value is in the target's stored row of another key (a
-        /// key-changing update): the sink renames that row to this key first.
-        moved: Option<Moved<'a>>,
+        /// key-changing update): the renames that bring that row to this key, in source
+        /// order (empty: none). The sink applies them first.
+        moved: Vec<Moved<'a>>,
     },
 }
 
-/// The stored row of an old key that a key-changing update moved to a new key, leaving
-/// `columns` out of its `after` (unchanged TOAST values): their value exists only in the
-/// target. A sink applies it before the page's deletes and upserts, in [`Collapsed::moves`]
-/// order:
+/// One rename of a stored row: a key-changing update moved the row of `from` to `to`,
+/// leaving `columns` out of its `after` (unchanged TOAST values), and their value exists only
+/// in the target. The renames of one row in a page form a chain ([`Collapsed::move_chains`]:
+/// the stored row of the first `from` ends at the last `to`, the upsert's key). A sink,
+/// before the page's deletes and upserts:
 ///
-/// 1. unless `keep_target`, when a row of `from` exists, delete the row of `to` (a stale row:
-///    the source deleted or moved that key earlier);
-/// 2. when no row of `to` exists, rename the row of `from` to `to` (only the key columns
-///    change, so every other stored value moves with it);
-/// 3. a row of `to` must now exist, else the page fails with [`moved_row_missing`] (the old
-///    row was never delivered: faucet does not write null instead).
+/// 1. skips a chain whose last `to` has a row while its first `from` has none, or while
+///    `keep_target` (a replayed page: the row is already where the page leaves it);
+/// 2. applies the renames of the other chains in source order ([`Collapsed::moves`]: a
+///    later rename may take a key an earlier one freed): when a row of `from` exists, it
+///    deletes a row of `to` (stale: the source had that key free then) and renames the row
+///    of `from` to `to` — only the key columns change, every other stored value moves with it;
+/// 3. then the last `to` of every chain it applied must have a row, else the page fails with
+///    [`moved_row_missing`] (the old row was never delivered: faucet does not write null).
 ///
-/// The upsert of `to` then leaves `columns` out, so they keep the moved values. Replaying an
-/// applied page finds no row of `from` and the row of `to` in place: step 2 does nothing.
+/// The upsert of the last `to` then leaves `columns` out, so they keep the moved values.
 #[derive(Debug, Clone)]
 pub struct Moved<'a> {
     /// The old key (in `key` order), as the target held it before this page.
@@ -76,17 +80,19 @@ pub struct Moved<'a> {
     pub to: Vec<&'a Value>,
     /// The columns whose value comes from the row of `from`.
     pub columns: Vec<&'a str>,
-    /// The page row (0-based) of the update that moved the stored row first.
+    /// The page row (0-based) of the update: renames apply in this order.
     pub row: usize,
-    /// Keep an existing row of `to` rather than replace it: the page ends with a row of
-    /// `from` (inserted again, or another row moved there), so an existing row of `from` may
-    /// be that newer row (a replayed page) and a row of `to` this page's own earlier result.
-    /// False when the page deleted or moved `to` away before the move (a row of `to` is
-    /// stale then).
+    /// Whether this is the row's last rename in the page (`to` is the upsert's key).
+    pub last: bool,
+    /// For the chain: keep an existing row of its last `to` even when its first `from` has
+    /// a row, because the page ends with a row at that first key (inserted again, or another
+    /// row moved there): on a replayed page that row is the newer one, and the row of the
+    /// last `to` this page's own result. False when the page deleted or moved the last `to`
+    /// away before the chain reached it (a row there is stale then).
     pub keep_target: bool,
     /// The source table of the update, for the error's advice.
     pub table: Option<&'a str>,
-    /// Whether the page deleted (or moved away) `to` before the move.
+    /// Whether the page deleted (or moved away) `to` before this rename.
     target_was_deleted: bool,
 }
 
@@ -100,20 +106,24 @@ pub struct Collapsed<'a> {
 }
 
 impl<'a> Collapsed<'a> {
-    /// The stored rows to move to a new key ([`Moved`]), in the order the source moved them:
-    /// the order a sink applies them in, before its deletes and upserts (a later move may
-    /// take a key an earlier one freed).
+    /// Every rename ([`Moved`]) in the order the source made them: the order a sink applies
+    /// them in (a later rename may take a key an earlier one freed).
     pub fn moves(&self) -> Vec<&Moved<'a>> {
-        let mut out: Vec<&Moved<'a>> = self
-            .slots
-            .iter()
-            .filter_map(|s| match s {
-                Slot::Upsert { moved: Some(m), .. } => Some(m),
-                _ => None,
-            })
-            .collect();
+        let mut out: Vec<&Moved<'a>> = self.move_chains().into_iter().flatten().collect();
         out.sort_by_key(|m| m.row);
         out
+    }
+
+    /// The renames grouped by row: each chain in source order, its last `to` the key of the
+    /// upsert it belongs to (see [`Moved`] for how a sink applies them).
+    pub fn move_chains(&self) -> Vec<&[Moved<'a>]> {
+        self.slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Upsert { moved, .. } if !moved.is_empty() => Some(moved.as_slice()),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -198,7 +208,7 @@ pub fn collapse<'a>(
                 .zip(values)
                 .collect();
             let k = key_values(&columns, key).map_err(err)?;
-            state.upsert(k, columns, &[], row_no, None);
+            state.upsert(k, columns, &[], row_no, Vec::new());
             continue;
         };
         let change = layout.read(values).map_err(err)?;
@@ -234,7 +244,7 @@ pub fn collapse<'a>(
                 let mut columns = row_columns(after);
                 let k = key_values(&columns, key).map_err(err)?;
                 let unchanged: Vec<&str> = change.unchanged().collect();
-                let mut moved = None;
+                let mut moved = Vec::new();
                 if op == Op::Update
                     && let Some(before) = change.before
                     && let Ok(old) = key_values(&row_columns(before), key)
@@ -370,13 +380,13 @@ impl<'a> State<'a, '_> {
         unchanged: &[&'a str],
         table: Option<&'a str>,
         row: usize,
-    ) -> Option<Moved<'a>> {
+    ) -> Vec<Moved<'a>> {
         if unchanged.is_empty() {
-            return None;
+            return Vec::new();
         }
         let (from_old, old_moved) = match self.slot_of(old) {
             Some(Slot::Upsert { columns, moved, .. }) => (columns.clone(), moved.clone()),
-            _ => (Vec::new(), None),
+            _ => (Vec::new(), Vec::new()),
         };
         let (from_new, target_was_deleted) = match self.slot_of(new) {
             Some(Slot::Upsert { columns, .. }) => (columns.clone(), false),
@@ -396,21 +406,25 @@ impl<'a> State<'a, '_> {
             }
         }
         if pending.is_empty() {
-            return None;
+            return Vec::new();
         }
-        let (from, first) = match old_moved {
-            Some(m) => (m.from, m.row),
-            None => (old.to_vec(), row),
-        };
-        Some(Moved {
-            from,
+        // The row may have been moved to `old` earlier in the page: those renames come first.
+        let mut chain = old_moved;
+        for hop in &mut chain {
+            hop.last = false;
+            hop.columns.clone_from(&pending);
+        }
+        chain.push(Moved {
+            from: old.to_vec(),
             to: new.to_vec(),
             columns: pending,
-            row: first,
+            row,
+            last: true,
             keep_target: false,
             table,
             target_was_deleted,
-        })
+        });
+        chain
     }
 
     fn upsert(
@@ -419,7 +433,7 @@ impl<'a> State<'a, '_> {
         mut columns: Vec<(&'a str, &'a Value)>,
         unchanged: &[&str],
         row: usize,
-        mut moved: Option<Moved<'a>>,
+        mut moved: Vec<Moved<'a>>,
     ) {
         let id = self.id(&key);
         match self.index.get(&id) {
@@ -440,12 +454,13 @@ impl<'a> State<'a, '_> {
                     }
                     // A later update of a moved row: what it still leaves out still comes
                     // from the moved row.
-                    if moved.is_none()
-                        && let Some(m) = earlier_moved
-                    {
-                        let mut m = m.clone();
-                        m.columns.retain(|c| !columns.iter().any(|(n, _)| n == c));
-                        moved = (!m.columns.is_empty()).then_some(m);
+                    if moved.is_empty() {
+                        let mut chain = earlier_moved.clone();
+                        for hop in &mut chain {
+                            hop.columns.retain(|c| !columns.iter().any(|(n, _)| n == c));
+                        }
+                        chain.retain(|hop| !hop.columns.is_empty());
+                        moved = chain;
                     }
                 }
                 self.out.slots[i] = Slot::Upsert {
@@ -468,21 +483,25 @@ impl<'a> State<'a, '_> {
     /// Once the page is read: a move keeps an existing row of its new key when the page
     /// ends with a row of the old key (see [`Moved::keep_target`]).
     fn settle_moves(&mut self) {
-        let mut reinserted = Vec::new();
+        let mut keep = Vec::new();
         for (i, slot) in self.out.slots.iter().enumerate() {
-            if let Slot::Upsert { moved: Some(m), .. } = slot {
+            if let Slot::Upsert { moved, .. } = slot
+                && let (Some(first), Some(last)) = (moved.first(), moved.last())
+            {
                 let mut id = Vec::new();
-                self.ids.identify(&m.from, &mut id);
+                self.ids.identify(&first.from, &mut id);
                 let again = self
                     .index
                     .get(&id)
                     .is_some_and(|&j| matches!(self.out.slots[j], Slot::Upsert { .. }));
-                reinserted.push((i, again));
+                keep.push((i, again && !last.target_was_deleted));
             }
         }
-        for (i, again) in reinserted {
-            if let Slot::Upsert { moved: Some(m), .. } = &mut self.out.slots[i] {
-                m.keep_target = again && !m.target_was_deleted;
+        for (i, keep) in keep {
+            if let Slot::Upsert { moved, .. } = &mut self.out.slots[i] {
+                for m in moved {
+                    m.keep_target = keep;
+                }
             }
         }
     }
@@ -703,8 +722,8 @@ mod tests {
     #[test]
     fn moves_chain_keep_source_order_and_end_when_the_value_arrives() {
         let partial = |id: i64| row(&[("id", Value::Int(id)), ("ver", Value::Int(3))]);
-        // 1 → 5 → 9: one move of the stored row of 1, to 9; a later same-key update of 9
-        // that still leaves `name` out keeps it.
+        // 1 → 5 → 9: two renames, in source order; a later same-key update of 9 that still
+        // leaves `name` out keeps them.
         let mut b = PageBuilder::new(change_schema(), 16);
         b.push_row(change("u", key(1), partial(5), &["name"]));
         b.push_row(change("u", key(5), partial(9), &["name"]));
@@ -715,7 +734,30 @@ mod tests {
             summary(&c),
             vec![('d', 1, None), ('d', 5, None), ('u', 9, None)]
         );
-        assert_eq!(moves(&c), vec![(1, 9, vec!["name".to_owned()], false)]);
+        let name = || vec!["name".to_owned()];
+        assert_eq!(
+            moves(&c),
+            vec![(1, 5, name(), false), (5, 9, name(), false)]
+        );
+        assert_eq!(
+            c.moves().iter().map(|m| m.last).collect::<Vec<_>>(),
+            [false, true]
+        );
+        // 1 → 5, then 9 → 12 frees 9, then 5 → 9: the renames interleave in source order.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        b.push_row(change("u", key(9), partial(12), &["name"]));
+        b.push_row(change("u", key(5), partial(9), &["name"]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert_eq!(
+            moves(&c),
+            vec![
+                (1, 5, name(), false),
+                (9, 12, name(), true),
+                (5, 9, name(), false)
+            ]
+        );
         // 5 → 8 frees 5, then 1 → 5 takes it: applied in that order. The page ends with a
         // row of 5, so the move 5 → 8 keeps a row of 8 it finds (on a replay the row of 5 is
         // the moved row of 1).

@@ -552,10 +552,10 @@ pub(crate) async fn upsert(
         .await?;
     }
     let key_names: Vec<&str> = target.key.iter().map(String::as_str).collect();
-    let moves = collapsed.moves();
-    if !moves.is_empty() {
+    let chains = collapsed.move_chains();
+    if !chains.is_empty() {
         check_columns(&key_names, target, false)?;
-        apply_moves(conn, target, &key_names, &moves).await?;
+        apply_moves(conn, target, &key_names, &chains).await?;
     }
     let deletes: Vec<(&[&Value], usize)> = collapsed
         .slots
@@ -682,20 +682,19 @@ async fn partial<'v>(
     Ok(())
 }
 
-/// Renames the stored rows that key-changing updates moved ([`Moved`], in `moves` order),
-/// one at a time: when the row of the new key exists and is to be kept (`keep_target`, or no
-/// row of the old key: a replayed page), nothing; when neither exists, the page fails
-/// ([`moved_row_missing`]: the old row was never delivered); otherwise a stale row of the new
-/// key is deleted and the old row's key columns are set to the new key, the TOAST values
-/// staying in place.
+/// Renames the stored rows that key-changing updates moved, as [`Moved`] says: a chain whose
+/// row is already at its last key is skipped (a replayed page); the renames of the others run
+/// one at a time in source order (a stale row of the new key deleted first), and each of
+/// those chains must leave a row at its last key.
 ///
 /// # Errors
-/// [`FaucetError::Data`] for a missing old row; as [`upsert`] otherwise.
+/// [`FaucetError::Data`] ([`moved_row_missing`]) for a chain whose old row was never
+/// delivered; as [`upsert`] otherwise.
 async fn apply_moves(
     conn: &mut Conn,
     target: &Target<'_>,
     key_names: &[&str],
-    moves: &[&Moved<'_>],
+    chains: &[&[Moved<'_>]],
 ) -> Result<(), FaucetError> {
     let quoted = target.name.quoted();
     let key_types = types(target, key_names);
@@ -704,55 +703,69 @@ async fn apply_moves(
         .map(|n| format!("{} = ?", quote_ident(n)))
         .collect();
     let wheres = wheres.join(" AND ");
+    let exists_sql = format!("SELECT 1 FROM {quoted} WHERE {wheres} LIMIT 1");
+    let delete_sql = format!("DELETE FROM {quoted} WHERE {wheres}");
     let sets: Vec<String> = key_names
         .iter()
         .map(|n| format!("{} = ?", quote_ident(n)))
         .collect();
-    let exists_sql = format!("SELECT 1 FROM {quoted} WHERE {wheres} LIMIT 1");
-    let delete_sql = format!("DELETE FROM {quoted} WHERE {wheres}");
     let rename_sql = format!("UPDATE {quoted} SET {} WHERE {wheres}", sets.join(", "));
     let mut json = Vec::new();
-    for m in moves {
-        let mut params = |keys: &[&[&Value]]| -> Result<Batch, FaucetError> {
-            let mut batch = Batch {
-                rows: vec![m.row],
-                ..Batch::default()
-            };
-            for key in keys {
-                for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
-                    let p = param(v, t, &mut json)
-                        .map_err(|e| value_error(target, Some(m.row), Some(n), e))?;
-                    batch.params.push(p);
-                }
+    let mut params = |row: usize, keys: &[&[&Value]]| -> Result<Batch, FaucetError> {
+        let mut batch = Batch {
+            rows: vec![row],
+            ..Batch::default()
+        };
+        let mut named = Vec::new();
+        for key in keys {
+            for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
+                let p = param(v, t, &mut json)
+                    .map_err(|e| value_error(target, Some(row), Some(n), e))?;
+                batch.params.push(p);
+                named.push(*n);
             }
-            Ok(batch)
+        }
+        fitting_row(target, row, &named, &batch.params)?;
+        Ok(batch)
+    };
+    let exists = async |conn: &mut Conn, batch: &Batch| {
+        conn.exec_first::<u8, _, _>(
+            exists_sql.as_str(),
+            mysql_async::Params::Positional(batch.params.clone()),
+        )
+        .await
+        .map(|r| r.is_some())
+        .map_err(|e| classify(e, "SELECT of a moved row", target.name))
+    };
+    let mut applied: Vec<&Moved<'_>> = Vec::new();
+    let mut lasts: Vec<&Moved<'_>> = Vec::new();
+    for chain in chains {
+        let (Some(first), Some(last)) = (chain.first(), chain.last()) else {
+            continue;
         };
-        let from = params(&[&m.from])?;
-        let to = params(&[&m.to])?;
-        let rename = params(&[&m.to, &m.from])?;
-        let named: Vec<&str> = key_names.iter().chain(key_names).copied().collect();
-        fitting_row(target, m.row, &named, &rename.params)?;
-        let exists = async |conn: &mut Conn, batch: &Batch| {
-            conn.exec_first::<u8, _, _>(
-                exists_sql.as_str(),
-                mysql_async::Params::Positional(batch.params.clone()),
-            )
-            .await
-            .map(|r| r.is_some())
-            .map_err(|e| classify(e, "SELECT of a moved row", target.name))
-        };
-        let has_to = exists(conn, &to).await?;
-        let has_from = exists(conn, &from).await?;
-        if has_to && (m.keep_target || !has_from) {
+        let at_last = exists(conn, &params(last.row, &[&last.to])?).await?;
+        let at_first = exists(conn, &params(first.row, &[&first.from])?).await?;
+        if at_last && (!at_first || last.keep_target) {
             continue;
         }
-        if !has_from {
-            return Err(moved_row_missing(CONNECTOR, &target.name.to_string(), m));
+        applied.extend(chain.iter());
+        lasts.push(last);
+    }
+    applied.sort_by_key(|m| m.row);
+    for m in applied {
+        let from = params(m.row, &[&m.from])?;
+        if !exists(conn, &from).await? {
+            continue;
         }
-        if has_to {
-            run(conn, target, &delete_sql, &to, 0, "DELETE").await?;
-        }
+        let to = params(m.row, &[&m.to])?;
+        run(conn, target, &delete_sql, &to, 0, "DELETE").await?;
+        let rename = params(m.row, &[&m.to, &m.from])?;
         run(conn, target, &rename_sql, &rename, 0, "UPDATE").await?;
+    }
+    for last in lasts {
+        if !exists(conn, &params(last.row, &[&last.to])?).await? {
+            return Err(moved_row_missing(CONNECTOR, &target.name.to_string(), last));
+        }
     }
     Ok(())
 }
