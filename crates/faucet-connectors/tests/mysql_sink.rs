@@ -180,6 +180,91 @@ async fn a_non_transactional_engine_is_refused_naming_it() {
     db.drop_db().await;
 }
 
+/// A key-changing update that leaves a TOAST value unchanged, with no earlier record of the
+/// page holding it: the stored row moves to the new key inside the target (the value intact,
+/// no old row), also twice in one page and when replayed; an old row the target never got
+/// fails the page naming both keys and the column, nothing of the page committed.
+#[tokio::test]
+async fn a_key_change_moves_the_stored_toast_value() {
+    let mut db = sink_db("ms_toast_move").await;
+    db.exec(
+        "CREATE TABLE article (id INT PRIMARY KEY, title VARCHAR(40) NOT NULL, \
+         body LONGTEXT NOT NULL) ENGINE=InnoDB;
+         INSERT INTO article VALUES (1, 'one', REPEAT('a', 10000)), \
+           (2, 'two', REPEAT('b', 10000)), (3, 'three', REPEAT('c', 10000));",
+    )
+    .await;
+    let t = "public.article";
+    let k = |id: i64| row(&[("id", Value::Int(id))]);
+    let partial =
+        |id: i64, title: &str| row(&[("id", Value::Int(id)), ("title", Value::Text(title.into()))]);
+    let sink = upsert_sink(&db, "article", &["id"]);
+    let mut w = sink.open().await.expect("open");
+    let check = "SELECT id, title, LENGTH(body), LEFT(body, 1) FROM article ORDER BY id";
+    let moves = change_page(
+        vec![
+            change("u", t, k(1), partial(5, "one"), &["body"]),
+            change("u", t, k(2), partial(6, "two"), &["body"]),
+            change("u", t, k(6), partial(7, "two-edited"), &["body"]),
+            change("u", t, k(3), partial(2, "three"), &["body"]),
+        ],
+        json!({"lsn": "0/1"}),
+    );
+    let want = vec![
+        vec![s("2"), s("three"), s("10000"), s("c")],
+        vec![s("5"), s("one"), s("10000"), s("a")],
+        vec![s("7"), s("two-edited"), s("10000"), s("b")],
+    ];
+    write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
+    assert_eq!(texts(&mut db, check).await, want);
+    write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
+    assert_eq!(texts(&mut db, check).await, want, "replayed");
+    // 5 → 50, then 7 → 70 frees 7, then 50 → 7: the renames run in source order.
+    let interleaved = change_page(
+        vec![
+            change("u", t, k(5), partial(50, "one"), &["body"]),
+            change("u", t, k(7), partial(70, "two-edited"), &["body"]),
+            change("u", t, k(50), partial(7, "one"), &["body"]),
+        ],
+        json!({"lsn": "0/2"}),
+    );
+    let want = vec![
+        vec![s("2"), s("three"), s("10000"), s("c")],
+        vec![s("7"), s("one"), s("10000"), s("a")],
+        vec![s("70"), s("two-edited"), s("10000"), s("b")],
+    ];
+    for _ in 0..2 {
+        write_all(w.as_mut(), std::slice::from_ref(&interleaved)).await;
+        assert_eq!(texts(&mut db, check).await, want, "interleaved");
+    }
+    let lost = change_page(
+        vec![
+            change("u", t, k(7), partial(7, "one-edited"), &["body"]),
+            change("u", t, k(9), partial(10, "ten"), &["body"]),
+        ],
+        json!({"lsn": "0/3"}),
+    );
+    let err = w.write(&lost).await.expect_err("no old row");
+    let text = err.to_string();
+    for part in [
+        "page row 2",
+        "key (9)",
+        "key (10)",
+        "body",
+        "REPLICA IDENTITY FULL",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(matches!(err, FaucetError::Data { .. }), "{err:?}");
+    drop(w);
+    assert_eq!(
+        texts(&mut db, check).await,
+        want,
+        "nothing of the failed page"
+    );
+    db.drop_db().await;
+}
+
 /// Change records from any source: the last change of a key in a page wins, deletes and
 /// upserts keep their order, a key-changing update leaves no old row, an unchanged TOAST
 /// column keeps its stored value, a partial row updates only its columns, `t` empties the
@@ -778,4 +863,103 @@ async fn check_names_a_missing_privilege() {
     assert!(!err.to_string().contains("pw-ro"), "{err}");
     db.exec(&format!("DROP USER '{user}'@'%'")).await;
     db.drop_db().await;
+}
+
+/// A private MariaDB with `max_allowed_packet` = 1 MiB (a global setting the shared server
+/// must not see): a page whose rows together exceed it is cut into statements that each fit,
+/// and commits whole; a row that alone cannot fit fails its page with a data error naming the
+/// row, the column, the value's size and `max_allowed_packet`, nothing of that page committed
+/// (nor its commit token), and the writer goes on with the next page.
+#[tokio::test]
+async fn statements_fit_max_allowed_packet_and_a_row_too_large_is_a_data_error() {
+    let server =
+        crate::mysql_private::PrivateMariadb::start_with(1, &["--max-allowed-packet=1M"]).await;
+    server
+        .exec(
+            "CREATE TABLE blobs (id BIGINT PRIMARY KEY, body LONGTEXT) ENGINE=InnoDB; \
+             CREATE TABLE logged (id BIGINT, body LONGTEXT) ENGINE=InnoDB",
+        )
+        .await;
+    let url = server.url("test");
+    let fields = [("id", DataType::Int), ("body", DataType::Text)];
+    let body = |id: i64, len: usize| {
+        let unit = format!("{id:08}");
+        Value::Text(unit.repeat(len / unit.len()).into())
+    };
+    // 12 rows of 200 kB: 2.4 MB, more than twice the packet limit.
+    let rows = |from: i64| -> Vec<Vec<Value>> {
+        (from..from + 12)
+            .map(|i| vec![Value::Int(i), body(i, 200_000)])
+            .collect()
+    };
+    for (sink, table) in [
+        (
+            MysqlSink::new(MysqlSinkConfig::new(url.clone(), "blobs").upsert(["id"]))
+                .expect("config"),
+            "blobs",
+        ),
+        (
+            MysqlSink::new(MysqlSinkConfig::new(url.clone(), "logged")).expect("config"),
+            "logged",
+        ),
+    ] {
+        let mut w = sink.open().await.expect("open");
+        let page = plain_page(&fields, rows(1), json!({"n": 1}));
+        let token = |sequence: u64| CommitToken {
+            sequence,
+            bookmark: json!({ "n": sequence }),
+        };
+        w.write_committed(&page, "big", &token(1))
+            .await
+            .unwrap_or_else(|e| panic!("{table}: {e:?}"));
+        let lengths = server
+            .column(&format!(
+                "SELECT CONCAT(COUNT(*), ' ', SUM(LENGTH(body))) FROM {table}"
+            ))
+            .await;
+        assert_eq!(lengths, ["12 2400000"], "{table}");
+        // One row of 2 MB among small ones: a data error naming it, nothing committed.
+        let mut big = rows(100);
+        big[5][1] = body(105, 2_000_000);
+        let page = plain_page(&fields, big, json!({"n": 2}));
+        let err = w
+            .write_committed(&page, "big", &token(2))
+            .await
+            .expect_err("a row larger than max_allowed_packet");
+        let text = err.to_string();
+        assert!(matches!(err, FaucetError::Data { .. }), "{table}: {err:?}");
+        for part in [
+            "page row 6",
+            "body",
+            "2000000",
+            "max_allowed_packet",
+            "1048576",
+        ] {
+            assert!(text.contains(part), "{table}: {part}: {text}");
+        }
+        assert_eq!(
+            server
+                .column(&format!("SELECT COUNT(*) FROM {table}"))
+                .await,
+            ["12"],
+            "{table}: nothing of the refused page"
+        );
+        assert_eq!(
+            w.last_committed_token("big").await.expect("token"),
+            Some(token(1)),
+            "{table}: the refused page's token did not commit"
+        );
+        // The writer is still usable: the next page commits.
+        let page = plain_page(&fields, rows(200), json!({"n": 3}));
+        w.write_committed(&page, "big", &token(3))
+            .await
+            .unwrap_or_else(|e| panic!("{table}: {e}"));
+        assert_eq!(
+            server
+                .column(&format!("SELECT COUNT(*) FROM {table}"))
+                .await,
+            ["24"],
+            "{table}"
+        );
+    }
 }

@@ -262,6 +262,85 @@ async fn unchanged_toast_is_never_nulled() {
     db.drop().await;
 }
 
+/// A key-changing update that leaves a TOAST value unchanged, with no earlier record of the
+/// page holding it: the stored row moves to the new key inside the target (the value intact,
+/// no old row), also twice in one page and when replayed; an old row the target never got
+/// fails the page naming both keys and the column, nothing of the page committed.
+#[tokio::test]
+async fn a_key_change_moves_the_stored_toast_value() {
+    let mut db = TestDb::new("s_toast_move").await;
+    db.exec(
+        "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
+         ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
+         INSERT INTO article VALUES (1, 'one', repeat('a', 10000)), (2, 'two', repeat('b', 10000)),
+           (3, 'three', repeat('c', 10000));",
+    )
+    .await;
+    let table = db.table("article");
+    let t = "public.article";
+    let k = |id: i64| row(&[("id", Value::Int(id))]);
+    let partial =
+        |id: i64, title: &str| row(&[("id", Value::Int(id)), ("title", Value::Text(title.into()))]);
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    let check = format!("SELECT id, title, length(body), left(body, 1) FROM {table} ORDER BY id");
+    let moves = change_page(
+        vec![
+            // The key only: 1 → 5.
+            change("u", t, k(1), partial(5, "one"), &["body"]),
+            // Twice in a row: 2 → 6 → 7, the title edited on the way.
+            change("u", t, k(2), partial(6, "two"), &["body"]),
+            change("u", t, k(6), partial(7, "two-edited"), &["body"]),
+            // 3 → 2: takes the key the page freed.
+            change("u", t, k(3), partial(2, "three"), &["body"]),
+        ],
+        json!(1),
+    );
+    let want = "2\tthree\t10000\tc\n5\tone\t10000\ta\n7\ttwo-edited\t10000\tb\n";
+    write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
+    assert_eq!(table_text(&check).await, want);
+    // Replayed (at-least-once): the same rows.
+    write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
+    assert_eq!(table_text(&check).await, want);
+    // 5 → 50, then 7 → 70 frees 7, then 50 → 7: the renames run in source order.
+    let interleaved = change_page(
+        vec![
+            change("u", t, k(5), partial(50, "one"), &["body"]),
+            change("u", t, k(7), partial(70, "two-edited"), &["body"]),
+            change("u", t, k(50), partial(7, "one"), &["body"]),
+        ],
+        json!(2),
+    );
+    let want = "2\tthree\t10000\tc\n7\tone\t10000\ta\n70\ttwo-edited\t10000\tb\n";
+    for _ in 0..2 {
+        write_all(w.as_mut(), std::slice::from_ref(&interleaved)).await;
+        assert_eq!(table_text(&check).await, want);
+    }
+    // The old row was never delivered: an error, not a row without its body.
+    let lost = change_page(
+        vec![
+            change("u", t, k(7), partial(7, "one-edited"), &["body"]),
+            change("u", t, k(9), partial(10, "ten"), &["body"]),
+        ],
+        json!(3),
+    );
+    let err = w.write(&lost).await.expect_err("no old row");
+    let text = err.to_string();
+    for part in [
+        "page row 2",
+        "key (9)",
+        "key (10)",
+        "body",
+        "REPLICA IDENTITY FULL",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(matches!(err, FaucetError::Data { .. }), "{err:?}");
+    drop(w);
+    assert_eq!(table_text(&check).await, want, "nothing of the failed page");
+    db.drop().await;
+}
+
 #[tokio::test]
 async fn the_commit_token_only_moves_forward() {
     let mut db = TestDb::new("s_token").await;

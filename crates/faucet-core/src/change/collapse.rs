@@ -12,6 +12,14 @@
 //!   `after`) keeps the earlier record's value, and when no earlier record in the page has it,
 //!   the column is left out of the upsert, so the stored value is kept (case 01: never
 //!   nulled).
+//! * A key-changing update whose `after` leaves unchanged columns out (PostgreSQL's TOAST
+//!   values under the default replica identity): their value is the old key's. When an
+//!   earlier record of the page has it, it is carried over; otherwise it is only in the
+//!   target's stored row of the old key, and the upsert of the new key gets a [`Moved`]: the
+//!   sink renames that stored row to the new key ([`Collapsed::moves`]) before it deletes and
+//!   upserts, so the values move inside the target and the upsert leaves those columns out.
+//!   Two key changes in a row (1 → 5 → 9) are two renames, applied in source order with the
+//!   page's other renames, so a key freed between them (9 → 12 before 5 → 9) is free.
 //!
 //! After collapsing, every key appears once, so the deletes and the upserts touch disjoint
 //! rows and their order no longer matters; an upsert statement never meets a key twice.
@@ -20,6 +28,7 @@ use std::collections::HashMap;
 
 use crate::error::FaucetError;
 use crate::page::Page;
+use crate::value::json::write_value;
 use crate::value::{Row, Value};
 
 use super::{ChangeLayout, Op};
@@ -40,7 +49,51 @@ pub enum Slot<'a> {
         columns: Vec<(&'a str, &'a Value)>,
         /// The page row (0-based) that last set this key.
         row: usize,
+        /// Left-out columns whose value is in the target's stored row of another key (a
+        /// key-changing update): the renames that bring that row to this key, in source
+        /// order (empty: none). The sink applies them first.
+        moved: Vec<Moved<'a>>,
     },
+}
+
+/// One rename of a stored row: a key-changing update moved the row of `from` to `to`,
+/// leaving `columns` out of its `after` (unchanged TOAST values), and their value exists only
+/// in the target. The renames of one row in a page form a chain ([`Collapsed::move_chains`]:
+/// the stored row of the first `from` ends at the last `to`, the upsert's key). A sink,
+/// before the page's deletes and upserts:
+///
+/// 1. skips a chain whose last `to` has a row while its first `from` has none, or while
+///    `keep_target` (a replayed page: the row is already where the page leaves it);
+/// 2. applies the renames of the other chains in source order ([`Collapsed::moves`]: a
+///    later rename may take a key an earlier one freed): when a row of `from` exists, it
+///    deletes a row of `to` (stale: the source had that key free then) and renames the row
+///    of `from` to `to` — only the key columns change, every other stored value moves with it;
+/// 3. then the last `to` of every chain it applied must have a row, else the page fails with
+///    [`moved_row_missing`] (the old row was never delivered: faucet does not write null).
+///
+/// The upsert of the last `to` then leaves `columns` out, so they keep the moved values.
+#[derive(Debug, Clone)]
+pub struct Moved<'a> {
+    /// The old key (in `key` order), as the target held it before this page.
+    pub from: Vec<&'a Value>,
+    /// The new key (in `key` order): the key of the upsert this belongs to.
+    pub to: Vec<&'a Value>,
+    /// The columns whose value comes from the row of `from`.
+    pub columns: Vec<&'a str>,
+    /// The page row (0-based) of the update: renames apply in this order.
+    pub row: usize,
+    /// Whether this is the row's last rename in the page (`to` is the upsert's key).
+    pub last: bool,
+    /// For the chain: keep an existing row of its last `to` even when its first `from` has
+    /// a row, because the page ends with a row at that first key (inserted again, or another
+    /// row moved there): on a replayed page that row is the newer one, and the row of the
+    /// last `to` this page's own result. False when the page deleted or moved the last `to`
+    /// away before the chain reached it (a row there is stale then).
+    pub keep_target: bool,
+    /// The source table of the update, for the error's advice.
+    pub table: Option<&'a str>,
+    /// Whether the page deleted (or moved away) `to` before this rename.
+    target_was_deleted: bool,
 }
 
 /// A collapsed page.
@@ -50,6 +103,61 @@ pub struct Collapsed<'a> {
     pub truncate: bool,
     /// One slot per key, in the order keys first appeared (after the last truncate).
     pub slots: Vec<Slot<'a>>,
+}
+
+impl<'a> Collapsed<'a> {
+    /// Every rename ([`Moved`]) in the order the source made them: the order a sink applies
+    /// them in (a later rename may take a key an earlier one freed).
+    pub fn moves(&self) -> Vec<&Moved<'a>> {
+        let mut out: Vec<&Moved<'a>> = self.move_chains().into_iter().flatten().collect();
+        out.sort_by_key(|m| m.row);
+        out
+    }
+
+    /// The renames grouped by row: each chain in source order, its last `to` the key of the
+    /// upsert it belongs to (see [`Moved`] for how a sink applies them).
+    pub fn move_chains(&self) -> Vec<&[Moved<'a>]> {
+        self.slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Upsert { moved, .. } if !moved.is_empty() => Some(moved.as_slice()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// The error for a [`Moved`] whose row is not in the target: neither key has a row after the
+/// rename, so the left-out values exist nowhere faucet can read them. `connector` and
+/// `target` name the sink and its table.
+pub fn moved_row_missing(connector: &str, target: &str, moved: &Moved<'_>) -> FaucetError {
+    let text = |key: &[&Value]| {
+        let mut out = Vec::new();
+        for (i, v) in key.iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            write_value(&mut out, v);
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    FaucetError::data(
+        connector,
+        format!("{target}, page row {}", moved.row + 1),
+        format!(
+            "an update moved the row of key ({}) to key ({}) and left column(s) {} unchanged \
+             (TOASTed values the server did not resend), so their value is only in the \
+             target's row of the old key, and {target} has no row of either key (the old row \
+             was never delivered?); faucet does not write null instead, and nothing of this \
+             page was committed. Re-copy the table (e.g. with `faucet replicate`), and set \
+             `ALTER TABLE {} REPLICA IDENTITY FULL` on the source so such updates carry every \
+             value",
+            text(&moved.from),
+            text(&moved.to),
+            moved.columns.join(", "),
+            moved.table.unwrap_or("<the source table>")
+        ),
+    )
 }
 
 /// How a sink tells keys apart: the bytes that identify a key as the target will hold it
@@ -100,7 +208,7 @@ pub fn collapse<'a>(
                 .zip(values)
                 .collect();
             let k = key_values(&columns, key).map_err(err)?;
-            state.upsert(k, columns, &[], row_no);
+            state.upsert(k, columns, &[], row_no, Vec::new());
             continue;
         };
         let change = layout.read(values).map_err(err)?;
@@ -136,6 +244,7 @@ pub fn collapse<'a>(
                 let mut columns = row_columns(after);
                 let k = key_values(&columns, key).map_err(err)?;
                 let unchanged: Vec<&str> = change.unchanged().collect();
+                let mut moved = Vec::new();
                 if op == Op::Update
                     && let Some(before) = change.before
                     && let Ok(old) = key_values(&row_columns(before), key)
@@ -145,15 +254,21 @@ pub fn collapse<'a>(
                     && old != k
                     && state.id(&old) != state.id(&k)
                 {
-                    state
-                        .move_unchanged(&old, &k, &mut columns, &unchanged, change.table)
-                        .map_err(err)?;
+                    moved = state.move_unchanged(
+                        &old,
+                        &k,
+                        &mut columns,
+                        &unchanged,
+                        change.table,
+                        row_no,
+                    );
                     state.delete(old, row_no);
                 }
-                state.upsert(k, columns, &unchanged, row_no);
+                state.upsert(k, columns, &unchanged, row_no, moved);
             }
         }
     }
+    state.settle_moves();
     Ok(state.out)
 }
 
@@ -246,57 +361,70 @@ impl<'a> State<'a, '_> {
         }
     }
 
+    /// The slot of `key`, if any.
+    fn slot_of(&mut self, key: &[&Value]) -> Option<&Slot<'a>> {
+        let id = self.id(key);
+        self.index.get(&id).map(|&i| &self.out.slots[i])
+    }
+
     /// A key-changing update (`old` → `new`) whose `unchanged` columns are not in its
-    /// `after`: their value is the old key's, so it is taken from the old key's earlier upsert
-    /// in this page. When the page has none and the new key has none either, the value exists
-    /// only in the target's old row, which this update deletes: an error, never a null.
+    /// `after`: their value is the old key's. Taken from the old key's earlier upsert in this
+    /// page when it has them (pushed onto `columns`); otherwise they are in the target's
+    /// stored row of the old key — or of the key that row had before this page, when an
+    /// earlier update of the page moved it — and the result says which row to move.
     fn move_unchanged(
         &mut self,
         old: &[&'a Value],
         new: &[&'a Value],
         columns: &mut Vec<(&'a str, &'a Value)>,
-        unchanged: &[&str],
-        table: Option<&str>,
-    ) -> Result<(), String> {
+        unchanged: &[&'a str],
+        table: Option<&'a str>,
+        row: usize,
+    ) -> Vec<Moved<'a>> {
         if unchanged.is_empty() {
-            return Ok(());
+            return Vec::new();
         }
-        let earlier_of = |state: &mut Self, key: &[&'a Value]| {
-            let id = state.id(key);
-            state
-                .index
-                .get(&id)
-                .and_then(|&i| match &state.out.slots[i] {
-                    Slot::Upsert { columns, .. } => Some(columns.clone()),
-                    Slot::Delete { .. } => None,
-                })
+        let (from_old, old_moved) = match self.slot_of(old) {
+            Some(Slot::Upsert { columns, moved, .. }) => (columns.clone(), moved.clone()),
+            _ => (Vec::new(), Vec::new()),
         };
-        let from_old = earlier_of(self, old).unwrap_or_default();
-        let from_new = earlier_of(self, new).unwrap_or_default();
-        let mut missing = Vec::new();
+        let (from_new, target_was_deleted) = match self.slot_of(new) {
+            Some(Slot::Upsert { columns, .. }) => (columns.clone(), false),
+            Some(Slot::Delete { .. }) => (Vec::new(), true),
+            None => (Vec::new(), false),
+        };
+        let mut pending = Vec::new();
         for name in unchanged {
             if columns.iter().any(|(c, _)| c == name) {
                 continue;
             }
             match from_old.iter().find(|(n, _)| n == name) {
                 Some(&carried) => columns.push(carried),
+                // The new key's earlier upsert has it: merged by `upsert`.
                 None if from_new.iter().any(|(n, _)| n == name) => {}
-                None => missing.push(*name),
+                None => pending.push(*name),
             }
         }
-        if missing.is_empty() {
-            return Ok(());
+        if pending.is_empty() {
+            return Vec::new();
         }
-        Err(format!(
-            "an update moved a row to a new key and left column(s) {} unchanged (a TOASTed \
-             value the server did not resend), so their value is only in the target's row of \
-             the old key, which the update deletes; faucet does not write null instead. Set \
-             `ALTER TABLE {} REPLICA IDENTITY FULL` on the source so such updates carry every \
-             value; changes already logged stay as they are (re-copy the table, e.g. with \
-             `faucet replicate`)",
-            missing.join(", "),
-            table.unwrap_or("<the source table>")
-        ))
+        // The row may have been moved to `old` earlier in the page: those renames come first.
+        let mut chain = old_moved;
+        for hop in &mut chain {
+            hop.last = false;
+            hop.columns.clone_from(&pending);
+        }
+        chain.push(Moved {
+            from: old.to_vec(),
+            to: new.to_vec(),
+            columns: pending,
+            row,
+            last: true,
+            keep_target: false,
+            table,
+            target_was_deleted,
+        });
+        chain
     }
 
     fn upsert(
@@ -305,12 +433,15 @@ impl<'a> State<'a, '_> {
         mut columns: Vec<(&'a str, &'a Value)>,
         unchanged: &[&str],
         row: usize,
+        mut moved: Vec<Moved<'a>>,
     ) {
         let id = self.id(&key);
         match self.index.get(&id) {
             Some(&i) => {
                 if let Slot::Upsert {
-                    columns: earlier, ..
+                    columns: earlier,
+                    moved: earlier_moved,
+                    ..
                 } = &self.out.slots[i]
                 {
                     for name in unchanged {
@@ -321,12 +452,56 @@ impl<'a> State<'a, '_> {
                             columns.push((n, v));
                         }
                     }
+                    // A later update of a moved row: what it still leaves out still comes
+                    // from the moved row.
+                    if moved.is_empty() {
+                        let mut chain = earlier_moved.clone();
+                        for hop in &mut chain {
+                            hop.columns.retain(|c| !columns.iter().any(|(n, _)| n == c));
+                        }
+                        chain.retain(|hop| !hop.columns.is_empty());
+                        moved = chain;
+                    }
                 }
-                self.out.slots[i] = Slot::Upsert { columns, row };
+                self.out.slots[i] = Slot::Upsert {
+                    columns,
+                    row,
+                    moved,
+                };
             }
             None => {
                 self.index.insert(id, self.out.slots.len());
-                self.out.slots.push(Slot::Upsert { columns, row });
+                self.out.slots.push(Slot::Upsert {
+                    columns,
+                    row,
+                    moved,
+                });
+            }
+        }
+    }
+
+    /// Once the page is read: a move keeps an existing row of its new key when the page
+    /// ends with a row of the old key (see [`Moved::keep_target`]).
+    fn settle_moves(&mut self) {
+        let mut keep = Vec::new();
+        for (i, slot) in self.out.slots.iter().enumerate() {
+            if let Slot::Upsert { moved, .. } = slot
+                && let (Some(first), Some(last)) = (moved.first(), moved.last())
+            {
+                let mut id = Vec::new();
+                self.ids.identify(&first.from, &mut id);
+                let again = self
+                    .index
+                    .get(&id)
+                    .is_some_and(|&j| matches!(self.out.slots[j], Slot::Upsert { .. }));
+                keep.push((i, again && !last.target_was_deleted));
+            }
+        }
+        for (i, keep) in keep {
+            if let Slot::Upsert { moved, .. } = &mut self.out.slots[i] {
+                for m in moved {
+                    m.keep_target = keep;
+                }
             }
         }
     }
@@ -491,10 +666,29 @@ mod tests {
         assert!(!columns.iter().any(|(n, _)| *n == "name"));
     }
 
+    /// The moves of a collapsed page as (from, to, columns, keep_target) in apply order.
+    fn moves(c: &Collapsed<'_>) -> Vec<(i64, i64, Vec<String>, bool)> {
+        let id = |k: &[&Value]| match k[0] {
+            Value::Int(i) => *i,
+            other => panic!("key {other:?}"),
+        };
+        c.moves()
+            .into_iter()
+            .map(|m| {
+                (
+                    id(&m.from),
+                    id(&m.to),
+                    m.columns.iter().map(|s| s.to_string()).collect(),
+                    m.keep_target,
+                )
+            })
+            .collect()
+    }
+
     #[test]
-    fn a_key_change_moves_unchanged_columns_or_refuses_to_null_them() {
+    fn a_key_change_carries_unchanged_columns_or_moves_the_stored_row() {
         let partial = |id: i64| row(&[("id", Value::Int(id)), ("ver", Value::Int(3))]);
-        // The old key's value is earlier in the page: it moves to the new key.
+        // The old key's value is earlier in the page: it is carried to the new key.
         let mut b = PageBuilder::new(change_schema(), 16);
         b.push_row(change("c", Value::Null, device(1, "kept", 1), &[]));
         b.push_row(change("u", key(1), partial(5), &["name"]));
@@ -504,31 +698,133 @@ mod tests {
             summary(&c),
             vec![('d', 1, None), ('u', 5, Some("kept".into()))]
         );
-        // Only the target has it: a data error naming the row and the fix, never a null.
+        assert!(moves(&c).is_empty());
+        // Only the target has it: the stored row of 1 moves to 5, `name` left out.
         let mut b = PageBuilder::new(change_schema(), 16);
         b.push_row(change("u", key(2), device(2, "b", 2), &[]));
         b.push_row(change("u", key(1), partial(5), &["name"]));
         let page = b.finish(None);
-        match run(&page, "id", &mut None) {
-            Err(FaucetError::Data {
-                location, message, ..
-            }) => {
-                assert!(location.contains("page row 2"), "{location}");
-                assert!(
-                    message.contains("name") && message.contains("REPLICA IDENTITY FULL"),
-                    "{message}"
-                );
-            }
-            other => panic!("expected a data error, got {other:?}"),
-        }
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert_eq!(
+            summary(&c),
+            vec![('u', 2, Some("b".into())), ('d', 1, None), ('u', 5, None)]
+        );
+        assert_eq!(moves(&c), vec![(1, 5, vec!["name".to_owned()], false)]);
         // The same key (no move): the stored value is kept by leaving the column out.
         let mut b = PageBuilder::new(change_schema(), 16);
         b.push_row(change("u", key(5), partial(5), &["name"]));
         let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert_eq!(summary(&c), vec![('u', 5, None)]);
+        assert!(moves(&c).is_empty());
+    }
+
+    #[test]
+    fn moves_chain_keep_source_order_and_end_when_the_value_arrives() {
+        let partial = |id: i64| row(&[("id", Value::Int(id)), ("ver", Value::Int(3))]);
+        // 1 → 5 → 9: two renames, in source order; a later same-key update of 9 that still
+        // leaves `name` out keeps them.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        b.push_row(change("u", key(5), partial(9), &["name"]));
+        b.push_row(change("u", key(9), partial(9), &["name"]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(
-            summary(&run(&page, "id", &mut None).expect("collapse")),
-            vec![('u', 5, None)]
+            summary(&c),
+            vec![('d', 1, None), ('d', 5, None), ('u', 9, None)]
         );
+        let name = || vec!["name".to_owned()];
+        assert_eq!(
+            moves(&c),
+            vec![(1, 5, name(), false), (5, 9, name(), false)]
+        );
+        assert_eq!(
+            c.moves().iter().map(|m| m.last).collect::<Vec<_>>(),
+            [false, true]
+        );
+        // 1 → 5, then 9 → 12 frees 9, then 5 → 9: the renames interleave in source order.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        b.push_row(change("u", key(9), partial(12), &["name"]));
+        b.push_row(change("u", key(5), partial(9), &["name"]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert_eq!(
+            moves(&c),
+            vec![
+                (1, 5, name(), false),
+                (9, 12, name(), true),
+                (5, 9, name(), false)
+            ]
+        );
+        // 5 → 8 frees 5, then 1 → 5 takes it: applied in that order. The page ends with a
+        // row of 5, so the move 5 → 8 keeps a row of 8 it finds (on a replay the row of 5 is
+        // the moved row of 1).
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(5), partial(8), &["name"]));
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert_eq!(
+            moves(&c),
+            vec![
+                (5, 8, vec!["name".to_owned()], true),
+                (1, 5, vec!["name".to_owned()], false)
+            ]
+        );
+        // The old key inserted again after the move: an existing row of the new key is kept
+        // (on a replay the row of the old key is the newer one).
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        b.push_row(change("c", Value::Null, device(1, "new", 1), &[]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert_eq!(moves(&c), vec![(1, 5, vec!["name".to_owned()], true)]);
+        // The moved row's value arrives later in the page: no move is left.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        b.push_row(change("u", key(5), device(5, "set", 4), &[]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        assert!(moves(&c).is_empty());
+        assert_eq!(
+            summary(&c),
+            vec![('d', 1, None), ('u', 5, Some("set".into()))]
+        );
+        // A move whose new key is deleted later in the page: no move either.
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(1), partial(5), &["name"]));
+        b.push_row(change("d", key(5), Value::Null, &[]));
+        let page = b.finish(None);
+        assert!(moves(&run(&page, "id", &mut None).expect("collapse")).is_empty());
+    }
+
+    #[test]
+    fn a_missing_moved_row_names_keys_columns_row_and_the_fix() {
+        let partial = row(&[("id", Value::Int(5)), ("ver", Value::Int(3))]);
+        let mut b = PageBuilder::new(change_schema(), 16);
+        b.push_row(change("u", key(2), device(2, "b", 2), &[]));
+        b.push_row(change("u", key(1), partial, &["name"]));
+        let page = b.finish(None);
+        let c = run(&page, "id", &mut None).expect("collapse");
+        match moved_row_missing("test", "t", c.moves()[0]) {
+            FaucetError::Data {
+                location, message, ..
+            } => {
+                assert!(location.contains("page row 2"), "{location}");
+                for want in [
+                    "key (1)",
+                    "key (5)",
+                    "name",
+                    "REPLICA IDENTITY FULL",
+                    "public.device",
+                ] {
+                    assert!(message.contains(want), "{want}: {message}");
+                }
+            }
+            other => panic!("expected a data error, got {other:?}"),
+        }
     }
 
     #[test]
@@ -593,7 +889,7 @@ mod tests {
             .slots
             .iter()
             .map(|s| match s {
-                Slot::Upsert { columns, row } => match columns[1].1 {
+                Slot::Upsert { columns, row, .. } => match columns[1].1 {
                     Value::Text(p) => (*row, p.to_string()),
                     other => panic!("phone {other:?}"),
                 },

@@ -23,12 +23,14 @@
 //! with [`ChangeLayout::read`], and a keyed sink applies a page through [`collapse`], which
 //! reduces it, in source order, to the final operation per key (`d` deletes by key, `c`/`u`/`r`
 //! upsert, `t` truncates, a key-changing `u` also deletes the old key, unchanged columns keep
-//! the stored value).
+//! the stored value — moved with the row to its new key by a key-changing `u`, [`Moved`]).
 
 mod collapse;
 mod layout;
 
-pub use collapse::{Collapsed, KeyIdentity, Slot, check_records, collapse};
+pub use collapse::{
+    Collapsed, KeyIdentity, Moved, Slot, check_records, collapse, moved_row_missing,
+};
 pub use layout::{Change, ChangeLayout};
 
 use std::fmt;

@@ -2,7 +2,9 @@
 //! transaction.
 //!
 //! * `append`: multi-row prepared `INSERT`s (at most 2,000 rows, 65,535 placeholders or about
-//!   4 MiB of parameters per statement) — as fast as `LOAD DATA LOCAL` was measured, which
+//!   4 MiB of parameters per statement, and always under the session's `max_allowed_packet`,
+//!   read when the session opens: a row that alone does not fit is a data error naming row,
+//!   column, size and setting, sent nowhere) — as fast as `LOAD DATA LOCAL` was measured, which
 //!   turns a duplicate key into a skipped row and `'abc'` into 0 with only warnings. Change
 //!   records are appended as rows of a change table (an audit log).
 //! * `upsert` by `key`: change records are applied through the shared contract
@@ -55,7 +57,7 @@ use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
 use config::CONNECTOR;
 use table::TargetTable;
-use write::{Target, UpsertSyntax, classify, is_lost};
+use write::{Server, Target, UpsertSyntax, classify, is_lost};
 
 /// The `sql_mode` of every session of the sink: strict for every engine (a value the column
 /// cannot hold is an error, not a warning), no zero or half-zero dates, division by zero an
@@ -118,20 +120,25 @@ impl MysqlSink {
         }
     }
 
-    /// Opens a session with the sink's settings; returns it and the server's upsert syntax.
-    async fn session(&self) -> Result<(Conn, UpsertSyntax), FaucetError> {
+    /// Opens a session with the sink's settings; returns it, the server's upsert syntax and
+    /// its `max_allowed_packet` (the session's value: the bytes one statement may take).
+    async fn session(&self) -> Result<(Conn, Server), FaucetError> {
         let mut conn = self.connection.connect().await?;
         let setup = format!("SET SESSION sql_mode = '{SINK_SQL_MODE}', SESSION sql_notes = 1");
         conn.query_drop(setup)
             .await
             .map_err(|e| classify(e, "setting the session's sql_mode", &self.table))?;
-        let version: Option<String> = conn
-            .query_first("SELECT VERSION()")
+        let settings: Option<(String, u64)> = conn
+            .query_first("SELECT VERSION(), @@max_allowed_packet")
             .await
             .map_err(|e| classify(e, "reading the server version", &self.table))?;
+        let (version, max_packet) = settings.unwrap_or_default();
         Ok((
             conn,
-            UpsertSyntax::for_version(&version.unwrap_or_default()),
+            Server {
+                syntax: UpsertSyntax::for_version(&version),
+                max_packet: usize::try_from(max_packet).unwrap_or(usize::MAX),
+            },
         ))
     }
 
@@ -262,7 +269,7 @@ impl Sink for MysqlSink {
     /// [`FaucetError::Connect`]; [`FaucetError::Write`] when the table is missing and `create_table` is off;
     /// [`FaucetError::Config`] when the key does not fit the table.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
-        let (mut conn, syntax) = self.session().await?;
+        let (mut conn, server) = self.session().await?;
         let refusal = match table::engine(&mut conn, &self.connection, &self.table).await? {
             Some(engine) if !engine.transactional => {
                 Some(NotTransactional::new(&self.table, &engine))
@@ -278,7 +285,7 @@ impl Sink for MysqlSink {
         Ok(Box::new(MysqlSinkWriter {
             sink: self,
             conn: Some(conn),
-            syntax,
+            server,
             table,
             tokens_ready: false,
             fence: None,
@@ -359,7 +366,7 @@ struct MysqlSinkWriter<'a> {
     sink: &'a MysqlSink,
     /// `None` once a failure left the session in an unknown state.
     conn: Option<Conn>,
-    syntax: UpsertSyntax,
+    server: Server,
     table: Option<TargetTable>,
     tokens_ready: bool,
     /// The run's lease fence, checked in every page's transaction ([`fence`]).
@@ -537,7 +544,7 @@ impl MysqlSinkWriter<'_> {
             table,
             source_table,
             fence,
-            syntax,
+            server,
             ..
         } = self;
         let Some(session) = conn.as_mut() else {
@@ -555,7 +562,7 @@ impl MysqlSinkWriter<'_> {
             Commit {
                 token,
                 fence: fence.as_ref(),
-                syntax: *syntax,
+                server: *server,
             },
             source_table,
         )
@@ -565,8 +572,8 @@ impl MysqlSinkWriter<'_> {
                 self.created_here = false;
                 Ok(())
             }
-            Err(e) => {
-                if is_lost(&e) {
+            Err((e, drop_session)) => {
+                if drop_session {
                     self.conn = None;
                 }
                 self.undo_create().await;
@@ -582,9 +589,13 @@ struct Commit<'a> {
     token: Option<(&'a str, &'a CommitToken)>,
     /// The writer's fence, checked first.
     fence: Option<&'a fence::WriterFence>,
-    syntax: UpsertSyntax,
+    server: Server,
 }
 
+/// Runs the page's transaction. On failure, the error and whether the session must be
+/// dropped: lost, or its transaction could not be rolled back — kept, the next page's
+/// `START TRANSACTION` would commit the failed page's statements (MySQL commits an open
+/// transaction implicitly there).
 async fn transaction(
     conn: &mut Conn,
     sink: &MysqlSink,
@@ -592,23 +603,29 @@ async fn transaction(
     page: &Page,
     commit: Commit<'_>,
     source_table: &mut Option<String>,
-) -> Result<(), FaucetError> {
+) -> Result<(), (FaucetError, bool)> {
+    let lost = |e: FaucetError| {
+        let gone = is_lost(&e);
+        (e, gone)
+    };
     conn.query_drop("START TRANSACTION")
         .await
-        .map_err(|e| classify(e, "START TRANSACTION", &sink.table))?;
+        .map_err(|e| lost(classify(e, "START TRANSACTION", &sink.table)))?;
     if let Err(e) = statements(conn, sink, table, page, commit, source_table).await {
+        if is_lost(&e) {
+            return Err((e, true));
+        }
         // Rolled back now: a refused page must not keep its locks (the fence row among them)
         // while the writer stays open.
-        if !is_lost(&e)
-            && let Err(r) = conn.query_drop("ROLLBACK").await
-        {
-            return Err(classify(r, "ROLLBACK", &sink.table));
+        if let Err(r) = conn.query_drop("ROLLBACK").await {
+            tracing::warn!(table = %sink.table, error = %r, "ROLLBACK of a refused page failed; the session is dropped");
+            return Err((e, true));
         }
-        return Err(e);
+        return Err((e, false));
     }
     conn.query_drop("COMMIT")
         .await
-        .map_err(|e| classify(e, "COMMIT", &sink.table))
+        .map_err(|e| lost(classify(e, "COMMIT", &sink.table)))
 }
 
 /// The statements of a page's transaction: the fence check, the rows, the token.
@@ -628,7 +645,8 @@ async fn statements(
             name: &sink.table,
             table: t,
             key: sink.upsert_key(),
-            syntax: commit.syntax,
+            syntax: commit.server.syntax,
+            max_packet: commit.server.max_packet,
         };
         match sink.config.write_mode {
             WriteMode::Append => write::append(conn, &target, page).await?,

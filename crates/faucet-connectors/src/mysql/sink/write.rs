@@ -1,7 +1,9 @@
 //! Writing one page inside the caller's transaction: `append` inserts the rows with
 //! multi-row prepared `INSERT`s; `upsert` collapses the page ([`super::changes`]), then
 //! deletes every row (`t`), deletes by key (`d`) and upserts (`INSERT … ON DUPLICATE KEY
-//! UPDATE`, one statement per column layout and chunk). A server error about a value
+//! UPDATE`, one statement per column layout and chunk); a key-changing update whose unchanged
+//! TOAST values exist only in the target first renames the stored row to its new key
+//! ([`faucet_core::change::Moved`]). A server error about a value
 //! (SQLSTATE classes 22 and 23, and the strict-mode errors) and any warning a statement
 //! leaves (a DECIMAL rounded, a string truncated: MySQL's notes) become
 //! [`FaucetError::Data`] naming the table, the column and the page row: nothing is coerced
@@ -10,7 +12,7 @@
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{Conn, Value as MyValue};
 
-use faucet_core::change::{ChangeLayout, Slot};
+use faucet_core::change::{ChangeLayout, Moved, Slot, moved_row_missing};
 use faucet_core::{FaucetError, Page, Value, fault};
 
 use super::changes::collapse;
@@ -22,9 +24,12 @@ use crate::mysql::table::{TableName, quote_ident};
 
 /// At most this many rows per statement (and never more than 65,535 placeholders).
 const MAX_ROWS: usize = 2_000;
-/// A statement's parameters are cut at about this many bytes (MySQL's and MariaDB's
-/// `max_allowed_packet` is 16 MiB or more by default).
+/// A statement's parameters are cut at about this many bytes, or below the server's
+/// `max_allowed_packet` when that is smaller ([`Target::max_packet`]).
 const MAX_BYTES: usize = 4 * 1024 * 1024;
+/// The bytes of a `COM_STMT_EXECUTE` packet beside its rows (header, statement id, flags),
+/// with room to spare.
+const PACKET_OVERHEAD: usize = 1024;
 /// The most placeholders one prepared statement may have.
 const MAX_PLACEHOLDERS: usize = 65_535;
 /// The warning MySQL 8.0.20+ gives for `VALUES()` in `ON DUPLICATE KEY UPDATE`, which is not
@@ -65,6 +70,15 @@ impl UpsertSyntax {
     }
 }
 
+/// What the sink learns about its server when a session opens.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Server {
+    /// The upsert syntax.
+    pub(crate) syntax: UpsertSyntax,
+    /// The session's `max_allowed_packet`, in bytes: no statement's packet may be larger.
+    pub(crate) max_packet: usize,
+}
+
 /// What a page write needs to know.
 pub(crate) struct Target<'a> {
     /// The table.
@@ -75,6 +89,71 @@ pub(crate) struct Target<'a> {
     pub(crate) key: &'a [String],
     /// The server's upsert syntax.
     pub(crate) syntax: UpsertSyntax,
+    /// The server's `max_allowed_packet` ([`Server::max_packet`]).
+    pub(crate) max_packet: usize,
+}
+
+impl Target<'_> {
+    /// The most bytes of rows one statement may carry: under `max_allowed_packet`.
+    fn packet_room(&self) -> usize {
+        self.max_packet.saturating_sub(PACKET_OVERHEAD)
+    }
+
+    /// Where statements are cut: [`MAX_BYTES`], or less when the server takes less.
+    fn cut_bytes(&self) -> usize {
+        MAX_BYTES.min(self.packet_room())
+    }
+}
+
+/// The bytes one row of `params` adds to a `COM_STMT_EXECUTE` packet: each value (with its
+/// length prefix), its type (2 bytes) and its bit in the NULL bitmap.
+fn row_bytes(params: &[MyValue]) -> usize {
+    params.iter().map(wire_size).sum::<usize>() + 2 * params.len() + params.len() / 8 + 1
+}
+
+/// Checks that one row (`params`, named by `names`, page row `row`) fits in a statement under
+/// the server's `max_allowed_packet`, and returns its size ([`row_bytes`]).
+///
+/// # Errors
+/// [`FaucetError::Data`] naming the page row, the largest column and its size, the row's
+/// size and `max_allowed_packet`: the server would refuse the packet (and close the session),
+/// so the page is refused before anything of it is sent.
+fn fitting_row(
+    target: &Target<'_>,
+    row: usize,
+    names: &[&str],
+    params: &[MyValue],
+) -> Result<usize, FaucetError> {
+    let bytes = row_bytes(params);
+    if bytes <= target.packet_room() {
+        return Ok(bytes);
+    }
+    let (column, size) = params
+        .iter()
+        .zip(names)
+        .map(|(p, n)| {
+            (
+                *n,
+                match p {
+                    MyValue::Bytes(b) => b.len(),
+                    _ => 8,
+                },
+            )
+        })
+        .max_by_key(|(_, size)| *size)
+        .unwrap_or(("", 0));
+    Err(value_error(
+        target,
+        Some(row),
+        (!column.is_empty()).then_some(column),
+        format!(
+            "the row takes about {bytes} bytes in one statement (column `{column}`: a value of \
+             {size} bytes), more than the server's `max_allowed_packet` ({} bytes) allows for \
+             one packet; raise it on the server (`SET GLOBAL max_allowed_packet = …` and in \
+             its configuration; new sessions take the value) or make the value smaller",
+            target.max_packet
+        ),
+    ))
 }
 
 /// The data error for a value at `column` of page row `row` (0-based).
@@ -334,7 +413,12 @@ impl<'a> Inserter<'a> {
         }
     }
 
-    /// Adds page row `row` with `values` (in `names` order), running a statement when full.
+    /// Adds page row `row` with `values` (in `names` order), running the statement of the
+    /// rows before it first when this row would take it past [`Target::cut_bytes`].
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] for a value the column cannot take, or a row that alone does not
+    /// fit under `max_allowed_packet` ([`fitting_row`]).
     async fn push<'v>(
         &mut self,
         conn: &mut Conn,
@@ -342,14 +426,20 @@ impl<'a> Inserter<'a> {
         row: usize,
         values: impl Iterator<Item = &'v Value>,
     ) -> Result<(), FaucetError> {
+        let mut params = Vec::with_capacity(self.width);
         for (i, v) in values.enumerate() {
             let p = param(v, self.types[i], &mut self.json)
                 .map_err(|m| value_error(target, Some(row), Some(self.names[i]), m))?;
-            self.batch.bytes += wire_size(&p);
-            self.batch.params.push(p);
+            params.push(p);
         }
+        let bytes = fitting_row(target, row, self.names, &params)?;
+        if !self.batch.rows.is_empty() && self.batch.bytes + bytes > target.cut_bytes() {
+            self.flush(conn, target).await?;
+        }
+        self.batch.bytes += bytes;
+        self.batch.params.extend(params);
         self.batch.rows.push(row);
-        if self.batch.rows.len() >= self.max_rows || self.batch.bytes >= MAX_BYTES {
+        if self.batch.rows.len() >= self.max_rows {
             self.flush(conn, target).await?;
         }
         Ok(())
@@ -462,6 +552,11 @@ pub(crate) async fn upsert(
         .await?;
     }
     let key_names: Vec<&str> = target.key.iter().map(String::as_str).collect();
+    let chains = collapsed.move_chains();
+    if !chains.is_empty() {
+        check_columns(&key_names, target, false)?;
+        apply_moves(conn, target, &key_names, &chains).await?;
+    }
     let deletes: Vec<(&[&Value], usize)> = collapsed
         .slots
         .iter()
@@ -486,7 +581,7 @@ pub(crate) async fn upsert(
     for names in &layouts {
         check_columns(names, target, false)?;
         let group = collapsed.slots.iter().filter_map(|s| match s {
-            Slot::Upsert { columns, row }
+            Slot::Upsert { columns, row, .. }
                 if columns.len() == names.len()
                     && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
             {
@@ -569,6 +664,8 @@ async fn partial<'v>(
                 param(v, t, &mut json).map_err(|m| value_error(target, Some(row), Some(n), m))?;
             batch.params.push(p);
         }
+        let named: Vec<&str> = others.iter().chain(&key_names).copied().collect();
+        fitting_row(target, row, &named, &batch.params)?;
         run(conn, target, &sql, &batch, 0, "UPDATE").await?;
         if matched_rows(&conn.info()) == Some(0) {
             missing.push((columns, row));
@@ -581,6 +678,94 @@ async fn partial<'v>(
                 .await?;
         }
         ins.flush(conn, target).await?;
+    }
+    Ok(())
+}
+
+/// Renames the stored rows that key-changing updates moved, as [`Moved`] says: a chain whose
+/// row is already at its last key is skipped (a replayed page); the renames of the others run
+/// one at a time in source order (a stale row of the new key deleted first), and each of
+/// those chains must leave a row at its last key.
+///
+/// # Errors
+/// [`FaucetError::Data`] ([`moved_row_missing`]) for a chain whose old row was never
+/// delivered; as [`upsert`] otherwise.
+async fn apply_moves(
+    conn: &mut Conn,
+    target: &Target<'_>,
+    key_names: &[&str],
+    chains: &[&[Moved<'_>]],
+) -> Result<(), FaucetError> {
+    let quoted = target.name.quoted();
+    let key_types = types(target, key_names);
+    let wheres: Vec<String> = key_names
+        .iter()
+        .map(|n| format!("{} = ?", quote_ident(n)))
+        .collect();
+    let wheres = wheres.join(" AND ");
+    let exists_sql = format!("SELECT 1 FROM {quoted} WHERE {wheres} LIMIT 1");
+    let delete_sql = format!("DELETE FROM {quoted} WHERE {wheres}");
+    let sets: Vec<String> = key_names
+        .iter()
+        .map(|n| format!("{} = ?", quote_ident(n)))
+        .collect();
+    let rename_sql = format!("UPDATE {quoted} SET {} WHERE {wheres}", sets.join(", "));
+    let mut json = Vec::new();
+    let mut params = |row: usize, keys: &[&[&Value]]| -> Result<Batch, FaucetError> {
+        let mut batch = Batch {
+            rows: vec![row],
+            ..Batch::default()
+        };
+        let mut named = Vec::new();
+        for key in keys {
+            for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
+                let p = param(v, t, &mut json)
+                    .map_err(|e| value_error(target, Some(row), Some(n), e))?;
+                batch.params.push(p);
+                named.push(*n);
+            }
+        }
+        fitting_row(target, row, &named, &batch.params)?;
+        Ok(batch)
+    };
+    let exists = async |conn: &mut Conn, batch: &Batch| {
+        conn.exec_first::<u8, _, _>(
+            exists_sql.as_str(),
+            mysql_async::Params::Positional(batch.params.clone()),
+        )
+        .await
+        .map(|r| r.is_some())
+        .map_err(|e| classify(e, "SELECT of a moved row", target.name))
+    };
+    let mut applied: Vec<&Moved<'_>> = Vec::new();
+    let mut lasts: Vec<&Moved<'_>> = Vec::new();
+    for chain in chains {
+        let (Some(first), Some(last)) = (chain.first(), chain.last()) else {
+            continue;
+        };
+        let at_last = exists(conn, &params(last.row, &[&last.to])?).await?;
+        let at_first = exists(conn, &params(first.row, &[&first.from])?).await?;
+        if at_last && (!at_first || last.keep_target) {
+            continue;
+        }
+        applied.extend(chain.iter());
+        lasts.push(last);
+    }
+    applied.sort_by_key(|m| m.row);
+    for m in applied {
+        let from = params(m.row, &[&m.from])?;
+        if !exists(conn, &from).await? {
+            continue;
+        }
+        let to = params(m.row, &[&m.to])?;
+        run(conn, target, &delete_sql, &to, 0, "DELETE").await?;
+        let rename = params(m.row, &[&m.to, &m.from])?;
+        run(conn, target, &rename_sql, &rename, 0, "UPDATE").await?;
+    }
+    for last in lasts {
+        if !exists(conn, &params(last.row, &[&last.to])?).await? {
+            return Err(moved_row_missing(CONNECTOR, &target.name.to_string(), last));
+        }
     }
     Ok(())
 }
@@ -616,21 +801,35 @@ async fn delete(
         .min(MAX_PLACEHOLDERS / key_names.len().max(1))
         .max(1);
     let mut json = Vec::new();
-    for chunk in keys.chunks(per) {
-        let mut batch = Batch::default();
-        for (key, row) in chunk {
-            for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
-                let p = param(v, t, &mut json)
-                    .map_err(|m| value_error(target, Some(*row), Some(n), m))?;
-                batch.params.push(p);
-            }
-            batch.rows.push(*row);
-        }
-        let sql = format!(
+    let mut batch = Batch::default();
+    let statement = |n: usize| {
+        format!(
             "DELETE FROM {} WHERE {}",
             target.name.quoted(),
-            vec![one.as_str(); chunk.len()].join(" OR ")
-        );
+            vec![one.as_str(); n].join(" OR ")
+        )
+    };
+    for (key, row) in keys {
+        let mut params = Vec::with_capacity(key_names.len());
+        for ((v, t), n) in key.iter().zip(&key_types).zip(key_names) {
+            let p =
+                param(v, t, &mut json).map_err(|m| value_error(target, Some(*row), Some(n), m))?;
+            params.push(p);
+        }
+        let bytes = fitting_row(target, *row, key_names, &params)?;
+        if !batch.rows.is_empty()
+            && (batch.rows.len() >= per || batch.bytes + bytes > target.cut_bytes())
+        {
+            let sql = statement(batch.rows.len());
+            run(conn, target, &sql, &batch, key_names.len(), "DELETE").await?;
+            batch = Batch::default();
+        }
+        batch.bytes += bytes;
+        batch.params.extend(params);
+        batch.rows.push(*row);
+    }
+    if !batch.rows.is_empty() {
+        let sql = statement(batch.rows.len());
         run(conn, target, &sql, &batch, key_names.len(), "DELETE").await?;
     }
     Ok(())

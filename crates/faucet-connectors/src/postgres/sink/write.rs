@@ -1,14 +1,16 @@
 //! Writing one page inside the caller's transaction: `append` streams the rows with
 //! `COPY target (columns) FROM STDIN`; `upsert` collapses the page ([`super::changes`]),
 //! then truncates, deletes and upserts through the session's staging table (COPY into it,
-//! then one set-based statement per column layout). Errors of the server about a value
+//! then one set-based statement per column layout); a key-changing update whose unchanged
+//! TOAST values exist only in the target first renames the stored row to its new key
+//! ([`faucet_core::change::Moved`]). Errors of the server about a value
 //! (SQLSTATE classes 22 and 23) become [`FaucetError::Data`] naming the table, the column
 //! and the page row.
 
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
-use faucet_core::change::{self, ChangeLayout};
+use faucet_core::change::{self, ChangeLayout, Moved, moved_row_missing};
 use faucet_core::util::quote_ident;
 use faucet_core::{FaucetError, Page, Value, fault};
 
@@ -364,6 +366,10 @@ pub(crate) async fn upsert(
             .await
             .map_err(|e| classify(e, "TRUNCATE", target.name, None))?;
     }
+    let chains = collapsed.move_chains();
+    if !chains.is_empty() {
+        apply_moves(conn, target, page, &chains, bufs).await?;
+    }
     // Deletes: stage the keys, one DELETE ... USING.
     let deletes: Vec<(&[&Value], usize)> = collapsed
         .slots
@@ -413,7 +419,7 @@ pub(crate) async fn upsert(
             .slots
             .iter()
             .filter_map(|s| match s {
-                Slot::Upsert { columns, row }
+                Slot::Upsert { columns, row, .. }
                     if columns.len() == names.len()
                         && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
                 {
@@ -442,6 +448,150 @@ pub(crate) async fn upsert(
                 .map_err(|e| classify(e, "upsert", target.name, None))?;
         }
         fault::point(fault::MID_PAGE);
+    }
+    Ok(())
+}
+
+/// The session's table of the keys of a page's moves: `faucet_move_ord` 2i holds the old key
+/// of move i, 2i + 1 its new key (dropped at commit).
+const MOVES: &str = "pg_temp.faucet_moves";
+
+/// Renames the stored rows that key-changing updates moved, as [`Moved`] says: stages the
+/// old and new key of every rename in [`MOVES`], skips a chain whose row is already at its
+/// last key (a replayed page), runs the renames of the others in source order (a stale row
+/// of the new key deleted first; the key columns change, the TOAST values stay in place), and
+/// checks that each of those chains left a row at its last key.
+///
+/// # Errors
+/// [`FaucetError::Data`] ([`moved_row_missing`]) for a chain whose old row was never
+/// delivered; as [`upsert`] otherwise.
+async fn apply_moves(
+    conn: &mut PgConnection,
+    target: &Target<'_>,
+    page: &Page,
+    chains: &[&[Moved<'_>]],
+    bufs: &mut Buffers,
+) -> Result<(), FaucetError> {
+    check_columns(target.key.iter().map(String::as_str), target, false)?;
+    let quoted = target.name.quoted();
+    let keys = column_list(target.key.iter().map(String::as_str));
+    conn.execute(
+        format!(
+            "DROP TABLE IF EXISTS {MOVES}; CREATE TEMP TABLE faucet_moves ON COMMIT DROP AS \
+             SELECT 0::int AS faucet_move_ord, {keys} FROM {quoted} WITH NO DATA"
+        )
+        .as_str(),
+    )
+    .await
+    .map_err(|e| classify(e, "CREATE TABLE of moved keys", target.name, None))?;
+    let moves: Vec<&Moved<'_>> = chains.iter().flat_map(|c| c.iter()).collect();
+    let ords: Vec<Value> = (0..moves.len() as i64 * 2).map(Value::Int).collect();
+    let rows: Vec<usize> = moves.iter().flat_map(|m| [m.row, m.row]).collect();
+    let values = moves
+        .iter()
+        .flat_map(|m| [&m.from, &m.to])
+        .zip(&ords)
+        .map(|(k, ord)| std::iter::once(ord).chain(k.iter().copied()));
+    let mut names = vec!["faucet_move_ord"];
+    names.extend(target.key.iter().map(String::as_str));
+    let cols = column_list(names.iter().copied());
+    copy_in(conn, MOVES, &cols, values, target.nul, bufs)
+        .await
+        .map_err(|e| match e {
+            CopyFailure::Sql(e) => classify(e, "COPY", target.name, Some(&rows)),
+            CopyFailure::Nul { row, column } => {
+                let page_row = rows.get(row).copied().unwrap_or(row);
+                nul_error(target, page, page_row, names[column])
+            }
+        })?;
+    let on = |a: &str, b: &str| -> String {
+        target
+            .key
+            .iter()
+            .map(|k| format!("{a}.{0} = {b}.{0}", quote_ident(k)))
+            .collect::<Vec<_>>()
+            .join(" AND ")
+    };
+    let sets: Vec<String> = target
+        .key
+        .iter()
+        .map(|k| format!("{0} = n.{0}", quote_ident(k)))
+        .collect();
+    let (t_n, o_f, t_f, x_n) = (on("t", "n"), on("o", "f"), on("t", "f"), on("x", "n"));
+    // Whether the row at the staged key `ord` exists.
+    let exists = |ord: usize| {
+        format!(
+            "EXISTS (SELECT 1 FROM {quoted} AS t, {MOVES} AS n WHERE n.faucet_move_ord = {ord} \
+             AND {t_n})"
+        )
+    };
+    // Chains: (index of the first rename, index of the last) in `moves`.
+    let mut bounds = Vec::with_capacity(chains.len());
+    let mut at = 0;
+    for c in chains {
+        bounds.push((at, at + c.len() - 1));
+        at += c.len();
+    }
+    let probe: Vec<String> = bounds
+        .iter()
+        .map(|&(first, last)| format!("{}, {}", exists(2 * last + 1), exists(2 * first)))
+        .collect();
+    let found: Vec<bool> = if probe.is_empty() {
+        Vec::new()
+    } else {
+        let row = sqlx::query(&format!("SELECT {}", probe.join(", ")))
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| classify(e, "reading the moved rows", target.name, None))?;
+        use sqlx::Row as _;
+        (0..probe.len() * 2)
+            .map(|i| row.try_get::<bool, _>(i).unwrap_or(false))
+            .collect()
+    };
+    let mut applied: Vec<usize> = Vec::new();
+    let mut lasts: Vec<usize> = Vec::new();
+    for (c, &(first, last)) in bounds.iter().enumerate() {
+        let (at_last, at_first) = (found[2 * c], found[2 * c + 1]);
+        if at_last && (!at_first || moves[last].keep_target) {
+            continue;
+        }
+        applied.extend(first..=last);
+        lasts.push(last);
+    }
+    applied.sort_by_key(|&i| moves[i].row);
+    let mut sql = String::new();
+    for i in applied {
+        let (f, n) = (2 * i, 2 * i + 1);
+        let pair = format!(
+            "{MOVES} AS f, {MOVES} AS n WHERE f.faucet_move_ord = {f} AND n.faucet_move_ord = {n}"
+        );
+        sql.push_str(&format!(
+            "DELETE FROM {quoted} AS t USING {pair} AND {t_n} \
+             AND EXISTS (SELECT 1 FROM {quoted} AS o WHERE {o_f}); \
+             UPDATE {quoted} AS t SET {} FROM {pair} AND {t_f} \
+             AND NOT EXISTS (SELECT 1 FROM {quoted} AS x WHERE {x_n}); ",
+            sets.join(", ")
+        ));
+    }
+    if sql.is_empty() {
+        return Ok(());
+    }
+    conn.execute(sql.as_str())
+        .await
+        .map_err(|e| classify(e, "moving rows to their new keys", target.name, None))?;
+    let last: Vec<String> = lasts.iter().map(|i| (2 * i + 1).to_string()).collect();
+    let first_missing: Option<i32> = sqlx::query_scalar(&format!(
+        "SELECT min(n.faucet_move_ord) FROM {MOVES} AS n WHERE n.faucet_move_ord IN ({}) \
+         AND NOT EXISTS (SELECT 1 FROM {quoted} AS t WHERE {t_n})",
+        last.join(", ")
+    ))
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| classify(e, "checking the moved rows", target.name, None))?;
+    if let Some(ord) = first_missing
+        && let Some(m) = usize::try_from(ord).ok().and_then(|o| moves.get(o / 2))
+    {
+        return Err(moved_row_missing(CONNECTOR, &target.name.to_string(), m));
     }
     Ok(())
 }
