@@ -26,19 +26,32 @@ impl PrivateMariadb {
     pub(crate) async fn start_with(server_id: u32, options: &[&str]) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         let data = dir.path().join("data");
-        let out = Command::new("mariadb-install-db")
-            .args([
-                "--no-defaults",
-                "--basedir=/usr",
-                "--user=root",
-                "--auth-root-authentication-method=normal",
-                "--skip-test-db",
-            ])
-            .arg(format!("--datadir={}", data.display()))
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("mariadb-install-db (package mariadb-server) cannot run: {e}")
-            });
+        // Its own tmpdir: the bootstrap's temporary tables are files there, and under load a
+        // bootstrap sharing /tmp with others was seen losing one (ERROR 1051 on
+        // `mysql.tmp_proxies_priv`); one retry from an empty data directory besides.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmp).expect("tmpdir");
+        let install = || {
+            let _ = std::fs::remove_dir_all(&data);
+            Command::new("mariadb-install-db")
+                .args([
+                    "--no-defaults",
+                    "--basedir=/usr",
+                    "--user=root",
+                    "--auth-root-authentication-method=normal",
+                    "--skip-test-db",
+                ])
+                .arg(format!("--datadir={}", data.display()))
+                .arg(format!("--tmpdir={}", tmp.display()))
+                .output()
+                .unwrap_or_else(|e| {
+                    panic!("mariadb-install-db (package mariadb-server) cannot run: {e}")
+                })
+        };
+        let mut out = install();
+        if !out.status.success() {
+            out = install();
+        }
         assert!(
             out.status.success(),
             "mariadb-install-db failed: {}",
@@ -78,6 +91,7 @@ impl PrivateMariadb {
                 "--binlog-row-metadata=FULL",
             ])
             .arg(format!("--datadir={}", d.join("data").display()))
+            .arg(format!("--tmpdir={}", d.join("tmp").display()))
             .arg(format!("--port={port}"))
             .arg(format!("--socket={}", d.join("s.sock").display()))
             .arg(format!("--pid-file={}", d.join("m.pid").display()))

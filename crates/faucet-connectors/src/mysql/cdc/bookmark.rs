@@ -142,6 +142,16 @@ impl CdcBookmark {
         let obj = bookmark
             .as_object()
             .ok_or_else(|| invalid(bookmark, "not an object"))?;
+        if obj.contains_key("snapshot") || obj.contains_key("replicate") {
+            return Err(FaucetError::bookmark(
+                CONNECTOR,
+                "this state key holds a bookmark of `faucet replicate` (a snapshot copy in \
+                 progress, or the history of one the binlog stream has not passed yet), which \
+                 `faucet run` cannot continue: run `faucet replicate` with this config until it \
+                 is done, or give this pipeline its own `name` (state key)",
+                None,
+            ));
+        }
         if let Some(extra) = obj.keys().find(|k| {
             !matches!(
                 k.as_str(),
@@ -302,6 +312,18 @@ mod tests {
         ] {
             let e = CdcBookmark::from_json(&bad).expect_err("invalid");
             assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_replicate_bookmark_names_faucet_replicate() {
+        for b in [
+            json!({"snapshot": {"tables": {}}}),
+            json!({"binlog_file": "f.1", "binlog_pos": 4, "server": {"server_id": 1},
+                   "replicate": {"tables": {}}}),
+        ] {
+            let e = CdcBookmark::from_json(&b).expect_err("a replicate bookmark");
+            assert!(e.to_string().contains("run `faucet replicate`"), "{e}");
         }
     }
 }
