@@ -13,7 +13,7 @@ use faucet_core::Value;
 use faucet_core::value::Json;
 
 use super::column::{Kind, MysqlColumn, Origin};
-use super::digits::{padded_digits, push_padded};
+use super::digits::{push_leading, push_padded};
 
 /// Converts `value` of `column`.
 ///
@@ -42,8 +42,7 @@ pub fn to_value(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
         },
         Kind::Decimal => match value {
             MyValue::Bytes(b) => {
-                let text = String::from_utf8(b).map_err(|_| "DECIMAL text is not ASCII")?;
-                Value::numeric(&text).map_err(|t| format!("`{t}` is not a DECIMAL"))
+                decimal_value(std::str::from_utf8(&b).map_err(|_| "DECIMAL text is not ASCII")?)
             }
             other => Err(shape("DECIMAL", &other)),
         },
@@ -150,6 +149,15 @@ pub fn text_value(column: &MysqlColumn, bytes: &[u8]) -> Option<Result<Value, St
         return None;
     }
     Some(column.charset.decode_text(bytes).map(Value::Text))
+}
+
+/// A DECIMAL's value from its text (a result set's, or a row image's digits): a
+/// [`Value::Numeric`] of exactly that text.
+///
+/// # Errors
+/// A message when the text is not a decimal number.
+pub fn decimal_value(text: &str) -> Result<Value, String> {
+    Value::numeric(text).map_err(|t| format!("`{t}` is not a DECIMAL"))
 }
 
 fn shape(what: &str, value: &MyValue) -> String {
@@ -288,10 +296,8 @@ fn push_fraction(out: &mut String, micros: u32, digits: u8) {
     if digits == 0 {
         return;
     }
-    let mut buf = [0u8; 20];
-    let all = padded_digits(u64::from(micros), 6, &mut buf);
     out.push('.');
-    out.push_str(&all[..usize::from(digits.min(6))]);
+    push_leading(out, u64::from(micros), 6, usize::from(digits.min(6)));
 }
 
 /// TIMESTAMP(p) in UTC, `…Z`. The result set gives it in the session zone, which
