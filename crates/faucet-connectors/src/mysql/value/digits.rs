@@ -19,6 +19,15 @@ pub(crate) fn push_leading(out: &mut String, n: u64, width: usize, len: usize) {
     push_ascii(out, &buf[start..end]);
 }
 
+/// Writes `n` into `dst` as exactly `dst.len()` digits, zero-padded on the left: the caller
+/// checks that `n` has no more digits than that (higher digits would be dropped).
+pub(crate) fn put_fixed(dst: &mut [u8], mut n: u32) {
+    for b in dst.iter_mut().rev() {
+        *b = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
+
 /// Appends ASCII bytes (digits) as characters: one byte each, no UTF-8 check.
 fn push_ascii(out: &mut String, ascii: &[u8]) {
     out.reserve(ascii.len());
@@ -63,6 +72,17 @@ mod tests {
                 let mut out = String::from("x");
                 push_padded(&mut out, n, width);
                 assert_eq!(out, format!("x{n:0width$}"));
+                if let Ok(small) = u32::try_from(n)
+                    && (1..=9).contains(&width)
+                    && u64::from(small) < 10u64.pow(width as u32)
+                {
+                    let mut fixed = vec![b'x'; width];
+                    put_fixed(&mut fixed, small);
+                    assert_eq!(
+                        String::from_utf8(fixed).expect("digits"),
+                        format!("{n:0width$}")
+                    );
+                }
                 for len in [0usize, 1, 3, 6, 20] {
                     let mut out = String::from("x");
                     push_leading(&mut out, n, width, len);
