@@ -514,9 +514,7 @@ impl CdcPageStream {
                 let Some(ctx) = txn else {
                     return Ok(());
                 };
-                let mut out = Vec::new();
-                ChangeDecoder::rows(&shape, kind, &rows, &ctx, &at, &mut out)?;
-                self.pending.extend(out);
+                ChangeDecoder::rows(&shape, kind, &rows, &ctx, &at, &mut self.pending)?;
             }
         }
         Ok(())

@@ -59,6 +59,22 @@ pub fn decimal_bin_size(precision: usize, scale: usize) -> usize {
 /// # Errors
 /// A message when `stored` is not `decimal_bin_size` bytes or `scale` exceeds `precision`.
 pub fn decimal_text(stored: &[u8], precision: usize, scale: usize) -> Result<String, String> {
+    let mut out = String::with_capacity(precision + 3);
+    decimal_text_into(stored, precision, scale, &mut out)?;
+    Ok(out)
+}
+
+/// [`decimal_text`], appended to `out` (a buffer reused across values: no allocation of
+/// its own).
+///
+/// # Errors
+/// As [`decimal_text`]; `out` then holds a part of the text.
+pub fn decimal_text_into(
+    stored: &[u8],
+    precision: usize,
+    scale: usize,
+    out: &mut String,
+) -> Result<(), String> {
     let bad = || {
         format!(
             "a DECIMAL({precision},{scale}) value of {} bytes that is not one",
@@ -88,7 +104,7 @@ pub fn decimal_text(stored: &[u8], precision: usize, scale: usize) -> Result<Str
             .ok_or_else(bad)
     };
     let intg = precision - scale;
-    let mut out = String::with_capacity(precision + 3);
+    let start = out.len();
     if mask != 0 {
         out.push('-');
     }
@@ -98,36 +114,38 @@ pub fn decimal_text(stored: &[u8], precision: usize, scale: usize) -> Result<Str
         let x = group(DIG_TO_BYTES[prefix])?;
         if x != 0 {
             leading = false;
-            push_padded(&mut out, x, 0);
+            push_padded(out, x, 0);
         }
     }
     for _ in 0..intg / DIG_PER_DEC {
         let x = group(4)?;
         if !leading {
-            push_padded(&mut out, x, DIG_PER_DEC);
+            push_padded(out, x, DIG_PER_DEC);
         } else if x != 0 {
             leading = false;
-            push_padded(&mut out, x, 0);
+            push_padded(out, x, 0);
         }
     }
     if leading {
         if scale == 0 {
             // mysql_common: a value with no digit left is `0`, without a sign.
-            return Ok("0".to_owned());
+            out.truncate(start);
+            out.push('0');
+            return Ok(());
         }
         out.push('0');
     }
     if scale > 0 {
         out.push('.');
         for _ in 0..scale / DIG_PER_DEC {
-            push_padded(&mut out, group(4)?, DIG_PER_DEC);
+            push_padded(out, group(4)?, DIG_PER_DEC);
         }
         let suffix = scale % DIG_PER_DEC;
         if suffix > 0 {
-            push_padded(&mut out, group(DIG_TO_BYTES[suffix])?, suffix);
+            push_padded(out, group(DIG_TO_BYTES[suffix])?, suffix);
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// MySQL's `TIMEF_INT_OFS`: the offset of the integer part of a binlog TIME2 value.

@@ -13,7 +13,7 @@ use faucet_core::Value;
 use faucet_core::value::Json;
 
 use super::column::{Kind, MysqlColumn, Origin};
-use super::digits::{padded_digits, push_padded};
+use super::digits::{push_leading, push_padded, put_fixed};
 
 /// Converts `value` of `column`.
 ///
@@ -42,8 +42,7 @@ pub fn to_value(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
         },
         Kind::Decimal => match value {
             MyValue::Bytes(b) => {
-                let text = String::from_utf8(b).map_err(|_| "DECIMAL text is not ASCII")?;
-                Value::numeric(&text).map_err(|t| format!("`{t}` is not a DECIMAL"))
+                decimal_value(std::str::from_utf8(&b).map_err(|_| "DECIMAL text is not ASCII")?)
             }
             other => Err(shape("DECIMAL", &other)),
         },
@@ -152,6 +151,15 @@ pub fn text_value(column: &MysqlColumn, bytes: &[u8]) -> Option<Result<Value, St
     Some(column.charset.decode_text(bytes).map(Value::Text))
 }
 
+/// A DECIMAL's value from its text (a result set's, or a row image's digits): a
+/// [`Value::Numeric`] of exactly that text.
+///
+/// # Errors
+/// A message when the text is not a decimal number.
+pub fn decimal_value(text: &str) -> Result<Value, String> {
+    Value::numeric(text).map_err(|t| format!("`{t}` is not a DECIMAL"))
+}
+
 fn shape(what: &str, value: &MyValue) -> String {
     let kind = match value {
         MyValue::NULL => "NULL",
@@ -255,6 +263,14 @@ fn date_text(y: u16, m: u8, d: u8) -> Option<String> {
     }
     // Room for a DATETIME(6) and the `Z` of a TIMESTAMP: one allocation per value.
     let mut out = String::with_capacity(27);
+    if y <= 9999 && m <= 99 && d <= 99 {
+        let mut b = *b"0000-00-00";
+        put_fixed(&mut b[0..4], u32::from(y));
+        put_fixed(&mut b[5..7], u32::from(m));
+        put_fixed(&mut b[8..10], u32::from(d));
+        out.push_str(std::str::from_utf8(&b).ok()?);
+        return Some(out);
+    }
     push_padded(&mut out, u64::from(y), 4);
     out.push('-');
     push_padded(&mut out, u64::from(m), 2);
@@ -265,8 +281,36 @@ fn date_text(y: u16, m: u8, d: u8) -> Option<String> {
 
 type DateParts = (u16, u8, u8, u8, u8, u8, u32);
 
-/// `YYYY-MM-DDTHH:MM:SS[.f…]` with `fraction` digits, or `None` for a zero date.
+/// `YYYY-MM-DDTHH:MM:SS[.f…]` with `fraction` digits, or `None` for a zero date. Every
+/// real DATETIME/TIMESTAMP (year ≤ 9999, parts ≤ 99, µs ≤ 999999) is written at once into
+/// a stack buffer; any other parts the long way, to the same text.
 fn datetime_text((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Option<String> {
+    if mo == 0 || d == 0 {
+        return None;
+    }
+    if y <= 9999 && mo <= 99 && d <= 99 && h <= 99 && mi <= 99 && s <= 99 && us <= 999_999 {
+        let mut b = *b"0000-00-00T00:00:00.000000";
+        put_fixed(&mut b[0..4], u32::from(y));
+        put_fixed(&mut b[5..7], u32::from(mo));
+        put_fixed(&mut b[8..10], u32::from(d));
+        put_fixed(&mut b[11..13], u32::from(h));
+        put_fixed(&mut b[14..16], u32::from(mi));
+        put_fixed(&mut b[17..19], u32::from(s));
+        put_fixed(&mut b[20..26], us);
+        let len = match fraction.min(6) {
+            0 => 19,
+            digits => 20 + usize::from(digits),
+        };
+        // Room for the `Z` of a TIMESTAMP: one allocation per value.
+        let mut out = String::with_capacity(27);
+        out.push_str(std::str::from_utf8(&b[..len]).ok()?);
+        return Some(out);
+    }
+    datetime_text_long((y, mo, d, h, mi, s, us), fraction)
+}
+
+/// [`datetime_text`] part by part, for any parts.
+fn datetime_text_long((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Option<String> {
     let mut out = date_text(y, mo, d)?;
     out.push('T');
     push_hms(&mut out, u64::from(h), mi, s);
@@ -288,10 +332,8 @@ fn push_fraction(out: &mut String, micros: u32, digits: u8) {
     if digits == 0 {
         return;
     }
-    let mut buf = [0u8; 20];
-    let all = padded_digits(u64::from(micros), 6, &mut buf);
     out.push('.');
-    out.push_str(&all[..usize::from(digits.min(6))]);
+    push_leading(out, u64::from(micros), 6, usize::from(digits.min(6)));
 }
 
 /// TIMESTAMP(p) in UTC, `…Z`. The result set gives it in the session zone, which
@@ -444,6 +486,55 @@ mod tests {
         let mut out = Vec::new();
         faucet_core::value::json::write_value(&mut out, &value);
         String::from_utf8(out).expect("utf8")
+    }
+
+    #[test]
+    fn datetimes_read_the_same_by_the_short_and_the_long_way() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..20_000u32 {
+            let parts: DateParts = (
+                (next() % 10_000) as u16,
+                (next() % 13) as u8,
+                (next() % 32) as u8,
+                (next() % 24) as u8,
+                (next() % 60) as u8,
+                (next() % 60) as u8,
+                if round % 3 == 0 {
+                    0
+                } else {
+                    (next() % 1_000_000) as u32
+                },
+            );
+            for fraction in 0..=7 {
+                assert_eq!(
+                    datetime_text(parts, fraction),
+                    datetime_text_long(parts, fraction),
+                    "{parts:?} {fraction}"
+                );
+            }
+        }
+        assert_eq!(
+            datetime_text((2024, 2, 29, 13, 45, 0, 123_000), 3).as_deref(),
+            Some("2024-02-29T13:45:00.123")
+        );
+        assert_eq!(
+            datetime_text((1000, 1, 1, 0, 0, 0, 1), 6).as_deref(),
+            Some("1000-01-01T00:00:00.000001")
+        );
+        assert_eq!(datetime_text((2024, 0, 1, 0, 0, 0, 0), 0), None);
+        assert_eq!(date_text(7, 3, 9).as_deref(), Some("0007-03-09"));
+        assert_eq!(date_text(10_000, 3, 9).as_deref(), Some("10000-03-09"));
+        // Out-of-range parts go the long way.
+        assert_eq!(
+            datetime_text((12_345, 1, 2, 100, 4, 5, 6), 2).as_deref(),
+            Some("12345-01-02T100:04:05.00")
+        );
     }
 
     #[test]

@@ -1,16 +1,44 @@
 //! Decimal digits written straight into a `String`, without `format!` and its formatter:
-//! the temporal values and DECIMALs of every row go through here (both paths).
+//! the temporal values and DECIMALs of every row go through here (both paths), so the
+//! digits are pushed as ASCII bytes, never built as a `&str` and validated again.
 
 /// Appends `n` in decimal, zero-padded to at least `width` digits (as
 /// `format!("{n:0width$}")`).
 pub(crate) fn push_padded(out: &mut String, n: u64, width: usize) {
-    let mut buf = [0u8; 20];
-    out.push_str(padded_digits(n, width, &mut buf));
+    let mut buf = [b'0'; 20];
+    let start = padded_digits(n, width, &mut buf);
+    push_ascii(out, &buf[start..]);
 }
 
-/// `n`'s decimal digits, zero-padded on the left to at least `width` (at most 20), in `buf`.
-pub(crate) fn padded_digits(mut n: u64, width: usize, buf: &mut [u8; 20]) -> &str {
-    *buf = [b'0'; 20];
+/// Appends the first `len` (at most `width`) of `n`'s digits zero-padded to `width` (at
+/// most 20): `push_leading(out, 123, 6, 2)` appends `00`, the first two digits of `000123`.
+pub(crate) fn push_leading(out: &mut String, n: u64, width: usize, len: usize) {
+    let mut buf = [b'0'; 20];
+    let start = padded_digits(n, width, &mut buf);
+    let end = (start + len).min(buf.len());
+    push_ascii(out, &buf[start..end]);
+}
+
+/// Writes `n` into `dst` as exactly `dst.len()` digits, zero-padded on the left: the caller
+/// checks that `n` has no more digits than that (higher digits would be dropped).
+pub(crate) fn put_fixed(dst: &mut [u8], mut n: u32) {
+    for b in dst.iter_mut().rev() {
+        *b = b'0' + (n % 10) as u8;
+        n /= 10;
+    }
+}
+
+/// Appends ASCII bytes (digits) as characters: one byte each, no UTF-8 check.
+fn push_ascii(out: &mut String, ascii: &[u8]) {
+    out.reserve(ascii.len());
+    for &b in ascii {
+        out.push(char::from(b));
+    }
+}
+
+/// Writes `n`'s decimal digits at the end of `buf` (which holds `b'0'`s), zero-padded on the
+/// left to at least `width` (at most 20); returns where they start.
+fn padded_digits(mut n: u64, width: usize, buf: &mut [u8; 20]) -> usize {
     let mut start = buf.len();
     loop {
         start -= 1;
@@ -20,9 +48,7 @@ pub(crate) fn padded_digits(mut n: u64, width: usize, buf: &mut [u8; 20]) -> &st
             break;
         }
     }
-    let start = start.min(buf.len() - width.min(buf.len()));
-    // Only ASCII digits were written.
-    std::str::from_utf8(&buf[start..]).unwrap_or_default()
+    start.min(buf.len() - width.min(buf.len()))
 }
 
 #[cfg(test)]
@@ -46,6 +72,23 @@ mod tests {
                 let mut out = String::from("x");
                 push_padded(&mut out, n, width);
                 assert_eq!(out, format!("x{n:0width$}"));
+                if let Ok(small) = u32::try_from(n)
+                    && (1..=9).contains(&width)
+                    && u64::from(small) < 10u64.pow(width as u32)
+                {
+                    let mut fixed = vec![b'x'; width];
+                    put_fixed(&mut fixed, small);
+                    assert_eq!(
+                        String::from_utf8(fixed).expect("digits"),
+                        format!("{n:0width$}")
+                    );
+                }
+                for len in [0usize, 1, 3, 6, 20] {
+                    let mut out = String::from("x");
+                    push_leading(&mut out, n, width, len);
+                    let all = format!("{n:0width$}");
+                    assert_eq!(out, format!("x{}", &all[..len.min(all.len())]));
+                }
             }
         }
     }
