@@ -28,8 +28,10 @@ use super::{SinkConfig, SourceConfig};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum System {
     /// MySQL / MariaDB: a table is `database.table`, the server one host:port.
+    #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
     Mysql,
     /// PostgreSQL: a table is `schema.table` in the URL's database.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     Postgres,
 }
 
