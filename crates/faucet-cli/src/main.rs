@@ -100,12 +100,6 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
-/// mimalloc instead of the system allocator: a change stream allocates and frees a few small
-/// values per column per change, and glibc's malloc/free were about a fifth of mysql-cdc's
-/// instructions (`bench/mysql_cdc_to_jsonl.sh`).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log_level);
