@@ -147,6 +147,9 @@ pub struct ColumnPrecision {
     pub numeric_scale: Option<u64>,
     /// DATETIME_PRECISION: fraction digits of a DATETIME, TIMESTAMP or TIME (0 to 6).
     pub datetime_precision: Option<u64>,
+    /// NOT NULL without a default, neither AUTO_INCREMENT nor generated: an INSERT must give
+    /// it a value.
+    pub required: bool,
 }
 
 /// The [`ColumnPrecision`] of every column of `db`.`table`, in ordinal order (empty: no such
@@ -164,7 +167,9 @@ pub async fn column_precisions(
     let rows: Vec<mysql_async::Row> = conn
         .exec(
             "SELECT COLUMN_NAME, LOWER(DATA_TYPE), LOWER(COLUMN_TYPE), \
-             CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION \
+             CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, \
+             IS_NULLABLE = 'NO' AND COLUMN_DEFAULT IS NULL \
+             AND EXTRA NOT LIKE '%auto_increment%' AND EXTRA NOT LIKE '%GENERATED%' \
              FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
              ORDER BY ORDINAL_POSITION",
             (db, table),
@@ -179,6 +184,7 @@ pub async fn column_precisions(
         Option<u64>,
         Option<u64>,
         Option<u64>,
+        bool,
     );
     let rows = convert_rows::<Facts>(rows)
         .map_err(|m| FaucetError::read(connection.connector(), format!("{what}: {m}"), None))?;
@@ -193,6 +199,7 @@ pub async fn column_precisions(
                 numeric_precision,
                 numeric_scale,
                 datetime_precision,
+                required,
             )| {
                 ColumnPrecision {
                     name,
@@ -202,6 +209,7 @@ pub async fn column_precisions(
                     numeric_precision,
                     numeric_scale,
                     datetime_precision,
+                    required,
                 }
             },
         )

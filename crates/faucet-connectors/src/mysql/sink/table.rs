@@ -117,24 +117,16 @@ pub(crate) async fn load(
     if catalog.columns.is_empty() {
         return Ok(None);
     }
-    let rows: Vec<mysql_async::Row> = conn
-        .exec(
-            "SELECT COLUMN_NAME FROM information_schema.COLUMNS \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND IS_NULLABLE = 'NO' \
-             AND COLUMN_DEFAULT IS NULL AND EXTRA NOT LIKE '%auto_increment%' \
-             AND EXTRA NOT LIKE '%GENERATED%' ORDER BY ORDINAL_POSITION",
-            (db, &name.table),
-        )
-        .await
-        .map_err(|e| as_write(connection.error(&format!("reading the columns of {name}"), e)))?;
-    let required = convert_rows::<(String,)>(rows)
-        .map_err(|m| FaucetError::write(CONNECTOR, m, None))?
-        .into_iter()
-        .map(|(c,)| c)
-        .collect();
+    // One read of the column facts: what values each column holds exactly, and which an
+    // INSERT must give.
     let precisions = column_precisions(conn, connection, db, &name.table)
         .await
         .map_err(as_write)?;
+    let required = precisions
+        .iter()
+        .filter(|p| p.required)
+        .map(|p| p.name.clone())
+        .collect();
     let json = catalog.json.clone();
     Ok(Some(TargetTable {
         columns: catalog
