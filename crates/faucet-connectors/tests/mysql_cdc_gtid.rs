@@ -3,8 +3,10 @@
 //! starting later than A's (its files and offsets are its own). A pipeline reads A, a page
 //! ends inside a transaction, B catches up, the pipeline resumes on B: every change exactly
 //! once, in order, values as A's SELECT. And the refusals: B behind, B's binlog purged past
-//! the bookmark, a bookmark without a GTID state. Plus a NULL `BINLOG_GTID_POS` (an event
-//! larger than `max_allowed_packet` before the position) resumed with a warning.
+//! the bookmark, a bookmark without a GTID state. A server rebuilt with the bookmark's
+//! `server_id` but a binlog of its own: carried over the same way. Plus a NULL
+//! `BINLOG_GTID_POS` (an event larger than `max_allowed_packet` before the position)
+//! resumed with a warning.
 
 use std::collections::BTreeMap;
 
@@ -298,4 +300,64 @@ async fn a_null_binlog_gtid_pos_resumes_on_the_same_server() {
         changes(&records(&rest)),
         [r#"c test.t null {"id":2,"v":"small"}"#]
     );
+}
+
+/// A server rebuilt with the same `server_id` and a binlog of its own (here: a replica of A
+/// that logged A's transactions in files of another name, restarted with A's server_id):
+/// A's bookmark, inside a transaction, names a file this server does not have, and is carried
+/// over by its GTID state — every change once, in order — rather than refused as purged.
+#[tokio::test]
+async fn a_bookmark_of_a_server_rebuilt_with_the_same_server_id_is_carried_over_by_gtid() {
+    let a = PrivateMariadb::start_with(1, &["--log-slave-updates=ON"]).await;
+    let mut b = PrivateMariadb::start_with(
+        2,
+        &[
+            "--log-slave-updates=ON",
+            "--log-bin=rebuilt-bin",
+            "--skip-slave-start",
+        ],
+    )
+    .await;
+    a.exec(TABLE).await;
+    b.exec(&format!("SET SESSION sql_log_bin = 0; {TABLE}"))
+        .await;
+    b.replicate_from(&a).await;
+
+    let s_a = src(&a);
+    let start = last_bookmark(&read_pages(&s_a, None, 10).await.expect("first run"));
+    a.exec("INSERT INTO t VALUES (1, 'a')").await;
+    a.exec("INSERT INTO t SELECT seq, CONCAT('row', seq) FROM seq_100_to_124")
+        .await;
+    let on_a = read_until_in_txn(&s_a, start).await;
+    let mid = last_bookmark(&on_a);
+    assert_eq!(mid["in_txn"]["skip"], 9, "{mid}");
+    a.exec("DELETE FROM t WHERE id = 1").await;
+    b.wait_caught_up(&a).await;
+    b.exec("STOP SLAVE").await;
+    b.restart(1).await;
+    let file = mid["binlog_file"].as_str().expect("a file").to_owned();
+    assert!(
+        !b.column("SHOW BINARY LOGS").await.contains(&file),
+        "the rebuilt server has no {file}"
+    );
+
+    let s_b = src(&b);
+    let on_b = read_pages(&s_b, Some(mid.clone()), 10)
+        .await
+        .expect("carried over by GTID on the rebuilt server");
+    let mut all = records(&on_a);
+    all.extend(records(&on_b));
+    let mut want = vec![r#"c test.t null {"id":1,"v":"a"}"#.to_owned()];
+    want.extend((100..125).map(|i| format!(r#"c test.t null {{"id":{i},"v":"row{i}"}}"#)));
+    want.push(r#"d test.t {"id":1,"v":"a"} null"#.to_owned());
+    assert_eq!(changes(&all), want, "every change once, in order");
+    assert_eq!(replay(&all), select(&a).await);
+    let end = last_bookmark(&on_b);
+    assert!(
+        end["binlog_file"]
+            .as_str()
+            .is_some_and(|f| f.starts_with("rebuilt-bin.")),
+        "settled on the rebuilt server's own binlog: {end}"
+    );
+    assert!(end.get("by_gtid").is_none(), "{end}");
 }

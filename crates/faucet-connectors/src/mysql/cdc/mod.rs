@@ -1,8 +1,9 @@
 //! The `mysql-cdc` source: MySQL / MariaDB row changes read from the binary log as a
 //! replica (mysql_async's binlog stream, `COM_BINLOG_DUMP` from a file and position),
 //! emitting the change records of DESIGN.md. MariaDB 10.11 is tested; the MySQL-only paths
-//! (its GTID events, `SHOW BINARY LOG STATUS`, `@@server_uuid`) follow its manual and are
-//! not tested against a server.
+//! (its GTID events and GTID sets, `SHOW BINARY LOG STATUS`, `@@server_uuid`, the carry-over
+//! by `COM_BINLOG_DUMP_GTID`) are written to its manual and unit-tested on the shapes it
+//! gives, not tested against a server.
 //!
 //! ```no_run
 //! # fn build() -> Result<(), faucet_core::FaucetError> {
@@ -27,7 +28,11 @@
 //!   bookmark's position, or on a first run from `start` (the current end of the log by
 //!   default). A MariaDB bookmark of another server is carried over by its GTID state
 //!   (`MysqlCdcSource::carry_over`: the dump starts from `@slave_connect_state`, after
-//!   checks that the server holds the bookmark's transactions); on MySQL it is refused.
+//!   checks that the server holds the bookmark's transactions), and so is a bookmark of
+//!   this `server_id` whose position is not in its binlog (the file gone, or another GTID
+//!   state there: a purge, or a server rebuilt with the same id). A MySQL bookmark of another
+//!   server is carried over by its GTID set (module `mysql_carry`: `COM_BINLOG_DUMP_GTID`
+//!   after checks against `@@gtid_executed` and `@@gtid_purged`; untested against MySQL).
 //! * `check()` has no bookmark to look at (the `Source` trait's probe takes none), so
 //!   whether a stored bookmark will resume by position or be carried over is decided, and
 //!   logged, when the run opens.
@@ -53,6 +58,8 @@ pub(crate) mod bookmark;
 pub(crate) mod changes;
 mod config;
 mod events;
+pub(crate) mod gtid_set;
+mod mysql_carry;
 pub(crate) mod position;
 pub(crate) mod server;
 mod statement;
@@ -68,9 +75,10 @@ pub use config::{MysqlCdcConfig, StartPosition, ValidatedMysqlCdcConfig};
 
 use bookmark::CdcBookmark;
 use changes::{ChangeDecoder, record_schema};
+use gtid_set::MysqlGtidSet;
 use position::{BinlogPos, GtidState, Holding, MariadbGtid};
 use server::ServerFacts;
-use stream::{CdcPageStream, HEARTBEAT, StreamStart};
+use stream::{CarryFrom, CdcPageStream, HEARTBEAT, StreamStart};
 
 use crate::mysql::task_pages::TaskPages;
 use crate::mysql::value::Collations;
@@ -109,11 +117,13 @@ impl MysqlCdcSource {
     }
 
     /// Every prerequisite, on `conn`: settings, the REPLICATION SLAVE grant, the end of the
-    /// log (binlog on, BINLOG MONITOR / REPLICATION CLIENT), the server id.
+    /// log (binlog on, BINLOG MONITOR / REPLICATION CLIENT), the server id. Returns the
+    /// facts, the end of the log with (MySQL) its `Executed_Gtid_Set` text, and the binlog
+    /// files.
     async fn prerequisites(
         &self,
         conn: &mut mysql_async::Conn,
-    ) -> Result<(ServerFacts, BinlogPos, Vec<String>), FaucetError> {
+    ) -> Result<(ServerFacts, (BinlogPos, Option<String>), Vec<String>), FaucetError> {
         let facts = server::facts(conn).await?;
         server::check_settings(conn).await?;
         server::check_replication_grant(conn).await?;
@@ -122,6 +132,29 @@ impl MysqlCdcSource {
         server::check_server_id(conn, &facts, self.config().server_id).await?;
         self.warn_missing_tables(conn).await;
         Ok((facts, end, files))
+    }
+
+    /// On MySQL, the GTID set of a first run's start: at the end of the log with
+    /// `gtid_mode=ON`, `executed` (the `Executed_Gtid_Set` of the `SHOW BINARY LOG STATUS`
+    /// that gave the end); else none (no statement gives the set at another position, and
+    /// with anonymous transactions a set is not a position). The server reads the set just
+    /// before the position, and writes a transaction to the binlog before adding its GTID to
+    /// the executed set, so a transaction committing in between can be before the position
+    /// and not in the set (carried over later, it would be delivered again), never the other
+    /// way round.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the set does not parse or `gtid_mode` cannot be read.
+    async fn first_gtid_set(
+        &self,
+        conn: &mut mysql_async::Conn,
+        at_end: bool,
+        executed: Option<&str>,
+    ) -> Result<Option<MysqlGtidSet>, FaucetError> {
+        if !at_end || !server::mysql_gtid_mode_on(conn).await? {
+            return Ok(None);
+        }
+        server::server_gtid_set("Executed_Gtid_Set (SHOW BINARY LOG STATUS)", executed).map(Some)
     }
 
     /// Warns, naming them, about listed `tables` the server does not have (names match
@@ -156,34 +189,40 @@ impl MysqlCdcSource {
     /// How to resume from bookmark `b` on the connected server: by file and position when
     /// `b` is this server's (`server_id` / `server_uuid` the same, its binlog file still
     /// there, on MariaDB the GTID state at the position the bookmark's), else by GTID
-    /// ([`Self::carry_over`]). The returned bookmark is `b` with its GTID state filled in
-    /// where an old bookmark had none and the server told it.
+    /// ([`Self::carry_over`] on MariaDB, `mysql_carry::carry_over` on MySQL). A bookmark of
+    /// this server with a GTID state whose file is gone (purged, or a server rebuilt with
+    /// the same `server_id` and a binlog of its own), or at whose position MariaDB's binlog
+    /// has another GTID state, is carried over too, with the same checks. The returned
+    /// bookmark is `b` with its GTID state filled in where an old bookmark had none and the
+    /// server told it, and where the dump starts by GTID, from what.
     ///
     /// # Errors
     /// [`FaucetError::Bookmark`]: the file was purged, the position's GTID state is another
-    /// transaction's, or the bookmark cannot be carried over (see [`Self::carry_over`]).
+    /// transaction's (and the bookmark has no GTID state to carry it over), or the bookmark
+    /// cannot be carried over (see [`Self::carry_over`]).
     async fn plan_resume(
         &self,
         conn: &mut mysql_async::Conn,
         facts: &ServerFacts,
         files: &[String],
         mut b: CdcBookmark,
-    ) -> Result<(CdcBookmark, Option<GtidState>), FaucetError> {
+    ) -> Result<(CdcBookmark, Option<CarryFrom>), FaucetError> {
         let same_server = b.server.server_id == facts.identity.server_id
             && !(b.server.server_uuid.is_some()
                 && facts.identity.server_uuid.is_some()
                 && b.server.server_uuid != facts.identity.server_uuid);
+        let has_gtid_state = b.gtid_state.is_some() || b.gtid_set.is_some();
         if b.by_gtid || !same_server {
-            let state = self.carry_over(conn, facts, files, &b).await?;
+            return self.carry(conn, facts, files, b).await;
+        }
+        if has_gtid_state && !files.contains(&b.position.file) {
             tracing::info!(
                 source = CONNECTOR,
-                from_server_id = b.server.server_id,
-                server_id = facts.identity.server_id,
-                gtid_state = %state,
-                "the bookmark is carried over to this server by its GTID state"
+                position = %b.position,
+                "the bookmark's binlog file is not on this server (purged, or the server was \
+                 rebuilt with the same server_id): carrying it over by its GTID state"
             );
-            b.gtid_state = Some(state.clone());
-            return Ok((b, Some(state)));
+            return self.carry(conn, facts, files, b).await;
         }
         server::require_file(files, &b.position)?;
         if facts.mariadb {
@@ -203,6 +242,17 @@ impl MysqlCdcSource {
                      the position is not verified against the bookmark's GTID and is resumed \
                      as the server's own (same server_id)"
                 ),
+                PositionCheck::Differs if b.gtid_state.is_some() => {
+                    tracing::info!(
+                        source = CONNECTOR,
+                        position = %b.position,
+                        server_state = at.as_deref().unwrap_or("none"),
+                        "this server's binlog has another GTID state at the bookmark's \
+                         position (a server rebuilt with the same server_id?): carrying the \
+                         bookmark over by its GTID state"
+                    );
+                    return self.carry(conn, facts, files, b).await;
+                }
                 PositionCheck::Differs => {
                     return Err(FaucetError::bookmark(
                         CONNECTOR,
@@ -227,10 +277,43 @@ impl MysqlCdcSource {
         Ok((b, None))
     }
 
-    /// Carries bookmark `b`, made on another server (or carried over before and not yet
-    /// settled: `by_gtid`), over to the connected one by its GTID state, and returns the
-    /// state the dump starts from. MariaDB only: MySQL's GTID sets (`COM_BINLOG_DUMP_GTID`)
-    /// are not implemented, and a bookmark from another MySQL server is refused.
+    /// Carries `b` over by its GTID state ([`Self::carry_over`] on MariaDB,
+    /// `mysql_carry::carry_over` on MySQL): the bookmark with the state it starts from, and
+    /// that state.
+    ///
+    /// # Errors
+    /// As [`Self::carry_over`] / `mysql_carry::carry_over`.
+    async fn carry(
+        &self,
+        conn: &mut mysql_async::Conn,
+        facts: &ServerFacts,
+        files: &[String],
+        mut b: CdcBookmark,
+    ) -> Result<(CdcBookmark, Option<CarryFrom>), FaucetError> {
+        let from = if facts.mariadb {
+            CarryFrom::Mariadb(self.carry_over(conn, facts, files, &b).await?)
+        } else {
+            CarryFrom::Mysql(
+                mysql_carry::carry_over(conn, &b, |why| carry_refusal(&b, facts, why)).await?,
+            )
+        };
+        tracing::info!(
+            source = CONNECTOR,
+            from_server_id = b.server.server_id,
+            server_id = facts.identity.server_id,
+            gtid_state = %from,
+            "the bookmark is carried over to this server by its GTID state"
+        );
+        match &from {
+            CarryFrom::Mariadb(state) => b.gtid_state = Some(state.clone()),
+            CarryFrom::Mysql(set) => b.gtid_set = Some(set.clone()),
+        }
+        Ok((b, Some(from)))
+    }
+
+    /// Carries bookmark `b`, made on another MariaDB server (or carried over before and not
+    /// yet settled: `by_gtid`), over to the connected one by its GTID state, and returns the
+    /// state the dump starts from. MySQL's carry-over, by GTID set, is `mysql_carry`.
     ///
     /// Checked before anything is read, each failure a [`FaucetError::Bookmark`] saying
     /// which:
@@ -256,38 +339,7 @@ impl MysqlCdcSource {
         files: &[String],
         b: &CdcBookmark,
     ) -> Result<GtidState, FaucetError> {
-        let refuse = |why: String| {
-            FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the bookmark was made on the server with server_id {}{} at {}, but this \
-                     one has server_id {}{} (a failover or a rebuilt server?): {why}",
-                    b.server.server_id,
-                    b.server
-                        .server_uuid
-                        .as_deref()
-                        .map(|u| format!(" ({u})"))
-                        .unwrap_or_default(),
-                    b.position,
-                    facts.identity.server_id,
-                    facts
-                        .identity
-                        .server_uuid
-                        .as_deref()
-                        .map(|u| format!(" ({u})"))
-                        .unwrap_or_default(),
-                ),
-                None,
-            )
-        };
-        if !facts.mariadb {
-            return Err(refuse(
-                "its binlog positions do not apply here, and carrying a position over by GTID \
-                 is implemented for MariaDB only. Point connection_url back at that server, or \
-                 delete this pipeline's state and re-snapshot the tables from this one"
-                    .to_owned(),
-            ));
-        }
+        let refuse = |why: String| carry_refusal(b, facts, why);
         let current = server::gtid_binlog_pos(conn).await?;
         let needed = match (
             &b.gtid_state,
@@ -375,6 +427,34 @@ impl MysqlCdcSource {
     }
 }
 
+/// The bookmark error of a carry-over of `b` to the server of `facts` refused for `why`,
+/// naming both servers (or, for a bookmark of this server whose position is not in its
+/// binlog, saying so).
+fn carry_refusal(b: &CdcBookmark, facts: &ServerFacts, why: String) -> FaucetError {
+    let uuid = |u: Option<&str>| u.map(|u| format!(" ({u})")).unwrap_or_default();
+    let whose = if b.server == facts.identity && !b.by_gtid {
+        format!(
+            "the bookmark's position {} is not in this server's binlog (server_id {}{}, the \
+             bookmark's: its file was purged, or the server was rebuilt), so it is carried \
+             over by its GTID state",
+            b.position,
+            facts.identity.server_id,
+            uuid(facts.identity.server_uuid.as_deref()),
+        )
+    } else {
+        format!(
+            "the bookmark was made on the server with server_id {}{} at {}, but this one has \
+             server_id {}{} (a failover or a rebuilt server?)",
+            b.server.server_id,
+            uuid(b.server.server_uuid.as_deref()),
+            b.position,
+            facts.identity.server_id,
+            uuid(facts.identity.server_uuid.as_deref()),
+        )
+    };
+    FaucetError::bookmark(CONNECTOR, format!("{whose}: {why}"), None)
+}
+
 /// What the GTID state a server computes at a bookmark's position (`BINLOG_GTID_POS`) says
 /// about a bookmark of that server ([`check_position`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -453,7 +533,7 @@ impl Source for MysqlCdcSource {
         )?;
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connect().await?;
-        let (facts, end, files) = self.prerequisites(&mut conn).await?;
+        let (facts, (end, executed), files) = self.prerequisites(&mut conn).await?;
         let resumed = from.is_some();
         let (start, carry) = match from {
             Some(b) => self.plan_resume(&mut conn, &facts, &files, b).await?,
@@ -482,17 +562,23 @@ impl Source for MysqlCdcSource {
                         at
                     }
                 };
-                let gtid_state = if facts.mariadb {
-                    server::gtid_state_at(&mut conn, &position)
+                let (gtid_state, gtid_set) = if facts.mariadb {
+                    let state = server::gtid_state_at(&mut conn, &position)
                         .await?
-                        .and_then(|s| GtidState::parse(&s))
+                        .and_then(|s| GtidState::parse(&s));
+                    (state, None)
                 } else {
-                    None
+                    let at_end = matches!(self.config().start, StartPosition::End);
+                    let set = self
+                        .first_gtid_set(&mut conn, at_end, executed.as_deref())
+                        .await?;
+                    (None, set)
                 };
                 let first = CdcBookmark {
                     position,
                     gtid: None,
                     gtid_state,
+                    gtid_set,
                     by_gtid: false,
                     server: facts.identity.clone(),
                     in_txn: None,
@@ -515,7 +601,8 @@ impl Source for MysqlCdcSource {
             None
         } else {
             let from = match &carry {
-                Some(state) => DumpFrom::Gtid(state),
+                Some(CarryFrom::Mariadb(state)) => DumpFrom::Gtid(state),
+                Some(CarryFrom::Mysql(set)) => DumpFrom::MysqlGtid(set),
                 None => DumpFrom::Position(&start.position),
             };
             Some(self.dump(&facts, from, target.is_some()).await?)
@@ -535,9 +622,9 @@ impl Source for MysqlCdcSource {
             max_page_delay: options.max_page_delay,
             cancel: options.cancel,
             target,
-            carry: carry.map(|state| stream::Carry {
+            carry: carry.map(|from| stream::Carry {
                 server: facts.identity.clone(),
-                state,
+                from,
             }),
             from: start,
             resumed,
@@ -571,9 +658,11 @@ impl Source for MysqlCdcSource {
 
 impl MysqlCdcSource {
     /// Registers as replica `server_id` and requests the binlog from `from`: a file and
-    /// position (`COM_BINLOG_DUMP`), or on MariaDB a GTID state (`@slave_connect_state`,
+    /// position (`COM_BINLOG_DUMP`), on MariaDB a GTID state (`@slave_connect_state`,
     /// `@slave_gtid_strict_mode=1`, file "" at 4: the server finds the position itself and
-    /// refuses a state its binlog does not hold).
+    /// refuses a state its binlog does not hold), or on MySQL a GTID set
+    /// (`COM_BINLOG_DUMP_GTID` with the set's SIDs, file "" at 4: the server sends the
+    /// transactions not in the set).
     async fn dump(
         &self,
         facts: &ServerFacts,
@@ -602,6 +691,8 @@ impl MysqlCdcSource {
         }
         let (file, pos) = match from {
             DumpFrom::Position(at) => (at.file.as_bytes(), at.pos),
+            // COM_BINLOG_DUMP_GTID: the server finds where to start from the set.
+            DumpFrom::MysqlGtid(_) => (&b""[..], 4),
             DumpFrom::Gtid(state) => {
                 // The state is digits, dashes and commas only (GtidState's own form).
                 conn.query_drop(format!(
@@ -618,11 +709,15 @@ impl MysqlCdcSource {
         if bounded {
             request = request.with_non_blocking();
         }
+        if let DumpFrom::MysqlGtid(set) = from {
+            request = request.with_gtid().with_gtid_set(set.sids());
+        }
         conn.get_binlog_stream(request)
             .await
             .map_err(|e| match from {
                 DumpFrom::Position(at) => stream::stream_error(e, at),
-                DumpFrom::Gtid(state) => stream::gtid_stream_error(e, state),
+                DumpFrom::Gtid(state) => stream::gtid_stream_error(e, &state.to_string()),
+                DumpFrom::MysqlGtid(set) => stream::gtid_stream_error(e, &set.to_string()),
             })
     }
 }
@@ -634,6 +729,9 @@ enum DumpFrom<'a> {
     Position(&'a BinlogPos),
     /// A MariaDB GTID state (a bookmark carried over from another server).
     Gtid(&'a GtidState),
+    /// A MySQL GTID set (`COM_BINLOG_DUMP_GTID`: a bookmark carried over from another
+    /// server).
+    MysqlGtid(&'a MysqlGtidSet),
 }
 
 /// The [`PageStream`] of a binlog read: a task runs the [`CdcPageStream`] (reading events

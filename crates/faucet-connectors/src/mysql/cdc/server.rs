@@ -5,7 +5,8 @@
 //!
 //! | | MariaDB (tested) | MySQL 8 (per its manual, untested here) |
 //! |---|---|---|
-//! | end of the log | `SHOW MASTER STATUS` | `SHOW BINARY LOG STATUS` (8.2+), else `SHOW MASTER STATUS` |
+//! | end of the log | `SHOW MASTER STATUS` | `SHOW BINARY LOG STATUS` (8.2+), else `SHOW MASTER STATUS`; its `Executed_Gtid_Set` |
+//! | GTIDs held, purged | `@@gtid_binlog_pos`, `BINLOG_GTID_POS` | `@@gtid_mode`, `@@gtid_executed`, `@@gtid_purged` |
 //! | identity | `@@server_id` | `@@server_id`, `@@server_uuid` |
 //! | replicas | `SHOW SLAVE HOSTS` | `SHOW REPLICAS` |
 //! | position privilege | BINLOG MONITOR | REPLICATION CLIENT |
@@ -17,6 +18,7 @@ use faucet_core::FaucetError;
 
 use super::CONNECTOR;
 use super::bookmark::ServerIdentity;
+use super::gtid_set::MysqlGtidSet;
 use super::position::{BinlogPos, GtidState};
 
 /// MySQL/MariaDB's "access denied" error codes (ER_SPECIFIC_ACCESS_DENIED_ERROR,
@@ -93,14 +95,16 @@ pub(crate) async fn facts(conn: &mut mysql_async::Conn) -> Result<ServerFacts, F
 /// row `File, Position, Binlog_Do_DB, Binlog_Ignore_DB, Executed_Gtid_Set` (MySQL 8.4
 /// Reference Manual, 15.7.7.1 "SHOW BINARY LOG STATUS Statement",
 /// <https://dev.mysql.com/doc/refman/8.4/en/show-binary-log-status.html>; MariaDB has no
-/// `Executed_Gtid_Set`), and no row when the binlog is off; see [`status_position`].
+/// `Executed_Gtid_Set`), and no row when the binlog is off; see [`status_position`]. With
+/// the position comes, on MySQL, the row's `Executed_Gtid_Set` as text (`None` on MariaDB,
+/// and where the column is missing).
 ///
 /// # Errors
 /// [`FaucetError::Read`] when the binlog is off or the privilege is missing, with the fix.
 pub(crate) async fn end_of_log(
     conn: &mut mysql_async::Conn,
     mariadb: bool,
-) -> Result<BinlogPos, FaucetError> {
+) -> Result<(BinlogPos, Option<String>), FaucetError> {
     let row: Option<Row> = if mariadb {
         conn.query_first("SHOW MASTER STATUS")
             .await
@@ -115,7 +119,60 @@ pub(crate) async fn end_of_log(
             Err(e) => return Err(sql_error("SHOW BINARY LOG STATUS", e)),
         }
     };
-    status_position(row.map(|r| (text(&r, 0), text(&r, 1))))
+    let executed = if mariadb {
+        None
+    } else {
+        row.as_ref().and_then(|r| text(r, 4))
+    };
+    Ok((
+        status_position(row.map(|r| (text(&r, 0), text(&r, 1))))?,
+        executed,
+    ))
+}
+
+/// On MySQL: whether GTIDs are on (`@@GLOBAL.gtid_mode` is `ON`: every transaction has a
+/// GTID; `OFF`, `OFF_PERMISSIVE` and `ON_PERMISSIVE` allow anonymous ones, which a GTID set
+/// does not describe).
+pub(crate) async fn mysql_gtid_mode_on(conn: &mut mysql_async::Conn) -> Result<bool, FaucetError> {
+    let mode: Option<Option<String>> = conn
+        .query_first("SELECT @@GLOBAL.gtid_mode")
+        .await
+        .map_err(|e| sql_error("SELECT @@GLOBAL.gtid_mode", e))?;
+    Ok(mode.flatten().is_some_and(|m| m.eq_ignore_ascii_case("ON")))
+}
+
+/// On MySQL: `@@GLOBAL.gtid_executed` (every transaction the server committed or applied)
+/// and `@@GLOBAL.gtid_purged` (those of them no longer in its binlog), as GTID sets (MySQL
+/// 8.4 Reference Manual, 19.1.6.5 "Global Transaction ID System Variables").
+///
+/// # Errors
+/// [`FaucetError::Read`] naming the variable and its text when it is not a GTID set.
+pub(crate) async fn mysql_gtid_sets(
+    conn: &mut mysql_async::Conn,
+) -> Result<(MysqlGtidSet, MysqlGtidSet), FaucetError> {
+    let row: Option<(Option<String>, Option<String>)> = conn
+        .query_first("SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged")
+        .await
+        .map_err(|e| sql_error("SELECT @@GLOBAL.gtid_executed, @@GLOBAL.gtid_purged", e))?;
+    let (executed, purged) = row.unwrap_or_default();
+    Ok((
+        server_gtid_set("@@gtid_executed", executed.as_deref())?,
+        server_gtid_set("@@gtid_purged", purged.as_deref())?,
+    ))
+}
+
+/// A GTID set the server printed (`what` names where from; NULL is the empty set).
+///
+/// # Errors
+/// [`FaucetError::Read`] naming `what` and the parse error.
+pub(crate) fn server_gtid_set(what: &str, text: Option<&str>) -> Result<MysqlGtidSet, FaucetError> {
+    MysqlGtidSet::parse(text.unwrap_or_default()).map_err(|e| {
+        FaucetError::read(
+            CONNECTOR,
+            format!("the server's {what} cannot be read"),
+            Some(Box::new(e)),
+        )
+    })
 }
 
 /// Whether `e`, the answer to `SHOW BINARY LOG STATUS`, says the server predates it (MySQL

@@ -18,8 +18,10 @@
 //!   end of its log and an idle server cannot keep the run waiting. Continuous runs ask for a
 //!   heartbeat every [`HEARTBEAT`] and fail (retryably) after [`SILENCE_LIMIT`] without any
 //!   event, heartbeats included.
-//! * The GTID state ([`GtidState`], MariaDB) follows every GTID event the stream passes, and
-//!   is in every bookmark.
+//! * The GTID state ([`GtidState`], MariaDB) or GTID set ([`MysqlGtidSet`], MySQL) follows
+//!   every GTID event the stream passes, listed tables or not, and is in every bookmark. On
+//!   MySQL a transaction without a GTID (anonymous: `gtid_mode` not ON) ends the set: from
+//!   there on bookmarks have none (a set no longer says what was read).
 //! * Carried over to another server ([`Carry`]: the dump started from a GTID state), the
 //!   server skips, per domain, the transactions up to the state and sends the rest; events
 //!   it skipped can lie after ones it sent, so a file position is safe only once every
@@ -27,8 +29,11 @@
 //!   then bookmarks keep the old server's position, with `by_gtid` and the up-to-date GTID
 //!   state (a resume starts by GTID again); the first commit after that moves the position,
 //!   and the identity, to the new server's — as does a commit at whose end the server's own
-//!   GTID state (`BINLOG_GTID_POS`) is the stream's (a domain with no new transaction). A bounded run on a carried-over stream ends when
-//!   the non-blocking dump does.
+//!   GTID state (`BINLOG_GTID_POS`) is the stream's (a domain with no new transaction). A
+//!   bounded run on a carried-over stream ends when the non-blocking dump does. A MySQL
+//!   stream carried over (`COM_BINLOG_DUMP_GTID`: the server skips the transactions of the
+//!   set wherever they lie in its binlog) never settles: its bookmarks stay `by_gtid` with the
+//!   up-to-date set, and every resume is by GTID set.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -45,6 +50,7 @@ use super::CONNECTOR;
 use super::bookmark::{CdcBookmark, InTxn, ServerIdentity};
 use super::changes::{ChangeDecoder, Record, TxnContext, commit_ts_text};
 use super::events::{self, Item};
+use super::gtid_set::{MysqlGtid, MysqlGtidSet};
 use super::position::{BinlogPos, GtidState, MariadbGtid};
 use super::statement::{self, Statement};
 use crate::mysql::MysqlConnection;
@@ -92,23 +98,44 @@ enum Next {
     Cancelled,
 }
 
+/// What a dump by GTID starts from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CarryFrom {
+    /// A MariaDB GTID state (`@slave_connect_state`).
+    Mariadb(GtidState),
+    /// A MySQL GTID set (`COM_BINLOG_DUMP_GTID`).
+    Mysql(MysqlGtidSet),
+}
+
+impl std::fmt::Display for CarryFrom {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Mariadb(state) => state.fmt(f),
+            Self::Mysql(set) => set.fmt(f),
+        }
+    }
+}
+
 /// A dump started from a GTID state on a server other than the bookmark's (or from a
 /// `by_gtid` bookmark).
 pub(crate) struct Carry {
     /// The connected server, whose terms bookmarks take once the stream has settled.
     pub(crate) server: ServerIdentity,
-    /// The GTID state the dump started from.
-    pub(crate) state: GtidState,
+    /// The GTID state or set the dump started from.
+    pub(crate) from: CarryFrom,
 }
 
 /// A carried-over stream not settled on the new server's position yet.
 struct Carrying {
     server: ServerIdentity,
-    /// The state the dump started from (for errors: MariaDB refuses a GTID start in the
-    /// stream, after the dump request was accepted).
-    from: GtidState,
-    /// Domains of the starting state no transaction of which was received yet.
+    /// The state the dump started from, as text (for errors: MariaDB refuses a GTID start
+    /// in the stream, after the dump request was accepted).
+    from: String,
+    /// Domains of the starting state no transaction of which was received yet (MariaDB).
     unpassed: BTreeSet<u32>,
+    /// Whether the stream can settle on the new server's position (MariaDB; a MySQL stream
+    /// carried over resumes by GTID set for good).
+    settles: bool,
 }
 
 /// How the stream was opened.
@@ -153,6 +180,8 @@ pub(crate) struct CdcPageStream {
     gtid: Option<String>,
     /// The GTID state at `position` (MariaDB), when known.
     gtid_state: Option<GtidState>,
+    /// The GTID set before `position` (MySQL), when known.
+    gtid_set: Option<MysqlGtidSet>,
     /// Set while a carried-over stream has not settled.
     carry: Option<Carrying>,
     /// A bounded run's non-blocking dump ended at the end of the log.
@@ -183,7 +212,10 @@ impl CdcPageStream {
         let mut from = start.from;
         if let Some(c) = &start.carry {
             // Carried over, nothing read yet: the same place as the bookmark resumed from.
-            from.gtid_state = Some(c.state.clone());
+            match &c.from {
+                CarryFrom::Mariadb(state) => from.gtid_state = Some(state.clone()),
+                CarryFrom::Mysql(set) => from.gtid_set = Some(set.clone()),
+            }
             from.by_gtid = true;
         }
         Self {
@@ -198,15 +230,16 @@ impl CdcPageStream {
             file: from.position.file.clone(),
             position: from.position.clone(),
             gtid: from.gtid.clone(),
-            gtid_state: start
-                .carry
-                .as_ref()
-                .map(|c| c.state.clone())
-                .or_else(|| from.gtid_state.clone()),
+            gtid_state: from.gtid_state.clone(),
+            gtid_set: from.gtid_set.clone(),
             carry: start.carry.map(|c| Carrying {
                 server: c.server,
-                unpassed: c.state.domains().collect(),
-                from: c.state,
+                unpassed: match &c.from {
+                    CarryFrom::Mariadb(state) => state.domains().collect(),
+                    CarryFrom::Mysql(_) => BTreeSet::new(),
+                },
+                settles: matches!(c.from, CarryFrom::Mariadb(_)),
+                from: c.from.to_string(),
             }),
             log_ended: false,
             settle_at: None,
@@ -344,6 +377,7 @@ impl CdcPageStream {
             position: self.position.clone(),
             gtid: self.gtid.clone(),
             gtid_state: self.gtid_state.clone(),
+            gtid_set: self.gtid_set.clone(),
             by_gtid: self.carry.is_some(),
             server: self.server.clone(),
             in_txn,
@@ -612,7 +646,8 @@ impl CdcPageStream {
         ) {
             state.apply(g);
         }
-        if let Some(c) = self.carry.take_if(|c| c.unpassed.is_empty()) {
+        self.add_to_gtid_set();
+        if let Some(c) = self.carry.take_if(|c| c.settles && c.unpassed.is_empty()) {
             // Every domain of the starting state passed: from here on, this server's terms.
             tracing::info!(
                 source = CONNECTOR,
@@ -622,12 +657,44 @@ impl CdcPageStream {
             );
             self.server = c.server;
         }
-        if self.carry.is_none() {
-            self.position = BinlogPos::new(self.file.clone(), end);
-        } else {
-            self.settle_at = Some(BinlogPos::new(self.file.clone(), end));
+        match &self.carry {
+            None => self.position = BinlogPos::new(self.file.clone(), end),
+            Some(c) if c.settles => self.settle_at = Some(BinlogPos::new(self.file.clone(), end)),
+            Some(_) => {}
         }
         Ok(())
+    }
+
+    /// MySQL: adds the GTID of the transaction just committed (`self.gtid`) to the GTID
+    /// set; a transaction without one (anonymous) ends the set, with a warning.
+    fn add_to_gtid_set(&mut self) {
+        let Some(set) = self.gtid_set.as_mut() else {
+            return;
+        };
+        match self.gtid.as_deref().map(MysqlGtid::parse) {
+            Some(Ok(g)) => {
+                if set.contains(&g) {
+                    // The set holds what was read before: the server sent it twice.
+                    tracing::warn!(
+                        source = CONNECTOR,
+                        gtid = %g,
+                        "the binlog stream sent transaction {g} again, which the GTID set \
+                         already holds: its changes may be delivered twice"
+                    );
+                }
+                set.add(&g);
+            }
+            other => {
+                tracing::warn!(
+                    source = CONNECTOR,
+                    at = %self.position,
+                    gtid = ?other,
+                    "a transaction without a MySQL GTID (gtid_mode is not ON): from here on \
+                     bookmarks have no GTID set, and cannot be carried over to another server"
+                );
+                self.gtid_set = None;
+            }
+        }
     }
 
     fn query(
@@ -788,10 +855,11 @@ fn undecodable(name: &str, at: &BinlogPos, e: std::io::Error) -> FaucetError {
     )
 }
 
-/// A dump error of a dump started from GTID state `state` (a carried-over bookmark): the
-/// server's refusals (1236: a GTID it does not have, purged binlogs, a hole or divergence
-/// in strict mode) are bookmark errors, not retryable; the rest as [`stream_error`].
-pub(crate) fn gtid_stream_error(e: mysql_async::Error, state: &GtidState) -> FaucetError {
+/// A dump error of a dump started from GTID state `state` (a carried-over bookmark; MariaDB's
+/// state or MySQL's set, as text): the server's refusals (1236: a GTID it does not have,
+/// purged binlogs, a hole or divergence in strict mode) are bookmark errors, not retryable;
+/// the rest as [`stream_error`].
+pub(crate) fn gtid_stream_error(e: mysql_async::Error, state: &str) -> FaucetError {
     match &e {
         mysql_async::Error::Server(s) if s.code == 1236 => FaucetError::bookmark(
             CONNECTOR,

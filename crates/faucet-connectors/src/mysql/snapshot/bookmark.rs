@@ -161,6 +161,7 @@ mod tests {
                 position: at(100).0,
                 gtid: Some("0-1-5".into()),
                 gtid_state: None,
+                gtid_set: None,
                 by_gtid: false,
                 server: ServerIdentity {
                     server_id: 1,

@@ -267,6 +267,12 @@ impl Source for MysqlReplicateSource {
                     .gtid
                     .as_deref()
                     .and_then(crate::mysql::cdc::position::GtidState::parse),
+                // MySQL: @@gtid_executed read at the snapshot point.
+                gtid_set: session
+                    .gtid
+                    .as_deref()
+                    .filter(|_| !facts.mariadb)
+                    .and_then(|g| crate::mysql::cdc::gtid_set::MysqlGtidSet::parse(g).ok()),
                 by_gtid: false,
                 server: facts.identity,
                 in_txn: None,

@@ -167,7 +167,7 @@ impl SnapshotSession {
                 (point, gtid)
             }
             Flavor::Mysql => {
-                let point = server::end_of_log(&mut conn, false).await?;
+                let (point, _) = server::end_of_log(&mut conn, false).await?;
                 let gtid: Option<Option<String>> = conn
                     .query_first("SELECT @@GLOBAL.gtid_executed")
                     .await
