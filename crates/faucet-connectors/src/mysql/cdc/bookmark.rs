@@ -23,9 +23,11 @@
 //!   (the bookmark's `server_uuid` is set) the GTID *set* of every transaction before
 //!   `binlog_pos` (`uuid:1-57,uuid2:1-3`, module `gtid_set`): on a first run at the end of
 //!   the log the server's `Executed_Gtid_Set` (`SHOW BINARY LOG STATUS`), then every GTID
-//!   the stream passes added to it; null for a first run from elsewhere (`start: beginning`,
-//!   `start.at`), where no server statement gives the set, and from the first transaction
-//!   without a GTID (`gtid_mode` not ON) on.
+//!   the stream passes added to it; for a first run from elsewhere (`start: beginning`,
+//!   `start.at`), where no server statement gives the set, and for an older bookmark, null
+//!   until the stream reads a binlog file from its start (its PREVIOUS_GTIDS event is the
+//!   set there); null for good from the first transaction without a GTID (`gtid_mode` not
+//!   ON) on.
 //! * `server`: the server the position belongs to: its `@@server_id` and, on MySQL, its
 //!   `@@server_uuid` (MariaDB has none: null). On the same server the position is checked
 //!   with `BINLOG_GTID_POS` (the state there must be `gtid_state`). On another server (a

@@ -7,16 +7,18 @@
 //! * parses MariaDB's GTID event (type 162: `seq` u64 LE, `domain` u32 LE, `flags` u8; the
 //!   server id is in the header) into `domain-server-seq`;
 //! * lets through the events that carry nothing for row changes (format description,
-//!   GTID_LIST 163, BINLOG_CHECKPOINT 161, ANNOTATE_ROWS 160, PREVIOUS_GTIDS, ROWS_QUERY,
-//!   INTVAR/RAND/USER_VAR, STOP);
+//!   GTID_LIST 163, BINLOG_CHECKPOINT 161, ANNOTATE_ROWS 160, ROWS_QUERY, INTVAR/RAND/USER_VAR,
+//!   STOP);
+//! * reads MySQL's PREVIOUS_GTIDS (the GTID set before its file) into a [`MysqlGtidSet`];
 //! * and stops on everything else with a [`BinlogError`] naming the event type and position:
 //!   compressed events (165–171, `log_bin_compress=ON`), MySQL's compressed transaction
 //!   payloads, partial JSON updates, XA, incidents (a gap in the log), unknown types. No
 //!   event is ever skipped because it could not be read.
 
-use mysql_async::binlog::events::{Event, GtidEvent, QueryEvent};
+use mysql_async::binlog::events::{Event, GtidEvent, PreviousGtidsEvent, QueryEvent};
 use mysql_async::binlog::{BinlogChecksumAlg, EventType};
 
+use super::gtid_set::MysqlGtidSet;
 use super::position::BinlogPos;
 
 /// A binlog event the reader cannot take, with where it is.
@@ -133,6 +135,8 @@ pub(crate) enum Item {
     Rows(RowsKind),
     /// A heartbeat: the server is alive and has nothing new.
     Heartbeat,
+    /// MySQL's PREVIOUS_GTIDS: the GTID set of every transaction before this binlog file.
+    PreviousGtids(MysqlGtidSet),
     /// An event with nothing for the change stream.
     Ignored,
 }
@@ -186,8 +190,13 @@ pub(crate) fn classify(event: &Event, format_seen: bool, file: &str) -> Result<I
     };
     use EventType::*;
     Ok(match kind {
+        PREVIOUS_GTIDS_EVENT => {
+            let e = event
+                .read_event::<PreviousGtidsEvent<'_>>()
+                .map_err(|e| undecodable("PREVIOUS_GTIDS", e))?;
+            Item::PreviousGtids(MysqlGtidSet::from_previous_gtids(&e))
+        }
         FORMAT_DESCRIPTION_EVENT
-        | PREVIOUS_GTIDS_EVENT
         | ROWS_QUERY_EVENT
         | INTVAR_EVENT
         | RAND_EVENT

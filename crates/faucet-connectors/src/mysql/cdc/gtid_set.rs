@@ -34,6 +34,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use mysql_common::binlog::events::PreviousGtidsEvent;
 use mysql_common::packets::{GnoInterval, Sid, Tag};
 
 /// The largest transaction number a GTID can have: MySQL's `GNO_END` is 2^63 − 1, exclusive.
@@ -288,6 +289,24 @@ impl MysqlGtidSet {
     /// Adds one GTID (a transaction the stream passed).
     pub(crate) fn add(&mut self, gtid: &MysqlGtid) {
         self.add_interval(&gtid.tsid, gtid.gno, gtid.gno);
+    }
+
+    /// The set of a MySQL `PREVIOUS_GTIDS` event (the GTIDs of every transaction before its
+    /// binlog file): its sids' intervals are end-exclusive, as on the wire.
+    pub(crate) fn from_previous_gtids(event: &PreviousGtidsEvent<'_>) -> Self {
+        let mut set = Self::default();
+        for sid in event.sids() {
+            let tsid = Tsid {
+                uuid: sid.uuid(),
+                tag: sid.tag().map(|t| t.clone().into_owned()),
+            };
+            for iv in sid.intervals() {
+                if iv.end() > iv.start() {
+                    set.add_interval(&tsid, iv.start(), iv.end() - 1);
+                }
+            }
+        }
+        set
     }
 
     /// Adds every GTID of `other` (the tests' union; the stream adds one GTID at a time).
@@ -579,6 +598,27 @@ mod tests {
             big.subtract(&set(&format!("{A}:2:47-100"))).to_string(),
             format!("2174b383-5441-11e8-b90a-c80aa9429562:1-19,{A_LOWER}:1:3:11")
         );
+    }
+
+    /// A `PREVIOUS_GTIDS` event's end-exclusive intervals, read back as the set's text.
+    #[test]
+    fn previous_gtids_events_read_end_exclusive() {
+        use mysql_common::binlog::events::PreviousGtidsSid;
+        let uuid = set(&format!("{A}:1")).sids()[0].uuid();
+        let tag = Tag::new("tag_1").expect("a tag");
+        let event = PreviousGtidsEvent::new(vec![
+            PreviousGtidsSid::new(
+                uuid,
+                None,
+                vec![GnoInterval::new(1, 58), GnoInterval::new(60, 61)],
+            ),
+            PreviousGtidsSid::new(uuid, Some(tag), vec![GnoInterval::new(3, 5)]),
+        ]);
+        assert_eq!(
+            MysqlGtidSet::from_previous_gtids(&event).to_string(),
+            format!("{A_LOWER}:1-57:60:tag_1:3-4")
+        );
+        assert!(MysqlGtidSet::from_previous_gtids(&PreviousGtidsEvent::new(vec![])).is_empty());
     }
 
     /// The SID block of `COM_BINLOG_DUMP_GTID`: one per source, intervals end-exclusive.

@@ -182,6 +182,8 @@ pub(crate) struct CdcPageStream {
     gtid_state: Option<GtidState>,
     /// The GTID set before `position` (MySQL), when known.
     gtid_set: Option<MysqlGtidSet>,
+    /// A transaction without a GTID was passed (MySQL): no set describes the position.
+    gtid_set_lost: bool,
     /// Set while a carried-over stream has not settled.
     carry: Option<Carrying>,
     /// A bounded run's non-blocking dump ended at the end of the log.
@@ -232,6 +234,7 @@ impl CdcPageStream {
             gtid: from.gtid.clone(),
             gtid_state: from.gtid_state.clone(),
             gtid_set: from.gtid_set.clone(),
+            gtid_set_lost: false,
             carry: start.carry.map(|c| Carrying {
                 server: c.server,
                 unpassed: match &c.from {
@@ -492,6 +495,10 @@ impl CdcPageStream {
             }
             // A heartbeat's position is the server's, not proof of what this stream read.
             Item::Heartbeat => {}
+            Item::PreviousGtids(set) => {
+                self.previous_gtids(set);
+                self.advance_between(end);
+            }
             Item::Ignored => {
                 if event.header().event_type_raw()
                     == mysql_async::binlog::EventType::FORMAT_DESCRIPTION_EVENT as u8
@@ -693,7 +700,32 @@ impl CdcPageStream {
                      bookmarks have no GTID set, and cannot be carried over to another server"
                 );
                 self.gtid_set = None;
+                self.gtid_set_lost = true;
             }
+        }
+    }
+
+    /// MySQL: a file's PREVIOUS_GTIDS is the GTID set at its start; a stream without a set
+    /// (a first run from `start: beginning` or `start.at` with offset 4) takes it when it
+    /// reads the file from its start: between transactions, its position in that file, and
+    /// no transaction without a GTID passed.
+    fn previous_gtids(&mut self, set: MysqlGtidSet) {
+        if self.gtid_set.is_none()
+            && !self.gtid_set_lost
+            && self.server.server_uuid.is_some()
+            && self.txn.is_none()
+            && self.pending_gtid.is_none()
+            && self.resume.is_none()
+            && self.carry.is_none()
+            && self.position.file == self.file
+        {
+            tracing::info!(
+                source = CONNECTOR,
+                at = %self.position,
+                gtid_set = %set,
+                "the GTID set is known from here on (the file's PREVIOUS_GTIDS)"
+            );
+            self.gtid_set = Some(set);
         }
     }
 
