@@ -477,6 +477,34 @@ mod tests {
         }
     }
 
+    /// `Executed_Gtid_Set` / `@@gtid_executed` as MySQL prints them (the manual's two-server
+    /// example with its `,\n` separator; NULL and empty are the empty set) read as GTID sets;
+    /// anything else is a read error naming the variable and the text.
+    #[test]
+    fn server_gtid_sets_parse_or_name_the_variable() {
+        let printed = "2174b383-5441-11e8-b90a-c80aa9429562:1-3,\n\
+                       3e11fa47-71ca-11e1-9e33-c80aa9429562:1-3:11:47-49";
+        let set = server_gtid_set("@@gtid_executed", Some(printed)).expect("a set");
+        assert_eq!(set.to_string(), printed.replace(",\n", ","));
+        for empty in [None, Some("")] {
+            assert!(
+                server_gtid_set("@@gtid_purged", empty)
+                    .expect("empty")
+                    .is_empty()
+            );
+        }
+        let e = server_gtid_set("@@gtid_purged", Some("0-1-30")).expect_err("MariaDB's form");
+        assert!(matches!(e, FaucetError::Read { .. }), "{e:?}");
+        let chain = format!(
+            "{e} {:?}",
+            std::error::Error::source(&e).map(ToString::to_string)
+        );
+        assert!(
+            chain.contains("@@gtid_purged") && chain.contains("0-1-30"),
+            "{chain}"
+        );
+    }
+
     /// MySQL 8.0/8.1 do not know `SHOW BINARY LOG STATUS` (ER_PARSE_ERROR): the old
     /// statement is asked then; an access error is not taken for that.
     #[test]
