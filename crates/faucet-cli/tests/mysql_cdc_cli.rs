@@ -1,6 +1,8 @@
 //! `type: mysql-cdc` through the binary, against the private MariaDB with a binlog
 //! (scripts/services.sh, `FAUCET_TEST_MYSQL_URL`): `doctor` passes, a first run starts at the
-//! end of the log, the next run writes exactly the changes made since, a third nothing.
+//! end of the log, the next run writes exactly the changes made since, a third nothing; then
+//! `doctor` says where the stored bookmark resumes, and names the refusal of one that
+//! belongs to another server and has no GTID.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -88,6 +90,51 @@ fn mysql_cdc_runs_through_the_binary() {
         String::from_utf8_lossy(&third.stderr)
     );
     assert_eq!(lines(dir.path()).len(), 4, "nothing new, nothing repeated");
+
+    // doctor reads the stored bookmark: where it resumes …
+    let resume = |out: &std::process::Output| {
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
+        report["checks"]
+            .as_array()
+            .expect("checks")
+            .iter()
+            .find(|c| c["probe"] == "resume")
+            .cloned()
+            .unwrap_or_else(|| panic!("no resume check: {report}"))
+    };
+    let doctor = faucet(dir.path(), &["doctor", "--json"]);
+    assert!(doctor.status.success(), "doctor after runs");
+    let check = resume(&doctor);
+    assert_eq!(check["ok"], true, "{check}");
+    assert!(
+        check["target"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("mycdc: resumes at ")),
+        "{check}"
+    );
+    // … and the refusal a run would meet: another server's bookmark without a GTID.
+    let state = dir.path().join("state").join("mycdc.json");
+    let mut entry: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&state).expect("state entry")).expect("json");
+    let bookmark = if entry.get("bookmark").is_some() {
+        &mut entry["bookmark"]
+    } else {
+        &mut entry
+    };
+    bookmark["server"]["server_id"] = 999_999.into();
+    bookmark["gtid"] = serde_json::Value::Null;
+    bookmark["gtid_state"] = serde_json::Value::Null;
+    std::fs::write(&state, entry.to_string()).expect("write the entry");
+    let doctor = faucet(dir.path(), &["doctor", "--json"]);
+    assert_eq!(doctor.status.code(), Some(1), "one failed probe");
+    let check = resume(&doctor);
+    assert_eq!(check["ok"], false, "{check}");
+    assert!(
+        check["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("server_id 999999") && e.contains("no GTID")),
+        "{check}"
+    );
     sql(&format!("DROP DATABASE {db}"));
 }
 

@@ -116,6 +116,18 @@ async fn a_bookmark_is_carried_over_to_a_replica_by_its_gtid_state() {
 
     b.wait_caught_up(&a).await;
     let s_b = src(&b);
+    // What `faucet doctor` asks: B would take the bookmark by GTID, A by position.
+    let note = s_b
+        .check_resume(&mid)
+        .await
+        .expect("B takes the bookmark")
+        .expect("a note");
+    assert!(
+        note.contains("by GTID state") && note.contains("server_id 1"),
+        "{note}"
+    );
+    let note = s_a.check_resume(&mid).await.expect("A").expect("a note");
+    assert!(note.starts_with("resumes at mariadb-bin."), "{note}");
     let on_b = read_pages(&s_b, Some(mid.clone()), 10)
         .await
         .expect("carried over to B");
@@ -181,6 +193,11 @@ async fn a_bookmark_is_carried_over_to_a_replica_by_its_gtid_state() {
         message(&e).contains("has not logged") && message(&e).contains("caught up"),
         "{e}"
     );
+    let probed = s_b
+        .check_resume(&a_end)
+        .await
+        .expect_err("doctor gives the same refusal");
+    assert_eq!(message(&probed), message(&e));
 
     // B takes a write of its own under the number A gave its last transaction (a split
     // brain): a diverged history, refused, saying so.
@@ -342,6 +359,12 @@ async fn a_bookmark_of_a_server_rebuilt_with_the_same_server_id_is_carried_over_
     );
 
     let s_b = src(&b);
+    let note = s_b
+        .check_resume(&mid)
+        .await
+        .expect("the rebuilt server takes the bookmark")
+        .expect("a note");
+    assert!(note.contains("by GTID state"), "{note}");
     let on_b = read_pages(&s_b, Some(mid.clone()), 10)
         .await
         .expect("carried over by GTID on the rebuilt server");

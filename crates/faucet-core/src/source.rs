@@ -139,6 +139,19 @@ pub trait Source: Send + Sync {
     /// The failing prerequisite, with its fix in the message.
     async fn check(&self) -> Result<(), FaucetError>;
 
+    /// Probes, like [`Source::check`] (queries only: nothing is read, registered or
+    /// consumed), how a run would resume from `from`, the pipeline's stored bookmark (for
+    /// `faucet doctor`): `Some(note)` says what it would do (the position it resumes at, a
+    /// carry-over to another server); `None` (the default) that there is nothing to say
+    /// beyond [`Source::check`].
+    ///
+    /// # Errors
+    /// What a run opened from `from` would fail with before reading (a refused bookmark:
+    /// [`FaucetError::Bookmark`]), or the failing prerequisite.
+    async fn check_resume(&self, _from: &Bookmark) -> Result<Option<String>, FaucetError> {
+        Ok(None)
+    }
+
     /// A monitor of what the source's upstream retains for this pipeline while it is not
     /// read (a PostgreSQL replication slot's WAL), for metrics and status; `None` (the
     /// default) when the upstream retains nothing on the pipeline's behalf.

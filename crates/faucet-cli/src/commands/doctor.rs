@@ -5,7 +5,13 @@
 //! ✓ config faucet.yaml 1 ms
 //! ✓ source csv ./data.csv 2 ms
 //! ✗ state postgres postgres://u:***@db/x table faucet_state 10 ms: <error> — hint: ...
+//! ✓ resume mysql-cdc orders: will resume on this server (server_id 2) by GTID state ... 9 ms
 //! ```
+//!
+//! Where the state store holds a bookmark for the row's key and the source can say how a run
+//! would resume from it ([`faucet_core::Source::check_resume`]: `mysql-cdc` says whether it
+//! resumes by position or is carried over to another server by GTID), a `resume` line says
+//! so, or fails with the refusal the run would meet.
 //!
 //! Probes never move data or advance a bookmark (a state store's check writes and deletes
 //! only the sentinel key `__faucet_doctor__`), and never print a password. The exit code is
@@ -45,7 +51,7 @@ pub(crate) struct DoctorArgs {
 struct Check {
     /// The matrix row (`null` without a matrix).
     row: Option<String>,
-    /// `config`, `source`, `sink` or `state`.
+    /// `config`, `source`, `sink`, `state` or `resume`.
     probe: &'static str,
     /// The connector or store type (`csv`, `postgres`), or the file for `config`.
     #[serde(rename = "type")]
@@ -94,7 +100,7 @@ pub(crate) async fn run(args: &DoctorArgs) -> usize {
             for row in &loaded.rows {
                 let id = loaded.has_matrix.then(|| row.label.clone());
                 match &row.config {
-                    Ok((_, p)) => probe_row(&mut checks, id, p, timeout).await,
+                    Ok((key, p)) => probe_row(&mut checks, id, key, p, timeout).await,
                     Err(e) => checks.push(failed(
                         id,
                         "config",
@@ -123,6 +129,7 @@ pub(crate) async fn run(args: &DoctorArgs) -> usize {
 async fn probe_row(
     checks: &mut Vec<Check>,
     row: Option<String>,
+    key: &str,
     p: &PipelineConfig,
     timeout: Duration,
 ) {
@@ -160,13 +167,64 @@ async fn probe_row(
     })
     .await;
     let hints = p.state.hints();
-    checks.push(finish(row, "state", kind, target, t, outcome, hints));
+    let state_ok = outcome.is_ok();
+    checks.push(finish(
+        row.clone(),
+        "state",
+        kind,
+        target,
+        t,
+        outcome,
+        hints,
+    ));
+    if state_ok {
+        probe_resume(checks, row, key, p, timeout).await;
+    }
 }
 
-async fn within(
+/// The `resume` line: how a run would resume from the bookmark stored under `key`, when
+/// there is one and the source has something to say ([`faucet_core::Source::check_resume`];
+/// nothing is read or consumed).
+async fn probe_resume(
+    checks: &mut Vec<Check>,
+    row: Option<String>,
+    key: &str,
+    p: &PipelineConfig,
     timeout: Duration,
-    probe: impl Future<Output = Result<(), FaucetError>>,
-) -> Result<(), FaucetError> {
+) {
+    let t = Instant::now();
+    let outcome = within(timeout, async {
+        let store = p.state.connect().await?;
+        let Some(entry) = store.get(key).await? else {
+            return Ok(None);
+        };
+        let bookmark = faucet_core::pipeline::stored_bookmark(entry);
+        if bookmark.is_null() {
+            return Ok(None);
+        }
+        p.source.build()?.check_resume(&bookmark).await
+    })
+    .await;
+    let kind = p.source.type_name().to_owned();
+    match outcome {
+        Ok(None) => {}
+        Ok(Some(note)) => checks.push(passed(row, "resume", kind, format!("{key}: {note}"), t)),
+        Err(e) => checks.push(failed(
+            row,
+            "resume",
+            kind,
+            format!("{key}: the stored bookmark"),
+            t,
+            &e,
+            p.source.hints(),
+        )),
+    }
+}
+
+async fn within<T>(
+    timeout: Duration,
+    probe: impl Future<Output = Result<T, FaucetError>>,
+) -> Result<T, FaucetError> {
     match tokio::time::timeout(timeout, probe).await {
         Ok(r) => r,
         Err(_) => Err(FaucetError::connect(

@@ -66,6 +66,13 @@ impl Source for FieldedSource {
             .await
             .map_err(|e| at_field(&self.prefix, e))
     }
+
+    async fn check_resume(&self, from: &Bookmark) -> Result<Option<String>, FaucetError> {
+        self.inner
+            .check_resume(from)
+            .await
+            .map_err(|e| at_field(&self.prefix, e))
+    }
 }
 
 struct FieldedStream<'a> {

@@ -33,9 +33,10 @@
 //!   state there: a purge, or a server rebuilt with the same id). A MySQL bookmark of another
 //!   server is carried over by its GTID set (module `mysql_carry`: `COM_BINLOG_DUMP_GTID`
 //!   after checks against `@@gtid_executed` and `@@gtid_purged`; untested against MySQL).
-//! * `check()` has no bookmark to look at (the `Source` trait's probe takes none), so
-//!   whether a stored bookmark will resume by position or be carried over is decided, and
-//!   logged, when the run opens.
+//! * `check()` has no bookmark to look at; `check_resume(bookmark)` (what `faucet doctor`
+//!   asks with the pipeline's stored bookmark) runs the same checks as a run's open, queries
+//!   only, and says whether the bookmark resumes by position or is carried over by GTID, or
+//!   gives the refusal a run would meet.
 //! * On MariaDB the session sets `@mariadb_slave_capability=4`, so the server sends its own
 //!   GTID events rather than rewriting them into `BEGIN` queries and dummy events.
 //! * Pages hold at most `batch_size` records and may end inside a transaction (the bookmark
@@ -631,6 +632,48 @@ impl Source for MysqlCdcSource {
             connection: self.validated.connection.clone(),
         })));
         Ok(crate::copy_history::KeepCopied::wrap(stream, copied))
+    }
+
+    /// Checks the prerequisites and how a run would resume from `from` (a stored bookmark),
+    /// with the queries of [`Source::open`] and nothing registered or read from the binlog:
+    /// `resumes at FILE:POS on this server`, or `will resume on this server (server_id N)
+    /// by GTID state STATE: …` (carried over from another server, or from a position no
+    /// longer in this server's binlog). A `faucet replicate` bookmark (a snapshot in progress) is not this
+    /// source's to judge: `None`.
+    ///
+    /// # Errors
+    /// The [`FaucetError::Bookmark`] a run would meet (another server that cannot take the
+    /// bookmark, a purged binlog, …), or the failing prerequisite.
+    async fn check_resume(&self, from: &Bookmark) -> Result<Option<String>, FaucetError> {
+        if from.is_null()
+            || from
+                .as_object()
+                .is_some_and(|o| o.contains_key("snapshot") || o.contains_key("replicate"))
+        {
+            return Ok(None);
+        }
+        let (from, _) = crate::copy_history::carried_copied(
+            Some(from.clone()),
+            CONNECTOR,
+            self.validated.tables.iter().map(ToString::to_string),
+        )?;
+        let Some(from) = from else {
+            return Ok(None);
+        };
+        let b = CdcBookmark::from_json(&from)?;
+        let mut conn = self.connect().await?;
+        let (facts, _, files) = self.prerequisites(&mut conn).await?;
+        let from_server = b.server.server_id;
+        let (b, carry) = self.plan_resume(&mut conn, &facts, &files, b).await?;
+        let _ = conn.disconnect().await;
+        Ok(Some(match carry {
+            Some(state) => format!(
+                "will resume on this server (server_id {}) by GTID state {state}: the bookmark \
+                 was made at {} on server_id {from_server}, and is carried over",
+                facts.identity.server_id, b.position
+            ),
+            None => format!("resumes at {} on this server", b.position),
+        }))
     }
 
     /// Verifies every prerequisite with queries only (nothing is registered or read from
