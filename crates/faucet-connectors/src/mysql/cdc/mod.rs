@@ -131,7 +131,6 @@ impl MysqlCdcSource {
         let end = server::end_of_log(conn, facts.mariadb).await?;
         let files = server::binlog_files(conn).await?;
         server::check_server_id(conn, &facts, self.config().server_id).await?;
-        self.warn_missing_tables(conn).await;
         Ok((facts, end, files))
     }
 
@@ -535,6 +534,7 @@ impl Source for MysqlCdcSource {
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connect().await?;
         let (facts, (end, executed), files) = self.prerequisites(&mut conn).await?;
+        self.warn_missing_tables(&mut conn).await;
         let resumed = from.is_some();
         let (start, carry) = match from {
             Some(b) => self.plan_resume(&mut conn, &facts, &files, b).await?,
@@ -687,6 +687,7 @@ impl Source for MysqlCdcSource {
     async fn check(&self) -> Result<(), FaucetError> {
         let mut conn = self.connect().await?;
         let (_, _, files) = self.prerequisites(&mut conn).await?;
+        self.warn_missing_tables(&mut conn).await;
         if let StartPosition::At { binlog_file, .. } = &self.config().start
             && !files.contains(binlog_file)
         {
