@@ -41,7 +41,7 @@ use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
 use crate::mysql::value::{
     Collations, Kind, MysqlColumn, columns_of_table_map, decimal_bin_size, decimal_text_into,
-    decimal_value, from_binlog, text_value, time2_hundredths, to_value,
+    decimal_value, from_binlog, text_value, time2_hundredths, timestamp_from_epoch, to_value,
 };
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
@@ -71,8 +71,9 @@ pub(crate) struct TxnContext {
     pub(crate) start_pos: u64,
     /// Its GTID.
     pub(crate) gtid: Option<faucet_core::Text>,
-    /// The commit time, RFC 3339 UTC.
-    pub(crate) commit_ts: String,
+    /// The commit time, RFC 3339 UTC (inline in its [`faucet_core::Text`] to the second and
+    /// the millisecond, so copying it into every record costs no allocation).
+    pub(crate) commit_ts: faucet_core::Text,
 }
 
 impl TxnContext {
@@ -123,6 +124,14 @@ enum Wire {
         /// The table map's fraction digits.
         fsp: u8,
     },
+    /// TIMESTAMP2 with `fsp` (0…6) fraction digits: the seconds since 1970 as a big-endian
+    /// *unsigned* 32-bit number (MySQL's `my_timestamp_from_binary` reads them into a
+    /// `uint32`; mysql_common 0.37 reads them as `i32`, wrong from 2038-01-19 03:14:08 on,
+    /// which MariaDB 11.5+ stores), then 0…3 bytes of fraction as DATETIME2's.
+    Timestamp2 {
+        /// The table map's fraction digits.
+        fsp: u8,
+    },
     /// NEWDECIMAL(`precision`, `scale`): [`decimal_bin_size`] bytes, as text
     /// ([`decimal_text_into`]).
     Decimal {
@@ -164,6 +173,9 @@ impl Wire {
             ColumnType::MYSQL_TYPE_LONGLONG => int(8, Kind::BigInt),
             ColumnType::MYSQL_TYPE_DATETIME2 if column.kind == Kind::DateTime => {
                 meta.first().map(|&fsp| Self::DateTime2 { fsp })
+            }
+            ColumnType::MYSQL_TYPE_TIMESTAMP2 if column.kind == Kind::Timestamp => {
+                meta.first().map(|&fsp| Self::Timestamp2 { fsp })
             }
             ColumnType::MYSQL_TYPE_TIME2 if matches!(meta.first(), Some(1 | 2)) => {
                 Some(Self::Time2Hundredths)
@@ -347,7 +359,7 @@ impl ChangeDecoder {
         let before_cols = rows.columns_before_image().map(|c| c.count_ones());
         let after_cols = rows.columns_after_image().map(|c| c.count_ones());
         // One buffer for the DECIMAL texts of the whole event.
-        let mut scratch = String::new();
+        let mut scratch = faucet_core::Text::default();
         while !buf.is_empty() {
             let before = before_cols
                 .map(|n| Self::image(shape, n, &mut buf, &mut scratch, at))
@@ -380,7 +392,7 @@ impl ChangeDecoder {
         shape: &'a TableShape,
         present: usize,
         buf: &mut ParseBuf<'a>,
-        scratch: &mut String,
+        scratch: &mut faucet_core::Text,
         at: &BinlogPos,
     ) -> Result<Value, FaucetError> {
         if present != shape.columns.len() {
@@ -564,7 +576,7 @@ fn decode<'a>(
     column: &MysqlColumn,
     wire: &'a Wire,
     buf: &mut ParseBuf<'a>,
-    scratch: &mut String,
+    scratch: &mut faucet_core::Text,
 ) -> Result<Value, Undecoded> {
     let raw: MyValue = match wire {
         Wire::Int { len, unsigned } => {
@@ -582,19 +594,32 @@ fn decode<'a>(
             }
         }
         Wire::DateTime2 { fsp } => {
-            let fraction = match fsp {
-                1 | 2 => 1,
-                3 | 4 => 2,
-                5 | 6 => 3,
-                _ => 0,
-            };
-            let bytes = buf.checked_eat(5 + fraction).ok_or(Undecoded::Truncated)?;
+            let bytes = buf
+                .checked_eat(5 + fraction_bytes(*fsp))
+                .ok_or(Undecoded::Truncated)?;
             let packed =
                 mysql_common::binlog::misc::my_datetime_packed_from_binary(bytes, u32::from(*fsp))
                     .map_err(|e| {
                         Undecoded::Data(format!("the binlog value does not decode: {e}"))
                     })?;
             mysql_common::binlog::misc::datetime_from_packed(packed)
+        }
+        Wire::Timestamp2 { fsp } => {
+            let bytes = buf
+                .checked_eat(4 + fraction_bytes(*fsp))
+                .ok_or(Undecoded::Truncated)?;
+            let (secs, fraction) = bytes.split_at(4);
+            let secs = u32::from_be_bytes([secs[0], secs[1], secs[2], secs[3]]);
+            // 0…3 big-endian bytes: hundredths, then ten-thousandths, then microseconds.
+            let stored = fraction
+                .iter()
+                .fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
+            let micros = match fraction.len() {
+                1 => stored * 10_000,
+                2 => stored * 100,
+                _ => stored,
+            };
+            return timestamp_from_epoch(column, i64::from(secs), micros).map_err(Undecoded::Data);
         }
         Wire::Time2Hundredths => {
             let bytes = buf.checked_eat(4).ok_or(Undecoded::Truncated)?;
@@ -628,6 +653,17 @@ fn decode<'a>(
         }
     };
     to_value(column, raw).map_err(Undecoded::Data)
+}
+
+/// The bytes of fraction after a DATETIME2's or TIMESTAMP2's seconds, by its fraction digits
+/// (MySQL's `my_datetime_packed_from_binary`, `my_timestamp_from_binary`).
+fn fraction_bytes(fsp: u8) -> usize {
+    match fsp {
+        1 | 2 => 1,
+        3 | 4 => 2,
+        5 | 6 => 3,
+        _ => 0,
+    }
 }
 
 /// The bytes of the little-endian length before a VARCHAR's or a BLOB/TEXT's value, read
@@ -818,13 +854,13 @@ fn as_of_event(
 
 /// A commit time (microseconds since 1970, UTC) in RFC 3339 UTC, the fraction without
 /// trailing zeros: `2026-11-30T06:00:00.25Z`.
-pub(crate) fn commit_ts_text(micros: u64) -> String {
+pub(crate) fn commit_ts_text(micros: u64) -> faucet_core::Text {
     let secs = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX);
     let frac = (micros % 1_000_000) as u32;
     let Some(at) = chrono::DateTime::from_timestamp(secs, frac * 1_000) else {
-        return "infinity".to_owned();
+        return "infinity".into();
     };
-    let mut out = at.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let mut out = faucet_core::Text::from(at.format("%Y-%m-%dT%H:%M:%S").to_string());
     if frac > 0 {
         let fraction = format!("{frac:06}");
         out.push('.');
@@ -1017,7 +1053,7 @@ mod tests {
             (ColumnType::MYSQL_TYPE_DATETIME2, &[5], 8),
             (ColumnType::MYSQL_TYPE_DATETIME2, &[6], 8),
         ];
-        let mut scratch = String::new();
+        let mut scratch = faucet_core::Text::default();
         let mut checked = 0;
         for (ty, meta, len) in cases {
             for unsigned in [false, true] {
@@ -1076,7 +1112,7 @@ mod tests {
                 &column,
                 &wire,
                 &mut ParseBuf(bytes),
-                &mut String::new(),
+                &mut faucet_core::Text::default(),
             ))
         };
         let medium = ColumnType::MYSQL_TYPE_INT24;

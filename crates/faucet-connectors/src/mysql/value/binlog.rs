@@ -4,7 +4,7 @@
 
 use mysql_async::binlog::value::BinlogValue;
 
-use faucet_core::Value;
+use faucet_core::{Text, Value};
 
 use super::column::MysqlColumn;
 use super::convert::to_value;
@@ -58,8 +58,8 @@ pub fn decimal_bin_size(precision: usize, scale: usize) -> usize {
 ///
 /// # Errors
 /// A message when `stored` is not `decimal_bin_size` bytes or `scale` exceeds `precision`.
-pub fn decimal_text(stored: &[u8], precision: usize, scale: usize) -> Result<String, String> {
-    let mut out = String::with_capacity(precision + 3);
+pub fn decimal_text(stored: &[u8], precision: usize, scale: usize) -> Result<Text, String> {
+    let mut out = Text::with_capacity(precision + 3);
     decimal_text_into(stored, precision, scale, &mut out)?;
     Ok(out)
 }
@@ -73,7 +73,7 @@ pub fn decimal_text_into(
     stored: &[u8],
     precision: usize,
     scale: usize,
-    out: &mut String,
+    out: &mut Text,
 ) -> Result<(), String> {
     let bad = || {
         format!(

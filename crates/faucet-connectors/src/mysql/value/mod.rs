@@ -58,5 +58,5 @@ pub use binlog::{
 };
 pub use charset::{BINARY_COLLATION, Charset, Collations};
 pub use column::{Kind, MysqlColumn, Origin};
-pub use convert::{decimal_value, text_value, to_value};
+pub use convert::{decimal_value, text_value, timestamp_from_epoch, to_value};
 pub use table_map::columns_of_table_map;
