@@ -40,8 +40,8 @@ use super::statement::Statement;
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
 use crate::mysql::value::{
-    Collations, Kind, MysqlColumn, columns_of_table_map, decimal_bin_size, decimal_text_into,
-    decimal_value, from_binlog, text_value, time2_hundredths, timestamp_from_epoch, to_value,
+    Collations, Kind, MysqlColumn, columns_of_table_map, decimal_bin_size, decimal_text,
+    from_binlog, text_value, time2_hundredths, timestamp_from_epoch, to_value,
 };
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
@@ -133,7 +133,7 @@ enum Wire {
         fsp: u8,
     },
     /// NEWDECIMAL(`precision`, `scale`): [`decimal_bin_size`] bytes, as text
-    /// ([`decimal_text_into`]).
+    /// ([`decimal_text`]).
     Decimal {
         /// Digits in all.
         precision: usize,
@@ -358,14 +358,12 @@ impl ChangeDecoder {
         let mut buf = ParseBuf(rows.rows_data());
         let before_cols = rows.columns_before_image().map(|c| c.count_ones());
         let after_cols = rows.columns_after_image().map(|c| c.count_ones());
-        // One buffer for the DECIMAL texts of the whole event.
-        let mut scratch = faucet_core::Text::default();
         while !buf.is_empty() {
             let before = before_cols
-                .map(|n| Self::image(shape, n, &mut buf, &mut scratch, at))
+                .map(|n| Self::image(shape, n, &mut buf, at))
                 .transpose()?;
             let after = after_cols
-                .map(|n| Self::image(shape, n, &mut buf, &mut scratch, at))
+                .map(|n| Self::image(shape, n, &mut buf, at))
                 .transpose()?;
             let (op, before, after) = match (kind, before, after) {
                 (RowsKind::Write, None, Some(a)) => (Op::Insert, Value::Null, a),
@@ -392,7 +390,6 @@ impl ChangeDecoder {
         shape: &'a TableShape,
         present: usize,
         buf: &mut ParseBuf<'a>,
-        scratch: &mut faucet_core::Text,
         at: &BinlogPos,
     ) -> Result<Value, FaucetError> {
         if present != shape.columns.len() {
@@ -421,7 +418,7 @@ impl ChangeDecoder {
                 values.push(Value::Null);
                 continue;
             }
-            let value = decode(column, wire, buf, scratch).map_err(|e| match e {
+            let value = decode(column, wire, buf).map_err(|e| match e {
                 Undecoded::Truncated => truncated(),
                 Undecoded::Data(why) => FaucetError::data(
                     CONNECTOR,
@@ -566,9 +563,9 @@ enum Undecoded {
 /// * integers and DATETIME2, read into the `mysql_common::Value` mysql_common makes of them
 ///   ([`Wire::Int`], [`Wire::DateTime2`]);
 /// * TIME(1), TIME(2), which mysql_common mis-decodes when negative ([`time2_hundredths`]);
-/// * DECIMAL, its text straight from the stored digits ([`decimal_text_into`], into the
-///   reused `scratch`) instead of through mysql_common's `Decimal` and its `Display`
-///   (three allocations per value), then [`decimal_value`] as a SELECT's;
+/// * DECIMAL, its text straight from the stored digits ([`decimal_text`], inline in its
+///   [`faucet_core::Text`]) instead of through mysql_common's `Decimal` and its `Display`
+///   (three allocations per value): the `Value::Numeric` a SELECT's text gives;
 /// * VARCHAR and the BLOB/TEXT types, whose bytes stay borrowed from the event: text goes
 ///   to [`text_value`] without a copy of its own (binary values are copied once, as
 ///   before).
@@ -576,7 +573,6 @@ fn decode<'a>(
     column: &MysqlColumn,
     wire: &'a Wire,
     buf: &mut ParseBuf<'a>,
-    scratch: &mut faucet_core::Text,
 ) -> Result<Value, Undecoded> {
     let raw: MyValue = match wire {
         Wire::Int { len, unsigned } => {
@@ -629,9 +625,9 @@ fn decode<'a>(
             let bytes = buf
                 .checked_eat(decimal_bin_size(*precision, *scale))
                 .ok_or(Undecoded::Truncated)?;
-            scratch.clear();
-            decimal_text_into(bytes, *precision, *scale, scratch).map_err(Undecoded::Data)?;
-            return decimal_value(scratch).map_err(Undecoded::Data);
+            return decimal_text(bytes, *precision, *scale)
+                .map(Value::Numeric)
+                .map_err(Undecoded::Data);
         }
         Wire::Prefixed(prefix) => {
             let len = buf.checked_eat(*prefix).ok_or(Undecoded::Truncated)?;
@@ -1021,9 +1017,10 @@ mod tests {
 
     /// The plans read here give exactly what mysql_common's generic `BinlogValue` path gives
     /// for the same bytes — every integer width signed and UNSIGNED (BIGINT UNSIGNED above
-    /// i64::MAX) and DATETIME2 of every precision, over random and extreme bytes — except a
-    /// negative signed MEDIUMINT, which mysql_common reads without its sign and the plan
-    /// sign-extends (as SELECT gives it).
+    /// i64::MAX), DATETIME2 and TIMESTAMP2 of every precision, over random and extreme bytes
+    /// — except a negative signed MEDIUMINT, which mysql_common reads without its sign and
+    /// the plan sign-extends (as SELECT gives it), and a TIMESTAMP2 from 2038-01-19 on
+    /// ([`timestamps_after_2038_keep_their_date`]).
     #[test]
     fn fast_plans_decode_as_mysql_common_does() {
         let c = Collations::builtin();
@@ -1039,7 +1036,7 @@ mod tests {
             Err(Undecoded::Truncated) => Err("truncated".to_owned()),
             Err(Undecoded::Data(why)) => Err(why),
         };
-        let cases: [(ColumnType, &[u8], usize); 12] = [
+        let cases: [(ColumnType, &[u8], usize); 19] = [
             (ColumnType::MYSQL_TYPE_TINY, &[], 1),
             (ColumnType::MYSQL_TYPE_SHORT, &[], 2),
             (ColumnType::MYSQL_TYPE_INT24, &[], 3),
@@ -1052,8 +1049,14 @@ mod tests {
             (ColumnType::MYSQL_TYPE_DATETIME2, &[4], 7),
             (ColumnType::MYSQL_TYPE_DATETIME2, &[5], 8),
             (ColumnType::MYSQL_TYPE_DATETIME2, &[6], 8),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[0], 4),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[1], 5),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[2], 5),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[3], 6),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[4], 6),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[5], 7),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[6], 7),
         ];
-        let mut scratch = faucet_core::Text::default();
         let mut checked = 0;
         for (ty, meta, len) in cases {
             for unsigned in [false, true] {
@@ -1076,15 +1079,34 @@ mod tests {
                     // mysql_common overflows on the most negative one.
                     inputs.iter_mut().for_each(|b| b[0] |= 0x80);
                 }
+                if ty == ColumnType::MYSQL_TYPE_TIMESTAMP2 {
+                    // Seconds before 2038 (mysql_common's i32 reads later ones as before
+                    // 1970), and a fraction the server can write (below 100, 10⁴, 10⁶).
+                    for b in &mut inputs {
+                        b[0] &= 0x7f;
+                        let (limit, at) = match len - 4 {
+                            1 => (100, 7),
+                            2 => (10_000, 6),
+                            3 => (1_000_000, 5),
+                            _ => continue,
+                        };
+                        let f = u32::from_be_bytes([
+                            0,
+                            b[4],
+                            *b.get(5).unwrap_or(&0),
+                            *b.get(6).unwrap_or(&0),
+                        ]) % limit;
+                        b[4..].copy_from_slice(&f.to_be_bytes()[at - 4..]);
+                    }
+                }
                 for bytes in &inputs {
                     // A byte after the value: each path must take exactly its own bytes.
                     let mut with_next = bytes.clone();
                     with_next.push(0xaa);
                     let mut a = ParseBuf(&with_next);
                     let mut b = ParseBuf(&with_next);
-                    let fast_value = outcome(decode(&column, &fast, &mut a, &mut scratch));
-                    let mut generic_value =
-                        outcome(decode(&column, &generic, &mut b, &mut scratch));
+                    let fast_value = outcome(decode(&column, &fast, &mut a));
+                    let mut generic_value = outcome(decode(&column, &generic, &mut b));
                     // mysql_common reads a signed MEDIUMINT without its sign: what it means.
                     if ty == ColumnType::MYSQL_TYPE_INT24
                         && !unsigned
@@ -1108,12 +1130,7 @@ mod tests {
             let column =
                 MysqlColumn::from_binlog("c", ty, &[], unsigned, 63, vec![], &c).expect("int");
             let wire = Wire::of(&column, ty, &[]);
-            outcome(decode(
-                &column,
-                &wire,
-                &mut ParseBuf(bytes),
-                &mut faucet_core::Text::default(),
-            ))
+            outcome(decode(&column, &wire, &mut ParseBuf(bytes)))
         };
         let medium = ColumnType::MYSQL_TYPE_INT24;
         assert_eq!(
@@ -1138,6 +1155,67 @@ mod tests {
         );
         assert_eq!(
             int(ColumnType::MYSQL_TYPE_SHORT, false, &[1]),
+            Err("truncated".to_owned())
+        );
+    }
+
+    /// A TIMESTAMP2's seconds are unsigned (MySQL's `my_timestamp_from_binary`): from
+    /// 2038-01-19T03:14:08Z (2³¹ s) to 2106-02-07T06:28:15Z (2³² − 1 s), which MariaDB 11.5+
+    /// stores, keep their date. mysql_common's generic path reads them as an `i32`, before
+    /// 1970: that is what the plan replaces.
+    #[test]
+    fn timestamps_after_2038_keep_their_date() {
+        let c = Collations::builtin();
+        let ty = ColumnType::MYSQL_TYPE_TIMESTAMP2;
+        let read = |fsp: u8, bytes: &[u8], generic: bool| {
+            let column =
+                MysqlColumn::from_binlog("c", ty, &[fsp], false, 63, vec![], &c).expect("a column");
+            let wire = if generic {
+                Wire::Generic(ty, vec![fsp], false)
+            } else {
+                Wire::of(&column, ty, &[fsp])
+            };
+            let mut buf = ParseBuf(bytes);
+            match decode(&column, &wire, &mut buf) {
+                Ok(v) => Ok((v, buf.0.len())),
+                Err(Undecoded::Truncated) => Err("truncated".to_owned()),
+                Err(Undecoded::Data(why)) => Err(why),
+            }
+        };
+        let ts = |s: &str| Value::TimestampTz(s.into());
+        assert_eq!(
+            read(0, &[0x80, 0, 0, 0], false),
+            Ok((ts("2038-01-19T03:14:08Z"), 0))
+        );
+        assert_eq!(
+            read(0, &[0x80, 0, 0, 0], true),
+            Ok((ts("1901-12-13T20:45:52Z"), 0)),
+            "mysql_common's i32 (the reason for the plan)"
+        );
+        // 2106-02-07T06:28:15.123456Z, then a byte of the next value.
+        let micros = 123_456u32.to_be_bytes();
+        assert_eq!(
+            read(
+                6,
+                &[
+                    0xff, 0xff, 0xff, 0xff, micros[1], micros[2], micros[3], 0xaa
+                ],
+                false
+            ),
+            Ok((ts("2106-02-07T06:28:15.123456Z"), 1))
+        );
+        assert_eq!(
+            read(2, &[0xff, 0xff, 0xff, 0xff, 50], false),
+            Ok((ts("2106-02-07T06:28:15.50Z"), 0))
+        );
+        assert_eq!(
+            read(3, &[0x69, 0xe0, 0x0b, 0x5c, 0x11, 0xd0], false),
+            Ok((ts("2026-04-15T22:04:12.456Z"), 0))
+        );
+        // The zero TIMESTAMP is NULL; a value cut short is an error, not a guess.
+        assert_eq!(read(0, &[0, 0, 0, 0], false), Ok((Value::Null, 0)));
+        assert_eq!(
+            read(6, &[0x80, 0, 0, 0, 1], false),
             Err("truncated".to_owned())
         );
     }
