@@ -13,8 +13,11 @@ use std::sync::Arc;
 
 pub use json_text::Json;
 
-/// The text of a [`Value::Text`]: a string that keeps up to 24 bytes inline, so short
-/// values (most CSV fields, keys, codes, timestamps as text) cost no allocation. It derefs
+/// The text of a [`Value::Text`], a [`Value::Numeric`] and the temporal variants
+/// ([`Value::Date`] … [`Value::Interval`]): a string that keeps up to 24 bytes inline, so
+/// short values (most CSV fields, keys, codes, decimals, dates, timestamps to the
+/// millisecond, `…Z` to the second) cost no allocation; a longer one (a DATETIME(6) text is
+/// 26 bytes) is one allocation, as a `String`. It derefs
 /// to `str`; build it with `From<&str>` / `From<String>` (a `String` longer than 24 bytes
 /// keeps its buffer). Currently `compact_str::CompactString`, re-exported so connectors
 /// need no direct dependency.
