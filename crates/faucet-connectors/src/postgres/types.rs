@@ -257,12 +257,12 @@ pub(crate) fn decode_text(type_oid: u32, text: &str) -> Result<Value, String> {
             "f" => Ok(Value::Bool(false)),
             other => Err(format!("invalid boolean `{other}` (expected `t` or `f`)")),
         },
-        oid::DATE => Ok(Value::Date(iso_from_pg(text).into_owned())),
-        oid::TIMESTAMP => Ok(Value::Timestamp(decode_timestamp(text))),
-        oid::TIMESTAMPTZ => decode_timestamptz(text).map(Value::TimestampTz),
-        oid::TIME => Ok(Value::Time(text.to_owned())),
-        oid::TIMETZ => Ok(Value::TimeTz(normalize_offset(text))),
-        oid::INTERVAL => Ok(Value::Interval(text.to_owned())),
+        oid::DATE => Ok(Value::Date(iso_from_pg(text).as_ref().into())),
+        oid::TIMESTAMP => Ok(Value::Timestamp(decode_timestamp(text).into())),
+        oid::TIMESTAMPTZ => decode_timestamptz(text).map(|t| Value::TimestampTz(t.into())),
+        oid::TIME => Ok(Value::Time(text.into())),
+        oid::TIMETZ => Ok(Value::TimeTz(normalize_offset(text).into())),
+        oid::INTERVAL => Ok(Value::Interval(text.into())),
         oid::JSON | oid::JSONB => Json::verbatim(text)
             .map(Value::Json)
             .map_err(|e| format!("invalid json: {e}")),

@@ -88,7 +88,7 @@ impl ChangeLayout {
         let code = values.get(self.op).and_then(text_of).unwrap_or("");
         let op = Op::from_code(code).ok_or_else(|| format!("unknown change op `{code}`"))?;
         let row = |i: usize, field: &str| match values.get(i) {
-            Some(Value::Row(r)) => Ok(Some(&**r)),
+            Some(Value::Row(r)) => Ok(Some(r)),
             None | Some(Value::Null) => Ok(None),
             Some(other) => Err(format!(
                 "the `{field}` of this `{op}` record is {:?} data, not a row: change records \

@@ -13,8 +13,11 @@ use std::sync::Arc;
 
 pub use json_text::Json;
 
-/// The text of a [`Value::Text`]: a string that keeps up to 24 bytes inline, so short
-/// values (most CSV fields, keys, codes, timestamps as text) cost no allocation. It derefs
+/// The text of a [`Value::Text`], a [`Value::Numeric`] and the temporal variants
+/// ([`Value::Date`] … [`Value::Interval`]): a string that keeps up to 24 bytes inline, so
+/// short values (most CSV fields, keys, codes, decimals, dates, timestamps to the
+/// millisecond, `…Z` to the second) cost no allocation; a longer one (a DATETIME(6) text is
+/// 26 bytes) is one allocation, as a `String`. It derefs
 /// to `str`; build it with `From<&str>` / `From<String>` (a `String` longer than 24 bytes
 /// keeps its buffer). Currently `compact_str::CompactString`, re-exported so connectors
 /// need no direct dependency.
@@ -33,8 +36,9 @@ pub enum Value {
     /// real, double precision: JSON shortest round-trip; NaN and infinities as strings.
     Float(f64),
     /// numeric/decimal as the database spelled it (`"1.10"`, `"-0.0001"`, `"NaN"`,
-    /// `"Infinity"`, `"-Infinity"`). Build with [`Value::numeric`], which checks the shape.
-    Numeric(Arc<str>),
+    /// `"Infinity"`, `"-Infinity"`), a [`Text`] (up to 24 digits inline, no allocation).
+    /// Build with [`Value::numeric`], which checks the shape.
+    Numeric(Text),
     /// text, varchar, char, uuid, enum. A [`Text`]: up to 24 bytes are stored inline
     /// (no allocation), which is most CSV fields and keys; build with `"...".into()` or
     /// `String::into()`.
@@ -45,15 +49,15 @@ pub enum Value {
     /// and key order exactly as the source gave them), embedded as itself in JSON output.
     Json(Json),
     /// date: `2024-02-29`, `infinity`, `-infinity`.
-    Date(String),
+    Date(Text),
     /// timestamp without time zone: `2024-02-29T13:45:00.123456`.
-    Timestamp(String),
+    Timestamp(Text),
     /// timestamptz, in UTC: `2024-02-29T12:45:00.123456Z`.
-    TimestampTz(String),
+    TimestampTz(Text),
     /// time: `13:45:00`.
-    Time(String),
+    Time(Text),
     /// timetz: `13:45:00+01:00`.
-    TimeTz(String),
+    TimeTz(Text),
     /// A signed duration, as the source system writes it — one of two forms, both read by
     /// PostgreSQL's `interval` input:
     /// * PostgreSQL `interval`: an ISO 8601 duration, `P1Y2M3DT4H5M6.5S`;
@@ -64,24 +68,26 @@ pub enum Value {
     /// A sink for a system with another duration type says what it accepts (the `mysql` sink
     /// writes the MySQL form into `TIME` and refuses an ISO duration there, naming the row
     /// and column).
-    Interval(String),
+    Interval(Text),
     /// An array; elements follow the same rules. Multi-dimensional arrays nest.
     Array(Vec<Value>),
-    /// A nested row with its own schema (a change record's `before` / `after`), boxed: it
-    /// is rare, and every other value pays for the largest variant's size.
-    Row(Box<Row>),
+    /// A nested row with its own schema (a change record's `before` / `after`): the schema
+    /// shared, the values in one allocation of their own ([`Row`] is 24 bytes, so it fits
+    /// the value's size).
+    Row(Row),
 }
 
 // A page holds batch_size × fields values: their size is the page's memory.
 const _: () = assert!(std::mem::size_of::<Value>() == 32);
 
-/// A nested row: a schema and one value per field, in the schema's order.
+/// A nested row: a schema and one value per field, in the schema's order. One allocation
+/// (the values); the schema is shared with the other rows of its table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
     /// The field names and types.
     pub schema: Arc<Schema>,
     /// One value per field of `schema`.
-    pub values: Vec<Value>,
+    pub values: Box<[Value]>,
 }
 
 impl Value {
@@ -92,7 +98,7 @@ impl Value {
     /// Returns the text back when it is not a decimal number.
     pub fn numeric(text: &str) -> Result<Self, String> {
         if is_decimal_text(text) || matches!(text, "NaN" | "Infinity" | "-Infinity") {
-            Ok(Self::Numeric(Arc::from(text)))
+            Ok(Self::Numeric(Text::from(text)))
         } else {
             Err(text.to_owned())
         }
@@ -104,9 +110,14 @@ impl Value {
         Self::Json(Json::from_value(&value))
     }
 
-    /// A nested row.
+    /// A nested row of `values`, one per field of `schema`. Give a `Vec` whose capacity is
+    /// its length (`Vec::with_capacity(schema.len())`, or `collect` from an exact-size
+    /// iterator), and its buffer becomes the row's without a copy.
     pub fn row(schema: Arc<Schema>, values: Vec<Value>) -> Self {
-        Self::Row(Box::new(Row { schema, values }))
+        Self::Row(Row {
+            schema,
+            values: values.into_boxed_slice(),
+        })
     }
 
     /// The value's type, for a sink that creates columns.

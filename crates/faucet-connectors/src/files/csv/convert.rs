@@ -24,9 +24,9 @@ pub(super) fn convert(ty: ColumnType, text: &str) -> Result<Value, String> {
         ColumnType::Bool => parse_bool(text).map(Value::Bool).ok_or_else(|| {
             format!("`{text}` is not a bool (true/false, t/f, yes/no, y/n, on/off, 1/0)")
         }),
-        ColumnType::Date => parse_date(text).map(Value::Date),
-        ColumnType::Timestamp => parse_timestamp(text).map(Value::Timestamp),
-        ColumnType::Timestamptz => parse_timestamptz(text).map(Value::TimestampTz),
+        ColumnType::Date => parse_date(text).map(|t| Value::Date(t.into())),
+        ColumnType::Timestamp => parse_timestamp(text).map(|t| Value::Timestamp(t.into())),
+        ColumnType::Timestamptz => parse_timestamptz(text).map(|t| Value::TimestampTz(t.into())),
         ColumnType::Json => Json::parse(text)
             .map(Value::Json)
             .map_err(|e| format!("not a JSON document ({e})")),

@@ -40,8 +40,8 @@ use super::statement::Statement;
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
 use crate::mysql::value::{
-    Collations, Kind, MysqlColumn, columns_of_table_map, decimal_bin_size, decimal_text_into,
-    decimal_value, from_binlog, text_value, time2_hundredths, to_value,
+    Collations, Kind, MysqlColumn, columns_of_table_map, decimal_bin_size, decimal_text,
+    from_binlog, text_value, time2_hundredths, timestamp_from_epoch, to_value,
 };
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
@@ -71,8 +71,9 @@ pub(crate) struct TxnContext {
     pub(crate) start_pos: u64,
     /// Its GTID.
     pub(crate) gtid: Option<faucet_core::Text>,
-    /// The commit time, RFC 3339 UTC.
-    pub(crate) commit_ts: String,
+    /// The commit time, RFC 3339 UTC (inline in its [`faucet_core::Text`] to the second and
+    /// the millisecond, so copying it into every record costs no allocation).
+    pub(crate) commit_ts: faucet_core::Text,
 }
 
 impl TxnContext {
@@ -123,8 +124,16 @@ enum Wire {
         /// The table map's fraction digits.
         fsp: u8,
     },
+    /// TIMESTAMP2 with `fsp` (0…6) fraction digits: the seconds since 1970 as a big-endian
+    /// *unsigned* 32-bit number (MySQL's `my_timestamp_from_binary` reads them into a
+    /// `uint32`; mysql_common 0.37 reads them as `i32`, wrong from 2038-01-19 03:14:08 on,
+    /// which MariaDB 11.5+ stores), then 0…3 bytes of fraction as DATETIME2's.
+    Timestamp2 {
+        /// The table map's fraction digits.
+        fsp: u8,
+    },
     /// NEWDECIMAL(`precision`, `scale`): [`decimal_bin_size`] bytes, as text
-    /// ([`decimal_text_into`]).
+    /// ([`decimal_text`]).
     Decimal {
         /// Digits in all.
         precision: usize,
@@ -164,6 +173,9 @@ impl Wire {
             ColumnType::MYSQL_TYPE_LONGLONG => int(8, Kind::BigInt),
             ColumnType::MYSQL_TYPE_DATETIME2 if column.kind == Kind::DateTime => {
                 meta.first().map(|&fsp| Self::DateTime2 { fsp })
+            }
+            ColumnType::MYSQL_TYPE_TIMESTAMP2 if column.kind == Kind::Timestamp => {
+                meta.first().map(|&fsp| Self::Timestamp2 { fsp })
             }
             ColumnType::MYSQL_TYPE_TIME2 if matches!(meta.first(), Some(1 | 2)) => {
                 Some(Self::Time2Hundredths)
@@ -346,14 +358,12 @@ impl ChangeDecoder {
         let mut buf = ParseBuf(rows.rows_data());
         let before_cols = rows.columns_before_image().map(|c| c.count_ones());
         let after_cols = rows.columns_after_image().map(|c| c.count_ones());
-        // One buffer for the DECIMAL texts of the whole event.
-        let mut scratch = String::new();
         while !buf.is_empty() {
             let before = before_cols
-                .map(|n| Self::image(shape, n, &mut buf, &mut scratch, at))
+                .map(|n| Self::image(shape, n, &mut buf, at))
                 .transpose()?;
             let after = after_cols
-                .map(|n| Self::image(shape, n, &mut buf, &mut scratch, at))
+                .map(|n| Self::image(shape, n, &mut buf, at))
                 .transpose()?;
             let (op, before, after) = match (kind, before, after) {
                 (RowsKind::Write, None, Some(a)) => (Op::Insert, Value::Null, a),
@@ -380,7 +390,6 @@ impl ChangeDecoder {
         shape: &'a TableShape,
         present: usize,
         buf: &mut ParseBuf<'a>,
-        scratch: &mut String,
         at: &BinlogPos,
     ) -> Result<Value, FaucetError> {
         if present != shape.columns.len() {
@@ -409,7 +418,7 @@ impl ChangeDecoder {
                 values.push(Value::Null);
                 continue;
             }
-            let value = decode(column, wire, buf, scratch).map_err(|e| match e {
+            let value = decode(column, wire, buf).map_err(|e| match e {
                 Undecoded::Truncated => truncated(),
                 Undecoded::Data(why) => FaucetError::data(
                     CONNECTOR,
@@ -554,9 +563,9 @@ enum Undecoded {
 /// * integers and DATETIME2, read into the `mysql_common::Value` mysql_common makes of them
 ///   ([`Wire::Int`], [`Wire::DateTime2`]);
 /// * TIME(1), TIME(2), which mysql_common mis-decodes when negative ([`time2_hundredths`]);
-/// * DECIMAL, its text straight from the stored digits ([`decimal_text_into`], into the
-///   reused `scratch`) instead of through mysql_common's `Decimal` and its `Display`
-///   (three allocations per value), then [`decimal_value`] as a SELECT's;
+/// * DECIMAL, its text straight from the stored digits ([`decimal_text`], inline in its
+///   [`faucet_core::Text`]) instead of through mysql_common's `Decimal` and its `Display`
+///   (three allocations per value): the `Value::Numeric` a SELECT's text gives;
 /// * VARCHAR and the BLOB/TEXT types, whose bytes stay borrowed from the event: text goes
 ///   to [`text_value`] without a copy of its own (binary values are copied once, as
 ///   before).
@@ -564,7 +573,6 @@ fn decode<'a>(
     column: &MysqlColumn,
     wire: &'a Wire,
     buf: &mut ParseBuf<'a>,
-    scratch: &mut String,
 ) -> Result<Value, Undecoded> {
     let raw: MyValue = match wire {
         Wire::Int { len, unsigned } => {
@@ -582,19 +590,32 @@ fn decode<'a>(
             }
         }
         Wire::DateTime2 { fsp } => {
-            let fraction = match fsp {
-                1 | 2 => 1,
-                3 | 4 => 2,
-                5 | 6 => 3,
-                _ => 0,
-            };
-            let bytes = buf.checked_eat(5 + fraction).ok_or(Undecoded::Truncated)?;
+            let bytes = buf
+                .checked_eat(5 + fraction_bytes(*fsp))
+                .ok_or(Undecoded::Truncated)?;
             let packed =
                 mysql_common::binlog::misc::my_datetime_packed_from_binary(bytes, u32::from(*fsp))
                     .map_err(|e| {
                         Undecoded::Data(format!("the binlog value does not decode: {e}"))
                     })?;
             mysql_common::binlog::misc::datetime_from_packed(packed)
+        }
+        Wire::Timestamp2 { fsp } => {
+            let bytes = buf
+                .checked_eat(4 + fraction_bytes(*fsp))
+                .ok_or(Undecoded::Truncated)?;
+            let (secs, fraction) = bytes.split_at(4);
+            let secs = u32::from_be_bytes([secs[0], secs[1], secs[2], secs[3]]);
+            // 0…3 big-endian bytes: hundredths, then ten-thousandths, then microseconds.
+            let stored = fraction
+                .iter()
+                .fold(0u32, |acc, &b| (acc << 8) | u32::from(b));
+            let micros = match fraction.len() {
+                1 => stored * 10_000,
+                2 => stored * 100,
+                _ => stored,
+            };
+            return timestamp_from_epoch(column, i64::from(secs), micros).map_err(Undecoded::Data);
         }
         Wire::Time2Hundredths => {
             let bytes = buf.checked_eat(4).ok_or(Undecoded::Truncated)?;
@@ -604,9 +625,9 @@ fn decode<'a>(
             let bytes = buf
                 .checked_eat(decimal_bin_size(*precision, *scale))
                 .ok_or(Undecoded::Truncated)?;
-            scratch.clear();
-            decimal_text_into(bytes, *precision, *scale, scratch).map_err(Undecoded::Data)?;
-            return decimal_value(scratch).map_err(Undecoded::Data);
+            return decimal_text(bytes, *precision, *scale)
+                .map(Value::Numeric)
+                .map_err(Undecoded::Data);
         }
         Wire::Prefixed(prefix) => {
             let len = buf.checked_eat(*prefix).ok_or(Undecoded::Truncated)?;
@@ -628,6 +649,17 @@ fn decode<'a>(
         }
     };
     to_value(column, raw).map_err(Undecoded::Data)
+}
+
+/// The bytes of fraction after a DATETIME2's or TIMESTAMP2's seconds, by its fraction digits
+/// (MySQL's `my_datetime_packed_from_binary`, `my_timestamp_from_binary`).
+fn fraction_bytes(fsp: u8) -> usize {
+    match fsp {
+        1 | 2 => 1,
+        3 | 4 => 2,
+        5 | 6 => 3,
+        _ => 0,
+    }
 }
 
 /// The bytes of the little-endian length before a VARCHAR's or a BLOB/TEXT's value, read
@@ -818,13 +850,13 @@ fn as_of_event(
 
 /// A commit time (microseconds since 1970, UTC) in RFC 3339 UTC, the fraction without
 /// trailing zeros: `2026-11-30T06:00:00.25Z`.
-pub(crate) fn commit_ts_text(micros: u64) -> String {
+pub(crate) fn commit_ts_text(micros: u64) -> faucet_core::Text {
     let secs = i64::try_from(micros / 1_000_000).unwrap_or(i64::MAX);
     let frac = (micros % 1_000_000) as u32;
     let Some(at) = chrono::DateTime::from_timestamp(secs, frac * 1_000) else {
-        return "infinity".to_owned();
+        return "infinity".into();
     };
-    let mut out = at.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let mut out = faucet_core::Text::from(at.format("%Y-%m-%dT%H:%M:%S").to_string());
     if frac > 0 {
         let fraction = format!("{frac:06}");
         out.push('.');
@@ -985,9 +1017,10 @@ mod tests {
 
     /// The plans read here give exactly what mysql_common's generic `BinlogValue` path gives
     /// for the same bytes — every integer width signed and UNSIGNED (BIGINT UNSIGNED above
-    /// i64::MAX) and DATETIME2 of every precision, over random and extreme bytes — except a
-    /// negative signed MEDIUMINT, which mysql_common reads without its sign and the plan
-    /// sign-extends (as SELECT gives it).
+    /// i64::MAX), DATETIME2 and TIMESTAMP2 of every precision, over random and extreme bytes
+    /// — except a negative signed MEDIUMINT, which mysql_common reads without its sign and
+    /// the plan sign-extends (as SELECT gives it), and a TIMESTAMP2 from 2038-01-19 on
+    /// ([`timestamps_after_2038_keep_their_date`]).
     #[test]
     fn fast_plans_decode_as_mysql_common_does() {
         let c = Collations::builtin();
@@ -1003,7 +1036,7 @@ mod tests {
             Err(Undecoded::Truncated) => Err("truncated".to_owned()),
             Err(Undecoded::Data(why)) => Err(why),
         };
-        let cases: [(ColumnType, &[u8], usize); 12] = [
+        let cases: [(ColumnType, &[u8], usize); 19] = [
             (ColumnType::MYSQL_TYPE_TINY, &[], 1),
             (ColumnType::MYSQL_TYPE_SHORT, &[], 2),
             (ColumnType::MYSQL_TYPE_INT24, &[], 3),
@@ -1016,8 +1049,14 @@ mod tests {
             (ColumnType::MYSQL_TYPE_DATETIME2, &[4], 7),
             (ColumnType::MYSQL_TYPE_DATETIME2, &[5], 8),
             (ColumnType::MYSQL_TYPE_DATETIME2, &[6], 8),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[0], 4),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[1], 5),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[2], 5),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[3], 6),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[4], 6),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[5], 7),
+            (ColumnType::MYSQL_TYPE_TIMESTAMP2, &[6], 7),
         ];
-        let mut scratch = String::new();
         let mut checked = 0;
         for (ty, meta, len) in cases {
             for unsigned in [false, true] {
@@ -1040,15 +1079,34 @@ mod tests {
                     // mysql_common overflows on the most negative one.
                     inputs.iter_mut().for_each(|b| b[0] |= 0x80);
                 }
+                if ty == ColumnType::MYSQL_TYPE_TIMESTAMP2 {
+                    // Seconds before 2038 (mysql_common's i32 reads later ones as before
+                    // 1970), and a fraction the server can write (below 100, 10⁴, 10⁶).
+                    for b in &mut inputs {
+                        b[0] &= 0x7f;
+                        let (limit, at) = match len - 4 {
+                            1 => (100, 7),
+                            2 => (10_000, 6),
+                            3 => (1_000_000, 5),
+                            _ => continue,
+                        };
+                        let f = u32::from_be_bytes([
+                            0,
+                            b[4],
+                            *b.get(5).unwrap_or(&0),
+                            *b.get(6).unwrap_or(&0),
+                        ]) % limit;
+                        b[4..].copy_from_slice(&f.to_be_bytes()[at - 4..]);
+                    }
+                }
                 for bytes in &inputs {
                     // A byte after the value: each path must take exactly its own bytes.
                     let mut with_next = bytes.clone();
                     with_next.push(0xaa);
                     let mut a = ParseBuf(&with_next);
                     let mut b = ParseBuf(&with_next);
-                    let fast_value = outcome(decode(&column, &fast, &mut a, &mut scratch));
-                    let mut generic_value =
-                        outcome(decode(&column, &generic, &mut b, &mut scratch));
+                    let fast_value = outcome(decode(&column, &fast, &mut a));
+                    let mut generic_value = outcome(decode(&column, &generic, &mut b));
                     // mysql_common reads a signed MEDIUMINT without its sign: what it means.
                     if ty == ColumnType::MYSQL_TYPE_INT24
                         && !unsigned
@@ -1072,12 +1130,7 @@ mod tests {
             let column =
                 MysqlColumn::from_binlog("c", ty, &[], unsigned, 63, vec![], &c).expect("int");
             let wire = Wire::of(&column, ty, &[]);
-            outcome(decode(
-                &column,
-                &wire,
-                &mut ParseBuf(bytes),
-                &mut String::new(),
-            ))
+            outcome(decode(&column, &wire, &mut ParseBuf(bytes)))
         };
         let medium = ColumnType::MYSQL_TYPE_INT24;
         assert_eq!(
@@ -1102,6 +1155,67 @@ mod tests {
         );
         assert_eq!(
             int(ColumnType::MYSQL_TYPE_SHORT, false, &[1]),
+            Err("truncated".to_owned())
+        );
+    }
+
+    /// A TIMESTAMP2's seconds are unsigned (MySQL's `my_timestamp_from_binary`): from
+    /// 2038-01-19T03:14:08Z (2³¹ s) to 2106-02-07T06:28:15Z (2³² − 1 s), which MariaDB 11.5+
+    /// stores, keep their date. mysql_common's generic path reads them as an `i32`, before
+    /// 1970: that is what the plan replaces.
+    #[test]
+    fn timestamps_after_2038_keep_their_date() {
+        let c = Collations::builtin();
+        let ty = ColumnType::MYSQL_TYPE_TIMESTAMP2;
+        let read = |fsp: u8, bytes: &[u8], generic: bool| {
+            let column =
+                MysqlColumn::from_binlog("c", ty, &[fsp], false, 63, vec![], &c).expect("a column");
+            let wire = if generic {
+                Wire::Generic(ty, vec![fsp], false)
+            } else {
+                Wire::of(&column, ty, &[fsp])
+            };
+            let mut buf = ParseBuf(bytes);
+            match decode(&column, &wire, &mut buf) {
+                Ok(v) => Ok((v, buf.0.len())),
+                Err(Undecoded::Truncated) => Err("truncated".to_owned()),
+                Err(Undecoded::Data(why)) => Err(why),
+            }
+        };
+        let ts = |s: &str| Value::TimestampTz(s.into());
+        assert_eq!(
+            read(0, &[0x80, 0, 0, 0], false),
+            Ok((ts("2038-01-19T03:14:08Z"), 0))
+        );
+        assert_eq!(
+            read(0, &[0x80, 0, 0, 0], true),
+            Ok((ts("1901-12-13T20:45:52Z"), 0)),
+            "mysql_common's i32 (the reason for the plan)"
+        );
+        // 2106-02-07T06:28:15.123456Z, then a byte of the next value.
+        let micros = 123_456u32.to_be_bytes();
+        assert_eq!(
+            read(
+                6,
+                &[
+                    0xff, 0xff, 0xff, 0xff, micros[1], micros[2], micros[3], 0xaa
+                ],
+                false
+            ),
+            Ok((ts("2106-02-07T06:28:15.123456Z"), 1))
+        );
+        assert_eq!(
+            read(2, &[0xff, 0xff, 0xff, 0xff, 50], false),
+            Ok((ts("2106-02-07T06:28:15.50Z"), 0))
+        );
+        assert_eq!(
+            read(3, &[0x69, 0xe0, 0x0b, 0x5c, 0x11, 0xd0], false),
+            Ok((ts("2026-04-15T22:04:12.456Z"), 0))
+        );
+        // The zero TIMESTAMP is NULL; a value cut short is an error, not a guess.
+        assert_eq!(read(0, &[0, 0, 0, 0], false), Ok((Value::Null, 0)));
+        assert_eq!(
+            read(6, &[0x80, 0, 0, 0, 1], false),
             Err("truncated".to_owned())
         );
     }

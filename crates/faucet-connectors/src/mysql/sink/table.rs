@@ -164,7 +164,7 @@ fn proposed(page: &Page, apply_changes: bool) -> Option<Vec<Proposed<'_>>> {
         let rows: Vec<&faucet_core::value::Row> = page
             .rows()
             .filter_map(|r| match &r.values()[after] {
-                Value::Row(row) => Some(&**row),
+                Value::Row(row) => Some(row),
                 _ => None,
             })
             .collect();

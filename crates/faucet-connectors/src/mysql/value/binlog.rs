@@ -4,11 +4,10 @@
 
 use mysql_async::binlog::value::BinlogValue;
 
-use faucet_core::Value;
+use faucet_core::{Text, Value};
 
 use super::column::MysqlColumn;
 use super::convert::to_value;
-use super::digits::push_padded;
 
 /// The value of `column` in a binlog row image.
 ///
@@ -51,37 +50,26 @@ pub fn decimal_bin_size(precision: usize, scale: usize) -> usize {
 
 /// A DECIMAL(`precision`, `scale`) of a row image (`stored`: its
 /// [`decimal_bin_size`] bytes) as text, written straight from the stored groups of nine
-/// digits. The text is exactly mysql_common's (`Decimal::read_bin`, then its `Display`),
-/// which is the server's: leading zeros dropped (`0.50`, not `00.50`), `scale` fraction
-/// digits, `-` for a negative value, and a zero of scale 0 as `0`; so the value is the one
-/// [`to_value`] makes of mysql_common's text, without its three allocations per value.
+/// digits into a stack buffer and made a [`Text`] at once (inline, no allocation, up to 24
+/// characters). The text is exactly mysql_common's (`Decimal::read_bin`, then its
+/// `Display`), which is the server's: leading zeros dropped (`0.50`, not `00.50`), `scale`
+/// fraction digits, `-` for a negative value, and a zero of scale 0 as `0`; so it is the
+/// text [`to_value`] reads from mysql_common's, without its three allocations per value,
+/// and always a decimal number ([`faucet_core::Value::numeric`]'s shape).
 ///
 /// # Errors
 /// A message when `stored` is not `decimal_bin_size` bytes or `scale` exceeds `precision`.
-pub fn decimal_text(stored: &[u8], precision: usize, scale: usize) -> Result<String, String> {
-    let mut out = String::with_capacity(precision + 3);
-    decimal_text_into(stored, precision, scale, &mut out)?;
-    Ok(out)
-}
-
-/// [`decimal_text`], appended to `out` (a buffer reused across values: no allocation of
-/// its own).
-///
-/// # Errors
-/// As [`decimal_text`]; `out` then holds a part of the text.
-pub fn decimal_text_into(
-    stored: &[u8],
-    precision: usize,
-    scale: usize,
-    out: &mut String,
-) -> Result<(), String> {
+pub fn decimal_text(stored: &[u8], precision: usize, scale: usize) -> Result<Text, String> {
     let bad = || {
         format!(
             "a DECIMAL({precision},{scale}) value of {} bytes that is not one",
             stored.len()
         )
     };
-    if scale > precision || stored.is_empty() || stored.len() != decimal_bin_size(precision, scale)
+    if scale > precision
+        || precision > MAX_PRECISION
+        || stored.is_empty()
+        || stored.len() != decimal_bin_size(precision, scale)
     {
         return Err(bad());
     }
@@ -90,7 +78,7 @@ pub fn decimal_text_into(
     let mut rest = stored;
     let mut flip = 0x80u8;
     // The next group of `len` bytes: big-endian, sign-extended, the sign bit cleared.
-    let mut group = |len: usize| -> Result<u64, String> {
+    let mut group = |len: usize| -> Result<u32, String> {
         let (bytes, tail) = rest.split_at(len);
         rest = tail;
         let mut v = i32::from((bytes[0] ^ flip) as i8);
@@ -98,15 +86,15 @@ pub fn decimal_text_into(
         for &b in &bytes[1..] {
             v = (v << 8) | i32::from(b);
         }
-        u64::try_from(v ^ mask)
+        u32::try_from(v ^ mask)
             .ok()
             .filter(|d| *d < 1_000_000_000)
             .ok_or_else(bad)
     };
     let intg = precision - scale;
-    let start = out.len();
+    let mut out = Ascii::default();
     if mask != 0 {
-        out.push('-');
+        out.push(b'-');
     }
     let mut leading = true;
     let prefix = intg % DIG_PER_DEC;
@@ -114,38 +102,93 @@ pub fn decimal_text_into(
         let x = group(DIG_TO_BYTES[prefix])?;
         if x != 0 {
             leading = false;
-            push_padded(out, x, 0);
+            out.push_digits(x, 0);
         }
     }
     for _ in 0..intg / DIG_PER_DEC {
         let x = group(4)?;
         if !leading {
-            push_padded(out, x, DIG_PER_DEC);
+            out.push_digits(x, DIG_PER_DEC);
         } else if x != 0 {
             leading = false;
-            push_padded(out, x, 0);
+            out.push_digits(x, 0);
         }
     }
     if leading {
         if scale == 0 {
             // mysql_common: a value with no digit left is `0`, without a sign.
-            out.truncate(start);
-            out.push('0');
-            return Ok(());
+            return Ok(Text::from("0"));
         }
-        out.push('0');
+        out.push(b'0');
     }
     if scale > 0 {
-        out.push('.');
+        out.push(b'.');
         for _ in 0..scale / DIG_PER_DEC {
-            push_padded(out, group(4)?, DIG_PER_DEC);
+            out.push_digits(group(4)?, DIG_PER_DEC);
         }
         let suffix = scale % DIG_PER_DEC;
         if suffix > 0 {
-            push_padded(out, group(DIG_TO_BYTES[suffix])?, suffix);
+            out.push_digits(group(DIG_TO_BYTES[suffix])?, suffix);
         }
     }
-    Ok(())
+    Ok(out.text())
+}
+
+/// The largest precision of a DECIMAL (MySQL's and MariaDB's `M`): a table map that
+/// gives more is not one a server wrote.
+const MAX_PRECISION: usize = 65;
+
+/// A DECIMAL's text being written: a sign, at most [`MAX_PRECISION`] digits, a leading `0`
+/// and a point fit (a push past the end is dropped, never a panic).
+struct Ascii {
+    buf: [u8; MAX_PRECISION + 3],
+    len: usize,
+}
+
+impl Default for Ascii {
+    fn default() -> Self {
+        Self {
+            buf: [b'0'; MAX_PRECISION + 3],
+            len: 0,
+        }
+    }
+}
+
+impl Ascii {
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+
+    /// `n`'s digits (n < 10⁹), zero-padded to `width` (1…9), or all of them for width 0.
+    fn push_digits(&mut self, mut n: u32, width: usize) {
+        let width = if width > 0 {
+            width
+        } else {
+            let mut digits = 1;
+            let mut m = n;
+            while m >= 10 {
+                m /= 10;
+                digits += 1;
+            }
+            digits
+        };
+        let Some(dst) = self.buf.get_mut(self.len..self.len + width) else {
+            return;
+        };
+        for b in dst.iter_mut().rev() {
+            *b = b'0' + (n % 10) as u8;
+            n /= 10;
+        }
+        self.len += width;
+    }
+
+    fn text(&self) -> Text {
+        // Only ASCII is ever pushed.
+        Text::from(std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default())
+    }
 }
 
 /// MySQL's `TIMEF_INT_OFS`: the offset of the integer part of a binlog TIME2 value.

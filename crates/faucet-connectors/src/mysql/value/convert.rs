@@ -7,10 +7,11 @@ use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use base64::Engine as _;
+use chrono::{Datelike as _, Timelike as _};
 use mysql_async::Value as MyValue;
 
-use faucet_core::Value;
 use faucet_core::value::Json;
+use faucet_core::{Text, Value};
 
 use super::column::{Kind, MysqlColumn, Origin};
 use super::digits::{push_leading, push_padded, put_fixed};
@@ -53,8 +54,10 @@ pub fn to_value(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
         },
         Kind::DateTime => match value {
             MyValue::Date(y, mo, d, h, mi, s, us) => {
-                Ok(datetime_text((y, mo, d, h, mi, s, us), column.fraction)
-                    .map_or(Value::Null, Value::Timestamp))
+                Ok(
+                    datetime_text((y, mo, d, h, mi, s, us), column.fraction, false)
+                        .map_or(Value::Null, Value::Timestamp),
+                )
             }
             other => Err(shape("DATETIME", &other)),
         },
@@ -256,21 +259,28 @@ fn bit(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
 }
 
 /// `YYYY-MM-DD`, or `None` for a zero date or a date with a zero part (the zero-date policy:
-/// NULL).
-fn date_text(y: u16, m: u8, d: u8) -> Option<String> {
+/// NULL). Every real DATE (year ≤ 9999) is written into a stack buffer and kept inline in
+/// its [`Text`]: no allocation.
+fn date_text(y: u16, m: u8, d: u8) -> Option<Text> {
     if m == 0 || d == 0 {
         return None;
     }
-    // Room for a DATETIME(6) and the `Z` of a TIMESTAMP: one allocation per value.
-    let mut out = String::with_capacity(27);
     if y <= 9999 && m <= 99 && d <= 99 {
         let mut b = *b"0000-00-00";
         put_fixed(&mut b[0..4], u32::from(y));
         put_fixed(&mut b[5..7], u32::from(m));
         put_fixed(&mut b[8..10], u32::from(d));
-        out.push_str(std::str::from_utf8(&b).ok()?);
-        return Some(out);
+        return std::str::from_utf8(&b).ok().map(Text::from);
     }
+    date_text_long(y, m, d)
+}
+
+/// [`date_text`] part by part, for any parts.
+fn date_text_long(y: u16, m: u8, d: u8) -> Option<Text> {
+    if m == 0 || d == 0 {
+        return None;
+    }
+    let mut out = Text::with_capacity(27);
     push_padded(&mut out, u64::from(y), 4);
     out.push('-');
     push_padded(&mut out, u64::from(m), 2);
@@ -281,15 +291,17 @@ fn date_text(y: u16, m: u8, d: u8) -> Option<String> {
 
 type DateParts = (u16, u8, u8, u8, u8, u8, u32);
 
-/// `YYYY-MM-DDTHH:MM:SS[.f…]` with `fraction` digits, or `None` for a zero date. Every
-/// real DATETIME/TIMESTAMP (year ≤ 9999, parts ≤ 99, µs ≤ 999999) is written at once into
-/// a stack buffer; any other parts the long way, to the same text.
-fn datetime_text((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Option<String> {
+/// `YYYY-MM-DDTHH:MM:SS[.f…]` with `fraction` digits, then `Z` when `utc` (a TIMESTAMP), or
+/// `None` for a zero date. Every real DATETIME/TIMESTAMP (year ≤ 9999, parts ≤ 99,
+/// µs ≤ 999999) is written at once into a stack buffer and becomes its [`Text`] in one go
+/// (inline up to 24 bytes: up to DATETIME(4), TIMESTAMP(3)); any other parts the long way,
+/// to the same text.
+fn datetime_text((y, mo, d, h, mi, s, us): DateParts, fraction: u8, utc: bool) -> Option<Text> {
     if mo == 0 || d == 0 {
         return None;
     }
     if y <= 9999 && mo <= 99 && d <= 99 && h <= 99 && mi <= 99 && s <= 99 && us <= 999_999 {
-        let mut b = *b"0000-00-00T00:00:00.000000";
+        let mut b = *b"0000-00-00T00:00:00.000000Z";
         put_fixed(&mut b[0..4], u32::from(y));
         put_fixed(&mut b[5..7], u32::from(mo));
         put_fixed(&mut b[8..10], u32::from(d));
@@ -297,21 +309,26 @@ fn datetime_text((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Option<St
         put_fixed(&mut b[14..16], u32::from(mi));
         put_fixed(&mut b[17..19], u32::from(s));
         put_fixed(&mut b[20..26], us);
-        let len = match fraction.min(6) {
+        let mut len = match fraction.min(6) {
             0 => 19,
             digits => 20 + usize::from(digits),
         };
-        // Room for the `Z` of a TIMESTAMP: one allocation per value.
-        let mut out = String::with_capacity(27);
-        out.push_str(std::str::from_utf8(&b[..len]).ok()?);
-        return Some(out);
+        if utc {
+            b[len] = b'Z';
+            len += 1;
+        }
+        return std::str::from_utf8(&b[..len]).ok().map(Text::from);
     }
-    datetime_text_long((y, mo, d, h, mi, s, us), fraction)
+    let mut out = datetime_text_long((y, mo, d, h, mi, s, us), fraction)?;
+    if utc {
+        out.push('Z');
+    }
+    Some(out)
 }
 
 /// [`datetime_text`] part by part, for any parts.
-fn datetime_text_long((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Option<String> {
-    let mut out = date_text(y, mo, d)?;
+fn datetime_text_long((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Option<Text> {
+    let mut out = date_text_long(y, mo, d)?;
     out.push('T');
     push_hms(&mut out, u64::from(h), mi, s);
     push_fraction(&mut out, us, fraction);
@@ -319,7 +336,7 @@ fn datetime_text_long((y, mo, d, h, mi, s, us): DateParts, fraction: u8) -> Opti
 }
 
 /// `HH:MM:SS`, the hours at least 2 digits (more when larger).
-fn push_hms(out: &mut String, hours: u64, m: u8, s: u8) {
+fn push_hms(out: &mut Text, hours: u64, m: u8, s: u8) {
     push_padded(out, hours, 2);
     out.push(':');
     push_padded(out, u64::from(m), 2);
@@ -328,7 +345,7 @@ fn push_hms(out: &mut String, hours: u64, m: u8, s: u8) {
 }
 
 /// `.` and the first `digits` of the 6-digit microseconds (nothing for 0 digits).
-fn push_fraction(out: &mut String, micros: u32, digits: u8) {
+fn push_fraction(out: &mut Text, micros: u32, digits: u8) {
     if digits == 0 {
         return;
     }
@@ -338,12 +355,16 @@ fn push_fraction(out: &mut String, micros: u32, digits: u8) {
 
 /// TIMESTAMP(p) in UTC, `…Z`. The result set gives it in the session zone, which
 /// [`SESSION_SETUP`](crate::mysql::connection::SESSION_SETUP) pins to `+00:00`; the binlog
-/// gives epoch seconds (`"1709208000"` or `"1709208000.123000"`), zone-free. The zero
-/// TIMESTAMP (epoch 0 in the binlog, `0000-00-00 00:00:00` in a result set) is NULL.
+/// gives epoch seconds (`"1709208000"` or `"1709208000.123000"` from mysql_common,
+/// [`timestamp_from_epoch`] from a row image read directly), zone-free. The zero TIMESTAMP
+/// (epoch 0 in the binlog, `0000-00-00 00:00:00` in a result set) is NULL.
 fn timestamp(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
-    let text = match value {
+    match value {
         MyValue::Date(y, mo, d, h, mi, s, us) => {
-            datetime_text((y, mo, d, h, mi, s, us), column.fraction)
+            Ok(
+                datetime_text((y, mo, d, h, mi, s, us), column.fraction, true)
+                    .map_or(Value::Null, Value::TimestampTz),
+            )
         }
         MyValue::Bytes(b) => {
             let s = std::str::from_utf8(&b).map_err(|_| "TIMESTAMP text is not ASCII")?;
@@ -355,36 +376,56 @@ fn timestamp(column: &MysqlColumn, value: MyValue) -> Result<Value, String> {
             let micros: u32 = format!("{micros:0<6}")[..6]
                 .parse()
                 .map_err(|_| format!("TIMESTAMP `{s}`"))?;
-            if secs == 0 && micros == 0 {
-                None
-            } else {
-                let t = chrono::DateTime::from_timestamp(secs, micros * 1000)
-                    .ok_or_else(|| format!("TIMESTAMP `{s}` out of range"))?;
-                let mut out = t.format("%Y-%m-%dT%H:%M:%S").to_string();
-                push_fraction(&mut out, micros, column.fraction);
-                Some(out)
-            }
+            timestamp_from_epoch(column, secs, micros)
         }
-        MyValue::Int(0) => None,
-        MyValue::Int(secs) => {
-            let t = chrono::DateTime::from_timestamp(secs, 0)
-                .ok_or_else(|| format!("TIMESTAMP {secs} out of range"))?;
-            let mut out = t.format("%Y-%m-%dT%H:%M:%S").to_string();
-            push_fraction(&mut out, 0, column.fraction);
+        MyValue::Int(secs) => timestamp_from_epoch(column, secs, 0),
+        other => Err(shape("TIMESTAMP", &other)),
+    }
+}
+
+/// A TIMESTAMP(p) of the binlog from its seconds since 1970 (UTC) and microseconds: the
+/// [`Value::TimestampTz`] `…Z` with p fraction digits; epoch 0 with no microseconds (the zero
+/// TIMESTAMP) is NULL. The seconds are any `i64`: a row image stores them as an unsigned
+/// 32-bit number, past 2038-01-19 where a server allows it.
+///
+/// # Errors
+/// A message when the seconds are outside chrono's range (never for a row image's).
+pub fn timestamp_from_epoch(column: &MysqlColumn, secs: i64, micros: u32) -> Result<Value, String> {
+    if secs == 0 && micros == 0 {
+        return Ok(Value::Null);
+    }
+    let t = chrono::DateTime::from_timestamp(secs, micros.saturating_mul(1000))
+        .ok_or_else(|| format!("TIMESTAMP {secs}.{micros:06} out of range"))?
+        .naive_utc();
+    let text = match u16::try_from(t.year()) {
+        // Every TIMESTAMP a server can store: one stack buffer, no formatter.
+        Ok(year) if year <= 9999 => datetime_text(
+            (
+                year,
+                t.month() as u8,
+                t.day() as u8,
+                t.hour() as u8,
+                t.minute() as u8,
+                t.second() as u8,
+                micros,
+            ),
+            column.fraction,
+            true,
+        ),
+        _ => {
+            let mut out = Text::from(t.format("%Y-%m-%dT%H:%M:%S").to_string());
+            push_fraction(&mut out, micros, column.fraction);
+            out.push('Z');
             Some(out)
         }
-        other => return Err(shape("TIMESTAMP", &other)),
     };
-    Ok(text.map_or(Value::Null, |mut t| {
-        t.push('Z');
-        Value::TimestampTz(t)
-    }))
+    Ok(text.map_or(Value::Null, Value::TimestampTz))
 }
 
 /// TIME(p): `[-]HH:MM:SS[.f…]`, hours past 24 kept (`-838:59:59.000000`).
-fn time_text(neg: bool, days: u32, h: u8, m: u8, s: u8, us: u32, fraction: u8) -> String {
+fn time_text(neg: bool, days: u32, h: u8, m: u8, s: u8, us: u32, fraction: u8) -> Text {
     let hours = u64::from(days) * 24 + u64::from(h);
-    let mut out = String::with_capacity(18);
+    let mut out = Text::with_capacity(18);
     if neg {
         out.push('-');
     }
@@ -513,26 +554,26 @@ mod tests {
             );
             for fraction in 0..=7 {
                 assert_eq!(
-                    datetime_text(parts, fraction),
+                    datetime_text(parts, fraction, false),
                     datetime_text_long(parts, fraction),
                     "{parts:?} {fraction}"
                 );
             }
         }
         assert_eq!(
-            datetime_text((2024, 2, 29, 13, 45, 0, 123_000), 3).as_deref(),
+            datetime_text((2024, 2, 29, 13, 45, 0, 123_000), 3, false).as_deref(),
             Some("2024-02-29T13:45:00.123")
         );
         assert_eq!(
-            datetime_text((1000, 1, 1, 0, 0, 0, 1), 6).as_deref(),
+            datetime_text((1000, 1, 1, 0, 0, 0, 1), 6, false).as_deref(),
             Some("1000-01-01T00:00:00.000001")
         );
-        assert_eq!(datetime_text((2024, 0, 1, 0, 0, 0, 0), 0), None);
+        assert_eq!(datetime_text((2024, 0, 1, 0, 0, 0, 0), 0, false), None);
         assert_eq!(date_text(7, 3, 9).as_deref(), Some("0007-03-09"));
         assert_eq!(date_text(10_000, 3, 9).as_deref(), Some("10000-03-09"));
         // Out-of-range parts go the long way.
         assert_eq!(
-            datetime_text((12_345, 1, 2, 100, 4, 5, 6), 2).as_deref(),
+            datetime_text((12_345, 1, 2, 100, 4, 5, 6), 2, false).as_deref(),
             Some("12345-01-02T100:04:05.00")
         );
     }
@@ -576,7 +617,7 @@ mod tests {
             (999_999, 2, ".99"),
             (1_234_567, 3, ".123"),
         ] {
-            let mut out = String::new();
+            let mut out = Text::default();
             push_fraction(&mut out, micros, digits);
             assert_eq!(out, expected, "{micros} {digits}");
         }

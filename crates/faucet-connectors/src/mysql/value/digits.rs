@@ -1,10 +1,12 @@
-//! Decimal digits written straight into a `String`, without `format!` and its formatter:
+//! Decimal digits written straight into a [`Text`], without `format!` and its formatter:
 //! the temporal values and DECIMALs of every row go through here (both paths), so the
-//! digits are pushed as ASCII bytes, never built as a `&str` and validated again.
+//! digits are built in a stack buffer and appended at once.
+
+use faucet_core::Text;
 
 /// Appends `n` in decimal, zero-padded to at least `width` digits (as
 /// `format!("{n:0width$}")`).
-pub(crate) fn push_padded(out: &mut String, n: u64, width: usize) {
+pub(crate) fn push_padded(out: &mut Text, n: u64, width: usize) {
     let mut buf = [b'0'; 20];
     let start = padded_digits(n, width, &mut buf);
     push_ascii(out, &buf[start..]);
@@ -12,7 +14,7 @@ pub(crate) fn push_padded(out: &mut String, n: u64, width: usize) {
 
 /// Appends the first `len` (at most `width`) of `n`'s digits zero-padded to `width` (at
 /// most 20): `push_leading(out, 123, 6, 2)` appends `00`, the first two digits of `000123`.
-pub(crate) fn push_leading(out: &mut String, n: u64, width: usize, len: usize) {
+pub(crate) fn push_leading(out: &mut Text, n: u64, width: usize, len: usize) {
     let mut buf = [b'0'; 20];
     let start = padded_digits(n, width, &mut buf);
     let end = (start + len).min(buf.len());
@@ -28,12 +30,9 @@ pub(crate) fn put_fixed(dst: &mut [u8], mut n: u32) {
     }
 }
 
-/// Appends ASCII bytes (digits) as characters: one byte each, no UTF-8 check.
-fn push_ascii(out: &mut String, ascii: &[u8]) {
-    out.reserve(ascii.len());
-    for &b in ascii {
-        out.push(char::from(b));
-    }
+/// Appends ASCII bytes (digits) at once (their UTF-8 check is one pass over a few bytes).
+fn push_ascii(out: &mut Text, ascii: &[u8]) {
+    out.push_str(std::str::from_utf8(ascii).unwrap_or_default());
 }
 
 /// Writes `n`'s decimal digits at the end of `buf` (which holds `b'0'`s), zero-padded on the
@@ -69,7 +68,7 @@ mod tests {
             u64::MAX,
         ] {
             for width in [0usize, 1, 2, 4, 6, 9, 20] {
-                let mut out = String::from("x");
+                let mut out = Text::from("x");
                 push_padded(&mut out, n, width);
                 assert_eq!(out, format!("x{n:0width$}"));
                 if let Ok(small) = u32::try_from(n)
@@ -84,7 +83,7 @@ mod tests {
                     );
                 }
                 for len in [0usize, 1, 3, 6, 20] {
-                    let mut out = String::from("x");
+                    let mut out = Text::from("x");
                     push_leading(&mut out, n, width, len);
                     let all = format!("{n:0width$}");
                     assert_eq!(out, format!("x{}", &all[..len.min(all.len())]));

@@ -53,10 +53,8 @@ mod convert;
 mod digits;
 mod table_map;
 
-pub use binlog::{
-    decimal_bin_size, decimal_text, decimal_text_into, from_binlog, time2_hundredths,
-};
+pub use binlog::{decimal_bin_size, decimal_text, from_binlog, time2_hundredths};
 pub use charset::{BINARY_COLLATION, Charset, Collations};
 pub use column::{Kind, MysqlColumn, Origin};
-pub use convert::{decimal_value, text_value, to_value};
+pub use convert::{decimal_value, text_value, timestamp_from_epoch, to_value};
 pub use table_map::columns_of_table_map;

@@ -52,12 +52,12 @@ pub(crate) fn cleaned(value: &Value, policy: NulBytes) -> Value {
     let fix = |s: &str| s.replace('\0', text);
     match value {
         Value::Text(s) => Value::Text(fix(s).into()),
-        Value::Date(s) => Value::Date(fix(s)),
-        Value::Timestamp(s) => Value::Timestamp(fix(s)),
-        Value::TimestampTz(s) => Value::TimestampTz(fix(s)),
-        Value::Time(s) => Value::Time(fix(s)),
-        Value::TimeTz(s) => Value::TimeTz(fix(s)),
-        Value::Interval(s) => Value::Interval(fix(s)),
+        Value::Date(s) => Value::Date(fix(s).into()),
+        Value::Timestamp(s) => Value::Timestamp(fix(s).into()),
+        Value::TimestampTz(s) => Value::TimestampTz(fix(s).into()),
+        Value::Time(s) => Value::Time(fix(s).into()),
+        Value::TimeTz(s) => Value::TimeTz(fix(s).into()),
+        Value::Interval(s) => Value::Interval(fix(s).into()),
         Value::Json(j) => Value::Json(
             Json::parse(&replace_json_nul(j.as_str(), escape)).unwrap_or_else(|_| j.clone()),
         ),
