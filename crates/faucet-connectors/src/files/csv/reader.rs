@@ -15,9 +15,11 @@
 //! between records are skipped, as `csv-core` does.
 //!
 //! At the end of the file, a record cut off without a terminator is held back (not
-//! consumed) when the reader is told to ([`RecordReader::with_limits`]); a quoted field still
-//! open there is an error at the line of its opening quote, as is a field longer than the
-//! limit (checked while it is read, so memory stays bounded by a few times the limit).
+//! consumed) when the reader is told to ([`RecordReader::with_limits`]), a quoted field still
+//! open in it included; when not told to, that open field is an error at the line of its
+//! opening quote. A field longer than the limit is an error (checked while it is read, so
+//! memory stays bounded by a few times the limit), and so is text after a closing quote
+//! (`"bob"x`, which `csv-core` alone would read as `bobx`).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -49,6 +51,9 @@ pub(super) enum ReadError {
     /// A quote opened at `line` is still open at the end of the file; the record began at
     /// `record_line`.
     UnclosedQuote { line: u64, record_line: u64 },
+    /// Field `column` (1-based), quoted, has text after its closing quote (`"bob"x`), on
+    /// `line`: `csv-core` would read it as `bobx`, dropping the quotes without a word.
+    TextAfterQuote { line: u64, column: usize },
 }
 
 impl From<io::Error> for ReadError {
@@ -88,6 +93,8 @@ pub(super) struct RecordReader {
     hold_unterminated: bool,
     /// The longest field allowed, in unquoted bytes.
     max_field: usize,
+    /// The line of the quote still open in the record last held back, if one was.
+    held_open_quote: Option<u64>,
 }
 
 impl RecordReader {
@@ -121,6 +128,7 @@ impl RecordReader {
             quoted_valid: false,
             hold_unterminated: false,
             max_field: usize::MAX,
+            held_open_quote: None,
         };
         let mut head = [0u8; 3];
         let n = read_up_to(&mut reader.file, &mut head)?;
@@ -209,6 +217,14 @@ impl RecordReader {
                     }) {
                         return Err(self.too_long(line_before, i));
                     }
+                    let raw = &self.buf[self.rec_start..self.pos];
+                    // `contains` on bytes is a memchr: records without a quote cost no scan.
+                    if raw.contains(&self.quote)
+                        && let Some((line, column)) =
+                            text_after_quote(raw, self.delimiter, self.quote, line_before)
+                    {
+                        return Err(ReadError::TextAfterQuote { line, column });
+                    }
                     if at_end {
                         return self.finish_unterminated(line_before);
                     }
@@ -230,13 +246,16 @@ impl RecordReader {
         }
     }
 
-    /// The record just read ended at the end of the file, without a terminator: an error if
-    /// a quote is still open (unless it opened on this last line and the record is held
-    /// back), held back if asked, else a record.
+    /// The record just read ended at the end of the file, without a terminator: held back
+    /// if asked — also when a quoted field is still open, line breaks in it or not: a writer
+    /// may be between the two halves of a field spanning lines, and the record is read whole
+    /// once it is complete ([`RecordReader::held_open_quote`] says where the quote opened) —
+    /// else an error if a quote is still open, else a record.
     fn finish_unterminated(&mut self, line_before: u64) -> Result<Next, ReadError> {
         let raw = &self.buf[self.rec_start..self.pos];
         match open_quote(raw, self.delimiter, self.quote, line_before) {
-            Some((_, false)) | None if self.hold_unterminated => {
+            open if self.hold_unterminated => {
+                self.held_open_quote = open.map(|(line, _)| line);
                 self.pos = self.rec_start;
                 self.nfields = 0;
                 self.core.reset();
@@ -295,6 +314,12 @@ impl RecordReader {
     /// The file offset right after the last byte consumed (after the current record).
     pub(super) fn offset(&self) -> u64 {
         self.base + self.pos as u64
+    }
+
+    /// After [`Next::HeldBack`]: the line where a quote still open at the end of the file
+    /// opened (`None` when the held-back record has no open quote).
+    pub(super) fn held_open_quote(&self) -> Option<u64> {
+        self.held_open_quote
     }
 
     /// The line at [`RecordReader::offset`].
@@ -418,6 +443,51 @@ fn open_quote(raw: &[u8], delimiter: u8, quote: u8, mut line: u64) -> Option<(u6
     (state == State::Quoted).then_some(opened)
 }
 
+/// The first quoted field of the record in `raw` (its bytes, leading line breaks included,
+/// starting at line `line`) with text between its closing quote and the next delimiter or
+/// line break (`"bob"x`): the line of that text and the field's column (1-based). The
+/// tokenizer's rules as in [`open_quote`]; a quote inside a bare field (`a"b`) is text and
+/// kept as written, so it is not reported.
+fn text_after_quote(raw: &[u8], delimiter: u8, quote: u8, mut line: u64) -> Option<(u64, usize)> {
+    #[derive(PartialEq)]
+    enum State {
+        FieldStart,
+        Bare,
+        Quoted,
+        QuoteInQuoted,
+    }
+    let mut state = State::FieldStart;
+    let mut column = 1;
+    // Line breaks before the first field are skipped empty lines, not the record's end.
+    let mut started = false;
+    for &b in raw {
+        let line_break = b == b'\n' || b == b'\r';
+        if line_break && state != State::Quoted && started {
+            return None;
+        }
+        started |= !line_break;
+        state = match state {
+            State::FieldStart | State::Bare if b == delimiter => {
+                column += 1;
+                State::FieldStart
+            }
+            State::FieldStart if b == quote => State::Quoted,
+            State::FieldStart if line_break => State::FieldStart,
+            State::FieldStart | State::Bare => State::Bare,
+            State::Quoted if b == quote => State::QuoteInQuoted,
+            State::Quoted => State::Quoted,
+            State::QuoteInQuoted if b == quote => State::Quoted,
+            State::QuoteInQuoted if b == delimiter => {
+                column += 1;
+                State::FieldStart
+            }
+            State::QuoteInQuoted => return Some((line, column)),
+        };
+        line += u64::from(b == b'\n');
+    }
+    None
+}
+
 fn read_up_to(file: &mut File, out: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < out.len() {
@@ -503,19 +573,30 @@ mod tests {
             assert_eq!((r.offset(), r.line_after()), (7, 3), "size {size}");
             assert_eq!(r.read_record().expect("again"), Next::HeldBack);
             assert_eq!(r.offset(), 7, "size {size}");
-            // A quote open at the end: an error at its line, also when held back, unless
-            // it opened on the last line (then it is an unfinished last line).
-            for hold in [false, true] {
-                let (_f, r) = reader_over(b"id,v\n1,\"a\nb\n2,c\n", size);
-                let mut r = r.with_limits(hold, 1 << 20);
-                assert_eq!(r.read_record().expect("header"), Next::Record);
-                match r.read_record() {
-                    Err(ReadError::UnclosedQuote { line, record_line }) => {
-                        assert_eq!((line, record_line), (2, 2), "size {size}");
-                    }
-                    other => panic!("size {size}: {other:?}"),
+            // A quote open at the end: an error at its line when the file is complete;
+            // held back when the file may still grow (a field spanning lines, half
+            // written), wherever the quote opened, the reader before the record.
+            let (_f, r) = reader_over(b"id,v\n1,\"a\nb\n2,c\n", size);
+            let mut r = r.with_limits(false, 1 << 20);
+            assert_eq!(r.read_record().expect("header"), Next::Record);
+            match r.read_record() {
+                Err(ReadError::UnclosedQuote { line, record_line }) => {
+                    assert_eq!((line, record_line), (2, 2), "size {size}");
                 }
+                other => panic!("size {size}: {other:?}"),
             }
+            let (_f, r) = reader_over(b"id,v\n0,z\n1,\"a\nb\n2,c\n", size);
+            let mut r = r.with_limits(true, 1 << 20);
+            for _ in 0..2 {
+                assert_eq!(r.read_record().expect("record"), Next::Record);
+            }
+            assert_eq!(
+                r.read_record().expect("held"),
+                Next::HeldBack,
+                "size {size}"
+            );
+            assert_eq!((r.offset(), r.line_after()), (9, 3), "size {size}");
+            assert_eq!(r.held_open_quote(), Some(3), "size {size}");
             let (_f, r) = reader_over(b"id,v\n1,\"a", size);
             let mut r = r.with_limits(true, 1 << 20);
             assert_eq!(r.read_record().expect("header"), Next::Record);
@@ -548,5 +629,41 @@ mod tests {
             "after the closing quote the field is bare"
         );
         assert_eq!(q(b"1,\"a\",\"b"), Some((1, false)));
+    }
+
+    #[test]
+    fn text_after_a_closing_quote_is_found() {
+        let t = |raw: &[u8]| text_after_quote(raw, b',', b'"', 1);
+        assert_eq!(t(b"1,\"bob\"x\n"), Some((1, 2)));
+        assert_eq!(
+            t(b"\n\n\"a\nb\" ,2\n"),
+            Some((4, 1)),
+            "after empty lines and a line break"
+        );
+        assert_eq!(
+            t(b"\"a\"\"b\",\"\"\r\n"),
+            None,
+            "doubled quotes, an empty quoted field"
+        );
+        assert_eq!(t(b"a\"b,c\n"), None, "a quote inside a bare field is text");
+        assert_eq!(t(b"\"a\"\n\"b\"x"), None, "only the first record counts");
+        assert_eq!(t(b"x,\"a\""), None, "closed at the end of the input");
+        // Through the reader: an error at the line and column, at every read size.
+        for size in 1..12 {
+            let (_f, mut r) = reader_over(b"id,name\n1,\"bob\"\n2,\"bob\"x\n", size);
+            for _ in 0..2 {
+                assert_eq!(
+                    r.read_record().expect("record"),
+                    Next::Record,
+                    "size {size}"
+                );
+            }
+            match r.read_record() {
+                Err(ReadError::TextAfterQuote { line, column }) => {
+                    assert_eq!((line, column), (3, 2), "size {size}");
+                }
+                other => panic!("size {size}: {other:?}"),
+            }
+        }
     }
 }
