@@ -325,6 +325,22 @@ fn text_after_a_closing_csv_quote_is_an_error_naming_file_line_and_column() {
     assert_eq!(dir.jsonl("out.jsonl"), records(&[("1", "5'10\"")]));
 }
 
+/// Numbers in a JSON Lines source come out with exactly the text they had: `1e400` (out of
+/// f64 range), `1E5`, `-0`, `1.10`, a 20-digit integer. On the old code exponents came out
+/// respelled (`1e+400`, `1e+5`).
+#[test]
+fn jsonl_numbers_keep_the_text_they_were_written_with() {
+    let line = r#"{"a":1e400,"b":1E5,"c":-0,"d":1.10,"e":12345678901234567890,"f":-2.5E-3,"g":[1E2,{"h":1e400}],"i":7}"#;
+    let dir = Dir::new();
+    dir.write("in.jsonl", format!("{line}\n"));
+    dir.write(
+        "p.yaml",
+        pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.lines("out.jsonl"), [line]);
+}
+
 #[test]
 fn a_partial_last_line_waits_for_its_line_break() {
     for (source, line, first, rest) in [
