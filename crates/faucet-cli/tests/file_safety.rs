@@ -341,6 +341,86 @@ fn jsonl_numbers_keep_the_text_they_were_written_with() {
     assert_eq!(dir.lines("out.jsonl"), [line]);
 }
 
+/// A run whose source refuses to start (a missing file, a FIFO, a declared column the
+/// header lacks) leaves no output file and no output directory behind, nor does a run with
+/// no records; the first record creates both. On the old code an empty `out/x.jsonl` was
+/// left.
+#[test]
+fn a_run_that_writes_nothing_leaves_no_output_file() {
+    let cases: [(&str, &str, &str, i32); 3] = [
+        ("id,v\n1,a\n", "./missing.csv", "", 1),
+        ("id,v\n1,a\n", "./in.csv", ", columns: [nope]", 2),
+        ("id,v\n", "./in.csv", "", 0),
+    ];
+    for (data, input, extra, code) in cases {
+        let dir = Dir::new();
+        dir.write("in.csv", data);
+        dir.write(
+            "p.yaml",
+            pipeline("csv", input, extra, "./out/sub/x.jsonl", false),
+        );
+        let run = dir.faucet(&["run", "p.yaml"]);
+        assert_eq!(run.code, code, "{input}: {}", run.stderr);
+        assert!(!dir.join("out").exists(), "{input}: the output was created");
+    }
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out/sub/x.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    dir.append("in.csv", "1,a\n");
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.jsonl("out/sub/x.jsonl"), records(&[("1", "a")]));
+}
+
+/// A sink path that is a symbolic link: to a regular file, the lines are appended to that
+/// file and the link stays a link (as the shell's `>>`); a dangling link is refused, naming
+/// the link and where it points, and nothing is created there.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_sink_path_appends_to_its_target_and_a_dangling_one_is_refused() {
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n");
+    dir.write("real.jsonl", "{\"id\":\"0\",\"v\":\"z\"}\n");
+    std::os::unix::fs::symlink("real.jsonl", dir.join("out.jsonl")).expect("symlink");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", true),
+    );
+    // A fresh state but a non-empty target is the lost-bookmark refusal, through the link.
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(1)
+        .stderr_has(&["already holds data"]);
+    dir.write("real.jsonl", "");
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.jsonl("real.jsonl"), records(&[("1", "a")]));
+    let link = std::fs::symlink_metadata(dir.join("out.jsonl")).expect("link");
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n");
+    std::os::unix::fs::symlink("elsewhere/new.jsonl", dir.join("out.jsonl")).expect("symlink");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+    );
+    for cmd in ["run", "doctor"] {
+        let run = dir.faucet(&[cmd, "p.yaml"]);
+        assert_eq!(run.code, 1, "{cmd}: {}{}", run.stdout, run.stderr);
+        let all = format!("{}{}", run.stdout, run.stderr);
+        for needle in ["out.jsonl", "symbolic link", "elsewhere/new.jsonl"] {
+            assert!(all.contains(needle), "{cmd}: lacks {needle:?}: {all}");
+        }
+        assert!(
+            !dir.join("elsewhere").exists(),
+            "{cmd}: created through the link"
+        );
+    }
+    assert_eq!(bookmark(&dir), Value::Null, "nothing committed");
+}
+
 #[test]
 fn a_partial_last_line_waits_for_its_line_break() {
     for (source, line, first, rest) in [
