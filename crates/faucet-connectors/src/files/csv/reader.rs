@@ -217,12 +217,7 @@ impl RecordReader {
                     }) {
                         return Err(self.too_long(line_before, i));
                     }
-                    let raw = &self.buf[self.rec_start..self.pos];
-                    // `contains` on bytes is a memchr: records without a quote cost no scan.
-                    if raw.contains(&self.quote)
-                        && let Some((line, column)) =
-                            text_after_quote(raw, self.delimiter, self.quote, line_before)
-                    {
+                    if let Some((line, column)) = self.text_after_quote(line_before) {
                         return Err(ReadError::TextAfterQuote { line, column });
                     }
                     if at_end {
@@ -268,6 +263,57 @@ impl RecordReader {
             }),
             None => Ok(Next::Record),
         }
+    }
+
+    /// The first quoted field of the record just read with text between its closing quote
+    /// and the next delimiter or line break (`"bob"x`, which the tokenizer reads as `bobx`):
+    /// the line of that text and the field's column (1-based). A quote inside a bare field
+    /// (`a"b`) is text, kept as written, and not reported.
+    ///
+    /// Cost: nothing more for a record without a quoted field (its raw length is its fields'
+    /// length plus delimiters, checked in O(1)); otherwise a bare field is stepped over by its
+    /// length (its raw bytes are its value) and a quoted one is scanned for its closing quote.
+    fn text_after_quote(&self, line_before: u64) -> Option<(u64, usize)> {
+        let raw = &self.buf[self.rec_start..self.pos];
+        let (q, n) = (self.quote, self.nfields);
+        let is_break = |b: u8| b == b'\n' || b == b'\r';
+        let lead = raw.iter().take_while(|b| is_break(**b)).count();
+        let term = usize::from(raw.len() > lead && raw.last().is_some_and(|b| is_break(*b)));
+        let values = if n == 0 { 0 } else { self.ends[n - 1] };
+        // Every byte of a bare record is a value byte or a delimiter; a quoted field adds at
+        // least its two quotes (an open one at the end of the file, whose last line break
+        // may be taken for the terminator, at least one minus that one).
+        if raw.len() == lead + term + values + n.saturating_sub(1) {
+            return None;
+        }
+        let mut i = lead;
+        for column in 0..n {
+            if raw.get(i) == Some(&q) {
+                // The closing quote: the next quote not doubled.
+                let mut j = i + 1;
+                loop {
+                    j += raw.get(j..)?.iter().position(|b| *b == q)?;
+                    if raw.get(j + 1) != Some(&q) {
+                        break;
+                    }
+                    j += 2;
+                }
+                match raw.get(j + 1) {
+                    Some(b) if *b != self.delimiter && !is_break(*b) => {
+                        let breaks = raw[..=j].iter().filter(|b| **b == b'\n').count();
+                        return Some((line_before + breaks as u64, column + 1));
+                    }
+                    _ => i = j + 1,
+                }
+            } else {
+                i += self.field(column).len();
+            }
+            if raw.get(i) != Some(&self.delimiter) {
+                return None;
+            }
+            i += 1;
+        }
+        None
     }
 
     /// Moves the current record's raw bytes to the front and reads more.
@@ -443,51 +489,6 @@ fn open_quote(raw: &[u8], delimiter: u8, quote: u8, mut line: u64) -> Option<(u6
     (state == State::Quoted).then_some(opened)
 }
 
-/// The first quoted field of the record in `raw` (its bytes, leading line breaks included,
-/// starting at line `line`) with text between its closing quote and the next delimiter or
-/// line break (`"bob"x`): the line of that text and the field's column (1-based). The
-/// tokenizer's rules as in [`open_quote`]; a quote inside a bare field (`a"b`) is text and
-/// kept as written, so it is not reported.
-fn text_after_quote(raw: &[u8], delimiter: u8, quote: u8, mut line: u64) -> Option<(u64, usize)> {
-    #[derive(PartialEq)]
-    enum State {
-        FieldStart,
-        Bare,
-        Quoted,
-        QuoteInQuoted,
-    }
-    let mut state = State::FieldStart;
-    let mut column = 1;
-    // Line breaks before the first field are skipped empty lines, not the record's end.
-    let mut started = false;
-    for &b in raw {
-        let line_break = b == b'\n' || b == b'\r';
-        if line_break && state != State::Quoted && started {
-            return None;
-        }
-        started |= !line_break;
-        state = match state {
-            State::FieldStart | State::Bare if b == delimiter => {
-                column += 1;
-                State::FieldStart
-            }
-            State::FieldStart if b == quote => State::Quoted,
-            State::FieldStart if line_break => State::FieldStart,
-            State::FieldStart | State::Bare => State::Bare,
-            State::Quoted if b == quote => State::QuoteInQuoted,
-            State::Quoted => State::Quoted,
-            State::QuoteInQuoted if b == quote => State::Quoted,
-            State::QuoteInQuoted if b == delimiter => {
-                column += 1;
-                State::FieldStart
-            }
-            State::QuoteInQuoted => return Some((line, column)),
-        };
-        line += u64::from(b == b'\n');
-    }
-    None
-}
-
 fn read_up_to(file: &mut File, out: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < out.len() {
@@ -631,23 +632,70 @@ mod tests {
         assert_eq!(q(b"1,\"a\",\"b"), Some((1, false)));
     }
 
+    /// The first [`ReadError::TextAfterQuote`] reading every record of `bytes` (a complete
+    /// file), the same at every read size.
+    fn text_after(bytes: &[u8]) -> Option<(u64, usize)> {
+        let first = |size| {
+            let (_f, mut r) = reader_over(bytes, size);
+            loop {
+                match r.read_record() {
+                    Ok(Next::Record) => {}
+                    Ok(_) => return None,
+                    Err(ReadError::TextAfterQuote { line, column }) => return Some((line, column)),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        };
+        let want = first(1 << 16);
+        for size in 1..12 {
+            assert_eq!(first(size), want, "read size {size}");
+        }
+        want
+    }
+
     #[test]
     fn text_after_a_closing_quote_is_found() {
-        let t = |raw: &[u8]| text_after_quote(raw, b',', b'"', 1);
-        assert_eq!(t(b"1,\"bob\"x\n"), Some((1, 2)));
+        assert_eq!(text_after(b"1,\"bob\"x\n"), Some((1, 2)));
         assert_eq!(
-            t(b"\n\n\"a\nb\" ,2\n"),
+            text_after(b"a,b\n1,\"bob\"x\"\n"),
+            Some((2, 2)),
+            "a quote after it"
+        );
+        assert_eq!(
+            text_after(b"\n\n\"a\nb\" ,2\n"),
             Some((4, 1)),
             "after empty lines and a line break"
         );
         assert_eq!(
-            t(b"\"a\"\"b\",\"\"\r\n"),
-            None,
-            "doubled quotes, an empty quoted field"
+            text_after(b"x,\"\"\"bob\"\"\"x,y\r\n"),
+            Some((1, 2)),
+            "after doubled quotes"
         );
-        assert_eq!(t(b"a\"b,c\n"), None, "a quote inside a bare field is text");
-        assert_eq!(t(b"\"a\"\n\"b\"x"), None, "only the first record counts");
-        assert_eq!(t(b"x,\"a\""), None, "closed at the end of the input");
+        assert_eq!(
+            text_after(b"\"\"x,1\n"),
+            Some((1, 1)),
+            "after an empty quoted field"
+        );
+        assert_eq!(
+            text_after(b"\"a\"\"b\",\"\"\r\n\"x,y\",\"\"\"\"\n"),
+            None,
+            "doubled quotes, empty quoted fields, CRLF"
+        );
+        assert_eq!(
+            text_after(b"a\"b,c\"\"\n"),
+            None,
+            "quotes inside bare fields are text"
+        );
+        assert_eq!(
+            text_after(b"\"a\"\n\"b\"x\n"),
+            Some((2, 1)),
+            "the second record"
+        );
+        assert_eq!(
+            text_after(b"x,\"a\""),
+            None,
+            "closed at the end of the file"
+        );
         // Through the reader: an error at the line and column, at every read size.
         for size in 1..12 {
             let (_f, mut r) = reader_over(b"id,name\n1,\"bob\"\n2,\"bob\"x\n", size);
