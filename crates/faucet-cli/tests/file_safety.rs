@@ -218,6 +218,26 @@ fn an_unclosed_csv_quote_is_an_error_at_the_line_it_opened() {
         ("id,name\n1,alice\n2,\"bo\"\"b\n3,carol\n", 3),
         ("id,name\n1,\"a\nb\"\n2,x\n3,\"carol,\n", 5),
     ] {
+        // A complete file (`read`): the quote is never closed, an error at its line.
+        let dir = Dir::new();
+        dir.write("in.csv", data);
+        dir.write(
+            "p.yaml",
+            pipeline(
+                "csv",
+                "./in.csv",
+                ", unterminated_last_line: read",
+                "./out.jsonl",
+                false,
+            ),
+        );
+        let run = dir.faucet(&["run", "p.yaml"]);
+        run.expect_code(1)
+            .stderr_has(&[&format!("in.csv:{line}"), "never closed"]);
+        let out = dir.lines("out.jsonl").join("\n");
+        assert!(!out.contains("carol"), "{data:?}: {out}");
+        // A file that may still grow (`wait`, the default): the record is held back, and
+        // the warning names the line of the open quote and the way to see the error.
         let dir = Dir::new();
         dir.write("in.csv", data);
         dir.write(
@@ -225,11 +245,180 @@ fn an_unclosed_csv_quote_is_an_error_at_the_line_it_opened() {
             pipeline("csv", "./in.csv", "", "./out.jsonl", false),
         );
         let run = dir.faucet(&["run", "p.yaml"]);
-        run.expect_code(1)
-            .stderr_has(&[&format!("in.csv:{line}"), "never closed"]);
+        run.expect_code(0).stderr_has(&[
+            &format!("quote_line={line}"),
+            "still open",
+            "unterminated_last_line: read",
+        ]);
         let out = dir.lines("out.jsonl").join("\n");
         assert!(!out.contains("carol"), "{data:?}: {out}");
     }
+}
+
+/// A quoted field spanning lines, written in two parts by a writer still appending: the
+/// first run delivers the records before it and holds it back; once the quote is closed,
+/// the next run reads it whole, once. On the old code the first run failed with "never
+/// closed" at the line of the quote.
+#[test]
+fn a_quoted_field_spanning_lines_written_in_two_parts_is_read_whole() {
+    for first in [
+        "id,v\n1,a\n2,\"multi\n",
+        "id,v\n1,a\n2,\"multi\nli",
+        "id,v\n1,a\n2,\"multi",
+    ] {
+        let rest = &"id,v\n1,a\n2,\"multi\nline\"\n3,c\n"[first.len()..];
+        let dir = Dir::new();
+        dir.write("in.csv", first);
+        dir.write(
+            "p.yaml",
+            pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+        );
+        dir.faucet(&["run", "p.yaml"])
+            .expect_code(0)
+            .stderr_has(&["in.csv:3"]);
+        assert_eq!(dir.jsonl("out.jsonl"), records(&[("1", "a")]), "{first:?}");
+        dir.append("in.csv", rest);
+        dir.faucet(&["run", "p.yaml"]).expect_code(0);
+        assert_eq!(
+            dir.jsonl("out.jsonl"),
+            records(&[("1", "a"), ("2", "multi\nline"), ("3", "c")]),
+            "{first:?}"
+        );
+    }
+}
+
+/// Text after the closing quote of a quoted field (`"bob"x`) is an error naming the file,
+/// the line and the column, at any position of the record; nothing of it is delivered. On
+/// the old code it was read as `bobx`, silently.
+#[test]
+fn text_after_a_closing_csv_quote_is_an_error_naming_file_line_and_column() {
+    for (data, line, column) in [
+        ("id,v\n1,a\n2,b\n3,\"bob\"x\n", 4, "column 2 `v`"),
+        ("id,v\n1,a\n\"2\" ,b\n", 3, "column 1 `id`"),
+        ("id,v\n1,\"a\nb\"c\n", 3, "column 2 `v`"),
+    ] {
+        let dir = Dir::new();
+        dir.write("in.csv", data);
+        dir.write(
+            "p.yaml",
+            pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+        );
+        dir.faucet(&["run", "p.yaml"]).expect_code(1).stderr_has(&[
+            &format!("in.csv:{line}"),
+            column,
+            "closing quote",
+        ]);
+        let out = dir.lines("out.jsonl").join("\n");
+        assert!(
+            !out.contains("bob") && !out.contains("bc"),
+            "{data:?}: {out}"
+        );
+    }
+    // A quote inside an unquoted field is text, kept as written.
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,5'10\"\n");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.jsonl("out.jsonl"), records(&[("1", "5'10\"")]));
+}
+
+/// Numbers in a JSON Lines source come out with exactly the text they had: `1e400` (out of
+/// f64 range), `1E5`, `-0`, `1.10`, a 20-digit integer. On the old code exponents came out
+/// respelled (`1e+400`, `1e+5`).
+#[test]
+fn jsonl_numbers_keep_the_text_they_were_written_with() {
+    let line = r#"{"a":1e400,"b":1E5,"c":-0,"d":1.10,"e":12345678901234567890,"f":-2.5E-3,"g":[1E2,{"h":1e400}],"i":7}"#;
+    let dir = Dir::new();
+    dir.write("in.jsonl", format!("{line}\n"));
+    dir.write(
+        "p.yaml",
+        pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.lines("out.jsonl"), [line]);
+}
+
+/// A run whose source refuses to start (a missing file, a FIFO, a declared column the
+/// header lacks) leaves no output file and no output directory behind, nor does a run with
+/// no records; the first record creates both. On the old code an empty `out/x.jsonl` was
+/// left.
+#[test]
+fn a_run_that_writes_nothing_leaves_no_output_file() {
+    let cases: [(&str, &str, &str, i32); 3] = [
+        ("id,v\n1,a\n", "./missing.csv", "", 1),
+        ("id,v\n1,a\n", "./in.csv", ", columns: [nope]", 2),
+        ("id,v\n", "./in.csv", "", 0),
+    ];
+    for (data, input, extra, code) in cases {
+        let dir = Dir::new();
+        dir.write("in.csv", data);
+        dir.write(
+            "p.yaml",
+            pipeline("csv", input, extra, "./out/sub/x.jsonl", false),
+        );
+        let run = dir.faucet(&["run", "p.yaml"]);
+        assert_eq!(run.code, code, "{input}: {}", run.stderr);
+        assert!(!dir.join("out").exists(), "{input}: the output was created");
+    }
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out/sub/x.jsonl", false),
+    );
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    dir.append("in.csv", "1,a\n");
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.jsonl("out/sub/x.jsonl"), records(&[("1", "a")]));
+}
+
+/// A sink path that is a symbolic link: to a regular file, the lines are appended to that
+/// file and the link stays a link (as the shell's `>>`); a dangling link is refused, naming
+/// the link and where it points, and nothing is created there.
+#[cfg(unix)]
+#[test]
+fn a_symlinked_sink_path_appends_to_its_target_and_a_dangling_one_is_refused() {
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n");
+    dir.write("real.jsonl", "{\"id\":\"0\",\"v\":\"z\"}\n");
+    std::os::unix::fs::symlink("real.jsonl", dir.join("out.jsonl")).expect("symlink");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", true),
+    );
+    // A fresh state but a non-empty target is the lost-bookmark refusal, through the link.
+    dir.faucet(&["run", "p.yaml"])
+        .expect_code(1)
+        .stderr_has(&["already holds data"]);
+    dir.write("real.jsonl", "");
+    dir.faucet(&["run", "p.yaml"]).expect_code(0);
+    assert_eq!(dir.jsonl("real.jsonl"), records(&[("1", "a")]));
+    let link = std::fs::symlink_metadata(dir.join("out.jsonl")).expect("link");
+    assert!(link.file_type().is_symlink(), "the link was replaced");
+
+    let dir = Dir::new();
+    dir.write("in.csv", "id,v\n1,a\n");
+    std::os::unix::fs::symlink("elsewhere/new.jsonl", dir.join("out.jsonl")).expect("symlink");
+    dir.write(
+        "p.yaml",
+        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
+    );
+    for cmd in ["run", "doctor"] {
+        let run = dir.faucet(&[cmd, "p.yaml"]);
+        assert_eq!(run.code, 1, "{cmd}: {}{}", run.stdout, run.stderr);
+        let all = format!("{}{}", run.stdout, run.stderr);
+        for needle in ["out.jsonl", "symbolic link", "elsewhere/new.jsonl"] {
+            assert!(all.contains(needle), "{cmd}: lacks {needle:?}: {all}");
+        }
+        assert!(
+            !dir.join("elsewhere").exists(),
+            "{cmd}: created through the link"
+        );
+    }
+    assert_eq!(bookmark(&dir), Value::Null, "nothing committed");
 }
 
 #[test]

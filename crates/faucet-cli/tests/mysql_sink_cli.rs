@@ -8,7 +8,8 @@
 //!   before the first run, one of its transactions several pages long, exactly once);
 //! * requests that cannot be met exit 3 before any data moves: an append target behind a
 //!   non-deterministic source with a memory state store, and a MyISAM/Aria target with
-//!   `effectively_once`; an at-least-once run into that target exits 2 naming the engine.
+//!   `effectively_once`; an at-least-once run into that target exits 2 naming the engine,
+//!   also when the atomic watermark was derived (a csv source), never effectively-once.
 //!
 //! `FAUCET_SOAK=1` runs more random kills.
 
@@ -147,6 +148,28 @@ fn unmet_requests_into_mysql_are_refused_before_any_data_moves() {
         mariadb(&format!("SELECT COUNT(*) FROM `{db}`.`my`")),
         [["0"]],
         "at-least-once: rows were written"
+    );
+    // The same at-least-once request with a csv source (deterministic: the atomic watermark
+    // is derived, so the run asks for the commit token): the same words, nothing written.
+    // On the old code this said "effectively-once delivery cannot be met" (exit 3).
+    dir.write(
+        "c.yaml",
+        format!(
+            "version: 1\nname: c\npipeline:\n  source: {{ type: csv, config: {{ path: ./in.csv, \
+             columns: {{ id: int, v: int }} }} }}\n  sink: {}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  \
+             delivery: at_least_once\n",
+            sink("my")
+        ),
+    );
+    let run = dir.faucet_env(&["run", "c.yaml"], &env);
+    run.expect_code(USAGE)
+        .stderr_has(&["MyISAM engine", "ENGINE=InnoDB", "half-written"]);
+    assert!(!run.stderr.contains("effectively-once"), "{}", run.stderr);
+    assert_eq!(
+        mariadb(&format!("SELECT COUNT(*) FROM `{db}`.`my`")),
+        [["0"]],
+        "at-least-once from csv: rows were written"
     );
     assert_eq!(tables(&db), ["aria", "my", "src"], "nothing was created");
     mariadb(&format!("DROP DATABASE `{db}`"));

@@ -284,6 +284,50 @@ fn cdc_into_an_append_sink_appends_change_records_to_an_audit_table() {
     assert_eq!(got[3].3.as_deref(), Some(r#"{"v": "drei", "id": 3}"#));
 }
 
+/// `faucet doctor` on `postgres-cdc` → an existing `postgres` `append` table that lacks the
+/// audit columns the sink writes for change records: the sink probe fails naming each
+/// missing column and the `ALTER TABLE` that adds them; run as given, that statement makes
+/// the probe pass. On the old code doctor passed, and the run failed at its first change.
+#[test]
+fn doctor_names_the_audit_columns_an_append_table_lacks() {
+    let names = Names::new("auditcols", "edge_auditcols_");
+    let log = names.quoted("items_log");
+    sql(&format!(
+        "CREATE TABLE {} (id bigint PRIMARY KEY, v text); \
+         CREATE TABLE {log} (op text, \"table\" text, before jsonb)",
+        names.quoted("items")
+    ));
+    let dir = Dir::new();
+    dir.write(
+        "p.yaml",
+        pipeline(
+            "edgeauditcols",
+            &names.cdc_source(&["items"]),
+            &names.pg_sink("items_log", ""),
+            "",
+        ),
+    );
+    let run = faucet(&dir, &["doctor", "p.yaml"]);
+    run.expect_code(1).stdout_has(&[
+        "has no column lsn, commit_ts, after, unchanged_toast",
+        "change records, appended as rows",
+        "write_mode: upsert",
+    ]);
+    let alter = run
+        .stdout
+        .split("(`ALTER TABLE ")
+        .nth(1)
+        .and_then(|rest| rest.split("`)").next())
+        .unwrap_or_else(|| panic!("no ALTER TABLE in: {}", run.stdout));
+    assert!(
+        alter.contains("ADD COLUMN \"unchanged_toast\" text[]"),
+        "{alter}"
+    );
+    sql(&format!("ALTER TABLE {alter}"));
+    faucet(&dir, &["doctor", "p.yaml"]).expect_code(0);
+    assert!(!slot_exists(&names.slot), "doctor created the slot");
+}
+
 /// `faucet replicate` into an append sink with `create_table: true`: the snapshot's `op: r`
 /// records and the changes after it land in one audit table.
 #[test]

@@ -17,11 +17,13 @@ fn scheduled(name: &str, csv: &str) -> String {
     )
 }
 
-/// Two scheduled rows in `pipelines/`: `good` (50 rows) and `bad` (a quote never closed).
+/// Two scheduled rows in `pipelines/`: `good` (50 rows) and `bad` (text after a closing
+/// quote, an error at line 2; a quote never closed would be held back under the default
+/// `unterminated_last_line: wait`, not fail).
 fn two_pipelines() -> Dir {
     let dir = Dir::new();
     dir.write("good.csv", numbered_csv(1, 50, true));
-    dir.write("bad.csv", "id,name\n1,\"never closed\n2,x\n");
+    dir.write("bad.csv", "id,name\n1,\"closed\"early\n2,x\n");
     dir.write("pipelines/good.yaml", scheduled("good", "good.csv"));
     dir.write("pipelines/bad.yaml", scheduled("bad", "bad.csv"));
     dir
@@ -70,7 +72,10 @@ fn scheduled_rows_run_a_failing_one_is_isolated_and_pause_survives_a_restart() {
     );
     let bad = server.wait_for("bad", "FAILED", |d| d["state"] == "FAILED");
     let error = bad["error"].as_str().expect("an error");
-    assert!(error.contains("line 2"), "the error names the line: {bad}");
+    assert!(
+        error.contains("bad.csv:2"),
+        "the error names the line: {bad}"
+    );
     assert_eq!(bad["last_error"]["message"], bad["error"], "{bad}");
     assert_eq!(
         ids(&dir.jsonl("out/good.jsonl")),

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::FaucetError;
 use crate::page::{Bookmark, Page};
+use crate::value::Schema;
 
 pub use crate::delivery::SinkCapabilities;
 
@@ -53,6 +54,17 @@ pub trait Sink: Send + Sync {
     /// # Errors
     /// The failing prerequisite, with its fix in the message.
     async fn check(&self) -> Result<(), FaucetError>;
+
+    /// Probes, without writing, whether the target takes pages of `schema` (for `faucet
+    /// doctor`, when the source fixes its schema up front: [`crate::Source::record_schema`]).
+    /// The default accepts any schema; a sink writing into an existing table checks that
+    /// every column it would write is there.
+    ///
+    /// # Errors
+    /// The missing prerequisite (a column), with its fix in the message.
+    async fn check_schema(&self, _schema: &Schema) -> Result<(), FaucetError> {
+        Ok(())
+    }
 }
 
 /// An open sink.

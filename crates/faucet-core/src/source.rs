@@ -10,6 +10,7 @@
 //! transaction or a file); hold no more than about one page in memory; end the stream when
 //! the read's cancellation token fires, returning the records already in hand first.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -17,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::FaucetError;
 use crate::page::{Bookmark, Page};
+use crate::value::Schema;
 
 pub use crate::delivery::ReplayGuarantee;
 
@@ -150,6 +152,15 @@ pub trait Source: Send + Sync {
     /// [`FaucetError::Bookmark`]), or the failing prerequisite.
     async fn check_resume(&self, _from: &Bookmark) -> Result<Option<String>, FaucetError> {
         Ok(None)
+    }
+
+    /// The schema of every page, when the source fixes it without reading: a change-data
+    /// source's change records ([`crate::change::record_schema`]). `None` (the default) when
+    /// the fields come from the data (a query, a file). `faucet doctor` hands it to
+    /// [`crate::Sink::check_schema`], so a target that lacks a field the sink will write is
+    /// found before a run.
+    fn record_schema(&self) -> Option<Arc<Schema>> {
+        None
     }
 
     /// A monitor of what the source's upstream retains for this pipeline while it is not

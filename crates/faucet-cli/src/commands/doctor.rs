@@ -13,6 +13,11 @@
 //! resumes by position or is carried over to another server by GTID), a `resume` line says
 //! so, or fails with the refusal the run would meet.
 //!
+//! A source that fixes its records' schema up front (a change-data source) has the sink
+//! probe also check that the target takes it ([`faucet_core::Sink::check_schema`]: a
+//! `postgres` `append` table lacking an audit column fails here, naming it, not at the
+//! first page of a run).
+//!
 //! Probes never move data or advance a bookmark (a state store's check writes and deletes
 //! only the sentinel key `__faucet_doctor__`), and never print a password. The exit code is
 //! the number of failed probes (at most 100); a config that cannot be loaded is one failed
@@ -135,8 +140,13 @@ async fn probe_row(
 ) {
     let t = Instant::now();
     let (kind, target) = (p.source.type_name().to_owned(), p.source.target());
+    // The schema the source fixes up front (change records), for the sink's probe.
+    let mut schema = None;
     let outcome = match p.source.build() {
-        Ok(source) => within(timeout, source.check()).await,
+        Ok(source) => {
+            schema = source.record_schema();
+            within(timeout, source.check()).await
+        }
         Err(e) => Err(e),
     };
     let hints = p.source.hints();
@@ -153,7 +163,16 @@ async fn probe_row(
     let t = Instant::now();
     let (kind, target) = (p.sink.type_name().to_owned(), p.sink.target());
     let outcome = match p.sink.build() {
-        Ok(sink) => within(timeout, sink.check()).await,
+        Ok(sink) => {
+            within(timeout, async {
+                sink.check().await?;
+                match &schema {
+                    Some(schema) => sink.check_schema(schema).await,
+                    None => Ok(()),
+                }
+            })
+            .await
+        }
         Err(e) => Err(e),
     };
     let hints = p.sink.hints();

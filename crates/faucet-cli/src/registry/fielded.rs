@@ -40,6 +40,10 @@ impl Source for FieldedSource {
         self.inner.resumes_without_bookmark()
     }
 
+    fn record_schema(&self) -> Option<std::sync::Arc<faucet_core::Schema>> {
+        self.inner.record_schema()
+    }
+
     fn retention_monitor(&self) -> Option<Box<dyn faucet_core::RetentionMonitor>> {
         self.inner.retention_monitor()
     }
@@ -137,6 +141,13 @@ impl Sink for FieldedSink {
     async fn check(&self) -> Result<(), FaucetError> {
         self.inner
             .check()
+            .await
+            .map_err(|e| at_field(&self.prefix, e))
+    }
+
+    async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
+        self.inner
+            .check_schema(schema)
             .await
             .map_err(|e| at_field(&self.prefix, e))
     }

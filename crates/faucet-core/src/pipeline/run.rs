@@ -15,7 +15,9 @@
 
 use std::time::Instant;
 
-use crate::delivery::{DeliveryGuarantee, EffectivelyOnceMechanism};
+use crate::delivery::{
+    DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism,
+};
 use crate::error::FaucetError;
 use crate::fault;
 use crate::page::{Bookmark, Page};
@@ -65,7 +67,7 @@ struct Loop<'a> {
 async fn run_leased(
     p: &Pipeline<'_>,
     lease: &LeaseGuard,
-    guarantee: DeliveryGuarantee,
+    mut guarantee: DeliveryGuarantee,
     started: Instant,
 ) -> Result<RunSummary, FaucetError> {
     let key = p.options.state_key.as_str();
@@ -95,10 +97,32 @@ async fn run_leased(
             set_fence(p, writer.as_mut(), lease, key, fence).await?;
         }
     }
-    let atomic =
+    let mut atomic =
         guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
     let token = if atomic {
-        writer.last_committed_token(key).await?
+        match writer.last_committed_token(key).await {
+            Ok(token) => token,
+            // The atomic watermark was derived, not asked for: a sink that finds at open
+            // that this target cannot keep one (a MySQL MyISAM table) leaves the run at the
+            // at-least-once it asked for, in plain writes; the sink's own limits then speak
+            // in those words (the MyISAM table is refused at the first write as not
+            // transactional, not as "effectively-once cannot be met").
+            Err(FaucetError::Delivery(DeliveryError::Unsatisfiable {
+                connector, reason, ..
+            })) if p.options.delivery == DeliveryRequest::AtLeastOnce => {
+                tracing::warn!(
+                    key,
+                    sink = %connector,
+                    reason = %reason,
+                    "the sink cannot keep an atomic watermark for this target; the run is \
+                     at-least-once, as requested"
+                );
+                atomic = false;
+                guarantee = DeliveryGuarantee::AtLeastOnce;
+                None
+            }
+            Err(e) => return Err(e),
+        }
     } else {
         None
     };

@@ -54,7 +54,9 @@ pub struct CsvSourceConfig {
     /// What to do with a last record that does not end in a line break: `wait` (the
     /// default: not read until it has one, so a file still being written is never read
     /// half-way) or `read` (the file is complete; read it as the last record). See
-    /// [`UnterminatedLastLine`].
+    /// [`UnterminatedLastLine`]. A quoted field still open at the end of the file (a field
+    /// spanning lines, half written) is held back with `wait`, an error naming the line of
+    /// its quote with `read`.
     #[serde(default)]
     pub unterminated_last_line: UnterminatedLastLine,
     /// The longest field, in bytes after unquoting; a longer one is an error naming

@@ -12,9 +12,14 @@
 //!   parse as its declared type, or a field longer than `max_field_bytes` is a
 //!   [`FaucetError::Data`] at `<path>:<line>` (the line the record starts on), naming the
 //!   column for field errors; a quote still open at the end of the file is one at the line
-//!   where it opened. Nothing is skipped.
+//!   where it opened. So is text after the closing quote of a quoted field (`"bob"x`), which
+//!   `csv-core` would read as `bobx` without a word; a quote inside an unquoted field
+//!   (`5'10"`) is text and kept as written. Nothing is skipped.
 //! * A last record without a line break is held back until it has one, unless
-//!   `unterminated_last_line: read` (see [`crate::files::UnterminatedLastLine`]).
+//!   `unterminated_last_line: read` (see [`crate::files::UnterminatedLastLine`]); so is one
+//!   whose quoted field is still open at the end of the file, line breaks in it or not (a
+//!   field spanning lines, half written, is read whole by a later run) — with `read`, that
+//!   open quote is the error above.
 //! * Only regular files are read (a FIFO or device is refused before it is opened: a
 //!   bookmark is a byte offset to seek to).
 //! * Memory: the page the run loop holds, at most 8 MiB (estimated) of the next page read

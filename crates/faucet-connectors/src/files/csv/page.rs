@@ -71,10 +71,7 @@ impl CsvPageReader {
                 .read_record()
                 .map_err(|e| reader_error(&dialect, e, &[]))?;
             if next == Next::HeldBack {
-                warn_held_back(
-                    CONNECTOR,
-                    &format!("{}:{}", dialect.label, reader.line_after()),
-                );
+                warn_held(&dialect, &reader);
             }
             if next == Next::Record {
                 header_columns(&dialect, &reader)?
@@ -145,8 +142,7 @@ impl CsvPageReader {
             }
             Next::HeldBack => {
                 self.done = true;
-                let location = format!("{}:{}", self.dialect.label, self.reader.line_after());
-                warn_held_back(CONNECTOR, &location);
+                warn_held(&self.dialect, &self.reader);
                 Ok(None)
             }
         }
@@ -271,6 +267,25 @@ impl PageReader for CsvPageReader {
     }
 }
 
+/// The warning for the record the reader just held back: an unfinished last line, or a
+/// quoted field still open at the end of the file.
+fn warn_held(dialect: &Dialect, reader: &RecordReader) {
+    let location = format!("{}:{}", dialect.label, reader.line_after());
+    match reader.held_open_quote() {
+        None => warn_held_back(CONNECTOR, &location),
+        Some(quote_line) => tracing::warn!(
+            connector = CONNECTOR,
+            location,
+            quote_line,
+            "the record starting here has a quoted field still open at the end of the file \
+             (its quote opened on line {quote_line}): not read (a writer may still be \
+             appending it). A later run reads it once the quote is closed and the line \
+             ends; if the file is complete, the quote is never closed: fix the file, or set \
+             `unterminated_last_line: read` to have it reported as an error"
+        ),
+    }
+}
+
 /// A [`ReadError`] as the source's error: the file, the line and (for a field) the column
 /// among `fields` (empty while reading the header).
 fn reader_error(dialect: &Dialect, e: ReadError, fields: &[Field]) -> FaucetError {
@@ -290,6 +305,22 @@ fn reader_error(dialect: &Dialect, e: ReadError, fields: &[Field]) -> FaucetErro
                      bytes); a quote that is never closed makes one field of the rest of the \
                      file. Fix the file, or raise max_field_bytes if the field is meant",
                     dialect.max_field_bytes
+                ),
+            )
+        }
+        ReadError::TextAfterQuote { line, column } => {
+            let name = fields
+                .get(column - 1)
+                .map(|f| format!(" `{}`", f.name))
+                .unwrap_or_default();
+            FaucetError::data(
+                CONNECTOR,
+                at(line),
+                format!(
+                    "column {column}{name}: text follows the closing quote of a quoted field \
+                     (as in `\"bob\"x`); read leniently it would lose its quotes and become \
+                     `bobx`. Quote the whole field and double the quotes inside it \
+                     (`\"\"\"bob\"\"x\"`), or leave it unquoted"
                 ),
             )
         }

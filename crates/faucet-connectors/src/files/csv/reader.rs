@@ -15,9 +15,11 @@
 //! between records are skipped, as `csv-core` does.
 //!
 //! At the end of the file, a record cut off without a terminator is held back (not
-//! consumed) when the reader is told to ([`RecordReader::with_limits`]); a quoted field still
-//! open there is an error at the line of its opening quote, as is a field longer than the
-//! limit (checked while it is read, so memory stays bounded by a few times the limit).
+//! consumed) when the reader is told to ([`RecordReader::with_limits`]), a quoted field still
+//! open in it included; when not told to, that open field is an error at the line of its
+//! opening quote. A field longer than the limit is an error (checked while it is read, so
+//! memory stays bounded by a few times the limit), and so is text after a closing quote
+//! (`"bob"x`, which `csv-core` alone would read as `bobx`).
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
@@ -49,6 +51,9 @@ pub(super) enum ReadError {
     /// A quote opened at `line` is still open at the end of the file; the record began at
     /// `record_line`.
     UnclosedQuote { line: u64, record_line: u64 },
+    /// Field `column` (1-based), quoted, has text after its closing quote (`"bob"x`), on
+    /// `line`: `csv-core` would read it as `bobx`, dropping the quotes without a word.
+    TextAfterQuote { line: u64, column: usize },
 }
 
 impl From<io::Error> for ReadError {
@@ -88,6 +93,8 @@ pub(super) struct RecordReader {
     hold_unterminated: bool,
     /// The longest field allowed, in unquoted bytes.
     max_field: usize,
+    /// The line of the quote still open in the record last held back, if one was.
+    held_open_quote: Option<u64>,
 }
 
 impl RecordReader {
@@ -121,6 +128,7 @@ impl RecordReader {
             quoted_valid: false,
             hold_unterminated: false,
             max_field: usize::MAX,
+            held_open_quote: None,
         };
         let mut head = [0u8; 3];
         let n = read_up_to(&mut reader.file, &mut head)?;
@@ -209,6 +217,9 @@ impl RecordReader {
                     }) {
                         return Err(self.too_long(line_before, i));
                     }
+                    if let Some((line, column)) = self.text_after_quote(line_before) {
+                        return Err(ReadError::TextAfterQuote { line, column });
+                    }
                     if at_end {
                         return self.finish_unterminated(line_before);
                     }
@@ -230,13 +241,16 @@ impl RecordReader {
         }
     }
 
-    /// The record just read ended at the end of the file, without a terminator: an error if
-    /// a quote is still open (unless it opened on this last line and the record is held
-    /// back), held back if asked, else a record.
+    /// The record just read ended at the end of the file, without a terminator: held back
+    /// if asked — also when a quoted field is still open, line breaks in it or not: a writer
+    /// may be between the two halves of a field spanning lines, and the record is read whole
+    /// once it is complete ([`RecordReader::held_open_quote`] says where the quote opened) —
+    /// else an error if a quote is still open, else a record.
     fn finish_unterminated(&mut self, line_before: u64) -> Result<Next, ReadError> {
         let raw = &self.buf[self.rec_start..self.pos];
         match open_quote(raw, self.delimiter, self.quote, line_before) {
-            Some((_, false)) | None if self.hold_unterminated => {
+            open if self.hold_unterminated => {
+                self.held_open_quote = open.map(|(line, _)| line);
                 self.pos = self.rec_start;
                 self.nfields = 0;
                 self.core.reset();
@@ -249,6 +263,57 @@ impl RecordReader {
             }),
             None => Ok(Next::Record),
         }
+    }
+
+    /// The first quoted field of the record just read with text between its closing quote
+    /// and the next delimiter or line break (`"bob"x`, which the tokenizer reads as `bobx`):
+    /// the line of that text and the field's column (1-based). A quote inside a bare field
+    /// (`a"b`) is text, kept as written, and not reported.
+    ///
+    /// Cost: nothing more for a record without a quoted field (its raw length is its fields'
+    /// length plus delimiters, checked in O(1)); otherwise a bare field is stepped over by its
+    /// length (its raw bytes are its value) and a quoted one is scanned for its closing quote.
+    fn text_after_quote(&self, line_before: u64) -> Option<(u64, usize)> {
+        let raw = &self.buf[self.rec_start..self.pos];
+        let (q, n) = (self.quote, self.nfields);
+        let is_break = |b: u8| b == b'\n' || b == b'\r';
+        let lead = raw.iter().take_while(|b| is_break(**b)).count();
+        let term = usize::from(raw.len() > lead && raw.last().is_some_and(|b| is_break(*b)));
+        let values = if n == 0 { 0 } else { self.ends[n - 1] };
+        // Every byte of a bare record is a value byte or a delimiter; a quoted field adds at
+        // least its two quotes (an open one at the end of the file, whose last line break
+        // may be taken for the terminator, at least one minus that one).
+        if raw.len() == lead + term + values + n.saturating_sub(1) {
+            return None;
+        }
+        let mut i = lead;
+        for column in 0..n {
+            if raw.get(i) == Some(&q) {
+                // The closing quote: the next quote not doubled.
+                let mut j = i + 1;
+                loop {
+                    j += raw.get(j..)?.iter().position(|b| *b == q)?;
+                    if raw.get(j + 1) != Some(&q) {
+                        break;
+                    }
+                    j += 2;
+                }
+                match raw.get(j + 1) {
+                    Some(b) if *b != self.delimiter && !is_break(*b) => {
+                        let breaks = raw[..=j].iter().filter(|b| **b == b'\n').count();
+                        return Some((line_before + breaks as u64, column + 1));
+                    }
+                    _ => i = j + 1,
+                }
+            } else {
+                i += self.field(column).len();
+            }
+            if raw.get(i) != Some(&self.delimiter) {
+                return None;
+            }
+            i += 1;
+        }
+        None
     }
 
     /// Moves the current record's raw bytes to the front and reads more.
@@ -295,6 +360,12 @@ impl RecordReader {
     /// The file offset right after the last byte consumed (after the current record).
     pub(super) fn offset(&self) -> u64 {
         self.base + self.pos as u64
+    }
+
+    /// After [`Next::HeldBack`]: the line where a quote still open at the end of the file
+    /// opened (`None` when the held-back record has no open quote).
+    pub(super) fn held_open_quote(&self) -> Option<u64> {
+        self.held_open_quote
     }
 
     /// The line at [`RecordReader::offset`].
@@ -503,19 +574,30 @@ mod tests {
             assert_eq!((r.offset(), r.line_after()), (7, 3), "size {size}");
             assert_eq!(r.read_record().expect("again"), Next::HeldBack);
             assert_eq!(r.offset(), 7, "size {size}");
-            // A quote open at the end: an error at its line, also when held back, unless
-            // it opened on the last line (then it is an unfinished last line).
-            for hold in [false, true] {
-                let (_f, r) = reader_over(b"id,v\n1,\"a\nb\n2,c\n", size);
-                let mut r = r.with_limits(hold, 1 << 20);
-                assert_eq!(r.read_record().expect("header"), Next::Record);
-                match r.read_record() {
-                    Err(ReadError::UnclosedQuote { line, record_line }) => {
-                        assert_eq!((line, record_line), (2, 2), "size {size}");
-                    }
-                    other => panic!("size {size}: {other:?}"),
+            // A quote open at the end: an error at its line when the file is complete;
+            // held back when the file may still grow (a field spanning lines, half
+            // written), wherever the quote opened, the reader before the record.
+            let (_f, r) = reader_over(b"id,v\n1,\"a\nb\n2,c\n", size);
+            let mut r = r.with_limits(false, 1 << 20);
+            assert_eq!(r.read_record().expect("header"), Next::Record);
+            match r.read_record() {
+                Err(ReadError::UnclosedQuote { line, record_line }) => {
+                    assert_eq!((line, record_line), (2, 2), "size {size}");
                 }
+                other => panic!("size {size}: {other:?}"),
             }
+            let (_f, r) = reader_over(b"id,v\n0,z\n1,\"a\nb\n2,c\n", size);
+            let mut r = r.with_limits(true, 1 << 20);
+            for _ in 0..2 {
+                assert_eq!(r.read_record().expect("record"), Next::Record);
+            }
+            assert_eq!(
+                r.read_record().expect("held"),
+                Next::HeldBack,
+                "size {size}"
+            );
+            assert_eq!((r.offset(), r.line_after()), (9, 3), "size {size}");
+            assert_eq!(r.held_open_quote(), Some(3), "size {size}");
             let (_f, r) = reader_over(b"id,v\n1,\"a", size);
             let mut r = r.with_limits(true, 1 << 20);
             assert_eq!(r.read_record().expect("header"), Next::Record);
@@ -548,5 +630,88 @@ mod tests {
             "after the closing quote the field is bare"
         );
         assert_eq!(q(b"1,\"a\",\"b"), Some((1, false)));
+    }
+
+    /// The first [`ReadError::TextAfterQuote`] reading every record of `bytes` (a complete
+    /// file), the same at every read size.
+    fn text_after(bytes: &[u8]) -> Option<(u64, usize)> {
+        let first = |size| {
+            let (_f, mut r) = reader_over(bytes, size);
+            loop {
+                match r.read_record() {
+                    Ok(Next::Record) => {}
+                    Ok(_) => return None,
+                    Err(ReadError::TextAfterQuote { line, column }) => return Some((line, column)),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        };
+        let want = first(1 << 16);
+        for size in 1..12 {
+            assert_eq!(first(size), want, "read size {size}");
+        }
+        want
+    }
+
+    #[test]
+    fn text_after_a_closing_quote_is_found() {
+        assert_eq!(text_after(b"1,\"bob\"x\n"), Some((1, 2)));
+        assert_eq!(
+            text_after(b"a,b\n1,\"bob\"x\"\n"),
+            Some((2, 2)),
+            "a quote after it"
+        );
+        assert_eq!(
+            text_after(b"\n\n\"a\nb\" ,2\n"),
+            Some((4, 1)),
+            "after empty lines and a line break"
+        );
+        assert_eq!(
+            text_after(b"x,\"\"\"bob\"\"\"x,y\r\n"),
+            Some((1, 2)),
+            "after doubled quotes"
+        );
+        assert_eq!(
+            text_after(b"\"\"x,1\n"),
+            Some((1, 1)),
+            "after an empty quoted field"
+        );
+        assert_eq!(
+            text_after(b"\"a\"\"b\",\"\"\r\n\"x,y\",\"\"\"\"\n"),
+            None,
+            "doubled quotes, empty quoted fields, CRLF"
+        );
+        assert_eq!(
+            text_after(b"a\"b,c\"\"\n"),
+            None,
+            "quotes inside bare fields are text"
+        );
+        assert_eq!(
+            text_after(b"\"a\"\n\"b\"x\n"),
+            Some((2, 1)),
+            "the second record"
+        );
+        assert_eq!(
+            text_after(b"x,\"a\""),
+            None,
+            "closed at the end of the file"
+        );
+        // Through the reader: an error at the line and column, at every read size.
+        for size in 1..12 {
+            let (_f, mut r) = reader_over(b"id,name\n1,\"bob\"\n2,\"bob\"x\n", size);
+            for _ in 0..2 {
+                assert_eq!(
+                    r.read_record().expect("record"),
+                    Next::Record,
+                    "size {size}"
+                );
+            }
+            match r.read_record() {
+                Err(ReadError::TextAfterQuote { line, column }) => {
+                    assert_eq!((line, column), (3, 2), "size {size}");
+                }
+                other => panic!("size {size}: {other:?}"),
+            }
+        }
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! * Lines: fields in schema order, values by [`faucet_core::value::json::write_value`]
 //!   (exact integers and numerics, shortest round-trip floats, base64 bytes, JSON as itself).
-//! * Appends, never truncates output on resume; creates missing parent directories.
+//! * Appends, never truncates output on resume. A missing file (and its missing parent
+//!   directories) is created by the first `write`, not by `open`: a run that writes nothing
+//!   — its source refused to start, found no records, or the run was refused — leaves no
+//!   file behind (`open` only checks that it could be created).
 //! * Durability: `write` serializes into a buffer; each time it passes 256 KiB it is handed
 //!   to a blocking task that writes it while the next chunk is serialized (two buffers, so
 //!   memory stays bounded, and the chunk is still in the CPU cache when the kernel copies
@@ -20,6 +23,10 @@
 //!   the run loop delivers that page again: nothing is lost, and no record is ever glued
 //!   onto a torn line. An unterminated last line longer than 16 MiB is not
 //!   inspected: the open fails, naming the file.
+//! * Symbolic links: a `path` that is a link to a regular file appends to that file, as a
+//!   shell's `>>` does (the link itself is never replaced, and crash repair truncates the
+//!   file it points at); a link to a directory, device or FIFO is refused like the thing
+//!   itself, and a dangling link is refused (no file is created through a link).
 //! * Standard output: `path: "-"` writes the lines to stdout (`faucet run p.yaml | jq`), with
 //!   no fsync, no repair and no lost-bookmark check (what a reader downstream kept is out of
 //!   reach): at-least-once by definition. Any other path that exists and is not a regular
@@ -60,10 +67,12 @@ static PROBE_COUNTER: AtomicU64 = AtomicU64::new(0);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct JsonlSinkConfig {
-    /// The output file; created with its parent directories when missing, appended to when
-    /// present. A relative path is relative to the process's current directory (the CLI
-    /// resolves it against the config file's directory first). `-` is standard output (no
-    /// fsync); another path that is not a regular file is refused.
+    /// The output file; created with its parent directories by the first record when
+    /// missing (a run that writes nothing creates nothing), appended to when present. A
+    /// relative path is relative to the process's current directory (the CLI resolves it
+    /// against the config file's directory first). `-` is standard output (no fsync);
+    /// another path that is not a regular file is refused. A symbolic link is followed to
+    /// the regular file it points at; a dangling one is refused.
     pub path: PathBuf,
 }
 
@@ -149,8 +158,9 @@ impl Sink for JsonlSink {
         ))
     }
 
-    /// Creates missing parent directories, opens the file for appending and inspects its
-    /// last line (repaired before the first write, see the module docs).
+    /// Opens an existing file for appending and inspects its last line (repaired before the
+    /// first write, see the module docs); for a missing file, checks that it can be created
+    /// (as [`Sink::check`]) and leaves its creation to the first write.
     ///
     /// # Errors
     /// [`FaucetError::Write`] naming the file or directory that cannot be created, opened or
@@ -161,11 +171,11 @@ impl Sink for JsonlSink {
         let opened = if to_stdout {
             OpenFile::stdout()?
         } else {
-            blocking::write(CONNECTOR, move || OpenFile::open(&path)).await??
+            blocking::write(CONNECTOR, move || OpenFile::open_existing(&path)).await??
         };
         Ok(Box::new(JsonlWriter {
             path: self.config.path.clone(),
-            file: Arc::new(opened.file),
+            file: opened.file.map(Arc::new),
             buf: Vec::new(),
             in_flight: None,
             spare: Vec::new(),
@@ -198,9 +208,10 @@ impl Sink for JsonlSink {
     }
 }
 
-/// The output file, opened and repaired.
+/// The output file, opened and inspected.
 struct OpenFile {
-    file: File,
+    /// `None`: the file does not exist yet; the first write creates it.
+    file: Option<File>,
     /// Directories holding entries this open created, fsynced at the first flush.
     dirs_to_sync: Vec<PathBuf>,
     /// The unterminated last line found, to repair before the first write.
@@ -230,7 +241,7 @@ impl OpenFile {
             .try_clone_to_owned()
             .map_err(|e| write_error(Path::new("-"), "cannot use standard output as", e))?;
         Ok(Self {
-            file: File::from(fd),
+            file: Some(File::from(fd)),
             dirs_to_sync: Vec::new(),
             tail: None,
         })
@@ -246,6 +257,23 @@ impl OpenFile {
         ))
     }
 
+    /// The file when it exists (opened as [`OpenFile::open`] does); when it does not, only
+    /// checks that it could be created, and changes nothing.
+    fn open_existing(path: &Path) -> Result<Self, FaucetError> {
+        match fs::symlink_metadata(path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                check_writable(path)?;
+                Ok(Self {
+                    file: None,
+                    dirs_to_sync: Vec::new(),
+                    tail: None,
+                })
+            }
+            _ => Self::open(path),
+        }
+    }
+
+    /// Opens the file for appending, creating it and its missing parent directories.
     fn open(path: &Path) -> Result<Self, FaucetError> {
         refuse_special(path)?;
         let parent = parent_dir(path);
@@ -287,7 +315,7 @@ impl OpenFile {
             Err(e) => return Err(write_error(path, "cannot create", e)),
         };
         Ok(Self {
-            file,
+            file: Some(file),
             dirs_to_sync,
             tail,
         })
@@ -295,9 +323,28 @@ impl OpenFile {
 }
 
 /// Refuses a path that exists and is not a regular file (a device, FIFO, directory): the
-/// sink appends to it and fsyncs it, which only a regular file supports.
+/// sink appends to it and fsyncs it, which only a regular file supports. A symbolic link is
+/// followed to what it points at, by the same rule; a link to nothing (dangling) is refused:
+/// the sink creates no file through a link, where the link's owner and not the config
+/// decides where it lands.
 fn refuse_special(path: &Path) -> Result<(), FaucetError> {
+    let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
     match fs::metadata(path) {
+        Err(e) if is_link && e.kind() == io::ErrorKind::NotFound => {
+            let to = fs::read_link(path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_else(|_| "?".to_owned());
+            Err(FaucetError::write(
+                CONNECTOR,
+                format!(
+                    "{} is a symbolic link to {to}, which does not exist: the jsonl sink \
+                     appends to the file a link points at but does not create one through a \
+                     link. Create the file it points at, or set `path` to the file itself",
+                    path.display()
+                ),
+                None,
+            ))
+        }
         Ok(meta) if !meta.is_file() => Err(FaucetError::write(
             CONNECTOR,
             format!(
@@ -471,7 +518,8 @@ fn sync(file: &File, path: &Path, dirs: &[PathBuf]) -> Result<(), FaucetError> {
 /// An open `jsonl` output.
 struct JsonlWriter {
     path: PathBuf,
-    file: Arc<File>,
+    /// `None` until the first write creates a file that did not exist at `open`.
+    file: Option<Arc<File>>,
     /// Serialized lines not yet handed to a write.
     buf: Vec<u8>,
     /// The write in progress (it hands its buffer back), at most one at a time.
@@ -514,6 +562,30 @@ impl JsonlWriter {
         self.keys_for = Some(schema.clone());
     }
 
+    /// The open file (the first write opened or created it).
+    fn file(&self) -> Result<Arc<File>, FaucetError> {
+        self.file.clone().ok_or_else(|| {
+            FaucetError::write(
+                CONNECTOR,
+                format!("{} is not open yet", self.path.display()),
+                None,
+            )
+        })
+    }
+
+    /// Creates the file (and its missing directories) when `open` found none.
+    async fn create_if_missing(&mut self) -> Result<(), FaucetError> {
+        if self.file.is_some() {
+            return Ok(());
+        }
+        let path = self.path.clone();
+        let opened = blocking::write(CONNECTOR, move || OpenFile::open(&path)).await??;
+        self.file = opened.file.map(Arc::new);
+        self.dirs_to_sync = opened.dirs_to_sync;
+        self.tail = opened.tail;
+        Ok(())
+    }
+
     fn check_usable(&self) -> Result<(), FaucetError> {
         if self.failed {
             return Err(FaucetError::write(
@@ -540,7 +612,7 @@ impl JsonlWriter {
         let spare = std::mem::take(&mut self.spare);
         let buf = std::mem::replace(&mut self.buf, spare);
         self.unsynced += buf.len();
-        let file = self.file.clone();
+        let file = self.file()?;
         self.in_flight = Some(tokio::task::spawn_blocking(move || {
             let result = (&*file).write_all(&buf);
             (buf, result)
@@ -557,8 +629,10 @@ impl JsonlWriter {
         {
             return;
         }
+        let Some(file) = self.file.clone() else {
+            return;
+        };
         self.unsynced = 0;
-        let file = self.file.clone();
         let error = Arc::clone(&self.early_sync_error);
         // A finished task's outcome is in `early_sync_error`; its handle can go.
         self.early_sync = Some(tokio::task::spawn_blocking(move || {
@@ -617,8 +691,9 @@ impl JsonlWriter {
 impl SinkWriter for JsonlWriter {
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
         self.check_usable()?;
+        self.create_if_missing().await?;
         if let Some(tail) = self.tail.take() {
-            let (file, path) = (self.file.clone(), self.path.clone());
+            let (file, path) = (self.file()?, self.path.clone());
             blocking::write(CONNECTOR, move || repair_tail(&path, &file, &tail)).await??;
         }
         self.set_keys(page.schema());
@@ -647,9 +722,12 @@ impl SinkWriter for JsonlWriter {
         if self.to_stdout {
             return Ok(None);
         }
+        let Some(file) = &self.file else {
+            return Ok(Some(!self.buf.is_empty()));
+        };
         let len = match &self.tail {
             Some(tail) if !tail.parses => tail.keep,
-            _ => self.file.metadata().map(|m| m.len()).map_err(|e| {
+            _ => file.metadata().map(|m| m.len()).map_err(|e| {
                 FaucetError::write(
                     CONNECTOR,
                     format!("cannot inspect {}", self.path.display()),
@@ -666,10 +744,13 @@ impl SinkWriter for JsonlWriter {
         self.wait_written().await?;
         self.wait_early_sync().await?;
         self.unsynced = 0;
+        let Some(file) = self.file.clone() else {
+            // Nothing was written: there is no file to sync.
+            return Ok(());
+        };
         if self.to_stdout {
             return Ok(());
         }
-        let file = self.file.clone();
         let dirs = std::mem::take(&mut self.dirs_to_sync);
         let path = self.path.clone();
         let (dirs, synced) = blocking::write(CONNECTOR, move || {

@@ -4,11 +4,13 @@
 //! change), so a key a line lacks stays absent: it is never written as `null` downstream, and
 //! the output does not depend on `batch_size`. The schema is those keys in first-seen order.
 //! (A file whose lines vary their keys line by line gets small pages: correct, slower.) A
-//! key given twice in one object is an error naming the line and the key, never collapsed. Values: a number that is an integer within 64 bits →
-//! `Value::Int`, any other number → `Value::Numeric` with exactly its digits (serde_json's
-//! `arbitrary_precision`), strings → `Value::Text`, booleans, null, and objects / arrays →
-//! `Value::Json`. A field's type in the schema is its values' type in the page (`Numeric`
-//! when integers and other numbers mix, `Unknown` for other mixes or all nulls).
+//! key given twice in one object is an error naming the line and the key, never collapsed.
+//! Values: a number that is an integer within 64 bits → `Value::Int`, any other number →
+//! `Value::Numeric` with exactly the text of the line (`1e400` stays `1e400`, `1E5` stays
+//! `1E5`: nothing goes through f64 or is respelled), strings → `Value::Text`, booleans, null,
+//! and objects / arrays → `Value::Json`. A field's type in the schema is its values' type in
+//! the page (`Numeric` when integers and other numbers mix, `Unknown` for other mixes or all
+//! nulls).
 //!
 //! Lines may end in LF or CRLF. A last line without a newline is held back until it has one
 //! (a writer may still be appending it), unless `unterminated_last_line: read`: then it is
@@ -474,9 +476,7 @@ fn parse_object(text: &[u8], has_newline: bool) -> Result<Vec<(String, Value)>, 
             Some(b'n') => Value::Null,
             Some(b't') => Value::Bool(true),
             Some(b'f') => Value::Bool(false),
-            _ => to_value(serde_json::Value::Number(
-                serde_json::from_str::<serde_json::Number>(t).map_err(bad)?,
-            )),
+            _ => number_value(t).map_err(bad)?,
         };
         out.push((key, value));
     }
@@ -505,28 +505,22 @@ fn not_an_object(text: &[u8], has_newline: bool) -> String {
     }
 }
 
-/// A JSON value as a faucet value: exact integers and numerics, nested values as JSON.
-fn to_value(v: serde_json::Value) -> Value {
-    match v {
-        serde_json::Value::Null => Value::Null,
-        serde_json::Value::Bool(b) => Value::Bool(b),
-        serde_json::Value::Number(n) => match n.as_i64() {
-            // Only a zero can be `-0`: other integers are not formatted again to ask.
-            Some(i) if i != 0 || !is_negative_zero(&n) => Value::Int(i),
-            _ => {
-                let text = n.to_string();
-                // serde_json only accepts JSON numbers, which `Value::numeric` accepts too.
-                Value::numeric(&text).unwrap_or_else(|_| Value::json(serde_json::Value::Number(n)))
-            }
-        },
-        serde_json::Value::String(s) => Value::Text(s.into()),
-        v @ (serde_json::Value::Array(_) | serde_json::Value::Object(_)) => Value::json(v),
+/// A JSON number as written in the line (`t`, valid JSON already): an integer within 64
+/// bits is `Value::Int`, any other number `Value::Numeric` with exactly the text of the line
+/// (`1e400`, `1E5`, `-0`, `1.10`). Not through `serde_json::Number`: with
+/// `arbitrary_precision` it respells exponents (`1e400` → `1e+400`, `1E5` → `1e+5`).
+fn number_value(t: &str) -> Result<Value, serde_json::Error> {
+    // `-0` parses as the integer 0; keep its spelling as a numeric instead.
+    if let Ok(i) = t.parse::<i64>()
+        && t != "-0"
+    {
+        return Ok(Value::Int(i));
     }
-}
-
-/// `-0` parses as the integer 0; keep its spelling as a numeric instead.
-fn is_negative_zero(n: &serde_json::Number) -> bool {
-    n.to_string() == "-0"
+    match Value::numeric(t) {
+        Ok(v) => Ok(v),
+        // Every JSON number is decimal text; should one not be, it stays JSON, as written.
+        Err(_) => Json::verbatim(t).map(Value::Json),
+    }
 }
 
 fn read_up_to(file: &mut File, out: &mut [u8]) -> std::io::Result<usize> {
@@ -548,23 +542,27 @@ mod tests {
 
     #[test]
     fn numbers_stay_exact() {
-        let v: serde_json::Value = serde_json::from_str(
-            r#"[7, -9223372036854775808, 9223372036854775808, 1.10, 1e-18, -0]"#,
-        )
-        .expect("json");
-        let got: Vec<Value> = match v {
-            serde_json::Value::Array(items) => items.into_iter().map(to_value).collect(),
-            _ => unreachable!(),
-        };
+        let line = br#"{"a":7,"b":-9223372036854775808,"c":9223372036854775808,"d":1.10,"e":1e-18,"f":-0,"g":1e400,"h":1E5,"i":-2.5E-3,"j":1e+2,"k":0}"#;
+        let got: Vec<Value> = parse_object(line, true)
+            .expect("object")
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect();
+        let n = |t: &str| Value::numeric(t).expect("numeric");
         assert_eq!(
             got,
             vec![
                 Value::Int(7),
                 Value::Int(i64::MIN),
-                Value::numeric("9223372036854775808").expect("n"),
-                Value::numeric("1.10").expect("n"),
-                Value::numeric("1e-18").expect("n"),
-                Value::numeric("-0").expect("n"),
+                n("9223372036854775808"),
+                n("1.10"),
+                n("1e-18"),
+                n("-0"),
+                n("1e400"),
+                n("1E5"),
+                n("-2.5E-3"),
+                n("1e+2"),
+                Value::Int(0),
             ]
         );
     }

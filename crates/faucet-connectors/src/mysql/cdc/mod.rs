@@ -512,6 +512,11 @@ impl Source for MysqlCdcSource {
         ReplayGuarantee::Deterministic
     }
 
+    /// Every page holds change records, of this module's one schema.
+    fn record_schema(&self) -> Option<std::sync::Arc<faucet_core::Schema>> {
+        Some(record_schema())
+    }
+
     /// Checks the prerequisites and the bookmark, then requests the binlog right after
     /// `from` (or from `start` without one).
     ///

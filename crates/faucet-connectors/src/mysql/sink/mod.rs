@@ -31,8 +31,10 @@
 //!   `open` does not know the delivery, so the refusal waits for the first call that tells:
 //!   the commit token (the run uses the atomic watermark, asked or derived: the delivery
 //!   error) or a plain write (at-least-once: a config error); no fence table is made for it.
-//!   The request itself never reaches a sink: a run that asked `at_least_once` but derived
-//!   the atomic watermark (a deterministic source) still gets the delivery error.
+//!   A run that asked `at_least_once` and derived the atomic watermark (a deterministic
+//!   source) gets the delivery error from the commit token too; the run loop then keeps to
+//!   the at-least-once asked for (plain writes), so such a run ends in the config error,
+//!   without a word of effectively-once.
 //!
 //! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert`.
 

@@ -193,6 +193,11 @@ impl Source for MysqlReplicateSource {
         ReplayGuarantee::NonDeterministic
     }
 
+    /// Every page holds change records, of this module's one schema.
+    fn record_schema(&self) -> Option<std::sync::Arc<faucet_core::Schema>> {
+        Some(crate::mysql::cdc::changes::record_schema())
+    }
+
     /// Without a bookmark: checks the `mysql-cdc` prerequisites and the primary keys, takes
     /// the snapshot and copies the tables, then reads the binlog from its point. With a
     /// snapshot bookmark: copies what is missing inside a new snapshot, then reads the

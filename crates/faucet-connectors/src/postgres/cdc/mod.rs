@@ -153,6 +153,11 @@ impl Source for PostgresCdcSource {
         ReplayGuarantee::Deterministic
     }
 
+    /// Every page holds change records, of this module's one schema.
+    fn record_schema(&self) -> Option<std::sync::Arc<faucet_core::Schema>> {
+        Some(record_schema())
+    }
+
     /// Without a bookmark the stream starts at the slot's confirmed position, which never
     /// passes a durable bookmark (case 03): a lost bookmark re-delivers at most the changes
     /// since the last acknowledgement, not the whole history.

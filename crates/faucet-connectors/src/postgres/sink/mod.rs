@@ -239,6 +239,69 @@ impl Sink for PostgresSink {
         }
         Ok(())
     }
+
+    /// Checks that an existing table has a column for every field of `schema` (what
+    /// `append` writes, and `upsert` of plain rows): for change records appended as rows,
+    /// the audit columns (`op`, `table`, `lsn`, `commit_ts`, `before`, `after`,
+    /// `unchanged_toast`). Change records applied by `upsert` write the source table's
+    /// columns, which only the data tells, so they pass; a missing table is
+    /// [`Sink::check`]'s to report.
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] naming the missing columns and the `ALTER TABLE` that adds
+    /// them.
+    async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
+        let changes = faucet_core::change::ChangeLayout::of(schema).is_some();
+        if changes && self.config.write_mode == WriteMode::Upsert {
+            return Ok(());
+        }
+        let mut conn = self.connection.open_session(CONNECTOR).await?;
+        let Some(t) = table::load(&mut conn, &self.table).await? else {
+            return Ok(());
+        };
+        let missing: Vec<&faucet_core::Field> = schema
+            .fields()
+            .iter()
+            .filter(|f| !t.columns.contains(&f.name))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<&str> = missing.iter().map(|f| f.name.as_str()).collect();
+        let adds: Vec<String> = missing
+            .iter()
+            .map(|f| {
+                format!(
+                    "ADD COLUMN {} {}",
+                    faucet_core::util::quote_ident(&f.name),
+                    crate::postgres::types::sql_type_of(&f.data_type)
+                )
+            })
+            .collect();
+        let all: Vec<&str> = schema.fields().iter().map(|f| f.name.as_str()).collect();
+        let (what, other_fix) = if changes {
+            (
+                "the source's change records, appended as rows (an audit log)",
+                "; or, to apply the changes to a copy of the source table instead, set \
+                 `write_mode: upsert` with its `key`",
+            )
+        } else {
+            ("the source's records", "")
+        };
+        Err(FaucetError::write(
+            CONNECTOR,
+            format!(
+                "table {} has no column {} (the sink writes {}: {what}); add them (`ALTER \
+                 TABLE {} {}`), or write into a new table with `create_table: true`{other_fix}",
+                self.table,
+                names.join(", "),
+                all.join(", "),
+                self.table.quoted(),
+                adds.join(", ")
+            ),
+            None,
+        ))
+    }
 }
 
 fn missing_table(name: &TableName) -> FaucetError {

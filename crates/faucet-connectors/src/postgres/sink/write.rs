@@ -544,9 +544,13 @@ async fn apply_moves(
             .await
             .map_err(|e| classify(e, "reading the moved rows", target.name, None))?;
         use sqlx::Row as _;
+        // A value that does not decode as a boolean is an error, never a "no row".
         (0..probe.len() * 2)
-            .map(|i| row.try_get::<bool, _>(i).unwrap_or(false))
-            .collect()
+            .map(|i| {
+                row.try_get::<bool, _>(i)
+                    .map_err(|e| classify(e, "reading the moved rows", target.name, None))
+            })
+            .collect::<Result<_, _>>()?
     };
     let mut applied: Vec<usize> = Vec::new();
     let mut lasts: Vec<usize> = Vec::new();

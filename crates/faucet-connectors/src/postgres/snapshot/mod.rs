@@ -303,6 +303,11 @@ impl Source for PostgresReplicateSource {
         ReplayGuarantee::NonDeterministic
     }
 
+    /// Every page holds change records, of this module's one schema.
+    fn record_schema(&self) -> Option<std::sync::Arc<faucet_core::Schema>> {
+        Some(crate::postgres::cdc::changes::record_schema())
+    }
+
     /// Without a bookmark: creates the slot with an exported snapshot and copies the tables,
     /// then streams the slot. With a snapshot bookmark: copies what is missing inside a new
     /// snapshot, then streams the slot from its consistent point through the filter (module
