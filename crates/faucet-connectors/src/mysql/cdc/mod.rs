@@ -207,6 +207,33 @@ impl MysqlCdcSource {
         files: &[String],
         mut b: CdcBookmark,
     ) -> Result<(CdcBookmark, Option<CarryFrom>), FaucetError> {
+        let other_kind = if facts.mariadb {
+            b.server.server_uuid.is_some()
+        } else {
+            b.server.server_uuid.is_none() && facts.identity.server_uuid.is_some()
+        };
+        if other_kind {
+            // A MariaDB server has no server_uuid, a MySQL one has: the bookmark was made on
+            // the other kind, whose positions and GTIDs mean nothing here.
+            let (made_on, this) = if facts.mariadb {
+                ("MySQL", "MariaDB")
+            } else {
+                ("MariaDB", "MySQL")
+            };
+            return Err(FaucetError::bookmark(
+                CONNECTOR,
+                format!(
+                    "the bookmark was made on a {made_on} server (server_id {}, `server.server_uuid` \
+                     {}), but this server (server_id {}) is {this}: binlog positions and GTIDs of \
+                     one do not apply to the other. Point connection_url back at that server, or \
+                     delete this pipeline's state and re-snapshot the tables from this one",
+                    b.server.server_id,
+                    b.server.server_uuid.as_deref().unwrap_or("null"),
+                    facts.identity.server_id,
+                ),
+                None,
+            ));
+        }
         let same_server = b.server.server_id == facts.identity.server_id
             && !(b.server.server_uuid.is_some()
                 && facts.identity.server_uuid.is_some()
@@ -294,7 +321,8 @@ impl MysqlCdcSource {
             CarryFrom::Mariadb(self.carry_over(conn, facts, files, &b).await?)
         } else {
             CarryFrom::Mysql(
-                mysql_carry::carry_over(conn, &b, |why| carry_refusal(&b, facts, why)).await?,
+                mysql_carry::carry_over(conn, &b, |why| carry_refusal(&b, facts, files, why))
+                    .await?,
             )
         };
         tracing::info!(
@@ -339,7 +367,7 @@ impl MysqlCdcSource {
         files: &[String],
         b: &CdcBookmark,
     ) -> Result<GtidState, FaucetError> {
-        let refuse = |why: String| carry_refusal(b, facts, why);
+        let refuse = |why: String| carry_refusal(b, facts, files, why);
         let current = server::gtid_binlog_pos(conn).await?;
         let needed = match (
             &b.gtid_state,
@@ -427,12 +455,28 @@ impl MysqlCdcSource {
     }
 }
 
-/// The bookmark error of a carry-over of `b` to the server of `facts` refused for `why`,
-/// naming both servers (or, for a bookmark of this server whose position is not in its
-/// binlog, saying so).
-fn carry_refusal(b: &CdcBookmark, facts: &ServerFacts, why: String) -> FaucetError {
+/// The bookmark error of a carry-over of `b` to the server of `facts` (binlog files
+/// `files`) refused for `why`, naming both servers (or, for a bookmark of this server, why
+/// its position was not taken: its file is not in the binlog, or the server's GTID state
+/// there is not the bookmark's).
+fn carry_refusal(
+    b: &CdcBookmark,
+    facts: &ServerFacts,
+    files: &[String],
+    why: String,
+) -> FaucetError {
     let uuid = |u: Option<&str>| u.map(|u| format!(" ({u})")).unwrap_or_default();
-    let whose = if b.server == facts.identity && !b.by_gtid {
+    let whose = if b.server == facts.identity && !b.by_gtid && files.contains(&b.position.file) {
+        format!(
+            "this server's binlog (server_id {}{}, the bookmark's) has another GTID state at \
+             the bookmark's position {} than the bookmark's `gtid_state` (a server rebuilt \
+             with the same server_id, or an edited state), so it is carried over by its GTID \
+             state",
+            facts.identity.server_id,
+            uuid(facts.identity.server_uuid.as_deref()),
+            b.position,
+        )
+    } else if b.server == facts.identity && !b.by_gtid {
         format!(
             "the bookmark's position {} is not in this server's binlog (server_id {}{}, the \
              bookmark's: its file was purged, or the server was rebuilt), so it is carried \
@@ -667,11 +711,21 @@ impl Source for MysqlCdcSource {
         let (b, carry) = self.plan_resume(&mut conn, &facts, &files, b).await?;
         let _ = conn.disconnect().await;
         Ok(Some(match carry {
-            Some(state) => format!(
-                "will resume on this server (server_id {}) by GTID state {state}: the bookmark \
-                 was made at {} on server_id {from_server}, and is carried over",
-                facts.identity.server_id, b.position
-            ),
+            Some(state) => {
+                let state = state.to_string();
+                let state = if state.is_empty() {
+                    "an empty GTID state (every transaction of this server's binlog is read \
+                     again, from its start)"
+                        .to_owned()
+                } else {
+                    format!("GTID state {state}")
+                };
+                format!(
+                    "will resume on this server (server_id {}) by {state}: the bookmark was \
+                     made at {} on server_id {from_server}, and is carried over",
+                    facts.identity.server_id, b.position
+                )
+            }
             None => format!("resumes at {} on this server", b.position),
         }))
     }
