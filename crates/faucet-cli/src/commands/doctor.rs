@@ -11,7 +11,8 @@
 //! Where the state store holds a bookmark for the row's key and the source can say how a run
 //! would resume from it ([`faucet_core::Source::check_resume`]: `mysql-cdc` says whether it
 //! resumes by position or is carried over to another server by GTID), a `resume` line says
-//! so, or fails with the refusal the run would meet.
+//! so, or fails with the refusal the run would meet (left out when the source or state probe
+//! failed: the same failure would be counted twice).
 //!
 //! Probes never move data or advance a bookmark (a state store's check writes and deletes
 //! only the sentinel key `__faucet_doctor__`), and never print a password. The exit code is
@@ -140,6 +141,7 @@ async fn probe_row(
         Err(e) => Err(e),
     };
     let hints = p.source.hints();
+    let source_ok = outcome.is_ok();
     checks.push(finish(
         row.clone(),
         "source",
@@ -177,7 +179,9 @@ async fn probe_row(
         outcome,
         hints,
     ));
-    if state_ok {
+    // A source that failed its probe (down, a prerequisite missing) would fail the resume
+    // probe the same way: one failed probe, not a second one blaming the stored bookmark.
+    if state_ok && source_ok {
         probe_resume(checks, row, key, p, timeout).await;
     }
 }
