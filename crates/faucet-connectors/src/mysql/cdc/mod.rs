@@ -682,19 +682,28 @@ impl Source for MysqlCdcSource {
     /// with the queries of [`Source::open`] and nothing registered or read from the binlog:
     /// `resumes at FILE:POS on this server`, or `will resume on this server (server_id N)
     /// by GTID state STATE: …` (carried over from another server, or from a position no
-    /// longer in this server's binlog). A `faucet replicate` bookmark (a snapshot in progress) is not this
-    /// source's to judge: `None`.
+    /// longer in this server's binlog). A `faucet replicate` bookmark (a snapshot in
+    /// progress) is not judged, only named (with which command continues it), without
+    /// connecting.
     ///
     /// # Errors
     /// The [`FaucetError::Bookmark`] a run would meet (another server that cannot take the
     /// bookmark, a purged binlog, …), or the failing prerequisite.
     async fn check_resume(&self, from: &Bookmark) -> Result<Option<String>, FaucetError> {
-        if from.is_null()
-            || from
-                .as_object()
-                .is_some_and(|o| o.contains_key("snapshot") || o.contains_key("replicate"))
-        {
+        if from.is_null() {
             return Ok(None);
+        }
+        if from
+            .as_object()
+            .is_some_and(|o| o.contains_key("snapshot") || o.contains_key("replicate"))
+        {
+            // Not judged here (`faucet replicate` reads it), but said: `faucet run` refuses it.
+            return Ok(Some(
+                "holds a `faucet replicate` bookmark (a snapshot copy in progress, or the \
+                 history of one the binlog stream has not passed yet): `faucet replicate` with \
+                 this config continues it, `faucet run` refuses it"
+                    .to_owned(),
+            ));
         }
         let (from, _) = crate::copy_history::carried_copied(
             Some(from.clone()),
@@ -867,6 +876,29 @@ fn spawn_reader(mut stream: CdcPageStream) -> TaskPages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// doctor's resume line on a `faucet replicate` bookmark names it and the command that
+    /// continues it (a `faucet run` would refuse it), without connecting (port 1: nothing
+    /// listens); no bookmark, nothing to say.
+    #[tokio::test]
+    async fn a_replicate_bookmark_is_named_by_the_resume_check() {
+        let s = MysqlCdcSource::new(MysqlCdcConfig::new(
+            "mysql://root@127.0.0.1:1/x",
+            5,
+            ["test.t"],
+        ))
+        .expect("valid");
+        let note = s
+            .check_resume(&serde_json::json!({"snapshot": {"tables": {}}}))
+            .await
+            .expect("not connected")
+            .expect("a note");
+        assert!(
+            note.contains("`faucet replicate` bookmark") && note.contains("`faucet run` refuses"),
+            "{note}"
+        );
+        assert_eq!(s.check_resume(&Bookmark::Null).await.expect("null"), None);
+    }
 
     /// A NULL `BINLOG_GTID_POS` (the server cannot compute it) is not evidence of another
     /// binlog: the resume goes on with a warning; a different state is a refusal.
