@@ -135,6 +135,29 @@ fn mysql_cdc_runs_through_the_binary() {
             .is_some_and(|e| e.contains("server_id 999999") && e.contains("no GTID")),
         "{check}"
     );
+    // doctor consumed nothing: the entry and the output are as they were.
+    assert_eq!(
+        std::fs::read(&state).expect("state"),
+        entry.to_string().into_bytes()
+    );
+    assert_eq!(lines(dir.path()).len(), 4);
+
+    // The server down: one failed probe, the source's; the resume line is left out rather
+    // than blaming the stored bookmark for the same refused connection.
+    let config = dir.path().join("faucet.yaml");
+    let yaml = std::fs::read_to_string(&config).expect("config");
+    std::fs::write(&config, yaml.replace(&url, "mysql://root@127.0.0.1:1/x")).expect("config");
+    let doctor = faucet(dir.path(), &["doctor", "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("doctor --json");
+    assert_eq!(doctor.status.code(), Some(1), "one failed probe: {report}");
+    let checks = report["checks"].as_array().expect("checks");
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["probe"] == "source" && c["ok"] == false),
+        "{report}"
+    );
+    assert!(!checks.iter().any(|c| c["probe"] == "resume"), "{report}");
     sql(&format!("DROP DATABASE {db}"));
 }
 

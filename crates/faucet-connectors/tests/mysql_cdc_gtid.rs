@@ -384,3 +384,71 @@ async fn a_bookmark_of_a_server_rebuilt_with_the_same_server_id_is_carried_over_
     );
     assert!(end.get("by_gtid").is_none(), "{end}");
 }
+
+/// Edited bookmarks on the server they were made on: a GTID state with a domain the server
+/// never logged is refused saying the server's state at the position is not the bookmark's
+/// (not that the file is gone, which it is not); a MySQL-shaped bookmark (a `server_uuid`
+/// and a GTID set) is refused on MariaDB instead of being resumed by position; an empty GTID
+/// state, which reads the whole binlog again, is said so by `faucet doctor`'s resume line.
+/// `check_resume` gives the run's refusal each time.
+#[tokio::test]
+async fn edited_bookmarks_on_their_own_server_are_refused_saying_what_is_wrong() {
+    let server = PrivateMariadb::start(1).await;
+    server.exec(TABLE).await;
+    let s = src(&server);
+    let start = last_bookmark(&read_pages(&s, None, 10).await.expect("first run"));
+    server.exec("INSERT INTO t VALUES (1, 'a'), (2, 'b')").await;
+    let end = last_bookmark(&read_pages(&s, Some(start), 10).await.expect("the rows"));
+    let state = end["gtid_state"].as_str().expect("a state").to_owned();
+    assert!(!state.is_empty(), "{end}");
+
+    let mut unknown_domain = end.clone();
+    unknown_domain["gtid_state"] = format!("{state},5-1-3").into();
+    let e = read_pages(&s, Some(unknown_domain.clone()), 10)
+        .await
+        .expect_err("a domain the server never logged");
+    assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
+    let m = message(&e);
+    assert!(
+        m.contains("another GTID state at the bookmark's position")
+            && m.contains("5-1-3")
+            && !m.contains("is not in this server's binlog"),
+        "{m}"
+    );
+    let probed = s
+        .check_resume(&unknown_domain)
+        .await
+        .expect_err("doctor gives the same refusal");
+    assert_eq!(message(&probed), m);
+
+    let uuid = "3e11fa47-71ca-11e1-9e33-c80aa9429562";
+    let mut mysql_shaped = end.clone();
+    mysql_shaped["gtid_state"] = format!("{uuid}:1-5").into();
+    mysql_shaped["server"]["server_uuid"] = uuid.into();
+    let e = read_pages(&s, Some(mysql_shaped.clone()), 10)
+        .await
+        .expect_err("a MySQL bookmark on MariaDB");
+    assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
+    let m = message(&e);
+    assert!(
+        m.contains("made on a MySQL server") && m.contains("is MariaDB"),
+        "{m}"
+    );
+    let probed = s
+        .check_resume(&mysql_shaped)
+        .await
+        .expect_err("doctor gives the same refusal");
+    assert_eq!(message(&probed), m);
+
+    let mut empty = end.clone();
+    empty["gtid_state"] = "".into();
+    let note = s
+        .check_resume(&empty)
+        .await
+        .expect("an empty state is carried over")
+        .expect("a note");
+    assert!(
+        note.contains("empty GTID state") && note.contains("from its start"),
+        "{note}"
+    );
+}

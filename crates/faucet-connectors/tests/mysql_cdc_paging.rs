@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use faucet_core::{ReadOptions, Source as _};
+use faucet_core::{FaucetError, ReadOptions, Source as _};
 
 use crate::mysql_cdc::{last_bookmark, records, source};
 use crate::mysql_support::TestDb;
@@ -70,5 +70,54 @@ async fn a_200k_row_update_is_paged_and_resumes_from_its_middle() {
     assert_eq!(delivered.last(), Some(&ROWS));
     let end = last_bookmark(&rest);
     assert!(end.get("in_txn").is_none(), "{end}");
+    db.drop_db().await;
+}
+
+/// A bookmark inside a transaction whose `in_txn.skip` says more row changes were delivered
+/// than the transaction has (an edited state, or a `tables` list changed mid-transaction) is
+/// a bookmark error naming the field, not a resume that silently drops the transaction: the
+/// stream finds out at the transaction's commit, before any later change is delivered.
+#[tokio::test]
+async fn a_skip_count_past_the_transactions_end_is_a_bookmark_error() {
+    let mut db = TestDb::new("cdc_bad_skip").await;
+    db.exec("CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL)")
+        .await;
+    let src = source(&db, &["t"], 3);
+    let start = last_bookmark(&read_pages(&src, None, 10).await.expect("first run"));
+    db.exec("INSERT INTO t SELECT seq, 0 FROM seq_1_to_30")
+        .await;
+    db.exec("INSERT INTO t VALUES (100, 1)").await;
+    let mut stream = src
+        .open(
+            Some(start),
+            ReadOptions {
+                batch_size: 10,
+                ..ReadOptions::default()
+            },
+        )
+        .await
+        .expect("open");
+    let page = stream.next_page().await.expect("page").expect("a page");
+    assert_eq!(page.len(), 10);
+    let mut mid = page.bookmark().cloned().expect("a bookmark");
+    drop(stream);
+    assert_eq!(mid["in_txn"]["skip"], 10, "{mid}");
+
+    // The same bookmark with a sane skip resumes with the rest: 20 + 1 changes.
+    let rest = read_pages(&src, Some(mid.clone()), 10)
+        .await
+        .expect("resume");
+    assert_eq!(records(&rest).len(), 21);
+
+    mid["in_txn"]["skip"] = 1000.into();
+    let e = read_pages(&src, Some(mid), 10)
+        .await
+        .expect_err("a skip count past the transaction's 30 changes");
+    assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("in_txn.skip") && msg.contains("1000") && msg.contains("30"),
+        "{msg}"
+    );
     db.drop_db().await;
 }

@@ -11,7 +11,8 @@
 //! Where the state store holds a bookmark for the row's key and the source can say how a run
 //! would resume from it ([`faucet_core::Source::check_resume`]: `mysql-cdc` says whether it
 //! resumes by position or is carried over to another server by GTID), a `resume` line says
-//! so, or fails with the refusal the run would meet.
+//! so, or fails with the refusal the run would meet (left out when the source or state probe
+//! failed: the same failure would be counted twice).
 //!
 //! A source that fixes its records' schema up front (a change-data source) has the sink
 //! probe also check that the target takes it ([`faucet_core::Sink::check_schema`]: a
@@ -150,6 +151,7 @@ async fn probe_row(
         Err(e) => Err(e),
     };
     let hints = p.source.hints();
+    let source_ok = outcome.is_ok();
     checks.push(finish(
         row.clone(),
         "source",
@@ -196,7 +198,9 @@ async fn probe_row(
         outcome,
         hints,
     ));
-    if state_ok {
+    // A source that failed its probe (down, a prerequisite missing) would fail the resume
+    // probe the same way: one failed probe, not a second one blaming the stored bookmark.
+    if state_ok && source_ok {
         probe_resume(checks, row, key, p, timeout).await;
     }
 }

@@ -207,6 +207,33 @@ impl MysqlCdcSource {
         files: &[String],
         mut b: CdcBookmark,
     ) -> Result<(CdcBookmark, Option<CarryFrom>), FaucetError> {
+        let other_kind = if facts.mariadb {
+            b.server.server_uuid.is_some()
+        } else {
+            b.server.server_uuid.is_none() && facts.identity.server_uuid.is_some()
+        };
+        if other_kind {
+            // A MariaDB server has no server_uuid, a MySQL one has: the bookmark was made on
+            // the other kind, whose positions and GTIDs mean nothing here.
+            let (made_on, this) = if facts.mariadb {
+                ("MySQL", "MariaDB")
+            } else {
+                ("MariaDB", "MySQL")
+            };
+            return Err(FaucetError::bookmark(
+                CONNECTOR,
+                format!(
+                    "the bookmark was made on a {made_on} server (server_id {}, `server.server_uuid` \
+                     {}), but this server (server_id {}) is {this}: binlog positions and GTIDs of \
+                     one do not apply to the other. Point connection_url back at that server, or \
+                     delete this pipeline's state and re-snapshot the tables from this one",
+                    b.server.server_id,
+                    b.server.server_uuid.as_deref().unwrap_or("null"),
+                    facts.identity.server_id,
+                ),
+                None,
+            ));
+        }
         let same_server = b.server.server_id == facts.identity.server_id
             && !(b.server.server_uuid.is_some()
                 && facts.identity.server_uuid.is_some()
@@ -294,7 +321,8 @@ impl MysqlCdcSource {
             CarryFrom::Mariadb(self.carry_over(conn, facts, files, &b).await?)
         } else {
             CarryFrom::Mysql(
-                mysql_carry::carry_over(conn, &b, |why| carry_refusal(&b, facts, why)).await?,
+                mysql_carry::carry_over(conn, &b, |why| carry_refusal(&b, facts, files, why))
+                    .await?,
             )
         };
         tracing::info!(
@@ -339,7 +367,7 @@ impl MysqlCdcSource {
         files: &[String],
         b: &CdcBookmark,
     ) -> Result<GtidState, FaucetError> {
-        let refuse = |why: String| carry_refusal(b, facts, why);
+        let refuse = |why: String| carry_refusal(b, facts, files, why);
         let current = server::gtid_binlog_pos(conn).await?;
         let needed = match (
             &b.gtid_state,
@@ -427,12 +455,28 @@ impl MysqlCdcSource {
     }
 }
 
-/// The bookmark error of a carry-over of `b` to the server of `facts` refused for `why`,
-/// naming both servers (or, for a bookmark of this server whose position is not in its
-/// binlog, saying so).
-fn carry_refusal(b: &CdcBookmark, facts: &ServerFacts, why: String) -> FaucetError {
+/// The bookmark error of a carry-over of `b` to the server of `facts` (binlog files
+/// `files`) refused for `why`, naming both servers (or, for a bookmark of this server, why
+/// its position was not taken: its file is not in the binlog, or the server's GTID state
+/// there is not the bookmark's).
+fn carry_refusal(
+    b: &CdcBookmark,
+    facts: &ServerFacts,
+    files: &[String],
+    why: String,
+) -> FaucetError {
     let uuid = |u: Option<&str>| u.map(|u| format!(" ({u})")).unwrap_or_default();
-    let whose = if b.server == facts.identity && !b.by_gtid {
+    let whose = if b.server == facts.identity && !b.by_gtid && files.contains(&b.position.file) {
+        format!(
+            "this server's binlog (server_id {}{}, the bookmark's) has another GTID state at \
+             the bookmark's position {} than the bookmark's `gtid_state` (a server rebuilt \
+             with the same server_id, or an edited state), so it is carried over by its GTID \
+             state",
+            facts.identity.server_id,
+            uuid(facts.identity.server_uuid.as_deref()),
+            b.position,
+        )
+    } else if b.server == facts.identity && !b.by_gtid {
         format!(
             "the bookmark's position {} is not in this server's binlog (server_id {}{}, the \
              bookmark's: its file was purged, or the server was rebuilt), so it is carried \
@@ -643,19 +687,28 @@ impl Source for MysqlCdcSource {
     /// with the queries of [`Source::open`] and nothing registered or read from the binlog:
     /// `resumes at FILE:POS on this server`, or `will resume on this server (server_id N)
     /// by GTID state STATE: …` (carried over from another server, or from a position no
-    /// longer in this server's binlog). A `faucet replicate` bookmark (a snapshot in progress) is not this
-    /// source's to judge: `None`.
+    /// longer in this server's binlog). A `faucet replicate` bookmark (a snapshot in
+    /// progress) is not judged, only named (with which command continues it), without
+    /// connecting.
     ///
     /// # Errors
     /// The [`FaucetError::Bookmark`] a run would meet (another server that cannot take the
     /// bookmark, a purged binlog, …), or the failing prerequisite.
     async fn check_resume(&self, from: &Bookmark) -> Result<Option<String>, FaucetError> {
-        if from.is_null()
-            || from
-                .as_object()
-                .is_some_and(|o| o.contains_key("snapshot") || o.contains_key("replicate"))
-        {
+        if from.is_null() {
             return Ok(None);
+        }
+        if from
+            .as_object()
+            .is_some_and(|o| o.contains_key("snapshot") || o.contains_key("replicate"))
+        {
+            // Not judged here (`faucet replicate` reads it), but said: `faucet run` refuses it.
+            return Ok(Some(
+                "holds a `faucet replicate` bookmark (a snapshot copy in progress, or the \
+                 history of one the binlog stream has not passed yet): `faucet replicate` with \
+                 this config continues it, `faucet run` refuses it"
+                    .to_owned(),
+            ));
         }
         let (from, _) = crate::copy_history::carried_copied(
             Some(from.clone()),
@@ -672,11 +725,21 @@ impl Source for MysqlCdcSource {
         let (b, carry) = self.plan_resume(&mut conn, &facts, &files, b).await?;
         let _ = conn.disconnect().await;
         Ok(Some(match carry {
-            Some(state) => format!(
-                "will resume on this server (server_id {}) by GTID state {state}: the bookmark \
-                 was made at {} on server_id {from_server}, and is carried over",
-                facts.identity.server_id, b.position
-            ),
+            Some(state) => {
+                let state = state.to_string();
+                let state = if state.is_empty() {
+                    "an empty GTID state (every transaction of this server's binlog is read \
+                     again, from its start)"
+                        .to_owned()
+                } else {
+                    format!("GTID state {state}")
+                };
+                format!(
+                    "will resume on this server (server_id {}) by {state}: the bookmark was \
+                     made at {} on server_id {from_server}, and is carried over",
+                    facts.identity.server_id, b.position
+                )
+            }
             None => format!("resumes at {} on this server", b.position),
         }))
     }
@@ -818,6 +881,29 @@ fn spawn_reader(mut stream: CdcPageStream) -> TaskPages {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// doctor's resume line on a `faucet replicate` bookmark names it and the command that
+    /// continues it (a `faucet run` would refuse it), without connecting (port 1: nothing
+    /// listens); no bookmark, nothing to say.
+    #[tokio::test]
+    async fn a_replicate_bookmark_is_named_by_the_resume_check() {
+        let s = MysqlCdcSource::new(MysqlCdcConfig::new(
+            "mysql://root@127.0.0.1:1/x",
+            5,
+            ["test.t"],
+        ))
+        .expect("valid");
+        let note = s
+            .check_resume(&serde_json::json!({"snapshot": {"tables": {}}}))
+            .await
+            .expect("not connected")
+            .expect("a note");
+        assert!(
+            note.contains("`faucet replicate` bookmark") && note.contains("`faucet run` refuses"),
+            "{note}"
+        );
+        assert_eq!(s.check_resume(&Bookmark::Null).await.expect("null"), None);
+    }
 
     /// A NULL `BINLOG_GTID_POS` (the server cannot compute it) is not evidence of another
     /// binlog: the resume goes on with a warning; a different state is a refusal.

@@ -646,6 +646,30 @@ impl CdcPageStream {
         if !self.pending.is_empty() {
             return Err(protocol("a commit with changes not delivered"));
         }
+        if txn.skip > txn.units {
+            // The bookmark said more of its changes were delivered than it has: resuming
+            // past it would drop the ones never delivered without a word.
+            return Err(FaucetError::bookmark(
+                CONNECTOR,
+                format!(
+                    "the bookmark's `in_txn.skip` says the first {} row changes of the \
+                     transaction at {}:{} (GTID {}) were delivered, but it has only {} of \
+                     the listed tables: the state was edited, or `tables` changed while a \
+                     run was inside that transaction. Restore the state or the `tables` \
+                     list it was made with, or delete this pipeline's state and \
+                     re-snapshot the tables",
+                    txn.skip,
+                    self.file,
+                    txn.ctx.start_pos,
+                    txn.ctx
+                        .gtid
+                        .as_ref()
+                        .map_or_else(|| "none".to_owned(), ToString::to_string),
+                    txn.units,
+                ),
+                None,
+            ));
+        }
         self.gtid = txn.ctx.gtid.map(|g| g.to_string());
         if let (Some(state), Some(g)) = (
             self.gtid_state.as_mut(),
