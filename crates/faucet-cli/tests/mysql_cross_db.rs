@@ -466,3 +466,80 @@ fn postgres_cdc_key_changes_keep_unchanged_toast_values_in_postgres_and_mysql() 
         std::panic::resume_unwind(e);
     }
 }
+
+/// `faucet doctor` behind a change-data source checks the `mysql` sink's append table for the
+/// audit columns the run will write: a table lacking some is named with the `ALTER TABLE`
+/// that adds them (the run would fail at the first change otherwise); after that statement
+/// the doctor passes. Doctor creates no slot.
+#[test]
+fn doctor_names_the_audit_columns_a_mysql_append_table_lacks() {
+    let names = Names::new("xdbaudit");
+    let s = &names.schema;
+    let db = crate::support::mysql::database("cli_xdb_audit");
+    sql(&format!(
+        "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v text)"
+    ));
+    mariadb(&format!(
+        "CREATE DATABASE `{db}` CHARACTER SET utf8mb4; \
+         CREATE TABLE `{db}`.items_log (op VARCHAR(1), `table` TEXT, `before` JSON) ENGINE=InnoDB"
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("faucet.yaml"),
+        format!(
+            "version: 1\nname: xdb_audit\npipeline:\n  source: {{ type: postgres-cdc, config: {{ \
+             connection_url: \"${{env:XDB_PG_URL}}\", slot_name: {slot}, publication: {publication}, \
+             tables: [{s}.items], create_publication: true }} }}\n  \
+             sink: {{ type: mysql, config: {{ connection_url: \"${{env:XDB_MYSQL_URL}}\", \
+             table: items_log }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n",
+            slot = names.slot,
+            publication = names.publication,
+        ),
+    )
+    .expect("config");
+    let doctor = || {
+        faucet_unarmed()
+            .env("XDB_PG_URL", pg_url())
+            .env("XDB_MYSQL_URL", url_for(&db))
+            .arg("doctor")
+            .current_dir(dir.path())
+            .output()
+            .expect("spawn faucet")
+    };
+    let result = std::panic::catch_unwind(|| {
+        let out = doctor();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(1), "one failed probe: {stdout}");
+        for want in [
+            "has no column lsn, commit_ts, after, unchanged_toast",
+            "change records, appended as rows",
+            "write_mode: upsert",
+        ] {
+            assert!(stdout.contains(want), "{want:?} not in: {stdout}");
+        }
+        let alter = stdout
+            .split("(`ALTER TABLE ")
+            .nth(1)
+            .and_then(|rest| rest.split("`)").next())
+            .unwrap_or_else(|| panic!("no ALTER TABLE in: {stdout}"));
+        assert!(alter.contains("ADD COLUMN `after` JSON"), "{alter}");
+        mariadb(&format!("USE `{db}`; ALTER TABLE {alter}"));
+        let out = doctor();
+        assert!(
+            out.status.success(),
+            "doctor after the ALTER: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        let slots: Vec<(i64,)> = query(&format!(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{}'",
+            names.slot
+        ));
+        assert_eq!(slots, [(0,)], "doctor created the slot");
+    });
+    runtime().block_on(async { cleanup(&crate::support::pg_pool().await, &names).await });
+    mariadb(&format!("DROP DATABASE IF EXISTS `{db}`"));
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}

@@ -71,6 +71,60 @@ pub(crate) fn distinct_columns(
     Ok(())
 }
 
+/// What a SQL sink's `check_schema` says when an existing table lacks columns the sink will
+/// write (`faucet doctor`, before a run fails at its first page): `None` when `has` has
+/// every field of `schema`, or when change records are applied by `upsert` (they write the
+/// source table's columns, which only the data tells). Otherwise the
+/// [`FaucetError::Write`] of `connector` naming the missing columns, every column the sink
+/// writes, and the `ALTER TABLE <quoted_table> ADD COLUMN …` that adds them
+/// (`column_sql(field)` is the system's quoted name and type), with the other fix for change
+/// records (`write_mode: upsert`).
+pub(crate) fn missing_columns(
+    connector: &'static str,
+    mode: WriteMode,
+    schema: &faucet_core::Schema,
+    has: impl Fn(&str) -> bool,
+    (table, quoted_table): (&dyn std::fmt::Display, &str),
+    column_sql: impl Fn(&faucet_core::Field) -> String,
+) -> Option<FaucetError> {
+    let changes = faucet_core::change::ChangeLayout::of(schema).is_some();
+    if changes && mode == WriteMode::Upsert {
+        return None;
+    }
+    let missing: Vec<&faucet_core::Field> =
+        schema.fields().iter().filter(|f| !has(&f.name)).collect();
+    if missing.is_empty() {
+        return None;
+    }
+    let names: Vec<&str> = missing.iter().map(|f| f.name.as_str()).collect();
+    let adds: Vec<String> = missing
+        .iter()
+        .map(|f| format!("ADD COLUMN {}", column_sql(f)))
+        .collect();
+    let all: Vec<&str> = schema.fields().iter().map(|f| f.name.as_str()).collect();
+    let (what, other_fix) = if changes {
+        (
+            "the source's change records, appended as rows (an audit log)",
+            "; or, to apply the changes to a copy of the source table instead, set \
+             `write_mode: upsert` with its `key`",
+        )
+    } else {
+        ("the source's records", "")
+    };
+    Some(FaucetError::write(
+        connector,
+        format!(
+            "table {table} has no column {} (the sink writes {}: {what}); add them (`ALTER \
+             TABLE {quoted_table} {}`), or write into a new table with `create_table: \
+             true`{other_fix}",
+            names.join(", "),
+            all.join(", "),
+            adds.join(", ")
+        ),
+        None,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

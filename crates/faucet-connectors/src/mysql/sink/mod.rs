@@ -361,6 +361,45 @@ impl Sink for MysqlSink {
         }
         Ok(())
     }
+
+    /// Checks that an existing table has a column for every field of `schema` (what
+    /// `append` writes, and `upsert` of plain rows): for change records appended as rows,
+    /// the audit columns (`op`, `table`, the position fields, `commit_ts`, `before`,
+    /// `after`, …). Change records applied by `upsert` write the source table's columns,
+    /// which only the data tells, so they pass; a missing table is [`Sink::check`]'s to
+    /// report.
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] naming the missing columns and the `ALTER TABLE` that adds
+    /// them (types as `create_table` would make them, README "mysql sink").
+    async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
+        if faucet_core::change::ChangeLayout::of(schema).is_some()
+            && self.config.write_mode == WriteMode::Upsert
+        {
+            return Ok(());
+        }
+        let (mut conn, _) = self.session().await?;
+        let Some(t) = table::load(&mut conn, &self.connection, &self.table).await? else {
+            return Ok(());
+        };
+        match crate::sql::write::missing_columns(
+            CONNECTOR,
+            self.config.write_mode,
+            schema,
+            |name| t.type_of(name).is_some(),
+            (&self.table, &self.table.quoted()),
+            |f| {
+                format!(
+                    "{} {}",
+                    crate::mysql::table::quote_ident(&f.name),
+                    table::column_type(&f.data_type, &[], false)
+                )
+            },
+        ) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
 }
 
 /// An open [`MysqlSink`]: one session, one transaction per page.

@@ -251,56 +251,32 @@ impl Sink for PostgresSink {
     /// [`FaucetError::Write`] naming the missing columns and the `ALTER TABLE` that adds
     /// them.
     async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
-        let changes = faucet_core::change::ChangeLayout::of(schema).is_some();
-        if changes && self.config.write_mode == WriteMode::Upsert {
+        if faucet_core::change::ChangeLayout::of(schema).is_some()
+            && self.config.write_mode == WriteMode::Upsert
+        {
             return Ok(());
         }
         let mut conn = self.connection.open_session(CONNECTOR).await?;
         let Some(t) = table::load(&mut conn, &self.table).await? else {
             return Ok(());
         };
-        let missing: Vec<&faucet_core::Field> = schema
-            .fields()
-            .iter()
-            .filter(|f| !t.columns.contains(&f.name))
-            .collect();
-        if missing.is_empty() {
-            return Ok(());
-        }
-        let names: Vec<&str> = missing.iter().map(|f| f.name.as_str()).collect();
-        let adds: Vec<String> = missing
-            .iter()
-            .map(|f| {
+        match crate::sql::write::missing_columns(
+            CONNECTOR,
+            self.config.write_mode,
+            schema,
+            |name| t.columns.iter().any(|c| c == name),
+            (&self.table, &self.table.quoted()),
+            |f| {
                 format!(
-                    "ADD COLUMN {} {}",
+                    "{} {}",
                     faucet_core::util::quote_ident(&f.name),
                     crate::postgres::types::sql_type_of(&f.data_type)
                 )
-            })
-            .collect();
-        let all: Vec<&str> = schema.fields().iter().map(|f| f.name.as_str()).collect();
-        let (what, other_fix) = if changes {
-            (
-                "the source's change records, appended as rows (an audit log)",
-                "; or, to apply the changes to a copy of the source table instead, set \
-                 `write_mode: upsert` with its `key`",
-            )
-        } else {
-            ("the source's records", "")
-        };
-        Err(FaucetError::write(
-            CONNECTOR,
-            format!(
-                "table {} has no column {} (the sink writes {}: {what}); add them (`ALTER \
-                 TABLE {} {}`), or write into a new table with `create_table: true`{other_fix}",
-                self.table,
-                names.join(", "),
-                all.join(", "),
-                self.table.quoted(),
-                adds.join(", ")
-            ),
-            None,
-        ))
+            },
+        ) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 }
 
