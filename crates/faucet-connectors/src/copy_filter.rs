@@ -421,19 +421,8 @@ impl PageStream for EmptyStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::copy_history::Point;
 
-    #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-    struct N(u64);
-
-    impl Point for N {
-        fn to_text(&self) -> String {
-            self.0.to_string()
-        }
-        fn parse(text: &str) -> Option<Self> {
-            text.parse().ok().map(N)
-        }
-    }
+    use crate::copy_history::test_point::N;
 
     fn k(v: &str) -> Option<Vec<String>> {
         Some(vec![v.to_owned()])

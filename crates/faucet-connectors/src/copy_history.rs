@@ -516,12 +516,13 @@ impl PageStream for KeepCopied<'_> {
     }
 }
 
+/// A [`Point`] for the unit tests of the copy history and the copy filter: a plain number.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_point {
+    use super::Point;
 
     #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-    struct N(u64);
+    pub(crate) struct N(pub(crate) u64);
 
     impl Point for N {
         fn to_text(&self) -> String {
@@ -531,6 +532,13 @@ mod tests {
             text.parse().ok().map(N)
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::test_point::N;
 
     fn set(names: &[&str]) -> BTreeSet<String> {
         names.iter().map(|&n| n.to_owned()).collect()

@@ -26,3 +26,14 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 mod sql;
+
+/// The unit tests' source of repeatable random `u64`s (proptest's deterministic generator):
+/// the same sequence on every run, so a failing input can be found again. Used by the mysql
+/// decoders' comparison tests.
+#[cfg(all(test, feature = "mysql"))]
+pub(crate) fn test_rng() -> impl FnMut() -> u64 {
+    use proptest::prelude::Rng as _;
+    use proptest::test_runner::{RngAlgorithm, TestRng};
+    let mut rng = TestRng::deterministic_rng(RngAlgorithm::ChaCha);
+    move || rng.next_u64()
+}

@@ -71,26 +71,28 @@ pub(crate) fn distinct_columns(
     Ok(())
 }
 
+/// Whether a SQL sink's `check_schema` has columns to check for `schema` in `mode`: not for
+/// change records applied by `upsert` (they write the source table's columns, which only the
+/// data tells); for anything appended, and plain rows upserted.
+pub(crate) fn checks_columns(mode: WriteMode, schema: &faucet_core::Schema) -> bool {
+    mode != WriteMode::Upsert || faucet_core::change::ChangeLayout::of(schema).is_none()
+}
+
 /// What a SQL sink's `check_schema` says when an existing table lacks columns the sink will
-/// write (`faucet doctor`, before a run fails at its first page): `None` when `has` has
-/// every field of `schema`, or when change records are applied by `upsert` (they write the
-/// source table's columns, which only the data tells). Otherwise the
-/// [`FaucetError::Write`] of `connector` naming the missing columns, every column the sink
-/// writes, and the `ALTER TABLE <quoted_table> ADD COLUMN …` that adds them
+/// write (`faucet doctor`, before a run fails at its first page), for a schema
+/// [`checks_columns`] said to check: `None` when `has` has every field of `schema`.
+/// Otherwise the [`FaucetError::Write`] of `connector` naming the missing columns, every
+/// column the sink writes, and the `ALTER TABLE <quoted_table> ADD COLUMN …` that adds them
 /// (`column_sql(field)` is the system's quoted name and type), with the other fix for change
 /// records (`write_mode: upsert`).
 pub(crate) fn missing_columns(
     connector: &'static str,
-    mode: WriteMode,
     schema: &faucet_core::Schema,
     has: impl Fn(&str) -> bool,
     (table, quoted_table): (&dyn std::fmt::Display, &str),
     column_sql: impl Fn(&faucet_core::Field) -> String,
 ) -> Option<FaucetError> {
     let changes = faucet_core::change::ChangeLayout::of(schema).is_some();
-    if changes && mode == WriteMode::Upsert {
-        return None;
-    }
     let missing: Vec<&faucet_core::Field> =
         schema.fields().iter().filter(|f| !has(&f.name)).collect();
     if missing.is_empty() {

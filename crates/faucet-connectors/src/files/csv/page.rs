@@ -290,13 +290,17 @@ fn warn_held(dialect: &Dialect, reader: &RecordReader) {
 /// among `fields` (empty while reading the header).
 fn reader_error(dialect: &Dialect, e: ReadError, fields: &[Field]) -> FaucetError {
     let at = |line: u64| format!("{}:{line}", dialect.label);
+    // ` `name`` of the 1-based `column`, when the header named it.
+    let column_name = |column: usize| {
+        fields
+            .get(column.wrapping_sub(1))
+            .map(|f| format!(" `{}`", f.name))
+            .unwrap_or_default()
+    };
     match e {
         ReadError::Io(e) => read_error(CONNECTOR, &dialect.path, "cannot read", e),
         ReadError::FieldTooLong { line, column } => {
-            let name = fields
-                .get(column - 1)
-                .map(|f| format!(" `{}`", f.name))
-                .unwrap_or_default();
+            let name = column_name(column);
             FaucetError::data(
                 CONNECTOR,
                 at(line),
@@ -309,10 +313,7 @@ fn reader_error(dialect: &Dialect, e: ReadError, fields: &[Field]) -> FaucetErro
             )
         }
         ReadError::TextAfterQuote { line, column } => {
-            let name = fields
-                .get(column - 1)
-                .map(|f| format!(" `{}`", f.name))
-                .unwrap_or_default();
+            let name = column_name(column);
             FaucetError::data(
                 CONNECTOR,
                 at(line),

@@ -1024,13 +1024,7 @@ mod tests {
     #[test]
     fn fast_plans_decode_as_mysql_common_does() {
         let c = Collations::builtin();
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng();
         let outcome = |r: Result<Value, Undecoded>| match r {
             Ok(v) => Ok(v),
             Err(Undecoded::Truncated) => Err("truncated".to_owned()),

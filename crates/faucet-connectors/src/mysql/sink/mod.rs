@@ -373,9 +373,7 @@ impl Sink for MysqlSink {
     /// [`FaucetError::Write`] naming the missing columns and the `ALTER TABLE` that adds
     /// them (types as `create_table` would make them, README "mysql sink").
     async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
-        if faucet_core::change::ChangeLayout::of(schema).is_some()
-            && self.config.write_mode == WriteMode::Upsert
-        {
+        if !crate::sql::write::checks_columns(self.config.write_mode, schema) {
             return Ok(());
         }
         let (mut conn, _) = self.session().await?;
@@ -384,7 +382,6 @@ impl Sink for MysqlSink {
         };
         match crate::sql::write::missing_columns(
             CONNECTOR,
-            self.config.write_mode,
             schema,
             |name| t.type_of(name).is_some(),
             (&self.table, &self.table.quoted()),

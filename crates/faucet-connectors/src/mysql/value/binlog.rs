@@ -264,13 +264,7 @@ mod tests {
     #[test]
     fn decimals_read_as_mysql_common_reads_them() {
         use mysql_common::binlog::decimal::Decimal;
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng();
         let mut checked = 0;
         for precision in 1..=65 {
             for scale in 0..=precision.min(30) {

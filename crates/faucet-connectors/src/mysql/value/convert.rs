@@ -531,13 +531,7 @@ mod tests {
 
     #[test]
     fn datetimes_read_the_same_by_the_short_and_the_long_way() {
-        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut next = crate::test_rng();
         for round in 0..20_000u32 {
             let parts: DateParts = (
                 (next() % 10_000) as u16,

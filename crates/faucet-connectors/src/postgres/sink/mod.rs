@@ -251,9 +251,7 @@ impl Sink for PostgresSink {
     /// [`FaucetError::Write`] naming the missing columns and the `ALTER TABLE` that adds
     /// them.
     async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
-        if faucet_core::change::ChangeLayout::of(schema).is_some()
-            && self.config.write_mode == WriteMode::Upsert
-        {
+        if !crate::sql::write::checks_columns(self.config.write_mode, schema) {
             return Ok(());
         }
         let mut conn = self.connection.open_session(CONNECTOR).await?;
@@ -262,7 +260,6 @@ impl Sink for PostgresSink {
         };
         match crate::sql::write::missing_columns(
             CONNECTOR,
-            self.config.write_mode,
             schema,
             |name| t.columns.iter().any(|c| c == name),
             (&self.table, &self.table.quoted()),
