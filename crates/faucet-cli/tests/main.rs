@@ -29,6 +29,10 @@ mod mysql_cdc_crash;
 #[cfg(all(feature = "mysql", feature = "state-postgres"))]
 mod mysql_cdc_flights;
 #[cfg(feature = "mysql")]
+mod mysql_cdc_history;
+#[cfg(feature = "mysql")]
+mod mysql_cdc_statements;
+#[cfg(feature = "mysql")]
 mod mysql_connectors;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
 mod mysql_cross_db;

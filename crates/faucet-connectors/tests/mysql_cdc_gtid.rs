@@ -5,8 +5,8 @@
 //! once, in order, values as A's SELECT. And the refusals: B behind, B's binlog purged past
 //! the bookmark, a bookmark without a GTID state. A server rebuilt with the bookmark's
 //! `server_id` but a binlog of its own: carried over the same way. Plus a NULL
-//! `BINLOG_GTID_POS` (an event larger than `max_allowed_packet` before the position)
-//! resumed with a warning.
+//! `BINLOG_GTID_POS` (an event larger than `max_allowed_packet` before the position):
+//! refused (the position cannot be verified) until the setting lets the server answer.
 
 use std::collections::BTreeMap;
 
@@ -283,9 +283,10 @@ async fn a_bookmark_is_carried_over_to_a_replica_by_its_gtid_state() {
 }
 
 /// MariaDB answers NULL to `BINLOG_GTID_POS` for a position after an event larger than its
-/// `max_allowed_packet` in the same file: that is "cannot verify", resumed with a warning.
+/// `max_allowed_packet` in the same file: the position cannot be verified, so it is refused
+/// (a reset binlog answers NULL too), naming the setting; raised again, the run resumes.
 #[tokio::test]
-async fn a_null_binlog_gtid_pos_resumes_on_the_same_server() {
+async fn a_null_binlog_gtid_pos_is_refused_until_the_server_can_verify_the_position() {
     let server = PrivateMariadb::start(1).await;
     server
         .exec("CREATE TABLE t (id INT PRIMARY KEY, v LONGTEXT)")
@@ -298,6 +299,7 @@ async fn a_null_binlog_gtid_pos_resumes_on_the_same_server() {
     let pages = read_pages(&s, Some(start), 10).await.expect("the big row");
     assert_eq!(records(&pages).len(), 1);
     let after_big = last_bookmark(&pages);
+    let default_packet = server.column("SELECT @@GLOBAL.max_allowed_packet").await;
     server.exec("SET GLOBAL max_allowed_packet = 1048576").await;
     let position = format!(
         "SELECT BINLOG_GTID_POS('{}', {}) IS NULL",
@@ -310,9 +312,23 @@ async fn a_null_binlog_gtid_pos_resumes_on_the_same_server() {
         "the server says NULL"
     );
     server.exec("INSERT INTO t VALUES (2, 'small')").await;
+    let e = read_pages(&s, Some(after_big.clone()), 10)
+        .await
+        .expect_err("the position cannot be verified");
+    assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
+    assert!(
+        message(&e).contains("cannot be verified") && message(&e).contains("max_allowed_packet"),
+        "{e}"
+    );
+    server
+        .exec(&format!(
+            "SET GLOBAL max_allowed_packet = {}",
+            default_packet.first().expect("a size")
+        ))
+        .await;
     let rest = read_pages(&s, Some(after_big), 10)
         .await
-        .expect("resumed although the position cannot be verified");
+        .expect("verified again");
     assert_eq!(
         changes(&records(&rest)),
         [r#"c test.t null {"id":2,"v":"small"}"#]
@@ -386,10 +402,10 @@ async fn a_bookmark_of_a_server_rebuilt_with_the_same_server_id_is_carried_over_
 }
 
 /// Edited bookmarks on the server they were made on: a GTID state with a domain the server
-/// never logged is refused saying the server's state at the position is not the bookmark's
-/// (not that the file is gone, which it is not); a MySQL-shaped bookmark (a `server_uuid`
-/// and a GTID set) is refused on MariaDB instead of being resumed by position; an empty GTID
-/// state, which reads the whole binlog again, is said so by `faucet doctor`'s resume line.
+/// never logged is refused as a diverged history (not that the file is gone, which it is
+/// not); a MySQL-shaped bookmark (a `server_uuid` and a GTID set) is refused on MariaDB
+/// instead of being resumed by position; an empty GTID state, another than the server's at
+/// the position, is refused the same way (it was carried over, reading the binlog again).
 /// `check_resume` gives the run's refusal each time.
 #[tokio::test]
 async fn edited_bookmarks_on_their_own_server_are_refused_saying_what_is_wrong() {
@@ -410,7 +426,7 @@ async fn edited_bookmarks_on_their_own_server_are_refused_saying_what_is_wrong()
     assert!(matches!(e, FaucetError::Bookmark { .. }), "{e:?}");
     let m = message(&e);
     assert!(
-        m.contains("another GTID state at the bookmark's position")
+        m.contains("history diverged")
             && m.contains("5-1-3")
             && !m.contains("is not in this server's binlog"),
         "{m}"
@@ -442,13 +458,14 @@ async fn edited_bookmarks_on_their_own_server_are_refused_saying_what_is_wrong()
 
     let mut empty = end.clone();
     empty["gtid_state"] = "".into();
-    let note = s
+    let e = s
         .check_resume(&empty)
         .await
-        .expect("an empty state is carried over")
-        .expect("a note");
+        .expect_err("another state at the position than the bookmark's");
+    let m = message(&e);
     assert!(
-        note.contains("empty GTID state") && note.contains("from its start"),
-        "{note}"
+        m.contains("history diverged")
+            && m.contains("another GTID state at the bookmark's position"),
+        "{m}"
     );
 }

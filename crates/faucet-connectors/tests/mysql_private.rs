@@ -1,16 +1,13 @@
 //! A private MariaDB with a binlog, started by a test that changes global settings or breaks
-//! the server (the shared one on 3307 must not see that), stopped when dropped. The commands
-//! are those of ../shared/notes/mysql.md: ≈ 4 s to initialize, 1–2 s to start.
+//! the server (the shared one on 3307 must not see that), stopped when dropped: the
+//! test-support server (≈ 4 s to initialize, 1–2 s to start), with mysql_async helpers.
 
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A running private server.
+/// A running private server: the test-support one ([`faucet_test_support::private_mariadb`]),
+/// driven here with mysql_async.
 pub(crate) struct PrivateMariadb {
-    child: Child,
-    dir: tempfile::TempDir,
-    /// Server options beyond the binlog settings (kept across restarts).
-    options: Vec<String>,
+    inner: faucet_test_support::private_mariadb::PrivateMariadb,
     /// Its port on 127.0.0.1.
     pub(crate) port: u16,
 }
@@ -24,103 +21,16 @@ impl PrivateMariadb {
 
     /// [`PrivateMariadb::start`] with more server options (`--default-time-zone=+05:30`).
     pub(crate) async fn start_with(server_id: u32, options: &[&str]) -> Self {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let data = dir.path().join("data");
-        // Its own tmpdir: the bootstrap's temporary tables are files there, and under load a
-        // bootstrap sharing /tmp with others was seen losing one (ERROR 1051 on
-        // `mysql.tmp_proxies_priv`); one retry from an empty data directory besides.
-        let tmp = dir.path().join("tmp");
-        std::fs::create_dir_all(&tmp).expect("tmpdir");
-        let install = || {
-            let _ = std::fs::remove_dir_all(&data);
-            Command::new("mariadb-install-db")
-                .args([
-                    "--no-defaults",
-                    "--basedir=/usr",
-                    "--user=root",
-                    "--auth-root-authentication-method=normal",
-                    "--skip-test-db",
-                ])
-                .arg(format!("--datadir={}", data.display()))
-                .arg(format!("--tmpdir={}", tmp.display()))
-                .output()
-                .unwrap_or_else(|e| {
-                    panic!("mariadb-install-db (package mariadb-server) cannot run: {e}")
-                })
-        };
-        let mut out = install();
-        if !out.status.success() {
-            out = install();
-        }
-        assert!(
-            out.status.success(),
-            "mariadb-install-db failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
         let options: Vec<String> = options.iter().map(|o| (*o).to_owned()).collect();
-        let mut server = Self {
-            child: Self::spawn(&dir, port, server_id, &options),
-            dir,
-            options,
-            port,
-        };
-        server.wait_up().await;
-        server.exec("CREATE DATABASE test").await;
-        server
-    }
-
-    fn spawn(dir: &tempfile::TempDir, port: u16, server_id: u32, options: &[String]) -> Child {
-        let d = dir.path();
-        Command::new("mariadbd")
-            .args([
-                "--no-defaults",
-                "--basedir=/usr",
-                "--user=root",
-                "--bind-address=127.0.0.1",
-                "--skip-name-resolve",
-                "--innodb-buffer-pool-size=16M",
-                "--character-set-server=utf8mb4",
-                "--collation-server=utf8mb4_general_ci",
-                "--log-bin=mariadb-bin",
-                "--binlog-format=ROW",
-                "--binlog-row-image=FULL",
-                "--binlog-row-metadata=FULL",
-            ])
-            .arg(format!("--datadir={}", d.join("data").display()))
-            .arg(format!("--tmpdir={}", d.join("tmp").display()))
-            .arg(format!("--port={port}"))
-            .arg(format!("--socket={}", d.join("s.sock").display()))
-            .arg(format!("--pid-file={}", d.join("m.pid").display()))
-            .arg(format!("--log-error={}", d.join("err.log").display()))
-            .arg(format!("--server-id={server_id}"))
-            .args(options)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("mariadbd (package mariadb-server) cannot start: {e}"))
-    }
-
-    async fn wait_up(&mut self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(conn) = mysql_async::Conn::new(
-                mysql_async::Opts::from_url(&self.url("mysql")).expect("url"),
-            )
-            .await
-            {
-                let _ = conn.disconnect().await;
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the private MariaDB did not start: see {}",
-                self.dir.path().join("err.log").display()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
+        let inner = tokio::task::spawn_blocking(move || {
+            let options: Vec<&str> = options.iter().map(String::as_str).collect();
+            faucet_test_support::private_mariadb::PrivateMariadb::start_with(server_id, &options)
+        })
+        .await
+        .expect("the private MariaDB starts");
+        Self {
+            port: inner.port(),
+            inner,
         }
     }
 
@@ -132,16 +42,10 @@ impl PrivateMariadb {
     /// Runs `sql` as root in database `test`.
     pub(crate) async fn exec(&self, sql: &str) {
         use mysql_async::prelude::Queryable as _;
-        let mut conn = mysql_async::Conn::new(
-            mysql_async::Opts::from_url(&self.url(if sql.starts_with("CREATE DATABASE test") {
-                "mysql"
-            } else {
-                "test"
-            }))
-            .expect("url"),
-        )
-        .await
-        .expect("connect to the private MariaDB");
+        let mut conn =
+            mysql_async::Conn::new(mysql_async::Opts::from_url(&self.url("test")).expect("url"))
+                .await
+                .expect("connect to the private MariaDB");
         conn.query_drop(sql)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
@@ -205,7 +109,7 @@ impl PrivateMariadb {
             assert!(
                 Instant::now() < deadline,
                 "the replica did not catch up: it has {has:?}, the primary {want:?}; see {}",
-                self.dir.path().join("err.log").display()
+                self.inner.error_log().display()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -213,16 +117,6 @@ impl PrivateMariadb {
 
     /// Stops the server and starts it again on the same data with another server id.
     pub(crate) async fn restart(&mut self, server_id: u32) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        self.child = Self::spawn(&self.dir, self.port, server_id, &self.options);
-        self.wait_up().await;
-    }
-}
-
-impl Drop for PrivateMariadb {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.inner.restart(server_id);
     }
 }

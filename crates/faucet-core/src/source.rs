@@ -143,8 +143,9 @@ pub trait Source: Send + Sync {
 
     /// Probes, like [`Source::check`] (queries only: nothing is read, registered or
     /// consumed), how a run would resume from `from`, the pipeline's stored bookmark (for
-    /// `faucet doctor`): `Some(note)` says what it would do (the position it resumes at, a
-    /// carry-over to another server); `None` (the default) that there is nothing to say
+    /// `faucet doctor`; [`Bookmark::Null`] when none is stored yet): `Some(note)` says what
+    /// it would do (the position it resumes at, a carry-over to another server, or with no
+    /// bookmark where a first run starts); `None` (the default) that there is nothing to say
     /// beyond [`Source::check`].
     ///
     /// # Errors

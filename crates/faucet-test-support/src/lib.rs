@@ -2,7 +2,7 @@
 //! environment variable per service with a localhost default, the failure message when a
 //! service is down (naming the variable and `scripts/services.sh`), and unique names so
 //! tests can run in parallel; and [`private_pg::PrivatePostgres`], a PostgreSQL server of a
-//! test's own; and [`mysql_value_table!`], DESIGN.md's MySQL value table as test data. Used as a dev-dependency by every crate's tests; it has no database client,
+//! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own; and [`mysql_value_table!`], DESIGN.md's MySQL value table as test data. Used as a dev-dependency by every crate's tests; it has no database client,
 //! so each crate connects with its own and hands the result to [`Service::expect_up`].
 //!
 //! | service | variable | default |
@@ -15,6 +15,7 @@
 //! [`Service::name`], a row in the table above, and a `*_url()` shortcut.
 
 pub mod mysql_values;
+pub mod private_mariadb;
 pub mod private_pg;
 
 use std::fmt::Display;

@@ -12,7 +12,9 @@
 //! would resume from it ([`faucet_core::Source::check_resume`]: `mysql-cdc` says whether it
 //! resumes by position or is carried over to another server by GTID), a `resume` line says
 //! so, or fails with the refusal the run would meet (left out when the source or state probe
-//! failed: the same failure would be counted twice).
+//! failed: the same failure would be counted twice). With no bookmark stored yet, a source
+//! that can say where a run starts does (`mysql-cdc`: `no bookmark is stored yet: a run
+//! starts at `start`: `end`, … (now FILE:POS)`).
 //!
 //! A source that fixes its records' schema up front (a change-data source) has the sink
 //! probe also check that the target takes it ([`faucet_core::Sink::check_schema`]: a
@@ -205,9 +207,12 @@ async fn probe_row(
     }
 }
 
-/// The `resume` line: how a run would resume from the bookmark stored under `key`, when
-/// there is one and the source has something to say ([`faucet_core::Source::check_resume`];
-/// nothing is read or consumed).
+/// The `resume` line: how a run would resume from the bookmark stored under `key`, or with
+/// none stored yet where a run would start, when the source has something to say
+/// ([`faucet_core::Source::check_resume`], asked with a null bookmark when none is stored;
+/// nothing is read or consumed). A failure names what it concerns in its error, after the
+/// elapsed time like every failed probe: `✗ resume mysql-cdc KEY 3 ms: mysql-cdc: cannot
+/// resume: …`.
 async fn probe_resume(
     checks: &mut Vec<Check>,
     row: Option<String>,
@@ -216,15 +221,14 @@ async fn probe_resume(
     timeout: Duration,
 ) {
     let t = Instant::now();
+    let mut stored = false;
     let outcome = within(timeout, async {
         let store = p.state.connect().await?;
-        let Some(entry) = store.get(key).await? else {
-            return Ok(None);
+        let bookmark = match store.get(key).await? {
+            Some(entry) => faucet_core::pipeline::stored_bookmark(entry),
+            None => faucet_core::Bookmark::Null,
         };
-        let bookmark = faucet_core::pipeline::stored_bookmark(entry);
-        if bookmark.is_null() {
-            return Ok(None);
-        }
+        stored = !bookmark.is_null();
         p.source.build()?.check_resume(&bookmark).await
     })
     .await;
@@ -232,15 +236,19 @@ async fn probe_resume(
     match outcome {
         Ok(None) => {}
         Ok(Some(note)) => checks.push(passed(row, "resume", kind, format!("{key}: {note}"), t)),
-        Err(e) => checks.push(failed(
-            row,
-            "resume",
-            kind,
-            format!("{key}: the stored bookmark"),
-            t,
-            &e,
-            p.source.hints(),
-        )),
+        Err(e) => {
+            let mut check = failed(row, "resume", kind, key.to_owned(), t, &e, p.source.hints());
+            // A refused bookmark says so itself (`mysql-cdc: cannot resume: …`).
+            let what = match (stored, &e) {
+                (true, FaucetError::Bookmark { .. }) => None,
+                (true, _) => Some("cannot resume from the stored bookmark"),
+                (false, _) => Some("no bookmark is stored yet, and a run cannot start"),
+            };
+            if let Some(what) = what {
+                check.error = check.error.map(|e| format!("{what}: {e}"));
+            }
+            checks.push(check);
+        }
     }
 }
 

@@ -224,16 +224,6 @@ impl ChangeDecoder {
             .any(|t| t.database.as_deref() == Some(database) && t.table == table)
     }
 
-    /// The first listed table whose name occurs in `sql` (case-insensitively), as
-    /// `database.table`: a statement-logged change that may concern it.
-    pub(crate) fn named_in(&self, sql: &str) -> Option<String> {
-        let lower = sql.to_lowercase();
-        self.wanted
-            .iter()
-            .find(|t| lower.contains(&t.table.to_lowercase()))
-            .map(|t| t.to_string())
-    }
-
     /// Whether a table map (`raw`: its event bytes) is of a listed table and differs from
     /// the one in hand: [`Self::table_map`] then needs the table's declared columns.
     pub(crate) fn needs_catalog(&self, tme: &TableMapEvent<'_>, raw: &[u8]) -> bool {

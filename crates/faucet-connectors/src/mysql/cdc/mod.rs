@@ -23,14 +23,17 @@
 //! * [`MysqlCdcSource::open`] checks the prerequisites (module `server`: binlog on, ROW
 //!   format, FULL row image and metadata, no compression, the privileges, the server id),
 //!   checks a bookmark against the server (same `server_id`/`server_uuid`, its binlog file
-//!   still there, on MariaDB the GTID state at that position — a NULL answer is a warning,
-//!   not a refusal), then registers as replica `server_id` and requests the binlog from the
-//!   bookmark's position, or on a first run from `start` (the current end of the log by
-//!   default). A MariaDB bookmark of another server is carried over by its GTID state
-//!   (`MysqlCdcSource::carry_over`: the dump starts from `@slave_connect_state`, after
-//!   checks that the server holds the bookmark's transactions), and so is a bookmark of
-//!   this `server_id` whose position is not in its binlog (the file gone, or another GTID
-//!   state there: a purge, or a server rebuilt with the same id). A MySQL bookmark of another
+//!   still there, the position an event boundary inside it, on MariaDB the GTID state at
+//!   that position the bookmark's: module `resume`), then registers as replica `server_id`
+//!   and requests the binlog from the bookmark's position, or on a first run from `start`
+//!   (the current end of the log by default). A bookmark of this server whose history is
+//!   not the server's any more (`RESET MASTER`, a restore: the file number restarted, the
+//!   position past a file's end, another or an unknown GTID state there) is refused as
+//!   "history diverged: re-snapshot", never resumed by position or GTID. A MariaDB bookmark
+//!   of another server is carried over by its GTID state (`MysqlCdcSource::carry_over`: the
+//!   dump starts from `@slave_connect_state`, after checks that the server holds the
+//!   bookmark's transactions), and so is a bookmark of this `server_id` whose file was purged
+//!   from a binlog that goes on, or that logs to files of another name. A MySQL bookmark of another
 //!   server is carried over by its GTID set (module `mysql_carry`: `COM_BINLOG_DUMP_GTID`
 //!   after checks against `@@gtid_executed` and `@@gtid_purged`; untested against MySQL).
 //! * `check()` has no bookmark to look at; `check_resume(bookmark)` (what `faucet doctor`
@@ -62,8 +65,10 @@ mod events;
 pub(crate) mod gtid_set;
 mod mysql_carry;
 pub(crate) mod position;
+mod resume;
 pub(crate) mod server;
 mod statement;
+mod statement_scope;
 mod stream;
 
 use async_trait::async_trait;
@@ -77,7 +82,7 @@ pub use config::{MysqlCdcConfig, StartPosition, ValidatedMysqlCdcConfig};
 use bookmark::CdcBookmark;
 use changes::{ChangeDecoder, record_schema};
 use gtid_set::MysqlGtidSet;
-use position::{BinlogPos, GtidState, Holding, MariadbGtid};
+use position::{BinlogPos, GtidState};
 use server::ServerFacts;
 use stream::{CarryFrom, CdcPageStream, HEARTBEAT, StreamStart};
 
@@ -186,362 +191,71 @@ impl MysqlCdcSource {
         }
     }
 
-    /// How to resume from bookmark `b` on the connected server: by file and position when
-    /// `b` is this server's (`server_id` / `server_uuid` the same, its binlog file still
-    /// there, on MariaDB the GTID state at the position the bookmark's), else by GTID
-    /// ([`Self::carry_over`] on MariaDB, `mysql_carry::carry_over` on MySQL). A bookmark of
-    /// this server with a GTID state whose file is gone (purged, or a server rebuilt with
-    /// the same `server_id` and a binlog of its own), or at whose position MariaDB's binlog
-    /// has another GTID state, is carried over too, with the same checks. The returned
-    /// bookmark is `b` with its GTID state filled in where an old bookmark had none and the
-    /// server told it, and where the dump starts by GTID, from what.
+    /// Where a run without a bookmark starts on this server: `start` resolved against `end`
+    /// (the end of the log now) and `files` (`SHOW BINARY LOGS`, oldest first).
     ///
     /// # Errors
-    /// [`FaucetError::Bookmark`]: the file was purged, the position's GTID state is another
-    /// transaction's (and the bookmark has no GTID state to carry it over), or the bookmark
-    /// cannot be carried over (see [`Self::carry_over`]).
-    async fn plan_resume(
+    /// [`FaucetError::Config`] naming `start.at.binlog_file` / `start.at.binlog_pos` when the
+    /// server has no such file, or no event starts at that offset in it.
+    async fn first_position(
         &self,
         conn: &mut mysql_async::Conn,
-        facts: &ServerFacts,
         files: &[String],
-        mut b: CdcBookmark,
-    ) -> Result<(CdcBookmark, Option<CarryFrom>), FaucetError> {
-        let other_kind = if facts.mariadb {
-            b.server.server_uuid.is_some()
-        } else {
-            b.server.server_uuid.is_none() && facts.identity.server_uuid.is_some()
-        };
-        if other_kind {
-            // A MariaDB server has no server_uuid, a MySQL one has: the bookmark was made on
-            // the other kind, whose positions and GTIDs mean nothing here.
-            let (made_on, this) = if facts.mariadb {
-                ("MySQL", "MariaDB")
-            } else {
-                ("MariaDB", "MySQL")
-            };
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                format!(
-                    "the bookmark was made on a {made_on} server (server_id {}, `server.server_uuid` \
-                     {}), but this server (server_id {}) is {this}: binlog positions and GTIDs of \
-                     one do not apply to the other. Point connection_url back at that server, or \
-                     delete this pipeline's state and re-snapshot the tables from this one",
-                    b.server.server_id,
-                    b.server.server_uuid.as_deref().unwrap_or("null"),
-                    facts.identity.server_id,
-                ),
-                None,
-            ));
-        }
-        let same_server = b.server.server_id == facts.identity.server_id
-            && !(b.server.server_uuid.is_some()
-                && facts.identity.server_uuid.is_some()
-                && b.server.server_uuid != facts.identity.server_uuid);
-        let has_gtid_state = b.gtid_state.is_some() || b.gtid_set.is_some();
-        if b.by_gtid || !same_server {
-            return self.carry(conn, facts, files, b).await;
-        }
-        if has_gtid_state && !files.contains(&b.position.file) {
-            tracing::info!(
-                source = CONNECTOR,
-                position = %b.position,
-                "the bookmark's binlog file is not on this server (purged, or the server was \
-                 rebuilt with the same server_id): carrying it over by its GTID state"
-            );
-            return self.carry(conn, facts, files, b).await;
-        }
-        server::require_file(files, &b.position)?;
-        if facts.mariadb {
-            let at = server::gtid_state_at(conn, &b.position).await?;
-            match check_position(b.gtid.as_deref(), b.gtid_state.as_ref(), at.as_deref()) {
-                PositionCheck::Verified(state) => {
-                    if b.gtid_state.is_none() {
-                        b.gtid_state = state;
-                    }
-                }
-                PositionCheck::CannotVerify => tracing::warn!(
-                    source = CONNECTOR,
-                    position = %b.position,
-                    "the server cannot compute the GTID state at the bookmark's position \
-                     (BINLOG_GTID_POS is NULL: the file holds an event larger than the \
-                     server's max_allowed_packet, or the position is not an event boundary); \
-                     the position is not verified against the bookmark's GTID and is resumed \
-                     as the server's own (same server_id)"
-                ),
-                PositionCheck::Differs if b.gtid_state.is_some() => {
-                    tracing::info!(
-                        source = CONNECTOR,
-                        position = %b.position,
-                        server_state = at.as_deref().unwrap_or("none"),
-                        "this server's binlog has another GTID state at the bookmark's \
-                         position (a server rebuilt with the same server_id?): carrying the \
-                         bookmark over by its GTID state"
-                    );
-                    return self.carry(conn, facts, files, b).await;
-                }
-                PositionCheck::Differs => {
-                    return Err(FaucetError::bookmark(
-                        CONNECTOR,
+        end: &BinlogPos,
+    ) -> Result<BinlogPos, FaucetError> {
+        Ok(match &self.config().start {
+            StartPosition::End => end.clone(),
+            StartPosition::Beginning => BinlogPos::new(
+                files.first().cloned().unwrap_or_else(|| end.file.clone()),
+                4,
+            ),
+            StartPosition::At {
+                binlog_file,
+                binlog_pos,
+            } => {
+                let at = BinlogPos::new(binlog_file.clone(), *binlog_pos);
+                if !files.contains(binlog_file) {
+                    return Err(FaucetError::config(
+                        "start.at.binlog_file",
                         format!(
-                            "the bookmark says the GTID state at {} is {}, but this server's \
-                             binlog has GTID state {} there: it is not the binlog the bookmark \
-                             was read from (a rebuilt server with the same server_id?). Delete \
-                             this pipeline's state and re-snapshot the tables",
-                            b.position,
-                            b.gtid_state
-                                .as_ref()
-                                .map(ToString::to_string)
-                                .or_else(|| b.gtid.clone())
-                                .unwrap_or_default(),
-                            at.as_deref().unwrap_or("none"),
+                            "the server has no binlog file `{binlog_file}` (SHOW BINARY LOGS \
+                             lists {})",
+                            files.join(", ")
                         ),
-                        None,
                     ));
                 }
+                if let Some(why) = server::not_an_event_boundary(conn, &at).await? {
+                    return Err(FaucetError::config(
+                        "start.at.binlog_pos",
+                        format!("{why}: give the offset of an event (SHOW BINLOG EVENTS)"),
+                    ));
+                }
+                at
             }
-        }
-        Ok((b, None))
+        })
     }
 
-    /// Carries `b` over by its GTID state ([`Self::carry_over`] on MariaDB,
-    /// `mysql_carry::carry_over` on MySQL): the bookmark with the state it starts from, and
-    /// that state.
-    ///
-    /// # Errors
-    /// As [`Self::carry_over`] / `mysql_carry::carry_over`.
-    async fn carry(
-        &self,
-        conn: &mut mysql_async::Conn,
-        facts: &ServerFacts,
-        files: &[String],
-        mut b: CdcBookmark,
-    ) -> Result<(CdcBookmark, Option<CarryFrom>), FaucetError> {
-        let from = if facts.mariadb {
-            CarryFrom::Mariadb(self.carry_over(conn, facts, files, &b).await?)
-        } else {
-            CarryFrom::Mysql(
-                mysql_carry::carry_over(conn, &b, |why| carry_refusal(&b, facts, files, why))
-                    .await?,
-            )
+    /// doctor's resume line when no bookmark is stored: where a run starts and what it
+    /// reads, on the connected server.
+    async fn first_run_note(&self) -> Result<String, FaucetError> {
+        let mut conn = self.connect().await?;
+        let (_, (end, _), files) = self.prerequisites(&mut conn).await?;
+        let at = self.first_position(&mut conn, &files, &end).await?;
+        let _ = conn.disconnect().await;
+        let what = match &self.config().start {
+            StartPosition::End => format!(
+                "`end`, the end of the binlog when it starts (now {at}): changes committed \
+                 before it are not read"
+            ),
+            StartPosition::Beginning => format!(
+                "`beginning`, the oldest binlog file the server still has ({at}): every change \
+                 logged since is read"
+            ),
+            StartPosition::At { .. } => format!("`at` {at}"),
         };
-        tracing::info!(
-            source = CONNECTOR,
-            from_server_id = b.server.server_id,
-            server_id = facts.identity.server_id,
-            gtid_state = %from,
-            "the bookmark is carried over to this server by its GTID state"
-        );
-        match &from {
-            CarryFrom::Mariadb(state) => b.gtid_state = Some(state.clone()),
-            CarryFrom::Mysql(set) => b.gtid_set = Some(set.clone()),
-        }
-        Ok((b, Some(from)))
-    }
-
-    /// Carries bookmark `b`, made on another MariaDB server (or carried over before and not
-    /// yet settled: `by_gtid`), over to the connected one by its GTID state, and returns the
-    /// state the dump starts from. MySQL's carry-over, by GTID set, is `mysql_carry`.
-    ///
-    /// Checked before anything is read, each failure a [`FaucetError::Bookmark`] saying
-    /// which:
-    /// * the bookmark has a GTID state (`gtid_state`; an old bookmark's single `gtid` stands
-    ///   for it only when the server has that one domain), and inside a transaction its GTID;
-    /// * the server's `@@gtid_binlog_pos` reaches the state (and the partly delivered
-    ///   transaction) in every domain: else it has not logged them (a replica that had not
-    ///   caught up), and resuming would skip what it logs later under those numbers;
-    /// * the same sequence number with another origin server is a diverged history;
-    /// * the oldest binlog file left does not start past the state (`BINLOG_GTID_POS(file,
-    ///   4)`): else the transactions between were purged.
-    ///
-    /// What cannot be checked here: that the server's transaction under a needed
-    /// `domain-seq` with a larger number after it is *the same* transaction (a server that
-    /// took writes of its own under the same domain, with `gtid_strict_mode` off). The dump
-    /// is started with `@slave_gtid_strict_mode=1`, so the server itself refuses a state
-    /// that is not in its binlog (error 1236, mapped by [`stream::gtid_stream_error`]); a
-    /// divergence after the state's GTIDs is not detectable by a reader.
-    async fn carry_over(
-        &self,
-        conn: &mut mysql_async::Conn,
-        facts: &ServerFacts,
-        files: &[String],
-        b: &CdcBookmark,
-    ) -> Result<GtidState, FaucetError> {
-        let refuse = |why: String| carry_refusal(b, facts, files, why);
-        let current = server::gtid_binlog_pos(conn).await?;
-        let needed = match (
-            &b.gtid_state,
-            b.gtid.as_deref().and_then(MariadbGtid::parse),
-        ) {
-            (Some(state), _) => state.clone(),
-            (None, Some(g)) if current.len() == 1 && current.get(g.domain).is_some() => {
-                GtidState::of(g)
-            }
-            (None, Some(g)) => {
-                return Err(refuse(format!(
-                    "the bookmark holds only its last GTID {g}, not the GTID state of every \
-                     domain, and this server logs the domains {} (a bookmark of an older \
-                     faucet): it cannot be carried over. Point connection_url back at that \
-                     server and run once to refresh the bookmark, or delete this pipeline's \
-                     state and re-snapshot the tables from this one",
-                    current
-                        .domains()
-                        .map(|d| d.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-            (None, None) => {
-                return Err(refuse(
-                    "the bookmark has no GTID to carry the position over, and its binlog \
-                     positions do not apply here. Point connection_url back at that server, or \
-                     delete this pipeline's state and re-snapshot the tables from this one"
-                        .to_owned(),
-                ));
-            }
-        };
-        let mut reach = needed.clone();
-        if let Some(t) = &b.in_txn {
-            let Some(g) = t.gtid.as_deref().and_then(MariadbGtid::parse) else {
-                return Err(refuse(
-                    "the bookmark is inside a transaction without a MariaDB GTID, which cannot \
-                     be found on another server. Point connection_url back at that server to \
-                     finish it"
-                        .to_owned(),
-                ));
-            };
-            reach.apply(g);
-        }
-        match current.holds(&reach) {
-            Holding::Holds => {}
-            Holding::Behind { needed, has } => {
-                return Err(refuse(format!(
-                    "this server's binlog has not logged transaction {needed} that the \
-                     bookmark was read up to: in domain {} it ends at {} (@@gtid_binlog_pos {}). \
-                     A replica that has not caught up? Wait until its @@gtid_binlog_pos \
-                     reaches {reach}, or point connection_url back at that server; resuming \
-                     now would lose or skip changes",
-                    needed.domain,
-                    has.map_or_else(|| "nothing".to_owned(), |g| g.to_string()),
-                    current,
-                )));
-            }
-            Holding::Diverged { needed, has } => {
-                return Err(refuse(format!(
-                    "this server logged {has} where the bookmark's server logged {needed}: a \
-                     different transaction under the same domain and number, so the two \
-                     histories diverged and no position on this server follows the bookmark. \
-                     Delete this pipeline's state and re-snapshot the tables from this one"
-                )));
-            }
-        }
-        if let Some(oldest) = files.first() {
-            let at_start = server::gtid_state_at(conn, &BinlogPos::new(oldest.clone(), 4))
-                .await?
-                .and_then(|s| GtidState::parse(&s));
-            if let Some((want, first)) = at_start.and_then(|s| s.purged_past(&needed)) {
-                return Err(refuse(format!(
-                    "this server's oldest binlog `{oldest}` starts after {first}, but the \
-                     bookmark needs the transactions of domain {} after {}: they were purged, \
-                     and the changes in between are gone here. Re-snapshot the tables, delete this \
-                     pipeline's state, and start again; keep binlogs longer than the longest \
-                     pause (binlog_expire_logs_seconds / expire_logs_days)",
-                    first.domain,
-                    want.map_or_else(|| "its first".to_owned(), |g| g.to_string()),
-                )));
-            }
-        }
-        Ok(needed)
-    }
-}
-
-/// The bookmark error of a carry-over of `b` to the server of `facts` (binlog files
-/// `files`) refused for `why`, naming both servers (or, for a bookmark of this server, why
-/// its position was not taken: its file is not in the binlog, or the server's GTID state
-/// there is not the bookmark's).
-fn carry_refusal(
-    b: &CdcBookmark,
-    facts: &ServerFacts,
-    files: &[String],
-    why: String,
-) -> FaucetError {
-    let uuid = |u: Option<&str>| u.map(|u| format!(" ({u})")).unwrap_or_default();
-    let whose = if b.server == facts.identity && !b.by_gtid && files.contains(&b.position.file) {
-        format!(
-            "this server's binlog (server_id {}{}, the bookmark's) has another GTID state at \
-             the bookmark's position {} than the bookmark's `gtid_state` (a server rebuilt \
-             with the same server_id, or an edited state), so it is carried over by its GTID \
-             state",
-            facts.identity.server_id,
-            uuid(facts.identity.server_uuid.as_deref()),
-            b.position,
-        )
-    } else if b.server == facts.identity && !b.by_gtid {
-        format!(
-            "the bookmark's position {} is not in this server's binlog (server_id {}{}, the \
-             bookmark's: its file was purged, or the server was rebuilt), so it is carried \
-             over by its GTID state",
-            b.position,
-            facts.identity.server_id,
-            uuid(facts.identity.server_uuid.as_deref()),
-        )
-    } else {
-        format!(
-            "the bookmark was made on the server with server_id {}{} at {}, but this one has \
-             server_id {}{} (a failover or a rebuilt server?)",
-            b.server.server_id,
-            uuid(b.server.server_uuid.as_deref()),
-            b.position,
-            facts.identity.server_id,
-            uuid(facts.identity.server_uuid.as_deref()),
-        )
-    };
-    FaucetError::bookmark(CONNECTOR, format!("{whose}: {why}"), None)
-}
-
-/// What the GTID state a server computes at a bookmark's position (`BINLOG_GTID_POS`) says
-/// about a bookmark of that server ([`check_position`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum PositionCheck {
-    /// The state there is the bookmark's (or the bookmark has none to compare): the
-    /// server's state there, when it told one.
-    Verified(Option<GtidState>),
-    /// The server could not compute it (NULL): the position is taken as the server's own,
-    /// with a warning. MariaDB 10.11 answers NULL for every position after an event larger
-    /// than its `max_allowed_packet` in the same file, and for a position that is not an
-    /// event boundary (which the dump then refuses).
-    CannotVerify,
-    /// A different state: not the binlog the bookmark was read from.
-    Differs,
-}
-
-/// The decision of [`PositionCheck`] for a bookmark with last GTID `gtid` and GTID state
-/// `state` (either may be missing: older bookmarks, a first run on a server that could not
-/// tell), given the server's answer `at` (`None`: NULL).
-fn check_position(
-    gtid: Option<&str>,
-    state: Option<&GtidState>,
-    at: Option<&str>,
-) -> PositionCheck {
-    let Some(at) = at else {
-        return if gtid.is_none() && state.is_none() {
-            PositionCheck::Verified(None)
-        } else {
-            PositionCheck::CannotVerify
-        };
-    };
-    let Some(server_state) = GtidState::parse(at) else {
-        return PositionCheck::CannotVerify;
-    };
-    let same = match (state, gtid) {
-        (Some(state), _) => *state == server_state,
-        (None, Some(gtid)) => at.split(',').any(|g| g.trim() == gtid),
-        (None, None) => true,
-    };
-    if same {
-        PositionCheck::Verified(Some(server_state))
-    } else {
-        PositionCheck::Differs
+        Ok(format!(
+            "no bookmark is stored yet: a run starts at `start`: {what}"
+        ))
     }
 }
 
@@ -588,30 +302,7 @@ impl Source for MysqlCdcSource {
         let (start, carry) = match from {
             Some(b) => self.plan_resume(&mut conn, &facts, &files, b).await?,
             None => {
-                let position = match &self.config().start {
-                    StartPosition::End => end.clone(),
-                    StartPosition::Beginning => BinlogPos::new(
-                        files.first().cloned().unwrap_or_else(|| end.file.clone()),
-                        4,
-                    ),
-                    StartPosition::At {
-                        binlog_file,
-                        binlog_pos,
-                    } => {
-                        let at = BinlogPos::new(binlog_file.clone(), *binlog_pos);
-                        if !files.contains(binlog_file) {
-                            return Err(FaucetError::config(
-                                "start.at.binlog_file",
-                                format!(
-                                    "the server has no binlog file `{binlog_file}` (SHOW BINARY \
-                                     LOGS lists {})",
-                                    files.join(", ")
-                                ),
-                            ));
-                        }
-                        at
-                    }
-                };
+                let position = self.first_position(&mut conn, &files, &end).await?;
                 let (gtid_state, gtid_set) = if facts.mariadb {
                     let state = server::gtid_state_at(&mut conn, &position)
                         .await?
@@ -689,14 +380,14 @@ impl Source for MysqlCdcSource {
     /// by GTID state STATE: …` (carried over from another server, or from a position no
     /// longer in this server's binlog). A `faucet replicate` bookmark (a snapshot in
     /// progress) is not judged, only named (with which command continues it), without
-    /// connecting.
+    /// connecting. No bookmark (null): where a run starts (`start` resolved on this server).
     ///
     /// # Errors
     /// The [`FaucetError::Bookmark`] a run would meet (another server that cannot take the
     /// bookmark, a purged binlog, …), or the failing prerequisite.
     async fn check_resume(&self, from: &Bookmark) -> Result<Option<String>, FaucetError> {
         if from.is_null() {
-            return Ok(None);
+            return self.first_run_note().await.map(Some);
         }
         if from
             .as_object()
@@ -902,58 +593,7 @@ mod tests {
             note.contains("`faucet replicate` bookmark") && note.contains("`faucet run` refuses"),
             "{note}"
         );
-        assert_eq!(s.check_resume(&Bookmark::Null).await.expect("null"), None);
-    }
-
-    /// A NULL `BINLOG_GTID_POS` (the server cannot compute it) is not evidence of another
-    /// binlog: the resume goes on with a warning; a different state is a refusal.
-    #[test]
-    fn a_null_gtid_state_cannot_verify_and_a_different_one_refuses() {
-        let st = |t: &str| GtidState::parse(t).expect("state");
-        let state = st("0-1-30,7-1-4");
-        assert_eq!(
-            check_position(Some("0-1-30"), Some(&state), None),
-            PositionCheck::CannotVerify
-        );
-        assert_eq!(
-            check_position(Some("0-1-30"), None, None),
-            PositionCheck::CannotVerify
-        );
-        assert_eq!(
-            check_position(None, None, None),
-            PositionCheck::Verified(None),
-            "nothing to verify"
-        );
-        // The server's order of domains is its own.
-        assert_eq!(
-            check_position(Some("0-1-30"), Some(&state), Some("7-1-4,0-1-30")),
-            PositionCheck::Verified(Some(state.clone()))
-        );
-        assert_eq!(
-            check_position(Some("0-1-30"), Some(&state), Some("0-1-30,7-1-5")),
-            PositionCheck::Differs
-        );
-        assert_eq!(
-            check_position(Some("0-1-30"), Some(&state), Some("0-1-30")),
-            PositionCheck::Differs,
-            "a domain missing"
-        );
-        // Old bookmarks: the last GTID must be in the state there, which then fills it in.
-        assert_eq!(
-            check_position(Some("0-1-30"), None, Some("7-1-4,0-1-30")),
-            PositionCheck::Verified(Some(state))
-        );
-        assert_eq!(
-            check_position(Some("0-1-30"), None, Some("0-1-29")),
-            PositionCheck::Differs
-        );
-        assert_eq!(
-            check_position(Some("0-1-30"), None, Some("not a state")),
-            PositionCheck::CannotVerify
-        );
-        assert_eq!(
-            check_position(None, None, Some("")),
-            PositionCheck::Verified(Some(GtidState::default()))
-        );
+        // No bookmark: it connects to say where a run starts (nothing listens here).
+        assert!(s.check_resume(&Bookmark::Null).await.is_err());
     }
 }

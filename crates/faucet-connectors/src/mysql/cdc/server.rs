@@ -214,6 +214,61 @@ pub(crate) async fn binlog_files(conn: &mut mysql_async::Conn) -> Result<Vec<Str
     Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
 }
 
+/// ER_ERROR_WHEN_EXECUTING_COMMAND: `SHOW BINLOG EVENTS` from an offset where no event
+/// starts, or past the file's end ("Wrong offset or I/O error", MariaDB 10.11).
+const NOT_AN_EVENT: u16 = 1220;
+
+/// Why `position` (of a file the server has) is not where an event starts, so that no dump
+/// can resume there; `None` when it is: the offset is the file's size (`SHOW BINARY LOGS`),
+/// or `SHOW BINLOG EVENTS IN file FROM pos LIMIT 1` reads an event there. A position past
+/// the file's end is a file that is not the one the position was read from (a binlog
+/// started again under the same names); one inside an event, a position never handed out.
+///
+/// # Errors
+/// [`FaucetError::Read`] / [`FaucetError::Connect`] when the server cannot be asked.
+pub(crate) async fn not_an_event_boundary(
+    conn: &mut mysql_async::Conn,
+    position: &BinlogPos,
+) -> Result<Option<String>, FaucetError> {
+    let rows: Vec<Row> = conn
+        .query("SHOW BINARY LOGS")
+        .await
+        .map_err(|e| sql_error("SHOW BINARY LOGS", e))?;
+    let size = rows
+        .iter()
+        .find(|r| text(r, 0).as_deref() == Some(position.file.as_str()))
+        .and_then(|r| text(r, 1))
+        .and_then(|s| s.parse::<u64>().ok());
+    let file = &position.file;
+    let pos = position.pos;
+    match size {
+        Some(size) if pos > size => {
+            return Ok(Some(format!(
+                "its position {pos} is past the end of `{file}`, which holds {size} bytes"
+            )));
+        }
+        Some(size) if pos == size => return Ok(None),
+        _ => {}
+    }
+    if pos < 4 {
+        return Ok(Some(format!(
+            "its position {pos} is before the first event of `{file}` (offset 4)"
+        )));
+    }
+    let quoted = file.replace('\\', "\\\\").replace('\'', "''");
+    let sql = format!("SHOW BINLOG EVENTS IN '{quoted}' FROM {pos} LIMIT 1");
+    match conn.query_drop(&sql).await {
+        Ok(()) => Ok(None),
+        Err(mysql_async::Error::Server(s)) if s.code == NOT_AN_EVENT => Ok(Some(format!(
+            "no event starts at its position {pos} in `{file}`{} (the server: {})",
+            size.map(|s| format!(", which holds {s} bytes"))
+                .unwrap_or_default(),
+            s.message
+        ))),
+        Err(e) => Err(sql_error("SHOW BINLOG EVENTS", e)),
+    }
+}
+
 /// A [`FaucetError::Bookmark`] (not retryable) when `file` was purged from the server.
 pub(crate) fn require_file(files: &[String], position: &BinlogPos) -> Result<(), FaucetError> {
     if files.iter().any(|f| f == &position.file) {

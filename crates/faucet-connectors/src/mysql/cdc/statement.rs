@@ -33,8 +33,11 @@ pub(crate) enum Statement {
     /// `EXCHANGE` or `CONVERT PARTITION`, `CONVERT TABLE … TO PARTITION`): the tables whose
     /// rows change, and the clause's first words.
     PartitionRows(Vec<TableName>, String),
-    /// A data change logged as SQL text (INSERT, UPDATE, DELETE, REPLACE, LOAD DATA).
-    Dml,
+    /// A data change logged as SQL text (INSERT, UPDATE, DELETE, REPLACE, LOAD DATA), or a
+    /// statement that may change data through what it calls (`SELECT f()`, `DO f()`,
+    /// `CALL p()`, `WITH … UPDATE`): the one table it writes, when its text names it
+    /// ([`dml_target`]), else `None`.
+    Dml(Option<TableName>),
     /// Anything else (CREATE, ALTER, GRANT …): a schema change or nothing.
     Other,
 }
@@ -57,7 +60,12 @@ pub(crate) fn classify(sql: &str) -> Statement {
             }
         }
         "XA" => Statement::Xa,
-        "INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "LOAD" => Statement::Dml,
+        "INSERT" | "UPDATE" | "DELETE" | "REPLACE" | "LOAD" => {
+            Statement::Dml(dml_target(&word.to_ascii_uppercase(), after))
+        }
+        // Logged as statements only where they may change data (a stored function or
+        // procedure that writes, under binlog_format STATEMENT or MIXED).
+        "SELECT" | "DO" | "CALL" | "WITH" => Statement::Dml(None),
         "TRUNCATE" => {
             let rest = optional_words(after, &["TABLE"]);
             match qualified_name(rest) {
@@ -70,6 +78,80 @@ pub(crate) fn classify(sql: &str) -> Statement {
         "RENAME" => rename_statement(after),
         "ALTER" => alter_statement(after),
         _ => Statement::Other,
+    }
+}
+
+/// The one table a data-changing statement writes, from its text after the first word
+/// `word` (upper case); `None` when the text does not say (a multi-table `UPDATE a, b` /
+/// `UPDATE a JOIN b`, `DELETE a FROM …`, `DELETE FROM a USING …`, anything unexpected):
+/// * `INSERT|REPLACE [LOW_PRIORITY|DELAYED|HIGH_PRIORITY] [IGNORE] [INTO] t` followed by
+///   `(`, `VALUES`, `VALUE`, `SELECT`, `SET`, `PARTITION`, `WITH` or the end;
+/// * `UPDATE [LOW_PRIORITY] [IGNORE] t [[AS] alias] SET`;
+/// * `DELETE [LOW_PRIORITY] [QUICK] [IGNORE] FROM t [[AS] alias]` followed by `WHERE`,
+///   `ORDER`, `LIMIT`, `PARTITION`, `RETURNING` or the end;
+/// * `LOAD DATA|XML … INTO TABLE t`.
+pub(crate) fn dml_target(word: &str, after: &str) -> Option<TableName> {
+    let mut rest = skip_space_and_comments(after);
+    for modifier in [
+        "LOW_PRIORITY",
+        "DELAYED",
+        "HIGH_PRIORITY",
+        "QUICK",
+        "IGNORE",
+    ] {
+        rest = optional_words(rest, &[modifier]);
+    }
+    let next_word = |s: &str| keyword(skip_space_and_comments(s)).0.to_ascii_uppercase();
+    match word {
+        "INSERT" | "REPLACE" => {
+            rest = optional_words(rest, &["INTO"]);
+            let (name, after) = qualified_name(rest)?;
+            let after = skip_space_and_comments(after);
+            let follows = after.is_empty()
+                || after.starts_with('(')
+                || matches!(
+                    next_word(after).as_str(),
+                    "VALUES" | "VALUE" | "SELECT" | "SET" | "PARTITION" | "WITH"
+                );
+            follows.then_some(name)
+        }
+        "UPDATE" => {
+            let (name, after) = qualified_name(rest)?;
+            let after = skip_alias(after, &["SET"]);
+            (next_word(after) == "SET").then_some(name)
+        }
+        "DELETE" => {
+            let (from, after_from) = keyword(rest);
+            if !from.eq_ignore_ascii_case("FROM") {
+                return None;
+            }
+            let (name, after) = qualified_name(skip_space_and_comments(after_from))?;
+            let ends = ["WHERE", "ORDER", "LIMIT", "PARTITION", "RETURNING"];
+            let after = skip_space_and_comments(skip_alias(after, &ends));
+            (after.is_empty() || ends.contains(&next_word(after).as_str())).then_some(name)
+        }
+        "LOAD" => {
+            let at = find_word(rest, "INTO")?;
+            let after_into = optional_words(&rest[at + 4..], &["TABLE"]);
+            qualified_name(after_into).map(|(name, _)| name)
+        }
+        _ => None,
+    }
+}
+
+/// `s` after an optional table alias (`[AS] x`) that is not one of the keywords `next`.
+fn skip_alias<'a>(s: &'a str, next: &[&str]) -> &'a str {
+    let rest = skip_space_and_comments(s);
+    let rest = optional_words(rest, &["AS"]);
+    match identifier(rest) {
+        Some((alias, after))
+            if !rest.starts_with('`') && next.iter().any(|n| alias.eq_ignore_ascii_case(n)) =>
+        {
+            let _ = after;
+            rest
+        }
+        Some((_, after)) => after,
+        None => rest,
     }
 }
 
@@ -411,7 +493,10 @@ mod tests {
             classify("TRUNCATE TABLE shop . orders"),
             Statement::Emptied(vec![name(Some("shop"), "orders")])
         );
-        assert_eq!(classify("insert into t values (1)"), Statement::Dml);
+        assert_eq!(
+            classify("insert into t values (1)"),
+            Statement::Dml(Some(name(None, "t")))
+        );
         assert_eq!(classify("ALTER TABLE t ADD c INT"), Statement::Other);
         assert_eq!(classify(""), Statement::Other);
         assert_eq!(classify("/* unterminated"), Statement::Other);
@@ -518,5 +603,53 @@ mod tests {
             classify("ALTER TABLE a ADD PARTITION (PARTITION p3 VALUES LESS THAN (10))"),
             Statement::Other
         );
+    }
+
+    /// The one table a statement-logged change writes, read from its text; any other shape
+    /// (several tables, a call) says none, which the stream takes as "may be a listed one".
+    #[test]
+    fn the_target_of_a_statement_logged_change() {
+        let target = |sql: &str| match classify(sql) {
+            Statement::Dml(t) => t,
+            other => panic!("{sql}: {other:?}"),
+        };
+        let t = |db: Option<&str>, n: &str| Some(name(db, n));
+        assert_eq!(target("INSERT INTO t VALUES (1)"), t(None, "t"));
+        assert_eq!(
+            target("insert ignore into `d`.`t` (a) values (1)"),
+            t(Some("d"), "t")
+        );
+        assert_eq!(
+            target("INSERT d.t SELECT * FROM d.orders"),
+            t(Some("d"), "t")
+        );
+        assert_eq!(target("REPLACE INTO t SET a = 1"), t(None, "t"));
+        assert_eq!(
+            target("/* c */ UPDATE d.v SET v = 42 WHERE id = 1"),
+            t(Some("d"), "v")
+        );
+        assert_eq!(
+            target("UPDATE LOW_PRIORITY t AS x SET x.a = 1"),
+            t(None, "t")
+        );
+        assert_eq!(target("DELETE FROM d.t WHERE id = 1"), t(Some("d"), "t"));
+        assert_eq!(target("DELETE QUICK FROM t"), t(None, "t"));
+        assert_eq!(
+            target("LOAD DATA INFILE '/x.csv' INTO TABLE d.t FIELDS TERMINATED BY ','"),
+            t(Some("d"), "t")
+        );
+        for unknown in [
+            "UPDATE a, b SET a.x = b.x",
+            "UPDATE a JOIN b ON a.id = b.id SET a.x = 1",
+            "DELETE a FROM a JOIN b ON a.id = b.id",
+            "DELETE FROM a USING a JOIN b",
+            "SELECT f(1)",
+            "CALL p()",
+            "DO f()",
+            "WITH x AS (SELECT 1) UPDATE t SET a = 1",
+            "INSERT INTO t, u VALUES (1)",
+        ] {
+            assert_eq!(target(unknown), None, "{unknown}");
+        }
     }
 }

@@ -50,11 +50,19 @@ use super::CONNECTOR;
 use super::bookmark::{CdcBookmark, InTxn, ServerIdentity};
 use super::changes::{ChangeDecoder, Record, TxnContext, commit_ts_text};
 use super::events::{self, Item};
-use super::gtid_set::{MysqlGtid, MysqlGtidSet};
+use super::gtid_set::MysqlGtidSet;
 use super::position::{BinlogPos, GtidState, MariadbGtid};
 use super::statement::{self, Statement};
+use super::statement_scope::StatementScope;
 use crate::mysql::MysqlConnection;
 use crate::mysql::catalog::TableCatalog;
+
+mod errors;
+mod gtid;
+mod lookups;
+
+pub(crate) use errors::{gtid_stream_error, stream_error};
+use errors::{protocol, short, undecodable};
 
 /// A page in hand is handed over after this long without a new event.
 pub(crate) const IDLE_FLUSH: Duration = Duration::from_secs(1);
@@ -207,6 +215,11 @@ pub(crate) struct CdcPageStream {
     phase: Phase,
     connection: MysqlConnection,
     catalog_conn: Option<mysql_async::Conn>,
+    /// Catalog answers about statement-logged changes (module `statement_scope`).
+    scope: StatementScope,
+    /// For the event being applied, a statement-logged change: why it may concern a
+    /// listed table (`None`: proven not to, or not such a change).
+    concern: Option<String>,
 }
 
 impl CdcPageStream {
@@ -259,6 +272,8 @@ impl CdcPageStream {
             last_event: Instant::now(),
             connection: start.connection,
             catalog_conn: None,
+            scope: StatementScope::default(),
+            concern: None,
         }
     }
 
@@ -331,6 +346,7 @@ impl CdcPageStream {
                 Next::Event(event) => {
                     self.last_event = Instant::now();
                     let declared = self.declared_for(&event).await?;
+                    self.concern = self.statement_concern(&event).await?;
                     self.apply(&event, &declared)?;
                     if let Some(at) = self.settle_at.take() {
                         self.try_settle(at).await;
@@ -434,38 +450,6 @@ impl CdcPageStream {
             self.file.clone(),
             u64::from(h.log_pos()).saturating_sub(u64::from(h.event_size())),
         )
-    }
-
-    /// For a table map of a listed table that differs from the one in hand: the table's
-    /// declared columns, read from the catalog on a connection kept for this; else none.
-    async fn declared_for(&mut self, event: &Event) -> Result<TableCatalog, FaucetError> {
-        if event.header().event_type_raw() != mysql_async::binlog::EventType::TABLE_MAP_EVENT as u8
-        {
-            return Ok(TableCatalog::default());
-        }
-        let Ok(tme) = event.read_event::<TableMapEvent<'_>>() else {
-            return Ok(TableCatalog::default());
-        };
-        if !self.decoder.needs_catalog(&tme, event.data()) {
-            return Ok(TableCatalog::default());
-        }
-        if self.catalog_conn.is_none() {
-            self.catalog_conn = Some(self.connection.connect().await?);
-        }
-        let Some(conn) = self.catalog_conn.as_mut() else {
-            return Ok(TableCatalog::default());
-        };
-        let result = TableCatalog::load(
-            conn,
-            &self.connection,
-            &tme.database_name(),
-            &tme.table_name(),
-        )
-        .await;
-        if result.is_err() {
-            self.catalog_conn = None;
-        }
-        result
     }
 
     fn apply(&mut self, event: &Event, declared: &TableCatalog) -> Result<(), FaucetError> {
@@ -696,63 +680,6 @@ impl CdcPageStream {
         Ok(())
     }
 
-    /// MySQL: adds the GTID of the transaction just committed (`self.gtid`) to the GTID
-    /// set; a transaction without one (anonymous) ends the set, with a warning.
-    fn add_to_gtid_set(&mut self) {
-        let Some(set) = self.gtid_set.as_mut() else {
-            return;
-        };
-        match self.gtid.as_deref().map(MysqlGtid::parse) {
-            Some(Ok(g)) => {
-                if set.contains(&g) {
-                    // The set holds what was read before: the server sent it twice.
-                    tracing::warn!(
-                        source = CONNECTOR,
-                        gtid = %g,
-                        "the binlog stream sent transaction {g} again, which the GTID set \
-                         already holds: its changes may be delivered twice"
-                    );
-                }
-                set.add(&g);
-            }
-            other => {
-                tracing::warn!(
-                    source = CONNECTOR,
-                    at = %self.position,
-                    gtid = ?other,
-                    "a transaction without a MySQL GTID (gtid_mode is not ON): from here on \
-                     bookmarks have no GTID set, and cannot be carried over to another server"
-                );
-                self.gtid_set = None;
-                self.gtid_set_lost = true;
-            }
-        }
-    }
-
-    /// MySQL: a file's PREVIOUS_GTIDS is the GTID set at its start; a stream without a set
-    /// (a first run from `start: beginning` or `start.at` with offset 4) takes it when it
-    /// reads the file from its start: between transactions, its position in that file, and
-    /// no transaction without a GTID passed.
-    fn previous_gtids(&mut self, set: MysqlGtidSet) {
-        if self.gtid_set.is_none()
-            && !self.gtid_set_lost
-            && self.server.server_uuid.is_some()
-            && self.txn.is_none()
-            && self.pending_gtid.is_none()
-            && self.resume.is_none()
-            && self.carry.is_none()
-            && self.position.file == self.file
-        {
-            tracing::info!(
-                source = CONNECTOR,
-                at = %self.position,
-                gtid_set = %set,
-                "the GTID set is known from here on (the file's PREVIOUS_GTIDS)"
-            );
-            self.gtid_set = Some(set);
-        }
-    }
-
     fn query(
         &mut self,
         schema: &str,
@@ -810,16 +737,19 @@ impl CdcPageStream {
             Some(t) => t.standalone,
         };
         match kind {
-            Statement::Dml => {
-                if let Some(t) = self.decoder.named_in(sql) {
+            Statement::Dml(_) => {
+                if let Some(why) = self.concern.take() {
                     return Err(FaucetError::read(
                         CONNECTOR,
                         format!(
-                            "a change of {t} at {at} is logged as an SQL statement, not as rows \
-                             (binlog_format is STATEMENT or MIXED for the session that made it): \
-                             which rows changed cannot be known. SET GLOBAL binlog_format = \
-                             'ROW' (sessions opened before keep their format) and re-snapshot \
-                             the tables changed since"
+                            "a change at {at} is logged as an SQL statement, not as rows \
+                             (binlog_format is STATEMENT or MIXED for the session that made \
+                             it), and it may have changed a listed table: {why}. Which rows \
+                             changed cannot be known. SET GLOBAL binlog_format = 'ROW' \
+                             (sessions opened before keep their format; a session's SET SESSION \
+                             binlog_format overrides it) and re-snapshot the tables changed \
+                             since. The statement: `{}`",
+                            short(sql)
                         ),
                         None,
                     ));
@@ -843,46 +773,6 @@ impl CdcPageStream {
         Ok(())
     }
 
-    /// Settles a carried-over stream at `at`, the end of the transaction just committed, when
-    /// the server's GTID state there (`BINLOG_GTID_POS`, on the catalog connection) is the
-    /// stream's: then every event before `at` is at or before the state in its domain and
-    /// every event after it past it (sequence numbers grow within a domain), so a file
-    /// position resume from `at` neither repeats nor skips. This settles a stream one of
-    /// whose domains gets no new transaction (which the domain count alone never would). Any
-    /// other answer, or a failed query, leaves the stream carried (bookmarks `by_gtid`).
-    async fn try_settle(&mut self, at: BinlogPos) {
-        let Some(state) = self.gtid_state.clone() else {
-            return;
-        };
-        if self.catalog_conn.is_none() {
-            self.catalog_conn = self.connection.connect().await.ok();
-        }
-        let Some(conn) = self.catalog_conn.as_mut() else {
-            return;
-        };
-        let answer = match super::server::gtid_state_at(conn, &at).await {
-            Ok(answer) => answer,
-            Err(_) => {
-                self.catalog_conn = None;
-                return;
-            }
-        };
-        if answer.as_deref().and_then(GtidState::parse) != Some(state) {
-            return;
-        }
-        if let Some(c) = self.carry.take() {
-            tracing::info!(
-                source = CONNECTOR,
-                server_id = c.server.server_id,
-                at = %at,
-                "the carried-over stream settled on this server's binlog position (its GTID \
-                 state there is the stream's)"
-            );
-            self.server = c.server;
-            self.position = at;
-        }
-    }
-
     /// Ends the dump and the catalog connection (each given 5 s to close cleanly).
     pub(crate) async fn close(&mut self) {
         self.phase = Phase::Done;
@@ -892,82 +782,5 @@ impl CdcPageStream {
         if let Some(conn) = self.catalog_conn.take() {
             let _ = tokio::time::timeout(Duration::from_secs(5), conn.disconnect()).await;
         }
-    }
-}
-
-fn short(sql: &str) -> String {
-    sql.chars().take(80).collect()
-}
-
-fn protocol(what: &str) -> FaucetError {
-    FaucetError::read(CONNECTOR, format!("unexpected binlog stream: {what}"), None)
-}
-
-fn undecodable(name: &str, at: &BinlogPos, e: std::io::Error) -> FaucetError {
-    FaucetError::read(
-        CONNECTOR,
-        format!("the {name} event at {at} cannot be decoded"),
-        Some(Box::new(e)),
-    )
-}
-
-/// A dump error of a dump started from GTID state `state` (a carried-over bookmark; MariaDB's
-/// state or MySQL's set, as text): the server's refusals (1236: a GTID it does not have,
-/// purged binlogs, a hole or divergence in strict mode) are bookmark errors, not retryable;
-/// the rest as [`stream_error`].
-pub(crate) fn gtid_stream_error(e: mysql_async::Error, state: &str) -> FaucetError {
-    match &e {
-        mysql_async::Error::Server(s) if s.code == 1236 => FaucetError::bookmark(
-            CONNECTOR,
-            format!(
-                "the server cannot send its binlog from GTID state {state} ({}): its binlog \
-                 does not hold that state — the binlog files with the transactions after it \
-                 were purged, its binlog began after that state (a server restored from a \
-                 backup logs from its restore on), or its history diverged from the server \
-                 the bookmark was made on; the changes after it cannot be read here. Point connection_url back at \
-                 that server, or re-snapshot the tables, delete this pipeline's state, and \
-                 start again",
-                s.message
-            ),
-            Some(Box::new(e)),
-        ),
-        _ => stream_error(e, &BinlogPos::new(format!("GTID {state}"), 0)),
-    }
-}
-
-/// A dump error: the server's refusals (a purged or unknown position: 1236) are not
-/// retryable; a lost connection is.
-pub(crate) fn stream_error(e: mysql_async::Error, at: &BinlogPos) -> FaucetError {
-    match &e {
-        mysql_async::Error::Server(s) if s.code == 1236 => FaucetError::bookmark(
-            CONNECTOR,
-            format!(
-                "the server cannot send its binlog from {at} ({}): the file was purged or the \
-                 position is not an event boundary of this server's binlog; the changes after \
-                 it cannot be read. Re-snapshot the tables, delete this pipeline's state, and \
-                 start again",
-                s.message
-            ),
-            Some(Box::new(e)),
-        ),
-        mysql_async::Error::Server(s) if s.code == 1227 || s.code == 1045 => FaucetError::read(
-            CONNECTOR,
-            format!(
-                "the server refused the binlog dump ({}): GRANT REPLICATION SLAVE ON *.* TO the \
-                 reading user",
-                s.message
-            ),
-            Some(Box::new(e)),
-        ),
-        mysql_async::Error::Server(_) => FaucetError::read(
-            CONNECTOR,
-            format!("the server refused the binlog stream at {at}"),
-            Some(Box::new(e)),
-        ),
-        _ => FaucetError::connect(
-            CONNECTOR,
-            format!("the binlog connection failed at {at}"),
-            Some(Box::new(e)),
-        ),
     }
 }
