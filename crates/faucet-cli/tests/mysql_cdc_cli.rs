@@ -94,13 +94,7 @@ fn mysql_cdc_runs_through_the_binary() {
     // doctor reads the stored bookmark: where it resumes …
     let resume = |out: &std::process::Output| {
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("doctor --json");
-        report["checks"]
-            .as_array()
-            .expect("checks")
-            .iter()
-            .find(|c| c["probe"] == "resume")
-            .cloned()
-            .unwrap_or_else(|| panic!("no resume check: {report}"))
+        crate::support::mariadb::doctor_check(&report, "resume")
     };
     let doctor = faucet(dir.path(), &["doctor", "--json"]);
     assert!(doctor.status.success(), "doctor after runs");

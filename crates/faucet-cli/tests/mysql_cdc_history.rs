@@ -9,6 +9,7 @@
 
 use faucet_test_support::private_mariadb::PrivateMariadb;
 
+use crate::support::mariadb::doctor_check;
 use crate::support::{Dir, Run, bookmark_of};
 
 const NAME: &str = "hist";
@@ -39,14 +40,7 @@ fn insert_each(server: &PrivateMariadb, first: u32, n: u32) {
 
 /// doctor's resume check (`--json`), which must be there.
 fn resume_check(run: &Run) -> serde_json::Value {
-    let report = run.json();
-    report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["probe"] == "resume")
-        .cloned()
-        .unwrap_or_else(|| panic!("no resume check: {report}"))
+    doctor_check(&run.json(), "resume")
 }
 
 fn state_entry(dir: &Dir) -> serde_json::Value {

@@ -105,3 +105,16 @@ pub(crate) fn unique_server_id() -> u32 {
     faucet_test_support::unique_suffix().hash(&mut h);
     100_000 + (h.finish() % 4_000_000_000) as u32
 }
+
+/// The check of `probe` (`"resume"`, `"source"` …) in a `faucet doctor --json` report;
+/// panics with the report when there is none.
+#[track_caller]
+pub(crate) fn doctor_check(report: &serde_json::Value, probe: &str) -> serde_json::Value {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["probe"] == probe)
+        .cloned()
+        .unwrap_or_else(|| panic!("no {probe} check: {report}"))
+}
