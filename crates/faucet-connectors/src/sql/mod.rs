@@ -3,10 +3,12 @@
 //! configuration ([`read`]: `table` or `query`, `replication_method`, `replication_key`), the
 //! key that orders a read and its warnings ([`key`]), the bookmark format and where a read
 //! starts from one ([`bookmark`]), the warnings gathered ([`warnings`]), and the page cutter that keeps key ties whole
-//! ([`keyed_pages`]). Each system keeps only its own: connecting, describing columns, decoding
-//! values, quoting identifiers and literals, and the statement text.
+//! ([`keyed_pages`]); identifier quoting and `container.table` names ([`ident`]). Each
+//! system keeps only its own: connecting, describing columns, decoding values, its quote
+//! character, and the statement text.
 
 pub(crate) mod bookmark;
+pub mod ident;
 pub(crate) mod key;
 pub(crate) mod keyed_pages;
 pub(crate) mod read;

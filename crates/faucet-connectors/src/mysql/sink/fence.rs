@@ -54,9 +54,7 @@ pub(crate) async fn ensure(conn: &mut Conn, fences: &TableName) -> Result<(), Fa
          ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
         fences.quoted()
     );
-    conn.query_drop(sql)
-        .await
-        .map_err(|e| classify(e, "creating the fence table", fences))
+    super::token::create_shared(conn, sql, "creating the fence table", fences).await
 }
 
 /// On MariaDB, sets the session's `idle_transaction_timeout` to `ttl` (at least 1 s): the

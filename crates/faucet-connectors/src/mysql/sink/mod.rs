@@ -51,7 +51,7 @@ use mysql_async::Conn;
 use mysql_async::prelude::Queryable as _;
 
 use faucet_core::delivery::{DeliveryError, LimitingSide};
-use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
+use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter, fault};
 
 pub use config::{MysqlSinkConfig, ValidatedMysqlSinkConfig, WriteMode};
 
@@ -661,6 +661,7 @@ async fn transaction(
         }
         return Err((e, false));
     }
+    fault::point(fault::BEFORE_COMMIT);
     conn.query_drop("COMMIT")
         .await
         .map_err(|e| lost(classify(e, "COMMIT", &sink.table)))

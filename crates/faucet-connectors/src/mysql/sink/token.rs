@@ -42,7 +42,7 @@ pub(crate) fn sibling(target: &TableName, table: &str) -> TableName {
     }
 }
 
-/// Creates the token table when missing.
+/// Creates the token table when missing (runs creating it at once all succeed).
 ///
 /// # Errors
 /// [`FaucetError::Write`].
@@ -54,9 +54,28 @@ pub(crate) async fn ensure(conn: &mut Conn, tokens: &TableName) -> Result<(), Fa
          ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
         tokens.quoted()
     );
-    conn.query_drop(sql)
-        .await
-        .map_err(|e| classify(e, "creating the commit token table", tokens))
+    create_shared(conn, sql, "creating the commit token table", tokens).await
+}
+
+/// Runs `create` (a `CREATE TABLE IF NOT EXISTS` of a table runs share: the commit token and
+/// fence tables) outside any transaction; error 1050 (ER_TABLE_EXISTS_ERROR: another run
+/// created it at the same moment) counts as created.
+///
+/// # Errors
+/// [`FaucetError::Write`] naming `what` and `table`.
+pub(crate) async fn create_shared(
+    conn: &mut Conn,
+    create: String,
+    what: &str,
+    table: &TableName,
+) -> Result<(), FaucetError> {
+    match conn.query_drop(create).await {
+        Err(mysql_async::Error::Server(s)) if s.code == 1050 => {
+            tracing::debug!(%table, "created at the same moment by another run");
+            Ok(())
+        }
+        done => done.map_err(|e| classify(e, what, table)),
+    }
 }
 
 /// Stores `token` under `scope` if its sequence is above the stored one. Run inside the

@@ -32,7 +32,7 @@ use sqlx::postgres::PgConnection;
 use faucet_core::FaucetError;
 use faucet_core::state::LeaseError;
 
-use super::table::write_err;
+use super::table::{create_shared, write_err};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::TableName;
@@ -51,7 +51,8 @@ pub(crate) struct WriterFence {
     pub(crate) fence: u64,
 }
 
-/// Creates the fence table when missing (outside any page transaction: DDL).
+/// Creates the fence table when missing (outside any page transaction: DDL; runs creating
+/// it at once all succeed).
 ///
 /// # Errors
 /// [`FaucetError::Write`].
@@ -61,10 +62,7 @@ pub(crate) async fn ensure(conn: &mut PgConnection, fences: &TableName) -> Resul
          fenced_at timestamptz NOT NULL DEFAULT now())",
         fences.quoted()
     );
-    conn.execute(sql.as_str())
-        .await
-        .map_err(|e| write_err(format!("cannot create the fence table {fences}"), e))?;
-    Ok(())
+    create_shared(conn, &sql, &format!("the fence table {fences}")).await
 }
 
 /// Sets the session's `idle_in_transaction_session_timeout` to `ttl` (at least 1 s): the

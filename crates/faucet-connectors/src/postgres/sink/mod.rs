@@ -266,7 +266,7 @@ impl Sink for PostgresSink {
             |f| {
                 format!(
                     "{} {}",
-                    faucet_core::util::quote_ident(&f.name),
+                    crate::sql::ident::quote_ident(&f.name),
                     crate::postgres::types::sql_type_of(&f.data_type)
                 )
             },

@@ -17,12 +17,11 @@
 //! );
 //! ```
 
-use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
 use faucet_core::{CommitToken, FaucetError};
 
-use super::table::write_err;
+use super::table::{create_shared, write_err};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::ident::TableName;
 
@@ -34,7 +33,7 @@ pub(crate) fn scope(state_key: &str, target: &TableName) -> String {
     format!("{state_key} -> {target}")
 }
 
-/// Creates the token table when missing.
+/// Creates the token table when missing (runs creating it at once all succeed).
 ///
 /// # Errors
 /// [`FaucetError::Write`].
@@ -44,10 +43,7 @@ pub(crate) async fn ensure(conn: &mut PgConnection, tokens: &TableName) -> Resul
          bookmark jsonb NOT NULL, committed_at timestamptz NOT NULL DEFAULT now())",
         tokens.quoted()
     );
-    conn.execute(sql.as_str())
-        .await
-        .map_err(|e| write_err(format!("cannot create the commit token table {tokens}"), e))?;
-    Ok(())
+    create_shared(conn, &sql, &format!("the commit token table {tokens}")).await
 }
 
 /// Stores `token` under `scope` if its sequence is above the stored one. Run inside the
