@@ -12,6 +12,7 @@ pub mod ident;
 pub(crate) mod key;
 pub(crate) mod keyed_pages;
 pub(crate) mod read;
+pub(crate) mod sink;
 pub(crate) mod warnings;
 pub(crate) mod write;
 
