@@ -30,6 +30,18 @@ impl Schema {
     }
 }
 
+impl Schema {
+    /// How many rows `table` of the schema holds.
+    fn count(&self, table: &str) -> i64 {
+        let n: Vec<(i64,)> = query(&format!(
+            "SELECT count(*) FROM {}.{}",
+            quote_ident(&self.0),
+            quote_ident(table)
+        ));
+        n[0].0
+    }
+}
+
 impl Drop for Schema {
     fn drop(&mut self) {
         sql(&format!(
@@ -47,6 +59,13 @@ impl Database {
         let name = database(prefix);
         mariadb(&format!("CREATE DATABASE `{name}`"));
         Self(name)
+    }
+}
+
+impl Database {
+    /// How many rows `table` of the database holds.
+    fn count(&self, table: &str) -> String {
+        mariadb(&format!("SELECT COUNT(*) FROM `{}`.`{table}`", self.0))[0][0].clone()
     }
 }
 
@@ -118,11 +137,7 @@ fn concurrent_first_pages_into_a_fresh_postgres_schema_all_succeed() {
         .enumerate()
     {
         run.expect_code(0);
-        let n: Vec<(i64,)> = query(&format!(
-            "SELECT count(*) FROM {}.t{i}",
-            quote_ident(&schema.0)
-        ));
-        assert_eq!(n, [(3,)], "run {i}");
+        assert_eq!(schema.count(&format!("t{i}")), 3, "run {i}");
     }
 }
 
@@ -141,11 +156,7 @@ fn concurrent_first_pages_into_a_fresh_mysql_database_all_succeed() {
         .enumerate()
     {
         run.expect_code(0);
-        assert_eq!(
-            mariadb(&format!("SELECT COUNT(*) FROM `{}`.t{i}", db.0)),
-            [["3"]],
-            "run {i}"
-        );
+        assert_eq!(db.count(&format!("t{i}")), "3", "run {i}");
     }
 }
 
@@ -184,8 +195,8 @@ fn a_postgres_negative_zero_into_a_mariadb_double_is_refused_naming_column_and_r
     assert_ne!(run.code, 0, "-0 was written: {}", run.stderr);
     run.stderr_has(&["column d", "page row 2", "-0"]);
     assert_eq!(
-        mariadb(&format!("SELECT COUNT(*) FROM `{}`.t", db.0)),
-        [["0"]],
+        db.count("t"),
+        "0",
         "a page with a refused value committed rows"
     );
 }
@@ -224,8 +235,7 @@ fn a_postgres_trigger_error_names_the_table_the_server_names() {
             "{mode}: blames the target's column: {}",
             run.stderr
         );
-        let n: Vec<(i64,)> = query(&format!("SELECT count(*) FROM {s}.t"));
-        assert_eq!(n, [(0,)], "{mode}: rows committed");
+        assert_eq!(schema.count("t"), 0, "{mode}: rows committed");
     }
 }
 
@@ -265,10 +275,6 @@ fn a_mysql_trigger_error_names_what_the_server_names() {
             "{mode}: blames the target's column: {}",
             run.stderr
         );
-        assert_eq!(
-            mariadb(&format!("SELECT COUNT(*) FROM `{}`.t", db.0)),
-            [["0"]],
-            "{mode}: rows committed"
-        );
+        assert_eq!(db.count("t"), "0", "{mode}: rows committed");
     }
 }

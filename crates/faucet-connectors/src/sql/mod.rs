@@ -1,9 +1,10 @@
 //! What the SQL connectors (`postgres`, `mysql`) share, written once: a sink's `write_mode`
-//! and `key` rules ([`write`]); and for the query sources the rules of a read's
-//! configuration ([`read`]: `table` or `query`, `replication_method`, `replication_key`), the
-//! key that orders a read and its warnings ([`key`]), the bookmark format and where a read
-//! starts from one ([`bookmark`]), the warnings gathered ([`warnings`]), and the page cutter that keeps key ties whole
-//! ([`keyed_pages`]); identifier quoting and `container.table` names ([`ident`]). Each
+//! and `key` rules (`write`); and for the query sources the rules of a read's
+//! configuration (`read`: `table` or `query`, `replication_method`, `replication_key`), the
+//! key that orders a read and its warnings (`key`), the bookmark format and where a read
+//! starts from one (`bookmark`), the warnings gathered (`warnings`), and the page cutter that keeps key ties whole
+//! (`keyed_pages`); identifier quoting and `container.table` names ([`ident`]); the one SQL
+//! sink engine over a dialect per database (`sink`). Each
 //! system keeps only its own: connecting, describing columns, decoding values, its quote
 //! character, and the statement text.
 

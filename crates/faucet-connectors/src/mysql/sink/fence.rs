@@ -13,7 +13,7 @@
 //! Every page's transaction starts by raising the row to its writer's fence
 //! (`INSERT … ON DUPLICATE KEY UPDATE fence = GREATEST(fence, ?)`, which locks the row until
 //! the page commits) and reading it back: a larger fence rolls the page back with
-//! [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced). A newer writer's first page waits for an older writer's page in
+//! `LeaseError::Fenced`. A newer writer's first page waits for an older writer's page in
 //! flight and then supersedes it; an older writer that wakes up later finds the larger
 //! fence and writes nothing.
 
@@ -100,7 +100,7 @@ pub(crate) async fn set(
 /// the writer is given its fence), or refuses.
 ///
 /// # Errors
-/// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the table holds a larger fence (the caller rolls back);
+/// `LeaseError::Fenced` when the table holds a larger fence (the caller rolls back);
 /// [`FaucetError::Write`] when a statement fails.
 pub(crate) async fn check(
     conn: &mut Conn,

@@ -12,7 +12,7 @@
 //!
 //! Every page's transaction starts by raising the row to its writer's fence, unless the row
 //! already holds a larger one: then the page is rolled back with
-//! [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced). The row stays locked until the page commits, so a newer writer's
+//! `LeaseError::Fenced`. The row stays locked until the page commits, so a newer writer's
 //! first page waits for an older writer's page in flight and then supersedes it; an older
 //! writer that wakes up later finds the larger fence and writes nothing. Append and upsert
 //! alike; with the atomic watermark the token's forward-only sequence is a second guard.
@@ -22,7 +22,7 @@
 //! ttl (`idle_in_transaction_session_timeout`, SQLSTATE 25P03); the newer writer then goes
 //! on. When the stalled writer wakes, its next statement gets that error: the page was rolled
 //! back by the server. [`explain_idle_abort`] then reads the fence on a fresh session and
-//! reports [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when a newer writer has written since, as for a page the
+//! reports `LeaseError::Fenced` when a newer writer has written since, as for a page the
 //! check refused.
 
 use sqlx::Executor as _;
@@ -106,7 +106,7 @@ fn bigint(fence: u64) -> Result<i64, FaucetError> {
 /// when the writer is given its fence), or refuses.
 ///
 /// # Errors
-/// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the table holds a larger fence (the caller rolls back);
+/// `LeaseError::Fenced` when the table holds a larger fence (the caller rolls back);
 /// [`FaucetError::Write`] when a statement fails.
 pub(crate) async fn check(
     conn: &mut PgConnection,
@@ -153,7 +153,7 @@ pub(crate) fn is_idle_abort(e: &sqlx::Error) -> bool {
 }
 
 /// After the server ended a page's session for idling in its transaction past the lease
-/// ttl (the page was rolled back): [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the scope's fence, read on a
+/// ttl (the page was rolled back): `LeaseError::Fenced` when the scope's fence, read on a
 /// fresh session, is now larger than `writer`'s (a newer run took over and wrote); else
 /// `original`, unchanged (also when the fence cannot be read).
 pub(crate) async fn explain_idle_abort(

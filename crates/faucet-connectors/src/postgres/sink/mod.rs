@@ -10,7 +10,7 @@
 //!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module.
 //! * The page transaction, the commit token (`faucet_commit_tokens` in the target's schema),
 //!   the writer fence (`faucet_fences`) and what a failure leaves behind are the SQL sink
-//!   engine's ([`crate::sql::sink`]); this module is its PostgreSQL dialect.
+//!   engine's (`sql::sink`); this module is its PostgreSQL dialect.
 //! * Values are written in the text input form of their types (its `encode` module), so numerics,
 //!   NaN and infinities, arrays, bytea and jsonb round-trip exactly (cases 04, 22, 23, 24).
 //!   A value the column cannot hold is a [`FaucetError::Data`] naming table, column and row.

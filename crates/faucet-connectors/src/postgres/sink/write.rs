@@ -739,6 +739,15 @@ mod tests {
         );
         assert_eq!(copy_context("COPY t, line 12"), (Some(12), None));
         assert_eq!(copy_context(""), (None, None));
+        // A trigger's error: its own context lines come first, their `line` is the
+        // function's; the row is the COPY's.
+        assert_eq!(
+            copy_context(
+                "SQL statement \"INSERT INTO s.audit (v) VALUES (NEW.v)\"\nPL/pgSQL function \
+                 s.log_v() line 1 at SQL statement\nCOPY t, line 3: \"3\t\\N\""
+            ),
+            (Some(3), None)
+        );
     }
 
     #[test]
