@@ -66,6 +66,8 @@ mod serve;
 #[cfg(feature = "cluster")]
 mod serve_cluster;
 mod signals;
+#[cfg(all(feature = "mysql", feature = "postgres"))]
+mod sql_sink_hostile;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod state_pg_restart;
 #[cfg(feature = "state-postgres")]

@@ -7,7 +7,7 @@
 //! PostgreSQL with wal_level=logical from `FAUCET_TEST_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`; `scripts/services.sh` starts it).
 
-use faucet_core::util::quote_ident;
+use faucet_connectors::sql::ident::quote_ident;
 
 use crate::support::pg::{drop_cdc_objects, query, slot_exists, sql, unique_suffix};
 use crate::support::{Dir, Run, pg_url};

@@ -14,9 +14,9 @@
 //! `faucet_core::FaucetError` variants naming what failed and where (`file:line` for bad
 //! input). Run them with [`faucet_core::Pipeline`]; the `files` module shows a whole run.
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(feature = "sql")]
 mod copy_filter;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(feature = "sql")]
 mod copy_history;
 #[cfg(feature = "files")]
 pub mod files;
@@ -24,8 +24,8 @@ pub mod files;
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
-mod sql;
+#[cfg(feature = "sql")]
+pub mod sql;
 
 /// The unit tests' source of repeatable random `u64`s (proptest's deterministic generator):
 /// the same sequence on every run, so a failing input can be found again. Used by the mysql

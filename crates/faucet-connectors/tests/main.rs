@@ -67,6 +67,6 @@ mod postgres_sink;
 mod postgres_sink_pipeline;
 #[cfg(feature = "postgres")]
 mod postgres_sink_support;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(feature = "sql")]
 mod sink_support;
 mod support;

@@ -15,12 +15,12 @@
 //!
 //! The points, in the order a page passes them: [`BEFORE_WRITE`] (the page is read and the
 //! lease checked, nothing written), [`MID_PAGE`] (a sink has written part of a page),
-//! [`BEFORE_COMMIT`] (the `postgres` sink wrote the page's rows, and token, inside its
-//! transaction, and has not sent `COMMIT`), [`AFTER_WRITE`], [`AFTER_FLUSH`],
+//! [`BEFORE_COMMIT`] (a SQL sink — `postgres`, `mysql` — wrote the page's rows, and token,
+//! inside its transaction, and has not sent `COMMIT`), [`AFTER_WRITE`], [`AFTER_FLUSH`],
 //! [`STATE_MID_PUT`] (a file state store has written and fsynced its temporary file but not
 //! renamed it), [`AFTER_STATE_PUT`]. [`ALL`] lists the points every sink passes, which the
 //! crash tests abort at; [`BEFORE_WRITE`] and [`BEFORE_COMMIT`] are not in it (the second is
-//! the `postgres` sink's only).
+//! the SQL sinks' only: [`SQL_SINK`] adds it).
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,8 +30,8 @@ pub const ENV: &str = "FAUCET_FAULT";
 /// In the run loop after the page was read and the lease checked, just before the sink is
 /// handed the page: a process stopped here wakes up holding a page it believes it may write.
 pub const BEFORE_WRITE: &str = "before_write";
-/// Inside the `postgres` sink's page transaction, after its statements (fence check, rows,
-/// commit token), before `COMMIT`.
+/// Inside a SQL sink's page transaction (`postgres`, `mysql`), after its statements (fence
+/// check, rows, commit token), before `COMMIT`.
 pub const BEFORE_COMMIT: &str = "before_commit";
 /// Inside a sink's write, after part of the page was written.
 pub const MID_PAGE: &str = "mid_page";
@@ -46,6 +46,15 @@ pub const AFTER_STATE_PUT: &str = "after_state_put";
 /// Every point, for tests that iterate over them.
 pub const ALL: [&str; 5] = [
     MID_PAGE,
+    AFTER_WRITE,
+    AFTER_FLUSH,
+    STATE_MID_PUT,
+    AFTER_STATE_PUT,
+];
+/// The points a SQL sink's run passes: [`ALL`] and [`BEFORE_COMMIT`].
+pub const SQL_SINK: [&str; 6] = [
+    MID_PAGE,
+    BEFORE_COMMIT,
     AFTER_WRITE,
     AFTER_FLUSH,
     STATE_MID_PUT,

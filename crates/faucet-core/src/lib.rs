@@ -14,7 +14,6 @@
 //! * [`Pipeline`] and [`RunStreamOptions`]: the run loop, returning a [`RunSummary`];
 //! * [`change`]: the change-record contract every CDC source emits and keyed sinks apply;
 //! * [`fault`]: named fault points a crash test arms to abort the process;
-//! * [`util::quote_ident`]: SQL identifier quoting shared by the SQL connectors;
 //! * feature `testing`: in-memory doubles and the conformance battery for connectors.
 
 pub mod change;
@@ -28,7 +27,6 @@ pub mod source;
 pub mod state;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod util;
 pub mod value;
 
 pub use delivery::{

@@ -47,11 +47,12 @@ fn run_to_completion(scenario: &(impl CrashScenario + ?Sized), dir: &Path) {
     );
 }
 
-/// For every fault point: a fresh source and target, a run aborted at the point's second hit,
-/// a restart to completion, the exact check, and a third run that must change nothing.
+/// For every fault point of a SQL sink's run ([`faucet_core::fault::SQL_SINK`]): a fresh
+/// source and target, a run aborted at the point's second hit, a restart to completion, the
+/// exact check, and a third run that must change nothing.
 pub(crate) fn abort_at_every_point(scenario: &(impl CrashScenario + ?Sized)) {
     let _cleanup = Cleanup(scenario);
-    for point in faucet_core::fault::ALL {
+    for point in faucet_core::fault::SQL_SINK {
         let dir = tempfile::tempdir().expect("tempdir");
         scenario.prepare(dir.path());
         run_aborted_at(scenario, dir.path(), &format!("{point}:2"));

@@ -3,9 +3,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(feature = "sql")]
 pub(crate) mod crash;
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(feature = "sql")]
 pub(crate) mod flights;
 #[cfg(feature = "mysql")]
 pub(crate) mod mariadb;

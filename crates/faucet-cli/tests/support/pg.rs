@@ -97,7 +97,7 @@ pub(crate) async fn drop_cdc_test_objects(
     publication: &str,
     schema: &str,
 ) {
-    use faucet_core::util::quote_ident;
+    use faucet_connectors::sql::ident::quote_ident;
     drop_slot(pool, slot, Duration::from_secs(10)).await;
     let _ = sqlx::raw_sql(&format!(
         "DROP PUBLICATION IF EXISTS {}; DROP SCHEMA IF EXISTS {} CASCADE",

@@ -11,7 +11,7 @@ pub const MAX_IDENT_CHARS: usize = 64;
 
 /// `ident` between backticks, every backtick doubled: `` a`b `` → `` `a``b` ``.
 pub fn quote_ident(ident: &str) -> String {
-    faucet_core::util::quote_ident_with(ident, '`')
+    crate::sql::ident::quote_ident_with(ident, '`')
 }
 
 /// A validated table name: an optional database and the table, each checked by
@@ -31,7 +31,7 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` naming the offending part.
     pub fn parse(name: &str, field: &str) -> Result<Self, FaucetError> {
-        let (database, table) = faucet_core::util::split_qualified(name, field, "database")?;
+        let (database, table) = crate::sql::ident::split_qualified(name, field, "database")?;
         for part in database.iter().chain(std::iter::once(&table)) {
             validate_ident(part, field)?;
         }

@@ -14,7 +14,7 @@ pub const MAX_IDENT_BYTES: usize = 63;
 /// [`validate_ident`] (1 to 63 bytes, no NUL, no `.`). This is the one table-name rule of
 /// every PostgreSQL connector (query source, sink, `postgres-cdc`, `faucet replicate`).
 /// Names are matched exactly (case-sensitively) against the catalog and always quoted
-/// ([`faucet_core::util::quote_ident`]), so any name PostgreSQL stores works — non-ASCII,
+/// ([`crate::sql::ident::quote_ident`]), so any name PostgreSQL stores works — non-ASCII,
 /// spaces, quotes, `;` — and a table created as `Orders` without quotes is stored, and must
 /// be configured, as `orders`.
 ///
@@ -34,7 +34,7 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` naming the offending part.
     pub fn parse(name: &str, field: &str) -> Result<Self, FaucetError> {
-        let (schema, table) = faucet_core::util::split_qualified(name, field, "schema")?;
+        let (schema, table) = crate::sql::ident::split_qualified(name, field, "schema")?;
         for part in schema.iter().chain(std::iter::once(&table)) {
             validate_ident(part, field)?;
         }
@@ -118,7 +118,7 @@ impl TableName {
 
     /// The quoted SQL form: `"schema"."table"` or `"table"`.
     pub fn quoted(&self) -> String {
-        use faucet_core::util::quote_ident;
+        use crate::sql::ident::quote_ident;
         match &self.schema {
             Some(s) => format!("{}.{}", quote_ident(s), quote_ident(&self.name)),
             None => quote_ident(&self.name),

@@ -1,15 +1,19 @@
 //! What the SQL connectors (`postgres`, `mysql`) share, written once: a sink's `write_mode`
-//! and `key` rules ([`write`]); and for the query sources the rules of a read's
-//! configuration ([`read`]: `table` or `query`, `replication_method`, `replication_key`), the
-//! key that orders a read and its warnings ([`key`]), the bookmark format and where a read
-//! starts from one ([`bookmark`]), the warnings gathered ([`warnings`]), and the page cutter that keeps key ties whole
-//! ([`keyed_pages`]). Each system keeps only its own: connecting, describing columns, decoding
-//! values, quoting identifiers and literals, and the statement text.
+//! and `key` rules (`write`); and for the query sources the rules of a read's
+//! configuration (`read`: `table` or `query`, `replication_method`, `replication_key`), the
+//! key that orders a read and its warnings (`key`), the bookmark format and where a read
+//! starts from one (`bookmark`), the warnings gathered (`warnings`), and the page cutter that keeps key ties whole
+//! (`keyed_pages`); identifier quoting and `container.table` names ([`ident`]); the one SQL
+//! sink engine over a dialect per database (`sink`). Each
+//! system keeps only its own: connecting, describing columns, decoding values, its quote
+//! character, and the statement text.
 
 pub(crate) mod bookmark;
+pub mod ident;
 pub(crate) mod key;
 pub(crate) mod keyed_pages;
 pub(crate) mod read;
+pub(crate) mod sink;
 pub(crate) mod warnings;
 pub(crate) mod write;
 

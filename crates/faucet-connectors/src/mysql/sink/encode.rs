@@ -131,10 +131,10 @@ enum Exact {
     /// DATETIME(n), TIMESTAMP(n), TIME(n) with n < 6: more fraction digits (other than
     /// trailing zeros) are dropped.
     Fraction(usize),
-    /// FLOAT: a double is stored as the nearest single.
+    /// FLOAT: a double is stored as the nearest single; `-0` as `0`.
     Single,
     /// DOUBLE: an integer beyond 2^53, or a decimal text with more digits than a double
-    /// holds, is stored as the nearest double.
+    /// holds, is stored as the nearest double; `-0` as `0` (MariaDB keeps no negative zero).
     Double,
     /// BINARY(n): a shorter value is padded with zero bytes.
     Binary(usize),
@@ -210,6 +210,14 @@ impl ColumnType {
             }
             Exact::Single | Exact::Double => {
                 let single = self.exact == Exact::Single;
+                if matches!(value, Value::Float(f) if *f == 0.0 && f.is_sign_negative()) {
+                    return Some(format!(
+                        "-0 would be stored as 0 (a MySQL/MariaDB {} column keeps no sign of \
+                         zero, so 0 reads back); write it into a VARCHAR or JSON column, or \
+                         give 0",
+                        self.data_type.to_uppercase()
+                    ));
+                }
                 let lost = match value {
                     Value::Float(f) => single && !fits_single(*f),
                     Value::Int(i) => {
@@ -624,6 +632,11 @@ mod tests {
         assert!(param(&Value::Int(1 << 53), &double, &mut s).is_ok());
         assert!(param(&Value::Int((1 << 53) + 1), &double, &mut s).is_err());
         assert!(param(&Value::Int(i64::MAX), &double, &mut s).is_err());
+        // MariaDB keeps no negative zero: -0 would read back as 0.
+        for column in [&double, &float] {
+            assert!(param(&Value::Float(-0.0), column, &mut s).is_err());
+            assert!(param(&Value::Float(0.0), column, &mut s).is_ok());
+        }
         for ok in ["1.5", "-0.001", "1e300", "12345678901234.5", "0", "1.50"] {
             assert!(
                 param(&Value::Numeric(ok.into()), &double, &mut s).is_ok(),

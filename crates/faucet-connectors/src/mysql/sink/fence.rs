@@ -1,6 +1,6 @@
-//! The writer fence (`shared/notes/serve.md`, "Zombies"), as in the `postgres` sink: the
-//! target refuses a page from a run whose lease a newer run took. One row per scope (the
-//! commit token's, [`super::token::scope`]) in `faucet_fences`, in the target's database:
+//! The writer fence in MySQL / MariaDB (the protocol is the SQL sink engine's,
+//! [`crate::sql::sink::fence`]): one row per scope in `faucet_fences`, in the target's
+//! database:
 //!
 //! ```sql
 //! CREATE TABLE faucet_fences (
@@ -13,7 +13,7 @@
 //! Every page's transaction starts by raising the row to its writer's fence
 //! (`INSERT … ON DUPLICATE KEY UPDATE fence = GREATEST(fence, ?)`, which locks the row until
 //! the page commits) and reading it back: a larger fence rolls the page back with
-//! [`LeaseError::Fenced`]. A newer writer's first page waits for an older writer's page in
+//! `LeaseError::Fenced`. A newer writer's first page waits for an older writer's page in
 //! flight and then supersedes it; an older writer that wakes up later finds the larger
 //! fence and writes nothing.
 
@@ -23,24 +23,11 @@ use mysql_async::Conn;
 use mysql_async::prelude::Queryable as _;
 
 use faucet_core::FaucetError;
-use faucet_core::state::LeaseError;
 
+use super::config::CONNECTOR;
 use super::write::classify;
 use crate::mysql::table::TableName;
-
-/// The fence table's name, in the target's database.
-pub(crate) const FENCES: &str = "faucet_fences";
-
-/// The writer's fence, as the page transactions check it.
-#[derive(Debug, Clone)]
-pub(crate) struct WriterFence {
-    /// The state key, for the error message.
-    pub(crate) key: String,
-    /// The row's scope ([`super::token::scope`]).
-    pub(crate) scope: String,
-    /// The lease's fencing number.
-    pub(crate) fence: u64,
-}
+use crate::sql::sink::fence::{WriterFence, fenced};
 
 /// Creates the fence table when missing (outside any page transaction: DDL).
 ///
@@ -54,9 +41,7 @@ pub(crate) async fn ensure(conn: &mut Conn, fences: &TableName) -> Result<(), Fa
          ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
         fences.quoted()
     );
-    conn.query_drop(sql)
-        .await
-        .map_err(|e| classify(e, "creating the fence table", fences))
+    super::token::create_shared(conn, sql, "creating the fence table", fences).await
 }
 
 /// On MariaDB, sets the session's `idle_transaction_timeout` to `ttl` (at least 1 s): the
@@ -115,7 +100,7 @@ pub(crate) async fn set(
 /// the writer is given its fence), or refuses.
 ///
 /// # Errors
-/// [`LeaseError::Fenced`] when the table holds a larger fence (the caller rolls back);
+/// `LeaseError::Fenced` when the table holds a larger fence (the caller rolls back);
 /// [`FaucetError::Write`] when a statement fails.
 pub(crate) async fn check(
     conn: &mut Conn,
@@ -142,13 +127,7 @@ pub(crate) async fn check(
         .await
         .map_err(|e| classify(e, "checking the writer fence", fences))?;
     match stored {
-        Some(newer) if newer > writer.fence => Err(LeaseError::Fenced {
-            key: writer.key.clone(),
-            fence: writer.fence,
-            newer,
-            target: format!("mysql table {target}"),
-        }
-        .into()),
+        Some(newer) if newer > writer.fence => Err(fenced(writer, newer, CONNECTOR, target)),
         _ => Ok(()),
     }
 }

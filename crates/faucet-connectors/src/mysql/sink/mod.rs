@@ -57,6 +57,8 @@ pub use config::{MysqlSinkConfig, ValidatedMysqlSinkConfig, WriteMode};
 
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
+use crate::sql::sink::fence::WriterFence;
+use crate::sql::sink::{SinkDialect, SqlSinkWriter};
 use config::CONNECTOR;
 use table::TargetTable;
 use write::{Server, Target, UpsertSyntax, classify, is_lost};
@@ -102,8 +104,8 @@ impl MysqlSink {
             table,
         } = validated;
         Self {
-            tokens: token::sibling(&table, token::TOKENS),
-            fences: token::sibling(&table, fence::FENCES),
+            tokens: token::sibling(&table, crate::sql::sink::token::TOKENS),
+            fences: token::sibling(&table, crate::sql::sink::fence::FENCES),
             config,
             connection,
             table,
@@ -284,17 +286,12 @@ impl Sink for MysqlSink {
             None if !self.config.create_table => return Err(missing_table(&self.table)),
             None => {}
         }
-        Ok(Box::new(MysqlSinkWriter {
-            sink: self,
-            conn: Some(conn),
+        let scratch = Scratch {
             server,
-            table,
-            tokens_ready: false,
-            fence: None,
-            created_here: false,
             source_table: None,
             refusal,
-        }))
+        };
+        Ok(Box::new(SqlSinkWriter::new(self, conn, table, scratch)))
     }
 
     /// Connects; checks that the table exists (or may be created), is transactional, fits
@@ -399,19 +396,9 @@ impl Sink for MysqlSink {
     }
 }
 
-/// An open [`MysqlSink`]: one session, one transaction per page.
-struct MysqlSinkWriter<'a> {
-    sink: &'a MysqlSink,
-    /// `None` once a failure left the session in an unknown state.
-    conn: Option<Conn>,
+/// What a `mysql` writer keeps from page to page.
+pub(crate) struct Scratch {
     server: Server,
-    table: Option<TargetTable>,
-    tokens_ready: bool,
-    /// The run's lease fence, checked in every page's transaction ([`fence`]).
-    fence: Option<fence::WriterFence>,
-    /// Whether this writer created the target and has not committed a page into it yet: a
-    /// failure then drops the (still empty) table again.
-    created_here: bool,
     /// The `table` of the change records written so far.
     source_table: Option<String>,
     /// Why the target cannot be written (its engine is not transactional): refused at the
@@ -485,339 +472,193 @@ impl NotTransactional {
     }
 }
 
-impl MysqlSinkWriter<'_> {
-    fn conn(&mut self) -> Result<&mut Conn, FaucetError> {
-        self.conn.as_mut().ok_or_else(|| {
-            FaucetError::write(
-                CONNECTOR,
-                format!(
-                    "an earlier write to {} failed and left the session unusable; reopen the \
-                     sink (the next run resumes from the last durable bookmark)",
-                    self.sink.table
-                ),
-                None,
-            )
+/// MySQL / MariaDB for the SQL sink engine ([`SqlSinkWriter`]): `START TRANSACTION`,
+/// multi-row `INSERT`s, `ON DUPLICATE KEY UPDATE`, InnoDB's engine check,
+/// `idle_transaction_timeout`.
+#[async_trait]
+impl SinkDialect for MysqlSink {
+    type Conn = Conn;
+    type Table = TargetTable;
+    type Scratch = Scratch;
+
+    fn connector(&self) -> &'static str {
+        CONNECTOR
+    }
+
+    fn target_name(&self) -> String {
+        self.table.to_string()
+    }
+
+    fn refusal(&self, scratch: &Scratch, effectively_once: bool) -> Option<FaucetError> {
+        scratch.refusal.as_ref().map(|r| {
+            if effectively_once {
+                r.for_effectively_once()
+            } else {
+                r.for_writes()
+            }
         })
     }
 
-    /// Makes sure the target exists for `page` (creating it when configured), outside any
-    /// transaction.
-    async fn ensure_table(&mut self, page: &Page) -> Result<(), FaucetError> {
-        if self.table.is_some() || !self.sink.config.create_table || page.is_empty() {
-            return Ok(());
+    async fn create_target(
+        &self,
+        conn: &mut Conn,
+        page: &Page,
+        _scratch: &mut Scratch,
+    ) -> Result<Option<(TargetTable, bool)>, FaucetError> {
+        if !self.config.create_table {
+            return Ok(None);
         }
-        let sink = self.sink;
-        let apply_changes = sink.config.write_mode == WriteMode::Upsert;
-        let conn = self.conn()?;
-        let collation = table::nopad_binary_collation(conn, &sink.table).await?;
+        let apply_changes = self.config.write_mode == WriteMode::Upsert;
+        let collation = table::nopad_binary_collation(conn, &self.table).await?;
         let Some(sql) = table::create_statement(
-            &sink.table,
+            &self.table,
             page,
-            &sink.config.key,
+            &self.config.key,
             apply_changes,
             collation,
         )?
         else {
-            return Ok(());
+            return Ok(None);
         };
-        tracing::info!(sink = CONNECTOR, table = %sink.table, %sql, "creating the target table");
-        let conn = self.conn()?;
-        let existed = sink.check_engine(conn, &sink.table).await?;
+        tracing::info!(sink = CONNECTOR, table = %self.table, %sql, "creating the target table");
+        let existed = self.check_engine(conn, &self.table).await?;
         conn.query_drop(sql)
             .await
-            .map_err(|e| classify(e, "creating the table", &sink.table))?;
-        sink.check_engine(conn, &sink.table).await?;
-        let created = table::load(conn, &sink.connection, &sink.table).await?;
-        self.created_here = !existed && created.is_some();
-        if let Some(t) = &created {
-            sink.verify(t)?;
-        }
-        self.table = created;
-        Ok(())
+            .map_err(|e| classify(e, "creating the table", &self.table))?;
+        self.check_engine(conn, &self.table).await?;
+        let created = table::load(conn, &self.connection, &self.table).await?;
+        Ok(created.map(|t| (t, !existed)))
     }
 
-    /// After a failed first page into a table this writer created: drops it if it is still
-    /// empty, and forgets it. Best effort: a failure is logged.
-    async fn undo_create(&mut self) {
-        if !std::mem::take(&mut self.created_here) {
-            return;
-        }
-        self.table = None;
-        let name = self.sink.table.clone();
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        let quoted = name.quoted();
+    async fn ready_target(
+        &self,
+        _conn: &mut Conn,
+        table: &TargetTable,
+        _scratch: &mut Scratch,
+    ) -> Result<(), FaucetError> {
+        self.verify(table)
+    }
+
+    async fn drop_if_empty(&self, conn: &mut Conn, _scratch: &mut Scratch) {
+        let quoted = self.table.quoted();
         let empty: Result<Option<u8>, _> = conn
             .query_first(format!("SELECT EXISTS (SELECT 1 FROM {quoted})"))
             .await;
         if let Ok(Some(0)) = empty
             && let Err(e) = conn.query_drop(format!("DROP TABLE {quoted}")).await
         {
-            tracing::warn!(table = %name, error = %e, "could not drop the table created for a page that failed");
+            tracing::warn!(table = %self.table, error = %e, "could not drop the table created for a page that failed");
         }
     }
 
-    /// Writes `page` (and the token) in one transaction.
-    async fn write_page(
-        &mut self,
+    async fn begin(&self, conn: &mut Conn) -> Result<(), FaucetError> {
+        conn.query_drop("START TRANSACTION")
+            .await
+            .map_err(|e| classify(e, "START TRANSACTION", &self.table))
+    }
+
+    async fn commit(&self, conn: &mut Conn) -> Result<(), FaucetError> {
+        conn.query_drop("COMMIT")
+            .await
+            .map_err(|e| classify(e, "COMMIT", &self.table))
+    }
+
+    async fn rollback(&self, conn: &mut Conn) -> Result<(), FaucetError> {
+        conn.query_drop("ROLLBACK")
+            .await
+            .map_err(|e| classify(e, "ROLLBACK", &self.table))
+    }
+
+    fn is_lost(&self, e: &FaucetError) -> bool {
+        is_lost(e)
+    }
+
+    /// 1213 ER_LOCK_DEADLOCK (InnoDB rolls the whole transaction back; a lock wait timeout
+    /// rolls back only the statement, so it is not retried) — first pages of concurrent
+    /// runs into a fresh token table deadlock on its gap locks.
+    fn is_retryable(&self, e: &FaucetError) -> bool {
+        matches!(e, FaucetError::Write { source: Some(s), .. }
+            if matches!(s.downcast_ref::<mysql_async::Error>(),
+                Some(mysql_async::Error::Server(s)) if s.code == 1213))
+    }
+
+    async fn write_rows(
+        &self,
+        conn: &mut Conn,
+        table: &TargetTable,
         page: &Page,
-        token: Option<(&str, &CommitToken)>,
+        scratch: &mut Scratch,
     ) -> Result<(), FaucetError> {
-        if token.is_some() && !self.tokens_ready {
-            let sink = self.sink;
-            let conn = self.conn()?;
-            token::ensure(conn, &sink.tokens).await?;
-            sink.check_engine(conn, &sink.tokens).await?;
-            self.tokens_ready = true;
-        }
-        if let Err(e) = self.ensure_table(page).await {
-            self.undo_create().await;
-            return Err(e);
-        }
-        let sink = self.sink;
-        self.conn()?;
-        let Self {
-            conn,
-            table,
-            source_table,
-            fence,
-            server,
-            ..
-        } = self;
-        let Some(session) = conn.as_mut() else {
-            return Err(FaucetError::write(
-                CONNECTOR,
-                "the session is unusable",
-                None,
-            ));
-        };
-        let result = transaction(
-            session,
-            sink,
-            table.as_ref(),
-            page,
-            Commit {
-                token,
-                fence: fence.as_ref(),
-                server: *server,
-            },
-            source_table,
-        )
-        .await;
-        match result {
-            Ok(()) => {
-                self.created_here = false;
-                Ok(())
-            }
-            Err((e, drop_session)) => {
-                if drop_session {
-                    self.conn = None;
-                }
-                self.undo_create().await;
-                Err(e)
-            }
-        }
-    }
-}
-
-/// What a page's transaction stores and checks beside its rows.
-struct Commit<'a> {
-    /// The atomic watermark's token, under its state key.
-    token: Option<(&'a str, &'a CommitToken)>,
-    /// The writer's fence, checked first.
-    fence: Option<&'a fence::WriterFence>,
-    server: Server,
-}
-
-/// Runs the page's transaction. On failure, the error and whether the session must be
-/// dropped: lost, or its transaction could not be rolled back — kept, the next page's
-/// `START TRANSACTION` would commit the failed page's statements (MySQL commits an open
-/// transaction implicitly there).
-async fn transaction(
-    conn: &mut Conn,
-    sink: &MysqlSink,
-    table: Option<&TargetTable>,
-    page: &Page,
-    commit: Commit<'_>,
-    source_table: &mut Option<String>,
-) -> Result<(), (FaucetError, bool)> {
-    let lost = |e: FaucetError| {
-        let gone = is_lost(&e);
-        (e, gone)
-    };
-    conn.query_drop("START TRANSACTION")
-        .await
-        .map_err(|e| lost(classify(e, "START TRANSACTION", &sink.table)))?;
-    if let Err(e) = statements(conn, sink, table, page, commit, source_table).await {
-        if is_lost(&e) {
-            return Err((e, true));
-        }
-        // Rolled back now: a refused page must not keep its locks (the fence row among them)
-        // while the writer stays open.
-        if let Err(r) = conn.query_drop("ROLLBACK").await {
-            tracing::warn!(table = %sink.table, error = %r, "ROLLBACK of a refused page failed; the session is dropped");
-            return Err((e, true));
-        }
-        return Err((e, false));
-    }
-    conn.query_drop("COMMIT")
-        .await
-        .map_err(|e| lost(classify(e, "COMMIT", &sink.table)))
-}
-
-/// The statements of a page's transaction: the fence check, the rows, the token.
-async fn statements(
-    conn: &mut Conn,
-    sink: &MysqlSink,
-    table: Option<&TargetTable>,
-    page: &Page,
-    commit: Commit<'_>,
-    source_table: &mut Option<String>,
-) -> Result<(), FaucetError> {
-    if let Some(writer) = commit.fence {
-        fence::check(conn, &sink.fences, &sink.table, writer).await?;
-    }
-    if let Some(t) = table.filter(|_| !page.is_empty()) {
         let target = Target {
-            name: &sink.table,
-            table: t,
-            key: sink.upsert_key(),
-            syntax: commit.server.syntax,
-            max_packet: commit.server.max_packet,
+            name: &self.table,
+            table,
+            key: self.upsert_key(),
+            syntax: scratch.server.syntax,
+            max_packet: scratch.server.max_packet,
         };
-        match sink.config.write_mode {
-            WriteMode::Append => write::append(conn, &target, page).await?,
-            WriteMode::Upsert => write::upsert(conn, &target, page, source_table).await?,
+        match self.config.write_mode {
+            WriteMode::Append => write::append(conn, &target, page).await,
+            WriteMode::Upsert => {
+                write::upsert(conn, &target, page, &mut scratch.source_table).await
+            }
         }
-    } else if !page.is_empty() {
-        // No table yet (create_table, and no row to take its columns from): a page of only
-        // deletes and truncates has nothing to do, a malformed one is an error, not skipped.
-        faucet_core::change::check_records(page, CONNECTOR, &sink.table.to_string())?;
-    }
-    if let Some((scope, token)) = commit.token {
-        let scope = token::scope(scope, &sink.table);
-        token::advance(conn, &sink.tokens, &scope, token).await?;
-    }
-    Ok(())
-}
-
-#[async_trait]
-impl SinkWriter for MysqlSinkWriter<'_> {
-    async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
-        if let Some(refusal) = &self.refusal {
-            return Err(refusal.for_writes());
-        }
-        if page.is_empty() {
-            return Ok(());
-        }
-        self.write_page(page, None).await
     }
 
-    /// Each page commits in [`SinkWriter::write`]; nothing is left to flush.
-    async fn flush(&mut self) -> Result<(), FaucetError> {
+    async fn holds_data(&self, conn: &mut Conn) -> Result<bool, FaucetError> {
+        let name = &self.table;
+        let any: Option<u8> = conn
+            .query_first(format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted()))
+            .await
+            .map_err(|e| classify(e, "telling whether it holds data", name))?;
+        Ok(any.unwrap_or(0) == 1)
+    }
+
+    async fn ensure_tokens(&self, conn: &mut Conn) -> Result<(), FaucetError> {
+        token::ensure(conn, &self.tokens).await?;
+        self.check_engine(conn, &self.tokens).await?;
         Ok(())
     }
 
-    async fn write_committed(
-        &mut self,
-        page: &Page,
+    async fn advance_token(
+        &self,
+        conn: &mut Conn,
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
-        if let Some(refusal) = &self.refusal {
-            return Err(refusal.for_effectively_once());
-        }
-        if page.is_empty() && self.table.is_none() {
-            // `create_table` waits for a page with rows: a token now would vouch for a table
-            // that does not exist, and a restart would take it for a dropped table's. The
-            // run's state store keeps the bookmark; the next page's token carries it on.
-            return Ok(());
-        }
-        self.write_page(page, Some((scope, token))).await
+        token::advance(conn, &self.tokens, scope, token).await
     }
 
-    /// Whether the target table has a row (`Some(false)` while it does not exist yet), for
-    /// the run loop's lost-bookmark guard (`shared/cases/13-state-missing-or-torn.md`, S1).
-    ///
-    /// # Errors
-    /// [`FaucetError::Write`] when the table cannot be read.
-    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
-        if self.table.is_none() {
-            return Ok(Some(false));
-        }
-        let name = self.sink.table.clone();
-        let any: Option<u8> = self
-            .conn()?
-            .query_first(format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted()))
-            .await
-            .map_err(|e| classify(e, "telling whether it holds data", &name))?;
-        Ok(Some(any.unwrap_or(0) == 1))
-    }
-
-    /// Checks `fence` in every later page's transaction ([`fence`]). Creates the fence table
-    /// now, outside any page's transaction, raises the scope's fence to `fence` (or, with
-    /// `take_over`, sets it), and on MariaDB sets the session's `idle_transaction_timeout`
-    /// to `ttl`, so the server aborts a page left open by a writer stalled mid-page.
-    ///
-    /// # Errors
-    /// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the table holds a
-    /// larger fence and not `take_over`; [`FaucetError::Write`] when the fence table cannot
-    /// be created.
-    async fn fence(
-        &mut self,
-        scope: &str,
-        fence: u64,
-        ttl: std::time::Duration,
-        take_over: bool,
-    ) -> Result<bool, FaucetError> {
-        if self.refusal.is_some() {
-            // Nothing will be written (the first page or the commit token is refused): no
-            // fence table is created for it.
-            return Ok(false);
-        }
-        let sink = self.sink;
-        let writer = fence::WriterFence {
-            key: scope.to_owned(),
-            scope: token::scope(scope, &sink.table),
-            fence,
-        };
-        let conn = self.conn()?;
-        fence::ensure(conn, &sink.fences).await?;
-        sink.check_engine(conn, &sink.fences).await?;
-        if take_over {
-            fence::set(conn, &sink.fences, &writer).await?;
-        } else {
-            fence::check(conn, &sink.fences, &sink.table, &writer).await?;
-        }
-        fence::abort_stalled_pages_after(conn, ttl, &sink.table).await?;
-        self.fence = Some(writer);
-        Ok(true)
-    }
-
-    async fn last_committed_token(
-        &mut self,
+    async fn last_token(
+        &self,
+        conn: &mut Conn,
         scope: &str,
     ) -> Result<Option<CommitToken>, FaucetError> {
-        if let Some(refusal) = &self.refusal {
-            return Err(refusal.for_effectively_once());
-        }
-        let sink = self.sink;
-        let scope = token::scope(scope, &sink.table);
-        let database = sink.connection.database();
-        let last = token::last(self.conn()?, &sink.tokens, database, &scope).await?;
-        if last.is_some() && self.table.is_none() {
-            // The rows the token vouches for went with their table: resuming at it would
-            // skip them all. Forget it, so the run resumes from its state store.
-            token::forget(self.conn()?, &sink.tokens, &scope).await?;
-            tracing::warn!(
-                target = %sink.table,
-                scope,
-                "the target table is gone but its commit token was left: the token is \
-                 forgotten, and the run resumes from the state store's bookmark"
-            );
-            return Ok(None);
-        }
-        Ok(last)
+        token::last(conn, &self.tokens, self.connection.database(), scope).await
+    }
+
+    async fn forget_token(&self, conn: &mut Conn, scope: &str) -> Result<(), FaucetError> {
+        token::forget(conn, &self.tokens, scope).await
+    }
+
+    async fn ensure_fences(&self, conn: &mut Conn) -> Result<(), FaucetError> {
+        fence::ensure(conn, &self.fences).await?;
+        self.check_engine(conn, &self.fences).await?;
+        Ok(())
+    }
+
+    async fn check_fence(&self, conn: &mut Conn, writer: &WriterFence) -> Result<(), FaucetError> {
+        fence::check(conn, &self.fences, &self.table, writer).await
+    }
+
+    async fn set_fence(&self, conn: &mut Conn, writer: &WriterFence) -> Result<(), FaucetError> {
+        fence::set(conn, &self.fences, writer).await
+    }
+
+    async fn abort_stalled_pages_after(
+        &self,
+        conn: &mut Conn,
+        ttl: std::time::Duration,
+    ) -> Result<(), FaucetError> {
+        fence::abort_stalled_pages_after(conn, ttl, &self.table).await
     }
 }

@@ -24,6 +24,9 @@ pub(crate) struct TargetTable {
     pub(crate) required: Vec<String>,
     /// Column sets of the primary key and every unique index without a prefix part.
     pub(crate) unique_sets: Vec<Vec<String>>,
+    /// The names of the triggers on the table: a value error the server raises may then be
+    /// about a table a trigger writes (MySQL's messages name a column, not its table).
+    pub(crate) triggers: Vec<String>,
 }
 
 impl TargetTable {
@@ -128,6 +131,21 @@ pub(crate) async fn load(
         .map(|p| p.name.clone())
         .collect();
     let json = catalog.json.clone();
+    let triggers: Vec<mysql_async::Row> = conn
+        .exec(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS \
+             WHERE EVENT_OBJECT_SCHEMA = ? AND EVENT_OBJECT_TABLE = ? ORDER BY 1",
+            (db, &name.table),
+        )
+        .await
+        .map_err(|e| {
+            as_write(connection.error(&format!("looking up the triggers of {name}"), e))
+        })?;
+    let triggers = convert_rows::<(String,)>(triggers)
+        .map_err(|m| FaucetError::write(CONNECTOR, m, None))?
+        .into_iter()
+        .map(|(t,)| t)
+        .collect();
     Ok(Some(TargetTable {
         columns: catalog
             .columns
@@ -145,6 +163,7 @@ pub(crate) async fn load(
             .collect(),
         required,
         unique_sets: catalog.unique_sets,
+        triggers,
     }))
 }
 

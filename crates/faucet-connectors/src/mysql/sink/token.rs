@@ -1,10 +1,5 @@
-//! The commit token table of the atomic watermark (DESIGN.md, "commit token"): one row per
-//! scope in `faucet_commit_tokens`, in the target's database, written in the same
-//! transaction as a page's rows. The stored sequence only moves forward.
-//!
-//! The scope is the state key and the target table ([`scope`]: `orders::eu -> shop.orders`),
-//! as for the `postgres` sink, so two pipelines of one name into two tables of one database
-//! each have their own token.
+//! The commit token table of the atomic watermark in MySQL / MariaDB (the protocol, the
+//! scope and the messages are the SQL sink engine's, [`crate::sql::sink::token`]):
 //!
 //! ```sql
 //! CREATE TABLE faucet_commit_tokens (
@@ -25,14 +20,7 @@ use faucet_core::{CommitToken, FaucetError};
 use super::config::CONNECTOR;
 use super::write::classify;
 use crate::mysql::table::TableName;
-
-/// The token table's name, in the target's database.
-pub(crate) const TOKENS: &str = "faucet_commit_tokens";
-
-/// The token scope of pages under `state_key` into `target`.
-pub(crate) fn scope(state_key: &str, target: &TableName) -> String {
-    format!("{state_key} -> {target}")
-}
+use crate::sql::sink::token as shared;
 
 /// A table named `table` in `target`'s database.
 pub(crate) fn sibling(target: &TableName, table: &str) -> TableName {
@@ -42,7 +30,7 @@ pub(crate) fn sibling(target: &TableName, table: &str) -> TableName {
     }
 }
 
-/// Creates the token table when missing.
+/// Creates the token table when missing (runs creating it at once all succeed).
 ///
 /// # Errors
 /// [`FaucetError::Write`].
@@ -54,9 +42,28 @@ pub(crate) async fn ensure(conn: &mut Conn, tokens: &TableName) -> Result<(), Fa
          ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
         tokens.quoted()
     );
-    conn.query_drop(sql)
-        .await
-        .map_err(|e| classify(e, "creating the commit token table", tokens))
+    create_shared(conn, sql, "creating the commit token table", tokens).await
+}
+
+/// Runs `create` (a `CREATE TABLE IF NOT EXISTS` of a table runs share: the commit token and
+/// fence tables) outside any transaction; error 1050 (ER_TABLE_EXISTS_ERROR: another run
+/// created it at the same moment) counts as created.
+///
+/// # Errors
+/// [`FaucetError::Write`] naming `what` and `table`.
+pub(crate) async fn create_shared(
+    conn: &mut Conn,
+    create: String,
+    what: &str,
+    table: &TableName,
+) -> Result<(), FaucetError> {
+    match conn.query_drop(create).await {
+        Err(mysql_async::Error::Server(s)) if s.code == 1050 => {
+            tracing::debug!(%table, "created at the same moment by another run");
+            Ok(())
+        }
+        done => done.map_err(|e| classify(e, what, table)),
+    }
 }
 
 /// Stores `token` under `scope` if its sequence is above the stored one. Run inside the
@@ -72,13 +79,7 @@ pub(crate) async fn advance(
     scope: &str,
     token: &CommitToken,
 ) -> Result<(), FaucetError> {
-    let bookmark = serde_json::to_string(&token.bookmark).map_err(|e| {
-        FaucetError::write(
-            CONNECTOR,
-            "cannot serialise the bookmark",
-            Some(Box::new(e)),
-        )
-    })?;
+    let bookmark = shared::stored_bookmark(CONNECTOR, &token.bookmark)?;
     let quoted = tokens.quoted();
     let stored: Option<u64> = conn
         .exec_first(
@@ -88,14 +89,11 @@ pub(crate) async fn advance(
         .await
         .map_err(|e| classify(e, "reading the commit token", tokens))?;
     if let Some(stored) = stored.filter(|s| *s >= token.sequence) {
-        return Err(FaucetError::write(
+        return Err(shared::refused(
             CONNECTOR,
-            format!(
-                "commit token for `{scope}` refused: {tokens} already holds sequence {stored} \
-                 (this page's is {}; a stale or concurrent writer); the page was rolled back",
-                token.sequence
-            ),
-            None,
+            (tokens, scope),
+            token.sequence,
+            Some(stored),
         ));
     }
     conn.exec_drop(
@@ -153,14 +151,7 @@ pub(crate) async fn last(
     let Some((sequence, bookmark)) = row else {
         return Ok(None);
     };
-    let bookmark = serde_json::from_str(&bookmark).map_err(|e| {
-        FaucetError::write(
-            CONNECTOR,
-            format!("the commit token of `{scope}` in {tokens} is not JSON"),
-            Some(Box::new(e)),
-        )
-    })?;
-    Ok(Some(CommitToken { sequence, bookmark }))
+    shared::read_back(CONNECTOR, (tokens, scope), sequence, &bookmark).map(Some)
 }
 
 /// Deletes the token stored under `scope` (a token whose target table is gone).

@@ -163,12 +163,33 @@ fn value_error(
     column: Option<&str>,
     message: String,
 ) -> FaucetError {
+    // MySQL's messages name a column, never its table: with triggers on the target, the
+    // column may be a table's a trigger writes, so it is not put on the target.
+    let triggers = &target.table.triggers;
+    let (column, elsewhere) = match column {
+        Some(c) if !triggers.is_empty() || target.table.type_of(c).is_none() => (None, Some(c)),
+        c => (c, None),
+    };
     let mut location = target.name.to_string();
     if let Some(c) = column {
         location.push_str(&format!(", column {c}"));
     }
     if let Some(r) = row {
         location.push_str(&format!(", page row {}", r + 1));
+    }
+    let mut message = message;
+    match elsewhere {
+        Some(c) if !triggers.is_empty() => message.push_str(&format!(
+            " — the server names column `{c}` without its table, and {} has triggers ({}) \
+             that may write other tables: the column may be one of theirs",
+            target.name,
+            triggers.join(", ")
+        )),
+        Some(c) => message.push_str(&format!(
+            " — the server names column `{c}`, which {} does not have (another table's)",
+            target.name
+        )),
+        None => {}
     }
     FaucetError::data(
         CONNECTOR,

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use pgwire_replication::Lsn;
 use sqlx::PgConnection;
 
+use crate::sql::ident::quote_ident;
 use faucet_core::FaucetError;
-use faucet_core::util::quote_ident;
 
 use super::CONNECTOR;
 use super::client::parse_lsn;

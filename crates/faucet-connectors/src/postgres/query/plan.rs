@@ -13,7 +13,7 @@ use sqlx::Statement as _;
 use sqlx::postgres::PgConnection;
 use sqlx::{Column as _, Executor as _};
 
-use faucet_core::util::quote_ident;
+use crate::sql::ident::quote_ident;
 use faucet_core::{Bookmark, FaucetError, Field, Schema};
 
 use super::config::Target;

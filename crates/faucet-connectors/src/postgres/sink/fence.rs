@@ -1,7 +1,6 @@
-//! The writer fence (`shared/notes/serve.md`, "Zombies"): the target refuses a page from a
-//! run whose lease was taken by a newer run. One row per scope (the same scope as the commit
-//! token: state key and target table, [`super::token::scope`]) in `faucet_fences`, beside
-//! the target table, holding the largest lease fence that has written a page:
+//! The writer fence in PostgreSQL (the protocol is the SQL sink engine's,
+//! [`crate::sql::sink::fence`]): one row per scope in `faucet_fences`, beside the target
+//! table, holding the largest lease fence that has written a page:
 //!
 //! ```sql
 //! CREATE TABLE faucet_fences (
@@ -13,7 +12,7 @@
 //!
 //! Every page's transaction starts by raising the row to its writer's fence, unless the row
 //! already holds a larger one: then the page is rolled back with
-//! [`LeaseError::Fenced`]. The row stays locked until the page commits, so a newer writer's
+//! `LeaseError::Fenced`. The row stays locked until the page commits, so a newer writer's
 //! first page waits for an older writer's page in flight and then supersedes it; an older
 //! writer that wakes up later finds the larger fence and writes nothing. Append and upsert
 //! alike; with the atomic watermark the token's forward-only sequence is a second guard.
@@ -23,35 +22,22 @@
 //! ttl (`idle_in_transaction_session_timeout`, SQLSTATE 25P03); the newer writer then goes
 //! on. When the stalled writer wakes, its next statement gets that error: the page was rolled
 //! back by the server. [`explain_idle_abort`] then reads the fence on a fresh session and
-//! reports [`LeaseError::Fenced`] when a newer writer has written since, as for a page the
+//! reports `LeaseError::Fenced` when a newer writer has written since, as for a page the
 //! check refused.
 
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
 use faucet_core::FaucetError;
-use faucet_core::state::LeaseError;
 
-use super::table::write_err;
+use super::table::{create_shared, write_err};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::TableName;
+use crate::sql::sink::fence::{WriterFence, fenced};
 
-/// The fence table's name, in the target's schema.
-pub(crate) const FENCES: &str = "faucet_fences";
-
-/// The writer's fence, as the page transactions check it.
-#[derive(Debug, Clone)]
-pub(crate) struct WriterFence {
-    /// The state key, for the error message.
-    pub(crate) key: String,
-    /// The row's scope ([`super::token::scope`]).
-    pub(crate) scope: String,
-    /// The lease's fencing number.
-    pub(crate) fence: u64,
-}
-
-/// Creates the fence table when missing (outside any page transaction: DDL).
+/// Creates the fence table when missing (outside any page transaction: DDL; runs creating
+/// it at once all succeed).
 ///
 /// # Errors
 /// [`FaucetError::Write`].
@@ -61,10 +47,7 @@ pub(crate) async fn ensure(conn: &mut PgConnection, fences: &TableName) -> Resul
          fenced_at timestamptz NOT NULL DEFAULT now())",
         fences.quoted()
     );
-    conn.execute(sql.as_str())
-        .await
-        .map_err(|e| write_err(format!("cannot create the fence table {fences}"), e))?;
-    Ok(())
+    create_shared(conn, &sql, &format!("the fence table {fences}")).await
 }
 
 /// Sets the session's `idle_in_transaction_session_timeout` to `ttl` (at least 1 s): the
@@ -123,7 +106,7 @@ fn bigint(fence: u64) -> Result<i64, FaucetError> {
 /// when the writer is given its fence), or refuses.
 ///
 /// # Errors
-/// [`LeaseError::Fenced`] when the table holds a larger fence (the caller rolls back);
+/// `LeaseError::Fenced` when the table holds a larger fence (the caller rolls back);
 /// [`FaucetError::Write`] when a statement fails.
 pub(crate) async fn check(
     conn: &mut PgConnection,
@@ -154,13 +137,12 @@ pub(crate) async fn check(
         .fetch_one(&mut *conn)
         .await
         .map_err(err)?;
-    Err(LeaseError::Fenced {
-        key: writer.key.clone(),
-        fence: writer.fence,
-        newer: u64::try_from(newer).unwrap_or_default(),
-        target: format!("postgres table {target}"),
-    }
-    .into())
+    Err(fenced(
+        writer,
+        u64::try_from(newer).unwrap_or_default(),
+        CONNECTOR,
+        target,
+    ))
 }
 
 /// SQLSTATE 25P03 idle_in_transaction_session_timeout: the server ended the session because
@@ -171,7 +153,7 @@ pub(crate) fn is_idle_abort(e: &sqlx::Error) -> bool {
 }
 
 /// After the server ended a page's session for idling in its transaction past the lease
-/// ttl (the page was rolled back): [`LeaseError::Fenced`] when the scope's fence, read on a
+/// ttl (the page was rolled back): `LeaseError::Fenced` when the scope's fence, read on a
 /// fresh session, is now larger than `writer`'s (a newer run took over and wrote); else
 /// `original`, unchanged (also when the fence cannot be read).
 pub(crate) async fn explain_idle_abort(
@@ -192,15 +174,12 @@ pub(crate) async fn explain_idle_abort(
         Ok::<_, FaucetError>(fence)
     };
     match read.await {
-        Ok(Some(newer)) if u64::try_from(newer).is_ok_and(|n| n > writer.fence) => {
-            LeaseError::Fenced {
-                key: writer.key.clone(),
-                fence: writer.fence,
-                newer: u64::try_from(newer).unwrap_or_default(),
-                target: format!("postgres table {target}"),
-            }
-            .into()
-        }
+        Ok(Some(newer)) if u64::try_from(newer).is_ok_and(|n| n > writer.fence) => fenced(
+            writer,
+            u64::try_from(newer).unwrap_or_default(),
+            CONNECTOR,
+            target,
+        ),
         Ok(_) => original,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the writer fence after the server ended a stalled page");

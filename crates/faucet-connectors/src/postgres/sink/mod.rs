@@ -8,13 +8,9 @@
 //!   page is collapsed to the last operation per key in source order, so several changes to
 //!   one key in a page are applied as if one by one (cases 14, 15), and a column named in
 //!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module.
-//! * Atomic watermark ([`SinkWriter::write_committed`]): the page's rows and the commit token
-//!   (`faucet_commit_tokens` in the target's schema) commit in one transaction; the stored
-//!   sequence only moves forward, a stale writer's page is rolled back with an error.
-//! * No blind retries: when the session is lost around a COMMIT the outcome is unknown, so
-//!   the write fails (and the writer refuses further pages) instead of writing the page
-//!   again; the run loop re-delivers from the last durable bookmark, where the commit token
-//!   or the upsert key absorbs the replay.
+//! * The page transaction, the commit token (`faucet_commit_tokens` in the target's schema),
+//!   the writer fence (`faucet_fences`) and what a failure leaves behind are the SQL sink
+//!   engine's (`sql::sink`); this module is its PostgreSQL dialect.
 //! * Values are written in the text input form of their types (its `encode` module), so numerics,
 //!   NaN and infinities, arrays, bytea and jsonb round-trip exactly (cases 04, 22, 23, 24).
 //!   A value the column cannot hold is a [`FaucetError::Data`] naming table, column and row.
@@ -31,10 +27,10 @@ mod token;
 mod write;
 
 use async_trait::async_trait;
-use sqlx::Connection as _;
+use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
-use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter, fault};
+use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
 pub use config::{PostgresSinkConfig, ValidatedSinkConfig, WriteMode};
 pub use nul::NulBytes;
@@ -42,6 +38,8 @@ pub use nul::NulBytes;
 use super::config::CONNECTOR;
 use super::connection::PostgresUrl;
 use super::ident::TableName;
+use crate::sql::sink::fence::WriterFence;
+use crate::sql::sink::{SinkDialect, SqlSinkWriter};
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -52,7 +50,7 @@ pub struct PostgresSink {
     connection: PostgresUrl,
     table: TableName,
     tokens: TableName,
-    /// The writer-fence table beside it ([`fence::FENCES`]).
+    /// The writer-fence table beside it ([`crate::sql::sink::fence::FENCES`]).
     fences: TableName,
 }
 
@@ -81,8 +79,8 @@ impl PostgresSink {
             connection,
             table,
         } = validated;
-        let tokens = table.sibling(token::TOKENS);
-        let fences = table.sibling(fence::FENCES);
+        let tokens = table.sibling(crate::sql::sink::token::TOKENS);
+        let fences = table.sibling(crate::sql::sink::fence::FENCES);
         Self {
             config,
             connection,
@@ -183,19 +181,15 @@ impl Sink for PostgresSink {
             }
             None => {}
         }
-        let mut writer = PostgresSinkWriter {
-            sink: self,
-            conn: Some(conn),
-            table,
+        let mut scratch = Scratch {
             stage_ready: false,
-            tokens_ready: false,
-            fence: None,
-            created_here: false,
             source_table: None,
             bufs: Buffers::default(),
         };
-        writer.ensure_stage().await?;
-        Ok(Box::new(writer))
+        if table.is_some() {
+            self.ensure_stage(&mut conn, &mut scratch).await?;
+        }
+        Ok(Box::new(SqlSinkWriter::new(self, conn, table, scratch)))
     }
 
     /// Connects; checks that the table exists (or may be created), fits the key, and that
@@ -266,7 +260,7 @@ impl Sink for PostgresSink {
             |f| {
                 format!(
                     "{} {}",
-                    faucet_core::util::quote_ident(&f.name),
+                    crate::sql::ident::quote_ident(&f.name),
                     crate::postgres::types::sql_type_of(&f.data_type)
                 )
             },
@@ -288,367 +282,224 @@ fn missing_table(name: &TableName) -> FaucetError {
     )
 }
 
-/// An open [`PostgresSink`]: one session, one transaction per page.
-struct PostgresSinkWriter<'a> {
-    sink: &'a PostgresSink,
-    /// `None` once a failure left the session in an unknown state.
-    conn: Option<PgConnection>,
-    table: Option<TargetTable>,
+/// What a `postgres` writer keeps from page to page.
+pub(crate) struct Scratch {
+    /// Whether the session's staging table exists (upsert).
     stage_ready: bool,
-    tokens_ready: bool,
-    /// The run's lease fence, checked in every page's transaction ([`fence`]).
-    fence: Option<fence::WriterFence>,
-    /// Whether this writer created the target and has not committed a page into it yet: a
-    /// failure then drops the (still empty) table again, so a refused first page leaves no
-    /// table behind.
-    created_here: bool,
     /// The `table` of the change records written so far.
     source_table: Option<String>,
     bufs: Buffers,
 }
 
-impl PostgresSinkWriter<'_> {
-    fn conn(&mut self) -> Result<&mut PgConnection, FaucetError> {
-        self.conn.as_mut().ok_or_else(|| {
-            FaucetError::write(
-                CONNECTOR,
-                format!(
-                    "an earlier write to {} failed and left the session unusable; reopen the \
-                     sink (the next run resumes from the last durable bookmark)",
-                    self.sink.table
-                ),
-                None,
-            )
-        })
-    }
-
-    /// Creates the staging table once the target exists (upsert only).
-    async fn ensure_stage(&mut self) -> Result<(), FaucetError> {
-        if self.stage_ready
-            || self.table.is_none()
-            || self.sink.config.write_mode != WriteMode::Upsert
-        {
-            return Ok(());
-        }
-        let name = self.sink.table.clone();
-        table::create_stage(self.conn()?, &name).await?;
-        self.stage_ready = true;
-        Ok(())
-    }
-
-    /// Makes sure the target exists for `page` (creating it when configured).
-    async fn ensure_table(&mut self, page: &Page) -> Result<(), FaucetError> {
-        if self.table.is_none() && self.sink.config.create_table && !page.is_empty() {
-            let key = self.sink.config.key.clone();
-            let name = self.sink.table.clone();
-            let apply_changes = self.sink.config.write_mode == WriteMode::Upsert;
-            let created = table::create(self.conn()?, &name, page, &key, apply_changes).await?;
-            self.created_here = created.is_some();
-            if let Some(t) = &created {
-                let sink = self.sink;
-                sink.verify(self.conn()?, t).await?;
-            }
-            self.table = created;
-        }
-        self.ensure_stage().await
-    }
-
-    /// After a failed first page into a table this writer created: drops the table if it is
-    /// still empty (under an exclusive lock, so no other writer's rows can be lost), and
-    /// forgets it, so the next page creates it again. Best effort: a failure is logged.
-    async fn undo_create(&mut self) {
-        if !std::mem::take(&mut self.created_here) {
-            return;
-        }
-        let name = self.sink.table.clone();
-        self.table = None;
-        self.stage_ready = false;
-        let Some(conn) = self.conn.as_mut() else {
-            return;
-        };
-        if let Err(e) = table::drop_if_empty(conn, &name).await {
-            tracing::warn!(table = %name, error = %e, "could not drop the table created for a page that failed");
-        }
-    }
-
-    /// Writes `page` (and the token) in one transaction.
-    async fn write_page(
-        &mut self,
-        page: &Page,
-        token: Option<(&str, &CommitToken)>,
+impl PostgresSink {
+    /// Creates the session's staging table once the target exists (upsert only).
+    async fn ensure_stage(
+        &self,
+        conn: &mut PgConnection,
+        scratch: &mut Scratch,
     ) -> Result<(), FaucetError> {
-        if token.is_some() && !self.tokens_ready {
-            let tokens = self.sink.tokens.clone();
-            token::ensure(self.conn()?, &tokens).await?;
-            self.tokens_ready = true;
-        }
-        if !page.is_empty()
-            && let Err(e) = self.ensure_table(page).await
-        {
-            self.undo_create().await;
-            return Err(e);
-        }
-        self.conn()?;
-        let sink = self.sink;
-        let Self {
-            conn,
-            table,
-            source_table,
-            bufs,
-            fence,
-            ..
-        } = self;
-        let Some(session) = conn.as_mut() else {
-            return Err(FaucetError::write(
-                CONNECTOR,
-                "the session is unusable",
-                None,
-            ));
-        };
-        let result = transaction(
-            session,
-            sink,
-            table.as_ref(),
-            page,
-            Commit {
-                token,
-                fence: fence.as_ref(),
-            },
-            bufs,
-            source_table,
-        )
-        .await;
-        if let Err(failure) = &result
-            && failure.lost
-        {
-            *conn = None;
-        }
-        match result {
-            Ok(()) => {
-                self.created_here = false;
-                Ok(())
-            }
-            Err(failure) => {
-                self.undo_create().await;
-                match (&self.fence, failure.idle_aborted) {
-                    (Some(writer), true) => Err(fence::explain_idle_abort(
-                        &sink.connection,
-                        &sink.fences,
-                        &sink.table,
-                        writer,
-                        failure.error,
-                    )
-                    .await),
-                    _ => Err(failure.error),
-                }
-            }
-        }
-    }
-}
-
-/// A failed page transaction: the error, whether the session is gone (outcome unknown),
-/// and whether the server ended it for idling in the transaction for longer than the
-/// lease's ttl (SQLSTATE 25P03, [`fence::abort_stalled_pages_after`]): then the page was
-/// certainly rolled back.
-struct Failure {
-    error: FaucetError,
-    lost: bool,
-    idle_aborted: bool,
-}
-
-impl From<FaucetError> for Failure {
-    fn from(error: FaucetError) -> Self {
-        let sql = match &error {
-            FaucetError::Write {
-                source: Some(s), ..
-            } => s.downcast_ref::<sqlx::Error>(),
-            _ => None,
-        };
-        let idle_aborted = sql.is_some_and(fence::is_idle_abort);
-        let lost = idle_aborted || sql.is_some_and(super::failure::is_connection_lost);
-        Self {
-            error,
-            lost,
-            idle_aborted,
-        }
-    }
-}
-
-/// What a page's transaction stores and checks beside its rows.
-struct Commit<'a> {
-    /// The atomic watermark's token, under its state key.
-    token: Option<(&'a str, &'a CommitToken)>,
-    /// The writer's fence, checked first.
-    fence: Option<&'a fence::WriterFence>,
-}
-
-async fn transaction(
-    conn: &mut PgConnection,
-    sink: &PostgresSink,
-    table: Option<&TargetTable>,
-    page: &Page,
-    commit: Commit<'_>,
-    bufs: &mut Buffers,
-    source_table: &mut Option<String>,
-) -> Result<(), Failure> {
-    let begin_err = |e: sqlx::Error| Failure::from(write::classify(e, "BEGIN", &sink.table, None));
-    let mut tx = conn.begin().await.map_err(begin_err)?;
-    if let Err(failure) = statements(&mut tx, sink, table, page, commit, bufs, source_table).await {
-        // Rolled back now, not when the session is next used: a refused page must not keep
-        // its locks (the fence row among them) while the writer stays open.
-        if !failure.lost {
-            let _ = tx.rollback().await;
-        }
-        return Err(failure);
-    }
-    fault::point(fault::BEFORE_COMMIT);
-    tx.commit()
-        .await
-        .map_err(|e| Failure::from(write::classify(e, "COMMIT", &sink.table, None)))?;
-    Ok(())
-}
-
-/// The statements of a page's transaction: the fence check, the rows, the token.
-async fn statements(
-    tx: &mut PgConnection,
-    sink: &PostgresSink,
-    table: Option<&TargetTable>,
-    page: &Page,
-    commit: Commit<'_>,
-    bufs: &mut Buffers,
-    source_table: &mut Option<String>,
-) -> Result<(), Failure> {
-    if let Some(writer) = commit.fence {
-        fence::check(tx, &sink.fences, &sink.table, writer).await?;
-    }
-    let token = commit.token;
-    if let Some(t) = table.filter(|_| !page.is_empty()) {
-        let target = Target {
-            name: &sink.table,
-            table: t,
-            key: sink.upsert_key(),
-            record_key: &sink.config.key,
-            nul: sink.config.nul_bytes,
-        };
-        match sink.config.write_mode {
-            WriteMode::Append => write::append(tx, &target, page, bufs).await?,
-            WriteMode::Upsert => {
-                write::upsert(tx, &target, page, bufs, source_table).await?;
-            }
-        }
-    } else if !page.is_empty() {
-        // No table yet (create_table, and no row to take its columns from): a page of only
-        // deletes and truncates has nothing to do, a malformed one is an error, not skipped.
-        faucet_core::change::check_records(page, CONNECTOR, &sink.table.to_string())?;
-    }
-    if let Some((scope, token)) = token {
-        let scope = token::scope(scope, &sink.table);
-        token::advance(tx, &sink.tokens, &scope, token).await?;
-    }
-    Ok(())
-}
-
-#[async_trait]
-impl SinkWriter for PostgresSinkWriter<'_> {
-    async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
-        if page.is_empty() {
+        if scratch.stage_ready || self.config.write_mode != WriteMode::Upsert {
             return Ok(());
         }
-        self.write_page(page, None).await
+        table::create_stage(conn, &self.table).await?;
+        scratch.stage_ready = true;
+        Ok(())
+    }
+}
+
+/// PostgreSQL for the SQL sink engine ([`SqlSinkWriter`]): `BEGIN`/`COMMIT`, `COPY`, the
+/// staging table, `ON CONFLICT`, `idle_in_transaction_session_timeout`.
+#[async_trait]
+impl SinkDialect for PostgresSink {
+    type Conn = PgConnection;
+    type Table = TargetTable;
+    type Scratch = Scratch;
+
+    fn connector(&self) -> &'static str {
+        CONNECTOR
     }
 
-    /// Each page commits in [`SinkWriter::write`]; nothing is left to flush.
-    async fn flush(&mut self) -> Result<(), FaucetError> {
+    fn target_name(&self) -> String {
+        self.table.to_string()
+    }
+
+    async fn create_target(
+        &self,
+        conn: &mut PgConnection,
+        page: &Page,
+        _scratch: &mut Scratch,
+    ) -> Result<Option<(TargetTable, bool)>, FaucetError> {
+        if !self.config.create_table {
+            return Ok(None);
+        }
+        let apply_changes = self.config.write_mode == WriteMode::Upsert;
+        let created =
+            table::create(conn, &self.table, page, &self.config.key, apply_changes).await?;
+        Ok(created.map(|t| (t, true)))
+    }
+
+    async fn ready_target(
+        &self,
+        conn: &mut PgConnection,
+        table: &TargetTable,
+        scratch: &mut Scratch,
+    ) -> Result<(), FaucetError> {
+        self.verify(conn, table).await?;
+        self.ensure_stage(conn, scratch).await
+    }
+
+    async fn drop_if_empty(&self, conn: &mut PgConnection, scratch: &mut Scratch) {
+        scratch.stage_ready = false;
+        if let Err(e) = table::drop_if_empty(conn, &self.table).await {
+            tracing::warn!(table = %self.table, error = %e, "could not drop the table created for a page that failed");
+        }
+    }
+
+    async fn begin(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {
+        conn.execute("BEGIN")
+            .await
+            .map_err(|e| write::classify(e, "BEGIN", &self.table, None))?;
         Ok(())
     }
 
-    async fn write_committed(
-        &mut self,
+    async fn commit(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {
+        conn.execute("COMMIT")
+            .await
+            .map_err(|e| write::classify(e, "COMMIT", &self.table, None))?;
+        Ok(())
+    }
+
+    async fn rollback(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {
+        conn.execute("ROLLBACK")
+            .await
+            .map_err(|e| write::classify(e, "ROLLBACK", &self.table, None))?;
+        Ok(())
+    }
+
+    /// Lost: the session broke, or the server ended it for idling in the page's
+    /// transaction past the lease's ttl (SQLSTATE 25P03, [`fence::abort_stalled_pages_after`]).
+    fn is_lost(&self, e: &FaucetError) -> bool {
+        sqlx_error(e)
+            .is_some_and(|s| fence::is_idle_abort(s) || super::failure::is_connection_lost(s))
+    }
+
+    /// 40001 serialization_failure, 40P01 deadlock_detected.
+    fn is_retryable(&self, e: &FaucetError) -> bool {
+        sqlx_error(e)
+            .and_then(super::failure::db_error)
+            .is_some_and(|d| matches!(d.code(), "40001" | "40P01"))
+    }
+
+    async fn write_rows(
+        &self,
+        conn: &mut PgConnection,
+        table: &TargetTable,
         page: &Page,
+        scratch: &mut Scratch,
+    ) -> Result<(), FaucetError> {
+        let target = Target {
+            name: &self.table,
+            table,
+            key: self.upsert_key(),
+            record_key: &self.config.key,
+            nul: self.config.nul_bytes,
+        };
+        match self.config.write_mode {
+            WriteMode::Append => write::append(conn, &target, page, &mut scratch.bufs).await,
+            WriteMode::Upsert => {
+                write::upsert(
+                    conn,
+                    &target,
+                    page,
+                    &mut scratch.bufs,
+                    &mut scratch.source_table,
+                )
+                .await
+            }
+        }
+    }
+
+    async fn holds_data(&self, conn: &mut PgConnection) -> Result<bool, FaucetError> {
+        let name = &self.table;
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted());
+        sqlx::query_scalar(&sql)
+            .fetch_one(conn)
+            .await
+            .map_err(|e| table::write_err(format!("cannot tell whether {name} holds data"), e))
+    }
+
+    async fn ensure_tokens(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {
+        token::ensure(conn, &self.tokens).await
+    }
+
+    async fn advance_token(
+        &self,
+        conn: &mut PgConnection,
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
-        self.write_page(page, Some((scope, token))).await
+        token::advance(conn, &self.tokens, scope, token).await
     }
 
-    /// Whether the target table has a row (`Some(false)` while it does not exist yet), so
-    /// the run loop's lost-bookmark guard can refuse to append a whole source again into a
-    /// table that already holds it (`shared/cases/13-state-missing-or-torn.md`, S1). The
-    /// guard only asks at-least-once runs: a keyed upsert target absorbs the replay.
-    ///
-    /// # Errors
-    /// [`FaucetError::Write`] when the table cannot be read.
-    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
-        if self.table.is_none() {
-            return Ok(Some(false));
-        }
-        let name = self.sink.table.clone();
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted());
-        let any: bool = sqlx::query_scalar(&sql)
-            .fetch_one(self.conn()?)
-            .await
-            .map_err(|e| table::write_err(format!("cannot tell whether {name} holds data"), e))?;
-        Ok(Some(any))
-    }
-
-    /// Checks `fence` in every later page's transaction ([`fence`]): a page of a writer
-    /// whose lease a newer run took is rolled back. Creates the fence table now, outside
-    /// any page's transaction, raises the scope's fence to `fence` (or, with `take_over`,
-    /// sets it), and sets the session's `idle_in_transaction_session_timeout` to `ttl`, so
-    /// the server aborts a page left open by a writer stalled mid-page rather than let its
-    /// locks block the run that took over.
-    ///
-    /// # Errors
-    /// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the table holds a
-    /// larger fence and not `take_over`; [`FaucetError::Write`] when the fence table cannot
-    /// be created or the timeout set.
-    async fn fence(
-        &mut self,
-        scope: &str,
-        fence: u64,
-        ttl: std::time::Duration,
-        take_over: bool,
-    ) -> Result<bool, FaucetError> {
-        let fences = self.sink.fences.clone();
-        let target = self.sink.table.clone();
-        let writer = fence::WriterFence {
-            key: scope.to_owned(),
-            scope: token::scope(scope, &self.sink.table),
-            fence,
-        };
-        let conn = self.conn()?;
-        fence::ensure(conn, &fences).await?;
-        if take_over {
-            fence::set(conn, &fences, &writer).await?;
-        } else {
-            fence::check(conn, &fences, &target, &writer).await?;
-        }
-        fence::abort_stalled_pages_after(conn, ttl).await?;
-        self.fence = Some(writer);
-        Ok(true)
-    }
-
-    async fn last_committed_token(
-        &mut self,
+    async fn last_token(
+        &self,
+        conn: &mut PgConnection,
         scope: &str,
     ) -> Result<Option<CommitToken>, FaucetError> {
-        let tokens = self.sink.tokens.clone();
-        let scope = token::scope(scope, &self.sink.table);
-        let last = token::last(self.conn()?, &tokens, &scope).await?;
-        if last.is_some() && self.table.is_none() {
-            // The rows the token vouches for went with their table: resuming at it would
-            // skip them all. Forget it, so the run resumes from its state store (from the
-            // start when that was reset too) and its sequence starts over.
-            let target = self.sink.table.clone();
-            token::forget(self.conn()?, &tokens, &scope).await?;
-            tracing::warn!(
-                %target,
-                scope,
-                "the target table is gone but its commit token was left: the token is \
-                 forgotten, and the run resumes from the state store's bookmark"
-            );
-            return Ok(None);
+        token::last(conn, &self.tokens, scope).await
+    }
+
+    async fn forget_token(&self, conn: &mut PgConnection, scope: &str) -> Result<(), FaucetError> {
+        token::forget(conn, &self.tokens, scope).await
+    }
+
+    async fn ensure_fences(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {
+        fence::ensure(conn, &self.fences).await
+    }
+
+    async fn check_fence(
+        &self,
+        conn: &mut PgConnection,
+        writer: &WriterFence,
+    ) -> Result<(), FaucetError> {
+        fence::check(conn, &self.fences, &self.table, writer).await
+    }
+
+    async fn set_fence(
+        &self,
+        conn: &mut PgConnection,
+        writer: &WriterFence,
+    ) -> Result<(), FaucetError> {
+        fence::set(conn, &self.fences, writer).await
+    }
+
+    async fn abort_stalled_pages_after(
+        &self,
+        conn: &mut PgConnection,
+        ttl: std::time::Duration,
+    ) -> Result<(), FaucetError> {
+        fence::abort_stalled_pages_after(conn, ttl).await
+    }
+
+    /// A page the server rolled back by ending its idle session: [`LeaseError::Fenced`]
+    /// (faucet_core::state::LeaseError::Fenced) when a newer writer has written since.
+    async fn explain(&self, error: FaucetError, writer: Option<&WriterFence>) -> FaucetError {
+        match writer {
+            Some(w) if sqlx_error(&error).is_some_and(fence::is_idle_abort) => {
+                fence::explain_idle_abort(&self.connection, &self.fences, &self.table, w, error)
+                    .await
+            }
+            _ => error,
         }
-        Ok(last)
+    }
+}
+
+/// The sqlx error under a [`FaucetError::Write`], if any.
+fn sqlx_error(e: &FaucetError) -> Option<&sqlx::Error> {
+    match e {
+        FaucetError::Write {
+            source: Some(s), ..
+        } => s.downcast_ref::<sqlx::Error>(),
+        _ => None,
     }
 }

@@ -4,8 +4,8 @@
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
+use crate::sql::ident::quote_ident;
 use faucet_core::change::ChangeLayout;
-use faucet_core::util::quote_ident;
 use faucet_core::{DataType, FaucetError, Page, Value};
 
 use crate::postgres::config::CONNECTOR;
@@ -24,6 +24,27 @@ pub(crate) struct TargetTable {
 
 pub(crate) fn write_err(message: String, e: sqlx::Error) -> FaucetError {
     FaucetError::write(CONNECTOR, message, Some(Box::new(e)))
+}
+
+/// Runs `create` (a `CREATE TABLE IF NOT EXISTS` of a table runs share, such as the commit
+/// token and fence tables) outside any transaction; another run creating it at the same
+/// moment ([`crate::postgres::failure::is_concurrent_create`]) counts as created.
+///
+/// # Errors
+/// [`FaucetError::Write`] naming `what` (`the commit token table shop.faucet_commit_tokens`).
+pub(crate) async fn create_shared(
+    conn: &mut PgConnection,
+    create: &str,
+    what: &str,
+) -> Result<(), FaucetError> {
+    match sqlx::Executor::execute(&mut *conn, create).await {
+        Ok(_) => Ok(()),
+        Err(e) if crate::postgres::failure::is_concurrent_create(&e) => {
+            tracing::debug!(%what, "created at the same moment by another run");
+            Ok(())
+        }
+        Err(e) => Err(write_err(format!("cannot create {what}"), e)),
+    }
 }
 
 /// The table `name`, or `None` when it does not exist.

@@ -1,12 +1,5 @@
-//! The commit token table of the atomic watermark (DESIGN.md, "commit token"): one row per
-//! scope in `faucet_commit_tokens`, beside the target table, written in the same transaction
-//! as a page's rows. The stored sequence only moves forward.
-//!
-//! The scope is the state key *and* the target table ([`scope`]: `orders::eu -> shop.orders`):
-//! two pipelines of the same name writing to two tables of one schema each have their own
-//! token, so a run never re-anchors at a token another table's pages committed (which would
-//! skip, in this table, everything before it). Tokens stored under the bare state key by
-//! earlier versions are not read: such a run resumes from its state store's bookmark.
+//! The commit token table of the atomic watermark in PostgreSQL (the protocol, the scope and
+//! the messages are the SQL sink engine's, [`crate::sql::sink::token`]):
 //!
 //! ```sql
 //! CREATE TABLE faucet_commit_tokens (
@@ -17,24 +10,16 @@
 //! );
 //! ```
 
-use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
 use faucet_core::{CommitToken, FaucetError};
 
-use super::table::write_err;
+use super::table::{create_shared, write_err};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::ident::TableName;
+use crate::sql::sink::token as shared;
 
-/// The token table's name, in the target's schema.
-pub(crate) const TOKENS: &str = "faucet_commit_tokens";
-
-/// The token scope of pages under `state_key` into `target`.
-pub(crate) fn scope(state_key: &str, target: &TableName) -> String {
-    format!("{state_key} -> {target}")
-}
-
-/// Creates the token table when missing.
+/// Creates the token table when missing (runs creating it at once all succeed).
 ///
 /// # Errors
 /// [`FaucetError::Write`].
@@ -44,10 +29,7 @@ pub(crate) async fn ensure(conn: &mut PgConnection, tokens: &TableName) -> Resul
          bookmark jsonb NOT NULL, committed_at timestamptz NOT NULL DEFAULT now())",
         tokens.quoted()
     );
-    conn.execute(sql.as_str())
-        .await
-        .map_err(|e| write_err(format!("cannot create the commit token table {tokens}"), e))?;
-    Ok(())
+    create_shared(conn, &sql, &format!("the commit token table {tokens}")).await
 }
 
 /// Stores `token` under `scope` if its sequence is above the stored one. Run inside the
@@ -69,13 +51,7 @@ pub(crate) async fn advance(
             None,
         )
     })?;
-    let bookmark = serde_json::to_string(&token.bookmark).map_err(|e| {
-        FaucetError::write(
-            CONNECTOR,
-            "cannot serialise the bookmark",
-            Some(Box::new(e)),
-        )
-    })?;
+    let bookmark = shared::stored_bookmark(CONNECTOR, &token.bookmark)?;
     let sql = format!(
         "INSERT INTO {} AS tok (scope, sequence, bookmark) VALUES ($1, $2, $3::jsonb) \
          ON CONFLICT (scope) DO UPDATE SET sequence = EXCLUDED.sequence, \
@@ -91,12 +67,10 @@ pub(crate) async fn advance(
         .await
         .map_err(|e| write_err(format!("cannot store the commit token in {tokens}"), e))?;
     if done.rows_affected() == 0 {
-        return Err(FaucetError::write(
+        return Err(shared::refused(
             CONNECTOR,
-            format!(
-                "commit token for `{scope}` refused: {tokens} already holds sequence {sequence} \
-                 or later (a stale or concurrent writer); the page was rolled back"
-            ),
+            (tokens, scope),
+            token.sequence,
             None,
         ));
     }
@@ -133,13 +107,6 @@ pub(crate) async fn last(
     let Some((sequence, bookmark)) = row else {
         return Ok(None);
     };
-    let bookmark = serde_json::from_str(&bookmark).map_err(|e| {
-        FaucetError::write(
-            CONNECTOR,
-            format!("the commit token of `{scope}` in {tokens} is not JSON"),
-            Some(Box::new(e)),
-        )
-    })?;
     let sequence = u64::try_from(sequence).map_err(|_| {
         FaucetError::write(
             CONNECTOR,
@@ -147,7 +114,7 @@ pub(crate) async fn last(
             None,
         )
     })?;
-    Ok(Some(CommitToken { sequence, bookmark }))
+    shared::read_back(CONNECTOR, (tokens, scope), sequence, &bookmark).map(Some)
 }
 
 /// Deletes the token stored under `scope` (a token whose target table is gone).

@@ -10,8 +10,8 @@
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
+use crate::sql::ident::quote_ident;
 use faucet_core::change::{self, ChangeLayout, Moved, moved_row_missing};
-use faucet_core::util::quote_ident;
 use faucet_core::{FaucetError, Page, Value, fault};
 
 use super::changes::{Slot, collapse, is_change_page};
@@ -162,7 +162,18 @@ pub(crate) fn classify(
                 (Some(l), None) => Some(l),
                 _ => None,
             };
-            let mut location = target.to_string();
+            // The server names the table it refused a row of; when that is not the target
+            // (nor the sink's staging table), a trigger, rule or foreign-key action on the
+            // target wrote it: name the server's table, never the target's column of the
+            // same name.
+            let other = db
+                .table()
+                .filter(|t| *t != target.name && *t != "faucet_stage")
+                .map(|t| match db.schema() {
+                    Some(s) => format!("{s}.{t}"),
+                    None => t.to_owned(),
+                });
+            let mut location = other.clone().unwrap_or_else(|| target.to_string());
             if let Some(c) = column {
                 location.push_str(&format!(", column {c}"));
             }
@@ -173,6 +184,16 @@ pub(crate) fn classify(
             if let Some(detail) = db.detail() {
                 message.push_str(": ");
                 message.push_str(detail);
+            }
+            if let Some(other) = &other {
+                let constraint = db
+                    .constraint()
+                    .map(|c| format!(", constraint {c}"))
+                    .unwrap_or_default();
+                message.push_str(&format!(
+                    " — raised in table {other}{constraint}, not the target: written by a \
+                     trigger, rule or foreign-key action on {target} while it took this row"
+                ));
             }
             return FaucetError::data(CONNECTOR, location, message);
         }
@@ -189,14 +210,19 @@ pub(crate) fn classify(
     FaucetError::write(CONNECTOR, message, Some(Box::new(e)))
 }
 
-/// `COPY faucet_stage, line 3, column phone: "x"` → (Some(3), Some("phone")).
+/// The line and column of a COPY's context (`COPY faucet_stage, line 3, column phone: "x"`
+/// → (Some(3), Some("phone"))), from the context line that is the COPY's: a trigger's
+/// error carries its own lines first (`PL/pgSQL function f() line 2 at SQL statement`).
 fn copy_context(context: &str) -> (Option<usize>, Option<String>) {
-    let line = context.split("line ").nth(1).and_then(|rest| {
+    let Some(copy) = context.lines().find(|l| l.starts_with("COPY ")) else {
+        return (None, None);
+    };
+    let line = copy.split(", line ").nth(1).and_then(|rest| {
         rest.split(|c: char| !c.is_ascii_digit())
             .next()
             .and_then(|d| d.parse().ok())
     });
-    let column = context
+    let column = copy
         .split(", column ")
         .nth(1)
         .map(|rest| rest.split(':').next().unwrap_or(rest).trim().to_owned());
@@ -713,6 +739,15 @@ mod tests {
         );
         assert_eq!(copy_context("COPY t, line 12"), (Some(12), None));
         assert_eq!(copy_context(""), (None, None));
+        // A trigger's error: its own context lines come first, their `line` is the
+        // function's; the row is the COPY's.
+        assert_eq!(
+            copy_context(
+                "SQL statement \"INSERT INTO s.audit (v) VALUES (NEW.v)\"\nPL/pgSQL function \
+                 s.log_v() line 1 at SQL statement\nCOPY t, line 3: \"3\t\\N\""
+            ),
+            (Some(3), None)
+        );
     }
 
     #[test]

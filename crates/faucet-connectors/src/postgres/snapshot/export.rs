@@ -12,8 +12,8 @@
 use pgwire_replication::{Lsn, ReplicationClient};
 use sqlx::{Executor as _, PgConnection};
 
+use crate::sql::ident::quote_ident;
 use faucet_core::FaucetError;
-use faucet_core::util::quote_ident;
 
 use super::CONNECTOR;
 use crate::postgres::cdc::client::parse_lsn;

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use pgwire_replication::Lsn;
 use sqlx::PgConnection;
 
-use faucet_core::util::quote_ident;
+use crate::sql::ident::quote_ident;
 use faucet_core::{Bookmark, FaucetError, Value};
 
 use super::CONNECTOR;

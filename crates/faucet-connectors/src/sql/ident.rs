@@ -1,4 +1,5 @@
-//! Helpers shared by the SQL connectors and state stores.
+//! SQL identifier quoting and qualified names, shared by the SQL connectors (and, through
+//! `faucet_connectors::postgres` names, the PostgreSQL state store; and the tests).
 
 /// Quotes `ident` as a PostgreSQL identifier: wrapped in double quotes, with every `"`
 /// doubled (PostgreSQL manual, "Identifiers and Key Words"). `quote_ident("a\"b")` is
@@ -36,17 +37,17 @@ pub fn quote_qualified(name: &str) -> String {
 /// The parts are not validated (each system has its own identifier rules).
 ///
 /// # Errors
-/// [`crate::FaucetError::Config`] at `field` for a name with more than one `.`.
+/// [`faucet_core::FaucetError::Config`] at `field` for a name with more than one `.`.
 pub fn split_qualified<'a>(
     name: &'a str,
     field: &str,
     container: &str,
-) -> Result<(Option<&'a str>, &'a str), crate::FaucetError> {
+) -> Result<(Option<&'a str>, &'a str), faucet_core::FaucetError> {
     let mut parts = name.split('.');
     match (parts.next(), parts.next(), parts.next()) {
         (Some(table), None, _) => Ok((None, table)),
         (Some(outer), Some(table), None) => Ok((Some(outer), table)),
-        _ => Err(crate::FaucetError::config(
+        _ => Err(faucet_core::FaucetError::config(
             field,
             format!(
                 "`{name}` is not `table` or `{container}.table` (a name holding a `.` cannot \
