@@ -79,6 +79,11 @@ impl Cluster {
 
     /// Starts member `name` of the cluster, serving `pipelines/`.
     fn member(&self, name: &str, settle: &str) -> Server {
+        self.member_serving(name, settle, "pipelines")
+    }
+
+    /// Starts member `name` of the cluster, serving `path` (a file or directory).
+    fn member_serving(&self, name: &str, settle: &str, path: &str) -> Server {
         let url = pg_url();
         let table = &self.members_table;
         let ttl = format!("{}s", TTL.as_secs());
@@ -86,7 +91,7 @@ impl Cluster {
             &self.dir,
             name,
             &[
-                "pipelines",
+                path,
                 "--cluster-table",
                 table,
                 "--lease-ttl",
@@ -645,6 +650,138 @@ fn delivered(c: &Cluster, rows: &[String], n: u64) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+#[test]
+fn a_member_started_with_fewer_pipeline_files_is_never_given_a_row_it_lacks() {
+    // `full` serves eight rows, `sub` only one of them (a rollout of new files in
+    // progress): every row is delivered, none is left UNASSIGNED, and each member says the
+    // other loaded different rows.
+    let c = Cluster::new("subset");
+    let rows = csv_rows(&c, 8);
+    let csvjl = std::fs::read_to_string(c.dir.join("pipelines/csvjl.yaml")).expect("file");
+    let (head, _) = csvjl.split_once("matrix:\n").expect("a matrix");
+    c.dir.write(
+        "sub/csvjl.yaml",
+        format!(
+            "{head}matrix:\n  - {{ id: r0, source: {{ config: {{ path: ../r0.csv }} }}, sink: {{ config: {{ path: ../out/r0.jsonl }} }} }}\n"
+        ),
+    );
+    // `sub` settles first, so every placement counts it (by these names' weights it wins
+    // r1, r6 and r7, which it lacks, besides r0).
+    let sub = c.member_serving("sub", "1s", "sub");
+    std::thread::sleep(Duration::from_millis(2500));
+    let members: BTreeMap<&str, Server> = [
+        ("full", c.member_serving("full", "1s", "pipelines")),
+        ("sub", sub),
+    ]
+    .into_iter()
+    .collect();
+    eventually("every row delivered", Duration::from_secs(60), || {
+        delivered(&c, &rows, 20).map_err(|e| format!("{e}; {:?}", owners(&members["full"])))
+    });
+    let placed = owners(&members["full"]);
+    assert_eq!(placed.len(), 8, "{placed:?}");
+    for (key, owner) in &placed {
+        match owner.as_deref() {
+            Some("full") => {}
+            Some("sub") => assert_eq!(key, "csvjl::r0", "only r0 may be on sub: {placed:?}"),
+            other => panic!("{key} is placed on {other:?}: {placed:?}"),
+        }
+    }
+    let (_, doc) = members["full"].json("GET", "/members", None);
+    let loaded: BTreeMap<String, u64> = doc["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap_or_default().to_owned(),
+                m["rows_loaded"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        loaded,
+        BTreeMap::from([("full".to_owned(), 8), ("sub".to_owned(), 1)])
+    );
+    eventually("full says sub lacks rows", Duration::from_secs(10), || {
+        let said = members["full"].stderr();
+        if said.contains("loaded different pipeline rows") && said.contains("lacks=7") {
+            Ok(())
+        } else {
+            Err(said)
+        }
+    });
+    for (_, m) in members {
+        let (code, stderr) = m.terminate();
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
+
+#[test]
+fn an_unreachable_cluster_database_is_named_with_its_cause_within_seconds() {
+    use std::io::{BufRead as _, BufReader};
+    let dir = Dir::new();
+    dir.write("a.csv", numbered_csv(1, 3, true));
+    dir.write(
+        "p.yaml",
+        "version: 1\nname: p\npipeline:\n  source: { type: csv, config: { path: ./a.csv } }\n  sink: { type: jsonl, config: { path: ./out.jsonl } }\n  state: { type: postgres, config: { url: \"postgres://u@127.0.0.1:1/d\" } }\n  schedule: \"* * * * *\"\n",
+    );
+    for (url, said) in [
+        (
+            "postgres://faucet@127.0.0.1:1/cluster",
+            ["127.0.0.1:1", "refused"],
+        ),
+        (
+            "postgres://faucet@no-such-host.invalid:5432/cluster",
+            ["no-such-host.invalid:5432", "no-such-host.invalid"],
+        ),
+    ] {
+        let mut child = crate::support::faucet_command()
+            .current_dir(dir.path())
+            .args(["serve", "--listen", "127.0.0.1:0", "p.yaml"])
+            .env("FAUCET_CLUSTER_URL", url)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn faucet serve");
+        let pipe = child.stderr.take().expect("stderr");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let started = Instant::now();
+        let mut seen = String::new();
+        let found = loop {
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    seen.push_str(&line);
+                    seen.push('\n');
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break false,
+            }
+            if said.iter().all(|s| seen.contains(s)) && seen.contains("retrying") {
+                break true;
+            }
+            if started.elapsed() > Duration::from_secs(4) {
+                break false;
+            }
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            found,
+            "{url}: within 4 s, stderr names the server, the cause and the retry: {seen}"
+        );
+    }
 }
 
 #[test]
