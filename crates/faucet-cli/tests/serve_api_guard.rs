@@ -4,27 +4,10 @@
 
 use serde_json::Value;
 
+use crate::serve::two_pipelines as pipelines;
 use crate::support::server::Server;
-use crate::support::{Dir, numbered_csv};
 
 const TOKEN: &str = "guard-test-token-0123456789";
-
-/// `pipelines/good.yaml` (50 CSV rows) and `pipelines/bad.yaml` (text after a closing quote:
-/// FAILED at its first tick), both every second on a file state store.
-fn pipelines() -> Dir {
-    let dir = Dir::new();
-    dir.write("good.csv", numbered_csv(1, 50, true));
-    dir.write("bad.csv", "id,name\n1,\"closed\"early\n2,x\n");
-    for (name, csv) in [("good", "good.csv"), ("bad", "bad.csv")] {
-        dir.write(
-            &format!("pipelines/{name}.yaml"),
-            format!(
-                "version: 1\nname: {name}\npipeline:\n  source: {{ type: csv, config: {{ path: ../{csv} }} }}\n  sink: {{ type: jsonl, config: {{ path: ../out/{name}.jsonl }} }}\n  state: {{ type: file, config: {{ path: ../state }} }}\n  schedule: \"*/1 * * * * *\"\n"
-            ),
-        );
-    }
-    dir
-}
 
 #[test]
 fn the_bearer_scheme_is_case_insensitive_and_a_non_ascii_token_authenticates() {

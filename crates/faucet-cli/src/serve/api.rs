@@ -6,7 +6,7 @@
 //! | `GET /pipelines/{key}` | one status ([`super::pipeline::PipelineView`]) |
 //! | `PUT /pipelines/{key}/pause` · `/resume` · `/stop` | the status after the change (persisted first) |
 //! | `POST /pipelines/{key}/run` | 202 and the status: a bounded run starts now |
-//! | `GET /members` | `{"member", "members": [{"name", "pipelines", "draining", …}]}`: this process alone, or with `--cluster` every member of the members table (`alive`, `settled`, `leaving`, `heartbeat_age_seconds`, `settle_seconds`) |
+//! | `GET /members` | `{"member", "members": [{"name", "pipelines", "draining", …}]}`: this process alone, or with `--cluster` every member of the members table (`alive`, `settled`, `leaving`, `heartbeat_age_seconds`, `settle_seconds`, `rows_loaded`) |
 //! | `PUT /members/{name}/drain` · `/undrain` | `--cluster`: the member owns no pipeline (persisted in the members table) / owns again |
 //! | `GET /healthz` | 200 `{"status": "ok"}` while the process serves |
 //! | `GET /readyz` | 200 `{"ready": true}`, or 503 `{"ready": false, "not_ready": [{"key", "reason"}]}`; with `--cluster` readiness is the member's own (the cluster database answers, not drained, not draining), never one FAILED pipeline's |

@@ -57,6 +57,14 @@ pub(crate) fn load(file: Option<&Path>) -> Result<Option<Token>, FaucetError> {
             ),
         ));
     }
+    // An HTTP header cannot carry a control character: such a token could never be sent.
+    if token.chars().any(char::is_control) {
+        return Err(FaucetError::config(
+            field,
+            "the API token contains a control character, which no `Authorization` header \
+             can carry; use printable characters (e.g. `openssl rand -hex 32`)",
+        ));
+    }
     crate::secret::remember_secret(token);
     Ok(Some(Token(token.to_owned())))
 }

@@ -64,6 +64,8 @@ struct Seen {
 /// A member of a cluster coordinated in PostgreSQL.
 pub(crate) struct PgCluster {
     pool: PgPool,
+    /// The cluster database as messages name it (`postgres://user@host:port/db`).
+    server: String,
     members: Members,
     owners: Owners,
     me: String,
@@ -132,6 +134,7 @@ impl PgCluster {
         }
         Ok(Arc::new(Self {
             pool,
+            server: url.describe(),
             members,
             owners,
             me,
@@ -256,7 +259,7 @@ impl PgCluster {
                 self.place(&mut seen);
             }
             Err(e) => {
-                let message = crate::output::error_chain(&e);
+                let message = format!("{}: {}", self.server, crate::output::error_chain(&e));
                 let mut seen = self.seen();
                 if seen.error.is_none() {
                     tracing::error!(error = %message, "cannot heartbeat in the cluster database");
