@@ -115,8 +115,14 @@ pub(crate) struct RunJson {
     pub(crate) pages: u64,
     /// Wall time, seconds.
     pub(crate) elapsed_secs: f64,
-    /// The delivery guarantee: `"at_least_once"` or `{"effectively_once": "keyed_upsert"}`.
+    /// The delivery guarantee the run gave (`"at_least_once"` or `{"effectively_once":
+    /// "keyed_upsert"}`); `null` when the run failed, since it did not deliver what it was
+    /// asked to (`rows` and `pages` say what was committed before the error).
     pub(crate) guarantee: Option<DeliveryGuarantee>,
+    /// The guarantee the plan derived before the run (`faucet validate` shows it); `null`
+    /// when the requested delivery cannot be given. Differs from `guarantee` when the run
+    /// failed or gave less than planned.
+    pub(crate) planned_guarantee: Option<DeliveryGuarantee>,
     /// The last bookmark persisted (or the one resumed from when nothing moved).
     pub(crate) bookmark: Option<Bookmark>,
     /// Whether the run resumed from the sink's commit token instead of the state store's
@@ -175,7 +181,11 @@ impl RunReport {
 }
 
 /// The JSON of a successful run.
-pub(crate) fn run_json(row: Option<String>, s: &RunSummary) -> RunJson {
+pub(crate) fn run_json(
+    row: Option<String>,
+    s: &RunSummary,
+    planned: Option<DeliveryGuarantee>,
+) -> RunJson {
     RunJson {
         row,
         state_key: s.state_key.clone(),
@@ -183,6 +193,7 @@ pub(crate) fn run_json(row: Option<String>, s: &RunSummary) -> RunJson {
         pages: s.pages,
         elapsed_secs: s.elapsed.as_secs_f64(),
         guarantee: Some(s.guarantee),
+        planned_guarantee: planned,
         bookmark: s.last_bookmark.clone(),
         re_anchored: s.re_anchored,
         cancelled: s.cancelled,

@@ -111,6 +111,13 @@ fn the_deployment_serves_a_cluster_from_its_secret_with_probes_limits_and_a_budg
     };
     assert!(from_secret("FAUCET_CLUSTER_URL") && from_secret("FAUCET_API_TOKEN"));
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // Off loopback /metrics needs the token, which annotation-based scraping cannot send.
+    let scraped =
+        d["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"] == "true";
+    assert!(
+        !scraped || args.contains(&"--public-metrics"),
+        "scraped by annotation, so /metrics must be opened with --public-metrics: {args:?}"
+    );
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert!(c["resources"]["limits"]["memory"].is_string(), "{c}");
     assert!(c["resources"]["requests"]["cpu"].is_string(), "{c}");

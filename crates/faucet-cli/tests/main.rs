@@ -19,6 +19,7 @@ mod examples;
 mod feedback_loop;
 mod field_paths;
 mod file_safety;
+mod input_edges;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;
 mod lost_state;
@@ -63,6 +64,7 @@ mod reports;
 mod retention_horizon;
 mod run_files;
 mod serve;
+mod serve_api_guard;
 #[cfg(feature = "cluster")]
 mod serve_cluster;
 mod signals;

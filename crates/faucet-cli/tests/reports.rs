@@ -34,6 +34,7 @@ fn run_output_json_has_one_document_with_every_row() {
         "{good}"
     );
     assert_eq!(good["guarantee"], "at_least_once");
+    assert_eq!(good["planned_guarantee"], "at_least_once");
     assert_eq!(good["bookmark"]["records"], 5);
     assert_eq!(good["re_anchored"], false);
     assert_eq!(good["cancelled"], false);
@@ -58,6 +59,7 @@ fn run_output_json_has_one_document_with_every_row() {
             "pages",
             "elapsed_secs",
             "guarantee",
+            "planned_guarantee",
             "bookmark",
             "re_anchored",
             "cancelled",
@@ -69,6 +71,9 @@ fn run_output_json_has_one_document_with_every_row() {
     let missing = &runs[1];
     assert_eq!(missing["row"], "missing");
     assert_eq!(missing["rows"], 0);
+    // A failed run delivered nothing under a guarantee: only the plan's is shown.
+    assert_eq!(missing["guarantee"], serde_json::Value::Null, "{missing}");
+    assert_eq!(missing["planned_guarantee"], "at_least_once", "{missing}");
     assert_eq!(missing["error"]["kind"], "read", "{missing}");
     assert!(
         missing["error"]["message"]

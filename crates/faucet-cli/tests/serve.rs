@@ -20,7 +20,7 @@ fn scheduled(name: &str, csv: &str) -> String {
 /// Two scheduled rows in `pipelines/`: `good` (50 rows) and `bad` (text after a closing
 /// quote, an error at line 2; a quote never closed would be held back under the default
 /// `unterminated_last_line: wait`, not fail).
-fn two_pipelines() -> Dir {
+pub(crate) fn two_pipelines() -> Dir {
     let dir = Dir::new();
     dir.write("good.csv", numbered_csv(1, 50, true));
     dir.write("bad.csv", "id,name\n1,\"closed\"early\n2,x\n");

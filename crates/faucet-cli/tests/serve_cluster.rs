@@ -79,6 +79,11 @@ impl Cluster {
 
     /// Starts member `name` of the cluster, serving `pipelines/`.
     fn member(&self, name: &str, settle: &str) -> Server {
+        self.member_serving(name, settle, "pipelines")
+    }
+
+    /// Starts member `name` of the cluster, serving `path` (a file or directory).
+    fn member_serving(&self, name: &str, settle: &str, path: &str) -> Server {
         let url = pg_url();
         let table = &self.members_table;
         let ttl = format!("{}s", TTL.as_secs());
@@ -86,7 +91,7 @@ impl Cluster {
             &self.dir,
             name,
             &[
-                "pipelines",
+                path,
                 "--cluster-table",
                 table,
                 "--lease-ttl",
@@ -648,6 +653,99 @@ fn delivered(c: &Cluster, rows: &[String], n: u64) -> Result<(), String> {
 }
 
 #[test]
+fn a_member_started_with_fewer_pipeline_files_is_never_given_a_row_it_lacks() {
+    // `full` serves eight rows, `sub` only one of them (a rollout of new files in
+    // progress): every row is delivered, none is left UNASSIGNED, and each member says the
+    // other loaded different rows.
+    let c = Cluster::new("subset");
+    let rows = csv_rows(&c, 8);
+    let csvjl = std::fs::read_to_string(c.dir.join("pipelines/csvjl.yaml")).expect("file");
+    let (head, _) = csvjl.split_once("matrix:\n").expect("a matrix");
+    c.dir.write(
+        "sub/csvjl.yaml",
+        format!(
+            "{head}matrix:\n  - {{ id: r0, source: {{ config: {{ path: ../r0.csv }} }}, sink: {{ config: {{ path: ../out/r0.jsonl }} }} }}\n"
+        ),
+    );
+    // `sub` settles first, so every placement counts it (by these names' weights it wins
+    // r1, r6 and r7, which it lacks, besides r0).
+    let sub = c.member_serving("sub", "1s", "sub");
+    std::thread::sleep(Duration::from_millis(2500));
+    let members: BTreeMap<&str, Server> = [
+        ("full", c.member_serving("full", "1s", "pipelines")),
+        ("sub", sub),
+    ]
+    .into_iter()
+    .collect();
+    eventually("every row delivered", Duration::from_secs(60), || {
+        delivered(&c, &rows, 20).map_err(|e| format!("{e}; {:?}", owners(&members["full"])))
+    });
+    let placed = owners(&members["full"]);
+    assert_eq!(placed.len(), 8, "{placed:?}");
+    for (key, owner) in &placed {
+        match owner.as_deref() {
+            Some("full") => {}
+            Some("sub") => assert_eq!(key, "csvjl::r0", "only r0 may be on sub: {placed:?}"),
+            other => panic!("{key} is placed on {other:?}: {placed:?}"),
+        }
+    }
+    let (_, doc) = members["full"].json("GET", "/members", None);
+    let loaded: BTreeMap<String, u64> = doc["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap_or_default().to_owned(),
+                m["rows_loaded"].as_u64().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        loaded,
+        BTreeMap::from([("full".to_owned(), 8), ("sub".to_owned(), 1)])
+    );
+    eventually("full says sub lacks rows", Duration::from_secs(10), || {
+        let said = members["full"].stderr();
+        if said.contains("loaded different pipeline rows") && said.contains("lacks=7") {
+            Ok(())
+        } else {
+            Err(said)
+        }
+    });
+    for (_, m) in members {
+        let (code, stderr) = m.terminate();
+        assert_eq!(code, 0, "{stderr}");
+    }
+}
+
+#[test]
+fn an_unreachable_cluster_database_is_named_with_its_cause_within_seconds() {
+    let dir = Dir::new();
+    dir.write("a.csv", numbered_csv(1, 3, true));
+    dir.write(
+        "p.yaml",
+        "version: 1\nname: p\npipeline:\n  source: { type: csv, config: { path: ./a.csv } }\n  sink: { type: jsonl, config: { path: ./out.jsonl } }\n  state: { type: postgres, config: { url: \"postgres://u@127.0.0.1:1/d\" } }\n  schedule: \"* * * * *\"\n",
+    );
+    for (url, said) in [
+        ("postgres://faucet@127.0.0.1:1/cluster", "refused"),
+        (
+            "postgres://faucet@no-such-host.invalid:5432/cluster",
+            "no-such-host.invalid:5432",
+        ),
+    ] {
+        let mut cmd = crate::support::faucet_command();
+        cmd.current_dir(dir.path())
+            .args(["serve", "--listen", "127.0.0.1:0", "p.yaml"])
+            .env("FAUCET_CLUSTER_URL", url);
+        let host = url.split('@').nth(1).and_then(|h| h.split('/').next());
+        let (_, mut child, _) = stderr_until(cmd, &[host.expect("host"), said, "retrying"]);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+#[test]
 fn a_member_restarted_five_times_in_a_minute_moves_only_its_own_pipelines_and_backs_off() {
     let c = Cluster::new("flap");
     let rows = csv_rows(&c, 12);
@@ -934,7 +1032,8 @@ fn a_store_without_shared_leases_is_refused_and_the_cluster_url_is_never_printed
             "postgres",
             "redis",
         ]);
-    // A shared store, but an unreachable cluster database: a clear error, no password.
+    // A shared store, but an unreachable cluster database: retried and named at once, no
+    // password; SIGTERM while waiting stops it with the cause.
     let url = pg_url();
     c.dir.write(
         "shared.yaml",
@@ -945,24 +1044,78 @@ fn a_store_without_shared_leases_is_refused_and_the_cluster_url_is_never_printed
             c.state_yaml()
         ),
     );
-    let run = c.dir.faucet_env(
-        &[
+    let mut cmd = crate::support::faucet_command();
+    cmd.current_dir(c.dir.path())
+        .args([
             "serve",
             "shared.yaml",
             "--listen",
             "127.0.0.1:0",
             "--cluster",
             secret,
-        ],
-        &[("FAUCET_CL_PG_URL", url.as_str())],
-    );
-    assert_ne!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("cluster"), "{}", run.stderr);
+        ])
+        .env("FAUCET_CL_PG_URL", url.as_str());
+    let (found, mut child, lines) = stderr_until(cmd, &["127.0.0.1:1", "retrying"]);
+    let stop = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(stop.success());
+    let code = child.wait().expect("wait").code();
+    std::thread::sleep(Duration::from_millis(300));
+    let said: String = lines.try_iter().map(|l| l + "\n").collect();
+    let said = format!("{found}{said}");
+    assert!(said.contains("retrying"), "{said}");
+    assert_ne!(code, Some(0), "{said}");
     assert!(
-        !run.stderr.contains("sekrit-cluster-pass"),
-        "{}",
-        run.stderr
+        said.contains("stopped before the cluster database answered"),
+        "{said}"
     );
+    assert!(!said.contains("sekrit-cluster-pass"), "{said}");
+}
+
+/// Spawns `cmd` (stderr piped) and reads its stderr until every one of `needles` was seen or
+/// 4 s passed: what it said by then (empty when a needle was missing), the child, and the
+/// lines still coming.
+fn stderr_until(
+    mut cmd: std::process::Command,
+    needles: &[&str],
+) -> (
+    String,
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+) {
+    use std::io::{BufRead as _, BufReader};
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn faucet");
+    let pipe = child.stderr.take().expect("stderr");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let started = Instant::now();
+    let mut seen = String::new();
+    while started.elapsed() < Duration::from_secs(4) {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            seen.push_str(&line);
+            seen.push('\n');
+        }
+        if needles.iter().all(|n| seen.contains(n)) {
+            return (seen, child, rx);
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("within 4 s, stderr did not say all of {needles:?}: {seen}");
 }
 
 /// `p.yaml`: postgres-cdc on `{schema}.csrc` → `out/changes.jsonl`, shared PostgreSQL state,

@@ -233,3 +233,49 @@ fn a_second_signal_exits_130_at_once_and_loses_nothing() {
     );
     rt.block_on(drop_tables(&pool, table));
 }
+
+#[test]
+fn eight_first_runs_at_once_create_one_fresh_state_table_without_a_catalog_race() {
+    // Concurrent `CREATE TABLE IF NOT EXISTS` of one name can fail on PostgreSQL's catalog
+    // ("duplicate key value violates unique constraint pg_type_typname_nsp_index"): every
+    // first run must still succeed.
+    let rt = runtime();
+    let url = pg_url();
+    for round in 0..3 {
+        let table = format!("faucet_cli_state_race{round}_{}", std::process::id());
+        let pool = rt.block_on(fresh(&table));
+        let dirs: Vec<Dir> = (0..8)
+            .map(|i| {
+                let dir = Dir::new();
+                dir.write("data.csv", numbered_csv(1, 3, true));
+                dir.write("p.yaml", pipeline(&format!("race{i}"), &table));
+                dir
+            })
+            .collect();
+        let children: Vec<_> = dirs
+            .iter()
+            .map(|dir| {
+                crate::support::faucet_command()
+                    .current_dir(dir.path())
+                    .args(["run", "p.yaml"])
+                    .env("FAUCET_CLI_STATE_PG_URL", &url)
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .expect("spawn faucet run")
+            })
+            .collect();
+        for (i, child) in children.into_iter().enumerate() {
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "round {round}, run {i}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        for dir in &dirs {
+            assert_eq!(ids(&dir.jsonl("out/data.jsonl")), [1, 2, 3]);
+        }
+        rt.block_on(drop_tables(&pool, &table));
+    }
+}

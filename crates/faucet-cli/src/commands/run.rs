@@ -30,8 +30,9 @@ pub(crate) struct RunArgs {
     #[arg(long, value_name = "ID")]
     pub(crate) row: Option<String>,
     /// `human`: a summary line per row; `json`: one JSON document on stdout,
-    /// `{"runs":[{"row","state_key","rows","pages","elapsed_secs","guarantee","bookmark",
-    /// "re_anchored","cancelled","error"}],"ok","cancelled","error"}`.
+    /// `{"runs":[{"row","state_key","rows","pages","elapsed_secs","guarantee",
+    /// "planned_guarantee","bookmark","re_anchored","cancelled","lag_seconds","error"}],"ok",
+    /// "cancelled","error"}` (`guarantee` is `null` for a failed row: what was delivered).
     #[arg(long, value_enum, default_value_t = OutputFormat::Human)]
     pub(crate) output: OutputFormat,
     /// No progress line and no summary (errors are still printed).
@@ -241,7 +242,8 @@ async fn run_row(
                 "run finished"
             );
             report(args, plan, &summary);
-            (output::run_json(plan.id.clone(), &summary), None)
+            let planned = plan.guarantee.as_ref().ok().copied();
+            (output::run_json(plan.id.clone(), &summary, planned), None)
         }
         Err(e) => {
             output::print_error(&plan.context, &e);
@@ -268,7 +270,8 @@ async fn run_row(
                 rows: counters.records(),
                 pages: counters.pages(),
                 elapsed_secs: started.elapsed().as_secs_f64(),
-                guarantee: plan.guarantee.as_ref().ok().copied(),
+                guarantee: None,
+                planned_guarantee: plan.guarantee.as_ref().ok().copied(),
                 bookmark: None,
                 re_anchored: false,
                 cancelled: false,

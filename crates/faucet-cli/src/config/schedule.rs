@@ -72,6 +72,16 @@ impl<'de> Deserialize<'de> for TzName {
 }
 
 fn parse_cron(text: &str) -> Result<Cron, String> {
+    // croner also takes a seventh field (years); the documented forms are five or six.
+    let fields = text.split_whitespace().count();
+    if !text.trim_start().starts_with('@') && fields > 6 {
+        return Err(format!(
+            "{:?} has {fields} fields; write five `minute hour day month weekday` \
+             (`*/5 * * * *`), or six with seconds first (`*/10 * * * * *`) — a year field is \
+             not supported",
+            crate::output::clip(text)
+        ));
+    }
     let cron = Cron::from_str(text).map_err(|e| {
         format!(
             "{:?} is not a cron expression ({e}); write five fields `minute hour day month \

@@ -6,7 +6,7 @@
 //! | `GET /pipelines/{key}` | one status ([`super::pipeline::PipelineView`]) |
 //! | `PUT /pipelines/{key}/pause` · `/resume` · `/stop` | the status after the change (persisted first) |
 //! | `POST /pipelines/{key}/run` | 202 and the status: a bounded run starts now |
-//! | `GET /members` | `{"member", "members": [{"name", "pipelines", "draining", …}]}`: this process alone, or with `--cluster` every member of the members table (`alive`, `settled`, `leaving`, `heartbeat_age_seconds`, `settle_seconds`) |
+//! | `GET /members` | `{"member", "members": [{"name", "pipelines", "draining", …}]}`: this process alone, or with `--cluster` every member of the members table (`alive`, `settled`, `leaving`, `heartbeat_age_seconds`, `settle_seconds`, `rows_loaded`) |
 //! | `PUT /members/{name}/drain` · `/undrain` | `--cluster`: the member owns no pipeline (persisted in the members table) / owns again |
 //! | `GET /healthz` | 200 `{"status": "ok"}` while the process serves |
 //! | `GET /readyz` | 200 `{"ready": true}`, or 503 `{"ready": false, "not_ready": [{"key", "reason"}]}`; with `--cluster` readiness is the member's own (the cluster database answers, not drained, not draining), never one FAILED pipeline's |
@@ -15,6 +15,13 @@
 //! Errors are `{"error": "..."}` with 400/401/403/404/405/409/503. Mutating routes need
 //! `Authorization: Bearer <token>` ([`super::auth`]): 401 without it or with another token,
 //! 403 when no token is configured (the message says how to set one).
+//!
+//! Off loopback ([`Reads::Guarded`]: `--listen` on an address others can reach) the reads
+//! need the token too, since they show file paths, bookmarks, `user@host:port/db` and error
+//! texts: `GET /pipelines…` and `/members` answer 401 without it, `/readyz` answers its
+//! status code and `{"ready": bool}` to anyone (for probes) and its reasons only with the
+//! token, and `/metrics` needs it unless `--public-metrics` opens it on purpose (Prometheus
+//! sends a bearer token with `authorization: { credentials_file: … }`). `/healthz` is open.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -43,6 +50,20 @@ pub(crate) struct Api {
     pub(crate) metrics: PrometheusHandle,
     /// The cluster, with `--cluster`.
     pub(crate) cluster: Option<Arc<dyn Coordinator>>,
+    /// Who may read.
+    pub(crate) reads: Reads,
+}
+
+/// Who may read the API's status routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reads {
+    /// On loopback: only this host can connect; every read is open.
+    Open,
+    /// Off loopback: reads need the token; `public_metrics` opens `/metrics`.
+    Guarded {
+        /// `--public-metrics`: `/metrics` without the token.
+        public_metrics: bool,
+    },
 }
 
 impl Api {
@@ -119,7 +140,21 @@ fn slot<'a>(api: &'a Api, key: &str) -> Result<&'a Arc<Slot>, ApiError> {
     })
 }
 
+/// Whether `headers` may read: always on loopback, else with the API token.
+fn authorize_read(api: &Api, headers: &HeaderMap) -> Result<(), ApiError> {
+    match api.reads {
+        Reads::Open => Ok(()),
+        Reads::Guarded { .. } => authorize_for(api, headers, "this route shows pipeline details"),
+    }
+}
+
+/// Whether `headers` carry the API token (mutating routes).
 fn authorize(api: &Api, headers: &HeaderMap) -> Result<(), ApiError> {
+    authorize_for(api, headers, "this route changes a pipeline")
+}
+
+/// Whether `headers` carry the API token; `what` says why it is asked for.
+fn authorize_for(api: &Api, headers: &HeaderMap, what: &str) -> Result<(), ApiError> {
     let Some(token) = api.token.as_ref() else {
         return Err(ApiError(
             StatusCode::FORBIDDEN,
@@ -129,9 +164,7 @@ fn authorize(api: &Api, headers: &HeaderMap) -> Result<(), ApiError> {
             ),
         ));
     };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
+    let given = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
     match given {
         Some(h) if token.admits(h) => Ok(()),
         Some(_) => Err(ApiError(
@@ -140,21 +173,25 @@ fn authorize(api: &Api, headers: &HeaderMap) -> Result<(), ApiError> {
         )),
         None => Err(ApiError(
             StatusCode::UNAUTHORIZED,
-            "this route changes a pipeline: send `Authorization: Bearer <token>` with the API \
-             token (FAUCET_API_TOKEN or --token-file of the server)"
-                .to_owned(),
+            format!(
+                "{what}: send `Authorization: Bearer <token>` with the API token \
+                 (FAUCET_API_TOKEN or --token-file of the server)"
+            ),
         )),
     }
 }
 
-async fn list(State(api): State<Api>) -> Json<serde_json::Value> {
+async fn list(State(api): State<Api>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize_read(&api, &headers) {
+        return e.into_response();
+    }
     let member = &api.registry.member;
     let pipelines: Vec<_> = api.registry.slots.values().map(|s| api.view(s)).collect();
-    Json(json!({ "member": member, "pipelines": pipelines }))
+    Json(json!({ "member": member, "pipelines": pipelines })).into_response()
 }
 
-async fn show(State(api): State<Api>, Path(key): Path<String>) -> Response {
-    match slot(&api, &key) {
+async fn show(State(api): State<Api>, Path(key): Path<String>, headers: HeaderMap) -> Response {
+    match authorize_read(&api, &headers).and_then(|()| slot(&api, &key)) {
         Ok(s) => Json(api.view(s)).into_response(),
         Err(e) => e.into_response(),
     }
@@ -244,7 +281,10 @@ async fn run_now(State(api): State<Api>, Path(key): Path<String>, headers: Heade
     result.into_response()
 }
 
-async fn members(State(api): State<Api>) -> Response {
+async fn members(State(api): State<Api>, headers: HeaderMap) -> Response {
+    if let Err(e) = authorize_read(&api, &headers) {
+        return e.into_response();
+    }
     let r = &api.registry;
     match &api.cluster {
         None => Json(json!({ "member": r.member, "members": [{
@@ -318,7 +358,29 @@ async fn healthz() -> Json<serde_json::Value> {
     Json(json!({ "status": "ok" }))
 }
 
-async fn readyz(State(api): State<Api>) -> Response {
+async fn readyz(State(api): State<Api>, headers: HeaderMap) -> Response {
+    let not_ready = reasons(&api);
+    // Off loopback, the reasons (error texts, hosts) are for the token's holders only.
+    let bare = authorize_read(&api, &headers).is_err();
+    if not_ready.is_empty() {
+        Json(json!({ "ready": true })).into_response()
+    } else if bare {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "ready": false })),
+        )
+            .into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "ready": false, "not_ready": not_ready })),
+        )
+            .into_response()
+    }
+}
+
+/// Why this process is not ready (empty: ready), as `{"key", "reason"}` entries.
+fn reasons(api: &Api) -> Vec<serde_json::Value> {
     let mut not_ready = Vec::new();
     if api.registry.draining.load(Ordering::SeqCst) {
         not_ready.push(
@@ -331,7 +393,7 @@ async fn readyz(State(api): State<Api>) -> Response {
         if let Some(reason) = cluster.not_ready() {
             not_ready.push(json!({"key": null, "reason": reason}));
         }
-        return ready_answer(not_ready);
+        return not_ready;
     }
     for (key, s) in &api.registry.slots {
         let view = api.view(s);
@@ -341,22 +403,18 @@ async fn readyz(State(api): State<Api>) -> Response {
             not_ready.push(json!({"key": key, "reason": "starting: connecting its state store"}));
         }
     }
-    ready_answer(not_ready)
+    not_ready
 }
 
-fn ready_answer(not_ready: Vec<serde_json::Value>) -> Response {
-    if not_ready.is_empty() {
-        Json(json!({ "ready": true })).into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "ready": false, "not_ready": not_ready })),
-        )
-            .into_response()
+async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
+    if api.reads
+        != (Reads::Guarded {
+            public_metrics: true,
+        })
+        && let Err(e) = authorize_read(&api, &headers)
+    {
+        return e.into_response();
     }
-}
-
-async fn metrics(State(api): State<Api>) -> Response {
     (
         [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
         api.metrics.render(),

@@ -57,21 +57,29 @@ pub(crate) fn load(file: Option<&Path>) -> Result<Option<Token>, FaucetError> {
             ),
         ));
     }
+    // An HTTP header cannot carry a control character: such a token could never be sent.
+    if token.chars().any(char::is_control) {
+        return Err(FaucetError::config(
+            field,
+            "the API token contains a control character, which no `Authorization` header \
+             can carry; use printable characters (e.g. `openssl rand -hex 32`)",
+        ));
+    }
     crate::secret::remember_secret(token);
     Ok(Some(Token(token.to_owned())))
 }
 
 impl Token {
-    /// Whether `header` (the `Authorization` value) is `Bearer <this token>`; compared in
-    /// time independent of where the texts differ.
-    pub(crate) fn admits(&self, header: &str) -> bool {
-        let Some(given) = header
-            .strip_prefix("Bearer ")
-            .or_else(|| header.strip_prefix("bearer "))
-        else {
+    /// Whether `header` (the `Authorization` value, as bytes) is `Bearer <this token>`: the
+    /// scheme in any case (RFC 9110 §11.1: auth schemes are case-insensitive), the token
+    /// compared byte for byte — a token with non-ASCII characters arrives as its UTF-8 bytes,
+    /// which `HeaderValue::to_str` would refuse — in time independent of where they differ.
+    pub(crate) fn admits(&self, header: &[u8]) -> bool {
+        const SCHEME: &[u8] = b"bearer ";
+        if header.len() < SCHEME.len() || !header[..SCHEME.len()].eq_ignore_ascii_case(SCHEME) {
             return false;
-        };
-        let (a, b) = (given.trim().as_bytes(), self.0.as_bytes());
+        }
+        let (a, b) = (header[SCHEME.len()..].trim_ascii(), self.0.as_bytes());
         let mut diff = a.len() ^ b.len();
         for (i, x) in b.iter().enumerate() {
             diff |= usize::from(x ^ a.get(i).copied().unwrap_or(0));
@@ -87,11 +95,16 @@ mod tests {
     #[test]
     fn only_the_exact_bearer_token_is_admitted() {
         let t = Token("0123456789abcdef".to_owned());
-        assert!(t.admits("Bearer 0123456789abcdef"));
-        assert!(!t.admits("Bearer 0123456789abcde"));
-        assert!(!t.admits("Bearer 0123456789abcdefX"));
-        assert!(!t.admits("Basic 0123456789abcdef"));
-        assert!(!t.admits("0123456789abcdef"));
+        assert!(t.admits(b"Bearer 0123456789abcdef"));
+        assert!(t.admits(b"BEARER 0123456789abcdef"));
+        assert!(t.admits(b"bEaReR 0123456789abcdef"));
+        assert!(!t.admits(b"Bearer 0123456789abcde"));
+        assert!(!t.admits(b"Bearer 0123456789abcdefX"));
+        assert!(!t.admits(b"Bearer 0123456789ABCDEF"));
+        assert!(!t.admits(b"Basic 0123456789abcdef"));
+        assert!(!t.admits(b"0123456789abcdef"));
+        let u = Token("p\u{e4}sswort-\u{e4}\u{f6}\u{fc}-0123456789".to_owned());
+        assert!(u.admits("Bearer p\u{e4}sswort-\u{e4}\u{f6}\u{fc}-0123456789".as_bytes()));
         assert_eq!(format!("{t:?}"), "Token(***)");
     }
 }

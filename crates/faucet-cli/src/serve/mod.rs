@@ -20,13 +20,13 @@ mod auth;
 pub(crate) mod cluster;
 mod control;
 mod discovery;
+mod listen;
 pub(crate) mod metrics;
 mod pipeline;
 pub(crate) mod retention;
 mod scheduler;
 mod supervisor;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -47,15 +47,21 @@ pub(crate) struct ServeArgs {
     /// Pipeline files, or directories of them (`*.yaml`, `*.yml`).
     #[arg(value_name = "PATHS", required = true)]
     pub(crate) paths: Vec<PathBuf>,
-    /// Where the HTTP API listens. A non-loopback address needs an API token.
+    /// Where the HTTP API listens: `IP:PORT` or `HOST:PORT` (`localhost:7373`). Off
+    /// loopback (any resolved address not a loopback one) an API token is needed, and every
+    /// route but `/healthz` and a bare `/readyz` asks for it (see --open-metrics).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7373")]
-    pub(crate) listen: SocketAddr,
+    pub(crate) listen: String,
     /// This member's name, shown as every pipeline's `owner`. Default: the host name.
     #[arg(long, value_name = "NAME")]
     pub(crate) member: Option<String>,
     /// A file holding the API token for mutating routes (else FAUCET_API_TOKEN).
     #[arg(long, value_name = "PATH")]
     pub(crate) token_file: Option<PathBuf>,
+    /// Off loopback, serve `/metrics` without the API token (by default it asks for it, as
+    /// every status route does there; Prometheus can send it as a bearer token).
+    #[arg(long)]
+    pub(crate) public_metrics: bool,
     /// How long a run's lease on its state key lasts without renewal (1s to 1 day); with
     /// --cluster also how old a member's heartbeat may be before it counts as dead.
     #[arg(long, value_name = "DURATION", value_parser = crate::commands::run::parse_lease_ttl, default_value = "30s")]
@@ -104,7 +110,7 @@ pub(crate) async fn run(args: ServeArgs) -> Exit {
     }
 }
 
-fn listen_error(addr: SocketAddr, e: std::io::Error) -> FaucetError {
+fn listen_error(addr: &str, e: std::io::Error) -> FaucetError {
     FaucetError::connect(
         "faucet serve",
         format!("cannot listen on {addr}"),
@@ -115,7 +121,8 @@ fn listen_error(addr: SocketAddr, e: std::io::Error) -> FaucetError {
 async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
     let whole = |e| Box::new((String::new(), e));
     let token = auth::load(args.token_file.as_deref()).map_err(whole)?;
-    if token.is_none() && !args.listen.ip().is_loopback() {
+    let listen = listen::Listen::resolve(&args.listen).await.map_err(whole)?;
+    if token.is_none() && !listen.is_loopback() {
         return Err(whole(FaucetError::config(
             "--listen",
             format!(
@@ -132,12 +139,12 @@ async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
         .unwrap_or_else(|| gethostname::gethostname().to_string_lossy().into_owned());
     let handle = metrics::install().map_err(|m| whole(FaucetError::config("metrics", m)))?;
     let slots = discovery::discover(&args.paths)?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let listener = tokio::net::TcpListener::bind(&listen.addrs[..])
         .await
-        .map_err(|e| whole(listen_error(args.listen, e)))?;
+        .map_err(|e| whole(listen_error(&args.listen, e)))?;
     let bound = listener
         .local_addr()
-        .map_err(|e| whole(listen_error(args.listen, e)))?;
+        .map_err(|e| whole(listen_error(&args.listen, e)))?;
     let registry = Arc::new(pipeline::Registry {
         slots: slots.into_iter().map(|(k, s)| (k, Arc::new(s))).collect(),
         member: member.clone(),
@@ -198,6 +205,13 @@ async fn serve(args: ServeArgs) -> Result<(), discovery::Refused> {
         token: Arc::new(token),
         metrics: handle,
         cluster: coordinator,
+        reads: if listen.is_loopback() {
+            api::Reads::Open
+        } else {
+            api::Reads::Guarded {
+                public_metrics: args.public_metrics,
+            }
+        },
     });
     let server = {
         let stop = http_stop.clone();
@@ -256,6 +270,7 @@ async fn join_cluster(
         args.lease_ttl,
         args.settle,
         registry.slots.values().cloned().collect(),
+        shutdown,
     )
     .await
     .map_err(|e| Box::new(("--cluster: ".to_owned(), e)))?;

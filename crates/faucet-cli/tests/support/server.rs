@@ -18,6 +18,9 @@ pub(crate) struct Server {
     /// `host:port` of its API.
     pub(crate) addr: String,
     stderr: Arc<Mutex<String>>,
+    /// The API token it was started with, sent by [`Server::status`] (reads need it off
+    /// loopback).
+    token: Option<String>,
 }
 
 impl Server {
@@ -27,6 +30,7 @@ impl Server {
             child,
             addr,
             stderr: Arc::default(),
+            token: None,
         }
     }
 
@@ -54,12 +58,24 @@ impl Server {
         token: Option<&str>,
         env: &[(&str, &str)],
     ) -> Self {
+        Self::launch_at(dir, "127.0.0.1:0", member, args, token, env)
+    }
+
+    /// [`Server::launch`] with `--listen LISTEN`.
+    pub(crate) fn launch_at(
+        dir: &Dir,
+        listen: &str,
+        member: &str,
+        args: &[&str],
+        token: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let mut cmd = faucet_command();
         for (k, v) in env {
             cmd.env(k, v);
         }
         cmd.current_dir(dir.path())
-            .args(["serve", "--listen", "127.0.0.1:0", "--member", member])
+            .args(["serve", "--listen", listen, "--member", member])
             .args(args)
             .env("FAUCET_LOG", "info")
             .env_remove("FAUCET_API_TOKEN")
@@ -101,24 +117,36 @@ impl Server {
             child,
             addr,
             stderr,
+            token: token.map(str::to_owned),
         }
     }
 
     /// Sends one request; returns the status code and the body.
     pub(crate) fn request(&self, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        self.request_authorized(method, path, auth.as_deref().map(str::as_bytes))
+    }
+
+    /// Sends one request with `authorization` as the `Authorization` header's bytes (sent
+    /// as they are, UTF-8 included); returns the status code and the body.
+    pub(crate) fn request_authorized(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&[u8]>,
+    ) -> (u16, String) {
         let mut stream = TcpStream::connect(&self.addr).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        write!(
-            stream,
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n",
-            self.addr
-        )
-        .expect("send");
+        let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.addr).into_bytes();
+        if let Some(a) = authorization {
+            head.extend_from_slice(b"Authorization: ");
+            head.extend_from_slice(a);
+            head.extend_from_slice(b"\r\n");
+        }
+        head.extend_from_slice(b"Content-Length: 0\r\nConnection: close\r\n\r\n");
+        stream.write_all(&head).expect("send");
         let mut response = String::new();
         stream.read_to_string(&mut response).expect("read");
         let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
@@ -137,7 +165,7 @@ impl Server {
     }
 
     pub(crate) fn status(&self, key: &str) -> Value {
-        let (code, doc) = self.json("GET", &format!("/pipelines/{key}"), None);
+        let (code, doc) = self.json("GET", &format!("/pipelines/{key}"), self.token.as_deref());
         assert_eq!(code, 200, "{doc}");
         doc
     }

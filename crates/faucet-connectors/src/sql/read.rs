@@ -1,6 +1,6 @@
 //! A SQL read's configuration rules, the same for every system: exactly one of `table` and
 //! `query`; `replication_key` required by `incremental` and refused by `full_table`, each
-//! column once; the warning that a query's key cannot be checked for uniqueness.
+//! column once; no NUL in a query's text; the warning that a query's key cannot be checked for uniqueness.
 
 use serde::Deserialize;
 
@@ -60,6 +60,15 @@ impl ReadFields<'_> {
                 let q = q.trim().trim_end_matches(';').trim();
                 if q.is_empty() {
                     return Err(FaucetError::config("query", "is empty"));
+                }
+                // Neither server's protocol carries a NUL inside a statement's text (the
+                // PostgreSQL wire ends a string at it: "insufficient data left in message").
+                if q.contains('\0') {
+                    return Err(FaucetError::config(
+                        "query",
+                        "contains a NUL character (`\\0`), which no SQL server accepts in a \
+                         statement's text; remove it",
+                    ));
                 }
                 Target::Query(q.to_owned())
             }
@@ -150,6 +159,10 @@ mod tests {
         );
         assert_eq!(
             field_of(&fields(None, Some(" ; "), FullTable, none)),
+            "query"
+        );
+        assert_eq!(
+            field_of(&fields(None, Some("select 1\0"), FullTable, none)),
             "query"
         );
         assert_eq!(

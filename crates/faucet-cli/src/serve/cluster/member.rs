@@ -8,7 +8,7 @@
 //! by then. When no member is settled (a cluster starting cold) the unsettled ones are
 //! placed on, so a fresh cluster does not wait out the settle.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,10 @@ const STATEMENT_TIMEOUT: &str = "SET statement_timeout = '5s'";
 const TAKE_ATTEMPTS: u32 = 3;
 /// How long getting a connection may take (a busy host, a restarting server).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long one connection attempt at start may take before it counts as failed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
+/// The pause between connection attempts at start: doubled from the first to the last.
+const RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(15));
 
 /// What the last rounds saw.
 #[derive(Default)]
@@ -52,11 +56,16 @@ struct Seen {
     error: Option<String>,
     /// Whether this member's name is held by another process.
     usurped: bool,
+    /// The alive members whose loaded rows differ from this member's: (rows of this member
+    /// they lack, rows only they have), as last logged.
+    row_sets: BTreeMap<String, (usize, usize)>,
 }
 
 /// A member of a cluster coordinated in PostgreSQL.
 pub(crate) struct PgCluster {
     pool: PgPool,
+    /// The cluster database as messages name it (`postgres://user@host:port/db`).
+    server: String,
     members: Members,
     owners: Owners,
     me: String,
@@ -70,12 +79,13 @@ pub(crate) struct PgCluster {
 }
 
 impl PgCluster {
-    /// Connects to the cluster database at `url`, creates the members table `table` (and
-    /// its owners table) when absent, and joins as `me`, with `slots` as the rows to place.
+    /// Connects to the cluster database at `url` (retrying until it answers: see
+    /// [`wait_for_database`]), creates the members table `table` (and its owners table)
+    /// when absent, and joins as `me`, with `slots` as the rows to place.
     ///
     /// # Errors
     /// [`FaucetError::Config`] for a bad URL or table name; [`FaucetError::State`] when the
-    /// database cannot be reached or written.
+    /// database cannot be written, or `shutdown` came before it answered.
     pub(crate) async fn join(
         url: &SecretUrl,
         table: &str,
@@ -83,9 +93,11 @@ impl PgCluster {
         ttl: Duration,
         settle: Duration,
         slots: Vec<Arc<Slot>>,
+        shutdown: &CancellationToken,
     ) -> Result<Arc<Self>, FaucetError> {
         let url = PostgresUrl::parse_str(url.expose(), "--cluster")?;
         let members_table = TableName::parse(table, "--cluster-table")?;
+        wait_for_database(&url, shutdown).await?;
         let owners_table = owners::table_for(&members_table);
         let pool = PgPoolOptions::new()
             .max_connections(POOL_SIZE)
@@ -100,7 +112,10 @@ impl PgCluster {
         let owners = Owners::new(&owners_table);
         create_tables(&pool, &members, &owners).await?;
         let incarnation = faucet_core::state::LeaseHolder::this_process().id;
-        let (restarts, settle) = members.join(&pool, &me, &incarnation, settle).await?;
+        let rows: Vec<String> = slots.iter().map(|s| s.key().to_owned()).collect();
+        let (restarts, settle) = members
+            .join(&pool, &me, &incarnation, settle, &rows)
+            .await?;
         tracing::info!(
             member = me,
             table = members.table(),
@@ -119,6 +134,7 @@ impl PgCluster {
         }
         Ok(Arc::new(Self {
             pool,
+            server: url.describe(),
             members,
             owners,
             me,
@@ -243,7 +259,7 @@ impl PgCluster {
                 self.place(&mut seen);
             }
             Err(e) => {
-                let message = crate::output::error_chain(&e);
+                let message = format!("{}: {}", self.server, crate::output::error_chain(&e));
                 let mut seen = self.seen();
                 if seen.error.is_none() {
                     tracing::error!(error = %message, "cannot heartbeat in the cluster database");
@@ -279,8 +295,9 @@ impl PgCluster {
         let usurped = !ours && members.iter().any(|m| m.name == self.me);
         if !ours && !usurped {
             // Our row was deleted (by hand): join again.
+            let rows: Vec<String> = self.slots.iter().map(|s| s.key().to_owned()).collect();
             self.members
-                .join(&self.pool, &self.me, &self.incarnation, self.settle)
+                .join(&self.pool, &self.me, &self.incarnation, self.settle, &rows)
                 .await?;
             members = self.members.list(&self.pool).await?;
         }
@@ -297,25 +314,64 @@ impl PgCluster {
         Ok(members)
     }
 
-    /// The members rows are placed on: alive, undrained and settled — or, when none is
-    /// settled, the alive undrained ones.
-    fn eligible(&self, members: &[Member]) -> Vec<String> {
+    /// The member `key` is placed on: of the alive, undrained members that loaded the row,
+    /// the settled ones — or, when none of them is settled, all of them — by rendezvous
+    /// weight. A member that did not load a row is never its candidate, so no row is placed
+    /// where nobody runs it.
+    fn owner_among<'m>(&self, members: &'m [Member], key: &str) -> Option<&'m str> {
         let up: Vec<&Member> = members
             .iter()
-            .filter(|m| m.alive(self.ttl) && !m.draining)
+            .filter(|m| m.alive(self.ttl) && !m.draining && m.has(key))
             .collect();
-        let settled: Vec<&Member> = up.iter().copied().filter(|m| m.settled()).collect();
-        let chosen = if settled.is_empty() { up } else { settled };
-        chosen.into_iter().map(|m| m.name.clone()).collect()
+        let settled = up.iter().filter(|m| m.settled()).map(|m| m.name.as_str());
+        placement::owner(key, settled)
+            .or_else(|| placement::owner(key, up.iter().map(|m| m.name.as_str())))
+    }
+
+    /// Logs, when it changes, which alive members loaded another set of rows than this one
+    /// (a rollout of new pipeline files in progress): each row is placed only on the
+    /// members that loaded it.
+    fn note_row_sets(&self, seen: &mut Seen) {
+        let mine: BTreeSet<&str> = self.slots.iter().map(|s| s.key()).collect();
+        let mut differ = BTreeMap::new();
+        for m in seen
+            .members
+            .iter()
+            .filter(|m| m.alive(self.ttl) && m.name != self.me)
+        {
+            let Some(theirs) = &m.rows else { continue };
+            let lacks: Vec<&str> = mine
+                .iter()
+                .copied()
+                .filter(|k| !theirs.contains(*k))
+                .collect();
+            let extra = theirs.iter().filter(|k| !mine.contains(k.as_str())).count();
+            if !lacks.is_empty() || extra > 0 {
+                differ.insert(m.name.clone(), (lacks.len(), extra));
+                if seen.row_sets.get(&m.name) != Some(&(lacks.len(), extra)) {
+                    tracing::warn!(
+                        member = m.name,
+                        lacks = lacks.len(),
+                        lacking = %lacks.iter().take(5).copied().collect::<Vec<_>>().join(", "),
+                        only_there = extra,
+                        "this member and {} loaded different pipeline rows (are their files the \
+                         same?): each row is placed only on members that loaded it",
+                        m.name
+                    );
+                }
+            }
+        }
+        seen.row_sets = differ;
     }
 
     fn place(&self, seen: &mut Seen) {
-        let eligible = self.eligible(&seen.members);
+        self.note_row_sets(seen);
         for slot in &self.slots {
             let owner = if seen.usurped {
                 None
             } else {
-                placement::owner(slot.key(), eligible.iter().map(String::as_str)).map(str::to_owned)
+                self.owner_among(&seen.members, slot.key())
+                    .map(str::to_owned)
             };
             let here = owner.as_deref() == Some(&*self.me);
             let before = seen.owners.insert(slot.key().to_owned(), owner.clone());
@@ -328,6 +384,61 @@ impl PgCluster {
             }
             slot.set_placed(here);
         }
+    }
+}
+
+/// Opens one connection to the cluster database and closes it, retrying (every 1 s, doubled
+/// up to 15 s) until it succeeds or `shutdown`: each failure whose cause differs from the
+/// last is logged at once, naming the server (`postgres://user@host:port/db`) and the cause
+/// (connection refused, password authentication failed, an unknown host), as a pipeline's
+/// connect error does — a pool would only say "pool timed out" after its whole timeout.
+///
+/// # Errors
+/// [`FaucetError::State`] when `shutdown` comes first.
+async fn wait_for_database(
+    url: &PostgresUrl,
+    shutdown: &CancellationToken,
+) -> Result<(), FaucetError> {
+    let mut pause = RETRY.0;
+    let mut last: Option<String> = None;
+    loop {
+        let cause = match tokio::time::timeout(PROBE_TIMEOUT, url.open_session("cluster")).await {
+            Ok(Ok(conn)) => {
+                use sqlx::Connection as _;
+                let _ = conn.close().await;
+                if last.is_some() {
+                    tracing::warn!(server = url.describe(), "the cluster database answers");
+                }
+                return Ok(());
+            }
+            Ok(Err(e)) => crate::output::error_chain(&e),
+            Err(_) => format!(
+                "PostgreSQL at {}: no answer within {}",
+                url.describe(),
+                humantime::format_duration(PROBE_TIMEOUT)
+            ),
+        };
+        if last.as_deref() != Some(&cause) {
+            tracing::error!(
+                "cannot reach the cluster database (--cluster): {cause}; retrying every {} \
+                 at most",
+                humantime::format_duration(RETRY.1)
+            );
+            last = Some(cause);
+        }
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = shutdown.cancelled() => {
+                return Err(FaucetError::state(
+                    "cluster",
+                    format!(
+                        "stopped before the cluster database answered: {}",
+                        last.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        pause = (pause * 2).min(RETRY.1);
     }
 }
 
@@ -382,10 +493,9 @@ impl Coordinator for PgCluster {
 
     async fn members(&self) -> Result<serde_json::Value, FaucetError> {
         let members = self.members.list(&self.pool).await?;
-        let eligible = self.eligible(&members);
         let mut owned: BTreeMap<&str, u64> = BTreeMap::new();
         for slot in &self.slots {
-            if let Some(o) = placement::owner(slot.key(), eligible.iter().map(String::as_str)) {
+            if let Some(o) = self.owner_among(&members, slot.key()) {
                 *owned.entry(o).or_default() += 1;
             }
         }
@@ -400,6 +510,7 @@ impl Coordinator for PgCluster {
                     "leaving": m.leaving,
                     "heartbeat_age_seconds": m.heartbeat_age,
                     "settle_seconds": m.settle,
+                    "rows_loaded": m.rows.as_ref().map(BTreeSet::len),
                     "pipelines": owned.get(m.name.as_str()).copied().unwrap_or(0),
                     "this": m.name == self.me,
                 })

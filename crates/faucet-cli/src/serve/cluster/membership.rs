@@ -7,9 +7,17 @@
 //!   name text PRIMARY KEY, incarnation text NOT NULL,
 //!   joined_at timestamptz NOT NULL, heartbeat_at timestamptz NOT NULL,
 //!   settle_seconds float8 NOT NULL, restarts int NOT NULL, window_start timestamptz NOT NULL,
-//!   draining boolean NOT NULL DEFAULT false, leaving boolean NOT NULL DEFAULT false)
+//!   draining boolean NOT NULL DEFAULT false, leaving boolean NOT NULL DEFAULT false,
+//!   rows text[])
 //! ```
+//!
+//! `rows` holds the state keys of the pipeline rows the member loaded from its files: a row
+//! is placed only on members that loaded it, so a member started with fewer files (a
+//! ConfigMap rollout in progress) is never given a row it cannot run. A table made by an
+//! older faucet gets the column at the next join (`ADD COLUMN IF NOT EXISTS`); a member
+//! whose `rows` is NULL (an older faucet) counts as having loaded every row.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use faucet_connectors::postgres::TableName;
@@ -35,6 +43,8 @@ pub(crate) struct Member {
     pub(crate) draining: bool,
     /// Left (SIGTERM) and not started again.
     pub(crate) leaving: bool,
+    /// The state keys of the rows it loaded (`None`: not recorded, by an older faucet).
+    pub(crate) rows: Option<BTreeSet<String>>,
 }
 
 impl Member {
@@ -47,6 +57,11 @@ impl Member {
     pub(crate) fn settled(&self) -> bool {
         self.up >= self.settle
     }
+
+    /// Whether it loaded the row `key` (and so can run it).
+    pub(crate) fn has(&self, key: &str) -> bool {
+        self.rows.as_ref().is_none_or(|r| r.contains(key))
+    }
 }
 
 /// The statements of the members table, names quoted in.
@@ -54,6 +69,7 @@ impl Member {
 pub(crate) struct Members {
     table: String,
     create: String,
+    add_rows: String,
     previous: String,
     join: String,
     heartbeat: String,
@@ -94,26 +110,27 @@ impl Members {
                  joined_at timestamptz NOT NULL, heartbeat_at timestamptz NOT NULL, \
                  settle_seconds float8 NOT NULL, restarts int NOT NULL, \
                  window_start timestamptz NOT NULL, draining boolean NOT NULL DEFAULT false, \
-                 leaving boolean NOT NULL DEFAULT false)"
+                 leaving boolean NOT NULL DEFAULT false, rows text[])"
             ),
+            add_rows: format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS rows text[]"),
             previous: format!(
                 "SELECT restarts, EXTRACT(EPOCH FROM now() - window_start)::float8 FROM {t} \
                  WHERE name = $1 FOR UPDATE"
             ),
             join: format!(
                 "INSERT INTO {t} AS m (name, incarnation, joined_at, heartbeat_at, settle_seconds, \
-                 restarts, window_start) VALUES ($1, $2, now(), now(), $3, $4, now()) \
+                 restarts, window_start, rows) VALUES ($1, $2, now(), now(), $3, $4, now(), $6) \
                  ON CONFLICT (name) DO UPDATE SET incarnation = $2, joined_at = now(), \
                  heartbeat_at = now(), settle_seconds = $3, restarts = $4, leaving = false, \
-                 window_start = CASE WHEN $5 THEN now() ELSE m.window_start END"
+                 window_start = CASE WHEN $5 THEN now() ELSE m.window_start END, rows = $6"
             ),
             heartbeat: format!(
                 "UPDATE {t} SET heartbeat_at = now() WHERE name = $1 AND incarnation = $2"
             ),
             list: format!(
                 "SELECT name, incarnation, EXTRACT(EPOCH FROM now() - heartbeat_at)::float8, \
-                 EXTRACT(EPOCH FROM now() - joined_at)::float8, settle_seconds, draining, leaving \
-                 FROM {t} ORDER BY name"
+                 EXTRACT(EPOCH FROM now() - joined_at)::float8, settle_seconds, draining, leaving, \
+                 rows FROM {t} ORDER BY name"
             ),
             leave: format!("UPDATE {t} SET leaving = true WHERE name = $1 AND incarnation = $2"),
             drain: format!("UPDATE {t} SET draining = $2 WHERE name = $1"),
@@ -125,16 +142,18 @@ impl Members {
         &self.table
     }
 
-    /// Creates the table when absent.
+    /// Creates the table when absent, and adds the `rows` column to one an older faucet made.
     ///
     /// # Errors
     /// [`FaucetError::State`] from the server.
     pub(crate) async fn create(&self, conn: &mut sqlx::PgConnection) -> Result<(), FaucetError> {
-        create_table(conn, &self.create, &self.table).await
+        create_table(conn, &self.create, &self.table).await?;
+        create_table(conn, &self.add_rows, &self.table).await
     }
 
-    /// Joins as `name` with a new `incarnation`: counts the restart (see [`settle`]) and
-    /// returns the settle this start gets. Keeps the operator's drain.
+    /// Joins as `name` with a new `incarnation` and the state keys of the rows it loaded
+    /// (`rows`): counts the restart (see [`settle`]) and returns the settle this start gets.
+    /// Keeps the operator's drain.
     ///
     /// # Errors
     /// [`FaucetError::State`] from the server.
@@ -144,6 +163,7 @@ impl Members {
         name: &str,
         incarnation: &str,
         base_settle: Duration,
+        rows: &[String],
     ) -> Result<(u32, Duration), FaucetError> {
         let ctx = |e| db(&format!("cannot join through {}", self.table), e);
         let mut tx = pool.begin().await.map_err(ctx)?;
@@ -166,6 +186,7 @@ impl Members {
             .bind(settle.as_secs_f64())
             .bind(i32::try_from(start.restarts).unwrap_or(i32::MAX))
             .bind(start.new_window)
+            .bind(rows)
             .execute(&mut *tx)
             .await
             .map_err(ctx)?;
@@ -198,14 +219,24 @@ impl Members {
     /// # Errors
     /// [`FaucetError::State`] from the server.
     pub(crate) async fn list(&self, pool: &PgPool) -> Result<Vec<Member>, FaucetError> {
-        let rows: Vec<(String, String, f64, f64, f64, bool, bool)> = sqlx::query_as(&self.list)
+        type Row = (
+            String,
+            String,
+            f64,
+            f64,
+            f64,
+            bool,
+            bool,
+            Option<Vec<String>>,
+        );
+        let rows: Vec<Row> = sqlx::query_as(&self.list)
             .fetch_all(pool)
             .await
             .map_err(|e| db(&format!("cannot read {}", self.table), e))?;
         Ok(rows
             .into_iter()
             .map(
-                |(name, incarnation, heartbeat_age, up, settle, draining, leaving)| Member {
+                |(name, incarnation, heartbeat_age, up, settle, draining, leaving, rows)| Member {
                     name,
                     incarnation,
                     heartbeat_age,
@@ -213,6 +244,7 @@ impl Members {
                     settle,
                     draining,
                     leaving,
+                    rows: rows.map(|r| r.into_iter().collect()),
                 },
             )
             .collect())

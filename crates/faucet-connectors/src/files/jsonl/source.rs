@@ -13,8 +13,10 @@
 //! nulls).
 //!
 //! Lines may end in LF or CRLF. A last line without a newline is held back until it has one
-//! (a writer may still be appending it), unless `unterminated_last_line: read`: then it is
-//! read when it is valid JSON. A line that is not a JSON object — including a torn last
+//! (a writer may still be appending it), unless it is already one whole JSON object (or
+//! array), which nothing appended can turn into another record, or `unterminated_last_line:
+//! read`: then it is read when it is valid JSON. A writer appending `\n{...}\n` after such a
+//! line later only ends it: the next run passes over the empty rest and reads on. A line that is not a JSON object — including a torn last
 //! line, left by a writer that died — or longer than `max_line_bytes` is a
 //! [`FaucetError::Data`] at `<path>:<line>`, never skipped. Lines holding only whitespace
 //! carry no record and are passed over. A UTF-8 BOM at byte 0 is ignored. Only regular
@@ -313,7 +315,7 @@ impl JsonlPageReader {
                 ),
             ));
         }
-        if !has_newline && self.hold_unterminated {
+        if !has_newline && self.hold_unterminated && !is_whole_container(&self.line_buf) {
             // Not consumed: the bookmark stays before it, and nothing more is read.
             if !self.line_buf.iter().all(u8::is_ascii_whitespace) {
                 warn_held_back(CONNECTOR, &format!("{}:{line}", self.label));
@@ -481,6 +483,18 @@ fn parse_object(text: &[u8], has_newline: bool) -> Result<Vec<(String, Value)>, 
         out.push((key, value));
     }
     Ok(out)
+}
+
+/// Whether `text` is one whole JSON object or array (surrounding whitespace allowed): such a
+/// last line without a line break cannot grow into another record — anything a writer
+/// appends after its closing bracket is a new line or makes the file invalid — so it is read
+/// even under `unterminated_last_line: wait`. A bare number, string or literal can still
+/// grow (`12` → `123`, `tru` → `true`) and stays held back.
+fn is_whole_container(text: &[u8]) -> bool {
+    matches!(
+        text.iter().find(|b| !b.is_ascii_whitespace()),
+        Some(b'{' | b'[')
+    ) && serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok()
 }
 
 /// Why `text` is not one JSON object (the error path: parsed again for the message).
