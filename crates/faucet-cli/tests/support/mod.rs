@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[cfg(all(feature = "redis-streams", feature = "postgres"))]
+pub(crate) mod bus;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod crash;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
