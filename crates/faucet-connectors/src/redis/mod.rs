@@ -19,7 +19,9 @@
 //!   `open` and `faucet doctor` warn when AOF is off.
 //! * Redis Cluster: a page's keys must share a hash slot (a hash tag in `stream` and
 //!   `prefix`), or the server refuses the script (`CROSSSLOT`).
-//! * Fault point: [`faucet_core::fault::BEFORE_COMMIT`] fires before a page's script is sent.
+//! * Fault points: [`faucet_core::fault::MID_PAGE`] fires once half a page's entries are in
+//!   its script's arguments, [`faucet_core::fault::BEFORE_COMMIT`] before the script is sent
+//!   (a page is one script: at either, nothing of it has reached Redis).
 
 mod config;
 mod script;
