@@ -86,30 +86,20 @@ impl Case {
                     ", write_mode: upsert, key: [id]",
                 )
             }
-            Kind::Atomic => {
-                let mut csv = String::from("id,v\n");
-                for i in 0..ROWS {
-                    csv.push_str(&format!("{i},{}\n", i * 3));
-                }
-                dir.write("in.csv", csv);
-                sql(&format!(
-                    "CREATE SCHEMA {s}; CREATE TABLE {s}.target (id bigint, v bigint); \
-                     CREATE TABLE {s}.target_b (id bigint, v bigint)"
-                ));
-                (
-                    "{ type: csv, config: { path: ./in.csv, columns: { id: int, v: int } } }"
-                        .to_owned(),
-                    "",
-                )
-            }
-            #[cfg(feature = "redis-streams")]
-            Kind::Streams => {
+            // csv → an append target: the postgres table, or Redis streams (no table).
+            _ => {
                 let mut csv = String::from("id,v\n");
                 for i in 0..ROWS {
                     csv.push_str(&format!("{i},{}\n", i * 3));
                 }
                 dir.write("in.csv", csv);
                 sql(&format!("CREATE SCHEMA {s}"));
+                if kind == Kind::Atomic {
+                    sql(&format!(
+                        "CREATE TABLE {s}.target (id bigint, v bigint); \
+                         CREATE TABLE {s}.target_b (id bigint, v bigint)"
+                    ));
+                }
                 (
                     "{ type: csv, config: { path: ./in.csv, columns: { id: int, v: int } } }"
                         .to_owned(),
