@@ -5,7 +5,7 @@
 //!   message ([`crate::bus::message`]): `key` (with `key:`), `value`, `faucet-op`,
 //!   `faucet-table`, `faucet-position`, `faucet-id`. Entry ids are Redis's own (`*`), so
 //!   entries keep the order they were written in.
-//! * A page is one Lua script call ([`script`]): Redis runs it as one atomic step, so the
+//! * A page is one Lua script call (its `script` module): Redis runs it as one atomic step, so the
 //!   page's entries, its commit token (`{prefix}token/<scope>`, a hash of `sequence` and
 //!   `bookmark`) and the writer-fence check (`{prefix}fence/<scope>`) are written together
 //!   or not at all. That is an atomic watermark: effectively-once with a source that
