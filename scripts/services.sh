@@ -8,7 +8,9 @@
 # Debian machine without them, as root, installs them from Debian's packages first. Fails
 # loudly, naming the service, when one cannot be reached. Also installs promtool (Debian's
 # `prometheus` package), which the `faucet serve` tests lint /metrics with, and
-# kubernetes-validate (PyPI), which checks the deploy/ manifests offline.
+# kubernetes-validate (PyPI), which checks the deploy/ manifests offline, and redis-py
+# (PyPI `redis`), which the bus-sink tests' independent consumer (scripts/bus_consumer.py)
+# reads Redis streams with.
 #
 # Tests reach the services through FAUCET_TEST_PG_URL (default
 # postgres://postgres@127.0.0.1:5432/test), FAUCET_TEST_REDIS_URL (default
@@ -136,5 +138,17 @@ if ! command -v kubernetes-validate >/dev/null; then
       || log "could not install kubernetes-validate: the deploy/ manifest test will fail"
   else
     log "kubernetes-validate is missing (pip install kubernetes-validate): the deploy/ manifest test will fail"
+  fi
+fi
+
+# --- redis-py (the bus-sink tests read what faucet wrote with an independent consumer,
+# scripts/bus_consumer.py) ------------------------------------------------------------------
+if ! python3 -c 'import redis' >/dev/null 2>&1; then
+  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
+    log "installing redis-py from PyPI"
+    "$(command -v pip3 || command -v pip)" install -q redis >/dev/null 2>&1 \
+      || log "could not install redis-py: the redis-streams sink tests will fail"
+  else
+    log "redis-py is missing (pip install redis): the redis-streams sink tests will fail"
   fi
 fi

@@ -64,7 +64,7 @@ fn a_seven_field_cron_is_refused_naming_the_field() {
     }
 }
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(feature = "sql")]
 #[test]
 fn a_nul_byte_in_a_sql_query_is_refused_at_validate_naming_the_field() {
     let dir = Dir::new();

@@ -51,6 +51,8 @@ mod postgres_connectors;
 mod postgres_sink_crash;
 #[cfg(feature = "postgres")]
 mod postgres_values;
+#[cfg(all(feature = "redis-streams", feature = "postgres"))]
+mod redis_streams_cli;
 #[cfg(feature = "postgres")]
 mod replicate_crash;
 #[cfg(all(feature = "mysql", feature = "postgres"))]

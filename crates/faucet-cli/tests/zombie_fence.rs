@@ -45,6 +45,9 @@ enum Kind {
     Upsert,
     /// csv → postgres append, atomic watermark.
     Atomic,
+    /// csv → redis-streams, atomic watermark (the fence checked in each page's script).
+    #[cfg(feature = "redis-streams")]
+    Streams,
 }
 
 /// One zombie scenario's schema, state table and pipeline directory.
@@ -83,16 +86,20 @@ impl Case {
                     ", write_mode: upsert, key: [id]",
                 )
             }
-            Kind::Atomic => {
+            // csv → an append target: the postgres table, or Redis streams (no table).
+            _ => {
                 let mut csv = String::from("id,v\n");
                 for i in 0..ROWS {
                     csv.push_str(&format!("{i},{}\n", i * 3));
                 }
                 dir.write("in.csv", csv);
-                sql(&format!(
-                    "CREATE SCHEMA {s}; CREATE TABLE {s}.target (id bigint, v bigint); \
-                     CREATE TABLE {s}.target_b (id bigint, v bigint)"
-                ));
+                sql(&format!("CREATE SCHEMA {s}"));
+                if kind == Kind::Atomic {
+                    sql(&format!(
+                        "CREATE TABLE {s}.target (id bigint, v bigint); \
+                         CREATE TABLE {s}.target_b (id bigint, v bigint)"
+                    ));
+                }
                 (
                     "{ type: csv, config: { path: ./in.csv, columns: { id: int, v: int } } }"
                         .to_owned(),
@@ -100,16 +107,29 @@ impl Case {
                 )
             }
         };
+        #[cfg(feature = "redis-streams")]
+        let (sink, sink_b) = if kind == Kind::Streams {
+            (
+                format!(
+                    "{{ type: redis-streams, config: {{ url: \"${{env:FAUCET_CRASH_REDIS_URL}}\", \
+                     stream: \"{s}:events\", prefix: \"{s}:\" }} }}"
+                ),
+                format!("{{ config: {{ stream: \"{s}:events_b\" }} }}"),
+            )
+        } else {
+            pg_sinks(s, sink)
+        };
+        #[cfg(not(feature = "redis-streams"))]
+        let (sink, sink_b) = pg_sinks(s, sink);
         dir.write(
             "p.yaml",
             format!(
                 "version: 1\nname: {NAME}\npipeline:\n  source: {source}\n  \
-                 sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
-                 table: {s}.target{sink} }} }}\n  \
+                 sink: {sink}\n  \
                  state: {{ type: postgres, config: {{ url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
                  table: {state}, ensure_table: true }} }}\n  \
                  delivery: effectively_once\n  batch_size: {BATCH}\n\
-                 matrix:\n  - {{ id: a }}\n  - {{ id: b, sink: {{ config: {{ table: {s}.target_b }} }} }}\n"
+                 matrix:\n  - {{ id: a }}\n  - {{ id: b, sink: {sink_b} }}\n"
             ),
         );
         Self {
@@ -148,8 +168,22 @@ impl Drop for Case {
                  DROP TABLE IF EXISTS \"{}_lease\"",
                 self.schema, self.state, self.state
             ));
+            #[cfg(feature = "redis-streams")]
+            crate::support::bus::delete_redis_keys(&format!("{}:*", self.schema));
         });
     }
+}
+
+/// The postgres sink of the pipeline (`mode`: its write mode and key) and row `b`'s
+/// override.
+fn pg_sinks(s: &str, mode: &str) -> (String, String) {
+    (
+        format!(
+            "{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
+             table: {s}.target{mode} }} }}"
+        ),
+        format!("{{ config: {{ table: {s}.target_b }} }}"),
+    )
 }
 
 /// The process state letter of `/proc/PID/stat` (`T` when stopped).
@@ -223,7 +257,8 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
     };
 
     let mut cmd = faucet();
-    cmd.current_dir(case.dir.path())
+    cmd.env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url())
+        .current_dir(case.dir.path())
         .args([
             "run",
             "p.yaml",
@@ -254,6 +289,7 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
         ));
     }
     let taker = faucet()
+        .env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url())
         .current_dir(case.dir.path())
         .args([
             "run",
@@ -334,6 +370,19 @@ fn refused_at_every_point(kind: Kind, tag: &str) {
             Kind::Atomic => {
                 check_exactly_once(&format!("{}.target", case.schema), ROWS, point);
             }
+            #[cfg(feature = "redis-streams")]
+            Kind::Streams => {
+                let ids: Vec<i64> =
+                    crate::support::bus::redis_streams(&format!("{}:events", case.schema))
+                        .iter()
+                        .map(|m| m.fields["value"]["id"].as_i64().expect("id"))
+                        .collect();
+                assert!(
+                    ids == (0..ROWS as i64).collect::<Vec<_>>(),
+                    "{point}: the stream holds {} entries, not every row once in order",
+                    ids.len()
+                );
+            }
         }
     }
 }
@@ -346,6 +395,14 @@ fn an_upsert_target_refuses_a_zombie_at_every_point_of_the_page_cycle() {
 #[test]
 fn an_atomic_watermark_target_refuses_a_zombie_at_every_point_of_the_page_cycle() {
     refused_at_every_point(Kind::Atomic, "aw");
+}
+
+/// The same zombie into Redis streams: its page's script finds the newer fence and writes
+/// nothing; the stream holds every row once, in order.
+#[cfg(feature = "redis-streams")]
+#[test]
+fn a_redis_streams_target_refuses_a_zombie_at_every_point_of_the_page_cycle() {
+    refused_at_every_point(Kind::Streams, "rs");
 }
 
 /// The control: without its fence, the zombie stopped at `before_write` writes its page of

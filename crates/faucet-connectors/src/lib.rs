@@ -6,6 +6,9 @@
 //! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
+//! | `redis` | `redis-streams` | `redis-streams` sink |
+//!
+//! The bus sinks share [`bus`]: the message a record becomes (route, key, value, headers).
 //!
 //! Every connector has one shape: an `XConfig` (serde, unknown fields rejected, a `///` on
 //! every field) with a pure `validate()` returning [`faucet_core::FaucetError::Config`] with
@@ -14,6 +17,8 @@
 //! `faucet_core::FaucetError` variants naming what failed and where (`file:line` for bad
 //! input). Run them with [`faucet_core::Pipeline`]; the `files` module shows a whole run.
 
+#[cfg(feature = "redis-streams")]
+pub mod bus;
 #[cfg(feature = "sql")]
 mod copy_filter;
 #[cfg(feature = "sql")]
@@ -24,6 +29,8 @@ pub mod files;
 pub mod mysql;
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "redis-streams")]
+pub mod redis;
 #[cfg(feature = "sql")]
 pub mod sql;
 

@@ -67,6 +67,8 @@ mod postgres_sink;
 mod postgres_sink_pipeline;
 #[cfg(feature = "postgres")]
 mod postgres_sink_support;
+#[cfg(feature = "redis-streams")]
+mod redis_streams_sink;
 #[cfg(feature = "sql")]
 mod sink_support;
 mod support;

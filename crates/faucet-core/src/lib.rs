@@ -14,6 +14,8 @@
 //! * [`Pipeline`] and [`RunStreamOptions`]: the run loop, returning a [`RunSummary`];
 //! * [`change`]: the change-record contract every CDC source emits and keyed sinks apply;
 //! * [`fault`]: named fault points a crash test arms to abort the process;
+//! * [`route::TableTemplate`]: names made from a record's source table (`cdc.{schema}.{table}`),
+//!   shared by every sink that routes by table;
 //! * feature `testing`: in-memory doubles and the conformance battery for connectors.
 
 pub mod change;
@@ -22,6 +24,7 @@ pub mod error;
 pub mod fault;
 pub mod page;
 pub mod pipeline;
+pub mod route;
 pub mod sink;
 pub mod source;
 pub mod state;

@@ -5,6 +5,7 @@
 //! | `jsonl` | `faucet_connectors::files::JsonlSink` | `files` (default) |
 //! | `postgres` | `faucet_connectors::postgres::PostgresSink` (append or keyed upsert) | `postgres` |
 //! | `mysql` | `faucet_connectors::mysql::MysqlSink` (append or keyed upsert; MySQL / MariaDB) | `mysql` |
+//! | `redis-streams` | `faucet_connectors::redis::RedisStreamsSink` (Redis Streams, atomic watermark) | `redis-streams` |
 //!
 //! A sink is one line in [`registry!`] below and one `impl` [`SinkEntry`] on its config type
 //! (under its feature).
@@ -25,6 +26,8 @@ registry! {
         Postgres = "postgres" => faucet_connectors::postgres::PostgresSinkConfig, if "postgres";
         /// `type: mysql`: a MySQL or MariaDB table.
         Mysql = "mysql" => faucet_connectors::mysql::MysqlSinkConfig, if "mysql";
+        /// `type: redis-streams`: entries of Redis streams.
+        RedisStreams = "redis-streams" => faucet_connectors::redis::RedisStreamsSinkConfig, if "redis-streams";
     }
 }
 
@@ -154,6 +157,32 @@ impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
             identity,
             table: self.table.clone(),
         })
+    }
+}
+
+#[cfg(feature = "redis-streams")]
+impl SinkEntry for faucet_connectors::redis::RedisStreamsSinkConfig {
+    fn target(&self) -> String {
+        format!(
+            "{} stream {}",
+            super::redacted_secret(&self.url),
+            self.stream
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(
+                "is Redis running at `url`, and does it accept the user and password there?",
+            ),
+            other: None,
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
+        Ok(Box::new(faucet_connectors::redis::RedisStreamsSink::new(
+            self.clone(),
+        )?))
     }
 }
 

@@ -3,6 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+#[cfg(all(feature = "redis-streams", feature = "postgres"))]
+pub(crate) mod bus;
 #[cfg(feature = "sql")]
 pub(crate) mod crash;
 #[cfg(feature = "sql")]

@@ -1,0 +1,63 @@
+//! What the bus-sink tests share: the independent consumer (`scripts/bus_consumer.py`, a
+//! Python script with the bus's own client library) that reads back everything a sink wrote,
+//! and the Redis keys a test made.
+
+use serde_json::Value as Json;
+
+/// One message as the consumer read it: its stream and fields (`value`, `key`,
+/// `faucet-position` parsed as JSON; the other fields as text).
+#[derive(Debug, Clone)]
+pub(crate) struct Consumed {
+    pub(crate) stream: String,
+    pub(crate) fields: serde_json::Map<String, Json>,
+}
+
+/// Every entry of the Redis streams whose key matches `pattern` (`SCAN MATCH`), read by the
+/// independent consumer, stream by stream (sorted by key), each in its order.
+pub(crate) fn redis_streams(pattern: &str) -> Vec<Consumed> {
+    let script = super::repo_root().join("scripts/bus_consumer.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .args(["redis-streams", &faucet_test_support::redis_url(), pattern])
+        .output()
+        .expect("run scripts/bus_consumer.py (python3)");
+    assert!(
+        out.status.success(),
+        "the consumer failed (is redis-py installed? scripts/services.sh installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let mut v: Json = serde_json::from_str(line).expect("a consumer line");
+            let fields = match v["fields"].take() {
+                Json::Object(m) => m,
+                other => panic!("fields: {other}"),
+            };
+            Consumed {
+                stream: v["stream"].as_str().unwrap_or_default().to_owned(),
+                fields,
+            }
+        })
+        .collect()
+}
+
+/// Deletes every Redis key matching `pattern`, best effort.
+pub(crate) fn delete_redis_keys(pattern: &str) {
+    super::runtime().block_on(async {
+        let Ok(client) = redis::Client::open(faucet_test_support::redis_url()) else {
+            return;
+        };
+        let Ok(mut c) = client.get_multiplexed_async_connection().await else {
+            return;
+        };
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(pattern)
+            .query_async(&mut c)
+            .await
+            .unwrap_or_default();
+        for k in keys {
+            let _ = redis::cmd("DEL").arg(k).query_async::<()>(&mut c).await;
+        }
+    });
+}

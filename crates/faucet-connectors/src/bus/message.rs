@@ -1,0 +1,427 @@
+//! The message every bus sink sends for a record: route, key, value and headers, made here
+//! once for all of them (`redis-streams`, and the `nats` and `kafka` sinks to come).
+//!
+//! | part | what |
+//! |---|---|
+//! | route | the stream / subject / topic: the sink's [`TableTemplate`] rendered for the record's source table (`cdc.{schema}.{table}` → `cdc.public.orders`) |
+//! | value | `format: faucet` (default): the record as faucet's JSON, the bytes of a jsonl line without its newline ([`faucet_core::RowRef::write_json`]) — a change record as its change-record JSON. `format: debezium`: `{"before","after","source","op","ts_ms"}` (below) |
+//! | key | with `key: [f, …]`: `{"f": value, …}` as JSON, taken from the row, or from a change record's `after` (its `before` for a delete); none without `key` or for a truncate |
+//! | `faucet-op` | a change record's op (`c` `u` `d` `r` `t`); absent for plain rows |
+//! | `faucet-table` | a change record's source table (`public.orders`, `shop.orders`); absent for plain rows |
+//! | `faucet-position` | where the record is in its source, as JSON: a change record's position fields (`{"lsn":"0/16B3748"}`, `{"binlog_file":…,"binlog_pos":…,"gtid":…}`); for a plain row, the bookmark after its page |
+//! | `faucet-id` | a deterministic message id, `<state key>/<page>/<index>`: the state key (empty when the writer was not told one: an at-least-once run without a lease), 16 hex digits of SHA-256 over the bookmark after the record's page, and the record's index in the page. The same record handed over again in the same page (a replay from the same bookmark with the same `batch_size`) gets the same id, so a consumer can drop duplicates by it |
+//!
+//! The Debezium envelope: `before` and `after` as the change record has them (rows as JSON
+//! objects, or null), `op` its op, `ts_ms` its `commit_ts` in milliseconds since the epoch
+//! (null without one), `source` `{"table": <source table>, <position fields>…}`. A plain row
+//! is sent as a snapshot read: `{"before":null,"after":<row>,"source":{},"op":"r","ts_ms":null}`.
+
+use std::sync::Arc;
+
+use faucet_core::change::{ChangeLayout, Op};
+use faucet_core::route::TableTemplate;
+use faucet_core::value::json::{write_object, write_str, write_value};
+use faucet_core::{FaucetError, Page, Schema, Value};
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+/// Header: the change record's op.
+pub const HEADER_OP: &str = "faucet-op";
+/// Header: the change record's source table.
+pub const HEADER_TABLE: &str = "faucet-table";
+/// Header: the record's source position, as JSON.
+pub const HEADER_POSITION: &str = "faucet-position";
+/// Header: the deterministic message id.
+pub const HEADER_ID: &str = "faucet-id";
+
+/// How a record becomes a message's value (`format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageFormat {
+    /// The record as faucet's JSON (a jsonl line).
+    #[default]
+    Faucet,
+    /// The Debezium envelope `{"before","after","source","op","ts_ms"}`.
+    Debezium,
+}
+
+/// One record as a bus message (see the module docs).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The stream, subject or topic.
+    pub route: String,
+    /// The key as JSON, when the sink has `key` fields.
+    pub key: Option<Vec<u8>>,
+    /// The value.
+    pub value: Vec<u8>,
+    /// `faucet-op`.
+    pub op: Option<&'static str>,
+    /// `faucet-table`.
+    pub table: Option<String>,
+    /// `faucet-position` (JSON).
+    pub position: Vec<u8>,
+    /// `faucet-id`.
+    pub id: String,
+}
+
+impl Message {
+    /// The headers present, in the order of the module docs: `(name, value)`.
+    pub fn headers(&self) -> impl Iterator<Item = (&'static str, &[u8])> + '_ {
+        [
+            self.op.map(|op| (HEADER_OP, op.as_bytes())),
+            self.table.as_deref().map(|t| (HEADER_TABLE, t.as_bytes())),
+            Some((HEADER_POSITION, self.position.as_slice())),
+            Some((HEADER_ID, self.id.as_bytes())),
+        ]
+        .into_iter()
+        .flatten()
+    }
+}
+
+/// Turns pages into [`Message`]s for one sink's configuration.
+#[derive(Debug, Clone)]
+pub struct MessageEncoder {
+    connector: &'static str,
+    route: TableTemplate,
+    key: Vec<String>,
+    format: MessageFormat,
+}
+
+impl MessageEncoder {
+    /// An encoder routing by `route`, keying by `key`, writing `format`; `connector` names
+    /// the sink in errors.
+    pub fn new(
+        connector: &'static str,
+        route: TableTemplate,
+        key: Vec<String>,
+        format: MessageFormat,
+    ) -> Self {
+        Self {
+            connector,
+            route,
+            key,
+            format,
+        }
+    }
+
+    /// The route template.
+    pub fn route(&self) -> &TableTemplate {
+        &self.route
+    }
+
+    /// The messages of `page`'s records, in order; `scope` is the state key the writer was
+    /// told (empty when none).
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] naming the record when its route cannot be rendered (a template
+    /// with placeholders and a record without a source table), a `key` field is missing, or
+    /// a change record is malformed.
+    pub fn encode(&self, page: &Page, scope: &str) -> Result<Vec<Message>, FaucetError> {
+        let schema = page.schema();
+        let layout = ChangeLayout::of(schema);
+        let page_id = page_id(scope, page.bookmark());
+        let page_position = page
+            .bookmark()
+            .map(|b| serde_json::to_vec(b).unwrap_or_default())
+            .unwrap_or_else(|| b"null".to_vec());
+        let mut out = Vec::with_capacity(page.len());
+        for (index, row) in page.rows().enumerate() {
+            let values = row.values();
+            let at = || format!("record {} of the page", index + 1);
+            let id = format!("{page_id}/{index}");
+            let message = match &layout {
+                None => {
+                    let route = self
+                        .route
+                        .render(None)
+                        .map_err(|m| FaucetError::data(self.connector, at(), m))?;
+                    let key = self
+                        .key_of(schema, values)
+                        .map_err(|m| FaucetError::data(self.connector, at(), m))?;
+                    let mut value = Vec::with_capacity(64);
+                    match self.format {
+                        MessageFormat::Faucet => write_object(&mut value, schema, values),
+                        MessageFormat::Debezium => {
+                            value.extend_from_slice(b"{\"before\":null,\"after\":");
+                            write_object(&mut value, schema, values);
+                            value.extend_from_slice(b",\"source\":{},\"op\":\"r\",\"ts_ms\":null}");
+                        }
+                    }
+                    Message {
+                        route,
+                        key,
+                        value,
+                        op: None,
+                        table: None,
+                        position: page_position.clone(),
+                        id,
+                    }
+                }
+                Some(layout) => {
+                    let change = layout
+                        .read(values)
+                        .map_err(|m| FaucetError::data(self.connector, at(), m))?;
+                    let route = self
+                        .route
+                        .render(change.table)
+                        .map_err(|m| FaucetError::data(self.connector, at(), m))?;
+                    let keyed = match change.op {
+                        Op::Delete => change.before,
+                        _ => change.after.or(change.before),
+                    };
+                    let key = match keyed {
+                        Some(r) if change.op != Op::Truncate => {
+                            self.key_of(&r.schema, &r.values)
+                                .map_err(|m| FaucetError::data(self.connector, at(), m))?
+                        }
+                        _ => None,
+                    };
+                    let mut position = Vec::with_capacity(48);
+                    position.push(b'{');
+                    for (n, &i) in layout.position_fields().iter().enumerate() {
+                        if n > 0 {
+                            position.push(b',');
+                        }
+                        write_str(&mut position, &schema.fields()[i].name);
+                        position.push(b':');
+                        write_value(&mut position, &values[i]);
+                    }
+                    position.push(b'}');
+                    let mut value = Vec::with_capacity(128);
+                    match self.format {
+                        MessageFormat::Faucet => write_object(&mut value, schema, values),
+                        MessageFormat::Debezium => {
+                            debezium(&mut value, schema, values, &change, &position);
+                        }
+                    }
+                    Message {
+                        route,
+                        key,
+                        value,
+                        op: Some(change.op.code()),
+                        table: change.table.map(str::to_owned),
+                        position,
+                        id,
+                    }
+                }
+            };
+            out.push(message);
+        }
+        Ok(out)
+    }
+
+    /// `{"f": value, …}` of the `key` fields of a row of `schema`, or `None` without `key`.
+    fn key_of(&self, schema: &Schema, values: &[Value]) -> Result<Option<Vec<u8>>, String> {
+        if self.key.is_empty() {
+            return Ok(None);
+        }
+        let mut out = Vec::with_capacity(32);
+        out.push(b'{');
+        for (n, name) in self.key.iter().enumerate() {
+            let Some(i) = schema.index_of(name) else {
+                return Err(format!(
+                    "the key field `{name}` is not a field of the record (fields: {})",
+                    schema
+                        .fields()
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            };
+            if n > 0 {
+                out.push(b',');
+            }
+            write_str(&mut out, name);
+            out.push(b':');
+            write_value(&mut out, &values[i]);
+        }
+        out.push(b'}');
+        Ok(Some(out))
+    }
+}
+
+/// `<scope>/<16 hex digits of SHA-256 of the bookmark's JSON>`.
+fn page_id(scope: &str, bookmark: Option<&faucet_core::Bookmark>) -> String {
+    let text = bookmark
+        .map(|b| serde_json::to_vec(b).unwrap_or_default())
+        .unwrap_or_default();
+    let digest = sha2::Sha256::digest(&text);
+    let mut hex = String::with_capacity(scope.len() + 17);
+    hex.push_str(scope);
+    hex.push('/');
+    for b in &digest[..8] {
+        hex.push_str(&format!("{b:02x}"));
+    }
+    hex
+}
+
+/// The Debezium envelope of one change record.
+fn debezium(
+    out: &mut Vec<u8>,
+    schema: &Arc<Schema>,
+    values: &[Value],
+    change: &faucet_core::change::Change<'_>,
+    position: &[u8],
+) {
+    let row = |out: &mut Vec<u8>, r: Option<&faucet_core::value::Row>| match r {
+        Some(r) => write_object(out, &r.schema, &r.values),
+        None => out.extend_from_slice(b"null"),
+    };
+    out.extend_from_slice(b"{\"before\":");
+    row(out, change.before);
+    out.extend_from_slice(b",\"after\":");
+    row(out, change.after);
+    out.extend_from_slice(b",\"source\":{");
+    if let Some(t) = change.table {
+        out.extend_from_slice(b"\"table\":");
+        write_str(out, t);
+        if position.len() > 2 {
+            out.push(b',');
+        }
+    }
+    // The position fields, without the braces of their object.
+    out.extend_from_slice(&position[1..position.len() - 1]);
+    out.extend_from_slice(b"},\"op\":");
+    write_str(out, change.op.code());
+    out.extend_from_slice(b",\"ts_ms\":");
+    let ts = schema
+        .index_of(faucet_core::change::COMMIT_TS)
+        .and_then(|i| match &values[i] {
+            Value::TimestampTz(t) | Value::Timestamp(t) | Value::Text(t) => {
+                chrono::DateTime::parse_from_rfc3339(t).ok()
+            }
+            _ => None,
+        });
+    match ts {
+        Some(t) => out.extend_from_slice(t.timestamp_millis().to_string().as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.push(b'}');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use faucet_core::change::record_schema;
+    use faucet_core::{DataType, Field, PageBuilder};
+    use serde_json::json;
+
+    fn encoder(template: &str, key: &[&str], format: MessageFormat) -> MessageEncoder {
+        MessageEncoder::new(
+            "test",
+            TableTemplate::parse(template, "stream").expect("template"),
+            key.iter().map(|k| (*k).to_owned()).collect(),
+            format,
+        )
+    }
+
+    fn change_page() -> Page {
+        let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
+        let row_schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int),
+            Field::new("v", DataType::Text),
+        ]));
+        let mut b = PageBuilder::new(schema, 2);
+        b.push_row([
+            Value::Text("c".into()),
+            Value::Text("public.orders".into()),
+            Value::Text("0/10".into()),
+            Value::TimestampTz("2026-11-30T06:00:00Z".into()),
+            Value::Null,
+            Value::row(
+                row_schema.clone(),
+                vec![Value::Int(7), Value::Text("a".into())],
+            ),
+        ]);
+        b.push_row([
+            Value::Text("d".into()),
+            Value::Text("public.orders".into()),
+            Value::Text("0/20".into()),
+            Value::TimestampTz("2026-11-30T06:00:01Z".into()),
+            Value::row(row_schema, vec![Value::Int(7), Value::Null]),
+            Value::Null,
+        ]);
+        b.finish(Some(json!({"lsn": "0/20"})))
+    }
+
+    fn parse(bytes: &[u8]) -> serde_json::Value {
+        serde_json::from_slice(bytes).expect("json")
+    }
+
+    #[test]
+    fn change_records_carry_route_key_and_headers() {
+        let page = change_page();
+        let msgs = encoder("cdc.{schema}.{table}", &["id"], MessageFormat::Faucet)
+            .encode(&page, "orders")
+            .expect("encode");
+        assert_eq!(msgs.len(), 2);
+        assert_eq!(msgs[0].route, "cdc.public.orders");
+        assert_eq!(
+            parse(msgs[0].key.as_deref().expect("key")),
+            json!({"id": 7})
+        );
+        assert_eq!(
+            parse(msgs[1].key.as_deref().expect("key")),
+            json!({"id": 7})
+        );
+        // The value is exactly the record's JSON, as the jsonl sink writes it.
+        let mut line = Vec::new();
+        page.row(0).expect("row").write_json(&mut line);
+        assert_eq!(msgs[0].value, line);
+        let headers: Vec<_> = msgs[1].headers().collect();
+        assert_eq!(headers[0], (HEADER_OP, b"d".as_slice()));
+        assert_eq!(headers[1], (HEADER_TABLE, b"public.orders".as_slice()));
+        assert_eq!(parse(headers[2].1), json!({"lsn": "0/20"}));
+        assert!(msgs[1].id.starts_with("orders/") && msgs[1].id.ends_with("/1"));
+        // Deterministic: the same page gives the same ids, another page other ones.
+        let again = encoder("x", &[], MessageFormat::Faucet)
+            .encode(&page, "orders")
+            .expect("encode");
+        assert_eq!(again[1].id, msgs[1].id);
+        assert_eq!(again[0].key, None);
+        let mut other = change_page();
+        other.set_bookmark(Some(json!({"lsn": "0/30"})));
+        let other = encoder("x", &[], MessageFormat::Faucet)
+            .encode(&other, "orders")
+            .expect("encode");
+        assert_ne!(other[1].id, msgs[1].id);
+    }
+
+    #[test]
+    fn the_debezium_envelope() {
+        let msgs = encoder("x", &[], MessageFormat::Debezium)
+            .encode(&change_page(), "")
+            .expect("encode");
+        assert_eq!(
+            parse(&msgs[0].value),
+            json!({"before": null, "after": {"id": 7, "v": "a"},
+                   "source": {"table": "public.orders", "lsn": "0/10"},
+                   "op": "c", "ts_ms": 1_796_018_400_000_i64})
+        );
+        assert_eq!(parse(&msgs[1].value)["before"], json!({"id": 7, "v": null}));
+    }
+
+    #[test]
+    fn plain_rows_and_their_errors() {
+        let page = faucet_core::testing::conformance::sample_page(&[1, 2], "v", json!(9));
+        let msgs = encoder("events", &["id"], MessageFormat::Debezium)
+            .encode(&page, "")
+            .expect("encode");
+        assert_eq!(msgs[1].route, "events");
+        assert_eq!(msgs[1].op, None);
+        assert_eq!(msgs[1].position, b"9");
+        assert_eq!(
+            parse(&msgs[1].value),
+            json!({"before": null, "after": {"id": 2, "v": "v2"}, "source": {}, "op": "r", "ts_ms": null})
+        );
+        let err = encoder("cdc.{table}", &[], MessageFormat::Faucet)
+            .encode(&page, "")
+            .expect_err("no table");
+        assert!(matches!(err, FaucetError::Data { .. }), "{err}");
+        let err = encoder("events", &["nope"], MessageFormat::Faucet)
+            .encode(&page, "")
+            .expect_err("no field");
+        assert!(err.to_string().contains("`nope`"), "{err}");
+    }
+}

@@ -1,0 +1,31 @@
+//! What every message-bus sink shares: the [`message`] a record becomes (route, key, value,
+//! headers). The route is a [`faucet_core::route::TableTemplate`], the placeholder rule
+//! every sink routing by source table uses.
+
+pub mod message;
+
+pub use message::{Message, MessageEncoder, MessageFormat};
+
+use faucet_core::FaucetError;
+
+/// Checks a bus sink's `key` list: names not empty, none twice.
+///
+/// # Errors
+/// [`FaucetError::Config`] at `key[i]`.
+pub fn validate_key(key: &[String]) -> Result<(), FaucetError> {
+    for (i, k) in key.iter().enumerate() {
+        if k.is_empty() {
+            return Err(FaucetError::config(
+                format!("key[{i}]"),
+                "must not be empty",
+            ));
+        }
+        if key[..i].contains(k) {
+            return Err(FaucetError::config(
+                format!("key[{i}]"),
+                format!("`{k}` is listed twice"),
+            ));
+        }
+    }
+    Ok(())
+}

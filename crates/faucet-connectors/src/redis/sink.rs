@@ -1,0 +1,446 @@
+//! [`RedisStreamsSink`]: each record an `XADD` to the stream its template names.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use faucet_core::state::LeaseError;
+use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter, fault};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, RedisError};
+use secrecy::ExposeSecret as _;
+
+use super::config::{RedisStreamsSinkConfig, ValidatedRedisStreamsConfig};
+use super::script::WRITE_PAGE;
+use crate::bus::{Message, MessageEncoder};
+
+/// The connector's name.
+pub const CONNECTOR: &str = "redis-streams";
+/// How long opening a connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one command (a page's script among them) may wait for its reply.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The `redis-streams` sink (see the module docs of [`crate::redis`]). Built without I/O;
+/// [`Sink::open`] and [`Sink::check`] connect.
+#[derive(Debug)]
+pub struct RedisStreamsSink {
+    config: RedisStreamsSinkConfig,
+    encoder: MessageEncoder,
+    /// `redis://[user@]host:port/db`, never the password.
+    server: String,
+}
+
+impl RedisStreamsSink {
+    /// A sink for `config`, validated (no I/O).
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] from [`RedisStreamsSinkConfig::validate`].
+    pub fn new(config: RedisStreamsSinkConfig) -> Result<Self, FaucetError> {
+        let ValidatedRedisStreamsConfig { config, stream } = config.validate()?;
+        let server = Client::open(config.url.expose_secret())
+            .map(|c| describe(c.get_connection_info()))
+            .unwrap_or_default();
+        let encoder = MessageEncoder::new(CONNECTOR, stream, config.key.clone(), config.format);
+        Ok(Self {
+            config,
+            encoder,
+            server,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RedisStreamsSinkConfig {
+        &self.config
+    }
+
+    /// The key scope of pages under `state_key`: `<state key> -> <stream template>`, so two
+    /// pipelines of one name writing other streams keep their own tokens and fences.
+    fn scope(&self, state_key: &str) -> String {
+        format!("{state_key} -> {}", self.encoder.route())
+    }
+
+    fn token_key(&self, scope: &str) -> String {
+        format!("{}token/{scope}", self.config.prefix)
+    }
+
+    fn fence_key(&self, scope: &str) -> String {
+        format!("{}fence/{scope}", self.config.prefix)
+    }
+
+    async fn connect(&self) -> Result<ConnectionManager, FaucetError> {
+        let client = Client::open(self.config.url.expose_secret())
+            .map_err(|_| FaucetError::config("url", "is not a usable Redis URL"))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(CONNECT_TIMEOUT)
+            .set_response_timeout(RESPONSE_TIMEOUT)
+            .set_number_of_retries(3)
+            .set_max_delay(2_000);
+        let mut conn = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(|e| self.fail("connect", e))?;
+        redis::cmd("PING")
+            .query_async::<()>(&mut conn)
+            .await
+            .map_err(|e| self.fail("connect", e))?;
+        Ok(conn)
+    }
+
+    /// A redis error as a [`FaucetError`]: a [`FaucetError::Connect`] when the server cannot
+    /// be reached (retryable), else a [`FaucetError::Write`] saying what to fix.
+    fn fail(&self, op: &str, e: RedisError) -> FaucetError {
+        let server = &self.server;
+        if e.is_connection_refusal()
+            || e.is_timeout()
+            || e.is_io_error()
+            || e.is_connection_dropped()
+        {
+            return FaucetError::connect(
+                CONNECTOR,
+                format!("{op}: cannot reach {server}; is Redis running there? check `url`"),
+                Some(Box::new(e)),
+            );
+        }
+        let hint = match (e.kind(), e.code()) {
+            (redis::ErrorKind::AuthenticationFailed, _) | (_, Some("WRONGPASS" | "NOAUTH")) => {
+                "; the server rejected the login: check the user and password in `url`"
+            }
+            (_, Some("NOPERM")) => {
+                "; the ACL user needs XADD, TYPE, GET, SET, HGET, HSET, EVALSHA/EVAL on the \
+                 streams and on the prefix's keys"
+            }
+            (redis::ErrorKind::ReadOnly, _) => {
+                "; the server is a read-only replica: point `url` at the primary"
+            }
+            (_, Some("OOM")) => "; the server is out of memory: raise maxmemory or set `maxlen`",
+            (_, Some("CROSSSLOT")) => {
+                "; in Redis Cluster a page's streams, token and fence must share a slot: put a \
+                 hash tag in `stream` and `prefix` (`{cdc}.{table}`)"
+            }
+            _ => "",
+        };
+        FaucetError::write(
+            CONNECTOR,
+            format!("{op} at {server} failed{hint}"),
+            Some(Box::new(e)),
+        )
+    }
+
+    /// Logs a warning when the server does not append every write to its log (AOF off): a
+    /// Redis restart then loses the entries (and tokens) written since its last snapshot.
+    async fn warn_unless_aof(&self, conn: &mut ConnectionManager) {
+        let info: Result<String, _> = redis::cmd("INFO")
+            .arg("persistence")
+            .query_async(conn)
+            .await;
+        if let Ok(info) = info
+            && info.lines().any(|l| l.trim() == "aof_enabled:0")
+        {
+            tracing::warn!(
+                server = %self.server,
+                "redis has appendonly off: stream entries written since the last snapshot are \
+                 lost if the server restarts; set `appendonly yes` (with `appendfsync always` \
+                 for every acknowledged page to survive a power loss)"
+            );
+        }
+    }
+}
+
+/// `redis://[user@]host:port/db`, without the password.
+fn describe(info: &redis::ConnectionInfo) -> String {
+    let user = info
+        .redis
+        .username
+        .as_deref()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
+    format!("redis://{user}{}/{}", info.addr, info.redis.db)
+}
+
+#[async_trait]
+impl Sink for RedisStreamsSink {
+    fn connector(&self) -> &str {
+        CONNECTOR
+    }
+
+    /// An atomic watermark: a page's entries and its commit token are one script.
+    fn capabilities(&self) -> SinkCapabilities {
+        SinkCapabilities {
+            atomic_watermark: true,
+            keyed_upsert: false,
+        }
+    }
+
+    /// `redis-streams redis://host:port/db stream <template>`: no user, no password.
+    fn target(&self) -> Option<String> {
+        let server = self
+            .server
+            .split_once('@')
+            .map_or(self.server.as_str(), |(_, s)| s);
+        let server = server.strip_prefix("redis://").unwrap_or(server);
+        Some(format!(
+            "{CONNECTOR} {server} stream {}",
+            self.encoder.route()
+        ))
+    }
+
+    /// Connects and pings; warns when the server has no AOF.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] when the server cannot be reached; [`FaucetError::Write`]
+    /// when it refuses the login.
+    async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
+        let mut conn = self.connect().await?;
+        self.warn_unless_aof(&mut conn).await;
+        Ok(Box::new(RedisStreamsWriter {
+            sink: self,
+            conn,
+            script: redis::Script::new(WRITE_PAGE),
+            scope: String::new(),
+            fence: None,
+        }))
+    }
+
+    /// Connects (reachable, login accepted), runs the page script with no entries (scripts
+    /// allowed, the prefix's keys readable), and checks that a fixed `stream` is a stream or
+    /// missing; warns when the server has no AOF. Writes nothing.
+    ///
+    /// # Errors
+    /// The failing prerequisite, with its fix.
+    async fn check(&self) -> Result<(), FaucetError> {
+        let mut conn = self.connect().await?;
+        let scope = self.scope("faucet-doctor");
+        let script = redis::Script::new(WRITE_PAGE);
+        let mut inv = script.prepare_invoke();
+        inv.key(self.fence_key(&scope))
+            .key(self.token_key(&scope))
+            .arg("")
+            .arg("")
+            .arg("")
+            .arg("");
+        let (status, _detail): (String, String) = inv
+            .invoke_async(&mut conn)
+            .await
+            .map_err(|e| self.fail("check (running the page script)", e))?;
+        if status != "ok" {
+            return Err(FaucetError::write(
+                CONNECTOR,
+                format!("check: the page script answered {status} without entries"),
+                None,
+            ));
+        }
+        if let Some(stream) = self.encoder.route().fixed() {
+            let kind: String = redis::cmd("TYPE")
+                .arg(stream)
+                .query_async(&mut conn)
+                .await
+                .map_err(|e| self.fail("check", e))?;
+            if kind != "none" && kind != "stream" {
+                return Err(wrong_type(stream, &kind));
+            }
+        }
+        self.warn_unless_aof(&mut conn).await;
+        Ok(())
+    }
+}
+
+fn wrong_type(key: &str, kind: &str) -> FaucetError {
+    FaucetError::write(
+        CONNECTOR,
+        format!(
+            "the key `{key}` holds a Redis {kind}, not a stream; nothing of the page was \
+             written. Rename or delete that key, or change `stream`"
+        ),
+        None,
+    )
+}
+
+/// An open [`RedisStreamsSink`]: one connection, one script call per page.
+struct RedisStreamsWriter<'a> {
+    sink: &'a RedisStreamsSink,
+    conn: ConnectionManager,
+    script: redis::Script,
+    /// The state key last told (fence, token); part of every message id.
+    scope: String,
+    /// The run's lease fence, checked by every page's script.
+    fence: Option<u64>,
+}
+
+impl RedisStreamsWriter<'_> {
+    /// Writes `messages` (and the token) in one script call.
+    async fn write_page(
+        &mut self,
+        messages: &[Message],
+        token: Option<&CommitToken>,
+    ) -> Result<(), FaucetError> {
+        let sink = self.sink;
+        let scope = sink.scope(&self.scope);
+        let mut inv = self.script.prepare_invoke();
+        inv.key(sink.fence_key(&scope)).key(sink.token_key(&scope));
+        inv.arg(self.fence.map(|f| f.to_string()).unwrap_or_default());
+        match token {
+            Some(t) => {
+                let bookmark = serde_json::to_string(&t.bookmark).map_err(|e| {
+                    FaucetError::write(CONNECTOR, "cannot encode the bookmark", Some(Box::new(e)))
+                })?;
+                inv.arg(t.sequence.to_string()).arg(bookmark);
+            }
+            None => {
+                inv.arg("").arg("");
+            }
+        }
+        inv.arg(
+            sink.config
+                .maxlen
+                .map(|n| n.to_string())
+                .unwrap_or_default(),
+        );
+        for (i, m) in messages.iter().enumerate() {
+            if i == messages.len() / 2 && i > 0 {
+                // Half the page is in the script's arguments, nothing of it sent yet.
+                fault::point(fault::MID_PAGE);
+            }
+            inv.key(&m.route);
+            let fields = 1 + usize::from(m.key.is_some()) + m.headers().count();
+            inv.arg(fields);
+            if let Some(key) = &m.key {
+                inv.arg("key").arg(key.as_slice());
+            }
+            inv.arg("value").arg(m.value.as_slice());
+            for (name, value) in m.headers() {
+                inv.arg(name).arg(value);
+            }
+        }
+        fault::point(fault::BEFORE_COMMIT);
+        let (status, detail): (String, String) = inv
+            .invoke_async(&mut self.conn)
+            .await
+            .map_err(|e| sink.fail("writing a page", e))?;
+        match status.as_str() {
+            "ok" => Ok(()),
+            "fenced" => Err(LeaseError::Fenced {
+                key: self.scope.clone(),
+                fence: self.fence.unwrap_or_default(),
+                newer: detail.parse().unwrap_or_default(),
+                target: format!("redis-streams {}", sink.encoder.route()),
+            }
+            .into()),
+            "stale" => Err(FaucetError::write(
+                CONNECTOR,
+                format!(
+                    "commit token for `{scope}` refused: {} holds sequence {detail}, not below \
+                     {} (a stale or concurrent writer); nothing of the page was written",
+                    sink.token_key(&scope),
+                    token.map_or(0, |t| t.sequence)
+                ),
+                None,
+            )),
+            "wrongtype" => Err(wrong_type(&detail, "value of another type")),
+            other => Err(FaucetError::write(
+                CONNECTOR,
+                format!("the page script answered `{other}`"),
+                None,
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl SinkWriter for RedisStreamsWriter<'_> {
+    /// Adds the page's entries in one script call (fenced, when the writer has a fence).
+    async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        if page.is_empty() {
+            return Ok(());
+        }
+        let messages = self.sink.encoder.encode(page, &self.scope)?;
+        self.write_page(&messages, None).await
+    }
+
+    /// Each page is written by its script call; nothing is left to flush.
+    async fn flush(&mut self) -> Result<(), FaucetError> {
+        Ok(())
+    }
+
+    async fn write_committed(
+        &mut self,
+        page: &Page,
+        scope: &str,
+        token: &CommitToken,
+    ) -> Result<(), FaucetError> {
+        scope.clone_into(&mut self.scope);
+        let messages = self.sink.encoder.encode(page, scope)?;
+        self.write_page(&messages, Some(token)).await
+    }
+
+    /// Raises the scope's fence to `fence` (refused when it holds a larger one), or with
+    /// `take_over` sets it; every later page's script checks it. Redis runs each script
+    /// whole, so a writer stalled mid-page holds nothing: `ttl` is not needed.
+    async fn fence(
+        &mut self,
+        scope: &str,
+        fence: u64,
+        _ttl: Duration,
+        take_over: bool,
+    ) -> Result<bool, FaucetError> {
+        scope.clone_into(&mut self.scope);
+        self.fence = Some(fence);
+        if take_over {
+            let key = self.sink.fence_key(&self.sink.scope(scope));
+            redis::cmd("SET")
+                .arg(key)
+                .arg(fence)
+                .query_async::<()>(&mut self.conn)
+                .await
+                .map_err(|e| self.sink.fail("setting the writer fence", e))?;
+            return Ok(true);
+        }
+        self.write_page(&[], None).await?;
+        Ok(true)
+    }
+
+    /// With a fixed `stream`: whether it holds entries. A template's streams are not known
+    /// before the records name them: `None`.
+    async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
+        let Some(stream) = self.sink.encoder.route().fixed() else {
+            return Ok(None);
+        };
+        let len: u64 = redis::cmd("XLEN")
+            .arg(stream)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(|e| self.sink.fail("reading the stream length", e))?;
+        Ok(Some(len > 0))
+    }
+
+    /// `HGET {prefix}token/<scope> sequence bookmark`.
+    async fn last_committed_token(
+        &mut self,
+        scope: &str,
+    ) -> Result<Option<CommitToken>, FaucetError> {
+        scope.clone_into(&mut self.scope);
+        let key = self.sink.token_key(&self.sink.scope(scope));
+        let (sequence, bookmark): (Option<String>, Option<String>) = redis::cmd("HMGET")
+            .arg(&key)
+            .arg("sequence")
+            .arg("bookmark")
+            .query_async(&mut self.conn)
+            .await
+            .map_err(|e| self.sink.fail("reading the commit token", e))?;
+        let (Some(sequence), Some(bookmark)) = (sequence, bookmark) else {
+            return Ok(None);
+        };
+        let bad = |what: &str| {
+            FaucetError::write(
+                CONNECTOR,
+                format!("the commit token in `{key}` has {what}; restore or delete the key"),
+                None,
+            )
+        };
+        Ok(Some(CommitToken {
+            sequence: sequence
+                .parse()
+                .map_err(|_| bad("a sequence that is not a number"))?,
+            bookmark: serde_json::from_str(&bookmark)
+                .map_err(|_| bad("a bookmark that is not JSON"))?,
+        }))
+    }
+}

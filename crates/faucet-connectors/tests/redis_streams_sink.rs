@@ -1,0 +1,317 @@
+//! The `redis-streams` sink against the Redis of `FAUCET_TEST_REDIS_URL`: the conformance
+//! battery, routing of change records by table, the commit token and the writer fence
+//! inside a page's script, and a page refused whole. Every test uses its own key prefix.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use faucet_connectors::bus::MessageFormat;
+use faucet_connectors::redis::{RedisStreamsSink, RedisStreamsSinkConfig};
+use faucet_core::change::record_schema;
+use faucet_core::state::LeaseError;
+use faucet_core::testing::conformance;
+use faucet_core::{
+    CommitToken, DataType, FaucetError, Field, Page, PageBuilder, Schema, Sink, Value,
+};
+use faucet_test_support::{Service, redis_url, unique_suffix};
+use serde_json::{Value as Json, json};
+
+async fn conn() -> redis::aio::MultiplexedConnection {
+    let client = Service::Redis.expect_up(redis::Client::open(redis_url()));
+    Service::Redis.expect_up(client.get_multiplexed_async_connection().await)
+}
+
+/// The entries of `stream`: each entry's fields, `value` (and `key`) parsed as JSON.
+async fn entries(stream: &str) -> Vec<serde_json::Map<String, Json>> {
+    let mut c = conn().await;
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(stream)
+        .arg("-")
+        .arg("+")
+        .query_async(&mut c)
+        .await
+        .expect("xrange");
+    reply
+        .ids
+        .into_iter()
+        .map(|e| {
+            e.map
+                .into_iter()
+                .map(|(k, v)| {
+                    let text: String = redis::from_redis_value(&v).expect("text");
+                    let v = match k.as_str() {
+                        "value" | "key" | "faucet-position" => {
+                            serde_json::from_str(&text).expect("json")
+                        }
+                        _ => Json::String(text),
+                    };
+                    (k, v)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn values_of(stream: String) -> impl Fn() -> std::pin::Pin<Box<dyn Future<Output = Vec<Json>>>> {
+    move || {
+        let stream = stream.clone();
+        Box::pin(async move {
+            entries(&stream)
+                .await
+                .into_iter()
+                .map(|mut e| e.remove("value").unwrap_or(Json::Null))
+                .collect()
+        })
+    }
+}
+
+fn config(prefix: &str, stream: &str) -> RedisStreamsSinkConfig {
+    let mut c = RedisStreamsSinkConfig::new(redis_url(), stream);
+    c.prefix = format!("{prefix}:");
+    c
+}
+
+fn prefix() -> String {
+    format!("faucet-test-rs-{}", unique_suffix())
+}
+
+#[tokio::test]
+async fn conformance_battery() {
+    let p = prefix();
+    let stream = format!("{p}:events");
+    let sink = RedisStreamsSink::new(config(&p, &stream)).expect("sink");
+    conformance::sink_flush_is_durable(&sink, values_of(stream.clone()))
+        .await
+        .expect("flush is durable");
+    conformance::sink_guarantee_is_truthful(&sink, values_of(stream.clone()))
+        .await
+        .expect("guarantee is truthful");
+    conformance::config_is_strict::<RedisStreamsSinkConfig>(
+        &json!({"url": redis_url(), "stream": "s"}),
+    )
+    .expect("strict config");
+    let down = RedisStreamsSink::new(RedisStreamsSinkConfig::new("redis://127.0.0.1:1/", "s"))
+        .expect("sink");
+    conformance::errors_not_panics("open an unreachable server", async move {
+        down.open().await.map(|_| ())
+    })
+    .await
+    .expect("error, not panic");
+    sink.check().await.expect("doctor's check passes");
+}
+
+fn change_page(rows: &[(&str, &str, i64, &str)], bookmark: Json) -> Page {
+    let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
+    let row_schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int),
+        Field::new("v", DataType::Text),
+    ]));
+    let mut b = PageBuilder::new(schema, rows.len());
+    for (i, (op, table, id, v)) in rows.iter().enumerate() {
+        let row = Value::row(
+            row_schema.clone(),
+            vec![Value::Int(*id), Value::Text((*v).into())],
+        );
+        let (before, after) = if *op == "d" {
+            (row, Value::Null)
+        } else {
+            (Value::Null, row)
+        };
+        b.push_row([
+            Value::Text((*op).into()),
+            Value::Text((*table).into()),
+            Value::Text(format!("0/{i}").into()),
+            Value::TimestampTz("2026-12-01T00:00:00Z".into()),
+            before,
+            after,
+        ]);
+    }
+    b.finish(Some(bookmark))
+}
+
+#[tokio::test]
+async fn change_records_are_routed_by_table_with_key_and_headers() {
+    let p = prefix();
+    let mut c = config(&p, &format!("{p}:cdc.{{schema}}.{{table}}"));
+    c.key = vec!["id".into()];
+    c.format = MessageFormat::Debezium;
+    let sink = RedisStreamsSink::new(c).expect("sink");
+    let mut w = sink.open().await.expect("open");
+    let page = change_page(
+        &[
+            ("c", "public.orders", 1, "a"),
+            ("c", "public.items", 9, "x"),
+            ("d", "public.orders", 1, "a"),
+        ],
+        json!({"lsn": "0/3"}),
+    );
+    let token = CommitToken {
+        sequence: 1,
+        bookmark: json!({"lsn": "0/3"}),
+    };
+    w.write_committed(&page, "orders-key", &token)
+        .await
+        .expect("write");
+    let orders = entries(&format!("{p}:cdc.public.orders")).await;
+    let items = entries(&format!("{p}:cdc.public.items")).await;
+    assert_eq!(orders.len(), 2, "{orders:?}");
+    assert_eq!(items.len(), 1, "{items:?}");
+    assert_eq!(orders[0]["key"], json!({"id": 1}));
+    assert_eq!(orders[1]["faucet-op"], json!("d"));
+    assert_eq!(orders[1]["faucet-table"], json!("public.orders"));
+    assert_eq!(orders[1]["faucet-position"], json!({"lsn": "0/2"}));
+    assert_eq!(orders[1]["value"]["before"], json!({"id": 1, "v": "a"}));
+    assert_eq!(orders[1]["value"]["op"], json!("d"));
+    let id = orders[1]["faucet-id"].as_str().expect("id");
+    assert!(id.starts_with("orders-key/") && id.ends_with("/2"), "{id}");
+    assert_eq!(
+        w.last_committed_token("orders-key").await.expect("token"),
+        Some(token)
+    );
+    // Another state key keeps its own token.
+    assert_eq!(w.last_committed_token("other").await.expect("token"), None);
+}
+
+#[tokio::test]
+async fn a_zombie_writer_is_refused_and_writes_nothing() {
+    let p = prefix();
+    let stream = format!("{p}:events");
+    let sink = RedisStreamsSink::new(config(&p, &stream)).expect("sink");
+    let ttl = Duration::from_secs(10);
+    let mut old = sink.open().await.expect("open");
+    assert!(old.fence("k", 1, ttl, false).await.expect("fence"));
+    let t1 = CommitToken {
+        sequence: 1,
+        bookmark: json!(1),
+    };
+    old.write_committed(&conformance::sample_page(&[1], "a", json!(1)), "k", &t1)
+        .await
+        .expect("first page");
+    let mut new = sink.open().await.expect("open");
+    assert!(new.fence("k", 2, ttl, false).await.expect("fence"));
+    let t2 = CommitToken {
+        sequence: 2,
+        bookmark: json!(2),
+    };
+    let err = old
+        .write_committed(
+            &conformance::sample_page(&[2], "zombie", json!(2)),
+            "k",
+            &t2,
+        )
+        .await
+        .expect_err("the zombie is fenced");
+    assert!(
+        matches!(
+            err,
+            FaucetError::Lease(LeaseError::Fenced {
+                fence: 1,
+                newer: 2,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    new.write_committed(&conformance::sample_page(&[2], "new", json!(2)), "k", &t2)
+        .await
+        .expect("the new writer's page");
+    let values: Vec<Json> = entries(&stream)
+        .await
+        .into_iter()
+        .map(|e| e["value"].clone())
+        .collect();
+    assert_eq!(
+        values,
+        vec![json!({"id": 1, "v": "a1"}), json!({"id": 2, "v": "new2"})]
+    );
+    // A writer given an older fence than the stored one is refused at once; take-over sets it.
+    let mut late = sink.open().await.expect("open");
+    assert!(matches!(
+        late.fence("k", 1, ttl, false).await,
+        Err(FaucetError::Lease(LeaseError::Fenced { .. }))
+    ));
+    assert!(late.fence("k", 1, ttl, true).await.expect("take over"));
+}
+
+#[tokio::test]
+async fn a_page_is_refused_whole_when_one_stream_key_is_not_a_stream() {
+    let p = prefix();
+    let mut c = conn().await;
+    redis::cmd("SET")
+        .arg(format!("{p}:cdc.public.items"))
+        .arg("a string")
+        .query_async::<()>(&mut c)
+        .await
+        .expect("set");
+    let sink =
+        RedisStreamsSink::new(config(&p, &format!("{p}:cdc.{{schema}}.{{table}}"))).expect("sink");
+    let mut w = sink.open().await.expect("open");
+    let page = change_page(
+        &[
+            ("c", "public.orders", 1, "a"),
+            ("c", "public.items", 2, "b"),
+        ],
+        json!({"lsn": "0/2"}),
+    );
+    let token = CommitToken {
+        sequence: 1,
+        bookmark: json!({"lsn": "0/2"}),
+    };
+    let err = w
+        .write_committed(&page, "k", &token)
+        .await
+        .expect_err("wrong type");
+    assert!(err.to_string().contains("not a stream"), "{err}");
+    assert!(entries(&format!("{p}:cdc.public.orders")).await.is_empty());
+    assert_eq!(w.last_committed_token("k").await.expect("token"), None);
+    // Plain rows and a template naming the table: a data error, before anything is sent.
+    let err = w
+        .write(&conformance::sample_page(&[1], "a", json!(1)))
+        .await
+        .expect_err("no table");
+    assert!(matches!(err, FaucetError::Data { .. }), "{err}");
+}
+
+#[test]
+fn bad_configs_name_the_field() {
+    let field = |c: RedisStreamsSinkConfig| match RedisStreamsSink::new(c) {
+        Err(FaucetError::Config { field, .. }) => field,
+        other => panic!("expected a config error, got {other:?}"),
+    };
+    assert_eq!(field(RedisStreamsSinkConfig::new("http://x", "s")), "url");
+    assert_eq!(
+        field(RedisStreamsSinkConfig::new(redis_url(), "a.{tabel}")),
+        "stream"
+    );
+    let mut c = RedisStreamsSinkConfig::new(redis_url(), "s");
+    c.maxlen = Some(0);
+    assert_eq!(field(c), "maxlen");
+    let mut c = RedisStreamsSinkConfig::new(redis_url(), "s");
+    c.key = vec!["id".into(), "id".into()];
+    assert_eq!(field(c), "key[1]");
+    // The password is never in the target or Debug.
+    let sink = RedisStreamsSink::new(RedisStreamsSinkConfig::new(
+        "redis://u:hunter2@127.0.0.1:6379/0",
+        "s",
+    ))
+    .expect("sink");
+    assert!(!format!("{sink:?}{:?}", sink.target()).contains("hunter2"));
+}
+
+#[tokio::test]
+async fn maxlen_trims_each_stream() {
+    let p = prefix();
+    let stream = format!("{p}:events");
+    let mut c = config(&p, &stream);
+    c.maxlen = Some(10);
+    let sink = RedisStreamsSink::new(c).expect("sink");
+    let mut w = sink.open().await.expect("open");
+    for n in 0..5 {
+        let ids: Vec<i64> = (n * 200..(n + 1) * 200).collect();
+        w.write(&conformance::sample_page(&ids, "v", json!(n)))
+            .await
+            .expect("write");
+    }
+    let len = entries(&stream).await.len();
+    assert!((10..1000).contains(&len), "approximately trimmed: {len}");
+}
