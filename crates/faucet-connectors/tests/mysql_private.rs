@@ -1,6 +1,7 @@
 //! A private MariaDB with a binlog, started by a test that changes global settings or breaks
 //! the server (the shared one on 3307 must not see that), stopped when dropped. The commands
-//! are those of ../shared/notes/mysql.md: ≈ 4 s to initialize, 1–2 s to start.
+//! are those `scripts/services.sh` runs for the shared one (`mariadb-install-db` and
+//! `mariadbd`, both `--no-defaults`; docs/testing.md): ≈ 4 s to initialize, 1–2 s to start.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

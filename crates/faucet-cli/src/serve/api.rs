@@ -358,7 +358,10 @@ fn ready_answer(not_ready: Vec<serde_json::Value>) -> Response {
 
 async fn metrics(State(api): State<Api>) -> Response {
     (
-        [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+        [(
+            header::CONTENT_TYPE,
+            crate::telemetry::metrics::CONTENT_TYPE,
+        )],
         api.metrics.render(),
     )
         .into_response()

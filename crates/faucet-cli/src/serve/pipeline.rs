@@ -15,8 +15,8 @@ use tokio::sync::{Notify, OnceCell};
 use tokio_util::sync::CancellationToken;
 
 use super::control::Desired;
-use super::metrics::RowMetrics;
 use crate::commands::plan::Prepared;
+use crate::telemetry::metrics::RowMetrics;
 
 /// What a row is doing, apart from the operator's wish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
