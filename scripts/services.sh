@@ -89,9 +89,12 @@ if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
 fi
 wait_for "Redis on 127.0.0.1:6379" redis-cli -h 127.0.0.1 -p 6379 ping
 
+# --- test data: the flights excerpt is xz-compressed (crates/faucet-cli/tests/data) ----------
+command -v xz >/dev/null || apt_install xz-utils
+
 # --- MariaDB with a binlog (private, 127.0.0.1:3307) ---------------------------------------
-# ../shared/notes/mysql.md: `--no-defaults` (the system my.cnf pins datadir, port and
-# socket); without --character-set-server a bare server uses latin1.
+# `--no-defaults`: the system my.cnf pins datadir, port and socket, which this second server
+# must not share; without --character-set-server a bare server uses latin1 (docs/testing.md).
 command -v mariadbd >/dev/null || apt_install mariadb-server mariadb-client
 MDB_DIR=${FAUCET_MARIADB_DIR:-/var/tmp/faucet-mariadb-binlog}
 MDB_PORT=3307

@@ -9,11 +9,13 @@ mod output;
 mod commands;
 mod config;
 mod exit;
+mod lenient;
 mod progress;
 mod registry;
 mod secret;
 mod serve;
 mod signals;
+mod telemetry;
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;

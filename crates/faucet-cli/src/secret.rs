@@ -1,5 +1,5 @@
 //! Connection URLs that may hold a password: a type that never prints it
-//! (CONVENTIONS.md point 7).
+//! (docs/architecture.md, "The shape the code keeps", point 7).
 
 use std::fmt;
 

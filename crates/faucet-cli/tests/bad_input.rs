@@ -1,5 +1,5 @@
 //! Bad input: each gets one clear error naming the thing, a non-zero exit code, and leaves
-//! the output as it was (DESIGN.md invariants 5 and 7).
+//! the output as it was (docs/run-loop.md, invariants 5 and 7).
 
 use crate::support::{Dir, bookmark_of, csv_pipeline, ids, numbered_csv};
 

@@ -7,8 +7,9 @@
 //! By default the first 100,000 flights are loaded and the big transaction updates all of
 //! them (one transaction); `FAUCET_SOAK=1` loads all 336,776 and updates 200,000 rows in one
 //! transaction. Needs PostgreSQL with wal_level=logical (`FAUCET_TEST_PG_URL`;
-//! `scripts/services.sh` starts it) and the data set (`FAUCET_TEST_DATA_DIR`, default
-//! `../shared/data` beside the repository).
+//! `scripts/services.sh` starts it) and `xz` for the repository's excerpt of the data
+//! (`crates/faucet-cli/tests/data/nycflights13`); `FAUCET_SOAK=1` needs the whole data set
+//! (`FAUCET_TEST_DATA_DIR`, see `support::flights`).
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -30,7 +31,7 @@ const CSV_COLUMNS: &str = "year, month, day, dep_time, sched_dep_time, dep_delay
      sched_arr_time, arr_delay, carrier, flight, tailnum, origin, dest, air_time, distance, \
      hour, minute, time_hour";
 
-/// Columns whose JSON differs between `row_to_json` and DESIGN.md's value table.
+/// Columns whose JSON differs between `row_to_json` and docs/values.md.
 const TIMESTAMPTZ_COLUMNS: [&str; 2] = ["time_hour", "seen_at"];
 const BYTEA_COLUMN: &str = "payload";
 const FLOAT_COLUMN: &str = "ratio";
@@ -113,7 +114,7 @@ fn faucet_run(dir: &Path) -> Command {
 }
 
 /// One row as PostgreSQL prints it (`row_to_json`, session TimeZone UTC), mapped to
-/// DESIGN.md's JSON form where the two differ — and only there:
+/// the JSON form of docs/values.md where the two differ — and only there:
 /// * timestamptz: `…+00:00` → `…Z`;
 /// * bytea: `\x` hex → base64;
 /// * float8: both sides compared as the `f64` they denote (`1e+300` vs `1e300`), NaN and
@@ -146,7 +147,7 @@ fn canonical_float(row: &mut Map<String, Json>) {
     }
 }
 
-/// The table as `id → row` in DESIGN.md's JSON form.
+/// The table as `id → row` in the JSON form of docs/values.md.
 async fn select_table(pool: &PgPool, table: &str) -> Table {
     let mut conn = pool.acquire().await.expect("connection");
     exec_conn(&mut conn, "SET TimeZone = 'UTC'").await;

@@ -1,5 +1,5 @@
 //! Effectively-once into PostgreSQL, proven by killing the real `faucet` binary (issue 5,
-//! "Effectively-once, proven by killing processes"; DESIGN.md invariant 4). Each pair runs
+//! "Effectively-once, proven by killing processes"; docs/run-loop.md, invariant 4). Each pair runs
 //! with `delivery: effectively_once`, is aborted at every fault point (`FAUCET_FAULT`) and
 //! SIGKILLed at pseudo-random instants, restarted until done, and the target compared with
 //! the source: lost = 0, duplicates = 0, values exact.
@@ -315,7 +315,7 @@ impl CdcWorld {
     /// with SIGKILLs between new updates, deleting state entries as each pipeline says; then
     /// runs each to completion. Checks after every crash that a slot whose state is kept
     /// was never acknowledged past the durable bookmark: the later of the state store's and
-    /// the commit token's (DESIGN.md invariant 2).
+    /// the commit token's (docs/run-loop.md, invariant 2).
     fn crash_and_finish(&self) {
         let hits: &[u32] = if soak() { &[1, 2, 3, 5] } else { &[1, 3] };
         let initial: Vec<u64> = self

@@ -1,4 +1,4 @@
-//! Every example pipeline under `examples/` parses and validates (CONVENTIONS.md point 11).
+//! Every example pipeline under `examples/` parses and validates (docs/architecture.md, "The shape the code keeps", point 10).
 
 use std::path::{Path, PathBuf};
 

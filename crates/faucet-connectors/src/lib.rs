@@ -1,5 +1,5 @@
 //! faucet's connectors, one module per external system, one Cargo feature each
-//! (CONVENTIONS.md point 1): a system's client, type mapping, sources and sinks live together.
+//! (docs/architecture.md, "The shape the code keeps", point 1): a system's client, type mapping, sources and sinks live together.
 //!
 //! | module | feature | connectors |
 //! |---|---|---|

@@ -268,3 +268,78 @@ async fn a_start_position_in_a_file_the_server_lacks_is_a_config_error() {
     }
     db.drop_db().await;
 }
+
+/// The source checks of `faucet_core::testing::conformance` that apply to a change stream:
+/// a strict config, bounded pages, every page's bookmark resumable to exactly the rest, and
+/// errors instead of panics (a foreign bookmark, an unreachable server).
+#[tokio::test]
+async fn passes_the_source_conformance_battery() {
+    use faucet_connectors::mysql::cdc::StartPosition;
+    use faucet_core::testing::conformance;
+
+    conformance::config_is_strict::<MysqlCdcConfig>(&serde_json::json!({
+        "connection_url": "mysql://root@127.0.0.1:3307/test",
+        "server_id": 42,
+        "tables": ["test.t"],
+        "continuous": false,
+        "start": {"at": {"binlog_file": "mariadb-bin.000001", "binlog_pos": 4}}
+    }))
+    .expect("config_is_strict");
+
+    let mut db = TestDb::new("cdc_conf").await;
+    db.exec("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))")
+        .await;
+    // Where the log ends now: the source reads from there (a bounded run from no bookmark
+    // starts at the end of the log and would see nothing).
+    let start = last_bookmark(
+        &read_pages(&source(&db, &["t"], 13), None, 10)
+            .await
+            .expect("first run"),
+    );
+    let mut config = MysqlCdcConfig::new(db.url(), server_id(13), [db.table("t")]);
+    config.start = StartPosition::At {
+        binlog_file: start["binlog_file"].as_str().expect("binlog_file").into(),
+        binlog_pos: start["binlog_pos"].as_u64().expect("binlog_pos"),
+    };
+    let src = MysqlCdcSource::new(config).expect("valid");
+    // Several transactions, one larger than a page, an update and a delete: 17 records.
+    db.exec(
+        "INSERT INTO t VALUES (1,'a'),(2,'a'),(3,'a'),(4,'a'),(5,'a'),(6,'a'),(7,'a'),(8,'a'),
+                              (9,'a'),(10,'a'),(11,'a'),(12,'a');
+         UPDATE t SET v = 'b' WHERE id <= 3;
+         DELETE FROM t WHERE id = 12;
+         INSERT INTO t VALUES (13, 'c')",
+    )
+    .await;
+    conformance::source_pages_are_bounded(&src, 5, 17)
+        .await
+        .expect("source_pages_are_bounded");
+    conformance::source_bookmarks_round_trip(&src, 5)
+        .await
+        .expect("source_bookmarks_round_trip");
+
+    let foreign = source(&db, &["t"], 14);
+    conformance::errors_not_panics("open from a bookmark of another source", async move {
+        foreign
+            .open(
+                Some(serde_json::json!({"offset": 3})),
+                faucet_core::ReadOptions::default(),
+            )
+            .await
+            .map(|_| ())
+    })
+    .await
+    .expect("errors_not_panics");
+    let unreachable = MysqlCdcSource::new(MysqlCdcConfig::new(
+        "mysql://nobody@127.0.0.1:1/none",
+        server_id(15),
+        ["none.t"],
+    ))
+    .expect("valid");
+    conformance::errors_not_panics("check an unreachable server", async move {
+        unreachable.check().await
+    })
+    .await
+    .expect("errors_not_panics");
+    db.drop_db().await;
+}

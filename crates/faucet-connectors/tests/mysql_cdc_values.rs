@@ -1,4 +1,4 @@
-//! Every row of DESIGN.md's MySQL value table read both ways: the binlog's row images
+//! Every row of the MySQL value table of docs/values.md read both ways: the binlog's row images
 //! (`mysql-cdc`, inserted and then deleted) serialize exactly as the same rows read by a
 //! SELECT (the `mysql` query source), and as the expected JSON of `mysql_values`.
 

@@ -304,3 +304,26 @@ async fn problems_are_typed_errors() {
     }
     db.drop_db().await;
 }
+
+/// The config check of the conformance battery (the read checks are in
+/// [`a_read_stopped_mid_table_resumes_mid_table`]), and errors instead of panics.
+#[tokio::test]
+async fn the_config_is_strict_and_failures_are_errors() {
+    conformance::config_is_strict::<MysqlQueryConfig>(&json!({
+        "connection_url": "mysql://root@127.0.0.1:3306/test",
+        "table": "test.t",
+        "replication_method": "incremental",
+        "replication_key": ["id"]
+    }))
+    .expect("config_is_strict");
+    let unreachable = MysqlQuerySource::new(MysqlQueryConfig::for_table(
+        "mysql://nobody@127.0.0.1:1/none",
+        "none.t",
+    ))
+    .expect("valid");
+    conformance::errors_not_panics("check an unreachable server", async move {
+        unreachable.check().await
+    })
+    .await
+    .expect("errors_not_panics");
+}

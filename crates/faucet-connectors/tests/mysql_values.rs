@@ -1,4 +1,4 @@
-//! Every row of DESIGN.md's MySQL value table through the `mysql` query source, against the
+//! Every row of the MySQL value table of docs/values.md through the `mysql` query source, against the
 //! private MariaDB (scripts/services.sh), asserted as exact JSON text: integer extremes
 //! (BIGINT UNSIGNED max), DECIMAL digits, FLOAT without f64 noise, BIT(64), dates, DATETIME
 //! and TIMESTAMP fractions (TIMESTAMP written under a +05:30 session and read as UTC), TIME
@@ -39,7 +39,7 @@ pub(crate) const VALUE_ROWS: &str = concat!(
     ");\nSET SESSION time_zone = '+00:00'"
 );
 
-/// The JSON lines of [`VALUE_ROWS`], by DESIGN.md's table (and the module's zero-date
+/// The JSON lines of [`VALUE_ROWS`], by docs/delivery.md's table (and the module's zero-date
 /// policy: NULL).
 pub(crate) const VALUE_JSON: [&str; 3] = [
     concat!(r#"{"id":1,"#, mysql_value_table!(json 0), "}"),

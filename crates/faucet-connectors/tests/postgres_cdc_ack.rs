@@ -1,4 +1,4 @@
-//! postgres-cdc acknowledgement (DESIGN.md invariant 2, case 03): the slot's
+//! postgres-cdc acknowledgement (docs/run-loop.md, invariant 2, case 03): the slot's
 //! `confirmed_flush_lsn` moves to a page's bookmark once the run loop reports it durable —
 //! during a continuous stream — and never past the last durable bookmark, however far the
 //! server's WAL moves; keepalives are answered while the consumer is busy.

@@ -1,5 +1,5 @@
 //! Pages for the sink tests of every database: change records shaped like the `postgres-cdc`
-//! source's (DESIGN.md "Change records"), plain pages, and writing them.
+//! source's (docs/change-records.md), plain pages, and writing them.
 
 use std::sync::Arc;
 

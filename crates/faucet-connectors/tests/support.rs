@@ -22,7 +22,7 @@ pub(crate) async fn read_pages(
     Ok(pages)
 }
 
-/// Each record as its JSON line (DESIGN.md's JSON form, fields in schema order).
+/// Each record as its JSON line (the JSON form of docs/values.md, fields in schema order).
 pub(crate) fn json_lines(pages: &[Page]) -> Vec<String> {
     let mut out = Vec::new();
     for page in pages {

@@ -1,11 +1,10 @@
 //! Delivery guarantees, and how a source × sink × state store topology derives one.
 //!
-//! From the delivery seed (`shared/seeds/000_*`): the delivery type is
+//! From the delivery seed (docs/specification.md, "Delivery"): the delivery type is
 //! [`DeliveryGuarantee::AtLeastOnce`] or [`DeliveryGuarantee::EffectivelyOnce`] with a
 //! [`EffectivelyOnceMechanism`]; there is no exactly-once variant, on purpose. A request
 //! that cannot be met is a [`DeliveryError`] naming the limiting side, resolved before any
-//! data moves (DESIGN.md, invariant 5). The derivation (DESIGN.md, "How the guarantee is
-//! derived"):
+//! data moves (docs/run-loop.md, invariant 5). The derivation (docs/delivery.md):
 //!
 //! | sink | source replay | durable state | guarantee |
 //! |---|---|---|---|
@@ -144,7 +143,7 @@ pub struct Topology<'a> {
 }
 
 impl Topology<'_> {
-    /// The best guarantee this topology provides, by DESIGN.md's table.
+    /// The best guarantee this topology provides, by docs/delivery.md's table.
     pub fn derive(&self) -> DeliveryGuarantee {
         if self.sink_caps.atomic_watermark
             && self.replay == ReplayGuarantee::Deterministic

@@ -7,7 +7,7 @@
 //! `#[source]`, never formatted into the message. The run loop reads [`FaucetError::is_retryable`].
 
 use crate::delivery::DeliveryError;
-use crate::state::LeaseError;
+use crate::state::lease::LeaseError;
 
 /// A boxed cause, chained as the `source()` of a [`FaucetError`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -95,7 +95,7 @@ pub enum FaucetError {
         /// What is wrong with it.
         message: String,
     },
-    /// A delivery request cannot be met by this topology (invariant 5 of DESIGN.md).
+    /// A delivery request cannot be met by this topology (invariant 5 of docs/run-loop.md).
     #[error(transparent)]
     Delivery(#[from] DeliveryError),
     /// Another runner holds the state key, or this runner lost its lease.

@@ -1,5 +1,5 @@
 //! faucet-core: the contract between sources, sinks and state stores, and the run loop that
-//! keeps the delivery promise of the seeds (`shared/seeds/000_*`):
+//! keeps the delivery promise of the seeds (docs/specification.md, "Delivery"):
 //!
 //! * per page, **write to the sink → flush → persist the bookmark**; the bookmark is never
 //!   persisted before the sink confirmed the page, so no committed change is ever lost

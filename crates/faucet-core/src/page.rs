@@ -107,8 +107,7 @@ pub struct RowRef<'a> {
 }
 
 impl<'a> RowRef<'a> {
-    /// Appends the record as a JSON object, fields in schema order (DESIGN.md's value
-    /// table), without a newline.
+    /// Appends the record as a JSON object, fields in schema order (docs/values.md), without a newline.
     pub fn write_json(&self, out: &mut Vec<u8>) {
         crate::value::json::write_object(out, self.schema, self.values());
     }

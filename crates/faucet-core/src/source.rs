@@ -4,7 +4,7 @@
 //! one was written, flushed and its bookmark persisted; it calls
 //! [`PageStream::bookmark_durable`] with a page's bookmark once that bookmark is durable in
 //! the state store (or in the sink's commit token), so a CDC source may acknowledge upstream
-//! (a replication slot's `confirmed_flush_lsn`, DESIGN.md invariant 2) *during* a run.
+//! (a replication slot's `confirmed_flush_lsn`, docs/run-loop.md, invariant 2) *during* a run.
 //! What a source must do: emit at most `batch_size` records per page; put in each page's
 //! bookmark everything needed to resume right after that page (also in the middle of a
 //! transaction or a file); hold no more than about one page in memory; end the stream when

@@ -16,68 +16,11 @@
 
 use std::time::Duration;
 
+use crate::error::STORE;
+use crate::store::RedisStateStore;
 use faucet_core::FaucetError;
 use faucet_core::serde_json::{self, Value};
 use faucet_core::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome};
-use redis::Script;
-
-use crate::error::STORE;
-use crate::store::RedisStateStore;
-
-const ACQUIRE: &str = r#"
-local cur = redis.call('GET', KEYS[1])
-if cur then
-  local ok, v = pcall(cjson.decode, cur)
-  if not (ok and type(v) == 'table' and type(v.holder) == 'table' and (v.holder.id == ARGV[2] or (ARGV[4] ~= '' and v.holder.id == ARGV[4]))) then
-    return cur
-  end
-end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], '{"fence":' .. string.format('%d', fence) .. ',"holder":' .. ARGV[1] .. '}', 'PX', ARGV[3])
-return fence
-"#;
-
-const RENEW: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"#;
-
-const PUT_FENCED: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('SET', KEYS[2], ARGV[2])
-  return 1
-end
-return 0
-"#;
-
-const RELEASE: &str = r#"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
-end
-return 0
-"#;
-
-/// The lease scripts, hashed once (`EVALSHA`, loading the script when the server lacks it).
-#[derive(Clone)]
-pub(crate) struct Scripts {
-    acquire: Script,
-    renew: Script,
-    put_fenced: Script,
-    release: Script,
-}
-
-impl Scripts {
-    pub(crate) fn new() -> Self {
-        Self {
-            acquire: Script::new(ACQUIRE),
-            renew: Script::new(RENEW),
-            put_fenced: Script::new(PUT_FENCED),
-            release: Script::new(RELEASE),
-        }
-    }
-}
 
 /// The exact text of a lease key's value; the Lua acquisition builds the same bytes.
 fn lease_value(holder_json: &str, fence: u64) -> String {

@@ -14,7 +14,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands as _, AsyncConnectionConfig, Client};
 
 use crate::error::{STORE, classify, describe_target};
-use crate::lease::Scripts;
+use crate::scripts::Scripts;
 
 /// The key prefix when none is given: `faucet:state:`.
 pub const DEFAULT_PREFIX: &str = "faucet:state:";

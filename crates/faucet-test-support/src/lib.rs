@@ -1,8 +1,8 @@
-//! How faucet's tests reach the services they talk to (CONVENTIONS.md point 11): one
+//! How faucet's tests reach the services they talk to (docs/architecture.md, "The shape the code keeps", point 10): one
 //! environment variable per service with a localhost default, the failure message when a
 //! service is down (naming the variable and `scripts/services.sh`), and unique names so
 //! tests can run in parallel; and [`private_pg::PrivatePostgres`], a PostgreSQL server of a
-//! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own; and [`mysql_value_table!`], DESIGN.md's MySQL value table as test data. Used as a dev-dependency by every crate's tests; it has no database client,
+//! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own; and [`mysql_value_table!`], the MySQL value table of docs/values.md as test data. Used as a dev-dependency by every crate's tests; it has no database client,
 //! so each crate connects with its own and hands the result to [`Service::expect_up`].
 //!
 //! | service | variable | default |

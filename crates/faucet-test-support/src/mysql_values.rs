@@ -1,4 +1,4 @@
-//! DESIGN.md's MySQL value table as test data, one definition for every crate's tests (the
+//! the MySQL value table of docs/values.md as test data, one definition for every crate's tests (the
 //! connectors' `mysql_values` / `mysql_cdc_values`, the CLI's `mysql_cdc_flights`): the
 //! columns, three rows of values and the JSON faucet must give for each. As a macro whose
 //! arms expand to string literals, so tests build `const`s with `concat!`:

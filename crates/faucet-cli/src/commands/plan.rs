@@ -1,6 +1,6 @@
 //! Turning a loaded row into what a run needs, without I/O: the source and sink built from
 //! their configs, the state store's config checked, and the delivery guarantee derived
-//! (DESIGN.md invariant 5: an unmet request fails before any data moves, before the state
+//! (docs/run-loop.md, invariant 5: an unmet request fails before any data moves, before the state
 //! store is even connected).
 
 use std::path::Path;
@@ -118,7 +118,7 @@ pub(crate) type Unprepared = Box<(String, FaucetError)>;
 
 /// Loads the file at `path` and plans every selected row (`only`: `--row`), offline; the
 /// first problem stops everything: a config error, or a delivery request the row's topology
-/// cannot meet (DESIGN.md invariant 5).
+/// cannot meet (docs/run-loop.md, invariant 5).
 ///
 /// # Errors
 /// The row's message context and the error.

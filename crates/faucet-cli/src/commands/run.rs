@@ -156,9 +156,9 @@ pub(crate) async fn run(args: RunArgs) -> Exit {
 
 /// Installs the metrics recorder and serves `/metrics` on `addr`.
 async fn start_metrics(addr: std::net::SocketAddr) -> Result<(), faucet_core::FaucetError> {
-    let handle = crate::serve::metrics::install()
+    let handle = crate::telemetry::metrics::install()
         .map_err(|m| faucet_core::FaucetError::config("--metrics-listen", m))?;
-    let bound = crate::serve::metrics::serve_alone(addr, handle)
+    let bound = crate::telemetry::metrics::serve_alone(addr, handle)
         .await
         .map_err(|e| {
             faucet_core::FaucetError::connect(
@@ -196,7 +196,7 @@ async fn run_row(
     };
     let metrics = args
         .metrics_listen
-        .map(|_| crate::serve::metrics::RowMetrics::new(&plan.pipeline, plan.id.as_deref()));
+        .map(|_| crate::telemetry::metrics::RowMetrics::new(&plan.pipeline, plan.id.as_deref()));
     let callback = match &metrics {
         None => progress.callback(),
         Some(m) => {
@@ -212,7 +212,7 @@ async fn run_row(
     if let Some(m) = &metrics
         && let Some(monitor) = plan.source.retention_monitor()
     {
-        tokio::spawn(crate::serve::retention::sample_until(
+        tokio::spawn(crate::telemetry::retention::sample_until(
             monitor,
             m.clone(),
             plan.state_key.clone(),

@@ -22,7 +22,6 @@
 //! ```
 
 pub(crate) mod env;
-pub(crate) mod lenient;
 mod matrix;
 pub(crate) mod schedule;
 
@@ -79,7 +78,7 @@ pub(crate) struct PipelineConfig {
     /// The most records in a page (≥ 1). Default 10000. A number, or a string of digits.
     #[serde(
         default = "default_batch_size",
-        deserialize_with = "lenient::positive_usize"
+        deserialize_with = "crate::lenient::positive_usize"
     )]
     pub(crate) batch_size: usize,
     /// The longest a change waits in a page of a continuous source (`postgres-cdc`) before
@@ -88,7 +87,7 @@ pub(crate) struct PipelineConfig {
     /// Sources that read what is already there (files, queries) fill their pages at once.
     #[serde(
         default = "default_max_page_delay",
-        deserialize_with = "lenient::page_delay"
+        deserialize_with = "crate::lenient::page_delay"
     )]
     pub(crate) max_page_delay: std::time::Duration,
     /// When `faucet serve` starts a bounded run of this row: a cron string (UTC) or `{cron,

@@ -1,6 +1,6 @@
 //! The closed registry of what a pipeline file can name: one tagged enum per kind —
 //! [`SourceConfig`], [`SinkConfig`], [`StateConfig`] — each written `{type: <name>, config:
-//! {...}}`, one variant per connector (CONVENTIONS.md point 4), declared by one line of
+//! {...}}`, one variant per connector (docs/architecture.md, "The shape the code keeps", point 4), declared by one line of
 //! [`registry!`](macros) each.
 //!
 //! Everything the CLI knows of a connector comes from its entry: an `impl` of
@@ -15,6 +15,10 @@
 
 #[macro_use]
 mod macros;
+#[cfg(test)]
+mod conformance;
+#[cfg(test)]
+mod documented;
 #[cfg(test)]
 mod features;
 pub(crate) mod feedback;

@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | `memory` | `faucet_core::state::MemoryStateStore` (forgets on exit) | — |
 //! | `file` | `faucet_core::state::FileStateStore` | — |
-//! | `postgres` | `faucet_state_postgres::PostgresStateStore` (`shared/seeds/004_*`) | `state-postgres` |
+//! | `postgres` | `faucet_state_postgres::PostgresStateStore` (docs/specification.md, "State stores") | `state-postgres` |
 //! | `redis` | `faucet_state_redis::RedisStateStore` | `state-redis` |
 //!
 //! Without a `state:` block the store is `file` at `.faucet/state` beside the config: a
@@ -19,7 +19,7 @@ use faucet_core::state::{FileStateStore, MemoryStateStore, StateStore};
 use serde::Deserialize;
 
 use super::Hints;
-use crate::config::lenient::bool_or_string;
+use crate::lenient::bool_or_string;
 use crate::secret::SecretUrl;
 
 /// The pool size the CLI gives the PostgreSQL state store (fixed, per the seed).
@@ -106,7 +106,7 @@ fn default_file_path() -> PathBuf {
     PathBuf::from(".faucet/state")
 }
 
-/// `state: {type: postgres, config: {...}}` (`shared/seeds/004_*`, "CLI configuration").
+/// `state: {type: postgres, config: {...}}` (docs/specification.md, "State stores", "CLI configuration").
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PostgresStateConfig {

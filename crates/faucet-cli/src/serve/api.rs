@@ -10,7 +10,7 @@
 //! | `PUT /members/{name}/drain` · `/undrain` | `--cluster`: the member owns no pipeline (persisted in the members table) / owns again |
 //! | `GET /healthz` | 200 `{"status": "ok"}` while the process serves |
 //! | `GET /readyz` | 200 `{"ready": true}`, or 503 `{"ready": false, "not_ready": [{"key", "reason"}]}`; with `--cluster` readiness is the member's own (the cluster database answers, not drained, not draining), never one FAILED pipeline's |
-//! | `GET /metrics` | Prometheus text ([`super::metrics`]) |
+//! | `GET /metrics` | Prometheus text ([`crate::telemetry::metrics`]) |
 //!
 //! Errors are `{"error": "..."}` with 400/401/403/404/405/409/503. Mutating routes need
 //! `Authorization: Bearer <token>` ([`super::auth`]): 401 without it or with another token,
@@ -416,7 +416,10 @@ async fn metrics(State(api): State<Api>, headers: HeaderMap) -> Response {
         return e.into_response();
     }
     (
-        [(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)],
+        [(
+            header::CONTENT_TYPE,
+            crate::telemetry::metrics::CONTENT_TYPE,
+        )],
         api.metrics.render(),
     )
         .into_response()

@@ -5,8 +5,9 @@
 //! The parts, one job each: [`discovery`] (which rows, planned offline), [`control`] (the
 //! persisted pause/stop wish), [`pipeline`] (a row's status), [`supervisor`] (runs a row,
 //! isolated, with backoff), [`scheduler`] (cron ticks), [`api`] (axum routes), [`auth`] (the
-//! bearer token), [`metrics`] (Prometheus), [`retention`] (a CDC slot's retained WAL). Runs are built by the same
-//! [`crate::commands::plan::execute`] as `faucet run`.
+//! bearer token). The metrics and the slot-retention sampling are [`crate::telemetry`]'s,
+//! shared with `faucet run`. Runs are built by the same [`crate::commands::plan::execute`]
+//! as `faucet run`.
 //!
 //! SIGTERM/SIGINT drain: `/readyz` turns 503, every run finishes its page in hand, persists
 //! its bookmark and releases its lease, then the HTTP server stops and the process exits 0
@@ -21,9 +22,7 @@ pub(crate) mod cluster;
 mod control;
 mod discovery;
 mod listen;
-pub(crate) mod metrics;
 mod pipeline;
-pub(crate) mod retention;
 mod scheduler;
 mod supervisor;
 
@@ -40,6 +39,7 @@ use crate::commands::plan::Leasing;
 use crate::exit::Exit;
 use crate::output;
 use crate::secret::SecretUrl;
+use crate::telemetry::metrics;
 
 /// `faucet serve`'s arguments.
 #[derive(Debug, Args)]

@@ -15,8 +15,8 @@ use tokio::sync::{Notify, OnceCell};
 use tokio_util::sync::CancellationToken;
 
 use super::control::Desired;
-use super::metrics::RowMetrics;
 use crate::commands::plan::Prepared;
+use crate::telemetry::metrics::RowMetrics;
 
 /// What a row is doing, apart from the operator's wish.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,7 @@ pub(crate) struct Status {
     pub(crate) bookmark_at: Option<DateTime<Utc>>,
     /// The source lag of the last durable bookmark, seconds.
     pub(crate) lag_seconds: Option<f64>,
-    /// The last retention sample of the source ([`super::retention`]).
+    /// The last retention sample of the source ([`crate::telemetry::retention`]).
     pub(crate) retention: Option<faucet_core::Retention>,
     /// Records and pages this process wrote for the row.
     pub(crate) records: u64,

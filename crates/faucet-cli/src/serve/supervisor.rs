@@ -47,7 +47,7 @@ pub(crate) async fn supervise(
     };
     if let Some(monitor) = slot.plan.source.retention_monitor() {
         let seen = slot.clone();
-        tokio::spawn(super::retention::sample_until(
+        tokio::spawn(crate::telemetry::retention::sample_until(
             monitor,
             slot.metrics.clone(),
             slot.key().to_owned(),

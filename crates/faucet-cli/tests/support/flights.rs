@@ -21,29 +21,56 @@ use crate::support::repo_root;
 /// A table as `id → row` (JSON objects by column name).
 pub(crate) type Table = HashMap<i64, Map<String, Json>>;
 
-/// The shared data directory (`FAUCET_TEST_DATA_DIR`, default `../shared/data` beside the
-/// repository).
-pub(crate) fn data_dir() -> PathBuf {
-    std::env::var_os("FAUCET_TEST_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared/data"))
-}
+/// Rows in the excerpt of flights.csv the repository carries
+/// (`crates/faucet-cli/tests/data/nycflights13/flights-200k.csv.xz`: the first 200,000 rows of
+/// nycflights13's 336,776, CC0; see the README beside it).
+pub(crate) const EXCERPT_ROWS: usize = 200_000;
 
-/// The first `rows` data lines of flights.csv (header included), via `unzip -p`.
+/// The first `rows` data lines of flights.csv (header included).
+///
+/// From the repository's excerpt (`xz -dc`) by default; from the whole data set when
+/// `FAUCET_TEST_DATA_DIR` names a directory holding `nycflights13/flights.csv.zip`
+/// (`unzip -p`), which `FAUCET_SOAK=1`'s 336,776 rows need. Panics naming the file and the
+/// variable when the data cannot be read or holds fewer rows.
 pub(crate) fn flights_csv(rows: usize) -> Vec<u8> {
-    let zip = data_dir().join("nycflights13/flights.csv.zip");
-    let out = Command::new("unzip")
-        .arg("-p")
-        .arg(&zip)
+    let (program, arg, file) = match std::env::var_os("FAUCET_TEST_DATA_DIR") {
+        Some(dir) => (
+            "unzip",
+            "-p",
+            PathBuf::from(dir).join("nycflights13/flights.csv.zip"),
+        ),
+        None => {
+            assert!(
+                rows <= EXCERPT_ROWS,
+                "{rows} flights rows asked for, the repository's excerpt holds {EXCERPT_ROWS}: \
+                 set FAUCET_TEST_DATA_DIR to a directory holding the whole data set as \
+                 nycflights13/flights.csv.zip (FAUCET_SOAK=1 needs it)"
+            );
+            (
+                "xz",
+                "-dc",
+                repo_root().join("crates/faucet-cli/tests/data/nycflights13/flights-200k.csv.xz"),
+            )
+        }
+    };
+    let out = Command::new(program)
+        .arg(arg)
+        .arg(&file)
         .output()
-        .unwrap_or_else(|e| panic!("unzip -p {}: {e} (is unzip installed?)", zip.display()));
+        .unwrap_or_else(|e| {
+            panic!(
+                "{program} {arg} {}: {e} (is {program} installed?)",
+                file.display()
+            )
+        });
     assert!(
         out.status.success(),
-        "unzip -p {} failed (set FAUCET_TEST_DATA_DIR to the shared data directory): {}",
-        zip.display(),
+        "{program} {arg} {} failed: {}",
+        file.display(),
         String::from_utf8_lossy(&out.stderr)
     );
     let mut end = 0;
+    let mut lines = 0;
     for (n, _) in out
         .stdout
         .iter()
@@ -52,7 +79,14 @@ pub(crate) fn flights_csv(rows: usize) -> Vec<u8> {
         .take(rows + 1)
     {
         end = n + 1;
+        lines += 1;
     }
+    assert_eq!(
+        lines,
+        rows + 1,
+        "{} holds fewer than {rows} rows",
+        file.display()
+    );
     let mut csv = out.stdout;
     csv.truncate(end);
     csv
@@ -80,7 +114,7 @@ pub(crate) struct Replayed {
 }
 
 /// Applies the JSONL change records (taken: their images move into the table) in order to
-/// `table` (DESIGN.md, "Change records"), each
+/// `table` (docs/change-records.md), each
 /// image passed through `normalise` first (the same mapping the compared side gets): `c`
 /// inserts `after`, `u` replaces the row by `after` keeping every column named in
 /// `unchanged_toast` (PostgreSQL only) from the stored row, `d` deletes by `before`'s key,

@@ -114,7 +114,7 @@ pub(crate) fn lsn_value(text: &str) -> u64 {
     (u64::from_str_radix(hi, 16).expect("hex") << 32) | u64::from_str_radix(lo, 16).expect("hex")
 }
 
-/// One change to an `items (id, v, …)` table: `(op, id, v)`, `op` as in DESIGN.md's change
+/// One change to an `items (id, v, …)` table: `(op, id, v)`, `op` as in docs/change-records.md's change
 /// records (`c`, `u`, `d`); `v` is `None` for deletes.
 pub(crate) type Change = (String, i64, Option<i64>);
 

@@ -5,7 +5,7 @@
 //!   records, strings unless [`CsvSourceConfig::columns`] declares a type;
 //! * [`JsonlSource`] reads one JSON object per line; a page holds consecutive objects with
 //!   the same keys, so a key a line lacks stays absent;
-//! * [`JsonlSink`] appends one JSON object per line (values in DESIGN.md's JSON form), repairs
+//! * [`JsonlSink`] appends one JSON object per line (values in the JSON form of docs/values.md), repairs
 //!   a torn last line left by a crash at its first write (never before the run loop decided
 //!   to write), and is durable on `flush`; `path: "-"` is standard output.
 //!

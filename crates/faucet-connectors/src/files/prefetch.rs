@@ -2,7 +2,7 @@
 //! reads ahead, so parsing the next page overlaps with the sink writing (and fsyncing) the
 //! current one and with the state store persisting its bookmark.
 //!
-//! Memory stays bounded by the page (DESIGN.md invariant 6): while the run loop holds a
+//! Memory stays bounded by the page (docs/run-loop.md, invariant 6): while the run loop holds a
 //! page, the thread fills the next one only until its estimated size reaches
 //! [`READ_AHEAD_BYTES`], then waits to be asked; the rest of the page is read on demand.
 //! A narrow page is read ahead whole; a wide one (many columns) in part. The file is read

@@ -13,7 +13,7 @@ use faucet_core::FaucetError;
 
 /// Statements run on every new session, before anything else:
 /// * `time_zone = '+00:00'`: TIMESTAMP values come out in UTC whatever the server's or the
-///   host's zone (DESIGN.md's value table), and bookmark literals are read back in UTC;
+///   host's zone (docs/values.md), and bookmark literals are read back in UTC;
 /// * `NAMES utf8mb4`: every text column of a result set arrives in UTF-8 (the server
 ///   transcodes from the column's charset; binary columns stay bytes, collation 63).
 ///

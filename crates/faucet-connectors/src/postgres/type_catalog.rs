@@ -1,6 +1,6 @@
 //! The one type resolver of every PostgreSQL read path: a column's type OID → the built-in
 //! type OID [`types::decode_text`] reads its text as (its *decode OID*), decided by the
-//! type's base type, from `pg_type` (DESIGN.md, "Values and their JSON form"; README,
+//! type's base type, from `pg_type` (docs/values.md; README,
 //! "Values").
 //!
 //! | `pg_type` of the column's type | decode OID |

@@ -1,6 +1,6 @@
 //! PostgreSQL text output → faucet values, and faucet types → SQL types: the one type
 //! mapping shared by the `postgres` query source, the `postgres-cdc` source and the
-//! `postgres` sink (DESIGN.md, "Values and their JSON form").
+//! `postgres` sink (docs/values.md).
 //!
 //! Every value is read in PostgreSQL's *text* output form (what `COPY ... TO STDOUT`, the
 //! simple-query protocol and pgoutput's text mode send), under the session settings of

@@ -1,4 +1,4 @@
-//! The change-record contract (DESIGN.md, "Change records"): what a CDC source emits and how a
+//! The change-record contract (docs/change-records.md): what a CDC source emits and how a
 //! keyed sink recognises and applies it, whatever the database the change came from.
 //!
 //! A change record is one row of a page whose schema is built by [`record_schema`]:

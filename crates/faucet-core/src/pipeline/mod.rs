@@ -1,5 +1,5 @@
 //! [`Pipeline`]: the run loop that moves pages from a [`Source`] to a [`Sink`] and persists
-//! bookmarks in a [`StateStore`], keeping the invariants of DESIGN.md:
+//! bookmarks in a [`StateStore`], keeping the invariants of docs/run-loop.md:
 //!
 //! 1. per page, **write → flush → persist the bookmark** (atomic-watermark sinks commit the
 //!    rows and the token in one step, then the bookmark is persisted);

@@ -64,85 +64,41 @@ struct Loop<'a> {
     summary: RunSummary,
 }
 
+/// What the state store holds under the run's key, as the run needs it.
+struct Stored {
+    /// The key was written before (`null`: a run started but persisted no page).
+    started_before: bool,
+    /// The sink target recorded beside the bookmark.
+    recorded: Option<String>,
+    /// A page was persisted: the entry is tied to its sink.
+    delivered: bool,
+    /// The bookmark to resume from; `None` for none (or `null`).
+    bookmark: Option<Bookmark>,
+}
+
+/// The steps of a run holding its lease: read the stored entry, open the sink (fenced), find
+/// the start (the state store, or the sink's commit token), record that the run started,
+/// then read, write and persist page by page, and flush whatever happened.
 async fn run_leased(
     p: &Pipeline<'_>,
     lease: &LeaseGuard,
-    mut guarantee: DeliveryGuarantee,
+    guarantee: DeliveryGuarantee,
     started: Instant,
 ) -> Result<RunSummary, FaucetError> {
     let key = p.options.state_key.as_str();
-    // `null` under the key marks a run that started but persisted no page yet.
-    let stored = p.state.get(key).await?.map(Entry::decode);
-    let started_before = stored.is_some();
     let target = p.sink.target();
-    let recorded = stored.as_ref().and_then(|e| e.sink.clone());
-    // Only a bookmark ties the entry to its sink: an entry whose runs persisted no page
-    // (`null`, e.g. a first run that failed) delivered nothing a new sink could miss.
-    let delivered = stored.as_ref().is_some_and(|e| !e.bookmark.is_null());
-    if delivered {
-        entry::check_sink(p.state.name(), key, recorded.as_deref(), target.as_deref())?;
-    }
-    let stored = stored.map(|e| e.bookmark).filter(|b| !b.is_null());
-    let mut writer = p.sink.open().await?;
-    if let Some(fence) = lease.fence() {
-        if fault::fence_disabled_for_test() {
-            tracing::error!(
-                key,
-                fence,
-                "{}=1: the sink is NOT given the writer fence (a test-only switch of debug \
-                 builds); a stalled run's page would not be refused",
-                fault::DISABLE_FENCE_ENV
-            );
-        } else {
-            set_fence(p, writer.as_mut(), lease, key, fence).await?;
-        }
-    }
-    let mut atomic =
-        guarantee == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark);
-    let token = if atomic {
-        match writer.last_committed_token(key).await {
-            Ok(token) => token,
-            // The atomic watermark was derived, not asked for: a sink that finds at open
-            // that this target cannot keep one (a MySQL MyISAM table) leaves the run at the
-            // at-least-once it asked for, in plain writes; the sink's own limits then speak
-            // in those words (the MyISAM table is refused at the first write as not
-            // transactional, not as "effectively-once cannot be met").
-            Err(FaucetError::Delivery(DeliveryError::Unsatisfiable {
-                connector, reason, ..
-            })) if p.options.delivery == DeliveryRequest::AtLeastOnce => {
-                tracing::warn!(
-                    key,
-                    sink = %connector,
-                    reason = %reason,
-                    "the sink cannot keep an atomic watermark for this target; the run is \
-                     at-least-once, as requested"
-                );
-                atomic = false;
-                guarantee = DeliveryGuarantee::AtLeastOnce;
-                None
-            }
-            Err(e) => return Err(e),
-        }
-    } else {
-        None
-    };
-    let (from, re_anchored) = resume_point(stored.clone(), token.as_ref());
+    let stored = read_stored(p, key, target.as_deref()).await?;
+    let mut writer = open_writer(p, lease, key).await?;
+    let (token, guarantee) = committed_token(p, writer.as_mut(), key, guarantee).await?;
+    let (from, re_anchored) = resume_point(stored.bookmark.clone(), token.as_ref());
     if from.is_none()
-        && !started_before
+        && !stored.started_before
         && guarantee == DeliveryGuarantee::AtLeastOnce
         && !p.source.resumes_without_bookmark()
     {
         refuse_lost_bookmark(p, writer.as_mut(), key).await?;
     }
-    if !started_before
-        || (recorded.is_none() && target.is_some())
-        || (!delivered && recorded != target)
-    {
-        let at = stored.unwrap_or(Bookmark::Null);
-        lease
-            .put(key, &entry::encode(&at, target.as_deref()))
-            .await?;
-    }
+    record_start(lease, key, &stored, target.as_deref()).await?;
     if re_anchored {
         tracing::warn!(
             key,
@@ -153,7 +109,8 @@ async fn run_leased(
     let mut state = Loop {
         writer,
         target,
-        atomic,
+        atomic: guarantee
+            == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark),
         sequence: token.map_or(0, |t| t.sequence),
         summary: RunSummary {
             records_in: 0,
@@ -178,7 +135,117 @@ async fn run_leased(
         Ok(mut stream) => pump(p, lease, &mut state, stream.as_mut(), started).await,
         Err(e) => Err(e),
     };
-    // The one unwinding path: whatever happened, flush what was written.
+    finish(state, outcome, started).await
+}
+
+/// Reads the entry under `key`; an entry that delivered pages to another sink target than
+/// `target` is refused ([`entry::check_sink`]).
+async fn read_stored(
+    p: &Pipeline<'_>,
+    key: &str,
+    target: Option<&str>,
+) -> Result<Stored, FaucetError> {
+    let entry = p.state.get(key).await?.map(Entry::decode);
+    let started_before = entry.is_some();
+    let recorded = entry.as_ref().and_then(|e| e.sink.clone());
+    // Only a bookmark ties the entry to its sink: an entry whose runs persisted no page
+    // (`null`, e.g. a first run that failed) delivered nothing a new sink could miss.
+    let delivered = entry.as_ref().is_some_and(|e| !e.bookmark.is_null());
+    if delivered {
+        entry::check_sink(p.state.name(), key, recorded.as_deref(), target)?;
+    }
+    Ok(Stored {
+        started_before,
+        recorded,
+        delivered,
+        bookmark: entry.map(|e| e.bookmark).filter(|b| !b.is_null()),
+    })
+}
+
+/// Opens the sink's writer and gives it the lease's fence ([`set_fence`]).
+async fn open_writer<'a>(
+    p: &Pipeline<'a>,
+    lease: &LeaseGuard,
+    key: &str,
+) -> Result<Box<dyn SinkWriter + 'a>, FaucetError> {
+    let mut writer = p.sink.open().await?;
+    if let Some(fence) = lease.fence() {
+        if fault::fence_disabled_for_test() {
+            tracing::error!(
+                key,
+                fence,
+                "{}=1: the sink is NOT given the writer fence (a test-only switch of debug \
+                 builds); a stalled run's page would not be refused",
+                fault::DISABLE_FENCE_ENV
+            );
+        } else {
+            set_fence(p, writer.as_mut(), lease, key, fence).await?;
+        }
+    }
+    Ok(writer)
+}
+
+/// The sink's last commit token under `key` when the run is atomic-watermark, and the
+/// guarantee the run then keeps.
+///
+/// The atomic watermark may have been derived, not asked for: a sink that finds at open
+/// that this target cannot keep one (a MySQL MyISAM table) leaves a run that asked for
+/// at-least-once at that, in plain writes; the sink's own limits then speak in those words
+/// (the MyISAM table is refused at the first write as not transactional, not as
+/// "effectively-once cannot be met").
+async fn committed_token(
+    p: &Pipeline<'_>,
+    writer: &mut (dyn SinkWriter + '_),
+    key: &str,
+    guarantee: DeliveryGuarantee,
+) -> Result<(Option<CommitToken>, DeliveryGuarantee), FaucetError> {
+    if guarantee != DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark) {
+        return Ok((None, guarantee));
+    }
+    match writer.last_committed_token(key).await {
+        Ok(token) => Ok((token, guarantee)),
+        Err(FaucetError::Delivery(DeliveryError::Unsatisfiable {
+            connector, reason, ..
+        })) if p.options.delivery == DeliveryRequest::AtLeastOnce => {
+            tracing::warn!(
+                key,
+                sink = %connector,
+                reason = %reason,
+                "the sink cannot keep an atomic watermark for this target; the run is \
+                 at-least-once, as requested"
+            );
+            Ok((None, DeliveryGuarantee::AtLeastOnce))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Records, before any page moves, that a run of `key` started and which sink target it
+/// writes to: on a first run, when the entry names no target yet, or when it delivered
+/// nothing and named another.
+async fn record_start(
+    lease: &LeaseGuard,
+    key: &str,
+    stored: &Stored,
+    target: Option<&str>,
+) -> Result<(), FaucetError> {
+    if !stored.started_before
+        || (stored.recorded.is_none() && target.is_some())
+        || (!stored.delivered && stored.recorded.as_deref() != target)
+    {
+        let at = stored.bookmark.clone().unwrap_or(Bookmark::Null);
+        lease.put(key, &entry::encode(&at, target)).await?;
+    }
+    Ok(())
+}
+
+/// The one unwinding path: whatever happened, flush what was written; the run's error wins
+/// over the flush's.
+async fn finish(
+    mut state: Loop<'_>,
+    outcome: Result<(), FaucetError>,
+    started: Instant,
+) -> Result<RunSummary, FaucetError> {
     let flushed = state.writer.flush().await;
     state.summary.elapsed = started.elapsed();
     match (outcome, flushed) {

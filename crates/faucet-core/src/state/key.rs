@@ -1,4 +1,4 @@
-//! State key validation, shared by every store (`shared/seeds/004_*`, "Validated keys").
+//! State key validation, shared by every store (docs/specification.md, "State stores", "Validated keys").
 
 use crate::error::FaucetError;
 

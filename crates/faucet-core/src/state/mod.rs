@@ -1,6 +1,6 @@
 //! State stores: where bookmarks live between runs.
 //!
-//! [`StateStore`] is the trait of `shared/seeds/004_*` (`get`, `put`, `delete`, `check`) plus
+//! [`StateStore`] is the trait of docs/specification.md, "State stores" (`get`, `put`, `delete`, `check`) plus
 //! optional leasing: one runner per state key (see [`lease`]). A store that does not
 //! implement leasing still works; the run loop warns that it cannot stop two runners of one
 //! key. Built in: [`MemoryStateStore`] (forgets on exit) and [`FileStateStore`] (one file per

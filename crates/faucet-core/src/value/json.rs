@@ -1,4 +1,4 @@
-//! The JSON form of a [`Value`] (DESIGN.md, "Values and their JSON form"), written straight
+//! The JSON form of a [`Value`] (docs/values.md), written straight
 //! into a byte buffer: this is the jsonl sink's and the CDC record's hot path.
 //!
 //! Integers and numerics are written with exactly their digits; floats in the shortest form

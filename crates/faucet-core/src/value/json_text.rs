@@ -6,7 +6,7 @@ use std::fmt;
 /// refuses what serde_json's tree parser refuses (it stops at 128 levels).
 const DEEP: usize = 100;
 
-/// A json / jsonb value as valid, compact JSON text (DESIGN.md, "Values and their JSON
+/// A json / jsonb value as valid, compact JSON text (docs/values.md, "Values and their JSON
 /// form": json is embedded as itself).
 ///
 /// A page carries json values from a source to a sink that writes them out as text again

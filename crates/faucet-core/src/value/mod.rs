@@ -1,10 +1,10 @@
-//! Typed values, fields and schemas (DESIGN.md, "Values and their JSON form").
+//! Typed values, fields and schemas (docs/values.md).
 //!
 //! A [`Value`] keeps the type the source gave it, so a typed sink can create and fill typed
 //! columns and JSON output stays exact: integers never pass through `f64`, a numeric keeps
 //! exactly the digits the database gave, temporal values are already normalised text
 //! (`2024-02-29T12:45:00.123456Z` for timestamptz), infinities and NaN are spelled out.
-//! [`json`] writes values in the JSON form of DESIGN.md's table.
+//! [`json`] writes values in the JSON form of docs/values.md.
 
 pub mod json;
 mod json_text;
@@ -63,7 +63,7 @@ pub enum Value {
     /// * PostgreSQL `interval`: an ISO 8601 duration, `P1Y2M3DT4H5M6.5S`;
     /// * MySQL/MariaDB `TIME(p)` (a duration up to ±838:59:59, not a time of day): MySQL's
     ///   own text, `[-]H:MM:SS[.f…]` with hours past 24 kept and p fraction digits,
-    ///   `-838:59:59.000000` (DESIGN.md's MySQL value table).
+    ///   `-838:59:59.000000` (the MySQL value table of docs/values.md).
     ///
     /// A sink for a system with another duration type says what it accepts (the `mysql` sink
     /// writes the MySQL form into `TIME` and refuses an ISO duration there, naming the row

@@ -1,5 +1,5 @@
 //! Reading a CSV field's text as its declared [`ColumnType`], into the normalised [`Value`]
-//! forms of DESIGN.md ("Values and their JSON form").
+//! forms of docs/values.md.
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, Timelike as _, Utc};
 use faucet_core::{Json, Value};

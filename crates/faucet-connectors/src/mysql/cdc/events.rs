@@ -1,5 +1,5 @@
 //! Binlog events as the change stream needs them: mysql_common parses the MySQL events and
-//! leaves the rest to the caller (../shared/notes/mysql.md). This module
+//! leaves the rest to the caller. This module
 //!
 //! * verifies every event's CRC32 (mysql_common strips it without checking);
 //! * reads Rotate events itself: the first, fake Rotate (`log_pos == 0`) arrives before the

@@ -1,6 +1,6 @@
 //! The `mysql-cdc` source: MySQL / MariaDB row changes read from the binary log as a
 //! replica (mysql_async's binlog stream, `COM_BINLOG_DUMP` from a file and position),
-//! emitting the change records of DESIGN.md. MariaDB 10.11 is tested; the MySQL-only paths
+//! emitting the change records of docs/change-records.md. MariaDB 10.11 is tested; the MySQL-only paths
 //! (its GTID events and GTID sets, `SHOW BINARY LOG STATUS`, `@@server_uuid`, the carry-over
 //! by `COM_BINLOG_DUMP_GTID`) are written to its manual and unit-tested on the shapes it
 //! gives, not tested against a server.

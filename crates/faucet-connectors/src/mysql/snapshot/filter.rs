@@ -34,8 +34,7 @@ use faucet_core::{Bookmark, FaucetError, Value};
 
 use super::CONNECTOR;
 use super::bookmark::Copied;
-use super::point::SnapshotPoint;
-use super::stream::cdc_point;
+use super::point::{SnapshotPoint, cdc_point};
 use crate::copy_filter::{SourceFilter, key_tuple};
 use crate::mysql::cdc::position::BinlogPos;
 use crate::mysql::connection::{MysqlConnection, convert_rows};

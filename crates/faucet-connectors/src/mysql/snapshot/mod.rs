@@ -85,8 +85,8 @@ use crate::mysql::query::plan::Plan;
 
 use bookmark::{Copied, SnapshotBookmark, single_gtid};
 use filter::Filter;
-use point::SnapshotSession;
-use stream::{ReplicateStream, cdc_point, no_primary_key};
+use point::{SnapshotSession, cdc_point};
+use stream::{ReplicateStream, no_primary_key};
 
 /// The connector's name, in errors and summaries.
 pub const CONNECTOR: &str = "mysql-replicate";

@@ -21,7 +21,8 @@ use std::cmp::Ordering;
 
 use mysql_async::prelude::Queryable as _;
 
-use faucet_core::FaucetError;
+use faucet_core::serde_json::Value as Json;
+use faucet_core::{Bookmark, FaucetError};
 
 use super::CONNECTOR;
 use crate::copy_history::Point;
@@ -184,6 +185,13 @@ impl SnapshotSession {
         tracing::info!(point = %point, gtid = ?gtid, ?flavor, "consistent snapshot taken");
         Ok(Self { conn, point, gtid })
     }
+}
+
+/// The binlog position of a change-stream bookmark (`binlog_file`, `binlog_pos`).
+pub(crate) fn cdc_point(b: &Bookmark) -> Option<SnapshotPoint> {
+    let file = b.get("binlog_file").and_then(Json::as_str)?;
+    let pos = b.get("binlog_pos").and_then(Json::as_u64)?;
+    SnapshotPoint::parse(&format!("{file}:{pos}"))
 }
 
 #[cfg(test)]

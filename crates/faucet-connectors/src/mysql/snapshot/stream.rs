@@ -9,7 +9,6 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable as _;
 
 use faucet_core::change::Op;
-use faucet_core::serde_json::Value as Json;
 use faucet_core::{
     Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOptions, Source, Value,
 };
@@ -19,7 +18,7 @@ use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
-use crate::copy_history::{KeepCopied, Point as _, Staged, after_copy, strings};
+use crate::copy_history::{KeepCopied, Staged, after_copy, strings};
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
 use crate::mysql::connection::MysqlConnection;
@@ -404,11 +403,4 @@ impl PageStream for ReplicateStream<'_> {
             }
         }
     }
-}
-
-/// The binlog position of a change-stream bookmark (`binlog_file`, `binlog_pos`).
-pub(crate) fn cdc_point(b: &Bookmark) -> Option<SnapshotPoint> {
-    let file = b.get("binlog_file").and_then(Json::as_str)?;
-    let pos = b.get("binlog_pos").and_then(Json::as_u64)?;
-    SnapshotPoint::parse(&format!("{file}:{pos}"))
 }

@@ -1,5 +1,5 @@
 //! [`to_value`]: one mysql_common [`MyValue`] of a [`MysqlColumn`] → one
-//! [`faucet_core::Value`], by DESIGN.md's MySQL table and the policies in the module docs of
+//! [`faucet_core::Value`], by the MySQL table of docs/values.md and the policies in the module docs of
 //! [`crate::mysql::value`]. The only function both the query source and the binlog reader
 //! decode values with.
 

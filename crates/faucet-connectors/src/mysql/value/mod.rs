@@ -1,6 +1,6 @@
 //! MySQL/MariaDB values → [`faucet_core::Value`], one mapping for every path (a `SELECT`'s
-//! binary-protocol result set and the binlog's row images), following DESIGN.md's MySQL
-//! table: build a [`MysqlColumn`] per column (from a result set's column definition,
+//! binary-protocol result set and the binlog's row images), following the MySQL
+//! table of docs/values.md: build a [`MysqlColumn`] per column (from a result set's column definition,
 //! [`MysqlColumn::from_result_column`], or from a TABLE_MAP event, [`columns_of_table_map`]),
 //! then [`to_value`] each value.
 //!
@@ -29,8 +29,8 @@
 //!   JDBC's `zeroDateTimeBehavior=convertToNull` and Debezium do the same. A year 0 with a
 //!   real month and day (`0000-01-01`) is kept.
 //! * **TIME** is a signed duration up to ±838:59:59 (not a time of day), so it is a
-//!   `Value::Interval` holding MySQL's own text (not ISO 8601): its JSON is DESIGN.md's
-//!   `"-838:59:59.000000"`, and a PostgreSQL sink stores it in an `interval` column, which
+//!   `Value::Interval` holding MySQL's own text (not ISO 8601): its JSON is
+//!   `"-838:59:59.000000"` (docs/values.md), and a PostgreSQL sink stores it in an `interval` column, which
 //!   reads that text.
 //! * **BOOLEAN** is TINYINT(1): a number, `0` / `1` (MySQL has no boolean type; the wire
 //!   cannot tell TINYINT(1) from TINYINT).

@@ -1,4 +1,4 @@
-//! From pgoutput changes to change records (DESIGN.md, "Change records").
+//! From pgoutput changes to change records (docs/change-records.md).
 //!
 //! A change record has the fields of [`record_schema`] (the contract of
 //! [`faucet_core::change`], with PostgreSQL's `lsn` and `unchanged_toast`):

@@ -1,5 +1,5 @@
 //! The `postgres-cdc` source's configuration (the `source.config` block of the seed
-//! `004_*`, DESIGN.md "Configuration and CLI"), and its pure validation.
+//! `004_*`, docs/config.md), and its pure validation.
 
 use secrecy::SecretString;
 use serde::Deserialize;

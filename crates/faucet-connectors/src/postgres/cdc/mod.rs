@@ -1,6 +1,6 @@
 //! The `postgres-cdc` source: PostgreSQL logical replication with the built-in `pgoutput`
 //! plugin (PostgreSQL manual: "Logical Streaming Replication Protocol", "Logical Replication
-//! Message Formats"), emitting the change records of DESIGN.md.
+//! Message Formats"), emitting the change records of docs/change-records.md.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), faucet_core::FaucetError> {
@@ -30,11 +30,11 @@
 //! * The slot's `confirmed_flush_lsn` moves only when the run loop reports a bookmark durable
 //!   ([`faucet_core::PageStream::bookmark_durable`]), within the page delay (10 ms
 //!   to 200 ms: the standby status interval follows it) and before the
-//!   stream closes; never ahead of it (DESIGN.md invariant 2).
+//!   stream closes; never ahead of it (docs/run-loop.md, invariant 2).
 //! * Bounded by default: catch up to `pg_current_wal_lsn()` as read at open, then end;
 //!   `continuous: true` follows until the run is cancelled, then hands over the page in hand.
 //!
-//! Change records (DESIGN.md, "Change records"), one per change, fields in this order:
+//! Change records (docs/change-records.md), one per change, fields in this order:
 //!
 //! | field | value |
 //! |---|---|
@@ -49,8 +49,8 @@
 //! A TRUNCATE gives one `t` record per published table it names, in the statement's order
 //! (case 17). A column added or dropped mid-stream shows in the records after it (each
 //! Relation message replaces the table's shape, case 26); an added column is also logged,
-//! since the rows that got its default produced no change. Values are exact (DESIGN.md,
-//! "Values and their JSON form"): the walsender session pins UTC, ISO dates, ISO 8601
+//! since the rows that got its default produced no change. Values are exact
+//! (docs/values.md): the walsender session pins UTC, ISO dates, ISO 8601
 //! intervals and hex bytea, whatever the role or database defaults.
 //!
 //! Bookmarks: `{"lsn": "X/X"}`, the end of the last transaction delivered completely (or a

@@ -13,7 +13,7 @@
 //!   (transactions of other tables, WAL of other databases), an empty page carries the new
 //!   bookmark at most every [`ADVANCE_INTERVAL`], so the slot does not pin WAL forever.
 //! * The server hears a flush position only from [`CdcPageStream::ack`], which the run loop
-//!   calls once a bookmark is durable (DESIGN.md invariant 2, case 03); the session reports it
+//!   calls once a bookmark is durable (docs/run-loop.md, invariant 2, case 03); the session reports it
 //!   within the standby status interval (the page delay, 10 to 200 ms), and before the
 //!   stream closes.
 //! * Bounded runs stop once no transaction is open and the position reached the WAL position

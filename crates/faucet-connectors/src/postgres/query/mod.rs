@@ -3,7 +3,7 @@
 //!
 //! * One `COPY (SELECT ...) TO STDOUT` per run, in text format: the fastest way out of
 //!   PostgreSQL, one snapshot for the whole read, and every value in its text output form,
-//!   decoded by the one mapping of `postgres::types` (DESIGN.md's value table).
+//!   decoded by the one mapping of `postgres::types` (docs/values.md).
 //!   Memory stays bounded by the page size: one decoded page at a time, plus a small raw
 //!   prefetch (see `reader`).
 //! * `incremental`: `WHERE (k1, k2) > ('v1'::t1, 'v2'::t2) ORDER BY k1, k2` — the whole key

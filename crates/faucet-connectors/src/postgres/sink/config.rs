@@ -60,7 +60,7 @@ pub struct PostgresSinkConfig {
     /// or `.` (any other character works), matched exactly (case-sensitively) and always quoted. The commit
     /// token table `faucet_commit_tokens` lives in the same schema.
     pub table: String,
-    /// Create the table when it is missing, from the first page's field types (DESIGN.md
+    /// Create the table when it is missing, from the first page's field types (docs/values.md
     /// value types → `bigint`, `numeric`, `double precision`, `text`, `jsonb`, ...), with the
     /// `key` columns as primary key; for change records, the `after` columns with `upsert`,
     /// the change records' own fields with `append`. Every column name must fit 63 bytes. Default `false`: a missing table is an error.

@@ -15,7 +15,7 @@
 //!    Each row becomes a change record with `op: "r"`, `table`, `lsn` = C (the consistent
 //!    point of the snapshot the row was read in: a later one for a resumed copy),
 //!    `commit_ts` null, `before` null, `after` the row, `unchanged_toast` `[]` (the fields
-//!    of the `postgres-cdc` records, DESIGN.md "Change records"). A table with a primary
+//!    of the `postgres-cdc` records, docs/change-records.md). A table with a primary
 //!    key is read in key order, one page held back (see "Resuming" below).
 //! 2. **Change stream.** Once the last table is read the replication session ends and the
 //!    ordinary [`PostgresCdcSource`] streams the slot from C: every transaction committed

@@ -1,7 +1,8 @@
 //! Number and boolean fields that also accept a string, so `batch_size: ${env:BATCH}` works:
 //! interpolation only ever produces strings (it cannot change the document's structure), so
 //! the few numeric and boolean fields the CLI owns parse a string of digits or `true`/`false`.
-//! Connector configs take their numbers literally.
+//! Connector configs take their numbers literally. Used by the pipeline file's own fields
+//! (`crate::config`) and the state stores' CLI configs (`crate::registry`); imports neither.
 
 use std::fmt;
 use std::time::Duration;
