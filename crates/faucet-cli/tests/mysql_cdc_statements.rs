@@ -1,15 +1,18 @@
 //! Data changes logged as SQL statements (a session's `binlog_format=STATEMENT`), through
-//! the binary, on the test MariaDB: one that may have changed a listed table stops the run
+//! the binary, on a private MariaDB (a statement-logged change in the shared server's binlog
+//! would stop every other test's reader that reads past it): one that may have changed a listed table stops the run
 //! naming why, though its text does not spell the table's name (an UPDATE of a view over
 //! it, an INSERT into a table whose trigger updates it); one proven unrelated (a base table
 //! of another database without triggers) is skipped, though its text contains the listed
 //! table's bare name — the substring match did the opposite in both cases.
 
-use crate::support::Dir;
-use crate::support::mariadb::{mariadb as sql, mysql_url_for, unique_server_id};
+use faucet_test_support::private_mariadb::PrivateMariadb;
 
-/// A pipeline reading `tables` (of database `db`) into `out.jsonl`.
-fn pipeline(db: &str, tables: &str) -> Dir {
+use crate::support::Dir;
+use crate::support::mariadb::unique_server_id;
+
+/// A pipeline reading `tables` (of database `db` on `server`) into `out.jsonl`.
+fn pipeline(server: &PrivateMariadb, db: &str, tables: &str) -> Dir {
     let dir = Dir::new();
     dir.write(
         "faucet.yaml",
@@ -18,7 +21,7 @@ fn pipeline(db: &str, tables: &str) -> Dir {
              connection_url: \"{}\", server_id: {}, tables: [{tables}] }} }}\n  \
              sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
              state: {{ type: file, config: {{ path: ./state }} }}\n",
-            mysql_url_for(db, None),
+            server.url(db),
             unique_server_id()
         ),
     );
@@ -31,6 +34,10 @@ fn statement(change: &str) -> String {
 
 #[test]
 fn a_statement_logged_change_stops_the_run_unless_proven_unrelated() {
+    let server = PrivateMariadb::start_with(1, &[]);
+    let sql = |text: &str| {
+        server.sql(text);
+    };
     let pid = std::process::id();
     let (db, other) = (format!("cli_stmt_{pid}"), format!("cli_stmt_other_{pid}"));
     sql(&format!(
@@ -48,7 +55,7 @@ fn a_statement_logged_change_stops_the_run_unless_proven_unrelated() {
 
     // Listed `t`: an INSERT into another database's `t`, a base table without triggers, is
     // unrelated; the run goes on and delivers the row change after it.
-    let t = pipeline(&db, &format!("{db}.t"));
+    let t = pipeline(&server, &db, &format!("{db}.t"));
     t.faucet(&["run"]).expect_code(0);
     sql(&statement(&format!("INSERT INTO {other}.t VALUES (1)")));
     sql(&format!("INSERT INTO {db}.t VALUES (7, 7)"));
@@ -70,7 +77,7 @@ fn a_statement_logged_change_stops_the_run_unless_proven_unrelated() {
             "has trigger `audit_bump`",
         ),
     ] {
-        let orders = pipeline(&db, &format!("{db}.orders"));
+        let orders = pipeline(&server, &db, &format!("{db}.orders"));
         orders.faucet(&["run"]).expect_code(0);
         sql(&statement(&change));
         sql(&format!("UPDATE {db}.orders SET v = 100 WHERE id = 1"));
