@@ -22,6 +22,8 @@ mod file_safety;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;
 mod lost_state;
+#[cfg(feature = "mongodb")]
+mod mongodb_cdc_cli;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_cli;
 #[cfg(feature = "mysql")]

@@ -6,6 +6,7 @@
 //! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
+//! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
 //!
 //! Every connector has one shape: an `XConfig` (serde, unknown fields rejected, a `///` on
 //! every field) with a pure `validate()` returning [`faucet_core::FaucetError::Config`] with
@@ -20,6 +21,8 @@ mod copy_filter;
 mod copy_history;
 #[cfg(feature = "files")]
 pub mod files;
+#[cfg(feature = "mongodb")]
+pub mod mongodb;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

@@ -7,6 +7,7 @@ pub(crate) const FEATURES: &[(&str, bool)] = &[
     ("files", cfg!(feature = "files")),
     ("postgres", cfg!(feature = "postgres")),
     ("mysql", cfg!(feature = "mysql")),
+    ("mongodb", cfg!(feature = "mongodb")),
     ("state-postgres", cfg!(feature = "state-postgres")),
     ("state-redis", cfg!(feature = "state-redis")),
 ];

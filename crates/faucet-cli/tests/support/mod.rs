@@ -9,6 +9,8 @@ pub(crate) mod crash;
 pub(crate) mod flights;
 #[cfg(feature = "mysql")]
 pub(crate) mod mariadb;
+#[cfg(feature = "mongodb")]
+pub(crate) mod mongo;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]
