@@ -410,3 +410,44 @@ async fn a_token_out_of_the_oplog_is_the_history_lost_error() {
     let e = src.check_resume(&b).await.expect_err("doctor sees it too");
     assert!(e.to_string().contains("286"), "{e}");
 }
+
+#[tokio::test]
+async fn after_the_server_is_killed_and_restarted_a_run_resumes_from_its_token() {
+    let mut server = PrivateMongo::start(&[]);
+    let url = server.url();
+    let c = client(&url).await;
+    let start = now(&c).await;
+    let coll = c.database("k").collection::<Document>("c");
+    for i in 0..10_i32 {
+        coll.insert_one(doc! {"_id": i}).await.expect("insert");
+    }
+    let src = source(&url, &["k.c".into()], start);
+    let pages = read_all(&src, None, 4).await.expect("read");
+    let b = pages[0].bookmark().cloned().expect("bookmark");
+    let all = records(&pages);
+    assert_eq!(all.len(), 10);
+    drop(c);
+    server.kill();
+    server.start_again();
+    let c = client(&url).await;
+    let coll = c.database("k").collection::<Document>("c");
+    for i in 10..13_i32 {
+        coll.insert_one(doc! {"_id": i})
+            .await
+            .expect("insert after restart");
+    }
+    let rest = records(
+        &read_all(&src, Some(b), 4)
+            .await
+            .expect("resume after kill -9"),
+    );
+    let ids: Vec<i64> = rest
+        .iter()
+        .map(|r| r["after"]["_id"].as_i64().unwrap_or(-1))
+        .collect();
+    assert_eq!(
+        ids,
+        (4..13).collect::<Vec<i64>>(),
+        "exactly the changes after the first page"
+    );
+}

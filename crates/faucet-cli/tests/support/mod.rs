@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[cfg(any(feature = "postgres", feature = "mysql"))]
+#[cfg(any(feature = "postgres", feature = "mysql", feature = "mongodb"))]
 pub(crate) mod crash;
 #[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) mod flights;

@@ -177,7 +177,15 @@ pub(crate) fn decode(
             None,
         )
     };
-    let key = || event.document_key.clone().map(value::document);
+    // `before`: the pre-image where there is one, else the key.
+    let before = || {
+        event
+            .full_document_before_change
+            .clone()
+            .or_else(|| event.document_key.clone())
+            .map(value::document)
+            .ok_or_else(|| missing("its documentKey"))
+    };
     let (before, after) = match op {
         Op::Insert => (
             Value::Null,
@@ -188,26 +196,13 @@ pub(crate) fn decode(
                 .ok_or_else(|| missing("its document"))?,
         ),
         Op::Update => (
-            event
-                .full_document_before_change
-                .clone()
-                .map(value::document)
-                .or_else(key)
-                .ok_or_else(|| missing("its documentKey"))?,
+            before()?,
             event
                 .full_document
                 .clone()
                 .map_or(Value::Null, value::document),
         ),
-        Op::Delete => (
-            event
-                .full_document_before_change
-                .clone()
-                .map(value::document)
-                .or_else(key)
-                .ok_or_else(|| missing("its documentKey"))?,
-            Value::Null,
-        ),
+        Op::Delete => (before()?, Value::Null),
         _ => (Value::Null, Value::Null),
     };
     let update_description = match &event.update_description {
