@@ -10,12 +10,17 @@
 # `prometheus` package), which the `faucet serve` tests lint /metrics with, and
 # kubernetes-validate (PyPI), which checks the deploy/ manifests offline, and redis-py
 # (PyPI `redis`), which the bus-sink tests' independent consumer (scripts/bus_consumer.py)
-# reads Redis streams with.
+# reads Redis streams with. And SecantusDB
+# (PyPI: a MongoDB-wire-compatible server with change streams, GPL-2.0, run as its own
+# process, never linked) on 127.0.0.1:27117, always with --sync-on-commit (without it a
+# kill -9 loses recent writes and the oplog); data directory $FAUCET_MONGODB_DIR, default
+# /var/tmp/faucet-secantus.
 #
 # Tests reach the services through FAUCET_TEST_PG_URL (default
 # postgres://postgres@127.0.0.1:5432/test), FAUCET_TEST_REDIS_URL (default
 # redis://127.0.0.1:6379/) and FAUCET_TEST_MYSQL_URL (default
-# mysql://root@127.0.0.1:3307/test). Point them at your own servers to skip this script
+# mysql://root@127.0.0.1:3307/test) and FAUCET_TEST_MONGODB_URL (default
+# mongodb://127.0.0.1:27117/?directConnection=true). Point them at your own servers to skip this script
 # (set FAUCET_SKIP_SERVICES=1).
 set -euo pipefail
 
@@ -121,7 +126,27 @@ fi
 wait_for "MariaDB with a binlog on 127.0.0.1:$MDB_PORT (log: $MDB_DIR/err.log)" mdb -e 'select 1'
 mdb -e 'create database if not exists test'
 
-log "PostgreSQL $PGVER (wal_level=logical), Redis and MariaDB (binlog, :$MDB_PORT) are up"
+# --- SecantusDB (MongoDB wire protocol, change streams; private, 127.0.0.1:27117) -----------
+# Installed from PyPI once (seconds); the tests that kill the server start their own
+# (faucet_test_support::private_mongo) with the same flags.
+SDB_DIR=${FAUCET_MONGODB_DIR:-/var/tmp/faucet-secantus}
+SDB_PORT=27117
+if ! command -v secantusd-py >/dev/null; then
+  command -v pip3 >/dev/null || command -v pip >/dev/null || die "SecantusDB: pip is missing (need Python 3.11 and pip)"
+  log "installing SecantusDB from PyPI"
+  "$(command -v pip3 || command -v pip)" install -q SecantusDB >/dev/null 2>&1 || die "SecantusDB: pip install SecantusDB failed"
+  hash -r
+fi
+sdb_up() { python3 -c "import socket; socket.create_connection(('127.0.0.1', $SDB_PORT), 1).close()"; }
+if ! sdb_up >/dev/null 2>&1; then
+  mkdir -p "$SDB_DIR"
+  log "starting SecantusDB on 127.0.0.1:$SDB_PORT ($SDB_DIR)"
+  setsid nohup secantusd-py --host 127.0.0.1 --port "$SDB_PORT" --storage-path "$SDB_DIR/data" \
+    --sync-on-commit --cache-size 128M --log-level WARNING >"$SDB_DIR/server.log" 2>&1 < /dev/null &
+fi
+wait_for "SecantusDB on 127.0.0.1:$SDB_PORT (log: $SDB_DIR/server.log)" sdb_up
+
+log "PostgreSQL $PGVER (wal_level=logical), Redis, MariaDB (binlog, :$MDB_PORT) and SecantusDB (:$SDB_PORT) are up"
 
 # --- promtool (the `faucet serve` tests lint /metrics with `promtool check metrics`) --------
 if ! command -v promtool >/dev/null; then

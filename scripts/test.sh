@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-step "services (PostgreSQL with wal_level=logical, Redis, MariaDB with a binlog on 3307)"
+step "services (PostgreSQL with wal_level=logical, Redis, MariaDB with a binlog on 3307, SecantusDB on 27117)"
 scripts/services.sh
 
 step "cargo fmt --check"

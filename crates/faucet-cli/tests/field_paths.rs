@@ -271,3 +271,43 @@ fn a_sink_field_found_wrong_once_open_is_named_by_its_path() {
     ]);
     assert_eq!(rows, [(0,)], "nothing written");
 }
+
+#[cfg(feature = "mongodb")]
+#[test]
+fn a_mongodb_sources_bad_field_is_named_by_its_path() {
+    const URL: &str = "mongodb://u:secret@127.0.0.1:1/";
+    let source = |collections: &str, extra: &str| {
+        format!(
+            "{{ type: mongodb-cdc, config: {{ connection_url: '{URL}', collections: \
+             {collections}{extra} }} }}"
+        )
+    };
+    names_exactly(
+        &pipeline(&source("[shop.a, nodb]", ""), JSONL_SINK, FILE_STATE),
+        "pipeline.source.config.collections[1]",
+        "names no collection",
+    );
+    names_exactly(
+        &pipeline(&source("[]", ""), JSONL_SINK, FILE_STATE),
+        "pipeline.source.config.collections",
+        "at least one collection",
+    );
+    names_exactly(
+        &pipeline(
+            "{ type: mongodb-cdc, config: { connection_url: 'mysql://h/db', collections: [a.b] } }",
+            JSONL_SINK,
+            FILE_STATE,
+        ),
+        "pipeline.source.config.connection_url",
+        "mongodb://",
+    );
+    names_exactly(
+        &pipeline(
+            &source("[a.b]", ", full_document: default"),
+            JSONL_SINK,
+            FILE_STATE,
+        ),
+        "pipeline.source.config.full_document",
+        "update_lookup",
+    );
+}

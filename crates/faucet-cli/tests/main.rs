@@ -23,6 +23,10 @@ mod input_edges;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;
 mod lost_state;
+#[cfg(feature = "mongodb")]
+mod mongodb_cdc_cli;
+#[cfg(all(feature = "mongodb", feature = "state-postgres"))]
+mod mongodb_cdc_crash;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_cli;
 #[cfg(feature = "mysql")]

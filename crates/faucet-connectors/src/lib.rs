@@ -6,6 +6,7 @@
 //! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
+//! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
 //! | `redis` | `redis-streams` | `redis-streams` sink |
 //!
 //! The bus sinks share [`bus`]: the message a record becomes (route, key, value, headers).
@@ -25,6 +26,8 @@ mod copy_filter;
 mod copy_history;
 #[cfg(feature = "files")]
 pub mod files;
+#[cfg(feature = "mongodb")]
+pub mod mongodb;
 #[cfg(feature = "mysql")]
 pub mod mysql;
 #[cfg(feature = "postgres")]

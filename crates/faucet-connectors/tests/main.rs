@@ -11,6 +11,8 @@ mod files_jsonl;
 mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
+#[cfg(feature = "mongodb")]
+mod mongodb_cdc;
 #[cfg(feature = "mysql")]
 mod mysql_cdc;
 #[cfg(feature = "mysql")]

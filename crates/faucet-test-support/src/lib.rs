@@ -2,7 +2,9 @@
 //! environment variable per service with a localhost default, the failure message when a
 //! service is down (naming the variable and `scripts/services.sh`), and unique names so
 //! tests can run in parallel; and [`private_pg::PrivatePostgres`], a PostgreSQL server of a
-//! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own; and [`mysql_value_table!`], the MySQL value table of docs/values.md as test data. Used as a dev-dependency by every crate's tests; it has no database client,
+//! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own;
+//! [`private_mongo::PrivateMongo`], a SecantusDB (MongoDB wire protocol) server of a test's
+//! own; and [`mysql_value_table!`], the MySQL value table of docs/values.md as test data. Used as a dev-dependency by every crate's tests; it has no database client,
 //! so each crate connects with its own and hands the result to [`Service::expect_up`].
 //!
 //! | service | variable | default |
@@ -10,12 +12,14 @@
 //! | PostgreSQL | `FAUCET_TEST_PG_URL` | `postgres://postgres@127.0.0.1:5432/test` |
 //! | Redis | `FAUCET_TEST_REDIS_URL` | `redis://127.0.0.1:6379/` |
 //! | MariaDB with a binlog | `FAUCET_TEST_MYSQL_URL` | `mysql://root@127.0.0.1:3307/test` |
+//! | SecantusDB (MongoDB wire protocol) | `FAUCET_TEST_MONGODB_URL` | `mongodb://127.0.0.1:27117/?directConnection=true` |
 //!
 //! A new service is one more [`Service`] variant with its arms in [`Service::env_var`], [`Service::default_url`] and
 //! [`Service::name`], a row in the table above, and a `*_url()` shortcut.
 
 pub mod mysql_values;
 pub mod private_mariadb;
+pub mod private_mongo;
 pub mod private_pg;
 
 use std::fmt::Display;
@@ -31,6 +35,9 @@ pub enum Service {
     /// MariaDB with a binlog: the private server `scripts/services.sh` starts on port 3307
     /// (the machine's own MariaDB runs without one).
     Mysql,
+    /// SecantusDB, a MongoDB-wire-compatible server with change streams (a one-node replica
+    /// set), which `scripts/services.sh` starts on port 27117 with `--sync-on-commit`.
+    Mongodb,
 }
 
 impl Service {
@@ -40,6 +47,7 @@ impl Service {
             Self::Postgres => "FAUCET_TEST_PG_URL",
             Self::Redis => "FAUCET_TEST_REDIS_URL",
             Self::Mysql => "FAUCET_TEST_MYSQL_URL",
+            Self::Mongodb => "FAUCET_TEST_MONGODB_URL",
         }
     }
 
@@ -49,6 +57,7 @@ impl Service {
             Self::Postgres => "postgres://postgres@127.0.0.1:5432/test",
             Self::Redis => "redis://127.0.0.1:6379/",
             Self::Mysql => "mysql://root@127.0.0.1:3307/test",
+            Self::Mongodb => "mongodb://127.0.0.1:27117/?directConnection=true",
         }
     }
 
@@ -58,6 +67,7 @@ impl Service {
             Self::Postgres => "PostgreSQL",
             Self::Redis => "Redis",
             Self::Mysql => "MariaDB (with a binlog)",
+            Self::Mongodb => "SecantusDB (MongoDB)",
         }
     }
 
@@ -104,6 +114,11 @@ pub fn redis_url() -> String {
 /// The test MariaDB's URL ([`Service::Mysql`]).
 pub fn mysql_url() -> String {
     Service::Mysql.url()
+}
+
+/// The test SecantusDB server's URL ([`Service::Mongodb`]).
+pub fn mongodb_url() -> String {
+    Service::Mongodb.url()
 }
 
 /// A suffix that makes a test's schema, slot, publication or key prefix its own: the

@@ -40,6 +40,7 @@ const RUNS: &[(&str, &str, &str, &[&str])] = &[
     ("source", "postgres-cdc", "crates/faucet-connectors/tests/postgres_cdc.rs", &["passes_the_source_conformance_battery"]),
     ("source", "mysql", "crates/faucet-connectors/tests/mysql_query.rs", &["the_config_is_strict_and_failures_are_errors", "a_read_stopped_mid_table_resumes_mid_table"]),
     ("source", "mysql-cdc", "crates/faucet-connectors/tests/mysql_cdc.rs", &["passes_the_source_conformance_battery"]),
+    ("source", "mongodb-cdc", "crates/faucet-connectors/tests/mongodb_cdc.rs", &["bookmarks_resume_exactly_and_an_idle_stream_moves_its_position"]),
     ("sink", "jsonl", "crates/faucet-connectors/tests/files_jsonl.rs", &["sink_check_reports_an_unusable_path_and_the_battery_passes"]),
     ("sink", "postgres", "crates/faucet-connectors/tests/postgres_sink.rs", &["append_and_upsert_keep_their_promises"]),
     ("sink", "mysql", "crates/faucet-connectors/tests/mysql_sink.rs", &["append_and_upsert_keep_their_promises"]),

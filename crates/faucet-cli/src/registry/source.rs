@@ -8,6 +8,7 @@
 //! | `postgres-cdc` | `faucet_connectors::postgres::cdc::PostgresCdcSource` | `postgres` |
 //! | `mysql` | `faucet_connectors::mysql::MysqlQuerySource` | `mysql` |
 //! | `mysql-cdc` | `faucet_connectors::mysql::cdc::MysqlCdcSource` | `mysql` |
+//! | `mongodb-cdc` | `faucet_connectors::mongodb::cdc::MongodbCdcSource` | `mongodb` |
 //!
 //! A source is one line in [`registry!`] below and one `impl` [`SourceEntry`] on its config
 //! type (under its feature).
@@ -35,6 +36,8 @@ registry! {
         Mysql = "mysql" => faucet_connectors::mysql::MysqlQueryConfig, if "mysql";
         /// `type: mysql-cdc`: the MySQL/MariaDB binlog, read as a replica.
         MysqlCdc = "mysql-cdc" => faucet_connectors::mysql::cdc::MysqlCdcConfig, if "mysql";
+        /// `type: mongodb-cdc`: MongoDB change streams.
+        MongodbCdc = "mongodb-cdc" => faucet_connectors::mongodb::cdc::MongodbCdcConfig, if "mongodb";
     }
 }
 
@@ -285,6 +288,41 @@ impl SourceEntry for faucet_connectors::mysql::cdc::MysqlCdcConfig {
             identity,
             tables: self.tables.clone(),
         })
+    }
+}
+
+#[cfg(feature = "mongodb")]
+impl SourceEntry for faucet_connectors::mongodb::cdc::MongodbCdcConfig {
+    fn target(&self) -> String {
+        format!(
+            "{} collections {}",
+            super::redacted_secret(&self.connection_url),
+            self.collections.join(", ")
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(
+                "is MongoDB running, and are the hosts, user and password in the url right \
+                 (add ?directConnection=true for a single node)?",
+            ),
+            other: Some(
+                "mongodb-cdc needs a replica set (change streams), the changeStream and find \
+                 actions on the collections, and changeStreamPreAndPostImages where `before` \
+                 or `full_document` ask for images",
+            ),
+        }
+    }
+
+    fn is_continuous(&self) -> bool {
+        self.continuous
+    }
+
+    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+        Ok(Box::new(
+            faucet_connectors::mongodb::cdc::MongodbCdcSource::new(self.clone())?,
+        ))
     }
 }
 

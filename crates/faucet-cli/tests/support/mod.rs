@@ -5,12 +5,14 @@ use std::process::{Command, Output};
 
 #[cfg(all(feature = "redis-streams", feature = "postgres"))]
 pub(crate) mod bus;
-#[cfg(feature = "sql")]
+#[cfg(any(feature = "sql", feature = "mongodb"))]
 pub(crate) mod crash;
 #[cfg(feature = "sql")]
 pub(crate) mod flights;
 #[cfg(feature = "mysql")]
 pub(crate) mod mariadb;
+#[cfg(feature = "mongodb")]
+pub(crate) mod mongo;
 #[cfg(feature = "mysql")]
 pub(crate) mod mysql;
 #[cfg(feature = "postgres")]

@@ -238,9 +238,7 @@ pub fn collapse<'a>(
                 state.delete(k, row_no);
             }
             op @ (Op::Insert | Op::Update | Op::Read) => {
-                let after = change
-                    .after
-                    .ok_or_else(|| err(format!("an `{op}` record without an `after` row")))?;
+                let after = change.after.ok_or_else(|| err(change.missing_after()))?;
                 let mut columns = row_columns(after);
                 let k = key_values(&columns, key).map_err(err)?;
                 let unchanged: Vec<&str> = change.unchanged().collect();
@@ -295,7 +293,7 @@ pub fn check_records(page: &Page, connector: &str, target: &str) -> Result<(), F
             return Err(FaucetError::data(
                 connector,
                 format!("{target}, page row {}", row_no + 1),
-                format!("an `{}` record without an `after` row", change.op),
+                change.missing_after(),
             ));
         }
     }
@@ -846,6 +844,50 @@ mod tests {
             }
             other => panic!("expected a data error, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn an_update_with_only_its_description_is_refused_naming_full_document() {
+        let schema = record_schema(
+            vec![Field::new("resume_token", DataType::Text)],
+            vec![Field::new(
+                crate::change::UPDATE_DESCRIPTION,
+                DataType::Json,
+            )],
+        );
+        let described = |desc: Value| {
+            let mut b = PageBuilder::new(Arc::clone(&schema), 1);
+            b.push_row(vec![
+                Value::Text("u".into()),
+                Value::Text("shop.orders".into()),
+                Value::Text("82".into()),
+                Value::Null,
+                key(7),
+                Value::Null,
+                desc,
+            ]);
+            b.finish(None)
+        };
+        let page = described(row(&[("updatedFields", row(&[("n", Value::Int(2))]))]));
+        for e in [
+            run(&page, "id", &mut None)
+                .map(|_| ())
+                .expect_err("collapse refuses"),
+            check_records(&page, "test", "t").expect_err("check refuses"),
+        ] {
+            let text = e.to_string();
+            assert!(text.contains("`full_document: required`"), "{text}");
+        }
+        // Without a description the message is the plain one.
+        let page = described(Value::Null);
+        let text = check_records(&page, "test", "t")
+            .expect_err("refused")
+            .to_string();
+        assert!(text.contains("without an `after` row"), "{text}");
+        assert_eq!(
+            ChangeLayout::of(&schema).expect("layout").position_fields(),
+            &[2]
+        );
     }
 
     #[test]

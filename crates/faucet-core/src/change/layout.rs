@@ -2,7 +2,7 @@
 
 use crate::value::{Row, Schema, Value};
 
-use super::{AFTER, BEFORE, COMMIT_TS, OP, Op, TABLE, UNCHANGED};
+use super::{AFTER, BEFORE, COMMIT_TS, OP, Op, TABLE, UNCHANGED, UPDATE_DESCRIPTION};
 
 /// Where the fields of change records are in a page's schema: a page holds change records
 /// when its schema has `op`, `before` and `after` (the other fields are optional, so a page
@@ -14,6 +14,7 @@ pub struct ChangeLayout {
     before: usize,
     after: usize,
     unchanged: Option<usize>,
+    update_description: Option<usize>,
     position: Vec<usize>,
 }
 
@@ -29,9 +30,29 @@ pub struct Change<'a> {
     /// The new row, when there is one.
     pub after: Option<&'a Row>,
     unchanged: Option<&'a [Value]>,
+    /// Whether the record carries an [`UPDATE_DESCRIPTION`] (not null).
+    described: bool,
 }
 
 impl<'a> Change<'a> {
+    /// Why a keyed sink cannot apply this `c`/`u`/`r` record that has no `after` row: for a
+    /// MongoDB update (one with an [`UPDATE_DESCRIPTION`]) it names `full_document` and the
+    /// settings that give one.
+    pub fn missing_after(&self) -> String {
+        if self.described {
+            format!(
+                "an `{}` record without its full document (only an `update_description`): a \
+                 keyed sink needs the whole document; set the source's `full_document: \
+                 required` (post-images: `collMod` with `changeStreamPreAndPostImages: \
+                 {{enabled: true}}`) — `update_lookup` gives none for a document deleted before \
+                 the lookup — or write to an append sink",
+                self.op
+            )
+        } else {
+            format!("an `{}` record without an `after` row", self.op)
+        }
+    }
+
     /// The columns left out of `after` because they did not change ([`UNCHANGED`]).
     pub fn unchanged(&self) -> impl Iterator<Item = &'a str> + 'a {
         self.unchanged.unwrap_or(&[]).iter().filter_map(text_of)
@@ -46,6 +67,7 @@ impl ChangeLayout {
         let after = schema.index_of(AFTER)?;
         let table = schema.index_of(TABLE);
         let unchanged = schema.index_of(UNCHANGED);
+        let update_description = schema.index_of(UPDATE_DESCRIPTION);
         let commit_ts = schema.index_of(COMMIT_TS);
         let known = [
             Some(op),
@@ -53,6 +75,7 @@ impl ChangeLayout {
             Some(after),
             table,
             unchanged,
+            update_description,
             commit_ts,
         ];
         let position = (0..schema.fields().len())
@@ -64,11 +87,13 @@ impl ChangeLayout {
             before,
             after,
             unchanged,
+            update_description,
             position,
         })
     }
 
-    /// The indexes of the fields that are neither common fields nor [`UNCHANGED`]: the
+    /// The indexes of the fields that are neither common fields nor [`UNCHANGED`] /
+    /// [`UPDATE_DESCRIPTION`]: the
     /// source's position fields (`lsn`; `binlog_file`, `binlog_pos`, `gtid`), in order.
     pub fn position_fields(&self) -> &[usize] {
         &self.position
@@ -107,6 +132,10 @@ impl ChangeLayout {
                 Some(Value::Array(items)) => Some(items.as_slice()),
                 _ => None,
             }),
+            described: self
+                .update_description
+                .and_then(|i| values.get(i))
+                .is_some_and(|v| !v.is_null()),
         })
     }
 }

@@ -11,7 +11,7 @@
 //! | `commit_ts` | timestamptz | the transaction's commit time, RFC 3339 in UTC |
 //! | `before` | a row or null | the old row (or its key), null for inserts and truncates |
 //! | `after` | a row or null | the new row, null for deletes and truncates |
-//! | *trailing fields* | | optional; [`UNCHANGED`] (`unchanged_toast`, an array of column names) is the one a sink must honour: those columns were left out of `after` because they did not change, and no sink may turn them into null |
+//! | *trailing fields* | | optional; [`UNCHANGED`] (`unchanged_toast`, an array of column names) is the one a sink must honour: those columns were left out of `after` because they did not change, and no sink may turn them into null; [`UPDATE_DESCRIPTION`] (MongoDB's `updateDescription` of an update) says what an update changed, and an update with it and no `after` is refused by a keyed sink naming `full_document` |
 //!
 //! ```json
 //! {"op":"u","table":"public.orders","lsn":"0/16B3748","commit_ts":"2026-11-30T06:00:00Z",
@@ -51,6 +51,13 @@ pub const AFTER: &str = "after";
 /// `unchanged_toast`: the columns left out of `after` because their value did not change
 /// (PostgreSQL's unchanged TOAST values, case 01). A sink keeps the stored value.
 pub const UNCHANGED: &str = "unchanged_toast";
+
+/// `update_description`: what a MongoDB update changed (`{updatedFields, removedFields,
+/// truncatedArrays}`), null for other records. A `u` record that has one and no `after` (no
+/// full document: `full_document: when_available` without a post-image, or `update_lookup`
+/// of a document deleted since) cannot be applied by a keyed sink, which refuses it naming
+/// `full_document` ([`Change::missing_after`]).
+pub const UPDATE_DESCRIPTION: &str = "update_description";
 
 /// The field names every change record has, in this order around the position fields:
 /// `op`, `table`, …, `commit_ts`, `before`, `after`.
