@@ -20,6 +20,7 @@ use crate::delivery::{
 };
 use crate::error::FaucetError;
 use crate::fault;
+use crate::keys::{self, KeyNote};
 use crate::page::{Bookmark, Page};
 use crate::sink::{CommitToken, SinkWriter};
 use crate::source::{PageStream, ReadOptions};
@@ -83,6 +84,9 @@ async fn run_leased(
         entry::check_sink(p.state.name(), key, recorded.as_deref(), target.as_deref())?;
     }
     let stored = stored.map(|e| e.bookmark).filter(|b| !b.is_null());
+    if let Some(KeyNote::Differs(warning)) = keys::check(p.source, p.sink).await? {
+        tracing::warn!(key, "{warning}");
+    }
     let mut writer = p.sink.open().await?;
     if let Some(fence) = lease.fence() {
         if fault::fence_disabled_for_test() {
