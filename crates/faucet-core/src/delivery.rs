@@ -123,6 +123,22 @@ pub enum DeliveryError {
         /// What the user can change.
         fix: String,
     },
+    /// An upsert sink fed by a source table that has no key (no primary key, no unique key):
+    /// rows that share a value of the sink's key would overwrite each other
+    /// ([`crate::keys`]).
+    #[error(
+        "the `{connector}` source table `{table}` has no primary key (nor any unique key), so \
+         the `{sink}` sink's upsert would merge distinct rows that share a key value; fix: \
+         give the source table a primary key, or use `write_mode: append`"
+    )]
+    KeylessSource {
+        /// The source connector (`mysql-cdc`).
+        connector: String,
+        /// The keyless table, qualified as the source qualifies it.
+        table: String,
+        /// The sink connector (`mysql`).
+        sink: String,
+    },
 }
 
 /// What the run loop knows of each side when it derives the guarantee.
@@ -252,6 +268,7 @@ mod tests {
     fn unmet_request_names_the_limiting_side() {
         let side = |t: Topology<'_>| match t.resolve(DeliveryRequest::ExactlyOnce) {
             Err(DeliveryError::Unsatisfiable { side, .. }) => side,
+            Err(e) => panic!("{e}"),
             Ok(g) => panic!("expected an error, got {g}"),
         };
         assert_eq!(side(topo(false, false, true, true)), LimitingSide::Sink);

@@ -22,6 +22,7 @@ pub mod change;
 pub mod delivery;
 pub mod error;
 pub mod fault;
+pub mod keys;
 pub mod page;
 pub mod pipeline;
 pub mod route;

@@ -43,6 +43,13 @@ pub trait Sink: Send + Sync {
         None
     }
 
+    /// The key this sink upserts by (`write_mode: upsert`, its `key:` columns; empty when
+    /// the target's own key is used), or `None` (the default) when it does not upsert. The
+    /// run loop and `faucet doctor` compare it with the source's keys ([`crate::keys`]).
+    fn upserts_by(&self) -> Option<Vec<String>> {
+        None
+    }
+
     /// Opens the sink for writing (creates files, connects, creates tables as configured).
     ///
     /// # Errors

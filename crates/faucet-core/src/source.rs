@@ -164,6 +164,17 @@ pub trait Source: Send + Sync {
         None
     }
 
+    /// The keys of the tables this source reads, from its catalog (queries only), for the
+    /// upsert-key rule of [`crate::keys`]: `Ok(None)` (the default) when the source cannot
+    /// know (a query, a file). A table the catalog does not show (not created yet) is left
+    /// out.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
+    async fn table_keys(&self) -> Result<Option<Vec<crate::keys::TableKeys>>, FaucetError> {
+        Ok(None)
+    }
+
     /// A monitor of what the source's upstream retains for this pipeline while it is not
     /// read (a PostgreSQL replication slot's WAL), for metrics and status; `None` (the
     /// default) when the upstream retains nothing on the pipeline's behalf.

@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use faucet_core::FaucetError;
+use faucet_core::keys::KeyNote;
 use serde::Serialize;
 
 use crate::config::{self, DEFAULT_CONFIG, PipelineConfig};
@@ -59,7 +60,7 @@ pub(crate) struct DoctorArgs {
 struct Check {
     /// The matrix row (`null` without a matrix).
     row: Option<String>,
-    /// `config`, `source`, `sink`, `state` or `resume`.
+    /// `config`, `source`, `sink`, `keys`, `state` or `resume`.
     probe: &'static str,
     /// The connector or store type (`csv`, `postgres`), or the file for `config`.
     #[serde(rename = "type")]
@@ -180,7 +181,11 @@ async fn probe_row(
         Err(e) => Err(e),
     };
     let hints = p.sink.hints();
+    let sink_ok = outcome.is_ok();
     checks.push(finish(row.clone(), "sink", kind, target, t, outcome, hints));
+    if source_ok && sink_ok {
+        probe_keys(checks, row.clone(), p, timeout).await;
+    }
 
     let t = Instant::now();
     let (kind, target) = (p.state.type_name().to_owned(), p.state.target());
@@ -204,6 +209,41 @@ async fn probe_row(
     // probe the same way: one failed probe, not a second one blaming the stored bookmark.
     if state_ok && source_ok {
         probe_resume(checks, row, key, p, timeout).await;
+    }
+}
+
+/// The `keys` line, when the sink upserts and the source knows its tables' keys
+/// ([`faucet_core::keys::check`]): `✓ keys` when the sink's `key:` is a key of every source
+/// table, `✓ keys … warning: …` when it is not (a run proceeds, and warns the same), `✗ keys`
+/// for a keyless source table (a run is refused).
+async fn probe_keys(
+    checks: &mut Vec<Check>,
+    row: Option<String>,
+    p: &PipelineConfig,
+    timeout: Duration,
+) {
+    let t = Instant::now();
+    let outcome = within(timeout, async {
+        let (source, sink) = (p.source.build()?, p.sink.build()?);
+        faucet_core::keys::check(source.as_ref(), sink.as_ref()).await
+    })
+    .await;
+    let kind = p.sink.type_name().to_owned();
+    match outcome {
+        Ok(None) => {}
+        Ok(Some(KeyNote::Matches(note))) => checks.push(passed(row, "keys", kind, note, t)),
+        Ok(Some(KeyNote::Differs(warning))) => {
+            checks.push(passed(row, "keys", kind, format!("warning: {warning}"), t));
+        }
+        Err(e) => checks.push(failed(
+            row,
+            "keys",
+            kind,
+            String::new(),
+            t,
+            &e,
+            Hints::default(),
+        )),
     }
 }
 

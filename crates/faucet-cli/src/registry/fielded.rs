@@ -44,6 +44,10 @@ impl Source for FieldedSource {
         self.inner.record_schema()
     }
 
+    async fn table_keys(&self) -> Result<Option<Vec<faucet_core::keys::TableKeys>>, FaucetError> {
+        self.inner.table_keys().await
+    }
+
     fn retention_monitor(&self) -> Option<Box<dyn faucet_core::RetentionMonitor>> {
         self.inner.retention_monitor()
     }
@@ -124,6 +128,10 @@ impl Sink for FieldedSink {
 
     fn target(&self) -> Option<String> {
         self.inner.target()
+    }
+
+    fn upserts_by(&self) -> Option<Vec<String>> {
+        self.inner.upserts_by()
     }
 
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {

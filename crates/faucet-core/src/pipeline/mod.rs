@@ -221,7 +221,10 @@ impl<'a> Pipeline<'a> {
     /// Runs until the source is exhausted or the run is cancelled.
     ///
     /// # Errors
-    /// [`FaucetError::Delivery`] before any data moves when the request cannot be met;
+    /// [`FaucetError::Delivery`] before any data moves when the request cannot be met, or
+    /// when an upsert sink is fed by a source table without a key
+    /// ([`crate::delivery::DeliveryError::KeylessSource`], [`crate::keys`]; a sink key that is
+    /// not the source's key is logged as a warning and the run proceeds);
     /// [`FaucetError::Lease`] when another run holds the state key or this one lost it;
     /// any source, sink or state error, after flushing what was written.
     pub async fn run(self) -> Result<RunSummary, FaucetError> {

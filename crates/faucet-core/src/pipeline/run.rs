@@ -20,6 +20,7 @@ use crate::delivery::{
 };
 use crate::error::FaucetError;
 use crate::fault;
+use crate::keys::{self, KeyNote};
 use crate::page::{Bookmark, Page};
 use crate::sink::{CommitToken, SinkWriter};
 use crate::source::{PageStream, ReadOptions};
@@ -168,6 +169,9 @@ async fn open_writer<'a>(
     lease: &LeaseGuard,
     key: &str,
 ) -> Result<Box<dyn SinkWriter + 'a>, FaucetError> {
+    if let Some(KeyNote::Differs(warning)) = keys::check(p.source, p.sink).await? {
+        tracing::warn!(key, "{warning}");
+    }
     let mut writer = p.sink.open().await?;
     if let Some(fence) = lease.fence() {
         if fault::fence_disabled_for_test() {

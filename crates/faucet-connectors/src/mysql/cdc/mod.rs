@@ -275,6 +275,35 @@ impl Source for MysqlCdcSource {
         Some(record_schema())
     }
 
+    /// Each listed table's primary key and unique keys, from `information_schema`
+    /// ([`crate::mysql::catalog::TableCatalog`]); a table not on the server is left out.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
+    async fn table_keys(&self) -> Result<Option<Vec<faucet_core::keys::TableKeys>>, FaucetError> {
+        let mut conn = self.connect().await?;
+        let mut keys = Vec::with_capacity(self.validated.tables.len());
+        for t in &self.validated.tables {
+            let db = t.database.clone().unwrap_or_default();
+            let catalog = crate::mysql::catalog::TableCatalog::load(
+                &mut conn,
+                &self.validated.connection,
+                &db,
+                &t.table,
+            )
+            .await?;
+            if !catalog.columns.is_empty() {
+                keys.push(faucet_core::keys::TableKeys {
+                    table: t.to_string(),
+                    primary_key: catalog.primary_key,
+                    unique_sets: catalog.unique_sets,
+                });
+            }
+        }
+        let _ = conn.disconnect().await;
+        Ok(Some(keys))
+    }
+
     /// Checks the prerequisites and the bookmark, then requests the binlog right after
     /// `from` (or from `start` without one).
     ///

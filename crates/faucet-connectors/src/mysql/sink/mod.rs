@@ -246,6 +246,11 @@ impl Sink for MysqlSink {
         CONNECTOR
     }
 
+    /// `key:` with `write_mode: upsert`.
+    fn upserts_by(&self) -> Option<Vec<String>> {
+        (self.config.write_mode == WriteMode::Upsert).then(|| self.config.key.clone())
+    }
+
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,

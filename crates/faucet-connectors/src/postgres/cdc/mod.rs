@@ -158,6 +158,37 @@ impl Source for PostgresCdcSource {
         Some(record_schema())
     }
 
+    /// Each listed table's primary key and unique indexes (the replica identity index among
+    /// them), from `pg_index`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
+    async fn table_keys(&self) -> Result<Option<Vec<faucet_core::keys::TableKeys>>, FaucetError> {
+        let mut conn = self.connection.connect_sql().await?;
+        let mut keys = Vec::with_capacity(self.tables.len());
+        for t in &self.tables {
+            // A table not created yet is refused by `open`, with its fix; nothing to compare.
+            let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
+                .bind(t.quoted())
+                .fetch_one(&mut conn)
+                .await
+                .map_err(|e| {
+                    FaucetError::read(CONNECTOR, "looking up a table failed", Some(Box::new(e)))
+                })?;
+            if !exists {
+                continue;
+            }
+            let catalog =
+                crate::postgres::query::plan::TableCatalog::load(&mut conn, &t.quoted()).await?;
+            keys.push(faucet_core::keys::TableKeys {
+                table: t.qualified(),
+                primary_key: catalog.primary_key,
+                unique_sets: catalog.unique_sets,
+            });
+        }
+        Ok(Some(keys))
+    }
+
     /// Without a bookmark the stream starts at the slot's confirmed position, which never
     /// passes a durable bookmark (case 03): a lost bookmark re-delivers at most the changes
     /// since the last acknowledgement, not the whole history.

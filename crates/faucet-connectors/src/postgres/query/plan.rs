@@ -280,19 +280,25 @@ async fn type_names(
     Ok(out)
 }
 
-/// What the catalog says about a table's keys.
+/// What the catalog says about a table's keys (also `postgres-cdc`'s, for the upsert-key
+/// rule of `faucet_core::keys`).
 #[derive(Debug, Clone, Default)]
-struct TableCatalog {
-    primary_key: Option<Vec<String>>,
+pub(crate) struct TableCatalog {
+    /// The primary key's columns, in key order.
+    pub(crate) primary_key: Option<Vec<String>>,
     /// Column sets of the primary key and every plain unique index (no predicate, no
     /// expression).
-    unique_sets: Vec<Vec<String>>,
+    pub(crate) unique_sets: Vec<Vec<String>>,
     /// Columns that may be NULL.
     nullable: Vec<String>,
 }
 
 impl TableCatalog {
-    async fn load(conn: &mut PgConnection, quoted: &str) -> Result<Self, FaucetError> {
+    /// Reads the keys of `quoted` (a quoted, qualified table name) from `pg_index`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the catalog cannot be read (the table does not exist).
+    pub(crate) async fn load(conn: &mut PgConnection, quoted: &str) -> Result<Self, FaucetError> {
         let err = |e| read_err("cannot read the table's keys from the catalog".into(), e);
         let rows: Vec<(bool, Vec<String>)> = sqlx::query_as(
             "SELECT i.indisprimary, \

@@ -1,0 +1,187 @@
+//! Whether a sink's upsert key is a key of the source's tables: the one rule, for every
+//! source that knows its keys ([`Source::table_keys`]: `postgres-cdc`, `mysql-cdc`) and every
+//! upsert sink ([`Sink::upserts_by`]).
+//!
+//! An upsert keeps one row per key value. When the key is not a key of the source table,
+//! distinct source rows that share a value overwrite each other in the target: source rows
+//! `(1, w)`, `(1, x)`, `(2, z)` upserted by the first column leave `(1, x)`, `(2, z)` — a row
+//! lost, though every change was delivered. So:
+//!
+//! * a source table with **no key at all** (no primary key, no unique key; PostgreSQL: no
+//!   replica identity index either) into an upsert is refused before anything is written
+//!   ([`DeliveryError::KeylessSource`]): nothing the sink's `key:` names can be unique;
+//! * a sink `key:` that is neither the table's primary key nor one of its unique keys (the
+//!   same columns, in any order) is a **warning** naming both, and the run proceeds — the
+//!   data may in fact be unique by those columns, which the catalog cannot say;
+//! * a source that cannot know (a query, a file: `table_keys` is `None`) changes nothing.
+//!
+//! [`check`] applies the rule; the run loop calls it before it opens the sink, `faucet
+//! doctor` prints its outcome as the `keys` line.
+
+use crate::delivery::DeliveryError;
+use crate::error::FaucetError;
+use crate::sink::Sink;
+use crate::source::Source;
+
+/// The keys of one source table, from its catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableKeys {
+    /// The table, qualified as the source qualifies it (`public.orders`, `shop.orders`).
+    pub table: String,
+    /// The primary key's columns, in key order; `None` when the table has none.
+    pub primary_key: Option<Vec<String>>,
+    /// The column sets of every unique key that makes a row unique (the primary key
+    /// included; PostgreSQL: the replica identity index among them).
+    pub unique_sets: Vec<Vec<String>>,
+}
+
+impl TableKeys {
+    /// Whether the table has no key at all: no primary key and no unique key.
+    pub fn is_keyless(&self) -> bool {
+        self.primary_key.is_none() && self.unique_sets.is_empty()
+    }
+
+    /// Whether `key` is the primary key or one of the unique keys (same columns, any order).
+    pub fn is_key(&self, key: &[String]) -> bool {
+        let same =
+            |set: &Vec<String>| set.len() == key.len() && set.iter().all(|c| key.contains(c));
+        self.primary_key.iter().chain(&self.unique_sets).any(same)
+    }
+
+    /// The table's keys in words: `primary key [id]`, `primary key [id], unique [email]`,
+    /// `no primary key, unique [email]`, `no key`.
+    pub fn describe(&self) -> String {
+        let mut parts = vec![match &self.primary_key {
+            Some(pk) => format!("primary key {}", columns(pk)),
+            None if self.unique_sets.is_empty() => return "no key".to_owned(),
+            None => "no primary key".to_owned(),
+        }];
+        parts.extend(
+            self.unique_sets
+                .iter()
+                .filter(|set| Some(*set) != self.primary_key.as_ref())
+                .map(|set| format!("unique {}", columns(set))),
+        );
+        parts.join(", ")
+    }
+}
+
+/// `[a, b]`: a key's columns as the pipeline file spells them.
+fn columns(cols: &[String]) -> String {
+    format!("[{}]", cols.join(", "))
+}
+
+/// What [`check`] found that the user should hear about (the run proceeds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyNote {
+    /// The sink's `key:` is a key of every source table.
+    Matches(String),
+    /// The sink's `key:` is not a key of these source tables: a warning naming both.
+    Differs(String),
+}
+
+/// Applies the module's rule to `source` and `sink`: `Ok(None)` when there is nothing to
+/// compare (the sink does not upsert, or the source cannot know its keys), a [`KeyNote`]
+/// otherwise. Reads the source's catalog ([`Source::table_keys`]); writes nothing.
+///
+/// # Errors
+/// [`FaucetError::Delivery`] ([`DeliveryError::KeylessSource`]) when a source table has no
+/// key; the source's own error when its catalog cannot be read.
+pub async fn check(source: &dyn Source, sink: &dyn Sink) -> Result<Option<KeyNote>, FaucetError> {
+    let Some(key) = sink.upserts_by() else {
+        return Ok(None);
+    };
+    let Some(tables) = source.table_keys().await? else {
+        return Ok(None);
+    };
+    judge(source.connector(), sink.connector(), &key, &tables)
+}
+
+/// [`check`] without the I/O: `key` is the sink's `key:` (empty: the target's own key).
+fn judge(
+    source: &str,
+    sink: &str,
+    key: &[String],
+    tables: &[TableKeys],
+) -> Result<Option<KeyNote>, FaucetError> {
+    if let Some(t) = tables.iter().find(|t| t.is_keyless()) {
+        return Err(DeliveryError::KeylessSource {
+            connector: source.to_owned(),
+            table: t.table.clone(),
+            sink: sink.to_owned(),
+        }
+        .into());
+    }
+    if key.is_empty() || tables.is_empty() {
+        return Ok(None);
+    }
+    let differs: Vec<String> = tables
+        .iter()
+        .filter(|t| !t.is_key(key))
+        .map(|t| format!("{} ({})", t.table, t.describe()))
+        .collect();
+    if differs.is_empty() {
+        let names: Vec<&str> = tables.iter().map(|t| t.table.as_str()).collect();
+        return Ok(Some(KeyNote::Matches(format!(
+            "the sink `{sink}` upserts by key {}, a key of the source table(s) {}",
+            columns(key),
+            names.join(", ")
+        ))));
+    }
+    Ok(Some(KeyNote::Differs(format!(
+        "the sink `{sink}` upserts by key {}, which is not a key of the `{source}` source \
+         table(s) {}: source rows that share a value of {} overwrite each other in the \
+         target; use the source's key as `key:`, or `write_mode: append`",
+        columns(key),
+        differs.join(", "),
+        columns(key),
+    ))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(pk: Option<&[&str]>, unique: &[&[&str]]) -> TableKeys {
+        let v = |s: &[&str]| s.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+        TableKeys {
+            table: "db.t".into(),
+            primary_key: pk.map(v),
+            unique_sets: unique.iter().map(|s| v(s)).collect(),
+        }
+    }
+
+    fn key(cols: &[&str]) -> Vec<String> {
+        cols.iter().map(|c| (*c).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_keyless_table_is_refused_a_foreign_key_warned_the_same_key_matches() {
+        let keyless = judge("mysql-cdc", "mysql", &key(&["a"]), &[keys(None, &[])]);
+        let e = keyless.expect_err("refused").to_string();
+        assert!(
+            e.contains("db.t") && e.contains("write_mode: append"),
+            "{e}"
+        );
+        let pk = keys(Some(&["id", "k"]), &[&["id", "k"], &["email"]]);
+        assert!(matches!(
+            judge("s", "k", &key(&["k", "id"]), std::slice::from_ref(&pk)),
+            Ok(Some(KeyNote::Matches(_)))
+        ));
+        assert!(matches!(
+            judge("s", "k", &key(&["email"]), std::slice::from_ref(&pk)),
+            Ok(Some(KeyNote::Matches(_)))
+        ));
+        match judge("s", "k", &key(&["a"]), &[pk]) {
+            Ok(Some(KeyNote::Differs(w))) => assert!(
+                w.contains("[a]") && w.contains("primary key [id, k], unique [email]"),
+                "{w}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            judge("s", "k", &[], &[keys(Some(&["id"]), &[])]),
+            Ok(None)
+        ));
+    }
+}
