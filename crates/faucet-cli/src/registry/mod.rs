@@ -205,7 +205,7 @@ mod tests {
             "{help}"
         );
         assert!(
-            sources.contains("postgres-cdc, mysql, mysql-cdc."),
+            sources.contains("postgres-cdc, mysql, mysql-cdc"),
             "{help}"
         );
         assert!(sources.contains(". Sinks: jsonl, postgres"), "{help}");
