@@ -204,10 +204,7 @@ mod tests {
             sources.starts_with("Sources: csv, jsonl, postgres, postgres-cdc"),
             "{help}"
         );
-        assert!(
-            sources.contains("postgres-cdc, mysql, mysql-cdc"),
-            "{help}"
-        );
+        assert!(sources.contains("postgres-cdc, mysql, mysql-cdc"), "{help}");
         assert!(sources.contains(". Sinks: jsonl, postgres"), "{help}");
         assert!(sources.ends_with('.'), "{help}");
         assert!(
