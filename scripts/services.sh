@@ -79,6 +79,14 @@ if [ "$(psql_admin -c 'show wal_level')" != logical ]; then
   wait_for "PostgreSQL after restart" pg_isready -q -h 127.0.0.1 -p 5432
 fi
 [ "$(psql_admin -c 'show wal_level')" = logical ] || die "PostgreSQL: wal_level is still not logical"
+# The tests run many CDC tests at once, each with a slot of its own: more than the default 10.
+if [ "$(psql_admin -c 'show max_replication_slots')" -lt 40 ] 2>/dev/null; then
+  log "PostgreSQL: setting max_replication_slots = 40 and max_wal_senders = 40 (needs one restart)"
+  psql_admin -c "alter system set max_replication_slots = 40" >/dev/null
+  psql_admin -c "alter system set max_wal_senders = 40" >/dev/null
+  pg_ctlcluster --skip-systemctl-redirect "$PGVER" main restart
+  wait_for "PostgreSQL after restart" pg_isready -q -h 127.0.0.1 -p 5432
+fi
 for db in test; do
   [ "$(psql_admin -c "select 1 from pg_database where datname = '$db'")" = 1 ] ||
     psql_admin -c "create database $db" >/dev/null
