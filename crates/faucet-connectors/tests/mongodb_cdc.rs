@@ -5,11 +5,13 @@
 
 use faucet_connectors::mongodb::cdc::{Before, MongodbCdcConfig, MongodbCdcSource, StartPosition};
 use faucet_core::testing::conformance;
-use faucet_core::{Bookmark, FaucetError, Page, ReadOptions, Source};
+use faucet_core::{FaucetError, Page, ReadOptions, Source};
 use faucet_test_support::private_mongo::PrivateMongo;
 use faucet_test_support::{Service, mongodb_url, unique_suffix};
 use mongodb::bson::{self, Bson, Document, doc};
 use serde_json::{Value as Json, json};
+
+use crate::support::read_pages;
 
 async fn client(url: &str) -> mongodb::Client {
     let client = Service::Mongodb.expect_up(mongodb::Client::with_uri_str(url).await);
@@ -34,23 +36,6 @@ async fn now(client: &mongodb::Client) -> StartPosition {
         t: ts.time,
         i: ts.increment + 1,
     }
-}
-
-async fn read_all(
-    source: &MongodbCdcSource,
-    from: Option<Bookmark>,
-    batch_size: usize,
-) -> Result<Vec<Page>, FaucetError> {
-    let options = ReadOptions {
-        batch_size,
-        ..ReadOptions::default()
-    };
-    let mut stream = source.open(from, options).await?;
-    let mut pages = Vec::new();
-    while let Some(p) = stream.next_page().await? {
-        pages.push(p);
-    }
-    Ok(pages)
 }
 
 fn records(pages: &[Page]) -> Vec<Json> {
@@ -146,7 +131,7 @@ async fn every_value_type_and_op_arrives_as_a_change_record() {
         .expect("other");
 
     let src = source(&url, &[format!("{db}.c")], start);
-    let got = records(&read_all(&src, None, 100).await.expect("read"));
+    let got = records(&read_pages(&src, None, 100).await.expect("read"));
     let table = format!("{db}.c");
     let ops: Vec<(&str, &str)> = got
         .iter()
@@ -224,7 +209,7 @@ async fn pre_and_post_images_fill_before_and_after() {
     config.before = Before::Required;
     let src = MongodbCdcSource::new(config).expect("valid");
     src.check().await.expect("doctor: images enabled");
-    let got = records(&read_all(&src, None, 100).await.expect("read"));
+    let got = records(&read_pages(&src, None, 100).await.expect("read"));
     assert_eq!(got.len(), 3, "{got:#?}");
     assert_eq!(got[1]["before"], json!({"_id": "k", "n": 1}));
     assert_eq!(got[1]["after"], Json::Null, "looked up after the delete");
@@ -268,7 +253,7 @@ async fn a_drop_is_a_truncate_and_a_rename_into_a_listed_collection_stops_the_ru
         .await
         .expect("recreate");
     let src = source(&url, &[format!("{db}.*")], start);
-    let got = records(&read_all(&src, None, 100).await.expect("read"));
+    let got = records(&read_pages(&src, None, 100).await.expect("read"));
     let ops: Vec<&str> = got.iter().map(|r| r["op"].as_str().unwrap_or("")).collect();
     assert_eq!(ops, ["c", "t", "c"], "{got:#?}");
     assert_eq!(got[2]["after"], json!({"_id": 2}));
@@ -285,7 +270,7 @@ async fn a_drop_is_a_truncate_and_a_rename_into_a_listed_collection_stops_the_ru
         .await
         .expect("rename");
     let src = source(&url, &[format!("{db}.a")], start);
-    let e = read_all(&src, None, 100)
+    let e = read_pages(&src, None, 100)
         .await
         .expect_err("rename into a listed collection");
     let m = e.to_string();
@@ -323,7 +308,7 @@ async fn bookmarks_resume_exactly_and_an_idle_stream_moves_its_position() {
     // An idle run (start: end, nothing written) still hands over a position, and the next
     // run from it reads exactly what was written after.
     let idle = source(&url, &[format!("{db}.c")], StartPosition::End);
-    let pages = read_all(&idle, None, 10).await.expect("idle read");
+    let pages = read_pages(&idle, None, 10).await.expect("idle read");
     assert!(pages.iter().all(Page::is_empty), "{pages:?}");
     let b = pages
         .last()
@@ -335,7 +320,7 @@ async fn bookmarks_resume_exactly_and_an_idle_stream_moves_its_position() {
         .insert_one(doc! {"_id": 0})
         .await
         .expect("other");
-    let pages = read_all(&idle, Some(b.clone()), 10)
+    let pages = read_pages(&idle, Some(b.clone()), 10)
         .await
         .expect("idle again");
     let moved = pages
@@ -347,7 +332,7 @@ async fn bookmarks_resume_exactly_and_an_idle_stream_moves_its_position() {
         "the position moved past the other collection's write"
     );
     coll.insert_one(doc! {"_id": 100}).await.expect("insert");
-    let got = records(&read_all(&idle, Some(moved), 10).await.expect("after"));
+    let got = records(&read_pages(&idle, Some(moved), 10).await.expect("after"));
     assert_eq!(got.len(), 1, "{got:#?}");
     assert_eq!(got[0]["after"], json!({"_id": 100}));
     client.database(&db).drop().await.expect("drop db");
@@ -372,7 +357,7 @@ async fn errors_are_typed_not_panics() {
         Ok(_) => panic!("opened an unreachable server"),
     };
     assert!(matches!(e, FaucetError::Connect { .. }), "{e}");
-    let e = read_all(
+    let e = read_pages(
         &source(&mongodb_url(), &["a.b".into()], StartPosition::End),
         Some(json!({"lsn": "0/1"})),
         10,
@@ -391,7 +376,7 @@ async fn a_token_out_of_the_oplog_is_the_history_lost_error() {
     let coll = client.database("h").collection::<Document>("c");
     coll.insert_one(doc! {"_id": -1}).await.expect("insert");
     let src = source(&url, &["h.c".into()], start);
-    let pages = read_all(&src, None, 10).await.expect("read");
+    let pages = read_pages(&src, None, 10).await.expect("read");
     let b = pages
         .last()
         .and_then(|p| p.bookmark().cloned())
@@ -401,7 +386,7 @@ async fn a_token_out_of_the_oplog_is_the_history_lost_error() {
     for chunk in docs.chunks(1) {
         coll.insert_many(chunk.to_vec()).await.expect("insert");
     }
-    let e = read_all(&src, Some(b.clone()), 10)
+    let e = read_pages(&src, Some(b.clone()), 10)
         .await
         .expect_err("history lost");
     assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
@@ -422,7 +407,7 @@ async fn after_the_server_is_killed_and_restarted_a_run_resumes_from_its_token()
         coll.insert_one(doc! {"_id": i}).await.expect("insert");
     }
     let src = source(&url, &["k.c".into()], start);
-    let pages = read_all(&src, None, 4).await.expect("read");
+    let pages = read_pages(&src, None, 4).await.expect("read");
     let b = pages[0].bookmark().cloned().expect("bookmark");
     let all = records(&pages);
     assert_eq!(all.len(), 10);
@@ -437,7 +422,7 @@ async fn after_the_server_is_killed_and_restarted_a_run_resumes_from_its_token()
             .expect("insert after restart");
     }
     let rest = records(
-        &read_all(&src, Some(b), 4)
+        &read_pages(&src, Some(b), 4)
             .await
             .expect("resume after kill -9"),
     );
