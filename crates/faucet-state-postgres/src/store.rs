@@ -140,18 +140,37 @@ impl PostgresStateStore {
             let mut attempt = 0;
             loop {
                 attempt += 1;
-                match sqlx::query(ddl).execute(&self.pool).await {
-                    Ok(_) => break,
-                    // Two runners creating the same table at once: one of them loses the race
-                    // on the catalog's unique index; the table exists now, so try again.
+                match self.create_serialized(ddl, table).await {
+                    Ok(()) => break,
+                    // A runner of an older faucet (without the advisory lock) creating the
+                    // same table at once: one of them loses the race on a catalog unique
+                    // index (pg_class: 42P07, pg_type: 23505 or 42710); the table exists
+                    // now, so try again.
                     Err(sqlx::Error::Database(db))
-                        if attempt < 3
-                            && matches!(db.code().as_deref(), Some("23505" | "42P07")) => {}
+                        if attempt < 5
+                            && matches!(
+                                db.code().as_deref(),
+                                Some("23505" | "42P07" | "42710")
+                            ) => {}
                     Err(e) => return Err(self.context("ensure_table", table).classify(e)),
                 }
             }
         }
         Ok(())
+    }
+
+    /// Runs one `CREATE TABLE IF NOT EXISTS` inside a transaction holding a transaction-level
+    /// advisory lock keyed by the table's name, so that runners starting at once create the
+    /// table one after another: `IF NOT EXISTS` alone is not safe against a concurrent
+    /// creation (the loser fails on the catalog's unique index instead of seeing the table).
+    async fn create_serialized(&self, ddl: &str, table: &str) -> Result<(), sqlx::Error> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!("faucet state table {table}"))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(ddl).execute(&mut *tx).await?;
+        tx.commit().await
     }
 
     /// The state table's name.
