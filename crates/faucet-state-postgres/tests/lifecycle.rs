@@ -186,3 +186,32 @@ async fn the_stores_own_pool_commits_durably_even_if_the_session_says_off() {
     assert_eq!(store.get("k").await.expect("get"), Some(json!(1)));
     drop_tables(&pool, "fst_durable").await;
 }
+
+#[tokio::test]
+async fn sixteen_stores_creating_one_fresh_table_at_once_all_succeed() {
+    // `CREATE TABLE IF NOT EXISTS` of one name from several sessions at once fails on the
+    // catalog (pg_type: 23505 or 42710, pg_class: 42P07) for all but one of them; CI saw a
+    // first run fail so. ensure_table serializes the creation (an advisory lock): every store
+    // succeeds, in every round.
+    let pool = admin_pool().await;
+    for round in 0..20 {
+        let table = format!("fst_race_{round}_{}", std::process::id());
+        drop_tables(&pool, &table).await;
+        let mut tasks = Vec::new();
+        for _ in 0..16 {
+            let table = table.clone();
+            tasks.push(tokio::spawn(async move {
+                let store = PostgresStateStore::connect_with(&pg_url(), 1, &table)
+                    .await
+                    .expect("connect");
+                store.ensure_table().await
+            }));
+        }
+        for (i, task) in tasks.into_iter().enumerate() {
+            let result = task.await.expect("task");
+            assert!(result.is_ok(), "round {round}, store {i}: {result:?}");
+        }
+        assert_eq!(count(&pool, &table).await, 0);
+        drop_tables(&pool, &table).await;
+    }
+}
