@@ -118,11 +118,13 @@ pub fn db_error(e: &sqlx::Error) -> Option<&PgDatabaseError> {
 /// same object at the same moment: `IF NOT EXISTS` checks the catalog before the creating
 /// session commits, so the later one fails on the catalog's unique index (23505
 /// unique_violation on `pg_type_typname_nsp_index` or `pg_class_relname_nsp_index`) or as
-/// 42P07 duplicate_table / 42P06 duplicate_schema. The object exists, committed, once the
+/// 42P07 duplicate_table / 42P06 duplicate_schema / 42710 duplicate_object (`type "…"
+/// already exists`: the row type of a table created at the same moment, seen in CI). The
+/// object exists, committed, once the
 /// error is seen (the unique check waited for the other session's commit): the caller
 /// treats it as created.
 pub fn is_concurrent_create(e: &sqlx::Error) -> bool {
-    db_error(e).is_some_and(|d| matches!(d.code(), "23505" | "42P07" | "42P06"))
+    db_error(e).is_some_and(|d| matches!(d.code(), "23505" | "42P07" | "42P06" | "42710"))
 }
 
 #[cfg(test)]
