@@ -1,6 +1,7 @@
 //! A continuous `postgres-cdc` run under a steady low-rate writer delivers every change
-//! within `max_page_delay` (plus the write, fsync and bookmark), long before the writer stops,
-//! and the slot's `confirmed_flush_lsn` follows while the writer runs — with the default
+//! as soon as the stream is caught up (plus the write, fsync and bookmark) — with the default
+//! `max_page_delay` and with one far longer than the bound — long before the writer stops,
+//! and the slot's `confirmed_flush_lsn` follows while the writer runs; with the default
 //! `batch_size` of 10,000, which a trickle of 20 changes/s would otherwise take over 8
 //! minutes to fill.
 
@@ -22,6 +23,18 @@ const BOUND: Duration = Duration::from_millis(1500);
 
 #[test]
 fn a_steady_trickle_is_delivered_within_the_page_delay_while_the_writer_runs() {
+    trickle(None);
+}
+
+#[test]
+fn a_caught_up_stream_hands_each_commit_over_without_waiting_for_a_long_page_delay() {
+    // With a 10 s page delay only the caught-up rule (a page goes out once a transaction
+    // committed and no further event is ready) can deliver within the 1.5 s bound.
+    trickle(Some("10s"));
+}
+
+/// The trickle scenario, with `max_page_delay` set to `page_delay` (`None`: the default).
+fn trickle(page_delay: Option<&str>) {
     let suffix = unique_suffix();
     let (schema, slot, publication) = (
         format!("faucet_lat_{suffix}"),
@@ -36,9 +49,10 @@ fn a_steady_trickle_is_delivered_within_the_page_delay_while_the_writer_runs() {
         schema: schema.clone(),
     };
     let dir = Dir::new();
-    // Default batch_size (10,000) and max_page_delay: only the delay can hand pages over.
+    // Default batch_size (10,000): a page is never full here.
+    let delay_line = page_delay.map_or(String::new(), |d| format!("  max_page_delay: {d}\n"));
     let pipeline =
-        cdc_pipeline(&schema, &slot, &publication, true).replace("  batch_size: 50\n", "");
+        cdc_pipeline(&schema, &slot, &publication, true).replace("  batch_size: 50\n", &delay_line);
     assert!(!pipeline.contains("batch_size"), "{pipeline}");
     dir.write("p.yaml", &pipeline);
     dir.write(
@@ -158,8 +172,9 @@ fn a_steady_trickle_is_delivered_within_the_page_delay_while_the_writer_runs() {
         latencies[latencies.len() - 1],
     );
     eprintln!(
-        "20 changes/s for 5 s: latency p50 {p50:?}, max {max:?}; confirmed_flush_lsn took {} \
-         values while the writer ran",
+        "20 changes/s for 5 s, max_page_delay {}: latency p50 {p50:?}, max {max:?}; \
+         confirmed_flush_lsn took {} values while the writer ran",
+        page_delay.unwrap_or("default"),
         flushes.len()
     );
     assert!(

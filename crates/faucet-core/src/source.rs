@@ -48,14 +48,21 @@ pub const DEFAULT_BATCH_SIZE: usize = 10_000;
 /// (`bench/cdc_latency.sh` and `bench/cdc_to_jsonl.sh` measure both).
 pub const DEFAULT_MAX_PAGE_DELAY: Duration = Duration::from_millis(50);
 
-/// When a continuous source's page in hand is due: [`ReadOptions::max_page_delay`] after its
-/// first record arrived, however few records it holds — the rule that bounds a change's
-/// latency, kept in one place for every change stream.
+/// When a continuous source's page in hand is due: at once when the stream is caught up (no
+/// transaction open and nothing more buffered on the connection), and at the latest
+/// [`ReadOptions::max_page_delay`] after its first record arrived, however few records it
+/// holds — the rules that bound a change's latency, kept in one place for every change
+/// stream.
 ///
 /// A stream calls [`PageDeadline::note`] after adding records to its page and asks
-/// [`PageDeadline::wait`] how long it may wait for the next event: `None` means the page is
-/// due now. With an empty page it waits `idle` at most (then it may hand over a bookmark that
-/// moved without records).
+/// [`PageDeadline::wait`] how long it may wait for the next event, telling it whether it is
+/// between transactions: `None` means the page is due now; `Some(Duration::ZERO)` (a page
+/// with records, between transactions) means "only if one is ready" — the stream polls its
+/// connection once (`tokio::time::timeout` polls the future before its timer) and hands the
+/// page over when nothing is, so a trickle is delivered as soon as each commit is decoded
+/// while a catch-up, whose events are already buffered, still fills whole pages. With an
+/// empty page it waits `idle` at most (then it may hand over a bookmark that moved without
+/// records).
 #[derive(Debug, Clone)]
 pub struct PageDeadline {
     delay: Duration,
@@ -82,13 +89,21 @@ impl PageDeadline {
         }
     }
 
-    /// How long the stream may wait for its next event, at most `idle`; `None` once the page
-    /// is due.
-    pub fn wait(&self) -> Option<Duration> {
+    /// How long the stream may wait for its next event: `None` once the page is due; zero
+    /// for a page with records while `between_transactions` (the last transaction whose
+    /// records are in the page has committed and no other is open); otherwise until the
+    /// deadline, at most `idle`.
+    pub fn wait(&self, between_transactions: bool) -> Option<Duration> {
         match self.due {
             Some(due) => {
                 let left = due.saturating_duration_since(Instant::now());
-                (!left.is_zero()).then(|| left.min(self.idle))
+                if left.is_zero() {
+                    None
+                } else if between_transactions {
+                    Some(Duration::ZERO)
+                } else {
+                    Some(left.min(self.idle))
+                }
             }
             None => Some(self.idle),
         }
@@ -244,13 +259,31 @@ mod tests {
         let idle = Duration::from_secs(1);
         let mut d = PageDeadline::new(Duration::from_millis(30), idle);
         d.note(true);
-        assert_eq!(d.wait(), Some(idle), "an empty page waits `idle`");
+        assert_eq!(d.wait(false), Some(idle), "an empty page waits `idle`");
+        assert_eq!(
+            d.wait(true),
+            Some(idle),
+            "empty between transactions: `idle` too"
+        );
         d.note(false);
-        let w = d.wait().expect("not due yet");
+        let w = d.wait(false).expect("not due yet");
         assert!(w <= Duration::from_millis(30), "{w:?}");
         std::thread::sleep(Duration::from_millis(20));
         d.note(false); // a later record does not move the deadline
         std::thread::sleep(Duration::from_millis(15));
-        assert_eq!(d.wait(), None, "due 30 ms after the first record");
+        assert_eq!(d.wait(false), None, "due 30 ms after the first record");
+        assert_eq!(d.wait(true), None);
+    }
+
+    #[test]
+    fn a_page_with_records_between_transactions_only_takes_what_is_ready() {
+        let mut d = PageDeadline::new(Duration::from_secs(5), Duration::from_secs(1));
+        d.note(false);
+        assert_eq!(d.wait(true), Some(Duration::ZERO), "caught up: poll once");
+        let inside = d.wait(false).expect("not due");
+        assert!(
+            inside > Duration::from_millis(900),
+            "inside a transaction: {inside:?}"
+        );
     }
 }

@@ -177,7 +177,7 @@ impl PageStream for CdcPageStream<'_> {
         let mut deadline = PageDeadline::new(self.options.max_page_delay, IDLE_BOOKMARK);
         let mut source_time = None;
         loop {
-            if page.len() >= batch || deadline.wait().is_none() {
+            if page.len() >= batch || deadline.wait(false).is_none() {
                 break;
             }
             let event = match self.next_event().await {

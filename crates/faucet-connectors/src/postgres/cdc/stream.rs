@@ -5,7 +5,9 @@
 //!   a change; the bookmark then names the transaction and how many of its changes were
 //!   delivered ([`super::bookmark`]). Memory is one page plus the session's bounded event
 //!   buffer, whatever the size of a transaction.
-//! * A page is also handed over once its oldest record has waited `max_page_delay`
+//! * A page is handed over as soon as the stream is caught up (between transactions and no
+//!   further event ready: [`faucet_core::PageDeadline`]); at the latest once its oldest
+//!   record has waited `max_page_delay`
 //!   ([`faucet_core::ReadOptions::max_page_delay`]), however steady the traffic, so every
 //!   change of a continuous run is delivered within that bound, and the slot's flush
 //!   position follows within it too; and when the stream has been quiet for [`IDLE_FLUSH`]
@@ -173,7 +175,8 @@ impl CdcPageStream {
             if self.caught_up() {
                 return self.last_page(page).await;
             }
-            let Some(wait) = deadline.wait() else {
+            let between = self.txn.is_none() && self.pending_truncate.is_empty();
+            let Some(wait) = deadline.wait(between) else {
                 return Ok(Some(self.hand_over(page)));
             };
             match self.next_event(wait).await? {

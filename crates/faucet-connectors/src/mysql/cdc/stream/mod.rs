@@ -10,8 +10,10 @@
 //!   were delivered ([`super::bookmark`]). Memory is one page plus the records of one rows
 //!   event (the server caps an event at `binlog_row_event_max_size`, 8 KiB by default, plus
 //!   at most one row), whatever the size of a transaction.
-//! * A page is handed over once its oldest record has waited `max_page_delay`
-//!   ([`faucet_core::ReadOptions::max_page_delay`]), or after [`IDLE_FLUSH`] without an event;
+//! * A page is handed over as soon as the stream is caught up (between transactions and no
+//!   further event ready: [`faucet_core::PageDeadline`]), at the latest once its oldest record
+//!   has waited `max_page_delay` ([`faucet_core::ReadOptions::max_page_delay`]), or after
+//!   [`IDLE_FLUSH`] without an event;
 //!   an empty page carries a moved position at most every [`ADVANCE_INTERVAL`].
 //! * Bounded runs stop once no transaction is open and the position reached the end of the
 //!   binlog seen at start; the dump is requested non-blocking, so the server ends it at the
@@ -299,7 +301,9 @@ impl CdcPageStream {
             if self.caught_up() {
                 return self.last_page(page).await;
             }
-            let Some(wait) = deadline.wait() else {
+            let between =
+                self.txn.is_none() && self.pending.is_empty() && self.deferred_commit.is_none();
+            let Some(wait) = deadline.wait(between) else {
                 return Ok(Some(self.hand_over(page)));
             };
             match self.next_event(wait).await? {
