@@ -112,7 +112,9 @@ fn serve_shows_the_oplog_window_and_warns_as_a_stopped_rows_bookmark_nears_its_e
     assert!(first["retained_wal_bytes"].is_null(), "{first}");
     let warning = "behind the newest oplog entry and the oplog holds";
     let near = |d: &serde_json::Value| {
-        let age = d["retention"]["bookmark_age_seconds"].as_f64().unwrap_or(0.0);
+        let age = d["retention"]["bookmark_age_seconds"]
+            .as_f64()
+            .unwrap_or(0.0);
         let window = d["oplog_window_seconds"].as_f64().unwrap_or(f64::MAX);
         age >= 0.8 * window
     };

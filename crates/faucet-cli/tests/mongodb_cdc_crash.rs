@@ -70,6 +70,17 @@ impl Scenario {
         std::path::PathBuf::from(self.current.lock().expect("lock").dir.clone())
     }
 
+    /// `faucet run --quiet` of the pipeline in `dir`, to its end.
+    fn rerun(&self, dir: &Dir) -> Run {
+        Run::from_output(
+            self.faucet()
+                .args(["run", "--quiet"])
+                .current_dir(dir.path())
+                .output()
+                .expect("run faucet"),
+        )
+    }
+
     /// Drops the current round's database and state table.
     fn drop_round(&self) {
         let round = std::mem::take(&mut *self.current.lock().expect("lock"));
@@ -260,14 +271,7 @@ fn the_server_sigkilled_mid_run_and_restarted_the_run_resumes_from_its_token() {
         ended.code,
         ended.stderr.trim()
     );
-    let rerun = Run::from_output(
-        s.faucet()
-            .args(["run", "--quiet"])
-            .current_dir(dir.path())
-            .output()
-            .expect("run faucet"),
-    );
-    rerun.expect_code(0);
+    s.rerun(&dir).expect_code(0);
     s.check("after the server's kill -9 and restart");
 }
 
@@ -287,13 +291,7 @@ fn the_server_sigkilled_and_its_oplog_pruned_past_the_token_every_run_fails_hist
     );
     let written = std::fs::read_to_string(dir.join("out.jsonl")).unwrap_or_default();
     for attempt in 0..2 {
-        let rerun = Run::from_output(
-            s.faucet()
-                .args(["run", "--quiet"])
-                .current_dir(dir.path())
-                .output()
-                .expect("run faucet"),
-        );
+        let rerun = s.rerun(&dir);
         assert_ne!(rerun.code, 0, "rerun {attempt} succeeded: {}", rerun.stderr);
         rerun.stderr_has(&["286", "faucet replicate"]);
         assert_eq!(

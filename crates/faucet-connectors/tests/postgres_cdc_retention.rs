@@ -126,7 +126,8 @@ async fn retained_wal_limit_rate_and_horizon_are_the_server_s() {
     let (second, safe) = exact_sample(&mut monitor, &url, "retained").await;
     let span = started.elapsed().as_secs_f64();
     assert!(
-        second.retained_bytes.unwrap_or(0) >= first.retained_bytes.unwrap_or(u64::MAX / 2) + written as u64,
+        second.retained_bytes.unwrap_or(0)
+            >= first.retained_bytes.unwrap_or(u64::MAX / 2) + written as u64,
         "the retained WAL grew by what was written: {:?} -> {:?} (+{written})",
         first.retained_bytes,
         second.retained_bytes

@@ -212,10 +212,9 @@ pub struct Retention {
     /// MongoDB: the oplog window, the newest oplog entry's time minus the oldest's, in
     /// seconds (how long a stopped pipeline may stay stopped); `None` for other upstreams.
     pub window_seconds: Option<f64>,
-    /// MongoDB: the newest oplog entry's time minus the bookmark's cluster time, in seconds
-    /// (an idle stream's bookmark keeps the cluster time of the last event read, so this
-    /// overstates the age of an idle collection's position: it warns early, never late);
-    /// `None` without a bookmark or for other upstreams.
+    /// MongoDB: the newest oplog entry's time minus the bookmark's cluster time (the time
+    /// the stream had read up to), in seconds; `None` without a bookmark or for other
+    /// upstreams.
     pub bookmark_age_seconds: Option<f64>,
 }
 

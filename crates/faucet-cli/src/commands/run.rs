@@ -208,8 +208,9 @@ async fn run_row(
             std::sync::Arc::new(move |p: &faucet_core::pipeline::Progress| {
                 observer.page(p);
                 if p.bookmark.is_some() {
-                    *last.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
-                        p.bookmark.clone();
+                    *last
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = p.bookmark.clone();
                 }
                 line(p);
             })

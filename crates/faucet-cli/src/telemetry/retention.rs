@@ -57,9 +57,7 @@ pub(crate) async fn sample_until(
                     if r.near_window_end() && !quiet(warned) {
                         warned = Some(Instant::now());
                         let secs = |s: Option<f64>| {
-                            humantime::format_duration(Duration::from_secs(
-                                s.unwrap_or(0.0) as u64
-                            ))
+                            humantime::format_duration(Duration::from_secs(s.unwrap_or(0.0) as u64))
                         };
                         tracing::warn!(
                             key,

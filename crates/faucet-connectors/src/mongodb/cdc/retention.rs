@@ -106,8 +106,14 @@ mod tests {
         assert_eq!(old.bookmark_age_seconds, Some(850.0));
         assert!(old.near_window_end(), "850 of 1000 s is near the end");
         let none = retention(w, None);
-        assert_eq!((none.horizon_seconds, none.bookmark_age_seconds), (None, None));
+        assert_eq!(
+            (none.horizon_seconds, none.bookmark_age_seconds),
+            (None, None)
+        );
         assert!(!none.near_window_end());
-        assert_eq!(none.retained_bytes, None, "an oplog retains no bytes per pipeline");
+        assert_eq!(
+            none.retained_bytes, None,
+            "an oplog retains no bytes per pipeline"
+        );
     }
 }
