@@ -187,7 +187,7 @@ fn pg_sinks(s: &str, mode: &str) -> (String, String) {
 }
 
 /// The process state letter of `/proc/PID/stat` (`T` when stopped).
-fn proc_state(pid: u32) -> Option<char> {
+pub(crate) fn proc_state(pid: u32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat[stat.rfind(')')? + 1..].trim_start().chars().next()
 }

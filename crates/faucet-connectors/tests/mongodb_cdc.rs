@@ -331,6 +331,16 @@ async fn bookmarks_resume_exactly_and_an_idle_stream_moves_its_position() {
         moved, b,
         "the position moved past the other collection's write"
     );
+    // Its cluster time is the time it was read up to, not that of a last event (none).
+    let time = |b: &serde_json::Value| {
+        let t = &b["cluster_time"];
+        (t["t"].as_u64(), t["i"].as_u64())
+    };
+    assert!(
+        time(&b).0.is_some(),
+        "an idle bookmark has a cluster time: {b}"
+    );
+    assert!(time(&moved) > time(&b), "{b} then {moved}");
     coll.insert_one(doc! {"_id": 100}).await.expect("insert");
     let got = records(&read_pages(&idle, Some(moved), 10).await.expect("after"));
     assert_eq!(got.len(), 1, "{got:#?}");

@@ -191,44 +191,87 @@ pub trait Source: Send + Sync {
     }
 
     /// A monitor of what the source's upstream retains for this pipeline while it is not
-    /// read (a PostgreSQL replication slot's WAL), for metrics and status; `None` (the
-    /// default) when the upstream retains nothing on the pipeline's behalf.
+    /// read (a PostgreSQL replication slot's WAL, a MongoDB oplog's window), for metrics and
+    /// status; `None` (the default) when the upstream retains nothing on the pipeline's
+    /// behalf.
     fn retention_monitor(&self) -> Option<Box<dyn RetentionMonitor>> {
         None
     }
 }
 
 /// What a source's upstream retains for the pipeline, sampled by a [`RetentionMonitor`].
+/// A field the upstream has no measure of is `None` (a MongoDB oplog has no byte figures, a
+/// PostgreSQL slot no window in time).
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Retention {
     /// Bytes the upstream keeps for the pipeline (PostgreSQL: `pg_current_wal_lsn() -
-    /// restart_lsn` of the slot).
-    pub retained_bytes: u64,
+    /// restart_lsn` of the slot); `None` where the upstream keeps nothing per pipeline
+    /// (MongoDB's oplog is shared and capped).
+    pub retained_bytes: Option<u64>,
     /// The most it keeps before it gives the pipeline's position up (PostgreSQL:
-    /// `max_slot_wal_keep_size`, in bytes); `None` when unlimited.
+    /// `max_slot_wal_keep_size`, in bytes); `None` when unlimited or unknown.
     pub limit_bytes: Option<u64>,
     /// Bytes that can still be written upstream before the position is in danger of being
-    /// given up (PostgreSQL: the slot's `safe_wal_size`); `None` when unlimited.
+    /// given up (PostgreSQL: the slot's `safe_wal_size`); `None` when unlimited or unknown.
     pub remaining_bytes: Option<u64>,
     /// How fast the upstream writes (PostgreSQL: WAL bytes per second, from the samples of
-    /// the last minutes); `None` until two samples a second apart.
+    /// the last minutes); `None` until two samples a second apart, or unknown.
     pub rate_bytes_per_second: Option<f64>,
-    /// The retention horizon: `remaining_bytes / rate_bytes_per_second`, the seconds until
-    /// the position would be given up if the pipeline stayed stopped, at the measured rate;
-    /// `None` when unlimited, when no rate is known yet, or when nothing is being written.
+    /// The retention horizon: the seconds until the position would be given up if the
+    /// pipeline stayed stopped. PostgreSQL: `remaining_bytes / rate_bytes_per_second`, at the
+    /// measured rate; `None` when unlimited, when no rate is known yet, or when nothing is
+    /// being written. MongoDB: the bookmark's cluster time minus the oldest oplog entry's
+    /// (the oplog's window keeps its length in time while the writes go on at their rate);
+    /// `None` before the pipeline has a bookmark with a cluster time.
     pub horizon_seconds: Option<f64>,
+    /// MongoDB: the oplog window, the newest oplog entry's time minus the oldest's, in
+    /// seconds (how long a stopped pipeline may stay stopped); `None` for other upstreams.
+    pub window_seconds: Option<f64>,
+    /// MongoDB: the newest oplog entry's time minus the bookmark's cluster time (the time
+    /// the stream had read up to), in seconds; `None` without a bookmark or for other
+    /// upstreams.
+    pub bookmark_age_seconds: Option<f64>,
+}
+
+impl Retention {
+    /// The share of the [`Retention::window_seconds`] at which a bookmark's age is near the
+    /// window's end (and its position near being lost): 0.8.
+    pub const NEAR_WINDOW: f64 = 0.8;
+
+    /// A sample with no figure known, to fill in.
+    pub fn unknown() -> Self {
+        Self {
+            retained_bytes: None,
+            limit_bytes: None,
+            remaining_bytes: None,
+            rate_bytes_per_second: None,
+            horizon_seconds: None,
+            window_seconds: None,
+            bookmark_age_seconds: None,
+        }
+    }
+
+    /// Whether the bookmark's age is at least [`Retention::NEAR_WINDOW`] of the window
+    /// (both known).
+    pub fn near_window_end(&self) -> bool {
+        match (self.bookmark_age_seconds, self.window_seconds) {
+            (Some(age), Some(window)) => age >= Self::NEAR_WINDOW * window,
+            _ => false,
+        }
+    }
 }
 
 /// Samples a source's [`Retention`] (see [`Source::retention_monitor`]); each call is one
 /// round trip, and the rate is measured across calls.
 #[async_trait]
 pub trait RetentionMonitor: Send {
-    /// Samples now.
+    /// Samples now; `bookmark` is the pipeline's last durable bookmark when known (a MongoDB
+    /// oplog's horizon depends on it; a PostgreSQL slot holds its own position).
     ///
     /// # Errors
     /// When the upstream cannot be asked ([`FaucetError::Connect`], [`FaucetError::Read`]),
     /// or no longer retains anything for the pipeline (a dropped slot).
-    async fn sample(&mut self) -> Result<Retention, FaucetError>;
+    async fn sample(&mut self, bookmark: Option<&Bookmark>) -> Result<Retention, FaucetError>;
 }
 
 /// An open read.

@@ -197,13 +197,21 @@ async fn run_row(
     let metrics = args
         .metrics_listen
         .map(|_| crate::telemetry::metrics::RowMetrics::new(&plan.pipeline, plan.id.as_deref()));
+    // The last durable bookmark of this run, for the retention sampling.
+    let last_bookmark = std::sync::Arc::new(std::sync::Mutex::new(None));
     let callback = match &metrics {
         None => progress.callback(),
         Some(m) => {
             let observer = m.observer();
             let line = progress.callback();
+            let last = std::sync::Arc::clone(&last_bookmark);
             std::sync::Arc::new(move |p: &faucet_core::pipeline::Progress| {
                 observer.page(p);
+                if p.bookmark.is_some() {
+                    *last
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) = p.bookmark.clone();
+                }
                 line(p);
             })
         }
@@ -217,6 +225,12 @@ async fn run_row(
             m.clone(),
             plan.state_key.clone(),
             sampling.clone(),
+            move || {
+                last_bookmark
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
+            },
             |_| {},
         ));
     }

@@ -275,8 +275,9 @@ impl Slot {
             bookmark: st.bookmark.clone(),
             bookmark_at: st.bookmark_at.as_ref().map(time),
             lag_seconds: st.lag_seconds,
-            retained_wal_bytes: st.retention.as_ref().map(|r| r.retained_bytes),
+            retained_wal_bytes: st.retention.as_ref().and_then(|r| r.retained_bytes),
             retention_horizon_seconds: st.retention.as_ref().and_then(|r| r.horizon_seconds),
+            oplog_window_seconds: st.retention.as_ref().and_then(|r| r.window_seconds),
             retention: st.retention.clone(),
             records: st.records,
             pages: st.pages,
@@ -335,10 +336,16 @@ pub(crate) struct PipelineView {
     /// first sample).
     retained_wal_bytes: Option<u64>,
     /// postgres-cdc: seconds until the slot would be invalidated if the row stayed stopped
-    /// (null: no limit, no WAL written, or no rate yet).
+    /// (null: no limit, no WAL written, or no rate yet); mongodb-cdc: seconds until the
+    /// bookmark's resume token would leave the oplog (its cluster time minus the oldest
+    /// entry's; null before a bookmark with a cluster time).
     retention_horizon_seconds: Option<f64>,
+    /// mongodb-cdc: the oplog window, seconds (null for other sources, or before the first
+    /// sample); the bookmark's age in it is `retention.bookmark_age_seconds`.
+    oplog_window_seconds: Option<f64>,
     /// The whole last retention sample (`retained_bytes`, `limit_bytes`,
-    /// `remaining_bytes`, `rate_bytes_per_second`, `horizon_seconds`).
+    /// `remaining_bytes`, `rate_bytes_per_second`, `horizon_seconds`, `window_seconds`,
+    /// `bookmark_age_seconds`; [`faucet_core::Retention`]).
     retention: Option<faucet_core::Retention>,
     /// Records written by this process.
     records: u64,

@@ -47,11 +47,13 @@ pub(crate) async fn supervise(
     };
     if let Some(monitor) = slot.plan.source.retention_monitor() {
         let seen = slot.clone();
+        let at = slot.clone();
         tokio::spawn(crate::telemetry::retention::sample_until(
             monitor,
             slot.metrics.clone(),
             slot.key().to_owned(),
             shutdown.clone(),
+            move || at.status().bookmark.clone(),
             move |r| seen.status().retention = Some(r.clone()),
         ));
     }

@@ -21,6 +21,7 @@
 //! | `faucet_schedule_ticks_late_total` | counter | ticks noticed more than 1 s after their time (a busy or suspended host) |
 //! | `faucet_slot_retained_wal_bytes` | gauge | postgres-cdc: WAL the slot retains, `pg_current_wal_lsn() - restart_lsn` (see [`super::retention`]) |
 //! | `faucet_slot_retention_horizon_seconds` | gauge | postgres-cdc: seconds until the slot would be invalidated if the pipeline stayed stopped; `+Inf` (written `inf`) without a horizon |
+//! | `faucet_oplog_window_seconds` | gauge | mongodb-cdc: the oplog window, the newest oplog entry's time minus the oldest's (how long a stopped pipeline may stay stopped before its resume token leaves the oplog) |
 //! | `faucet_fence_refused_writes_total` | counter | pages the sink refused because a newer run of the key holds a larger fence (`LeaseError::Fenced`) |
 //! | `faucet_pipelines_moved_total` | counter | runs this member started of a row another member owned before (`--cluster`) |
 
@@ -45,6 +46,7 @@ const TICKS_LATE: &str = "faucet_schedule_ticks_late_total";
 const FENCE_REFUSED: &str = "faucet_fence_refused_writes_total";
 const RETAINED_WAL: &str = "faucet_slot_retained_wal_bytes";
 const HORIZON: &str = "faucet_slot_retention_horizon_seconds";
+const OPLOG_WINDOW: &str = "faucet_oplog_window_seconds";
 const MOVED: &str = "faucet_pipelines_moved_total";
 
 /// Installs the process-wide Prometheus recorder and describes every metric (their `# HELP`
@@ -99,6 +101,11 @@ pub(crate) fn install() -> Result<PrometheusHandle, String> {
         HORIZON,
         Unit::Seconds,
         "Seconds until the replication slot would be invalidated if the pipeline stayed stopped, at the WAL rate of the last minutes; +Inf without a limit or without WAL written."
+    );
+    describe_gauge!(
+        OPLOG_WINDOW,
+        Unit::Seconds,
+        "MongoDB: the oplog window, newest minus oldest oplog entry time; a pipeline stopped longer loses its resume token."
     );
     describe_counter!(
         MOVED,
@@ -185,8 +192,14 @@ impl RowMetrics {
     /// A retention sample of the row's source ([`super::retention`]).
     pub(crate) fn retention(&self, r: &faucet_core::Retention) {
         let labels = self.labels();
-        gauge!(RETAINED_WAL, &labels).set(r.retained_bytes as f64);
-        gauge!(HORIZON, &labels).set(r.horizon_seconds.unwrap_or(f64::INFINITY));
+        // A slot's figures where the upstream retains bytes for the pipeline (postgres-cdc).
+        if let Some(bytes) = r.retained_bytes {
+            gauge!(RETAINED_WAL, &labels).set(bytes as f64);
+            gauge!(HORIZON, &labels).set(r.horizon_seconds.unwrap_or(f64::INFINITY));
+        }
+        if let Some(window) = r.window_seconds {
+            gauge!(OPLOG_WINDOW, &labels).set(window);
+        }
     }
 
     /// Whether the row is FAILED and PAUSED/STOPPED now.

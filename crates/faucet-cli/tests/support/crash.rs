@@ -19,6 +19,14 @@ pub(crate) trait CrashScenario {
     fn drop(&self);
     /// `faucet` with no fault armed and the scenario's environment.
     fn faucet(&self) -> Command;
+    /// The fault points the scenario's run passes, which [`abort_at_every_point`] aborts at:
+    /// by default a SQL sink's with the file state store ([`faucet_core::fault::SQL_SINK`]).
+    /// A pipeline that does not pass one (`before_commit` without a SQL or Redis sink,
+    /// `state_mid_put` without the file state store) must leave it out: an armed point that
+    /// is never reached fails the driver.
+    fn points(&self) -> Vec<&'static str> {
+        faucet_core::fault::SQL_SINK.to_vec()
+    }
 }
 
 /// Drops the scenario's objects when the driver ends, also when an assertion failed.
@@ -47,12 +55,12 @@ fn run_to_completion(scenario: &(impl CrashScenario + ?Sized), dir: &Path) {
     );
 }
 
-/// For every fault point of a SQL sink's run ([`faucet_core::fault::SQL_SINK`]): a fresh
+/// For every fault point the scenario's run passes ([`CrashScenario::points`]): a fresh
 /// source and target, a run aborted at the point's second hit, a restart to completion, the
 /// exact check, and a third run that must change nothing.
 pub(crate) fn abort_at_every_point(scenario: &(impl CrashScenario + ?Sized)) {
     let _cleanup = Cleanup(scenario);
-    for point in faucet_core::fault::SQL_SINK {
+    for point in scenario.points() {
         let dir = tempfile::tempdir().expect("tempdir");
         scenario.prepare(dir.path());
         run_aborted_at(scenario, dir.path(), &format!("{point}:2"));

@@ -1,7 +1,9 @@
 //! The `mongodb-cdc` bookmark: `{"resume_token": "<_data>", "cluster_time": {"t": …, "i": …}}`
 //! — the resume token of the last event of a page (or the post-batch resume token of an idle
-//! stream), resumed with `startAfter`, and the cluster time of the last event read (null
-//! before the first), which `faucet doctor` compares with the oplog window.
+//! stream), resumed with `startAfter`, and the cluster time the stream has read up to: the
+//! last event's, or for an idle stream's post-batch token the server's operation time when
+//! it was handed over (null before either), which `faucet doctor` and the retention monitor
+//! compare with the oplog window.
 
 use faucet_core::{Bookmark, FaucetError};
 use mongodb::bson::Timestamp;
@@ -14,7 +16,7 @@ use super::CONNECTOR;
 pub struct CdcBookmark {
     /// The resume token's `_data`.
     pub resume_token: String,
-    /// The cluster time of the last event read, when known.
+    /// The cluster time the stream has read up to (module docs), when known.
     pub cluster_time: Option<Timestamp>,
 }
 

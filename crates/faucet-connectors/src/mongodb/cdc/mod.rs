@@ -24,12 +24,15 @@
 //! nothing is skipped silently. `check()` (`faucet doctor`) probes the server (a replica
 //! set), the privileges (a change stream opened and closed, a `find` per listed collection),
 //! the pre- and post-images `before` / `full_document` need, and reports the oplog window;
-//! `check_resume` says whether the stored token is still inside it.
+//! `check_resume` says whether the stored token is still inside it. The retention monitor
+//! (module `retention`) samples the oplog window and the bookmark's age in it for `faucet
+//! serve`'s metrics and status.
 
 mod bookmark;
 mod config;
 mod probe;
 mod record;
+mod retention;
 mod stream;
 
 use std::sync::Arc;
@@ -178,6 +181,14 @@ impl Source for MongodbCdcSource {
 
     async fn check(&self) -> Result<(), FaucetError> {
         probe::check(&self.validated).await.map(|_| ())
+    }
+
+    /// The oplog window and the bookmark's age in it (module `retention`), on a client of
+    /// the monitor's own.
+    fn retention_monitor(&self) -> Option<Box<dyn faucet_core::RetentionMonitor>> {
+        Some(Box::new(retention::OplogMonitor::new(
+            self.validated.connection.clone(),
+        )))
     }
 
     async fn check_resume(&self, from: &Bookmark) -> Result<Option<String>, FaucetError> {

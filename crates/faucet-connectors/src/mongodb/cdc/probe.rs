@@ -226,12 +226,13 @@ pub(crate) async fn check_resume(
     let short = &bookmark.resume_token[..bookmark.resume_token.len().min(16)];
     let mut note = format!("resumes after resume token {short}…");
     if let (Some(at), Some(w)) = (bookmark.cluster_time, window) {
-        let age = u64::from(w.last.time.saturating_sub(at.time));
+        let r = super::retention::retention(w, Some(at));
         note.push_str(&format!(
-            " (its last change {age} s before the newest oplog entry; the oplog holds {} s)",
+            " (its last change {} s before the newest oplog entry; the oplog holds {} s)",
+            r.bookmark_age_seconds.unwrap_or(0.0),
             w.seconds()
         ));
-        if age.saturating_mul(10) >= w.seconds().saturating_mul(8) {
+        if r.near_window_end() {
             note.push_str(
                 "; WARNING: the bookmark is near the oplog's end — run the pipeline now, or \
                  enlarge the oplog, before its position is lost",

@@ -12,7 +12,9 @@
 //! * The bookmark is the resume token of the last event read (also of events that give no
 //!   record: other collections, dropDatabase), or after an empty batch the post-batch resume
 //!   token, so an idle stream's position moves too; an empty page carries it when it moved
-//!   and [`IDLE_BOOKMARK`] passed since the last page (continuous) or at the end (bounded).
+//!   and [`IDLE_BOOKMARK`] passed since the last page (continuous) or at the end (bounded),
+//!   with the server's operation time then as its cluster time (the stream has read up to
+//!   it).
 //! * An invalidate event ends the server's stream: it is opened again after it (`startAfter`,
 //!   which MongoDB allows for an invalidate's token).
 
@@ -158,6 +160,21 @@ impl CdcPageStream<'_> {
         }
     }
 
+    /// Before an empty page hands over the post-batch token: the stream has read everything
+    /// up to the server's time now, so the position's cluster time becomes the server's
+    /// operation time (later than the token's by at most this round trip; never earlier than
+    /// before). An idle collection's bookmark then ages with the oplog only while the
+    /// pipeline is stopped, not while it waits for changes.
+    async fn caught_up(&mut self) -> Result<(), FaucetError> {
+        let now = super::operation_time(&self.client, self.config).await?;
+        if let Some(p) = &mut self.position
+            && p.cluster_time.is_none_or(|t| t < now)
+        {
+            p.cluster_time = Some(now);
+        }
+        Ok(())
+    }
+
     fn page(&mut self, page: PageBuilder, source_time: Option<SystemTime>) -> Page {
         self.handed.clone_from(&self.position);
         self.last_handed_at = Instant::now();
@@ -190,14 +207,17 @@ impl PageStream for CdcPageStream<'_> {
                             cluster_time,
                         });
                     }
+                    let idle_handover = page.is_empty()
+                        && self.position != self.handed
+                        && (self.end.is_some() || self.last_handed_at.elapsed() >= IDLE_BOOKMARK);
+                    if idle_handover {
+                        self.caught_up().await?;
+                    }
                     if self.end.is_some() {
                         self.done = true;
                         break;
                     }
-                    if page.is_empty()
-                        && self.position != self.handed
-                        && self.last_handed_at.elapsed() >= IDLE_BOOKMARK
-                    {
+                    if idle_handover {
                         break;
                     }
                     continue;

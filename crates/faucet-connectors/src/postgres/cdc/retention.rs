@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use sqlx::PgConnection;
 
-use faucet_core::{FaucetError, Retention, RetentionMonitor};
+use faucet_core::{Bookmark, FaucetError, Retention, RetentionMonitor};
 
 use super::CONNECTOR;
 use crate::postgres::connection::PostgresUrl;
@@ -96,7 +96,8 @@ fn non_negative(v: Option<i64>) -> Option<u64> {
 
 #[async_trait]
 impl RetentionMonitor for SlotMonitor {
-    async fn sample(&mut self) -> Result<Retention, FaucetError> {
+    /// The slot holds its own position: `_bookmark` is not needed.
+    async fn sample(&mut self, _bookmark: Option<&Bookmark>) -> Result<Retention, FaucetError> {
         if self.conn.is_none() {
             self.conn = Some(self.connection.connect_sql().await?);
         }
@@ -131,11 +132,12 @@ impl RetentionMonitor for SlotMonitor {
         let remaining_bytes = limit_bytes.and(non_negative(safe).or(Some(0)));
         Ok(Retention {
             // A slot that never reserved WAL has no restart_lsn yet: it retains nothing.
-            retained_bytes: non_negative(retained).unwrap_or(0),
+            retained_bytes: Some(non_negative(retained).unwrap_or(0)),
             limit_bytes,
             remaining_bytes,
             rate_bytes_per_second: rate,
             horizon_seconds: horizon(remaining_bytes, rate),
+            ..Retention::unknown()
         })
     }
 }
