@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::postgres_connectors::{cdc_fixture, cdc_pipeline};
 use crate::support::pg::{CdcObjectsGuard, unique_suffix};
-use crate::support::{Dir, Run, faucet_command, pg_url, runtime};
+use crate::support::{Dir, KillOnDrop, Run, faucet_command, pg_url, runtime};
 
 /// Commits per second of the writer, and for how long.
 const RATE: u64 = 20;
@@ -211,27 +211,4 @@ fn trickle(page_delay: Option<&str>) {
         .collect();
     ids.sort_unstable();
     assert_eq!(ids, (1..=n).collect::<Vec<_>>(), "every change once");
-}
-
-/// The continuous run, SIGKILLed if the test ends before it is stopped (a failed assertion),
-/// so it does not keep the slot.
-struct KillOnDrop(Option<std::process::Child>);
-
-impl KillOnDrop {
-    fn id(&self) -> u32 {
-        self.0.as_ref().map_or(0, std::process::Child::id)
-    }
-
-    fn take(&mut self) -> std::process::Child {
-        self.0.take().expect("the run is still held")
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }

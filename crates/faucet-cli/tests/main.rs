@@ -36,6 +36,8 @@ mod mysql_cdc_flights;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_history;
 #[cfg(feature = "mysql")]
+mod mysql_cdc_latency;
+#[cfg(feature = "mysql")]
 mod mysql_cdc_statements;
 #[cfg(feature = "mysql")]
 mod mysql_connectors;

@@ -336,3 +336,28 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
         .build()
         .expect("runtime")
 }
+
+/// A spawned run, SIGKILLed if the test ends before it is stopped (a failed assertion), so it
+/// does not keep a slot, a binlog connection or a lease.
+pub(crate) struct KillOnDrop(pub(crate) Option<std::process::Child>);
+
+impl KillOnDrop {
+    /// The process id (0 once taken).
+    pub(crate) fn id(&self) -> u32 {
+        self.0.as_ref().map_or(0, std::process::Child::id)
+    }
+
+    /// The child, to stop and reap it the test's way.
+    pub(crate) fn take(&mut self) -> std::process::Child {
+        self.0.take().expect("the run is still held")
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
