@@ -33,7 +33,7 @@ use crate::support::replicate::{killed_after, stored};
 use crate::support::{Dir, output_of_success, pg_pool, runtime};
 
 /// Rows of each keyed source table before the pipeline starts.
-const ROWS: i64 = 600;
+const ROWS: i64 = 800;
 /// Records per page: small, so the copy spans many pages and kills land inside it.
 const BATCH: u64 = 50;
 /// The variable the configs read the PostgreSQL URL from.
@@ -176,23 +176,51 @@ fn faucet(dir: &Path, command: &str) -> Command {
     c
 }
 
-/// SIGKILLs `command` runs at instants spread from early in the copy to the stream
-/// (a fixed sequence, so failures reproduce); returns how many were still running.
-fn kill_repeatedly(dir: &Path, command: &str) -> usize {
+/// Where the SIGKILLs of [`kill_repeatedly`] landed: runs killed with a snapshot bookmark
+/// stored (mid-copy), with a stream bookmark, and runs that ended before their kill.
+#[derive(Debug, Default)]
+struct Kills {
+    in_copy: usize,
+    in_stream: usize,
+    finished: usize,
+}
+
+/// SIGKILLs `command` runs after `step_ms`, 2 × `step_ms`, … (a fixed sequence, so failures
+/// reproduce), five rounds (`FAUCET_SOAK=1`: fifteen); then, while no kill has landed in
+/// the stream yet (a copy longer than the rounds), runs killed a second in, up to ten.
+fn kill_repeatedly(dir: &Path, command: &str, step_ms: u64) -> Kills {
     let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        12
+        15
     } else {
         5
     };
-    let mut killed = 0;
+    let mut kills = Kills::default();
     for round in 0..rounds {
-        let after = Duration::from_millis(80 + 230 * (round % 5));
-        if killed_after(faucet(dir, command), after) {
-            killed += 1;
+        let after = Duration::from_millis(step_ms * (1 + round % 5));
+        if !killed_after(faucet(dir, command), after) {
+            kills.finished += 1;
+        } else if stored(dir).is_some_and(|b| b.get("snapshot").is_some()) {
+            kills.in_copy += 1;
+        } else {
+            kills.in_stream += 1;
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(30));
     }
-    killed
+    for _ in 0..10 {
+        if kills.in_stream > 0 {
+            break;
+        }
+        let copying = stored(dir).is_some_and(|b| b.get("snapshot").is_some());
+        if !killed_after(faucet(dir, command), Duration::from_millis(1000)) {
+            kills.finished += 1;
+        } else if copying && stored(dir).is_some_and(|b| b.get("snapshot").is_some()) {
+            kills.in_copy += 1;
+        } else {
+            kills.in_stream += 1;
+        }
+    }
+    eprintln!("SIGKILLs: {kills:?}");
+    kills
 }
 
 /// The replication slots on the server whose name starts with `slot` (the pipeline's, and
@@ -272,9 +300,12 @@ fn with_writer(
             "after_state_put",
             2,
         );
-        let killed = kill_repeatedly(dir.path(), command);
-        eprintln!("{killed} runs SIGKILLed while running");
-        assert!(killed > 0, "no kill landed while a run was in progress");
+        let kills = kill_repeatedly(dir.path(), command, 120);
+        assert!(kills.in_copy > 0, "no kill landed in the copy: {kills:?}");
+        assert!(
+            kills.in_stream > 0,
+            "no kill landed in the stream: {kills:?}"
+        );
         stop.store(true, Ordering::SeqCst);
         let writes = writes.join().expect("writer");
         assert!(writes > 100, "the writer ran only {writes} statements");
@@ -445,9 +476,13 @@ fn run_effectively_once_into_append_audit_targets_sigkilled_has_every_change_onc
         // The first run creates the slot; the writer starts after it.
         output_of_success(&mut faucet(dir.path(), "run"), "the first run");
         let writes = writer(s.clone(), true, Arc::clone(&stop));
-        std::thread::sleep(Duration::from_millis(300));
-        let killed = kill_repeatedly(dir.path(), "run");
-        eprintln!("{killed} runs SIGKILLed while running");
+        std::thread::sleep(Duration::from_millis(1500));
+        // Aborted between a page's commit (rows and token) and its bookmark: the rerun
+        // re-anchors at the token, so no target gets that page twice.
+        crate::support::expect_aborted(&mut faucet(dir.path(), "run"), "after_flush:1");
+        std::thread::sleep(Duration::from_millis(200));
+        let kills = kill_repeatedly(dir.path(), "run", 25);
+        assert!(kills.in_stream > 0, "no kill landed in a run: {kills:?}");
         stop.store(true, Ordering::SeqCst);
         let writes = writes.join().expect("writer");
         assert!(writes > 100, "the writer ran only {writes} statements");
