@@ -313,7 +313,11 @@ fn with_writer(
         let b = stored(dir.path()).expect("bookmark");
         assert!(b.get("lsn").is_some(), "caught up to the stream: {b}");
         let slots = rt.block_on(slots_of(&pool, &names.slot));
-        assert_eq!(slots, [names.slot.clone()], "one slot for the whole schema");
+        assert_eq!(
+            slots,
+            std::slice::from_ref(&names.slot),
+            "one slot for the whole schema"
+        );
         check(&rt, &pool, &names);
     }));
     stop.store(true, Ordering::SeqCst);
@@ -488,7 +492,11 @@ fn run_effectively_once_into_append_audit_targets_sigkilled_has_every_change_onc
         assert!(writes > 100, "the writer ran only {writes} statements");
         output_of_success(&mut faucet(dir.path(), "run"), "the last run");
         let slots = rt.block_on(slots_of(&pool, &names.slot));
-        assert_eq!(slots, [names.slot.clone()], "one slot for the whole schema");
+        assert_eq!(
+            slots,
+            std::slice::from_ref(&names.slot),
+            "one slot for the whole schema"
+        );
         let mut all = KEYED.to_vec();
         all.push(("nokey", "a, b"));
         for (table, columns) in all {

@@ -19,5 +19,5 @@ pub(crate) mod warnings;
 pub(crate) mod write;
 
 pub use read::ReplicationMethod;
-pub use sink::route::{Route, RouteTarget, TargetEntry, TargetSpec};
+pub use sink::route::{Route, RouteTarget, TargetEntry, TargetSpec, UpsertKeys};
 pub use write::WriteMode;

@@ -44,7 +44,7 @@ use super::config::CONNECTOR;
 use super::connection::PostgresUrl;
 use super::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
-use crate::sql::sink::route::{Route, RouteTarget};
+use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter};
 use table::TargetTable;
 use write::{Buffers, Target};
@@ -110,6 +110,15 @@ impl PostgresSink {
         &self.config
     }
 
+    /// What the sink upserts by, routed or not.
+    fn upsert_keys(&self) -> UpsertKeys<'_> {
+        UpsertKeys {
+            route: self.route.as_ref(),
+            write_mode: self.config.write_mode,
+            key: &self.config.key,
+        }
+    }
+
     fn upsert_key(&self) -> &[String] {
         match self.config.write_mode {
             WriteMode::Upsert => &self.config.key,
@@ -163,37 +172,23 @@ impl Sink for PostgresSink {
 
     /// `key:` with `write_mode: upsert` (a routed sink: when some target upserts).
     fn upserts_by(&self) -> Option<Vec<String>> {
-        match &self.route {
-            Some(r) => r.any_upsert().then(|| self.config.key.clone()),
-            None => (self.config.write_mode == WriteMode::Upsert).then(|| self.config.key.clone()),
-        }
+        self.upsert_keys().upserts_by()
     }
 
     /// A routed sink: the key of the source table's target ([`Route::upsert_key`]).
     fn upserts_by_table(&self, source_table: &str) -> Option<Vec<String>> {
-        match &self.route {
-            Some(r) => r.upsert_key(source_table),
-            None => self.upserts_by(),
-        }
+        self.upsert_keys().upserts_by_table(source_table)
     }
 
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
-            keyed_upsert: match &self.route {
-                Some(r) => r.all_upsert(),
-                None => self.config.write_mode == WriteMode::Upsert && !self.config.key.is_empty(),
-            },
+            keyed_upsert: self.upsert_keys().keyed_upsert(),
         }
     }
 
-    /// `postgres host:port/database table schema.table` (routed: `… tables <route>`): no
-    /// user, no password.
     fn target(&self) -> Option<String> {
-        let what = match &self.route {
-            Some(r) => format!("tables {}", r.describe()),
-            None => format!("table {}", self.table),
-        };
+        let what = self.upsert_keys().target(&self.table);
         Some(format!(
             "{CONNECTOR} {}:{}/{} {what}",
             self.connection.host(),
@@ -381,13 +376,7 @@ impl SinkDialect for PostgresSink {
 
     /// This sink for `target`: its table, key and write mode, its own staging table.
     fn for_target(&self, target: &RouteTarget) -> Result<Self, FaucetError> {
-        let table = TableName::parse(&target.name, "table").map_err(|e| {
-            FaucetError::data(
-                CONNECTOR,
-                format!("table {}", target.source_table),
-                format!("the target name {e}"),
-            )
-        })?;
+        let table = target.parsed_name(CONNECTOR, TableName::parse)?;
         let mut one = self.clone();
         one.config.key = target.key.clone();
         one.config.write_mode = target.write_mode;

@@ -115,6 +115,76 @@ pub struct RouteTarget {
     pub ordinal: usize,
 }
 
+impl RouteTarget {
+    /// The target's name by the dialect's rule `parse` (`TableName::parse`).
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] of `connector` naming the source table, when the rendered name
+    /// is not a valid table name.
+    pub fn parsed_name<N>(
+        &self,
+        connector: &str,
+        parse: impl Fn(&str, &str) -> Result<N, FaucetError>,
+    ) -> Result<N, FaucetError> {
+        parse(&self.name, "table").map_err(|e| {
+            FaucetError::data(
+                connector,
+                format!("table {}", self.source_table),
+                format!("the target name {e}"),
+            )
+        })
+    }
+}
+
+/// What a SQL sink upserts by, routed or not: the answers of its `Sink::upserts_by`,
+/// `upserts_by_table` and `capabilities().keyed_upsert`, from its `route` (when it routes)
+/// or its one table's `write_mode` and `key`.
+#[derive(Debug, Clone, Copy)]
+pub struct UpsertKeys<'a> {
+    /// The route, when the sink routes.
+    pub route: Option<&'a Route>,
+    /// The sink's `write_mode`.
+    pub write_mode: WriteMode,
+    /// The sink's `key`.
+    pub key: &'a [String],
+}
+
+impl UpsertKeys<'_> {
+    /// `key:` when the sink upserts (a routed sink: when some target does).
+    pub fn upserts_by(&self) -> Option<Vec<String>> {
+        let upserts = match self.route {
+            Some(r) => r.any_upsert(),
+            None => self.write_mode == WriteMode::Upsert,
+        };
+        upserts.then(|| self.key.to_vec())
+    }
+
+    /// The key the records of `source_table` are upserted by ([`Route::upsert_key`]).
+    pub fn upserts_by_table(&self, source_table: &str) -> Option<Vec<String>> {
+        match self.route {
+            Some(r) => r.upsert_key(source_table),
+            None => self.upserts_by(),
+        }
+    }
+
+    /// Whether every record is upserted by a key (a routed sink: every target upserts).
+    pub fn keyed_upsert(&self) -> bool {
+        match self.route {
+            Some(r) => r.all_upsert(),
+            None => self.write_mode == WriteMode::Upsert && !self.key.is_empty(),
+        }
+    }
+
+    /// How [`faucet_core::Sink::target`] names what the sink writes: `table <name>`, or
+    /// `tables <route>`.
+    pub fn target(&self, table: &dyn std::fmt::Display) -> String {
+        match self.route {
+            Some(r) => format!("tables {}", r.describe()),
+            None => format!("table {table}"),
+        }
+    }
+}
+
 impl Route {
     /// The route of a sink whose `table` is `table` (empty when not given) and `tables:`
     /// `tables`, or `Ok(None)` for a sink that writes one fixed table (`table` without a
@@ -269,7 +339,7 @@ impl Route {
 
     /// Where records of `source_table` go (`keys`: the source's keys of its tables, from
     /// [`faucet_core::SinkWriter::source_keys`]; `ordinal`: the target's number in its
-    /// writer). The rendered name is checked by the dialect ([`super::SinkDialect::for_target`]).
+    /// writer). The rendered name is checked by the dialect (its `for_target`).
     ///
     /// # Errors
     /// [`FaucetError::Data`] of `connector` when nothing routes `source_table`, or an upsert
