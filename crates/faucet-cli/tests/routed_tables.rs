@@ -187,7 +187,7 @@ struct Kills {
 
 /// SIGKILLs `command` runs after `step_ms`, 2 × `step_ms`, … (a fixed sequence, so failures
 /// reproduce), five rounds (`FAUCET_SOAK=1`: fifteen); then, while no kill has landed in
-/// the stream yet (a copy longer than the rounds), runs killed a second in, up to ten.
+/// the stream yet, up to ten runs killed after 1 s, 400, 150, 60, 30 ms, ….
 fn kill_repeatedly(dir: &Path, command: &str, step_ms: u64) -> Kills {
     let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
         15
@@ -206,12 +206,14 @@ fn kill_repeatedly(dir: &Path, command: &str, step_ms: u64) -> Kills {
         }
         std::thread::sleep(Duration::from_millis(30));
     }
-    for _ in 0..10 {
+    for round in 0..10 {
         if kills.in_stream > 0 {
             break;
         }
+        // A run past the copy ends once caught up: sooner and sooner.
+        let after = [1000, 400, 150, 60, 30][round % 5];
         let copying = stored(dir).is_some_and(|b| b.get("snapshot").is_some());
-        if !killed_after(faucet(dir, command), Duration::from_millis(1000)) {
+        if !killed_after(faucet(dir, command), Duration::from_millis(after)) {
             kills.finished += 1;
         } else if copying && stored(dir).is_some_and(|b| b.get("snapshot").is_some()) {
             kills.in_copy += 1;
