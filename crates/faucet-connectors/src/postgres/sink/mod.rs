@@ -494,7 +494,7 @@ impl SinkDialect for PostgresSink {
             nul: self.config.nul_bytes,
             stage: &self.stage,
         };
-        match self.config.write_mode {
+        let written = match self.config.write_mode {
             WriteMode::Append => write::append(conn, &target, page, &mut scratch.bufs).await,
             WriteMode::Upsert => {
                 write::upsert(
@@ -506,7 +506,13 @@ impl SinkDialect for PostgresSink {
                 )
                 .await
             }
+        };
+        if self.stage != table::STAGE {
+            // A routed target: its COPY buffers go, so memory stays one page's however many
+            // targets the writer has met.
+            scratch.bufs = Buffers::default();
         }
+        written
     }
 
     async fn holds_data(&self, conn: &mut PgConnection) -> Result<bool, FaucetError> {
