@@ -70,6 +70,8 @@ mod reports;
     feature = "state-redis"
 ))]
 mod retention_horizon;
+#[cfg(feature = "postgres")]
+mod routed_tables;
 mod run_files;
 mod serve;
 mod serve_api_guard;

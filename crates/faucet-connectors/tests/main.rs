@@ -68,6 +68,8 @@ mod postgres_sink;
 #[cfg(all(feature = "postgres", feature = "files"))]
 mod postgres_sink_pipeline;
 #[cfg(feature = "postgres")]
+mod postgres_sink_routed;
+#[cfg(feature = "postgres")]
 mod postgres_sink_support;
 #[cfg(feature = "redis-streams")]
 mod redis_streams_sink;

@@ -88,23 +88,42 @@ pub enum KeyNote {
 /// [`FaucetError::Delivery`] ([`DeliveryError::KeylessSource`]) when a source table has no
 /// key; the source's own error when its catalog cannot be read.
 pub async fn check(source: &dyn Source, sink: &dyn Sink) -> Result<Option<KeyNote>, FaucetError> {
-    let Some(key) = sink.upserts_by() else {
-        return Ok(None);
-    };
-    let Some(tables) = source.table_keys().await? else {
-        return Ok(None);
-    };
-    judge(source.connector(), sink.connector(), &key, &tables)
+    Ok(check_with_keys(source, sink).await?.0)
 }
 
-/// [`check`] without the I/O: `key` is the sink's `key:` (empty: the target's own key).
+/// [`check`], also handing back the source's keys it read (`None` when the sink does not
+/// upsert or the source cannot know), for [`crate::SinkWriter::source_keys`].
+///
+/// # Errors
+/// As [`check`].
+pub async fn check_with_keys(
+    source: &dyn Source,
+    sink: &dyn Sink,
+) -> Result<(Option<KeyNote>, Option<Vec<TableKeys>>), FaucetError> {
+    if sink.upserts_by().is_none() {
+        return Ok((None, None));
+    }
+    let Some(tables) = source.table_keys().await? else {
+        return Ok((None, None));
+    };
+    let key_of = |t: &str| sink.upserts_by_table(t);
+    let note = judge(source.connector(), sink.connector(), &key_of, &tables)?;
+    Ok((note, Some(tables)))
+}
+
+/// [`check`] without the I/O: each table against the key the sink upserts it by
+/// ([`Sink::upserts_by_table`]; empty: the target's or the source's own key).
 fn judge(
     source: &str,
     sink: &str,
-    key: &[String],
+    key_of: &dyn Fn(&str) -> Option<Vec<String>>,
     tables: &[TableKeys],
 ) -> Result<Option<KeyNote>, FaucetError> {
-    if let Some(t) = tables.iter().find(|t| t.is_keyless()) {
+    let keyed: Vec<(&TableKeys, Vec<String>)> = tables
+        .iter()
+        .filter_map(|t| key_of(&t.table).map(|k| (t, k)))
+        .collect();
+    if let Some((t, _)) = keyed.iter().find(|(t, _)| t.is_keyless()) {
         return Err(DeliveryError::KeylessSource {
             connector: source.to_owned(),
             table: t.table.clone(),
@@ -112,29 +131,45 @@ fn judge(
         }
         .into());
     }
-    if key.is_empty() || tables.is_empty() {
+    let compared: Vec<&(&TableKeys, Vec<String>)> =
+        keyed.iter().filter(|(_, k)| !k.is_empty()).collect();
+    if compared.is_empty() {
         return Ok(None);
     }
-    let differs: Vec<String> = tables
+    // One key for every table (a sink of one target): named once; else per table.
+    let one = compared.iter().all(|(_, k)| *k == compared[0].1);
+    let key = if one {
+        columns(&compared[0].1)
+    } else {
+        "its target's key".to_owned()
+    };
+    let by = |k: &[String]| {
+        if one {
+            String::new()
+        } else {
+            format!(" by {}", columns(k))
+        }
+    };
+    let differs: Vec<String> = compared
         .iter()
-        .filter(|t| !t.is_key(key))
-        .map(|t| format!("{} ({})", t.table, t.describe()))
+        .filter(|(t, k)| !t.is_key(k))
+        .map(|(t, k)| format!("{} ({}){}", t.table, t.describe(), by(k)))
         .collect();
     if differs.is_empty() {
-        let names: Vec<&str> = tables.iter().map(|t| t.table.as_str()).collect();
+        let names: Vec<String> = compared
+            .iter()
+            .map(|(t, k)| format!("{}{}", t.table, by(k)))
+            .collect();
         return Ok(Some(KeyNote::Matches(format!(
-            "the sink `{sink}` upserts by key {}, a key of the source table(s) {}",
-            columns(key),
+            "the sink `{sink}` upserts by key {key}, a key of the source table(s) {}",
             names.join(", ")
         ))));
     }
     Ok(Some(KeyNote::Differs(format!(
-        "the sink `{sink}` upserts by key {}, which is not a key of the `{source}` source \
-         table(s) {}: source rows that share a value of {} overwrite each other in the \
+        "the sink `{sink}` upserts by key {key}, which is not a key of the `{source}` source \
+         table(s) {}: source rows that share a value of {key} overwrite each other in the \
          target; use the source's key as `key:`, or `write_mode: append`",
-        columns(key),
         differs.join(", "),
-        columns(key),
     ))))
 }
 
@@ -155,9 +190,15 @@ mod tests {
         cols.iter().map(|c| (*c).to_owned()).collect()
     }
 
+    /// Every table upserted by `cols`.
+    fn one(cols: &[&str]) -> impl Fn(&str) -> Option<Vec<String>> {
+        let k = key(cols);
+        move |_| Some(k.clone())
+    }
+
     #[test]
     fn a_keyless_table_is_refused_a_foreign_key_warned_the_same_key_matches() {
-        let keyless = judge("mysql-cdc", "mysql", &key(&["a"]), &[keys(None, &[])]);
+        let keyless = judge("mysql-cdc", "mysql", &one(&["a"]), &[keys(None, &[])]);
         let e = keyless.expect_err("refused").to_string();
         assert!(
             e.contains("db.t") && e.contains("write_mode: append"),
@@ -165,14 +206,14 @@ mod tests {
         );
         let pk = keys(Some(&["id", "k"]), &[&["id", "k"], &["email"]]);
         assert!(matches!(
-            judge("s", "k", &key(&["k", "id"]), std::slice::from_ref(&pk)),
+            judge("s", "k", &one(&["k", "id"]), std::slice::from_ref(&pk)),
             Ok(Some(KeyNote::Matches(_)))
         ));
         assert!(matches!(
-            judge("s", "k", &key(&["email"]), std::slice::from_ref(&pk)),
+            judge("s", "k", &one(&["email"]), std::slice::from_ref(&pk)),
             Ok(Some(KeyNote::Matches(_)))
         ));
-        match judge("s", "k", &key(&["a"]), &[pk]) {
+        match judge("s", "k", &one(&["a"]), &[pk]) {
             Ok(Some(KeyNote::Differs(w))) => assert!(
                 w.contains("[a]") && w.contains("primary key [id, k], unique [email]"),
                 "{w}"
@@ -180,8 +221,37 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(matches!(
-            judge("s", "k", &[], &[keys(Some(&["id"]), &[])]),
+            judge("s", "k", &one(&[]), &[keys(Some(&["id"]), &[])]),
             Ok(None)
         ));
+    }
+
+    #[test]
+    fn each_table_is_judged_by_its_own_target() {
+        let mut keyless = keys(None, &[]);
+        keyless.table = "db.log".into();
+        let keyed = keys(Some(&["id"]), &[]);
+        // The keyless table is appended, the other upserted by the source's key: no refusal.
+        let key_of = |t: &str| (t != "db.log").then(Vec::new);
+        assert_eq!(
+            judge("s", "k", &key_of, &[keyless.clone(), keyed.clone()]).expect("ok"),
+            None
+        );
+        let key_of = |t: &str| {
+            Some(if t == "db.log" {
+                key(&["x"])
+            } else {
+                key(&["v"])
+            })
+        };
+        let e = judge("s", "k", &key_of, &[keyless]).expect_err("keyless upserted");
+        assert!(e.to_string().contains("db.log"), "{e}");
+        match judge("s", "k", &key_of, &[keyed]) {
+            Ok(Some(KeyNote::Differs(w))) => assert!(
+                w.contains("db.t (primary key [id])") && w.contains("[v]"),
+                "{w}"
+            ),
+            other => panic!("{other:?}"),
+        }
     }
 }

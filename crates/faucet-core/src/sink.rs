@@ -50,6 +50,14 @@ pub trait Sink: Send + Sync {
         None
     }
 
+    /// The key this sink upserts the change records of `source_table` by (a sink that
+    /// routes each source table to its own target: that target's `key:`, empty when the
+    /// source's key is used), or `None` when they are not upserted. The default is
+    /// [`Sink::upserts_by`], the same for every table.
+    fn upserts_by_table(&self, _source_table: &str) -> Option<Vec<String>> {
+        self.upserts_by()
+    }
+
     /// Opens the sink for writing (creates files, connects, creates tables as configured).
     ///
     /// # Errors
@@ -150,6 +158,13 @@ pub trait SinkWriter: Send {
     async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
         Ok(None)
     }
+
+    /// Tells the writer the source's keys of its tables ([`crate::Source::table_keys`]),
+    /// once, before the first page, when the sink upserts ([`Sink::upserts_by`]) and the
+    /// source knows them: a sink that routes each source table to its own target upserts a
+    /// target without a configured `key:` by its source table's key. The default ignores
+    /// them.
+    fn source_keys(&mut self, _keys: &[crate::keys::TableKeys]) {}
 
     /// The token last committed under `scope`, if any.
     ///

@@ -166,12 +166,16 @@ fn clone_delivery(e: &FaucetError) -> FaucetError {
 /// Builds the plan of one valid row.
 ///
 /// # Errors
-/// [`FaucetError::Config`]: a connector's config is invalid, its type is not compiled in, or
-/// the sink writes into a table the change source reads ([`crate::registry::feedback`]).
+/// [`FaucetError::Config`]: a connector's config is invalid, its type is not compiled in,
+/// the sink writes into a table the change source reads ([`crate::registry::feedback`]), or
+/// the change source's tables would not each reach a target of their own
+/// ([`crate::registry::routing`]).
 pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, FaucetError> {
     let source = p.source.build()?;
     let sink = p.sink.build()?;
     let feedback = crate::registry::feedback::check(&p.source, &p.sink)?;
+    #[cfg(feature = "sql")]
+    crate::registry::routing::check(&p.source, &p.sink, sink.as_ref())?;
     p.state.validate()?;
     let topology = Topology {
         source: source.connector(),

@@ -105,7 +105,7 @@ impl Endpoint {
     }
 
     /// `table` qualified: in the URL's database (MySQL) or `public` (PostgreSQL).
-    fn qualify(&self, table: &str) -> String {
+    pub(crate) fn qualify(&self, table: &str) -> String {
         if table.contains('.') {
             table.to_owned()
         } else {

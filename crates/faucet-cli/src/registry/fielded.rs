@@ -134,6 +134,10 @@ impl Sink for FieldedSink {
         self.inner.upserts_by()
     }
 
+    fn upserts_by_table(&self, source_table: &str) -> Option<Vec<String>> {
+        self.inner.upserts_by_table(source_table)
+    }
+
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
         let inner = self
             .inner
@@ -199,6 +203,10 @@ impl SinkWriter for FieldedWriter<'_> {
             .holds_data()
             .await
             .map_err(|e| at_field(self.prefix, e))
+    }
+
+    fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
+        self.inner.source_keys(keys);
     }
 
     async fn fence(

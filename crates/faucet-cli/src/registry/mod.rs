@@ -23,6 +23,8 @@ mod documented;
 mod features;
 pub(crate) mod feedback;
 mod fielded;
+#[cfg(feature = "sql")]
+pub(crate) mod routing;
 mod sink;
 mod source;
 mod state;

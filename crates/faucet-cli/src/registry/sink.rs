@@ -62,6 +62,38 @@ pub(crate) trait SinkEntry: std::fmt::Debug {
     fn written_table(&self) -> Option<super::feedback::WrittenTable> {
         None
     }
+
+    /// For a SQL sink that writes each source table into its own target: its route
+    /// ([`super::routing::check`]); `None` for a sink of one table, or a config that does
+    /// not validate (its build reports that).
+    #[cfg(feature = "sql")]
+    fn route(&self) -> Option<faucet_connectors::sql::Route> {
+        None
+    }
+}
+
+/// `, tables: a -> x, b -> y` for a SQL sink's `tables:` map (nothing without one).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn mapped(
+    tables: &std::collections::BTreeMap<String, faucet_connectors::sql::TargetEntry>,
+) -> String {
+    use faucet_connectors::sql::TargetEntry;
+    if tables.is_empty() {
+        return String::new();
+    }
+    let entries: Vec<String> = tables
+        .iter()
+        .map(|(from, to)| match to {
+            TargetEntry::Name(n) => format!("{from} -> {n}"),
+            TargetEntry::Spec(s) => {
+                let mode = s
+                    .write_mode
+                    .map(|m| m.describe(s.key.as_deref().unwrap_or(&[])));
+                format!("{from} -> {}{}", s.table, mode.unwrap_or_default())
+            }
+        })
+        .collect();
+    format!(", tables: {}", entries.join(", "))
 }
 
 #[cfg(feature = "files")]
@@ -99,10 +131,15 @@ impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
     fn target(&self) -> String {
         let mode = self.write_mode.describe(&self.key);
         format!(
-            "{} table {}{mode}",
+            "{} table {}{mode}{}",
             super::redacted_secret(&self.connection_url),
-            self.table
+            self.table,
+            mapped(&self.tables),
         )
+    }
+
+    fn route(&self) -> Option<faucet_connectors::sql::Route> {
+        self.validate().ok()?.route().cloned()
     }
 
     fn hints(&self) -> Hints {
@@ -132,10 +169,15 @@ impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
     fn target(&self) -> String {
         let mode = self.write_mode.describe(&self.key);
         format!(
-            "{} table {}{mode}",
+            "{} table {}{mode}{}",
             super::redacted_secret(&self.connection_url),
-            self.table
+            self.table,
+            mapped(&self.tables),
         )
+    }
+
+    fn route(&self) -> Option<faucet_connectors::sql::Route> {
+        self.validate().ok()?.route().cloned()
     }
 
     fn hints(&self) -> Hints {
@@ -211,6 +253,12 @@ impl SinkConfig {
     /// What a database sink writes ([`SinkEntry::written_table`]).
     pub(crate) fn written_table(&self) -> Option<super::feedback::WrittenTable> {
         self.about().and_then(|e| e.written_table())
+    }
+
+    /// A routed SQL sink's route ([`SinkEntry::route`]).
+    #[cfg(feature = "sql")]
+    pub(crate) fn route(&self) -> Option<faucet_connectors::sql::Route> {
+        self.about().and_then(|e| e.route())
     }
 
     /// What `faucet doctor` suggests when the sink's probe fails.

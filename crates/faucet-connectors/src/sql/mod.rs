@@ -4,7 +4,8 @@
 //! key that orders a read and its warnings (`key`), the bookmark format and where a read
 //! starts from one (`bookmark`), the warnings gathered (`warnings`), and the page cutter that keeps key ties whole
 //! (`keyed_pages`); identifier quoting and `container.table` names ([`ident`]); the one SQL
-//! sink engine over a dialect per database (`sink`). Each
+//! sink engine over a dialect per database (`sink`), and its routing of source tables to
+//! targets ([`Route`]). Each
 //! system keeps only its own: connecting, describing columns, decoding values, its quote
 //! character, and the statement text.
 
@@ -18,4 +19,5 @@ pub(crate) mod warnings;
 pub(crate) mod write;
 
 pub use read::ReplicationMethod;
+pub use sink::route::{Route, RouteTarget, TargetEntry, TargetSpec, UpsertKeys};
 pub use write::WriteMode;

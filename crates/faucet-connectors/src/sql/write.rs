@@ -27,6 +27,7 @@ impl WriteMode {
     pub fn describe(self, key: &[String]) -> String {
         match self {
             Self::Append => " (append)".to_owned(),
+            Self::Upsert if key.is_empty() => " (upsert by the source's key)".to_owned(),
             Self::Upsert => format!(" (upsert by {})", key.join(", ")),
         }
     }

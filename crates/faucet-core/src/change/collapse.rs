@@ -217,7 +217,8 @@ pub fn collapse<'a>(
                 Some(seen) if seen != t => {
                     return Err(err(format!(
                         "change records of `{t}` after records of `{seen}`: the {connector} \
-                         sink writes one table; route each source table to its own sink"
+                         sink writes one table; route each source table to its own target \
+                         with a template (`table: \"<schema>.{{table}}\"`) or `tables:`"
                     )));
                 }
                 Some(_) => {}

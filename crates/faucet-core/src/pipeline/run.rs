@@ -169,10 +169,14 @@ async fn open_writer<'a>(
     lease: &LeaseGuard,
     key: &str,
 ) -> Result<Box<dyn SinkWriter + 'a>, FaucetError> {
-    if let Some(KeyNote::Differs(warning)) = keys::check(p.source, p.sink).await? {
+    let (note, source_keys) = keys::check_with_keys(p.source, p.sink).await?;
+    if let Some(KeyNote::Differs(warning)) = note {
         tracing::warn!(key, "{warning}");
     }
     let mut writer = p.sink.open().await?;
+    if let Some(source_keys) = &source_keys {
+        writer.source_keys(source_keys);
+    }
     if let Some(fence) = lease.fence() {
         if fault::fence_disabled_for_test() {
             tracing::error!(

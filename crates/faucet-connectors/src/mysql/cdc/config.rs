@@ -145,6 +145,7 @@ impl MysqlCdcConfig {
         let mut tables: Vec<TableName> = Vec::with_capacity(self.tables.len());
         for (i, t) in self.tables.iter().enumerate() {
             let field = format!("tables[{i}]");
+            crate::sql::ident::refuse_pattern(t, &field)?;
             let table = TableName::parse_qualified(t, &field)?;
             if tables.contains(&table) {
                 return Err(FaucetError::config(field, format!("`{t}` is listed twice")));

@@ -9,6 +9,7 @@ pub use crate::sql::WriteMode;
 
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::{TableName, validate_column};
+use crate::sql::sink::route::{Route, TargetEntry};
 
 /// The connector's name, in errors and logs.
 pub(crate) const CONNECTOR: &str = "mysql";
@@ -19,11 +20,21 @@ pub(crate) const CONNECTOR: &str = "mysql";
 pub struct ValidatedMysqlSinkConfig {
     pub(crate) config: MysqlSinkConfig,
     pub(crate) connection: MysqlConnection,
-    /// The table, qualified with the URL's database when the config did not name one.
+    /// The table, qualified with the URL's database when the config did not name one; for
+    /// a routed sink, where its commit token and fence tables live ([`Route::home`], else
+    /// the URL's database) and how messages name it.
     pub(crate) table: TableName,
+    /// The route, when `table` is a template or `tables:` is given.
+    pub(crate) route: Option<Route>,
 }
 
 impl ValidatedMysqlSinkConfig {
+    /// The route, when the sink writes each source table into its own target (`table`
+    /// with a placeholder, or `tables:`).
+    pub fn route(&self) -> Option<&crate::sql::Route> {
+        self.route.as_ref()
+    }
+
     /// The configuration as written.
     pub fn config(&self) -> &MysqlSinkConfig {
         &self.config
@@ -61,7 +72,20 @@ pub struct MysqlSinkConfig {
     /// `faucet_commit_tokens` and the fence table `faucet_fences` live in the same database.
     /// Its engine must be transactional (InnoDB): MyISAM, Aria, MEMORY … are refused before
     /// any data moves.
+    ///
+    /// Or a template over the change records' source table (`replica.{table}`,
+    /// `{database}_{table}`; placeholders of [`faucet_core::route::TableTemplate`], where
+    /// `{schema}` and `{database}` both name the part before the `.`): each source table
+    /// into its own target, every target of a page in one transaction (module
+    /// `sql::sink::route`). With `tables:`, the default for source tables it does not list;
+    /// optional then.
+    #[serde(default)]
     pub table: String,
+    /// Source table → target: `{shop.orders: replica.orders}`, or per target `{table, key,
+    /// write_mode}`. A change record of a table neither listed nor matched by a `table`
+    /// template is an error naming it (there is no skip).
+    #[serde(default)]
+    pub tables: std::collections::BTreeMap<String, TargetEntry>,
     /// Create the table when it is missing, from the first page's field types (README,
     /// "mysql sink": `BIGINT`, `DECIMAL(65,s)`, `DATETIME(6)`, `JSON`, `LONGBLOB`, …), InnoDB,
     /// a binary NO PAD collation (`utf8mb4_nopad_bin` / `utf8mb4_0900_bin`), with the `key`
@@ -74,7 +98,8 @@ pub struct MysqlSinkConfig {
     pub write_mode: WriteMode,
     /// The columns identifying a row, e.g. `[id]`. Required for `upsert` (the table needs a
     /// primary key or unique index on exactly these columns); with `append` only used as the
-    /// primary key of a created table.
+    /// primary key of a created table. A routed sink may leave it out: each target is then
+    /// upserted by its source table's key.
     #[serde(default)]
     pub key: Vec<String>,
 }
@@ -84,6 +109,7 @@ impl std::fmt::Debug for MysqlSinkConfig {
         f.debug_struct("MysqlSinkConfig")
             .field("connection_url", &"[redacted]")
             .field("table", &self.table)
+            .field("tables", &self.tables)
             .field("create_table", &self.create_table)
             .field("write_mode", &self.write_mode)
             .field("key", &self.key)
@@ -97,6 +123,7 @@ impl MysqlSinkConfig {
         Self {
             connection_url: SecretString::from(connection_url.into()),
             table: table.into(),
+            tables: std::collections::BTreeMap::new(),
             create_table: false,
             write_mode: WriteMode::Append,
             key: Vec::new(),
@@ -121,14 +148,29 @@ impl MysqlSinkConfig {
     /// # Errors
     /// [`FaucetError::Config`] naming the field relative to this config (`key[1]`).
     pub fn validate(&self) -> Result<ValidatedMysqlSinkConfig, FaucetError> {
-        let table = TableName::parse(&self.table, "table")?;
+        let parse_name = |n: &str, f: &str| TableName::parse(n, f).map(drop);
+        let route = Route::parse(
+            (&self.table, &self.tables),
+            (&self.key, self.write_mode),
+            &parse_name,
+            &validate_column,
+        )?;
         let connection = MysqlConnection::parse(&self.connection_url, "connection_url", CONNECTOR)?;
-        self.write_mode.validate_key(&self.key, validate_column)?;
-        let table = table.qualified_in(connection.database());
+        let table = match &route {
+            None => {
+                self.write_mode.validate_key(&self.key, validate_column)?;
+                TableName::parse(&self.table, "table")?.qualified_in(connection.database())
+            }
+            Some(r) => TableName {
+                database: Some(r.home().unwrap_or_else(|| connection.database().to_owned())),
+                table: r.describe(),
+            },
+        };
         Ok(ValidatedMysqlSinkConfig {
             config: self.clone(),
             connection,
             table,
+            route,
         })
     }
 }

@@ -36,7 +36,12 @@
 //!   the at-least-once asked for (plain writes), so such a run ends in the config error,
 //!   without a word of effectively-once.
 //!
-//! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert`.
+//! * Routing (`table: "replica.{table}"`, `tables:`): each source table's change records
+//!   into its own target, every target of a page in one transaction with one commit token
+//!   (`sql::sink::route`); each target's engine is checked when the records first name it.
+//!
+//! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert` (a
+//! routed sink: when every target upserts).
 
 mod changes;
 mod config;
@@ -58,6 +63,7 @@ pub use config::{MysqlSinkConfig, ValidatedMysqlSinkConfig, WriteMode};
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
 use crate::sql::sink::fence::WriterFence;
+use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter};
 use config::CONNECTOR;
 use table::TargetTable;
@@ -71,12 +77,15 @@ pub const SINK_SQL_MODE: &str = "STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,
 
 /// The `mysql` sink. Built from a validated [`MysqlSinkConfig`] without I/O; [`Sink::open`]
 /// and [`Sink::check`] connect.
+#[derive(Clone)]
 pub struct MysqlSink {
     config: MysqlSinkConfig,
     connection: MysqlConnection,
     table: TableName,
     tokens: TableName,
     fences: TableName,
+    /// The route, when the sink writes each source table into its own target.
+    route: Option<Route>,
 }
 
 impl std::fmt::Debug for MysqlSink {
@@ -102,6 +111,7 @@ impl MysqlSink {
             config,
             connection,
             table,
+            route,
         } = validated;
         Self {
             tokens: token::sibling(&table, crate::sql::sink::token::TOKENS),
@@ -109,12 +119,22 @@ impl MysqlSink {
             config,
             connection,
             table,
+            route,
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> &MysqlSinkConfig {
         &self.config
+    }
+
+    /// What the sink upserts by, routed or not.
+    fn upsert_keys(&self) -> UpsertKeys<'_> {
+        UpsertKeys {
+            route: self.route.as_ref(),
+            write_mode: self.config.write_mode,
+            key: &self.config.key,
+        }
     }
 
     fn upsert_key(&self) -> &[String] {
@@ -246,28 +266,31 @@ impl Sink for MysqlSink {
         CONNECTOR
     }
 
-    /// `key:` with `write_mode: upsert`.
+    /// `key:` with `write_mode: upsert` (a routed sink: when some target upserts).
     fn upserts_by(&self) -> Option<Vec<String>> {
-        (self.config.write_mode == WriteMode::Upsert).then(|| self.config.key.clone())
+        self.upsert_keys().upserts_by()
+    }
+
+    /// A routed sink: the key of the source table's target ([`Route::upsert_key`]).
+    fn upserts_by_table(&self, source_table: &str) -> Option<Vec<String>> {
+        self.upsert_keys().upserts_by_table(source_table)
     }
 
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
-            keyed_upsert: self.config.write_mode == WriteMode::Upsert
-                && !self.config.key.is_empty(),
+            keyed_upsert: self.upsert_keys().keyed_upsert(),
         }
     }
 
-    /// `mysql host:port/database table db.table`: no user, no password.
     fn target(&self) -> Option<String> {
         let opts = self.connection.opts();
+        let what = self.upsert_keys().target(&self.table);
         Some(format!(
-            "{CONNECTOR} {}:{}/{} table {}",
+            "{CONNECTOR} {}:{}/{} {what}",
             opts.ip_or_hostname(),
             opts.tcp_port(),
             self.connection.database(),
-            self.table
         ))
     }
 
@@ -279,23 +302,15 @@ impl Sink for MysqlSink {
     /// [`FaucetError::Config`] when the key does not fit the table.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
         let (mut conn, server) = self.session().await?;
-        let refusal = match table::engine(&mut conn, &self.connection, &self.table).await? {
-            Some(engine) if !engine.transactional => {
-                Some(NotTransactional::new(&self.table, &engine))
-            }
-            _ => None,
-        };
-        let table = table::load(&mut conn, &self.connection, &self.table).await?;
-        match &table {
-            Some(t) => self.verify(t)?,
-            None if !self.config.create_table => return Err(missing_table(&self.table)),
-            None => {}
-        }
-        let scratch = Scratch {
+        let base = Scratch {
             server,
             source_table: None,
-            refusal,
+            refusal: None,
         };
+        if self.route.is_some() {
+            return Ok(Box::new(SqlSinkWriter::routed(self, conn, base)));
+        }
+        let (table, scratch) = self.open_target(&mut conn, &base).await?;
         Ok(Box::new(SqlSinkWriter::new(self, conn, table, scratch)))
     }
 
@@ -307,6 +322,31 @@ impl Sink for MysqlSink {
     /// The first failing prerequisite, with its fix.
     async fn check(&self) -> Result<(), FaucetError> {
         let (mut conn, _) = self.session().await?;
+        if let Some(route) = &self.route {
+            // The listed targets that exist are checked as a sink of each would be; the
+            // others are met in the records.
+            for target in route.listed() {
+                let one = self.for_target(&target)?;
+                match table::engine(&mut conn, &self.connection, &one.table).await? {
+                    None if !self.config.create_table => return Err(missing_table(&one.table)),
+                    None => {}
+                    Some(engine) if !engine.transactional => {
+                        return Err(NotTransactional::new(&one.table, &engine).for_writes());
+                    }
+                    Some(_) => {
+                        let keyed =
+                            !(target.key.is_empty() && target.write_mode == WriteMode::Upsert);
+                        if let Some(t) = table::load(&mut conn, &self.connection, &one.table)
+                            .await?
+                            .filter(|_| keyed)
+                        {
+                            one.verify(&t)?;
+                        }
+                    }
+                }
+            }
+            return Ok(());
+        }
         let exists = match table::engine(&mut conn, &self.connection, &self.table).await? {
             None => false,
             Some(engine) if engine.transactional => true,
@@ -375,7 +415,9 @@ impl Sink for MysqlSink {
     /// [`FaucetError::Write`] naming the missing columns and the `ALTER TABLE` that adds
     /// them (types as `create_table` would make them, README "mysql sink").
     async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
-        if !crate::sql::write::checks_columns(self.config.write_mode, schema) {
+        if self.route.is_some()
+            || !crate::sql::write::checks_columns(self.config.write_mode, schema)
+        {
             return Ok(());
         }
         let (mut conn, _) = self.session().await?;
@@ -491,7 +533,53 @@ impl SinkDialect for MysqlSink {
     }
 
     fn target_name(&self) -> String {
-        self.table.to_string()
+        match &self.route {
+            Some(r) => r.describe(),
+            None => self.table.to_string(),
+        }
+    }
+
+    fn route(&self) -> Option<&Route> {
+        self.route.as_ref()
+    }
+
+    /// This sink for `target`: its table (in the URL's database when unqualified), key and
+    /// write mode.
+    fn for_target(&self, target: &RouteTarget) -> Result<Self, FaucetError> {
+        let table = target.parsed_name(CONNECTOR, TableName::parse)?;
+        let mut one = self.clone();
+        one.config.key = target.key.clone();
+        one.config.write_mode = target.write_mode;
+        one.table = table.qualified_in(self.connection.database());
+        one.route = None;
+        Ok(one)
+    }
+
+    /// Reads the table's engine (a non-transactional one is kept as the refusal) and
+    /// columns, and checks it against the config (or that it may be created).
+    async fn open_target(
+        &self,
+        conn: &mut Conn,
+        base: &Scratch,
+    ) -> Result<(Option<TargetTable>, Scratch), FaucetError> {
+        let refusal = match table::engine(conn, &self.connection, &self.table).await? {
+            Some(engine) if !engine.transactional => {
+                Some(NotTransactional::new(&self.table, &engine))
+            }
+            _ => None,
+        };
+        let table = table::load(conn, &self.connection, &self.table).await?;
+        match &table {
+            Some(t) => self.verify(t)?,
+            None if !self.config.create_table => return Err(missing_table(&self.table)),
+            None => {}
+        }
+        let scratch = Scratch {
+            server: base.server,
+            source_table: None,
+            refusal,
+        };
+        Ok((table, scratch))
     }
 
     fn refusal(&self, scratch: &Scratch, effectively_once: bool) -> Option<FaucetError> {

@@ -198,6 +198,15 @@ impl Source for MysqlReplicateSource {
         Some(crate::mysql::cdc::changes::record_schema())
     }
 
+    /// The `mysql-cdc` source's keys of the listed tables (the copy and the stream write the
+    /// same tables).
+    ///
+    /// # Errors
+    /// As the `mysql-cdc` source's.
+    async fn table_keys(&self) -> Result<Option<Vec<faucet_core::keys::TableKeys>>, FaucetError> {
+        self.cdc.table_keys().await
+    }
+
     /// Without a bookmark: checks the `mysql-cdc` prerequisites and the primary keys, takes
     /// the snapshot and copies the tables, then reads the binlog from its point. With a
     /// snapshot bookmark: copies what is missing inside a new snapshot, then reads the

@@ -11,6 +11,7 @@ pub use crate::sql::WriteMode;
 use super::nul::NulBytes;
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::{TableName, validate_column};
+use crate::sql::sink::route::{Route, TargetEntry};
 
 /// A [`PostgresSinkConfig`] that passed [`PostgresSinkConfig::validate`], with what
 /// validation parsed; made only by `validate`, taken by
@@ -19,10 +20,20 @@ use crate::postgres::ident::{TableName, validate_column};
 pub struct ValidatedSinkConfig {
     pub(crate) config: PostgresSinkConfig,
     pub(crate) connection: PostgresUrl,
+    /// The one target; for a routed sink, where its commit token and fence tables live
+    /// ([`Route::home`]) and how messages name it.
     pub(crate) table: TableName,
+    /// The route, when `table` is a template or `tables:` is given.
+    pub(crate) route: Option<Route>,
 }
 
 impl ValidatedSinkConfig {
+    /// The route, when the sink writes each source table into its own target (`table`
+    /// with a placeholder, or `tables:`).
+    pub fn route(&self) -> Option<&crate::sql::Route> {
+        self.route.as_ref()
+    }
+
     /// The configuration as written.
     pub fn config(&self) -> &PostgresSinkConfig {
         &self.config
@@ -59,7 +70,19 @@ pub struct PostgresSinkConfig {
     /// The target table, `table` or `schema.table`; each part 1 to 63 bytes without NUL
     /// or `.` (any other character works), matched exactly (case-sensitively) and always quoted. The commit
     /// token table `faucet_commit_tokens` lives in the same schema.
+    ///
+    /// Or a template over the change records' source table (`replica.{table}`,
+    /// `{schema}_{table}`; placeholders of [`faucet_core::route::TableTemplate`]): each
+    /// source table into its own target, every target of a page in one transaction
+    /// (module `sql::sink::route`). With `tables:`, the default for source tables it does
+    /// not list; optional then.
+    #[serde(default)]
     pub table: String,
+    /// Source table → target: `{public.orders: replica.orders}`, or per target `{table,
+    /// key, write_mode}`. A change record of a table neither listed nor matched by a
+    /// `table` template is an error naming it (there is no skip).
+    #[serde(default)]
+    pub tables: std::collections::BTreeMap<String, TargetEntry>,
     /// Create the table when it is missing, from the first page's field types (docs/values.md
     /// value types → `bigint`, `numeric`, `double precision`, `text`, `jsonb`, ...), with the
     /// `key` columns as primary key; for change records, the `after` columns with `upsert`,
@@ -71,7 +94,8 @@ pub struct PostgresSinkConfig {
     pub write_mode: WriteMode,
     /// The columns identifying a row, e.g. `[id]`. Required for `upsert` (the table needs a
     /// primary key or unique index on exactly these columns); with `append` only used as the
-    /// primary key of a created table.
+    /// primary key of a created table. A routed sink may leave it out: each target is then
+    /// upserted by its source table's key.
     #[serde(default)]
     pub key: Vec<String>,
     /// What to do with U+0000 (NUL) in a value, which PostgreSQL cannot store (in text, nor
@@ -91,6 +115,7 @@ impl std::fmt::Debug for PostgresSinkConfig {
         f.debug_struct("PostgresSinkConfig")
             .field("connection_url", &"[redacted]")
             .field("table", &self.table)
+            .field("tables", &self.tables)
             .field("create_table", &self.create_table)
             .field("write_mode", &self.write_mode)
             .field("key", &self.key)
@@ -105,6 +130,7 @@ impl PostgresSinkConfig {
         Self {
             connection_url: SecretString::from(connection_url.into()),
             table: table.into(),
+            tables: std::collections::BTreeMap::new(),
             create_table: default_create_table(),
             write_mode: WriteMode::Append,
             key: Vec::new(),
@@ -126,19 +152,41 @@ impl PostgresSinkConfig {
     /// [`FaucetError::Config`] naming the field relative to this config (`key[1]`; the CLI
     /// puts `pipeline.sink.config.` before it).
     pub fn validate(&self) -> Result<ValidatedSinkConfig, FaucetError> {
-        let table = self.table_name()?;
+        let parse_name = |n: &str, f: &str| TableName::parse(n, f).map(drop);
+        let route = Route::parse(
+            (&self.table, &self.tables),
+            (&self.key, self.write_mode),
+            &parse_name,
+            &validate_column,
+        )?;
+        let table = match &route {
+            None => self.table_name()?,
+            Some(r) => routed_home(r),
+        };
         let connection = PostgresUrl::parse(&self.connection_url, "connection_url")?;
-        self.write_mode.validate_key(&self.key, validate_column)?;
+        if route.is_none() {
+            self.write_mode.validate_key(&self.key, validate_column)?;
+        }
         Ok(ValidatedSinkConfig {
             config: self.clone(),
             connection,
             table,
+            route,
         })
     }
 
     /// The validated table name.
     pub(crate) fn table_name(&self) -> Result<TableName, FaucetError> {
         TableName::parse(&self.table, "table")
+    }
+}
+
+/// The name a routed sink goes by: in [`Route::home`]'s schema (where its token and fence
+/// tables live), named by the route's description.
+fn routed_home(route: &Route) -> TableName {
+    TableName {
+        schema: route.home(),
+        name: route.describe(),
     }
 }
 

@@ -15,7 +15,12 @@
 //!   NaN and infinities, arrays, bytea and jsonb round-trip exactly (cases 04, 22, 23, 24).
 //!   A value the column cannot hold is a [`FaucetError::Data`] naming table, column and row.
 //!
-//! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert`.
+//! * Routing (`table: "replica.{table}"`, `tables:`): each source table's change records
+//!   into its own target, every target of a page in one transaction with one commit token
+//!   (`sql::sink::route`); each target has its own staging table (`faucet_stage_<n>`).
+//!
+//! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert` (a
+//! routed sink: when every target upserts).
 
 mod changes;
 mod config;
@@ -39,12 +44,14 @@ use super::config::CONNECTOR;
 use super::connection::PostgresUrl;
 use super::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
+use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter};
 use table::TargetTable;
 use write::{Buffers, Target};
 
 /// The `postgres` sink. Built from a validated [`PostgresSinkConfig`] without I/O;
 /// [`Sink::open`] and [`Sink::check`] connect.
+#[derive(Clone)]
 pub struct PostgresSink {
     config: PostgresSinkConfig,
     connection: PostgresUrl,
@@ -52,6 +59,11 @@ pub struct PostgresSink {
     tokens: TableName,
     /// The writer-fence table beside it ([`crate::sql::sink::fence::FENCES`]).
     fences: TableName,
+    /// The route, when the sink writes each source table into its own target.
+    route: Option<Route>,
+    /// The session's staging table of this target (upsert): `pg_temp.faucet_stage`, or
+    /// `pg_temp.faucet_stage_<n>` for routed target n.
+    stage: String,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -78,6 +90,7 @@ impl PostgresSink {
             config,
             connection,
             table,
+            route,
         } = validated;
         let tokens = table.sibling(crate::sql::sink::token::TOKENS);
         let fences = table.sibling(crate::sql::sink::fence::FENCES);
@@ -87,12 +100,23 @@ impl PostgresSink {
             table,
             tokens,
             fences,
+            route,
+            stage: table::STAGE.to_owned(),
         }
     }
 
     /// The configuration.
     pub fn config(&self) -> &PostgresSinkConfig {
         &self.config
+    }
+
+    /// What the sink upserts by, routed or not.
+    fn upsert_keys(&self) -> UpsertKeys<'_> {
+        UpsertKeys {
+            route: self.route.as_ref(),
+            write_mode: self.config.write_mode,
+            key: &self.config.key,
+        }
     }
 
     fn upsert_key(&self) -> &[String] {
@@ -146,27 +170,30 @@ impl Sink for PostgresSink {
         CONNECTOR
     }
 
-    /// `key:` with `write_mode: upsert`.
+    /// `key:` with `write_mode: upsert` (a routed sink: when some target upserts).
     fn upserts_by(&self) -> Option<Vec<String>> {
-        (self.config.write_mode == WriteMode::Upsert).then(|| self.config.key.clone())
+        self.upsert_keys().upserts_by()
+    }
+
+    /// A routed sink: the key of the source table's target ([`Route::upsert_key`]).
+    fn upserts_by_table(&self, source_table: &str) -> Option<Vec<String>> {
+        self.upsert_keys().upserts_by_table(source_table)
     }
 
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
-            keyed_upsert: self.config.write_mode == WriteMode::Upsert
-                && !self.config.key.is_empty(),
+            keyed_upsert: self.upsert_keys().keyed_upsert(),
         }
     }
 
-    /// `postgres host:port/database table schema.table`: no user, no password.
     fn target(&self) -> Option<String> {
+        let what = self.upsert_keys().target(&self.table);
         Some(format!(
-            "{CONNECTOR} {}:{}/{} table {}",
+            "{CONNECTOR} {}:{}/{} {what}",
             self.connection.host(),
             self.connection.port(),
             self.connection.database(),
-            self.table
         ))
     }
 
@@ -178,22 +205,15 @@ impl Sink for PostgresSink {
     /// `create_table` is off; [`FaucetError::Config`] when the key does not fit the table.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
         let mut conn = self.connection.open_session(CONNECTOR).await?;
-        let table = table::load(&mut conn, &self.table).await?;
-        match &table {
-            Some(t) => self.verify(&mut conn, t).await?,
-            None if !self.config.create_table => {
-                return Err(missing_table(&self.table));
-            }
-            None => {}
-        }
-        let mut scratch = Scratch {
+        let base = Scratch {
             stage_ready: false,
             source_table: None,
             bufs: Buffers::default(),
         };
-        if table.is_some() {
-            self.ensure_stage(&mut conn, &mut scratch).await?;
+        if self.route.is_some() {
+            return Ok(Box::new(SqlSinkWriter::routed(self, conn, base)));
         }
+        let (table, scratch) = self.open_target(&mut conn, &base).await?;
         Ok(Box::new(SqlSinkWriter::new(self, conn, table, scratch)))
     }
 
@@ -204,6 +224,23 @@ impl Sink for PostgresSink {
     /// The first failing prerequisite, with its fix.
     async fn check(&self) -> Result<(), FaucetError> {
         let mut conn = self.connection.open_session(CONNECTOR).await?;
+        if let Some(route) = &self.route {
+            // The listed targets that exist are checked as a sink of each would be; the
+            // others are met in the records.
+            for target in route.listed() {
+                let one = self.for_target(&target)?;
+                if let Some(t) = table::load(&mut conn, &one.table).await? {
+                    // Without a configured key, the source's is used: known at run time.
+                    let keyed = !(target.key.is_empty() && target.write_mode == WriteMode::Upsert);
+                    if keyed {
+                        one.verify(&mut conn, &t).await?;
+                    }
+                } else if !self.config.create_table {
+                    return Err(missing_table(&one.table));
+                }
+            }
+            return Ok(());
+        }
         let Some(t) = table::load(&mut conn, &self.table).await? else {
             if self.config.create_table {
                 return Ok(());
@@ -250,7 +287,9 @@ impl Sink for PostgresSink {
     /// [`FaucetError::Write`] naming the missing columns and the `ALTER TABLE` that adds
     /// them.
     async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
-        if !crate::sql::write::checks_columns(self.config.write_mode, schema) {
+        if self.route.is_some()
+            || !crate::sql::write::checks_columns(self.config.write_mode, schema)
+        {
             return Ok(());
         }
         let mut conn = self.connection.open_session(CONNECTOR).await?;
@@ -306,7 +345,7 @@ impl PostgresSink {
         if scratch.stage_ready || self.config.write_mode != WriteMode::Upsert {
             return Ok(());
         }
-        table::create_stage(conn, &self.table).await?;
+        table::create_stage(conn, &self.stage, &self.table).await?;
         scratch.stage_ready = true;
         Ok(())
     }
@@ -325,7 +364,52 @@ impl SinkDialect for PostgresSink {
     }
 
     fn target_name(&self) -> String {
-        self.table.to_string()
+        match &self.route {
+            Some(r) => r.describe(),
+            None => self.table.to_string(),
+        }
+    }
+
+    fn route(&self) -> Option<&Route> {
+        self.route.as_ref()
+    }
+
+    /// This sink for `target`: its table, key and write mode, its own staging table.
+    fn for_target(&self, target: &RouteTarget) -> Result<Self, FaucetError> {
+        let table = target.parsed_name(CONNECTOR, TableName::parse)?;
+        let mut one = self.clone();
+        one.config.key = target.key.clone();
+        one.config.write_mode = target.write_mode;
+        one.table = table;
+        one.route = None;
+        one.stage = format!("{}_{}", table::STAGE, target.ordinal);
+        Ok(one)
+    }
+
+    /// Loads the table, checks it against the config (or that it may be created), and
+    /// readies the staging table of an existing one.
+    async fn open_target(
+        &self,
+        conn: &mut PgConnection,
+        _base: &Scratch,
+    ) -> Result<(Option<TargetTable>, Scratch), FaucetError> {
+        let table = table::load(conn, &self.table).await?;
+        match &table {
+            Some(t) => self.verify(conn, t).await?,
+            None if !self.config.create_table => {
+                return Err(missing_table(&self.table));
+            }
+            None => {}
+        }
+        let mut scratch = Scratch {
+            stage_ready: false,
+            source_table: None,
+            bufs: Buffers::default(),
+        };
+        if table.is_some() {
+            self.ensure_stage(conn, &mut scratch).await?;
+        }
+        Ok((table, scratch))
     }
 
     async fn create_target(
@@ -408,8 +492,9 @@ impl SinkDialect for PostgresSink {
             key: self.upsert_key(),
             record_key: &self.config.key,
             nul: self.config.nul_bytes,
+            stage: &self.stage,
         };
-        match self.config.write_mode {
+        let written = match self.config.write_mode {
             WriteMode::Append => write::append(conn, &target, page, &mut scratch.bufs).await,
             WriteMode::Upsert => {
                 write::upsert(
@@ -421,7 +506,13 @@ impl SinkDialect for PostgresSink {
                 )
                 .await
             }
+        };
+        if self.stage != table::STAGE {
+            // A routed target: its COPY buffers go, so memory stays one page's however many
+            // targets the writer has met.
+            scratch.bufs = Buffers::default();
         }
+        written
     }
 
     async fn holds_data(&self, conn: &mut PgConnection) -> Result<bool, FaucetError> {

@@ -269,17 +269,20 @@ pub(crate) async fn drop_if_empty(
     Ok(())
 }
 
-/// Creates the session's staging table: the target's columns and types, no constraints
-/// (`CREATE TEMP TABLE ... AS SELECT * FROM target WITH NO DATA`), emptied at every commit.
+/// Creates the session's staging table `stage` (`pg_temp.<name>`, [`STAGE`] or a routed
+/// target's): the target's columns and types, no constraints (`CREATE TEMP TABLE ... AS
+/// SELECT * FROM target WITH NO DATA`), emptied at every commit.
 ///
 /// # Errors
 /// [`FaucetError::Write`].
 pub(crate) async fn create_stage(
     conn: &mut PgConnection,
+    stage: &str,
     name: &TableName,
 ) -> Result<(), FaucetError> {
+    let plain = stage.strip_prefix("pg_temp.").unwrap_or(stage);
     let sql = format!(
-        "DROP TABLE IF EXISTS {STAGE}; CREATE TEMP TABLE faucet_stage ON COMMIT DELETE ROWS \
+        "DROP TABLE IF EXISTS {stage}; CREATE TEMP TABLE {plain} ON COMMIT DELETE ROWS \
          AS SELECT * FROM {} WITH NO DATA",
         name.quoted()
     );

@@ -17,7 +17,7 @@ use faucet_core::{FaucetError, Page, Value, fault};
 use super::changes::{Slot, collapse, is_change_page};
 use super::encode::write_copy_value;
 use super::nul::{NulBytes, cleaned, holds_nul};
-use super::table::{STAGE, TargetTable, check_field_name};
+use super::table::{TargetTable, check_field_name};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::failure::{db_error, is_connection_lost};
 use crate::postgres::ident::TableName;
@@ -37,6 +37,8 @@ pub(crate) struct Target<'a> {
     pub(crate) record_key: &'a [String],
     /// What to do with U+0000 in a value.
     pub(crate) nul: NulBytes,
+    /// The session's staging table of this target (`pg_temp.faucet_stage[_<n>]`).
+    pub(crate) stage: &'a str,
 }
 
 /// Why a COPY failed: the server's error, or a value holding U+0000 found before sending
@@ -168,7 +170,7 @@ pub(crate) fn classify(
             // same name.
             let other = db
                 .table()
-                .filter(|t| *t != target.name && *t != "faucet_stage")
+                .filter(|t| *t != target.name && !t.starts_with("faucet_stage"))
                 .map(|t| match db.schema() {
                     Some(s) => format!("{s}.{t}"),
                     None => t.to_owned(),
@@ -422,7 +424,8 @@ pub(crate) async fn upsert(
             .map(|k| format!("t.{0} = s.{0}", quote_ident(k)))
             .collect();
         let sql = format!(
-            "DELETE FROM {quoted} AS t USING {STAGE} AS s WHERE {}",
+            "DELETE FROM {quoted} AS t USING {} AS s WHERE {}",
+            target.stage,
             on.join(" AND ")
         );
         conn.execute(sql.as_str())
@@ -468,7 +471,8 @@ pub(crate) async fn upsert(
             .columns
             .iter()
             .all(|c| names.iter().any(|n| n == c));
-        for sql in upsert_statements(&quoted, &cols, names, target.key, covers_table) {
+        let into = (quoted.as_str(), target.stage);
+        for sql in upsert_statements(into, &cols, names, target.key, covers_table) {
             conn.execute(sql.as_str())
                 .await
                 .map_err(|e| classify(e, "upsert", target.name, None))?;
@@ -636,7 +640,7 @@ async fn apply_moves(
 /// exists. The keys of a layout are unique (the page was collapsed), so neither statement
 /// meets a key twice.
 fn upsert_statements(
-    quoted: &str,
+    (quoted, stage): (&str, &str),
     cols: &str,
     names: &[&str],
     key: &[String],
@@ -659,7 +663,7 @@ fn upsert_statements(
             format!("DO UPDATE SET {}", sets.join(", "))
         };
         return vec![format!(
-            "INSERT INTO {quoted} ({cols}) SELECT {cols} FROM {STAGE} \
+            "INSERT INTO {quoted} ({cols}) SELECT {cols} FROM {stage} \
              ON CONFLICT ({key_cols}) {action}"
         )];
     }
@@ -675,7 +679,7 @@ fn upsert_statements(
             .map(|n| format!("{0} = s.{0}", quote_ident(n)))
             .collect();
         out.push(format!(
-            "UPDATE {quoted} AS t SET {} FROM {STAGE} AS s WHERE {on}",
+            "UPDATE {quoted} AS t SET {} FROM {stage} AS s WHERE {on}",
             sets.join(", ")
         ));
     }
@@ -684,7 +688,7 @@ fn upsert_statements(
         .map(|n| format!("s.{}", quote_ident(n)))
         .collect();
     out.push(format!(
-        "INSERT INTO {quoted} ({cols}) SELECT {} FROM {STAGE} AS s \
+        "INSERT INTO {quoted} ({cols}) SELECT {} FROM {stage} AS s \
          WHERE NOT EXISTS (SELECT 1 FROM {quoted} AS t WHERE {on})",
         s_cols.join(", ")
     ));
@@ -711,11 +715,11 @@ where
     R: Iterator<Item = I> + Send,
     I: Iterator<Item = &'v Value> + Send,
 {
-    conn.execute(format!("TRUNCATE {STAGE}").as_str())
+    conn.execute(format!("TRUNCATE {}", target.stage).as_str())
         .await
         .map_err(|e| classify(e, "TRUNCATE staging", target.name, None))?;
     let cols = column_list(staged.names.iter().copied());
-    copy_in(conn, STAGE, &cols, values, target.nul, bufs)
+    copy_in(conn, target.stage, &cols, values, target.nul, bufs)
         .await
         .map_err(|e| match e {
             CopyFailure::Sql(e) => classify(e, "COPY", target.name, Some(staged.rows)),
@@ -754,21 +758,39 @@ mod tests {
     fn upserts_of_whole_rows_use_on_conflict_and_partial_rows_update_then_insert() {
         let key = vec!["id".to_owned()];
         assert_eq!(
-            upsert_statements("\"t\"", "\"id\", \"v\"", &["id", "v"], &key, true),
+            upsert_statements(
+                ("\"t\"", "pg_temp.faucet_stage"),
+                "\"id\", \"v\"",
+                &["id", "v"],
+                &key,
+                true
+            ),
             [
                 "INSERT INTO \"t\" (\"id\", \"v\") SELECT \"id\", \"v\" FROM pg_temp.faucet_stage \
               ON CONFLICT (\"id\") DO UPDATE SET \"v\" = EXCLUDED.\"v\""
             ]
         );
         assert_eq!(
-            upsert_statements("\"t\"", "\"id\"", &["id"], &key, true),
+            upsert_statements(
+                ("\"t\"", "pg_temp.faucet_stage"),
+                "\"id\"",
+                &["id"],
+                &key,
+                true
+            ),
             [
                 "INSERT INTO \"t\" (\"id\") SELECT \"id\" FROM pg_temp.faucet_stage \
               ON CONFLICT (\"id\") DO NOTHING"
             ]
         );
         assert_eq!(
-            upsert_statements("\"t\"", "\"id\", \"v\"", &["id", "v"], &key, false),
+            upsert_statements(
+                ("\"t\"", "pg_temp.faucet_stage"),
+                "\"id\", \"v\"",
+                &["id", "v"],
+                &key,
+                false
+            ),
             [
                 "UPDATE \"t\" AS t SET \"v\" = s.\"v\" FROM pg_temp.faucet_stage AS s \
                  WHERE t.\"id\" = s.\"id\"",

@@ -308,6 +308,15 @@ impl Source for PostgresReplicateSource {
         Some(crate::postgres::cdc::changes::record_schema())
     }
 
+    /// The `postgres-cdc` source's keys of the listed tables (the copy and the stream write the
+    /// same tables).
+    ///
+    /// # Errors
+    /// As the `postgres-cdc` source's.
+    async fn table_keys(&self) -> Result<Option<Vec<faucet_core::keys::TableKeys>>, FaucetError> {
+        self.cdc.table_keys().await
+    }
+
     /// Without a bookmark: creates the slot with an exported snapshot and copies the tables,
     /// then streams the slot. With a snapshot bookmark: copies what is missing inside a new
     /// snapshot, then streams the slot from its consistent point through the filter (module

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use faucet_core::{CommitToken, FaucetError, Page};
 
 use super::fence::WriterFence;
+use super::route::{Route, RouteTarget};
 
 /// One SQL database's side of a sink (implemented by each system's sink: it holds the
 /// config, the target's name and the connection settings). Every method that takes a
@@ -39,6 +40,58 @@ pub(crate) trait SinkDialect: Send + Sync {
     /// non-transactional engines. Checked before every page and token.
     fn refusal(&self, _scratch: &Self::Scratch, _effectively_once: bool) -> Option<FaucetError> {
         None
+    }
+
+    /// The route of this sink when it writes each source table into its own target (its
+    /// `table` has a placeholder, or `tables:` is set: [`super::route`]); `None` (the
+    /// default) for a sink of one table. The dialect of a routed sink names, in
+    /// [`SinkDialect::target_name`], the route ([`Route::describe`]), and keeps the commit
+    /// token and fence tables where [`Route::home`] says.
+    fn route(&self) -> Option<&Route> {
+        None
+    }
+
+    /// This dialect for one routed target: the same connection settings, commit token and
+    /// fence tables, with `target`'s table name, key and write mode (its `ordinal` names
+    /// per-target session objects). The default refuses: a dialect that does not route.
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] when the rendered name is not a valid table name for this
+    /// system; [`FaucetError::Config`] from the default.
+    fn for_target(&self, target: &RouteTarget) -> Result<Self, FaucetError>
+    where
+        Self: Sized,
+    {
+        Err(FaucetError::config(
+            "table",
+            format!(
+                "the {} sink does not route records by source table (`{}`); use one fixed \
+                 table name",
+                self.connector(),
+                target.source_table
+            ),
+        ))
+    }
+
+    /// Opens a target of [`SinkDialect::for_target`] on the writer's session, outside any
+    /// transaction, as the sink's `open` opens its one table: the table when it exists
+    /// (checked against the config: the key fits it, its engine can roll back) and the
+    /// scratch its writes keep, made from `base`, the session's. The default refuses (see
+    /// [`SinkDialect::for_target`]).
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`] when the table is missing and `create_table` is off, or the
+    /// catalog cannot be read; [`FaucetError::Config`] when the key does not fit.
+    async fn open_target(
+        &self,
+        _conn: &mut Self::Conn,
+        _base: &Self::Scratch,
+    ) -> Result<(Option<Self::Table>, Self::Scratch), FaucetError> {
+        Err(FaucetError::write(
+            self.connector(),
+            "this sink does not route records by source table",
+            None,
+        ))
     }
 
     /// Creates the target from `page` (`create_table: true`, the table missing, `page` not

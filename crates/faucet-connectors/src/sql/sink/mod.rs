@@ -19,37 +19,69 @@
 //!   (`create_table` waits for rows): a token then would vouch for a table that does not
 //!   exist, and a restart would take it for a dropped table's.
 //! * A token whose target table is gone is forgotten ([`SinkWriter::last_committed_token`]):
-//!   resuming at it would skip every row it vouched for.
+//!   resuming at it would skip every row it vouched for (a sink of one table; a routed
+//!   sink's targets are not all known before records name them, so its token is kept).
+//!
+//! **Routing** ([`route`]): a sink whose `table` is a template or that has `tables:` writes
+//! each source table's change records into its own target. The engine splits each page by
+//! the records' `table`, in source order within each table; meets each target once (the
+//! dialect's [`SinkDialect::for_target`], opened with [`SinkDialect::open_target`] outside
+//! any transaction, created from its table's first records with `create_table`); and writes
+//! every target of the page in the **one** transaction, with the one commit token and fence
+//! check — so the atomic watermark holds across tables. Two source tables rendered to one
+//! target are refused naming both.
 
 mod dialect;
 pub(crate) mod fence;
+pub(crate) mod route;
 pub(crate) mod token;
+
+use std::borrow::Cow;
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 
-use faucet_core::{CommitToken, FaucetError, Page, SinkWriter, fault};
+use faucet_core::keys::TableKeys;
+use faucet_core::{CommitToken, FaucetError, Page, PageBuilder, SinkWriter, Value, fault};
 
 pub(crate) use dialect::SinkDialect;
 use fence::WriterFence;
+
+/// One target of a writer: the sink's own table, or a routed target met in the records.
+struct Slot<D: SinkDialect> {
+    /// A routed target's dialect ([`SinkDialect::for_target`]); `None`: the sink's own.
+    own: Option<D>,
+    /// A routed target's source table and name, for messages and the one-target rule.
+    routed: Option<(String, String)>,
+    /// The target, once it exists.
+    table: Option<D::Table>,
+    /// Whether this writer created the target and has not committed a page into it yet.
+    created_here: bool,
+    scratch: D::Scratch,
+}
 
 /// An open SQL sink: one session, one transaction per page (see the module).
 pub(crate) struct SqlSinkWriter<'a, D: SinkDialect> {
     dialect: &'a D,
     /// `None` once a failure left the session in an unknown state.
     conn: Option<D::Conn>,
-    /// The target, once it exists.
-    table: Option<D::Table>,
     tokens_ready: bool,
     /// The run's lease fence, checked in every page's transaction.
     fence: Option<WriterFence>,
-    /// Whether this writer created the target and has not committed a page into it yet.
-    created_here: bool,
-    scratch: D::Scratch,
+    /// The sink's one table (one slot), or the routed targets met so far.
+    slots: Vec<Slot<D>>,
+    /// A routed sink's source table → its slot.
+    by_source: HashMap<String, usize>,
+    /// A routed sink's session scratch (the server's settings), that each target's starts
+    /// from; `None` for a sink of one table.
+    base: Option<D::Scratch>,
+    /// The source's keys of its tables ([`SinkWriter::source_keys`]).
+    source_keys: Vec<TableKeys>,
 }
 
 impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
-    /// A writer on `conn`, the session `open` checked the target on; `table` is the
-    /// target when it exists.
+    /// A writer of one table on `conn`, the session `open` checked the target on; `table` is
+    /// the target when it exists.
     pub(crate) fn new(
         dialect: &'a D,
         conn: D::Conn,
@@ -59,11 +91,33 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
         Self {
             dialect,
             conn: Some(conn),
-            table,
             tokens_ready: false,
             fence: None,
-            created_here: false,
-            scratch,
+            slots: vec![Slot {
+                own: None,
+                routed: None,
+                table,
+                created_here: false,
+                scratch,
+            }],
+            by_source: HashMap::new(),
+            base: None,
+            source_keys: Vec::new(),
+        }
+    }
+
+    /// A routed writer ([`SinkDialect::route`]) on `conn`; its targets are opened as the
+    /// records name them, each from `base`, the session's scratch.
+    pub(crate) fn routed(dialect: &'a D, conn: D::Conn, base: D::Scratch) -> Self {
+        Self {
+            dialect,
+            conn: Some(conn),
+            tokens_ready: false,
+            fence: None,
+            slots: Vec::new(),
+            by_source: HashMap::new(),
+            base: Some(base),
+            source_keys: Vec::new(),
         }
     }
 
@@ -81,37 +135,178 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
         })
     }
 
-    /// Makes sure the target exists for `page` (creating it when configured), outside any
-    /// transaction.
-    async fn ensure_table(&mut self, page: &Page) -> Result<(), FaucetError> {
-        if self.table.is_some() || page.is_empty() {
-            return Ok(());
+    /// Why nothing may be written into any target met so far ([`SinkDialect::refusal`]).
+    fn refusal(&self, effectively_once: bool) -> Option<FaucetError> {
+        self.slots.iter().find_map(|s| {
+            s.own
+                .as_ref()
+                .unwrap_or(self.dialect)
+                .refusal(&s.scratch, effectively_once)
+        })
+    }
+
+    /// The page's records per target: the whole page into the one table, or (routed) the
+    /// records of each source table into its slot, opening the targets not met before.
+    async fn split<'p>(
+        &mut self,
+        page: &'p Page,
+        effectively_once: bool,
+    ) -> Result<Vec<(usize, Cow<'p, Page>)>, FaucetError> {
+        let dialect = self.dialect;
+        let Some(route) = dialect.route() else {
+            return Ok(vec![(0, Cow::Borrowed(page))]);
+        };
+        if page.is_empty() {
+            return Ok(Vec::new());
         }
+        let connector = self.dialect.connector();
+        let Some(at) = faucet_core::change::ChangeLayout::of(page.schema())
+            .and_then(|_| page.schema().index_of(faucet_core::change::TABLE))
+        else {
+            return Err(FaucetError::data(
+                connector,
+                self.dialect.target_name(),
+                "the records are not change records (no `op`, `table`, `before`, `after`): \
+                 a sink routed by source table (`table` with a placeholder, or `tables:`) \
+                 takes a change source's records; write plain rows into one fixed `table`",
+            ));
+        };
+        // The source table of each row, in page order.
+        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+        for (i, row) in page.rows().enumerate() {
+            let Some(Value::Text(t)) = row.values().get(at) else {
+                return Err(FaucetError::data(
+                    connector,
+                    format!("{}, page row {}", self.dialect.target_name(), i + 1),
+                    "a change record without its source `table`, which routing needs",
+                ));
+            };
+            match groups.iter_mut().find(|(g, _)| g == t) {
+                Some((_, rows)) => rows.push(i),
+                None => groups.push((t.to_string(), vec![i])),
+            }
+        }
+        let mut out = Vec::with_capacity(groups.len());
+        let whole = groups.len() == 1;
+        for (source, rows) in groups {
+            let slot = match self.by_source.get(&source) {
+                Some(&s) => s,
+                None => self.open_slot(route, &source, effectively_once).await?,
+            };
+            let part = if whole {
+                Cow::Borrowed(page)
+            } else {
+                let mut b = PageBuilder::new(page.schema().clone(), rows.len());
+                for r in rows {
+                    if let Some(row) = page.row(r) {
+                        b.push_row(row.values().iter().cloned());
+                    }
+                }
+                Cow::Owned(b.finish(page.bookmark().cloned()))
+            };
+            out.push((slot, part));
+        }
+        Ok(out)
+    }
+
+    /// Opens the target of `source` ([`route::Route::resolve`], [`SinkDialect::for_target`],
+    /// [`SinkDialect::open_target`]), refusing one that another source table already writes.
+    async fn open_slot(
+        &mut self,
+        route: &route::Route,
+        source: &str,
+        effectively_once: bool,
+    ) -> Result<usize, FaucetError> {
+        let dialect = self.dialect;
+        let connector = dialect.connector();
+        let target = route.resolve(connector, source, &self.source_keys, self.slots.len())?;
+        if let Some((other, _)) = self
+            .slots
+            .iter()
+            .filter_map(|s| s.routed.as_ref())
+            .find(|(_, name)| *name == target.name)
+        {
+            return Err(FaucetError::data(
+                connector,
+                format!("table {}", target.name),
+                format!(
+                    "the records of `{source}` and of `{other}` both route to {}: two source \
+                     tables in one target overwrite each other's rows; give `{source}` its \
+                     own target in `tables:`, or use a template that keeps them apart \
+                     (`{{schema}}_{{table}}`)",
+                    target.name
+                ),
+            ));
+        }
+        let own = dialect.for_target(&target)?;
+        self.conn()?;
+        let (Some(conn), Some(base)) = (self.conn.as_mut(), self.base.as_ref()) else {
+            return Err(FaucetError::write(
+                connector,
+                "a routed writer without its session",
+                None,
+            ));
+        };
+        let (table, scratch) = own.open_target(conn, base).await?;
+        if let Some(refusal) = own.refusal(&scratch, effectively_once) {
+            return Err(refusal);
+        }
+        tracing::info!(
+            sink = connector,
+            source_table = source,
+            target = %target.name,
+            write_mode = ?target.write_mode,
+            key = ?target.key,
+            "routing a source table to its target"
+        );
+        self.slots.push(Slot {
+            own: Some(own),
+            routed: Some((source.to_owned(), target.name)),
+            table,
+            created_here: false,
+            scratch,
+        });
+        let at = self.slots.len() - 1;
+        self.by_source.insert(source.to_owned(), at);
+        Ok(at)
+    }
+
+    /// Makes sure the target of `slot` exists for `page` (creating it when configured),
+    /// outside any transaction.
+    async fn ensure_table(&mut self, slot: usize, page: &Page) -> Result<(), FaucetError> {
         let dialect = self.dialect;
         let Some(conn) = self.conn.as_mut() else {
             self.conn()?;
             return Ok(());
         };
-        if let Some((table, created)) = dialect.create_target(conn, page, &mut self.scratch).await?
-        {
-            self.created_here = created;
-            dialect
-                .ready_target(conn, &table, &mut self.scratch)
-                .await?;
-            self.table = Some(table);
+        let Some(s) = self.slots.get_mut(slot) else {
+            return Ok(());
+        };
+        if s.table.is_some() || page.is_empty() {
+            return Ok(());
+        }
+        let d = s.own.as_ref().unwrap_or(dialect);
+        if let Some((table, created)) = d.create_target(conn, page, &mut s.scratch).await? {
+            s.created_here = created;
+            d.ready_target(conn, &table, &mut s.scratch).await?;
+            s.table = Some(table);
         }
         Ok(())
     }
 
-    /// After a failed first page into a table this writer created: drops it if it is still
+    /// After a failed page: drops each table this writer created for it if it is still
     /// empty, and forgets it, so the next page creates it again.
     async fn undo_create(&mut self) {
-        if !std::mem::take(&mut self.created_here) {
-            return;
-        }
-        self.table = None;
-        if let Some(conn) = self.conn.as_mut() {
-            self.dialect.drop_if_empty(conn, &mut self.scratch).await;
+        let dialect = self.dialect;
+        for s in &mut self.slots {
+            if !std::mem::take(&mut s.created_here) {
+                continue;
+            }
+            s.table = None;
+            if let Some(conn) = self.conn.as_mut() {
+                let d = s.own.as_ref().unwrap_or(dialect);
+                d.drop_if_empty(conn, &mut s.scratch).await;
+            }
         }
     }
 
@@ -126,17 +321,16 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
             dialect.ensure_tokens(self.conn()?).await?;
             self.tokens_ready = true;
         }
-        if let Err(e) = self.ensure_table(page).await {
-            self.undo_create().await;
-            return Err(e);
+        let parts = self.split(page, token.is_some()).await?;
+        for (slot, part) in &parts {
+            if let Err(e) = self.ensure_table(*slot, part).await {
+                self.undo_create().await;
+                return Err(e);
+            }
         }
         self.conn()?;
         let Self {
-            conn,
-            table,
-            fence,
-            scratch,
-            ..
+            conn, slots, fence, ..
         } = self;
         let Some(session) = conn.as_mut() else {
             return Err(FaucetError::write(
@@ -147,14 +341,16 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
         };
         let page_tx = PageTx {
             dialect,
-            page,
+            parts: &parts,
             token,
             fence: fence.as_ref(),
         };
-        let result = page_tx.run(session, table.as_ref(), scratch).await;
+        let result = page_tx.run(session, slots).await;
         match result {
             Ok(()) => {
-                self.created_here = false;
+                for s in &mut self.slots {
+                    s.created_here = false;
+                }
                 Ok(())
             }
             Err((e, drop_session)) => {
@@ -174,8 +370,10 @@ const ATTEMPTS: u64 = 5;
 
 /// One page's transaction: what it writes and checks.
 struct PageTx<'p, D: SinkDialect> {
+    /// The sink as configured: the session, the token and the fence are its.
     dialect: &'p D,
-    page: &'p Page,
+    /// The page's records per target slot.
+    parts: &'p [(usize, Cow<'p, Page>)],
     /// The atomic watermark's token, under its state key.
     token: Option<(&'p str, &'p CommitToken)>,
     /// The writer's fence, checked first.
@@ -190,12 +388,11 @@ impl<D: SinkDialect> PageTx<'_, D> {
     async fn run(
         &self,
         conn: &mut D::Conn,
-        table: Option<&D::Table>,
-        scratch: &mut D::Scratch,
+        slots: &mut [Slot<D>],
     ) -> Result<(), (FaucetError, bool)> {
         let mut attempt = 1;
         loop {
-            match self.once(conn, table, scratch).await {
+            match self.once(conn, slots).await {
                 Err((e, false)) if attempt < ATTEMPTS && self.dialect.is_retryable(&e) => {
                     tracing::debug!(
                         table = %self.dialect.target_name(),
@@ -216,8 +413,7 @@ impl<D: SinkDialect> PageTx<'_, D> {
     async fn once(
         &self,
         conn: &mut D::Conn,
-        table: Option<&D::Table>,
-        scratch: &mut D::Scratch,
+        slots: &mut [Slot<D>],
     ) -> Result<(), (FaucetError, bool)> {
         let dialect = self.dialect;
         let lost = |e: FaucetError| {
@@ -225,7 +421,7 @@ impl<D: SinkDialect> PageTx<'_, D> {
             (e, gone)
         };
         dialect.begin(conn).await.map_err(lost)?;
-        if let Err(e) = self.statements(conn, table, scratch).await {
+        if let Err(e) = self.statements(conn, slots).await {
             if dialect.is_lost(&e) {
                 return Err((e, true));
             }
@@ -243,28 +439,30 @@ impl<D: SinkDialect> PageTx<'_, D> {
         dialect.commit(conn).await.map_err(lost)
     }
 
-    /// The statements of the transaction: the fence check, the rows, the token.
+    /// The statements of the transaction: the fence check, the rows of each target, the
+    /// token.
     async fn statements(
         &self,
         conn: &mut D::Conn,
-        table: Option<&D::Table>,
-        scratch: &mut D::Scratch,
+        slots: &mut [Slot<D>],
     ) -> Result<(), FaucetError> {
         let dialect = self.dialect;
         if let Some(writer) = self.fence {
             dialect.check_fence(conn, writer).await?;
         }
-        if let Some(t) = table.filter(|_| !self.page.is_empty()) {
-            dialect.write_rows(conn, t, self.page, scratch).await?;
-        } else if !self.page.is_empty() {
-            // No table yet (create_table, and no row to take its columns from): a page of
-            // only deletes and truncates has nothing to do, a malformed one is an error,
-            // not skipped.
-            faucet_core::change::check_records(
-                self.page,
-                dialect.connector(),
-                &dialect.target_name(),
-            )?;
+        for (slot, part) in self.parts {
+            let Some(s) = slots.get_mut(*slot) else {
+                continue;
+            };
+            let d = s.own.as_ref().unwrap_or(dialect);
+            if let Some(t) = s.table.as_ref().filter(|_| !part.is_empty()) {
+                d.write_rows(conn, t, part, &mut s.scratch).await?;
+            } else if !part.is_empty() {
+                // No table yet (create_table, and no row to take its columns from): a page
+                // of only deletes and truncates has nothing to do, a malformed one is an
+                // error, not skipped.
+                faucet_core::change::check_records(part, d.connector(), &d.target_name())?;
+            }
         }
         if let Some((state_key, token)) = self.token {
             let scope = token::scope(state_key, &dialect.target_name());
@@ -277,7 +475,7 @@ impl<D: SinkDialect> PageTx<'_, D> {
 #[async_trait]
 impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
-        if let Some(refusal) = self.dialect.refusal(&self.scratch, false) {
+        if let Some(refusal) = self.refusal(false) {
             return Err(refusal);
         }
         if page.is_empty() {
@@ -297,12 +495,13 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
-        if let Some(refusal) = self.dialect.refusal(&self.scratch, true) {
+        if let Some(refusal) = self.refusal(true) {
             return Err(refusal);
         }
-        if page.is_empty() && self.table.is_none() {
+        if page.is_empty() && self.slots.first().is_some_and(|s| s.table.is_none()) {
             // No token for a table that does not exist yet (see the module); the run's
-            // state store keeps the bookmark, the next page's token carries it on.
+            // state store keeps the bookmark, the next page's token carries it on. (A
+            // routed writer before its first target: the same.)
             return Ok(());
         }
         self.write_page(page, Some((scope, token))).await
@@ -315,8 +514,13 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
     ///
     /// # Errors
     /// [`FaucetError::Write`] when the table cannot be read.
+    ///
+    /// A routed sink cannot tell (`None`): its targets are known only once records name them.
     async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
-        if self.table.is_none() {
+        if self.base.is_some() {
+            return Ok(None);
+        }
+        if self.slots.first().is_none_or(|s| s.table.is_none()) {
             return Ok(Some(false));
         }
         let dialect = self.dialect;
@@ -343,7 +547,7 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
         take_over: bool,
     ) -> Result<bool, FaucetError> {
         let dialect = self.dialect;
-        if dialect.refusal(&self.scratch, false).is_some() {
+        if self.refusal(false).is_some() {
             return Ok(false);
         }
         let writer = WriterFence {
@@ -368,13 +572,15 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
         scope: &str,
     ) -> Result<Option<CommitToken>, FaucetError> {
         let dialect = self.dialect;
-        if let Some(refusal) = dialect.refusal(&self.scratch, true) {
+        if let Some(refusal) = self.refusal(true) {
             return Err(refusal);
         }
         let target = dialect.target_name();
         let scope = token::scope(scope, &target);
         let last = dialect.last_token(self.conn()?, &scope).await?;
-        if last.is_some() && self.table.is_none() {
+        let single_gone =
+            self.base.is_none() && self.slots.first().is_none_or(|s| s.table.is_none());
+        if last.is_some() && single_gone {
             // The rows the token vouches for went with their table: resuming at it would
             // skip them all. Forget it, so the run resumes from its state store (from the
             // start when that was reset too) and its sequence starts over.
@@ -388,5 +594,9 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
             return Ok(None);
         }
         Ok(last)
+    }
+
+    fn source_keys(&mut self, keys: &[TableKeys]) {
+        self.source_keys = keys.to_vec();
     }
 }

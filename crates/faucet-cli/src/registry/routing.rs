@@ -1,0 +1,93 @@
+//! Where a change source's tables go in a SQL sink, refused before anything connects when a
+//! run would fail or lose rows there (issue "a whole database through one change stream"):
+//!
+//! * change records of **several tables upserted into one table** (a sink without routing):
+//!   the run would fail at its first page; the fix is a `table` template or `tables:`;
+//! * a route that sends **two listed source tables to one target** (`table: "replica.{table}"`
+//!   for `a.orders` and `b.orders`): their keys would overwrite each other's rows;
+//! * a listed table the route sends **nowhere** (`tables:` without it, and no `table`
+//!   template for the others).
+//!
+//! The source says what it reads ([`super::source::SourceEntry::change_feed`]), the sink its
+//! route ([`super::sink::SinkEntry::route`]); [`check`] compares them from the configs
+//! alone, so `faucet validate`, `doctor`, `run`, `replicate` and `serve` refuse alike.
+//! Appending change records of several tables into one table (an audit log with a `table`
+//! column) is fine and passes.
+
+use faucet_core::{FaucetError, Sink};
+
+use super::{SinkConfig, SourceConfig};
+
+/// Applies the module's rules to a row's `source` and `sink` configs (`built`: the sink
+/// built from `sink`).
+///
+/// # Errors
+/// [`FaucetError::Config`] at `pipeline.sink.config.table` (or `.tables`), naming the
+/// source tables, the target and the fix.
+pub(crate) fn check(
+    source: &SourceConfig,
+    sink: &SinkConfig,
+    built: &dyn Sink,
+) -> Result<(), FaucetError> {
+    let Some(feed) = source.change_feed() else {
+        return Ok(());
+    };
+    if sink.written_table().is_none() {
+        return Ok(());
+    }
+    let qualified: Vec<String> = feed
+        .tables
+        .iter()
+        .filter(|t| !t.contains('*'))
+        .map(|t| feed.endpoint.qualify(t))
+        .collect();
+    let Some(route) = sink.route() else {
+        let mut distinct = qualified.clone();
+        distinct.sort();
+        distinct.dedup();
+        if distinct.len() > 1 && built.upserts_by().is_some() {
+            return Err(FaucetError::config(
+                "pipeline.sink.config.table",
+                format!(
+                    "the `{}` source reads {} tables ({}), and the `{}` sink upserts into one \
+                     table: the change records of one table would be applied to another's \
+                     rows, so the run would refuse its first page. Route each source table \
+                     to its own target: `table: \"<schema>.{{table}}\"` (or \
+                     `\"{{schema}}_{{table}}\"`), or `tables: {{{}: <target>, …}}`",
+                    source.type_name(),
+                    distinct.len(),
+                    distinct.join(", "),
+                    built.connector(),
+                    distinct[0],
+                ),
+            ));
+        }
+        return Ok(());
+    };
+    let (shared, unrouted) = route.collisions(qualified.iter().map(String::as_str));
+    if let Some((target, sources)) = shared.first() {
+        return Err(FaucetError::config(
+            "pipeline.sink.config.table",
+            format!(
+                "the route sends the source tables {} to one target, {target}: their rows \
+                 would overwrite each other's; use a template that keeps them apart \
+                 (`\"{{schema}}_{{table}}\"`), or give each its own target in `tables:`",
+                sources.join(" and "),
+            ),
+        ));
+    }
+    if !unrouted.is_empty() {
+        return Err(FaucetError::config(
+            "pipeline.sink.config.tables",
+            format!(
+                "the `{}` source reads {}, which the sink routes nowhere (not in `tables:`, \
+                 and no `table` template for the others); add them to `tables:`, set \
+                 `table: \"<schema>.{{table}}\"` for the rest, or take them out of the \
+                 source's `tables`",
+                source.type_name(),
+                unrouted.join(", "),
+            ),
+        ));
+    }
+    Ok(())
+}
