@@ -252,11 +252,7 @@ impl Sink for NatsSink {
             }
         }
         let subject = self.encoder.route().fixed().map_or_else(
-            || {
-                self.filter
-                    .replace('*', "faucet_doctor")
-                    .replace('>', "faucet_doctor")
-            },
+            || self.filter.replace(['*', '>'], "faucet_doctor"),
             str::to_owned,
         );
         let probe = PublishMessage::build()
