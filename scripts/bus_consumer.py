@@ -7,8 +7,15 @@ message and prints one JSON object per line, in each stream's order:
 `value`, `key` and `faucet-position` are parsed as JSON; other fields are text.
 
     bus_consumer.py redis-streams URL PATTERN   # every stream whose key matches PATTERN (SCAN MATCH)
+    bus_consumer.py nats URL STREAM FILTER      # every message of the JetStream STREAM on FILTER
 
-Needs redis-py (`pip install redis`; scripts/services.sh installs it).
+For nats, "stream" is the message's subject, "id" its stream sequence, and "fields" its headers
+(`faucet-key` as `key`) and payload (as `value`); messages on other subjects (the sink's commit
+markers, `_faucet.commit.<stream>`) are not read. An ordered push consumer reads from the first
+message, without acks, so reading changes nothing on the server.
+
+Needs redis-py (`pip install redis`) and nats-py (`pip install nats-py`); scripts/services.sh
+installs both.
 """
 
 import json
@@ -37,9 +44,43 @@ def redis_streams(url, pattern):
             start = "(" + entries[-1][0].decode()
 
 
+def nats_stream(url, stream, subject_filter):
+    import asyncio
+
+    import nats
+
+    async def run():
+        nc = await nats.connect(url)
+        js = nc.jetstream()
+        info = await js.stream_info(stream)
+        last = info.state.last_seq
+        out = []
+        seq = info.state.first_seq
+        while seq and seq <= last:
+            try:
+                msg = await js.get_msg(stream, seq=seq, next=True, subject=subject_filter)
+            except nats.js.errors.NotFoundError:
+                break
+            fields = {}
+            for k, v in (msg.headers or {}).items():
+                name = "key" if k == "faucet-key" else k
+                fields[name] = json.loads(v) if name in JSON_FIELDS else v
+            fields["value"] = json.loads(msg.data) if msg.data else None
+            out.append({"stream": msg.subject, "id": str(msg.seq), "fields": fields})
+            seq = msg.seq + 1
+        await nc.close()
+        return out
+
+    for line in asyncio.run(run()):
+        print(json.dumps(line))
+
+
 def main(argv):
     if len(argv) == 4 and argv[1] == "redis-streams":
         redis_streams(argv[2], argv[3])
+        return 0
+    if len(argv) == 5 and argv[1] == "nats":
+        nats_stream(argv[2], argv[3], argv[4])
         return 0
     print(__doc__, file=sys.stderr)
     return 2

@@ -10,7 +10,8 @@
 # `prometheus` package), which the `faucet serve` tests lint /metrics with, and
 # kubernetes-validate (PyPI), which checks the deploy/ manifests offline, and redis-py
 # (PyPI `redis`), which the bus-sink tests' independent consumer (scripts/bus_consumer.py)
-# reads Redis streams with. And SecantusDB
+# reads Redis streams with, nats-server 2.9 with JetStream (Debian's `nats-server`, on
+# 127.0.0.1:4222, data in /var/tmp/faucet-nats) and nats-py, its consumer. And SecantusDB
 # (PyPI: a MongoDB-wire-compatible server with change streams, GPL-2.0, run as its own
 # process, never linked) on 127.0.0.1:27117, always with --sync-on-commit (without it a
 # kill -9 loses recent writes and the oplog); data directory $FAUCET_MONGODB_DIR, default
@@ -20,7 +21,8 @@
 # postgres://postgres@127.0.0.1:5432/test), FAUCET_TEST_REDIS_URL (default
 # redis://127.0.0.1:6379/) and FAUCET_TEST_MYSQL_URL (default
 # mysql://root@127.0.0.1:3307/test) and FAUCET_TEST_MONGODB_URL (default
-# mongodb://127.0.0.1:27117/?directConnection=true). Point them at your own servers to skip this script
+# mongodb://127.0.0.1:27117/?directConnection=true) and FAUCET_TEST_NATS_URL (default
+# nats://127.0.0.1:4222). Point them at your own servers to skip this script
 # (set FAUCET_SKIP_SERVICES=1).
 set -euo pipefail
 
@@ -174,6 +176,26 @@ if ! command -v kubernetes-validate >/dev/null; then
       || log "could not install kubernetes-validate: the deploy/ manifest test will fail"
   else
     log "kubernetes-validate is missing (pip install kubernetes-validate): the deploy/ manifest test will fail"
+  fi
+fi
+
+# --- nats-server with JetStream (the `nats` sink's tests; 127.0.0.1:4222) ------------------
+command -v nats-server >/dev/null || apt_install nats-server
+if ! (exec 3<>/dev/tcp/127.0.0.1/4222) 2>/dev/null; then
+  log "starting nats-server (JetStream) on 127.0.0.1:4222"
+  mkdir -p /var/tmp/faucet-nats
+  nohup nats-server -js -a 127.0.0.1 -p 4222 -sd /var/tmp/faucet-nats >/tmp/faucet-nats.log 2>&1 &
+fi
+wait_for "nats-server on 127.0.0.1:4222" bash -c '(exec 3<>/dev/tcp/127.0.0.1/4222)'
+
+# --- nats-py (the nats sink tests' independent consumer, scripts/bus_consumer.py) ----------
+if ! python3 -c 'import nats' >/dev/null 2>&1; then
+  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
+    log "installing nats-py from PyPI"
+    "$(command -v pip3 || command -v pip)" install -q nats-py >/dev/null 2>&1 \
+      || log "could not install nats-py: the nats sink tests will fail"
+  else
+    log "nats-py is missing (pip install nats-py): the nats sink tests will fail"
   fi
 fi
 

@@ -47,6 +47,8 @@ mod mysql_cross_db;
 mod mysql_replicate;
 #[cfg(feature = "mysql")]
 mod mysql_sink_cli;
+#[cfg(all(feature = "redis-streams", feature = "nats", feature = "postgres"))]
+mod nats_cli;
 #[cfg(feature = "postgres")]
 mod pg_edges;
 #[cfg(feature = "postgres")]
@@ -57,7 +59,7 @@ mod postgres_connectors;
 mod postgres_sink_crash;
 #[cfg(feature = "postgres")]
 mod postgres_values;
-#[cfg(all(feature = "redis-streams", feature = "postgres"))]
+#[cfg(all(feature = "redis-streams", feature = "nats", feature = "postgres"))]
 mod redis_streams_cli;
 #[cfg(feature = "postgres")]
 mod replicate_crash;

@@ -8,6 +8,7 @@
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
 //! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
 //! | `redis` | `redis-streams` | `redis-streams` sink |
+//! | `nats` | `nats` | `nats` sink (JetStream) |
 //!
 //! The bus sinks share [`bus`]: the message a record becomes (route, key, value, headers).
 //!
@@ -18,7 +19,7 @@
 //! `faucet_core::FaucetError` variants naming what failed and where (`file:line` for bad
 //! input). Run them with [`faucet_core::Pipeline`]; the `files` module shows a whole run.
 
-#[cfg(feature = "redis-streams")]
+#[cfg(any(feature = "redis-streams", feature = "nats"))]
 pub mod bus;
 #[cfg(feature = "sql")]
 mod copy_filter;
@@ -30,6 +31,8 @@ pub mod files;
 pub mod mongodb;
 #[cfg(feature = "mysql")]
 pub mod mysql;
+#[cfg(feature = "nats")]
+pub mod nats;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "redis-streams")]

@@ -41,6 +41,8 @@ mod mysql_sink_values;
 mod mysql_support;
 #[cfg(feature = "mysql")]
 mod mysql_values;
+#[cfg(feature = "nats")]
+mod nats_sink;
 #[cfg(feature = "postgres")]
 mod postgres_cdc;
 #[cfg(feature = "postgres")]

@@ -111,6 +111,13 @@ pub fn point(name: &str) {
     }
 }
 
+/// Whether `name` is the armed point (at any hit). A sink whose writes are pipelined (the
+/// `nats` sink) asks it to make what it sent before the point reach the server first, so an
+/// abort there leaves exactly that part of the page stored; unarmed, it costs a load.
+pub fn armed_at(name: &str) -> bool {
+    armed().as_ref().is_some_and(|(armed, _, _)| armed == name)
+}
+
 #[cold]
 fn fire(name: &str, nth: u64, action: Action) {
     match action {

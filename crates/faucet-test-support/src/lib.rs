@@ -38,6 +38,8 @@ pub enum Service {
     /// SecantusDB, a MongoDB-wire-compatible server with change streams (a one-node replica
     /// set), which `scripts/services.sh` starts on port 27117 with `--sync-on-commit`.
     Mongodb,
+    /// nats-server with JetStream (`-js`), which `scripts/services.sh` starts on port 4222.
+    Nats,
 }
 
 impl Service {
@@ -48,6 +50,7 @@ impl Service {
             Self::Redis => "FAUCET_TEST_REDIS_URL",
             Self::Mysql => "FAUCET_TEST_MYSQL_URL",
             Self::Mongodb => "FAUCET_TEST_MONGODB_URL",
+            Self::Nats => "FAUCET_TEST_NATS_URL",
         }
     }
 
@@ -58,6 +61,7 @@ impl Service {
             Self::Redis => "redis://127.0.0.1:6379/",
             Self::Mysql => "mysql://root@127.0.0.1:3307/test",
             Self::Mongodb => "mongodb://127.0.0.1:27117/?directConnection=true",
+            Self::Nats => "nats://127.0.0.1:4222",
         }
     }
 
@@ -68,6 +72,7 @@ impl Service {
             Self::Redis => "Redis",
             Self::Mysql => "MariaDB (with a binlog)",
             Self::Mongodb => "SecantusDB (MongoDB)",
+            Self::Nats => "nats-server (JetStream)",
         }
     }
 
@@ -109,6 +114,11 @@ pub fn pg_url() -> String {
 /// The test Redis server's URL ([`Service::Redis`]).
 pub fn redis_url() -> String {
     Service::Redis.url()
+}
+
+/// The test nats-server's URL ([`Service::Nats`]).
+pub fn nats_url() -> String {
+    Service::Nats.url()
 }
 
 /// The test MariaDB's URL ([`Service::Mysql`]).

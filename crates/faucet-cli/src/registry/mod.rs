@@ -121,7 +121,12 @@ pub(crate) fn resolve_path(base: &Path, p: &Path) -> PathBuf {
 }
 
 /// A connector's secret connection URL, password redacted, for people.
-#[cfg(any(feature = "sql", feature = "redis-streams", feature = "mongodb"))]
+#[cfg(any(
+    feature = "sql",
+    feature = "redis-streams",
+    feature = "nats",
+    feature = "mongodb"
+))]
 pub(crate) fn redacted_secret(url: &secrecy::SecretString) -> String {
     use secrecy::ExposeSecret as _;
     crate::secret::redact_one(url.expose_secret())

@@ -6,6 +6,7 @@
 //! | `postgres` | `faucet_connectors::postgres::PostgresSink` (append or keyed upsert) | `postgres` |
 //! | `mysql` | `faucet_connectors::mysql::MysqlSink` (append or keyed upsert; MySQL / MariaDB) | `mysql` |
 //! | `redis-streams` | `faucet_connectors::redis::RedisStreamsSink` (Redis Streams, atomic watermark) | `redis-streams` |
+//! | `nats` | `faucet_connectors::nats::NatsSink` (NATS JetStream, atomic watermark by an exact re-anchor) | `nats` |
 //!
 //! A sink is one line in [`registry!`] below and one `impl` [`SinkEntry`] on its config type
 //! (under its feature).
@@ -28,6 +29,8 @@ registry! {
         Mysql = "mysql" => faucet_connectors::mysql::MysqlSinkConfig, if "mysql";
         /// `type: redis-streams`: entries of Redis streams.
         RedisStreams = "redis-streams" => faucet_connectors::redis::RedisStreamsSinkConfig, if "redis-streams";
+        /// `type: nats`: messages of a NATS JetStream stream.
+        Nats = "nats" => faucet_connectors::nats::NatsSinkConfig, if "nats";
     }
 }
 
@@ -223,6 +226,34 @@ impl SinkEntry for faucet_connectors::redis::RedisStreamsSinkConfig {
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
         Ok(Box::new(faucet_connectors::redis::RedisStreamsSink::new(
+            self.clone(),
+        )?))
+    }
+}
+
+#[cfg(feature = "nats")]
+impl SinkEntry for faucet_connectors::nats::NatsSinkConfig {
+    fn target(&self) -> String {
+        format!(
+            "{} stream {} subject {}",
+            super::redacted_secret(&self.url),
+            self.stream,
+            self.subject
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(
+                "is nats-server (with JetStream, `-js`) running at `url`, and does it accept the \
+                 user and password there?",
+            ),
+            other: None,
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
+        Ok(Box::new(faucet_connectors::nats::NatsSink::new(
             self.clone(),
         )?))
     }

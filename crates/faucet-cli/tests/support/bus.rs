@@ -15,15 +15,27 @@ pub(crate) struct Consumed {
 /// Every entry of the Redis streams whose key matches `pattern` (`SCAN MATCH`), read by the
 /// independent consumer, stream by stream (sorted by key), each in its order.
 pub(crate) fn redis_streams(pattern: &str) -> Vec<Consumed> {
+    consume(&["redis-streams", &faucet_test_support::redis_url(), pattern])
+}
+
+/// Every message of the JetStream `stream` on subjects matching `filter`, read by the
+/// independent consumer (nats-py) in stream order; `Consumed::stream` is the subject.
+pub(crate) fn nats_messages(stream: &str, filter: &str) -> Vec<Consumed> {
+    consume(&["nats", &faucet_test_support::nats_url(), stream, filter])
+}
+
+/// Runs `scripts/bus_consumer.py` with `args` and parses its lines.
+fn consume(args: &[&str]) -> Vec<Consumed> {
     let script = super::repo_root().join("scripts/bus_consumer.py");
     let out = std::process::Command::new("python3")
         .arg(script)
-        .args(["redis-streams", &faucet_test_support::redis_url(), pattern])
+        .args(args)
         .output()
         .expect("run scripts/bus_consumer.py (python3)");
     assert!(
         out.status.success(),
-        "the consumer failed (is redis-py installed? scripts/services.sh installs it): {}",
+        "the consumer failed (are redis-py and nats-py installed? scripts/services.sh installs \
+         them): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout)
@@ -40,6 +52,17 @@ pub(crate) fn redis_streams(pattern: &str) -> Vec<Consumed> {
             }
         })
         .collect()
+}
+
+/// Deletes the JetStream `stream`, best effort.
+pub(crate) fn delete_nats_stream(stream: &str) {
+    super::runtime().block_on(async {
+        if let Ok(client) = async_nats::connect(faucet_test_support::nats_url()).await {
+            let _ = async_nats::jetstream::new(client)
+                .delete_stream(stream)
+                .await;
+        }
+    });
 }
 
 /// Deletes every Redis key matching `pattern`, best effort.

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-#[cfg(all(feature = "redis-streams", feature = "postgres"))]
+#[cfg(all(feature = "redis-streams", feature = "nats", feature = "postgres"))]
 pub(crate) mod bus;
 #[cfg(any(feature = "sql", feature = "mongodb"))]
 pub(crate) mod crash;

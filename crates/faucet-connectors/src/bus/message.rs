@@ -1,5 +1,5 @@
 //! The message every bus sink sends for a record: route, key, value and headers, made here
-//! once for all of them (`redis-streams`, and the `nats` and `kafka` sinks to come).
+//! once for all of them (`redis-streams`, `nats`, and the `kafka` sink to come).
 //!
 //! | part | what |
 //! |---|---|
@@ -241,8 +241,10 @@ impl MessageEncoder {
     }
 }
 
-/// `<scope>/<16 hex digits of SHA-256 of the bookmark's JSON>`.
-fn page_id(scope: &str, bookmark: Option<&faucet_core::Bookmark>) -> String {
+/// `<scope>/<16 hex digits of SHA-256 of the bookmark's JSON>` (no bookmark: of nothing):
+/// the page part of `faucet-id` (over the bookmark after the page), and of the `nats` sink's
+/// `Nats-Msg-Id` (over the bookmark the page started from).
+pub fn page_id(scope: &str, bookmark: Option<&faucet_core::Bookmark>) -> String {
     let text = bookmark
         .map(|b| serde_json::to_vec(b).unwrap_or_default())
         .unwrap_or_default();

@@ -1,0 +1,335 @@
+//! The `nats` sink through the real `faucet` binary, read back by an independent consumer
+//! (`scripts/bus_consumer.py`, nats-py):
+//!
+//! * csv → nats with `delivery: effectively_once` (the exact re-anchor), aborted at every
+//!   fault point (`mid_page` and `before_commit` leave a page stored in part) and SIGKILLed
+//!   at random instants, rerun to completion: every row exactly once, in the file's order;
+//! * postgres-cdc of two tables routed per table (`….cdc.{schema}.{table}`), aborted at every
+//!   fault point and SIGKILLed between new changes: each subject holds exactly the changes an
+//!   independent `test_decoding` slot saw for its table, once each and in commit order;
+//! * `faucet doctor` passes against the server and names an unreachable one.
+//!
+//! nats-server from `FAUCET_TEST_NATS_URL`, PostgreSQL from `FAUCET_TEST_PG_URL`
+//! (`scripts/services.sh` starts both and installs nats-py); every test uses its own stream,
+//! subjects, schemas and slots, removed at the end.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::support::bus::{delete_nats_stream, nats_messages};
+use crate::support::crash::{
+    CrashScenario, abort_at_every_point, kill_after, killed_at_random_instants,
+};
+use crate::support::pg::{
+    CdcObjectsGuard, Change, query, sql, test_decoding_changes, unique_suffix,
+};
+use crate::support::{Dir, faucet_unarmed, output_of_success};
+
+const ROWS: usize = 3_000;
+
+/// csv → nats (effectively-once): the subject `<prefix>.events` of the stream `<stream>`.
+struct CsvIntoNats {
+    prefix: String,
+    stream: String,
+    batch: usize,
+}
+
+impl CsvIntoNats {
+    fn new(tag: &str, batch: usize) -> Self {
+        let suffix = unique_suffix();
+        Self {
+            prefix: format!("faucet-test-natscli-{tag}-{suffix}"),
+            stream: format!("FAUCET_TEST_NATSCLI_{tag}_{suffix}"),
+            batch,
+        }
+    }
+}
+
+impl CrashScenario for CsvIntoNats {
+    fn prepare(&self, dir: &Path) {
+        delete_nats_stream(&self.stream);
+        let mut csv = String::from("id,v\n");
+        for i in 0..ROWS {
+            csv.push_str(&format!("{i},{}\n", i * 3));
+        }
+        std::fs::write(dir.join("in.csv"), csv).expect("csv");
+        std::fs::write(
+            dir.join("faucet.yaml"),
+            format!(
+                "version: 1\nname: natscsv\npipeline:\n  \
+                 source: {{ type: csv, config: {{ path: ./in.csv, columns: {{ id: int, v: int }} }} }}\n  \
+                 sink: {{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
+                 subject: \"{p}.events\", stream: {s}, create_stream: true, key: [id] }} }}\n  \
+                 state: {{ type: file, config: {{ path: ./state }} }}\n  \
+                 delivery: effectively_once\n  batch_size: {b}\n",
+                p = self.prefix,
+                s = self.stream,
+                b = self.batch
+            ),
+        )
+        .expect("config");
+    }
+
+    fn check(&self, what: &str) {
+        let got = nats_messages(&self.stream, &format!("{}.events", self.prefix));
+        let ids: Vec<i64> = got
+            .iter()
+            .map(|m| {
+                assert_eq!(
+                    m.fields["value"]["v"],
+                    json!(m.fields["value"]["id"].as_i64().unwrap_or(-1) * 3),
+                    "{what}: {m:?}"
+                );
+                assert_eq!(
+                    m.fields["key"],
+                    json!({"id": m.fields["value"]["id"]}),
+                    "{what}"
+                );
+                m.fields["value"]["id"].as_i64().expect("id")
+            })
+            .collect();
+        let want: Vec<i64> = (0..ROWS as i64).collect();
+        if ids != want {
+            let mut seen = std::collections::HashMap::new();
+            for id in &ids {
+                *seen.entry(*id).or_insert(0) += 1;
+            }
+            let dups = seen.values().filter(|&&n| n > 1).count();
+            let lost = want.iter().filter(|id| !seen.contains_key(id)).count();
+            panic!(
+                "{what}: {} entries, {lost} ids lost, {dups} doubled, or out of order",
+                ids.len()
+            );
+        }
+    }
+
+    fn drop(&self) {
+        delete_nats_stream(&self.stream);
+    }
+
+    fn faucet(&self) -> Command {
+        let mut c = faucet_unarmed();
+        c.env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url());
+        c
+    }
+}
+
+#[test]
+fn csv_into_nats_is_exactly_once_across_aborts_at_every_fault_point() {
+    abort_at_every_point(&CsvIntoNats::new("points", 250));
+}
+
+#[test]
+fn csv_into_nats_is_exactly_once_across_sigkills() {
+    killed_at_random_instants(&CsvIntoNats::new("kills", 20));
+}
+
+/// The changes of `<base>_<t>.items` the oracle slot saw, per table suffix, in commit order.
+fn oracle(slot: &str, schemas: &[String]) -> Vec<Vec<Change>> {
+    let rows: Vec<(String,)> = query(&format!(
+        "SELECT data FROM pg_logical_slot_get_changes('{slot}', NULL, NULL)"
+    ));
+    schemas
+        .iter()
+        .map(|s| test_decoding_changes(rows.iter().map(|(l,)| l.as_str()), s))
+        .collect()
+}
+
+/// A consumed change entry as `(op, id, v)`, checked against its headers.
+fn change_of(m: &crate::support::bus::Consumed) -> Change {
+    let value = &m.fields["value"];
+    let op = value["op"].as_str().expect("op").to_owned();
+    assert_eq!(m.fields["faucet-op"], json!(op), "{m:?}");
+    let row = if op == "d" {
+        &value["before"]
+    } else {
+        &value["after"]
+    };
+    let id = row["id"].as_i64().expect("id");
+    assert_eq!(m.fields["key"], json!({"id": id}), "{m:?}");
+    assert!(m.fields["faucet-position"]["lsn"].is_string(), "{m:?}");
+    (op, id, row["v"].as_i64().filter(|_| value["op"] != "d"))
+}
+
+#[test]
+fn postgres_cdc_of_two_tables_routed_into_nats_is_exactly_once_in_order() {
+    let suffix = unique_suffix();
+    let base = format!("nats_cdc_{suffix}");
+    let schemas = [format!("{base}_a"), format!("{base}_b")];
+    let publication = format!("{base}_pub");
+    let slot = format!("{base}_slot");
+    let oracle_slot = format!("{base}_oracle");
+    let prefix = format!("faucet-test-natscdc-{suffix}");
+    let stream = format!("FAUCET_TEST_NATSCDC_{suffix}");
+    let _guard = CdcObjectsGuard {
+        slot: slot.clone(),
+        publication: publication.clone(),
+        schema: schemas[0].clone(),
+    };
+    let _oracle_guard = CdcObjectsGuard {
+        slot: oracle_slot.clone(),
+        publication: publication.clone(),
+        schema: schemas[1].clone(),
+    };
+    struct Stream(String);
+    impl Drop for Stream {
+        fn drop(&mut self) {
+            delete_nats_stream(&self.0);
+        }
+    }
+    let _stream = Stream(stream.clone());
+    let (a, b) = (&schemas[0], &schemas[1]);
+    sql(&format!(
+        "CREATE SCHEMA {a}; CREATE SCHEMA {b}; CREATE SEQUENCE {a}.seq; \
+         CREATE TABLE {a}.items (id int PRIMARY KEY, v bigint NOT NULL); \
+         CREATE TABLE {b}.items (id int PRIMARY KEY, v bigint NOT NULL); \
+         CREATE PUBLICATION {publication} FOR TABLE {a}.items, {b}.items"
+    ));
+    sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+    ));
+    sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{oracle_slot}', 'test_decoding')"
+    ));
+    let dir = Dir::new();
+    dir.write(
+        "faucet.yaml",
+        format!(
+            "version: 1\nname: natscdc\npipeline:\n  \
+             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
+             slot_name: {slot}, publication: {publication}, tables: [{a}.items, {b}.items] }} }}\n  \
+             sink: {{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
+             subject: \"{prefix}.cdc.{{schema}}.{{table}}\", stream: {stream}, create_stream: true, \
+             key: [id], format: debezium }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  \
+             delivery: effectively_once\n  batch_size: 40\n"
+        ),
+    );
+    // Inserts, updates and deletes in both tables, some transactions touching both and one
+    // large enough that pages end inside it; every insert and update takes a fresh `v`.
+    let next = || format!("nextval('{a}.seq')");
+    let workload = |round: usize| {
+        for s in [a, b] {
+            sql(&format!(
+                "INSERT INTO {s}.items SELECT g, {} FROM generate_series({}, {}) g",
+                next(),
+                round * 300 + 1,
+                round * 300 + 250
+            ));
+        }
+        sql(&format!(
+            "BEGIN; UPDATE {a}.items SET v = {n} WHERE id % 3 = {r}; \
+             UPDATE {b}.items SET v = {n} WHERE id % 4 = {r}; \
+             DELETE FROM {a}.items WHERE id % 11 = {r}; COMMIT;",
+            n = next(),
+            r = round % 3
+        ));
+        sql(&format!(
+            "DELETE FROM {b}.items WHERE id % 13 = {}",
+            round % 5
+        ));
+    };
+    workload(0);
+    let faucet = || {
+        let mut c = faucet_unarmed();
+        c.env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url())
+            .env("FAUCET_CRASH_PG_URL", faucet_test_support::pg_url());
+        c
+    };
+    // Every point a nats page passes, `before_commit` (all of a page but its last message,
+    // the token's, stored) among them; more changes halfway so every run has pages to do.
+    for (n, point) in faucet_core::fault::SQL_SINK.into_iter().enumerate() {
+        if n == 3 {
+            workload(5);
+        }
+        for hit in [1, 3] {
+            crate::support::expect_aborted(
+                faucet().args(["run", "--quiet"]).current_dir(dir.path()),
+                &format!("{point}:{hit}"),
+            );
+        }
+    }
+    let mut killed = 0;
+    for round in 1..5 {
+        workload(round);
+        if kill_after(
+            faucet(),
+            dir.path(),
+            Duration::from_millis(40 + (round as u64 * 53) % 200),
+        ) {
+            killed += 1;
+        }
+    }
+    let out = output_of_success(faucet().arg("run").current_dir(dir.path()), "the final run");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("effectively-once (atomic watermark)"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let want = oracle(&oracle_slot, &schemas);
+    let consumed = nats_messages(&stream, &format!("{prefix}.cdc.>"));
+    for (s, want) in schemas.iter().zip(&want) {
+        let subject = format!("{prefix}.cdc.{s}.items");
+        let got: Vec<Change> = consumed
+            .iter()
+            .filter(|m| m.stream == subject)
+            .map(change_of)
+            .collect();
+        assert!(
+            want.len() > 500,
+            "{s}: a workload of {} changes",
+            want.len()
+        );
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "{s}: {} entries for {} changes",
+            got.len(),
+            want.len()
+        );
+        assert!(
+            got == *want,
+            "{s}: the stream differs from the changes, in order"
+        );
+    }
+    assert_eq!(
+        consumed.len(),
+        want.iter().map(Vec::len).sum::<usize>(),
+        "messages on subjects of no table"
+    );
+    eprintln!("postgres-cdc → nats: {killed} runs SIGKILLed mid-run");
+}
+
+#[test]
+fn doctor_checks_the_server() {
+    let suffix = unique_suffix();
+    let stream = format!("FAUCET_TEST_NATSDOC_{suffix}");
+    let dir = Dir::new();
+    dir.write("in.csv", "id\n1\n");
+    let config = |url: &str, create: bool| {
+        format!(
+            "version: 1\nname: natsdoc\npipeline:\n  \
+             source: {{ type: csv, config: {{ path: ./in.csv }} }}\n  \
+             sink: {{ type: nats, config: {{ url: \"{url}\", subject: \"faucet-test.doc.{suffix}\", \
+             stream: {stream}, create_stream: {create} }} }}\n"
+        )
+    };
+    dir.write("ok.yaml", config(&faucet_test_support::nats_url(), true));
+    dir.write(
+        "missing.yaml",
+        config(&faucet_test_support::nats_url(), false),
+    );
+    dir.write("down.yaml", config("nats://u:hunter2@127.0.0.1:1", true));
+    dir.faucet(&["doctor", "ok.yaml"]).expect_code(0);
+    let missing = dir.faucet(&["doctor", "missing.yaml"]);
+    assert_ne!(missing.code, 0);
+    missing.stdout_has(&["does not exist"]);
+    let down = dir.faucet(&["doctor", "down.yaml"]);
+    assert_ne!(down.code, 0);
+    down.stdout_has(&["cannot reach nats://127.0.0.1:1"]);
+    assert!(!format!("{}{}", down.stdout, down.stderr).contains("hunter2"));
+    delete_nats_stream(&stream);
+}
