@@ -85,6 +85,8 @@ mod state_redis;
 mod support;
 #[cfg(feature = "postgres")]
 mod unmet_requests;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+mod sqlite_sink_crash;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
 mod upsert_keys;
 #[cfg(all(

@@ -6,7 +6,8 @@
 //! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
-//! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
+//! | `sqlite` | `sqlite` | `sqlite` sink (a database file; SQLite bundled) |
+| `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
 //! | `redis` | `redis-streams` | `redis-streams` sink |
 //!
 //! The bus sinks share [`bus`]: the message a record becomes (route, key, value, headers).
@@ -34,6 +35,8 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "redis-streams")]
 pub mod redis;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 #[cfg(feature = "sql")]
 pub mod sql;
 

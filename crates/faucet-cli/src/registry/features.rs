@@ -8,6 +8,7 @@ pub(crate) const FEATURES: &[(&str, bool)] = &[
     ("postgres", cfg!(feature = "postgres")),
     ("mysql", cfg!(feature = "mysql")),
     ("redis-streams", cfg!(feature = "redis-streams")),
+    ("sqlite", cfg!(feature = "sqlite")),
     ("mongodb", cfg!(feature = "mongodb")),
     ("state-postgres", cfg!(feature = "state-postgres")),
     ("state-redis", cfg!(feature = "state-redis")),

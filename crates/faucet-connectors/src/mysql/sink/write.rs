@@ -366,23 +366,13 @@ fn check_columns(
 ) -> Result<(), FaucetError> {
     for n in names {
         if target.table.type_of(n).is_none() {
-            let hint = if changes_appended {
-                " — these are change records, appended as rows (an audit log); to apply the \
-                 changes to a copy of the source table instead, set `write_mode: upsert` with \
-                 its `key`, or let `create_table: true` create the audit table under a new name"
-            } else {
-                ""
-            };
             let columns: Vec<&str> = target.table.names().collect();
-            return Err(FaucetError::data(
+            return Err(crate::sql::sink::columns::unknown_field(
                 CONNECTOR,
-                format!("{}, column {n}", target.name),
-                format!(
-                    "the records have a field `{n}` that table {} does not have (columns: \
-                     {}){hint}",
-                    target.name,
-                    columns.join(", ")
-                ),
+                target.name,
+                n,
+                &columns,
+                changes_appended,
             ));
         }
     }

@@ -109,18 +109,11 @@ impl PostgresSink {
         conn: &mut PgConnection,
         table: &TargetTable,
     ) -> Result<(), FaucetError> {
-        for (i, k) in self.config.key.iter().enumerate() {
-            if !table.columns.contains(k) {
-                return Err(FaucetError::config(
-                    format!("key[{i}]"),
-                    format!(
-                        "`{k}` is not a column of {} (columns: {})",
-                        self.table,
-                        table.columns.join(", ")
-                    ),
-                ));
-            }
-        }
+        crate::sql::sink::keys::key_columns_exist(
+            &self.config.key,
+            table.columns.iter().map(String::as_str),
+            &self.table,
+        )?;
         if self.config.write_mode == WriteMode::Upsert
             && !table::has_unique_key(conn, &self.table, &self.config.key).await?
         {

@@ -21,8 +21,10 @@
 //! * A token whose target table is gone is forgotten ([`SinkWriter::last_committed_token`]):
 //!   resuming at it would skip every row it vouched for.
 
+pub(crate) mod columns;
 mod dialect;
 pub(crate) mod fence;
+pub(crate) mod keys;
 pub(crate) mod token;
 
 use async_trait::async_trait;
