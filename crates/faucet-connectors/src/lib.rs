@@ -7,7 +7,7 @@
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
 //! | `sqlite` | `sqlite` | `sqlite` sink (a database file; SQLite bundled) |
-| `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
+//! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
 //! | `redis` | `redis-streams` | `redis-streams` sink |
 //!
 //! The bus sinks share [`bus`]: the message a record becomes (route, key, value, headers).

@@ -115,7 +115,8 @@ pub(crate) fn bind(value: &Value, affinity: Affinity) -> Result<Bound<'_>, Strin
         | Value::Interval(t) => kept_text(t, affinity, "text")?,
         Value::Json(j) => kept_text(j.as_str(), affinity, "json")?,
         Value::Bytes(b) => Bound::Blob(b),
-        Value::Array(_) | Value::Row(_) => {
+        // Arrays, nested rows and any later kind: the JSON form.
+        _ => {
             let mut out = Vec::new();
             write_value(&mut out, value);
             Bound::Text(Cow::Owned(String::from_utf8_lossy(&out).into_owned()))

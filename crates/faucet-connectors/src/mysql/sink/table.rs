@@ -31,7 +31,7 @@ pub(crate) struct TargetTable {
 
 impl TargetTable {
     /// The column names, in table order.
-    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> + Clone {
         self.columns.iter().map(|(n, _)| n.as_str())
     }
 
