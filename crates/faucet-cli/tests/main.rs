@@ -76,6 +76,8 @@ mod serve_cluster;
 mod signals;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
 mod sql_sink_hostile;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+mod sqlite_sink_crash;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod state_pg_restart;
 #[cfg(feature = "state-postgres")]
@@ -85,8 +87,6 @@ mod state_redis;
 mod support;
 #[cfg(feature = "postgres")]
 mod unmet_requests;
-#[cfg(all(feature = "sqlite", feature = "postgres"))]
-mod sqlite_sink_crash;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
 mod upsert_keys;
 #[cfg(all(

@@ -23,33 +23,24 @@ const BATCH: usize = 20;
 
 /// `sqlite3 -json db sql`: the rows as JSON objects.
 fn sqlite3(db: &Path, sql: &str) -> Vec<Json> {
-    let out = Command::new("sqlite3")
-        .arg("-json")
-        .arg(db)
-        .arg(sql)
-        .output()
-        .expect("run sqlite3 (Debian's `sqlite3`; scripts/services.sh installs it)");
-    assert!(
-        out.status.success(),
-        "sqlite3 {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    if text.trim().is_empty() {
-        return Vec::new();
-    }
-    serde_json::from_str(&text).expect("sqlite3 -json output")
+    serde_json::from_str(&faucet_test_support::sqlite3_json(db, sql)).expect("sqlite3 -json output")
 }
 
 /// Asserts `got` equals `want` (both ordered by id): lost, doubled and wrong rows counted.
 #[track_caller]
 fn assert_rows(got: &[Json], want: &[Json], what: &str) {
-    let ids = |rows: &[Json]| -> Vec<i64> { rows.iter().map(|r| r["id"].as_i64().expect("id")).collect() };
+    let ids = |rows: &[Json]| -> Vec<i64> {
+        rows.iter().map(|r| r["id"].as_i64().expect("id")).collect()
+    };
     let (got_ids, want_ids) = (ids(got), ids(want));
     let lost = want_ids.iter().filter(|i| !got_ids.contains(i)).count();
     let mut seen = std::collections::BTreeSet::new();
     let doubled = got_ids.iter().filter(|i| !seen.insert(**i)).count();
-    assert_eq!((lost, doubled), (0, 0), "{what}: lost {lost}, doubled {doubled}");
+    assert_eq!(
+        (lost, doubled),
+        (0, 0),
+        "{what}: lost {lost}, doubled {doubled}"
+    );
     let wrong: Vec<_> = got.iter().zip(want).filter(|(g, w)| g != w).collect();
     assert!(
         wrong.is_empty() && got.len() == want.len(),
@@ -69,7 +60,12 @@ impl Round {
     }
 
     fn db(&self) -> PathBuf {
-        self.0.lock().expect("lock").clone().expect("prepared").join("out.db")
+        self.0
+            .lock()
+            .expect("lock")
+            .clone()
+            .expect("prepared")
+            .join("out.db")
     }
 }
 
@@ -117,7 +113,10 @@ impl CrashScenario for CsvIntoSqlite {
     }
 
     fn check(&self, what: &str) {
-        let got = sqlite3(&self.round.db(), "SELECT id, v, amount, note FROM target ORDER BY id, rowid");
+        let got = sqlite3(
+            &self.round.db(),
+            "SELECT id, v, amount, note FROM target ORDER BY id, rowid",
+        );
         let want: Vec<Json> = (0..ROWS).map(csv_row).collect();
         assert_rows(&got, &want, what);
     }
@@ -131,12 +130,16 @@ impl CrashScenario for CsvIntoSqlite {
 
 #[test]
 fn csv_into_sqlite_append_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&CsvIntoSqlite { round: Round::default() });
+    abort_at_every_point(&CsvIntoSqlite {
+        round: Round::default(),
+    });
 }
 
 #[test]
 fn csv_into_sqlite_append_survives_sigkill() {
-    killed_at_random_instants(&CsvIntoSqlite { round: Round::default() });
+    killed_at_random_instants(&CsvIntoSqlite {
+        round: Round::default(),
+    });
 }
 
 // ---- postgres-cdc → sqlite upsert --------------------------------------------------------
@@ -178,14 +181,18 @@ impl CrashScenario for CdcIntoSqlite {
              CREATE TABLE {s}.items (id int PRIMARY KEY, v bigint NOT NULL, note text, amount numeric); \
              CREATE PUBLICATION {publication} FOR TABLE {s}.items"
         ));
-        sql(&format!("SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"));
+        sql(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+        ));
         // Inserts, updates, deletes, a key change and one transaction of many changes (so
         // pages end inside it); every insert and update takes a fresh `v`.
         sql(&format!(
             "INSERT INTO {s}.items SELECT g, nextval('{s}.seq'), 'n' || g, g / 8.0 FROM generate_series(1, 600) g"
         ));
         for k in 0..5 {
-            sql(&format!("UPDATE {s}.items SET v = nextval('{s}.seq'), amount = amount * 2 WHERE id % 5 = {k}"));
+            sql(&format!(
+                "UPDATE {s}.items SET v = nextval('{s}.seq'), amount = amount * 2 WHERE id % 5 = {k}"
+            ));
         }
         sql(&format!(
             "BEGIN; UPDATE {s}.items SET v = nextval('{s}.seq'), note = note || ', \"q\"'; \
@@ -209,7 +216,13 @@ impl CrashScenario for CdcIntoSqlite {
     }
 
     fn check(&self, what: &str) {
-        let schema = self.names.lock().expect("lock").clone().expect("prepared").0;
+        let schema = self
+            .names
+            .lock()
+            .expect("lock")
+            .clone()
+            .expect("prepared")
+            .0;
         let source: Vec<(i32, i64, Option<String>, Option<String>)> = query(&format!(
             "SELECT id, v, note, amount::text FROM {schema}.items ORDER BY id"
         ));
@@ -218,7 +231,10 @@ impl CrashScenario for CdcIntoSqlite {
             .iter()
             .map(|(id, v, note, amount)| json!({"id": id, "v": v, "note": note, "amount": amount}))
             .collect();
-        let got = sqlite3(&self.round.db(), "SELECT id, v, note, amount FROM items ORDER BY id");
+        let got = sqlite3(
+            &self.round.db(),
+            "SELECT id, v, note, amount FROM items ORDER BY id",
+        );
         assert_rows(&got, &want, what);
     }
 

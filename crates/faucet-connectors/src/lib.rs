@@ -35,10 +35,10 @@ pub mod mysql;
 pub mod postgres;
 #[cfg(feature = "redis-streams")]
 pub mod redis;
-#[cfg(feature = "sqlite")]
-pub mod sqlite;
 #[cfg(feature = "sql")]
 pub mod sql;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
 /// The unit tests' source of repeatable random `u64`s (proptest's deterministic generator):
 /// the same sequence on every run, so a failing input can be found again. Used by the mysql

@@ -14,24 +14,9 @@ use serde_json::{Value as Json, json};
 
 use crate::sink_support::{change, change_page, plain_page, row, write_all};
 
-/// `sqlite3 -json path sql`: the rows as JSON objects (`[]` for none).
-fn sqlite3(path: &Path, sql: &str) -> Vec<Json> {
-    let out = Command::new("sqlite3")
-        .arg("-json")
-        .arg(path)
-        .arg(sql)
-        .output()
-        .expect("run sqlite3 (Debian's `sqlite3`; scripts/services.sh installs it)");
-    assert!(
-        out.status.success(),
-        "sqlite3 {sql}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    if text.trim().is_empty() {
-        return Vec::new();
-    }
-    serde_json::from_str(&text).expect("sqlite3 -json output")
+/// `sqlite3 -json db sql`: the rows as JSON objects.
+fn sqlite3(db: &Path, sql: &str) -> Vec<Json> {
+    serde_json::from_str(&faucet_test_support::sqlite3_json(db, sql)).expect("sqlite3 -json output")
 }
 
 fn read_back(
@@ -74,7 +59,10 @@ async fn append_and_upsert_keep_their_promises() {
     let target = append.target().expect("target");
     assert_eq!(target, format!("sqlite {} table appended", db.display()));
     // WAL journal mode, kept in the file.
-    assert_eq!(sqlite3(&db, "PRAGMA journal_mode"), vec![json!({"journal_mode": "wal"})]);
+    assert_eq!(
+        sqlite3(&db, "PRAGMA journal_mode"),
+        vec![json!({"journal_mode": "wal"})]
+    );
 }
 
 /// Every row of the value table: what `create_table` declares and what is stored, read back
@@ -112,7 +100,9 @@ async fn create_table_keeps_every_value_exactly() {
                 Value::Text("quote \" comma, é".into()),
                 Value::TimestampTz("2024-02-29T12:45:00.123456Z".into()),
                 Value::Date("2024-02-29".into()),
-                Value::Json(faucet_core::value::Json::parse(r#"{"k":1.50,"a":[1]}"#).expect("json")),
+                Value::Json(
+                    faucet_core::value::Json::parse(r#"{"k":1.50,"a":[1]}"#).expect("json"),
+                ),
                 Value::Bytes(vec![0, 255, 10]),
                 Value::Array(vec![Value::Text("a".into()), Value::Null]),
             ],
@@ -133,10 +123,18 @@ async fn create_table_keeps_every_value_exactly() {
     );
     let mut w = sink.open().await.expect("open");
     write_all(w.as_mut(), &[page]).await;
-    let declared = sqlite3(&db, "SELECT name, type FROM pragma_table_info('vals') ORDER BY cid");
+    let declared = sqlite3(
+        &db,
+        "SELECT name, type FROM pragma_table_info('vals') ORDER BY cid",
+    );
     let types: Vec<(&str, &str)> = declared
         .iter()
-        .map(|r| (r["name"].as_str().expect("name"), r["type"].as_str().expect("type")))
+        .map(|r| {
+            (
+                r["name"].as_str().expect("name"),
+                r["type"].as_str().expect("type"),
+            )
+        })
         .collect();
     assert_eq!(
         types,
@@ -173,7 +171,10 @@ async fn create_table_keeps_every_value_exactly() {
     // The float is the exact double (SQLite's CAST shows 15 digits; the stored value is
     // all of it).
     assert_eq!(
-        sqlite3(&db, "SELECT f = 0.30000000000000004 AS exact FROM vals WHERE id = 1"),
+        sqlite3(
+            &db,
+            "SELECT f = 0.30000000000000004 AS exact FROM vals WHERE id = 1"
+        ),
         vec![json!({"exact": 1})]
     );
 }
@@ -184,10 +185,21 @@ async fn create_table_keeps_every_value_exactly() {
 async fn a_value_the_column_would_change_fails_naming_column_and_row() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("bad.db");
-    sqlite3(&db, "CREATE TABLE t (id INTEGER, zip INTEGER, amount DECIMAL(10,2))");
+    sqlite3(
+        &db,
+        "CREATE TABLE t (id INTEGER, zip INTEGER, amount DECIMAL(10,2))",
+    );
     let sink = SqliteSink::new(SqliteSinkConfig::new(&db, "t")).expect("sink");
-    let fields = [("id", DataType::Int), ("zip", DataType::Text), ("amount", DataType::Numeric)];
-    let good = vec![Value::Int(1), Value::Text("12345".into()), Value::Numeric("1.5".into())];
+    let fields = [
+        ("id", DataType::Int),
+        ("zip", DataType::Text),
+        ("amount", DataType::Numeric),
+    ];
+    let good = vec![
+        Value::Int(1),
+        Value::Text("12345".into()),
+        Value::Numeric("1.5".into()),
+    ];
     let mut w = sink.open().await.expect("open");
     w.write(&plain_page(&fields, vec![good.clone()], json!(1)))
         .await
@@ -197,17 +209,28 @@ async fn a_value_the_column_would_change_fails_naming_column_and_row() {
             &fields,
             vec![
                 good.clone(),
-                vec![Value::Int(2), Value::Text(zip.into()), Value::Numeric(amount.into())],
+                vec![
+                    Value::Int(2),
+                    Value::Text(zip.into()),
+                    Value::Numeric(amount.into()),
+                ],
             ],
             json!(2),
         );
-        let err = w.write(&page).await.expect_err("a changed value").to_string();
+        let err = w
+            .write(&page)
+            .await
+            .expect_err("a changed value")
+            .to_string();
         assert!(
             err.contains(&format!("t, column {column}, page row 2")) && err.contains("TEXT"),
             "{err}"
         );
     }
-    assert_eq!(sqlite3(&db, "SELECT count(*) AS n FROM t"), vec![json!({"n": 1})]);
+    assert_eq!(
+        sqlite3(&db, "SELECT count(*) AS n FROM t"),
+        vec![json!({"n": 1})]
+    );
 }
 
 /// Change records applied by key: creates, updates (one changing the key), deletes and a
@@ -253,10 +276,20 @@ async fn upsert_applies_change_records_by_key() {
     ];
     assert_eq!(sqlite3(&db, "SELECT id, v FROM items ORDER BY id"), want);
     write_all(w.as_mut(), &pages).await;
-    assert_eq!(sqlite3(&db, "SELECT id, v FROM items ORDER BY id"), want, "replayed");
-    let truncate = change_page(vec![change("t", t, Value::Null, Value::Null, &[])], json!(3));
+    assert_eq!(
+        sqlite3(&db, "SELECT id, v FROM items ORDER BY id"),
+        want,
+        "replayed"
+    );
+    let truncate = change_page(
+        vec![change("t", t, Value::Null, Value::Null, &[])],
+        json!(3),
+    );
     write_all(w.as_mut(), &[truncate]).await;
-    assert_eq!(sqlite3(&db, "SELECT count(*) AS n FROM items"), vec![json!({"n": 0})]);
+    assert_eq!(
+        sqlite3(&db, "SELECT count(*) AS n FROM items"),
+        vec![json!({"n": 0})]
+    );
 }
 
 /// The commit token is stored with the rows and read back by a new session; a page with a
@@ -275,11 +308,18 @@ async fn the_commit_token_survives_the_session_and_a_replay_is_refused() {
     {
         let mut w = sink.open().await.expect("open");
         assert_eq!(w.last_committed_token("k").await.expect("none yet"), None);
-        w.write_committed(&page(&[1, 2]), "k", &token(1)).await.expect("first");
-        w.write_committed(&page(&[3]), "k", &token(2)).await.expect("second");
+        w.write_committed(&page(&[1, 2]), "k", &token(1))
+            .await
+            .expect("first");
+        w.write_committed(&page(&[3]), "k", &token(2))
+            .await
+            .expect("second");
     }
     let mut w = sink.open().await.expect("reopen");
-    assert_eq!(w.last_committed_token("k").await.expect("read"), Some(token(2)));
+    assert_eq!(
+        w.last_committed_token("k").await.expect("read"),
+        Some(token(2))
+    );
     let err = w
         .write_committed(&page(&[3]), "k", &token(2))
         .await
@@ -325,9 +365,15 @@ async fn a_locked_file_fails_the_page_naming_the_file() {
             && err.contains("busy_timeout_ms = 50"),
         "{err}"
     );
-    sqlx::query("ROLLBACK").execute(&mut other).await.expect("release");
+    sqlx::query("ROLLBACK")
+        .execute(&mut other)
+        .await
+        .expect("release");
     w.write(&page).await.expect("written once the lock is gone");
-    assert_eq!(sqlite3(&db, "SELECT count(*) AS n FROM t"), vec![json!({"n": 1})]);
+    assert_eq!(
+        sqlite3(&db, "SELECT count(*) AS n FROM t"),
+        vec![json!({"n": 1})]
+    );
 }
 
 /// A file this process cannot write — immutable (`chattr +i`, which root cannot write
@@ -335,12 +381,14 @@ async fn a_locked_file_fails_the_page_naming_the_file() {
 #[tokio::test]
 async fn a_read_only_file_or_a_directory_fails_naming_the_path() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let sink = SqliteSink::new(SqliteSinkConfig::new(dir.path(), "t").creating_table())
-        .expect("sink");
+    let sink =
+        SqliteSink::new(SqliteSinkConfig::new(dir.path(), "t").creating_table()).expect("sink");
     let err = sink.open().await.err().expect("a directory").to_string();
     assert!(
-        err.contains(&format!("cannot open the database file {}", dir.path().display()))
-            && err.contains("it is a directory"),
+        err.contains(&format!(
+            "cannot open the database file {}",
+            dir.path().display()
+        )) && err.contains("it is a directory"),
         "{err}"
     );
     let db = dir.path().join("ro.db");
@@ -361,4 +409,41 @@ async fn a_read_only_file_or_a_directory_fails_naming_the_path() {
             "{err}"
         );
     }
+}
+
+/// The writer fence: a writer whose lease a newer run took (a larger fence stored for the
+/// scope) has its next page refused with `LeaseError::Fenced`, and none of its rows commit.
+#[tokio::test]
+async fn a_fenced_writer_writes_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("fence.db");
+    let sink = SqliteSink::new(SqliteSinkConfig::new(&db, "t").creating_table()).expect("sink");
+    let page = |ids: &[i64]| faucet_core::testing::conformance::sample_page(ids, "x", json!(0));
+    let ttl = std::time::Duration::from_secs(30);
+    let mut old = sink.open().await.expect("open");
+    assert!(old.fence("k", 1, ttl, false).await.expect("fence 1"));
+    old.write(&page(&[1]))
+        .await
+        .expect("the first writer's page");
+    let mut new = sink.open().await.expect("open");
+    assert!(new.fence("k", 2, ttl, false).await.expect("fence 2"));
+    new.write(&page(&[2]))
+        .await
+        .expect("the newer writer's page");
+    let err = old.write(&page(&[3])).await.expect_err("fenced");
+    assert!(
+        matches!(
+            &err,
+            faucet_core::FaucetError::Lease(faucet_core::state::LeaseError::Fenced {
+                fence: 1,
+                newer: 2,
+                ..
+            })
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        sqlite3(&db, "SELECT id FROM t ORDER BY id"),
+        vec![json!({"id": 1}), json!({"id": 2})]
+    );
 }

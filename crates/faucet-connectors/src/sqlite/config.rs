@@ -93,7 +93,10 @@ impl SqliteSinkConfig {
     /// the CLI puts `pipeline.sink.config.` before it).
     pub fn validate(&self) -> Result<(), FaucetError> {
         if self.path.as_os_str().is_empty() {
-            return Err(FaucetError::config("path", "is empty; name a database file"));
+            return Err(FaucetError::config(
+                "path",
+                "is empty; name a database file",
+            ));
         }
         validate_table(&self.table)?;
         self.write_mode.validate_key(&self.key, validate_column)
@@ -163,7 +166,11 @@ mod tests {
         assert_eq!(field(base.clone().upsert(["id", "id"])), "key[1]");
         assert_eq!(field(base.clone().upsert([""])), "key[0]");
         for bad in ["", "main.t", "sqlite_master", "a\0b"] {
-            assert_eq!(field(SqliteSinkConfig::new("x.db", bad)), "table", "{bad:?}");
+            assert_eq!(
+                field(SqliteSinkConfig::new("x.db", bad)),
+                "table",
+                "{bad:?}"
+            );
         }
         assert_eq!(field(SqliteSinkConfig::new("", "t")), "path");
     }

@@ -20,9 +20,9 @@ use super::failure::{self, classify};
 use super::table::{self, TargetTable};
 use super::write::{self, Scratch};
 use super::{CONNECTOR, SqliteSink, WriteMode, quoted};
+use crate::sql::sink::SinkDialect;
 use crate::sql::sink::fence::{FENCES, WriterFence, fenced};
 use crate::sql::sink::token::{self as shared, TOKENS};
-use crate::sql::sink::SinkDialect;
 
 /// The time of a token or fence, as text (UTC, milliseconds).
 const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ')";
@@ -30,18 +30,57 @@ const NOW: &str = "strftime('%Y-%m-%dT%H:%M:%fZ')";
 /// A sequence or fence as SQLite's INTEGER.
 fn integer(value: u64, what: &str) -> Result<i64, FaucetError> {
     i64::try_from(value).map_err(|_| {
-        FaucetError::write(CONNECTOR, format!("{what} {value} exceeds SQLite's INTEGER"), None)
+        FaucetError::write(
+            CONNECTOR,
+            format!("{what} {value} exceeds SQLite's INTEGER"),
+            None,
+        )
     })
 }
 
 impl SqliteSink {
     /// Runs one statement outside the page's statements' error rules.
-    async fn exec(&self, conn: &mut SqliteConnection, sql: &str, what: &str) -> Result<u64, FaucetError> {
+    async fn exec(
+        &self,
+        conn: &mut SqliteConnection,
+        sql: &str,
+        what: &str,
+    ) -> Result<u64, FaucetError> {
         sqlx::query(sql)
             .execute(&mut *conn)
             .await
             .map(|d| d.rows_affected())
             .map_err(|e| classify(e, what, &self.at()))
+    }
+}
+
+impl SqliteSink {
+    /// Stores `writer`'s fence for its scope — with `only_raise`, unless a larger one is
+    /// stored — and says whether it did.
+    async fn store_fence(
+        &self,
+        conn: &mut SqliteConnection,
+        writer: &WriterFence,
+        only_raise: bool,
+    ) -> Result<bool, FaucetError> {
+        let fence = integer(writer.fence, "lease fence")?;
+        let sql = format!(
+            "INSERT INTO {0} (scope, fence) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE \
+             SET fence = excluded.fence, fenced_at = {NOW}{1}",
+            quoted(FENCES),
+            if only_raise {
+                format!(" WHERE {}.fence <= excluded.fence", quoted(FENCES))
+            } else {
+                String::new()
+            }
+        );
+        let done = sqlx::query(&sql)
+            .bind(&writer.scope)
+            .bind(fence)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| classify(e, "storing the writer fence", &self.at()))?;
+        Ok(done.rows_affected() > 0)
     }
 }
 
@@ -126,7 +165,10 @@ impl SinkDialect for SqliteSink {
     }
 
     async fn holds_data(&self, conn: &mut SqliteConnection) -> Result<bool, FaucetError> {
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", quoted(&self.config.table));
+        let sql = format!(
+            "SELECT EXISTS (SELECT 1 FROM {})",
+            quoted(&self.config.table)
+        );
         sqlx::query_scalar(&sql)
             .fetch_one(conn)
             .await
@@ -139,7 +181,9 @@ impl SinkDialect for SqliteSink {
              bookmark TEXT NOT NULL, committed_at TEXT NOT NULL DEFAULT ({NOW}))",
             quoted(TOKENS)
         );
-        self.exec(conn, &sql, "creating the commit token table").await.map(drop)
+        self.exec(conn, &sql, "creating the commit token table")
+            .await
+            .map(drop)
     }
 
     async fn advance_token(
@@ -165,7 +209,12 @@ impl SinkDialect for SqliteSink {
             .await
             .map_err(|e| classify(e, "storing the commit token", &self.at()))?;
         if done.rows_affected() == 0 {
-            return Err(shared::refused(CONNECTOR, (&TOKENS, scope), token.sequence, None));
+            return Err(shared::refused(
+                CONNECTOR,
+                (&TOKENS, scope),
+                token.sequence,
+                None,
+            ));
         }
         Ok(())
     }
@@ -178,7 +227,10 @@ impl SinkDialect for SqliteSink {
         if !table::exists(conn, TOKENS, &self.at()).await? {
             return Ok(None);
         }
-        let sql = format!("SELECT sequence, bookmark FROM {} WHERE scope = ?", quoted(TOKENS));
+        let sql = format!(
+            "SELECT sequence, bookmark FROM {} WHERE scope = ?",
+            quoted(TOKENS)
+        );
         let row: Option<(i64, String)> = sqlx::query_as(&sql)
             .bind(scope)
             .fetch_optional(&mut *conn)
@@ -187,17 +239,15 @@ impl SinkDialect for SqliteSink {
         let Some((sequence, bookmark)) = row else {
             return Ok(None);
         };
-        let sequence = u64::try_from(sequence).map_err(|_| {
-            FaucetError::write(
-                CONNECTOR,
-                format!("the commit token of `{scope}` in {TOKENS} has a negative sequence"),
-                None,
-            )
-        })?;
+        let sequence = shared::stored_sequence(CONNECTOR, (&TOKENS, scope), sequence)?;
         shared::read_back(CONNECTOR, (&TOKENS, scope), sequence, &bookmark).map(Some)
     }
 
-    async fn forget_token(&self, conn: &mut SqliteConnection, scope: &str) -> Result<(), FaucetError> {
+    async fn forget_token(
+        &self,
+        conn: &mut SqliteConnection,
+        scope: &str,
+    ) -> Result<(), FaucetError> {
         let sql = format!("DELETE FROM {} WHERE scope = ?", quoted(TOKENS));
         sqlx::query(&sql)
             .bind(scope)
@@ -213,7 +263,9 @@ impl SinkDialect for SqliteSink {
              fenced_at TEXT NOT NULL DEFAULT ({NOW}))",
             quoted(FENCES)
         );
-        self.exec(conn, &sql, "creating the fence table").await.map(drop)
+        self.exec(conn, &sql, "creating the fence table")
+            .await
+            .map(drop)
     }
 
     async fn check_fence(
@@ -221,20 +273,8 @@ impl SinkDialect for SqliteSink {
         conn: &mut SqliteConnection,
         writer: &WriterFence,
     ) -> Result<(), FaucetError> {
-        let fence = integer(writer.fence, "lease fence")?;
-        let sql = format!(
-            "INSERT INTO {0} (scope, fence) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE \
-             SET fence = excluded.fence, fenced_at = {NOW} WHERE {0}.fence <= excluded.fence",
-            quoted(FENCES)
-        );
         let err = |e| classify(e, "checking the writer fence", &self.at());
-        let done = sqlx::query(&sql)
-            .bind(&writer.scope)
-            .bind(fence)
-            .execute(&mut *conn)
-            .await
-            .map_err(err)?;
-        if done.rows_affected() > 0 {
+        if self.store_fence(conn, writer, true).await? {
             return Ok(());
         }
         let sql = format!("SELECT fence FROM {} WHERE scope = ?", quoted(FENCES));
@@ -256,19 +296,7 @@ impl SinkDialect for SqliteSink {
         conn: &mut SqliteConnection,
         writer: &WriterFence,
     ) -> Result<(), FaucetError> {
-        let fence = integer(writer.fence, "lease fence")?;
-        let sql = format!(
-            "INSERT INTO {} (scope, fence) VALUES (?, ?) ON CONFLICT (scope) DO UPDATE \
-             SET fence = excluded.fence, fenced_at = {NOW}",
-            quoted(FENCES)
-        );
-        sqlx::query(&sql)
-            .bind(&writer.scope)
-            .bind(fence)
-            .execute(&mut *conn)
-            .await
-            .map_err(|e| classify(e, "setting the writer fence", &self.at()))?;
-        Ok(())
+        self.store_fence(conn, writer, false).await.map(drop)
     }
 
     /// SQLite has no server to end a stalled writer's session: nothing to set (see the

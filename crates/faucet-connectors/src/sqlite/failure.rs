@@ -5,6 +5,7 @@
 use faucet_core::FaucetError;
 
 use super::{CONNECTOR, Target};
+use crate::sql::sink::sqlx_error;
 
 /// SQLite's primary result codes this sink tells apart (the low byte of an extended code).
 mod code {
@@ -25,16 +26,6 @@ fn primary(e: &sqlx::Error) -> Option<i64> {
     let db = e.as_database_error()?;
     let code: i64 = db.code()?.parse().ok()?;
     Some(code & 0xff)
-}
-
-/// The sqlx error under a [`FaucetError::Write`] of this sink, if any.
-fn sqlx_error(e: &FaucetError) -> Option<&sqlx::Error> {
-    match e {
-        FaucetError::Write {
-            source: Some(s), ..
-        } => s.downcast_ref::<sqlx::Error>(),
-        _ => None,
-    }
 }
 
 /// Whether `e` says another connection holds the file's lock past the busy timeout:

@@ -179,21 +179,17 @@ impl Sink for SqliteSink {
 
     /// `key:` with `write_mode: upsert`.
     fn upserts_by(&self) -> Option<Vec<String>> {
-        (self.config.write_mode == WriteMode::Upsert).then(|| self.config.key.clone())
+        self.config.write_mode.upserts_by(&self.config.key)
     }
 
     fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities {
-            atomic_watermark: true,
-            keyed_upsert: self.config.write_mode == WriteMode::Upsert
-                && !self.config.key.is_empty(),
-        }
+        self.config.write_mode.capabilities(&self.config.key)
     }
 
     /// `sqlite /abs/path/file.db table t`.
     fn target(&self) -> Option<String> {
-        let path = std::path::absolute(&self.config.path)
-            .unwrap_or_else(|_| self.config.path.clone());
+        let path =
+            std::path::absolute(&self.config.path).unwrap_or_else(|_| self.config.path.clone());
         Some(format!(
             "{CONNECTOR} {} table {}",
             path.display(),

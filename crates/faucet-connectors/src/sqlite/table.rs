@@ -50,11 +50,12 @@ pub(crate) async fn load(
     target: &Target<'_>,
 ) -> Result<Option<TargetTable>, FaucetError> {
     let err = |e| classify(e, &format!("looking up table {}", target.name), target);
-    let info = sqlx::query("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)")
-        .bind(target.name)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err)?;
+    let info =
+        sqlx::query("SELECT name, type, \"notnull\", dflt_value, pk FROM pragma_table_info(?)")
+            .bind(target.name)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(err)?;
     if info.is_empty() {
         return Ok(None);
     }
@@ -81,11 +82,12 @@ pub(crate) async fn load(
     if !pk.is_empty() {
         unique_sets.push(pk.into_iter().map(|(_, n)| n).collect());
     }
-    let indexes = sqlx::query("SELECT name FROM pragma_index_list(?) WHERE \"unique\" AND NOT partial")
-        .bind(target.name)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err)?;
+    let indexes =
+        sqlx::query("SELECT name FROM pragma_index_list(?) WHERE \"unique\" AND NOT partial")
+            .bind(target.name)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(err)?;
     for index in &indexes {
         let index: String = index.try_get(0).map_err(err)?;
         let cols = sqlx::query("SELECT name FROM pragma_index_info(?) ORDER BY seqno")
@@ -132,7 +134,11 @@ pub(crate) async fn create(
     };
     for (i, (c, _)) in columns.iter().enumerate() {
         super::config::validate_column(c, "table").map_err(|e| {
-            FaucetError::data(super::CONNECTOR, format!("{}, field {c:?}", target.name), e.to_string())
+            FaucetError::data(
+                super::CONNECTOR,
+                format!("{}, field {c:?}", target.name),
+                e.to_string(),
+            )
         })?;
         if let Some((other, _)) = columns[..i].iter().find(|(o, _)| o.eq_ignore_ascii_case(c)) {
             return Err(FaucetError::data(
@@ -178,8 +184,17 @@ pub(crate) async fn drop_if_empty(
     target: &Target<'_>,
 ) -> Result<(), FaucetError> {
     let name = quoted(target.name);
-    let err = |e| classify(e, &format!("dropping the empty table {}", target.name), target);
-    sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.map_err(err)?;
+    let err = |e| {
+        classify(
+            e,
+            &format!("dropping the empty table {}", target.name),
+            target,
+        )
+    };
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *conn)
+        .await
+        .map_err(err)?;
     let any: bool = match sqlx::query_scalar(&format!("SELECT EXISTS (SELECT 1 FROM {name})"))
         .fetch_one(&mut *conn)
         .await
@@ -191,13 +206,19 @@ pub(crate) async fn drop_if_empty(
         }
     };
     if !any {
-        if let Err(e) = sqlx::query(&format!("DROP TABLE {name}")).execute(&mut *conn).await {
+        if let Err(e) = sqlx::query(&format!("DROP TABLE {name}"))
+            .execute(&mut *conn)
+            .await
+        {
             let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
             return Err(err(e));
         }
         tracing::info!(table = %target.name, "dropped the table created for a page that failed");
     }
-    sqlx::query("COMMIT").execute(&mut *conn).await.map_err(err)?;
+    sqlx::query("COMMIT")
+        .execute(&mut *conn)
+        .await
+        .map_err(err)?;
     Ok(())
 }
 
@@ -210,9 +231,11 @@ pub(crate) async fn exists(
     name: &str,
     target: &Target<'_>,
 ) -> Result<bool, FaucetError> {
-    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?)")
-        .bind(name)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(|e| classify(e, &format!("looking up table {name}"), target))
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?)",
+    )
+    .bind(name)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| classify(e, &format!("looking up table {name}"), target))
 }

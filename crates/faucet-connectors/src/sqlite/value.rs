@@ -148,8 +148,7 @@ fn as_number(text: &str) -> Option<String> {
     let t = text.trim_matches(|c: char| c.is_ascii_whitespace());
     let literal = !t.is_empty()
         && t.bytes().any(|b| b.is_ascii_digit())
-        && t
-            .bytes()
+        && t.bytes()
             .all(|b| b.is_ascii_digit() || matches!(b, b'+' | b'-' | b'.' | b'e' | b'E'));
     if !literal {
         return None;
@@ -190,8 +189,14 @@ mod tests {
     #[test]
     fn values_are_kept_or_refused() {
         let text = |s: &str| Bound::Text(Cow::Owned(s.to_owned()));
-        assert_eq!(bind(&Value::Bool(true), Affinity::Integer), Ok(Bound::Int(1)));
-        assert_eq!(bind(&Value::Float(f64::NAN), Affinity::Real), Ok(text("NaN")));
+        assert_eq!(
+            bind(&Value::Bool(true), Affinity::Integer),
+            Ok(Bound::Int(1))
+        );
+        assert_eq!(
+            bind(&Value::Float(f64::NAN), Affinity::Real),
+            Ok(text("NaN"))
+        );
         assert_eq!(
             bind(&Value::Float(0.1 + 0.2), Affinity::Text),
             Ok(text("0.30000000000000004"))

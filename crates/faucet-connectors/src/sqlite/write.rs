@@ -143,7 +143,11 @@ impl Scratch {
     /// `INSERT INTO t (names) VALUES (?, …), … [ON CONFLICT (key) DO UPDATE SET …]` for
     /// `rows` rows.
     fn insert(&mut self, target: &Target<'_>, names: &[&str], rows: usize, upsert: bool) -> &str {
-        let id = (names.iter().map(|n| (*n).to_owned()).collect(), rows, upsert);
+        let id = (
+            names.iter().map(|n| (*n).to_owned()).collect(),
+            rows,
+            upsert,
+        );
         self.sql.entry(id).or_insert_with(|| {
             let cols: Vec<String> = names.iter().map(|n| quoted(n)).collect();
             let one = format!("({})", vec!["?"; names.len()].join(", "));
@@ -195,11 +199,20 @@ where
         batch.row(target, row, names, &affinities, values)?;
         if batch.rows.len() == per {
             let sql = scratch.insert(target, names, per, upsert).to_owned();
-            run(conn, target, &sql, std::mem::replace(&mut batch, Batch::new()), what).await?;
+            run(
+                conn,
+                target,
+                &sql,
+                std::mem::replace(&mut batch, Batch::new()),
+                what,
+            )
+            .await?;
         }
     }
     if !batch.rows.is_empty() {
-        let sql = scratch.insert(target, names, batch.rows.len(), upsert).to_owned();
+        let sql = scratch
+            .insert(target, names, batch.rows.len(), upsert)
+            .to_owned();
         run(conn, target, &sql, batch, what).await?;
     }
     Ok(())
@@ -217,7 +230,12 @@ pub(crate) async fn append(
     page: &Page,
     scratch: &mut Scratch,
 ) -> Result<(), FaucetError> {
-    let names: Vec<&str> = page.schema().fields().iter().map(|f| f.name.as_str()).collect();
+    let names: Vec<&str> = page
+        .schema()
+        .fields()
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect();
     let changes = ChangeLayout::of(page.schema()).is_some();
     let rows = page.rows().enumerate().map(|(i, r)| (i, r.values().iter()));
     insert_rows(conn, target, table, scratch, (&names, false, changes), rows).await?;
@@ -274,25 +292,10 @@ pub(crate) async fn upsert(
             run(conn, target, &sql, batch, "DELETE").await?;
         }
     }
-    let mut layouts: Vec<Vec<&str>> = Vec::new();
-    for slot in &collapsed.slots {
-        if let Slot::Upsert { columns, .. } = slot {
-            let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-            if !layouts.contains(&names) {
-                layouts.push(names);
-            }
-        }
-    }
-    for names in &layouts {
-        let group = collapsed.slots.iter().filter_map(|s| match s {
-            Slot::Upsert { columns, row, .. }
-                if columns.len() == names.len()
-                    && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
-            {
-                Some((*row, columns.iter().map(|(_, v)| *v)))
-            }
-            _ => None,
-        });
+    for (names, group) in &crate::sql::sink::columns::upsert_layouts(&collapsed) {
+        let group = group
+            .iter()
+            .map(|(columns, row)| (*row, columns.iter().map(|(_, v)| *v)));
         let complete = table.required.iter().all(|c| names.iter().any(|n| n == c));
         if complete {
             insert_rows(conn, target, table, scratch, (names, true, false), group).await?;
@@ -354,8 +357,16 @@ impl Keyed<'_> {
         chains: &[&[Moved<'_>]],
     ) -> Result<(), FaucetError> {
         let name = quoted(self.target.name);
-        let sets: Vec<String> = self.key.iter().map(|n| format!("{} = ?", quoted(n))).collect();
-        let rename = format!("UPDATE {name} SET {} WHERE {}", sets.join(", "), self.wheres);
+        let sets: Vec<String> = self
+            .key
+            .iter()
+            .map(|n| format!("{} = ?", quoted(n)))
+            .collect();
+        let rename = format!(
+            "UPDATE {name} SET {} WHERE {}",
+            sets.join(", "),
+            self.wheres
+        );
         let delete = format!("DELETE FROM {name} WHERE {}", self.wheres);
         let mut applied: Vec<&Moved<'_>> = Vec::new();
         let mut lasts: Vec<&Moved<'_>> = Vec::new();
@@ -376,7 +387,14 @@ impl Keyed<'_> {
             if !self.exists(conn, m.row, &m.from).await? {
                 continue;
             }
-            run(conn, self.target, &delete, self.batch(m.row, &[&m.to])?, "DELETE").await?;
+            run(
+                conn,
+                self.target,
+                &delete,
+                self.batch(m.row, &[&m.to])?,
+                "DELETE",
+            )
+            .await?;
             let batch = self.batch(m.row, &[&m.to, &m.from])?;
             run(conn, self.target, &rename, batch, "UPDATE (a key change)").await?;
         }
@@ -409,7 +427,10 @@ impl Keyed<'_> {
             .filter(|n| !self.key.contains(n))
             .collect();
         affinities(names, self.target, table, false)?;
-        let sets: Vec<String> = others.iter().map(|n| format!("{} = ?", quoted(n))).collect();
+        let sets: Vec<String> = others
+            .iter()
+            .map(|n| format!("{} = ?", quoted(n)))
+            .collect();
         let sql = format!(
             "UPDATE {} SET {} WHERE {}",
             quoted(self.target.name),
@@ -439,7 +460,14 @@ impl Keyed<'_> {
                 missing.push((row, values));
             }
         }
-        insert_rows(conn, self.target, table, scratch, (names, true, false), missing.into_iter())
-            .await
+        insert_rows(
+            conn,
+            self.target,
+            table,
+            scratch,
+            (names, true, false),
+            missing.into_iter(),
+        )
+        .await
     }
 }

@@ -237,15 +237,11 @@ impl Sink for MysqlSink {
 
     /// `key:` with `write_mode: upsert`.
     fn upserts_by(&self) -> Option<Vec<String>> {
-        (self.config.write_mode == WriteMode::Upsert).then(|| self.config.key.clone())
+        self.config.write_mode.upserts_by(&self.config.key)
     }
 
     fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities {
-            atomic_watermark: true,
-            keyed_upsert: self.config.write_mode == WriteMode::Upsert
-                && !self.config.key.is_empty(),
-        }
+        self.config.write_mode.capabilities(&self.config.key)
     }
 
     /// `mysql host:port/database table db.table`: no user, no password.

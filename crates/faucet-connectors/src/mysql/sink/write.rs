@@ -580,26 +580,9 @@ pub(crate) async fn upsert(
         check_columns(&key_names, target, false)?;
         delete(conn, target, &key_names, &deletes).await?;
     }
-    let mut layouts: Vec<Vec<&str>> = Vec::new();
-    for slot in &collapsed.slots {
-        if let Slot::Upsert { columns, .. } = slot {
-            let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-            if !layouts.contains(&names) {
-                layouts.push(names);
-            }
-        }
-    }
-    for names in &layouts {
+    for (names, group) in &crate::sql::sink::columns::upsert_layouts(&collapsed) {
         check_columns(names, target, false)?;
-        let group = collapsed.slots.iter().filter_map(|s| match s {
-            Slot::Upsert { columns, row, .. }
-                if columns.len() == names.len()
-                    && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
-            {
-                Some((columns.as_slice(), *row))
-            }
-            _ => None,
-        });
+        let group = group.iter().copied();
         let complete = target
             .table
             .required

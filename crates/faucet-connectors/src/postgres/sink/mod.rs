@@ -39,7 +39,7 @@ use super::config::CONNECTOR;
 use super::connection::PostgresUrl;
 use super::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
-use crate::sql::sink::{SinkDialect, SqlSinkWriter};
+use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -141,15 +141,11 @@ impl Sink for PostgresSink {
 
     /// `key:` with `write_mode: upsert`.
     fn upserts_by(&self) -> Option<Vec<String>> {
-        (self.config.write_mode == WriteMode::Upsert).then(|| self.config.key.clone())
+        self.config.write_mode.upserts_by(&self.config.key)
     }
 
     fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities {
-            atomic_watermark: true,
-            keyed_upsert: self.config.write_mode == WriteMode::Upsert
-                && !self.config.key.is_empty(),
-        }
+        self.config.write_mode.capabilities(&self.config.key)
     }
 
     /// `postgres host:port/database table schema.table`: no user, no password.
@@ -489,15 +485,5 @@ impl SinkDialect for PostgresSink {
             }
             _ => error,
         }
-    }
-}
-
-/// The sqlx error under a [`FaucetError::Write`], if any.
-fn sqlx_error(e: &FaucetError) -> Option<&sqlx::Error> {
-    match e {
-        FaucetError::Write {
-            source: Some(s), ..
-        } => s.downcast_ref::<sqlx::Error>(),
-        _ => None,
     }
 }

@@ -80,3 +80,34 @@ pub(crate) fn unknown_field(
         ),
     )
 }
+
+/// One column layout of a collapsed page's upserts: the column names (in the records'
+/// order) and the upserts that have exactly them, as (columns, page row).
+pub(crate) type Layout<'c, 'a> = (
+    Vec<&'a str>,
+    Vec<(&'c [(&'a str, &'a faucet_core::Value)], usize)>,
+);
+
+/// The upserts of `collapsed` grouped by column layout, layouts in the order they first
+/// appear (plain rows: one layout; change records whose `after` leaves columns out: more),
+/// so each layout is one statement shape.
+pub(crate) fn upsert_layouts<'c, 'a>(
+    collapsed: &'c faucet_core::change::Collapsed<'a>,
+) -> Vec<Layout<'c, 'a>> {
+    let mut layouts: Vec<Layout<'c, 'a>> = Vec::new();
+    for slot in &collapsed.slots {
+        if let faucet_core::change::Slot::Upsert { columns, row, .. } = slot {
+            let same = |names: &Vec<&str>| {
+                names.len() == columns.len() && columns.iter().zip(names).all(|((n, _), m)| n == m)
+            };
+            match layouts.iter_mut().find(|(names, _)| same(names)) {
+                Some((_, group)) => group.push((columns.as_slice(), *row)),
+                None => layouts.push((
+                    columns.iter().map(|(n, _)| *n).collect(),
+                    vec![(columns.as_slice(), *row)],
+                )),
+            }
+        }
+    }
+    layouts
+}

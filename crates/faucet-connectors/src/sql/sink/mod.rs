@@ -34,6 +34,18 @@ use faucet_core::{CommitToken, FaucetError, Page, SinkWriter, fault};
 pub(crate) use dialect::SinkDialect;
 use fence::WriterFence;
 
+/// The sqlx error under a [`FaucetError::Write`], if any: what the dialects on sqlx
+/// (PostgreSQL, SQLite) classify.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn sqlx_error(e: &FaucetError) -> Option<&sqlx::Error> {
+    match e {
+        FaucetError::Write {
+            source: Some(s), ..
+        } => s.downcast_ref::<sqlx::Error>(),
+        _ => None,
+    }
+}
+
 /// An open SQL sink: one session, one transaction per page (see the module).
 pub(crate) struct SqlSinkWriter<'a, D: SinkDialect> {
     dialect: &'a D,
