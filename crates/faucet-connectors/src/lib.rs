@@ -21,9 +21,9 @@
 
 #[cfg(feature = "redis-streams")]
 pub mod bus;
-#[cfg(feature = "sql")]
+#[cfg(feature = "sql-source")]
 mod copy_filter;
-#[cfg(feature = "sql")]
+#[cfg(feature = "sql-source")]
 mod copy_history;
 #[cfg(feature = "files")]
 pub mod files;

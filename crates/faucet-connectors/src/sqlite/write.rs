@@ -284,13 +284,30 @@ pub(crate) async fn upsert(
     if !chains.is_empty() {
         keyed.apply_moves(conn, &chains).await?;
     }
-    for slot in &collapsed.slots {
-        if let Slot::Delete { key, row } = slot {
-            let sql = format!("DELETE FROM {} WHERE {}", quoted(target.name), keyed.wheres);
-            let mut batch = Batch::new();
-            batch.row(target, *row, &keyed.key, &key_aff, key.iter().copied())?;
-            run(conn, target, &sql, batch, "DELETE").await?;
+    // Deletes, many keys per statement: `(k1, k2) IN (VALUES (?, ?), …)` (row values).
+    let deletes = collapsed.slots.iter().filter_map(|s| match s {
+        Slot::Delete { key, row } => Some((*row, key.iter().copied())),
+        Slot::Upsert { .. } => None,
+    });
+    let per = rows_per(key.len());
+    let mut batch = Batch::new();
+    for (row, values) in deletes {
+        batch.row(target, row, keyed.key, &key_aff, values)?;
+        if batch.rows.len() == per {
+            let sql = keyed.delete(per);
+            run(
+                conn,
+                target,
+                &sql,
+                std::mem::replace(&mut batch, Batch::new()),
+                "DELETE",
+            )
+            .await?;
         }
+    }
+    if !batch.rows.is_empty() {
+        let sql = keyed.delete(batch.rows.len());
+        run(conn, target, &sql, batch, "DELETE").await?;
     }
     for (names, group) in &crate::sql::sink::columns::upsert_layouts(&collapsed) {
         let group = group
@@ -317,6 +334,18 @@ struct Keyed<'k> {
 }
 
 impl Keyed<'_> {
+    /// `DELETE FROM t WHERE (key) IN (VALUES (?, …), …)` for `rows` keys.
+    fn delete(&self, rows: usize) -> String {
+        let cols: Vec<String> = self.key.iter().map(|k| quoted(k)).collect();
+        let one = format!("({})", vec!["?"; self.key.len()].join(", "));
+        format!(
+            "DELETE FROM {} WHERE ({}) IN (VALUES {})",
+            quoted(self.target.name),
+            cols.join(", "),
+            vec![one.as_str(); rows].join(", ")
+        )
+    }
+
     fn batch<'v>(&self, row: usize, keys: &[&[&'v Value]]) -> Result<Batch<'v>, FaucetError> {
         let mut batch = Batch::new();
         for key in keys {
