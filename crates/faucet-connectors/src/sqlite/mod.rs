@@ -10,7 +10,7 @@
 //!   disk before the run loop stores its bookmark) and a busy timeout (`busy_timeout_ms`).
 //!   Each page's transaction is `BEGIN IMMEDIATE`: it takes the file's write lock first, so
 //!   two writers queue instead of failing half-way.
-//! * `append`: multi-row `INSERT`s (up to 500 rows per statement, prepared once per shape).
+//! * `append`: multi-row `INSERT`s (up to 2,000 rows per statement, prepared once per shape).
 //!   Change records are appended as rows of a change table (an audit log).
 //! * `upsert` by `key`: change records are applied (`d` deletes, `c`/`u`/`r` upsert, `t`
 //!   empties the table) after [`faucet_core::change::collapse`]; plain rows upsert

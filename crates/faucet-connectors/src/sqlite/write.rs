@@ -22,7 +22,7 @@ use crate::sql::sink::keys::JsonKeys;
 /// 3.32).
 const MAX_PARAMS: usize = 32_766;
 /// Rows per multi-row statement at most.
-const MAX_ROWS: usize = 500;
+const MAX_ROWS: usize = 2_000;
 
 /// What a writer keeps from page to page.
 #[derive(Debug, Default)]
