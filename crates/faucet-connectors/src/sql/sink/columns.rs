@@ -56,6 +56,7 @@ fn known_type(declared: &DataType, value: &Value) -> DataType {
 /// The data error of `connector` for a record field `field` that the existing table
 /// `table` (with `columns`) does not have; `changes_appended`: the records are change
 /// records appended as rows, and the message says how to apply them instead.
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
 pub(crate) fn unknown_field(
     connector: &str,
     table: &dyn std::fmt::Display,

@@ -1,9 +1,7 @@
 //! The `key` checks every SQL sink makes against a table, and the key identity of a value's
 //! JSON form, written once: the messages name `key[i]`, the table and its columns.
 
-use faucet_core::change::KeyIdentity;
-use faucet_core::value::json::write_value;
-use faucet_core::{FaucetError, Value};
+use faucet_core::FaucetError;
 
 /// Checks that every `key` column is one of `columns` (an existing table's, in table order).
 ///
@@ -59,15 +57,17 @@ pub(crate) fn is_unique_key(unique_sets: &[Vec<String>], key: &[String]) -> bool
 
 /// Key identities for [`faucet_core::change::collapse`]: each value's JSON form (its type
 /// included: `1` and `"1"` are two keys), fields split by a tab.
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
 pub(crate) struct JsonKeys;
 
-impl KeyIdentity for JsonKeys {
-    fn identify(&mut self, key: &[&Value], out: &mut Vec<u8>) {
+#[cfg(any(feature = "mysql", feature = "sqlite"))]
+impl faucet_core::change::KeyIdentity for JsonKeys {
+    fn identify(&mut self, key: &[&faucet_core::Value], out: &mut Vec<u8>) {
         for (i, v) in key.iter().enumerate() {
             if i > 0 {
                 out.push(b'\t');
             }
-            write_value(out, v);
+            faucet_core::value::json::write_value(out, v);
         }
     }
 }
