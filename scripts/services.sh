@@ -107,6 +107,10 @@ wait_for "Redis on 127.0.0.1:6379" redis-cli -h 127.0.0.1 -p 6379 ping
 # --- test data: the flights excerpt is xz-compressed (crates/faucet-cli/tests/data) ----------
 command -v xz >/dev/null || apt_install xz-utils
 
+# --- the sqlite3 command-line tool: the sqlite sink's tests read its files with it, and
+# bench/csv_to_sqlite.sh measures its `.import` as the floor -------------------------------
+command -v sqlite3 >/dev/null || apt_install sqlite3
+
 # --- MariaDB with a binlog (private, 127.0.0.1:3307) ---------------------------------------
 # `--no-defaults`: the system my.cnf pins datadir, port and socket, which this second server
 # must not share; without --character-set-server a bare server uses latin1 (docs/testing.md).

@@ -82,6 +82,8 @@ mod serve_cluster;
 mod signals;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
 mod sql_sink_hostile;
+#[cfg(all(feature = "sqlite", feature = "postgres"))]
+mod sqlite_sink_crash;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod state_pg_restart;
 #[cfg(feature = "state-postgres")]

@@ -6,6 +6,7 @@
 //! | `files` | `files` (default) | `csv` source, `jsonl` source, `jsonl` sink |
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
+//! | `sqlite` | `sqlite` | `sqlite` sink (a database file; SQLite bundled) |
 //! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
 //! | `redis` | `redis-streams` | `redis-streams` sink |
 //! | `nats` | `nats` | `nats` sink (JetStream) |
@@ -21,9 +22,9 @@
 
 #[cfg(any(feature = "redis-streams", feature = "nats"))]
 pub mod bus;
-#[cfg(feature = "sql")]
+#[cfg(feature = "sql-source")]
 mod copy_filter;
-#[cfg(feature = "sql")]
+#[cfg(feature = "sql-source")]
 mod copy_history;
 #[cfg(feature = "files")]
 pub mod files;
@@ -39,6 +40,8 @@ pub mod postgres;
 pub mod redis;
 #[cfg(feature = "sql")]
 pub mod sql;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
 
 /// The unit tests' source of repeatable random `u64`s (proptest's deterministic generator):
 /// the same sequence on every run, so a failing input can be found again. Used by the mysql

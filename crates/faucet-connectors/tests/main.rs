@@ -77,4 +77,6 @@ mod postgres_sink_support;
 mod redis_streams_sink;
 #[cfg(feature = "sql")]
 mod sink_support;
+#[cfg(feature = "sqlite")]
+mod sqlite_sink;
 mod support;

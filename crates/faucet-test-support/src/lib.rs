@@ -131,6 +131,35 @@ pub fn mongodb_url() -> String {
     Service::Mongodb.url()
 }
 
+/// `sqlite3 -json <db> <sql>` — Debian's `sqlite3` command-line tool, which the `sqlite`
+/// sink's tests read its files with (scripts/services.sh installs it): the rows as a JSON
+/// array of objects, `[]` for none. It waits up to 5 s for a lock (`.timeout`): a sink's
+/// connection closing checkpoints the WAL under the file's lock for a moment.
+///
+/// # Panics
+/// When `sqlite3` cannot be run or fails (the message has its stderr).
+pub fn sqlite3_json(db: &std::path::Path, sql: &str) -> String {
+    let out = std::process::Command::new("sqlite3")
+        .args(["-json", "-cmd", ".timeout 5000"])
+        .arg(db)
+        .arg(sql)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run sqlite3 (Debian's `sqlite3`; scripts/services.sh installs it): {e}")
+        });
+    assert!(
+        out.status.success(),
+        "sqlite3 {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if text.is_empty() {
+        "[]".to_owned()
+    } else {
+        text
+    }
+}
+
 /// A suffix that makes a test's schema, slot, publication or key prefix its own: the
 /// process id, a per-process counter and the current instant's nanoseconds in hex
 /// (`<pid>_<n>_<nanos>`), lower-case ASCII digits, letters and `_` only (valid in slot

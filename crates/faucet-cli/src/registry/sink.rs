@@ -7,6 +7,7 @@
 //! | `mysql` | `faucet_connectors::mysql::MysqlSink` (append or keyed upsert; MySQL / MariaDB) | `mysql` |
 //! | `redis-streams` | `faucet_connectors::redis::RedisStreamsSink` (Redis Streams, atomic watermark) | `redis-streams` |
 //! | `nats` | `faucet_connectors::nats::NatsSink` (NATS JetStream, atomic watermark by an exact re-anchor) | `nats` |
+//! | `sqlite` | `faucet_connectors::sqlite::SqliteSink` (append or keyed upsert; a database file) | `sqlite` |
 //!
 //! A sink is one line in [`registry!`] below and one `impl` [`SinkEntry`] on its config type
 //! (under its feature).
@@ -31,6 +32,8 @@ registry! {
         RedisStreams = "redis-streams" => faucet_connectors::redis::RedisStreamsSinkConfig, if "redis-streams";
         /// `type: nats`: messages of a NATS JetStream stream.
         Nats = "nats" => faucet_connectors::nats::NatsSinkConfig, if "nats";
+        /// `type: sqlite`: a table of a SQLite database file.
+        Sqlite = "sqlite" => faucet_connectors::sqlite::SqliteSinkConfig, if "sqlite";
     }
 }
 
@@ -254,6 +257,35 @@ impl SinkEntry for faucet_connectors::nats::NatsSinkConfig {
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
         Ok(Box::new(faucet_connectors::nats::NatsSink::new(
+            self.clone(),
+        )?))
+    }
+}
+
+#[cfg(feature = "sqlite")]
+impl SinkEntry for faucet_connectors::sqlite::SqliteSinkConfig {
+    fn target(&self) -> String {
+        let mode = self.write_mode.describe(&self.key);
+        format!("{} table {}{mode}", self.path.display(), self.table)
+    }
+
+    fn resolve_paths(&mut self, base: &Path) {
+        self.path = super::resolve_path(base, &self.path);
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: None,
+            other: Some(
+                "does the file's directory exist, can this user write the file and its \
+                 directory (WAL keeps `-wal` and `-shm` files beside it), and is no other \
+                 writer holding it?",
+            ),
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
+        Ok(Box::new(faucet_connectors::sqlite::SqliteSink::new(
             self.clone(),
         )?))
     }

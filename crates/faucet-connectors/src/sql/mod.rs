@@ -1,4 +1,5 @@
-//! What the SQL connectors (`postgres`, `mysql`) share, written once: a sink's `write_mode`
+//! What the SQL connectors (`postgres`, `mysql`, `sqlite`) share, written once (the query
+//! sources' parts under the internal feature `sql-source`, which `sqlite` does not need): a sink's `write_mode`
 //! and `key` rules (`write`); and for the query sources the rules of a read's
 //! configuration (`read`: `table` or `query`, `replication_method`, `replication_key`), the
 //! key that orders a read and its warnings (`key`), the bookmark format and where a read
@@ -9,15 +10,21 @@
 //! system keeps only its own: connecting, describing columns, decoding values, its quote
 //! character, and the statement text.
 
+#[cfg(feature = "sql-source")]
 pub(crate) mod bookmark;
 pub mod ident;
+#[cfg(feature = "sql-source")]
 pub(crate) mod key;
+#[cfg(feature = "sql-source")]
 pub(crate) mod keyed_pages;
+#[cfg(feature = "sql-source")]
 pub(crate) mod read;
 pub(crate) mod sink;
+#[cfg(feature = "sql-source")]
 pub(crate) mod warnings;
 pub(crate) mod write;
 
+#[cfg(feature = "sql-source")]
 pub use read::ReplicationMethod;
 pub use sink::route::{Route, RouteTarget, TargetEntry, TargetSpec, UpsertKeys};
 pub use write::WriteMode;

@@ -8,9 +8,10 @@
 //! column holds `A` and `a` as one row: two such keys in one page are two slots here, and the
 //! later slot's row wins in the table.
 
-use faucet_core::change::{self, Collapsed, KeyIdentity};
-use faucet_core::value::json::write_value;
-use faucet_core::{FaucetError, Page, Value};
+use faucet_core::change::{self, Collapsed};
+use faucet_core::{FaucetError, Page};
+
+use crate::sql::sink::keys::JsonKeys;
 
 use super::config::CONNECTOR;
 
@@ -28,18 +29,4 @@ pub(crate) fn collapse<'a>(
     source_table: &mut Option<String>,
 ) -> Result<Collapsed<'a>, FaucetError> {
     change::collapse(page, key, CONNECTOR, target, source_table, &mut JsonKeys)
-}
-
-/// Key identities: each value's JSON form (its type included), fields split by a tab.
-struct JsonKeys;
-
-impl KeyIdentity for JsonKeys {
-    fn identify(&mut self, key: &[&Value], out: &mut Vec<u8>) {
-        for (i, v) in key.iter().enumerate() {
-            if i > 0 {
-                out.push(b'\t');
-            }
-            write_value(out, v);
-        }
-    }
 }

@@ -180,26 +180,15 @@ impl MysqlSink {
     /// Checks an existing table against the config: the key columns exist and, for upsert,
     /// the primary key or a unique index is exactly them; warns of other unique indexes.
     fn verify(&self, table: &TargetTable) -> Result<(), FaucetError> {
-        for (i, k) in self.config.key.iter().enumerate() {
-            if table.type_of(k).is_none() {
-                let columns: Vec<&str> = table.names().collect();
-                return Err(FaucetError::config(
-                    format!("key[{i}]"),
-                    format!(
-                        "`{k}` is not a column of {} (columns: {})",
-                        self.table,
-                        columns.join(", ")
-                    ),
-                ));
-            }
-        }
+        crate::sql::sink::keys::key_columns_exist(&self.config.key, table.names(), &self.table)?;
         if self.config.write_mode != WriteMode::Upsert {
             return Ok(());
         }
         let key = &self.config.key;
-        let same =
-            |set: &Vec<String>| set.len() == key.len() && key.iter().all(|k| set.contains(k));
-        if !table.unique_sets.iter().any(same) {
+        let same = |set: &Vec<String>| {
+            crate::sql::sink::keys::is_unique_key(std::slice::from_ref(set), key)
+        };
+        if !crate::sql::sink::keys::is_unique_key(&table.unique_sets, key) {
             let sets: Vec<String> = table
                 .unique_sets
                 .iter()

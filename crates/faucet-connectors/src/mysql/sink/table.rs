@@ -31,7 +31,7 @@ pub(crate) struct TargetTable {
 
 impl TargetTable {
     /// The column names, in table order.
-    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> + Clone {
         self.columns.iter().map(|(n, _)| n.as_str())
     }
 
@@ -320,14 +320,7 @@ pub(crate) fn create_statement(
             ));
         }
     }
-    for (i, k) in key.iter().enumerate() {
-        if !columns.iter().any(|c| &c.name == k) {
-            return Err(FaucetError::config(
-                format!("key[{i}]"),
-                format!("`{k}` is not a field of the records, so it cannot be the primary key"),
-            ));
-        }
-    }
+    crate::sql::sink::keys::key_in_fields(key, columns.iter().map(|c| c.name.as_str()))?;
     let types: Vec<String> = columns
         .iter()
         .map(|c| column_type(&c.data_type, &c.values, key.contains(&c.name)))

@@ -366,23 +366,13 @@ fn check_columns(
 ) -> Result<(), FaucetError> {
     for n in names {
         if target.table.type_of(n).is_none() {
-            let hint = if changes_appended {
-                " — these are change records, appended as rows (an audit log); to apply the \
-                 changes to a copy of the source table instead, set `write_mode: upsert` with \
-                 its `key`, or let `create_table: true` create the audit table under a new name"
-            } else {
-                ""
-            };
             let columns: Vec<&str> = target.table.names().collect();
-            return Err(FaucetError::data(
+            return Err(crate::sql::sink::columns::unknown_field(
                 CONNECTOR,
-                format!("{}, column {n}", target.name),
-                format!(
-                    "the records have a field `{n}` that table {} does not have (columns: \
-                     {}){hint}",
-                    target.name,
-                    columns.join(", ")
-                ),
+                target.name,
+                n,
+                &columns,
+                changes_appended,
             ));
         }
     }
@@ -590,26 +580,9 @@ pub(crate) async fn upsert(
         check_columns(&key_names, target, false)?;
         delete(conn, target, &key_names, &deletes).await?;
     }
-    let mut layouts: Vec<Vec<&str>> = Vec::new();
-    for slot in &collapsed.slots {
-        if let Slot::Upsert { columns, .. } = slot {
-            let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-            if !layouts.contains(&names) {
-                layouts.push(names);
-            }
-        }
-    }
-    for names in &layouts {
+    for (names, group) in &crate::sql::sink::columns::upsert_layouts(&collapsed) {
         check_columns(names, target, false)?;
-        let group = collapsed.slots.iter().filter_map(|s| match s {
-            Slot::Upsert { columns, row, .. }
-                if columns.len() == names.len()
-                    && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
-            {
-                Some((columns.as_slice(), *row))
-            }
-            _ => None,
-        });
+        let group = group.iter().copied();
         let complete = target
             .table
             .required

@@ -45,7 +45,7 @@ use super::connection::PostgresUrl;
 use super::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
-use crate::sql::sink::{SinkDialect, SqlSinkWriter};
+use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -133,18 +133,11 @@ impl PostgresSink {
         conn: &mut PgConnection,
         table: &TargetTable,
     ) -> Result<(), FaucetError> {
-        for (i, k) in self.config.key.iter().enumerate() {
-            if !table.columns.contains(k) {
-                return Err(FaucetError::config(
-                    format!("key[{i}]"),
-                    format!(
-                        "`{k}` is not a column of {} (columns: {})",
-                        self.table,
-                        table.columns.join(", ")
-                    ),
-                ));
-            }
-        }
+        crate::sql::sink::keys::key_columns_exist(
+            &self.config.key,
+            table.columns.iter().map(String::as_str),
+            &self.table,
+        )?;
         if self.config.write_mode == WriteMode::Upsert
             && !table::has_unique_key(conn, &self.table, &self.config.key).await?
         {
@@ -587,15 +580,5 @@ impl SinkDialect for PostgresSink {
             }
             _ => error,
         }
-    }
-}
-
-/// The sqlx error under a [`FaucetError::Write`], if any.
-fn sqlx_error(e: &FaucetError) -> Option<&sqlx::Error> {
-    match e {
-        FaucetError::Write {
-            source: Some(s), ..
-        } => s.downcast_ref::<sqlx::Error>(),
-        _ => None,
     }
 }

@@ -5,8 +5,7 @@ use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
 use crate::sql::ident::quote_ident;
-use faucet_core::change::ChangeLayout;
-use faucet_core::{DataType, FaucetError, Page, Value};
+use faucet_core::{FaucetError, Page};
 
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::ident::{MAX_IDENT_BYTES, TableName};
@@ -98,61 +97,11 @@ pub(crate) async fn has_unique_key(
     .fetch_all(&mut *conn)
     .await
     .map_err(|e| write_err(format!("cannot read the indexes of {name}"), e))?;
-    Ok(sets
-        .iter()
-        .any(|set| set.len() == key.len() && key.iter().all(|k| set.contains(k))))
-}
-
-/// The columns and types of a table made for `page`: when `apply_changes` (upsert) a change
-/// page's first `after` row, otherwise the page's own fields — for change records appended
-/// as rows (an audit log) `op`, `table`, `lsn`, `commit_ts`, `before` and `after` (jsonb) and
-/// `unchanged_toast` (text[]); a field of unknown type takes the type of its first non-null
-/// value in the page (text when there is none).
-fn columns_for(page: &Page, apply_changes: bool) -> Option<Vec<(String, DataType)>> {
-    if apply_changes && let Some(layout) = ChangeLayout::of(page.schema()) {
-        let after = layout.after_index();
-        return page.rows().find_map(|r| match &r.values()[after] {
-            Value::Row(row) => Some(
-                row.schema
-                    .fields()
-                    .iter()
-                    .zip(&row.values)
-                    .map(|(f, v)| (f.name.clone(), known_type(&f.data_type, v)))
-                    .collect(),
-            ),
-            _ => None,
-        });
-    }
-    let fields = page.schema().fields();
-    Some(
-        fields
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let t = if f.data_type == DataType::Unknown {
-                    page.rows()
-                        .map(|r| r.values()[i].data_type())
-                        .find(|t| *t != DataType::Unknown)
-                        .unwrap_or(DataType::Text)
-                } else {
-                    f.data_type.clone()
-                };
-                (f.name.clone(), t)
-            })
-            .collect(),
-    )
-}
-
-fn known_type(declared: &DataType, value: &Value) -> DataType {
-    if *declared == DataType::Unknown {
-        value.data_type()
-    } else {
-        declared.clone()
-    }
+    Ok(crate::sql::sink::keys::is_unique_key(&sets, key))
 }
 
 /// Creates the table `name` for `page`, with `key` as its primary key (`CREATE TABLE IF NOT
-/// EXISTS`, in its own transaction); `apply_changes` as in [`columns_for`]. Returns `None`
+/// EXISTS`, in its own transaction); `apply_changes` as in [`columns_for`](crate::sql::sink::columns::columns_for). Returns `None`
 /// when the page has no row to take the columns from (only deletes or truncates).
 ///
 /// # Errors
@@ -165,20 +114,13 @@ pub(crate) async fn create(
     key: &[String],
     apply_changes: bool,
 ) -> Result<Option<TargetTable>, FaucetError> {
-    let Some(columns) = columns_for(page, apply_changes) else {
+    let Some(columns) = crate::sql::sink::columns::columns_for(page, apply_changes) else {
         return Ok(None);
     };
     for (c, _) in &columns {
         check_field_name(name, c)?;
     }
-    for (i, k) in key.iter().enumerate() {
-        if !columns.iter().any(|(c, _)| c == k) {
-            return Err(FaucetError::config(
-                format!("key[{i}]"),
-                format!("`{k}` is not a field of the records, so it cannot be the primary key"),
-            ));
-        }
-    }
+    crate::sql::sink::keys::key_in_fields(key, columns.iter().map(|(c, _)| c.as_str()))?;
     let mut defs: Vec<String> = columns
         .iter()
         .map(|(c, t)| format!("{} {}", quote_ident(c), sql_type_of(t)))

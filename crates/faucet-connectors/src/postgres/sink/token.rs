@@ -107,13 +107,7 @@ pub(crate) async fn last(
     let Some((sequence, bookmark)) = row else {
         return Ok(None);
     };
-    let sequence = u64::try_from(sequence).map_err(|_| {
-        FaucetError::write(
-            CONNECTOR,
-            format!("the commit token of `{scope}` in {tokens} has a negative sequence"),
-            None,
-        )
-    })?;
+    let sequence = shared::stored_sequence(CONNECTOR, (tokens, scope), sequence)?;
     shared::read_back(CONNECTOR, (tokens, scope), sequence, &bookmark).map(Some)
 }
 

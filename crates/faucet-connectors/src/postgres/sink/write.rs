@@ -433,30 +433,8 @@ pub(crate) async fn upsert(
             .map_err(|e| classify(e, "DELETE", target.name, None))?;
     }
     // Upserts, one statement per column layout (plain rows: one layout).
-    let mut layouts: Vec<Vec<&str>> = Vec::new();
-    for slot in &collapsed.slots {
-        if let Slot::Upsert { columns, .. } = slot {
-            let names: Vec<&str> = columns.iter().map(|(n, _)| *n).collect();
-            if !layouts.contains(&names) {
-                layouts.push(names);
-            }
-        }
-    }
-    for names in &layouts {
+    for (names, group) in &crate::sql::sink::columns::upsert_layouts(&collapsed) {
         check_columns(names.iter().copied(), target, false)?;
-        let group: Vec<(&[(&str, &Value)], usize)> = collapsed
-            .slots
-            .iter()
-            .filter_map(|s| match s {
-                Slot::Upsert { columns, row, .. }
-                    if columns.len() == names.len()
-                        && columns.iter().zip(names).all(|((n, _), m)| n == m) =>
-                {
-                    Some((columns.as_slice(), *row))
-                }
-                _ => None,
-            })
-            .collect();
         let rows: Vec<usize> = group.iter().map(|(_, r)| *r).collect();
         let cols = column_list(names.iter().copied());
         let values = group.iter().map(|(c, _)| c.iter().map(|(_, v)| *v));

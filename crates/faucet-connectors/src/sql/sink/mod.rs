@@ -31,8 +31,10 @@
 //! check — so the atomic watermark holds across tables. Two source tables rendered to one
 //! target are refused naming both.
 
+pub(crate) mod columns;
 mod dialect;
 pub(crate) mod fence;
+pub(crate) mod keys;
 pub(crate) mod route;
 pub(crate) mod token;
 
@@ -58,6 +60,18 @@ struct Slot<D: SinkDialect> {
     /// Whether this writer created the target and has not committed a page into it yet.
     created_here: bool,
     scratch: D::Scratch,
+}
+
+/// The sqlx error under a [`FaucetError::Write`], if any: what the dialects on sqlx
+/// (PostgreSQL, SQLite) classify.
+#[cfg(any(feature = "postgres", feature = "sqlite"))]
+pub(crate) fn sqlx_error(e: &FaucetError) -> Option<&sqlx::Error> {
+    match e {
+        FaucetError::Write {
+            source: Some(s), ..
+        } => s.downcast_ref::<sqlx::Error>(),
+        _ => None,
+    }
 }
 
 /// An open SQL sink: one session, one transaction per page (see the module).

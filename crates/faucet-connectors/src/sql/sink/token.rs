@@ -57,6 +57,25 @@ pub(crate) fn read_back(
     Ok(faucet_core::CommitToken { sequence, bookmark })
 }
 
+/// A sequence as a signed column (`bigint`, SQLite's INTEGER) stored it, read back for
+/// `scope` of the table `tokens` of `connector`.
+///
+/// # Errors
+/// [`FaucetError::Write`] for a negative one (not a token this sink wrote).
+pub(crate) fn stored_sequence(
+    connector: &str,
+    (tokens, scope): (&dyn std::fmt::Display, &str),
+    sequence: i64,
+) -> Result<u64, FaucetError> {
+    u64::try_from(sequence).map_err(|_| {
+        FaucetError::write(
+            connector,
+            format!("the commit token of `{scope}` in {tokens} has a negative sequence"),
+            None,
+        )
+    })
+}
+
 /// The refusal of a page whose token's sequence is not above the one `tokens` holds for
 /// `scope` (`stored`, when the statement told it): a stale or concurrent writer; the page
 /// was rolled back.

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# CSV → SQLite: `faucet run` (csv → sqlite sink) against the `sqlite3` command-line tool's
+# `.import` of the same CSV into a fresh table, on generated data.
+#
+#   bench/csv_to_sqlite.sh                 # 1,000,000 generated rows (bench/gen_csv.py)
+#   ROWS=200000 REPEAT=1 bench/csv_to_sqlite.sh
+#
+# Needs Debian's `sqlite3` (scripts/services.sh installs it). Compared, each into a fresh
+# database file:
+#   * floor: `sqlite3 db ".import --csv in.csv t"` — the CLI creates `t` (TEXT columns from
+#     the header) and inserts every row with one prepared statement in one transaction
+#     (rollback journal, synchronous FULL: one commit at the end);
+#   * faucet append: the release `faucet run` on csv → sqlite (`create_table: true`, TEXT
+#     columns as the floor's), file state store, batch 10,000: every page is one transaction
+#     (WAL, synchronous FULL: fsynced before its bookmark is stored);
+#   * faucet effectively_once: the same with `delivery: effectively_once` (the commit token
+#     written in each page's transaction).
+# Checks that every table holds the same rows (count and a checksum of the values); prints
+# rows/s (best of REPEAT, wall clock), CPU seconds, peak RSS (`/usr/bin/time`) and the ratio.
+# Target: faucet ≥ 0.8× the floor's rows/s.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+rows=${ROWS:-1000000}
+repeat=${REPEAT:-3}
+target_dir=${CARGO_TARGET_DIR:-$repo/target}
+
+command -v sqlite3 >/dev/null || { echo "sqlite3 is missing; run scripts/services.sh (apt-get install sqlite3)" >&2; exit 1; }
+if [ ! -x /usr/bin/time ]; then
+  echo "installing GNU time (for peak RSS)" >&2
+  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
+fi
+
+echo "==> building faucet (release, --features sqlite)" >&2
+cargo build --release --quiet -p faucet-cli --features sqlite
+faucet="$target_dir/release/faucet"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-sqlite-bench.XXXXXX")
+trap '[ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"' EXIT
+
+echo "==> generating $rows rows" >&2
+python3 bench/gen_csv.py "$work/in.csv" "$rows"
+
+# run CMD... → secs, cpu, rss_kb of the fastest of $repeat runs, each into a fresh file.
+run() {
+  local best="" i t0 t1 s
+  for ((i = 0; i < repeat; i++)); do
+    rm -rf "$work/out.db" "$work/out.db-wal" "$work/out.db-shm" "$work/state"
+    t0=$(date +%s.%N)
+    /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > /dev/null
+    t1=$(date +%s.%N)
+    s=$(python3 -c "print($t1 - $t0)")
+    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
+      best=$s
+      read -r rss_kb u sy < "$work/time.txt"
+      cpu=$(python3 -c "print(round($u + $sy, 2))")
+    fi
+  done
+  secs=$best
+}
+
+# The rows of table t in out.db: count and a checksum over every value.
+digest() {
+  sqlite3 "$work/out.db" "select count(*), sum(length(id || first_name || last_name || amount || created_at || active || attrs)), sum(cast(id as integer)) from t"
+}
+
+printf '\n%-26s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
+run sqlite3 "$work/out.db" ".import --csv $work/in.csv t"
+floor_digest=$(digest)
+floor_rps=$(python3 -c "print(round($rows / $secs))")
+printf '%-26s %9d %12s %8s %7.1f MiB\n' "floor (sqlite3 .import)" "$rows" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+
+summary=()
+for delivery in at_least_once effectively_once; do
+  cat > "$work/faucet.yaml" <<YAML
+version: 1
+name: bench
+pipeline:
+  source: { type: csv, config: { path: "$work/in.csv" } }
+  sink: { type: sqlite, config: { path: "$work/out.db", table: t, create_table: true } }
+  state: { type: file, config: { path: "$work/state" } }
+  delivery: $delivery
+  batch_size: 10000
+YAML
+  run "$faucet" run --quiet "$work/faucet.yaml"
+  got=$(digest)
+  rps=$(python3 -c "print(round($rows / $secs))")
+  printf '%-26s %9s %12s %8s %7.1f MiB\n' "faucet ($delivery)" "${got%%|*}" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+  [ "$got" = "$floor_digest" ] || { echo "error: faucet's table ($got) differs from the floor's ($floor_digest)" >&2; exit 1; }
+  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
+  summary+=("faucet ($delivery) / floor = ${ratio}x rows/s, peak RSS $((rss_kb / 1024)) MiB")
+done
+echo
+for line in "${summary[@]}"; do echo "$line"; done
+echo "target: ratio >= 0.8 (batch size 10,000)"
