@@ -339,8 +339,10 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 
 /// A spawned run, SIGKILLed if the test ends before it is stopped (a failed assertion), so it
 /// does not keep a slot, a binlog connection or a lease.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 pub(crate) struct KillOnDrop(pub(crate) Option<std::process::Child>);
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl KillOnDrop {
     /// The process id (0 once taken).
     pub(crate) fn id(&self) -> u32 {
@@ -353,6 +355,7 @@ impl KillOnDrop {
     }
 }
 
+#[cfg(any(feature = "postgres", feature = "mysql"))]
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         if let Some(mut c) = self.0.take() {
