@@ -32,24 +32,6 @@ impl WriteMode {
         }
     }
 
-    /// The key a sink in this mode upserts by ([`faucet_core::Sink::upserts_by`]): `key`
-    /// with `upsert`, `None` with `append`. (The postgres and mysql sinks answer through
-    /// their route's `UpsertKeys`; the sqlite sink, which does not route yet, through this.)
-    #[cfg(feature = "sqlite")]
-    pub(crate) fn upserts_by(self, key: &[String]) -> Option<Vec<String>> {
-        (self == Self::Upsert).then(|| key.to_vec())
-    }
-
-    /// What a SQL sink in this mode promises: the atomic watermark always (rows and token
-    /// in one transaction), keyed upsert with `upsert` by a key.
-    #[cfg(feature = "sqlite")]
-    pub(crate) fn capabilities(self, key: &[String]) -> faucet_core::SinkCapabilities {
-        faucet_core::SinkCapabilities {
-            atomic_watermark: true,
-            keyed_upsert: self == Self::Upsert && !key.is_empty(),
-        }
-    }
-
     /// Checks `key` for this mode: required by `upsert`, each column valid by the system's
     /// `validate_column(name, field)` and listed once.
     ///

@@ -39,6 +39,8 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, Sq
 
 use faucet_core::{FaucetError, Sink, SinkCapabilities, SinkWriter};
 
+use crate::sql::sink::route::UpsertKeys;
+
 pub use config::{SqliteSinkConfig, WriteMode};
 
 pub(crate) use config::CONNECTOR;
@@ -74,6 +76,15 @@ pub(crate) fn quoted(name: &str) -> String {
 }
 
 impl SqliteSink {
+    /// The one rule of the SQL sinks for what this sink upserts by (it does not route).
+    fn upsert_keys(&self) -> UpsertKeys<'_> {
+        UpsertKeys {
+            route: None,
+            write_mode: self.config.write_mode,
+            key: &self.config.key,
+        }
+    }
+
     /// A sink for `config`, validated (no I/O).
     ///
     /// # Errors
@@ -179,11 +190,11 @@ impl Sink for SqliteSink {
 
     /// `key:` with `write_mode: upsert`.
     fn upserts_by(&self) -> Option<Vec<String>> {
-        self.config.write_mode.upserts_by(&self.config.key)
+        self.upsert_keys().upserts_by()
     }
 
     fn capabilities(&self) -> SinkCapabilities {
-        self.config.write_mode.capabilities(&self.config.key)
+        self.upsert_keys().capabilities()
     }
 
     /// `sqlite /abs/path/file.db table t`.

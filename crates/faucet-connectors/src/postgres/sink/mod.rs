@@ -174,10 +174,7 @@ impl Sink for PostgresSink {
     }
 
     fn capabilities(&self) -> SinkCapabilities {
-        SinkCapabilities {
-            atomic_watermark: true,
-            keyed_upsert: self.upsert_keys().keyed_upsert(),
-        }
+        self.upsert_keys().capabilities()
     }
 
     fn target(&self) -> Option<String> {

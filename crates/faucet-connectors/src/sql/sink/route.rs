@@ -175,6 +175,16 @@ impl UpsertKeys<'_> {
         }
     }
 
+    /// What a SQL sink promises ([`faucet_core::Sink::capabilities`]): the atomic watermark
+    /// always (rows and commit token in one transaction), keyed upsert when every record is
+    /// upserted by a key ([`Self::keyed_upsert`]).
+    pub fn capabilities(&self) -> faucet_core::SinkCapabilities {
+        faucet_core::SinkCapabilities {
+            atomic_watermark: true,
+            keyed_upsert: self.keyed_upsert(),
+        }
+    }
+
     /// How [`faucet_core::Sink::target`] names what the sink writes: `table <name>`, or
     /// `tables <route>`.
     pub fn target(&self, table: &dyn std::fmt::Display) -> String {
