@@ -27,6 +27,18 @@ pub fn everything_printed(err: &(dyn std::error::Error + 'static)) -> String {
     }
     out
 }
+/// The field a [`crate::FaucetError::Config`] names (`tables[1]`, `pipeline.sink.key`), for
+/// tests that check an error points at the right place.
+///
+/// # Panics
+/// When `e` is another kind of error: the test expected a config error.
+pub fn config_field(e: crate::FaucetError) -> String {
+    match e {
+        crate::FaucetError::Config { field, .. } => field,
+        other => panic!("expected a config error, got {other}"),
+    }
+}
+
 pub use doubles::{CrashSwitch, CrashingStateStore, MemorySink, PageGate, SinkLog, VecSource};
 
 /// The bookmark of a state entry as the run loop stores it: `{"bookmark": B, "sink": "…"}`

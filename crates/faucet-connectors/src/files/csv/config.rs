@@ -340,17 +340,11 @@ impl<'de> Visitor<'de> for ColumnItemVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faucet_core::testing::config_field as field_of;
     use serde_json::json;
 
     fn parse(v: serde_json::Value) -> Result<CsvSourceConfig, String> {
         serde_json::from_value(v).map_err(|e| e.to_string())
-    }
-
-    fn field_of(e: FaucetError) -> String {
-        match e {
-            FaucetError::Config { field, .. } => field,
-            other => panic!("expected a config error, got {other}"),
-        }
     }
 
     #[test]

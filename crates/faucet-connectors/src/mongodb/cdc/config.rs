@@ -242,13 +242,7 @@ fn parse_entry(entry: &str) -> Result<Watched, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn field_of(e: FaucetError) -> String {
-        match e {
-            FaucetError::Config { field, .. } => field,
-            other => panic!("expected a config error, got {other}"),
-        }
-    }
+    use faucet_core::testing::config_field as field_of;
 
     #[test]
     fn defaults_strictness_and_secrecy() {

@@ -234,16 +234,10 @@ fn validate_publication(name: &str) -> Result<(), FaucetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faucet_core::testing::config_field as field_of;
 
     fn config(yaml_like: serde_json::Value) -> Result<PostgresCdcConfig, serde_json::Error> {
         serde_json::from_value(yaml_like)
-    }
-
-    fn field_of(e: FaucetError) -> String {
-        match e {
-            FaucetError::Config { field, .. } => field,
-            other => panic!("expected a config error, got {other}"),
-        }
     }
 
     #[test]
