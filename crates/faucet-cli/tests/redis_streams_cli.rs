@@ -20,13 +20,11 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::bus::{delete_redis_keys, redis_streams};
+use crate::support::bus::{change_of, delete_redis_keys, oracle, redis_streams};
 use crate::support::crash::{
     CrashScenario, abort_at_every_point, kill_after, killed_at_random_instants,
 };
-use crate::support::pg::{
-    CdcObjectsGuard, Change, query, sql, test_decoding_changes, unique_suffix,
-};
+use crate::support::pg::{CdcObjectsGuard, Change, sql, unique_suffix};
 use crate::support::{Dir, faucet_unarmed, output_of_success};
 
 const ROWS: usize = 3_000;
@@ -122,33 +120,6 @@ fn csv_into_redis_streams_is_exactly_once_across_aborts_at_every_fault_point() {
 #[test]
 fn csv_into_redis_streams_is_exactly_once_across_sigkills() {
     killed_at_random_instants(&CsvIntoStreams::new("kills", 20));
-}
-
-/// The changes of `<base>_<t>.items` the oracle slot saw, per table suffix, in commit order.
-fn oracle(slot: &str, schemas: &[String]) -> Vec<Vec<Change>> {
-    let rows: Vec<(String,)> = query(&format!(
-        "SELECT data FROM pg_logical_slot_get_changes('{slot}', NULL, NULL)"
-    ));
-    schemas
-        .iter()
-        .map(|s| test_decoding_changes(rows.iter().map(|(l,)| l.as_str()), s))
-        .collect()
-}
-
-/// A consumed change entry as `(op, id, v)`, checked against its headers.
-fn change_of(m: &crate::support::bus::Consumed) -> Change {
-    let value = &m.fields["value"];
-    let op = value["op"].as_str().expect("op").to_owned();
-    assert_eq!(m.fields["faucet-op"], json!(op), "{m:?}");
-    let row = if op == "d" {
-        &value["before"]
-    } else {
-        &value["after"]
-    };
-    let id = row["id"].as_i64().expect("id");
-    assert_eq!(m.fields["key"], json!({"id": id}), "{m:?}");
-    assert!(m.fields["faucet-position"]["lsn"].is_string(), "{m:?}");
-    (op, id, row["v"].as_i64().filter(|_| value["op"] != "d"))
 }
 
 #[test]

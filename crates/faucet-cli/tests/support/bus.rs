@@ -2,7 +2,9 @@
 //! Python script with the bus's own client library) that reads back everything a sink wrote,
 //! and the Redis keys a test made.
 
-use serde_json::Value as Json;
+use serde_json::{Value as Json, json};
+
+use super::pg::{Change, query, test_decoding_changes};
 
 /// One message as the consumer read it: its stream and fields (`value`, `key`,
 /// `faucet-position` parsed as JSON; the other fields as text).
@@ -83,4 +85,31 @@ pub(crate) fn delete_redis_keys(pattern: &str) {
             let _ = redis::cmd("DEL").arg(k).query_async::<()>(&mut c).await;
         }
     });
+}
+
+/// The changes of `<base>_<t>.items` the oracle slot saw, per table suffix, in commit order.
+pub(crate) fn oracle(slot: &str, schemas: &[String]) -> Vec<Vec<Change>> {
+    let rows: Vec<(String,)> = query(&format!(
+        "SELECT data FROM pg_logical_slot_get_changes('{slot}', NULL, NULL)"
+    ));
+    schemas
+        .iter()
+        .map(|s| test_decoding_changes(rows.iter().map(|(l,)| l.as_str()), s))
+        .collect()
+}
+
+/// A consumed change entry as `(op, id, v)`, checked against its headers.
+pub(crate) fn change_of(m: &Consumed) -> Change {
+    let value = &m.fields["value"];
+    let op = value["op"].as_str().expect("op").to_owned();
+    assert_eq!(m.fields["faucet-op"], json!(op), "{m:?}");
+    let row = if op == "d" {
+        &value["before"]
+    } else {
+        &value["after"]
+    };
+    let id = row["id"].as_i64().expect("id");
+    assert_eq!(m.fields["key"], json!({"id": id}), "{m:?}");
+    assert!(m.fields["faucet-position"]["lsn"].is_string(), "{m:?}");
+    (op, id, row["v"].as_i64().filter(|_| value["op"] != "d"))
 }
