@@ -15,7 +15,10 @@
 //! * in every case the stored bookmark is the second run's, and the target equals the
 //!   source: for a query → postgres **upsert** pipeline whose source rows all changed while
 //!   the first run was stopped (so a stale page would overwrite newer values), and for a csv →
-//!   postgres append with the **atomic watermark** (every row exactly once).
+//!   postgres append with the **atomic watermark** (every row exactly once), and the same csv
+//!   into the bus sinks with their atomic watermark — Redis streams (the fence checked in each
+//!   page's script) and NATS JetStream (each page's publishes chained to the stream sequence
+//!   it expects, the last message's fence read first): every row once, in order.
 //!
 //! The control (`FAUCET_TEST_DISABLE_FENCE=1`, read only by debug builds): the same zombie at
 //! `before_write` without its fence overwrites exactly its page's rows with stale values —
@@ -48,6 +51,10 @@ enum Kind {
     /// csv → redis-streams, atomic watermark (the fence checked in each page's script).
     #[cfg(feature = "redis-streams")]
     Streams,
+    /// csv → NATS JetStream, atomic watermark (each publish chained to the stream sequence the
+    /// page expects, the last message's fence read before a page).
+    #[cfg(feature = "nats")]
+    Nats,
 }
 
 /// One zombie scenario's schema, state table and pipeline directory.
@@ -107,20 +114,7 @@ impl Case {
                 )
             }
         };
-        #[cfg(feature = "redis-streams")]
-        let (sink, sink_b) = if kind == Kind::Streams {
-            (
-                format!(
-                    "{{ type: redis-streams, config: {{ url: \"${{env:FAUCET_CRASH_REDIS_URL}}\", \
-                     stream: \"{s}:events\", prefix: \"{s}:\" }} }}"
-                ),
-                format!("{{ config: {{ stream: \"{s}:events_b\" }} }}"),
-            )
-        } else {
-            pg_sinks(s, sink)
-        };
-        #[cfg(not(feature = "redis-streams"))]
-        let (sink, sink_b) = pg_sinks(s, sink);
+        let (sink, sink_b) = bus_sinks(kind, s).unwrap_or_else(|| pg_sinks(s, sink));
         dir.write(
             "p.yaml",
             format!(
@@ -170,8 +164,51 @@ impl Drop for Case {
             ));
             #[cfg(feature = "redis-streams")]
             crate::support::bus::delete_redis_keys(&format!("{}:*", self.schema));
+            #[cfg(feature = "nats")]
+            if self.kind == Kind::Nats {
+                for stream in nats_streams(&self.schema) {
+                    crate::support::bus::delete_nats_stream(&stream);
+                }
+            }
         });
     }
+}
+
+/// The bus sink of the pipeline and row `b`'s override, for the bus kinds (`s`: the case's
+/// schema name, which also names its streams); `None` for the postgres kinds.
+#[allow(unused_variables)]
+fn bus_sinks(kind: Kind, s: &str) -> Option<(String, String)> {
+    match kind {
+        #[cfg(feature = "redis-streams")]
+        Kind::Streams => Some((
+            format!(
+                "{{ type: redis-streams, config: {{ url: \"${{env:FAUCET_CRASH_REDIS_URL}}\", \
+                 stream: \"{s}:events\", prefix: \"{s}:\" }} }}"
+            ),
+            format!("{{ config: {{ stream: \"{s}:events_b\" }} }}"),
+        )),
+        #[cfg(feature = "nats")]
+        Kind::Nats => {
+            let [a, b] = nats_streams(s);
+            for stream in [&a, &b] {
+                crate::support::bus::delete_nats_stream(stream);
+            }
+            Some((
+                format!(
+                    "{{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
+                     subject: \"{s}.events\", stream: {a}, create_stream: true }} }}"
+                ),
+                format!("{{ config: {{ subject: \"{s}.events_b\", stream: {b} }} }}"),
+            ))
+        }
+        _ => None,
+    }
+}
+
+/// The JetStream streams of a [`Kind::Nats`] case: row `a`'s and row `b`'s.
+#[cfg(feature = "nats")]
+fn nats_streams(schema: &str) -> [String; 2] {
+    [format!("{schema}_a"), format!("{schema}_b")].map(|s| s.to_uppercase())
 }
 
 /// The postgres sink of the pipeline (`mode`: its write mode and key) and row `b`'s
@@ -258,6 +295,7 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
 
     let mut cmd = faucet();
     cmd.env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url())
+        .env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url())
         .current_dir(case.dir.path())
         .args([
             "run",
@@ -290,6 +328,7 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
     }
     let taker = faucet()
         .env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url())
+        .env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url())
         .current_dir(case.dir.path())
         .args([
             "run",
@@ -383,6 +422,20 @@ fn refused_at_every_point(kind: Kind, tag: &str) {
                     ids.len()
                 );
             }
+            #[cfg(feature = "nats")]
+            Kind::Nats => {
+                let [stream, _] = nats_streams(&case.schema);
+                let ids: Vec<i64> =
+                    crate::support::bus::nats_messages(&stream, &format!("{}.events", case.schema))
+                        .iter()
+                        .map(|m| m.fields["value"]["id"].as_i64().expect("id"))
+                        .collect();
+                assert!(
+                    ids == (0..ROWS as i64).collect::<Vec<_>>(),
+                    "{point}: the stream holds {} messages, not every row once in order",
+                    ids.len()
+                );
+            }
         }
     }
 }
@@ -403,6 +456,15 @@ fn an_atomic_watermark_target_refuses_a_zombie_at_every_point_of_the_page_cycle(
 #[test]
 fn a_redis_streams_target_refuses_a_zombie_at_every_point_of_the_page_cycle() {
     refused_at_every_point(Kind::Streams, "rs");
+}
+
+/// The same zombie into NATS JetStream: its page's first publish expects the stream
+/// sequence the newer run has moved past (and the last message carries the newer fence), so
+/// the server stores nothing of it; the stream holds every row once, in order.
+#[cfg(feature = "nats")]
+#[test]
+fn a_nats_target_refuses_a_zombie_at_every_point_of_the_page_cycle() {
+    refused_at_every_point(Kind::Nats, "nt");
 }
 
 /// The control: without its fence, the zombie stopped at `before_write` writes its page of
