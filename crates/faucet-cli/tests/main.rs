@@ -27,6 +27,13 @@ mod lost_state;
 mod mongodb_cdc_cli;
 #[cfg(all(feature = "mongodb", feature = "state-postgres"))]
 mod mongodb_cdc_crash;
+#[cfg(all(
+    feature = "mysql",
+    feature = "redis-streams",
+    feature = "nats",
+    feature = "postgres"
+))]
+mod mysql_cdc_buses;
 #[cfg(feature = "mysql")]
 mod mysql_cdc_cli;
 #[cfg(feature = "mysql")]

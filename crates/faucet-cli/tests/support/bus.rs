@@ -98,8 +98,9 @@ pub(crate) fn oracle(slot: &str, schemas: &[String]) -> Vec<Vec<Change>> {
         .collect()
 }
 
-/// A consumed change entry as `(op, id, v)`, checked against its headers.
-pub(crate) fn change_of(m: &Consumed) -> Change {
+/// A consumed change entry as `(op, id, v)`, checked against its headers; `position`: a field
+/// every change's `faucet-position` has (`lsn` for postgres-cdc, `binlog_file` for mysql-cdc).
+pub(crate) fn change_of(m: &Consumed, position: &str) -> Change {
     let value = &m.fields["value"];
     let op = value["op"].as_str().expect("op").to_owned();
     assert_eq!(m.fields["faucet-op"], json!(op), "{m:?}");
@@ -110,6 +111,6 @@ pub(crate) fn change_of(m: &Consumed) -> Change {
     };
     let id = row["id"].as_i64().expect("id");
     assert_eq!(m.fields["key"], json!({"id": id}), "{m:?}");
-    assert!(m.fields["faucet-position"]["lsn"].is_string(), "{m:?}");
+    assert!(m.fields["faucet-position"][position].is_string(), "{m:?}");
     (op, id, row["v"].as_i64().filter(|_| value["op"] != "d"))
 }
