@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# CSV and postgres-cdc → the bus sinks (nats, redis-streams): faucet against a floor with the
+# same client, the same messages and the same acknowledgement rule.
+#
+#   bench/bus_sinks.sh                      # 1,000,000 generated CSV rows, a 1,000,000-row UPDATE
+#   ROWS=200000 BATCH=10000 bench/bus_sinks.sh
+#   BUSES=nats CDC=0 bench/bus_sinks.sh     # one bus, CSV only
+#
+# Needs nats-server with JetStream (FAUCET_TEST_NATS_URL, default nats://127.0.0.1:4222),
+# Redis (FAUCET_TEST_REDIS_URL, default redis://127.0.0.1:6379/), PostgreSQL with
+# wal_level=logical and pg_recvlogical for the CDC part (FAUCET_TEST_PG_URL), nats-py and
+# redis-py (scripts/services.sh starts and installs them all).
+#
+# CSV part, per bus, each into a fresh stream:
+#   * floor: bench/bus_floor (Rust, the same async-nats / redis crates as faucet): every row
+#     as the same JSON value with faucet's `faucet-position` and `faucet-id` headers; nats:
+#     pipelined publishes (at most 8,192 unacknowledged), every ack of a page of BATCH rows
+#     awaited before the next; redis: each page one MULTI/EXEC of XADDs;
+#   * faucet at_least_once and effectively_once: the release `faucet run`, csv → the sink,
+#     file state store, batch BATCH (effectively_once adds the re-anchor headers and chains
+#     each nats publish to the stream sequence before it; on redis the page's Lua script
+#     also writes the commit token and checks the fence).
+# CDC part, per bus: one UPDATE of ROWS rows (one transaction) read by postgres-cdc into the
+# sink (effectively_once), against the stricter of two floors measured in the same run:
+# pg_recvlogical reading the same change (test_decoding, to a file) and the bus floor's CSV
+# publish rate above — a pipeline can be no faster than either.
+# Checks every run stored ROWS messages; prints rows/s (wall clock), CPU seconds, peak RSS
+# (`/usr/bin/time`) and the ratios. Target: faucet ≥ 0.8× the floor.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+rows=${ROWS:-1000000}
+batch=${BATCH:-10000}
+buses=${BUSES:-"nats redis"}
+cdc=${CDC:-1}
+nats_url=${FAUCET_TEST_NATS_URL:-nats://127.0.0.1:4222}
+redis_url=${FAUCET_TEST_REDIS_URL:-redis://127.0.0.1:6379/}
+pg_url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+target_dir=${CARGO_TARGET_DIR:-$repo/target}
+suffix=$$
+admin="python3 $repo/bench/bus_admin.py"
+
+if [ ! -x /usr/bin/time ]; then
+  echo "installing GNU time (for peak RSS)" >&2
+  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
+fi
+
+echo "==> building faucet (release, --features nats,redis-streams,postgres) and the floor" >&2
+cargo build --release --quiet -p faucet-cli --features nats,redis-streams,postgres
+faucet="$target_dir/release/faucet"
+cargo build --release --quiet --manifest-path bench/bus_floor/Cargo.toml --target-dir "$target_dir/bus_floor"
+floor="$target_dir/bus_floor/release/faucet-bench-bus-floor"
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-bus-bench.XXXXXX")
+schema=bench_bus_$suffix
+publication=pub_bench_bus_$suffix
+floor_slot=faucet_bench_bus_floor_$suffix
+sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$pg_url" -c "$1"; }
+cleanup() {
+  for s in $(sql "select slot_name from pg_replication_slots where slot_name like 'faucet_bench_bus%$suffix' and not active" 2>/dev/null); do
+    sql "select pg_drop_replication_slot('$s')" >/dev/null 2>&1 || true
+  done
+  sql "drop publication if exists $publication; drop schema if exists $schema cascade" >/dev/null 2>&1 || true
+  for s in FLOOR FAUCET CDC; do $admin nats-delete "$nats_url" "BENCH_BUS_${s}_$suffix" 2>/dev/null || true; done
+  $admin redis-delete "$redis_url" "bench-bus-$suffix:*" 2>/dev/null || true
+  [ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"
+}
+trap cleanup EXIT
+
+# timed CMD... → secs, cpu, rss_kb
+timed() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > /dev/null
+  t1=$(date +%s.%N)
+  secs=$(python3 -c "print($t1 - $t0)")
+  read -r rss_kb u sy < "$work/time.txt"
+  cpu=$(python3 -c "print(round($u + $sy, 2))")
+}
+rps() { python3 -c "print(round($1 / $secs))"; }
+row() { printf '%-34s %9s %12s %8s %7.1f MiB\n' "$1" "$2" "$3" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"; }
+ratio() { python3 -c "print(round($1 / $2, 2))"; }
+
+# The sink of a pipeline into BUS for ROUTE (a subject, or a stream key) and, for nats, STREAM.
+sink_of() {
+  case $1 in
+    nats) echo "{ type: nats, config: { url: \"$nats_url\", subject: \"$2\", stream: $3, create_stream: true } }" ;;
+    redis) echo "{ type: redis-streams, config: { url: \"$redis_url\", stream: \"$2\", prefix: \"bench-bus-$suffix:\" } }" ;;
+  esac
+}
+# Fresh, empty destinations: the floor's stream made here, faucet's by its sink.
+reset() {
+  case $1 in
+    nats) $admin nats-delete "$nats_url" "$2" ;;
+    redis) $admin redis-delete "$redis_url" "bench-bus-$suffix:*" ;;
+  esac
+}
+stored() {
+  case $1 in
+    nats) $admin nats-count "$nats_url" "$3" "$2" ;;
+    redis) $admin redis-count "$redis_url" "$2" ;;
+  esac
+}
+check() {
+  [ "$1" = "$rows" ] || { echo "error: $2 stored $1 messages, expected $rows" >&2; exit 1; }
+}
+
+echo "==> generating $rows rows" >&2
+python3 bench/gen_csv.py "$work/in.csv" "$rows"
+
+summary=()
+declare -A floor_rps
+printf '\n%-34s %9s %12s %8s %10s\n' program messages rows/s cpu_s peak_rss
+for bus in $buses; do
+  case $bus in
+    nats) route="bench-bus-$suffix.events"; fstream=BENCH_BUS_FLOOR_$suffix; stream=BENCH_BUS_FAUCET_$suffix ;;
+    redis) route="bench-bus-$suffix:events"; fstream=""; stream="" ;;
+    *) echo "unknown bus $bus (nats, redis)" >&2; exit 2 ;;
+  esac
+  reset "$bus" "$fstream"
+  [ "$bus" = nats ] && $admin nats-create "$nats_url" "$fstream" "$route"
+  timed "$floor" "$bus" "$([ "$bus" = nats ] && echo "$nats_url" || echo "$redis_url")" "$route" "$work/in.csv" "$batch"
+  n=$(stored "$bus" "$route" "$fstream"); check "$n" "the $bus floor"
+  floor_rps[$bus]=$(rps "$rows")
+  row "floor → $bus" "$n" "${floor_rps[$bus]}"
+  reset "$bus" "$fstream"
+  for delivery in at_least_once effectively_once; do
+    reset "$bus" "$stream"
+    rm -rf "$work/state"
+    cat > "$work/faucet.yaml" <<YAML
+version: 1
+name: bench
+pipeline:
+  source: { type: csv, config: { path: "$work/in.csv" } }
+  sink: $(sink_of "$bus" "$route" "$stream")
+  state: { type: file, config: { path: "$work/state" } }
+  delivery: $delivery
+  batch_size: $batch
+YAML
+    timed "$faucet" run --quiet --log-level error "$work/faucet.yaml"
+    n=$(stored "$bus" "$route" "$stream"); check "$n" "faucet ($delivery) into $bus"
+    r=$(rps "$rows")
+    row "faucet csv → $bus ($delivery)" "$n" "$r"
+    summary+=("csv → $bus ($delivery): faucet / floor = $(ratio "$r" "${floor_rps[$bus]}")x rows/s, peak RSS $((rss_kb / 1024)) MiB")
+    reset "$bus" "$stream"
+  done
+done
+
+if [ "$cdc" = 1 ]; then
+  echo "==> $rows rows in $schema.t for the CDC part" >&2
+  sql "create schema $schema;
+       create table $schema.t (id int primary key, v int not null, note text not null);
+       insert into $schema.t select g, g, 'note ' || g from generate_series(1, $rows) g;
+       create publication $publication for table $schema.t;"
+  sql "select pg_create_logical_replication_slot('$floor_slot', 'test_decoding')" >/dev/null
+  # Every bus pipeline's slot, made before the change by a first run.
+  for bus in $buses; do
+    case $bus in
+      nats) route="bench-bus-$suffix.cdc.{schema}.{table}"; stream=BENCH_BUS_CDC_$suffix ;;
+      redis) route="bench-bus-$suffix:cdc.{schema}.{table}"; stream="" ;;
+    esac
+    mkdir -p "$work/cdc-$bus"
+    cat > "$work/cdc-$bus/faucet.yaml" <<YAML
+version: 1
+name: bench_cdc
+pipeline:
+  source: { type: postgres-cdc, config: { connection_url: "$pg_url", slot_name: faucet_bench_bus_${bus}_$suffix, publication: $publication, tables: [$schema.t] } }
+  sink: $(sink_of "$bus" "$route" "$stream")
+  state: { type: file, config: { path: ./state } }
+  delivery: effectively_once
+  batch_size: $batch
+YAML
+    reset "$bus" "$stream"
+    (cd "$work/cdc-$bus" && "$faucet" run --quiet --log-level error)
+  done
+  echo "==> UPDATE of $rows rows (one transaction)" >&2
+  sql "update $schema.t set v = v + 1"
+  endpos=$(sql "select pg_current_wal_lsn()")
+  timed pg_recvlogical -d "$pg_url" --slot "$floor_slot" --start --no-loop --endpos "$endpos" -f "$work/floor.txt"
+  n=$(grep -c "^table $schema.t: UPDATE" "$work/floor.txt" || true); check "$n" pg_recvlogical
+  recv_rps=$(rps "$rows")
+  row "pg_recvlogical (to a file)" "$n" "$recv_rps"
+  for bus in $buses; do
+    case $bus in
+      nats) route="bench-bus-$suffix.cdc.$schema.t"; stream=BENCH_BUS_CDC_$suffix ;;
+      redis) route="bench-bus-$suffix:cdc.$schema.t"; stream="" ;;
+    esac
+    timed bash -c "cd '$work/cdc-$bus' && '$faucet' run --quiet --log-level error"
+    n=$(stored "$bus" "$route" "$stream"); check "$n" "faucet postgres-cdc into $bus"
+    r=$(rps "$rows")
+    row "faucet postgres-cdc → $bus" "$n" "$r"
+    f=$(python3 -c "print(min($recv_rps, ${floor_rps[$bus]:-$recv_rps}))")
+    summary+=("postgres-cdc → $bus (effectively_once): faucet / min(pg_recvlogical, floor → $bus) = $(ratio "$r" "$f")x, peak RSS $((rss_kb / 1024)) MiB")
+    reset "$bus" "$stream"
+  done
+fi
+
+echo
+for line in "${summary[@]}"; do echo "$line"; done
+echo "target: ratio >= 0.8 (batch size $batch; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
