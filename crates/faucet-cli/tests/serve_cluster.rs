@@ -1353,3 +1353,5 @@ fn the_cluster_database_restarted_mid_run_pauses_and_resumes_with_nothing_lost()
         assert_eq!(code, 0, "{stderr}");
     }
 }
+
+mod status;
