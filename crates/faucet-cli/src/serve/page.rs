@@ -20,7 +20,7 @@ const SCRIPT: &str = include_str!("page/status.js");
 /// Scripts only from this server, no inline script, connections only to this server, no
 /// framing.
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; \
-                   connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+                   connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; \
                    frame-ancestors 'none'";
 
 fn answer(content_type: &'static str, body: &'static str) -> Response {
