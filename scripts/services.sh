@@ -214,3 +214,16 @@ if ! python3 -c 'import redis' >/dev/null 2>&1; then
     log "redis-py is missing (pip install redis): the redis-streams sink tests will fail"
   fi
 fi
+
+# --- chromium and playwright-core (the status page's browser test,
+# crates/faucet-cli/tests/status_page.rs, drives Debian's chromium headless through
+# playwright-core from npm, installed from the committed package-lock.json) -----------------
+command -v chromium >/dev/null || apt_install chromium
+BROWSER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/crates/faucet-cli/tests/browser"
+if [ ! -f "$BROWSER_DIR/node_modules/playwright-core/package.json" ]; then
+  command -v npm >/dev/null || apt_install npm
+  log "installing playwright-core from npm into $BROWSER_DIR"
+  # PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD: the test uses Debian's chromium, never a downloaded one.
+  (cd "$BROWSER_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent) \
+    || log "could not install playwright-core: the status page's browser test will fail"
+fi

@@ -97,6 +97,7 @@ mod state_pg_restart;
 mod state_postgres;
 #[cfg(feature = "state-redis")]
 mod state_redis;
+mod status_page;
 mod support;
 #[cfg(feature = "postgres")]
 mod unmet_requests;

@@ -1,6 +1,7 @@
 //! `faucet serve`'s API at its edges, through the binary: the bearer scheme in any case, a
 //! non-ASCII token, `--listen` with a host name, and off loopback every read but `/healthz`
-//! and a bare `/readyz` behind the token (`/metrics` opened on purpose by `--public-metrics`).
+//! and a bare `/readyz` behind the token (`/metrics` opened on purpose by `--public-metrics`;
+//! the status page `/`, which holds no data, open).
 
 use serde_json::Value;
 
@@ -98,6 +99,14 @@ fn off_loopback_reads_need_the_token_and_readyz_without_it_is_bare() {
     }
     let (code, body) = server.request("GET", "/pipelines", Some("wrong-token-0123456789"));
     assert_eq!(code, 401, "{body}");
+    // The status page holds no data: served to anyone, it reads the API with the token.
+    let (code, page) = server.request("GET", "/", None);
+    assert_eq!(code, 200, "{page}");
+    assert!(page.contains("<title>faucet serve</title>"), "{page}");
+    assert!(
+        !page.contains("bad.csv") && !page.contains("good.yaml"),
+        "{page}"
+    );
     // Readiness: the status for anyone (probes), the reasons only with the token.
     let (code, doc) = server.json("GET", "/readyz", None);
     assert_eq!(code, 503, "{doc}");

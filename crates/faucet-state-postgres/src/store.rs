@@ -2,7 +2,7 @@
 //! (`get`, `put`, `delete`, `check`) of seed 004. Leases are in [`crate::lease`].
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use faucet_connectors::postgres::connection::{PostgresUrl, describe};
@@ -257,6 +257,28 @@ impl StateStore for PostgresStateStore {
             .fetch_optional(&self.pool)
             .await
             .map(|row| row.map(|Json(v)| v))
+            .map_err(|e| self.state_context("get").classify(e))
+    }
+
+    /// `SELECT value, updated_at FROM <table> WHERE key = $1`: the time is the server's
+    /// `now()` of the write that stored the entry.
+    async fn get_with_time(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Value, Option<SystemTime>)>, FaucetError> {
+        validate_state_key(key)?;
+        sqlx::query_as::<_, (Json<Value>, f64)>(&self.sql.get_with_time)
+            .bind(key)
+            .fetch_optional(&self.pool)
+            .await
+            .map(|row| {
+                row.map(|(Json(v), at)| {
+                    let at = Duration::try_from_secs_f64(at)
+                        .ok()
+                        .and_then(|d| SystemTime::UNIX_EPOCH.checked_add(d));
+                    (v, at)
+                })
+            })
             .map_err(|e| self.state_context("get").classify(e))
     }
 

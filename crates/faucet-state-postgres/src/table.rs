@@ -45,6 +45,7 @@ pub(crate) struct Statements {
     pub(crate) create_state: String,
     pub(crate) create_lease: String,
     pub(crate) get: String,
+    pub(crate) get_with_time: String,
     pub(crate) put: String,
     pub(crate) delete: String,
     pub(crate) acquire: String,
@@ -81,6 +82,9 @@ impl Statements {
                  expires_at TIMESTAMPTZ NOT NULL\n)"
             ),
             get: format!("SELECT value FROM {t} WHERE key = $1"),
+            get_with_time: format!(
+                "SELECT value, EXTRACT(EPOCH FROM updated_at)::float8 FROM {t} WHERE key = $1"
+            ),
             put: format!(
                 "INSERT INTO {t} (key, value, updated_at) VALUES ($1, $2, now()) \
                  ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, \

@@ -2,6 +2,7 @@
 //!
 //! | route | answer |
 //! |---|---|
+//! | `GET /` | the status page ([`super::page`]; `/status.js` its script) |
 //! | `GET /pipelines` | `{"member", "pipelines": [status…]}` |
 //! | `GET /pipelines/{key}` | one status ([`super::pipeline::PipelineView`]) |
 //! | `PUT /pipelines/{key}/pause` · `/resume` · `/stop` | the status after the change (persisted first) |
@@ -38,6 +39,10 @@ use super::auth::{self, Token};
 use super::cluster::Coordinator;
 use super::control::{self, Desired};
 use super::pipeline::{Registry, Slot};
+use super::report::Report;
+
+/// Owners' reports by state key.
+type Reports = std::collections::BTreeMap<String, Report>;
 
 /// What every handler sees.
 #[derive(Clone)]
@@ -75,8 +80,17 @@ impl Api {
         }
     }
 
-    fn view(&self, slot: &Slot) -> super::pipeline::PipelineView {
-        slot.view(self.owner(slot.key()).as_deref())
+    /// With `--cluster`, the fresh reports of the rows' live owners, by state key (empty
+    /// without, or when the cluster database does not answer).
+    async fn reports(&self) -> Reports {
+        match &self.cluster {
+            Some(c) => c.reports().await,
+            None => Reports::new(),
+        }
+    }
+
+    fn view(&self, slot: &Slot, reports: &Reports) -> super::pipeline::PipelineView {
+        slot.view(self.owner(slot.key()).as_deref(), reports.get(slot.key()))
     }
 }
 
@@ -99,6 +113,8 @@ impl IntoResponse for ApiError {
 /// The router.
 pub(crate) fn router(api: Api) -> Router {
     Router::new()
+        .route("/", get(super::page::index))
+        .route("/status.js", get(super::page::script))
         .route("/pipelines", get(list))
         .route("/pipelines/{key}", get(show))
         .route("/pipelines/{key}/pause", put(pause))
@@ -114,7 +130,9 @@ pub(crate) fn router(api: Api) -> Router {
         .fallback(|| async {
             ApiError(
                 StatusCode::NOT_FOUND,
-                "no such route; see GET /pipelines, /healthz, /readyz, /metrics".to_owned(),
+                "no such route; see GET / (the status page), /pipelines, /members, /healthz, \
+                 /readyz, /metrics"
+                    .to_owned(),
             )
         })
         .method_not_allowed_fallback(|| async {
@@ -186,13 +204,19 @@ async fn list(State(api): State<Api>, headers: HeaderMap) -> Response {
         return e.into_response();
     }
     let member = &api.registry.member;
-    let pipelines: Vec<_> = api.registry.slots.values().map(|s| api.view(s)).collect();
+    let reports = api.reports().await;
+    let pipelines: Vec<_> = api
+        .registry
+        .slots
+        .values()
+        .map(|s| api.view(s, &reports))
+        .collect();
     Json(json!({ "member": member, "pipelines": pipelines })).into_response()
 }
 
 async fn show(State(api): State<Api>, Path(key): Path<String>, headers: HeaderMap) -> Response {
     match authorize_read(&api, &headers).and_then(|()| slot(&api, &key)) {
-        Ok(s) => Json(api.view(s)).into_response(),
+        Ok(s) => Json(api.view(s, &api.reports().await)).into_response(),
         Err(e) => e.into_response(),
     }
 }
@@ -241,7 +265,7 @@ async fn change(
             })?;
         slot.set_desired(desired);
         tracing::warn!(key, wish = ?desired, "pipeline changed through the API");
-        Ok(Json(api.view(slot)))
+        Ok(Json(api.view(slot, &api.reports().await)))
     }
     .await;
     result.into_response()
@@ -276,7 +300,7 @@ async fn run_now(State(api): State<Api>, Path(key): Path<String>, headers: Heade
                 api.owner(&key).as_deref().unwrap_or("(none)")
             ));
         }
-        Ok((StatusCode::ACCEPTED, Json(api.view(slot))))
+        Ok((StatusCode::ACCEPTED, Json(api.view(slot, &Reports::new()))))
     })();
     result.into_response()
 }
@@ -396,7 +420,7 @@ fn reasons(api: &Api) -> Vec<serde_json::Value> {
         return not_ready;
     }
     for (key, s) in &api.registry.slots {
-        let view = api.view(s);
+        let view = api.view(s, &Reports::new());
         if view.state == "FAILED" {
             not_ready.push(json!({"key": key, "reason": format!("FAILED: {}", view.error.unwrap_or_default())}));
         } else if s.store.get().is_none() {

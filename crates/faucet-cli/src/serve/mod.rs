@@ -22,7 +22,9 @@ pub(crate) mod cluster;
 mod control;
 mod discovery;
 mod listen;
+mod page;
 mod pipeline;
+mod report;
 mod scheduler;
 mod supervisor;
 
@@ -72,7 +74,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "POSTGRES_URL", env = "FAUCET_CLUSTER_URL", hide_env_values = true, value_parser = parse_secret_url)]
     pub(crate) cluster: Option<SecretUrl>,
     /// The members table in the cluster database, `schema.table` or `table` (created when
-    /// absent, with `<table>_owners` beside it).
+    /// absent, with `<table>_owners` and `<table>_status` beside it).
     #[arg(long, value_name = "TABLE", default_value = cluster::DEFAULT_TABLE, requires = "cluster")]
     pub(crate) cluster_table: String,
     /// How long a newly started member waits before it takes work (doubled per restart

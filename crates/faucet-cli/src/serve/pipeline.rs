@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use faucet_core::pipeline::{Progress, ProgressFn};
@@ -15,6 +16,7 @@ use tokio::sync::{Notify, OnceCell};
 use tokio_util::sync::CancellationToken;
 
 use super::control::Desired;
+use super::report::{Rate, Report};
 use crate::commands::plan::Prepared;
 use crate::telemetry::metrics::RowMetrics;
 
@@ -51,6 +53,8 @@ pub(crate) struct Status {
     /// Records and pages this process wrote for the row.
     pub(crate) records: u64,
     pub(crate) pages: u64,
+    /// The rate of `records`.
+    pub(crate) rate: Rate,
     /// Runs started.
     pub(crate) runs: u64,
     /// Failed attempts in a row (0 after a success).
@@ -124,6 +128,7 @@ impl Slot {
                 retention: None,
                 records: 0,
                 pages: 0,
+                rate: Rate::default(),
                 runs: 0,
                 failures: 0,
                 error: None,
@@ -245,6 +250,7 @@ impl Slot {
             let mut st = slot.status();
             st.records += records;
             st.pages += pages;
+            st.rate.add(records, Instant::now());
             if let Some(b) = &p.bookmark {
                 st.bookmark = Some(b.clone());
                 st.bookmark_at = Some(Utc::now());
@@ -255,40 +261,102 @@ impl Slot {
         })
     }
 
+    /// Sets the durable bookmark read from the state store for a row another member runs
+    /// (`at`: when the store wrote it, where it keeps that).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn set_stored_bookmark(&self, bookmark: Option<Value>, at: Option<SystemTime>) {
+        let mut st = self.status();
+        st.bookmark = bookmark.filter(|b| !b.is_null());
+        st.bookmark_at = at.map(DateTime::<Utc>::from);
+    }
+
+    /// What this member reports for the row as its owner ([`Report`]; `age_seconds` 0).
+    #[cfg_attr(not(feature = "cluster"), allow(dead_code))]
+    pub(crate) fn report(&self, member: &str) -> Report {
+        let mut st = self.status();
+        Report {
+            member: member.to_owned(),
+            state: Self::state_name(&st).to_owned(),
+            running: self.is_running(),
+            records: st.records,
+            pages: st.pages,
+            runs: st.runs,
+            failures: st.failures,
+            rate: st.rate.per_second(Instant::now()),
+            lag_seconds: st.lag_seconds,
+            error: st.error.clone(),
+            last_error: st.last_error.clone(),
+            retry_at: st.retry_at,
+            bookmark_at: st.bookmark_at,
+            age_seconds: 0.0,
+        }
+    }
+
     /// The row as `GET /pipelines/{key}` shows it.
-    /// `owner` is the member the row is placed on (`None`: no member is eligible).
-    pub(crate) fn view(&self, owner: Option<&str>) -> PipelineView {
-        let st = self.status();
+    ///
+    /// `owner` is the member the row is placed on (`None`: no member is eligible). A row
+    /// placed here shows this process's own figures. A row placed elsewhere shows the
+    /// `report` of its owner (taken only when `owner` wrote it; the caller passes only
+    /// reports of live owners) — its state, records, rate, lag and errors — with the
+    /// bookmark this member read from the state store; with no report it is UNKNOWN (or
+    /// UNASSIGNED without an owner). A PAUSED or STOPPED wish shows as such everywhere.
+    pub(crate) fn view(&self, owner: Option<&str>, report: Option<&Report>) -> PipelineView {
+        let mut st = self.status();
+        let here = self.placed();
+        let report = report.filter(|r| !here && Some(r.member.as_str()) == owner);
         let time = |t: &DateTime<Utc>| t.to_rfc3339_opts(SecondsFormat::Millis, true);
+        let state = match (st.desired, report) {
+            (Desired::Running, _) if here => Self::state_name(&st).to_owned(),
+            (Desired::Running, Some(r)) => r.state.clone(),
+            (Desired::Running, None) if owner.is_some() => "UNKNOWN".to_owned(),
+            _ => Self::state_name(&st).to_owned(),
+        };
+        let bookmark_at = st.bookmark_at.or(report.and_then(|r| r.bookmark_at));
+        let now = Utc::now();
+        let rate = st.rate.per_second(Instant::now());
+        let local_error = st.last_error.as_ref().map(|(message, at)| ErrorView {
+            message: message.clone(),
+            at: time(at),
+        });
         PipelineView {
             key: self.key().to_owned(),
             pipeline: self.plan.pipeline.clone(),
             row: self.plan.id.clone(),
             file: self.file.clone(),
-            state: Self::state_name(&st),
+            state,
             owner: owner.map(str::to_owned),
-            here: self.placed(),
-            running: self.is_running(),
+            here,
+            running: report.map_or_else(|| self.is_running(), |r| r.running),
             continuous: self.plan.continuous,
             schedule: self.plan.schedule.as_ref().map(ToString::to_string),
             next_run_at: st.next_run_at.as_ref().map(time),
             bookmark: st.bookmark.clone(),
-            bookmark_at: st.bookmark_at.as_ref().map(time),
-            lag_seconds: st.lag_seconds,
+            bookmark_at: bookmark_at.as_ref().map(time),
+            bookmark_age_seconds: bookmark_at
+                .map(|at| (now - at).num_milliseconds().max(0) as f64 / 1000.0),
+            lag_seconds: report.map_or(st.lag_seconds, |r| r.lag_seconds),
             retained_wal_bytes: st.retention.as_ref().and_then(|r| r.retained_bytes),
             retention_horizon_seconds: st.retention.as_ref().and_then(|r| r.horizon_seconds),
             oplog_window_seconds: st.retention.as_ref().and_then(|r| r.window_seconds),
             retention: st.retention.clone(),
-            records: st.records,
-            pages: st.pages,
-            runs: st.runs,
-            failures: st.failures,
-            retry_at: st.retry_at.as_ref().map(time),
-            error: st.error.clone(),
-            last_error: st.last_error.as_ref().map(|(message, at)| ErrorView {
-                message: message.clone(),
-                at: time(at),
-            }),
+            records: report.map_or(st.records, |r| r.records),
+            pages: report.map_or(st.pages, |r| r.pages),
+            rate_records_per_second: report.map_or(rate, |r| r.rate),
+            runs: report.map_or(st.runs, |r| r.runs),
+            failures: report.map_or(st.failures, |r| r.failures),
+            retry_at: report
+                .map_or(st.retry_at, |r| r.retry_at)
+                .as_ref()
+                .map(time),
+            error: report.map_or_else(|| st.error.clone(), |r| r.error.clone()),
+            last_error: match report {
+                Some(r) => r.last_error.as_ref().map(|(message, at)| ErrorView {
+                    message: message.clone(),
+                    at: time(at),
+                }),
+                None => local_error,
+            },
+            report_age_seconds: report.map(|r| r.age_seconds),
             ticks: TicksView {
                 run: st.ticks_run,
                 skipped: st.ticks_skipped,
@@ -309,14 +377,15 @@ pub(crate) struct PipelineView {
     row: Option<String>,
     /// The pipeline file.
     file: String,
-    /// RUNNING, PAUSED, STOPPED, FAILED or SCHEDULED; with `--cluster`, UNASSIGNED on a
-    /// member the row is not placed on (see `owner`).
-    pub(crate) state: &'static str,
+    /// RUNNING, PAUSED, STOPPED, FAILED or SCHEDULED; with `--cluster`, for a row placed
+    /// on another member the state its owner last reported, UNKNOWN while that live owner
+    /// has not reported within a ttl, UNASSIGNED while no live member owns it.
+    pub(crate) state: String,
     /// The member the row is placed on (`--member`; with `--cluster`, by placement; `null`
     /// while no member is eligible).
     owner: Option<String>,
-    /// Whether it is placed on the member answering (its figures are that member's own:
-    /// ask the owner for a row placed elsewhere).
+    /// Whether it is placed on the member answering (else its figures are its owner's
+    /// report, see `report_age_seconds`).
     here: bool,
     /// Whether a run is going (also while a PAUSED row finishes its page).
     running: bool,
@@ -328,8 +397,11 @@ pub(crate) struct PipelineView {
     next_run_at: Option<String>,
     /// The last durable bookmark.
     bookmark: Option<Value>,
-    /// When it became durable (null for one found in the store at start).
+    /// When it became durable (null for one found in the store at start); for a row placed
+    /// elsewhere, when the state store wrote it (`postgres`; else the owner's report).
     bookmark_at: Option<String>,
+    /// Seconds since `bookmark_at`.
+    bookmark_age_seconds: Option<f64>,
     /// Source lag of the last durable bookmark, seconds.
     lag_seconds: Option<f64>,
     /// postgres-cdc: WAL the slot retains, bytes (null for other sources, or before the
@@ -351,6 +423,8 @@ pub(crate) struct PipelineView {
     records: u64,
     /// Pages written by this process.
     pages: u64,
+    /// Records per second over the last 5 s window (null before one passed).
+    rate_records_per_second: Option<f64>,
     /// Runs started by this process.
     runs: u64,
     /// Failed attempts in a row.
@@ -361,6 +435,9 @@ pub(crate) struct PipelineView {
     pub(crate) error: Option<String>,
     /// The last error, kept after a recovery.
     last_error: Option<ErrorView>,
+    /// For a row placed elsewhere: the age of its owner's report the figures come from,
+    /// seconds (null for a row placed here, or without a report).
+    report_age_seconds: Option<f64>,
     /// Schedule ticks.
     ticks: TicksView,
 }

@@ -12,7 +12,7 @@ mod key;
 pub mod lease;
 mod memory;
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -82,6 +82,20 @@ pub trait StateStore: Send + Sync {
     /// [`FaucetError::Config`] for an invalid key; [`FaucetError::State`] when the store
     /// cannot be read or holds something unreadable (never reported as `None`).
     async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError>;
+
+    /// The entry stored under `key` and when it was last written, by the store's own clock,
+    /// where the store keeps that time (the `postgres` store's `updated_at`); `None` for
+    /// the time where it does not (the default: [`StateStore::get`] alone). `faucet serve
+    /// --cluster` shows it as the bookmark's time of a pipeline another member runs.
+    ///
+    /// # Errors
+    /// As [`StateStore::get`].
+    async fn get_with_time(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Value, Option<SystemTime>)>, FaucetError> {
+        Ok(self.get(key).await?.map(|v| (v, None)))
+    }
 
     /// Stores `value` under `key`; durable when it returns `Ok`.
     ///
@@ -182,6 +196,12 @@ impl<T: StateStore + ?Sized> StateStore for std::sync::Arc<T> {
     }
     async fn get(&self, key: &str) -> Result<Option<Value>, FaucetError> {
         (**self).get(key).await
+    }
+    async fn get_with_time(
+        &self,
+        key: &str,
+    ) -> Result<Option<(Value, Option<SystemTime>)>, FaucetError> {
+        (**self).get_with_time(key).await
     }
     async fn put(&self, key: &str, value: &Value) -> Result<(), FaucetError> {
         (**self).put(key, value).await

@@ -24,10 +24,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::membership::{Member, Members};
 use super::owners::{self, Owners};
+use super::reports::{self, Reports};
 use super::{Coordinator, placement};
 use crate::secret::SecretUrl;
 use crate::serve::control;
 use crate::serve::pipeline::Slot;
+use crate::serve::report::Report;
 
 /// Connections to the cluster database: the loop, the API and the runs' owner records.
 const POOL_SIZE: u32 = 3;
@@ -68,6 +70,7 @@ pub(crate) struct PgCluster {
     server: String,
     members: Members,
     owners: Owners,
+    reports: Reports,
     me: String,
     incarnation: String,
     ttl: Duration,
@@ -110,7 +113,8 @@ impl PgCluster {
             .connect_lazy_with(url.options());
         let members = Members::new(&members_table);
         let owners = Owners::new(&owners_table);
-        create_tables(&pool, &members, &owners).await?;
+        let reports = Reports::new(&reports::table_for(&members_table), &members_table);
+        create_tables(&pool, &members, &owners, &reports).await?;
         let incarnation = faucet_core::state::LeaseHolder::this_process().id;
         let rows: Vec<String> = slots.iter().map(|s| s.key().to_owned()).collect();
         let (restarts, settle) = members
@@ -137,6 +141,7 @@ impl PgCluster {
             server: url.describe(),
             members,
             owners,
+            reports,
             me,
             incarnation,
             ttl,
@@ -182,11 +187,36 @@ impl PgCluster {
     }
 
     /// One round: heartbeat, read the members, place; then read the operator's wishes
-    /// (pause, stop, resume made through another member's API).
+    /// (pause, stop, resume made through another member's API) and the durable bookmarks of
+    /// the rows placed elsewhere, and report the rows placed here.
     async fn round(&self) {
         self.placement_round().await;
-        self.refresh_wishes().await;
+        self.refresh_from_stores().await;
         self.record_runners().await;
+        self.report().await;
+    }
+
+    /// Writes this member's report of every row placed here into the status table.
+    async fn report(&self) {
+        if self.seen().error.is_some() {
+            return;
+        }
+        let reports: Vec<(String, Report)> = self
+            .slots
+            .iter()
+            .filter(|s| s.placed())
+            .map(|s| (s.key().to_owned(), s.report(&self.me)))
+            .collect();
+        if let Err(e) = self
+            .reports
+            .write(&self.pool, &self.incarnation, &reports)
+            .await
+        {
+            tracing::warn!(
+                error = %crate::output::error_chain(&e),
+                "cannot report this member's pipelines in the cluster database"
+            );
+        }
     }
 
     /// Corrects the owners table for rows running here that it names another member for (a
@@ -213,12 +243,27 @@ impl PgCluster {
         }
     }
 
-    /// Applies the wishes stored in each row's state store, where they changed.
-    async fn refresh_wishes(&self) {
+    /// Applies the wishes stored in each row's state store, where they changed; reads the
+    /// durable bookmark (and its time, where the store keeps it) of each row not run here.
+    async fn refresh_from_stores(&self) {
         for slot in &self.slots {
             let Some(store) = slot.store.get() else {
                 continue;
             };
+            if !slot.placed() && !slot.is_running() {
+                match store.get_with_time(slot.key()).await {
+                    Ok(Some((entry, at))) => slot.set_stored_bookmark(
+                        Some(faucet_core::pipeline::stored_bookmark(entry)),
+                        at,
+                    ),
+                    Ok(None) => slot.set_stored_bookmark(None, None),
+                    Err(e) => tracing::debug!(
+                        key = slot.key(),
+                        error = %crate::output::error_chain(&e),
+                        "cannot read the pipeline's bookmark"
+                    ),
+                }
+            }
             match control::load(store, &slot.control_key).await {
                 Ok(desired) if desired != slot.desired() => {
                     tracing::info!(key = slot.key(), wish = ?desired, "pipeline changed by another member");
@@ -449,6 +494,7 @@ async fn create_tables(
     pool: &PgPool,
     members: &Members,
     owners: &Owners,
+    reports: &Reports,
 ) -> Result<(), FaucetError> {
     let ctx = |e| {
         FaucetError::state_io(
@@ -465,6 +511,7 @@ async fn create_tables(
         .map_err(ctx)?;
     members.create(&mut tx).await?;
     owners.create(&mut tx).await?;
+    reports.create(&mut tx).await?;
     tx.commit().await.map_err(ctx)
 }
 
@@ -489,6 +536,19 @@ impl Coordinator for PgCluster {
 
     fn owner_of(&self, key: &str) -> Option<String> {
         self.seen().owners.get(key).cloned().flatten()
+    }
+
+    async fn reports(&self) -> BTreeMap<String, Report> {
+        match self.reports.read(&self.pool, self.ttl).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(
+                    error = %crate::output::error_chain(&e),
+                    "cannot read the other members' reports"
+                );
+                BTreeMap::new()
+            }
+        }
     }
 
     async fn members(&self) -> Result<serde_json::Value, FaucetError> {

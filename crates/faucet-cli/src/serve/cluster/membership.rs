@@ -78,6 +78,12 @@ pub(crate) struct Members {
     drain: String,
 }
 
+/// The table named `<members>_<suffix>` beside the members table `members` (its owners and
+/// status tables).
+pub(super) fn beside(members: &TableName, suffix: &str) -> TableName {
+    members.sibling(&format!("{}_{suffix}", members.name()))
+}
+
 /// An error of the cluster database: `what` failed, caused by `e`.
 pub(super) fn db(what: &str, e: sqlx::Error) -> FaucetError {
     FaucetError::state_io("cluster", format!("cluster database: {what}"), e)

@@ -5,8 +5,9 @@
 //! of member names and state keys), `settle` (how long a member waits before it takes work; a flapping member's
 //! backoff), `membership` (the members table: heartbeats judged by the database server's
 //! clock, drain, leave), `owners` (who last started each row, the moves, schedule tick
-//! claims) and `member` (this member's loop: heartbeat every ttl/3, read the members, place
-//! every row, start or stop it here).
+//! claims), `reports` (the status table: each owner's report of its rows, so every member
+//! shows every row) and `member` (this member's loop: heartbeat every ttl/3, read the
+//! members, place every row, start or stop it here, report the rows it owns).
 //!
 //! The owner of a row runs it under the fenced lease of its state store, as a single process
 //! does; a row placed elsewhere is stopped here (its page in hand finished, its bookmark
@@ -23,15 +24,20 @@ mod member;
 mod membership;
 #[cfg(feature = "cluster")]
 mod owners;
+#[cfg(feature = "cluster")]
+mod reports;
 
 #[cfg(feature = "cluster")]
 pub(crate) use member::PgCluster;
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use faucet_core::FaucetError;
 
 use super::pipeline::Slot;
+use super::report::Report;
 use crate::registry::StateType;
 
 /// The default members table.
@@ -47,6 +53,11 @@ pub(crate) trait Coordinator: Send + Sync {
 
     /// The member a row is placed on now, as this member sees it.
     fn owner_of(&self, key: &str) -> Option<String>;
+
+    /// The reports of the rows' owners, by state key: only those written by a live member
+    /// (its current incarnation, heartbeat younger than the ttl, not leaving) within the
+    /// ttl. Empty (the error logged) when the cluster database does not answer.
+    async fn reports(&self) -> BTreeMap<String, Report>;
 
     /// `GET /members`: every member of the table.
     ///

@@ -28,7 +28,7 @@ use super::membership::{create_table, db};
 
 /// The owners table's name beside `members`.
 pub(crate) fn table_for(members: &TableName) -> TableName {
-    members.sibling(&format!("{}_owners", members.name()))
+    super::membership::beside(members, "owners")
 }
 
 impl Owners {
