@@ -37,7 +37,7 @@ pub use delivery::{
     DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, LimitingSide,
 };
 pub use error::{BoxError, FaucetError};
-pub use page::{Bookmark, Page, PageBuilder, RowRef, RowWriter};
+pub use page::{Bookmark, Page, PageBuilder, PageStart, RowRef, RowWriter};
 pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
 pub use sink::{CommitToken, Sink, SinkCapabilities, SinkWriter};
 pub use source::{

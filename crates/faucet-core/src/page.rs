@@ -13,6 +13,20 @@ use crate::value::{Schema, Value};
 /// `{"updated_at": "...", "id": 42}`. Opaque to everything but the source that made it.
 pub type Bookmark = serde_json::Value;
 
+/// Where a page starts in its source's order, as the run loop saw it: the bookmark the run
+/// stood at before the page (the one it resumed from, or the last page's; `None` on a first
+/// run) and how many records came after that bookmark before this page (0 unless pages without
+/// a bookmark came between). A source that replays from a bookmark hands over the same records
+/// in the same order, however it cuts them into pages, so `(bookmark, offset + index)` names
+/// one record across runs — what the bus sinks' message ids are made of.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageStart {
+    /// The bookmark before the page.
+    pub bookmark: Option<Bookmark>,
+    /// Records after that bookmark before the page.
+    pub offset: u64,
+}
+
 /// Records sharing a schema, plus the bookmark after them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page {
@@ -20,6 +34,7 @@ pub struct Page {
     values: Vec<Value>,
     bookmark: Option<Bookmark>,
     source_time: Option<SystemTime>,
+    start: PageStart,
 }
 
 impl Page {
@@ -31,6 +46,7 @@ impl Page {
             values: Vec::new(),
             bookmark,
             source_time: None,
+            start: PageStart::default(),
         }
     }
 
@@ -61,6 +77,17 @@ impl Page {
     /// Replaces the bookmark.
     pub fn set_bookmark(&mut self, bookmark: Option<Bookmark>) {
         self.bookmark = bookmark;
+    }
+
+    /// Where the page starts ([`PageStart`]); set by the run loop before a sink sees the
+    /// page, the default (no bookmark, offset 0) until then.
+    pub fn start(&self) -> &PageStart {
+        &self.start
+    }
+
+    /// Sets where the page starts (the run loop does, before writing it).
+    pub fn set_start(&mut self, start: PageStart) {
+        self.start = start;
     }
 
     /// When the source was at this page's bookmark, by the source's clock: for a change
@@ -217,6 +244,7 @@ impl PageBuilder {
             values: self.values,
             bookmark,
             source_time: None,
+            start: PageStart::default(),
         }
     }
 }

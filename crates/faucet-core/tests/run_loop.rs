@@ -6,7 +6,7 @@ use faucet_core::state::{MemoryStateStore, StateStore};
 use faucet_core::testing::{CrashSwitch, CrashingStateStore, MemorySink, VecSource};
 use faucet_core::{
     DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, FaucetError,
-    LimitingSide, Pipeline, RunStreamOptions,
+    LimitingSide, PageStart, Pipeline, RunStreamOptions,
 };
 use serde_json::json;
 
@@ -40,6 +40,15 @@ async fn writes_flushes_then_persists_each_page_and_resumes() {
         [
             "write", "flush", "write", "flush", "write", "flush", "flush"
         ]
+    );
+    // Each page was told where it started: the bookmark before it (none on a first run).
+    let start = |offset: Option<u64>| PageStart {
+        bookmark: offset.map(|o| json!({ "offset": o })),
+        offset: 0,
+    };
+    assert_eq!(
+        sink.log().starts,
+        [start(None), start(Some(10)), start(Some(20))]
     );
     // The source heard of each bookmark only after it was stored.
     assert_eq!(

@@ -9,7 +9,7 @@
 //! | `faucet-op` | a change record's op (`c` `u` `d` `r` `t`); absent for plain rows |
 //! | `faucet-table` | a change record's source table (`public.orders`, `shop.orders`); absent for plain rows |
 //! | `faucet-position` | where the record is in its source, as JSON: a change record's position fields (`{"lsn":"0/16B3748"}`, `{"binlog_file":…,"binlog_pos":…,"gtid":…}`); for a plain row, the bookmark after its page |
-//! | `faucet-id` | a deterministic message id, `<state key>/<page>/<index>`: the state key (empty when the writer was not told one: an at-least-once run without a lease), 16 hex digits of SHA-256 over the bookmark after the record's page, and the record's index in the page. The same record handed over again in the same page (a replay from the same bookmark with the same `batch_size`) gets the same id, so a consumer can drop duplicates by it |
+//! | `faucet-id` | a deterministic message id, `<state key>/<start>/<n>`: the state key (empty when the writer was not told one: an at-least-once run without a lease), 16 hex digits of SHA-256 over the bookmark the record's page started from ([`faucet_core::PageStart`], set by the run loop), and `n`, the record's place after that bookmark (its index in the page, plus the records of pages without a bookmark before it). A source replays the same records in the same order after a bookmark however it cuts them into pages, so one id never names two records; a record replayed from the same bookmark gets the same id, so a consumer can drop duplicates by it (a replay from a later bookmark names it anew: dropping by id removes duplicates, never a record) |
 //!
 //! The Debezium envelope: `before` and `after` as the change record has them (rows as JSON
 //! objects, or null), `op` its op, `ts_ms` its `commit_ts` in milliseconds since the epoch
@@ -119,7 +119,8 @@ impl MessageEncoder {
     pub fn encode(&self, page: &Page, scope: &str) -> Result<Vec<Message>, FaucetError> {
         let schema = page.schema();
         let layout = ChangeLayout::of(schema);
-        let page_id = page_id(scope, page.bookmark());
+        let start = page.start();
+        let page_id = page_id(scope, start.bookmark.as_ref());
         let page_position = page
             .bookmark()
             .map(|b| serde_json::to_vec(b).unwrap_or_default())
@@ -128,7 +129,7 @@ impl MessageEncoder {
         for (index, row) in page.rows().enumerate() {
             let values = row.values();
             let at = || format!("record {} of the page", index + 1);
-            let id = format!("{page_id}/{index}");
+            let id = format!("{page_id}/{}", start.offset + index as u64);
             let message = match &layout {
                 None => {
                     let route = self
@@ -242,8 +243,8 @@ impl MessageEncoder {
 }
 
 /// `<scope>/<16 hex digits of SHA-256 of the bookmark's JSON>` (no bookmark: of nothing):
-/// the page part of `faucet-id` (over the bookmark after the page), and of the `nats` sink's
-/// `Nats-Msg-Id` (over the bookmark the page started from).
+/// the page part of `faucet-id` and of the `nats` sink's `Nats-Msg-Id`, both over the
+/// bookmark the page started from.
 pub fn page_id(scope: &str, bookmark: Option<&faucet_core::Bookmark>) -> String {
     let text = bookmark
         .map(|b| serde_json::to_vec(b).unwrap_or_default())
@@ -383,11 +384,42 @@ mod tests {
         assert_eq!(again[1].id, msgs[1].id);
         assert_eq!(again[0].key, None);
         let mut other = change_page();
-        other.set_bookmark(Some(json!({"lsn": "0/30"})));
+        other.set_start(faucet_core::PageStart {
+            bookmark: Some(json!({"lsn": "0/5"})),
+            offset: 0,
+        });
         let other = encoder("x", &[], MessageFormat::Faucet)
             .encode(&other, "orders")
             .expect("encode");
         assert_ne!(other[1].id, msgs[1].id);
+    }
+
+    /// The ids name records by where their page started, not where it ended: a replay that
+    /// cuts pages elsewhere names the same record alike, and two different records ending
+    /// pages at the same bookmark never share an id (they did when ids hashed the bookmark
+    /// after the page: a consumer deduplicating by id would have dropped a record).
+    #[test]
+    fn ids_follow_the_records_not_the_page_cuts() {
+        let at = |lsn: &str, offset| faucet_core::PageStart {
+            bookmark: Some(json!({ "lsn": lsn })),
+            offset,
+        };
+        let e = encoder("x", &[], MessageFormat::Faucet);
+        // Run 1: one page of both records, from 0/5.
+        let mut whole = change_page();
+        whole.set_start(at("0/5", 0));
+        let whole = e.encode(&whole, "k").expect("encode");
+        // Run 2, from the same bookmark: the second record comes in a page of its own after a
+        // page without a bookmark that held the first.
+        let mut tail = change_page();
+        tail.set_start(at("0/5", 1));
+        let tail = e.encode(&tail, "k").expect("encode");
+        assert_eq!(tail[0].id, whole[1].id, "the same record, the same id");
+        // Run 3, from a later bookmark, ending at the same one: its first record is not run 1's.
+        let mut later = change_page();
+        later.set_start(at("0/10", 0));
+        let later = e.encode(&later, "k").expect("encode");
+        assert!(later.iter().all(|m| whole.iter().all(|w| w.id != m.id)));
     }
 
     #[test]

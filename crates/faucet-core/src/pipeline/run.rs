@@ -21,7 +21,7 @@ use crate::delivery::{
 use crate::error::FaucetError;
 use crate::fault;
 use crate::keys::{self, KeyNote};
-use crate::page::{Bookmark, Page};
+use crate::page::{Bookmark, Page, PageStart};
 use crate::sink::{CommitToken, SinkWriter};
 use crate::source::{PageStream, ReadOptions};
 use crate::state::validate_state_key;
@@ -276,14 +276,24 @@ async fn pump(
     started: Instant,
 ) -> Result<(), FaucetError> {
     let key = p.options.state_key.as_str();
+    // Records handed over since the last bookmark (pages without one), for `PageStart`.
+    let mut since_bookmark = 0u64;
     loop {
         let page = tokio::select! {
             biased;
             lost = lease.lost() => return Err(lost),
             page = stream.next_page() => page?,
         };
-        let Some(page) = page else { break };
+        let Some(mut page) = page else { break };
         state.summary.records_in += page.len() as u64;
+        page.set_start(PageStart {
+            bookmark: state.summary.last_bookmark.clone(),
+            offset: since_bookmark,
+        });
+        since_bookmark = match page.bookmark() {
+            Some(_) => 0,
+            None => since_bookmark + page.len() as u64,
+        };
         lease.check()?;
         write_page(state, key, &page).await?;
         if let Some(bookmark) = page.bookmark() {

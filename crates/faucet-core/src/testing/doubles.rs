@@ -255,6 +255,8 @@ pub struct SinkLog {
     pub tokens: std::collections::BTreeMap<String, CommitToken>,
     /// `write`, `flush`, `commit` calls in order, for ordering tests.
     pub calls: Vec<&'static str>,
+    /// Where each page written started ([`crate::Page::start`]), in order.
+    pub starts: Vec<crate::PageStart>,
 }
 
 /// A sink keeping everything in memory, with configurable capabilities.
@@ -366,6 +368,7 @@ impl SinkWriter for MemoryWriter<'_> {
         self.sink.switch.tick("sink write")?;
         let mut log = lock(&self.sink.log);
         log.calls.push("write");
+        log.starts.push(page.start().clone());
         log.pending.extend(page_rows(page));
         Ok(())
     }
@@ -393,6 +396,7 @@ impl SinkWriter for MemoryWriter<'_> {
         self.sink.switch.tick("sink commit")?;
         let mut log = lock(&self.sink.log);
         log.calls.push("commit");
+        log.starts.push(page.start().clone());
         if let Some(stored) = log.tokens.get(scope)
             && stored.sequence >= token.sequence
             && !self.sink.accept_stale_tokens
