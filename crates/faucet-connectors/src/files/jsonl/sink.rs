@@ -75,8 +75,10 @@ pub struct JsonlSinkConfig {
     /// another path that is not a regular file is refused. A symbolic link is followed to
     /// the regular file it points at; a dangling one is refused. With a placeholder of
     /// [`faucet_core::route::TableTemplate`] (`out/{table}.jsonl`, `{schema}/{table}.jsonl`)
-    /// each source table's change records go to their own file (module docs of
-    /// [`super::route`]); `{{` / `}}` are literal braces.
+    /// each source table's change records go to their own file, created on its table's
+    /// first record and repaired and fsynced as the one file is; a record without a source
+    /// table, or a table whose name would not make a safe file name (`/`, `\`, `..`, control
+    /// characters), is a data error naming it. `{{` / `}}` are literal braces.
     pub path: PathBuf,
     /// A routed `path`: the most files kept open at once (≥ 1); past it the least recently
     /// written is fsynced and closed, and reopened when its table comes back. Default 64.
