@@ -20,6 +20,8 @@ mod feedback_loop;
 mod field_paths;
 mod file_safety;
 mod input_edges;
+#[cfg(feature = "postgres")]
+mod jsonl_routed;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;
 mod lost_state;

@@ -126,6 +126,20 @@ fn scheduled_rows_run_a_failing_one_is_isolated_and_pause_survives_a_restart() {
         text.contains("faucet_pipeline_failed{pipeline=\"bad\",row=\"\"} 1"),
         "{text}"
     );
+    // The same records per target: the sink's one file, by its absolute path.
+    let good_file = format!("{}/out/good.jsonl", dir.path().display());
+    assert!(
+        text.contains(&format!(
+            "faucet_target_records_total{{pipeline=\"good\",row=\"\",target=\"{good_file}\"}} 75"
+        )),
+        "{text}"
+    );
+    let doc = server.status("good");
+    assert_eq!(
+        doc["targets"],
+        serde_json::json!({ good_file: 75 }),
+        "{doc}"
+    );
     assert!(
         text.contains("faucet_pipeline_paused{pipeline=\"good\",row=\"\"} 1"),
         "{text}"

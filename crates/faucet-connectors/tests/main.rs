@@ -8,6 +8,8 @@ mod files_csv_resume;
 #[cfg(feature = "files")]
 mod files_jsonl;
 #[cfg(feature = "files")]
+mod files_jsonl_routed;
+#[cfg(feature = "files")]
 mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;

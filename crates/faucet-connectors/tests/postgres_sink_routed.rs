@@ -78,6 +78,10 @@ async fn a_page_of_several_targets_is_one_transaction_with_one_token() {
         .expect("page 1");
     let ta = db.table("t_a");
     let tb = db.table("t_b");
+    // The page's records per target, for per-target counts.
+    let mut written = w.written_targets().to_vec();
+    written.sort();
+    assert_eq!(written, [(ta.clone(), 2), (tb.clone(), 2)]);
     assert_eq!(
         db.copy_out(&format!("SELECT * FROM {ta} ORDER BY id"))
             .await,
@@ -117,6 +121,10 @@ async fn a_page_of_several_targets_is_one_transaction_with_one_token() {
         .expect_err("refused");
     assert!(matches!(err, FaucetError::Data { .. }), "{err}");
     assert!(err.to_string().contains("t_b"), "{err}");
+    assert!(
+        w.written_targets().is_empty(),
+        "a refused page wrote nothing"
+    );
     assert_eq!(
         db.copy_out(&format!("SELECT count(*) FROM {ta}")).await,
         "2\n"

@@ -152,6 +152,14 @@ async fn change_records_are_routed_by_table_with_key_and_headers() {
     w.write_committed(&page, "orders-key", &token)
         .await
         .expect("write");
+    assert_eq!(
+        w.written_targets(),
+        [
+            (format!("{p}:cdc.public.orders"), 2),
+            (format!("{p}:cdc.public.items"), 1)
+        ],
+        "the page's entries per stream"
+    );
     let orders = entries(&format!("{p}:cdc.public.orders")).await;
     let items = entries(&format!("{p}:cdc.public.items")).await;
     assert_eq!(orders.len(), 2, "{orders:?}");

@@ -133,6 +133,24 @@ impl TableTemplate {
         }
     }
 
+    /// The literal text before the first placeholder (the whole name when fixed), braces
+    /// unescaped: the part every rendered name starts with.
+    pub fn fixed_prefix(&self) -> &str {
+        match self.parts.first() {
+            Some(Part::Text(t)) => t,
+            _ => "",
+        }
+    }
+
+    /// Whether some source table renders to `name`: the template's literal text matches
+    /// exactly and each placeholder a non-empty run of characters (`{schema}` / `{database}`
+    /// one without a `.`, being the part before the first `.`). A fixed template matches its
+    /// own name only. For finding names a template may have made earlier (a file sink's
+    /// files), not for routing.
+    pub fn could_render(&self, name: &str) -> bool {
+        matches_parts(&self.parts, name)
+    }
+
     /// The name for records of `source_table` (`None` for records without one: rows of a
     /// file or a query).
     ///
@@ -176,6 +194,32 @@ impl TableTemplate {
     }
 }
 
+/// Whether `parts` match all of `name` ([`TableTemplate::could_render`]): backtracking over
+/// the placeholders, each taking one or more characters.
+fn matches_parts(parts: &[Part], name: &str) -> bool {
+    let Some((first, rest)) = parts.split_first() else {
+        return name.is_empty();
+    };
+    match first {
+        Part::Text(t) => name
+            .strip_prefix(t.as_str())
+            .is_some_and(|after| matches_parts(rest, after)),
+        Part::Schema | Part::Table | Part::SourceTable => {
+            let dotless = *first == Part::Schema;
+            for (at, c) in name.char_indices() {
+                if dotless && c == '.' {
+                    return false;
+                }
+                let end = at + c.len_utf8();
+                if matches_parts(rest, &name[end..]) {
+                    return true;
+                }
+            }
+            false
+        }
+    }
+}
+
 impl fmt::Display for TableTemplate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
@@ -216,6 +260,26 @@ mod tests {
         assert_eq!(t.render(None).as_deref(), Ok("events"));
         let t = TableTemplate::parse("a{{b}}", "stream").expect("parse");
         assert_eq!(t.fixed(), Some("a{b}"));
+    }
+
+    #[test]
+    fn could_render_matches_what_some_source_table_renders() {
+        let t = TableTemplate::parse("out/{table}.jsonl", "path").expect("parse");
+        assert_eq!(t.fixed_prefix(), "out/");
+        assert!(t.could_render("out/orders.jsonl"));
+        assert!(t.could_render("out/a.b.jsonl"));
+        assert!(!t.could_render("out/.jsonl"));
+        assert!(!t.could_render("out/orders.json"));
+        assert!(!t.could_render("other/orders.jsonl"));
+        let t = TableTemplate::parse("{schema}_{table}", "path").expect("parse");
+        assert_eq!(t.fixed_prefix(), "");
+        assert!(t.could_render("public_orders"));
+        assert!(t.could_render("a_b_c"));
+        assert!(!t.could_render("a.b_c"));
+        assert!(!t.could_render("public_"));
+        let t = TableTemplate::parse("a{{b}}", "path").expect("parse");
+        assert!(t.could_render("a{b}") && !t.could_render("a{{b}}"));
+        assert_eq!(t.fixed_prefix(), "a{b}");
     }
 
     #[test]

@@ -159,6 +159,16 @@ pub trait SinkWriter: Send {
         Ok(None)
     }
 
+    /// The records of the page last handed to [`SinkWriter::write`] (or
+    /// [`SinkWriter::write_committed`]) per target, as `(target name, records)`, for
+    /// per-target counts (`faucet serve`'s status and metrics): a file path, a table, a
+    /// stream, as the sink names what it writes. A sink that routes each source table to its
+    /// own target names each; empty (the default) when the sink does not tell. Read by the
+    /// run loop after the page is durable; valid until the next write.
+    fn written_targets(&self) -> &[(String, u64)] {
+        &[]
+    }
+
     /// Tells the writer the source's keys of its tables ([`crate::Source::table_keys`]),
     /// once, before the first page, when the sink upserts ([`Sink::upserts_by`]) and the
     /// source knows them: a sink that routes each source table to its own target upserts a

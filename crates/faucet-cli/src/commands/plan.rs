@@ -176,6 +176,7 @@ pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, Fau
     let feedback = crate::registry::feedback::check(&p.source, &p.sink)?;
     #[cfg(feature = "sql")]
     crate::registry::routing::check(&p.source, &p.sink, sink.as_ref())?;
+    crate::registry::routing::check_files(&p.source, source.as_ref(), &p.sink)?;
     p.state.validate()?;
     let topology = Topology {
         source: source.connector(),

@@ -209,6 +209,10 @@ impl SinkWriter for FieldedWriter<'_> {
         self.inner.source_keys(keys);
     }
 
+    fn written_targets(&self) -> &[(String, u64)] {
+        self.inner.written_targets()
+    }
+
     async fn fence(
         &mut self,
         scope: &str,

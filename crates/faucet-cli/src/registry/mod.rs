@@ -23,7 +23,6 @@ mod documented;
 mod features;
 pub(crate) mod feedback;
 mod fielded;
-#[cfg(feature = "sql")]
 pub(crate) mod routing;
 mod sink;
 mod source;

@@ -13,10 +13,67 @@
 //! alone, so `faucet validate`, `doctor`, `run`, `replicate` and `serve` refuse alike.
 //! Appending change records of several tables into one table (an audit log with a `table`
 //! column) is fine and passes.
+//!
+//! A file sink whose path is a template over the source table (`jsonl`'s
+//! `path: "out/{table}.jsonl"`, [`SinkConfig::file_route`]) is checked by [`check_files`]:
+//!
+//! * a source that is **not a change source** (a file, a query: its records name no table)
+//!   would fail at its first record; the fix is a fixed path;
+//! * **two listed source tables rendering one file** (`{table}` for `a.orders` and
+//!   `b.orders`) are refused as the SQL sinks' case is: their records would be mixed in one
+//!   file the name promises is one table's.
+//!
+//! A fixed path takes the records of every table into one file (each line names its
+//! `table`) and passes.
 
-use faucet_core::{FaucetError, Sink};
+use faucet_core::{FaucetError, Source};
 
 use super::{SinkConfig, SourceConfig};
+
+/// Applies the file-sink rules of the module docs to a row's `source` config (`built`: the
+/// source built from it) and `sink` config.
+///
+/// # Errors
+/// [`FaucetError::Config`] at `pipeline.sink.config.path`, naming the source, the tables
+/// and the fix.
+pub(crate) fn check_files(
+    source: &SourceConfig,
+    built: &dyn Source,
+    sink: &SinkConfig,
+) -> Result<(), FaucetError> {
+    let Some(template) = sink.file_route() else {
+        return Ok(());
+    };
+    if built.record_schema().is_none() {
+        return Err(FaucetError::config(
+            "pipeline.sink.config.path",
+            format!(
+                "`{template}` names a file per source table, and the `{}` source's records                  have no source table (it is not a change source); use a fixed path",
+                source.type_name(),
+            ),
+        ));
+    }
+    let Some(feed) = source.change_feed() else {
+        return Ok(());
+    };
+    let mut by_file: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for table in feed.tables.iter().filter(|t| !t.contains('*')) {
+        let qualified = feed.endpoint.qualify(table);
+        if let Ok(file) = template.render(Some(&qualified)) {
+            by_file.entry(file).or_default().push(qualified);
+        }
+    }
+    if let Some((file, sources)) = by_file.iter().find(|(_, s)| s.len() > 1) {
+        return Err(FaucetError::config(
+            "pipeline.sink.config.path",
+            format!(
+                "the path sends the source tables {} to one file, {file}: their records                  would be mixed in a file named for one table; use a template that keeps them                  apart (`\"{{schema}}_{{table}}.jsonl\"`, `\"{{schema}}/{{table}}.jsonl\"`),                  or a fixed path for one file of every table",
+                sources.join(" and "),
+            ),
+        ));
+    }
+    Ok(())
+}
 
 /// Applies the module's rules to a row's `source` and `sink` configs (`built`: the sink
 /// built from `sink`).
@@ -24,10 +81,11 @@ use super::{SinkConfig, SourceConfig};
 /// # Errors
 /// [`FaucetError::Config`] at `pipeline.sink.config.table` (or `.tables`), naming the
 /// source tables, the target and the fix.
+#[cfg(feature = "sql")]
 pub(crate) fn check(
     source: &SourceConfig,
     sink: &SinkConfig,
-    built: &dyn Sink,
+    built: &dyn faucet_core::Sink,
 ) -> Result<(), FaucetError> {
     let Some(feed) = source.change_feed() else {
         return Ok(());

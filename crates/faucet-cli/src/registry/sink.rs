@@ -69,6 +69,13 @@ pub(crate) trait SinkEntry: std::fmt::Debug {
         None
     }
 
+    /// For a file sink whose path is a template over the source table (`jsonl`'s
+    /// `out/{table}.jsonl`): the template ([`super::routing::check_files`]); `None` for a
+    /// fixed path, another sink, or a config that does not validate.
+    fn file_route(&self) -> Option<faucet_core::route::TableTemplate> {
+        None
+    }
+
     /// For a SQL sink that writes each source table into its own target: its route
     /// ([`super::routing::check`]); `None` for a sink of one table, or a config that does
     /// not validate (its build reports that).
@@ -116,6 +123,10 @@ impl SinkEntry for faucet_connectors::files::JsonlSinkConfig {
 
     fn writes_stdout(&self) -> bool {
         faucet_connectors::files::JsonlSinkConfig::writes_stdout(self)
+    }
+
+    fn file_route(&self) -> Option<faucet_core::route::TableTemplate> {
+        self.route().ok().flatten()
     }
 
     fn hints(&self) -> Hints {
@@ -316,6 +327,11 @@ impl SinkConfig {
     /// What a database sink writes ([`SinkEntry::written_table`]).
     pub(crate) fn written_table(&self) -> Option<super::feedback::WrittenTable> {
         self.about().and_then(|e| e.written_table())
+    }
+
+    /// A file sink's path template ([`SinkEntry::file_route`]).
+    pub(crate) fn file_route(&self) -> Option<faucet_core::route::TableTemplate> {
+        self.about().and_then(|e| e.file_route())
     }
 
     /// A routed SQL sink's route ([`SinkEntry::route`]).

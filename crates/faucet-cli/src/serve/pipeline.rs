@@ -53,6 +53,9 @@ pub(crate) struct Status {
     /// Records and pages this process wrote for the row.
     pub(crate) records: u64,
     pub(crate) pages: u64,
+    /// `records` per target, as the sink names them (at most
+    /// [`crate::telemetry::metrics::MAX_TARGETS`] names, the rest under `(other)`).
+    pub(crate) targets: BTreeMap<String, u64>,
     /// The rate of `records`.
     pub(crate) rate: Rate,
     /// Runs started.
@@ -128,6 +131,7 @@ impl Slot {
                 retention: None,
                 records: 0,
                 pages: 0,
+                targets: BTreeMap::new(),
                 rate: Rate::default(),
                 runs: 0,
                 failures: 0,
@@ -246,11 +250,14 @@ impl Slot {
         let slot = self.clone();
         let observer = self.metrics.observer();
         Arc::new(move |p: &Progress| {
-            let (records, pages) = observer.page(p);
+            let added = observer.page(p);
             let mut st = slot.status();
-            st.records += records;
-            st.pages += pages;
-            st.rate.add(records, Instant::now());
+            st.records += added.records;
+            st.pages += added.pages;
+            st.rate.add(added.records, Instant::now());
+            for (target, records) in added.targets {
+                *st.targets.entry(target).or_default() += records;
+            }
             if let Some(b) = &p.bookmark {
                 st.bookmark = Some(b.clone());
                 st.bookmark_at = Some(Utc::now());
@@ -341,6 +348,11 @@ impl Slot {
             retention: st.retention.clone(),
             records: report.map_or(st.records, |r| r.records),
             pages: report.map_or(st.pages, |r| r.pages),
+            targets: if report.is_some() {
+                BTreeMap::new()
+            } else {
+                st.targets.clone()
+            },
             rate_records_per_second: report.map_or(rate, |r| r.rate),
             runs: report.map_or(st.runs, |r| r.runs),
             failures: report.map_or(st.failures, |r| r.failures),
@@ -423,6 +435,11 @@ pub(crate) struct PipelineView {
     records: u64,
     /// Pages written by this process.
     pages: u64,
+    /// `records` per target (`{"/data/out/public.orders.jsonl": 120}`): a file, table or
+    /// stream as the sink names it; empty when the sink does not name its targets, and for
+    /// a row whose figures are its owner's report. At most 1,000 names; the records of
+    /// further targets count under `(other)`.
+    targets: BTreeMap<String, u64>,
     /// Records per second over the last 5 s window (null before one passed).
     rate_records_per_second: Option<f64>,
     /// Runs started by this process.

@@ -4,12 +4,14 @@
 //! Recorded through the `metrics` facade and rendered by `metrics-exporter-prometheus`'s
 //! recorder (its own HTTP listener is compiled out; the text is served by our axum handler).
 //! Names follow Prometheus' conventions (prefix `faucet_`, base units, `_total` on counters,
-//! `_timestamp_seconds` for times); the only labels are `pipeline` (the file's `name`) and
-//! `row` (the matrix row id, empty without a matrix), so cardinality is the number of rows.
+//! `_timestamp_seconds` for times); the labels are `pipeline` (the file's `name`) and `row`
+//! (the matrix row id, empty without a matrix), so cardinality is the number of rows; only
+//! `faucet_target_records_total` adds `target`, bounded per row by [`MAX_TARGETS`].
 //!
 //! | metric | type | meaning |
 //! |---|---|---|
 //! | `faucet_records_total` | counter | records written to the sink (pages whose bookmark is durable) |
+//! | `faucet_target_records_total` | counter | the same per target (label `target`: a file, table, stream or subject as the sink names it, [`faucet_core::SinkWriter::written_targets`], e.g. each file of a routed jsonl `path`); the first [`MAX_TARGETS`] targets of a row are named, the records of any further ones count under `target="(other)"`; no series for a sink that does not name its targets |
 //! | `faucet_pages_total` | counter | pages written |
 //! | `faucet_last_bookmark_timestamp_seconds` | gauge | Unix time the last bookmark became durable |
 //! | `faucet_source_lag_seconds` | gauge | the source lag of the last durable bookmark (`RunSummary::lag_seconds`) |
@@ -25,8 +27,9 @@
 //! | `faucet_fence_refused_writes_total` | counter | pages the sink refused because a newer run of the key holds a larger fence (`LeaseError::Fenced`) |
 //! | `faucet_pipelines_moved_total` | counter | runs this member started of a row another member owned before (`--cluster`) |
 
+use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use faucet_core::pipeline::Progress;
@@ -34,6 +37,14 @@ use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 const RECORDS: &str = "faucet_records_total";
+const TARGET_RECORDS: &str = "faucet_target_records_total";
+
+/// The most targets a row's per-target counts (metrics and status) name; past it, records
+/// of a target not yet named count under [`OTHER_TARGETS`], so a stream of ever new tables
+/// cannot grow the series without bound.
+pub(crate) const MAX_TARGETS: usize = 1000;
+/// The target name the records of targets past [`MAX_TARGETS`] are counted under.
+pub(crate) const OTHER_TARGETS: &str = "(other)";
 const PAGES: &str = "faucet_pages_total";
 const BOOKMARK_AT: &str = "faucet_last_bookmark_timestamp_seconds";
 const LAG: &str = "faucet_source_lag_seconds";
@@ -59,6 +70,11 @@ pub(crate) fn install() -> Result<PrometheusHandle, String> {
         .install_recorder()
         .map_err(|e| format!("cannot install the metrics recorder: {e}"))?;
     describe_counter!(RECORDS, Unit::Count, "Records written to the sink.");
+    describe_counter!(
+        TARGET_RECORDS,
+        Unit::Count,
+        "Records written to each target of the sink (a file, table or stream)."
+    );
     describe_counter!(PAGES, Unit::Count, "Pages written to the sink.");
     describe_gauge!(
         BOOKMARK_AT,
@@ -123,6 +139,8 @@ pub(crate) const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8"
 pub(crate) struct RowMetrics {
     pipeline: String,
     row: String,
+    /// The targets named so far (at most [`MAX_TARGETS`]), shared by the row's runs.
+    targets: Arc<Mutex<HashSet<String>>>,
 }
 
 impl RowMetrics {
@@ -132,6 +150,7 @@ impl RowMetrics {
         let m = Self {
             pipeline: pipeline.to_owned(),
             row: row.unwrap_or_default().to_owned(),
+            targets: Arc::default(),
         };
         for name in [
             RECORDS,
@@ -170,6 +189,41 @@ impl RowMetrics {
         if let Some(lag) = lag {
             gauge!(LAG, &labels).set(lag.as_secs_f64());
         }
+    }
+
+    /// `targets` (a page's records per target) under the names the row counts them by:
+    /// a target's own name while fewer than [`MAX_TARGETS`] are named, else
+    /// [`OTHER_TARGETS`]; each counted in `faucet_target_records_total`.
+    fn targets(&self, targets: &[(String, u64)]) -> Vec<(String, u64)> {
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        let mut named = self
+            .targets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out: Vec<(String, u64)> = Vec::with_capacity(targets.len());
+        for (target, records) in targets {
+            let name = if named.contains(target) {
+                target.clone()
+            } else if named.len() < MAX_TARGETS {
+                named.insert(target.clone());
+                target.clone()
+            } else {
+                OTHER_TARGETS.to_owned()
+            };
+            match out.iter_mut().find(|(n, _)| *n == name) {
+                Some((_, sum)) => *sum += records,
+                None => out.push((name, *records)),
+            }
+        }
+        drop(named);
+        let [pipeline, row] = self.labels();
+        for (target, records) in &out {
+            let labels = [pipeline.clone(), row.clone(), ("target", target.clone())];
+            counter!(TARGET_RECORDS, &labels).increment(*records);
+        }
+        out
     }
 
     /// A run ended with an error.
@@ -247,9 +301,19 @@ pub(crate) struct RunObserver {
     seen: Mutex<(u64, u64)>,
 }
 
+/// What one progress report added: records and pages since the last report, and the page's
+/// records per target under the names the row counts them by ([`RowMetrics`], at most
+/// [`MAX_TARGETS`] names and [`OTHER_TARGETS`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Added {
+    pub(crate) records: u64,
+    pub(crate) pages: u64,
+    pub(crate) targets: Vec<(String, u64)>,
+}
+
 impl RunObserver {
-    /// Records the page `p` reports; returns the new records and pages since the last report.
-    pub(crate) fn page(&self, p: &Progress) -> (u64, u64) {
+    /// Records the page `p` reports; returns what it added.
+    pub(crate) fn page(&self, p: &Progress) -> Added {
         let (records, pages) = {
             let mut seen = self
                 .seen
@@ -264,7 +328,11 @@ impl RunObserver {
         };
         self.metrics
             .page(records, pages, p.lag, p.bookmark.is_some());
-        (records, pages)
+        Added {
+            records,
+            pages,
+            targets: self.metrics.targets(&p.targets),
+        }
     }
 }
 

@@ -125,7 +125,16 @@ pub(crate) fn test_decoding_changes<'a>(
     lines: impl IntoIterator<Item = &'a str>,
     schema: &str,
 ) -> Vec<Change> {
-    let prefix = format!("table {schema}.items: ");
+    test_decoding_table_changes(lines, &format!("{schema}.items"))
+}
+
+/// As [`test_decoding_changes`], for the table `table` (`schema.name`, with an `id` and a
+/// `v` column).
+pub(crate) fn test_decoding_table_changes<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    table: &str,
+) -> Vec<Change> {
+    let prefix = format!("table {table}: ");
     let field = |line: &str, name: &str| -> Option<i64> {
         let start = line.find(&format!("{name}["))?;
         let rest = &line[start..];

@@ -78,6 +78,19 @@ impl Message {
     }
 }
 
+/// How many of `messages` go to each route (stream, subject), in the order first met: what
+/// a bus sink's writer reports as [`faucet_core::SinkWriter::written_targets`].
+pub fn per_route(messages: &[Message]) -> Vec<(String, u64)> {
+    let mut out: Vec<(String, u64)> = Vec::new();
+    for m in messages {
+        match out.iter_mut().rev().find(|(route, _)| *route == m.route) {
+            Some((_, n)) => *n += 1,
+            None => out.push((m.route.clone(), 1)),
+        }
+    }
+    out
+}
+
 /// Turns pages into [`Message`]s for one sink's configuration.
 #[derive(Debug, Clone)]
 pub struct MessageEncoder {

@@ -4,7 +4,7 @@
 
 pub mod message;
 
-pub use message::{Message, MessageEncoder, MessageFormat};
+pub use message::{Message, MessageEncoder, MessageFormat, per_route};
 
 use faucet_core::FaucetError;
 

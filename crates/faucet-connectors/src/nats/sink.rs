@@ -228,6 +228,7 @@ impl Sink for NatsSink {
             fence: None,
             at: None,
             previous: None,
+            written: Vec::new(),
         }))
     }
 
@@ -335,6 +336,8 @@ struct NatsWriter<'a> {
     at: Option<Position>,
     /// At-least-once: the bookmark after the last page written (its successor's start).
     previous: Option<Bookmark>,
+    /// The last page's messages per subject ([`SinkWriter::written_targets`]).
+    written: Vec<(String, u64)>,
 }
 
 impl NatsWriter<'_> {
@@ -639,6 +642,7 @@ impl SinkWriter for NatsWriter<'_> {
     /// Publishes the page's records and awaits every acknowledgement (the page is then
     /// durable). With a fence the publishes are chained as in [`SinkWriter::write_committed`].
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        self.written.clear();
         if page.is_empty() {
             self.previous = page.bookmark().cloned();
             return Ok(());
@@ -659,7 +663,14 @@ impl SinkWriter for NatsWriter<'_> {
             at.last_seq = last;
         }
         self.previous = page.bookmark().cloned();
+        self.written = crate::bus::per_route(&messages);
         Ok(())
+    }
+
+    /// The subjects the last page's messages went to, with how many each (a replayed page
+    /// counts whole, also the messages found already stored).
+    fn written_targets(&self) -> &[(String, u64)] {
+        &self.written
     }
 
     /// Each page's acknowledgements are awaited by its write; nothing is left to flush.
@@ -676,6 +687,7 @@ impl SinkWriter for NatsWriter<'_> {
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
+        self.written.clear();
         let at = self.position(scope).await?;
         if token.sequence <= at.committed {
             return Err(FaucetError::write(
@@ -720,6 +732,7 @@ impl SinkWriter for NatsWriter<'_> {
             start: token.bookmark.clone(),
             skip: at.skip - skip as u64,
         });
+        self.written = crate::bus::per_route(&messages);
         Ok(())
     }
 

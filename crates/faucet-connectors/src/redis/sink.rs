@@ -197,6 +197,7 @@ impl Sink for RedisStreamsSink {
             script: redis::Script::new(WRITE_PAGE),
             scope: String::new(),
             fence: None,
+            written: Vec::new(),
         }))
     }
 
@@ -263,6 +264,8 @@ struct RedisStreamsWriter<'a> {
     scope: String,
     /// The run's lease fence, checked by every page's script.
     fence: Option<u64>,
+    /// The last page's entries per stream ([`SinkWriter::written_targets`]).
+    written: Vec<(String, u64)>,
 }
 
 impl RedisStreamsWriter<'_> {
@@ -348,11 +351,19 @@ impl RedisStreamsWriter<'_> {
 impl SinkWriter for RedisStreamsWriter<'_> {
     /// Adds the page's entries in one script call (fenced, when the writer has a fence).
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        self.written.clear();
         if page.is_empty() {
             return Ok(());
         }
         let messages = self.sink.encoder.encode(page, &self.scope)?;
-        self.write_page(&messages, None).await
+        self.write_page(&messages, None).await?;
+        self.written = crate::bus::per_route(&messages);
+        Ok(())
+    }
+
+    /// The streams the last page's entries went to, with how many each.
+    fn written_targets(&self) -> &[(String, u64)] {
+        &self.written
     }
 
     /// Each page is written by its script call; nothing is left to flush.
@@ -366,9 +377,12 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
+        self.written.clear();
         scope.clone_into(&mut self.scope);
         let messages = self.sink.encoder.encode(page, scope)?;
-        self.write_page(&messages, Some(token)).await
+        self.write_page(&messages, Some(token)).await?;
+        self.written = crate::bus::per_route(&messages);
+        Ok(())
     }
 
     /// Raises the scope's fence to `fence` (refused when it holds a larger one), or with

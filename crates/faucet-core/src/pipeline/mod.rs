@@ -61,6 +61,9 @@ pub struct Progress {
     /// The bookmark this page persisted (durable when the callback runs); `None` for a page
     /// without one.
     pub bookmark: Option<Bookmark>,
+    /// This page's records per target, as the sink names its targets
+    /// ([`crate::SinkWriter::written_targets`]; empty when it does not tell).
+    pub targets: Vec<(String, u64)>,
 }
 
 /// The bookmark inside a state entry as the run loop stores it (`{"bookmark": B, "sink":

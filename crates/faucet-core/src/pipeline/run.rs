@@ -315,6 +315,7 @@ async fn pump(
                     .lag_seconds
                     .map(std::time::Duration::from_secs_f64),
                 bookmark: page.bookmark().cloned(),
+                targets: state.writer.written_targets().to_vec(),
             });
         }
         if p.options.cancel.is_cancelled() {

@@ -1,6 +1,9 @@
 //! JSON Lines: [`JsonlSource`] reads one JSON object per line, [`JsonlSink`] writes one.
 
+mod file;
 mod keys;
+mod output;
+mod route;
 mod sink;
 mod source;
 

@@ -91,6 +91,8 @@ pub(crate) struct SqlSinkWriter<'a, D: SinkDialect> {
     base: Option<D::Scratch>,
     /// The source's keys of its tables ([`SinkWriter::source_keys`]).
     source_keys: Vec<TableKeys>,
+    /// The last page's records per target ([`SinkWriter::written_targets`]).
+    written: Vec<(String, u64)>,
 }
 
 impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
@@ -117,6 +119,7 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
             by_source: HashMap::new(),
             base: None,
             source_keys: Vec::new(),
+            written: Vec::new(),
         }
     }
 
@@ -132,6 +135,7 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
             by_source: HashMap::new(),
             base: Some(base),
             source_keys: Vec::new(),
+            written: Vec::new(),
         }
     }
 
@@ -365,6 +369,17 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
                 for s in &mut self.slots {
                     s.created_here = false;
                 }
+                self.written = parts
+                    .iter()
+                    .filter(|(_, part)| !part.is_empty())
+                    .map(|(slot, part)| {
+                        let name = match self.slots.get(*slot).and_then(|s| s.routed.as_ref()) {
+                            Some((_, target)) => target.clone(),
+                            None => dialect.target_name(),
+                        };
+                        (name, part.len() as u64)
+                    })
+                    .collect();
                 Ok(())
             }
             Err((e, drop_session)) => {
@@ -489,6 +504,7 @@ impl<D: SinkDialect> PageTx<'_, D> {
 #[async_trait]
 impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
+        self.written.clear();
         if let Some(refusal) = self.refusal(false) {
             return Err(refusal);
         }
@@ -509,6 +525,7 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
+        self.written.clear();
         if let Some(refusal) = self.refusal(true) {
             return Err(refusal);
         }
@@ -579,6 +596,12 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
         dialect.abort_stalled_pages_after(conn, ttl).await?;
         self.fence = Some(writer);
         Ok(true)
+    }
+
+    /// The tables the last page's transaction wrote: the sink's table, or each routed
+    /// target by its name (`replica.orders`).
+    fn written_targets(&self) -> &[(String, u64)] {
+        &self.written
     }
 
     async fn last_committed_token(
