@@ -9,14 +9,14 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use faucet_test_support::{mongodb_url, unique_suffix};
 use serde_json::{Value as Json, json};
 
-use crate::support::crash::kill_after;
+use crate::support::crash::{CrashScenario, abort_at_every_point, kill_after};
 use crate::support::mongo::mongo;
 use crate::support::pg::{drop_cdc_objects, faucet_with_pg_url, query, sql};
 
@@ -270,4 +270,80 @@ fn postgres_cdc_into_mongodb_upsert_survives_sigkill_under_a_concurrent_writer()
         want_orders.len(),
         want_lines.len()
     );
+}
+
+// ---- csv → mongodb append, effectively-once ----------------------------------------------
+
+/// Rows of the CSV.
+const CSV_ROWS: usize = 600;
+
+/// A fresh database per round.
+#[derive(Default)]
+struct CsvIntoMongo {
+    db: Mutex<Option<String>>,
+}
+
+/// The CSV's row `i` as the collection must hold it (without `_id`).
+fn csv_row(i: usize) -> Json {
+    json!({"id": i, "v": i * 3, "amount": format!("{}.{:02}0", i, i % 100), "note": format!("n{i}")})
+}
+
+impl CrashScenario for CsvIntoMongo {
+    fn prepare(&self, dir: &Path) {
+        self.drop();
+        let db = format!("msink_csv_{}", unique_suffix());
+        let mut csv = String::from("id,v,amount,note\n");
+        for i in 0..CSV_ROWS {
+            csv.push_str(&format!("{i},{},{}.{:02}0,n{i}\n", i * 3, i, i % 100));
+        }
+        std::fs::write(dir.join("in.csv"), csv).expect("csv");
+        let url = mongodb_url();
+        std::fs::write(
+            dir.join("faucet.yaml"),
+            format!(
+                "version: 1\nname: mcsv\npipeline:\n  \
+                 source: {{ type: csv, config: {{ path: ./in.csv, columns: {{ id: int, v: int, amount: numeric }} }} }}\n  \
+                 sink: {{ type: mongodb, config: {{ connection_url: \"{url}\", collection: {db}.rows }} }}\n  \
+                 state: {{ type: file, config: {{ path: ./state }} }}\n  \
+                 delivery: effectively_once\n  batch_size: 20\n"
+            ),
+        )
+        .expect("config");
+        *self.db.lock().expect("lock") = Some(db);
+    }
+
+    fn check(&self, what: &str) {
+        let db = self.db.lock().expect("lock").clone().expect("prepared");
+        let out = mongo(
+            &mongodb_url(),
+            &format!(
+                "import json\n\
+                 rows = [dict(x, amount=str(x['amount'])) for x in c['{db}'].rows.find({{}}, {{'_id': 0}}).sort('id', 1)]\n\
+                 print(json.dumps(rows))"
+            ),
+        );
+        let got: Vec<Json> = serde_json::from_str(out.trim()).expect("json");
+        let ids: Vec<u64> = got.iter().filter_map(|r| r["id"].as_u64()).collect();
+        let mut seen = std::collections::BTreeSet::new();
+        let doubled = ids.iter().filter(|i| !seen.insert(**i)).count();
+        let lost = (0..CSV_ROWS as u64).filter(|i| !seen.contains(i)).count();
+        assert_eq!((lost, doubled), (0, 0), "{what}: lost {lost}, doubled {doubled}");
+        let want: Vec<Json> = (0..CSV_ROWS).map(csv_row).collect();
+        assert_same(&got, &want, what);
+    }
+
+    fn drop(&self) {
+        if let Some(db) = self.db.lock().expect("lock").take() {
+            mongo(&mongodb_url(), &format!("c.drop_database('{db}')"));
+        }
+    }
+
+    fn faucet(&self) -> Command {
+        crate::support::faucet_unarmed()
+    }
+}
+
+#[test]
+fn csv_into_mongodb_append_is_exactly_once_across_aborts_at_every_fault_point() {
+    abort_at_every_point(&CsvIntoMongo::default());
 }
