@@ -9,8 +9,8 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use faucet_test_support::{mongodb_url, unique_suffix};
@@ -65,19 +65,19 @@ fn write_round(s: &str, n: u64) {
             n % 50
         ),
     ];
-    if n % 5 == 0 {
+    if n.is_multiple_of(5) {
         stmts.push(format!(
             "DELETE FROM {s}.orders WHERE id = {}",
             (n * 13) % 300 + 1
         ));
     }
-    if n % 7 == 0 {
+    if n.is_multiple_of(7) {
         stmts.push(format!(
             "UPDATE {s}.orders SET id = id + 100000 WHERE id = {}",
             (n * 11) % 300 + 1
         ));
     }
-    if n % 3 == 0 && n > 2 {
+    if n.is_multiple_of(3) && n > 2 {
         stmts.push(format!(
             "DELETE FROM {s}.lines WHERE line_no = 'L{}'",
             n - 2
@@ -86,14 +86,23 @@ fn write_round(s: &str, n: u64) {
     sql(&stmts.join("; "));
 }
 
+/// `(id, v, note, amount, at, tags)` of an `orders` row, as text where not a number.
+type OrderRow = (
+    i32,
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
 /// The source tables as the collections must hold them: `_id` included.
 fn source_rows(s: &str) -> (Vec<Json>, Vec<Json>) {
-    let orders: Vec<(i32, i64, Option<String>, Option<String>, Option<String>, Option<String>)> =
-        query(&format!(
-            "SELECT id, v, note, amount::text, \
+    let orders: Vec<OrderRow> = query(&format!(
+        "SELECT id, v, note, amount::text, \
              to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), tags::text \
              FROM {s}.orders ORDER BY id"
-        ));
+    ));
     let orders = orders
         .into_iter()
         .map(|(id, v, note, amount, at, tags)| {
@@ -212,10 +221,7 @@ fn prepare(dir: &Path) -> Names {
 fn postgres_cdc_into_mongodb_upsert_survives_sigkill_under_a_concurrent_writer() {
     let dir = tempfile::tempdir().expect("tempdir");
     let names = prepare(dir.path());
-    crate::support::output_of_success(
-        faucet().arg("doctor").current_dir(dir.path()),
-        "doctor",
-    );
+    crate::support::output_of_success(faucet().arg("doctor").current_dir(dir.path()), "doctor");
     let stop = Arc::new(AtomicBool::new(false));
     let writer = {
         let (stop, s) = (stop.clone(), names.schema.clone());
@@ -327,7 +333,11 @@ impl CrashScenario for CsvIntoMongo {
         let mut seen = std::collections::BTreeSet::new();
         let doubled = ids.iter().filter(|i| !seen.insert(**i)).count();
         let lost = (0..CSV_ROWS as u64).filter(|i| !seen.contains(i)).count();
-        assert_eq!((lost, doubled), (0, 0), "{what}: lost {lost}, doubled {doubled}");
+        assert_eq!(
+            (lost, doubled),
+            (0, 0),
+            "{what}: lost {lost}, doubled {doubled}"
+        );
         let want: Vec<Json> = (0..CSV_ROWS).map(csv_row).collect();
         assert_same(&got, &want, what);
     }

@@ -7,7 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use faucet_connectors::mongodb::sink::{MongoWriteMode, MongodbSink, MongodbSinkConfig, SubMillisecond};
+use faucet_connectors::mongodb::sink::{
+    MongoWriteMode, MongodbSink, MongodbSinkConfig, SubMillisecond,
+};
 use faucet_connectors::mongodb::value;
 use faucet_core::change::record_schema;
 use faucet_core::keys::TableKeys;
@@ -108,16 +110,25 @@ async fn passes_the_sink_conformance_battery() {
     let db = Db::new();
     let append = sink(&db.name, "events", MongoWriteMode::Append, &[]);
     let by_insertion = doc! {"_id": 1};
-    conformance::sink_flush_is_durable(&append, rows_of(db.name.clone(), "events", by_insertion.clone()))
-        .await
-        .expect("flush is durable");
-    conformance::sink_guarantee_is_truthful(&append, rows_of(db.name.clone(), "events", by_insertion))
-        .await
-        .expect("guarantee is truthful (append)");
+    conformance::sink_flush_is_durable(
+        &append,
+        rows_of(db.name.clone(), "events", by_insertion.clone()),
+    )
+    .await
+    .expect("flush is durable");
+    conformance::sink_guarantee_is_truthful(
+        &append,
+        rows_of(db.name.clone(), "events", by_insertion),
+    )
+    .await
+    .expect("guarantee is truthful (append)");
     let upsert = sink(&db.name, "items", MongoWriteMode::Upsert, &["id"]);
-    conformance::sink_guarantee_is_truthful(&upsert, rows_of(db.name.clone(), "items", doc! {"id": 1}))
-        .await
-        .expect("guarantee is truthful (upsert)");
+    conformance::sink_guarantee_is_truthful(
+        &upsert,
+        rows_of(db.name.clone(), "items", doc! {"id": 1}),
+    )
+    .await
+    .expect("guarantee is truthful (upsert)");
     conformance::config_is_strict::<MongodbSinkConfig>(
         &json!({"connection_url": mongodb_url(), "collection": "a.b"}),
     )
@@ -138,15 +149,26 @@ async fn passes_the_sink_conformance_battery() {
     assert_eq!(docs(&db.name, "_faucet_fences", doc! {}).await.len(), 0);
 }
 
+/// `(op, table, before, after)` of one change record of `(id, v)` rows.
+type ChangeRow<'a> = (
+    &'a str,
+    &'a str,
+    Option<(i64, &'a str)>,
+    Option<(i64, &'a str)>,
+);
+
 /// A page of change records of `(id, v)` rows (`before` / `after` as given).
-fn change_page(rows: &[(&str, &str, Option<(i64, &str)>, Option<(i64, &str)>)], bookmark: Json) -> Page {
+fn change_page(rows: &[ChangeRow<'_>], bookmark: Json) -> Page {
     let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
     let row_schema = Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int),
         Field::new("v", DataType::Text),
     ]));
     let row = |r: Option<(i64, &str)>| match r {
-        Some((id, v)) => Value::row(row_schema.clone(), vec![Value::Int(id), Value::Text(v.into())]),
+        Some((id, v)) => Value::row(
+            row_schema.clone(),
+            vec![Value::Int(id), Value::Text(v.into())],
+        ),
         None => Value::Null,
     };
     let mut b = PageBuilder::new(schema, rows.len());
@@ -248,7 +270,10 @@ async fn change_records_are_upserted_by_key_and_routed_per_table() {
     );
     // A table the source tells no key for, with records without `_id`: a data error.
     let e = w
-        .write(&change_page(&[("c", "public.c", None, Some((1, "x")))], json!(3)))
+        .write(&change_page(
+            &[("c", "public.c", None, Some((1, "x")))],
+            json!(3),
+        ))
         .await
         .expect_err("no key");
     assert!(matches!(e, FaucetError::Data { .. }), "{e}");
@@ -282,7 +307,10 @@ fn every_value() -> (Page, Document) {
         ("row", Value::row(nested, vec![Value::Int(7)]), Bson::Document(doc! {"n": 7_i64})),
     ];
     let schema = Arc::new(Schema::new(
-        fields.iter().map(|(n, v, _)| Field::new(*n, v.data_type())).collect(),
+        fields
+            .iter()
+            .map(|(n, v, _)| Field::new(*n, v.data_type()))
+            .collect(),
     ));
     let mut b = PageBuilder::new(schema, 1);
     b.push_row(fields.iter().map(|(_, v, _)| v.clone()));
@@ -303,7 +331,11 @@ async fn every_value_is_written_exactly_and_reads_back_the_same() {
     let got = docs(&db.name, "values", doc! {}).await;
     assert_eq!(got.len(), 1);
     let mut got = got[0].clone();
-    assert_eq!(got.remove("_id"), Some(Bson::Int64(1)), "_id is the key's value");
+    assert_eq!(
+        got.remove("_id"),
+        Some(Bson::Int64(1)),
+        "_id is the key's value"
+    );
     // NaN != NaN: compare the doubles' bits, then the rest.
     let nan = |d: &mut Document| match d.remove("nan") {
         Some(Bson::Double(f)) => f.to_bits(),
@@ -316,9 +348,15 @@ async fn every_value_is_written_exactly_and_reads_back_the_same() {
     let mut text = Vec::new();
     faucet_core::value::json::write_value(&mut text, &row);
     let text = String::from_utf8(text).expect("utf-8");
-    assert!(text.contains(r#""dec":12345678901234567890.1234567890123"#), "{text}");
+    assert!(
+        text.contains(r#""dec":12345678901234567890.1234567890123"#),
+        "{text}"
+    );
     assert!(text.contains(r#""dec0":1.10"#), "{text}");
-    assert!(text.contains(r#""tstz":"2024-02-29T12:45:00.123Z""#), "{text}");
+    assert!(
+        text.contains(r#""tstz":"2024-02-29T12:45:00.123Z""#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -335,16 +373,24 @@ async fn a_value_without_an_exact_form_fails_its_page_whole() {
         }
         b.finish(Some(json!(1)))
     };
-    let micro = page(&[(1, "2024-02-29T12:45:00.123Z"), (2, "2024-02-29T12:45:00.123456Z")]);
+    let micro = page(&[
+        (1, "2024-02-29T12:45:00.123Z"),
+        (2, "2024-02-29T12:45:00.123456Z"),
+    ]);
     let s = sink(&db.name, "t", MongoWriteMode::Append, &[]);
     let mut w = s.open().await.expect("open");
     let e = w.write(&micro).await.expect_err("sub-millisecond refused");
     let text = e.to_string();
     assert!(
-        matches!(e, FaucetError::Data { .. }) && text.contains("page row 2") && text.contains("field at"),
+        matches!(e, FaucetError::Data { .. })
+            && text.contains("page row 2")
+            && text.contains("field at"),
         "{text}"
     );
-    assert!(docs(&db.name, "t", doc! {}).await.is_empty(), "nothing of the page");
+    assert!(
+        docs(&db.name, "t", doc! {}).await.is_empty(),
+        "nothing of the page"
+    );
     let mut c = MongodbSinkConfig::new(mongodb_url(), format!("{}.t", db.name));
     c.sub_millisecond = SubMillisecond::Truncate;
     let s = MongodbSink::new(c).expect("sink");
@@ -373,7 +419,10 @@ async fn a_stale_writer_is_fenced() {
         .write(&conformance::sample_page(&[2], "a", json!(2)))
         .await
         .expect_err("fenced");
-    assert!(matches!(e, FaucetError::Lease(LeaseError::Fenced { .. })), "{e}");
+    assert!(
+        matches!(e, FaucetError::Lease(LeaseError::Fenced { .. })),
+        "{e}"
+    );
     new.write(&conformance::sample_page(&[3], "a", json!(3)))
         .await
         .expect("page of fence 2");

@@ -318,9 +318,9 @@ impl SinkEntry for faucet_connectors::mongodb::sink::MongodbSinkConfig {
     }
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
-        Ok(Box::new(faucet_connectors::mongodb::sink::MongodbSink::new(
-            self.clone(),
-        )?))
+        Ok(Box::new(
+            faucet_connectors::mongodb::sink::MongodbSink::new(self.clone())?,
+        ))
     }
 }
 

@@ -85,14 +85,13 @@ pub fn bson(value: &Value, sub_ms: SubMillisecond) -> Result<Bson, BsonError> {
             bytes: b.clone(),
         }),
         Value::Json(j) => {
-            let tree: serde_json::Value = serde_json::from_str(j.as_str()).map_err(|e| {
-                BsonError::new(format!("the JSON value does not parse ({e})"))
-            })?;
+            let tree: serde_json::Value = serde_json::from_str(j.as_str())
+                .map_err(|e| BsonError::new(format!("the JSON value does not parse ({e})")))?;
             json(tree)?
         }
-        Value::TimestampTz(t) | Value::Timestamp(t) => {
-            Bson::DateTime(DateTime::from_millis(millis(t, sub_ms).map_err(BsonError::new)?))
-        }
+        Value::TimestampTz(t) | Value::Timestamp(t) => Bson::DateTime(DateTime::from_millis(
+            millis(t, sub_ms).map_err(BsonError::new)?,
+        )),
         Value::Date(d) if d.ends_with("infinity") => {
             return Err(BsonError::new(format!(
                 "the date `{d}` has no BSON form (a Date is milliseconds since 1970)"
@@ -161,13 +160,13 @@ fn json(tree: serde_json::Value) -> Result<Bson, BsonError> {
                 .collect::<Result<_, _>>()?,
         ),
         serde_json::Value::Object(map) => {
-            if map.keys().next().is_some_and(|k| k.starts_with('$')) {
-                if let Ok(b) = Bson::try_from(serde_json::Value::Object(map.clone()))
-                    && !matches!(b, Bson::Document(_))
-                {
-                    return Ok(b);
-                }
-                // Not an Extended JSON wrapper: a document whose first key starts with `$`.
+            // An Extended JSON wrapper; otherwise (also a document whose first key starts with
+            // `$` but is no wrapper) an embedded document.
+            if map.keys().next().is_some_and(|k| k.starts_with('$'))
+                && let Ok(b) = Bson::try_from(serde_json::Value::Object(map.clone()))
+                && !matches!(b, Bson::Document(_))
+            {
+                return Ok(b);
             }
             let mut doc = Document::new();
             for (k, v) in map {
@@ -264,9 +263,18 @@ fn millis(text: &str, sub_ms: SubMillisecond) -> Result<i64, String> {
     };
     let (date, time) = rest.split_once('T').ok_or_else(bad)?;
     let mut date_parts = date.splitn(3, '-');
-    let year: i64 = date_parts.next().and_then(|y| y.parse().ok()).ok_or_else(bad)?;
-    let month: i64 = date_parts.next().and_then(|m| m.parse().ok()).ok_or_else(bad)?;
-    let day: i64 = date_parts.next().and_then(|d| d.parse().ok()).ok_or_else(bad)?;
+    let year: i64 = date_parts
+        .next()
+        .and_then(|y| y.parse().ok())
+        .ok_or_else(bad)?;
+    let month: i64 = date_parts
+        .next()
+        .and_then(|m| m.parse().ok())
+        .ok_or_else(bad)?;
+    let day: i64 = date_parts
+        .next()
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(bad)?;
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return Err(bad());
     }
@@ -276,15 +284,26 @@ fn millis(text: &str, sub_ms: SubMillisecond) -> Result<i64, String> {
     } else if time.len() > 6 && matches!(time.as_bytes()[time.len() - 6], b'+' | b'-') {
         let (c, off) = time.split_at(time.len() - 6);
         let (h, m) = off[1..].split_once(':').ok_or_else(bad)?;
-        let minutes = h.parse::<i64>().map_err(|_| bad())? * 60 + m.parse::<i64>().map_err(|_| bad())?;
-        (c, if off.starts_with('-') { -minutes } else { minutes })
+        let minutes =
+            h.parse::<i64>().map_err(|_| bad())? * 60 + m.parse::<i64>().map_err(|_| bad())?;
+        (
+            c,
+            if off.starts_with('-') {
+                -minutes
+            } else {
+                minutes
+            },
+        )
     } else {
         (time, 0)
     };
     let (hms, fraction) = clock.split_once('.').unwrap_or((clock, ""));
     let mut hms_parts = hms.splitn(3, ':');
     let mut next = || -> Result<i64, String> {
-        hms_parts.next().and_then(|p| p.parse().ok()).ok_or_else(bad)
+        hms_parts
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(bad)
     };
     let (h, m, s) = (next()?, next()?, next()?);
     if h > 24 || m > 59 || s > 60 || !fraction.bytes().all(|b| b.is_ascii_digit()) {
@@ -370,7 +389,15 @@ mod tests {
 
     #[test]
     fn decimals_are_exact_or_refused() {
-        for text in ["1.10", "-0", "0.0001", "1e3", "NaN", "Infinity", "-Infinity"] {
+        for text in [
+            "1.10",
+            "-0",
+            "0.0001",
+            "1e3",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+        ] {
             let d = decimal(text).expect(text);
             assert_eq!(
                 value::value(Bson::Decimal128(d)),

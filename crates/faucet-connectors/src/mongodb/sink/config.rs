@@ -185,7 +185,9 @@ fn url_database(url: &str) -> Option<String> {
 pub(crate) fn check_database(db: &str) -> Result<(), String> {
     if db.is_empty()
         || db.len() > 63
-        || db.contains(['/', '\\', '.', ' ', '"', '$', '*', '<', '>', ':', '|', '?', '\0'])
+        || db.contains([
+            '/', '\\', '.', ' ', '"', '$', '*', '<', '>', ':', '|', '?', '\0',
+        ])
     {
         return Err(format!(
             "`{db}` is not a MongoDB database name (1 to 63 bytes, none of / \\ . space \" $ * \
@@ -219,17 +221,24 @@ mod tests {
 
     #[test]
     fn collections_need_a_database_and_tokens_a_home() {
-        let v = cfg("mongodb://h/", "shop.orders").validate().expect("valid");
+        let v = cfg("mongodb://h/", "shop.orders")
+            .validate()
+            .expect("valid");
         assert_eq!(v.home, "shop");
-        let v = cfg("mongodb://h/", "replica.{table}").validate().expect("valid");
+        let v = cfg("mongodb://h/", "replica.{table}")
+            .validate()
+            .expect("valid");
         assert_eq!(v.home, "replica");
         let e = cfg("mongodb://h/", "{schema}.{table}")
             .validate()
             .expect_err("no home");
         assert!(e.to_string().contains("URL's path"), "{e}");
-        let v = cfg("mongodb://u:p@h/faucet?directConnection=true", "{schema}.{table}")
-            .validate()
-            .expect("valid");
+        let v = cfg(
+            "mongodb://u:p@h/faucet?directConnection=true",
+            "{schema}.{table}",
+        )
+        .validate()
+        .expect("valid");
         assert_eq!(v.home, "faucet");
         for bad in ["orders", "shop.", "sh op.orders", "shop.{nope}"] {
             assert!(cfg("mongodb://h/", bad).validate().is_err(), "{bad}");

@@ -37,8 +37,8 @@ use async_trait::async_trait;
 
 use faucet_core::{FaucetError, Sink, SinkCapabilities, SinkWriter};
 
-pub use config::{MongoWriteMode, MongodbSinkConfig};
 pub use crate::mongodb::to_bson::SubMillisecond;
+pub use config::{MongoWriteMode, MongodbSinkConfig};
 
 use config::ValidatedMongodbSinkConfig;
 

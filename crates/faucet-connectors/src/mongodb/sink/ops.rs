@@ -192,8 +192,10 @@ impl Planner {
         for slot in &collapsed.slots {
             match slot {
                 Slot::Delete { key: values, row } => {
-                    ops.deletes
-                        .push(self.id(&key, values).map_err(|e| data_error(&target, *row, &e))?);
+                    ops.deletes.push(
+                        self.id(&key, values)
+                            .map_err(|e| data_error(&target, *row, &e))?,
+                    );
                 }
                 Slot::Upsert { columns, row, .. } => {
                     let err = |e: &BsonError| data_error(&target, *row, e);
@@ -253,7 +255,10 @@ impl Planner {
         }
         if let Some(t) = table
             && let Some(k) = self.source_keys.iter().find(|k| k.table == t)
-            && let Some(key) = k.primary_key.clone().or_else(|| k.unique_sets.first().cloned())
+            && let Some(key) = k
+                .primary_key
+                .clone()
+                .or_else(|| k.unique_sets.first().cloned())
         {
             return Ok(key);
         }
@@ -397,7 +402,15 @@ mod tests {
 
     use super::*;
 
-    fn change_page(rows: &[(&str, &str, Option<(i64, &str)>, Option<(i64, &str)>)]) -> Page {
+    /// `(op, table, before, after)` of one change record of `(id, v)` rows.
+    type ChangeRow<'a> = (
+        &'a str,
+        &'a str,
+        Option<(i64, &'a str)>,
+        Option<(i64, &'a str)>,
+    );
+
+    fn change_page(rows: &[ChangeRow<'_>]) -> Page {
         let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
         let row_schema = Arc::new(Schema::new(vec![
             Field::new("id", DataType::Int),
@@ -468,7 +481,10 @@ mod tests {
             ]
         );
         assert_eq!(ops[1].name(), "rep.b");
-        assert_eq!(ops[1].deletes, vec![Bson::Document(doc! {"id": 1_i64, "v": "y"})]);
+        assert_eq!(
+            ops[1].deletes,
+            vec![Bson::Document(doc! {"id": 1_i64, "v": "y"})]
+        );
         assert!(ops[1].replaces.is_empty());
     }
 
@@ -491,7 +507,10 @@ mod tests {
             .plan(&page)
             .expect("plan");
         assert!(ops[0].truncate);
-        assert_eq!(ops[0].replaces, vec![doc! {"_id": 4_i64, "id": 4_i64, "v": "w"}]);
+        assert_eq!(
+            ops[0].replaces,
+            vec![doc! {"_id": 4_i64, "id": 4_i64, "v": "w"}]
+        );
     }
 
     #[test]
@@ -502,6 +521,9 @@ mod tests {
         assert!(e.to_string().contains("key"), "{e}");
         p.key = vec!["id".into()];
         let ops = p.plan(&page).expect("plan");
-        assert_eq!(ops[0].replaces, vec![doc! {"_id": 1_i64, "id": 1_i64, "v": "a1"}]);
+        assert_eq!(
+            ops[0].replaces,
+            vec![doc! {"_id": 1_i64, "id": 1_i64, "v": "a1"}]
+        );
     }
 }

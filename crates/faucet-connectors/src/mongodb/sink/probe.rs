@@ -48,10 +48,12 @@ pub(crate) async fn check(sink: &MongodbSink) -> Result<(), FaucetError> {
             e,
         )
     })?;
-    fences
-        .delete_one(probe)
-        .await
-        .map_err(|e| conn.write_error(&format!("remove the probe document from {home}.{FENCES}"), e))?;
+    fences.delete_one(probe).await.map_err(|e| {
+        conn.write_error(
+            &format!("remove the probe document from {home}.{FENCES}"),
+            e,
+        )
+    })?;
     if let (true, Some(name)) = (transactions, sink.config.collection.fixed()) {
         let Some((db, coll)) = name.split_once('.') else {
             return Ok(());

@@ -84,7 +84,9 @@ impl<'a> MongodbWriter<'a> {
     }
 
     fn home<T: Send + Sync>(&self, name: &str) -> Collection<T> {
-        self.client.database(&self.sink.config.home).collection(name)
+        self.client
+            .database(&self.sink.config.home)
+            .collection(name)
     }
 
     fn fail(&self, doing: &str, e: DriverError) -> FaucetError {
@@ -150,7 +152,10 @@ impl<'a> MongodbWriter<'a> {
                 return Err(self.fenced(fence, newer));
             }
             fences
-                .update_one(doc! {"_id": scope.as_str()}, doc! {"$set": {"fence": as_i64(fence)}})
+                .update_one(
+                    doc! {"_id": scope.as_str()},
+                    doc! {"$set": {"fence": as_i64(fence)}},
+                )
                 .upsert(true)
                 .session(&mut self.session)
                 .await
