@@ -29,6 +29,8 @@ mod lost_state;
 mod mongodb_cdc_cli;
 #[cfg(all(feature = "mongodb", feature = "state-postgres"))]
 mod mongodb_cdc_crash;
+#[cfg(all(feature = "mongodb", feature = "postgres"))]
+mod mongodb_sink_cli;
 #[cfg(all(
     feature = "mysql",
     feature = "redis-streams",

@@ -7,7 +7,7 @@
 //! | `postgres` | `postgres` | `postgres` query source, `postgres-cdc` source (logical replication, pgoutput), `postgres` sink |
 //! | `mysql` | `mysql` | `mysql` query source, `mysql-cdc` source (binlog), `mysql` sink (MySQL / MariaDB) |
 //! | `sqlite` | `sqlite` | `sqlite` sink (a database file; SQLite bundled) |
-//! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams) and the BSON value mapping |
+//! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams), `mongodb` sink (append or keyed upsert; a page is one transaction with its commit token) and the BSON value mappings |
 //! | `redis` | `redis-streams` | `redis-streams` sink |
 //! | `nats` | `nats` | `nats` sink (JetStream) |
 //!

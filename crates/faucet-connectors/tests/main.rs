@@ -15,6 +15,8 @@ mod files_support;
 mod files_weather;
 #[cfg(feature = "mongodb")]
 mod mongodb_cdc;
+#[cfg(feature = "mongodb")]
+mod mongodb_sink;
 #[cfg(feature = "mysql")]
 mod mysql_cdc;
 #[cfg(feature = "mysql")]

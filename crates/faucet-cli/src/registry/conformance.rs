@@ -47,6 +47,7 @@ const RUNS: &[(&str, &str, &str, &[&str])] = &[
     ("sink", "redis-streams", "crates/faucet-connectors/tests/redis_streams_sink.rs", &["conformance_battery"]),
     ("sink", "nats", "crates/faucet-connectors/tests/nats_sink.rs", &["conformance_battery"]),
     ("sink", "sqlite", "crates/faucet-connectors/tests/sqlite_sink.rs", &["append_and_upsert_keep_their_promises"]),
+    ("sink", "mongodb", "crates/faucet-connectors/tests/mongodb_sink.rs", &["passes_the_sink_conformance_battery"]),
 ];
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! | `redis-streams` | `faucet_connectors::redis::RedisStreamsSink` (Redis Streams, atomic watermark) | `redis-streams` |
 //! | `nats` | `faucet_connectors::nats::NatsSink` (NATS JetStream, atomic watermark by an exact re-anchor) | `nats` |
 //! | `sqlite` | `faucet_connectors::sqlite::SqliteSink` (append or keyed upsert; a database file) | `sqlite` |
+//! | `mongodb` | `faucet_connectors::mongodb::sink::MongodbSink` (append or keyed upsert; a page is one transaction) | `mongodb` |
 //!
 //! A sink is one line in [`registry!`] below and one `impl` [`SinkEntry`] on its config type
 //! (under its feature).
@@ -34,6 +35,8 @@ registry! {
         Nats = "nats" => faucet_connectors::nats::NatsSinkConfig, if "nats";
         /// `type: sqlite`: a table of a SQLite database file.
         Sqlite = "sqlite" => faucet_connectors::sqlite::SqliteSinkConfig, if "sqlite";
+        /// `type: mongodb`: documents of MongoDB collections.
+        Mongodb = "mongodb" => faucet_connectors::mongodb::sink::MongodbSinkConfig, if "mongodb";
     }
 }
 
@@ -299,6 +302,36 @@ impl SinkEntry for faucet_connectors::sqlite::SqliteSinkConfig {
         Ok(Box::new(faucet_connectors::sqlite::SqliteSink::new(
             self.clone(),
         )?))
+    }
+}
+
+#[cfg(feature = "mongodb")]
+impl SinkEntry for faucet_connectors::mongodb::sink::MongodbSinkConfig {
+    fn target(&self) -> String {
+        format!(
+            "{} collection {}",
+            super::redacted_secret(&self.connection_url),
+            self.collection
+        )
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(
+                "is MongoDB running, and are the hosts, user and password in the url right \
+                 (add ?directConnection=true for a single node)?",
+            ),
+            other: Some(
+                "the mongodb sink needs readWrite on the target databases; a page is one \
+                 transaction, which needs a replica set (one node is enough)",
+            ),
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
+        Ok(Box::new(
+            faucet_connectors::mongodb::sink::MongodbSink::new(self.clone())?,
+        ))
     }
 }
 

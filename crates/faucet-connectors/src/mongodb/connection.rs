@@ -134,6 +134,21 @@ impl MongoConnection {
             _ => FaucetError::read(self.connector, message, None),
         }
     }
+
+    /// [`MongoConnection::error`] for a writer: the same classes, but anything that is not a
+    /// lost connection is a [`FaucetError::Write`]; the driver error is kept as its source,
+    /// so its labels (`TransientTransactionError`) can be asked.
+    pub fn write_error(&self, doing: &str, e: DriverError) -> FaucetError {
+        match self.error(doing, &e) {
+            FaucetError::Read { message, .. } => {
+                FaucetError::write(self.connector, message, Some(Box::new(e)))
+            }
+            FaucetError::Connect { message, .. } => {
+                FaucetError::connect(self.connector, message, Some(Box::new(e)))
+            }
+            other => other,
+        }
+    }
 }
 
 /// `text` with the user information of any `mongodb://user:password@` in it removed.
