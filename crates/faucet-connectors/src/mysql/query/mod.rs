@@ -127,7 +127,7 @@ impl MysqlQuerySource {
 /// sampled estimate, exact for MyISAM), for the progress of a full read
 /// ([`crate::sql::extent`]); `None` when not known (a view, or the catalog could not be
 /// read: a progress figure never fails a read).
-async fn row_estimate(conn: &mut mysql_async::Conn, table: &TableName) -> Option<u64> {
+pub(crate) async fn row_estimate(conn: &mut mysql_async::Conn, table: &TableName) -> Option<u64> {
     let db = table.database.clone().unwrap_or_default();
     let rows: Result<Option<Option<u64>>, _> = conn
         .exec_first(

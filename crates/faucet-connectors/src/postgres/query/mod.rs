@@ -129,7 +129,7 @@ impl PostgresQuerySource {
 /// VACUUM or ANALYZE), for the progress of a full read ([`crate::sql::extent`]); `None`
 /// when not known: never analyzed (-1), or the catalog could not be read (a progress
 /// figure never fails a read).
-async fn row_estimate(conn: &mut sqlx::PgConnection, quoted: &str) -> Option<u64> {
+pub(crate) async fn row_estimate(conn: &mut sqlx::PgConnection, quoted: &str) -> Option<u64> {
     let rows: Result<Option<i64>, _> =
         sqlx::query_scalar("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1)")
             .bind(quoted)
