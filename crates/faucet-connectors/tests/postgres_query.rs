@@ -283,7 +283,7 @@ async fn a_full_read_counts_rows_of_the_estimate_once_the_table_was_analyzed() {
     assert_eq!(pages[0].extent().map(|e| e.percent().floor()), Some(34.0));
     // More rows than the estimate: the share stays below 100% until the end.
     db.exec(&format!(
-        "INSERT INTO {table} (faa, name) SELECT 'Z' || g, 'extra' FROM generate_series(1, 100) g"
+        "INSERT INTO {table} (faa, name) SELECT 'extra-' || g, 'extra' FROM generate_series(1, 100) g"
     ))
     .await;
     let pages = read_pages(&src, None, 500).await.expect("read");
