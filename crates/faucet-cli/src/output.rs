@@ -5,7 +5,7 @@ use std::error::Error as _;
 use std::io::Write as _;
 use std::time::Duration;
 
-use faucet_core::{Bookmark, DeliveryGuarantee, FaucetError, RunSummary};
+use faucet_core::{Bookmark, DeliveryGuarantee, Extent, FaucetError, RunSummary};
 use serde::Serialize;
 
 use crate::secret::redact_url;
@@ -220,10 +220,48 @@ pub(crate) fn summary_line(label: &str, s: &RunSummary) -> String {
             secs(Duration::from_secs_f64(lag))
         ));
     }
+    if let Some(extent) = &s.extent {
+        // An uncancelled run read its source to the end: an estimated total no longer counts.
+        let percent = if extent.estimate && !s.cancelled {
+            100
+        } else {
+            whole_percent(extent)
+        };
+        line.push_str(&format!(", {percent}% of the source"));
+    }
     if s.cancelled {
         line.push_str("; cancelled after persisting the page in hand, run again to resume");
     }
     line
+}
+
+/// The progress of a read whose end is known: `37% (12,345 of ~33,000 rows), ETA 1m 20s`
+/// — `~` marks an estimated total ([`Extent::estimate`]), the ETA is left out when not known
+/// ([`faucet_core::pipeline::Progress::eta`]).
+pub(crate) fn progress_text(extent: &Extent, eta: Option<Duration>) -> String {
+    let tilde = if extent.estimate { "~" } else { "" };
+    let mut text = format!(
+        "{}% ({} of {tilde}{} {})",
+        whole_percent(extent),
+        thousands(extent.done),
+        thousands(extent.total),
+        extent.unit.word()
+    );
+    if let Some(eta) = eta {
+        text.push_str(&format!(
+            ", ETA {}",
+            humantime::format_duration(Duration::from_secs(eta.as_secs()))
+        ));
+    }
+    text
+}
+
+/// [`Extent::percent`] rounded down (99.7% is not 100%).
+fn whole_percent(extent: &Extent) -> u64 {
+    // A display value in 0..=100.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let p = extent.percent().floor() as u64;
+    p
 }
 
 /// `1 page`, `3 pages`.
@@ -286,6 +324,22 @@ mod tests {
         assert_eq!(rate(100, Duration::ZERO), 0);
         assert_eq!(secs(Duration::from_millis(410)), "0.41 s");
         assert_eq!(secs(Duration::from_secs(125)), "2m 5s");
+    }
+
+    #[test]
+    fn progress_for_people() {
+        use faucet_core::ExtentUnit;
+        let rows = Extent::estimated(12_345, 33_000, ExtentUnit::Rows);
+        assert_eq!(
+            progress_text(&rows, Some(Duration::from_millis(80_900))),
+            "37% (12,345 of ~33,000 rows), ETA 1m 20s"
+        );
+        let over = Extent::estimated(40_000, 33_000, ExtentUnit::Rows);
+        assert_eq!(progress_text(&over, None), "99% (40,000 of ~33,000 rows)");
+        let bytes = Extent::exact(1_999, 2_000, ExtentUnit::Bytes);
+        assert_eq!(progress_text(&bytes, None), "99% (1,999 of 2,000 bytes)");
+        let end = Extent::exact(2_000, 2_000, ExtentUnit::WalBytes);
+        assert_eq!(progress_text(&end, None), "100% (2,000 of 2,000 WAL bytes)");
     }
 
     #[test]

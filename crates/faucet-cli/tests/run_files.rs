@@ -255,3 +255,56 @@ fn log_level_comes_from_the_flag_or_faucet_log() {
     chatty.expect_code(0);
     assert!(chatty.stderr.contains("run finished"), "{}", chatty.stderr);
 }
+
+#[test]
+fn a_forced_progress_line_shows_the_share_of_the_file_read() {
+    let dir = Dir::new();
+    let csv = numbered_csv(1, 1000, true);
+    dir.write("data.csv", &csv);
+    let pipeline = |name: &str| {
+        format!(
+            "version: 1\nname: {name}\npipeline:\n  source: {{ type: csv, config: {{ path: ./data.csv }} }}\n  sink: {{ type: jsonl, config: {{ path: ./out/{name}.jsonl }} }}\n  batch_size: 100\n"
+        )
+    };
+    dir.write("plain.yaml", pipeline("plain"));
+    dir.write("share.yaml", pipeline("share"));
+    // 20,432 bytes, as the line writes it.
+    let size = csv.len();
+    let total = format!("{},{:03}", size / 1000, size % 1000);
+
+    // Not a terminal: no progress line by default.
+    let run = dir.faucet(&["run", "plain.yaml"]);
+    run.expect_code(0);
+    assert!(!run.stderr.contains("records,"), "{}", run.stderr);
+
+    // FAUCET_PROGRESS=always: one line per page, with the share of the file's bytes.
+    let run = dir.faucet_env(&["run", "share.yaml"], &[("FAUCET_PROGRESS", "always")]);
+    run.expect_code(0);
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("share: "))
+        .collect();
+    assert_eq!(lines.len(), 10, "one line per page: {}", run.stderr);
+    let mut before = 0;
+    for line in &lines {
+        let percent: u64 = line
+            .split(", ")
+            .find_map(|part| part.split_once("% (").map(|(p, _)| p))
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("no share in {line}"));
+        assert!(percent >= before, "the share grows: {lines:?}");
+        before = percent;
+        assert!(
+            line.contains(&format!(" of {total} bytes)")),
+            "the file's size: {line}"
+        );
+    }
+    assert!(!lines[0].contains("100% ("), "{}", lines[0]);
+    assert!(
+        lines[9].contains(&format!("100% ({total} of {total} bytes)")),
+        "{}",
+        lines[9]
+    );
+    run.stdout_has(&["share: 1000 records in 10 pages", "100% of the source"]);
+}

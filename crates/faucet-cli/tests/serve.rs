@@ -65,6 +65,14 @@ fn scheduled_rows_run_a_failing_one_is_isolated_and_pause_survives_a_restart() {
     assert_eq!(good["owner"], "m1", "{good}");
     assert_eq!(good["schedule"], "*/1 * * * * * (Europe/Berlin)", "{good}");
     assert_eq!(good["bookmark"]["records"], 50, "{good}");
+    // Where the last page left the read: at the end of the file's bytes.
+    let size = numbered_csv(1, 50, true).len() as u64;
+    let progress = &good["progress"];
+    assert_eq!(progress["unit"], "bytes", "{good}");
+    assert_eq!(progress["done"], size, "{good}");
+    assert_eq!(progress["total"], size, "{good}");
+    assert_eq!(progress["percent"], 100.0, "{good}");
+    assert_eq!(progress["estimate"], false, "{good}");
     assert!(good["bookmark_at"].is_string(), "{good}");
     assert!(
         matches!(good["state"].as_str(), Some("SCHEDULED" | "RUNNING")),

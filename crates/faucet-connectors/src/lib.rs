@@ -26,6 +26,8 @@ pub mod bus;
 mod copy_filter;
 #[cfg(feature = "sql-source")]
 mod copy_history;
+#[cfg(feature = "sql-source")]
+mod copy_progress;
 #[cfg(feature = "files")]
 pub mod files;
 #[cfg(feature = "mongodb")]

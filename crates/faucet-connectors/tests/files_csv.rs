@@ -402,3 +402,27 @@ async fn empty_and_header_only_files_have_no_records() {
         assert!(pages.is_empty(), "{name}");
     }
 }
+
+#[tokio::test]
+async fn pages_say_how_many_of_the_files_bytes_are_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut csv = String::from("\u{feff}id,name\n");
+    for i in 0..95 {
+        csv.push_str(&format!("{i},\"name {i}\"\n"));
+    }
+    let path = write_file(dir.path(), "extent.csv", csv.as_bytes());
+    let size = csv.len() as u64;
+    let source = csv_source(complete_csv(&path), Some(64));
+    let pages = read_pages(&source, None, 10).await.expect("read");
+    assert_eq!(pages.len(), 10);
+    assert_byte_extents(&pages, size);
+    // A resumed read goes on from the bookmark's offset, of the same size.
+    let from = pages[4].bookmark().cloned();
+    let rest = read_pages(&source, from, 10).await.expect("resume");
+    assert_eq!(rest.len(), 5);
+    assert_byte_extents(&rest, size);
+    assert_eq!(
+        rest[0].extent().map(|e| e.done),
+        pages[5].extent().map(|e| e.done)
+    );
+}

@@ -400,3 +400,18 @@ async fn sink_check_reports_an_unusable_path_and_the_battery_passes() {
         .await
         .expect("cancellation flushes");
 }
+
+#[tokio::test]
+async fn source_pages_say_how_many_of_the_files_bytes_are_read() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut text = String::new();
+    for i in 0..42 {
+        text.push_str(&format!("{{\"id\":{i},\"name\":\"n{i}\"}}\n"));
+    }
+    let path = write_file(dir.path(), "extent.jsonl", text.as_bytes());
+    let pages = read_pages(&jsonl_source(&path), None, 5)
+        .await
+        .expect("read");
+    assert_eq!(pages.len(), 9);
+    assert_byte_extents(&pages, text.len() as u64);
+}

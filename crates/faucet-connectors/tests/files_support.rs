@@ -123,3 +123,32 @@ pub(crate) fn warnings_mentioning(needle: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Asserts that every page of a whole-file read says how far along it is in bytes: exact,
+/// `done` its bookmark's byte offset, growing, `total` the file's `size`, and the last page
+/// at `size`.
+pub(crate) fn assert_byte_extents(pages: &[faucet_core::Page], size: u64) {
+    assert!(!pages.is_empty(), "no pages");
+    let mut before = 0;
+    for (i, page) in pages.iter().enumerate() {
+        let extent = page
+            .extent()
+            .unwrap_or_else(|| panic!("page {i} has no extent"));
+        assert_eq!(extent.unit, faucet_core::ExtentUnit::Bytes, "page {i}");
+        assert!(!extent.estimate, "a file's size is exact");
+        assert_eq!(extent.total, size, "page {i}: the file's size");
+        let offset = page
+            .bookmark()
+            .and_then(|b| b["byte_offset"].as_u64())
+            .expect("a byte offset");
+        assert_eq!(
+            extent.done, offset,
+            "page {i}: done is the bookmark's offset"
+        );
+        assert!(extent.done > before, "page {i}: done grows");
+        before = extent.done;
+    }
+    let last = pages.last().and_then(|p| p.extent()).expect("extent");
+    assert_eq!(last.done, size, "the last page reaches the file's end");
+    assert_eq!(last.percent(), 100.0);
+}

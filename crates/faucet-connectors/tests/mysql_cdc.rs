@@ -147,6 +147,77 @@ async fn changes_of_listed_tables_are_exact_records_and_resume_from_the_bookmark
 }
 
 #[tokio::test]
+async fn a_bounded_run_reports_the_binlog_distance_to_its_end() {
+    let mut db = TestDb::new("cdc_extent").await;
+    db.exec("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(300))")
+        .await;
+    let src = source(&db, &["t"], 7);
+    let start = last_bookmark(&read_pages(&src, None, 100).await.expect("first run"));
+    let rows: Vec<String> = (1..=40)
+        .map(|i| format!("({i}, REPEAT('v', 200))"))
+        .collect();
+    db.exec(&format!("INSERT INTO t VALUES {}", rows.join(",")))
+        .await;
+    // Rotate once, so the distance spans two files.
+    db.exec("FLUSH BINARY LOGS").await;
+    db.exec("INSERT INTO t VALUES (41, 'after the rotation')")
+        .await;
+    let pages = read_pages(&src, Some(start), 10)
+        .await
+        .expect("bounded run");
+    assert_eq!(records(&pages).len(), 41);
+    let extents: Vec<_> = pages
+        .iter()
+        .map(|p| {
+            *p.extent()
+                .expect("every page of a bounded run has an extent")
+        })
+        .collect();
+    let total = extents[0].total;
+    assert!(total > 8_000, "40 rows of 200 bytes: {total}");
+    let mut before = 0;
+    for e in &extents {
+        assert_eq!(e.unit, faucet_core::ExtentUnit::WalBytes);
+        assert!(!e.estimate);
+        assert_eq!(e.total, total, "one end for the run");
+        assert!(e.done >= before, "the position only grows: {extents:?}");
+        before = e.done;
+    }
+    assert!(extents[0].done < total, "{extents:?}");
+    let last = extents.last().expect("last");
+    assert_eq!(last.done, total, "the run reaches its end: {extents:?}");
+    // A continuous run has no end: no extent.
+    let mut config = MysqlCdcConfig::new(db.url(), server_id(8), [db.table("t")]);
+    config.continuous = true;
+    let continuous = MysqlCdcSource::new(config).expect("config");
+    let options = faucet_core::ReadOptions {
+        batch_size: 100,
+        ..faucet_core::ReadOptions::default()
+    };
+    let cancel = options.cancel.clone();
+    let mut stream = continuous
+        .open(Some(last_bookmark(&pages)), options)
+        .await
+        .expect("open");
+    db.exec("INSERT INTO t VALUES (42, 'continuous')").await;
+    let page = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            match stream.next_page().await.expect("page") {
+                Some(p) if !p.is_empty() => break p,
+                Some(_) => {}
+                None => panic!("a continuous stream ends only when cancelled"),
+            }
+        }
+    })
+    .await
+    .expect("the change arrives");
+    assert_eq!(page.extent(), None);
+    cancel.cancel();
+    drop(stream);
+    db.drop_db().await;
+}
+
+#[tokio::test]
 async fn rotation_column_changes_and_truncate_show_in_the_records() {
     let mut db = TestDb::new("cdc_ddl").await;
     db.exec("CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(5))")

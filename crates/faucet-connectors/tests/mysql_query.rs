@@ -327,3 +327,37 @@ async fn the_config_is_strict_and_failures_are_errors() {
     .await
     .expect("errors_not_panics");
 }
+
+#[tokio::test]
+async fn a_full_read_counts_rows_of_the_catalogs_estimate() {
+    let mut db = events_db("q_extent").await;
+    db.exec("ANALYZE TABLE events").await;
+    let src = MysqlQuerySource::new(MysqlQueryConfig::for_table(db.url(), "events")).expect("ok");
+    let pages = read_pages(&src, None, 100).await.expect("read");
+    assert_eq!(pages.len(), 11);
+    let mut done = 0;
+    let total = pages[0].extent().expect("an estimate").total;
+    // InnoDB's TABLE_ROWS samples pages: near the 1,020 rows, not necessarily equal.
+    assert!((500..=2000).contains(&total), "estimate {total}");
+    for page in &pages {
+        done += page.len() as u64;
+        let e = page.extent().expect("every page of a full read");
+        assert_eq!(e.unit, faucet_core::ExtentUnit::Rows);
+        assert!(e.estimate);
+        assert_eq!((e.done, e.total), (done, total));
+    }
+    assert_eq!(done, 1020);
+    // Resumed mid-table, or a query: not known.
+    let rest = read_pages(&src, pages[3].bookmark().cloned(), 100)
+        .await
+        .expect("resume");
+    assert!(rest.iter().all(|p| p.extent().is_none()));
+    let mut q = MysqlQueryConfig::for_table(db.url(), "events");
+    q.table = None;
+    q.query = Some("SELECT id FROM events".into());
+    let pages = read_pages(&MysqlQuerySource::new(q).expect("ok"), None, 1000)
+        .await
+        .expect("query");
+    assert!(pages.iter().all(|p| p.extent().is_none()));
+    db.drop_db().await;
+}

@@ -310,6 +310,67 @@ async fn bounded_run_stops_by_itself_with_every_change() {
 }
 
 #[tokio::test]
+async fn a_bounded_run_reports_the_wal_distance_to_its_end() {
+    use faucet_core::ExtentUnit;
+    use faucet_core::pipeline::Progress;
+    use std::sync::Mutex;
+
+    let fx = Fixture::new("extent").await;
+    fx.sql("CREATE TABLE {s}.t (id int PRIMARY KEY, v text)")
+        .await;
+    let source = fx.source(&["t"]);
+    prime(&fx, &source).await;
+    fx.sql("INSERT INTO {s}.t SELECT g, repeat('v', 200) FROM generate_series(1, 45) g")
+        .await;
+    let seen: Arc<Mutex<Vec<Progress>>> = Arc::default();
+    let on_progress = {
+        let seen = seen.clone();
+        Arc::new(move |p: &Progress| seen.lock().expect("lock").push(p.clone()))
+    };
+    let sink = MemorySink::new();
+    let summary = tokio::time::timeout(
+        Duration::from_secs(60),
+        Pipeline::new(&source, &sink)
+            .with_options(RunStreamOptions {
+                batch_size: 10,
+                state_key: "cdc_extent".into(),
+                on_progress: Some(on_progress),
+                ..Default::default()
+            })
+            .run(),
+    )
+    .await
+    .expect("a bounded run ends by itself")
+    .expect("run");
+    assert_eq!(summary.records_out, 45);
+    let seen = seen.lock().expect("lock").clone();
+    assert!(seen.len() >= 5, "pages of at most 10: {}", seen.len());
+    let extents: Vec<_> = seen
+        .iter()
+        .map(|p| p.extent.expect("every page of a bounded run has an extent"))
+        .collect();
+    let total = extents[0].total;
+    // 45 rows of 200 bytes are more than 9 kB of WAL.
+    assert!(total > 9_000, "total {total}");
+    let mut before = 0;
+    for e in &extents {
+        assert_eq!(e.unit, ExtentUnit::WalBytes);
+        assert!(!e.estimate);
+        assert_eq!(e.total, total, "one end for the whole run");
+        assert!(e.done >= before, "the position only grows: {extents:?}");
+        before = e.done;
+    }
+    assert!(
+        extents[0].done < total,
+        "the first page is short of the end: {extents:?}"
+    );
+    let last = extents.last().expect("last");
+    assert_eq!(last.done, total, "the run reaches its end: {extents:?}");
+    assert_eq!(last.percent(), 100.0);
+    assert_eq!(summary.extent.as_ref(), Some(last));
+}
+
+#[tokio::test]
 async fn continuous_run_stops_on_cancel_with_the_page_in_hand() {
     let fx = Fixture::new("cancel").await;
     fx.sql("CREATE TABLE {s}.t (id int PRIMARY KEY)").await;
@@ -341,6 +402,11 @@ async fn continuous_run_stops_on_cancel_with_the_page_in_hand() {
         .map(|r| r["after"]["id"].as_i64().expect("id"))
         .collect();
     assert_eq!(ids, vec![1, 2, 3, 4, 5]);
+    assert_eq!(
+        page.extent(),
+        None,
+        "a continuous run has no end to measure"
+    );
     stream
         .bookmark_durable(page.bookmark().expect("bookmark"))
         .await
@@ -398,6 +464,7 @@ async fn continuous_run_stops_on_cancel_with_the_page_in_hand() {
         .expect("task")
         .expect("run");
     assert!(summary.cancelled, "{summary:?}");
+    assert_eq!(summary.extent, None);
     let ids: Vec<i64> = sink
         .rows()
         .iter()

@@ -240,3 +240,73 @@ async fn problems_are_typed_errors() {
     .expect("strict");
     db.drop().await;
 }
+
+/// The rows-read extents of `pages`: estimated, of `total`, counting up to `read`.
+fn assert_row_extents(pages: &[Page], total: u64, read: u64) {
+    let mut done = 0;
+    for (i, page) in pages.iter().enumerate() {
+        done += page.len() as u64;
+        let extent = page
+            .extent()
+            .unwrap_or_else(|| panic!("page {i}: no extent"));
+        assert_eq!(extent.unit, faucet_core::ExtentUnit::Rows);
+        assert!(extent.estimate, "a catalog's row count is an estimate");
+        assert_eq!(extent.total, total, "page {i}");
+        assert_eq!(extent.done, done, "page {i}: rows read so far");
+    }
+    assert_eq!(done, read);
+}
+
+#[tokio::test]
+async fn a_full_read_counts_rows_of_the_estimate_once_the_table_was_analyzed() {
+    let mut db = TestDb::new("q_extent").await;
+    // No autovacuum: it could analyze the table before the first read.
+    db.exec(
+        "CREATE TABLE airports (faa text PRIMARY KEY, name text, lat double precision, \
+         lon double precision, alt integer, tz integer, dst text, tzone text) \
+         WITH (autovacuum_enabled = false)",
+    )
+    .await;
+    let table = db.table("airports");
+    copy_in_csv(&mut db.conn, &table, &airports_csv()).await;
+    let src = source(PostgresQueryConfig::for_table(pg_url(), &table));
+    // Never analyzed: reltuples is -1, the share is not known and nothing is invented.
+    let pages = read_pages(&src, None, 500).await.expect("read");
+    assert_eq!(pages.len(), 3);
+    assert!(
+        pages.iter().all(|p| p.extent().is_none()),
+        "no estimate before ANALYZE"
+    );
+    db.exec(&format!("ANALYZE {table}")).await;
+    let pages = read_pages(&src, None, 500).await.expect("read");
+    assert_row_extents(&pages, 1458, 1458);
+    assert_eq!(pages[0].extent().map(|e| e.percent().floor()), Some(34.0));
+    // More rows than the estimate: the share stays below 100% until the end.
+    db.exec(&format!(
+        "INSERT INTO {table} (faa, name) SELECT 'extra-' || g, 'extra' FROM generate_series(1, 100) g"
+    ))
+    .await;
+    let pages = read_pages(&src, None, 500).await.expect("read");
+    assert_row_extents(&pages, 1458, 1558);
+    let last = pages.last().and_then(|p| p.extent()).expect("extent");
+    assert_eq!(last.percent(), faucet_core::Extent::ESTIMATE_CAP);
+    // Resumed mid-table, or an incremental run after the first: not known.
+    let rest = read_pages(&src, pages[0].bookmark().cloned(), 500)
+        .await
+        .expect("resume");
+    assert!(rest.iter().all(|p| p.extent().is_none()));
+    let inc = source(incremental(&table, &["faa"]));
+    let first = read_pages(&inc, None, 1000).await.expect("incremental");
+    assert_row_extents(&first, 1458, 1558);
+    let next = read_pages(&inc, first[0].bookmark().cloned(), 1000)
+        .await
+        .expect("incremental again");
+    assert!(next.iter().all(|p| p.extent().is_none()));
+    // A query has no row estimate.
+    let mut q = PostgresQueryConfig::for_table(pg_url(), &table);
+    q.table = None;
+    q.query = Some(format!("SELECT faa FROM {table}"));
+    let pages = read_pages(&source(q), None, 1000).await.expect("query");
+    assert!(pages.iter().all(|p| p.extent().is_none()));
+    db.drop().await;
+}

@@ -804,3 +804,45 @@ async fn repl_bookmark(store: &dyn faucet_core::state::StateStore) -> faucet_cor
         .map(stored_bookmark)
         .expect("bookmark")
 }
+
+/// The copy's pages count rows of the tables' summed row estimates; the bounded change
+/// stream after it measures WAL bytes.
+#[tokio::test]
+async fn the_copy_counts_rows_of_the_tables_summed_estimates() {
+    use faucet_core::ExtentUnit;
+    let fx = Fixture::new("repl_extent").await;
+    fx.sql(
+        "CREATE TABLE {s}.a (id bigint PRIMARY KEY) WITH (autovacuum_enabled = false);
+         CREATE TABLE {s}.b (id bigint PRIMARY KEY) WITH (autovacuum_enabled = false);
+         INSERT INTO {s}.a SELECT generate_series(1, 300);
+         INSERT INTO {s}.b SELECT generate_series(1, 200);
+         ANALYZE {s}.a; ANALYZE {s}.b;",
+    )
+    .await;
+    let src = source(&fx, &["a", "b"]);
+    let pages = crate::postgres_cdc::read_all(&src, None, 100).await;
+    let mut copied = 0;
+    for page in &pages {
+        let snapshot_rows = page
+            .rows()
+            .filter(|r| r.get("op") == Some(&faucet_core::Value::Text("r".into())))
+            .count() as u64;
+        if snapshot_rows == 0 {
+            continue;
+        }
+        copied += snapshot_rows;
+        let e = page.extent().expect("a page of the copy has an extent");
+        assert_eq!(e.unit, ExtentUnit::Rows);
+        assert!(e.estimate);
+        assert_eq!((e.done, e.total), (copied, 500), "rows copied of 300 + 200");
+    }
+    assert_eq!(copied, 500);
+    assert!(
+        pages
+            .iter()
+            .filter_map(|p| p.extent())
+            .all(|e| e.unit == ExtentUnit::Rows || e.unit == ExtentUnit::WalBytes),
+        "the change stream's pages measure WAL"
+    );
+    drop_slot(&fx).await;
+}

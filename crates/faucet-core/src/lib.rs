@@ -21,6 +21,7 @@
 pub mod change;
 pub mod delivery;
 pub mod error;
+pub mod extent;
 pub mod fault;
 pub mod keys;
 pub mod page;
@@ -37,6 +38,7 @@ pub use delivery::{
     DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, LimitingSide,
 };
 pub use error::{BoxError, FaucetError};
+pub use extent::{Extent, ExtentUnit};
 pub use page::{Bookmark, Page, PageBuilder, PageStart, RowRef, RowWriter};
 pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
 pub use sink::{CommitToken, Sink, SinkCapabilities, SinkWriter};

@@ -7,6 +7,7 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use crate::extent::Extent;
 use crate::value::{Schema, Value};
 
 /// A source position reached after a page: a JSON value such as `{"lsn": "0/16B3748"}` or
@@ -35,6 +36,7 @@ pub struct Page {
     bookmark: Option<Bookmark>,
     source_time: Option<SystemTime>,
     start: PageStart,
+    extent: Option<Extent>,
 }
 
 impl Page {
@@ -47,6 +49,7 @@ impl Page {
             bookmark,
             source_time: None,
             start: PageStart::default(),
+            extent: None,
         }
     }
 
@@ -103,6 +106,21 @@ impl Page {
     #[must_use]
     pub fn with_source_time(mut self, at: Option<SystemTime>) -> Self {
         self.source_time = at;
+        self
+    }
+
+    /// How far along the source's read is at this page's end, where the source knows its
+    /// end ([`crate::extent`]: a file's bytes, a table's estimated rows, a bounded change
+    /// stream's log bytes); `None` when it is not known. The run loop reports it with the
+    /// page's progress ([`crate::pipeline::Progress::extent`]).
+    pub fn extent(&self) -> Option<&Extent> {
+        self.extent.as_ref()
+    }
+
+    /// This page, with [`Page::extent`] set to `extent`.
+    #[must_use]
+    pub fn with_extent(mut self, extent: Option<Extent>) -> Self {
+        self.extent = extent;
         self
     }
 
@@ -245,6 +263,7 @@ impl PageBuilder {
             bookmark,
             source_time: None,
             start: PageStart::default(),
+            extent: None,
         }
     }
 }

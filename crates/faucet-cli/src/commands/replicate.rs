@@ -24,6 +24,7 @@ use super::run::RunArgs;
 use crate::config;
 use crate::exit::Exit;
 use crate::output;
+use crate::progress::ProgressLine;
 
 /// Runs the command: every selected row in order; the exit code is the first failure's.
 pub(crate) async fn run(args: RunArgs) -> Exit {
@@ -77,6 +78,7 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
                 .map_err(at)?;
         }
         let store = built.state.connect().await.map_err(at)?;
+        let line = ProgressLine::start(&built.label, args.quiet);
         let summary = Pipeline::from_dyn(source.as_ref(), built.sink.as_ref())
             .with_state_store(store)
             .with_options(RunStreamOptions {
@@ -87,11 +89,12 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
                 cancel: cancel.clone(),
                 lease_ttl: args.lease_ttl,
                 wait_for_lease: args.wait_for_lease,
-                on_progress: None,
+                on_progress: Some(line.callback()),
             })
             .run()
-            .await
-            .map_err(at)?;
+            .await;
+        line.finish();
+        let summary = summary.map_err(at)?;
         if !args.quiet {
             say!("{}", output::summary_line(&built.label, &summary));
         }

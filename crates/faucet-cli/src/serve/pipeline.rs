@@ -10,6 +10,7 @@ use std::time::{Instant, SystemTime};
 use chrono::{DateTime, SecondsFormat, Utc};
 use faucet_core::pipeline::{Progress, ProgressFn};
 use faucet_core::state::StateStore;
+use faucet_core::{Extent, ExtentUnit};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{Notify, OnceCell};
@@ -50,6 +51,11 @@ pub(crate) struct Status {
     pub(crate) lag_seconds: Option<f64>,
     /// The last retention sample of the source ([`crate::telemetry::retention`]).
     pub(crate) retention: Option<faucet_core::Retention>,
+    /// How far along the read was at the last page written, and its time left
+    /// ([`Progress::extent`], [`Progress::eta`]); `None` when its source did not know its
+    /// end, or before the first page. Kept between runs (a bounded row's last run shows
+    /// where it ended).
+    pub(crate) progress: Option<ProgressView>,
     /// Records and pages this process wrote for the row.
     pub(crate) records: u64,
     pub(crate) pages: u64,
@@ -129,6 +135,7 @@ impl Slot {
                 bookmark_at: None,
                 lag_seconds: None,
                 retention: None,
+                progress: None,
                 records: 0,
                 pages: 0,
                 targets: BTreeMap::new(),
@@ -265,6 +272,7 @@ impl Slot {
             if let Some(lag) = p.lag {
                 st.lag_seconds = Some(lag.as_secs_f64());
             }
+            st.progress = p.extent.map(|e| ProgressView::new(&e, p.eta));
         })
     }
 
@@ -346,6 +354,7 @@ impl Slot {
             retention_horizon_seconds: st.retention.as_ref().and_then(|r| r.horizon_seconds),
             oplog_window_seconds: st.retention.as_ref().and_then(|r| r.window_seconds),
             retention: st.retention.clone(),
+            progress: if here { st.progress.clone() } else { None },
             records: report.map_or(st.records, |r| r.records),
             pages: report.map_or(st.pages, |r| r.pages),
             targets: if report.is_some() {
@@ -431,6 +440,12 @@ pub(crate) struct PipelineView {
     /// `remaining_bytes`, `rate_bytes_per_second`, `horizon_seconds`, `window_seconds`,
     /// `bookmark_age_seconds`; [`faucet_core::Retention`]).
     retention: Option<faucet_core::Retention>,
+    /// How far along the read was at the last page written (by the run going, or the last
+    /// one), where the source knows its end: a csv / jsonl file's bytes, a table's estimated
+    /// rows for a full read, a bounded change stream's WAL bytes ([`faucet_core::extent`]);
+    /// null where it does not (a continuous change stream, a query, an incremental run
+    /// after the first), before the first page, and for a row placed on another member.
+    progress: Option<ProgressView>,
     /// Records written by this process.
     records: u64,
     /// Pages written by this process.
@@ -457,6 +472,40 @@ pub(crate) struct PipelineView {
     report_age_seconds: Option<f64>,
     /// Schedule ticks.
     ticks: TicksView,
+}
+
+/// `progress` of `GET /pipelines/{key}`: `{done, total, unit, percent, eta_seconds,
+/// estimate}`.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct ProgressView {
+    /// Read so far, in `unit`, from the source's beginning.
+    done: u64,
+    /// To read in all, in `unit` (an estimate when `estimate`).
+    total: u64,
+    /// `bytes` (a file), `rows` (a table), `wal_bytes` (a change log).
+    unit: ExtentUnit,
+    /// The share read, 0–100 ([`Extent::percent`]: below 100 for an estimate until the read
+    /// ends).
+    percent: f64,
+    /// The time left at the run's rate so far, seconds; null before a few seconds of data,
+    /// at a zero rate, or past an estimated total.
+    eta_seconds: Option<f64>,
+    /// Whether `total` is an estimate (a table's row count from the catalog).
+    estimate: bool,
+}
+
+impl ProgressView {
+    /// The view of `extent` with `eta`.
+    pub(crate) fn new(extent: &Extent, eta: Option<std::time::Duration>) -> Self {
+        Self {
+            done: extent.done,
+            total: extent.total,
+            unit: extent.unit,
+            percent: extent.percent(),
+            eta_seconds: eta.map(|d| d.as_secs_f64()),
+            estimate: extent.estimate,
+        }
+    }
 }
 
 /// An error and its time.

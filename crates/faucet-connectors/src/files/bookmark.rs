@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::path::Path;
 
-use faucet_core::{Bookmark, FaucetError};
+use faucet_core::{Bookmark, Extent, ExtentUnit, FaucetError};
 use serde::{Deserialize, Serialize};
 
 /// The bookmark the `csv` and `jsonl` sources put after every page:
@@ -138,6 +138,15 @@ impl ContentProbe {
             file,
             full_head: None,
         })
+    }
+
+    /// How far along a read that reached byte `offset` is: `offset` of the file's size now
+    /// (one `fstat`; a file that grew since the read began has a larger total), in bytes;
+    /// `None` when the size cannot be read. A last line held back (no line break yet) is
+    /// not read, so such a read ends short of 100%.
+    pub(crate) fn extent(&self, offset: u64) -> Option<Extent> {
+        let size = self.file.metadata().ok()?.len();
+        Some(Extent::exact(offset, size.max(offset), ExtentUnit::Bytes))
     }
 
     /// The fingerprint of the first `offset` bytes.

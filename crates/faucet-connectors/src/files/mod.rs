@@ -12,7 +12,9 @@
 //! Both sources replay deterministically (the file only grows while read) and put a
 //! [`FileBookmark`] after every page: `{"file", "byte_offset", "line", "records",
 //! "fingerprint"}`, enough to resume exactly after the page's last record and to tell that
-//! the file is still the one it was made on. A bookmark that does not fit the file (another
+//! the file is still the one it was made on. Every page also carries its
+//! [`faucet_core::Extent`]: the bookmark's byte offset of the file's size (both sources read
+//! uncompressed files only). A bookmark that does not fit the file (another
 //! content before the offset, beyond its end, or not at a record boundary) is an error naming
 //! the file. A last line without a line break waits for one unless
 //! [`UnterminatedLastLine::Read`]. Only regular files are read. Malformed input (an unclosed

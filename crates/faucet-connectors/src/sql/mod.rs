@@ -3,7 +3,7 @@
 //! and `key` rules (`write`); and for the query sources the rules of a read's
 //! configuration (`read`: `table` or `query`, `replication_method`, `replication_key`), the
 //! key that orders a read and its warnings (`key`), the bookmark format and where a read
-//! starts from one (`bookmark`), the warnings gathered (`warnings`), and the page cutter that keeps key ties whole
+//! starts from one (`bookmark`), how far along a full read of a table is (`extent`), the warnings gathered (`warnings`), and the page cutter that keeps key ties whole
 //! (`keyed_pages`); identifier quoting and `container.table` names ([`ident`]); the one SQL
 //! sink engine over a dialect per database (`sink`), and its routing of source tables to
 //! targets ([`Route`]). Each
@@ -12,6 +12,8 @@
 
 #[cfg(feature = "sql-source")]
 pub(crate) mod bookmark;
+#[cfg(feature = "sql-source")]
+pub(crate) mod extent;
 pub mod ident;
 #[cfg(feature = "sql-source")]
 pub(crate) mod key;

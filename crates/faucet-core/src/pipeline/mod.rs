@@ -37,6 +37,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::delivery::{DeliveryGuarantee, DeliveryRequest, Topology};
 use crate::error::FaucetError;
+use crate::extent::Extent;
 use crate::page::Bookmark;
 use crate::sink::Sink;
 use crate::source::Source;
@@ -64,6 +65,13 @@ pub struct Progress {
     /// This page's records per target, as the sink names its targets
     /// ([`crate::SinkWriter::written_targets`]; empty when it does not tell).
     pub targets: Vec<(String, u64)>,
+    /// How far along the source's read is at this page's end ([`crate::Page::extent`]);
+    /// `None` when the source does not know its end (a continuous change stream, a query).
+    pub extent: Option<Extent>,
+    /// The time left at the rate of this run so far ([`crate::extent::EtaClock`]): `None`
+    /// without an extent, before [`crate::extent::EtaClock::MIN_SPAN`] of data, at a zero
+    /// rate, or once an estimated total was exceeded.
+    pub eta: Option<Duration>,
 }
 
 /// The bookmark inside a state entry as the run loop stores it (`{"bookmark": B, "sink":
@@ -159,6 +167,9 @@ pub struct RunSummary {
     /// source has no clock or no page was persisted. Clock skew between the source's server
     /// and this host shifts it; a negative difference is reported as 0.
     pub lag_seconds: Option<f64>,
+    /// How far along the source's read was at the last page ([`crate::Page::extent`]);
+    /// `None` when the source did not know its end or no page moved.
+    pub extent: Option<Extent>,
 }
 
 fn serialize_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -19,6 +19,7 @@ use crate::delivery::{
     DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism,
 };
 use crate::error::FaucetError;
+use crate::extent::EtaClock;
 use crate::fault;
 use crate::keys::{self, KeyNote};
 use crate::page::{Bookmark, Page, PageStart};
@@ -63,6 +64,8 @@ struct Loop<'a> {
     atomic: bool,
     sequence: u64,
     summary: RunSummary,
+    /// The time left of the source's read, from its extents ([`EtaClock`]).
+    eta: EtaClock,
 }
 
 /// What the state store holds under the run's key, as the run needs it.
@@ -125,7 +128,9 @@ async fn run_leased(
             last_bookmark: from.clone(),
             cancelled: false,
             lag_seconds: None,
+            extent: None,
         },
+        eta: EtaClock::new(),
     };
     let read = ReadOptions {
         batch_size: p.options.batch_size,
@@ -305,6 +310,9 @@ async fn pump(
         }
         state.summary.pages += 1;
         state.summary.records_out += page.len() as u64;
+        let extent = page.extent().copied();
+        state.summary.extent = extent.or(state.summary.extent);
+        let eta = extent.and_then(|e| state.eta.eta(&e, Instant::now()));
         if let Some(report) = &p.options.on_progress {
             report(&Progress {
                 records: state.summary.records_out,
@@ -316,6 +324,8 @@ async fn pump(
                     .map(std::time::Duration::from_secs_f64),
                 bookmark: page.bookmark().cloned(),
                 targets: state.writer.written_targets().to_vec(),
+                extent,
+                eta,
             });
         }
         if p.options.cancel.is_cancelled() {

@@ -150,6 +150,18 @@ function button(label, action, enabled, onclick) {
   return b;
 }
 
+// `37% (12,345 of ~33,000 rows), ETA 1m 20s`; null (shown as —) where the source does not
+// know its end.
+function progress(pr) {
+  if (!pr) return null;
+  const units = { bytes: 'bytes', rows: 'rows', wal_bytes: 'WAL bytes' };
+  const tilde = pr.estimate ? '~' : '';
+  let text = `${Math.floor(pr.percent)}% (${pr.done.toLocaleString('en')} of ${tilde}` +
+    `${pr.total.toLocaleString('en')} ${units[pr.unit] || pr.unit})`;
+  if (pr.eta_seconds !== null) text += `, ETA ${seconds(pr.eta_seconds)}`;
+  return text;
+}
+
 function pipelineRow(p) {
   const tr = el('tr');
   tr.dataset.key = p.key;
@@ -170,6 +182,9 @@ function pipelineRow(p) {
     p.rate_records_per_second === null ? null : `${p.rate_records_per_second.toFixed(1)}/s`,
     'num',
   ));
+  const share = cell(progress(p.progress), 'num');
+  share.dataset.field = 'progress';
+  tr.append(share);
   tr.append(cell(retention(p)));
   const error = p.error || (p.last_error && p.last_error.message);
   const errorCell = cell(error, 'error');

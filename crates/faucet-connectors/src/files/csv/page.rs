@@ -263,7 +263,10 @@ impl PageReader for CsvPageReader {
             records: self.records,
             fingerprint: Some(fingerprint),
         };
-        Ok(Some(page.finish(Some(bookmark.to_json()))))
+        let extent = self.probe.extent(byte_offset);
+        Ok(Some(
+            page.finish(Some(bookmark.to_json())).with_extent(extent),
+        ))
     }
 }
 

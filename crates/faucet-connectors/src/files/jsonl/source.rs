@@ -416,7 +416,10 @@ impl PageReader for JsonlPageReader {
             records: self.records,
             fingerprint: Some(fingerprint),
         };
-        Ok(Some(page.finish(Some(bookmark.to_json()))))
+        let extent = self.probe.extent(byte_offset);
+        Ok(Some(
+            page.finish(Some(bookmark.to_json())).with_extent(extent),
+        ))
     }
 }
 

@@ -49,7 +49,10 @@
 //!   event, whatever the size of a transaction.
 //! * Bounded by default: catch up to the end of the log as read at open, then end (the dump is
 //!   non-blocking, so an idle server ends it); `continuous: true` follows until the run is
-//!   cancelled, then hands over the page in hand.
+//!   cancelled, then hands over the page in hand. A bounded run's pages carry their
+//!   [`faucet_core::Extent`]: the binlog bytes from the start to the page's position, of those
+//!   to the end, across files (module `span`); none when continuous, or carried over from
+//!   another server.
 //! * Anything the reader cannot decode (unknown or compressed events, an incident, partial
 //!   JSON, XA, a statement-logged change of a listed table, a table map without column names)
 //!   stops the run with an error naming the event and its position. Nothing is skipped.
@@ -67,6 +70,7 @@ mod mysql_carry;
 pub(crate) mod position;
 mod resume;
 pub(crate) mod server;
+mod span;
 mod statement;
 mod statement_scope;
 mod stream;
@@ -361,8 +365,20 @@ impl Source for MysqlCdcSource {
                 .connection
                 .error("reading the server's collations", e)
         })?;
-        drop(conn);
         let target = (!self.config().continuous).then(|| end.clone());
+        // A bounded run's progress: the binlog bytes to its end (not known when carried over
+        // from another server, whose positions are not this binlog's).
+        let span = match (&target, &carry) {
+            (Some(end), None) => match server::binlog_sizes(&mut conn).await {
+                Ok(sizes) => span::BinlogSpan::new(&sizes, &start.position, end),
+                Err(e) => {
+                    tracing::debug!(error = %e, "no binlog sizes: the progress is not known");
+                    None
+                }
+            },
+            _ => None,
+        };
+        drop(conn);
         let nothing_to_read = carry.is_none()
             && target
                 .as_ref()
@@ -392,6 +408,7 @@ impl Source for MysqlCdcSource {
             max_page_delay: options.max_page_delay,
             cancel: options.cancel,
             target,
+            span,
             carry: carry.map(|from| stream::Carry {
                 server: facts.identity.clone(),
                 from,

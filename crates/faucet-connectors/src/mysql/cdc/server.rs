@@ -207,11 +207,29 @@ fn binlog_off() -> FaucetError {
 
 /// The binlog files the server still has, oldest first (`SHOW BINARY LOGS`).
 pub(crate) async fn binlog_files(conn: &mut mysql_async::Conn) -> Result<Vec<String>, FaucetError> {
+    Ok(binlog_sizes(conn)
+        .await?
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect())
+}
+
+/// The binlog files the server still has and their sizes in bytes (`None` when the server
+/// shows none), oldest first (`SHOW BINARY LOGS`).
+pub(crate) async fn binlog_sizes(
+    conn: &mut mysql_async::Conn,
+) -> Result<Vec<(String, Option<u64>)>, FaucetError> {
     let rows: Vec<Row> = conn
         .query("SHOW BINARY LOGS")
         .await
         .map_err(|e| sql_error("SHOW BINARY LOGS", e))?;
-    Ok(rows.iter().filter_map(|r| text(r, 0)).collect())
+    Ok(rows
+        .iter()
+        .filter_map(|r| {
+            let size = text(r, 1).and_then(|s| s.parse::<u64>().ok());
+            text(r, 0).map(|name| (name, size))
+        })
+        .collect())
 }
 
 /// ER_ERROR_WHEN_EXECUTING_COMMAND: `SHOW BINLOG EVENTS` from an offset where no event

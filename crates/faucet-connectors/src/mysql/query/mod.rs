@@ -15,6 +15,10 @@
 //!   page's bookmark is `{"full_table":"done"}`.
 //! * Replay guarantee: non-deterministic (the table changes between reads), so
 //!   effectively-once needs an upsert sink.
+//! * Progress: a read of a table from its beginning (`full_table`, or an `incremental` first
+//!   run) stamps its pages with rows read of `information_schema.TABLES.TABLE_ROWS` (an
+//!   estimate for InnoDB; not known, so not stamped, for a query), see
+//!   [`crate::sql::extent`].
 //! * Each run reads in one statement; InnoDB gives it one consistent snapshot.
 //!
 //! ```no_run
@@ -43,9 +47,11 @@ use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarante
 pub use config::{MysqlQueryConfig, ReplicationMethod, ValidatedQueryConfig};
 
 use crate::mysql::connection::MysqlConnection;
+use crate::mysql::table::TableName;
+use crate::sql::extent::RowEstimate;
 use crate::sql::warnings::Warnings;
 use config::{CONNECTOR, Target};
-use plan::Plan;
+use plan::{Plan, Start};
 
 /// The `mysql` query source. Built from a validated [`MysqlQueryConfig`] without I/O;
 /// [`Source::open`] and [`Source::check`] connect.
@@ -117,6 +123,28 @@ impl MysqlQuerySource {
     }
 }
 
+/// The catalog's row estimate of `table` (`information_schema.TABLES.TABLE_ROWS`: InnoDB's
+/// sampled estimate, exact for MyISAM), for the progress of a full read
+/// ([`crate::sql::extent`]); `None` when not known (a view, or the catalog could not be
+/// read: a progress figure never fails a read).
+pub(crate) async fn row_estimate(conn: &mut mysql_async::Conn, table: &TableName) -> Option<u64> {
+    let db = table.database.clone().unwrap_or_default();
+    let rows: Result<Option<Option<u64>>, _> = conn
+        .exec_first(
+            "SELECT TABLE_ROWS FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db, table.table.clone()),
+        )
+        .await;
+    match rows {
+        Ok(rows) => rows.flatten(),
+        Err(e) => {
+            tracing::debug!(source = CONNECTOR, %table, error = %e, "no row estimate");
+            None
+        }
+    }
+}
+
 #[async_trait]
 impl Source for MysqlQuerySource {
     fn connector(&self) -> &str {
@@ -135,21 +163,29 @@ impl Source for MysqlQuerySource {
         let mut conn = self.connection.connect().await?;
         let plan = self.plan(&mut conn).await?;
         let start = plan.start(from.as_ref())?;
+        let estimate = match (&self.target, &start) {
+            (Target::Table(t), Start::Beginning) => {
+                row_estimate(&mut conn, &t.qualified_in(self.connection.database())).await
+            }
+            _ => None,
+        };
         tracing::info!(
             source = CONNECTOR,
             target = %plan.label,
             method = ?self.config.replication_method,
             start = ?start,
+            estimated_rows = ?estimate,
             "opening read"
         );
-        Ok(Box::new(reader::spawn(
+        let stream = reader::spawn(
             conn,
             self.connection.clone(),
             Arc::new(plan),
             start,
             options.batch_size.max(1),
             options.cancel,
-        )))
+        );
+        Ok(RowEstimate::wrap(Box::new(stream), estimate))
     }
 
     async fn check(&self) -> Result<(), FaucetError> {

@@ -19,6 +19,7 @@ use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::copy_history::{KeepCopied, Staged, after_copy, strings};
+use crate::copy_progress::CopyProgress;
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
 use crate::mysql::connection::MysqlConnection;
@@ -26,6 +27,7 @@ use crate::mysql::query::ReplicationMethod;
 use crate::mysql::query::config::Target;
 use crate::mysql::query::plan::{Plan, Start};
 use crate::mysql::query::reader::Assembler;
+use crate::mysql::query::row_estimate;
 use crate::mysql::table::TableName;
 
 /// The table being copied.
@@ -64,6 +66,8 @@ pub(crate) struct ReplicateStream<'a> {
     point: SnapshotPoint,
     options: ReadOptions,
     phase: Phase<'a>,
+    /// The copy's share read ([`CopyProgress`]), worked out before its first table.
+    progress: Option<CopyProgress>,
 }
 
 impl<'a> ReplicateStream<'a> {
@@ -93,7 +97,26 @@ impl<'a> ReplicateStream<'a> {
                 next: 0,
                 copying: None,
             },
+            progress: None,
         }
+    }
+
+    /// The tables left to copy (qualified), for the copy's [`CopyProgress`]; `None` when
+    /// one resumes mid-way (how much of it is left is not known).
+    fn tables_left(&self) -> Option<Vec<TableName>> {
+        let mut left = Vec::new();
+        for t in &self.tables {
+            let name = t.to_string();
+            if self.position.holds(&name) {
+                continue;
+            }
+            let history = self.position.copied.tables.get(&name);
+            if history.and_then(TableCopy::resume_after).is_some() {
+                return None;
+            }
+            left.push(t.qualified_in(self.connection.database()));
+        }
+        Some(left)
     }
 
     fn all_finished(&self) -> bool {
@@ -360,6 +383,31 @@ pub(crate) fn no_primary_key(table: &str) -> FaucetError {
     )
 }
 
+/// The [`CopyProgress`] of copying `tables`: their row estimates; none known for `None`,
+/// no table, or a catalog that cannot be read.
+async fn copy_progress(
+    connection: &MysqlConnection,
+    tables: Option<Vec<TableName>>,
+) -> CopyProgress {
+    let tables = match tables {
+        Some(t) if !t.is_empty() => t,
+        _ => return CopyProgress::new([None]),
+    };
+    let mut conn = match connection.connect().await {
+        Ok(conn) => conn,
+        Err(e) => {
+            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
+            return CopyProgress::new([None]);
+        }
+    };
+    let mut estimates = Vec::with_capacity(tables.len());
+    for t in &tables {
+        estimates.push(row_estimate(&mut conn, t).await);
+    }
+    let _ = conn.disconnect().await;
+    CopyProgress::new(estimates)
+}
+
 #[async_trait]
 impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
@@ -367,8 +415,17 @@ impl PageStream for ReplicateStream<'_> {
             if let Phase::Changes(stream) = &mut self.phase {
                 return stream.next_page().await;
             }
+            if self.progress.is_none() {
+                let left = self.tables_left();
+                self.progress = Some(copy_progress(&self.connection, left).await);
+            }
             match self.next_snapshot_page().await? {
-                Some(Some(page)) => return Ok(Some(page)),
+                Some(Some(page)) => {
+                    return Ok(Some(match &mut self.progress {
+                        Some(progress) => progress.stamp(page),
+                        None => page,
+                    }));
+                }
                 Some(None) => {}
                 None if self.options.cancel.is_cancelled() => return Ok(None),
                 None => {

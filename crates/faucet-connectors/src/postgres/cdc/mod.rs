@@ -33,6 +33,8 @@
 //!   stream closes; never ahead of it (docs/run-loop.md, invariant 2).
 //! * Bounded by default: catch up to `pg_current_wal_lsn()` as read at open, then end;
 //!   `continuous: true` follows until the run is cancelled, then hands over the page in hand.
+//!   A bounded run's pages carry their [`faucet_core::Extent`]: the WAL bytes from the start
+//!   position to the page's, of those to the end position; a continuous run's carry none.
 //!
 //! Change records (docs/change-records.md), one per change, fields in this order:
 //!

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant, SystemTime};
 use pgwire_replication::{Lsn, PgWireError, ReplicationClient, ReplicationEvent};
 use tokio_util::sync::CancellationToken;
 
-use faucet_core::{FaucetError, Page, PageBuilder, PageDeadline, Schema};
+use faucet_core::{Extent, ExtentUnit, FaucetError, Page, PageBuilder, PageDeadline, Schema};
 
 use super::CONNECTOR;
 use super::bookmark::{CdcBookmark, InTxn};
@@ -244,6 +244,17 @@ impl CdcPageStream {
         self.last_advance = Instant::now();
         page.finish(Some(bookmark.to_json()))
             .with_source_time(self.position_time.map(server_time))
+            .with_extent(self.extent())
+    }
+
+    /// How far along a bounded run is: the WAL bytes from its start to its position, of
+    /// those from its start to its target (`pg_current_wal_lsn()` when it opened); `None`
+    /// for a continuous run (no end).
+    fn extent(&self) -> Option<Extent> {
+        let target = self.target?;
+        let total = target.0.saturating_sub(self.start_ack.0);
+        let done = self.position.0.saturating_sub(self.start_ack.0);
+        Some(Extent::exact(done, total, ExtentUnit::WalBytes))
     }
 
     /// The page in hand as the last one, or `None` (and close) when it would carry nothing new.

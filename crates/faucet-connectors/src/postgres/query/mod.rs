@@ -14,6 +14,10 @@
 //!   order with the last key in every page's bookmark (a crash resumes mid-table); a query,
 //!   or a table without a primary key, restarts from the beginning after a crash. The last
 //!   page's bookmark is `{"full_table":"done"}`.
+//! * Progress: a read of a table from its beginning (`full_table`, or an `incremental` first
+//!   run) stamps its pages with rows read of `pg_class.reltuples` (an estimate, as of the
+//!   table's last VACUUM or ANALYZE; not known, so not stamped, for a table never analyzed or
+//!   a query), see [`crate::sql::extent`].
 //! * Replay guarantee: non-deterministic (the table changes between reads), so
 //!   effectively-once needs an upsert sink.
 //!
@@ -46,9 +50,10 @@ pub use config::{PostgresQueryConfig, ReplicationMethod, ValidatedQueryConfig};
 
 use super::config::CONNECTOR;
 use super::connection::PostgresUrl;
+use crate::sql::extent::{self, RowEstimate};
 use crate::sql::warnings::Warnings;
 use config::Target;
-use plan::Plan;
+use plan::{Plan, Start};
 
 /// The `postgres` query source. Built from a validated [`PostgresQueryConfig`] without I/O;
 /// [`Source::open`] and [`Source::check`] connect.
@@ -120,6 +125,25 @@ impl PostgresQuerySource {
     }
 }
 
+/// The catalog's row estimate of the table `quoted` (`pg_class.reltuples`, as of its last
+/// VACUUM or ANALYZE), for the progress of a full read ([`crate::sql::extent`]); `None`
+/// when not known: never analyzed (-1), or the catalog could not be read (a progress
+/// figure never fails a read).
+pub(crate) async fn row_estimate(conn: &mut sqlx::PgConnection, quoted: &str) -> Option<u64> {
+    let rows: Result<Option<i64>, _> =
+        sqlx::query_scalar("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass($1)")
+            .bind(quoted)
+            .fetch_optional(&mut *conn)
+            .await;
+    match rows {
+        Ok(rows) => extent::row_estimate(rows),
+        Err(e) => {
+            tracing::debug!(source = CONNECTOR, table = quoted, error = %e, "no row estimate");
+            None
+        }
+    }
+}
+
 #[async_trait]
 impl Source for PostgresQuerySource {
     fn connector(&self) -> &str {
@@ -138,20 +162,26 @@ impl Source for PostgresQuerySource {
         let mut conn = self.connection.open_session(CONNECTOR).await?;
         let plan = self.plan(&mut conn).await?;
         let start = plan.start(from.as_ref())?;
+        let estimate = match (&self.target, &start) {
+            (Target::Table(t), Start::Beginning) => row_estimate(&mut conn, &t.quoted()).await,
+            _ => None,
+        };
         tracing::info!(
             source = CONNECTOR,
             target = %plan.label,
             method = ?self.config.replication_method,
             start = ?start,
+            estimated_rows = ?estimate,
             "opening read"
         );
-        Ok(Box::new(reader::spawn(
+        let stream = reader::spawn(
             conn,
             Arc::new(plan),
             start,
             options.batch_size.max(1),
             options.cancel,
-        )))
+        );
+        Ok(RowEstimate::wrap(Box::new(stream), estimate))
     }
 
     async fn check(&self) -> Result<(), FaucetError> {

@@ -19,6 +19,7 @@ use super::export::ExportedSnapshot;
 use super::filter::Filter;
 use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::copy_history::{KeepCopied, Staged, after_copy};
+use crate::copy_progress::CopyProgress;
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
@@ -28,6 +29,7 @@ use crate::postgres::query::ReplicationMethod;
 use crate::postgres::query::config::Target;
 use crate::postgres::query::plan::{Plan, Start};
 use crate::postgres::query::reader::{self, QueryStream};
+use crate::postgres::query::row_estimate;
 
 /// The table being copied.
 struct Copying {
@@ -94,6 +96,8 @@ pub(crate) struct ReplicateStream<'a> {
     phase: Phase<'a>,
     /// Whether the first page (the position, before any row) was handed over.
     announced: bool,
+    /// The copy's share read ([`CopyProgress`]), worked out before its first table.
+    progress: Option<CopyProgress>,
 }
 
 impl<'a> ReplicateStream<'a> {
@@ -124,7 +128,26 @@ impl<'a> ReplicateStream<'a> {
                 copying: None,
             },
             announced: false,
+            progress: None,
         }
+    }
+
+    /// The tables left to copy (quoted), for the copy's [`CopyProgress`]; `None` when one
+    /// resumes mid-way (how much of it is left is not known).
+    fn tables_left(&self) -> Option<Vec<String>> {
+        let mut left = Vec::new();
+        for t in &self.tables {
+            let name = t.qualified();
+            if self.position.holds(&name) {
+                continue;
+            }
+            let history = self.position.copied.tables.get(&name);
+            if history.and_then(|h| h.resume_after()).is_some() {
+                return None;
+            }
+            left.push(t.quoted());
+        }
+        Some(left)
     }
 
     fn all_finished(&self) -> bool {
@@ -393,6 +416,27 @@ impl<'a> ReplicateStream<'a> {
     }
 }
 
+/// The [`CopyProgress`] of copying `tables` (quoted): their row estimates; none known for
+/// `None`, no table, or a catalog that cannot be read.
+async fn copy_progress(sql: &PostgresUrl, tables: Option<Vec<String>>) -> CopyProgress {
+    let tables = match tables {
+        Some(t) if !t.is_empty() => t,
+        _ => return CopyProgress::new([None]),
+    };
+    let mut conn = match sql.open_session(CONNECTOR).await {
+        Ok(conn) => conn,
+        Err(e) => {
+            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
+            return CopyProgress::new([None]);
+        }
+    };
+    let mut estimates = Vec::with_capacity(tables.len());
+    for t in &tables {
+        estimates.push(row_estimate(&mut conn, t).await);
+    }
+    CopyProgress::new(estimates)
+}
+
 #[async_trait]
 impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
@@ -409,8 +453,17 @@ impl PageStream for ReplicateStream<'_> {
                     Some(self.position.to_json()),
                 )));
             }
+            if self.progress.is_none() {
+                let left = self.tables_left();
+                self.progress = Some(copy_progress(&self.sql, left).await);
+            }
             match self.next_snapshot_page().await? {
-                Some(Some(page)) => return Ok(Some(page)),
+                Some(Some(page)) => {
+                    return Ok(Some(match &mut self.progress {
+                        Some(progress) => progress.stamp(page),
+                        None => page,
+                    }));
+                }
                 Some(None) => {}
                 None if self.options.cancel.is_cancelled() => return Ok(None),
                 None => {

@@ -54,6 +54,7 @@ use super::changes::{ChangeDecoder, Record, TxnContext, commit_ts_text};
 use super::events::{self, Item};
 use super::gtid_set::MysqlGtidSet;
 use super::position::{BinlogPos, GtidState, MariadbGtid};
+use super::span::BinlogSpan;
 use super::statement::{self, Statement};
 use super::statement_scope::StatementScope;
 use crate::mysql::MysqlConnection;
@@ -164,6 +165,9 @@ pub(crate) struct StreamStart {
     pub(crate) cancel: CancellationToken,
     /// Bounded: the end of the log to catch up to. Continuous: `None`.
     pub(crate) target: Option<BinlogPos>,
+    /// Bounded: the binlog bytes from the start to `target`, for the pages' extents; `None`
+    /// when continuous or not known.
+    pub(crate) span: Option<BinlogSpan>,
     /// Where the stream starts (the bookmark's, or the configured first start).
     pub(crate) from: CdcBookmark,
     /// Set when the dump starts from `from`'s GTID state rather than its position.
@@ -183,6 +187,7 @@ pub(crate) struct CdcPageStream {
     max_page_delay: Duration,
     cancel: CancellationToken,
     target: Option<BinlogPos>,
+    span: Option<BinlogSpan>,
     /// The file the stream is in.
     file: String,
     /// After the last transaction read completely.
@@ -244,6 +249,7 @@ impl CdcPageStream {
             max_page_delay: start.max_page_delay,
             cancel: start.cancel,
             target: start.target,
+            span: start.span,
             file: from.position.file.clone(),
             position: from.position.clone(),
             gtid: from.gtid.clone(),
@@ -412,7 +418,14 @@ impl CdcPageStream {
         let json = bookmark.to_json();
         self.last_emitted = Some(bookmark);
         self.last_advance = Instant::now();
-        page.finish(Some(json)).with_source_time(self.position_time)
+        // A carried-over stream's position is the old server's until it settles.
+        let extent = match (&self.span, &self.carry) {
+            (Some(span), None) => span.extent(&self.position),
+            _ => None,
+        };
+        page.finish(Some(json))
+            .with_source_time(self.position_time)
+            .with_extent(extent)
     }
 
     async fn last_page(&mut self, page: PageBuilder) -> Result<Option<Page>, FaucetError> {
