@@ -106,7 +106,7 @@ fn converge(target: &str, tables: &[(&str, &str)], source: &dyn Fn(&str, &str) -
         let differs = tables.iter().find_map(|(t, columns)| {
             let want = source(t, columns);
             let have = pg_rows(&format!("{target}.{t}"), columns);
-            (have.as_ref() != Some(&want)).then(|| (t, want, have))
+            (have.as_ref() != Some(&want)).then_some((t, want, have))
         });
         let Some((t, want, have)) = differs else {
             return;
