@@ -104,6 +104,8 @@ mod state_redis;
 mod status_page;
 mod support;
 #[cfg(feature = "postgres")]
+mod table_patterns;
+#[cfg(feature = "postgres")]
 mod unmet_requests;
 #[cfg(all(feature = "mysql", feature = "postgres"))]
 mod upsert_keys;

@@ -173,6 +173,49 @@ fn judge(
     ))))
 }
 
+/// The source tables whose keys a writer was told ([`crate::SinkWriter::source_keys`]), so
+/// the run loop notices a page of change records of a table it was not told about — one
+/// created after the start that a `tables` pattern matches (README, "Table patterns") — and
+/// asks the source again ([`check_with_keys`]) before the page is written: that table's
+/// target is then upserted by its key, and a keyless one refused, as at start.
+#[derive(Debug, Default)]
+pub(crate) struct KnownTables {
+    names: std::collections::HashSet<String>,
+}
+
+impl KnownTables {
+    /// The tables of `keys`.
+    pub(crate) fn new(keys: &[TableKeys]) -> Self {
+        let mut known = Self::default();
+        known.add(keys);
+        known
+    }
+
+    /// Adds the tables of `keys`.
+    pub(crate) fn add(&mut self, keys: &[TableKeys]) {
+        self.names.extend(keys.iter().map(|k| k.table.clone()));
+    }
+
+    /// Whether `page` holds change records ([`crate::change::TABLE`]) of a table not known;
+    /// such tables count as known from then on, so the source is asked once per table (one
+    /// it still does not show is left to the sink, which names it).
+    pub(crate) fn met_new(&mut self, page: &crate::Page) -> bool {
+        let Some(at) = page.schema().index_of(crate::change::TABLE) else {
+            return false;
+        };
+        let mut met = false;
+        for row in page.rows() {
+            if let Some(crate::Value::Text(t)) = row.values().get(at)
+                && !self.names.contains(t.as_str())
+            {
+                self.names.insert(t.to_string());
+                met = true;
+            }
+        }
+        met
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +267,28 @@ mod tests {
             judge("s", "k", &one(&[]), &[keys(Some(&["id"]), &[])]),
             Ok(None)
         ));
+    }
+
+    #[test]
+    fn a_page_of_a_table_not_told_is_met_once() {
+        let schema = crate::change::record_schema(Vec::new(), Vec::new());
+        let at = schema.index_of(crate::change::TABLE).expect("table field");
+        let page = |tables: &[&str]| {
+            let mut b = crate::page::PageBuilder::new(schema.clone(), tables.len());
+            for t in tables {
+                let mut row = vec![crate::Value::Null; schema.len()];
+                row[at] = crate::Value::Text((*t).into());
+                b.push_row(row);
+            }
+            b.finish(None)
+        };
+        let mut known = KnownTables::new(&[keys(Some(&["id"]), &[])]);
+        assert!(!known.met_new(&page(&["db.t", "db.t"])), "told at start");
+        assert!(
+            known.met_new(&page(&["db.t", "db.new"])),
+            "a table created later"
+        );
+        assert!(!known.met_new(&page(&["db.new"])), "asked once per table");
     }
 
     #[test]

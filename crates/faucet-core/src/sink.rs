@@ -170,8 +170,9 @@ pub trait SinkWriter: Send {
     }
 
     /// Tells the writer the source's keys of its tables ([`crate::Source::table_keys`]),
-    /// once, before the first page, when the sink upserts ([`Sink::upserts_by`]) and the
-    /// source knows them: a sink that routes each source table to its own target upserts a
+    /// before the first page, when the sink upserts ([`Sink::upserts_by`]) and the source
+    /// knows them; and again, the whole set, before a page holding change records of a table
+    /// the source did not show then (created later, matched by a `tables` pattern): a sink that routes each source table to its own target upserts a
     /// target without a configured `key:` by its source table's key. The default ignores
     /// them.
     fn source_keys(&mut self, _keys: &[crate::keys::TableKeys]) {}

@@ -16,6 +16,10 @@
 //! that can say where a run starts does (`mysql-cdc`: `no bookmark is stored yet: a run
 //! starts at `start`: `end`, … (now FILE:POS)`).
 //!
+//! A change source whose `tables` holds a pattern (`shop.*`) gets a `tables` line naming the
+//! tables it matches now (`✓ tables postgres-cdc shop.* → shop.lines, shop.orders`), from
+//! the source's catalog ([`faucet_core::Source::table_keys`]).
+//!
 //! A source that fixes its records' schema up front (a change-data source) has the sink
 //! probe also check that the target takes it ([`faucet_core::Sink::check_schema`]: a
 //! `postgres` `append` table lacking an audit column fails here, naming it, not at the
@@ -164,6 +168,9 @@ async fn probe_row(
         outcome,
         hints,
     ));
+    if source_ok {
+        probe_tables(checks, row.clone(), p, timeout).await;
+    }
 
     let t = Instant::now();
     let (kind, target) = (p.sink.type_name().to_owned(), p.sink.target());
@@ -209,6 +216,61 @@ async fn probe_row(
     // probe the same way: one failed probe, not a second one blaming the stored bookmark.
     if state_ok && source_ok {
         probe_resume(checks, row, key, p, timeout).await;
+    }
+}
+
+/// The `tables` line of a change source with `tables` patterns: the tables they (and the
+/// listed names) stand for now, as the source resolves them at start.
+async fn probe_tables(
+    checks: &mut Vec<Check>,
+    row: Option<String>,
+    p: &PipelineConfig,
+    timeout: Duration,
+) {
+    let Some(feed) = p.source.change_feed() else {
+        return;
+    };
+    let patterns: Vec<&String> = feed.tables.iter().filter(|t| t.contains('*')).collect();
+    if patterns.is_empty() {
+        return;
+    }
+    let t = Instant::now();
+    let outcome = within(timeout, async { p.source.build()?.table_keys().await }).await;
+    let kind = p.source.type_name().to_owned();
+    let entries = patterns
+        .iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    match outcome {
+        Ok(keys) => {
+            let names: Vec<String> = keys
+                .unwrap_or_default()
+                .into_iter()
+                .map(|k| k.table)
+                .collect();
+            let matched = if names.is_empty() {
+                "no table yet".to_owned()
+            } else {
+                names.join(", ")
+            };
+            checks.push(passed(
+                row,
+                "tables",
+                kind,
+                format!("{entries} → {matched}"),
+                t,
+            ));
+        }
+        Err(e) => checks.push(failed(
+            row,
+            "tables",
+            kind,
+            entries,
+            t,
+            &e,
+            p.source.hints(),
+        )),
     }
 }
 

@@ -11,7 +11,9 @@
 //! `127.0.0.1`, `::1` and a Unix socket being one host; URLs read by the connectors' own
 //! parsers), the same
 //! database, and the sink's table among the source's tables (qualified: a MySQL sink's
-//! unqualified table is in its URL's database, a PostgreSQL one in `public`).
+//! unqualified table is in its URL's database, a PostgreSQL one in `public`), or surely
+//! matched by one of its `tables` patterns (`shop.*` and a sink `table: "shop.copy_{table}"`:
+//! each target written would be a new table of the stream).
 
 // Without a database connector compiled in, no source has a change feed and nothing here
 // is constructed; the rule stays one piece of code either way.
@@ -199,8 +201,29 @@ fn same_table(feed: &ChangeFeed, written: &WrittenTable) -> Option<(usize, Strin
     let target = written.endpoint.qualify(&written.table);
     feed.tables
         .iter()
-        .position(|t| feed.endpoint.qualify(t) == target)
+        .position(|t| {
+            if t.contains('*') {
+                pattern_takes(t, &target)
+            } else {
+                feed.endpoint.qualify(t) == target
+            }
+        })
         .map(|i| (i, target))
+}
+
+/// Whether the `tables` pattern `pattern` (`container.prefix*`, the grammar of
+/// `faucet_connectors::sql::table_pattern`) surely matches what the sink writes, `target`
+/// (qualified; a route template such as `shop.copy_{table}`): the same container, written
+/// out, and a table name whose fixed start (before any placeholder) begins with the prefix.
+fn pattern_takes(pattern: &str, target: &str) -> bool {
+    let (Some((container, table)), Some((target_container, target_table))) =
+        (pattern.split_once('.'), target.split_once('.'))
+    else {
+        return false;
+    };
+    let prefix = table.trim_end_matches('*');
+    let fixed = target_table.split('{').next().unwrap_or_default();
+    !target_container.contains('{') && target_container == container && fixed.starts_with(prefix)
 }
 
 /// The config error of a feedback loop; `server` says how the servers were found one.
@@ -356,6 +379,17 @@ mod tests {
         .0;
         assert_eq!(pg, Endpoint::new(System::Postgres, None, 5433, "test"));
         assert!(Endpoint::mysql(&secret("http://x")).is_none());
+    }
+
+    #[test]
+    fn a_pattern_takes_the_targets_it_surely_matches() {
+        assert!(pattern_takes("shop.*", "shop.copy_{table}"));
+        assert!(pattern_takes("shop.*", "shop.audit"));
+        assert!(pattern_takes("shop.copy_*", "shop.copy_{table}"));
+        assert!(!pattern_takes("shop.copy_*", "shop.{table}"), "not surely");
+        assert!(!pattern_takes("shop.*", "replica.{table}"));
+        assert!(!pattern_takes("shop.*", "{schema}_r.{table}"));
+        assert!(!pattern_takes("shop.o_*", "shop.audit"));
     }
 
     #[test]

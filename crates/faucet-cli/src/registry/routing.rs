@@ -25,6 +25,12 @@
 //!
 //! A fixed path takes the records of every table into one file (each line names its
 //! `table`) and passes.
+//!
+//! A `tables` pattern (`shop.*`, `faucet_connectors::sql::table_pattern`) names no tables
+//! offline: it counts as several tables for the first rule, and as a table the route must
+//! send somewhere (a `table` template) for the third; which tables it matches, and whether
+//! two of them meet in one target, is known only when the source resolves it — the sink
+//! then refuses the second table routed to a taken target (a data error naming both).
 
 use faucet_core::{FaucetError, Source};
 
@@ -99,21 +105,27 @@ pub(crate) fn check(
         .filter(|t| !t.contains('*'))
         .map(|t| feed.endpoint.qualify(t))
         .collect();
+    let patterns: Vec<&String> = feed.tables.iter().filter(|t| t.contains('*')).collect();
     let Some(route) = sink.route() else {
         let mut distinct = qualified.clone();
+        distinct.extend(patterns.iter().map(|p| (*p).clone()));
         distinct.sort();
         distinct.dedup();
-        if distinct.len() > 1 && built.upserts_by().is_some() {
+        if (distinct.len() > 1 || !patterns.is_empty()) && built.upserts_by().is_some() {
             return Err(FaucetError::config(
                 "pipeline.sink.config.table",
                 format!(
-                    "the `{}` source reads {} tables ({}), and the `{}` sink upserts into one \
+                    "the `{}` source reads {} ({}), and the `{}` sink upserts into one \
                      table: the change records of one table would be applied to another's \
                      rows, so the run would refuse its first page. Route each source table \
                      to its own target: `table: \"<schema>.{{table}}\"` (or \
                      `\"{{schema}}_{{table}}\"`), or `tables: {{{}: <target>, …}}`",
                     source.type_name(),
-                    distinct.len(),
+                    if patterns.is_empty() {
+                        format!("{} tables", distinct.len())
+                    } else {
+                        "the tables of a pattern".to_owned()
+                    },
                     distinct.join(", "),
                     built.connector(),
                     distinct[0],
@@ -122,7 +134,13 @@ pub(crate) fn check(
         }
         return Ok(());
     };
-    let (shared, unrouted) = route.collisions(qualified.iter().map(String::as_str));
+    let (shared, mut unrouted) = route.collisions(qualified.iter().map(String::as_str));
+    unrouted.extend(
+        patterns
+            .iter()
+            .filter(|p| route.target_name(p).is_err())
+            .map(|p| (*p).clone()),
+    );
     if let Some((target, sources)) = shared.first() {
         return Err(FaucetError::config(
             "pipeline.sink.config.table",

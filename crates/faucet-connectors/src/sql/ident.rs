@@ -57,24 +57,6 @@ pub fn split_qualified<'a>(
     }
 }
 
-/// Refuses a change source's `tables` entry that is a pattern (`public.*`): patterns are
-/// not matched yet, and as a name `*` would reach the server as a table called `*`.
-///
-/// # Errors
-/// [`faucet_core::FaucetError::Config`] at `field`, naming the fix: list the tables.
-pub(crate) fn refuse_pattern(table: &str, field: &str) -> Result<(), faucet_core::FaucetError> {
-    if table.contains('*') {
-        return Err(faucet_core::FaucetError::config(
-            field,
-            format!(
-                "`{table}` is a pattern, and `tables` does not match patterns yet; list the \
-                 tables one by one (`schema.orders`, `schema.lines`, …)"
-            ),
-        ));
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

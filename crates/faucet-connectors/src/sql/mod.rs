@@ -4,7 +4,8 @@
 //! configuration (`read`: `table` or `query`, `replication_method`, `replication_key`), the
 //! key that orders a read and its warnings (`key`), the bookmark format and where a read
 //! starts from one (`bookmark`), how far along a full read of a table is (`extent`), the warnings gathered (`warnings`), and the page cutter that keeps key ties whole
-//! (`keyed_pages`); identifier quoting and `container.table` names ([`ident`]); the one SQL
+//! (`keyed_pages`); identifier quoting and `container.table` names ([`ident`]); the table
+//! patterns of the change sources' `tables` (`table_pattern`); the one SQL
 //! sink engine over a dialect per database (`sink`), and its routing of source tables to
 //! targets ([`Route`]). Each
 //! system keeps only its own: connecting, describing columns, decoding values, its quote
@@ -22,6 +23,8 @@ pub(crate) mod keyed_pages;
 #[cfg(feature = "sql-source")]
 pub(crate) mod read;
 pub(crate) mod sink;
+#[cfg(feature = "sql-source")]
+pub mod table_pattern;
 #[cfg(feature = "sql-source")]
 pub(crate) mod warnings;
 pub(crate) mod write;

@@ -59,6 +59,9 @@ pub(super) async fn run(p: Pipeline<'_>) -> Result<RunSummary, FaucetError> {
 
 struct Loop<'a> {
     writer: Box<dyn SinkWriter + 'a>,
+    /// The source tables whose keys the writer was told; `None` when it needs none (the
+    /// sink does not upsert, or the source cannot tell).
+    known: Option<keys::KnownTables>,
     /// The sink's target, recorded beside every bookmark (asked of the sink once per run).
     target: Option<String>,
     atomic: bool,
@@ -92,7 +95,7 @@ async fn run_leased(
     let key = p.options.state_key.as_str();
     let target = p.sink.target();
     let stored = read_stored(p, key, target.as_deref()).await?;
-    let mut writer = open_writer(p, lease, key).await?;
+    let (mut writer, known) = open_writer(p, lease, key).await?;
     let (token, guarantee) = committed_token(p, writer.as_mut(), key, guarantee).await?;
     let (from, re_anchored) = resume_point(stored.bookmark.clone(), token.as_ref());
     if from.is_none()
@@ -112,6 +115,7 @@ async fn run_leased(
     }
     let mut state = Loop {
         writer,
+        known,
         target,
         atomic: guarantee
             == DeliveryGuarantee::EffectivelyOnce(EffectivelyOnceMechanism::AtomicWatermark),
@@ -168,12 +172,13 @@ async fn read_stored(
     })
 }
 
-/// Opens the sink's writer and gives it the lease's fence ([`set_fence`]).
+/// Opens the sink's writer, tells it the source's keys, and gives it the lease's fence
+/// ([`set_fence`]); hands back the tables whose keys it was told.
 async fn open_writer<'a>(
     p: &Pipeline<'a>,
     lease: &LeaseGuard,
     key: &str,
-) -> Result<Box<dyn SinkWriter + 'a>, FaucetError> {
+) -> Result<(Box<dyn SinkWriter + 'a>, Option<keys::KnownTables>), FaucetError> {
     let (note, source_keys) = keys::check_with_keys(p.source, p.sink).await?;
     if let Some(KeyNote::Differs(warning)) = note {
         tracing::warn!(key, "{warning}");
@@ -182,6 +187,7 @@ async fn open_writer<'a>(
     if let Some(source_keys) = &source_keys {
         writer.source_keys(source_keys);
     }
+    let known = source_keys.as_deref().map(keys::KnownTables::new);
     if let Some(fence) = lease.fence() {
         if fault::fence_disabled_for_test() {
             tracing::error!(
@@ -195,7 +201,33 @@ async fn open_writer<'a>(
             set_fence(p, writer.as_mut(), lease, key, fence).await?;
         }
     }
-    Ok(writer)
+    Ok((writer, known))
+}
+
+/// When `page` holds change records of a table the writer was not told the key of (created
+/// after the start, matched by a pattern): asks the source for its tables' keys again,
+/// applies the key rule of [`keys::check`] to them, and tells the writer.
+async fn learn_new_tables(
+    p: &Pipeline<'_>,
+    state: &mut Loop<'_>,
+    key: &str,
+    page: &Page,
+) -> Result<(), FaucetError> {
+    let Some(known) = state.known.as_mut() else {
+        return Ok(());
+    };
+    if !known.met_new(page) {
+        return Ok(());
+    }
+    let (note, source_keys) = keys::check_with_keys(p.source, p.sink).await?;
+    if let Some(KeyNote::Differs(warning)) = note {
+        tracing::warn!(key, "{warning}");
+    }
+    if let Some(source_keys) = source_keys {
+        known.add(&source_keys);
+        state.writer.source_keys(&source_keys);
+    }
+    Ok(())
 }
 
 /// The sink's last commit token under `key` when the run is atomic-watermark, and the
@@ -300,6 +332,7 @@ async fn pump(
             None => since_bookmark + page.len() as u64,
         };
         lease.check()?;
+        learn_new_tables(p, state, key, &page).await?;
         write_page(state, key, &page).await?;
         if let Some(bookmark) = page.bookmark() {
             let value = entry::encode(bookmark, state.target.as_deref());

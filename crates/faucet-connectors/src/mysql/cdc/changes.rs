@@ -43,6 +43,7 @@ use crate::mysql::value::{
     Collations, Kind, MysqlColumn, columns_of_table_map, decimal_bin_size, decimal_text,
     from_binlog, text_value, time2_hundredths, timestamp_from_epoch, to_value,
 };
+use crate::sql::table_pattern::TablePattern;
 
 /// The fields of a change record, in order: `op`, `table`, `binlog_file`, `binlog_pos`,
 /// `gtid`, `commit_ts`, `before`, `after`.
@@ -203,25 +204,35 @@ struct Mapped {
 /// Turns table maps and rows events into change records of the listed tables.
 pub(crate) struct ChangeDecoder {
     wanted: Vec<TableName>,
+    /// The `tables` patterns: a table they match is read as a listed one, also one created
+    /// after the start, from its first table map on.
+    patterns: Vec<TablePattern>,
     collations: Collations,
     maps: HashMap<u64, Mapped>,
 }
 
 impl ChangeDecoder {
-    /// A decoder that emits records of `tables`, decoding text by `collations` (the server's).
-    pub(crate) fn new(tables: &[TableName], collations: Collations) -> Self {
+    /// A decoder that emits records of `tables` and of the tables `patterns` match, decoding
+    /// text by `collations` (the server's).
+    pub(crate) fn new(
+        tables: &[TableName],
+        patterns: &[TablePattern],
+        collations: Collations,
+    ) -> Self {
         Self {
             wanted: tables.to_vec(),
+            patterns: patterns.to_vec(),
             collations,
             maps: HashMap::new(),
         }
     }
 
-    /// Whether `database.table` is listed.
+    /// Whether `database.table` is listed, or matched by a pattern.
     pub(crate) fn listed(&self, database: &str, table: &str) -> bool {
         self.wanted
             .iter()
             .any(|t| t.database.as_deref() == Some(database) && t.table == table)
+            || self.patterns.iter().any(|p| p.matches(database, table))
     }
 
     /// Whether a table map (`raw`: its event bytes) is of a listed table and differs from
@@ -252,6 +263,20 @@ impl ChangeDecoder {
         let database = tme.database_name();
         let table = tme.table_name();
         let shape = if self.listed(&database, &table) {
+            let name = TableName {
+                database: Some(database.to_string()),
+                table: table.to_string(),
+            };
+            if !self.wanted.contains(&name) {
+                // Matched by a pattern, and not there at start: created since.
+                tracing::info!(
+                    table = %name,
+                    at = %at,
+                    "a table created after the start matches a `tables` pattern: its changes \
+                     are read from here on"
+                );
+                self.wanted.push(name);
+            }
             let shape = shape_of(
                 tme,
                 &format!("{database}.{table}"),
@@ -866,7 +891,7 @@ mod tests {
             .iter()
             .map(|t| TableName::parse_qualified(t, "tables").expect("name"))
             .collect();
-        ChangeDecoder::new(&tables, Collations::builtin())
+        ChangeDecoder::new(&tables, &[], Collations::builtin())
     }
 
     fn ddl(d: &ChangeDecoder, sql: &str) -> Result<Vec<String>, String> {

@@ -9,6 +9,7 @@ use faucet_core::FaucetError;
 use super::CONNECTOR;
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
+use crate::sql::table_pattern::TablePattern;
 
 /// Configuration of a [`super::MysqlCdcSource`].
 ///
@@ -37,7 +38,10 @@ pub struct MysqlCdcConfig {
     /// the server disconnects an older replica that registers the same id.
     pub server_id: u32,
     /// The tables whose row changes are emitted, `database.table` (`shop.orders`), matched
-    /// exactly (case-sensitively) against the binlog's table maps.
+    /// exactly (case-sensitively) against the binlog's table maps. An entry with a `*` is a
+    /// pattern ([`crate::sql::table_pattern`]): `shop.*` (every table of the database) or
+    /// `shop.order_*`; it matches the base tables (not views) that exist at start, and a
+    /// table created later when the binlog first maps it.
     pub tables: Vec<String>,
     /// `false` (the default): a run catches up to the end of the binlog as it was at start
     /// (`SHOW MASTER STATUS`) and ends, also on an idle server. `true`: follow the binlog until
@@ -88,6 +92,8 @@ pub struct ValidatedMysqlCdcConfig {
     pub(crate) config: MysqlCdcConfig,
     pub(crate) connection: MysqlConnection,
     pub(crate) tables: Vec<TableName>,
+    /// The pattern entries of `tables` (`shop.*`), resolved at start.
+    pub(crate) patterns: Vec<TablePattern>,
 }
 
 impl ValidatedMysqlCdcConfig {
@@ -102,6 +108,7 @@ impl std::fmt::Debug for ValidatedMysqlCdcConfig {
         f.debug_struct("ValidatedMysqlCdcConfig")
             .field("config", &self.config)
             .field("tables", &self.tables)
+            .field("patterns", &self.patterns)
             .finish_non_exhaustive()
     }
 }
@@ -143,9 +150,17 @@ impl MysqlCdcConfig {
             ));
         }
         let mut tables: Vec<TableName> = Vec::with_capacity(self.tables.len());
+        let mut patterns: Vec<TablePattern> = Vec::new();
         for (i, t) in self.tables.iter().enumerate() {
             let field = format!("tables[{i}]");
-            crate::sql::ident::refuse_pattern(t, &field)?;
+            if let Some(pattern) = TablePattern::parse(t, &field, "database")? {
+                TableName::parse(&pattern.container, &field)?;
+                if patterns.contains(&pattern) {
+                    return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
+                }
+                patterns.push(pattern);
+                continue;
+            }
             let table = TableName::parse_qualified(t, &field)?;
             if tables.contains(&table) {
                 return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
@@ -174,6 +189,7 @@ impl MysqlCdcConfig {
             config: self.clone(),
             connection,
             tables,
+            patterns,
         })
     }
 }
@@ -228,6 +244,15 @@ mod tests {
         let mut c = base.clone();
         c.tables = vec!["a.b".into(), "a.b".into()];
         assert_eq!(field_of(c.validate().expect_err("dup")), "tables[1]");
+        let mut c = base.clone();
+        c.tables = vec!["shop.*".into(), "*.*".into()];
+        assert_eq!(field_of(c.validate().expect_err("*.*")), "tables[1]");
+        let mut c = base.clone();
+        c.tables = vec!["shop.*".into()];
+        assert_eq!(
+            c.validate().expect("pattern").patterns[0].to_string(),
+            "shop.*"
+        );
         let mut c = base.clone();
         c.tables = vec!["nodb".into()];
         assert_eq!(

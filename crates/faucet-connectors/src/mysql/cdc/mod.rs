@@ -68,6 +68,7 @@ mod events;
 pub(crate) mod gtid_set;
 mod mysql_carry;
 pub(crate) mod position;
+mod resolve;
 mod resume;
 pub(crate) mod server;
 mod span;
@@ -90,8 +91,10 @@ use position::{BinlogPos, GtidState};
 use server::ServerFacts;
 use stream::{CarryFrom, CdcPageStream, HEARTBEAT, StreamStart};
 
+use crate::mysql::table::TableName;
 use crate::mysql::task_pages::TaskPages;
 use crate::mysql::value::Collations;
+use crate::sql::table_pattern::empty_match;
 
 /// The connector's name, in errors and summaries.
 pub const CONNECTOR: &str = "mysql-cdc";
@@ -124,6 +127,30 @@ impl MysqlCdcSource {
 
     async fn connect(&self) -> Result<mysql_async::Conn, FaucetError> {
         self.validated.connection.connect().await
+    }
+
+    /// The tables `tables` names now: the listed ones and those its patterns match
+    /// ([`resolve::tables_now`]); patterns that match nothing fail a bounded run and are
+    /// warned about in a continuous one ([`empty_match`]).
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] / [`FaucetError::Connect`] when the catalog cannot be read;
+    /// [`FaucetError::Read`] when a bounded run's pattern matches nothing.
+    pub(crate) async fn tables_now(
+        &self,
+        conn: &mut mysql_async::Conn,
+    ) -> Result<Vec<TableName>, FaucetError> {
+        let v = &self.validated;
+        let (tables, empty) =
+            resolve::tables_now(conn, &v.connection, &v.tables, &v.patterns).await?;
+        empty_match(CONNECTOR, &empty, v.config.continuous)?;
+        if !v.patterns.is_empty() {
+            tracing::info!(
+                tables = ?tables.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "the tables `tables` names now (its patterns matched against the catalog)"
+            );
+        }
+        Ok(tables)
     }
 
     /// Every prerequisite, on `conn`: settings, the REPLICATION SLAVE grant, the end of the
@@ -279,15 +306,20 @@ impl Source for MysqlCdcSource {
         Some(record_schema())
     }
 
-    /// Each listed table's primary key and unique keys, from `information_schema`
-    /// ([`crate::mysql::catalog::TableCatalog`]); a table not on the server is left out.
+    /// Each listed or matched table's primary key and unique keys, from
+    /// `information_schema` ([`crate::mysql::catalog::TableCatalog`]); a table not on the
+    /// server is left out. The patterns are matched at the time of asking, so a table
+    /// created later is there once it exists.
     ///
     /// # Errors
     /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
     async fn table_keys(&self) -> Result<Option<Vec<faucet_core::keys::TableKeys>>, FaucetError> {
         let mut conn = self.connect().await?;
-        let mut keys = Vec::with_capacity(self.validated.tables.len());
-        for t in &self.validated.tables {
+        let v = &self.validated;
+        let (tables, _) =
+            resolve::tables_now(&mut conn, &v.connection, &v.tables, &v.patterns).await?;
+        let mut keys = Vec::with_capacity(tables.len());
+        for t in &tables {
             let db = t.database.clone().unwrap_or_default();
             let catalog = crate::mysql::catalog::TableCatalog::load(
                 &mut conn,
@@ -321,14 +353,15 @@ impl Source for MysqlCdcSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        let mut conn = self.connect().await?;
+        let tables = self.tables_now(&mut conn).await?;
         // A replicate bookmark's `copied` member is carried on (`copy_history::KeepCopied`).
         let (from, copied) = crate::copy_history::carried_copied(
             from,
             CONNECTOR,
-            self.validated.tables.iter().map(ToString::to_string),
+            tables.iter().map(ToString::to_string),
         )?;
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
-        let mut conn = self.connect().await?;
         let (facts, (end, executed), files) = self.prerequisites(&mut conn).await?;
         self.warn_missing_tables(&mut conn).await;
         let resumed = from.is_some();
@@ -402,7 +435,7 @@ impl Source for MysqlCdcSource {
         );
         let stream = Box::new(spawn_reader(CdcPageStream::new(StreamStart {
             binlog,
-            decoder: ChangeDecoder::new(&self.validated.tables, collations),
+            decoder: ChangeDecoder::new(&tables, &self.validated.patterns, collations),
             schema: record_schema(),
             batch_size: options.batch_size,
             max_page_delay: options.max_page_delay,
@@ -492,6 +525,7 @@ impl Source for MysqlCdcSource {
     async fn check(&self) -> Result<(), FaucetError> {
         let mut conn = self.connect().await?;
         let (_, _, files) = self.prerequisites(&mut conn).await?;
+        self.tables_now(&mut conn).await?;
         self.warn_missing_tables(&mut conn).await;
         if let StartPosition::At { binlog_file, .. } = &self.config().start
             && !files.contains(binlog_file)

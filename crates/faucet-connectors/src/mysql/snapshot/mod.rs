@@ -82,6 +82,7 @@ use crate::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource, ValidatedMysqlCdcConfig,
 use crate::mysql::query::ReplicationMethod;
 use crate::mysql::query::config::Target;
 use crate::mysql::query::plan::Plan;
+use crate::mysql::table::TableName;
 
 use bookmark::{Copied, SnapshotBookmark, single_gtid};
 use filter::Filter;
@@ -121,9 +122,14 @@ impl MysqlReplicateSource {
         &self.validated.config
     }
 
-    /// Refuses a listed table without a usable primary key (before any data moves).
-    async fn check_keys(&self, conn: &mut mysql_async::Conn) -> Result<(), FaucetError> {
-        for t in &self.validated.tables {
+    /// Refuses a table of `tables` (listed, or matched by a pattern) without a usable
+    /// primary key (before any data moves).
+    async fn check_keys(
+        &self,
+        conn: &mut mysql_async::Conn,
+        tables: &[TableName],
+    ) -> Result<(), FaucetError> {
+        for t in tables {
             let plan = Plan::describe(
                 conn,
                 &self.validated.connection,
@@ -144,6 +150,7 @@ impl MysqlReplicateSource {
     async fn resume_snapshot(
         &self,
         position: &SnapshotBookmark,
+        tables: &[TableName],
     ) -> Result<Option<SnapshotSession>, FaucetError> {
         let mut conn = self.validated.connection.connect().await?;
         let facts = server::facts(&mut conn).await?;
@@ -162,15 +169,11 @@ impl MysqlReplicateSource {
         }
         let files = server::binlog_files(&mut conn).await?;
         server::require_file(&files, &position.start.position)?;
-        let pending = self
-            .validated
-            .tables
-            .iter()
-            .any(|t| !position.holds(&t.to_string()));
+        let pending = tables.iter().any(|t| !position.holds(&t.to_string()));
         if !pending {
             return Ok(None);
         }
-        self.check_keys(&mut conn).await?;
+        self.check_keys(&mut conn, tables).await?;
         drop(conn);
         let session = SnapshotSession::start(&self.validated.connection, facts.mariadb).await?;
         tracing::info!(
@@ -224,10 +227,14 @@ impl Source for MysqlReplicateSource {
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         let connection = self.validated.connection.clone();
-        let tables = self.validated.tables.clone();
+        // The patterns are matched once, here: the copy takes the tables they match now; a
+        // table created later arrives through the binlog from its creation on.
+        let mut conn = connection.connect().await?;
+        let tables = self.cdc.tables_now(&mut conn).await?;
+        drop(conn);
         if let Some(b) = &from {
             if let Some(position) = SnapshotBookmark::from_json(b)? {
-                let session = self.resume_snapshot(&position).await?;
+                let session = self.resume_snapshot(&position, &tables).await?;
                 return Ok(Box::new(ReplicateStream::new(
                     &self.cdc, connection, tables, session, position, options,
                 )));
@@ -262,7 +269,7 @@ impl Source for MysqlReplicateSource {
                 copied: history.unwrap_or_default(),
                 earlier: known,
             };
-            let session = self.resume_snapshot(&position).await?;
+            let session = self.resume_snapshot(&position, &tables).await?;
             return Ok(Box::new(ReplicateStream::new(
                 &self.cdc, connection, tables, session, position, options,
             )));
@@ -270,7 +277,7 @@ impl Source for MysqlReplicateSource {
         self.cdc.check().await?;
         let mut conn = connection.connect().await?;
         let facts = server::facts(&mut conn).await?;
-        self.check_keys(&mut conn).await?;
+        self.check_keys(&mut conn, &tables).await?;
         drop(conn);
         let session = SnapshotSession::start(&connection, facts.mariadb).await?;
         let position = SnapshotBookmark {
@@ -310,6 +317,7 @@ impl Source for MysqlReplicateSource {
     async fn check(&self) -> Result<(), FaucetError> {
         self.cdc.check().await?;
         let mut conn = self.validated.connection.connect().await?;
-        self.check_keys(&mut conn).await
+        let tables = self.cdc.tables_now(&mut conn).await?;
+        self.check_keys(&mut conn, &tables).await
     }
 }

@@ -17,6 +17,7 @@ use super::CONNECTOR;
 use super::client::parse_lsn;
 use super::config::{SlotInUse, TableName};
 use crate::postgres::connection::PostgresUrl;
+use crate::sql::table_pattern::TablePattern;
 
 /// How long [`prepare`] waits for an active slot to be released (a session of this process
 /// that just ended takes a moment to let go of it) before failing.
@@ -39,7 +40,11 @@ pub(crate) struct Wanted<'a> {
     pub(crate) database: &'a str,
     pub(crate) slot: &'a str,
     pub(crate) publication: &'a str,
+    /// The tables to read now: the listed ones and those the patterns match.
     pub(crate) tables: &'a [TableName],
+    /// The pattern entries of `tables`: a `schema.*` one publishes its whole schema when
+    /// faucet creates the publication.
+    pub(crate) patterns: &'a [TablePattern],
     pub(crate) create_publication: bool,
     /// What to do about a slot active in another session.
     pub(crate) slot_in_use: SlotInUse,
@@ -204,18 +209,7 @@ pub(crate) async fn check_publication(
     .await
     .map_err(|e| query_failed("looking up the publication", e))?;
     let Some((insert, update, delete, truncate, via_root)) = flags else {
-        // Changes of a partitioned table are published under its own name only with
-        // publish_via_partition_root; otherwise they carry the partitions' names.
-        let statement = format!(
-            "CREATE PUBLICATION {} FOR TABLE {}{}",
-            quote_ident(want.publication),
-            table_list(want.tables),
-            if partitioned.is_empty() {
-                ""
-            } else {
-                " WITH (publish_via_partition_root = true)"
-            }
-        );
+        let statement = create_statement(want, !partitioned.is_empty());
         if !want.create_publication {
             return Err(failed(format!(
                 "publication `{}` does not exist: run `{statement}`, or set \
@@ -229,6 +223,7 @@ pub(crate) async fn check_publication(
         }
         return Ok(());
     };
+    warn_schemas_not_published(conn, want).await;
     if let Some(table) = partitioned.first().filter(|_| !via_root) {
         return Err(failed(format!(
             "`{}` is partitioned, and publication `{}` publishes its changes under the \
@@ -279,6 +274,78 @@ pub(crate) async fn check_publication(
     Ok(())
 }
 
+/// The schemas whose every table `tables` takes (`schema.*` entries), in entry order.
+fn whole_schemas<'a>(want: &Wanted<'a>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for p in want.patterns.iter().filter(|p| p.is_whole()) {
+        if !out.contains(&p.container.as_str()) {
+            out.push(&p.container);
+        }
+    }
+    out
+}
+
+/// `CREATE PUBLICATION` for `want`: `FOR TABLES IN SCHEMA` each schema a `schema.*` entry
+/// names (so tables created there later are published too), and `FOR TABLE` the other
+/// tables; `publish_via_partition_root` when a table is partitioned or a schema is named (a
+/// partitioned table created there later is then read under its own name). Changes of a
+/// partitioned table are published under its own name only with that option; otherwise they
+/// carry the partitions' names.
+fn create_statement(want: &Wanted<'_>, partitioned: bool) -> String {
+    let schemas = whole_schemas(want);
+    let tables: Vec<TableName> = want
+        .tables
+        .iter()
+        .filter(|t| !t.schema.as_deref().is_some_and(|s| schemas.contains(&s)))
+        .cloned()
+        .collect();
+    let mut objects = Vec::new();
+    if !schemas.is_empty() {
+        let quoted: Vec<String> = schemas.iter().map(|s| quote_ident(s)).collect();
+        objects.push(format!("TABLES IN SCHEMA {}", quoted.join(", ")));
+    }
+    if !tables.is_empty() {
+        objects.push(format!("TABLE {}", table_list(&tables)));
+    }
+    let mut statement = format!("CREATE PUBLICATION {}", quote_ident(want.publication));
+    if !objects.is_empty() {
+        statement.push_str(" FOR ");
+        statement.push_str(&objects.join(", "));
+    }
+    if partitioned || !schemas.is_empty() {
+        statement.push_str(" WITH (publish_via_partition_root = true)");
+    }
+    statement
+}
+
+/// Warns about each `schema.*` entry whose schema an existing publication does not publish
+/// as a whole (`FOR TABLES IN SCHEMA`, or `FOR ALL TABLES`): a table created there later is
+/// read only once someone adds it to the publication. (PostgreSQL before 15 has no
+/// `pg_publication_namespace`: the check is skipped.)
+async fn warn_schemas_not_published(conn: &mut PgConnection, want: &Wanted<'_>) {
+    for schema in whole_schemas(want) {
+        let whole: Result<Option<bool>, sqlx::Error> = sqlx::query_scalar(
+            "SELECT p.puballtables OR EXISTS (SELECT 1 FROM pg_publication_namespace pn \
+             JOIN pg_namespace n ON n.oid = pn.pnnspid WHERE pn.pnpubid = p.oid AND n.nspname = $2) \
+             FROM pg_publication p WHERE p.pubname = $1",
+        )
+        .bind(want.publication)
+        .bind(schema)
+        .fetch_optional(&mut *conn)
+        .await;
+        if let Ok(Some(false)) = whole {
+            tracing::warn!(
+                publication = want.publication,
+                schema,
+                "`tables` takes every table of this schema, but the publication lists its \
+                 tables one by one: a table created there later is read only once it is added \
+                 (`ALTER PUBLICATION … ADD TABLE …`, or `ADD TABLES IN SCHEMA …`), and its \
+                 changes before that are not published"
+            );
+        }
+    }
+}
+
 /// What `CREATE PUBLICATION ... FOR TABLE` needs (PostgreSQL manual, "CREATE
 /// PUBLICATION"): the CREATE privilege on the database, and ownership of every table (a
 /// superuser has both). Checked before anything is created, and by `faucet doctor`.
@@ -307,6 +374,33 @@ async fn check_may_create_publication(
             quote_ident(want.database),
             quote_ident(&role)
         )));
+    }
+    if !whole_schemas(want).is_empty() {
+        // PostgreSQL manual, "CREATE PUBLICATION": FOR TABLES IN SCHEMA needs a superuser
+        // (and exists from PostgreSQL 15 on).
+        let (superuser, version): (bool, i32) = sqlx::query_as(
+            "SELECT rolsuper, current_setting('server_version_num')::int FROM pg_roles \
+             WHERE rolname = current_user",
+        )
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| query_failed("checking the role and server version", e))?;
+        if version < 150_000 {
+            return Err(failed(format!(
+                "`create_publication: true` with a `schema.*` entry creates the publication \
+                 `FOR TABLES IN SCHEMA`, which PostgreSQL before 15 does not have (this server \
+                 is {version}): create publication `{}` yourself `FOR TABLE` the tables (and add \
+                 tables created later with `ALTER PUBLICATION … ADD TABLE`)",
+                want.publication
+            )));
+        }
+        if !superuser {
+            return Err(failed(format!(
+                "`create_publication: true` with a `schema.*` entry creates the publication \
+                 `FOR TABLES IN SCHEMA`, which only a superuser may do, and role `{role}` is \
+                 not one: {run_it}"
+            )));
+        }
     }
     for table in want.tables {
         let owns: Option<bool> = sqlx::query_scalar(

@@ -36,6 +36,7 @@ use super::CONNECTOR;
 use super::config::TableName;
 use super::pgoutput::{Datum, Message, OldKind, RelationColumn, Tuple};
 use crate::postgres::types::{data_type_of, decode_text};
+use crate::sql::table_pattern::TablePattern;
 
 /// How many distinct "columns left out" shapes are cached per relation.
 const MAX_PARTIAL_SCHEMAS: usize = 16;
@@ -100,14 +101,19 @@ impl Relation {
 /// Turns pgoutput messages into change records, keeping the current shape of every relation.
 pub(crate) struct ChangeDecoder {
     wanted: HashSet<TableName>,
+    /// The `tables` patterns: a Relation message of a table they match that is not in
+    /// `wanted` (created after the start) is read from then on.
+    patterns: Vec<TablePattern>,
     relations: HashMap<u32, Relation>,
 }
 
 impl ChangeDecoder {
-    /// A decoder that emits records of `tables` only.
-    pub(crate) fn new(tables: &[TableName]) -> Self {
+    /// A decoder that emits records of `tables` (the listed ones and those the patterns
+    /// matched at start) and of the tables `patterns` match when first described.
+    pub(crate) fn new(tables: &[TableName], patterns: &[TablePattern]) -> Self {
         Self {
             wanted: tables.iter().cloned().collect(),
+            patterns: patterns.to_vec(),
             relations: HashMap::new(),
         }
     }
@@ -125,7 +131,22 @@ impl ChangeDecoder {
             schema: Some(namespace),
             name,
         };
-        let included = self.wanted.contains(&table);
+        let mut included = self.wanted.contains(&table);
+        if !included
+            && let Some(p) = self
+                .patterns
+                .iter()
+                .find(|p| p.matches(table.schema.as_deref().unwrap_or_default(), &table.name))
+        {
+            tracing::info!(
+                table = %table.qualified(),
+                pattern = %p,
+                "a table created after the start matches a `tables` pattern: its changes are \
+                 read from here on"
+            );
+            self.wanted.insert(table.clone());
+            included = true;
+        }
         if let Some(previous) = self.relations.get(&oid).filter(|r| r.included) {
             if included {
                 report_shape_change(&previous.table, &previous.columns, &columns);
@@ -413,10 +434,13 @@ mod tests {
     use super::*;
 
     fn decoder() -> ChangeDecoder {
-        let mut d = ChangeDecoder::new(&[TableName {
-            schema: Some("public".into()),
-            name: "article".into(),
-        }]);
+        let mut d = ChangeDecoder::new(
+            &[TableName {
+                schema: Some("public".into()),
+                name: "article".into(),
+            }],
+            &[],
+        );
         let cols = vec![
             RelationColumn {
                 key: true,
@@ -537,6 +561,37 @@ mod tests {
         };
         let e = d.change(&bad, &txn()).expect_err("not an int");
         assert!(e.to_string().contains("column `id`"), "{e}");
+    }
+
+    #[test]
+    fn a_table_created_later_that_a_pattern_matches_is_read() {
+        let pattern = TablePattern::parse("shop.order_*", "tables[0]", "schema")
+            .expect("ok")
+            .expect("pattern");
+        let mut d = ChangeDecoder::new(&[], &[pattern]);
+        let col = RelationColumn {
+            key: true,
+            name: "id".into(),
+            type_oid: 23,
+            decode_oid: 23,
+        };
+        d.relation(
+            7,
+            "shop".into(),
+            "order_lines".into(),
+            b'd',
+            vec![col.clone()],
+        );
+        d.relation(8, "shop".into(), "orders".into(), b'd', vec![col.clone()]);
+        d.relation(9, "other".into(), "order_x".into(), b'd', vec![col]);
+        let insert = |oid| Message::Insert {
+            oid,
+            new: vec![Datum::Text(b"5")],
+        };
+        let r = d.change(&insert(7), &txn()).expect("ok").expect("matched");
+        assert_eq!(r[1], Value::Text("shop.order_lines".into()));
+        assert!(d.change(&insert(8), &txn()).expect("ok").is_none());
+        assert!(d.change(&insert(9), &txn()).expect("ok").is_none());
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::MAX_IDENT_BYTES;
 /// The tables of `tables`: [`crate::postgres::ident::TableName`]s with the schema present.
 pub(crate) use crate::postgres::ident::TableName;
+use crate::sql::table_pattern::TablePattern;
 
 /// A [`PostgresCdcConfig`] that passed [`PostgresCdcConfig::validate`], with what validation
 /// parsed; made only by `validate`, taken by [`super::PostgresCdcSource::from_validated`], so
@@ -19,6 +20,8 @@ pub struct ValidatedCdcConfig {
     pub(crate) config: PostgresCdcConfig,
     pub(crate) connection: PostgresUrl,
     pub(crate) tables: Vec<TableName>,
+    /// The pattern entries of `tables` (`public.*`), resolved at start.
+    pub(crate) patterns: Vec<TablePattern>,
 }
 
 impl ValidatedCdcConfig {
@@ -34,6 +37,7 @@ impl std::fmt::Debug for ValidatedCdcConfig {
         f.debug_struct("ValidatedCdcConfig")
             .field("config", &self.config)
             .field("tables", &self.tables)
+            .field("patterns", &self.patterns)
             .finish_non_exhaustive()
     }
 }
@@ -66,12 +70,17 @@ pub struct PostgresCdcConfig {
     pub publication: String,
     /// The tables to emit changes of, schema-qualified (`public.orders`), matched exactly
     /// (case-sensitively) against the catalog; each part 1 to 63 bytes without NUL or `.`
-    /// (any other character works: names are always quoted). Changes of other tables in the publication are
-    /// skipped. Each table must be in the publication.
+    /// (any other character works: names are always quoted). An entry with a `*` is a
+    /// pattern ([`crate::sql::table_pattern`]): `public.*` (every table of the schema) or
+    /// `public.order_*`; it matches ordinary and partitioned tables (not partitions, views
+    /// or foreign tables) that exist at start, and tables created later that the
+    /// publication shows, when the stream first meets them. Changes of other tables in the
+    /// publication are skipped. Each table must be in the publication.
     pub tables: Vec<String>,
-    /// When the publication does not exist: create it `FOR TABLE` the `tables` (true), or fail
-    /// with the statement to run (false, the default). An existing publication is never
-    /// altered.
+    /// When the publication does not exist: create it (true) `FOR TABLES IN SCHEMA` each
+    /// schema a `schema.*` entry names (PostgreSQL 15+: tables created there later are
+    /// published without anyone's help) and `FOR TABLE` the other tables, or fail with the
+    /// statement to run (false, the default). An existing publication is never altered.
     #[serde(default = "default_create_publication")]
     pub create_publication: bool,
     /// `false` (the default): a run catches up to the WAL position it saw at start
@@ -159,16 +168,17 @@ impl PostgresCdcConfig {
         }
         validate_slot_name(&self.slot_name)?;
         validate_publication(&self.publication)?;
-        let tables = self.table_names()?;
+        let (tables, patterns) = self.table_names()?;
         Ok(ValidatedCdcConfig {
             config: self.clone(),
             connection,
             tables,
+            patterns,
         })
     }
 
-    /// The `tables`, split and checked.
-    pub(crate) fn table_names(&self) -> Result<Vec<TableName>, FaucetError> {
+    /// The `tables`, split and checked: the names, and the patterns.
+    pub(crate) fn table_names(&self) -> Result<(Vec<TableName>, Vec<TablePattern>), FaucetError> {
         if self.tables.is_empty() {
             return Err(FaucetError::config(
                 "tables",
@@ -176,16 +186,24 @@ impl PostgresCdcConfig {
             ));
         }
         let mut out: Vec<TableName> = Vec::with_capacity(self.tables.len());
+        let mut patterns: Vec<TablePattern> = Vec::new();
         for (i, t) in self.tables.iter().enumerate() {
             let field = format!("tables[{i}]");
-            crate::sql::ident::refuse_pattern(t, &field)?;
+            if let Some(pattern) = TablePattern::parse(t, &field, "schema")? {
+                TableName::parse(&pattern.container, &field)?;
+                if patterns.contains(&pattern) {
+                    return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
+                }
+                patterns.push(pattern);
+                continue;
+            }
             let table = TableName::parse_qualified(t, &field)?;
             if out.contains(&table) {
                 return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
             }
             out.push(table);
         }
-        Ok(out)
+        Ok((out, patterns))
     }
 }
 
@@ -288,6 +306,20 @@ mod tests {
         let mut c = base.clone();
         c.tables = vec![];
         assert_eq!(field_of(c.validate().expect_err("empty")), "tables");
+        let mut c = base.clone();
+        c.tables = vec!["public.t".into(), "public.*x*".into()];
+        assert_eq!(field_of(c.validate().expect_err("pattern")), "tables[1]");
+        let mut c = base.clone();
+        c.tables = vec!["s.*".into(), "s.*".into()];
+        assert_eq!(
+            field_of(c.validate().expect_err("dup pattern")),
+            "tables[1]"
+        );
+        let mut c = base.clone();
+        c.tables = vec!["s.*".into(), "public.t".into()];
+        let v = c.validate().expect("a pattern and a name");
+        assert_eq!(v.patterns[0].to_string(), "s.*");
+        assert_eq!(v.tables.len(), 1);
         let mut c = base.clone();
         c.connection_url = SecretString::from("mysql://localhost/db");
         assert_eq!(

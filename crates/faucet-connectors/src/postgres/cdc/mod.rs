@@ -74,6 +74,7 @@ pub(crate) mod client;
 pub(crate) mod config;
 mod pgoutput;
 mod relation_types;
+pub(crate) mod resolve;
 pub mod retention;
 pub(crate) mod slot_wait;
 mod stream;
@@ -91,6 +92,8 @@ use changes::{ChangeDecoder, record_schema};
 use config::TableName;
 use stream::{CdcPageStream, StreamStart, stream_error};
 
+use crate::sql::table_pattern::{TablePattern, empty_match};
+
 /// The connector's name, in errors and summaries.
 pub const CONNECTOR: &str = "postgres-cdc";
 
@@ -101,6 +104,7 @@ pub struct PostgresCdcSource {
     config: PostgresCdcConfig,
     connection: PostgresUrl,
     tables: Vec<TableName>,
+    patterns: Vec<TablePattern>,
 }
 
 impl PostgresCdcSource {
@@ -119,11 +123,13 @@ impl PostgresCdcSource {
             config,
             connection,
             tables,
+            patterns,
         } = validated;
         Self {
             config,
             connection,
             tables,
+            patterns,
         }
     }
 
@@ -132,15 +138,39 @@ impl PostgresCdcSource {
         &self.config
     }
 
-    fn wanted(&self) -> Wanted<'_> {
+    /// What the catalog checks need, for `tables` (what [`Self::tables_now`] found).
+    pub(crate) fn wanted<'a>(&'a self, tables: &'a [TableName]) -> Wanted<'a> {
         Wanted {
             database: self.connection.database(),
             slot: &self.config.slot_name,
             publication: &self.config.publication,
-            tables: &self.tables,
+            tables,
+            patterns: &self.patterns,
             create_publication: self.config.create_publication,
             slot_in_use: self.config.slot_in_use,
         }
+    }
+
+    /// The tables `tables` names now: the listed ones and those its patterns match
+    /// ([`resolve::tables_now`]); patterns that match nothing fail a bounded run and are
+    /// warned about in a continuous one ([`empty_match`]).
+    ///
+    /// # Errors
+    /// [`FaucetError::Read`] when the catalog cannot be read or a bounded run's pattern
+    /// matches nothing.
+    pub(crate) async fn tables_now(
+        &self,
+        conn: &mut sqlx::PgConnection,
+    ) -> Result<Vec<TableName>, FaucetError> {
+        let (tables, empty) = resolve::tables_now(conn, &self.tables, &self.patterns).await?;
+        empty_match(CONNECTOR, &empty, self.config.continuous)?;
+        if !self.patterns.is_empty() {
+            tracing::info!(
+                tables = ?tables.iter().map(TableName::qualified).collect::<Vec<_>>(),
+                "the tables `tables` names now (its patterns matched against the catalog)"
+            );
+        }
+        Ok(tables)
     }
 }
 
@@ -160,15 +190,17 @@ impl Source for PostgresCdcSource {
         Some(record_schema())
     }
 
-    /// Each listed table's primary key and unique indexes (the replica identity index among
-    /// them), from `pg_index`.
+    /// Each listed or matched table's primary key and unique indexes (the replica identity
+    /// index among them), from `pg_index`; the patterns are matched at the time of asking, so
+    /// a table created later is there once it exists.
     ///
     /// # Errors
     /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
     async fn table_keys(&self) -> Result<Option<Vec<faucet_core::keys::TableKeys>>, FaucetError> {
         let mut conn = self.connection.connect_sql().await?;
-        let mut keys = Vec::with_capacity(self.tables.len());
-        for t in &self.tables {
+        let (tables, _) = resolve::tables_now(&mut conn, &self.tables, &self.patterns).await?;
+        let mut keys = Vec::with_capacity(tables.len());
+        for t in &tables {
             // A table not created yet is refused by `open`, with its fix; nothing to compare.
             let exists: bool = sqlx::query_scalar("SELECT to_regclass($1) IS NOT NULL")
                 .bind(t.quoted())
@@ -220,15 +252,16 @@ impl Source for PostgresCdcSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        let mut conn = self.connection.connect_sql().await?;
+        let tables = self.tables_now(&mut conn).await?;
         // A replicate bookmark's `copied` member is carried on (`copy_history::KeepCopied`).
         let (from, copied) = crate::copy_history::carried_copied(
             from,
             CONNECTOR,
-            self.tables.iter().map(TableName::qualified),
+            tables.iter().map(TableName::qualified),
         )?;
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
-        let mut conn = self.connection.connect_sql().await?;
-        let prepared = catalog::prepare(&mut conn, &self.wanted(), &self.connection).await;
+        let prepared = catalog::prepare(&mut conn, &self.wanted(&tables), &self.connection).await;
         drop(conn);
         let prepared = prepared?;
         let start = match from {
@@ -293,7 +326,7 @@ impl Source for PostgresCdcSource {
         );
         let stream = Box::new(CdcStream(CdcPageStream::new(StreamStart {
             client,
-            decoder: ChangeDecoder::new(&self.tables),
+            decoder: ChangeDecoder::new(&tables, &self.patterns),
             types: relation_types::RelationTypes::new(self.connection.clone()),
             schema: record_schema(),
             batch_size: options.batch_size,
@@ -313,7 +346,8 @@ impl Source for PostgresCdcSource {
     /// The first failing prerequisite, with its fix.
     async fn check(&self) -> Result<(), FaucetError> {
         let mut conn = self.connection.connect_sql().await?;
-        catalog::check(&mut conn, &self.wanted()).await
+        let tables = self.tables_now(&mut conn).await?;
+        catalog::check(&mut conn, &self.wanted(&tables)).await
     }
 }
 

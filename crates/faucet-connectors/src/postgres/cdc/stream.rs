@@ -618,7 +618,7 @@ mod tests {
     fn resumed() -> CdcPageStream {
         let mut s = CdcPageStream::new(StreamStart {
             client: None,
-            decoder: ChangeDecoder::new(&[TableName::parse("public.t", "t").expect("valid")]),
+            decoder: ChangeDecoder::new(&[TableName::parse("public.t", "t").expect("valid")], &[]),
             types: RelationTypes::new(
                 crate::postgres::connection::PostgresUrl::parse_str(
                     "postgres://u@localhost/db",

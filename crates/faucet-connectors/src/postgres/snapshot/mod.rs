@@ -94,7 +94,7 @@ use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarante
 
 use crate::copy_filter::FilteredChanges;
 use crate::copy_history::{KeepCopied, StreamBookmark};
-use crate::postgres::cdc::catalog::{self, Wanted};
+use crate::postgres::cdc::catalog;
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::cdc::config::TableName;
 use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource, ValidatedCdcConfig};
@@ -114,7 +114,6 @@ pub const CONNECTOR: &str = "postgres-replicate";
 pub struct PostgresReplicateSource {
     cdc: PostgresCdcSource,
     connection: PostgresUrl,
-    tables: Vec<TableName>,
 }
 
 impl PostgresReplicateSource {
@@ -130,11 +129,9 @@ impl PostgresReplicateSource {
     /// parsed again).
     pub fn from_validated(validated: ValidatedCdcConfig) -> Self {
         let connection = validated.connection.clone();
-        let tables = validated.tables.clone();
         Self {
             cdc: PostgresCdcSource::from_validated(validated),
             connection,
-            tables,
         }
     }
 
@@ -143,21 +140,10 @@ impl PostgresReplicateSource {
         self.cdc.config()
     }
 
-    fn wanted(&self) -> Wanted<'_> {
-        let c = self.cdc.config();
-        Wanted {
-            database: self.connection.database(),
-            slot: &c.slot_name,
-            publication: &c.publication,
-            tables: &self.tables,
-            create_publication: c.create_publication,
-            slot_in_use: c.slot_in_use,
-        }
-    }
-
-    /// The listed tables, `schema.table`.
-    fn listed(&self) -> BTreeSet<String> {
-        self.tables.iter().map(TableName::qualified).collect()
+    /// The tables to copy and stream (the listed ones and those the patterns match at
+    /// start), `schema.table`.
+    fn listed(tables: &[TableName]) -> BTreeSet<String> {
+        tables.iter().map(TableName::qualified).collect()
     }
 
     fn rerun(&self) -> String {
@@ -189,8 +175,8 @@ impl PostgresReplicateSource {
 
     /// Checks the server and the publication (creating it when allowed) and that the slot
     /// does not exist yet, then creates it with an exported snapshot.
-    async fn start_snapshot(&self) -> Result<ExportedSnapshot, FaucetError> {
-        let want = self.wanted();
+    async fn start_snapshot(&self, tables: &[TableName]) -> Result<ExportedSnapshot, FaucetError> {
+        let want = self.cdc.wanted(tables);
         let mut conn = self.connection.connect_sql().await?;
         catalog::check_server(&mut conn).await?;
         catalog::check_publication(&mut conn, &want, true).await?;
@@ -216,6 +202,7 @@ impl PostgresReplicateSource {
     async fn resume_snapshot(
         &self,
         position: &SnapshotBookmark,
+        tables: &[TableName],
     ) -> Result<Option<ExportedSnapshot>, FaucetError> {
         if let Some(table) = &position.unkeyed {
             return Err(FaucetError::bookmark(
@@ -265,14 +252,14 @@ impl PostgresReplicateSource {
                 None,
             ));
         }
-        let pending = self.tables.iter().any(|t| !position.holds(&t.qualified()));
+        let pending = tables.iter().any(|t| !position.holds(&t.qualified()));
         if !pending {
             return Ok(None);
         }
         // The tables to copy must be published before the new point, so that their
         // changes after it are in the stream.
         let mut conn = self.connection.connect_sql().await?;
-        catalog::check_publication(&mut conn, &self.wanted(), true).await?;
+        catalog::check_publication(&mut conn, &self.cdc.wanted(tables), true).await?;
         drop(conn);
         let temporary = temporary_slot_name(slot);
         let exported = ExportedSnapshot::create(
@@ -335,10 +322,14 @@ impl Source for PostgresReplicateSource {
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         // The sessions that copy tables use the URL parsed once by validation.
         let options_sql = self.connection.clone();
-        let tables = self.tables.clone();
+        // The patterns are matched once, here: the copy takes the tables they match now; a
+        // table created later arrives through the stream from its creation on.
+        let mut conn = self.connection.connect_sql().await?;
+        let tables = self.cdc.tables_now(&mut conn).await?;
+        drop(conn);
         if let Some(b) = &from {
             if let Some(position) = SnapshotBookmark::from_json(b)? {
-                let exported = self.resume_snapshot(&position).await?;
+                let exported = self.resume_snapshot(&position, &tables).await?;
                 return Ok(Box::new(ReplicateStream::new(
                     &self.cdc,
                     options_sql,
@@ -353,7 +344,7 @@ impl Source for PostgresReplicateSource {
                 history,
                 known,
                 missing,
-            } = StreamBookmark::read(b, CONNECTOR, &self.listed())?;
+            } = StreamBookmark::read(b, CONNECTOR, &Self::listed(&tables))?;
             let start = bookmark::cdc_position(&cdc);
             if missing.is_empty() {
                 let inner = self.cdc.open(Some(cdc), options).await?;
@@ -384,7 +375,7 @@ impl Source for PostgresReplicateSource {
                 earlier: known,
                 stream: Some(cdc),
             };
-            let exported = self.resume_snapshot(&position).await?;
+            let exported = self.resume_snapshot(&position, &tables).await?;
             return Ok(Box::new(ReplicateStream::new(
                 &self.cdc,
                 options_sql,
@@ -394,7 +385,7 @@ impl Source for PostgresReplicateSource {
                 options,
             )));
         }
-        let exported = self.start_snapshot().await?;
+        let exported = self.start_snapshot(&tables).await?;
         let position = SnapshotBookmark {
             slot_lsn: exported.consistent_point,
             copied: Copied::default(),

@@ -1,0 +1,67 @@
+//! What the `postgres-cdc` source's `tables` name now: the listed tables, and the tables each
+//! pattern ([`crate::sql::table_pattern`]) matches in the catalog at the moment of asking.
+//!
+//! A pattern matches ordinary (`relkind` `r`) and partitioned (`p`) tables that are not
+//! partitions themselves (`relispartition`): a partitioned table's changes are read under
+//! its own name (`publish_via_partition_root`), never under its partitions'. Views,
+//! materialized views, foreign tables and sequences are not matched.
+
+use sqlx::PgConnection;
+
+use faucet_core::FaucetError;
+
+use super::CONNECTOR;
+use super::config::TableName;
+use crate::sql::table_pattern::TablePattern;
+
+/// The tables of `listed` and those `patterns` match now, listed ones first, then each
+/// pattern's in name order, without repeats; and the patterns that matched nothing.
+///
+/// # Errors
+/// [`FaucetError::Read`] when the catalog cannot be read.
+pub(crate) async fn tables_now<'p>(
+    conn: &mut PgConnection,
+    listed: &[TableName],
+    patterns: &'p [TablePattern],
+) -> Result<(Vec<TableName>, Vec<&'p TablePattern>), FaucetError> {
+    let mut out = listed.to_vec();
+    let mut empty = Vec::new();
+    for pattern in patterns {
+        let names: Vec<String> = sqlx::query_scalar(
+            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition \
+             ORDER BY c.relname",
+        )
+        .bind(&pattern.container)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| {
+            FaucetError::read(
+                CONNECTOR,
+                format!(
+                    "listing the tables of schema `{}` failed",
+                    pattern.container
+                ),
+                Some(Box::new(e)),
+            )
+        })?;
+        let mut any = false;
+        for name in names {
+            if !pattern.matches(&pattern.container, &name) {
+                continue;
+            }
+            any = true;
+            let table = TableName {
+                schema: Some(pattern.container.clone()),
+                name,
+            };
+            if !out.contains(&table) {
+                out.push(table);
+            }
+        }
+        if !any {
+            empty.push(pattern);
+        }
+    }
+    Ok((out, empty))
+}
