@@ -96,6 +96,29 @@ impl TablePattern {
     pub fn is_whole(&self) -> bool {
         self.prefix.is_empty()
     }
+
+    /// Adds to `out` each of `names` (the tables of this pattern's container, as the catalog
+    /// listed them, in the order to keep) that the pattern matches and `out` lacks, made a
+    /// table by `table`; whether any matched. The one expansion both change sources use.
+    pub(crate) fn add_matches<T: PartialEq>(
+        &self,
+        names: Vec<String>,
+        out: &mut Vec<T>,
+        table: impl Fn(String) -> T,
+    ) -> bool {
+        let mut any = false;
+        for name in names {
+            if !self.matches(&self.container, &name) {
+                continue;
+            }
+            any = true;
+            let table = table(name);
+            if !out.contains(&table) {
+                out.push(table);
+            }
+        }
+        any
+    }
 }
 
 impl std::fmt::Display for TablePattern {

@@ -42,20 +42,10 @@ pub(crate) async fn tables_now<'p>(
                     e,
                 )
             })?;
-        let mut any = false;
-        for name in names {
-            if !pattern.matches(&pattern.container, &name) {
-                continue;
-            }
-            any = true;
-            let table = TableName {
-                database: Some(pattern.container.clone()),
-                table: name,
-            };
-            if !out.contains(&table) {
-                out.push(table);
-            }
-        }
+        let any = pattern.add_matches(names, &mut out, |table| TableName {
+            database: Some(pattern.container.clone()),
+            table,
+        });
         if !any {
             empty.push(pattern);
         }

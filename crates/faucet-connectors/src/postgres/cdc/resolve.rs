@@ -45,20 +45,10 @@ pub(crate) async fn tables_now<'p>(
                 Some(Box::new(e)),
             )
         })?;
-        let mut any = false;
-        for name in names {
-            if !pattern.matches(&pattern.container, &name) {
-                continue;
-            }
-            any = true;
-            let table = TableName {
-                schema: Some(pattern.container.clone()),
-                name,
-            };
-            if !out.contains(&table) {
-                out.push(table);
-            }
-        }
+        let any = pattern.add_matches(names, &mut out, |name| TableName {
+            schema: Some(pattern.container.clone()),
+            name,
+        });
         if !any {
             empty.push(pattern);
         }
