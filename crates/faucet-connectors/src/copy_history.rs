@@ -362,15 +362,33 @@ pub(crate) fn carried_copied(
     connector: &str,
     listed: impl IntoIterator<Item = String>,
 ) -> Result<(Option<Bookmark>, Option<BTreeSet<String>>), FaucetError> {
-    let Some(b) = from else {
-        return Ok((None, None));
-    };
-    let (b, copied) = split_copied(b, connector)?;
+    let (b, copied) = split_resume(from, connector)?;
+    Ok((b, keep_listed(copied, listed)))
+}
+
+/// The first half of [`carried_copied`], before the listed tables are known (a source with
+/// table patterns learns them from the catalog): the bookmark to read and its `copied`
+/// member, read offline so a bookmark of another kind is named before anything connects.
+///
+/// # Errors
+/// As [`split_copied`].
+pub(crate) fn split_resume(
+    from: Option<Bookmark>,
+    connector: &str,
+) -> Result<(Option<Bookmark>, Option<BTreeSet<String>>), FaucetError> {
+    match from {
+        None => Ok((None, None)),
+        Some(b) => split_copied(b, connector).map(|(b, copied)| (Some(b), copied)),
+    }
+}
+
+/// The second half of [`carried_copied`]: the `copied` tables that are still `listed`.
+pub(crate) fn keep_listed(
+    copied: Option<BTreeSet<String>>,
+    listed: impl IntoIterator<Item = String>,
+) -> Option<BTreeSet<String>> {
     let listed: BTreeSet<String> = listed.into_iter().collect();
-    Ok((
-        Some(b),
-        copied.map(|c| c.intersection(&listed).cloned().collect()),
-    ))
+    copied.map(|c| c.intersection(&listed).cloned().collect())
 }
 
 /// The listed tables whose copy the change stream at a change-stream bookmark already holds:

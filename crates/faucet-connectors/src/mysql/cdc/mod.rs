@@ -353,15 +353,13 @@ impl Source for MysqlCdcSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        // The bookmark is read before connecting: another source's is named as such offline.
+        let (from, copied) = crate::copy_history::split_resume(from, CONNECTOR)?;
+        let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connect().await?;
         let tables = self.tables_now(&mut conn).await?;
         // A replicate bookmark's `copied` member is carried on (`copy_history::KeepCopied`).
-        let (from, copied) = crate::copy_history::carried_copied(
-            from,
-            CONNECTOR,
-            tables.iter().map(ToString::to_string),
-        )?;
-        let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
+        let copied = crate::copy_history::keep_listed(copied, tables.iter().map(ToString::to_string));
         let (facts, (end, executed), files) = self.prerequisites(&mut conn).await?;
         self.warn_missing_tables(&mut conn).await;
         let resumed = from.is_some();

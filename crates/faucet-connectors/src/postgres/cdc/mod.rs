@@ -252,15 +252,14 @@ impl Source for PostgresCdcSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+        // The bookmark is read before connecting: another source's is named as such offline.
+        let (from, copied) = crate::copy_history::split_resume(from, CONNECTOR)?;
+        let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connection.connect_sql().await?;
         let tables = self.tables_now(&mut conn).await?;
         // A replicate bookmark's `copied` member is carried on (`copy_history::KeepCopied`).
-        let (from, copied) = crate::copy_history::carried_copied(
-            from,
-            CONNECTOR,
-            tables.iter().map(TableName::qualified),
-        )?;
-        let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
+        let copied =
+            crate::copy_history::keep_listed(copied, tables.iter().map(TableName::qualified));
         let prepared = catalog::prepare(&mut conn, &self.wanted(&tables), &self.connection).await;
         drop(conn);
         let prepared = prepared?;
