@@ -88,6 +88,13 @@ fn status_page_shows_the_pipelines_and_its_pause_button_pauses_one() {
     );
     assert_eq!(seen["member"], "m1", "{seen}");
     assert_eq!(seen["owner"], "m1 (here)", "{seen}");
+    // The good row's 50 records end its file: its progress is the whole file's bytes.
+    let size = crate::support::numbered_csv(1, 50, true).len();
+    assert_eq!(
+        seen["progress"],
+        format!("100% ({size} of {size} bytes)"),
+        "{seen}"
+    );
     assert_eq!(seen["draining"], "no", "{seen}");
     assert!(
         seen["hostileError"]

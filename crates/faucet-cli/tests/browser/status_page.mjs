@@ -41,6 +41,7 @@ try {
   await state.filter({ hasText: /SCHEDULED|RUNNING/ }).waitFor();
   seen.stateBefore = (await state.textContent()).trim();
   seen.owner = (await row.locator('[data-field="owner"]').textContent()).trim();
+  seen.progress = (await row.locator('[data-field="progress"]').textContent()).trim();
   seen.member = (await page.locator('#member').textContent()).trim();
   const member = page.locator('tr[data-member="m1"]');
   seen.draining = (await member.locator('[data-field="draining"]').textContent()).trim();

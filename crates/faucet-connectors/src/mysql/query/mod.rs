@@ -18,7 +18,7 @@
 //! * Progress: a read of a table from its beginning (`full_table`, or an `incremental` first
 //!   run) stamps its pages with rows read of `information_schema.TABLES.TABLE_ROWS` (an
 //!   estimate for InnoDB; not known, so not stamped, for a query), see
-//!   [`crate::sql::extent`].
+//!   `sql/extent.rs`.
 //! * Each run reads in one statement; InnoDB gives it one consistent snapshot.
 //!
 //! ```no_run

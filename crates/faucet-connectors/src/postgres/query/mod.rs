@@ -17,7 +17,7 @@
 //! * Progress: a read of a table from its beginning (`full_table`, or an `incremental` first
 //!   run) stamps its pages with rows read of `pg_class.reltuples` (an estimate, as of the
 //!   table's last VACUUM or ANALYZE; not known, so not stamped, for a table never analyzed or
-//!   a query), see [`crate::sql::extent`].
+//!   a query), see `sql/extent.rs`.
 //! * Replay guarantee: non-deterministic (the table changes between reads), so
 //!   effectively-once needs an upsert sink.
 //!
