@@ -8,6 +8,8 @@
 
 use faucet_core::{Extent, ExtentUnit, Page};
 
+use crate::copy_history::{Copied, Point, TableCopy};
+
 /// The rows a copy read of the tables' summed estimate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CopyProgress {
@@ -35,6 +37,30 @@ impl CopyProgress {
             None => page,
         }
     }
+}
+
+/// The tables of `tables` a copy has left, named by `name`: those `holds` does not count as
+/// copied; `None` when one of them resumes mid-way (`copied` has a key to resume after: how
+/// much of it is left is not known). The one rule both replicate snapshots use.
+pub(crate) fn tables_left<'t, T, P: Point>(
+    tables: &'t [T],
+    name: impl Fn(&T) -> String,
+    holds: impl Fn(&str) -> bool,
+    copied: &Copied<P>,
+) -> Option<Vec<&'t T>> {
+    let mut left = Vec::new();
+    for t in tables {
+        let name = name(t);
+        if holds(&name) {
+            continue;
+        }
+        let history = copied.tables.get(&name);
+        if history.and_then(TableCopy::resume_after).is_some() {
+            return None;
+        }
+        left.push(t);
+    }
+    Some(left)
 }
 
 #[cfg(test)]

@@ -104,19 +104,14 @@ impl<'a> ReplicateStream<'a> {
     /// The tables left to copy (qualified), for the copy's [`CopyProgress`]; `None` when
     /// one resumes mid-way (how much of it is left is not known).
     fn tables_left(&self) -> Option<Vec<TableName>> {
-        let mut left = Vec::new();
-        for t in &self.tables {
-            let name = t.to_string();
-            if self.position.holds(&name) {
-                continue;
-            }
-            let history = self.position.copied.tables.get(&name);
-            if history.and_then(TableCopy::resume_after).is_some() {
-                return None;
-            }
-            left.push(t.qualified_in(self.connection.database()));
-        }
-        Some(left)
+        let left = crate::copy_progress::tables_left(
+            &self.tables,
+            ToString::to_string,
+            |name| self.position.holds(name),
+            &self.position.copied,
+        )?;
+        let database = self.connection.database();
+        Some(left.into_iter().map(|t| t.qualified_in(database)).collect())
     }
 
     fn all_finished(&self) -> bool {

@@ -135,19 +135,13 @@ impl<'a> ReplicateStream<'a> {
     /// The tables left to copy (quoted), for the copy's [`CopyProgress`]; `None` when one
     /// resumes mid-way (how much of it is left is not known).
     fn tables_left(&self) -> Option<Vec<String>> {
-        let mut left = Vec::new();
-        for t in &self.tables {
-            let name = t.qualified();
-            if self.position.holds(&name) {
-                continue;
-            }
-            let history = self.position.copied.tables.get(&name);
-            if history.and_then(|h| h.resume_after()).is_some() {
-                return None;
-            }
-            left.push(t.quoted());
-        }
-        Some(left)
+        let left = crate::copy_progress::tables_left(
+            &self.tables,
+            TableName::qualified,
+            |name| self.position.holds(name),
+            &self.position.copied,
+        )?;
+        Some(left.into_iter().map(TableName::quoted).collect())
     }
 
     fn all_finished(&self) -> bool {
