@@ -169,6 +169,21 @@ async fn a_table_name_that_would_escape_the_directory_is_refused() {
         .expect("write");
     w.flush().await.expect("flush");
     assert_eq!(ids(&dir.path().join("lit{1}.jsonl")).len(), 2);
+
+    // Two source tables rendering one file (`{table}` of `public.a` and `shop.a`, as patterns
+    // can match): the second is refused naming both, and its record goes nowhere.
+    let shared = routed(&dir.path().join("shared").join("{table}.jsonl"), 64);
+    let mut w = shared.open().await.expect("open");
+    let e = w
+        .write(&changes(&[("public.a", 1), ("shop.a", 2)], json!(1)))
+        .await
+        .expect_err("two tables in one file");
+    let (location, message) = data_error(e);
+    assert_eq!(location, "table shop.a");
+    assert!(message.contains("holds table public.a's"), "{message}");
+    drop(w);
+    let file = dir.path().join("shared").join("a.jsonl");
+    assert!(ids(&file).iter().all(|(table, _)| table == "public.a"));
 }
 
 #[tokio::test]

@@ -9,6 +9,10 @@
 //!   so a name with `/`, `\`, `..`, NUL or another control character, or with an empty part
 //!   (`public.`), is a [`FaucetError::Data`] naming the table: a table named `../x` never
 //!   escapes the directory.
+//! * One table a file: a second source table rendering a file another one's records went
+//!   to (`{table}` for `a.orders` and `b.orders`, matched by patterns the registry could not
+//!   check offline) is a [`FaucetError::Data`] naming both, as the SQL sinks refuse a taken
+//!   target.
 //! * Files are opened on their table's first record (created with their directories when
 //!   missing, their torn last line repaired as a single file's is) and kept open; past
 //!   `max_open_files` open, the least recently written one is made durable (fsynced) and
@@ -40,6 +44,8 @@ use crate::files::blocking;
 
 /// One file a routed sink writes.
 struct Target {
+    /// The source table whose records it holds.
+    table: String,
     path: PathBuf,
     /// The absolute path as text (`.` and `..` applied lexically), the target's name in
     /// per-target counts.
@@ -60,7 +66,7 @@ pub(super) struct Routed {
     targets: Vec<Target>,
     /// Source table → its target.
     by_table: HashMap<String, usize>,
-    /// Rendered path → its target (two tables rendering one file share it).
+    /// Rendered path → its target (a second table rendering a taken file is refused).
     by_path: HashMap<PathBuf, usize>,
     /// How many targets are open.
     open: usize,
@@ -157,9 +163,23 @@ impl Routed {
             .map_err(|m| FaucetError::data(CONNECTOR, format!("table {table}"), m))?;
         let path = PathBuf::from(rendered);
         let id = match self.by_path.get(&path) {
-            Some(&id) => id,
+            Some(&id) => {
+                return Err(FaucetError::data(
+                    CONNECTOR,
+                    format!("table {table}"),
+                    format!(
+                        "its records would go into `{}`, which holds table {}'s: two source \
+                         tables in one file are refused (their lines would be mixed in a file \
+                         named for one table); put both placeholders in `path` \
+                         (\"{{schema}}_{{table}}.jsonl\") or route them apart",
+                        path.display(),
+                        self.targets[id].table
+                    ),
+                ));
+            }
             None => {
                 self.targets.push(Target {
+                    table: table.to_owned(),
                     label: absolute(&path).display().to_string(),
                     path: path.clone(),
                     output: None,
