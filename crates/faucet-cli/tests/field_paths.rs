@@ -311,3 +311,43 @@ fn a_mongodb_sources_bad_field_is_named_by_its_path() {
         "update_lookup",
     );
 }
+
+#[cfg(feature = "mongodb")]
+#[test]
+fn a_mongodb_sinks_bad_field_is_named_by_its_path() {
+    let sink = |url: &str, collection: &str, extra: &str| {
+        format!(
+            "{{ type: mongodb, config: {{ connection_url: '{url}', collection: '{collection}'{extra} }} }}"
+        )
+    };
+    const URL: &str = "mongodb://u:secret@127.0.0.1:1/";
+    names_exactly(
+        &pipeline(CSV, &sink(URL, "orders", ""), FILE_STATE),
+        "pipeline.sink.config.collection",
+        "names no database",
+    );
+    names_exactly(
+        &pipeline(CSV, &sink(URL, "{schema}.{table}", ""), FILE_STATE),
+        "pipeline.sink.config.collection",
+        "name one in the URL's path",
+    );
+    names_exactly(
+        &pipeline(CSV, &sink(URL, "shop.orders", ", key: [id]"), FILE_STATE),
+        "pipeline.sink.config.key",
+        "write_mode: upsert",
+    );
+    names_exactly(
+        &pipeline(
+            CSV,
+            &sink(URL, "shop.orders", ", write_mode: upsert, key: [id, id]"),
+            FILE_STATE,
+        ),
+        "pipeline.sink.config.key[1]",
+        "listed twice",
+    );
+    names_exactly(
+        &pipeline(CSV, &sink("redis://h/", "shop.orders", ""), FILE_STATE),
+        "pipeline.sink.config.connection_url",
+        "mongodb://",
+    );
+}

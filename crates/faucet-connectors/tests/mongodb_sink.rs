@@ -436,3 +436,58 @@ async fn a_stale_writer_is_fenced() {
     let mut stale = s.open().await.expect("open");
     assert!(stale.fence("k", 1, ttl, false).await.is_err());
 }
+
+#[tokio::test]
+async fn an_update_without_its_unchanged_fields_keeps_their_stored_values() {
+    use faucet_core::change::unchanged_field;
+    let db = Db::new();
+    let s = sink(&db.name, "t", MongoWriteMode::Upsert, &["id"]);
+    let mut w = s.open().await.expect("open");
+    let schema = record_schema(
+        vec![Field::new("lsn", DataType::Text)],
+        vec![unchanged_field()],
+    );
+    let full = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int),
+        Field::new("v", DataType::Text),
+        Field::new("big", DataType::Text),
+    ]));
+    let part = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int),
+        Field::new("v", DataType::Text),
+    ]));
+    let mut b = PageBuilder::new(schema.clone(), 1);
+    b.push_row([
+        Value::Text("c".into()),
+        Value::Text("public.t".into()),
+        Value::Text("0/1".into()),
+        Value::TimestampTz("2026-12-01T00:00:00Z".into()),
+        Value::Null,
+        Value::row(
+            full,
+            vec![
+                Value::Int(1),
+                Value::Text("a".into()),
+                Value::Text("toasted".into()),
+            ],
+        ),
+        Value::Null,
+    ]);
+    w.write(&b.finish(Some(json!(1)))).await.expect("insert");
+    let mut b = PageBuilder::new(schema, 1);
+    b.push_row([
+        Value::Text("u".into()),
+        Value::Text("public.t".into()),
+        Value::Text("0/2".into()),
+        Value::TimestampTz("2026-12-01T00:00:01Z".into()),
+        Value::Null,
+        Value::row(part, vec![Value::Int(1), Value::Text("b".into())]),
+        Value::Array(vec![Value::Text("big".into())]),
+    ]);
+    w.write(&b.finish(Some(json!(2)))).await.expect("update");
+    let got = docs(&db.name, "t", doc! {}).await;
+    assert_eq!(
+        got,
+        vec![doc! {"_id": 1_i64, "id": 1_i64, "v": "b", "big": "toasted"}]
+    );
+}

@@ -3,7 +3,7 @@
 //! * **Where**: `collection` is `database.collection`, fixed or a template over the record's
 //!   source table ([`faucet_core::route::TableTemplate`]: `replica.{table}`), so a change
 //!   stream of many tables lands each table in its own collection.
-//! * **How** (`write_mode`, see [`ops`] for the rules): `append` inserts every record as a
+//! * **How** (`write_mode`, the module `ops` has the rules): `append` inserts every record as a
 //!   document (`insert_many`, ordered); `upsert` applies change records by key (`d` deletes,
 //!   `c`/`u`/`r` replace, `t` empties the collection, a key-changing `u` deletes the old key's
 //!   document) and replaces plain records by key. Values by [`crate::mongodb::to_bson`].

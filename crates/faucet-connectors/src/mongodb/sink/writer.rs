@@ -245,19 +245,39 @@ impl<'a> MongodbWriter<'a> {
                     .map_err(|e| fail("delete from", e))?;
                 mid_page(o.deletes.len());
             }
-            for d in &o.replaces {
-                let id = d.get("_id").cloned().unwrap_or(Bson::Null);
-                run!(coll.replace_one(doc! {"_id": id}, d).upsert(true))
-                    .map_err(|e| fail("replace in", e))?;
-                mid_page(1);
-            }
-            for (id, fields) in &o.sets {
-                run!(
-                    coll.update_one(doc! {"_id": id.clone()}, doc! {"$set": fields.clone()})
-                        .upsert(true)
-                )
-                .map_err(|e| fail("update in", e))?;
-                mid_page(1);
+            // Replaces and `$set`s as `update` commands of many statements (one round trip
+            // per chunk, not per document), half a page before the mid-page point.
+            let statements: Vec<Document> = o
+                .replaces
+                .iter()
+                .map(|d| {
+                    let id = d.get("_id").cloned().unwrap_or(Bson::Null);
+                    doc! {"q": {"_id": id}, "u": d.clone(), "upsert": true}
+                })
+                .chain(o.sets.iter().map(|(id, fields)| {
+                    doc! {"q": {"_id": id.clone()}, "u": {"$set": fields.clone()}, "upsert": true}
+                }))
+                .collect();
+            let db = self.client.database(&o.db);
+            for chunk in chunks(&statements, total / 2) {
+                let n = chunk.len();
+                let command = doc! {"update": o.coll.as_str(), "updates": chunk, "ordered": true};
+                let reply = run!(db.run_command(command)).map_err(|e| fail("upsert into", e))?;
+                if let Ok(errors) = reply.get_array("writeErrors")
+                    && let Some(Bson::Document(first)) = errors.first()
+                {
+                    return Err(FaucetError::write(
+                        CONNECTOR,
+                        format!(
+                            "upsert into {name}: the server refused a document (error {}): {}; \
+                             nothing of the page was committed",
+                            first.get_i32("code").unwrap_or_default(),
+                            first.get_str("errmsg").unwrap_or_default()
+                        ),
+                        None,
+                    ));
+                }
+                mid_page(n);
             }
             if !o.inserts.is_empty() {
                 let half = if total > 1 { o.inserts.len() / 2 } else { 0 };
@@ -283,6 +303,31 @@ impl<'a> MongodbWriter<'a> {
         }
         .into()
     }
+}
+
+/// The most statements, and about the most bytes, one `update` command carries (the server
+/// takes up to 100,000 statements and 16 MiB per command).
+const CHUNK_STATEMENTS: usize = 1_000;
+const CHUNK_BYTES: usize = 8 << 20;
+
+/// `statements` cut into chunks of at most [`CHUNK_STATEMENTS`] and about [`CHUNK_BYTES`],
+/// a chunk also ending after `split` statements (the mid-page point falls between chunks).
+fn chunks(statements: &[Document], split: usize) -> Vec<Vec<Document>> {
+    let mut out = Vec::new();
+    let mut chunk: Vec<Document> = Vec::new();
+    let mut bytes = 0;
+    for (i, s) in statements.iter().enumerate() {
+        bytes += mongodb::bson::to_vec(s).map_or(0, |v| v.len());
+        chunk.push(s.clone());
+        if chunk.len() >= CHUNK_STATEMENTS || bytes >= CHUNK_BYTES || i + 1 == split {
+            out.push(std::mem::take(&mut chunk));
+            bytes = 0;
+        }
+    }
+    if !chunk.is_empty() {
+        out.push(chunk);
+    }
+    out
 }
 
 /// A driver error of `sink`'s while `doing`, as a [`FaucetError`].
