@@ -359,7 +359,8 @@ impl Source for MysqlCdcSource {
         let mut conn = self.connect().await?;
         let tables = self.tables_now(&mut conn).await?;
         // A replicate bookmark's `copied` member is carried on (`copy_history::KeepCopied`).
-        let copied = crate::copy_history::keep_listed(copied, tables.iter().map(ToString::to_string));
+        let copied =
+            crate::copy_history::keep_listed(copied, tables.iter().map(ToString::to_string));
         let (facts, (end, executed), files) = self.prerequisites(&mut conn).await?;
         self.warn_missing_tables(&mut conn).await;
         let resumed = from.is_some();
