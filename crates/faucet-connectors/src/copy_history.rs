@@ -350,25 +350,11 @@ pub(crate) fn split_copied(
     Ok((b, Some(tables.into_iter().collect())))
 }
 
-/// [`split_copied`] for a change source of `faucet run` opened at `from`: the bookmark to
-/// read, and the `copied` tables to carry on ([`KeepCopied`]) — those of `listed` only, so
-/// a table removed from `tables` (whose changes are no longer read) is copied again if it
-/// is listed again.
-///
-/// # Errors
-/// As [`split_copied`].
-pub(crate) fn carried_copied(
-    from: Option<Bookmark>,
-    connector: &str,
-    listed: impl IntoIterator<Item = String>,
-) -> Result<(Option<Bookmark>, Option<BTreeSet<String>>), FaucetError> {
-    let (b, copied) = split_resume(from, connector)?;
-    Ok((b, keep_listed(copied, listed)))
-}
-
-/// The first half of [`carried_copied`], before the listed tables are known (a source with
-/// table patterns learns them from the catalog): the bookmark to read and its `copied`
-/// member, read offline so a bookmark of another kind is named before anything connects.
+/// [`split_copied`] for a change source of `faucet run` opened at `from`, before the listed
+/// tables are known (a source with table patterns learns them from the catalog): the
+/// bookmark to read and its `copied` member, read offline so a bookmark of another kind is
+/// named before anything connects. [`keep_listed`] then keeps the `copied` tables to carry
+/// on ([`KeepCopied`]).
 ///
 /// # Errors
 /// As [`split_copied`].
@@ -382,7 +368,8 @@ pub(crate) fn split_resume(
     }
 }
 
-/// The second half of [`carried_copied`]: the `copied` tables that are still `listed`.
+/// The `copied` tables of [`split_resume`] still `listed`, to carry on: a table removed from
+/// `tables` (whose changes are no longer read) is copied again if it is listed again.
 pub(crate) fn keep_listed(
     copied: Option<BTreeSet<String>>,
     listed: impl IntoIterator<Item = String>,
@@ -574,10 +561,9 @@ mod tests {
             None,
             "none invented"
         );
-        let (_, carried) =
-            carried_copied(Some(b), "x", ["s.b".to_owned(), "s.c".to_owned()]).expect("ok");
+        let (_, copied) = split_resume(Some(b), "x").expect("ok");
         assert_eq!(
-            carried,
+            keep_listed(copied, ["s.b".to_owned(), "s.c".to_owned()]),
             Some(set(&["s.b"])),
             "a table no longer listed is dropped"
         );

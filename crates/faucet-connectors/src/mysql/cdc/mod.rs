@@ -479,11 +479,7 @@ impl Source for MysqlCdcSource {
                     .to_owned(),
             ));
         }
-        let (from, _) = crate::copy_history::carried_copied(
-            Some(from.clone()),
-            CONNECTOR,
-            self.validated.tables.iter().map(ToString::to_string),
-        )?;
+        let (from, _) = crate::copy_history::split_resume(Some(from.clone()), CONNECTOR)?;
         let Some(from) = from else {
             return Ok(None);
         };
