@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Cluster, TTL, cdc_takeover, eventually};
+use super::{Cluster, TTL, cdc_takeover, eventually, slot_active_pid};
 
 /// The bookmark stored under `take` in the cluster's state table.
 fn stored_bookmark(c: &Cluster) -> Value {
@@ -26,11 +26,16 @@ fn changes(c: &Cluster) -> usize {
 #[test]
 fn status_a_member_shows_a_pipeline_another_owns_and_its_own_after_the_takeover() {
     let mut c = Cluster::new("status");
-    cdc_takeover(&mut c, "terminate");
+    let slot = cdc_takeover(&mut c, "terminate");
     let s = c.schema.clone();
     let a = c.member_serving("a", "1s", "p.yaml");
     a.wait_for("take", "RUNNING on a", |d| {
         d["state"] == "RUNNING" && d["owner"] == "a" && d["here"] == true
+    });
+    // RUNNING is said before the stream has its slot: a slot made after the INSERT below
+    // would start past its changes (under load, making it waits for other transactions).
+    eventually("a streams from its slot", Duration::from_secs(60), || {
+        slot_active_pid(&c, &slot).ok_or_else(|| "not active".to_owned())
     });
     // Changes committed in the source reach the target (so a bookmark is durable).
     c.sql(&format!(
