@@ -10,7 +10,7 @@
 //! shows each file's record count in its status and in `faucet_target_records_total`.
 //! `FAUCET_SOAK=1` crashes more often.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -19,7 +19,7 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url,
+    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, replay_items,
     test_decoding_table_changes, unique_suffix,
 };
 use crate::support::server::Server;
@@ -241,25 +241,7 @@ fn verify(
         changes += expected.len();
 
         // Replaying the file gives the table.
-        let mut replica: BTreeMap<i64, (i64, String)> = BTreeMap::new();
-        for r in &records {
-            match r["op"].as_str().expect("op") {
-                "c" | "u" => {
-                    let a = &r["after"];
-                    replica.insert(
-                        a["id"].as_i64().expect("id"),
-                        (
-                            a["v"].as_i64().expect("v"),
-                            a["note"].as_str().expect("note").to_owned(),
-                        ),
-                    );
-                }
-                "d" => {
-                    replica.remove(&r["before"]["id"].as_i64().expect("id"));
-                }
-                other => panic!("op {other}"),
-            }
-        }
+        let replica = replay_items(&records);
         let rows: Vec<(i32, i64, String)> = rt
             .block_on(
                 sqlx::query_as(&format!("SELECT id, v, note FROM {table} ORDER BY id"))
@@ -271,7 +253,7 @@ fn verify(
             .map(|(id, v, note)| (i64::from(id), (v, note)))
             .collect();
         assert!(
-            replica.into_iter().collect::<Vec<_>>() == rows,
+            replica == rows,
             "{t}: the replayed changes differ from the table"
         );
     }

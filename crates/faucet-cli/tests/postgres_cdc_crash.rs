@@ -7,7 +7,7 @@
 //! `FAUCET_SOAK=1` runs more rounds. Needs PostgreSQL with wal_level=logical
 //! (`FAUCET_TEST_PG_URL`; `scripts/services.sh` starts it).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -16,7 +16,7 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, lsn_value,
+    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, lsn_value, replay_items,
     test_decoding_changes, unique_suffix,
 };
 use crate::support::{bookmark_of, expect_aborted, output_of_success};
@@ -426,26 +426,7 @@ fn verify(
     );
 
     // Replaying the records gives the table, value by value.
-    let mut replica: BTreeMap<i64, (i64, String)> = BTreeMap::new();
-    for r in &records {
-        match r["op"].as_str().expect("op") {
-            "c" | "u" => {
-                let a = &r["after"];
-                replica.insert(
-                    a["id"].as_i64().expect("id"),
-                    (
-                        a["v"].as_i64().expect("v"),
-                        a["note"].as_str().expect("note").to_owned(),
-                    ),
-                );
-            }
-            "d" => {
-                replica.remove(&r["before"]["id"].as_i64().expect("id"));
-            }
-            "t" => replica.clear(),
-            other => panic!("op {other}"),
-        }
-    }
+    let replica = replay_items(&records);
     let table: Vec<(i32, i64, String)> = rt
         .block_on(
             sqlx::query_as(&format!("SELECT id, v, note FROM {s}.items ORDER BY id"))
@@ -456,7 +437,6 @@ fn verify(
         .into_iter()
         .map(|(id, v, note)| (i64::from(id), (v, note)))
         .collect();
-    let replica: Vec<(i64, (i64, String))> = replica.into_iter().collect();
     assert_eq!(replica.len(), table.len());
     assert!(
         replica == table,

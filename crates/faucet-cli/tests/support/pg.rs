@@ -531,3 +531,30 @@ pub(crate) fn slot_exists(slot: &str) -> bool {
     ));
     !found.is_empty()
 }
+
+/// What change records say an `(id int, v bigint, note text)` table holds, replayed in order
+/// (`c`/`u` upsert `after`, `d` removes `before`'s id, `t` empties): `(id, (v, note))` by id,
+/// to compare with the table's rows.
+pub(crate) fn replay_items(records: &[serde_json::Value]) -> Vec<(i64, (i64, String))> {
+    let mut replica = std::collections::BTreeMap::new();
+    for r in records {
+        match r["op"].as_str().expect("op") {
+            "c" | "u" => {
+                let a = &r["after"];
+                replica.insert(
+                    a["id"].as_i64().expect("id"),
+                    (
+                        a["v"].as_i64().expect("v"),
+                        a["note"].as_str().expect("note").to_owned(),
+                    ),
+                );
+            }
+            "d" => {
+                replica.remove(&r["before"]["id"].as_i64().expect("id"));
+            }
+            "t" => replica.clear(),
+            other => panic!("op {other}"),
+        }
+    }
+    replica.into_iter().collect()
+}
