@@ -135,6 +135,35 @@ pub fn record_schema(position: Vec<Field>, trailing: Vec<Field>) -> Arc<Schema> 
     Arc::new(Schema::new(fields))
 }
 
+/// A page's rows per source table, [`rows_by_table`]: `(table, row indexes)`.
+pub type TableRows = Vec<(String, Vec<usize>)>;
+
+/// The rows of each source table of a page of change records, by the [`TABLE`] field, tables
+/// in order of first appearance and rows in page order: `(table, row indexes)`. What a sink
+/// routing each source table to its own target splits a page by (the SQL engine, the
+/// `mongodb` sink). `Ok(None)` when the page's records are not change records.
+///
+/// # Errors
+/// The index of the first record whose `table` is not text (a change record without its
+/// source table), for the caller to name.
+pub fn rows_by_table(page: &crate::Page) -> Result<Option<TableRows>, usize> {
+    let Some(at) = ChangeLayout::of(page.schema()).and_then(|_| page.schema().index_of(TABLE))
+    else {
+        return Ok(None);
+    };
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, row) in page.rows().enumerate() {
+        let Some(crate::Value::Text(t)) = row.values().get(at) else {
+            return Err(i);
+        };
+        match groups.iter_mut().find(|(g, _)| g == t.as_str()) {
+            Some((_, rows)) => rows.push(i),
+            None => groups.push((t.to_string(), vec![i])),
+        }
+    }
+    Ok(Some(groups))
+}
+
 /// The [`UNCHANGED`] field: an array of the column names left out of `after`.
 pub fn unchanged_field() -> Field {
     Field::new(UNCHANGED, DataType::Array(Box::new(DataType::Text)))

@@ -321,24 +321,20 @@ fn groups(page: &Page, template: &TableTemplate) -> Result<Groups, FaucetError> 
     if page.is_empty() {
         return Ok(Vec::new());
     }
-    let at = ChangeLayout::of(page.schema()).and_then(|_| page.schema().index_of(TABLE));
-    let (Some(at), None) = (at, template.fixed()) else {
+    if template.fixed().is_some() {
         return Ok(vec![(None, None)]);
-    };
-    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-    for (i, row) in page.rows().enumerate() {
-        let Some(Value::Text(t)) = row.values().get(at) else {
+    }
+    let groups = match faucet_core::change::rows_by_table(page) {
+        Ok(Some(groups)) => groups,
+        Ok(None) => return Ok(vec![(None, None)]),
+        Err(i) => {
             return Err(FaucetError::data(
                 CONNECTOR,
                 format!("{}, page row {}", template.as_str(), i + 1),
                 "a change record without its source `table`, which `collection` needs",
             ));
-        };
-        match groups.iter_mut().find(|(g, _)| g == t.as_str()) {
-            Some((_, rows)) => rows.push(i),
-            None => groups.push((t.to_string(), vec![i])),
         }
-    }
+    };
     let whole = groups.len() == 1;
     Ok(groups
         .into_iter()

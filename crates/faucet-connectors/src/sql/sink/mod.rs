@@ -44,7 +44,7 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 
 use faucet_core::keys::TableKeys;
-use faucet_core::{CommitToken, FaucetError, Page, PageBuilder, SinkWriter, Value, fault};
+use faucet_core::{CommitToken, FaucetError, Page, PageBuilder, SinkWriter, fault};
 
 pub(crate) use dialect::SinkDialect;
 use fence::WriterFence;
@@ -178,32 +178,26 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
             return Ok(Vec::new());
         }
         let connector = self.dialect.connector();
-        let Some(at) = faucet_core::change::ChangeLayout::of(page.schema())
-            .and_then(|_| page.schema().index_of(faucet_core::change::TABLE))
-        else {
-            return Err(FaucetError::data(
-                connector,
-                self.dialect.target_name(),
-                "the records are not change records (no `op`, `table`, `before`, `after`): \
-                 a sink routed by source table (`table` with a placeholder, or `tables:`) \
-                 takes a change source's records; write plain rows into one fixed `table`",
-            ));
-        };
-        // The source table of each row, in page order.
-        let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
-        for (i, row) in page.rows().enumerate() {
-            let Some(Value::Text(t)) = row.values().get(at) else {
+        let groups = match faucet_core::change::rows_by_table(page) {
+            Ok(Some(groups)) => groups,
+            Ok(None) => {
+                return Err(FaucetError::data(
+                    connector,
+                    self.dialect.target_name(),
+                    "the records are not change records (no `op`, `table`, `before`, \
+                     `after`): a sink routed by source table (`table` with a placeholder, or \
+                     `tables:`) takes a change source's records; write plain rows into one \
+                     fixed `table`",
+                ));
+            }
+            Err(i) => {
                 return Err(FaucetError::data(
                     connector,
                     format!("{}, page row {}", self.dialect.target_name(), i + 1),
                     "a change record without its source `table`, which routing needs",
                 ));
-            };
-            match groups.iter_mut().find(|(g, _)| g == t) {
-                Some((_, rows)) => rows.push(i),
-                None => groups.push((t.to_string(), vec![i])),
             }
-        }
+        };
         let mut out = Vec::with_capacity(groups.len());
         let whole = groups.len() == 1;
         for (source, rows) in groups {
