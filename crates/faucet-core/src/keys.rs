@@ -204,10 +204,17 @@ impl KnownTables {
             return false;
         };
         let mut met = false;
+        // Records of one table come in runs: a row of the previous row's table needs no lookup.
+        let mut previous: Option<&str> = None;
         for row in page.rows() {
-            if let Some(crate::Value::Text(t)) = row.values().get(at)
-                && !self.names.contains(t.as_str())
-            {
+            let Some(crate::Value::Text(t)) = row.values().get(at) else {
+                continue;
+            };
+            if previous == Some(t.as_str()) {
+                continue;
+            }
+            previous = Some(t.as_str());
+            if !self.names.contains(t.as_str()) {
                 self.names.insert(t.to_string());
                 met = true;
             }

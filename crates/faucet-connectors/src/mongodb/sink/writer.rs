@@ -391,10 +391,8 @@ impl SinkWriter for MongodbWriter<'_> {
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
         scope.clone_into(&mut self.state_key);
-        if !self.transactions {
-            return self.write_page(page, None).await;
-        }
-        self.write_page(page, Some(token)).await
+        self.write_page(page, self.transactions.then_some(token))
+            .await
     }
 
     /// Raises the scope's fence (refused when it holds a larger one, unless `take_over`),
