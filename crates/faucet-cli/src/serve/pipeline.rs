@@ -304,6 +304,8 @@ impl Slot {
             retry_at: st.retry_at,
             bookmark_at: st.bookmark_at,
             age_seconds: 0.0,
+            targets: st.targets.clone(),
+            progress: st.progress.clone(),
         }
     }
 
@@ -354,14 +356,14 @@ impl Slot {
             retention_horizon_seconds: st.retention.as_ref().and_then(|r| r.horizon_seconds),
             oplog_window_seconds: st.retention.as_ref().and_then(|r| r.window_seconds),
             retention: st.retention.clone(),
-            progress: if here { st.progress.clone() } else { None },
+            progress: match report {
+                Some(r) => r.progress.clone(),
+                None if here => st.progress.clone(),
+                None => None,
+            },
             records: report.map_or(st.records, |r| r.records),
             pages: report.map_or(st.pages, |r| r.pages),
-            targets: if report.is_some() {
-                BTreeMap::new()
-            } else {
-                st.targets.clone()
-            },
+            targets: report.map_or_else(|| st.targets.clone(), |r| r.targets.clone()),
             rate_records_per_second: report.map_or(rate, |r| r.rate),
             runs: report.map_or(st.runs, |r| r.runs),
             failures: report.map_or(st.failures, |r| r.failures),
@@ -476,7 +478,7 @@ pub(crate) struct PipelineView {
 
 /// `progress` of `GET /pipelines/{key}`: `{done, total, unit, percent, eta_seconds,
 /// estimate}`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub(crate) struct ProgressView {
     /// Read so far, in `unit`, from the source's beginning.
     done: u64,

@@ -2,9 +2,12 @@
 //! cluster database's status table at every heartbeat by [`super::cluster`]), and the
 //! record rate every status shows ([`Rate`]).
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+
+use super::pipeline::ProgressView;
 
 /// The figures of one row as its owner last reported them: the state it shows, what its
 /// runs wrote, its lag and its errors. A member that does not run the row shows these
@@ -37,6 +40,23 @@ pub(crate) struct Report {
     pub(crate) bookmark_at: Option<DateTime<Utc>>,
     /// How old the report is, seconds, by the cluster database's clock (0 when written).
     pub(crate) age_seconds: f64,
+    /// Records per target the owner's process wrote (see `PipelineView::targets`).
+    pub(crate) targets: BTreeMap<String, u64>,
+    /// The owner's progress of its run through the source, while it has one.
+    pub(crate) progress: Option<ProgressView>,
+}
+
+/// What a [`Report`] carries as one JSON document (the status table's `detail` column):
+/// `{"targets": {...}, "progress": {...} | null}`. Fields added later are read with their
+/// defaults from rows an older member wrote.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct ReportDetail {
+    /// [`Report::targets`].
+    #[serde(default)]
+    pub(crate) targets: BTreeMap<String, u64>,
+    /// [`Report::progress`].
+    #[serde(default)]
+    pub(crate) progress: Option<ProgressView>,
 }
 
 /// The window a [`Rate`] counts records in.

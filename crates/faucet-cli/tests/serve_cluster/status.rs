@@ -1,7 +1,8 @@
 //! Any member answers for every pipeline: a row owned by one member shows on another with
-//! its owner's state (from the owner's report in the status table), `here: false`, and the
-//! durable bookmark read from the shared state store; a dead owner's report is not shown
-//! as RUNNING, and after the takeover the new owner shows the row as its own.
+//! its owner's state (from the owner's report in the status table), `here: false`, the
+//! durable bookmark read from the shared state store and the owner's records per target; a
+//! dead owner's report is not shown as RUNNING, and after the takeover the new owner shows
+//! the row as its own.
 
 use std::time::{Duration, Instant};
 
@@ -70,6 +71,21 @@ fn status_a_member_shows_a_pipeline_another_owns_and_its_own_after_the_takeover(
         "{seen}"
     );
     assert!(seen["last_error"].is_null(), "{seen}");
+    // Records per target come in the owner's report too (the jsonl sink names its file).
+    eventually("b shows a's records per target", 2 * TTL, || {
+        let (mine, shown) = (
+            a.status("take")["targets"].clone(),
+            b.status("take")["targets"].clone(),
+        );
+        let total: u64 = mine
+            .as_object()
+            .map_or(0, |t| t.values().filter_map(Value::as_u64).sum());
+        if total >= 12 && shown == mine {
+            Ok(())
+        } else {
+            Err(format!("a has {mine}, b shows {shown}"))
+        }
+    });
     // The bookmark b shows is the one in the state store, which a wrote (b reads it at its
     // heartbeat, so it may trail a page).
     eventually("b shows the stored bookmark", 2 * TTL, || {

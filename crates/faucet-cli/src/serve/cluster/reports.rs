@@ -11,8 +11,11 @@
 //!   records bigint NOT NULL, pages bigint NOT NULL, runs bigint NOT NULL,
 //!   failures int NOT NULL, rate float8, lag_seconds float8, error text, last_error text,
 //!   last_error_at timestamptz, retry_at timestamptz, bookmark_at timestamptz,
-//!   updated_at timestamptz NOT NULL)
+//!   updated_at timestamptz NOT NULL, detail jsonb)
 //! ```
+//!
+//! `detail` ([`ReportDetail`]: records per target, progress) is added by `ALTER TABLE … ADD
+//! COLUMN IF NOT EXISTS` to a table an older member made.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,13 +25,14 @@ use faucet_core::FaucetError;
 use sqlx::{PgPool, Row as _};
 
 use super::membership::{create_table, db};
-use crate::serve::report::Report;
+use crate::serve::report::{Report, ReportDetail};
 
 /// The statements of the status table.
 #[derive(Debug, Clone)]
 pub(crate) struct Reports {
     table: String,
     create: String,
+    add_detail: String,
     write: String,
     read: String,
 }
@@ -61,13 +65,15 @@ impl Reports {
                  records bigint NOT NULL, pages bigint NOT NULL, runs bigint NOT NULL, \
                  failures int NOT NULL, rate float8, lag_seconds float8, error text, \
                  last_error text, last_error_at timestamptz, retry_at timestamptz, \
-                 bookmark_at timestamptz, updated_at timestamptz NOT NULL)"
+                 bookmark_at timestamptz, updated_at timestamptz NOT NULL, detail jsonb)"
             ),
+            add_detail: format!("ALTER TABLE {t} ADD COLUMN IF NOT EXISTS detail jsonb"),
             write: format!(
                 "INSERT INTO {t} (key, member, incarnation, state, running, records, pages, runs, \
                  failures, rate, lag_seconds, error, last_error, last_error_at, retry_at, \
-                 bookmark_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, now()) \
+                 bookmark_at, detail, updated_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                 $17, now()) \
                  ON CONFLICT (key) DO UPDATE SET member = EXCLUDED.member, \
                  incarnation = EXCLUDED.incarnation, state = EXCLUDED.state, \
                  running = EXCLUDED.running, records = EXCLUDED.records, pages = EXCLUDED.pages, \
@@ -75,12 +81,12 @@ impl Reports {
                  lag_seconds = EXCLUDED.lag_seconds, error = EXCLUDED.error, \
                  last_error = EXCLUDED.last_error, last_error_at = EXCLUDED.last_error_at, \
                  retry_at = EXCLUDED.retry_at, bookmark_at = EXCLUDED.bookmark_at, \
-                 updated_at = EXCLUDED.updated_at"
+                 detail = EXCLUDED.detail, updated_at = EXCLUDED.updated_at"
             ),
             read: format!(
                 "SELECT s.key, s.member, s.state, s.running, s.records, s.pages, s.runs, \
                  s.failures, s.rate, s.lag_seconds, s.error, s.last_error, s.last_error_at, \
-                 s.retry_at, s.bookmark_at, \
+                 s.retry_at, s.bookmark_at, s.detail, \
                  EXTRACT(EPOCH FROM now() - s.updated_at)::float8 AS age \
                  FROM {t} s JOIN {m} m ON m.name = s.member AND m.incarnation = s.incarnation \
                  WHERE NOT m.leaving AND m.heartbeat_at > now() - make_interval(secs => $1) \
@@ -89,12 +95,13 @@ impl Reports {
         }
     }
 
-    /// Creates the table when absent.
+    /// Creates the table when absent, and its `detail` column when an older member made it.
     ///
     /// # Errors
     /// [`FaucetError::State`] from the server.
     pub(crate) async fn create(&self, conn: &mut sqlx::PgConnection) -> Result<(), FaucetError> {
-        create_table(conn, &self.create, &self.table).await
+        create_table(conn, &self.create, &self.table).await?;
+        create_table(conn, &self.add_detail, &self.table).await
     }
 
     /// Writes the reports of `incarnation` (of member `Report::member`), one transaction.
@@ -134,6 +141,10 @@ impl Reports {
                 .bind(last_error_at)
                 .bind(r.retry_at)
                 .bind(r.bookmark_at)
+                .bind(sqlx::types::Json(ReportDetail {
+                    targets: r.targets.clone(),
+                    progress: r.progress.clone(),
+                }))
                 .execute(&mut *tx)
                 .await
                 .map_err(ctx)?;
@@ -160,6 +171,9 @@ impl Reports {
         for row in rows {
             let last_error: Option<String> = row.try_get("last_error").map_err(ctx)?;
             let last_error_at = row.try_get("last_error_at").map_err(ctx)?;
+            let detail: Option<sqlx::types::Json<ReportDetail>> =
+                row.try_get("detail").map_err(ctx)?;
+            let detail = detail.map(|d| d.0).unwrap_or_default();
             let report = Report {
                 member: row.try_get("member").map_err(ctx)?,
                 state: row.try_get("state").map_err(ctx)?,
@@ -176,6 +190,8 @@ impl Reports {
                 retry_at: row.try_get("retry_at").map_err(ctx)?,
                 bookmark_at: row.try_get("bookmark_at").map_err(ctx)?,
                 age_seconds: row.try_get::<f64, _>("age").map_err(ctx)?.max(0.0),
+                targets: detail.targets,
+                progress: detail.progress,
             };
             out.insert(row.try_get("key").map_err(ctx)?, report);
         }

@@ -310,11 +310,7 @@ impl Source for PostgresCdcSource {
                 start.lsn,
                 client::status_interval(options.max_page_delay),
             );
-            let mut client = pgwire_replication::ReplicationClient::connect(config)
-                .await
-                .map_err(stream_error)?;
-            client.wait_started().await.map_err(stream_error)?;
-            Some(client)
+            Some(start_replication(config).await?)
         };
         tracing::info!(
             slot = %self.config.slot_name,
@@ -362,5 +358,35 @@ impl PageStream for CdcStream {
         let bookmark = CdcBookmark::from_json(bookmark)?;
         self.0.ack(&bookmark).await;
         Ok(())
+    }
+}
+
+/// How many times opening the stream is tried when the walsender fails on an internal error.
+const START_ATTEMPTS: u32 = 3;
+
+/// Connects and sends `START_REPLICATION`, trying again (after 1 s, 2 s) when the
+/// walsender stops on an internal error (SQLSTATE XX000) before the stream starts; every
+/// other error is returned at once (see [`stream_error`]).
+async fn start_replication(
+    config: pgwire_replication::ReplicationConfig,
+) -> Result<pgwire_replication::ReplicationClient, FaucetError> {
+    let mut attempt = 1;
+    loop {
+        let started = async {
+            let mut client = pgwire_replication::ReplicationClient::connect(config.clone())
+                .await
+                .map_err(stream_error)?;
+            client.wait_started().await.map_err(stream_error)?;
+            Ok::<_, FaucetError>(client)
+        }
+        .await;
+        match started {
+            Err(e) if attempt < START_ATTEMPTS && e.to_string().contains("XX000") => {
+                tracing::warn!(error = %e, attempt, "postgres-cdc: starting the stream again");
+                tokio::time::sleep(std::time::Duration::from_secs(u64::from(attempt))).await;
+                attempt += 1;
+            }
+            other => return other,
+        }
     }
 }

@@ -541,8 +541,10 @@ fn lost_transaction(r: InTxn) -> FaucetError {
     )
 }
 
-/// Maps a replication session error: a slot held by another process (SQLSTATE 55006) and
-/// lost connections are retryable [`FaucetError::Connect`]s, server refusals are
+/// Maps a replication session error: a slot held by another process (SQLSTATE 55006), a
+/// walsender's internal error (XX000: the server process failed, not the request; the
+/// subscriber side of PostgreSQL's own logical replication restarts after it) and lost
+/// connections are retryable [`FaucetError::Connect`]s, server refusals are
 /// [`FaucetError::Read`]s with the server's message.
 pub(crate) fn stream_error(e: PgWireError) -> FaucetError {
     match &e {
@@ -550,6 +552,14 @@ pub(crate) fn stream_error(e: PgWireError) -> FaucetError {
             CONNECTOR,
             "the replication slot is active in another process: stop that consumer, or give \
              this pipeline its own `slot_name`",
+            Some(Box::new(e)),
+        ),
+        PgWireError::Server(message) if message.contains("XX000") => FaucetError::connect(
+            CONNECTOR,
+            "the server's walsender stopped on an internal error (SQLSTATE XX000; seen under \
+             concurrent DDL in the same database, e.g. `could not map filenode`): nothing was \
+             acknowledged past the last durable page, so starting the stream again resumes \
+             there, as PostgreSQL's own subscriptions do",
             Some(Box::new(e)),
         ),
         PgWireError::Server(_) => FaucetError::read(
