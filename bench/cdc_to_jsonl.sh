@@ -32,10 +32,8 @@ floor_slot=faucet_bench_floor_$suffix
 publication=pub_bench_$suffix
 
 command -v pg_recvlogical >/dev/null || { echo "pg_recvlogical not found (package postgresql-client)" >&2; exit 1; }
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 psql -X -q -v ON_ERROR_STOP=1 "$url" -c 'select 1' >/dev/null ||
   { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
 
