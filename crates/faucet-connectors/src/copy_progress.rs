@@ -9,6 +9,33 @@
 use faucet_core::{Extent, ExtentUnit, Page};
 
 use crate::copy_history::{Copied, Point, TableCopy};
+use crate::sql::query::QueryDialect;
+
+/// The [`CopyProgress`] of copying `tables` (qualified names) on `connection`: their row
+/// estimates ([`QueryDialect::row_estimate`]); none known for `None`, no table, or a server
+/// that cannot be reached.
+pub(crate) async fn copy_progress<D: QueryDialect>(
+    connection: &D::Connection,
+    tables: Option<Vec<D::Table>>,
+) -> CopyProgress {
+    let tables = match tables {
+        Some(t) if !t.is_empty() => t,
+        _ => return CopyProgress::new([None]),
+    };
+    let mut session = match D::connect(connection).await {
+        Ok(session) => session,
+        Err(e) => {
+            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
+            return CopyProgress::new([None]);
+        }
+    };
+    let mut estimates = Vec::with_capacity(tables.len());
+    for t in &tables {
+        estimates.push(D::row_estimate(&mut session, connection, t).await);
+    }
+    D::close(session).await;
+    CopyProgress::new(estimates)
+}
 
 /// The rows a copy read of the tables' summed estimate.
 #[derive(Debug, Clone, PartialEq, Eq)]

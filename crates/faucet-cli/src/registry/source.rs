@@ -146,29 +146,45 @@ const POSTGRES_HINTS: Hints = Hints {
     other: None,
 };
 
-#[cfg(feature = "postgres")]
-impl SourceEntry for faucet_connectors::postgres::PostgresQueryConfig {
+/// The connect hint of a SQL source's `connector` (`postgres`, `mysql`).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn sql_connect_hint(connector: &str) -> &'static str {
+    #[cfg(feature = "mysql")]
+    if connector == "mysql" {
+        return super::MYSQL_CONNECT_HINT;
+    }
+    let _ = connector;
+    super::POSTGRES_CONNECT_HINT
+}
+
+/// The SQL query sources (`postgres`, `mysql`): one entry over their dialect.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl<D: faucet_connectors::sql::query::QueryDialect> SourceEntry
+    for faucet_connectors::sql::query::QueryConfig<D>
+{
     fn target(&self) -> String {
-        let what = match (&self.table, &self.query) {
-            (Some(t), _) => format!("table {t}"),
-            (None, Some(_)) => "query".to_owned(),
-            (None, None) => String::new(),
-        };
-        format!("{} {what}", super::redacted_secret(&self.connection_url))
+        format!(
+            "{} {}",
+            super::redacted_secret(&self.connection_url),
+            self.what()
+        )
     }
 
     fn warnings(&self) -> Vec<String> {
-        faucet_connectors::postgres::PostgresQueryConfig::warnings(self)
+        faucet_connectors::sql::query::QueryConfig::warnings(self)
     }
 
     fn hints(&self) -> Hints {
-        POSTGRES_HINTS
+        Hints {
+            connect: Some(sql_connect_hint(D::CONNECTOR)),
+            other: None,
+        }
     }
 
     fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(
-            faucet_connectors::postgres::PostgresQuerySource::new(self.clone())?,
-        ))
+        Ok(Box::new(faucet_connectors::sql::query::QuerySource::new(
+            self.clone(),
+        )?))
     }
 }
 
@@ -211,35 +227,6 @@ impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
             identity,
             tables: self.tables.clone(),
         })
-    }
-}
-
-#[cfg(feature = "mysql")]
-impl SourceEntry for faucet_connectors::mysql::MysqlQueryConfig {
-    fn target(&self) -> String {
-        let what = match (&self.table, &self.query) {
-            (Some(t), _) => format!("table {t}"),
-            (None, Some(_)) => "query".to_owned(),
-            (None, None) => String::new(),
-        };
-        format!("{} {what}", super::redacted_secret(&self.connection_url))
-    }
-
-    fn warnings(&self) -> Vec<String> {
-        faucet_connectors::mysql::MysqlQueryConfig::warnings(self)
-    }
-
-    fn hints(&self) -> Hints {
-        Hints {
-            connect: Some(super::MYSQL_CONNECT_HINT),
-            other: None,
-        }
-    }
-
-    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(faucet_connectors::mysql::MysqlQuerySource::new(
-            self.clone(),
-        )?))
     }
 }
 

@@ -80,7 +80,7 @@ use crate::copy_history::{KeepCopied, StreamBookmark};
 use crate::mysql::cdc::bookmark::CdcBookmark;
 use crate::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource, ValidatedMysqlCdcConfig, server};
 use crate::mysql::query::ReplicationMethod;
-use crate::mysql::query::config::Target;
+use crate::mysql::query::Target;
 use crate::mysql::query::plan::Plan;
 use crate::mysql::table::TableName;
 

@@ -19,16 +19,17 @@ use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::copy_history::{KeepCopied, Staged, after_copy, strings};
-use crate::copy_progress::CopyProgress;
+use crate::copy_progress::{CopyProgress, copy_progress};
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
 use crate::mysql::connection::MysqlConnection;
+use crate::mysql::query::Mysql;
 use crate::mysql::query::ReplicationMethod;
-use crate::mysql::query::config::Target;
+use crate::mysql::query::Target;
 use crate::mysql::query::plan::{Plan, Start};
 use crate::mysql::query::reader::Assembler;
-use crate::mysql::query::row_estimate;
 use crate::mysql::table::TableName;
+use crate::sql::query::QueryColumn as _;
 
 /// The table being copied.
 struct Copying {
@@ -247,7 +248,7 @@ impl<'a> ReplicateStream<'a> {
                 let literal_ok = after
                     .iter()
                     .zip(&order.indexes)
-                    .all(|(v, &i)| plan.literal(&plan.columns[i], v).is_some());
+                    .all(|(v, &i)| plan.columns[i].literal(v).is_some());
                 if recorded.is_some_and(|k| *k != order.names)
                     || after.len() != order.names.len()
                     || !literal_ok
@@ -378,31 +379,6 @@ pub(crate) fn no_primary_key(table: &str) -> FaucetError {
     )
 }
 
-/// The [`CopyProgress`] of copying `tables`: their row estimates; none known for `None`,
-/// no table, or a catalog that cannot be read.
-async fn copy_progress(
-    connection: &MysqlConnection,
-    tables: Option<Vec<TableName>>,
-) -> CopyProgress {
-    let tables = match tables {
-        Some(t) if !t.is_empty() => t,
-        _ => return CopyProgress::new([None]),
-    };
-    let mut conn = match connection.connect().await {
-        Ok(conn) => conn,
-        Err(e) => {
-            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
-            return CopyProgress::new([None]);
-        }
-    };
-    let mut estimates = Vec::with_capacity(tables.len());
-    for t in &tables {
-        estimates.push(row_estimate(&mut conn, t).await);
-    }
-    let _ = conn.disconnect().await;
-    CopyProgress::new(estimates)
-}
-
 #[async_trait]
 impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
@@ -412,7 +388,7 @@ impl PageStream for ReplicateStream<'_> {
             }
             if self.progress.is_none() {
                 let left = self.tables_left();
-                self.progress = Some(copy_progress(&self.connection, left).await);
+                self.progress = Some(copy_progress::<Mysql>(&self.connection, left).await);
             }
             match self.next_snapshot_page().await? {
                 Some(Some(page)) => {

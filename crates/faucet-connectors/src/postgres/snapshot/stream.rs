@@ -19,17 +19,17 @@ use super::export::ExportedSnapshot;
 use super::filter::Filter;
 use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::copy_history::{KeepCopied, Staged, after_copy};
-use crate::copy_progress::CopyProgress;
+use crate::copy_progress::{CopyProgress, copy_progress};
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
 use crate::postgres::cdc::config::TableName;
 use crate::postgres::connection::PostgresUrl;
+use crate::postgres::query::Postgres;
 use crate::postgres::query::ReplicationMethod;
-use crate::postgres::query::config::Target;
+use crate::postgres::query::Target;
 use crate::postgres::query::plan::{Plan, Start};
 use crate::postgres::query::reader::{self, QueryStream};
-use crate::postgres::query::row_estimate;
 
 /// The table being copied.
 struct Copying {
@@ -132,16 +132,16 @@ impl<'a> ReplicateStream<'a> {
         }
     }
 
-    /// The tables left to copy (quoted), for the copy's [`CopyProgress`]; `None` when one
+    /// The tables left to copy, for the copy's [`CopyProgress`]; `None` when one
     /// resumes mid-way (how much of it is left is not known).
-    fn tables_left(&self) -> Option<Vec<String>> {
+    fn tables_left(&self) -> Option<Vec<TableName>> {
         let left = crate::copy_progress::tables_left(
             &self.tables,
             TableName::qualified,
             |name| self.position.holds(name),
             &self.position.copied,
         )?;
-        Some(left.into_iter().map(TableName::quoted).collect())
+        Some(left.into_iter().cloned().collect())
     }
 
     fn all_finished(&self) -> bool {
@@ -201,7 +201,8 @@ impl<'a> ReplicateStream<'a> {
         let mut conn = sql.open_session(crate::postgres::config::CONNECTOR).await?;
         exported.import(&mut conn).await?;
         let target = Target::Table(name.clone());
-        let plan = Plan::describe(&mut conn, &target, ReplicationMethod::FullTable, &[]).await?;
+        let plan =
+            Plan::describe(&mut conn, sql, &target, ReplicationMethod::FullTable, &[]).await?;
         let start = match history.and_then(|h| h.resume_after()) {
             None => Start::Beginning,
             Some(after) => {
@@ -410,27 +411,6 @@ impl<'a> ReplicateStream<'a> {
     }
 }
 
-/// The [`CopyProgress`] of copying `tables` (quoted): their row estimates; none known for
-/// `None`, no table, or a catalog that cannot be read.
-async fn copy_progress(sql: &PostgresUrl, tables: Option<Vec<String>>) -> CopyProgress {
-    let tables = match tables {
-        Some(t) if !t.is_empty() => t,
-        _ => return CopyProgress::new([None]),
-    };
-    let mut conn = match sql.open_session(CONNECTOR).await {
-        Ok(conn) => conn,
-        Err(e) => {
-            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
-            return CopyProgress::new([None]);
-        }
-    };
-    let mut estimates = Vec::with_capacity(tables.len());
-    for t in &tables {
-        estimates.push(row_estimate(&mut conn, t).await);
-    }
-    CopyProgress::new(estimates)
-}
-
 #[async_trait]
 impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
@@ -449,7 +429,7 @@ impl PageStream for ReplicateStream<'_> {
             }
             if self.progress.is_none() {
                 let left = self.tables_left();
-                self.progress = Some(copy_progress(&self.sql, left).await);
+                self.progress = Some(copy_progress::<Postgres>(&self.sql, left).await);
             }
             match self.next_snapshot_page().await? {
                 Some(Some(page)) => {
