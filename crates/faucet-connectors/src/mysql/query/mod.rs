@@ -8,7 +8,7 @@
 //!   the statement one consistent snapshot.
 //! * `incremental`: `WHERE k1 >= v1 AND (k1, k2) > (v1, v2) ORDER BY k1, k2` (the first
 //!   conjunct lets MariaDB use an index on the key); every page's bookmark holds the last key
-//!   tuple as exact literal text ([`plan::key_text`]).
+//!   tuple as exact literal text (`plan::key_text`).
 //! * Progress: the row estimate is `information_schema.TABLES.TABLE_ROWS` (an estimate for
 //!   InnoDB; not known, so not stamped, for a query).
 //!

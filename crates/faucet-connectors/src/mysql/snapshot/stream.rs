@@ -19,7 +19,7 @@ use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::copy_history::{KeepCopied, Staged, after_copy, strings};
-use crate::copy_progress::{CopyProgress, copy_progress};
+use crate::copy_progress::{CopyProgress, CopyThenChanges, copy_progress, copy_then_changes};
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
 use crate::mysql::connection::MysqlConnection;
@@ -380,55 +380,64 @@ pub(crate) fn no_primary_key(table: &str) -> FaucetError {
 }
 
 #[async_trait]
+impl CopyThenChanges for ReplicateStream<'_> {
+    const CONNECTOR: &'static str = CONNECTOR;
+
+    fn changes(&mut self) -> Option<&mut (dyn PageStream + '_)> {
+        match &mut self.phase {
+            Phase::Changes(stream) => Some(stream.as_mut()),
+            Phase::Snapshot { .. } => None,
+        }
+    }
+
+    fn progress(&mut self) -> &mut Option<CopyProgress> {
+        &mut self.progress
+    }
+
+    async fn start_progress(&mut self) -> CopyProgress {
+        copy_progress::<Mysql>(&self.connection, self.tables_left()).await
+    }
+
+    async fn copy_page(&mut self) -> Result<Option<Option<Page>>, FaucetError> {
+        self.next_snapshot_page().await
+    }
+
+    fn cancelled(&self) -> bool {
+        self.options.cancel.is_cancelled()
+    }
+
+    fn all_finished(&self) -> bool {
+        ReplicateStream::all_finished(self)
+    }
+
+    /// Ends the snapshot, reads the binlog from C1.
+    async fn open_changes(&mut self) -> Result<(), FaucetError> {
+        self.phase = Phase::Changes(Box::new(EmptyStream));
+        let start = self.position.start.to_json();
+        let stream = self.cdc.open(Some(start), self.options.clone()).await?;
+        let filter = Filter::new(
+            self.position.copied.clone(),
+            self.position.start_point(),
+            self.connection.clone(),
+        );
+        tracing::info!(
+            tables = self.tables.len(),
+            from = %self.position.start.position,
+            filtered = filter.is_some(),
+            "snapshot copied; reading the binlog"
+        );
+        let changes = Box::new(FilteredChanges {
+            inner: stream,
+            filter,
+        });
+        self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
+        Ok(())
+    }
+}
+
+#[async_trait]
 impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        loop {
-            if let Phase::Changes(stream) = &mut self.phase {
-                return stream.next_page().await;
-            }
-            if self.progress.is_none() {
-                let left = self.tables_left();
-                self.progress = Some(copy_progress::<Mysql>(&self.connection, left).await);
-            }
-            match self.next_snapshot_page().await? {
-                Some(Some(page)) => {
-                    return Ok(Some(match &mut self.progress {
-                        Some(progress) => progress.stamp(page),
-                        None => page,
-                    }));
-                }
-                Some(None) => {}
-                None if self.options.cancel.is_cancelled() => return Ok(None),
-                None => {
-                    if !self.all_finished() {
-                        return Err(FaucetError::read(
-                            CONNECTOR,
-                            "the snapshot ended before every table was copied",
-                            None,
-                        ));
-                    }
-                    // Every table is copied: end the snapshot, read the binlog from C1.
-                    self.phase = Phase::Changes(Box::new(EmptyStream));
-                    let start = self.position.start.to_json();
-                    let stream = self.cdc.open(Some(start), self.options.clone()).await?;
-                    let filter = Filter::new(
-                        self.position.copied.clone(),
-                        self.position.start_point(),
-                        self.connection.clone(),
-                    );
-                    tracing::info!(
-                        tables = self.tables.len(),
-                        from = %self.position.start.position,
-                        filtered = filter.is_some(),
-                        "snapshot copied; reading the binlog"
-                    );
-                    let changes = Box::new(FilteredChanges {
-                        inner: stream,
-                        filter,
-                    });
-                    self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
-                }
-            }
-        }
+        copy_then_changes(self).await
     }
 }

@@ -19,7 +19,7 @@
 //!   effectively-once needs an upsert sink.
 //!
 //! Parts: the configuration ([`config`]), the worked-out read ([`plan`]) and the cutting of
-//! decoded rows into pages ([`rows`]).
+//! decoded rows into pages (`rows`).
 
 pub mod config;
 pub mod plan;

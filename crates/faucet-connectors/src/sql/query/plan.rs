@@ -66,6 +66,16 @@ pub(crate) fn query_from(query: &str) -> (String, String) {
     (format!("({query}) AS faucet_q"), "query".to_owned())
 }
 
+/// What [`key_of`] works out from the described columns.
+struct Keyed {
+    /// The page schema (one field per column).
+    schema: Arc<Schema>,
+    /// The ordering key, when the read is ordered.
+    order: Option<OrderKey>,
+    /// Things the user should know.
+    warnings: Vec<String>,
+}
+
 /// The page schema, ordering key and warnings of a read of `columns` (refusing two columns
 /// of one name).
 fn key_of<C: QueryColumn>(
@@ -74,7 +84,7 @@ fn key_of<C: QueryColumn>(
     keys: Option<&KeyCatalog>,
     method: ReplicationMethod,
     replication_key: &[String],
-) -> Result<(Arc<Schema>, Option<OrderKey>, Vec<String>), FaucetError> {
+) -> Result<Keyed, FaucetError> {
     for (i, c) in columns.iter().enumerate() {
         if columns[..i].iter().any(|p| p.name() == c.name()) {
             return Err(FaucetError::config(
@@ -112,7 +122,11 @@ fn key_of<C: QueryColumn>(
         facts.as_ref(),
         &mut warnings,
     )?;
-    Ok((schema, order, warnings))
+    Ok(Keyed {
+        schema,
+        order,
+        warnings,
+    })
 }
 
 /// The worked-out read.
@@ -165,8 +179,11 @@ impl<D: QueryDialect> Plan<D> {
             mut columns,
             keys,
         } = D::describe(session, connection, target).await?;
-        let (schema, order, warnings) =
-            key_of(&label, &columns, keys.as_ref(), method, replication_key)?;
+        let Keyed {
+            schema,
+            order,
+            warnings,
+        } = key_of(&label, &columns, keys.as_ref(), method, replication_key)?;
         if let Some(order) = &order {
             D::prepare_key(session, &mut columns, &order.indexes).await?;
         }
