@@ -76,16 +76,6 @@ echo "==> UPDATE of $rows rows (one transaction)" >&2
 sql "update $schema.t set v = v + 1"
 endpos=$(sql "select pg_current_wal_lsn()")
 
-# timed LABEL CMD... → secs, cpu, rss_kb
-timed() {
-  local t0 t1
-  t0=$(date +%s.%N)
-  /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@"
-  t1=$(date +%s.%N)
-  secs=$(python3 -c "print($t1 - $t0)")
-  read -r rss_kb u sy < "$work/time.txt"
-  cpu=$(python3 -c "print(round($u + $sy, 2))")
-}
 
 printf '\n%-16s %10s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
 timed bash -c "cd '$work' && '$faucet' run --quiet --output json > summary.json"

@@ -9,6 +9,18 @@ need_gnu_time() {
   fi
 }
 
+# timed CMD... → sets secs (wall clock), cpu (user + system seconds) and rss_kb (peak RSS) of
+# one run of CMD (its stdout the caller's); $work holds time.txt.
+timed() {
+  local t0 t1
+  t0=$(date +%s.%N)
+  /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@"
+  t1=$(date +%s.%N)
+  secs=$(python3 -c "print($t1 - $t0)")
+  read -r rss_kb u sy < "$work/time.txt"
+  cpu=$(python3 -c "print(round($u + $sy, 2))")
+}
+
 # best_of SETUP CMD... → sets secs (wall clock), cpu (user + system seconds) and rss_kb (peak
 # RSS) of the fastest of $repeat runs of CMD. Before each run, SETUP is evaluated (a shell
 # command: clear the output, truncate a table). CMD runs in $run_in (default: the current

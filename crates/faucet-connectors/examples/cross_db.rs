@@ -15,7 +15,7 @@ use faucet_connectors::mysql::{MysqlQueryConfig, MysqlQuerySource, MysqlSink, My
 use faucet_connectors::postgres::{
     PostgresQueryConfig, PostgresQuerySource, PostgresSink, PostgresSinkConfig,
 };
-use faucet_core::{DeliveryRequest, Pipeline, RunStreamOptions, Sink, Source};
+use faucet_core::{Pipeline, Sink, Source};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -61,12 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Box::new(PostgresSink::new(config)?)
     };
     let summary = Pipeline::from_dyn(source.as_ref(), sink.as_ref())
-        .with_options(RunStreamOptions {
-            batch_size,
-            state_key: "cross_db".into(),
-            delivery: DeliveryRequest::AtLeastOnce,
-            ..Default::default()
-        })
+        .with_options(common::at_least_once(batch_size, "cross_db"))
         .run()
         .await?;
     common::print_summary(&summary);

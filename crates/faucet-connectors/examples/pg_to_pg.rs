@@ -23,7 +23,7 @@ use faucet_connectors::files::{ColumnType, Columns, CsvSource, CsvSourceConfig};
 use faucet_connectors::postgres::query::Postgres;
 use faucet_connectors::postgres::{PostgresQuerySource, PostgresSink, PostgresSinkConfig};
 use faucet_core::state::{FileStateStore, MemoryStateStore, StateStore};
-use faucet_core::{DeliveryRequest, Pipeline, RunStreamOptions, Source};
+use faucet_core::{Pipeline, Source};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -61,12 +61,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let summary = Pipeline::from_dyn(source.as_ref(), &sink)
         .with_state_store(state)
-        .with_options(RunStreamOptions {
-            batch_size,
-            state_key: "pg_to_pg".into(),
-            delivery: DeliveryRequest::AtLeastOnce,
-            ..Default::default()
-        })
+        .with_options(common::at_least_once(batch_size, "pg_to_pg"))
         .run()
         .await?;
     common::print_summary(&summary);

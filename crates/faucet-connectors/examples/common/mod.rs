@@ -43,6 +43,16 @@ pub(crate) fn upsert_key(mode: &str) -> Result<Option<String>, Box<dyn Error>> {
     }
 }
 
+/// The options of an at-least-once run in pages of `batch_size` under `state_key`.
+pub(crate) fn at_least_once(batch_size: usize, state_key: &str) -> faucet_core::RunStreamOptions {
+    faucet_core::RunStreamOptions {
+        batch_size,
+        state_key: state_key.into(),
+        delivery: faucet_core::DeliveryRequest::AtLeastOnce,
+        ..Default::default()
+    }
+}
+
 /// Prints `summary` as one JSON line: records, pages, seconds, records per second, the
 /// derived guarantee and the last bookmark.
 pub(crate) fn print_summary(summary: &RunSummary) {
