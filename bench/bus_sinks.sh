@@ -41,10 +41,8 @@ target_dir=${CARGO_TARGET_DIR:-$repo/target}
 suffix=$$
 admin="python3 $repo/bench/bus_admin.py"
 
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 
 echo "==> building faucet (release, --features nats,redis-streams,postgres) and the floor" >&2
 cargo build --release --quiet -p faucet-cli --features nats,redis-streams,postgres

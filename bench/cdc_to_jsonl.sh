@@ -32,10 +32,8 @@ floor_slot=faucet_bench_floor_$suffix
 publication=pub_bench_$suffix
 
 command -v pg_recvlogical >/dev/null || { echo "pg_recvlogical not found (package postgresql-client)" >&2; exit 1; }
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 psql -X -q -v ON_ERROR_STOP=1 "$url" -c 'select 1' >/dev/null ||
   { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
 
@@ -78,16 +76,6 @@ echo "==> UPDATE of $rows rows (one transaction)" >&2
 sql "update $schema.t set v = v + 1"
 endpos=$(sql "select pg_current_wal_lsn()")
 
-# timed LABEL CMD... → secs, cpu, rss_kb
-timed() {
-  local t0 t1
-  t0=$(date +%s.%N)
-  /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@"
-  t1=$(date +%s.%N)
-  secs=$(python3 -c "print($t1 - $t0)")
-  read -r rss_kb u sy < "$work/time.txt"
-  cpu=$(python3 -c "print(round($u + $sy, 2))")
-}
 
 printf '\n%-16s %10s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
 timed bash -c "cd '$work' && '$faucet' run --quiet --output json > summary.json"

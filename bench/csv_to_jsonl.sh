@@ -25,10 +25,8 @@ repeat=${REPEAT:-3}
 flights_zip=${FLIGHTS_ZIP:-}
 flights_xz=$repo/crates/faucet-cli/tests/data/nycflights13/flights-200k.csv.xz
 
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 
 echo "==> building (release)" >&2
 cargo build --release --quiet -p faucet-cli
@@ -53,22 +51,7 @@ else
 fi
 
 # run LABEL CMD... → sets secs, cpu, rss_kb for the best (fastest) of $repeat runs.
-run() {
-  local best="" i t0 t1 s
-  for ((i = 0; i < repeat; i++)); do
-    rm -rf "$work/out.jsonl" "$work/state"
-    t0=$(date +%s.%N)
-    /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > /dev/null
-    t1=$(date +%s.%N)
-    s=$(python3 -c "print($t1 - $t0)")
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
-      best=$s
-      read -r rss_kb u sy < "$work/time.txt"
-      cpu=$(python3 -c "print(round($u + $sy, 2))")
-    fi
-  done
-  secs=$best
-}
+run() { best_of 'rm -rf "$work/out.jsonl" "$work/state"' "$@"; }
 
 printf '\n%-14s %10s %8s %12s %8s %10s\n' input program rows rows/s cpu_s peak_rss
 summary=()

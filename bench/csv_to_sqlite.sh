@@ -27,10 +27,8 @@ repeat=${REPEAT:-3}
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 
 command -v sqlite3 >/dev/null || { echo "sqlite3 is missing; run scripts/services.sh (apt-get install sqlite3)" >&2; exit 1; }
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 
 echo "==> building faucet (release, --features sqlite)" >&2
 cargo build --release --quiet -p faucet-cli --features sqlite
@@ -43,22 +41,7 @@ echo "==> generating $rows rows" >&2
 python3 bench/gen_csv.py "$work/in.csv" "$rows"
 
 # run CMD... → secs, cpu, rss_kb of the fastest of $repeat runs, each into a fresh file.
-run() {
-  local best="" i t0 t1 s
-  for ((i = 0; i < repeat; i++)); do
-    rm -rf "$work/out.db" "$work/out.db-wal" "$work/out.db-shm" "$work/state"
-    t0=$(date +%s.%N)
-    /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > /dev/null
-    t1=$(date +%s.%N)
-    s=$(python3 -c "print($t1 - $t0)")
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
-      best=$s
-      read -r rss_kb u sy < "$work/time.txt"
-      cpu=$(python3 -c "print(round($u + $sy, 2))")
-    fi
-  done
-  secs=$best
-}
+run() { best_of 'rm -rf "$work/out.db" "$work/out.db-wal" "$work/out.db-shm" "$work/state"' "$@"; }
 
 # The rows of table t in out.db: count and a checksum over every value.
 digest() {

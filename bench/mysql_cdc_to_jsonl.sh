@@ -40,7 +40,8 @@ auth=(-u"$m_user" -h"$m_host" -P"$m_port")
 client=(mariadb --no-defaults "${auth[@]}")
 sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
 sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
-[ -x /usr/bin/time ] || { apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }; }
+. "$repo/bench/lib.sh" # need_gnu_time; timed CMD... → secs, cpu, rss_kb
+need_gnu_time
 
 echo "==> building faucet (release, --features mysql)" >&2
 cargo build --release --quiet -p faucet-cli --features mysql
@@ -87,15 +88,6 @@ sql "UPDATE $db.t SET n = n + 1" >/dev/null
 read -r file_end stop <<<"$(sql 'SHOW MASTER STATUS' | awk '{print $1, $2}')"
 [ "$file" = "$file_end" ] || echo "note: the binlog rotated during the UPDATE; the floor reads $file only" >&2
 
-measure() { # CMD... → secs, cpu, rss
-  local t0 t1
-  t0=$(date +%s.%N)
-  /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@"
-  t1=$(date +%s.%N)
-  secs=$(python3 -c "print($t1 - $t0)")
-  read -r rss_kb u sy < "$work/time.txt"
-  cpu=$(python3 -c "print(round($u + $sy, 2))")
-}
 
 # The floor as a script, so /usr/bin/time can run it: floor.sh OUTPUT [fsync].
 {
@@ -111,16 +103,16 @@ mib() { python3 -c "print($1 / 1024)"; }
 # cache (otherwise the first one measured pays for reading it from disk).
 bash "$work/floor.sh" /dev/null
 printf '\n%-14s %9s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
-measure bash "$work/floor.sh" "$work/floor.txt"
+timed bash "$work/floor.sh" "$work/floor.txt"
 floor_rps=$(python3 -c "print(round($rows / $secs))")
 floor_rows=$(grep -c '^### UPDATE' "$work/floor.txt" || true)
 printf '%-14s %9d %12s %8s %7.1f MiB  (mariadb-binlog decode-rows --verbose; no fsync)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(mib "$rss_kb")"
 rm -f "$work/floor.txt"
-measure bash "$work/floor.sh" "$work/floor.txt" fsync
+timed bash "$work/floor.sh" "$work/floor.txt" fsync
 durable_rps=$(python3 -c "print(round($rows / $secs))")
 printf '%-14s %9d %12s %8s %10s  (the same, then one fdatasync of its output)\n' floor+fsync "$floor_rows" "$durable_rps" "$cpu" -
 rm -f "$work/floor.txt"
-measure bash -c "cd '$work' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
+timed bash -c "cd '$work' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
 got=$(wc -l < "$work/out.jsonl")
 rps=$(python3 -c "print(round($rows / $secs))")
 printf '%-14s %9d %12s %8s %7.1f MiB  (fdatasync per page, bookmark fsynced)\n' faucet "$got" "$rps" "$cpu" "$(mib "$rss_kb")"
@@ -129,11 +121,11 @@ faucet_rss_kb=$rss_kb
 head -c 300 "$work/out.jsonl"; echo
 rm -f "$work/out.jsonl"
 if [ -n "$shm" ]; then
-  measure bash "$work/floor.sh" "$shm/floor.txt"
+  timed bash "$work/floor.sh" "$shm/floor.txt"
   shm_floor_rps=$(python3 -c "print(round($rows / $secs))")
   printf '%-14s %9d %12s %8s %7.1f MiB  (output on tmpfs)\n' floor-tmpfs "$(grep -c '^### UPDATE' "$shm/floor.txt" || true)" "$shm_floor_rps" "$cpu" "$(mib "$rss_kb")"
   rm -f "$shm/floor.txt"
-  measure bash -c "cd '$shm' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
+  timed bash -c "cd '$shm' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
   shm_got=$(wc -l < "$shm/out.jsonl")
   shm_rps=$(python3 -c "print(round($rows / $secs))")
   printf '%-14s %9d %12s %8s %7.1f MiB  (output and state on tmpfs: fsync is a no-op)\n' faucet-tmpfs "$shm_got" "$shm_rps" "$cpu" "$(mib "$rss_kb")"

@@ -43,10 +43,8 @@ client=(mariadb --no-defaults -u"$m_user" -h"$m_host" -P"$m_port")
 [ "$m_pass" = - ] || client+=(-p"$m_pass")
 bench_url="mysql://${url#mysql://}"; bench_url="${bench_url%/*}/$db"
 
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
 sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
 
@@ -72,22 +70,9 @@ sql "SET SESSION sql_log_bin = 0;
      ANALYZE TABLE $db.t;" >/dev/null
 
 # run CMD... → secs, cpu, rss_kb of the fastest of $repeat runs (in $work).
-run() {
-  local best="" i t0 t1 s
-  for ((i = 0; i < repeat; i++)); do
-    rm -rf "$work/out.jsonl" "$work/state" "$work/floor.txt"
-    t0=$(date +%s.%N)
-    (cd "$work" && /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > "$work/stdout")
-    t1=$(date +%s.%N)
-    s=$(python3 -c "print($t1 - $t0)")
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
-      best=$s
-      read -r rss_kb u sy < "$work/time.txt"
-      cpu=$(python3 -c "print(round($u + $sy, 2))")
-    fi
-  done
-  secs=$best
-}
+run_in=$work
+run_stdout=$work/stdout
+run() { best_of 'rm -rf "$work/out.jsonl" "$work/state" "$work/floor.txt"' "$@"; }
 
 printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
 run "${client[@]}" --batch --quick --skip-column-names -e "SELECT * FROM $db.t"

@@ -29,10 +29,8 @@ repeat=${REPEAT:-3}
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 schema=bench_pg_jsonl_$$
 
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
 sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
 
@@ -56,22 +54,8 @@ sql "create schema $schema;
 sql "vacuum analyze $schema.t"
 
 # run CMD... → secs, cpu, rss_kb of the fastest of $repeat runs (in $work).
-run() {
-  local best="" i t0 t1 s
-  for ((i = 0; i < repeat; i++)); do
-    rm -rf "$work/out.jsonl" "$work/state" "$work/floor.jsonl"
-    t0=$(date +%s.%N)
-    (cd "$work" && /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > /dev/null)
-    t1=$(date +%s.%N)
-    s=$(python3 -c "print($t1 - $t0)")
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
-      best=$s
-      read -r rss_kb u sy < "$work/time.txt"
-      cpu=$(python3 -c "print(round($u + $sy, 2))")
-    fi
-  done
-  secs=$best
-}
+run_in=$work
+run() { best_of 'rm -rf "$work/out.jsonl" "$work/state" "$work/floor.jsonl"' "$@"; }
 
 printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
 run psql -X -q "$url" -c "\\copy (select row_to_json(t) from $schema.t t) to '$work/floor.jsonl'"

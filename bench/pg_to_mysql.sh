@@ -43,10 +43,8 @@ my_hostport=${my_hostport#*@}
 my_host=${my_hostport%:*}
 my_port=${my_hostport##*:}
 
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$pg" -c "$1"; }
 mdb() { mariadb --no-defaults -u "$my_user" -h "$my_host" -P "$my_port" --batch --skip-column-names "$@"; }
 sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $pg; start it with scripts/services.sh" >&2; exit 1; }
@@ -84,23 +82,7 @@ pg_digest() { sql "select count(*) || ' ' || sum(amount) || ' ' || count(note) |
 my_digest() { mdb -e "select concat(count(*), ' ', sum(amount), ' ', count(note), ' ', coalesce(sum(if(flag, id, 0)), 0)) from $1"; }
 
 # run PREPARE CMD... → secs, cpu, rss_kb of the fastest of $repeat runs.
-run() {
-  local prep=$1 best="" i t0 t1 s
-  shift
-  for ((i = 0; i < repeat; i++)); do
-    bash -c "$prep"
-    t0=$(date +%s.%N)
-    /usr/bin/time -f '%M %U %S' -o "$work/time.txt" bash -c "$*" > /dev/null
-    t1=$(date +%s.%N)
-    s=$(python3 -c "print($t1 - $t0)")
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
-      best=$s
-      read -r rss_kb u sy < "$work/time.txt"
-      cpu=$(python3 -c "print(round($u + $sy, 2))")
-    fi
-  done
-  secs=$best
-}
+run() { local prep=$1; shift; best_of "bash -c $(printf '%q' "$prep")" bash -c "$*"; }
 
 printf '\n%-22s %9s %12s %8s %10s %7s\n' program rows rows/s cpu_s peak_rss ratio
 report() { # LABEL GOT WANT

@@ -34,10 +34,8 @@ batch=${BATCH:-10000}
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 schema=bench_pg_pg_$$
 
-if [ ! -x /usr/bin/time ]; then
-  echo "installing GNU time (for peak RSS)" >&2
-  apt-get install -y time >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y time >/dev/null; }
-fi
+. "$repo/bench/lib.sh"
+need_gnu_time
 sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
 sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
 
@@ -62,24 +60,7 @@ sql "vacuum analyze $schema.src"
 digest() { sql "select count(*) || ' ' || md5(string_agg(t::text, ',' order by id)) from $1 t"; }
 
 # run PREPARE_SQL CMD... → secs, cpu, rss_kb of the fastest of $repeat runs.
-run() {
-  local prep=$1 best="" i t0 t1 s
-  shift
-  for ((i = 0; i < repeat; i++)); do
-    sql "$prep"
-    rm -rf "$work/state"
-    t0=$(date +%s.%N)
-    /usr/bin/time -f '%M %U %S' -o "$work/time.txt" bash -c "$*" > /dev/null
-    t1=$(date +%s.%N)
-    s=$(python3 -c "print($t1 - $t0)")
-    if [ -z "$best" ] || python3 -c "import sys; sys.exit(0 if $s < $best else 1)"; then
-      best=$s
-      read -r rss_kb u sy < "$work/time.txt"
-      cpu=$(python3 -c "print(round($u + $sy, 2))")
-    fi
-  done
-  secs=$best
-}
+run() { local prep=$1; shift; best_of "sql $(printf '%q' "$prep"); rm -rf \"\$work/state\"" bash -c "$*"; }
 
 want=$(digest "$schema.src")
 printf '\n%-14s %9s %12s %8s %10s %7s\n' program rows rows/s cpu_s peak_rss ratio

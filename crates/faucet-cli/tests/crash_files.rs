@@ -6,9 +6,9 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
+use crate::support::crash::kill_after;
 use crate::support::{expect_aborted, faucet_unarmed, output_of_success};
 
 const BATCH: usize = 250;
@@ -135,20 +135,11 @@ fn killed_at_random_instants_then_restarted_loses_nothing() {
     write_config(dir.path());
     let mut crashes = 0;
     for round in 0..rounds {
-        let mut child = faucet_unarmed()
-            .args(["run", "--quiet"])
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn faucet");
         // Pseudo-random instants between 5 and 80 ms, different each round.
-        std::thread::sleep(Duration::from_millis(5 + (round * 37 % 76) as u64));
-        if child.try_wait().expect("wait").is_none() {
-            child.kill().expect("SIGKILL");
+        let delay = Duration::from_millis(5 + (round * 37 % 76) as u64);
+        if kill_after(faucet_unarmed(), dir.path(), delay) {
             crashes += 1;
         }
-        let _ = child.wait();
     }
     assert!(
         crashes > 0,

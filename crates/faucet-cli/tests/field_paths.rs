@@ -74,16 +74,16 @@ fn a_file_connectors_bad_field_is_named_by_its_path() {
     );
 }
 
-#[cfg(feature = "mysql")]
-#[test]
-fn a_mysql_connectors_bad_field_is_named_by_its_path() {
-    const URL: &str = "mysql://u@127.0.0.1:1/db";
-    let source = |extra: &str| {
-        format!("{{ type: mysql, config: {{ connection_url: '{URL}', table: t{extra} }} }}")
+/// The SQL query source's read fields (one config of `sql::query` for every database), each
+/// bad one named by its path, for `type: kind` at `url`.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn query_source_fields_are_named(kind: &str, url: &str) {
+    let query = |extra: &str| {
+        format!("{{ type: {kind}, config: {{ connection_url: '{url}', table: t{extra} }} }}")
     };
     names_exactly(
         &pipeline(
-            &source(", replication_method: incremental"),
+            &query(", replication_method: incremental"),
             JSONL_SINK,
             FILE_STATE,
         ),
@@ -92,13 +92,25 @@ fn a_mysql_connectors_bad_field_is_named_by_its_path() {
     );
     names_exactly(
         &pipeline(
-            &source(", replication_method: incremental, replication_key: [id, id]"),
+            &query(", replication_method: incremental, replication_key: [id, id]"),
             JSONL_SINK,
             FILE_STATE,
         ),
         "pipeline.source.config.replication_key[1]",
         "listed twice",
     );
+    names_exactly(
+        &pipeline(&query(", query: 'select 1'"), JSONL_SINK, FILE_STATE),
+        "pipeline.source.config.query",
+        "not both",
+    );
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn a_mysql_connectors_bad_field_is_named_by_its_path() {
+    const URL: &str = "mysql://u@127.0.0.1:1/db";
+    query_source_fields_are_named("mysql", URL);
     names_exactly(
         &pipeline(
             "{ type: mysql, config: { connection_url: 'postgres://u@h/db', table: t } }",
@@ -145,32 +157,7 @@ fn a_mysql_connectors_bad_field_is_named_by_its_path() {
 #[test]
 fn a_postgres_connectors_bad_field_is_named_by_its_path() {
     const URL: &str = "postgres://u@127.0.0.1:1/db";
-    let query = |extra: &str| {
-        format!("{{ type: postgres, config: {{ connection_url: '{URL}', table: t{extra} }} }}")
-    };
-    names_exactly(
-        &pipeline(
-            &query(", replication_method: incremental"),
-            JSONL_SINK,
-            FILE_STATE,
-        ),
-        "pipeline.source.config.replication_key",
-        "is required",
-    );
-    names_exactly(
-        &pipeline(
-            &query(", replication_method: incremental, replication_key: [id, id]"),
-            JSONL_SINK,
-            FILE_STATE,
-        ),
-        "pipeline.source.config.replication_key[1]",
-        "listed twice",
-    );
-    names_exactly(
-        &pipeline(&query(", query: 'select 1'"), JSONL_SINK, FILE_STATE),
-        "pipeline.source.config.query",
-        "not both",
-    );
+    query_source_fields_are_named("postgres", URL);
     let cdc = pipeline(
         &format!(
             "{{ type: postgres-cdc, config: {{ connection_url: '{URL}', slot_name: Bad-Slot, \

@@ -19,6 +19,22 @@ fn faucet(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("faucet runs")
 }
 
+/// Writes `faucet.yaml`: pipeline `name`, the `mysql-cdc` source at `url` as replica
+/// `server_id` of `tables` (a YAML list's inside) into `./out.jsonl`, a file state in
+/// `./state`, then `extra` (pipeline lines, each starting `  `, ending in a line break).
+fn write_config(dir: &Path, name: &str, url: &str, tables: &str, server_id: u32, extra: &str) {
+    std::fs::write(
+        dir.join("faucet.yaml"),
+        format!(
+            "version: 1\nname: {name}\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
+             connection_url: \"{url}\", server_id: {server_id}, tables: [{tables}] }} }}\n  \
+             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n{extra}"
+        ),
+    )
+    .expect("config");
+}
+
 fn lines(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("out.jsonl"))
         .unwrap_or_default()
@@ -36,17 +52,14 @@ fn mysql_cdc_runs_through_the_binary() {
     ));
     let dir = tempfile::tempdir().expect("tempdir");
     let url = mysql_url_for(&db, None);
-    std::fs::write(
-        dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: mycdc\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
-             connection_url: \"{url}\", server_id: {}, tables: [{db}.t] }} }}\n  \
-             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n",
-            30_000 + std::process::id() % 30_000
-        ),
-    )
-    .expect("config");
+    write_config(
+        dir.path(),
+        "mycdc",
+        &url,
+        &format!("{db}.t"),
+        30_000 + std::process::id() % 30_000,
+        "",
+    );
     let doctor = faucet(dir.path(), &["doctor"]);
     assert!(
         doctor.status.success(),
@@ -166,17 +179,14 @@ fn a_listed_table_the_server_lacks_is_named_in_a_warning() {
     ));
     let dir = tempfile::tempdir().expect("tempdir");
     let url = mysql_url_for(&db, None);
-    std::fs::write(
-        dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: mycdc\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
-             connection_url: \"{url}\", server_id: {}, tables: [{db}.t_pk, {db}.T_PK] }} }}\n  \
-             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n",
-            crate::support::mariadb::unique_server_id()
-        ),
-    )
-    .expect("config");
+    write_config(
+        dir.path(),
+        "mycdc",
+        &url,
+        &format!("{db}.t_pk, {db}.T_PK"),
+        crate::support::mariadb::unique_server_id(),
+        "",
+    );
     for args in [&["run"][..], &["doctor"][..]] {
         let out = faucet(dir.path(), args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -207,17 +217,14 @@ fn mysql_cdc_aborted_at_every_fault_point_inside_a_large_transaction_loses_nothi
     ));
     let dir = tempfile::tempdir().expect("tempdir");
     let url = mysql_url_for(&db, None);
-    std::fs::write(
-        dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: mycrash\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
-             connection_url: \"{url}\", server_id: {}, tables: [{db}.t] }} }}\n  \
-             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
-            31_000 + std::process::id() % 30_000
-        ),
-    )
-    .expect("config");
+    write_config(
+        dir.path(),
+        "mycrash",
+        &url,
+        &format!("{db}.t"),
+        31_000 + std::process::id() % 30_000,
+        &format!("  batch_size: {BATCH}\n"),
+    );
     let first = faucet(dir.path(), &["run"]);
     assert!(
         first.status.success(),

@@ -127,6 +127,18 @@ fn unmet_requests_into_mysql_are_refused_before_any_data_moves() {
             "{engine}: state written"
         );
     }
+    // A run refused for the MyISAM table, naming the fix, and nothing written.
+    let refused_unwritten = |file: &str, what: &str| {
+        let run = dir.faucet_env(&["run", file], &env);
+        run.expect_code(USAGE)
+            .stderr_has(&["MyISAM engine", "ENGINE=InnoDB", "half-written"]);
+        assert!(!run.stderr.contains("effectively-once"), "{}", run.stderr);
+        assert_eq!(
+            mariadb(&format!("SELECT COUNT(*) FROM `{db}`.`my`")),
+            [["0"]],
+            "{what}: rows were written"
+        );
+    };
     // An at-least-once run (a query source: no atomic watermark is derived, so no commit
     // token is asked for): the refusal names the engine, not effectively-once, and comes
     // before the first row.
@@ -140,15 +152,7 @@ fn unmet_requests_into_mysql_are_refused_before_any_data_moves() {
             sink("my")
         ),
     );
-    let run = dir.faucet_env(&["run", "a.yaml"], &env);
-    run.expect_code(USAGE)
-        .stderr_has(&["MyISAM engine", "ENGINE=InnoDB", "half-written"]);
-    assert!(!run.stderr.contains("effectively-once"), "{}", run.stderr);
-    assert_eq!(
-        mariadb(&format!("SELECT COUNT(*) FROM `{db}`.`my`")),
-        [["0"]],
-        "at-least-once: rows were written"
-    );
+    refused_unwritten("a.yaml", "at-least-once");
     // The same at-least-once request with a csv source (deterministic: the atomic watermark
     // is derived, so the run asks for the commit token): the same words, nothing written.
     // On the old code this said "effectively-once delivery cannot be met" (exit 3).
@@ -162,15 +166,7 @@ fn unmet_requests_into_mysql_are_refused_before_any_data_moves() {
             sink("my")
         ),
     );
-    let run = dir.faucet_env(&["run", "c.yaml"], &env);
-    run.expect_code(USAGE)
-        .stderr_has(&["MyISAM engine", "ENGINE=InnoDB", "half-written"]);
-    assert!(!run.stderr.contains("effectively-once"), "{}", run.stderr);
-    assert_eq!(
-        mariadb(&format!("SELECT COUNT(*) FROM `{db}`.`my`")),
-        [["0"]],
-        "at-least-once from csv: rows were written"
-    );
+    refused_unwritten("c.yaml", "at-least-once from csv");
     assert_eq!(tables(&db), ["aria", "my", "src"], "nothing was created");
     mariadb(&format!("DROP DATABASE `{db}`"));
 }

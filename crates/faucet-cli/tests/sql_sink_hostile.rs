@@ -212,31 +212,20 @@ fn a_postgres_trigger_error_names_the_table_the_server_names() {
            INSERT INTO {s}.audit (v) VALUES (NEW.v); RETURN NEW; END $$; \
          CREATE TRIGGER log_v AFTER INSERT ON {s}.t FOR EACH ROW EXECUTE FUNCTION {s}.log_v()"
     ));
-    let dir = Dir::new();
-    dir.write("in.csv", "id,v\n1,1\n2,2\n3,NULL\n4,4\n");
-    for mode in ["append", "upsert, key: [id]"] {
-        dir.write(
-            "p.yaml",
-            csv_pipeline(
-                "trigger",
-                "id: int, v: int",
-                &format!(
-                    "{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_TRG_PG_URL}}\", \
-                     table: {}.t, write_mode: {mode} }} }}",
-                    schema.0
-                ),
-            ),
-        );
-        let run = dir.faucet_env(&["run", "p.yaml"], &[("FAUCET_TRG_PG_URL", &pg_url())]);
-        assert_ne!(run.code, 0, "{mode}: the run succeeded: {}", run.stderr);
-        run.stderr_has(&[&format!("{}.audit, column v", schema.0), "written by"]);
-        assert!(
-            !run.stderr.contains(&format!("{}.t, column v", schema.0)),
-            "{mode}: blames the target's column: {}",
-            run.stderr
-        );
-        assert_eq!(schema.count("t"), 0, "{mode}: rows committed");
-    }
+    let audit = format!("{}.audit, column v", schema.0);
+    trigger_failures_are_named(
+        |mode| {
+            format!(
+                "{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_TRG_URL}}\", \
+                 table: {}.t, write_mode: {mode} }} }}",
+                schema.0
+            )
+        },
+        &pg_url(),
+        &[&audit, "written by"],
+        &format!("{}.t, column v", schema.0),
+        || schema.count("t").to_string(),
+    );
 }
 
 #[test]
@@ -250,31 +239,46 @@ fn a_mysql_trigger_error_names_what_the_server_names() {
          INSERT INTO `{0}`.audit (v) VALUES (NEW.v)",
         db.0
     ));
+    trigger_failures_are_named(
+        |mode| {
+            format!(
+                "{{ type: mysql, config: {{ connection_url: \"${{env:FAUCET_TRG_URL}}\", \
+                 table: t, write_mode: {mode} }} }}"
+            )
+        },
+        &url_for(&db.0),
+        &["cannot be null", "trigger", "log_v"],
+        "t, column v",
+        || db.count("t").to_string(),
+    );
+}
+
+/// Rows 1 to 4 of a csv, row 3's `v` NULL, into the sink `sink(mode)` (its URL `url` as
+/// `FAUCET_TRG_URL`) for append and upsert by `id`, where an insert trigger copies `v` into
+/// a NOT NULL column of another table: each run fails with `needles` in its error, never
+/// blaming the target's column (`blamed`), and commits no row (`rows()` is `0`).
+fn trigger_failures_are_named(
+    sink: impl Fn(&str) -> String,
+    url: &str,
+    needles: &[&str],
+    blamed: &str,
+    rows: impl Fn() -> String,
+) {
     let dir = Dir::new();
     dir.write("in.csv", "id,v\n1,1\n2,2\n3,NULL\n4,4\n");
     for mode in ["append", "upsert, key: [id]"] {
         dir.write(
             "p.yaml",
-            csv_pipeline(
-                "trigger",
-                "id: int, v: int",
-                &format!(
-                    "{{ type: mysql, config: {{ connection_url: \"${{env:FAUCET_TRG_MYSQL_URL}}\", \
-                     table: t, write_mode: {mode} }} }}"
-                ),
-            ),
+            csv_pipeline("trigger", "id: int, v: int", &sink(mode)),
         );
-        let run = dir.faucet_env(
-            &["run", "p.yaml"],
-            &[("FAUCET_TRG_MYSQL_URL", &url_for(&db.0))],
-        );
+        let run = dir.faucet_env(&["run", "p.yaml"], &[("FAUCET_TRG_URL", url)]);
         assert_ne!(run.code, 0, "{mode}: the run succeeded: {}", run.stderr);
-        run.stderr_has(&["cannot be null", "trigger", "log_v"]);
+        run.stderr_has(needles);
         assert!(
-            !run.stderr.contains("t, column v"),
+            !run.stderr.contains(blamed),
             "{mode}: blames the target's column: {}",
             run.stderr
         );
-        assert_eq!(db.count("t"), "0", "{mode}: rows committed");
+        assert_eq!(rows(), "0", "{mode}: rows committed");
     }
 }

@@ -7,13 +7,15 @@
 //!   `mysql://…` (the `mysql` source / sink);
 //! * `MODE`: `append` or `upsert=KEY` (one key column); memory state (at-least-once writes).
 //!
-//! Prints a JSON summary (records, seconds, records/s) on stdout.
+//! Prints a JSON summary (records, pages, seconds, records/s) on stdout.
+
+mod common;
 
 use faucet_connectors::mysql::{MysqlQueryConfig, MysqlQuerySource, MysqlSink, MysqlSinkConfig};
 use faucet_connectors::postgres::{
     PostgresQueryConfig, PostgresQuerySource, PostgresSink, PostgresSinkConfig,
 };
-use faucet_core::{DeliveryRequest, Pipeline, RunStreamOptions, Sink, Source};
+use faucet_core::{Pipeline, Sink, Source};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -32,15 +34,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::process::exit(2);
     };
-    let batch_size = match rest.first() {
-        Some(n) => n.parse()?,
-        None => faucet_core::source::DEFAULT_BATCH_SIZE,
-    };
-    let key = match mode.split_once('=') {
-        Some(("upsert", key)) => Some(key.to_owned()),
-        _ if mode == "append" => None,
-        _ => return Err(format!("expected append or upsert=KEY, got `{mode}`").into()),
-    };
+    let batch_size = common::batch_size(rest)?;
+    let key = common::upsert_key(mode)?;
     let source: Box<dyn Source> = if source_url.starts_with("mysql://") {
         Box::new(MysqlQuerySource::new(MysqlQueryConfig::for_table(
             source_url.as_str(),
@@ -66,22 +61,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Box::new(PostgresSink::new(config)?)
     };
     let summary = Pipeline::from_dyn(source.as_ref(), sink.as_ref())
-        .with_options(RunStreamOptions {
-            batch_size,
-            state_key: "cross_db".into(),
-            delivery: DeliveryRequest::AtLeastOnce,
-            ..Default::default()
-        })
+        .with_options(common::at_least_once(batch_size, "cross_db"))
         .run()
         .await?;
-    let secs = summary.elapsed.as_secs_f64();
-    println!(
-        "{}",
-        serde_json::json!({
-            "records": summary.records_out,
-            "seconds": secs,
-            "records_per_sec": summary.records_out as f64 / secs.max(1e-9),
-        })
-    );
+    common::print_summary(&summary);
     Ok(())
 }

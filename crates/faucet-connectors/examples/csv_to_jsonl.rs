@@ -14,6 +14,8 @@
 //! in-flight page twice (at-least-once). `bench/csv_to_jsonl.sh` uses it to measure the
 //! pipeline against a bare csv → JSON loop. Prints a JSON summary on stdout.
 
+mod common;
+
 use std::sync::Arc;
 
 use faucet_connectors::files::{CsvSource, CsvSourceConfig, JsonlSink, JsonlSinkConfig};
@@ -27,10 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         eprintln!("usage: csv_to_jsonl IN.csv OUT.jsonl STATE_DIR [BATCH_SIZE]");
         std::process::exit(2);
     };
-    let batch_size = match rest.first() {
-        Some(n) => n.parse()?,
-        None => faucet_core::source::DEFAULT_BATCH_SIZE,
-    };
+    let batch_size = common::batch_size(rest)?;
 
     let source = CsvSource::new(CsvSourceConfig::new(input))?;
     let sink = JsonlSink::new(JsonlSinkConfig::new(output))?;
@@ -44,17 +43,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .run()
         .await?;
 
-    let secs = summary.elapsed.as_secs_f64();
-    println!(
-        "{}",
-        serde_json::json!({
-            "records": summary.records_out,
-            "pages": summary.pages,
-            "seconds": secs,
-            "records_per_second": summary.records_out as f64 / secs.max(1e-9),
-            "guarantee": summary.guarantee.to_string(),
-            "last_bookmark": summary.last_bookmark,
-        })
-    );
+    common::print_summary(&summary);
     Ok(())
 }

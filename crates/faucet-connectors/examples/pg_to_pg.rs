@@ -15,14 +15,15 @@
 //!
 //! Prints a JSON summary (records, seconds, records/s, the derived guarantee) on stdout.
 
+mod common;
+
 use std::sync::Arc;
 
 use faucet_connectors::files::{ColumnType, Columns, CsvSource, CsvSourceConfig};
-use faucet_connectors::postgres::{
-    PostgresQueryConfig, PostgresQuerySource, PostgresSink, PostgresSinkConfig,
-};
+use faucet_connectors::postgres::query::Postgres;
+use faucet_connectors::postgres::{PostgresQuerySource, PostgresSink, PostgresSinkConfig};
 use faucet_core::state::{FileStateStore, MemoryStateStore, StateStore};
-use faucet_core::{DeliveryRequest, Pipeline, RunStreamOptions, Source};
+use faucet_core::{Pipeline, Source};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -33,22 +34,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
         std::process::exit(2);
     };
-    let batch_size = match rest.first() {
-        Some(n) => n.parse()?,
-        None => faucet_core::source::DEFAULT_BATCH_SIZE,
-    };
-    let source: Box<dyn Source> = match source.split_once('=') {
-        Some(("table", t)) => Box::new(PostgresQuerySource::new(PostgresQueryConfig::for_table(
-            url.as_str(),
-            t,
-        ))?),
-        Some(("query", q)) => {
-            let mut config = PostgresQueryConfig::for_table(url.as_str(), "");
-            config.table = None;
-            config.query = Some(q.to_owned());
-            Box::new(PostgresQuerySource::new(config)?)
-        }
-        Some(("csv", path)) => {
+    let batch_size = common::batch_size(rest)?;
+    let query = common::query_config::<Postgres>(url, source);
+    let source: Box<dyn Source> = match (query, source.split_once('=')) {
+        (Some(config), _) => Box::new(PostgresQuerySource::new(config)?),
+        (None, Some(("csv", path))) => {
             let mut config = CsvSourceConfig::new(path);
             // `psql \copy ... csv` writes NULL as an unquoted empty field.
             config.null_values = vec![String::new()];
@@ -60,10 +50,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let mut config = PostgresSinkConfig::new(url.as_str(), target.as_str());
-    if let Some(("upsert", key)) = mode.split_once('=') {
+    if let Some(key) = common::upsert_key(mode)? {
         config = config.upsert([key]);
-    } else if mode != "append" {
-        return Err(format!("expected append or upsert=KEY, got `{mode}`").into());
     }
     let sink = PostgresSink::new(config)?;
     let state: Arc<dyn StateStore> = if state == "memory" {
@@ -73,24 +61,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let summary = Pipeline::from_dyn(source.as_ref(), &sink)
         .with_state_store(state)
-        .with_options(RunStreamOptions {
-            batch_size,
-            state_key: "pg_to_pg".into(),
-            delivery: DeliveryRequest::AtLeastOnce,
-            ..Default::default()
-        })
+        .with_options(common::at_least_once(batch_size, "pg_to_pg"))
         .run()
         .await?;
-    let secs = summary.elapsed.as_secs_f64();
-    println!(
-        "{}",
-        serde_json::json!({
-            "records": summary.records_out,
-            "pages": summary.pages,
-            "seconds": secs,
-            "records_per_second": summary.records_out as f64 / secs.max(1e-9),
-            "guarantee": summary.guarantee.to_string(),
-        })
-    );
+    common::print_summary(&summary);
     Ok(())
 }

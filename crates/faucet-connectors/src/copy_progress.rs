@@ -5,10 +5,128 @@
 //! none — when a table to copy has no estimate (a PostgreSQL table never analyzed) or the
 //! run resumes a table mid-way (how much of it is left is not known). Once the copy is over
 //! the change stream's pages carry their own (a bounded run's log bytes) or none.
+//!
+//! Also the loop of every `faucet replicate` stream ([`copy_then_changes`]): the copy's
+//! pages, stamped, then the change stream from the copy's point.
 
-use faucet_core::{Extent, ExtentUnit, Page};
+use async_trait::async_trait;
+use faucet_core::{Extent, ExtentUnit, FaucetError, Page, PageStream};
 
 use crate::copy_history::{Copied, Point, TableCopy};
+use crate::sql::query::QueryDialect;
+
+/// A `faucet replicate` stream of one database, as [`copy_then_changes`] drives it: a copy
+/// of tables inside a snapshot, then that database's change stream.
+#[async_trait]
+pub(crate) trait CopyThenChanges: Send {
+    /// The connector's name, in errors.
+    const CONNECTOR: &'static str;
+
+    /// The change stream, once the copy is over (or its opening failed: then an empty one).
+    fn changes(&mut self) -> Option<&mut (dyn PageStream + '_)>;
+
+    /// A page to hand over before the copy starts, once (PostgreSQL: the bookmark of the
+    /// slot it just created); none by default.
+    fn before_copy(&mut self) -> Option<Page> {
+        None
+    }
+
+    /// The copy's share read, `None` until worked out.
+    fn progress(&mut self) -> &mut Option<CopyProgress>;
+
+    /// Works out the copy's share ([`copy_progress`] of the tables left to copy).
+    async fn start_progress(&mut self) -> CopyProgress;
+
+    /// The next step of the copy: `Ok(None)` when the copy is over (or cancelled),
+    /// `Ok(Some(None))` when a step produced nothing to hand over.
+    ///
+    /// # Errors
+    /// As the copy's reads.
+    async fn copy_page(&mut self) -> Result<Option<Option<Page>>, FaucetError>;
+
+    /// Whether the run was cancelled.
+    fn cancelled(&self) -> bool;
+
+    /// Whether every listed table is copied.
+    fn all_finished(&self) -> bool;
+
+    /// Ends the copy and opens the change stream from the copy's point, filtered by what
+    /// was copied; [`CopyThenChanges::changes`] returns it from then on.
+    ///
+    /// # Errors
+    /// As the change source's `open`.
+    async fn open_changes(&mut self) -> Result<(), FaucetError>;
+}
+
+/// The next page of a `faucet replicate` stream: the page `before_copy` gives, then the
+/// copy's pages stamped with its share read, then, once every table is copied, the change
+/// stream's.
+///
+/// # Errors
+/// [`FaucetError::Read`] when the copy ended before every table was copied (and not by a
+/// cancellation); otherwise as the copy's reads and the change stream.
+pub(crate) async fn copy_then_changes<S: CopyThenChanges>(
+    s: &mut S,
+) -> Result<Option<Page>, FaucetError> {
+    loop {
+        if let Some(stream) = s.changes() {
+            return stream.next_page().await;
+        }
+        if let Some(page) = s.before_copy() {
+            return Ok(Some(page));
+        }
+        if s.progress().is_none() {
+            let progress = s.start_progress().await;
+            *s.progress() = Some(progress);
+        }
+        match s.copy_page().await? {
+            Some(Some(page)) => {
+                return Ok(Some(match s.progress() {
+                    Some(progress) => progress.stamp(page),
+                    None => page,
+                }));
+            }
+            Some(None) => {}
+            None if s.cancelled() => return Ok(None),
+            None => {
+                if !s.all_finished() {
+                    return Err(FaucetError::read(
+                        S::CONNECTOR,
+                        "the snapshot ended before every table was copied",
+                        None,
+                    ));
+                }
+                s.open_changes().await?;
+            }
+        }
+    }
+}
+
+/// The [`CopyProgress`] of copying `tables` (qualified names) on `connection`: their row
+/// estimates ([`QueryDialect::row_estimate`]); none known for `None`, no table, or a server
+/// that cannot be reached.
+pub(crate) async fn copy_progress<D: QueryDialect>(
+    connection: &D::Connection,
+    tables: Option<Vec<D::Table>>,
+) -> CopyProgress {
+    let tables = match tables {
+        Some(t) if !t.is_empty() => t,
+        _ => return CopyProgress::new([None]),
+    };
+    let mut session = match D::connect(connection).await {
+        Ok(session) => session,
+        Err(e) => {
+            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
+            return CopyProgress::new([None]);
+        }
+    };
+    let mut estimates = Vec::with_capacity(tables.len());
+    for t in &tables {
+        estimates.push(D::row_estimate(&mut session, connection, t).await);
+    }
+    D::close(session).await;
+    CopyProgress::new(estimates)
+}
 
 /// The rows a copy read of the tables' summed estimate.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use faucet_core::{CommitToken, DataType, FaucetError, Sink, Value};
 use serde_json::json;
 
 use crate::mysql_sink_support::{append_sink, read_back, sink_db, texts, upsert_sink, url_for};
-use crate::sink_support::{change, change_page, plain_page, row, write_all};
+use crate::sink_support::{change, change_page, plain_page, row, several_versions_page, write_all};
 
 fn s(v: &str) -> Option<String> {
     Some(v.to_owned())
@@ -390,25 +390,7 @@ async fn several_versions_of_a_key_in_one_page_end_with_the_last() {
     let mut db = sink_db("ms_versions").await;
     db.exec("CREATE TABLE contact (id INT PRIMARY KEY, phone VARCHAR(9), seq INT) ENGINE=InnoDB")
         .await;
-    let fields = [
-        ("id", DataType::Int),
-        ("phone", DataType::Text),
-        ("seq", DataType::Int),
-    ];
-    let rows = [
-        (1, "111", 1),
-        (2, "222", 2),
-        (1, "333", 3),
-        (2, "444", 4),
-        (1, "555", 5),
-    ];
-    let page = plain_page(
-        &fields,
-        rows.iter()
-            .map(|(id, p, s)| vec![Value::Int(*id), Value::Text((*p).into()), Value::Int(*s)])
-            .collect(),
-        json!(1),
-    );
+    let page = several_versions_page();
     let sink = upsert_sink(&db, "contact", &["id"]);
     let mut w = sink.open().await.expect("open");
     write_all(w.as_mut(), &[page.clone(), page]).await;

@@ -30,6 +30,21 @@ fn ids(page: &faucet_core::Page) -> Vec<i64> {
         .collect()
 }
 
+/// Payments 1 and 2 in one transaction, the `poison` payment 3, payment 4, then unrelated
+/// WAL (a `noise` table of 1000 rows) that keeps the server's WAL end moving.
+async fn payments_with_a_poison_one(fx: &Fixture) {
+    fx.sql("INSERT INTO {s}.payment VALUES (1, 10.00, 'ok'), (2, 20.00, 'ok')")
+        .await;
+    fx.sql("INSERT INTO {s}.payment VALUES (3, 30.00, 'poison')")
+        .await;
+    fx.sql("INSERT INTO {s}.payment VALUES (4, 40.00, 'ok')")
+        .await;
+    fx.sql("CREATE TABLE {s}.noise (id serial PRIMARY KEY, pad text)")
+        .await;
+    fx.sql("INSERT INTO {s}.noise (pad) SELECT repeat('n', 100) FROM generate_series(1, 1000)")
+        .await;
+}
+
 #[tokio::test]
 async fn case_03_the_slot_moves_only_to_durable_bookmarks() {
     let fx = Fixture::new("ack").await;
@@ -42,17 +57,7 @@ async fn case_03_the_slot_moves_only_to_durable_bookmarks() {
     prime_continuous(&fx, &source).await;
     let initial = lsn_value(&fx.confirmed_flush().await.expect("slot"));
 
-    fx.sql("INSERT INTO {s}.payment VALUES (1, 10.00, 'ok'), (2, 20.00, 'ok')")
-        .await;
-    fx.sql("INSERT INTO {s}.payment VALUES (3, 30.00, 'poison')")
-        .await;
-    fx.sql("INSERT INTO {s}.payment VALUES (4, 40.00, 'ok')")
-        .await;
-    // Unrelated WAL that keeps the server's WAL end moving.
-    fx.sql("CREATE TABLE {s}.noise (id serial PRIMARY KEY, pad text)")
-        .await;
-    fx.sql("INSERT INTO {s}.noise (pad) SELECT repeat('n', 100) FROM generate_series(1, 1000)")
-        .await;
+    payments_with_a_poison_one(&fx).await;
 
     let mut stream = source.open(None, read_options(2)).await.expect("open");
     let p1 = stream.next_page().await.expect("page").expect("page 1");
@@ -284,16 +289,7 @@ async fn case_03_a_failing_sink_leaves_the_slot_before_the_failed_page() {
         .await;
     let source = fx.source(&["payment"]);
     crate::postgres_cdc::prime(&fx, &source).await;
-    fx.sql("INSERT INTO {s}.payment VALUES (1, 10.00, 'ok'), (2, 20.00, 'ok')")
-        .await;
-    fx.sql("INSERT INTO {s}.payment VALUES (3, 30.00, 'poison')")
-        .await;
-    fx.sql("INSERT INTO {s}.payment VALUES (4, 40.00, 'ok')")
-        .await;
-    fx.sql("CREATE TABLE {s}.noise (id serial PRIMARY KEY, pad text)")
-        .await;
-    fx.sql("INSERT INTO {s}.noise (pad) SELECT repeat('n', 100) FROM generate_series(1, 1000)")
-        .await;
+    payments_with_a_poison_one(&fx).await;
 
     let state: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
     let options = || RunStreamOptions {

@@ -74,19 +74,17 @@ fn workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64>
     })
 }
 
+/// One run of `source` into `sink` under the state key `repl`, in pages of 1000.
 async fn run(
     source: &dyn Source,
     sink: &dyn Sink,
     state: Arc<dyn StateStore>,
-    key: &str,
-    cancel: CancellationToken,
 ) -> Result<RunSummary, FaucetError> {
     Pipeline::from_dyn(source, sink)
         .with_state_store(state)
         .with_options(RunStreamOptions {
             batch_size: 1000,
-            state_key: key.into(),
-            cancel,
+            state_key: "repl".into(),
             ..RunStreamOptions::default()
         })
         .run()
@@ -165,27 +163,15 @@ async fn replicate_to_jsonl_equals_the_source_under_writes() {
     let state: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
     let stop = Arc::new(AtomicBool::new(false));
     let writes = workload(&fx, Arc::clone(&stop));
-    let first = run(
-        &src,
-        &sink,
-        Arc::clone(&state),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("first run");
+    let first = run(&src, &sink, Arc::clone(&state))
+        .await
+        .expect("first run");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     stop.store(true, Ordering::SeqCst);
     let writes = writes.await.expect("workload");
-    let second = run(
-        &src,
-        &sink,
-        Arc::clone(&state),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("second run");
+    let second = run(&src, &sink, Arc::clone(&state))
+        .await
+        .expect("second run");
     assert!(writes > 20, "the workload wrote only {writes} times");
     assert!(second.resumed_from.is_some());
     let text = std::fs::read_to_string(&path).expect("read jsonl");
@@ -223,27 +209,15 @@ async fn replicate_to_postgres_upsert_equals_the_source_under_writes() {
     let state: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
     let stop = Arc::new(AtomicBool::new(false));
     let writes = workload(&fx, Arc::clone(&stop));
-    run(
-        &src,
-        &sink,
-        Arc::clone(&state),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("first run");
+    run(&src, &sink, Arc::clone(&state))
+        .await
+        .expect("first run");
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     stop.store(true, Ordering::SeqCst);
     writes.await.expect("workload");
-    run(
-        &src,
-        &sink,
-        Arc::clone(&state),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("second run");
+    run(&src, &sink, Arc::clone(&state))
+        .await
+        .expect("second run");
     let want = source_rows(&fx.table("big")).await;
     let have = source_rows(&fx.table("target")).await;
     assert_eq!(have.len(), want.len());
@@ -522,29 +496,17 @@ async fn an_interrupted_snapshot_resumes_twice_into_jsonl_without_gap_or_overlap
     pause().await;
 
     // 3: the rest of `words` in a third snapshot, all of `big`, then the change stream.
-    let third = run(
-        &src,
-        &sink,
-        Arc::clone(&state),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("third run");
+    let third = run(&src, &sink, Arc::clone(&state))
+        .await
+        .expect("third run");
     assert!(!third.cancelled);
     pause().await;
     stop.store(true, Ordering::SeqCst);
     let writes = writes.await.expect("workload") + word_writes.await.expect("workload");
     // 4: catch up with the last writes.
-    run(
-        &src,
-        &sink,
-        Arc::clone(&state),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("fourth run");
+    run(&src, &sink, Arc::clone(&state))
+        .await
+        .expect("fourth run");
     assert!(writes > 40, "the workloads wrote only {writes} times");
     let stored = repl_bookmark(&*state).await;
     assert!(
@@ -620,30 +582,18 @@ async fn a_crashed_snapshot_resumes_into_a_postgres_upsert_sink() {
     let stop = Arc::new(AtomicBool::new(false));
     let writes = workload(&fx, Arc::clone(&stop));
     let store = CrashingStateStore::new(CrashSwitch::at(5));
-    let e = run(
-        &src,
-        &sink,
-        Arc::new(store.clone()),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect_err("crash 1");
+    let e = run(&src, &sink, Arc::new(store.clone()))
+        .await
+        .expect_err("crash 1");
     assert!(e.to_string().contains("simulated crash"), "{e}");
     fx.wait_slot_released().await;
     let after_first = repl_bookmark(&store).await;
     assert!(after_first.get("snapshot").is_some(), "{after_first}");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let store = store.restarted(CrashSwitch::at(4));
-    let e = run(
-        &src,
-        &sink,
-        Arc::new(store.clone()),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect_err("crash 2");
+    let e = run(&src, &sink, Arc::new(store.clone()))
+        .await
+        .expect_err("crash 2");
     assert!(e.to_string().contains("simulated crash"), "{e}");
     fx.wait_slot_released().await;
     let after_second = repl_bookmark(&store).await;
@@ -654,26 +604,14 @@ async fn a_crashed_snapshot_resumes_into_a_postgres_upsert_sink() {
     );
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     let store = store.restarted(CrashSwitch::never());
-    run(
-        &src,
-        &sink,
-        Arc::new(store.clone()),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("third run");
+    run(&src, &sink, Arc::new(store.clone()))
+        .await
+        .expect("third run");
     stop.store(true, Ordering::SeqCst);
     writes.await.expect("workload");
-    run(
-        &src,
-        &sink,
-        Arc::new(store.clone()),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await
-    .expect("catch-up run");
+    run(&src, &sink, Arc::new(store.clone()))
+        .await
+        .expect("catch-up run");
     let want = source_rows(&fx.table("big")).await;
     let have = source_rows(&fx.table("target")).await;
     assert_eq!(have.len(), want.len());
@@ -738,27 +676,13 @@ async fn the_copy_holds_exactly_the_transactions_committed_before_its_point() {
     fx.wait_slot_released().await;
     // A retryable failure (the walsender's internal error under the other tests' DDL) is
     // run again as `faucet serve` would; the copy must still be exact.
-    let mut resumed = run(
-        &src,
-        &sink,
-        Arc::clone(&state),
-        "repl",
-        CancellationToken::new(),
-    )
-    .await;
+    let mut resumed = run(&src, &sink, Arc::clone(&state)).await;
     if let Err(e) = &resumed
         && e.is_retryable()
     {
         eprintln!("resumed run failed retryably, running again: {e}");
         fx.wait_slot_released().await;
-        resumed = run(
-            &src,
-            &sink,
-            Arc::clone(&state),
-            "repl",
-            CancellationToken::new(),
-        )
-        .await;
+        resumed = run(&src, &sink, Arc::clone(&state)).await;
     }
     resumed.expect("resumed run");
     stop.store(true, Ordering::SeqCst);

@@ -11,6 +11,7 @@ use crate::postgres_sink_support::{
     append_sink, change, change_page, plain_page, read_back, row, table_text, upsert_sink,
     write_all,
 };
+use crate::sink_support::several_versions_page;
 
 #[tokio::test]
 async fn append_and_upsert_keep_their_promises() {
@@ -56,25 +57,7 @@ async fn case_14_several_versions_of_a_key_in_one_page() {
          INSERT INTO contact_cdc VALUES (1, '000', 0);",
     )
     .await;
-    let fields = [
-        ("id", DataType::Int),
-        ("phone", DataType::Text),
-        ("seq", DataType::Int),
-    ];
-    let rows = [
-        (1, "111", 1),
-        (2, "222", 2),
-        (1, "333", 3),
-        (2, "444", 4),
-        (1, "555", 5),
-    ];
-    let page = plain_page(
-        &fields,
-        rows.iter()
-            .map(|(id, p, s)| vec![Value::Int(*id), Value::Text((*p).into()), Value::Int(*s)])
-            .collect(),
-        json!(1),
-    );
+    let page = several_versions_page();
     let table = db.table("contact");
     let sink = upsert_sink(&table, &["id"]);
     let mut w = sink.open().await.expect("open");

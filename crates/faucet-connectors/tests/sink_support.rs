@@ -72,6 +72,30 @@ pub(crate) fn plain_page(
     b.finish(Some(bookmark))
 }
 
+/// Case 14's page: plain rows `(id, phone, seq)` with keys 1 and 2 several times, the last
+/// versions `(1, "555", 5)` and `(2, "444", 4)`; bookmark `1`.
+pub(crate) fn several_versions_page() -> Page {
+    let fields = [
+        ("id", DataType::Int),
+        ("phone", DataType::Text),
+        ("seq", DataType::Int),
+    ];
+    let rows = [
+        (1, "111", 1),
+        (2, "222", 2),
+        (1, "333", 3),
+        (2, "444", 4),
+        (1, "555", 5),
+    ];
+    plain_page(
+        &fields,
+        rows.iter()
+            .map(|(id, p, s)| vec![Value::Int(*id), Value::Text((*p).into()), Value::Int(*s)])
+            .collect(),
+        serde_json::json!(1),
+    )
+}
+
 /// Writes and flushes each page.
 pub(crate) async fn write_all(writer: &mut (dyn SinkWriter + '_), pages: &[Page]) {
     for p in pages {

@@ -168,6 +168,20 @@ pub(crate) struct ChangeFeed {
     pub(crate) tables: Vec<String>,
 }
 
+impl ChangeFeed {
+    /// The feed of `tables` at a server found by an `Endpoint` constructor (`None` when its
+    /// URL did not parse).
+    #[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+    pub(crate) fn of(server: Option<(Endpoint, Identity)>, tables: &[String]) -> Option<Self> {
+        let (endpoint, identity) = server?;
+        Some(Self {
+            endpoint,
+            identity,
+            tables: tables.to_vec(),
+        })
+    }
+}
+
 /// What a sink writes: its server and its table, as configured.
 #[derive(Debug, Clone)]
 pub(crate) struct WrittenTable {

@@ -146,81 +146,63 @@ impl SinkEntry for faucet_connectors::files::JsonlSinkConfig {
     }
 }
 
-#[cfg(feature = "postgres")]
-impl SinkEntry for faucet_connectors::postgres::PostgresSinkConfig {
-    fn target(&self) -> String {
-        let mode = self.write_mode.describe(&self.key);
-        format!(
-            "{} table {}{mode}{}",
-            super::redacted_secret(&self.connection_url),
-            self.table,
-            mapped(&self.tables),
-        )
-    }
+/// The entry of a SQL server's sink (`postgres`, `mysql`): the same fields and behaviour,
+/// its own config and sink types, connect hint and feedback endpoint.
+macro_rules! sql_sink_entry {
+    ($feature:literal, $config:ty, $sink:ty, $hint:expr, $endpoint:path) => {
+        #[cfg(feature = $feature)]
+        impl SinkEntry for $config {
+            fn target(&self) -> String {
+                let mode = self.write_mode.describe(&self.key);
+                format!(
+                    "{} table {}{mode}{}",
+                    super::redacted_secret(&self.connection_url),
+                    self.table,
+                    mapped(&self.tables),
+                )
+            }
 
-    fn route(&self) -> Option<faucet_connectors::sql::Route> {
-        self.validate().ok()?.route().cloned()
-    }
+            fn route(&self) -> Option<faucet_connectors::sql::Route> {
+                self.validate().ok()?.route().cloned()
+            }
 
-    fn hints(&self) -> Hints {
-        Hints {
-            connect: Some(super::POSTGRES_CONNECT_HINT),
-            other: None,
+            fn hints(&self) -> Hints {
+                Hints {
+                    connect: Some($hint),
+                    other: None,
+                }
+            }
+
+            fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
+                Ok(Box::new(<$sink>::new(self.clone())?))
+            }
+
+            fn written_table(&self) -> Option<super::feedback::WrittenTable> {
+                let (endpoint, identity) = $endpoint(&self.connection_url)?;
+                Some(super::feedback::WrittenTable {
+                    endpoint,
+                    identity,
+                    table: self.table.clone(),
+                })
+            }
         }
-    }
-
-    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
-        Ok(Box::new(faucet_connectors::postgres::PostgresSink::new(
-            self.clone(),
-        )?))
-    }
-    fn written_table(&self) -> Option<super::feedback::WrittenTable> {
-        let (endpoint, identity) = super::feedback::Endpoint::postgres(&self.connection_url)?;
-        Some(super::feedback::WrittenTable {
-            endpoint,
-            identity,
-            table: self.table.clone(),
-        })
-    }
+    };
 }
 
-#[cfg(feature = "mysql")]
-impl SinkEntry for faucet_connectors::mysql::MysqlSinkConfig {
-    fn target(&self) -> String {
-        let mode = self.write_mode.describe(&self.key);
-        format!(
-            "{} table {}{mode}{}",
-            super::redacted_secret(&self.connection_url),
-            self.table,
-            mapped(&self.tables),
-        )
-    }
-
-    fn route(&self) -> Option<faucet_connectors::sql::Route> {
-        self.validate().ok()?.route().cloned()
-    }
-
-    fn hints(&self) -> Hints {
-        Hints {
-            connect: Some(super::MYSQL_CONNECT_HINT),
-            other: None,
-        }
-    }
-
-    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
-        Ok(Box::new(faucet_connectors::mysql::MysqlSink::new(
-            self.clone(),
-        )?))
-    }
-    fn written_table(&self) -> Option<super::feedback::WrittenTable> {
-        let (endpoint, identity) = super::feedback::Endpoint::mysql(&self.connection_url)?;
-        Some(super::feedback::WrittenTable {
-            endpoint,
-            identity,
-            table: self.table.clone(),
-        })
-    }
-}
+sql_sink_entry!(
+    "postgres",
+    faucet_connectors::postgres::PostgresSinkConfig,
+    faucet_connectors::postgres::PostgresSink,
+    super::POSTGRES_CONNECT_HINT,
+    super::feedback::Endpoint::postgres
+);
+sql_sink_entry!(
+    "mysql",
+    faucet_connectors::mysql::MysqlSinkConfig,
+    faucet_connectors::mysql::MysqlSink,
+    super::MYSQL_CONNECT_HINT,
+    super::feedback::Endpoint::mysql
+);
 
 #[cfg(feature = "redis-streams")]
 impl SinkEntry for faucet_connectors::redis::RedisStreamsSinkConfig {

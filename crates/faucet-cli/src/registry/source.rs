@@ -139,6 +139,14 @@ impl SourceEntry for faucet_connectors::files::JsonlSourceConfig {
     }
 }
 
+/// A built source, boxed.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn boxed<S: Source + 'static>(
+    source: Result<S, FaucetError>,
+) -> Result<Box<dyn Source>, FaucetError> {
+    source.map(|s| Box::new(s) as Box<dyn Source>)
+}
+
 /// The `doctor` hint of the PostgreSQL sources.
 #[cfg(feature = "postgres")]
 const POSTGRES_HINTS: Hints = Hints {
@@ -146,150 +154,125 @@ const POSTGRES_HINTS: Hints = Hints {
     other: None,
 };
 
-#[cfg(feature = "postgres")]
-impl SourceEntry for faucet_connectors::postgres::PostgresQueryConfig {
-    fn target(&self) -> String {
-        let what = match (&self.table, &self.query) {
-            (Some(t), _) => format!("table {t}"),
-            (None, Some(_)) => "query".to_owned(),
-            (None, None) => String::new(),
-        };
-        format!("{} {what}", super::redacted_secret(&self.connection_url))
+/// The connect hint of a SQL source's `connector` (`postgres`, `mysql`).
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+fn sql_connect_hint(connector: &str) -> &'static str {
+    #[cfg(feature = "mysql")]
+    if connector == "mysql" {
+        return super::MYSQL_CONNECT_HINT;
     }
-
-    fn warnings(&self) -> Vec<String> {
-        faucet_connectors::postgres::PostgresQueryConfig::warnings(self)
-    }
-
-    fn hints(&self) -> Hints {
-        POSTGRES_HINTS
-    }
-
-    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(
-            faucet_connectors::postgres::PostgresQuerySource::new(self.clone())?,
-        ))
-    }
+    let _ = connector;
+    super::POSTGRES_CONNECT_HINT
 }
 
-#[cfg(feature = "postgres")]
-impl SourceEntry for faucet_connectors::postgres::cdc::PostgresCdcConfig {
+/// The SQL query sources (`postgres`, `mysql`): one entry over their dialect.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+impl<D: faucet_connectors::sql::query::QueryDialect> SourceEntry
+    for faucet_connectors::sql::query::QueryConfig<D>
+{
     fn target(&self) -> String {
         format!(
-            "{} slot {} publication {}",
+            "{} {}",
             super::redacted_secret(&self.connection_url),
-            self.slot_name,
-            self.publication
+            self.what()
         )
-    }
-
-    fn hints(&self) -> Hints {
-        POSTGRES_HINTS
-    }
-
-    fn is_continuous(&self) -> bool {
-        self.continuous
-    }
-
-    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(
-            faucet_connectors::postgres::cdc::PostgresCdcSource::new(self.clone())?,
-        ))
-    }
-
-    fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
-        Some(
-            faucet_connectors::postgres::snapshot::PostgresReplicateSource::new(self.clone())
-                .map(|s| Box::new(s) as Box<dyn Source>),
-        )
-    }
-
-    fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
-        let (endpoint, identity) = super::feedback::Endpoint::postgres(&self.connection_url)?;
-        Some(super::feedback::ChangeFeed {
-            endpoint,
-            identity,
-            tables: self.tables.clone(),
-        })
-    }
-}
-
-#[cfg(feature = "mysql")]
-impl SourceEntry for faucet_connectors::mysql::MysqlQueryConfig {
-    fn target(&self) -> String {
-        let what = match (&self.table, &self.query) {
-            (Some(t), _) => format!("table {t}"),
-            (None, Some(_)) => "query".to_owned(),
-            (None, None) => String::new(),
-        };
-        format!("{} {what}", super::redacted_secret(&self.connection_url))
     }
 
     fn warnings(&self) -> Vec<String> {
-        faucet_connectors::mysql::MysqlQueryConfig::warnings(self)
+        faucet_connectors::sql::query::QueryConfig::warnings(self)
     }
 
     fn hints(&self) -> Hints {
         Hints {
-            connect: Some(super::MYSQL_CONNECT_HINT),
+            connect: Some(sql_connect_hint(D::CONNECTOR)),
             other: None,
         }
     }
 
     fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(faucet_connectors::mysql::MysqlQuerySource::new(
+        Ok(Box::new(faucet_connectors::sql::query::QuerySource::new(
             self.clone(),
         )?))
     }
 }
 
-#[cfg(feature = "mysql")]
-impl SourceEntry for faucet_connectors::mysql::cdc::MysqlCdcConfig {
-    fn target(&self) -> String {
-        format!(
-            "{} as replica {}",
-            super::redacted_secret(&self.connection_url),
-            self.server_id
-        )
-    }
+/// The entry of a SQL server's change source (`postgres-cdc`, `mysql-cdc`): its own
+/// `target` and `hints` (given as they are written), then what both share: `continuous`,
+/// the source, the replicate source (`faucet replicate`) and the change feed of `tables`.
+macro_rules! cdc_entry {
+    ($feature:literal, $config:ty, $source:ty, $replicate:ty, $endpoint:path, { $($own:tt)* }) => {
+        #[cfg(feature = $feature)]
+        impl SourceEntry for $config {
+            $($own)*
 
-    fn hints(&self) -> Hints {
-        Hints {
-            connect: Some(super::MYSQL_CONNECT_HINT),
-            other: Some(
-                "mysql-cdc needs log_bin, binlog_format=ROW, binlog_row_image=FULL, \
-                 binlog_row_metadata=FULL, and REPLICATION SLAVE + BINLOG MONITOR (MariaDB) / \
-                 REPLICATION CLIENT (MySQL) for the user",
-            ),
+            fn is_continuous(&self) -> bool {
+                self.continuous
+            }
+
+            fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+                boxed(<$source>::new(self.clone()))
+            }
+
+            fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
+                Some(boxed(<$replicate>::new(self.clone())))
+            }
+
+            fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
+                super::feedback::ChangeFeed::of($endpoint(&self.connection_url), &self.tables)
+            }
+        }
+    };
+}
+
+cdc_entry!(
+    "postgres",
+    faucet_connectors::postgres::cdc::PostgresCdcConfig,
+    faucet_connectors::postgres::cdc::PostgresCdcSource,
+    faucet_connectors::postgres::snapshot::PostgresReplicateSource,
+    super::feedback::Endpoint::postgres,
+    {
+        fn target(&self) -> String {
+            format!(
+                "{} slot {} publication {}",
+                super::redacted_secret(&self.connection_url),
+                self.slot_name,
+                self.publication
+            )
+        }
+
+        fn hints(&self) -> Hints {
+            POSTGRES_HINTS
         }
     }
+);
 
-    fn is_continuous(&self) -> bool {
-        self.continuous
-    }
+cdc_entry!(
+    "mysql",
+    faucet_connectors::mysql::cdc::MysqlCdcConfig,
+    faucet_connectors::mysql::cdc::MysqlCdcSource,
+    faucet_connectors::mysql::snapshot::MysqlReplicateSource,
+    super::feedback::Endpoint::mysql,
+    {
+        fn target(&self) -> String {
+            format!(
+                "{} as replica {}",
+                super::redacted_secret(&self.connection_url),
+                self.server_id
+            )
+        }
 
-    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(
-            faucet_connectors::mysql::cdc::MysqlCdcSource::new(self.clone())?,
-        ))
+        fn hints(&self) -> Hints {
+            Hints {
+                connect: Some(super::MYSQL_CONNECT_HINT),
+                other: Some(
+                    "mysql-cdc needs log_bin, binlog_format=ROW, binlog_row_image=FULL, \
+                     binlog_row_metadata=FULL, and REPLICATION SLAVE + BINLOG MONITOR \
+                     (MariaDB) / REPLICATION CLIENT (MySQL) for the user",
+                ),
+            }
+        }
     }
-
-    fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
-        Some(
-            faucet_connectors::mysql::snapshot::MysqlReplicateSource::new(self.clone())
-                .map(|s| Box::new(s) as Box<dyn Source>),
-        )
-    }
-
-    fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
-        let (endpoint, identity) = super::feedback::Endpoint::mysql(&self.connection_url)?;
-        Some(super::feedback::ChangeFeed {
-            endpoint,
-            identity,
-            tables: self.tables.clone(),
-        })
-    }
-}
+);
 
 #[cfg(feature = "mongodb")]
 impl SourceEntry for faucet_connectors::mongodb::cdc::MongodbCdcConfig {

@@ -16,7 +16,7 @@ use super::read::ReplicationMethod;
 
 /// Where a read starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Start {
+pub enum Start {
     /// From the first row.
     Beginning,
     /// After the row whose key tuple is this text.

@@ -12,7 +12,7 @@
 //! character, and the statement text.
 
 #[cfg(feature = "sql-source")]
-pub(crate) mod bookmark;
+pub mod bookmark;
 #[cfg(feature = "sql-source")]
 pub(crate) mod extent;
 pub mod ident;
@@ -21,7 +21,9 @@ pub(crate) mod key;
 #[cfg(feature = "sql-source")]
 pub(crate) mod keyed_pages;
 #[cfg(feature = "sql-source")]
-pub(crate) mod read;
+pub mod query;
+#[cfg(feature = "sql-source")]
+pub mod read;
 pub(crate) mod sink;
 #[cfg(feature = "sql-source")]
 pub mod table_pattern;

@@ -22,7 +22,7 @@ pub enum ReplicationMethod {
 
 /// What a read reads: a validated table name of the system (`T`), or a query.
 #[derive(Debug, Clone)]
-pub(crate) enum Target<T> {
+pub enum Target<T> {
     /// A table; its primary key can order a full read.
     Table(T),
     /// A query (no trailing `;`), read as a derived table.

@@ -1,258 +1,48 @@
-//! What a read will do, worked out against the server before any row moves: the columns and
-//! their [`MysqlColumn`] models, the ordering key (the replication key, or the primary key
-//! of a full read of a table), whether that key is known unique, and the one `SELECT` that
-//! streams the rows after a bookmark.
+//! MySQL's half of a read's plan ([`crate::sql::query::Plan`]): its columns and their
+//! [`MysqlColumn`] models (declared types from the catalog), which columns can order a read,
+//! and the key text of a value and its literal.
 //!
-//! Bookmarks: the one format of [`crate::sql::bookmark`]; key values are each key column's
-//! exact MySQL literal text ([`key_text`]), written back into the statement as a typed literal
-//! ([`Plan::literal`]) so they compare exactly.
+//! Bookmarks: key values are each key column's exact MySQL literal text ([`key_text`]),
+//! written back into the statement as a typed literal ([`QueryColumn::literal`]) so they
+//! compare exactly.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 
 use mysql_async::Value as MyValue;
 use mysql_async::prelude::Queryable as _;
 
-use faucet_core::{Bookmark, FaucetError, Field, Schema};
+use faucet_core::{DataType, FaucetError};
 
-use super::config::{CONNECTOR, Target};
+use super::{CONNECTOR, Mysql, Target};
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::connection::MysqlConnection;
-use crate::mysql::table::quote_ident;
 use crate::mysql::value::{Collations, Kind, MysqlColumn};
-use crate::sql::ReplicationMethod;
-use crate::sql::bookmark;
 pub(crate) use crate::sql::bookmark::Start;
-use crate::sql::key::{self, Columns, KeyFacts};
-pub(crate) use crate::sql::key::{KeyKind, OrderKey};
+use crate::sql::query::plan::query_from;
+use crate::sql::query::{Described, KeyCatalog, QueryColumn};
 
-/// The worked-out read.
-#[derive(Debug, Clone)]
-pub(crate) struct Plan {
-    /// `` `db`.`table` `` or `(<query>) AS faucet_q`.
-    from_sql: String,
-    /// A name for messages: `db.table`, or `query`.
-    pub(crate) label: String,
-    /// The output columns.
-    pub(crate) columns: Vec<MysqlColumn>,
-    /// The page schema (one field per column).
-    pub(crate) schema: Arc<Schema>,
-    /// The ordering key, when the read is ordered.
-    pub(crate) order: Option<OrderKey>,
-    /// How the source reads.
-    pub(crate) method: ReplicationMethod,
-    /// Things the user should know (a key not known unique, a nullable key column).
-    pub(crate) warnings: Vec<String>,
-}
+/// The plan of a `mysql` read.
+pub(crate) type Plan = crate::sql::query::Plan<Mysql>;
 
-impl Plan {
-    /// Describes the read of `target` on `conn`.
-    ///
-    /// # Errors
-    /// [`FaucetError::Read`] when the table or query cannot be described (missing, no
-    /// permission, a syntax error); [`FaucetError::Config`] when a key column is not among
-    /// the output columns or cannot be compared exactly, or the query has two columns of one
-    /// name.
-    pub(crate) async fn describe(
-        conn: &mut mysql_async::Conn,
-        connection: &MysqlConnection,
-        target: &Target,
-        method: ReplicationMethod,
-        replication_key: &[String],
-    ) -> Result<Self, FaucetError> {
-        let (from_sql, label, catalog) = match target {
-            Target::Table(t) => {
-                let t = t.qualified_in(connection.database());
-                let db = t.database.clone().unwrap_or_default();
-                let catalog = TableCatalog::load(conn, connection, &db, &t.table).await?;
-                if catalog.columns.is_empty() {
-                    return Err(FaucetError::read(
-                        CONNECTOR,
-                        format!(
-                            "table {t} does not exist on {} (or the user may not see it; \
-                             check `table`)",
-                            connection.describe()
-                        ),
-                        None,
-                    ));
-                }
-                (t.quoted(), t.to_string(), Some(catalog))
-            }
-            Target::Query(q) => (format!("({q}) AS faucet_q"), "query".to_owned(), None),
-        };
-        let collations = Collations::load(conn)
-            .await
-            .map_err(|e| connection.error("reading the server's collations", e))?;
-        let statement = conn
-            .prep(format!("SELECT * FROM {from_sql}"))
-            .await
-            .map_err(|e| connection.error(&format!("describing {label}"), e))?;
-        let mut columns = Vec::with_capacity(statement.columns().len());
-        for c in statement.columns().iter() {
-            let mut model = MysqlColumn::from_result_column(c, &collations).map_err(|m| {
-                FaucetError::read(
-                    CONNECTOR,
-                    format!("{label}, column {}: {m}", c.name_str()),
-                    None,
-                )
-            })?;
-            if let Some(cat) = &catalog {
-                if let Some((_, data_type, _)) =
-                    cat.columns.iter().find(|(n, _, _)| *n == model.name)
-                {
-                    model = model.with_declared_type(data_type);
-                }
-                if cat.json.contains(&model.name) {
-                    model = model.with_declared_type("json");
-                }
-            }
-            columns.push(model);
-        }
-        let _ = conn.close(statement).await;
-        for (i, c) in columns.iter().enumerate() {
-            if columns[..i].iter().any(|p| p.name == c.name) {
-                return Err(FaucetError::config(
-                    "query",
-                    format!(
-                        "returns two columns named `{}`; give them distinct aliases",
-                        c.name
-                    ),
-                ));
-            }
-        }
-        let schema = Arc::new(Schema::new(
-            columns
-                .iter()
-                .map(|c| Field::new(c.name.clone(), c.data_type()))
-                .collect(),
-        ));
-        let unsupported = |i: usize| key_unsupported(&columns[i]);
-        let cols = Columns {
-            label: &label,
-            names: columns.iter().map(|c| c.name.as_str()).collect(),
-            unsupported: &unsupported,
-        };
-        let nullable = |n: &str| {
-            catalog
-                .as_ref()
-                .is_some_and(|c| c.columns.iter().any(|(cn, _, null)| cn == n && *null))
-        };
-        let facts = catalog.as_ref().map(|c| KeyFacts {
-            primary_key: c.primary_key.as_deref(),
-            unique_sets: &c.unique_sets,
-            nullable: &nullable,
-        });
-        let mut warnings = Vec::new();
-        let order = key::choose(
-            method,
-            replication_key,
-            &cols,
-            facts.as_ref(),
-            &mut warnings,
-        )?;
-        drop(cols);
-        for w in &warnings {
-            tracing::warn!(source = CONNECTOR, target = %label, "{w}");
-        }
-        Ok(Self {
-            from_sql,
-            label,
-            columns,
-            schema,
-            order,
-            method,
-            warnings,
-        })
+impl QueryColumn for MysqlColumn {
+    fn name(&self) -> &str {
+        &self.name
     }
 
-    /// Where a read from `from` starts.
-    ///
-    /// # Errors
-    /// [`FaucetError::Bookmark`] when `from` is not a bookmark this configuration made
-    /// (another method or key, a value that is not a literal of its column's type); the
-    /// message says to delete the state entry to start over.
-    pub(crate) fn start(&self, from: Option<&Bookmark>) -> Result<Start, FaucetError> {
-        let start = bookmark::start(
-            CONNECTOR,
-            &self.label,
-            self.method,
-            self.order.as_ref(),
-            from,
-        )?;
-        if let (Start::After(values), Some(order), Some(b)) = (&start, &self.order, from) {
-            for ((name, value), &i) in order.names.iter().zip(values).zip(&order.indexes) {
-                if self.literal(&self.columns[i], value).is_none() {
-                    return Err(bookmark::mismatch(
-                        CONNECTOR,
-                        b,
-                        &format!("holds `{value}` for `{name}`, which is not a value of its type"),
-                    ));
-                }
-            }
-        }
-        Ok(start)
+    fn data_type(&self) -> DataType {
+        MysqlColumn::data_type(self)
     }
 
-    /// The bookmark after a row whose key tuple is `values`, mid-read (`None` for a full read
-    /// without a key: it cannot resume mid-table).
-    pub(crate) fn bookmark_after(&self, values: &[String]) -> Option<Bookmark> {
-        bookmark::after(self.order.as_ref(), values)
-    }
-
-    /// The bookmark of the last page of a finished read whose last key tuple is `last`.
-    pub(crate) fn bookmark_done(&self, last: Option<&[String]>) -> Option<Bookmark> {
-        bookmark::done(self.method, self.order.as_ref(), last)
-    }
-
-    /// `SELECT * FROM <target> LIMIT 0`: proves the target is readable.
-    pub(crate) fn probe_sql(&self) -> String {
-        format!("SELECT * FROM {} LIMIT 0", self.from_sql)
-    }
-
-    /// The `SELECT` reading from `start`: `WHERE k1 >= v1 AND (k1, k2) > (v1, v2) ORDER BY
-    /// k1, k2` (the first conjunct lets MariaDB use an index on the key, which it does not
-    /// for a row comparison alone).
-    pub(crate) fn select_sql(&self, start: &Start) -> String {
-        let mut select = format!("SELECT * FROM {}", self.from_sql);
-        let Some(order) = &self.order else {
-            return select;
-        };
-        let cols: Vec<String> = order.names.iter().map(|n| quote_ident(n)).collect();
-        let mut conditions = Vec::new();
-        if order.kind == KeyKind::Replication {
-            conditions.extend(cols.iter().map(|c| format!("{c} IS NOT NULL")));
-        }
-        if let Start::After(values) = start {
-            // Validated by `start`: every value has a literal.
-            let literals: Vec<String> = values
-                .iter()
-                .zip(&order.indexes)
-                .map(|(v, &i)| {
-                    self.literal(&self.columns[i], v)
-                        .unwrap_or_else(|| "NULL".into())
-                })
-                .collect();
-            conditions.push(format!("{} >= {}", cols[0], literals[0]));
-            if cols.len() == 1 {
-                conditions.push(format!("{} > {}", cols[0], literals[0]));
-            } else {
-                conditions.push(format!("({}) > ({})", cols.join(", "), literals.join(", ")));
-            }
-        }
-        if !conditions.is_empty() {
-            select.push_str(" WHERE ");
-            select.push_str(&conditions.join(" AND "));
-        }
-        select.push_str(" ORDER BY ");
-        select.push_str(&cols.join(", "));
-        select
+    fn key_unsupported(&self) -> Option<&'static str> {
+        key_unsupported(self)
     }
 
     /// The SQL literal of key text `text` for `column`, `None` when the text is not a value
     /// of the column's type (a tampered or foreign bookmark): numbers unquoted (exact-value
     /// literals), temporal values quoted (compared as their type), text as `_utf8mb4 X'…'`
     /// (compared in the column's collation, no escaping to get wrong), binary as `X'…'`.
-    pub(crate) fn literal(&self, column: &MysqlColumn, text: &str) -> Option<String> {
+    fn literal(&self, text: &str) -> Option<String> {
+        let column = self;
         let numeric = |t: &str, signed: bool| {
             let digits = if signed {
                 t.strip_prefix('-').unwrap_or(t)
@@ -295,6 +85,86 @@ impl Plan {
             _ => None,
         }
     }
+}
+
+/// Describes the read of `target` on `conn` ([`crate::sql::query::QueryDialect::describe`]):
+/// a table's catalog first (a missing table is named as such), then the columns of the
+/// prepared `SELECT`, with the declared types the result set does not carry.
+///
+/// # Errors
+/// [`FaucetError::Read`] when the table or query cannot be described (missing, no
+/// permission, a syntax error, a column type faucet cannot read).
+pub(crate) async fn describe(
+    conn: &mut mysql_async::Conn,
+    connection: &MysqlConnection,
+    target: &Target,
+) -> Result<Described<MysqlColumn>, FaucetError> {
+    let (from_sql, label, catalog) = match target {
+        Target::Table(t) => {
+            let t = t.qualified_in(connection.database());
+            let db = t.database.clone().unwrap_or_default();
+            let catalog = TableCatalog::load(conn, connection, &db, &t.table).await?;
+            if catalog.columns.is_empty() {
+                return Err(FaucetError::read(
+                    CONNECTOR,
+                    format!(
+                        "table {t} does not exist on {} (or the user may not see it; \
+                             check `table`)",
+                        connection.describe()
+                    ),
+                    None,
+                ));
+            }
+            (t.quoted(), t.to_string(), Some(catalog))
+        }
+        Target::Query(q) => {
+            let (from_sql, label) = query_from(q);
+            (from_sql, label, None)
+        }
+    };
+    let collations = Collations::load(conn)
+        .await
+        .map_err(|e| connection.error("reading the server's collations", e))?;
+    let statement = conn
+        .prep(format!("SELECT * FROM {from_sql}"))
+        .await
+        .map_err(|e| connection.error(&format!("describing {label}"), e))?;
+    let mut columns = Vec::with_capacity(statement.columns().len());
+    for c in statement.columns().iter() {
+        let mut model = MysqlColumn::from_result_column(c, &collations).map_err(|m| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("{label}, column {}: {m}", c.name_str()),
+                None,
+            )
+        })?;
+        if let Some(cat) = &catalog {
+            if let Some((_, data_type, _)) = cat.columns.iter().find(|(n, _, _)| *n == model.name) {
+                model = model.with_declared_type(data_type);
+            }
+            if cat.json.contains(&model.name) {
+                model = model.with_declared_type("json");
+            }
+        }
+        columns.push(model);
+    }
+    let _ = conn.close(statement).await;
+    let keys = catalog.map(|c| KeyCatalog {
+        nullable: c
+            .columns
+            .iter()
+            .filter(|(_, _, null)| *null)
+            .map(|(n, _, _)| n.clone())
+            .collect(),
+        primary_key: c.primary_key,
+        unique_sets: c.unique_sets,
+    });
+    Ok(Described {
+        from_sql,
+        label,
+        columns,
+        keys,
+    })
 }
 
 /// Why `column` cannot be an ordering key, if it cannot.
@@ -362,8 +232,13 @@ pub(crate) fn key_text(column: &MysqlColumn, value: &MyValue, out: &mut String) 
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::mysql::value::{Charset, Origin};
+    use crate::sql::ReplicationMethod;
+    use crate::sql::key::{KeyKind, OrderKey};
+    use faucet_core::Schema;
     use serde_json::json;
 
     fn plan(method: ReplicationMethod, kind: KeyKind) -> Plan {
@@ -424,11 +299,11 @@ mod tests {
         }
         assert_eq!(p.bookmark_done(None), None);
         assert_eq!(
-            p.literal(&p.columns[2], "it's \\ é").as_deref(),
+            p.columns[2].literal("it's \\ é").as_deref(),
             Some("_utf8mb4 X'69742773205C20C3A9'")
         );
-        assert_eq!(p.literal(&p.columns[3], "00FF").as_deref(), Some("X'00FF'"));
-        assert_eq!(p.literal(&p.columns[3], "0G"), None);
+        assert_eq!(p.columns[3].literal("00FF").as_deref(), Some("X'00FF'"));
+        assert_eq!(p.columns[3].literal("0G"), None);
     }
 
     #[test]
@@ -474,6 +349,6 @@ mod tests {
             &mut out
         ));
         assert_eq!(out, "-838:59:59.000000");
-        assert_eq!(p.literal(&t, &out).as_deref(), Some("'-838:59:59.000000'"));
+        assert_eq!(t.literal(&out).as_deref(), Some("'-838:59:59.000000'"));
     }
 }

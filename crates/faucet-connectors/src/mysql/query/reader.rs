@@ -5,7 +5,7 @@
 //! the one the run loop is writing; when the channel is full the task stops reading and the
 //! server waits (TCP back-pressure).
 //!
-//! Pages and their bookmarks are cut by [`KeyedPages`], the rule shared with the `postgres`
+//! Pages and their bookmarks are cut by [`RowPages`], the rule shared with the `postgres`
 //! query source (a tie group of a key not known unique is never split by a bookmark).
 
 use std::sync::Arc;
@@ -14,14 +14,14 @@ use mysql_async::prelude::Queryable as _;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use faucet_core::{Bookmark, FaucetError, Page, Value};
+use faucet_core::{FaucetError, Page};
 
-use super::config::{CONNECTOR, ReplicationMethod};
 use super::plan::{Plan, Start, key_text};
+use super::{CONNECTOR, Mysql};
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::task_pages::TaskPages;
 use crate::mysql::value::to_value;
-use crate::sql::keyed_pages::{KeyBookmarks, KeyedPages};
+use crate::sql::query::rows::RowPages;
 
 /// The [`PageStream`] of a query read.
 pub(crate) type QueryStream = TaskPages;
@@ -73,7 +73,7 @@ async fn pump(
     tx: &mpsc::Sender<Result<Page, FaucetError>>,
     cancel: &CancellationToken,
 ) -> Result<bool, FaucetError> {
-    let sql = plan.select_sql(start);
+    let sql = plan.read_sql(start);
     tracing::debug!(source = CONNECTOR, target = %plan.label, %sql, "reading");
     let what = format!("reading {}", plan.label);
     let mut result = conn
@@ -102,58 +102,10 @@ async fn pump(
     Ok(false)
 }
 
-/// Decodes rows and hands them to [`KeyedPages`].
-pub(crate) struct Assembler {
-    plan: Arc<Plan>,
-    pages: KeyedPages,
-    /// The row being decoded (its buffer reused from row to row).
-    row: Vec<Value>,
-    /// For each column, its position in the ordering key.
-    key_pos: Vec<Option<usize>>,
-    /// Rows read so far in this run (for error locations).
-    pub(crate) rows_read: u64,
-}
+/// Cuts decoded rows into pages.
+pub(crate) type Assembler = RowPages<Mysql>;
 
-impl KeyBookmarks for Plan {
-    fn bookmark_after(&self, key: &[String]) -> Option<Bookmark> {
-        Plan::bookmark_after(self, key)
-    }
-
-    fn bookmark_done(&self, last: Option<&[String]>) -> Option<Bookmark> {
-        Plan::bookmark_done(self, last)
-    }
-}
-
-impl Assembler {
-    /// An assembler for a read of `plan` from `start`, in pages of `batch_size`.
-    pub(crate) fn new(plan: Arc<Plan>, batch_size: usize, start: Start) -> Self {
-        let mut key_pos = vec![None; plan.columns.len()];
-        let key_len = plan.order.as_ref().map_or(0, |o| {
-            for (k, &i) in o.indexes.iter().enumerate() {
-                key_pos[i] = Some(k);
-            }
-            o.indexes.len()
-        });
-        let pages = KeyedPages::new(
-            plan.schema.clone(),
-            batch_size,
-            key_len,
-            plan.order.as_ref().is_some_and(|o| o.unique),
-            plan.method == ReplicationMethod::Incremental,
-            match start {
-                Start::After(values) => Some(values),
-                Start::Beginning => None,
-            },
-        );
-        Self {
-            row: Vec::with_capacity(plan.columns.len()),
-            plan,
-            pages,
-            key_pos,
-            rows_read: 0,
-        }
-    }
-
+impl RowPages<Mysql> {
     /// Decodes one row; returns the previous page when this row starts a new one.
     ///
     /// # Errors
@@ -181,24 +133,6 @@ impl Assembler {
                 to_value(column, raw).map_err(|m| self.data_error(Some(&column.name), m))?;
             self.row.push(value);
         }
-        Ok(self.pages.push(self.row.drain(..), has_key, &*self.plan))
-    }
-
-    /// The last page of a finished read ([`KeyedPages::finish`]).
-    pub(crate) fn finish(&mut self) -> Option<Page> {
-        self.pages.finish(&*self.plan)
-    }
-
-    /// The rows in hand when the read is cancelled.
-    pub(crate) fn finish_cancelled(&mut self) -> Option<Page> {
-        self.pages.finish_cancelled(&*self.plan)
-    }
-
-    fn data_error(&self, column: Option<&str>, message: String) -> FaucetError {
-        let location = match column {
-            Some(c) => format!("{} row {}, column {c}", self.plan.label, self.rows_read),
-            None => format!("{} row {}", self.plan.label, self.rows_read),
-        };
-        FaucetError::data(CONNECTOR, location, message)
+        Ok(self.end_row(has_key))
     }
 }

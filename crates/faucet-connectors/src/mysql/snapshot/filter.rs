@@ -39,10 +39,11 @@ use crate::copy_filter::{SourceFilter, key_tuple};
 use crate::mysql::cdc::position::BinlogPos;
 use crate::mysql::connection::{MysqlConnection, convert_rows};
 use crate::mysql::query::ReplicationMethod;
-use crate::mysql::query::config::Target;
+use crate::mysql::query::Target;
 use crate::mysql::query::plan::Plan;
 use crate::mysql::table::TableName;
 use crate::mysql::value::Kind;
+use crate::sql::query::QueryColumn as _;
 
 /// Field positions of a change record (`mysql-cdc`'s `record_schema`).
 const OP: usize = 0;
@@ -70,7 +71,7 @@ impl KeyInfo {
         let mut out = Vec::with_capacity(key.len());
         for ((v, &i), text) in key.iter().zip(&order.indexes).zip(&self.text) {
             let column = &self.plan.columns[i];
-            let literal = self.plan.literal(column, v).ok_or_else(|| {
+            let literal = column.literal(v).ok_or_else(|| {
                 FaucetError::read(
                     CONNECTOR,
                     format!(

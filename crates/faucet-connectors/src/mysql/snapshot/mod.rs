@@ -80,7 +80,7 @@ use crate::copy_history::{KeepCopied, StreamBookmark};
 use crate::mysql::cdc::bookmark::CdcBookmark;
 use crate::mysql::cdc::{MysqlCdcConfig, MysqlCdcSource, ValidatedMysqlCdcConfig, server};
 use crate::mysql::query::ReplicationMethod;
-use crate::mysql::query::config::Target;
+use crate::mysql::query::Target;
 use crate::mysql::query::plan::Plan;
 use crate::mysql::table::TableName;
 
@@ -233,41 +233,40 @@ impl Source for MysqlReplicateSource {
         let tables = self.cdc.tables_now(&mut conn).await?;
         drop(conn);
         if let Some(b) = &from {
-            if let Some(position) = SnapshotBookmark::from_json(b)? {
-                let session = self.resume_snapshot(&position, &tables).await?;
-                return Ok(Box::new(ReplicateStream::new(
-                    &self.cdc, connection, tables, session, position, options,
-                )));
-            }
-            let listed: BTreeSet<String> = tables.iter().map(ToString::to_string).collect();
-            let StreamBookmark {
-                cdc,
-                history,
-                known,
-                missing,
-            } = StreamBookmark::<point::SnapshotPoint>::read(b, CONNECTOR, &listed)?;
-            if missing.is_empty() {
-                let start = cdc_point(&cdc);
-                let inner = self.cdc.open(Some(cdc), options).await?;
-                let filter = match (history, start) {
-                    (Some(h), Some(start)) => Filter::new(h, start, connection),
-                    _ => None,
-                };
-                let changes = Box::new(FilteredChanges { inner, filter });
-                return Ok(KeepCopied::wrap(changes, Some(known)));
-            }
-            // A late copy of the listed tables not copied before (module docs).
-            let start = CdcBookmark::from_json(&cdc)?;
-            tracing::info!(
-                tables = ?missing,
-                from = %start.position,
-                "copying the listed tables not copied before, then reading the binlog on"
-            );
-            let position = SnapshotBookmark {
-                start,
-                gtid_state: None,
-                copied: history.unwrap_or_default(),
-                earlier: known,
+            let position = match SnapshotBookmark::from_json(b)? {
+                Some(position) => position,
+                None => {
+                    let listed: BTreeSet<String> = tables.iter().map(ToString::to_string).collect();
+                    let StreamBookmark {
+                        cdc,
+                        history,
+                        known,
+                        missing,
+                    } = StreamBookmark::<point::SnapshotPoint>::read(b, CONNECTOR, &listed)?;
+                    if missing.is_empty() {
+                        let start = cdc_point(&cdc);
+                        let inner = self.cdc.open(Some(cdc), options).await?;
+                        let filter = match (history, start) {
+                            (Some(h), Some(start)) => Filter::new(h, start, connection),
+                            _ => None,
+                        };
+                        let changes = Box::new(FilteredChanges { inner, filter });
+                        return Ok(KeepCopied::wrap(changes, Some(known)));
+                    }
+                    // A late copy of the listed tables not copied before (module docs).
+                    let start = CdcBookmark::from_json(&cdc)?;
+                    tracing::info!(
+                        tables = ?missing,
+                        from = %start.position,
+                        "copying the listed tables not copied before, then reading the binlog on"
+                    );
+                    SnapshotBookmark {
+                        start,
+                        gtid_state: None,
+                        copied: history.unwrap_or_default(),
+                        earlier: known,
+                    }
+                }
             };
             let session = self.resume_snapshot(&position, &tables).await?;
             return Ok(Box::new(ReplicateStream::new(

@@ -19,16 +19,17 @@ use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::copy_history::{KeepCopied, Staged, after_copy, strings};
-use crate::copy_progress::CopyProgress;
+use crate::copy_progress::{CopyProgress, CopyThenChanges, copy_progress, copy_then_changes};
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
 use crate::mysql::connection::MysqlConnection;
+use crate::mysql::query::Mysql;
 use crate::mysql::query::ReplicationMethod;
-use crate::mysql::query::config::Target;
+use crate::mysql::query::Target;
 use crate::mysql::query::plan::{Plan, Start};
 use crate::mysql::query::reader::Assembler;
-use crate::mysql::query::row_estimate;
 use crate::mysql::table::TableName;
+use crate::sql::query::QueryColumn as _;
 
 /// The table being copied.
 struct Copying {
@@ -247,7 +248,7 @@ impl<'a> ReplicateStream<'a> {
                 let literal_ok = after
                     .iter()
                     .zip(&order.indexes)
-                    .all(|(v, &i)| plan.literal(&plan.columns[i], v).is_some());
+                    .all(|(v, &i)| plan.columns[i].literal(v).is_some());
                 if recorded.is_some_and(|k| *k != order.names)
                     || after.len() != order.names.len()
                     || !literal_ok
@@ -378,81 +379,65 @@ pub(crate) fn no_primary_key(table: &str) -> FaucetError {
     )
 }
 
-/// The [`CopyProgress`] of copying `tables`: their row estimates; none known for `None`,
-/// no table, or a catalog that cannot be read.
-async fn copy_progress(
-    connection: &MysqlConnection,
-    tables: Option<Vec<TableName>>,
-) -> CopyProgress {
-    let tables = match tables {
-        Some(t) if !t.is_empty() => t,
-        _ => return CopyProgress::new([None]),
-    };
-    let mut conn = match connection.connect().await {
-        Ok(conn) => conn,
-        Err(e) => {
-            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
-            return CopyProgress::new([None]);
+#[async_trait]
+impl CopyThenChanges for ReplicateStream<'_> {
+    const CONNECTOR: &'static str = CONNECTOR;
+
+    fn changes(&mut self) -> Option<&mut (dyn PageStream + '_)> {
+        match &mut self.phase {
+            Phase::Changes(stream) => Some(stream.as_mut()),
+            Phase::Snapshot { .. } => None,
         }
-    };
-    let mut estimates = Vec::with_capacity(tables.len());
-    for t in &tables {
-        estimates.push(row_estimate(&mut conn, t).await);
     }
-    let _ = conn.disconnect().await;
-    CopyProgress::new(estimates)
+
+    fn progress(&mut self) -> &mut Option<CopyProgress> {
+        &mut self.progress
+    }
+
+    async fn start_progress(&mut self) -> CopyProgress {
+        copy_progress::<Mysql>(&self.connection, self.tables_left()).await
+    }
+
+    async fn copy_page(&mut self) -> Result<Option<Option<Page>>, FaucetError> {
+        self.next_snapshot_page().await
+    }
+
+    fn cancelled(&self) -> bool {
+        self.options.cancel.is_cancelled()
+    }
+
+    fn all_finished(&self) -> bool {
+        ReplicateStream::all_finished(self)
+    }
+
+    /// Ends the snapshot, reads the binlog from C1.
+    async fn open_changes(&mut self) -> Result<(), FaucetError> {
+        self.phase = Phase::Changes(Box::new(EmptyStream));
+        let start = self.position.start.to_json();
+        let stream = self.cdc.open(Some(start), self.options.clone()).await?;
+        let filter = Filter::new(
+            self.position.copied.clone(),
+            self.position.start_point(),
+            self.connection.clone(),
+        );
+        tracing::info!(
+            tables = self.tables.len(),
+            from = %self.position.start.position,
+            filtered = filter.is_some(),
+            "snapshot copied; reading the binlog"
+        );
+        let changes = Box::new(FilteredChanges {
+            inner: stream,
+            filter,
+        });
+        self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        loop {
-            if let Phase::Changes(stream) = &mut self.phase {
-                return stream.next_page().await;
-            }
-            if self.progress.is_none() {
-                let left = self.tables_left();
-                self.progress = Some(copy_progress(&self.connection, left).await);
-            }
-            match self.next_snapshot_page().await? {
-                Some(Some(page)) => {
-                    return Ok(Some(match &mut self.progress {
-                        Some(progress) => progress.stamp(page),
-                        None => page,
-                    }));
-                }
-                Some(None) => {}
-                None if self.options.cancel.is_cancelled() => return Ok(None),
-                None => {
-                    if !self.all_finished() {
-                        return Err(FaucetError::read(
-                            CONNECTOR,
-                            "the snapshot ended before every table was copied",
-                            None,
-                        ));
-                    }
-                    // Every table is copied: end the snapshot, read the binlog from C1.
-                    self.phase = Phase::Changes(Box::new(EmptyStream));
-                    let start = self.position.start.to_json();
-                    let stream = self.cdc.open(Some(start), self.options.clone()).await?;
-                    let filter = Filter::new(
-                        self.position.copied.clone(),
-                        self.position.start_point(),
-                        self.connection.clone(),
-                    );
-                    tracing::info!(
-                        tables = self.tables.len(),
-                        from = %self.position.start.position,
-                        filtered = filter.is_some(),
-                        "snapshot copied; reading the binlog"
-                    );
-                    let changes = Box::new(FilteredChanges {
-                        inner: stream,
-                        filter,
-                    });
-                    self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
-                }
-            }
-        }
+        copy_then_changes(self).await
     }
 }

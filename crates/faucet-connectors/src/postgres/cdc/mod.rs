@@ -212,8 +212,7 @@ impl Source for PostgresCdcSource {
             if !exists {
                 continue;
             }
-            let catalog =
-                crate::postgres::query::plan::TableCatalog::load(&mut conn, &t.quoted()).await?;
+            let catalog = crate::postgres::query::plan::table_keys(&mut conn, &t.quoted()).await?;
             keys.push(faucet_core::keys::TableKeys {
                 table: t.qualified(),
                 primary_key: catalog.primary_key,

@@ -1,25 +1,16 @@
-//! The `postgres` query source: reads a table or a `SELECT`, in full or incrementally by a
-//! key tuple, and streams it in pages of typed records.
+//! The `postgres` query source: the SQL query source of [`crate::sql::query`] (a table or a
+//! `SELECT`, in full or incrementally by a key tuple) with PostgreSQL as its [`Postgres`]
+//! dialect.
 //!
 //! * One `COPY (SELECT ...) TO STDOUT` per run, in text format: the fastest way out of
 //!   PostgreSQL, one snapshot for the whole read, and every value in its text output form,
 //!   decoded by the one mapping of `postgres::types` (docs/values.md).
 //!   Memory stays bounded by the page size: one decoded page at a time, plus a small raw
 //!   prefetch (see `reader`).
-//! * `incremental`: `WHERE (k1, k2) > ('v1'::t1, 'v2'::t2) ORDER BY k1, k2` — the whole key
-//!   tuple is compared, so rows tying on the first column are neither skipped nor repeated
-//!   (case 11); every page's bookmark holds the last key tuple, so a crash mid-table resumes
-//!   mid-table. Rows with a NULL in the key are not read.
-//! * `full_table`: every run reads everything; a table with a primary key is read in key
-//!   order with the last key in every page's bookmark (a crash resumes mid-table); a query,
-//!   or a table without a primary key, restarts from the beginning after a crash. The last
-//!   page's bookmark is `{"full_table":"done"}`.
-//! * Progress: a read of a table from its beginning (`full_table`, or an `incremental` first
-//!   run) stamps its pages with rows read of `pg_class.reltuples` (an estimate, as of the
-//!   table's last VACUUM or ANALYZE; not known, so not stamped, for a table never analyzed or
-//!   a query), see `sql/extent.rs`.
-//! * Replay guarantee: non-deterministic (the table changes between reads), so
-//!   effectively-once needs an upsert sink.
+//! * `incremental`: `WHERE (k1, k2) > ('v1'::t1, 'v2'::t2) ORDER BY k1, k2`: key values are
+//!   the exact text PostgreSQL printed, bound back as literals cast to each column's type.
+//! * Progress: the row estimate is `pg_class.reltuples` (as of the table's last VACUUM or
+//!   ANALYZE; not known, so not stamped, for a table never analyzed or a query).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), faucet_core::FaucetError> {
@@ -34,7 +25,6 @@
 //! ```
 
 mod assemble;
-pub(crate) mod config;
 mod copy_text;
 pub(crate) mod plan;
 pub(crate) mod reader;
@@ -42,88 +32,36 @@ pub(crate) mod reader;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use secrecy::SecretString;
 use sqlx::Executor as _;
+use tokio_util::sync::CancellationToken;
 
-use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
+use faucet_core::{FaucetError, PageStream};
 
-pub use config::{PostgresQueryConfig, ReplicationMethod, ValidatedQueryConfig};
+pub use crate::sql::ReplicationMethod;
+use crate::sql::bookmark::Start;
+use crate::sql::extent;
+use crate::sql::query::{Described, QueryDialect};
 
 use super::config::CONNECTOR;
 use super::connection::PostgresUrl;
-use crate::sql::extent::{self, RowEstimate};
-use crate::sql::warnings::Warnings;
-use config::Target;
-use plan::{Plan, Start};
+use super::ident::TableName;
+pub use plan::PgColumn;
 
-/// The `postgres` query source. Built from a validated [`PostgresQueryConfig`] without I/O;
-/// [`Source::open`] and [`Source::check`] connect.
-pub struct PostgresQuerySource {
-    config: PostgresQueryConfig,
-    connection: PostgresUrl,
-    target: Target,
-    warnings: Warnings,
-}
+/// What a `postgres` read reads: a validated table or a query.
+pub(crate) type Target = crate::sql::read::Target<TableName>;
 
-impl std::fmt::Debug for PostgresQuerySource {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresQuerySource")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+/// PostgreSQL as a [`QueryDialect`]: sqlx sessions, `"` quoting, literals cast to the key
+/// column's type, `COPY ... TO STDOUT`.
+#[derive(Debug, Clone, Copy)]
+pub struct Postgres;
 
-impl PostgresQuerySource {
-    /// A source for `config`, validated (no I/O).
-    ///
-    /// # Errors
-    /// [`FaucetError::Config`] from [`PostgresQueryConfig::validate`].
-    pub fn new(config: PostgresQueryConfig) -> Result<Self, FaucetError> {
-        Ok(Self::from_validated(config.validate()?))
-    }
-
-    /// A source for a config [`PostgresQueryConfig::validate`] accepted (no I/O, nothing
-    /// parsed again).
-    pub fn from_validated(validated: ValidatedQueryConfig) -> Self {
-        let ValidatedQueryConfig {
-            config,
-            connection,
-            target,
-        } = validated;
-        let warnings = Warnings::from_config(CONNECTOR, config.warnings());
-        Self {
-            config,
-            connection,
-            target,
-            warnings,
-        }
-    }
-
-    /// The configuration.
-    pub fn config(&self) -> &PostgresQueryConfig {
-        &self.config
-    }
-
-    /// What the user should know about this configuration: the config's own
-    /// [`PostgresQueryConfig::warnings`], plus, once [`Source::check`] or [`Source::open`]
-    /// has looked at the database, a replication key that is not known unique (no primary
-    /// key or unique index within it; the fix: end the key with the primary key) or that
-    /// has nullable columns. Each is also logged with `tracing::warn!`.
-    pub fn warnings(&self) -> Vec<String> {
-        self.warnings.list()
-    }
-
-    async fn plan(&self, conn: &mut sqlx::PgConnection) -> Result<Plan, FaucetError> {
-        let plan = Plan::describe(
-            conn,
-            &self.target,
-            self.config.replication_method,
-            &self.config.replication_key,
-        )
-        .await?;
-        self.warnings.add(&plan.warnings);
-        Ok(plan)
-    }
-}
+/// Configuration of a [`PostgresQuerySource`] (`source.config` of `type: postgres`).
+pub type PostgresQueryConfig = crate::sql::query::QueryConfig<Postgres>;
+/// A [`PostgresQueryConfig`] that passed validation.
+pub type ValidatedQueryConfig = crate::sql::query::ValidatedQueryConfig<Postgres>;
+/// The `postgres` query source.
+pub type PostgresQuerySource = crate::sql::query::QuerySource<Postgres>;
 
 /// The catalog's row estimate of the table `quoted` (`pg_class.reltuples`, as of its last
 /// VACUUM or ANALYZE), for the progress of a full read ([`crate::sql::extent`]); `None`
@@ -145,52 +83,84 @@ pub(crate) async fn row_estimate(conn: &mut sqlx::PgConnection, quoted: &str) ->
 }
 
 #[async_trait]
-impl Source for PostgresQuerySource {
-    fn connector(&self) -> &str {
-        CONNECTOR
+impl QueryDialect for Postgres {
+    const CONNECTOR: &'static str = CONNECTOR;
+    const CONFIG_TYPE: &'static str = "PostgresQueryConfig";
+    const LEADING_KEY_BOUND: bool = false;
+    type Connection = PostgresUrl;
+    type Table = TableName;
+    type Session = sqlx::PgConnection;
+    type Column = PgColumn;
+
+    fn parse_connection(url: &SecretString, field: &str) -> Result<PostgresUrl, FaucetError> {
+        PostgresUrl::parse(url, field)
     }
 
-    fn replay(&self) -> ReplayGuarantee {
-        ReplayGuarantee::NonDeterministic
+    fn parse_table(text: &str, field: &str) -> Result<TableName, FaucetError> {
+        TableName::parse(text, field)
     }
 
-    async fn open(
-        &self,
-        from: Option<Bookmark>,
-        options: ReadOptions,
-    ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
-        let mut conn = self.connection.open_session(CONNECTOR).await?;
-        let plan = self.plan(&mut conn).await?;
-        let start = plan.start(from.as_ref())?;
-        let estimate = match (&self.target, &start) {
-            (Target::Table(t), Start::Beginning) => row_estimate(&mut conn, &t.quoted()).await,
-            _ => None,
-        };
-        tracing::info!(
-            source = CONNECTOR,
-            target = %plan.label,
-            method = ?self.config.replication_method,
-            start = ?start,
-            estimated_rows = ?estimate,
-            "opening read"
-        );
-        let stream = reader::spawn(
-            conn,
-            Arc::new(plan),
-            start,
-            options.batch_size.max(1),
-            options.cancel,
-        );
-        Ok(RowEstimate::wrap(Box::new(stream), estimate))
+    fn validate_column(name: &str, field: &str) -> Result<(), FaucetError> {
+        super::ident::validate_column(name, field)
     }
 
-    async fn check(&self) -> Result<(), FaucetError> {
-        let mut conn = self.connection.open_session(CONNECTOR).await?;
-        let plan = self.plan(&mut conn).await?;
-        conn.execute(plan.probe_sql().as_str()).await.map_err(|e| {
+    fn quote_ident(name: &str) -> String {
+        crate::sql::ident::quote_ident(name)
+    }
+
+    async fn connect(connection: &PostgresUrl) -> Result<sqlx::PgConnection, FaucetError> {
+        connection.open_session(CONNECTOR).await
+    }
+
+    async fn describe(
+        session: &mut sqlx::PgConnection,
+        _connection: &PostgresUrl,
+        target: &Target,
+    ) -> Result<Described<PgColumn>, FaucetError> {
+        plan::describe(session, target).await
+    }
+
+    async fn prepare_key(
+        session: &mut sqlx::PgConnection,
+        columns: &mut [PgColumn],
+        indexes: &[usize],
+    ) -> Result<(), FaucetError> {
+        plan::type_names(session, columns, indexes).await
+    }
+
+    fn wrap_select(select: String) -> String {
+        format!("COPY ({select}) TO STDOUT")
+    }
+
+    async fn row_estimate(
+        session: &mut sqlx::PgConnection,
+        _connection: &PostgresUrl,
+        table: &TableName,
+    ) -> Option<u64> {
+        row_estimate(session, &table.quoted()).await
+    }
+
+    fn read(
+        session: sqlx::PgConnection,
+        _connection: &PostgresUrl,
+        plan: Arc<plan::Plan>,
+        start: Start,
+        batch_size: usize,
+        cancel: CancellationToken,
+    ) -> Box<dyn PageStream> {
+        Box::new(reader::spawn(session, plan, start, batch_size, cancel))
+    }
+
+    async fn probe(
+        mut session: sqlx::PgConnection,
+        _connection: &PostgresUrl,
+        sql: &str,
+        label: &str,
+    ) -> Result<(), FaucetError> {
+        session.execute(sql).await.map_err(|e| {
             FaucetError::read(
                 CONNECTOR,
-                format!("{} is not readable", plan.label),
+                format!("{label} is not readable"),
                 Some(Box::new(e)),
             )
         })?;

@@ -115,7 +115,7 @@ pub(crate) fn spawn(
     let (pages_tx, pages_rx) = mpsc::channel(1);
     let (taken_tx, taken_rx) = std::sync::mpsc::channel();
     let prefetch = Arc::new(Semaphore::new(batch_size));
-    let sql = plan.copy_sql(&start);
+    let sql = plan.read_sql(&start);
     let label = plan.label.clone();
     let assembler = Assembler::new(plan, batch_size, start);
     let copy_cancel = cancel.clone();

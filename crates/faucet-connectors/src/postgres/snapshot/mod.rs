@@ -328,52 +328,46 @@ impl Source for PostgresReplicateSource {
         let tables = self.cdc.tables_now(&mut conn).await?;
         drop(conn);
         if let Some(b) = &from {
-            if let Some(position) = SnapshotBookmark::from_json(b)? {
-                let exported = self.resume_snapshot(&position, &tables).await?;
-                return Ok(Box::new(ReplicateStream::new(
-                    &self.cdc,
-                    options_sql,
-                    tables,
-                    exported,
-                    position,
-                    options,
-                )));
-            }
-            let StreamBookmark {
-                cdc,
-                history,
-                known,
-                missing,
-            } = StreamBookmark::read(b, CONNECTOR, &Self::listed(&tables))?;
-            let start = bookmark::cdc_position(&cdc);
-            if missing.is_empty() {
-                let inner = self.cdc.open(Some(cdc), options).await?;
-                let filter = match (history, start) {
-                    (Some(h), Some(start)) => Filter::new(h, start, options_sql),
-                    _ => None,
-                };
-                let changes = Box::new(FilteredChanges { inner, filter });
-                return Ok(KeepCopied::wrap(changes, Some(known)));
-            }
-            // A late copy of the listed tables not copied before (module docs).
-            let Some(slot_lsn) = start else {
-                return Err(FaucetError::bookmark(
-                    CONNECTOR,
-                    format!("the stored bookmark {cdc} has no `lsn` to stream from"),
-                    None,
-                ));
-            };
-            tracing::info!(
-                tables = ?missing,
-                from = %lsn_text(slot_lsn),
-                "copying the listed tables not copied before, then streaming on"
-            );
-            let position = SnapshotBookmark {
-                slot_lsn,
-                copied: history.unwrap_or_default(),
-                unkeyed: None,
-                earlier: known,
-                stream: Some(cdc),
+            let position = match SnapshotBookmark::from_json(b)? {
+                Some(position) => position,
+                None => {
+                    let StreamBookmark {
+                        cdc,
+                        history,
+                        known,
+                        missing,
+                    } = StreamBookmark::read(b, CONNECTOR, &Self::listed(&tables))?;
+                    let start = bookmark::cdc_position(&cdc);
+                    if missing.is_empty() {
+                        let inner = self.cdc.open(Some(cdc), options).await?;
+                        let filter = match (history, start) {
+                            (Some(h), Some(start)) => Filter::new(h, start, options_sql),
+                            _ => None,
+                        };
+                        let changes = Box::new(FilteredChanges { inner, filter });
+                        return Ok(KeepCopied::wrap(changes, Some(known)));
+                    }
+                    // A late copy of the listed tables not copied before (module docs).
+                    let Some(slot_lsn) = start else {
+                        return Err(FaucetError::bookmark(
+                            CONNECTOR,
+                            format!("the stored bookmark {cdc} has no `lsn` to stream from"),
+                            None,
+                        ));
+                    };
+                    tracing::info!(
+                        tables = ?missing,
+                        from = %lsn_text(slot_lsn),
+                        "copying the listed tables not copied before, then streaming on"
+                    );
+                    SnapshotBookmark {
+                        slot_lsn,
+                        copied: history.unwrap_or_default(),
+                        unkeyed: None,
+                        earlier: known,
+                        stream: Some(cdc),
+                    }
+                }
             };
             let exported = self.resume_snapshot(&position, &tables).await?;
             return Ok(Box::new(ReplicateStream::new(

@@ -19,17 +19,17 @@ use super::export::ExportedSnapshot;
 use super::filter::Filter;
 use crate::copy_filter::{EmptyStream, FilteredChanges};
 use crate::copy_history::{KeepCopied, Staged, after_copy};
-use crate::copy_progress::CopyProgress;
+use crate::copy_progress::{CopyProgress, CopyThenChanges, copy_progress, copy_then_changes};
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
 use crate::postgres::cdc::client::lsn_text;
 use crate::postgres::cdc::config::TableName;
 use crate::postgres::connection::PostgresUrl;
+use crate::postgres::query::Postgres;
 use crate::postgres::query::ReplicationMethod;
-use crate::postgres::query::config::Target;
+use crate::postgres::query::Target;
 use crate::postgres::query::plan::{Plan, Start};
 use crate::postgres::query::reader::{self, QueryStream};
-use crate::postgres::query::row_estimate;
 
 /// The table being copied.
 struct Copying {
@@ -132,16 +132,16 @@ impl<'a> ReplicateStream<'a> {
         }
     }
 
-    /// The tables left to copy (quoted), for the copy's [`CopyProgress`]; `None` when one
+    /// The tables left to copy, for the copy's [`CopyProgress`]; `None` when one
     /// resumes mid-way (how much of it is left is not known).
-    fn tables_left(&self) -> Option<Vec<String>> {
+    fn tables_left(&self) -> Option<Vec<TableName>> {
         let left = crate::copy_progress::tables_left(
             &self.tables,
             TableName::qualified,
             |name| self.position.holds(name),
             &self.position.copied,
         )?;
-        Some(left.into_iter().map(TableName::quoted).collect())
+        Some(left.into_iter().cloned().collect())
     }
 
     fn all_finished(&self) -> bool {
@@ -201,7 +201,8 @@ impl<'a> ReplicateStream<'a> {
         let mut conn = sql.open_session(crate::postgres::config::CONNECTOR).await?;
         exported.import(&mut conn).await?;
         let target = Target::Table(name.clone());
-        let plan = Plan::describe(&mut conn, &target, ReplicationMethod::FullTable, &[]).await?;
+        let plan =
+            Plan::describe(&mut conn, sql, &target, ReplicationMethod::FullTable, &[]).await?;
         let start = match history.and_then(|h| h.resume_after()) {
             None => Start::Beginning,
             Some(after) => {
@@ -410,86 +411,75 @@ impl<'a> ReplicateStream<'a> {
     }
 }
 
-/// The [`CopyProgress`] of copying `tables` (quoted): their row estimates; none known for
-/// `None`, no table, or a catalog that cannot be read.
-async fn copy_progress(sql: &PostgresUrl, tables: Option<Vec<String>>) -> CopyProgress {
-    let tables = match tables {
-        Some(t) if !t.is_empty() => t,
-        _ => return CopyProgress::new([None]),
-    };
-    let mut conn = match sql.open_session(CONNECTOR).await {
-        Ok(conn) => conn,
-        Err(e) => {
-            tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
-            return CopyProgress::new([None]);
+#[async_trait]
+impl CopyThenChanges for ReplicateStream<'_> {
+    const CONNECTOR: &'static str = CONNECTOR;
+
+    fn changes(&mut self) -> Option<&mut (dyn PageStream + '_)> {
+        match &mut self.phase {
+            Phase::Changes(stream) => Some(stream.as_mut()),
+            Phase::Snapshot { .. } => None,
         }
-    };
-    let mut estimates = Vec::with_capacity(tables.len());
-    for t in &tables {
-        estimates.push(row_estimate(&mut conn, t).await);
     }
-    CopyProgress::new(estimates)
+
+    /// The slot exists from now on: a position is stored before anything else, so a crash
+    /// from here on resumes instead of finding a slot without a bookmark.
+    fn before_copy(&mut self) -> Option<Page> {
+        if self.announced {
+            return None;
+        }
+        self.announced = true;
+        Some(Page::empty(record_schema(), Some(self.position.to_json())))
+    }
+
+    fn progress(&mut self) -> &mut Option<CopyProgress> {
+        &mut self.progress
+    }
+
+    async fn start_progress(&mut self) -> CopyProgress {
+        copy_progress::<Postgres>(&self.sql, self.tables_left()).await
+    }
+
+    async fn copy_page(&mut self) -> Result<Option<Option<Page>>, FaucetError> {
+        self.next_snapshot_page().await
+    }
+
+    fn cancelled(&self) -> bool {
+        self.options.cancel.is_cancelled()
+    }
+
+    fn all_finished(&self) -> bool {
+        ReplicateStream::all_finished(self)
+    }
+
+    /// Ends the snapshot's session, streams the slot.
+    async fn open_changes(&mut self) -> Result<(), FaucetError> {
+        self.phase = Phase::Changes(Box::new(EmptyStream));
+        let start = self.position.stream_start();
+        let stream = self.cdc.open(Some(start), self.options.clone()).await?;
+        let filter = Filter::new(
+            self.position.copied.clone(),
+            self.position.slot_lsn,
+            self.sql.clone(),
+        );
+        tracing::info!(
+            tables = self.tables.len(),
+            filtered = filter.is_some(),
+            "snapshot copied; streaming changes"
+        );
+        let changes = Box::new(FilteredChanges {
+            inner: stream,
+            filter,
+        });
+        self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        loop {
-            if let Phase::Changes(stream) = &mut self.phase {
-                return stream.next_page().await;
-            }
-            if !self.announced {
-                // The slot exists from now on: store a position before anything else, so a
-                // crash from here on resumes instead of finding a slot without a bookmark.
-                self.announced = true;
-                return Ok(Some(Page::empty(
-                    record_schema(),
-                    Some(self.position.to_json()),
-                )));
-            }
-            if self.progress.is_none() {
-                let left = self.tables_left();
-                self.progress = Some(copy_progress(&self.sql, left).await);
-            }
-            match self.next_snapshot_page().await? {
-                Some(Some(page)) => {
-                    return Ok(Some(match &mut self.progress {
-                        Some(progress) => progress.stamp(page),
-                        None => page,
-                    }));
-                }
-                Some(None) => {}
-                None if self.options.cancel.is_cancelled() => return Ok(None),
-                None => {
-                    if !self.all_finished() {
-                        return Err(FaucetError::read(
-                            CONNECTOR,
-                            "the snapshot ended before every table was copied",
-                            None,
-                        ));
-                    }
-                    // Every table is copied: end the snapshot's session, stream the slot.
-                    self.phase = Phase::Changes(Box::new(EmptyStream));
-                    let start = self.position.stream_start();
-                    let stream = self.cdc.open(Some(start), self.options.clone()).await?;
-                    let filter = Filter::new(
-                        self.position.copied.clone(),
-                        self.position.slot_lsn,
-                        self.sql.clone(),
-                    );
-                    tracing::info!(
-                        tables = self.tables.len(),
-                        filtered = filter.is_some(),
-                        "snapshot copied; streaming changes"
-                    );
-                    let changes = Box::new(FilteredChanges {
-                        inner: stream,
-                        filter,
-                    });
-                    self.phase = Phase::Changes(KeepCopied::wrap(changes, Some(self.listed())));
-                }
-            }
-        }
+        copy_then_changes(self).await
     }
 
     async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
