@@ -336,7 +336,7 @@ fn a_change_the_target_cannot_take_stops_the_run_naming_it() {
             "lsn ",
             "nothing of this page was written",
         ]);
-        let rows: Vec<(i32,)> = query(&format!("SELECT id FROM {t} ORDER BY id"));
+        let rows: Vec<(i64,)> = query(&format!("SELECT id FROM {t} ORDER BY id"));
         assert_eq!(rows, [(1,)], "rows of the refused page were written");
         // `schema_changes: fail` stops at an ADD too.
         sql(&format!("DROP TABLE {t}"));
