@@ -670,17 +670,23 @@ mod tests {
         // The first shape is taken as it is.
         assert!(d.shape_change(&insert(2), Some(&txn())).is_none());
         d.relation(1, "public".into(), "t".into(), b'd', after.clone());
-        let s = d.shape_change(&insert(3), Some(&txn())).expect("a schema change");
+        let s = d
+            .shape_change(&insert(3), Some(&txn()))
+            .expect("a schema change");
         assert_eq!(s[0], Value::Text("s".into()));
         assert_eq!(s[2], Value::Text("0/16B3748".into()));
         let changes = json(&s[5]);
         assert!(
             changes.contains(r#""kind":"rename","column":"vv","from":"v","to":"vv""#)
-                && changes.contains(r#""kind":"type","column":"vv","from":"integer","to":"bigint""#)
+                && changes
+                    .contains(r#""kind":"type","column":"vv","from":"integer","to":"bigint""#)
                 && changes.contains(r#""kind":"add","column":"w""#),
             "{changes}"
         );
-        assert_eq!(json(&s[4]), r#"{"columns":[{"name":"id","type":"integer","data_type":"int","key":true},{"name":"v","type":"integer","data_type":"int","key":false}]}"#);
+        assert_eq!(
+            json(&s[4]),
+            r#"{"columns":[{"name":"id","type":"integer","data_type":"int","key":true},{"name":"v","type":"integer","data_type":"int","key":false}]}"#
+        );
         // Once: the next change of the same shape has none.
         assert!(d.shape_change(&insert(3), Some(&txn())).is_none());
         // A resumed stream with the bookmark's shapes: a replayed (skipped) change of the old
