@@ -232,15 +232,15 @@ impl ChangeDecoder {
             self.wanted.insert(table.clone());
             included = true;
         }
-        if let Some(previous) = self.relations.get(&oid).filter(|r| r.included) {
-            if !included {
-                tracing::warn!(
-                    table = %previous.table,
-                    now = %table.qualified(),
-                    "a table in `tables` was renamed or moved mid-stream; its changes are no \
-                     longer read (add the new name to `tables`)"
-                );
-            }
+        if let Some(previous) = self.relations.get(&oid).filter(|r| r.included)
+            && !included
+        {
+            tracing::warn!(
+                table = %previous.table,
+                now = %table.qualified(),
+                "a table in `tables` was renamed or moved mid-stream; its changes are no \
+                 longer read (add the new name to `tables`)"
+            );
         }
         let full = Arc::new(Schema::new(
             columns

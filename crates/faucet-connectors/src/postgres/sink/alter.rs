@@ -51,10 +51,10 @@ fn kind(spelled: &str) -> Kind {
         "double precision" => return Kind::Float(8),
         _ => {}
     }
-    if let Some(a) = args("character varying") {
-        if let [n] = a.as_slice() {
-            return Kind::Varchar(Some(*n));
-        }
+    if let Some(a) = args("character varying")
+        && let [n] = a.as_slice()
+    {
+        return Kind::Varchar(Some(*n));
     }
     if let Some(a) = args("numeric") {
         match a.as_slice() {
