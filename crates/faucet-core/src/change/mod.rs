@@ -236,6 +236,33 @@ mod tests {
     }
 
     #[test]
+    fn a_page_is_cut_at_its_schema_changes_in_order() {
+        let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
+        let mut b = crate::PageBuilder::new(schema, 5);
+        for op in ["c", "u", "s", "c", "s"] {
+            b.push_row([
+                crate::Value::Text(op.into()),
+                crate::Value::Text("public.t".into()),
+                crate::Value::Text("0/1".into()),
+                crate::Value::Null,
+                crate::Value::Null,
+                crate::Value::Null,
+            ]);
+        }
+        let page = b.finish(None);
+        assert_eq!(
+            segments(&page, &[0, 1, 2, 3, 4]),
+            [
+                Segment::Rows(vec![0, 1]),
+                Segment::Schema(2),
+                Segment::Rows(vec![3]),
+                Segment::Schema(4)
+            ]
+        );
+        assert_eq!(segments(&page, &[0, 3]), [Segment::Rows(vec![0, 3])]);
+    }
+
+    #[test]
     fn the_schema_puts_position_fields_after_table_and_trailing_ones_last() {
         let s = record_schema(
             vec![Field::new("lsn", DataType::Text)],
