@@ -404,6 +404,8 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
         let source = rt.block_on(select_table(&pool, &table));
         assert_same(&replica, &source, Some(ADDED_COLUMN), "at the end");
         assert_eq!(second.truncates, 1, "{second:?}");
+        // The column added mid-stream: one schema-change record before its first change.
+        assert_eq!(second.schema_changes, 1, "{second:?}");
         assert!(second.updates >= updated as u64, "{second:?}");
         assert!(second.unchanged_toast > 0, "{second:?}");
         assert!(second.deletes > 0, "{second:?}");

@@ -86,6 +86,8 @@ mod retention_horizon;
 #[cfg(feature = "postgres")]
 mod routed_tables;
 mod run_files;
+#[cfg(feature = "postgres")]
+mod schema_changes;
 mod serve;
 mod serve_api_guard;
 #[cfg(feature = "cluster")]

@@ -111,6 +111,8 @@ pub(crate) struct Replayed {
     pub(crate) deletes: u64,
     pub(crate) truncates: u64,
     pub(crate) unchanged_toast: u64,
+    /// Schema-change records (`s`): no row changes.
+    pub(crate) schema_changes: u64,
 }
 
 /// Applies the JSONL change records (taken: their images move into the table) in order to
@@ -118,7 +120,7 @@ pub(crate) struct Replayed {
 /// image passed through `normalise` first (the same mapping the compared side gets): `c`
 /// inserts `after`, `u` replaces the row by `after` keeping every column named in
 /// `unchanged_toast` (PostgreSQL only) from the stored row, `d` deletes by `before`'s key,
-/// `t` empties it. Every record must name the table `qualified`; rows are keyed by `id`.
+/// `t` empties it, `s` (a schema change) is counted. Every record must name the table `qualified`; rows are keyed by `id`.
 pub(crate) fn replay(
     table: &mut Table,
     records: Vec<Json>,
@@ -181,6 +183,7 @@ pub(crate) fn replay(
                 n.truncates += 1;
                 table.clear();
             }
+            "s" => n.schema_changes += 1,
             other => panic!("op {other} in {r}"),
         }
     }

@@ -184,10 +184,9 @@ impl MessageEncoder {
                         _ => change.after.or(change.before),
                     };
                     let key = match keyed {
-                        Some(r) if change.op != Op::Truncate => {
-                            self.key_of(&r.schema, &r.values)
-                                .map_err(|m| FaucetError::data(self.connector, at(), m))?
-                        }
+                        Some(r) if !matches!(change.op, Op::Truncate | Op::Schema) => self
+                            .key_of(&r.schema, &r.values)
+                            .map_err(|m| FaucetError::data(self.connector, at(), m))?,
                         _ => None,
                     };
                     let mut position = Vec::with_capacity(48);

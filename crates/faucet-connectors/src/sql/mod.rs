@@ -34,4 +34,5 @@ pub(crate) mod write;
 #[cfg(feature = "sql-source")]
 pub use read::ReplicationMethod;
 pub use sink::route::{Route, RouteTarget, TargetEntry, TargetSpec, UpsertKeys};
+pub use sink::schema::{DroppedColumns, SchemaChanges, SchemaPolicy};
 pub use write::WriteMode;

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use faucet_core::FaucetError;
 
 pub use crate::sql::WriteMode;
+use crate::sql::{DroppedColumns, SchemaChanges};
 
 /// The connector's name, in messages.
 pub(crate) const CONNECTOR: &str = "sqlite";
@@ -54,6 +55,16 @@ pub struct SqliteSinkConfig {
     /// Default 5000.
     #[serde(default = "default_busy_timeout_ms")]
     pub busy_timeout_ms: u64,
+    /// What an upsert target does with a source's schema change (`op: "s"` records):
+    /// `apply` (default: add and rename columns; a type change the column's affinity
+    /// already holds is nothing to do, any other is refused: SQLite cannot alter a type)
+    /// or `fail`.
+    #[serde(default)]
+    pub schema_changes: SchemaChanges,
+    /// What a column dropped in the source does to an upsert target: `keep` (default: the
+    /// column stays, rows inserted later get NULL, a warning says so) or `drop`.
+    #[serde(default)]
+    pub dropped_columns: DroppedColumns,
 }
 
 fn default_busy_timeout_ms() -> u64 {
@@ -70,6 +81,8 @@ impl SqliteSinkConfig {
             write_mode: WriteMode::Append,
             key: Vec::new(),
             busy_timeout_ms: default_busy_timeout_ms(),
+            schema_changes: SchemaChanges::Apply,
+            dropped_columns: DroppedColumns::Keep,
         }
     }
 

@@ -18,10 +18,12 @@ use faucet_core::{CommitToken, FaucetError, Page};
 
 use super::failure::{self, classify};
 use super::table::{self, TargetTable};
+use super::value::{Affinity, column_type};
 use super::write::{self, Scratch};
 use super::{CONNECTOR, SqliteSink, WriteMode, quoted};
 use crate::sql::sink::SinkDialect;
 use crate::sql::sink::fence::{FENCES, WriterFence, fenced};
+use crate::sql::sink::schema::{Alter, SchemaApply, SchemaPolicy, TargetColumn, Widening};
 use crate::sql::sink::token::{self as shared, TOKENS};
 
 /// The time of a token or fence, as text (UTC, milliseconds).
@@ -162,6 +164,82 @@ impl SinkDialect for SqliteSink {
             WriteMode::Append => write::append(conn, &self.at(), table, page, scratch).await,
             WriteMode::Upsert => write::upsert(conn, &self.at(), table, page, scratch).await,
         }
+    }
+
+    fn schema_apply(&self) -> SchemaApply {
+        match self.config.write_mode {
+            WriteMode::Append => SchemaApply::Rows,
+            WriteMode::Upsert => SchemaApply::Apply(SchemaPolicy {
+                changes: self.config.schema_changes,
+                dropped: self.config.dropped_columns,
+            }),
+        }
+    }
+
+    fn schema_key(&self) -> &[String] {
+        self.at().upsert_key
+    }
+
+    /// The columns with their affinity as their type (SQLite types are affinities).
+    fn columns_of(&self, table: &TargetTable) -> Vec<TargetColumn> {
+        table
+            .columns
+            .iter()
+            .map(|(name, affinity)| TargetColumn {
+                name: name.clone(),
+                sql_type: format!("{affinity:?}"),
+                not_null: table.required.contains(name),
+            })
+            .collect()
+    }
+
+    fn new_column_type(&self, data_type: &faucet_core::DataType, _source_type: &str) -> String {
+        column_type(data_type).to_owned()
+    }
+
+    /// Nothing to do when the new type's column would have the target column's affinity
+    /// (or the column takes values as given, BLOB); SQLite cannot alter a column's type,
+    /// so anything else is refused.
+    fn widen(
+        &self,
+        target_type: &str,
+        data_type: &faucet_core::DataType,
+        _source_type: &str,
+    ) -> Widening {
+        let target = Affinity::of(target_type);
+        if target == Affinity::Blob || target == Affinity::of(column_type(data_type)) {
+            Widening::Holds
+        } else {
+            Widening::No
+        }
+    }
+
+    fn alter_sql(&self, step: &Alter<'_>) -> Option<String> {
+        let t = quoted(&self.config.table);
+        match *step {
+            Alter::Add(c, ty) => Some(format!("ALTER TABLE {t} ADD COLUMN {} {ty}", quoted(c))),
+            Alter::Rename(from, to) => Some(format!(
+                "ALTER TABLE {t} RENAME COLUMN {} TO {}",
+                quoted(from),
+                quoted(to)
+            )),
+            Alter::Drop(c) => Some(format!("ALTER TABLE {t} DROP COLUMN {}", quoted(c))),
+            Alter::Type(..) | Alter::DropNotNull(_) => None,
+        }
+    }
+
+    async fn execute_ddl(&self, conn: &mut SqliteConnection, sql: &str) -> Result<(), FaucetError> {
+        self.exec(conn, sql, "ALTER TABLE").await.map(|_| ())
+    }
+
+    async fn reload_target(
+        &self,
+        conn: &mut SqliteConnection,
+        _scratch: &mut Scratch,
+    ) -> Result<TargetTable, FaucetError> {
+        table::load(conn, &self.at())
+            .await?
+            .ok_or_else(|| self.missing_table())
     }
 
     async fn holds_data(&self, conn: &mut SqliteConnection) -> Result<bool, FaucetError> {

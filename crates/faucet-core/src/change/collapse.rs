@@ -226,6 +226,9 @@ pub fn collapse<'a>(
             }
         }
         match change.op {
+            // The table's shape changed here: no row to apply (a sink that applies schema
+            // changes splits the page at it, `change::segments`).
+            Op::Schema => {}
             Op::Truncate => {
                 state.out.truncate = true;
                 state.out.slots.clear();

@@ -99,6 +99,12 @@ impl ChangeLayout {
         &self.position
     }
 
+    /// Whether the record in `values` is a schema change (`op: "s"`), whose `before` and
+    /// `after` are the table's shape, not rows ([`super::schema`]).
+    pub fn is_schema(&self, values: &[Value]) -> bool {
+        values.get(self.op).and_then(text_of) == Some(Op::Schema.code())
+    }
+
     /// The index of the `after` field.
     pub fn after_index(&self) -> usize {
         self.after

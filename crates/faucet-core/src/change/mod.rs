@@ -5,7 +5,7 @@
 //!
 //! | field | type | value |
 //! |---|---|---|
-//! | `op` | text | [`Op`]: `c` insert, `u` update, `d` delete, `r` snapshot read, `t` truncate |
+//! | `op` | text | [`Op`]: `c` insert, `u` update, `d` delete, `r` snapshot read, `t` truncate, `s` schema change ([`schema`]) |
 //! | `table` | text | the source table, in the source system's qualified form (`schema.table`, `db.table`) |
 //! | *position fields* | the system's own | where the change is in the source's log, in its own terms: PostgreSQL `lsn`; MySQL/MariaDB `binlog_file`, `binlog_pos`, `gtid` |
 //! | `commit_ts` | timestamptz | the transaction's commit time, RFC 3339 in UTC |
@@ -27,6 +27,7 @@
 
 mod collapse;
 mod layout;
+pub mod schema;
 
 pub use collapse::{
     Collapsed, KeyIdentity, Moved, Slot, check_records, collapse, moved_row_missing,
@@ -76,6 +77,11 @@ pub enum Op {
     Read,
     /// `t`: the table was truncated.
     Truncate,
+    /// `s`: the table's columns changed ([`schema`]): `before` and `after` hold its shape
+    /// before and after, not rows. Delivered in stream order between the rows before and
+    /// after the change; [`collapse`] leaves it out (a sink that applies schema changes
+    /// splits the page at it, [`segments`]).
+    Schema,
 }
 
 impl Op {
@@ -87,6 +93,7 @@ impl Op {
             Self::Delete => "d",
             Self::Read => "r",
             Self::Truncate => "t",
+            Self::Schema => "s",
         }
     }
 
@@ -98,6 +105,7 @@ impl Op {
             "d" => Self::Delete,
             "r" => Self::Read,
             "t" => Self::Truncate,
+            "s" => Self::Schema,
             _ => return None,
         })
     }
@@ -164,6 +172,44 @@ pub fn rows_by_table(page: &crate::Page) -> Result<Option<TableRows>, usize> {
     Ok(Some(groups))
 }
 
+/// One run of a page's rows between schema-change records, [`segments`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Segment {
+    /// Rows that are not schema changes, in page order (never empty).
+    Rows(Vec<usize>),
+    /// The row of one schema-change record (`op: "s"`).
+    Schema(usize),
+}
+
+/// `rows` (indexes into `page`, in page order) cut at each schema-change record: what a sink
+/// applies in order, each run of rows with the table's shape in force at that point. One
+/// [`Segment::Rows`] of every row when there is none (or the page holds no change records).
+pub fn segments(page: &crate::Page, rows: &[usize]) -> Vec<Segment> {
+    let layout = ChangeLayout::of(page.schema());
+    let is_schema = |r: usize| {
+        layout
+            .as_ref()
+            .zip(page.row(r))
+            .is_some_and(|(l, row)| l.is_schema(row.values()))
+    };
+    let mut out = Vec::new();
+    let mut run = Vec::new();
+    for &r in rows {
+        if is_schema(r) {
+            if !run.is_empty() {
+                out.push(Segment::Rows(std::mem::take(&mut run)));
+            }
+            out.push(Segment::Schema(r));
+        } else {
+            run.push(r);
+        }
+    }
+    if !run.is_empty() {
+        out.push(Segment::Rows(run));
+    }
+    out
+}
+
 /// The [`UNCHANGED`] field: an array of the column names left out of `after`.
 pub fn unchanged_field() -> Field {
     Field::new(UNCHANGED, DataType::Array(Box::new(DataType::Text)))
@@ -175,11 +221,45 @@ mod tests {
 
     #[test]
     fn ops_round_trip_their_codes() {
-        for op in [Op::Insert, Op::Update, Op::Delete, Op::Read, Op::Truncate] {
+        for op in [
+            Op::Insert,
+            Op::Update,
+            Op::Delete,
+            Op::Read,
+            Op::Truncate,
+            Op::Schema,
+        ] {
             assert_eq!(Op::from_code(op.code()), Some(op));
         }
         assert_eq!(Op::from_code("x"), None);
         assert_eq!(Op::from_code(""), None);
+    }
+
+    #[test]
+    fn a_page_is_cut_at_its_schema_changes_in_order() {
+        let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
+        let mut b = crate::PageBuilder::new(schema, 5);
+        for op in ["c", "u", "s", "c", "s"] {
+            b.push_row([
+                crate::Value::Text(op.into()),
+                crate::Value::Text("public.t".into()),
+                crate::Value::Text("0/1".into()),
+                crate::Value::Null,
+                crate::Value::Null,
+                crate::Value::Null,
+            ]);
+        }
+        let page = b.finish(None);
+        assert_eq!(
+            segments(&page, &[0, 1, 2, 3, 4]),
+            [
+                Segment::Rows(vec![0, 1]),
+                Segment::Schema(2),
+                Segment::Rows(vec![3]),
+                Segment::Schema(4)
+            ]
+        );
+        assert_eq!(segments(&page, &[0, 3]), [Segment::Rows(vec![0, 3])]);
     }
 
     #[test]

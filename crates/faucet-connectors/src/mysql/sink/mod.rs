@@ -518,6 +518,15 @@ impl SinkDialect for MysqlSink {
         CONNECTOR
     }
 
+    /// Append: a schema-change record is a row; upsert: not applied yet (refused, naming
+    /// the change).
+    fn schema_apply(&self) -> crate::sql::sink::schema::SchemaApply {
+        match self.config.write_mode {
+            WriteMode::Append => crate::sql::sink::schema::SchemaApply::Rows,
+            WriteMode::Upsert => crate::sql::sink::schema::SchemaApply::Unsupported,
+        }
+    }
+
     fn target_name(&self) -> String {
         match &self.route {
             Some(r) => r.describe(),

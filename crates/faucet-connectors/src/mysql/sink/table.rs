@@ -183,6 +183,8 @@ fn proposed(page: &Page, apply_changes: bool) -> Option<Vec<Proposed<'_>>> {
         let rows: Vec<&faucet_core::value::Row> = page
             .rows()
             .filter_map(|r| match &r.values()[after] {
+                // A schema-change record's `after` is the table's shape, not a row.
+                _ if layout.is_schema(r.values()) => None,
                 Value::Row(row) => Some(row),
                 _ => None,
             })

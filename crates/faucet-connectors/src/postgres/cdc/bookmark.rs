@@ -16,6 +16,9 @@
 //! insert, update, delete, and each table of a truncate counts one, whether or not its table
 //! is among `tables`. `final_lsn` (the commit LSN) and `xid` identify it, so a resumed stream
 //! checks it replays the same transaction.
+//!
+//! `shapes` holds the columns each table's change records were last delivered with, for
+//! schema changes across restarts (`super::shapes`).
 
 use pgwire_replication::Lsn;
 use serde_json::{Map, json};
@@ -87,7 +90,11 @@ impl CdcBookmark {
                 None,
             ));
         }
-        if let Some(extra) = obj.keys().find(|k| !matches!(k.as_str(), "lsn" | "in_txn")) {
+        // `shapes`: the announced table shapes, read by `super::shapes`.
+        if let Some(extra) = obj
+            .keys()
+            .find(|k| !matches!(k.as_str(), "lsn" | "in_txn" | super::shapes::SHAPES))
+        {
             return Err(invalid(bookmark, &format!("unknown field `{extra}`")));
         }
         let lsn = obj

@@ -20,13 +20,17 @@
 //!
 //! Relations: each Relation message replaces the cached shape of its table (case 26), so a
 //! column added or dropped mid-stream shows in the records after it; the schemas of `before`
-//! and `after` are shared (`Arc`) by all records of one relation shape.
+//! and `after` are shared (`Arc`) by all records of one relation shape. A change whose
+//! table's shape differs from the one last announced gets a schema-change record (`s`)
+//! right before it ([`ChangeDecoder::shape_change`], [`super::shapes`]).
 //!
 //! Truncate (case 17): one `t` record per truncated table, in the statement's order; a
 //! statement naming two published tables gives two records. Values are decoded from text by
 //! [`crate::postgres::types::decode_text`].
 
 use std::collections::{HashMap, HashSet};
+
+use faucet_core::change::schema::{ChangeKind, Identified, SchemaChange, before_value, diff};
 use std::sync::Arc;
 
 use faucet_core::change::{self, Op};
@@ -35,6 +39,7 @@ use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 use super::CONNECTOR;
 use super::config::TableName;
 use super::pgoutput::{Datum, Message, OldKind, RelationColumn, Tuple};
+use super::shapes::{Shapes, shape_of};
 use crate::postgres::types::{data_type_of, decode_text};
 use crate::sql::table_pattern::TablePattern;
 
@@ -73,6 +78,10 @@ struct Relation {
     key: Arc<Schema>,
     /// Schemas of rows with some columns left out, by the kept column indexes.
     partial: Vec<(Vec<usize>, Arc<Schema>)>,
+    /// The columns' shape, for schema changes ([`super::shapes`]).
+    shape: Vec<Identified>,
+    /// Whether the table's announced shape is this relation's already.
+    settled: bool,
 }
 
 impl Relation {
@@ -105,6 +114,8 @@ pub(crate) struct ChangeDecoder {
     /// `wanted` (created after the start) is read from then on.
     patterns: Vec<TablePattern>,
     relations: HashMap<u32, Relation>,
+    /// The shape each table was last announced with ([`super::shapes`]).
+    announced: Shapes,
 }
 
 impl ChangeDecoder {
@@ -115,7 +126,81 @@ impl ChangeDecoder {
             wanted: tables.iter().cloned().collect(),
             patterns: patterns.to_vec(),
             relations: HashMap::new(),
+            announced: Shapes::new(),
         }
+    }
+
+    /// This decoder, resuming with the shapes a bookmark carried ([`super::shapes`]).
+    pub(crate) fn with_shapes(mut self, announced: Shapes) -> Self {
+        self.announced = announced;
+        self
+    }
+
+    /// The shapes announced so far, for the bookmark.
+    pub(crate) fn shapes(&self) -> &Shapes {
+        &self.announced
+    }
+
+    /// The schema-change record to deliver before `message` (an insert, update or delete),
+    /// when its table's shape differs from the one last announced; `txn` `None`: the change
+    /// was delivered before (a resumed transaction's prefix), so the shape is taken as
+    /// announced without a record. A table's first shape is taken as it is.
+    pub(crate) fn shape_change(
+        &mut self,
+        message: &Message<'_>,
+        txn: Option<&TxnContext>,
+    ) -> Option<Record> {
+        let oid = match message {
+            Message::Insert { oid, .. }
+            | Message::Update { oid, .. }
+            | Message::Delete { oid, .. } => *oid,
+            _ => return None,
+        };
+        let rel = self.relations.get_mut(&oid).filter(|r| r.included)?;
+        if rel.settled {
+            return None;
+        }
+        rel.settled = true;
+        let previous = self.announced.insert(rel.table.clone(), rel.shape.clone());
+        let (old, txn) = previous.zip(txn)?;
+        let changes = diff(&old, &rel.shape);
+        if changes.is_empty() {
+            return None;
+        }
+        tracing::info!(
+            table = %rel.table,
+            lsn = %txn.lsn,
+            changes = ?changes.iter().map(|c| format!("{} {}", c.kind, c.column)).collect::<Vec<_>>(),
+            "the table's columns changed: a schema-change record goes before its next change"
+        );
+        let added: Vec<&str> = changes
+            .iter()
+            .filter(|c| c.kind == ChangeKind::Add)
+            .map(|c| c.column.as_str())
+            .collect();
+        if !added.is_empty() {
+            tracing::warn!(
+                table = %rel.table,
+                added = ?added,
+                "columns were added mid-stream: rows that existed got their default in the \
+                 source without any change record, so a target has NULL there until a row \
+                 changes; resync the table if the sink needs those values"
+            );
+        }
+        let change = SchemaChange {
+            changes,
+            columns: rel.shape.iter().map(|c| c.shape.clone()).collect(),
+        };
+        let old: Vec<_> = old.into_iter().map(|c| c.shape).collect();
+        Some([
+            Value::Text(Op::Schema.code().into()),
+            Value::Text(rel.table.as_str().into()),
+            Value::Text(txn.lsn.as_str().into()),
+            Value::TimestampTz(txn.commit_ts.as_str().into()),
+            before_value(&old),
+            change.after_value(),
+            Value::Array(Vec::new()),
+        ])
     }
 
     /// Takes a Relation message: replaces the relation's shape.
@@ -147,17 +232,15 @@ impl ChangeDecoder {
             self.wanted.insert(table.clone());
             included = true;
         }
-        if let Some(previous) = self.relations.get(&oid).filter(|r| r.included) {
-            if included {
-                report_shape_change(&previous.table, &previous.columns, &columns);
-            } else {
-                tracing::warn!(
-                    table = %previous.table,
-                    now = %table.qualified(),
-                    "a table in `tables` was renamed or moved mid-stream; its changes are no \
-                     longer read (add the new name to `tables`)"
-                );
-            }
+        if let Some(previous) = self.relations.get(&oid).filter(|r| r.included)
+            && !included
+        {
+            tracing::warn!(
+                table = %previous.table,
+                now = %table.qualified(),
+                "a table in `tables` was renamed or moved mid-stream; its changes are no \
+                 longer read (add the new name to `tables`)"
+            );
         }
         let full = Arc::new(Schema::new(
             columns
@@ -178,6 +261,7 @@ impl ChangeDecoder {
         let key = Arc::new(Schema::new(
             key_idx.iter().map(|&i| full.fields()[i].clone()).collect(),
         ));
+        let shape = shape_of(&columns);
         self.relations.insert(
             oid,
             Relation {
@@ -189,6 +273,8 @@ impl ChangeDecoder {
                 key_idx,
                 key,
                 partial: Vec::new(),
+                shape,
+                settled: false,
             },
         );
     }
@@ -288,29 +374,6 @@ impl ChangeDecoder {
             Value::Null,
             Value::Array(Vec::new()),
         ]))
-    }
-}
-
-/// Logs columns added to or dropped from a table mid-stream. Logical decoding carries no
-/// DDL: rows that exist when a column is added (and get its default) produce no change, so
-/// the added column is named in a warning with the remedy (case 26).
-fn report_shape_change(table: &str, before: &[RelationColumn], after: &[RelationColumn]) {
-    let names =
-        |cols: &[RelationColumn]| -> Vec<String> { cols.iter().map(|c| c.name.clone()).collect() };
-    let (old, new) = (names(before), names(after));
-    let added: Vec<&String> = new.iter().filter(|c| !old.contains(c)).collect();
-    let dropped: Vec<&String> = old.iter().filter(|c| !new.contains(c)).collect();
-    if !added.is_empty() {
-        tracing::warn!(
-            table,
-            added = ?added,
-            "columns were added mid-stream: later changes carry them, but existing rows got \
-             their defaults without any change event; resync the table if the sink needs those \
-             values"
-        );
-    }
-    if !dropped.is_empty() {
-        tracing::info!(table, dropped = ?dropped, "columns were dropped mid-stream");
     }
 }
 
@@ -442,24 +505,9 @@ mod tests {
             &[],
         );
         let cols = vec![
-            RelationColumn {
-                key: true,
-                name: "id".into(),
-                type_oid: 23,
-                decode_oid: 23,
-            },
-            RelationColumn {
-                key: false,
-                name: "title".into(),
-                type_oid: 25,
-                decode_oid: 25,
-            },
-            RelationColumn {
-                key: false,
-                name: "body".into(),
-                type_oid: 25,
-                decode_oid: 25,
-            },
+            RelationColumn::new(true, "id".into(), 23, -1),
+            RelationColumn::new(false, "title".into(), 25, -1),
+            RelationColumn::new(false, "body".into(), 25, -1),
         ];
         d.relation(1, "public".into(), "article".into(), b'd', cols.clone());
         d.relation(2, "public".into(), "other".into(), b'd', cols);
@@ -569,12 +617,7 @@ mod tests {
             .expect("ok")
             .expect("pattern");
         let mut d = ChangeDecoder::new(&[], &[pattern]);
-        let col = RelationColumn {
-            key: true,
-            name: "id".into(),
-            type_oid: 23,
-            decode_oid: 23,
-        };
+        let col = RelationColumn::new(true, "id".into(), 23, -1);
         d.relation(
             7,
             "shop".into(),
@@ -594,6 +637,76 @@ mod tests {
         assert!(d.change(&insert(9), &txn()).expect("ok").is_none());
     }
 
+    fn described(name: &str, type_oid: u32, source_type: &str, attnum: i64) -> RelationColumn {
+        let mut c = RelationColumn::new(attnum == 1, name.into(), type_oid, -1);
+        c.source_type = source_type.into();
+        c.attnum = attnum;
+        c
+    }
+
+    #[test]
+    fn a_changed_shape_is_announced_once_before_its_first_change() {
+        let mut d = ChangeDecoder::new(
+            &[TableName {
+                schema: Some("public".into()),
+                name: "t".into(),
+            }],
+            &[],
+        );
+        let before = vec![
+            described("id", 23, "integer", 1),
+            described("v", 23, "integer", 2),
+        ];
+        let after = vec![
+            described("id", 23, "integer", 1),
+            described("vv", 20, "bigint", 2),
+            described("w", 25, "text", 3),
+        ];
+        let insert = |n: usize| Message::Insert {
+            oid: 1,
+            new: vec![Datum::Text(b"1"); n],
+        };
+        d.relation(1, "public".into(), "t".into(), b'd', before.clone());
+        // The first shape is taken as it is.
+        assert!(d.shape_change(&insert(2), Some(&txn())).is_none());
+        d.relation(1, "public".into(), "t".into(), b'd', after.clone());
+        let s = d
+            .shape_change(&insert(3), Some(&txn()))
+            .expect("a schema change");
+        assert_eq!(s[0], Value::Text("s".into()));
+        assert_eq!(s[2], Value::Text("0/16B3748".into()));
+        let changes = json(&s[5]);
+        assert!(
+            changes.contains(r#""kind":"rename","column":"vv","from":"v","to":"vv""#)
+                && changes
+                    .contains(r#""kind":"type","column":"vv","from":"integer","to":"bigint""#)
+                && changes.contains(r#""kind":"add","column":"w""#),
+            "{changes}"
+        );
+        assert_eq!(
+            json(&s[4]),
+            r#"{"columns":[{"name":"id","type":"integer","data_type":"int","key":true},{"name":"v","type":"integer","data_type":"int","key":false}]}"#
+        );
+        // Once: the next change of the same shape has none.
+        assert!(d.shape_change(&insert(3), Some(&txn())).is_none());
+        // A resumed stream with the bookmark's shapes: a replayed (skipped) change of the old
+        // shape moves the shape back, and the change after it announces again, as the first
+        // time; a new session's first Relation of the delivered shape announces nothing.
+        let mut resumed = ChangeDecoder::new(
+            &[TableName {
+                schema: Some("public".into()),
+                name: "t".into(),
+            }],
+            &[],
+        )
+        .with_shapes(d.shapes().clone());
+        resumed.relation(1, "public".into(), "t".into(), b'd', after);
+        assert!(resumed.shape_change(&insert(3), Some(&txn())).is_none());
+        resumed.relation(1, "public".into(), "t".into(), b'd', before);
+        assert!(resumed.shape_change(&insert(2), None).is_none());
+        assert_eq!(resumed.shapes()["public.t"].len(), 2);
+    }
+
     #[test]
     fn a_new_relation_message_replaces_the_shape() {
         let mut d = decoder();
@@ -602,12 +715,7 @@ mod tests {
             "public".into(),
             "article".into(),
             b'd',
-            vec![RelationColumn {
-                key: true,
-                name: "id".into(),
-                type_oid: 23,
-                decode_oid: 23,
-            }],
+            vec![RelationColumn::new(true, "id".into(), 23, -1)],
         );
         let m = Message::Insert {
             oid: 1,

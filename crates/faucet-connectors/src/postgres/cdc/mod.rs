@@ -76,6 +76,7 @@ mod pgoutput;
 mod relation_types;
 pub(crate) mod resolve;
 pub mod retention;
+mod shapes;
 pub(crate) mod slot_wait;
 mod stream;
 
@@ -253,6 +254,11 @@ impl Source for PostgresCdcSource {
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         // The bookmark is read before connecting: another source's is named as such offline.
         let (from, copied) = crate::copy_history::split_resume(from, CONNECTOR)?;
+        let announced = from
+            .as_ref()
+            .map(shapes::from_bookmark)
+            .transpose()?
+            .unwrap_or_default();
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connection.connect_sql().await?;
         let tables = self.tables_now(&mut conn).await?;
@@ -320,7 +326,7 @@ impl Source for PostgresCdcSource {
         );
         let stream = Box::new(CdcStream(CdcPageStream::new(StreamStart {
             client,
-            decoder: ChangeDecoder::new(&tables, &self.patterns),
+            decoder: ChangeDecoder::new(&tables, &self.patterns).with_shapes(announced),
             types: relation_types::RelationTypes::new(self.connection.clone()),
             schema: record_schema(),
             batch_size: options.batch_size,

@@ -32,9 +32,33 @@ pub(crate) struct RelationColumn {
     pub(crate) name: String,
     /// The type OID.
     pub(crate) type_oid: u32,
+    /// The type modifier (`atttypmod`: a varchar's length, a numeric's precision), -1 for
+    /// none.
+    pub(crate) type_mod: i32,
     /// The built-in type OID its text is decoded as: `type_oid` as parsed, set by the
     /// stream from [`crate::postgres::type_catalog`] before the relation is used.
     pub(crate) decode_oid: u32,
+    /// The type as PostgreSQL spells it (`format_type`: `character varying(20)`), set by
+    /// the stream with `decode_oid`; empty until then.
+    pub(crate) source_type: String,
+    /// The column's `attnum` in the catalog when the Relation message was read (found by
+    /// name), 0 when not found: what tells a rename from a drop and an add.
+    pub(crate) attnum: i64,
+}
+
+impl RelationColumn {
+    /// A column as a Relation message describes it, before the stream resolves its type.
+    pub(crate) fn new(key: bool, name: String, type_oid: u32, type_mod: i32) -> Self {
+        Self {
+            key,
+            name,
+            type_oid,
+            type_mod,
+            decode_oid: type_oid,
+            source_type: String::new(),
+            attnum: 0,
+        }
+    }
 }
 
 /// Which old row an Update or Delete carries.
@@ -251,13 +275,13 @@ pub(crate) fn decode(data: &[u8]) -> Result<Message<'_>, DecodeError> {
                 let flags = r.u8()?;
                 let name = r.cstring()?;
                 let type_oid = r.u32()?;
-                let _typmod = r.u32()?;
-                columns.push(RelationColumn {
-                    key: flags & 1 == 1,
+                let type_mod = r.u32()?.cast_signed();
+                columns.push(RelationColumn::new(
+                    flags & 1 == 1,
                     name,
                     type_oid,
-                    decode_oid: type_oid,
-                });
+                    type_mod,
+                ));
             }
             Ok(Message::Relation {
                 oid,

@@ -242,7 +242,9 @@ impl CdcPageStream {
         let bookmark = self.bookmark();
         self.last_emitted = bookmark;
         self.last_advance = Instant::now();
-        page.finish(Some(bookmark.to_json()))
+        let mut json = bookmark.to_json();
+        super::shapes::add_to(&mut json, self.decoder.shapes());
+        page.finish(Some(json))
             .with_source_time(self.position_time.map(server_time))
             .with_extent(self.extent())
     }
@@ -298,6 +300,7 @@ impl CdcPageStream {
             return Ok(());
         }
         if let Ok(Message::Relation {
+            oid,
             namespace,
             name,
             mut columns,
@@ -305,7 +308,7 @@ impl CdcPageStream {
         }) = pgoutput::decode(data)
         {
             self.types
-                .resolve(&format!("{namespace}.{name}"), &mut columns)
+                .resolve(oid, &format!("{namespace}.{name}"), &mut columns)
                 .await?;
             self.resolved = Some(columns);
         }
@@ -469,7 +472,13 @@ impl CdcPageStream {
                     .ok_or_else(|| protocol("a change outside a transaction"))?;
                 txn.units += 1;
                 if txn.units <= txn.skip {
+                    // Delivered before: its table's shape was announced then.
+                    self.decoder.shape_change(&change, None);
                     return Ok(());
+                }
+                // A schema change goes right before the change, in its unit.
+                if let Some(record) = self.decoder.shape_change(&change, Some(&txn.ctx)) {
+                    page.push_row(record);
                 }
                 if let Some(record) = self.decoder.change(&change, &txn.ctx)? {
                     page.push_row(record);
@@ -657,12 +666,7 @@ mod tests {
                 namespace: "public".into(),
                 name: "t".into(),
                 replica_identity: b'd',
-                columns: vec![RelationColumn {
-                    key: true,
-                    name: "id".into(),
-                    type_oid: 23,
-                    decode_oid: 23,
-                }],
+                columns: vec![RelationColumn::new(true, "id".into(), 23, -1)],
             },
             &mut PageBuilder::new(record_schema(), 1),
         )

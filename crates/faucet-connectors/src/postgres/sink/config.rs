@@ -12,6 +12,7 @@ use super::nul::NulBytes;
 use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::{TableName, validate_column};
 use crate::sql::sink::route::{Route, TargetEntry};
+use crate::sql::{DroppedColumns, SchemaChanges};
 
 /// A [`PostgresSinkConfig`] that passed [`PostgresSinkConfig::validate`], with what
 /// validation parsed; made only by `validate`, taken by
@@ -104,6 +105,14 @@ pub struct PostgresSinkConfig {
     /// or `replace` (write U+FFFD instead).
     #[serde(default)]
     pub nul_bytes: NulBytes,
+    /// What an upsert target does with a source's schema change (`op: "s"` records):
+    /// `apply` (default: add, rename, widen; module `sql::sink::schema`) or `fail`.
+    #[serde(default)]
+    pub schema_changes: SchemaChanges,
+    /// What a column dropped in the source does to an upsert target: `keep` (default: the
+    /// column stays, rows inserted later get NULL, a warning says so) or `drop`.
+    #[serde(default)]
+    pub dropped_columns: DroppedColumns,
 }
 
 fn default_create_table() -> bool {
@@ -120,6 +129,8 @@ impl std::fmt::Debug for PostgresSinkConfig {
             .field("write_mode", &self.write_mode)
             .field("key", &self.key)
             .field("nul_bytes", &self.nul_bytes)
+            .field("schema_changes", &self.schema_changes)
+            .field("dropped_columns", &self.dropped_columns)
             .finish()
     }
 }
@@ -135,6 +146,8 @@ impl PostgresSinkConfig {
             write_mode: WriteMode::Append,
             key: Vec::new(),
             nul_bytes: NulBytes::Fail,
+            schema_changes: SchemaChanges::Apply,
+            dropped_columns: DroppedColumns::Keep,
         }
     }
 

@@ -22,6 +22,7 @@
 //! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert` (a
 //! routed sink: when every target upserts).
 
+mod alter;
 mod changes;
 mod config;
 mod encode;
@@ -45,6 +46,7 @@ use super::connection::PostgresUrl;
 use super::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
+use crate::sql::sink::schema::{Alter, SchemaApply, SchemaPolicy, TargetColumn, Widening};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
 use table::TargetTable;
 use write::{Buffers, Target};
@@ -503,6 +505,74 @@ impl SinkDialect for PostgresSink {
             scratch.bufs = Buffers::default();
         }
         written
+    }
+
+    fn schema_apply(&self) -> SchemaApply {
+        match self.config.write_mode {
+            WriteMode::Append => SchemaApply::Rows,
+            WriteMode::Upsert => SchemaApply::Apply(SchemaPolicy {
+                changes: self.config.schema_changes,
+                dropped: self.config.dropped_columns,
+            }),
+        }
+    }
+
+    fn schema_key(&self) -> &[String] {
+        self.upsert_key()
+    }
+
+    fn columns_of(&self, table: &TargetTable) -> Vec<TargetColumn> {
+        table
+            .columns
+            .iter()
+            .zip(&table.types)
+            .zip(&table.not_null)
+            .map(|((name, ty), not_null)| TargetColumn {
+                name: name.clone(),
+                sql_type: ty.clone(),
+                not_null: *not_null,
+            })
+            .collect()
+    }
+
+    fn new_column_type(&self, data_type: &faucet_core::DataType, source_type: &str) -> String {
+        alter::new_type(data_type, source_type)
+    }
+
+    fn widen(
+        &self,
+        target_type: &str,
+        data_type: &faucet_core::DataType,
+        source_type: &str,
+    ) -> Widening {
+        alter::widen(target_type, data_type, source_type)
+    }
+
+    fn alter_sql(&self, step: &Alter<'_>) -> Option<String> {
+        Some(alter::sql(&self.table, step))
+    }
+
+    async fn execute_ddl(&self, conn: &mut PgConnection, sql: &str) -> Result<(), FaucetError> {
+        conn.execute(sql)
+            .await
+            .map_err(|e| write::classify(e, "ALTER TABLE", &self.table, None))?;
+        Ok(())
+    }
+
+    /// Reloads the table and makes the staging table again (its columns are the target's),
+    /// inside the page's transaction: a rollback undoes both.
+    async fn reload_target(
+        &self,
+        conn: &mut PgConnection,
+        scratch: &mut Scratch,
+    ) -> Result<TargetTable, FaucetError> {
+        let table = table::load(conn, &self.table)
+            .await?
+            .ok_or_else(|| missing_table(&self.table))?;
+        if scratch.stage_ready {
+            table::create_stage(conn, &self.stage, &self.table).await?;
+        }
+        Ok(table)
     }
 
     async fn holds_data(&self, conn: &mut PgConnection) -> Result<bool, FaucetError> {

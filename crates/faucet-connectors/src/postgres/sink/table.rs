@@ -19,6 +19,10 @@ pub(crate) const STAGE: &str = "pg_temp.faucet_stage";
 pub(crate) struct TargetTable {
     /// Its column names, in table order.
     pub(crate) columns: Vec<String>,
+    /// Their types (`format_type`: `bigint`, `character varying(20)`), in table order.
+    pub(crate) types: Vec<String>,
+    /// Whether each is `NOT NULL`, in table order.
+    pub(crate) not_null: Vec<bool>,
 }
 
 pub(crate) fn write_err(message: String, e: sqlx::Error) -> FaucetError {
@@ -63,15 +67,25 @@ pub(crate) async fn load(
     if exists.is_none() {
         return Ok(None);
     }
-    let columns: Vec<String> = sqlx::query_scalar(
-        "SELECT attname::text FROM pg_attribute \
+    let rows: Vec<(String, String, bool)> = sqlx::query_as(
+        "SELECT attname::text, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute \
          WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
     )
     .bind(name.quoted())
     .fetch_all(&mut *conn)
     .await
     .map_err(err)?;
-    Ok(Some(TargetTable { columns }))
+    let mut table = TargetTable {
+        columns: Vec::with_capacity(rows.len()),
+        types: Vec::with_capacity(rows.len()),
+        not_null: Vec::with_capacity(rows.len()),
+    };
+    for (column, ty, not_null) in rows {
+        table.columns.push(column);
+        table.types.push(ty);
+        table.not_null.push(not_null);
+    }
+    Ok(Some(table))
 }
 
 /// Whether a primary key or a plain unique index covers exactly the `key` columns (what

@@ -14,6 +14,8 @@ pub(crate) fn columns_for(page: &Page, apply_changes: bool) -> Option<Vec<(Strin
     if apply_changes && let Some(layout) = ChangeLayout::of(page.schema()) {
         let after = layout.after_index();
         return page.rows().find_map(|r| match &r.values()[after] {
+            // A schema-change record's `after` is the table's shape, not a row.
+            _ if layout.is_schema(r.values()) => None,
             Value::Row(row) => Some(
                 row.schema
                     .fields()

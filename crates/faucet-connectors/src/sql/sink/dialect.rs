@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use faucet_core::{CommitToken, FaucetError, Page};
+use faucet_core::{CommitToken, DataType, FaucetError, Page};
 
 use super::fence::WriterFence;
 use super::route::{Route, RouteTarget};
+use super::schema::{Alter, SchemaApply, TargetColumn, Widening};
 
 /// One SQL database's side of a sink (implemented by each system's sink: it holds the
 /// config, the target's name and the connection settings). Every method that takes a
@@ -258,5 +259,73 @@ pub(crate) trait SinkDialect: Send + Sync {
     /// explains why the server ended the session of a writer stalled mid-page.
     async fn explain(&self, error: FaucetError, _writer: Option<&WriterFence>) -> FaucetError {
         error
+    }
+
+    /// What this sink does with schema-change records ([`super::schema`]): rows of an
+    /// append target, applied to an upsert target by the sink's policy, or (the default)
+    /// refused.
+    fn schema_apply(&self) -> SchemaApply {
+        SchemaApply::Unsupported
+    }
+
+    /// The columns the sink upserts by (a schema change may not drop or rename them).
+    fn schema_key(&self) -> &[String] {
+        &[]
+    }
+
+    /// The target's columns, from what the catalog said ([`SinkDialect::Table`]).
+    fn columns_of(&self, _table: &Self::Table) -> Vec<TargetColumn> {
+        Vec::new()
+    }
+
+    /// The column type an added column gets: `data_type` mapped as `create_table` maps it
+    /// (`source_type`, the source's own spelling, where the dialect can use it as is).
+    fn new_column_type(&self, data_type: &DataType, _source_type: &str) -> String {
+        let _ = data_type;
+        "text".to_owned()
+    }
+
+    /// Whether the target column of type `target_type` holds the values of a source column
+    /// whose type changed to `data_type` (`source_type` in the source's spelling), or the
+    /// widening that would.
+    fn widen(&self, _target_type: &str, _data_type: &DataType, _source_type: &str) -> Widening {
+        Widening::No
+    }
+
+    /// The statement of one schema change step on the target, or `None` when this system
+    /// cannot do it in place.
+    fn alter_sql(&self, _alter: &Alter<'_>) -> Option<String> {
+        None
+    }
+
+    /// Runs one schema change statement of [`SinkDialect::alter_sql`] inside the page's
+    /// transaction.
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`].
+    async fn execute_ddl(&self, _conn: &mut Self::Conn, sql: &str) -> Result<(), FaucetError> {
+        Err(FaucetError::write(
+            self.connector(),
+            format!("this sink does not run schema changes ({sql})"),
+            None,
+        ))
+    }
+
+    /// The target as the catalog has it now, inside the page's transaction after a schema
+    /// change, with what the writes need beside it readied again (PostgreSQL's staging
+    /// table).
+    ///
+    /// # Errors
+    /// [`FaucetError::Write`].
+    async fn reload_target(
+        &self,
+        _conn: &mut Self::Conn,
+        _scratch: &mut Self::Scratch,
+    ) -> Result<Self::Table, FaucetError> {
+        Err(FaucetError::write(
+            self.connector(),
+            "this sink does not apply schema changes",
+            None,
+        ))
     }
 }

@@ -30,12 +30,18 @@
 //! every target of the page in the **one** transaction, with the one commit token and fence
 //! check — so the atomic watermark holds across tables. Two source tables rendered to one
 //! target are refused naming both.
+//!
+//! **Schema changes** ([`schema`]): an upsert target applies a schema-change record (`op:
+//! "s"`) where it is in the page: the target's records are cut at it
+//! ([`faucet_core::change::segments`]), the rows before it are written, its DDL runs, then
+//! the rows after it — all in the page's one transaction, with the commit token.
 
 pub(crate) mod columns;
 mod dialect;
 pub(crate) mod fence;
 pub(crate) mod keys;
 pub(crate) mod route;
+pub(crate) mod schema;
 pub(crate) mod token;
 
 use std::borrow::Cow;
@@ -43,6 +49,7 @@ use std::collections::HashMap;
 
 use async_trait::async_trait;
 
+use faucet_core::change::Segment;
 use faucet_core::keys::TableKeys;
 use faucet_core::{CommitToken, FaucetError, Page, PageBuilder, SinkWriter, fault};
 
@@ -208,13 +215,7 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
             let part = if whole {
                 Cow::Borrowed(page)
             } else {
-                let mut b = PageBuilder::new(page.schema().clone(), rows.len());
-                for r in rows {
-                    if let Some(row) = page.row(r) {
-                        b.push_row(row.values().iter().cloned());
-                    }
-                }
-                Cow::Owned(b.finish(page.bookmark().cloned()))
+                Cow::Owned(sub_page(page, &rows))
             };
             out.push((slot, part));
         }
@@ -387,6 +388,17 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
     }
 }
 
+/// The rows `rows` of `page`, in that order, as a page of their own (with its bookmark).
+fn sub_page(page: &Page, rows: &[usize]) -> Page {
+    let mut b = PageBuilder::new(page.schema().clone(), rows.len());
+    for &r in rows {
+        if let Some(row) = page.row(r) {
+            b.push_row(row.values().iter().cloned());
+        }
+    }
+    b.finish(page.bookmark().cloned())
+}
+
 /// How many times a page's transaction runs while the server rolls it back for a deadlock
 /// or a serialization failure.
 const ATTEMPTS: u64 = 5;
@@ -444,9 +456,27 @@ impl<D: SinkDialect> PageTx<'_, D> {
             (e, gone)
         };
         dialect.begin(conn).await.map_err(lost)?;
-        if let Err(e) = self.statements(conn, slots).await {
+        let altered = match self.statements(conn, slots).await {
+            Ok(altered) => altered,
+            Err(e) => return Err(self.refused(conn, e).await),
+        };
+        fault::point(fault::BEFORE_COMMIT);
+        dialect.commit(conn).await.map_err(lost)?;
+        // The targets a schema change altered are what the catalog holds now.
+        for (slot, table) in altered {
+            if let Some(s) = slots.get_mut(slot) {
+                s.table = Some(table);
+            }
+        }
+        Ok(())
+    }
+
+    /// Rolls a refused page back: the error, and whether the session must be dropped.
+    async fn refused(&self, conn: &mut D::Conn, e: FaucetError) -> (FaucetError, bool) {
+        let dialect = self.dialect;
+        {
             if dialect.is_lost(&e) {
-                return Err((e, true));
+                return (e, true);
             }
             if let Err(r) = dialect.rollback(conn).await {
                 tracing::warn!(
@@ -454,30 +484,43 @@ impl<D: SinkDialect> PageTx<'_, D> {
                     error = %r,
                     "ROLLBACK of a refused page failed; the session is dropped"
                 );
-                return Err((e, true));
+                return (e, true);
             }
-            return Err((e, false));
+            (e, false)
         }
-        fault::point(fault::BEFORE_COMMIT);
-        dialect.commit(conn).await.map_err(lost)
     }
 
-    /// The statements of the transaction: the fence check, the rows of each target, the
-    /// token.
+    /// The statements of the transaction: the fence check, the rows of each target (cut
+    /// at its schema changes, [`schema`]), the token. Returns the targets a schema change
+    /// altered, as they are now (the slots keep theirs until the page commits).
     async fn statements(
         &self,
         conn: &mut D::Conn,
         slots: &mut [Slot<D>],
-    ) -> Result<(), FaucetError> {
+    ) -> Result<Vec<(usize, D::Table)>, FaucetError> {
         let dialect = self.dialect;
         if let Some(writer) = self.fence {
             dialect.check_fence(conn, writer).await?;
         }
+        let mut altered = Vec::new();
         for (slot, part) in self.parts {
             let Some(s) = slots.get_mut(*slot) else {
                 continue;
             };
             let d = s.own.as_ref().unwrap_or(dialect);
+            let segments = match d.schema_apply() {
+                schema::SchemaApply::Rows => Vec::new(),
+                _ => {
+                    let all: Vec<usize> = (0..part.len()).collect();
+                    faucet_core::change::segments(part, &all)
+                }
+            };
+            if segments.len() > 1 || matches!(segments.first(), Some(Segment::Schema(_))) {
+                if let Some(t) = self.segments(conn, s, part, &segments).await? {
+                    altered.push((*slot, t));
+                }
+                continue;
+            }
             if let Some(t) = s.table.as_ref().filter(|_| !part.is_empty()) {
                 d.write_rows(conn, t, part, &mut s.scratch).await?;
             } else if !part.is_empty() {
@@ -491,7 +534,50 @@ impl<D: SinkDialect> PageTx<'_, D> {
             let scope = token::scope(state_key, &dialect.target_name());
             dialect.advance_token(conn, &scope, token).await?;
         }
-        Ok(())
+        Ok(altered)
+    }
+
+    /// Writes one target's records cut at its schema changes, in order: each run of rows
+    /// into the target as it is at that point, each schema change applied between
+    /// ([`schema::apply`]). The target as altered, when a change ran a statement.
+    async fn segments(
+        &self,
+        conn: &mut D::Conn,
+        s: &mut Slot<D>,
+        part: &Page,
+        segments: &[Segment],
+    ) -> Result<Option<D::Table>, FaucetError> {
+        let d = s.own.as_ref().unwrap_or(self.dialect);
+        let mut current: Option<D::Table> = None;
+        for segment in segments {
+            let table = current.as_ref().or(s.table.as_ref());
+            match segment {
+                Segment::Rows(rows) => {
+                    let rows = sub_page(part, rows);
+                    match table {
+                        Some(t) => d.write_rows(conn, t, &rows, &mut s.scratch).await?,
+                        None => faucet_core::change::check_records(
+                            &rows,
+                            d.connector(),
+                            &d.target_name(),
+                        )?,
+                    }
+                }
+                Segment::Schema(row) => {
+                    let (change, position) =
+                        schema::read(part, *row, d.connector(), &d.target_name())?;
+                    // No target yet (`create_table` waits for rows): it is created with the
+                    // shape of the rows it first gets.
+                    let Some(t) = table else { continue };
+                    if let Some(t) =
+                        schema::apply(d, conn, t, &mut s.scratch, &change, &position).await?
+                    {
+                        current = Some(t);
+                    }
+                }
+            }
+        }
+        Ok(current)
     }
 }
 

@@ -1,0 +1,182 @@
+//! Schema changes of `postgres-cdc` (docs/change-records.md, "Schema changes").
+//!
+//! pgoutput carries no DDL. Before the first change of a table in a session, and again
+//! before the first change after its columns changed, the server sends a Relation message:
+//! the table's columns (names, types, key flags) as of that point in the stream. The
+//! decoder keeps, per table, the shape it last **announced** (the shape of the table's last
+//! delivered change record); when a change arrives under a Relation whose shape differs, a
+//! schema-change record (`op: "s"`) goes right before it, in the same transaction unit, so
+//! a page boundary never separates them and a resumed stream skips both or neither.
+//!
+//! **Across restarts** the announced shapes travel in the bookmark (`"shapes"`), which is
+//! stored with the page that delivered them — durable exactly when the records are. A
+//! resumed session starts with them, so its first Relation of a table is compared with
+//! what was delivered, not taken as new: a change made while faucet was stopped is
+//! announced once, and one already announced is not announced again. Replaying the
+//! delivered prefix of a transaction (`in_txn`) moves the announced shape along with the
+//! skipped changes, as the first time.
+//!
+//! **Renames** are told from a drop and an add ([`faucet_core::change::schema::diff`]) by
+//! `attnum`, looked up by name in the catalog when the Relation message is read
+//! ([`super::relation_types`]), and else by place: pgoutput lists columns in `attnum` order
+//! and an added column comes after every existing one, so a new name with a kept column
+//! after it is a renamed column. The catalog is the current one, which may be ahead of the
+//! stream (a backlog, a restart after DDL): a name renamed again or dropped since is not
+//! found there. What cannot be told then: the **last** column renamed (no kept column after
+//! it) is a drop and an add; two renames and drops between the same two kept columns are
+//! paired in order; a column dropped and another added under the same name is one column.
+//! A table's first shape (the first run, or a table first seen) is taken as it is: a change
+//! made before it is not announced.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value as Json, json};
+
+use faucet_core::change::schema::{ColumnShape, Identified, data_type_name, parse_data_type};
+use faucet_core::{Bookmark, FaucetError};
+
+use super::CONNECTOR;
+use super::pgoutput::RelationColumn;
+use crate::postgres::types::data_type_of;
+
+/// The bookmark member holding the announced shapes.
+pub(crate) const SHAPES: &str = "shapes";
+
+/// The shape each table was last announced with, by qualified name.
+pub(crate) type Shapes = BTreeMap<String, Vec<Identified>>;
+
+/// The shape of a Relation message's columns (resolved by the stream: `source_type`,
+/// `decode_oid`, `attnum`).
+pub(crate) fn shape_of(columns: &[RelationColumn]) -> Vec<Identified> {
+    columns
+        .iter()
+        .map(|c| Identified {
+            shape: ColumnShape {
+                name: c.name.clone(),
+                source_type: if c.source_type.is_empty() {
+                    format!("oid {}", c.type_oid)
+                } else {
+                    c.source_type.clone()
+                },
+                data_type: data_type_of(c.decode_oid),
+                key: c.key,
+            },
+            id: c.attnum,
+        })
+        .collect()
+}
+
+/// Adds `shapes` to a bookmark object (`{"lsn": …, "shapes": {"public.t": [[name, type,
+/// data_type, key, attnum], …]}}`); nothing when there are none.
+pub(crate) fn add_to(bookmark: &mut Bookmark, shapes: &Shapes) {
+    if shapes.is_empty() {
+        return;
+    }
+    let Some(obj) = bookmark.as_object_mut() else {
+        return;
+    };
+    let mut out = Map::new();
+    for (table, columns) in shapes {
+        let cols: Vec<Json> = columns
+            .iter()
+            .map(|c| {
+                json!([
+                    c.shape.name,
+                    c.shape.source_type,
+                    data_type_name(&c.shape.data_type),
+                    c.shape.key,
+                    c.id
+                ])
+            })
+            .collect();
+        out.insert(table.clone(), Json::Array(cols));
+    }
+    obj.insert(SHAPES.into(), Json::Object(out));
+}
+
+/// The shapes of a bookmark (none when it has no `shapes`).
+///
+/// # Errors
+/// [`FaucetError::Bookmark`] when `shapes` is not of the form [`add_to`] writes.
+pub(crate) fn from_bookmark(bookmark: &Bookmark) -> Result<Shapes, FaucetError> {
+    let Some(shapes) = bookmark.as_object().and_then(|o| o.get(SHAPES)) else {
+        return Ok(Shapes::new());
+    };
+    let invalid = |why: &str| {
+        FaucetError::bookmark(
+            CONNECTOR,
+            format!(
+                "the bookmark's `shapes` {why}; expected {{\"schema.table\": [[name, type, \
+                 data_type, key, attnum], …]}}"
+            ),
+            None,
+        )
+    };
+    let obj = shapes
+        .as_object()
+        .ok_or_else(|| invalid("is not an object"))?;
+    let mut out = Shapes::new();
+    for (table, columns) in obj {
+        let columns = columns
+            .as_array()
+            .ok_or_else(|| invalid(&format!("of {table} is not an array")))?;
+        let mut shape = Vec::with_capacity(columns.len());
+        for c in columns {
+            let parts = c.as_array().map(Vec::as_slice).unwrap_or_default();
+            let [name, ty, dt, key, id] = parts else {
+                return Err(invalid(&format!(
+                    "of {table} has a column that is not 5 items"
+                )));
+            };
+            let (Some(name), Some(ty), Some(dt), Some(key), Some(id)) = (
+                name.as_str(),
+                ty.as_str(),
+                dt.as_str().and_then(parse_data_type),
+                key.as_bool(),
+                id.as_i64(),
+            ) else {
+                return Err(invalid(&format!(
+                    "of {table} has a column of the wrong types"
+                )));
+            };
+            shape.push(Identified {
+                shape: ColumnShape {
+                    name: name.to_owned(),
+                    source_type: ty.to_owned(),
+                    data_type: dt,
+                    key,
+                },
+                id,
+            });
+        }
+        out.insert(table.clone(), shape);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shapes_round_trip_through_the_bookmark() {
+        let mut c = RelationColumn::new(true, "id".into(), 23, -1);
+        c.source_type = "integer".into();
+        c.attnum = 1;
+        let mut shapes = Shapes::new();
+        shapes.insert("public.t".into(), shape_of(&[c]));
+        let mut b = json!({"lsn": "0/1"});
+        add_to(&mut b, &shapes);
+        assert_eq!(
+            b,
+            json!({"lsn": "0/1", "shapes": {"public.t": [["id", "integer", "int", true, 1]]}})
+        );
+        assert_eq!(from_bookmark(&b).expect("reads"), shapes);
+        assert!(from_bookmark(&json!({"lsn": "0/1", "shapes": {"t": [[1]]}})).is_err());
+        assert!(
+            from_bookmark(&json!({"lsn": "0/1"}))
+                .expect("none")
+                .is_empty()
+        );
+    }
+}
