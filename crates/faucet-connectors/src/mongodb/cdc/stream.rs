@@ -55,7 +55,18 @@ pub(crate) enum Start {
 
 type Events = ChangeStream<ChangeStreamEvent<Document>>;
 
-/// Opens the server's change stream for `config` from `start`.
+/// What the events of a change stream carry besides their key and namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Carry {
+    /// The documents `full_document` and `before` ask for, `getMore` waiting up to
+    /// `max_page_delay` (the records' stream).
+    Documents,
+    /// Keys only, `getMore` waiting 10 ms: the positions and keys of the changes (the
+    /// watermark of a `faucet replicate` copy).
+    Keys,
+}
+
+/// Opens the server's change stream for `config` from `start`, its events carrying `carry`.
 ///
 /// # Errors
 /// The driver's error as a [`FaucetError`] (a token no longer in the oplog: 286,
@@ -65,6 +76,7 @@ pub(crate) async fn watch(
     config: &ValidatedMongodbCdcConfig,
     start: Start,
     options: &ReadOptions,
+    carry: Carry,
 ) -> Result<Events, FaucetError> {
     let database = config.single_database().map(|db| client.database(db));
     let watch = match &database {
@@ -78,18 +90,23 @@ pub(crate) async fn watch(
     };
     let mut watch = watch
         .pipeline([match_stage(config)])
-        .full_document(full_document)
-        .max_await_time(await_time(options.max_page_delay))
         .batch_size(u32::try_from(options.batch_size).unwrap_or(u32::MAX));
-    watch = match config.config.before {
-        Before::Off => watch,
-        Before::WhenAvailable => {
-            watch.full_document_before_change(FullDocumentBeforeChangeType::WhenAvailable)
-        }
-        Before::Required => {
-            watch.full_document_before_change(FullDocumentBeforeChangeType::Required)
-        }
-    };
+    if carry == Carry::Keys {
+        watch = watch.max_await_time(Duration::from_millis(10));
+    } else {
+        watch = watch
+            .full_document(full_document)
+            .max_await_time(await_time(options.max_page_delay));
+        watch = match config.config.before {
+            Before::Off => watch,
+            Before::WhenAvailable => {
+                watch.full_document_before_change(FullDocumentBeforeChangeType::WhenAvailable)
+            }
+            Before::Required => {
+                watch.full_document_before_change(FullDocumentBeforeChangeType::Required)
+            }
+        };
+    }
     watch = match start {
         Start::End => watch,
         Start::At(ts) => watch.start_at_operation_time(ts),
@@ -245,8 +262,14 @@ impl PageStream for CdcPageStream<'_> {
                 }
                 Decoded::Pass => {}
                 Decoded::Invalidate => {
-                    self.events =
-                        watch(&self.client, self.config, Start::After(id), &self.options).await?;
+                    self.events = watch(
+                        &self.client,
+                        self.config,
+                        Start::After(id),
+                        &self.options,
+                        Carry::Documents,
+                    )
+                    .await?;
                 }
             }
             self.position = Some(CdcBookmark {
