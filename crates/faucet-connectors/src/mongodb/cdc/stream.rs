@@ -2,10 +2,12 @@
 //! is in one database, else the cluster's) filtered to the listed collections on the server,
 //! each event decoded by `record`, the bookmark after every page.
 //!
-//! * A page ends at `batch_size` records, when its oldest record waited `max_page_delay`,
-//!   or when the run is cancelled (the page in hand is handed over). Each `getMore` waits at
-//!   most `max_page_delay` for new events (`maxAwaitTimeMS`), so a page is late by at most
-//!   that much again.
+//! * A page ends at `batch_size` records; as soon as the stream is caught up (a `getMore`
+//!   returned no event: the server has nothing more committed — the rule of the other
+//!   change sources, [`faucet_core::PageDeadline`]'s "caught up"); when its oldest record
+//!   waited `max_page_delay`; or when the run is cancelled (the page in hand is handed
+//!   over). Each `getMore` waits at most `max_page_delay` for new events (`maxAwaitTimeMS`,
+//!   10 ms to 1 s), so a page is late by at most that much again.
 //! * Bounded (the default): the run ends at the first empty batch (the stream caught up) or
 //!   at the first event after the server's operation time at open (that event is left for
 //!   the next run: the bookmark stays before it).
@@ -234,7 +236,8 @@ impl PageStream for CdcPageStream<'_> {
                         self.done = true;
                         break;
                     }
-                    if idle_handover {
+                    // Caught up (the server had nothing more): the page in hand goes now.
+                    if idle_handover || !page.is_empty() {
                         break;
                     }
                     continue;
