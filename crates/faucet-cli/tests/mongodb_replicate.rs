@@ -20,7 +20,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use faucet_test_support::private_mongo::PrivateMongo;
-use faucet_test_support::unique_suffix;
+use faucet_test_support::{mongodb_url, unique_suffix};
 use serde_json::Value as Json;
 
 use crate::support::mongo::mongo;
@@ -272,6 +272,95 @@ fn mongodb_replicate_into_postgres_upsert_aborted_and_killed_equals_find() {
         &pool,
         &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
     ));
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+#[test]
+fn a_collection_listed_later_is_copied_and_the_others_stream_on() {
+    let url = mongodb_url();
+    let db = format!("mrepl_late_{}", unique_suffix());
+    mongo(
+        &url,
+        &format!(
+            "d = c[{db:?}]\nd['a'].insert_many([{{'_id': i, 'v': i}} for i in range(30)])\n\
+             d['b'].insert_many([{{'_id': 'k%d' % i, 'v': i}} for i in range(20)])"
+        ),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write_config = |collections: &str| {
+        std::fs::write(
+            dir.path().join("faucet.yaml"),
+            format!(
+                "version: 1\nname: mlate\npipeline:\n  \
+                 source: {{ type: mongodb-cdc, config: {{ connection_url: \"{url}\", \
+                 collections: [{collections}] }} }}\n  \
+                 sink: {{ type: jsonl, config: {{ path: ./out/changes.jsonl }} }}\n  \
+                 state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: 7\n"
+            ),
+        )
+        .expect("config");
+    };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        write_config(&format!("{db}.a"));
+        output_of_success(&mut faucet(dir.path()), "the first replicate");
+        let first = stored(dir.path()).expect("bookmark");
+        assert_eq!(
+            first["copied"],
+            serde_json::json!([format!("{db}.a")]),
+            "{first}"
+        );
+        // Written after the copy: `a`'s change streams on; `b` is not listed yet.
+        mongo(
+            &url,
+            &format!(
+                "d = c[{db:?}]\nd['a'].update_one({{'_id': 3}}, {{'$set': {{'v': 300}}}})\n\
+                 d['b'].update_one({{'_id': 'k4'}}, {{'$set': {{'v': 400}}}})\n\
+                 d['b'].delete_one({{'_id': 'k5'}})"
+            ),
+        );
+        write_config(&format!("{db}.a, {db}.b"));
+        output_of_success(&mut faucet(dir.path()), "the replicate with b listed");
+        let text = std::fs::read_to_string(dir.path().join("out/changes.jsonl")).expect("out");
+        let records: Vec<Json> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json line"))
+            .collect();
+        let count = |table: &str, op: &str| {
+            records
+                .iter()
+                .filter(|r| r["table"] == format!("{db}.{table}") && r["op"] == op)
+                .count()
+        };
+        assert_eq!(count("a", "r"), 30, "a copied once");
+        assert_eq!(count("a", "u"), 1, "a's update streamed on");
+        // The late copy's anchor is the stored bookmark: `b`'s documents changed after it
+        // are left out of the copy and arrive as their changes.
+        assert_eq!(count("b", "r"), 18, "b copied late, without k4 and k5");
+        assert_eq!(
+            (count("b", "u"), count("b", "d")),
+            (1, 1),
+            "k4, k5 as changes"
+        );
+        assert!(
+            !records.iter().any(|r| r["op"] == "r"
+                && ["k4", "k5"].contains(&r["after"]["_id"].as_str().unwrap_or(""))),
+            "a document changed after the anchor was copied too"
+        );
+        let k4 = records
+            .iter()
+            .find(|r| r["op"] == "u" && r["after"]["_id"] == "k4")
+            .expect("k4's update");
+        assert_eq!(k4["after"]["v"], 400);
+        let last = stored(dir.path()).expect("bookmark");
+        assert_eq!(
+            last["copied"],
+            serde_json::json!([format!("{db}.a"), format!("{db}.b")]),
+            "{last}"
+        );
+    }));
+    mongo(&url, &format!("c.drop_database({db:?})"));
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
