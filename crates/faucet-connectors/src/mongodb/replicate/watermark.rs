@@ -99,11 +99,15 @@ impl<'a> Watermark<'a> {
     }
 
     /// Reads the watermark to the end of what the server has committed, noting the keys
-    /// changed in the tracked collections.
+    /// changed in the tracked collections: until an empty batch, or past the server's
+    /// operation time when the drain began (every change up to it is then read: the stream
+    /// is in cluster-time order), so a writer faster than the watermark cannot hold the
+    /// copy up.
     ///
     /// # Errors
     /// The driver's error.
     pub(crate) async fn drain(&mut self) -> Result<(), FaucetError> {
+        let until = crate::mongodb::cdc::operation_time(&self.client, self.config).await?;
         loop {
             let next = self.events.next_if_any().await.map_err(|e| {
                 self.config
@@ -124,13 +128,21 @@ impl<'a> Watermark<'a> {
                 .await?;
                 continue;
             }
-            let (Some(ns), Some(key)) = (&event.ns, &event.document_key) else {
-                continue;
-            };
-            let table = format!("{}.{}", ns.db, ns.coll.as_deref().unwrap_or_default());
-            if let (true, Some(id)) = (self.tracked.contains(&table), key.get("_id")) {
-                self.changed.entry(table).or_default().insert(key_text(id));
+            self.note(&event);
+            if event.cluster_time.is_some_and(|t| t > until) {
+                return Ok(());
             }
+        }
+    }
+
+    /// Notes the key of `event` when it is of a tracked collection.
+    fn note(&mut self, event: &ChangeStreamEvent<Document>) {
+        let (Some(ns), Some(key)) = (&event.ns, &event.document_key) else {
+            return;
+        };
+        let table = format!("{}.{}", ns.db, ns.coll.as_deref().unwrap_or_default());
+        if let (true, Some(id)) = (self.tracked.contains(&table), key.get("_id")) {
+            self.changed.entry(table).or_default().insert(key_text(id));
         }
     }
 
