@@ -27,7 +27,8 @@
 //!    the copy already holds is delivered again (no change of a handed-out document
 //!    happened before its read) — the change stream is not filtered at all.
 //! 3. **Changes.** Once every collection is copied, the `mongodb-cdc` change stream is read
-//!    from A (`startAfter`), as `faucet run` reads it.
+//!    from A (`startAfter`), as `faucet run` reads it. The configuration's `start` is not
+//!    used: A is taken when the copy begins.
 //!
 //! A document whose state comes from its change events needs its whole document in them:
 //! `full_document: update_lookup` (the default) or `required`; `when_available` is refused
