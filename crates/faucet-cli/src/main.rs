@@ -89,9 +89,9 @@ enum Command {
     ///
     /// Moves no data and advances no bookmark; passwords are never printed.
     Doctor(DoctorArgs),
-    /// A consistent copy of a `postgres-cdc` or `mysql-cdc` source's tables (`op: r`
-    /// records read inside one snapshot), then its changes from the snapshot's exact point;
-    /// the same flags as `run`.
+    /// A consistent copy of a `postgres-cdc`, `mysql-cdc` or `mongodb-cdc` source's tables
+    /// or collections (`op: r` records as of one point), then its changes from that exact
+    /// point; the same flags as `run`.
     #[command(after_help = exit::HELP)]
     Replicate(RunArgs),
     /// Serve many pipelines: continuous ones all the time, bounded ones on their

@@ -140,7 +140,7 @@ fn replicate_refuses_a_source_it_cannot_replicate() {
         .expect_code(2)
         .stderr_has(&[
             "`pipeline.source.type`",
-            "`faucet replicate` needs a `postgres-cdc` or `mysql-cdc` source, not `csv`",
+            "`faucet replicate` needs a `postgres-cdc`, `mysql-cdc` or `mongodb-cdc` source, not `csv`",
         ]);
     assert_no_output(&dir);
     if cfg!(feature = "postgres") {

@@ -30,6 +30,8 @@ mod mongodb_cdc_cli;
 #[cfg(all(feature = "mongodb", feature = "state-postgres"))]
 mod mongodb_cdc_crash;
 #[cfg(all(feature = "mongodb", feature = "postgres"))]
+mod mongodb_replicate;
+#[cfg(all(feature = "mongodb", feature = "postgres"))]
 mod mongodb_sink_cli;
 #[cfg(all(
     feature = "mysql",

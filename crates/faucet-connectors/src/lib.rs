@@ -24,9 +24,10 @@
 pub mod bus;
 #[cfg(feature = "sql-source")]
 mod copy_filter;
-#[cfg(feature = "sql-source")]
+#[cfg(any(feature = "sql-source", feature = "mongodb"))]
+#[cfg_attr(not(feature = "sql-source"), allow(dead_code))]
 mod copy_history;
-#[cfg(feature = "sql-source")]
+#[cfg(any(feature = "sql-source", feature = "mongodb"))]
 mod copy_progress;
 #[cfg(feature = "files")]
 pub mod files;

@@ -446,3 +446,40 @@ async fn after_the_server_is_killed_and_restarted_a_run_resumes_from_its_token()
         "exactly the changes after the first page"
     );
 }
+
+#[tokio::test]
+async fn a_continuous_stream_hands_a_page_over_once_caught_up_not_at_max_page_delay() {
+    let url = mongodb_url();
+    let client = client(&url).await;
+    let db = db_name();
+    let mut config = MongodbCdcConfig::new(&url, [format!("{db}.c")]);
+    config.continuous = true;
+    let src = MongodbCdcSource::new(config).expect("valid");
+    let delay = std::time::Duration::from_secs(4);
+    let options = ReadOptions {
+        batch_size: 100,
+        max_page_delay: delay,
+        ..ReadOptions::default()
+    };
+    let mut stream = src.open(None, options).await.expect("open");
+    let coll = client.database(&db).collection::<Document>("c");
+    for i in 0..3_i32 {
+        coll.insert_one(doc! {"_id": i}).await.expect("insert");
+    }
+    let written = std::time::Instant::now();
+    let page = loop {
+        let page = stream.next_page().await.expect("read").expect("a page");
+        if !page.is_empty() {
+            break page;
+        }
+    };
+    let waited = written.elapsed();
+    assert_eq!(page.len(), 3, "the three inserts in one page");
+    // `getMore` waits at most 1 s for events (`maxAwaitTimeMS`), then the stream is caught
+    // up: the page goes then, not `max_page_delay` after its first record.
+    assert!(
+        waited < std::time::Duration::from_millis(2_500),
+        "the page waited {waited:?} (max_page_delay {delay:?})"
+    );
+    let _ = client.database(&db).drop().await;
+}

@@ -279,6 +279,72 @@ async fn change_records_are_upserted_by_key_and_routed_per_table() {
     assert!(matches!(e, FaucetError::Data { .. }), "{e}");
 }
 
+#[tokio::test]
+async fn tables_route_each_source_table_with_its_own_mode_and_count_written_targets() {
+    let db = Db::new();
+    let d = &db.name;
+    let c: MongodbSinkConfig = serde_json::from_value(json!({
+        "connection_url": mongodb_url(),
+        "write_mode": "upsert",
+        "key": ["id"],
+        "tables": {
+            "public.a": format!("{d}.orders"),
+            "public.b": {"table": format!("{d}.log"), "write_mode": "append"},
+        },
+    }))
+    .expect("config");
+    let sink = MongodbSink::new(c).expect("sink");
+    assert_eq!(
+        sink.upserts_by_table("public.a"),
+        Some(vec!["id".to_owned()])
+    );
+    assert_eq!(sink.upserts_by_table("public.b"), None, "appended");
+    assert!(!sink.capabilities().keyed_upsert, "one target appends");
+    let mut w = sink.open().await.expect("open");
+    let page = change_page(
+        &[
+            ("c", "public.a", None, Some((1, "x"))),
+            ("c", "public.b", None, Some((1, "p"))),
+            ("u", "public.a", Some((1, "x")), Some((1, "x2"))),
+            ("c", "public.b", None, Some((1, "p"))),
+        ],
+        json!({"lsn": "0/1"}),
+    );
+    w.write(&page).await.expect("page");
+    assert_eq!(
+        ids_and_values(&docs(d, "orders", doc! {"_id": 1}).await),
+        vec![(Bson::Int64(1), "x2".into())],
+        "public.a upserted by id"
+    );
+    assert_eq!(
+        docs(d, "log", doc! {"_id": 1}).await.len(),
+        2,
+        "public.b appended"
+    );
+    assert_eq!(
+        w.written_targets(),
+        &[(format!("{d}.orders"), 2), (format!("{d}.log"), 2)],
+        "records per collection"
+    );
+    let e = w
+        .write(&change_page(
+            &[("c", "public.z", None, Some((1, "x")))],
+            json!({"lsn": "0/2"}),
+        ))
+        .await
+        .expect_err("unrouted");
+    assert!(
+        matches!(e, FaucetError::Data { .. }) && e.to_string().contains("public.z"),
+        "{e}"
+    );
+    // Two source tables into one collection are refused before anything connects.
+    let mut c = MongodbSinkConfig::new(mongodb_url(), String::new());
+    c.tables = serde_json::from_value(json!({"s.a": format!("{d}.x"), "s.b": format!("{d}.x")}))
+        .expect("tables");
+    let e = MongodbSink::new(c).expect_err("two into one");
+    assert!(e.to_string().contains("tables.s.b"), "{e}");
+}
+
 /// A row of every faucet value type, and the BSON each must become.
 fn every_value() -> (Page, Document) {
     let nested = Arc::new(Schema::new(vec![Field::new("n", DataType::Int)]));

@@ -1,10 +1,12 @@
-//! `faucet replicate [CONFIG]`: for a pipeline whose source is `postgres-cdc` or `mysql-cdc`,
-//! a consistent copy of the listed tables (each table read inside one snapshot as `op: r`
-//! records), then the changes from the snapshot's exact point: no gap, no overlap, into any
-//! sink. PostgreSQL: the slot created with an exported snapshot, then the slot's changes
-//! (`faucet_connectors::postgres::snapshot`). MySQL / MariaDB: a consistent-snapshot
-//! transaction and its binlog position, then the binlog from there
-//! (`faucet_connectors::mysql::snapshot`). The flags are `faucet run`'s; the run loop, state
+//! `faucet replicate [CONFIG]`: for a pipeline whose source is `postgres-cdc`, `mysql-cdc`
+//! or `mongodb-cdc`, a consistent copy of the listed tables (each table read inside one
+//! snapshot as `op: r` records), then the changes from the snapshot's exact point: no gap,
+//! no overlap, into any sink. PostgreSQL: the slot created with an exported snapshot, then
+//! the slot's changes (`faucet_connectors::postgres::snapshot`). MySQL / MariaDB: a
+//! consistent-snapshot transaction and its binlog position, then the binlog from there
+//! (`faucet_connectors::mysql::snapshot`). MongoDB: the change stream's position anchored
+//! first, the collections copied in `_id` order without the documents changed since, then
+//! the change stream from the anchor (`faucet_connectors::mongodb::replicate`). The flags are `faucet run`'s; the run loop, state
 //! store and bookmarks are the same. An interrupted snapshot resumes: the next run copies,
 //! inside a new snapshot, the rest of the interrupted table after its last stored key and the
 //! tables not started (finished tables are not read again), then streams the changes from

@@ -290,8 +290,14 @@ impl SinkEntry for faucet_connectors::sqlite::SqliteSinkConfig {
 #[cfg(feature = "mongodb")]
 impl SinkEntry for faucet_connectors::mongodb::sink::MongodbSinkConfig {
     fn target(&self) -> String {
+        let tables = if self.tables.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<&str> = self.tables.keys().map(String::as_str).collect();
+            format!(", tables: {}", names.join(", "))
+        };
         format!(
-            "{} collection {}",
+            "{} collection {}{tables}",
             super::redacted_secret(&self.connection_url),
             self.collection
         )
@@ -308,6 +314,11 @@ impl SinkEntry for faucet_connectors::mongodb::sink::MongodbSinkConfig {
                  transaction, which needs a replica set (one node is enough)",
             ),
         }
+    }
+
+    #[cfg(feature = "sql")]
+    fn route(&self) -> Option<faucet_connectors::sql::Route> {
+        self.route()
     }
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {

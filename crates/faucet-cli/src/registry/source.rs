@@ -307,12 +307,20 @@ impl SourceEntry for faucet_connectors::mongodb::cdc::MongodbCdcConfig {
             faucet_connectors::mongodb::cdc::MongodbCdcSource::new(self.clone())?,
         ))
     }
+
+    fn replicate(&self) -> Option<Result<Box<dyn Source>, FaucetError>> {
+        Some(
+            faucet_connectors::mongodb::replicate::MongodbReplicateSource::new(self.clone())
+                .map(|s| Box::new(s) as Box<dyn Source>),
+        )
+    }
 }
 
 impl SourceType {
     /// The sources `faucet replicate` takes (their entry implements
     /// [`SourceEntry::replicate`]), for its message naming them.
-    pub(crate) const REPLICATES: &'static [Self] = &[Self::PostgresCdc, Self::MysqlCdc];
+    pub(crate) const REPLICATES: &'static [Self] =
+        &[Self::PostgresCdc, Self::MysqlCdc, Self::MongodbCdc];
 }
 
 const FIELD: &str = "pipeline.source";
@@ -375,11 +383,15 @@ impl SourceConfig {
                 .iter()
                 .map(|k| format!("`{}`", k.name()))
                 .collect();
+            let names = match names.split_last() {
+                Some((last, [])) => last.clone(),
+                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                None => String::new(),
+            };
             return Err(FaucetError::config(
                 format!("{FIELD}.type"),
                 format!(
-                    "`faucet replicate` needs a {} source, not `{}`",
-                    names.join(" or "),
+                    "`faucet replicate` needs a {names} source, not `{}`",
                     self.type_name()
                 ),
             ));

@@ -31,9 +31,9 @@
 mod bookmark;
 mod config;
 mod probe;
-mod record;
+pub(crate) mod record;
 mod retention;
-mod stream;
+pub(crate) mod stream;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -49,7 +49,7 @@ pub use config::{
 };
 pub use record::{CLUSTER_TIME, RESUME_TOKEN, record_schema};
 
-use stream::{CdcPageStream, Start};
+use stream::{Carry, CdcPageStream, Start};
 
 /// The connector's name, in errors and summaries.
 pub const CONNECTOR: &str = "mongodb-cdc";
@@ -77,6 +77,11 @@ impl MongodbCdcSource {
         &self.validated.config
     }
 
+    /// The configuration with what validation parsed.
+    pub fn validated(&self) -> &ValidatedMongodbCdcConfig {
+        &self.validated
+    }
+
     /// Where a read from `from` starts.
     fn start(&self, from: Option<&Bookmark>) -> Result<Start, FaucetError> {
         let Some(b) = from else {
@@ -102,7 +107,7 @@ impl MongodbCdcSource {
 }
 
 /// The server's operation time now (a `ping`'s `operationTime`, else its `$clusterTime`).
-async fn operation_time(
+pub(crate) async fn operation_time(
     client: &mongodb::Client,
     config: &ValidatedMongodbCdcConfig,
 ) -> Result<Timestamp, FaucetError> {
@@ -164,7 +169,8 @@ impl Source for MongodbCdcSource {
         } else {
             Some(operation_time(&client, &self.validated).await?)
         };
-        let events = stream::watch(&client, &self.validated, start, &options).await?;
+        let events =
+            stream::watch(&client, &self.validated, start, &options, Carry::Documents).await?;
         Ok(Box::new(CdcPageStream {
             client,
             config: &self.validated,

@@ -14,7 +14,7 @@ use super::CONNECTOR;
 use super::bookmark::CdcBookmark;
 use super::config::{Before, FullDocument, ValidatedMongodbCdcConfig};
 use super::record;
-use super::stream::{self, Start};
+use super::stream::{self, Carry, Start};
 
 /// The oplog's oldest and newest entries' times.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,7 +60,7 @@ pub(crate) async fn check(
     }
     let options = ReadOptions::default();
     drop(
-        stream::watch(&client, config, Start::End, &options)
+        stream::watch(&client, config, Start::End, &options, Carry::Documents)
             .await
             .map_err(|e| {
                 e.with_context("the user needs the changeStream action on the listed collections")
@@ -217,6 +217,7 @@ pub(crate) async fn check_resume(
         config,
         Start::After(token),
         &ReadOptions::default(),
+        Carry::Documents,
     )
     .await?;
     events

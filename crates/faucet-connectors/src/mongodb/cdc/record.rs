@@ -102,6 +102,23 @@ pub(crate) fn cluster_time_value(ts: Timestamp) -> Value {
     value::value(Bson::Timestamp(ts))
 }
 
+/// A document of `table` read by a `faucet replicate` copy as of `anchor` (module
+/// `crate::mongodb::replicate`): an `r` record whose position fields are the anchor's
+/// (resume token, cluster time), `commit_ts`, `before` and `update_description` null,
+/// `after` the document.
+pub(crate) fn copied(table: &str, anchor: &super::CdcBookmark, doc: Document) -> Vec<Value> {
+    vec![
+        Value::Text(Op::Read.code().into()),
+        Value::Text(table.into()),
+        Value::Text(anchor.resume_token.as_str().into()),
+        anchor.cluster_time.map_or(Value::Null, cluster_time_value),
+        Value::Null,
+        Value::Null,
+        value::document(doc),
+        Value::Null,
+    ]
+}
+
 /// Decodes `event` (its token already read as `token`) for `config`.
 ///
 /// # Errors

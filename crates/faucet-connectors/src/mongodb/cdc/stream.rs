@@ -2,10 +2,12 @@
 //! is in one database, else the cluster's) filtered to the listed collections on the server,
 //! each event decoded by `record`, the bookmark after every page.
 //!
-//! * A page ends at `batch_size` records, when its oldest record waited `max_page_delay`,
-//!   or when the run is cancelled (the page in hand is handed over). Each `getMore` waits at
-//!   most `max_page_delay` for new events (`maxAwaitTimeMS`), so a page is late by at most
-//!   that much again.
+//! * A page ends at `batch_size` records; as soon as the stream is caught up (a `getMore`
+//!   returned no event: the server has nothing more committed — the rule of the other
+//!   change sources, [`faucet_core::PageDeadline`]'s "caught up"); when its oldest record
+//!   waited `max_page_delay`; or when the run is cancelled (the page in hand is handed
+//!   over). Each `getMore` waits at most `max_page_delay` for new events (`maxAwaitTimeMS`,
+//!   10 ms to 1 s), so a page is late by at most that much again.
 //! * Bounded (the default): the run ends at the first empty batch (the stream caught up) or
 //!   at the first event after the server's operation time at open (that event is left for
 //!   the next run: the bookmark stays before it).
@@ -55,7 +57,18 @@ pub(crate) enum Start {
 
 type Events = ChangeStream<ChangeStreamEvent<Document>>;
 
-/// Opens the server's change stream for `config` from `start`.
+/// What the events of a change stream carry besides their key and namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Carry {
+    /// The documents `full_document` and `before` ask for, `getMore` waiting up to
+    /// `max_page_delay` (the records' stream).
+    Documents,
+    /// Keys only, `getMore` waiting 10 ms: the positions and keys of the changes (the
+    /// watermark of a `faucet replicate` copy).
+    Keys,
+}
+
+/// Opens the server's change stream for `config` from `start`, its events carrying `carry`.
 ///
 /// # Errors
 /// The driver's error as a [`FaucetError`] (a token no longer in the oplog: 286,
@@ -65,6 +78,7 @@ pub(crate) async fn watch(
     config: &ValidatedMongodbCdcConfig,
     start: Start,
     options: &ReadOptions,
+    carry: Carry,
 ) -> Result<Events, FaucetError> {
     let database = config.single_database().map(|db| client.database(db));
     let watch = match &database {
@@ -78,18 +92,23 @@ pub(crate) async fn watch(
     };
     let mut watch = watch
         .pipeline([match_stage(config)])
-        .full_document(full_document)
-        .max_await_time(await_time(options.max_page_delay))
         .batch_size(u32::try_from(options.batch_size).unwrap_or(u32::MAX));
-    watch = match config.config.before {
-        Before::Off => watch,
-        Before::WhenAvailable => {
-            watch.full_document_before_change(FullDocumentBeforeChangeType::WhenAvailable)
-        }
-        Before::Required => {
-            watch.full_document_before_change(FullDocumentBeforeChangeType::Required)
-        }
-    };
+    if carry == Carry::Keys {
+        watch = watch.max_await_time(Duration::from_millis(10));
+    } else {
+        watch = watch
+            .full_document(full_document)
+            .max_await_time(await_time(options.max_page_delay));
+        watch = match config.config.before {
+            Before::Off => watch,
+            Before::WhenAvailable => {
+                watch.full_document_before_change(FullDocumentBeforeChangeType::WhenAvailable)
+            }
+            Before::Required => {
+                watch.full_document_before_change(FullDocumentBeforeChangeType::Required)
+            }
+        };
+    }
     watch = match start {
         Start::End => watch,
         Start::At(ts) => watch.start_at_operation_time(ts),
@@ -217,7 +236,8 @@ impl PageStream for CdcPageStream<'_> {
                         self.done = true;
                         break;
                     }
-                    if idle_handover {
+                    // Caught up (the server had nothing more): the page in hand goes now.
+                    if idle_handover || !page.is_empty() {
                         break;
                     }
                     continue;
@@ -245,8 +265,14 @@ impl PageStream for CdcPageStream<'_> {
                 }
                 Decoded::Pass => {}
                 Decoded::Invalidate => {
-                    self.events =
-                        watch(&self.client, self.config, Start::After(id), &self.options).await?;
+                    self.events = watch(
+                        &self.client,
+                        self.config,
+                        Start::After(id),
+                        &self.options,
+                        Carry::Documents,
+                    )
+                    .await?;
                 }
             }
             self.position = Some(CdcBookmark {

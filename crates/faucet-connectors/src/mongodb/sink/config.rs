@@ -1,10 +1,14 @@
 //! The `mongodb` sink's configuration (the `sink.config` block), and its pure validation.
 
+use std::collections::BTreeMap;
+
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
 
 use faucet_core::FaucetError;
 use faucet_core::route::TableTemplate;
+
+use crate::sql::{Route, TargetEntry, WriteMode};
 
 use super::CONNECTOR;
 use crate::mongodb::connection::MongoConnection;
@@ -30,6 +34,9 @@ pub enum MongoWriteMode {
 ///   config:
 ///     connection_url: ${env:TARGET_MONGODB_URL}
 ///     collection: "replica.{table}"     # or a fixed `db.coll`
+///     # tables:                         # per source table (the SQL sinks' `tables:`)
+///     #   shop.orders: archive.orders
+///     #   shop.events: {table: logs.events, write_mode: append}
 ///     write_mode: upsert                # or append (the default)
 ///     # key: [id]                       # default for change records: the source's key
 ///     # sub_millisecond: fail           # or truncate
@@ -45,8 +52,17 @@ pub struct MongodbSinkConfig {
     /// record's source table (`replica.{table}`, `{schema}.{table}`; the placeholders of
     /// every routing sink: `{schema}` / `{database}`, `{table}`, `{source_table}`), so a
     /// change stream of many tables lands each table in its own collection. The part
-    /// before the first `.` is the database.
+    /// before the first `.` is the database. Optional with `tables:` (then the default
+    /// for the source tables it does not list).
+    #[serde(default)]
     pub collection: String,
+    /// Source table → target collection (`db.coll`), or `{table: db.coll, key, write_mode}`
+    /// with settings of its own: the routing of the SQL sinks' `tables:`
+    /// ([`crate::sql::Route`], one definition), here naming collections. A record whose
+    /// source table is neither listed nor covered by a `collection` template is a data error
+    /// naming it; two source tables into one collection are refused.
+    #[serde(default)]
+    pub tables: BTreeMap<String, TargetEntry>,
     /// `append` (the default) or `upsert`.
     #[serde(default)]
     pub write_mode: MongoWriteMode,
@@ -63,11 +79,22 @@ pub struct MongodbSinkConfig {
     pub sub_millisecond: SubMillisecond,
 }
 
+impl MongoWriteMode {
+    /// The routing's write mode of the same name ([`Route`] is shared with the SQL sinks).
+    pub(crate) fn routed(self) -> WriteMode {
+        match self {
+            Self::Append => WriteMode::Append,
+            Self::Upsert => WriteMode::Upsert,
+        }
+    }
+}
+
 impl std::fmt::Debug for MongodbSinkConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MongodbSinkConfig")
             .field("connection_url", &"[redacted]")
             .field("collection", &self.collection)
+            .field("tables", &self.tables)
             .field("write_mode", &self.write_mode)
             .field("key", &self.key)
             .field("sub_millisecond", &self.sub_millisecond)
@@ -83,8 +110,12 @@ pub(crate) struct ValidatedMongodbSinkConfig {
     /// `collection`, parsed.
     pub(crate) collection: TableTemplate,
     /// The database of the commit tokens and writer fences: the one `collection` fixes
-    /// before its `.`, else the URL's default database.
+    /// before its `.`, else the URL's default database, else (`tables:` alone) the first
+    /// target's.
     pub(crate) home: String,
+    /// The routing of source tables to collections, when `collection` is a template or
+    /// `tables:` is given.
+    pub(crate) route: Option<Route>,
 }
 
 impl MongodbSinkConfig {
@@ -93,10 +124,17 @@ impl MongodbSinkConfig {
         Self {
             connection_url: SecretString::from(url.into()),
             collection: collection.into(),
+            tables: BTreeMap::new(),
             write_mode: MongoWriteMode::Append,
             key: Vec::new(),
             sub_millisecond: SubMillisecond::Fail,
         }
+    }
+
+    /// The routing of source tables to collections (`collection` a template, or
+    /// `tables:`); `None` for one fixed collection, or a config that does not validate.
+    pub fn route(&self) -> Option<Route> {
+        self.validate().ok()?.route
     }
 
     /// Checks the configuration without I/O.
@@ -108,6 +146,82 @@ impl MongodbSinkConfig {
     /// tokens, `key` with an empty or repeated field, a `key` with `write_mode: append`.
     pub(crate) fn validate(&self) -> Result<ValidatedMongodbSinkConfig, FaucetError> {
         let connection = MongoConnection::parse(&self.connection_url, "connection_url", CONNECTOR)?;
+        let url_home = || url_database(self.connection_url.expose_secret());
+        let (collection, home) = if self.collection.is_empty() {
+            if self.tables.is_empty() {
+                return Err(FaucetError::config(
+                    "collection",
+                    "is required: `database.collection`, a template over the source table \
+                     (`replica.{table}`), or `tables:` mapping source tables to collections",
+                ));
+            }
+            // The URL's database, else the first target's (the map's order: stable).
+            let first = self.tables.values().next().and_then(|e| {
+                let name = match e {
+                    TargetEntry::Name(n) => n.as_str(),
+                    TargetEntry::Spec(s) => s.table.as_str(),
+                };
+                name.split_once('.').map(|(db, _)| db.to_owned())
+            });
+            let home = url_home().or(first).ok_or_else(|| {
+                FaucetError::config(
+                    "tables",
+                    "names no database for the commit tokens and writer fences: write \
+                     targets as `database.collection`, or name one in the URL's path \
+                     (`mongodb://host:27017/faucet`)",
+                )
+            })?;
+            (TableTemplate::parse("{table}", "collection")?, home)
+        } else {
+            self.check_collection_field()?
+        };
+        let parse_name = |name: &str, field: &str| -> Result<(), FaucetError> {
+            check_target(name).map_err(|m| FaucetError::config(field, m))
+        };
+        let validate_field = |name: &str, field: &str| -> Result<(), FaucetError> {
+            crate::mongodb::to_bson::check_name(name)
+                .map_err(|e| FaucetError::config(field, e.message))
+        };
+        let route = Route::parse(
+            (&self.collection, &self.tables),
+            (&self.key, self.write_mode.routed()),
+            &parse_name,
+            &validate_field,
+        )?;
+        for (i, k) in self.key.iter().enumerate() {
+            if k.is_empty() {
+                return Err(FaucetError::config(
+                    format!("key[{i}]"),
+                    "must not be empty",
+                ));
+            }
+            if self.key[..i].contains(k) {
+                return Err(FaucetError::config(
+                    format!("key[{i}]"),
+                    format!("`{k}` is listed twice"),
+                ));
+            }
+        }
+        if !self.key.is_empty() && self.write_mode == MongoWriteMode::Append {
+            return Err(FaucetError::config(
+                "key",
+                "is used by `write_mode: upsert` only; remove it, or set `write_mode: upsert`",
+            ));
+        }
+        Ok(ValidatedMongodbSinkConfig {
+            config: self.clone(),
+            connection,
+            collection,
+            home,
+            route,
+        })
+    }
+
+    /// `collection` parsed, and the database of the commit tokens it gives.
+    ///
+    /// # Errors
+    /// [`FaucetError::Config`] at `collection` (module docs of [`Self::validate`]).
+    fn check_collection_field(&self) -> Result<(TableTemplate, String), FaucetError> {
         let collection = TableTemplate::parse(&self.collection, "collection")?;
         let Some((db, coll)) = self.collection.split_once('.') else {
             return Err(FaucetError::config(
@@ -141,33 +255,22 @@ impl MongodbSinkConfig {
             check_database(db).map_err(|m| FaucetError::config("collection", m))?;
             db.to_owned()
         };
-        for (i, k) in self.key.iter().enumerate() {
-            if k.is_empty() {
-                return Err(FaucetError::config(
-                    format!("key[{i}]"),
-                    "must not be empty",
-                ));
-            }
-            if self.key[..i].contains(k) {
-                return Err(FaucetError::config(
-                    format!("key[{i}]"),
-                    format!("`{k}` is listed twice"),
-                ));
-            }
-        }
-        if !self.key.is_empty() && self.write_mode == MongoWriteMode::Append {
-            return Err(FaucetError::config(
-                "key",
-                "is used by `write_mode: upsert` only; remove it, or set `write_mode: upsert`",
-            ));
-        }
-        Ok(ValidatedMongodbSinkConfig {
-            config: self.clone(),
-            connection,
-            collection,
-            home,
-        })
+        Ok((collection, home))
     }
+}
+
+/// A target `db.coll` by MongoDB's rules (a `tables:` entry, or a rendered template).
+///
+/// # Errors
+/// A message naming the name and the rule.
+pub(crate) fn check_target(name: &str) -> Result<(), String> {
+    let Some((db, coll)) = name.split_once('.') else {
+        return Err(format!(
+            "`{name}` names no database: write `database.collection`"
+        ));
+    };
+    check_database(db)?;
+    check_collection(coll)
 }
 
 /// The database in a `mongodb://…/db?…` URL's path, if any.

@@ -2,7 +2,10 @@
 //!
 //! * **Where**: `collection` is `database.collection`, fixed or a template over the record's
 //!   source table ([`faucet_core::route::TableTemplate`]: `replica.{table}`), so a change
-//!   stream of many tables lands each table in its own collection.
+//!   stream of many tables lands each table in its own collection; `tables:` maps source
+//!   tables to collections, each with its own `key` / `write_mode` if given — the SQL
+//!   sinks' routing ([`crate::sql::Route`], one definition). The records written per
+//!   collection are told to `faucet serve` ([`faucet_core::SinkWriter::written_targets`]).
 //! * **How** (`write_mode`, the module `ops` has the rules): `append` inserts every record as a
 //!   document (`insert_many`, ordered); `upsert` applies change records by key (`d` deletes,
 //!   `c`/`u`/`r` replace, `t` empties the collection, a key-changing `u` deletes the old key's
@@ -73,9 +76,21 @@ impl MongodbSink {
         &self.config.config
     }
 
+    /// What the sink upserts by, routed or not (the SQL sinks' one rule).
+    fn upsert_keys(&self) -> crate::sql::UpsertKeys<'_> {
+        crate::sql::UpsertKeys {
+            route: self.config.route.as_ref(),
+            write_mode: self.config.config.write_mode.routed(),
+            key: &self.config.config.key,
+        }
+    }
+
     /// The scope of tokens and fences under `state_key`: `<state key> -> <collection>`.
     fn scope(&self, state_key: &str) -> String {
-        format!("{state_key} -> {}", self.config.config.collection)
+        match &self.config.route {
+            Some(r) => format!("{state_key} -> {}", r.describe()),
+            None => format!("{state_key} -> {}", self.config.config.collection),
+        }
     }
 }
 
@@ -91,24 +106,34 @@ impl Sink for MongodbSink {
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
-            keyed_upsert: self.config.config.write_mode == MongoWriteMode::Upsert,
+            keyed_upsert: self.upsert_keys().keyed_upsert()
+                || (self.config.route.is_none()
+                    && self.config.config.write_mode == MongoWriteMode::Upsert),
         }
     }
 
     /// `mongodb mongodb://host:port collection <collection>`: no user, no password.
     fn target(&self) -> Option<String> {
+        let what = match &self.config.route {
+            Some(r) => format!("collections {}", r.describe()),
+            None => format!("collection {}", self.config.config.collection),
+        };
         Some(format!(
-            "{CONNECTOR} {} collection {}",
-            self.config.connection.describe(),
-            self.config.config.collection
+            "{CONNECTOR} {} {what}",
+            self.config.connection.describe()
         ))
     }
 
-    /// With `write_mode: upsert`: the configured `key` (empty: the source's key of each
-    /// table, else `_id`).
+    /// With `write_mode: upsert` (a routed sink: when some target upserts): the
+    /// configured `key` (empty: the source's key of each table, else `_id`).
     fn upserts_by(&self) -> Option<Vec<String>> {
-        (self.config.config.write_mode == MongoWriteMode::Upsert)
-            .then(|| self.config.config.key.clone())
+        self.upsert_keys().upserts_by()
+    }
+
+    /// The key the records of `source_table` are upserted by (`tables:` entries may have
+    /// their own), `None` when they are appended.
+    fn upserts_by_table(&self, source_table: &str) -> Option<Vec<String>> {
+        self.upsert_keys().upserts_by_table(source_table)
     }
 
     /// Connects (the server's `hello`: whether it has transactions) and starts the writer's

@@ -30,8 +30,9 @@ use faucet_core::{FaucetError, Page, PageBuilder, Value};
 use mongodb::bson::{Bson, Document};
 
 use super::CONNECTOR;
-use super::config::{MongoWriteMode, check_collection, check_database};
+use super::config::{MongoWriteMode, check_collection, check_database, check_target};
 use crate::mongodb::to_bson::{self, BsonError, SubMillisecond};
+use crate::sql::Route;
 
 /// The operations of one page on one collection.
 #[derive(Debug, Default, PartialEq)]
@@ -50,6 +51,8 @@ pub(crate) struct CollectionOps {
     pub(crate) sets: Vec<(Bson, Document)>,
     /// `append`: the documents to insert, in page order.
     pub(crate) inserts: Vec<Document>,
+    /// How many of the page's records went to this collection.
+    pub(crate) records: u64,
 }
 
 impl CollectionOps {
@@ -76,6 +79,8 @@ pub(crate) struct Planner {
     pub(crate) write_mode: MongoWriteMode,
     pub(crate) key: Vec<String>,
     pub(crate) sub_ms: SubMillisecond,
+    /// The routing of source tables to collections (`tables:`), when the sink routes.
+    pub(crate) route: Option<Route>,
     /// The source's keys of its tables ([`faucet_core::SinkWriter::source_keys`]).
     pub(crate) source_keys: Vec<TableKeys>,
     /// Per collection, the source table whose records it took (one table per collection).
@@ -89,12 +94,14 @@ impl Planner {
         write_mode: MongoWriteMode,
         key: Vec<String>,
         sub_ms: SubMillisecond,
+        route: Option<Route>,
     ) -> Self {
         Self {
             collection,
             write_mode,
             key,
             sub_ms,
+            route,
             source_keys: Vec::new(),
             seen: HashMap::new(),
         }
@@ -109,11 +116,8 @@ impl Planner {
     /// without its key, a collection taking two source tables' upserts.
     pub(crate) fn plan(&mut self, page: &Page) -> Result<Vec<CollectionOps>, FaucetError> {
         let mut out = Vec::new();
-        for (table, rows) in groups(page, &self.collection)? {
-            let name = self
-                .collection
-                .render(table.as_deref())
-                .map_err(|m| FaucetError::data(CONNECTOR, self.collection.as_str(), m))?;
+        for (table, rows) in groups(page, &self.collection, self.route.is_some())? {
+            let (name, write_mode, key) = self.target(table.as_deref())?;
             let (db, coll) = split_name(&name)?;
             let mut ops = CollectionOps {
                 db,
@@ -132,18 +136,54 @@ impl Planner {
                     std::borrow::Cow::Owned(b.finish(page.bookmark().cloned()))
                 }
             };
-            match self.write_mode {
+            ops.records = part.len() as u64;
+            match write_mode {
                 MongoWriteMode::Append => self.append(&part, &mut ops)?,
                 MongoWriteMode::Upsert => {
                     // A fixed collection is not split by table: its key is its records'
                     // table's (one table per collection, which `collapse` holds it to).
                     let table = table.or_else(|| first_table(&part));
-                    self.upsert(&part, table.as_deref(), &mut ops)?;
+                    self.upsert(&part, table.as_deref(), &key, &mut ops)?;
                 }
             }
             out.push(ops);
         }
         Ok(out)
+    }
+
+    /// Where the records of `table` go: the collection, how and by which key (empty: the
+    /// source's key, else `_id`) — by the route when the sink routes, else the
+    /// `collection` template and the sink's own `write_mode` and `key`.
+    ///
+    /// # Errors
+    /// [`FaucetError::Data`] naming the source table when nothing routes it, or the
+    /// template cannot render a name for it.
+    fn target(
+        &self,
+        table: Option<&str>,
+    ) -> Result<(String, MongoWriteMode, Vec<String>), FaucetError> {
+        let Some(route) = &self.route else {
+            let name = self
+                .collection
+                .render(table)
+                .map_err(|m| FaucetError::data(CONNECTOR, self.collection.as_str(), m))?;
+            return Ok((name, self.write_mode, self.key.clone()));
+        };
+        let table = table.unwrap_or_default();
+        let name = route
+            .target_name(table)
+            .map_err(|m| FaucetError::data(CONNECTOR, format!("table {table}"), m))?;
+        check_target(&name).map_err(|m| {
+            FaucetError::data(
+                CONNECTOR,
+                format!("table {table}"),
+                format!("the target {m}"),
+            )
+        })?;
+        Ok(match route.upsert_key(table) {
+            Some(key) => (name, MongoWriteMode::Upsert, key),
+            None => (name, MongoWriteMode::Append, Vec::new()),
+        })
     }
 
     fn append(&self, page: &Page, ops: &mut CollectionOps) -> Result<(), FaucetError> {
@@ -166,10 +206,11 @@ impl Planner {
         &mut self,
         page: &Page,
         table: Option<&str>,
+        key: &[String],
         ops: &mut CollectionOps,
     ) -> Result<(), FaucetError> {
         let target = ops.name();
-        let key = self.key_for(page, table, &target)?;
+        let key = self.key_for(page, table, key, &target)?;
         let seen = self.seen.entry(target.clone()).or_default();
         let collapsed = collapse(page, &key, CONNECTOR, &target, seen, &mut JsonIdentity)?;
         if let Some(moved) = collapsed.moves().first() {
@@ -248,10 +289,11 @@ impl Planner {
         &self,
         page: &Page,
         table: Option<&str>,
+        key: &[String],
         target: &str,
     ) -> Result<Vec<String>, FaucetError> {
-        if !self.key.is_empty() {
-            return Ok(self.key.clone());
+        if !key.is_empty() {
+            return Ok(key.to_vec());
         }
         if let Some(t) = table
             && let Some(k) = self.source_keys.iter().find(|k| k.table == t)
@@ -317,11 +359,11 @@ type Groups = Vec<(Option<String>, Option<Vec<usize>>)>;
 /// The rows of each source table, in order of first appearance: `(None, None)` (the whole
 /// page) for a fixed collection or records without a table, else `(Some(table), rows)`
 /// (`None` rows: the whole page is that table's).
-fn groups(page: &Page, template: &TableTemplate) -> Result<Groups, FaucetError> {
+fn groups(page: &Page, template: &TableTemplate, routed: bool) -> Result<Groups, FaucetError> {
     if page.is_empty() {
         return Ok(Vec::new());
     }
-    if template.fixed().is_some() {
+    if template.fixed().is_some() && !routed {
         return Ok(vec![(None, None)]);
     }
     let groups = match faucet_core::change::rows_by_table(page) {
@@ -439,6 +481,7 @@ mod tests {
             mode,
             Vec::new(),
             SubMillisecond::Fail,
+            None,
         );
         p.source_keys = vec![
             TableKeys {

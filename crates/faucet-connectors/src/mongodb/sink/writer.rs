@@ -33,6 +33,8 @@ pub(crate) struct MongodbWriter<'a> {
     fence: Option<u64>,
     /// The state key last told (fence, token).
     state_key: String,
+    /// The last page's records per collection ([`SinkWriter::written_targets`]).
+    written: Vec<(String, u64)>,
 }
 
 /// Whether the server behind `client` has transactions: its `hello` names a replica set, or
@@ -77,9 +79,11 @@ impl<'a> MongodbWriter<'a> {
                 c.config.write_mode,
                 c.config.key.clone(),
                 c.config.sub_millisecond,
+                c.route.clone(),
             ),
             fence: None,
             state_key: String::new(),
+            written: Vec::new(),
         })
     }
 
@@ -100,15 +104,24 @@ impl<'a> MongodbWriter<'a> {
         page: &Page,
         token: Option<&CommitToken>,
     ) -> Result<(), FaucetError> {
+        self.written.clear();
         let ops = self.planner.plan(page)?;
+        let written: Vec<(String, u64)> = ops
+            .iter()
+            .filter(|o| o.records > 0)
+            .map(|o| (o.name(), o.records))
+            .collect();
         if !self.transactions {
-            return self.apply_plain(&ops).await;
+            self.apply_plain(&ops).await?;
+            self.written = written;
+            return Ok(());
         }
         let started = Instant::now();
         let mut wait = Duration::from_millis(50);
         loop {
             let outcome = self.transaction(&ops, token).await;
             let Err(e) = outcome else {
+                self.written = written;
                 return Ok(());
             };
             // Ends the server's transaction now (its documents stay locked otherwise); an
@@ -371,6 +384,7 @@ impl SinkWriter for MongodbWriter<'_> {
     /// has a fence).
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
         if page.is_empty() {
+            self.written.clear();
             return Ok(());
         }
         self.write_page(page, None).await
@@ -470,6 +484,11 @@ impl SinkWriter for MongodbWriter<'_> {
             .await
             .map_err(|e| self.fail(&format!("read {name}"), e))?;
         Ok(Some(one.is_some()))
+    }
+
+    /// The last page's records per collection (`db.coll`), in the order first met.
+    fn written_targets(&self) -> &[(String, u64)] {
+        &self.written
     }
 
     fn source_keys(&mut self, keys: &[TableKeys]) {
