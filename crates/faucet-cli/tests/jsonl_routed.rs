@@ -291,9 +291,10 @@ fn serve_counts_the_records_of_each_file() {
         loop {
             let active: Vec<bool> = rt
                 .block_on(
-                    sqlx::query_scalar(
-                        "SELECT active FROM pg_replication_slots WHERE slot_name = $1",
-                    )
+                    sqlx::query_scalar(&format!(
+                        "SELECT {} FROM pg_replication_slots WHERE slot_name = $1",
+                        crate::support::pg::SLOT_STREAMING
+                    ))
                     .bind(&slot)
                     .fetch_all(&pool),
                 )

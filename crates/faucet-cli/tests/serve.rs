@@ -401,9 +401,10 @@ mod cdc {
             let pool = pool.clone();
             let slot = slot.clone();
             rt.block_on(async move {
-                sqlx::query_scalar::<_, bool>(
-                    "SELECT coalesce((SELECT active FROM pg_replication_slots WHERE slot_name = $1), false)",
-                )
+                sqlx::query_scalar::<_, bool>(&format!(
+                    "SELECT coalesce((SELECT {} FROM pg_replication_slots WHERE slot_name = $1), false)",
+                    crate::support::pg::SLOT_STREAMING
+                ))
                 .bind(&slot)
                 .fetch_one(&pool)
                 .await

@@ -1170,7 +1170,8 @@ fn cdc_run(
 
 fn slot_active_pid(c: &Cluster, slot: &str) -> Option<i64> {
     let sql = format!(
-        "SELECT active_pid::bigint, NULL::text FROM pg_replication_slots WHERE slot_name = '{slot}' AND active"
+        "SELECT active_pid::bigint, NULL::text FROM pg_replication_slots WHERE slot_name = '{slot}' AND {}",
+        crate::support::pg::SLOT_STREAMING
     );
     c.rows(&sql).first().map(|r| r.0)
 }

@@ -171,7 +171,8 @@ fn wait_for(what: &str, ready: impl Fn() -> bool) {
 /// Whether replication slot `slot` is held by a walsender (the run is streaming).
 fn slot_active(slot: &str) -> bool {
     let active: Vec<(bool,)> = crate::support::pg::query(&format!(
-        "SELECT active FROM pg_replication_slots WHERE slot_name = '{slot}'"
+        "SELECT {} FROM pg_replication_slots WHERE slot_name = '{slot}'",
+        crate::support::pg::SLOT_STREAMING
     ));
     active.first().is_some_and(|(a,)| *a)
 }

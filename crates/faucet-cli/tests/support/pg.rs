@@ -57,6 +57,13 @@ impl Names {
     }
 }
 
+/// The condition on `pg_replication_slots` of a slot a run streams from: held by a session
+/// and done being created. While `CREATE_REPLICATION_SLOT` waits for the transactions running
+/// at that moment (long under load) the slot is already `active` but has no
+/// `confirmed_flush_lsn`, and a change committed then is before the slot's start, never
+/// streamed — a test that writes once the slot is merely `active` loses its first changes.
+pub(crate) const SLOT_STREAMING: &str = "active AND confirmed_flush_lsn IS NOT NULL";
+
 /// Drops the slot (waiting for its process to let go), the publication and the schema.
 pub(crate) async fn cleanup(pool: &sqlx::PgPool, names: &Names) {
     drop_cdc_test_objects(pool, &names.slot, &names.publication, &names.schema).await;
