@@ -45,6 +45,8 @@ mod mysql_sink_values;
 mod mysql_support;
 #[cfg(feature = "mysql")]
 mod mysql_values;
+#[cfg(feature = "kafka")]
+mod kafka_sink;
 #[cfg(feature = "nats")]
 mod nats_sink;
 #[cfg(feature = "postgres")]

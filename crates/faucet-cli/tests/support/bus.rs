@@ -26,6 +26,14 @@ pub(crate) fn nats_messages(stream: &str, filter: &str) -> Vec<Consumed> {
     consume(&["nats", &faucet_test_support::nats_url(), stream, filter])
 }
 
+/// Every message of the Kafka topics whose name matches `regex` (whole name), read by the
+/// independent consumer (confluent-kafka) from the beginning of every partition until none
+/// came for a while; topic by topic, partition by partition, in offset order;
+/// `Consumed::stream` is the topic.
+pub(crate) fn kafka_messages(regex: &str) -> Vec<Consumed> {
+    consume(&["kafka", &faucet_test_support::kafka_brokers(), regex])
+}
+
 /// Runs `scripts/bus_consumer.py` with `args` and parses its lines.
 fn consume(args: &[&str]) -> Vec<Consumed> {
     let script = super::repo_root().join("scripts/bus_consumer.py");
@@ -36,8 +44,8 @@ fn consume(args: &[&str]) -> Vec<Consumed> {
         .expect("run scripts/bus_consumer.py (python3)");
     assert!(
         out.status.success(),
-        "the consumer failed (are redis-py and nats-py installed? scripts/services.sh installs \
-         them): {}",
+        "the consumer failed (are redis-py, nats-py and confluent-kafka installed, and is tansu \
+         up? scripts/services.sh installs and starts them): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout)
