@@ -37,12 +37,20 @@ const ROWS: usize = 3_000;
 /// same durable bookmark: the page in flight at a crash), and unless at most
 /// `crashes × batch` messages are doubled. Returns the messages, first copies only, in the
 /// consumer's order, and how many were doubled.
-fn at_least_once(got: &[Consumed], crashes: usize, batch: usize, what: &str) -> (Vec<Consumed>, usize) {
+fn at_least_once(
+    got: &[Consumed],
+    crashes: usize,
+    batch: usize,
+    what: &str,
+) -> (Vec<Consumed>, usize) {
     let mut first: HashMap<(String, String), (usize, String)> = HashMap::new();
     let mut doubled = 0;
     let mut out = Vec::new();
     for m in got {
-        let id = m.fields["faucet-id"].as_str().expect("faucet-id").to_owned();
+        let id = m.fields["faucet-id"]
+            .as_str()
+            .expect("faucet-id")
+            .to_owned();
         let content = (m.stream.clone(), m.fields["value"].to_string());
         match first.get_mut(&content) {
             None => {
@@ -142,8 +150,15 @@ impl CrashScenario for CsvIntoKafka {
             })
             .collect();
         ids.sort_unstable();
-        assert_eq!(ids, (0..ROWS as i64).collect::<Vec<_>>(), "{what}: rows lost");
-        eprintln!("csv → kafka, {what}: {} messages, {doubled} rows doubled", got.len());
+        assert_eq!(
+            ids,
+            (0..ROWS as i64).collect::<Vec<_>>(),
+            "{what}: rows lost"
+        );
+        eprintln!(
+            "csv → kafka, {what}: {} messages, {doubled} rows doubled",
+            got.len()
+        );
     }
 
     fn drop(&self) {}
@@ -298,7 +313,11 @@ fn postgres_cdc_of_two_tables_routed_into_kafka_is_at_least_once_in_key_order() 
             .filter(|m| m.stream == topic)
             .map(|m| change_of(m, "lsn"))
             .collect();
-        assert!(want.len() > 500, "{s}: a workload of {} changes", want.len());
+        assert!(
+            want.len() > 500,
+            "{s}: a workload of {} changes",
+            want.len()
+        );
         assert_eq!(
             got.len(),
             want.len(),

@@ -86,7 +86,9 @@ async fn consume(prefix: &str) -> Vec<Consumed> {
                         Consumed {
                             topic: m.topic().to_owned(),
                             partition: m.partition(),
-                            key: m.key().map(|k| serde_json::from_slice(k).expect("key json")),
+                            key: m
+                                .key()
+                                .map(|k| serde_json::from_slice(k).expect("key json")),
                             headers,
                             value: serde_json::from_slice(m.payload().unwrap_or(b"null"))
                                 .expect("value json"),
@@ -234,7 +236,10 @@ async fn change_records_are_routed_by_table_with_key_headers_and_partition() {
         assert_eq!(m.headers["faucet-table"], "public.orders");
         let position: Json = serde_json::from_str(&m.headers["faucet-position"]).expect("json");
         assert!(position["lsn"].is_string(), "{m:?}");
-        assert!(m.headers["faucet-id"].starts_with('/'), "no state key: {m:?}");
+        assert!(
+            m.headers["faucet-id"].starts_with('/'),
+            "no state key: {m:?}"
+        );
     }
     for id in 0..40 {
         let ops: Vec<&str> = orders

@@ -13,6 +13,8 @@ mod files_jsonl_routed;
 mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
+#[cfg(feature = "kafka")]
+mod kafka_sink;
 #[cfg(feature = "mongodb")]
 mod mongodb_cdc;
 #[cfg(feature = "mongodb")]
@@ -45,8 +47,6 @@ mod mysql_sink_values;
 mod mysql_support;
 #[cfg(feature = "mysql")]
 mod mysql_values;
-#[cfg(feature = "kafka")]
-mod kafka_sink;
 #[cfg(feature = "nats")]
 mod nats_sink;
 #[cfg(feature = "postgres")]

@@ -201,36 +201,35 @@ impl Topology<'_> {
     }
 
     fn limiting_side(&self) -> DeliveryError {
-        let (side, connector, reason, fix) = if let (false, Some(limit)) =
-            (self.sink_caps.atomic_watermark, self.sink_limit)
-        {
-            (LimitingSide::Sink, self.sink, limit.reason, limit.fix)
-        } else if !self.sink_caps.atomic_watermark {
-            (
-                LimitingSide::Sink,
-                self.sink,
-                "cannot absorb a replay: it has no atomic commit token and no upsert key",
-                "use a sink that can (for example `postgres` with `write_mode: upsert` and \
+        let (side, connector, reason, fix) =
+            if let (false, Some(limit)) = (self.sink_caps.atomic_watermark, self.sink_limit) {
+                (LimitingSide::Sink, self.sink, limit.reason, limit.fix)
+            } else if !self.sink_caps.atomic_watermark {
+                (
+                    LimitingSide::Sink,
+                    self.sink,
+                    "cannot absorb a replay: it has no atomic commit token and no upsert key",
+                    "use a sink that can (for example `postgres` with `write_mode: upsert` and \
                  `key: [...]`), or request `delivery: at_least_once`",
-            )
-        } else if self.replay != ReplayGuarantee::Deterministic {
-            (
-                LimitingSide::Source,
-                self.source,
-                "does not replay deterministically from a bookmark, so the sink's atomic \
+                )
+            } else if self.replay != ReplayGuarantee::Deterministic {
+                (
+                    LimitingSide::Source,
+                    self.source,
+                    "does not replay deterministically from a bookmark, so the sink's atomic \
                  watermark cannot skip what was committed",
-                "configure the sink with an upsert key (`write_mode: upsert`, `key: [...]`), \
+                    "configure the sink with an upsert key (`write_mode: upsert`, `key: [...]`), \
                  or request `delivery: at_least_once`",
-            )
-        } else {
-            (
-                LimitingSide::StateStore,
-                self.state,
-                "is not durable: it forgets the bookmark when the process exits",
-                "use a durable state store (`file`, `postgres` or `redis`), or request \
+                )
+            } else {
+                (
+                    LimitingSide::StateStore,
+                    self.state,
+                    "is not durable: it forgets the bookmark when the process exits",
+                    "use a durable state store (`file`, `postgres` or `redis`), or request \
                  `delivery: at_least_once`",
-            )
-        };
+                )
+            };
         DeliveryError::Unsatisfiable {
             side,
             connector: connector.to_owned(),

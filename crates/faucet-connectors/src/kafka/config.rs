@@ -20,7 +20,10 @@ pub const OWN_PROPERTIES: &[(&str, &str)] = &[
     ("enable.idempotence", "(always `true`)"),
     ("compression.type", "compression"),
     ("compression.codec", "compression"),
-    ("transactional.id", "(the sink is at-least-once; it uses no transactions)"),
+    (
+        "transactional.id",
+        "(the sink is at-least-once; it uses no transactions)",
+    ),
 ];
 
 /// How each Kafka message batch is compressed (`compression`; librdkafka's
@@ -221,9 +224,16 @@ impl KafkaSinkConfig {
 /// Whether a librdkafka property's value is a secret by its name (passwords, keys, tokens,
 /// JAAS or OAUTHBEARER configs).
 fn is_secret_name(name: &str) -> bool {
-    ["password", "secret", "key", "token", "jaas", "oauthbearer.config"]
-        .iter()
-        .any(|s| name.contains(s))
+    [
+        "password",
+        "secret",
+        "key",
+        "token",
+        "jaas",
+        "oauthbearer.config",
+    ]
+    .iter()
+    .any(|s| name.contains(s))
 }
 
 /// Checks a rendered topic name by Kafka's rule: 1–249 characters of `[A-Za-z0-9._-]`, not
@@ -284,8 +294,10 @@ mod tests {
             "sasl.password".into(),
             SecretString::from("hunter2".to_owned()),
         );
-        c.properties
-            .insert("linger.ms".into(), SecretString::from("not-a-number".to_owned()));
+        c.properties.insert(
+            "linger.ms".into(),
+            SecretString::from("not-a-number".to_owned()),
+        );
         assert_eq!(err_field(&c), "properties.linger.ms");
         assert_eq!(c.property_names(), "{linger.ms, sasl.password}");
         assert!(!format!("{c:?}").contains("hunter2"));

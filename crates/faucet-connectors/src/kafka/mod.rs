@@ -28,7 +28,7 @@ mod config;
 mod sink;
 
 pub use config::{
-    Compression, DEFAULT_MESSAGE_TIMEOUT_MS, KafkaSinkConfig, OWN_PROPERTIES,
-    ValidatedKafkaConfig, check_topic,
+    Compression, DEFAULT_MESSAGE_TIMEOUT_MS, KafkaSinkConfig, OWN_PROPERTIES, ValidatedKafkaConfig,
+    check_topic,
 };
 pub use sink::{CONNECTOR, KafkaSink, LIMIT, METADATA_TIMEOUT};

@@ -81,7 +81,9 @@ impl KafkaSink {
             producer.client().fetch_metadata(None, METADATA_TIMEOUT)
         })
         .await
-        .map_err(|e| FaucetError::connect(CONNECTOR, "the metadata request failed", Some(Box::new(e))))?;
+        .map_err(|e| {
+            FaucetError::connect(CONNECTOR, "the metadata request failed", Some(Box::new(e)))
+        })?;
         answer.map_err(|e| {
             FaucetError::connect(
                 CONNECTOR,
@@ -99,8 +101,7 @@ impl KafkaSink {
 
     /// The broker's `auto.create.topics.enable`, when it answers DescribeConfigs.
     async fn auto_create(&self, broker: i32) -> Option<bool> {
-        let admin: AdminClient<DefaultClientContext> =
-            self.config.client_config().create().ok()?;
+        let admin: AdminClient<DefaultClientContext> = self.config.client_config().create().ok()?;
         let options = AdminOptions::new().request_timeout(Some(METADATA_TIMEOUT));
         let results = admin
             .describe_configs(&[ResourceSpecifier::Broker(broker)], &options)
