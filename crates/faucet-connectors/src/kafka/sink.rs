@@ -195,8 +195,12 @@ impl Sink for KafkaSink {
                 ),
                 None,
             )),
-            (Some(topic), _) => {
-                tracing::warn!(topic, brokers = %self.config.brokers, "the topic does not exist yet; the broker creates it on the first write (auto.create.topics.enable), with its default partitions and replication");
+            (Some(topic), Some(true)) => {
+                tracing::info!(topic, brokers = %self.config.brokers, "the topic does not exist yet; the broker creates it on the first write (auto.create.topics.enable=true), with its default partitions and replication");
+                Ok(())
+            }
+            (Some(topic), None) => {
+                tracing::warn!(topic, brokers = %self.config.brokers, "the topic does not exist, and the broker did not say whether it creates topics (auto.create.topics.enable): unless it does, create the topic before the first run");
                 Ok(())
             }
             (None, Some(false)) => {
