@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::bus::{Consumed, change_of, kafka_messages, oracle};
+use crate::support::bus::{Consumed, change_of, expect_kafka_up, kafka_messages, oracle};
 use crate::support::crash::{
     CrashScenario, abort_at_every_point, kill_after, killed_at_random_instants,
 };
@@ -111,6 +111,7 @@ impl CsvIntoKafka {
 
 impl CrashScenario for CsvIntoKafka {
     fn prepare(&self, dir: &Path) {
+        expect_kafka_up();
         self.round.set(self.round.get() + 1);
         *self.dir.borrow_mut() = Some(dir.to_owned());
         let mut csv = String::from("id,v\n");
@@ -200,6 +201,7 @@ fn csv_into_kafka_is_at_least_once_across_sigkills() {
 
 #[test]
 fn postgres_cdc_of_two_tables_routed_into_kafka_is_at_least_once_in_key_order() {
+    expect_kafka_up();
     let suffix = unique_suffix();
     let base = format!("kafka_cdc_{suffix}");
     let schemas = [format!("{base}_a"), format!("{base}_b")];
@@ -370,6 +372,7 @@ fn effectively_once_is_refused_naming_the_sink() {
 
 #[test]
 fn doctor_checks_the_broker() {
+    expect_kafka_up();
     let suffix = unique_suffix();
     let dir = Dir::new();
     dir.write("in.csv", "id\n1\n");
