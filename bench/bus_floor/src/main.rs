@@ -10,10 +10,14 @@
 //!   acknowledgement of a page of `BATCH` rows awaited before the next page.
 //! * `redis`: each page of `BATCH` rows is one `MULTI`/`EXEC` of `XADD`s (the sink sends one
 //!   Lua script per page: the same one atomic step and one round trip).
+//! * `kafka`: librdkafka's idempotent producer (`rdkafka`'s `FutureProducer`, `acks=all`,
+//!   `partitioner=murmur2_random`, as the sink), every produce of a page of `BATCH` rows handed
+//!   to it, then every delivery report awaited before the next page.
 //!
 //! Usage:
 //! `faucet-bench-bus-floor nats URL SUBJECT IN.csv BATCH` (the stream must capture SUBJECT) or
-//! `faucet-bench-bus-floor redis URL STREAM IN.csv BATCH`; prints
+//! `faucet-bench-bus-floor redis URL STREAM IN.csv BATCH` or
+//! `faucet-bench-bus-floor kafka BROKERS TOPIC IN.csv BATCH`; prints
 //! `{"records": N, "seconds": S}`.
 
 use std::collections::VecDeque;
@@ -139,6 +143,52 @@ async fn redis(url: &str, stream: &str, input: &str, batch: usize) -> Result<u64
     .await
 }
 
+async fn kafka(brokers: &str, topic: &str, input: &str, batch: usize) -> Result<u64, Error> {
+    use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let producer: FutureProducer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", brokers)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("partitioner", "murmur2_random")
+        .set("message.timeout.ms", "60000")
+        .create()?;
+    pages(input, batch, |messages| {
+        let producer = producer.clone();
+        async move {
+            let mut pending = VecDeque::with_capacity(messages.len());
+            for m in &messages {
+                let headers = OwnedHeaders::new_with_capacity(2)
+                    .insert(Header { key: "faucet-position", value: Some(m.position.as_bytes()) })
+                    .insert(Header { key: "faucet-id", value: Some(m.id.as_bytes()) });
+                let mut record: FutureRecord<'_, [u8], [u8]> =
+                    FutureRecord::to(topic).payload(m.value.as_slice()).headers(headers);
+                loop {
+                    match producer.send_result(record) {
+                        Ok(delivery) => {
+                            pending.push_back(delivery);
+                            break;
+                        }
+                        Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                            record = back;
+                            if let Some(oldest) = pending.pop_front() {
+                                oldest.await?.map_err(|(e, _)| e)?;
+                            }
+                        }
+                        Err((e, _)) => return Err(e.into()),
+                    }
+                }
+            }
+            for delivery in pending {
+                delivery.await?.map_err(|(e, _)| e)?;
+            }
+            Ok(())
+        }
+    })
+    .await
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -150,9 +200,12 @@ async fn main() -> Result<(), Error> {
         [bus, url, route, input, batch] if bus == "redis" => {
             redis(url, route, input, batch.parse()?).await?
         }
+        [bus, brokers, topic, input, batch] if bus == "kafka" => {
+            kafka(brokers, topic, input, batch.parse()?).await?
+        }
         _ => {
             eprintln!(
-                "usage: faucet-bench-bus-floor (nats URL SUBJECT | redis URL STREAM) IN.csv BATCH"
+                "usage: faucet-bench-bus-floor (nats URL SUBJECT | redis URL STREAM | kafka BROKERS TOPIC) IN.csv BATCH"
             );
             std::process::exit(2);
         }

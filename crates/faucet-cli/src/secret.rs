@@ -97,9 +97,17 @@ pub(crate) fn remember(value: &str) {
     known.sort_by_key(|k| std::cmp::Reverse(k.len()));
 }
 
+/// Whether a config key names a secret by itself (`password`, `sasl.password`,
+/// `client_secret`, `token`): its value is hidden in every message.
+fn is_secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    key.contains("password") || key.contains("secret") || key.ends_with("token")
+}
+
 /// Walks a config tree (after `${env:…}` interpolation): [`remember`]s every URL's
-/// password and refuses a URL field (`url`, `*_url`) whose user info holds an unencoded `/`,
-/// `?` or `#`, naming the field (`pipeline.sink.config.connection_url`) and never the value.
+/// password and every value of a key that names a secret ([`is_secret_key`]), and refuses a
+/// URL field (`url`, `*_url`) whose user info holds an unencoded `/`, `?` or `#`, naming the
+/// field (`pipeline.sink.config.connection_url`) and never the value.
 ///
 /// # Errors
 /// [`FaucetError::Config`] at the field, with the percent-encodings to use.
@@ -110,6 +118,10 @@ pub(crate) fn scan_config(tree: &serde_json::Value, field: &str) -> Result<(), F
                 remember(s);
             }
             let last = field.rsplit('.').next().unwrap_or(field);
+            if is_secret_key(last) {
+                // A secret by its name: the `kafka` sink's `properties: {sasl.password: …}`.
+                remember_secret(s);
+            }
             let is_url_field = last == "url" || last.ends_with("_url");
             if is_url_field && has_unencoded_userinfo(s) {
                 return Err(FaucetError::config(
@@ -288,6 +300,16 @@ fn redact_param(text: &str, key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_of_secret_keys_never_show() {
+        let tree = serde_json::json!({"sink": {"properties": {
+            "sasl.password": "kafka-pw-4471", "linger.ms": "5"}}});
+        scan_config(&tree, "pipeline").expect("scan");
+        let shown = redact_url("librdkafka said kafka-pw-4471 was refused; linger.ms 5");
+        assert!(!shown.contains("kafka-pw-4471"), "{shown}");
+        assert!(shown.contains("linger.ms 5"), "{shown}");
+    }
 
     #[test]
     fn passwords_never_show() {

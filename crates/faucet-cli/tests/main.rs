@@ -22,6 +22,13 @@ mod file_safety;
 mod input_edges;
 #[cfg(feature = "postgres")]
 mod jsonl_routed;
+#[cfg(all(
+    feature = "kafka",
+    feature = "redis-streams",
+    feature = "nats",
+    feature = "postgres"
+))]
+mod kafka_cli;
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 mod lease_e2e;
 mod lost_state;

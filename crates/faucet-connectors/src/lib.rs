@@ -10,6 +10,7 @@
 //! | `mongodb` | `mongodb` | `mongodb-cdc` source (change streams), `mongodb` sink (append or keyed upsert; a page is one transaction with its commit token) and the BSON value mappings |
 //! | `redis` | `redis-streams` | `redis-streams` sink |
 //! | `nats` | `nats` | `nats` sink (JetStream) |
+//! | `kafka` | `kafka` | `kafka` sink (librdkafka; at-least-once) |
 //!
 //! The bus sinks share [`bus`]: the message a record becomes (route, key, value, headers).
 //!
@@ -20,7 +21,7 @@
 //! `faucet_core::FaucetError` variants naming what failed and where (`file:line` for bad
 //! input). Run them with [`faucet_core::Pipeline`]; the `files` module shows a whole run.
 
-#[cfg(any(feature = "redis-streams", feature = "nats"))]
+#[cfg(any(feature = "redis-streams", feature = "nats", feature = "kafka"))]
 pub mod bus;
 #[cfg(feature = "sql-source")]
 mod copy_filter;
@@ -31,6 +32,8 @@ mod copy_history;
 mod copy_progress;
 #[cfg(feature = "files")]
 pub mod files;
+#[cfg(feature = "kafka")]
+pub mod kafka;
 #[cfg(feature = "mongodb")]
 pub mod mongodb;
 #[cfg(feature = "mysql")]

@@ -13,6 +13,8 @@ mod files_jsonl_routed;
 mod files_support;
 #[cfg(feature = "files")]
 mod files_weather;
+#[cfg(feature = "kafka")]
+mod kafka_sink;
 #[cfg(feature = "mongodb")]
 mod mongodb_cdc;
 #[cfg(feature = "mongodb")]

@@ -25,6 +25,17 @@ pub struct SinkCapabilities {
     pub keyed_upsert: bool,
 }
 
+/// Why a sink delivers at-least-once only, in its own terms ([`crate::Sink::delivery_limit`]):
+/// an effectively-once request into it gets a [`DeliveryError::Unsatisfiable`] saying this
+/// instead of the generic "no atomic commit token and no upsert key".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SinkLimit {
+    /// Why the sink cannot absorb a replay (completes "the sink `kafka` …").
+    pub reason: &'static str,
+    /// What the user can change.
+    pub fix: &'static str,
+}
+
 /// Whether a source, resumed from a bookmark, emits exactly the same records after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReplayGuarantee {
@@ -152,6 +163,9 @@ pub struct Topology<'a> {
     pub sink: &'a str,
     /// What the sink can do.
     pub sink_caps: SinkCapabilities,
+    /// Why the sink cannot absorb a replay, when it says so itself
+    /// ([`crate::Sink::delivery_limit`]); `None` for the generic reason.
+    pub sink_limit: Option<SinkLimit>,
     /// The state store's name.
     pub state: &'a str,
     /// Whether the state store survives the process.
@@ -187,32 +201,35 @@ impl Topology<'_> {
     }
 
     fn limiting_side(&self) -> DeliveryError {
-        let (side, connector, reason, fix) = if !self.sink_caps.atomic_watermark {
-            (
-                LimitingSide::Sink,
-                self.sink,
-                "cannot absorb a replay: it has no atomic commit token and no upsert key",
-                "use a sink that can (for example `postgres` with `write_mode: upsert` and \
+        let (side, connector, reason, fix) =
+            if let (false, Some(limit)) = (self.sink_caps.atomic_watermark, self.sink_limit) {
+                (LimitingSide::Sink, self.sink, limit.reason, limit.fix)
+            } else if !self.sink_caps.atomic_watermark {
+                (
+                    LimitingSide::Sink,
+                    self.sink,
+                    "cannot absorb a replay: it has no atomic commit token and no upsert key",
+                    "use a sink that can (for example `postgres` with `write_mode: upsert` and \
                  `key: [...]`), or request `delivery: at_least_once`",
-            )
-        } else if self.replay != ReplayGuarantee::Deterministic {
-            (
-                LimitingSide::Source,
-                self.source,
-                "does not replay deterministically from a bookmark, so the sink's atomic \
+                )
+            } else if self.replay != ReplayGuarantee::Deterministic {
+                (
+                    LimitingSide::Source,
+                    self.source,
+                    "does not replay deterministically from a bookmark, so the sink's atomic \
                  watermark cannot skip what was committed",
-                "configure the sink with an upsert key (`write_mode: upsert`, `key: [...]`), \
+                    "configure the sink with an upsert key (`write_mode: upsert`, `key: [...]`), \
                  or request `delivery: at_least_once`",
-            )
-        } else {
-            (
-                LimitingSide::StateStore,
-                self.state,
-                "is not durable: it forgets the bookmark when the process exits",
-                "use a durable state store (`file`, `postgres` or `redis`), or request \
+                )
+            } else {
+                (
+                    LimitingSide::StateStore,
+                    self.state,
+                    "is not durable: it forgets the bookmark when the process exits",
+                    "use a durable state store (`file`, `postgres` or `redis`), or request \
                  `delivery: at_least_once`",
-            )
-        };
+                )
+            };
         DeliveryError::Unsatisfiable {
             side,
             connector: connector.to_owned(),
@@ -239,6 +256,7 @@ mod tests {
                 atomic_watermark: atomic,
                 keyed_upsert: keyed,
             },
+            sink_limit: None,
             state: "st",
             state_durable: durable,
         }

@@ -34,6 +34,15 @@ pub trait Sink: Send + Sync {
     /// What this sink, as configured, can do.
     fn capabilities(&self) -> SinkCapabilities;
 
+    /// Why this sink delivers at-least-once only, in its own terms, when its capabilities do
+    /// not say enough (the `kafka` sink: Kafka has transactions, but faucet cannot prove an
+    /// effectively-once path through them); an effectively-once request then gets this
+    /// reason and fix ([`crate::delivery::SinkLimit`]). `None` (the default): the generic
+    /// reason.
+    fn delivery_limit(&self) -> Option<crate::delivery::SinkLimit> {
+        None
+    }
+
     /// What the sink delivers to, as a stable identity free of secrets: `jsonl
     /// /abs/out.jsonl`, `postgres host:5432/db table public.orders` (never a user or
     /// password). The run loop stores it beside the bookmark and refuses a run whose sink

@@ -13,6 +13,8 @@
 //! | Redis | `FAUCET_TEST_REDIS_URL` | `redis://127.0.0.1:6379/` |
 //! | MariaDB with a binlog | `FAUCET_TEST_MYSQL_URL` | `mysql://root@127.0.0.1:3307/test` |
 //! | SecantusDB (MongoDB wire protocol) | `FAUCET_TEST_MONGODB_URL` | `mongodb://127.0.0.1:27117/?directConnection=true` |
+//! | nats-server (JetStream) | `FAUCET_TEST_NATS_URL` | `nats://127.0.0.1:4222` |
+//! | tansu (Kafka API; S3 storage in moto) | `FAUCET_TEST_KAFKA_BROKERS` | `127.0.0.1:19092` |
 //!
 //! A new service is one more [`Service`] variant with its arms in [`Service::env_var`], [`Service::default_url`] and
 //! [`Service::name`], a row in the table above, and a `*_url()` shortcut.
@@ -40,6 +42,9 @@ pub enum Service {
     Mongodb,
     /// nats-server with JetStream (`-js`), which `scripts/services.sh` starts on port 4222.
     Nats,
+    /// tansu, a Kafka-compatible broker (S3 storage served by moto), which
+    /// `scripts/services.sh` starts on port 19092; its "URL" is a broker list, `host:port`.
+    Kafka,
 }
 
 impl Service {
@@ -51,6 +56,7 @@ impl Service {
             Self::Mysql => "FAUCET_TEST_MYSQL_URL",
             Self::Mongodb => "FAUCET_TEST_MONGODB_URL",
             Self::Nats => "FAUCET_TEST_NATS_URL",
+            Self::Kafka => "FAUCET_TEST_KAFKA_BROKERS",
         }
     }
 
@@ -62,6 +68,7 @@ impl Service {
             Self::Mysql => "mysql://root@127.0.0.1:3307/test",
             Self::Mongodb => "mongodb://127.0.0.1:27117/?directConnection=true",
             Self::Nats => "nats://127.0.0.1:4222",
+            Self::Kafka => "127.0.0.1:19092",
         }
     }
 
@@ -73,6 +80,7 @@ impl Service {
             Self::Mysql => "MariaDB (with a binlog)",
             Self::Mongodb => "SecantusDB (MongoDB)",
             Self::Nats => "nats-server (JetStream)",
+            Self::Kafka => "tansu (Kafka API)",
         }
     }
 
@@ -119,6 +127,11 @@ pub fn redis_url() -> String {
 /// The test nats-server's URL ([`Service::Nats`]).
 pub fn nats_url() -> String {
     Service::Nats.url()
+}
+
+/// The test Kafka broker list, `host:port` ([`Service::Kafka`]).
+pub fn kafka_brokers() -> String {
+    Service::Kafka.url()
 }
 
 /// The test MariaDB's URL ([`Service::Mysql`]).

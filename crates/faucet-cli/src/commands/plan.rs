@@ -183,6 +183,7 @@ pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, Fau
         replay: source.replay(),
         sink: sink.connector(),
         sink_caps: sink.capabilities(),
+        sink_limit: sink.delivery_limit(),
         state: p.state.type_name(),
         state_durable: p.state.is_durable(),
     };

@@ -67,6 +67,7 @@ async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
             replay: source.replay(),
             sink: built.sink.connector(),
             sink_caps: built.sink.capabilities(),
+            sink_limit: built.sink.delivery_limit(),
             state: built.state.type_name(),
             state_durable: built.state.is_durable(),
         };

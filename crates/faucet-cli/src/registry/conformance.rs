@@ -46,6 +46,7 @@ const RUNS: &[(&str, &str, &str, &[&str])] = &[
     ("sink", "mysql", "crates/faucet-connectors/tests/mysql_sink.rs", &["append_and_upsert_keep_their_promises"]),
     ("sink", "redis-streams", "crates/faucet-connectors/tests/redis_streams_sink.rs", &["conformance_battery"]),
     ("sink", "nats", "crates/faucet-connectors/tests/nats_sink.rs", &["conformance_battery"]),
+    ("sink", "kafka", "crates/faucet-connectors/tests/kafka_sink.rs", &["conformance_battery"]),
     ("sink", "sqlite", "crates/faucet-connectors/tests/sqlite_sink.rs", &["append_and_upsert_keep_their_promises"]),
     ("sink", "mongodb", "crates/faucet-connectors/tests/mongodb_sink.rs", &["passes_the_sink_conformance_battery"]),
 ];

@@ -9,6 +9,7 @@ pub(crate) const FEATURES: &[(&str, bool)] = &[
     ("mysql", cfg!(feature = "mysql")),
     ("redis-streams", cfg!(feature = "redis-streams")),
     ("nats", cfg!(feature = "nats")),
+    ("kafka", cfg!(feature = "kafka")),
     ("sqlite", cfg!(feature = "sqlite")),
     ("mongodb", cfg!(feature = "mongodb")),
     ("state-postgres", cfg!(feature = "state-postgres")),

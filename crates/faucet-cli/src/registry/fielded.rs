@@ -126,6 +126,10 @@ impl Sink for FieldedSink {
         self.inner.capabilities()
     }
 
+    fn delivery_limit(&self) -> Option<faucet_core::delivery::SinkLimit> {
+        self.inner.delivery_limit()
+    }
+
     fn target(&self) -> Option<String> {
         self.inner.target()
     }

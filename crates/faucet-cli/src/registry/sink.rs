@@ -7,6 +7,7 @@
 //! | `mysql` | `faucet_connectors::mysql::MysqlSink` (append or keyed upsert; MySQL / MariaDB) | `mysql` |
 //! | `redis-streams` | `faucet_connectors::redis::RedisStreamsSink` (Redis Streams, atomic watermark) | `redis-streams` |
 //! | `nats` | `faucet_connectors::nats::NatsSink` (NATS JetStream, atomic watermark by an exact re-anchor) | `nats` |
+//! | `kafka` | `faucet_connectors::kafka::KafkaSink` (Kafka topics, at-least-once) | `kafka` |
 //! | `sqlite` | `faucet_connectors::sqlite::SqliteSink` (append or keyed upsert; a database file) | `sqlite` |
 //! | `mongodb` | `faucet_connectors::mongodb::sink::MongodbSink` (append or keyed upsert; a page is one transaction) | `mongodb` |
 //!
@@ -33,6 +34,8 @@ registry! {
         RedisStreams = "redis-streams" => faucet_connectors::redis::RedisStreamsSinkConfig, if "redis-streams";
         /// `type: nats`: messages of a NATS JetStream stream.
         Nats = "nats" => faucet_connectors::nats::NatsSinkConfig, if "nats";
+        /// `type: kafka`: messages of Kafka topics.
+        Kafka = "kafka" => faucet_connectors::kafka::KafkaSinkConfig, if "kafka";
         /// `type: sqlite`: a table of a SQLite database file.
         Sqlite = "sqlite" => faucet_connectors::sqlite::SqliteSinkConfig, if "sqlite";
         /// `type: mongodb`: documents of MongoDB collections.
@@ -253,6 +256,35 @@ impl SinkEntry for faucet_connectors::nats::NatsSinkConfig {
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
         Ok(Box::new(faucet_connectors::nats::NatsSink::new(
+            self.clone(),
+        )?))
+    }
+}
+
+#[cfg(feature = "kafka")]
+impl SinkEntry for faucet_connectors::kafka::KafkaSinkConfig {
+    /// `<brokers> topic <template>`, and the names (never the values) of `properties`.
+    fn target(&self) -> String {
+        let properties = if self.properties.is_empty() {
+            String::new()
+        } else {
+            format!(", properties {}", self.property_names())
+        };
+        format!("{} topic {}{properties}", self.brokers, self.topic)
+    }
+
+    fn hints(&self) -> Hints {
+        Hints {
+            connect: Some(
+                "is a Kafka broker listening at `brokers`, and do `properties` \
+                 (security.protocol, sasl.*, ssl.*) match its listener?",
+            ),
+            other: None,
+        }
+    }
+
+    fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
+        Ok(Box::new(faucet_connectors::kafka::KafkaSink::new(
             self.clone(),
         )?))
     }

@@ -26,6 +26,35 @@ pub(crate) fn nats_messages(stream: &str, filter: &str) -> Vec<Consumed> {
     consume(&["nats", &faucet_test_support::nats_url(), stream, filter])
 }
 
+/// Every message of the Kafka topics whose name matches `regex` (whole name), read by the
+/// independent consumer (confluent-kafka) from the beginning of every partition until none
+/// came for a while; topic by topic, partition by partition, in offset order;
+/// `Consumed::stream` is the topic.
+pub(crate) fn kafka_messages(regex: &str) -> Vec<Consumed> {
+    consume(&["kafka", &faucet_test_support::kafka_brokers(), regex])
+}
+
+/// Panics with the "unreachable; start it with scripts/services.sh" message unless the first
+/// test Kafka broker accepts a TCP connection: a pipeline's own failure would not say how to
+/// start tansu.
+pub(crate) fn expect_kafka_up() {
+    let brokers = faucet_test_support::kafka_brokers();
+    let first = brokers
+        .split(',')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned();
+    let connected = std::net::ToSocketAddrs::to_socket_addrs(&first)
+        .map_err(|e| e.to_string())
+        .and_then(|mut a| a.next().ok_or_else(|| "no address".to_owned()))
+        .and_then(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(5))
+                .map_err(|e| e.to_string())
+        });
+    faucet_test_support::Service::Kafka.expect_up(connected);
+}
+
 /// Runs `scripts/bus_consumer.py` with `args` and parses its lines.
 fn consume(args: &[&str]) -> Vec<Consumed> {
     let script = super::repo_root().join("scripts/bus_consumer.py");
@@ -36,8 +65,8 @@ fn consume(args: &[&str]) -> Vec<Consumed> {
         .expect("run scripts/bus_consumer.py (python3)");
     assert!(
         out.status.success(),
-        "the consumer failed (are redis-py and nats-py installed? scripts/services.sh installs \
-         them): {}",
+        "the consumer failed (are redis-py, nats-py and confluent-kafka installed, and is tansu \
+         up? scripts/services.sh installs and starts them): {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8_lossy(&out.stdout)

@@ -1,5 +1,5 @@
 //! The message every bus sink sends for a record: route, key, value and headers, made here
-//! once for all of them (`redis-streams`, `nats`, and the `kafka` sink to come).
+//! once for all of them (`redis-streams`, `nats`, `kafka`).
 //!
 //! | part | what |
 //! |---|---|

@@ -219,6 +219,7 @@ impl<'a> Pipeline<'a> {
             replay: self.source.replay(),
             sink: self.sink.connector(),
             sink_caps: self.sink.capabilities(),
+            sink_limit: self.sink.delivery_limit(),
             state: self.state.name(),
             state_durable: self.state.is_durable(),
         }
