@@ -19,11 +19,13 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::support::bus::{change_of, delete_nats_stream, nats_messages, oracle};
+use crate::support::bus::{
+    change_of, delete_nats_stream, nats_messages, oracle, two_table_round, two_tables,
+};
 use crate::support::crash::{
     CrashScenario, abort_at_every_point, kill_after, killed_at_random_instants,
 };
-use crate::support::pg::{CdcObjectsGuard, Change, sql, unique_suffix};
+use crate::support::pg::{CdcObjectsGuard, Change, unique_suffix};
 use crate::support::{Dir, faucet_unarmed, output_of_success};
 
 const ROWS: usize = 3_000;
@@ -153,18 +155,7 @@ fn postgres_cdc_of_two_tables_routed_into_nats_is_exactly_once_in_order() {
     }
     let _stream = Stream(stream.clone());
     let (a, b) = (&schemas[0], &schemas[1]);
-    sql(&format!(
-        "CREATE SCHEMA {a}; CREATE SCHEMA {b}; CREATE SEQUENCE {a}.seq; \
-         CREATE TABLE {a}.items (id int PRIMARY KEY, v bigint NOT NULL); \
-         CREATE TABLE {b}.items (id int PRIMARY KEY, v bigint NOT NULL); \
-         CREATE PUBLICATION {publication} FOR TABLE {a}.items, {b}.items"
-    ));
-    sql(&format!(
-        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
-    ));
-    sql(&format!(
-        "SELECT pg_create_logical_replication_slot('{oracle_slot}', 'test_decoding')"
-    ));
+    two_tables(a, b, &publication, &slot, &oracle_slot);
     let dir = Dir::new();
     dir.write(
         "faucet.yaml",
@@ -179,30 +170,7 @@ fn postgres_cdc_of_two_tables_routed_into_nats_is_exactly_once_in_order() {
              delivery: effectively_once\n  batch_size: 40\n"
         ),
     );
-    // Inserts, updates and deletes in both tables, some transactions touching both and one
-    // large enough that pages end inside it; every insert and update takes a fresh `v`.
-    let next = || format!("nextval('{a}.seq')");
-    let workload = |round: usize| {
-        for s in [a, b] {
-            sql(&format!(
-                "INSERT INTO {s}.items SELECT g, {} FROM generate_series({}, {}) g",
-                next(),
-                round * 300 + 1,
-                round * 300 + 250
-            ));
-        }
-        sql(&format!(
-            "BEGIN; UPDATE {a}.items SET v = {n} WHERE id % 3 = {r}; \
-             UPDATE {b}.items SET v = {n} WHERE id % 4 = {r}; \
-             DELETE FROM {a}.items WHERE id % 11 = {r}; COMMIT;",
-            n = next(),
-            r = round % 3
-        ));
-        sql(&format!(
-            "DELETE FROM {b}.items WHERE id % 13 = {}",
-            round % 5
-        ));
-    };
+    let workload = |round: usize| two_table_round(a, b, round);
     workload(0);
     let faucet = || {
         let mut c = faucet_unarmed();

@@ -5,14 +5,12 @@
 //! until none came for a while: tansu's end offsets are wrong, so none is asked for.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use faucet_connectors::bus::MessageFormat;
 use faucet_connectors::kafka::{KafkaSink, KafkaSinkConfig};
-use faucet_core::change::record_schema;
 use faucet_core::testing::conformance;
-use faucet_core::{DataType, FaucetError, Field, Page, PageBuilder, Schema, Sink, Value};
+use faucet_core::{FaucetError, Sink};
 use faucet_test_support::{Service, kafka_brokers, unique_suffix};
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
@@ -20,6 +18,8 @@ use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Headers as _;
 use rdkafka::{ClientConfig, Message as _, Offset, TopicPartitionList};
 use serde_json::{Value as Json, json};
+
+use crate::support::keyed_change_page as change_page;
 
 /// One message read back.
 #[derive(Debug, Clone)]
@@ -158,35 +158,6 @@ async fn conformance_battery() {
     .await
     .expect("error, not panic");
     sink.check().await.expect("doctor's check passes");
-}
-
-fn change_page(rows: &[(&str, &str, i64, &str)], bookmark: Json) -> Page {
-    let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
-    let row_schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int),
-        Field::new("v", DataType::Text),
-    ]));
-    let mut b = PageBuilder::new(schema, rows.len());
-    for (i, (op, table, id, v)) in rows.iter().enumerate() {
-        let row = Value::row(
-            row_schema.clone(),
-            vec![Value::Int(*id), Value::Text((*v).into())],
-        );
-        let (before, after) = if *op == "d" {
-            (row, Value::Null)
-        } else {
-            (Value::Null, row)
-        };
-        b.push_row([
-            Value::Text((*op).into()),
-            Value::Text((*table).into()),
-            Value::Text(format!("0/{i}").into()),
-            Value::TimestampTz("2026-12-01T00:00:00Z".into()),
-            before,
-            after,
-        ]);
-    }
-    b.finish(Some(bookmark))
 }
 
 #[tokio::test]

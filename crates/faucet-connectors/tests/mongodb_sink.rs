@@ -19,6 +19,8 @@ use faucet_core::{
     CommitToken, DataType, FaucetError, Field, Page, PageBuilder, Schema, Sink, Value,
 };
 use faucet_test_support::{Service, mongodb_url, unique_suffix};
+
+use crate::support::change_page;
 use mongodb::bson::{Bson, Document, doc};
 use serde_json::{Value as Json, json};
 
@@ -147,42 +149,6 @@ async fn passes_the_sink_conformance_battery() {
     upsert.check().await.expect("doctor's check passes");
     // The doctor's probes leave nothing behind.
     assert_eq!(docs(&db.name, "_faucet_fences", doc! {}).await.len(), 0);
-}
-
-/// `(op, table, before, after)` of one change record of `(id, v)` rows.
-type ChangeRow<'a> = (
-    &'a str,
-    &'a str,
-    Option<(i64, &'a str)>,
-    Option<(i64, &'a str)>,
-);
-
-/// A page of change records of `(id, v)` rows (`before` / `after` as given).
-fn change_page(rows: &[ChangeRow<'_>], bookmark: Json) -> Page {
-    let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
-    let row_schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int),
-        Field::new("v", DataType::Text),
-    ]));
-    let row = |r: Option<(i64, &str)>| match r {
-        Some((id, v)) => Value::row(
-            row_schema.clone(),
-            vec![Value::Int(id), Value::Text(v.into())],
-        ),
-        None => Value::Null,
-    };
-    let mut b = PageBuilder::new(schema, rows.len());
-    for (i, (op, table, before, after)) in rows.iter().enumerate() {
-        b.push_row([
-            Value::Text((*op).into()),
-            Value::Text((*table).into()),
-            Value::Text(format!("0/{i}").into()),
-            Value::TimestampTz("2026-12-01T00:00:00Z".into()),
-            row(*before),
-            row(*after),
-        ]);
-    }
-    b.finish(Some(bookmark))
 }
 
 fn ids_and_values(docs: &[Document]) -> Vec<(Bson, String)> {

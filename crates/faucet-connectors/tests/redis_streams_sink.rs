@@ -2,19 +2,17 @@
 //! battery, routing of change records by table, the commit token and the writer fence
 //! inside a page's script, and a page refused whole. Every test uses its own key prefix.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use faucet_connectors::bus::MessageFormat;
 use faucet_connectors::redis::{RedisStreamsSink, RedisStreamsSinkConfig};
-use faucet_core::change::record_schema;
 use faucet_core::state::LeaseError;
 use faucet_core::testing::conformance;
-use faucet_core::{
-    CommitToken, DataType, FaucetError, Field, Page, PageBuilder, Schema, Sink, Value,
-};
+use faucet_core::{CommitToken, FaucetError, Sink};
 use faucet_test_support::{Service, redis_url, unique_suffix};
 use serde_json::{Value as Json, json};
+
+use crate::support::keyed_change_page as change_page;
 
 async fn conn() -> redis::aio::MultiplexedConnection {
     let client = Service::Redis.expect_up(redis::Client::open(redis_url()));
@@ -98,35 +96,6 @@ async fn conformance_battery() {
     .await
     .expect("error, not panic");
     sink.check().await.expect("doctor's check passes");
-}
-
-fn change_page(rows: &[(&str, &str, i64, &str)], bookmark: Json) -> Page {
-    let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
-    let row_schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int),
-        Field::new("v", DataType::Text),
-    ]));
-    let mut b = PageBuilder::new(schema, rows.len());
-    for (i, (op, table, id, v)) in rows.iter().enumerate() {
-        let row = Value::row(
-            row_schema.clone(),
-            vec![Value::Int(*id), Value::Text((*v).into())],
-        );
-        let (before, after) = if *op == "d" {
-            (row, Value::Null)
-        } else {
-            (Value::Null, row)
-        };
-        b.push_row([
-            Value::Text((*op).into()),
-            Value::Text((*table).into()),
-            Value::Text(format!("0/{i}").into()),
-            Value::TimestampTz("2026-12-01T00:00:00Z".into()),
-            before,
-            after,
-        ]);
-    }
-    b.finish(Some(bookmark))
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 
 use serde_json::{Value as Json, json};
 
-use super::pg::{Change, query, test_decoding_changes};
+use super::pg::{Change, query, sql, test_decoding_changes};
 
 /// One message as the consumer read it: its stream and fields (`value`, `key`,
 /// `faucet-position` parsed as JSON; the other fields as text).
@@ -142,4 +142,49 @@ pub(crate) fn change_of(m: &Consumed, position: &str) -> Change {
     assert_eq!(m.fields["key"], json!({"id": id}), "{m:?}");
     assert!(m.fields["faucet-position"][position].is_string(), "{m:?}");
     (op, id, row["v"].as_i64().filter(|_| value["op"] != "d"))
+}
+
+/// The source of the bus-sink CDC tests: schemas `a` and `b` with an `items (id int PRIMARY
+/// KEY, v bigint NOT NULL)` each, the sequence `a.seq`, `publication` on both tables, the
+/// `pgoutput` slot `slot` the pipeline reads and the `test_decoding` slot `oracle_slot` the
+/// check reads ([`oracle`]).
+pub(crate) fn two_tables(a: &str, b: &str, publication: &str, slot: &str, oracle_slot: &str) {
+    sql(&format!(
+        "CREATE SCHEMA {a}; CREATE SCHEMA {b}; CREATE SEQUENCE {a}.seq; \
+         CREATE TABLE {a}.items (id int PRIMARY KEY, v bigint NOT NULL); \
+         CREATE TABLE {b}.items (id int PRIMARY KEY, v bigint NOT NULL); \
+         CREATE PUBLICATION {publication} FOR TABLE {a}.items, {b}.items"
+    ));
+    sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+    ));
+    sql(&format!(
+        "SELECT pg_create_logical_replication_slot('{oracle_slot}', 'test_decoding')"
+    ));
+}
+
+/// Round `round` of the workload on [`two_tables`]: inserts, updates and deletes in both
+/// tables, some transactions touching both and one large enough that pages end inside it;
+/// every insert and update takes a fresh `v` from `a.seq`.
+pub(crate) fn two_table_round(a: &str, b: &str, round: usize) {
+    let next = || format!("nextval('{a}.seq')");
+    for s in [a, b] {
+        sql(&format!(
+            "INSERT INTO {s}.items SELECT g, {} FROM generate_series({}, {}) g",
+            next(),
+            round * 300 + 1,
+            round * 300 + 250
+        ));
+    }
+    sql(&format!(
+        "BEGIN; UPDATE {a}.items SET v = {n} WHERE id % 3 = {r}; \
+         UPDATE {b}.items SET v = {n} WHERE id % 4 = {r}; \
+         DELETE FROM {a}.items WHERE id % 11 = {r}; COMMIT;",
+        n = next(),
+        r = round % 3
+    ));
+    sql(&format!(
+        "DELETE FROM {b}.items WHERE id % 13 = {}",
+        round % 5
+    ));
 }
