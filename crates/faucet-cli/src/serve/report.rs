@@ -50,6 +50,7 @@ pub(crate) struct Report {
 /// `{"targets": {...}, "progress": {...} | null}`. Fields added later are read with their
 /// defaults from rows an older member wrote.
 #[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(not(feature = "cluster"), allow(dead_code))]
 pub(crate) struct ReportDetail {
     /// [`Report::targets`].
     #[serde(default)]

@@ -5,7 +5,8 @@ use std::process::{Command, Output};
 
 #[cfg(all(feature = "redis-streams", feature = "nats", feature = "postgres"))]
 pub(crate) mod bus;
-#[cfg(any(feature = "sql", feature = "mongodb"))]
+// The file crash tests use only `kill_after`; the drivers serve the database scenarios.
+#[cfg_attr(not(any(feature = "sql", feature = "mongodb")), allow(dead_code))]
 pub(crate) mod crash;
 #[cfg(feature = "sql")]
 pub(crate) mod flights;
