@@ -23,7 +23,7 @@ use super::write::{self, Scratch};
 use super::{CONNECTOR, SqliteSink, WriteMode, quoted};
 use crate::sql::sink::SinkDialect;
 use crate::sql::sink::fence::{FENCES, WriterFence, fenced};
-use crate::sql::sink::schema::{Alter, SchemaApply, SchemaPolicy, TargetColumn, Widening};
+use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
 use crate::sql::sink::token::{self as shared, TOKENS};
 
 /// The time of a token or fence, as text (UTC, milliseconds).
@@ -167,13 +167,11 @@ impl SinkDialect for SqliteSink {
     }
 
     fn schema_apply(&self) -> SchemaApply {
-        match self.config.write_mode {
-            WriteMode::Append => SchemaApply::Rows,
-            WriteMode::Upsert => SchemaApply::Apply(SchemaPolicy {
-                changes: self.config.schema_changes,
-                dropped: self.config.dropped_columns,
-            }),
-        }
+        SchemaApply::by_mode(
+            self.config.write_mode,
+            self.config.schema_changes,
+            self.config.dropped_columns,
+        )
     }
 
     fn schema_key(&self) -> &[String] {

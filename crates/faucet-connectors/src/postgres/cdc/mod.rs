@@ -378,20 +378,18 @@ async fn start_replication(
     let mut attempt = 1;
     loop {
         let started = async {
-            let mut client = pgwire_replication::ReplicationClient::connect(config.clone())
-                .await
-                .map_err(stream_error)?;
-            client.wait_started().await.map_err(stream_error)?;
-            Ok::<_, FaucetError>(client)
+            let mut client = pgwire_replication::ReplicationClient::connect(config.clone()).await?;
+            client.wait_started().await?;
+            Ok(client)
         }
         .await;
         match started {
-            Err(e) if attempt < START_ATTEMPTS && e.to_string().contains("XX000") => {
+            Err(e) if attempt < START_ATTEMPTS && stream::is_internal_error(&e) => {
                 tracing::warn!(error = %e, attempt, "postgres-cdc: starting the stream again");
                 tokio::time::sleep(std::time::Duration::from_secs(u64::from(attempt))).await;
                 attempt += 1;
             }
-            other => return other,
+            other => return other.map_err(stream_error),
         }
     }
 }

@@ -563,7 +563,7 @@ pub(crate) fn stream_error(e: PgWireError) -> FaucetError {
              this pipeline its own `slot_name`",
             Some(Box::new(e)),
         ),
-        PgWireError::Server(message) if message.contains("XX000") => FaucetError::connect(
+        _ if is_internal_error(&e) => FaucetError::connect(
             CONNECTOR,
             "the server's walsender stopped on an internal error (SQLSTATE XX000; seen under \
              concurrent DDL in the same database, e.g. `could not map filenode`): nothing was \
@@ -588,6 +588,12 @@ pub(crate) fn stream_error(e: PgWireError) -> FaucetError {
             Some(Box::new(e)),
         ),
     }
+}
+
+/// Whether the walsender stopped on an internal error (SQLSTATE XX000), which starting the
+/// stream again may not meet (see [`stream_error`]).
+pub(crate) fn is_internal_error(e: &PgWireError) -> bool {
+    matches!(e, PgWireError::Server(message) if message.contains("(SQLSTATE XX000)"))
 }
 
 /// A server time (microseconds since 2000-01-01 UTC) as a [`SystemTime`].

@@ -46,7 +46,7 @@ use super::connection::PostgresUrl;
 use super::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
-use crate::sql::sink::schema::{Alter, SchemaApply, SchemaPolicy, TargetColumn, Widening};
+use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
 use table::TargetTable;
 use write::{Buffers, Target};
@@ -508,13 +508,11 @@ impl SinkDialect for PostgresSink {
     }
 
     fn schema_apply(&self) -> SchemaApply {
-        match self.config.write_mode {
-            WriteMode::Append => SchemaApply::Rows,
-            WriteMode::Upsert => SchemaApply::Apply(SchemaPolicy {
-                changes: self.config.schema_changes,
-                dropped: self.config.dropped_columns,
-            }),
-        }
+        SchemaApply::by_mode(
+            self.config.write_mode,
+            self.config.schema_changes,
+            self.config.dropped_columns,
+        )
     }
 
     fn schema_key(&self) -> &[String] {

@@ -69,6 +69,21 @@ pub(crate) enum SchemaApply {
     Apply(SchemaPolicy),
 }
 
+impl SchemaApply {
+    /// What a sink that applies schema changes does in `mode`: appended as rows, or applied
+    /// by `schema_changes` / `dropped_columns`.
+    pub(crate) fn by_mode(
+        mode: crate::sql::WriteMode,
+        changes: SchemaChanges,
+        dropped: DroppedColumns,
+    ) -> Self {
+        match mode {
+            crate::sql::WriteMode::Append => Self::Rows,
+            crate::sql::WriteMode::Upsert => Self::Apply(SchemaPolicy { changes, dropped }),
+        }
+    }
+}
+
 /// One column of a target as the catalog has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct TargetColumn {
