@@ -237,7 +237,8 @@ pub(crate) fn summary_line(label: &str, s: &RunSummary) -> String {
 
 /// The progress of a read whose end is known: `37% (12,345 of ~33,000 rows), ETA 1m 20s`
 /// — `~` marks an estimated total ([`Extent::estimate`]), the ETA is left out when not known
-/// ([`faucet_core::pipeline::Progress::eta`]).
+/// ([`faucet_core::pipeline::Progress::eta`]). A read with parts names the part it is in
+/// and its share: `37% (12,345 of ~33,000 rows), public.orders (3 of 12) 45%, ETA 1m 20s`.
 pub(crate) fn progress_text(extent: &Extent, eta: Option<Duration>) -> String {
     let tilde = if extent.estimate { "~" } else { "" };
     let mut text = format!(
@@ -247,6 +248,15 @@ pub(crate) fn progress_text(extent: &Extent, eta: Option<Duration>) -> String {
         thousands(extent.total),
         extent.unit.word()
     );
+    if let Some(part) = &extent.part {
+        // A display value in 0..=100.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let percent = part.percent(extent.estimate).floor() as u64;
+        text.push_str(&format!(
+            ", {} ({} of {}) {percent}%",
+            part.name, part.number, part.count
+        ));
+    }
     if let Some(eta) = eta {
         text.push_str(&format!(
             ", ETA {}",
@@ -340,6 +350,21 @@ mod tests {
         assert_eq!(progress_text(&bytes, None), "99% (1,999 of 2,000 bytes)");
         let end = Extent::exact(2_000, 2_000, ExtentUnit::WalBytes);
         assert_eq!(progress_text(&end, None), "100% (2,000 of 2,000 WAL bytes)");
+        let table = Extent::estimated(12_345, 33_000, ExtentUnit::Rows).with_part(
+            faucet_core::ExtentPart {
+                name: "public.orders".into(),
+                number: 3,
+                count: 12,
+                done: 900,
+                total: 2_000,
+            },
+        );
+        assert_eq!(
+            progress_text(&table, None),
+            "37% (12,345 of ~33,000 rows), public.orders (3 of 12) 45%"
+        );
+        let oplog = Extent::exact(30, 120, ExtentUnit::OplogSeconds);
+        assert_eq!(progress_text(&oplog, None), "25% (30 of 120 oplog seconds)");
     }
 
     #[test]

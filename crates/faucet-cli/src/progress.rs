@@ -110,7 +110,8 @@ impl ProgressLine {
 fn message(p: &Progress) -> String {
     let share = p
         .extent
-        .map(|e| format!(", {}", progress_text(&e, p.eta)))
+        .as_ref()
+        .map(|e| format!(", {}", progress_text(e, p.eta)))
         .unwrap_or_default();
     let lag = p
         .lag

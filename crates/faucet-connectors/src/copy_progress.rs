@@ -1,7 +1,9 @@
 //! How far along a `faucet replicate` copy is: the rows this run copied, of the sum of the
 //! catalog's row estimates of the tables it copies (`pg_class.reltuples`,
 //! `information_schema.TABLES.TABLE_ROWS`: [`crate::sql::extent`]), stamped on every page of
-//! the copy as an estimated [`faucet_core::Extent`] in rows. Not known — the pages carry
+//! the copy as an estimated [`faucet_core::Extent`] in rows, in the part of the table the
+//! page is of ([`faucet_core::ExtentPart`]: its rows of its own estimate, its place among
+//! the tables). Not known — the pages carry
 //! none — when a table to copy has no estimate (a PostgreSQL table never analyzed) or the
 //! run resumes a table mid-way (how much of it is left is not known). Once the copy is over
 //! the change stream's pages carry their own (a bounded run's log bytes) or none.
@@ -10,7 +12,7 @@
 //! pages, stamped, then the change stream from the copy's point.
 
 use async_trait::async_trait;
-use faucet_core::{Extent, ExtentUnit, FaucetError, Page, PageStream};
+use faucet_core::{Extent, ExtentPart, ExtentUnit, FaucetError, Page, PageStream, Value};
 
 use crate::copy_history::{Copied, Point, TableCopy};
 use crate::sql::query::QueryDialect;
@@ -111,49 +113,110 @@ pub(crate) async fn copy_progress<D: QueryDialect>(
 ) -> CopyProgress {
     let tables = match tables {
         Some(t) if !t.is_empty() => t,
-        _ => return CopyProgress::new([None]),
+        _ => return CopyProgress::unknown(),
     };
     let mut session = match D::connect(connection).await {
         Ok(session) => session,
         Err(e) => {
             tracing::debug!(error = %e, "no row estimates: the copy's share is not known");
-            return CopyProgress::new([None]);
+            return CopyProgress::unknown();
         }
     };
     let mut estimates = Vec::with_capacity(tables.len());
     for t in &tables {
-        estimates.push(D::row_estimate(&mut session, connection, t).await);
+        let estimate = D::row_estimate(&mut session, connection, t).await;
+        estimates.push((t.to_string(), estimate));
     }
     D::close(session).await;
     CopyProgress::new(estimates)
 }
 
-/// The rows a copy read of the tables' summed estimate.
+/// The rows a copy read of the tables' summed estimate, and of each table's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct CopyProgress {
-    total: Option<u64>,
+    /// The tables this run copies, in the order it copies them, with their estimates;
+    /// `None` when one is not known (then neither is the whole copy's share).
+    tables: Option<Vec<TableShare>>,
+    /// The sum of the estimates.
+    total: u64,
+    /// Rows copied by this run.
+    done: u64,
+}
+
+/// One table of a [`CopyProgress`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TableShare {
+    name: String,
+    estimate: u64,
     done: u64,
 }
 
 impl CopyProgress {
-    /// A copy of tables with these estimates (`None`: not known, which leaves the whole
-    /// copy's share not known).
-    pub(crate) fn new(estimates: impl IntoIterator<Item = Option<u64>>) -> Self {
+    /// A copy whose share is not known: its pages carry no extent.
+    pub(crate) fn unknown() -> Self {
         Self {
-            total: estimates.into_iter().sum(),
+            tables: None,
+            total: 0,
             done: 0,
         }
     }
 
-    /// `page` of the copy, counted, with the copy's extent when its total is known.
-    pub(crate) fn stamp(&mut self, page: Page) -> Page {
-        self.done += page.len() as u64;
-        match self.total {
-            Some(total) => {
-                page.with_extent(Some(Extent::estimated(self.done, total, ExtentUnit::Rows)))
-            }
-            None => page,
+    /// A copy of the tables named, in copy order, with these row estimates (`None`: not
+    /// known, which leaves the whole copy's share not known).
+    pub(crate) fn new(estimates: impl IntoIterator<Item = (String, Option<u64>)>) -> Self {
+        let tables: Option<Vec<TableShare>> = estimates
+            .into_iter()
+            .map(|(name, estimate)| {
+                estimate.map(|estimate| TableShare {
+                    name,
+                    estimate,
+                    done: 0,
+                })
+            })
+            .collect();
+        match tables {
+            Some(tables) if !tables.is_empty() => Self {
+                total: tables.iter().map(|t| t.estimate).sum(),
+                tables: Some(tables),
+                done: 0,
+            },
+            _ => Self::unknown(),
         }
+    }
+
+    /// `page` of the copy, counted, with the copy's extent when its total is known, in the
+    /// part of its table. A copy's page holds one table's rows (each replicate reads a
+    /// table a page at a time); its table is the first record's `table`.
+    pub(crate) fn stamp(&mut self, page: Page) -> Page {
+        let rows = page.len() as u64;
+        self.done += rows;
+        let Some(tables) = &mut self.tables else {
+            return page;
+        };
+        let extent = Extent::estimated(self.done, self.total, ExtentUnit::Rows);
+        let table = page.row(0).and_then(|r| match r.get("table") {
+            Some(Value::Text(t)) => Some(t.as_str().to_owned()),
+            _ => None,
+        });
+        let count = u32::try_from(tables.len()).unwrap_or(u32::MAX);
+        let part = table.and_then(|name| {
+            let (i, share) = tables
+                .iter_mut()
+                .enumerate()
+                .find(|(_, t)| t.name == name)?;
+            share.done += rows;
+            Some(ExtentPart {
+                name,
+                number: u32::try_from(i + 1).unwrap_or(u32::MAX),
+                count,
+                done: share.done,
+                total: share.estimate,
+            })
+        });
+        page.with_extent(Some(match part {
+            Some(part) => extent.with_part(part),
+            None => extent,
+        }))
     }
 }
 
@@ -185,27 +248,53 @@ pub(crate) fn tables_left<'t, T, P: Point>(
 mod tests {
     use std::sync::Arc;
 
-    use faucet_core::{DataType, Field, PageBuilder, Schema, Value};
+    use faucet_core::{DataType, Field, PageBuilder, Schema};
 
     use super::*;
 
-    fn page(rows: i64) -> Page {
-        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int)]));
+    /// A copy's page of `rows` records of `table`.
+    fn page(table: &str, rows: i64) -> Page {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("table", DataType::Text),
+            Field::new("id", DataType::Int),
+        ]));
         let mut b = PageBuilder::new(schema, 4);
         for i in 0..rows {
-            b.push_row([Value::Int(i)]);
+            b.push_row([Value::Text(table.into()), Value::Int(i)]);
         }
         b.finish(None)
     }
 
+    fn estimates(e: &[(&str, Option<u64>)]) -> Vec<(String, Option<u64>)> {
+        e.iter().map(|(n, e)| ((*n).to_owned(), *e)).collect()
+    }
+
     #[test]
-    fn the_copy_counts_rows_of_the_summed_estimates() {
-        let mut p = CopyProgress::new([Some(10), Some(30)]);
-        let e = *p.stamp(page(4)).extent().expect("extent");
+    fn the_copy_counts_rows_of_the_summed_estimates_and_of_each_table() {
+        let mut p = CopyProgress::new(estimates(&[("s.a", Some(10)), ("s.b", Some(30))]));
+        let e = p.stamp(page("s.a", 4)).extent().cloned().expect("extent");
         assert_eq!((e.done, e.total, e.estimate), (4, 40, true));
-        let e = *p.stamp(page(0)).extent().expect("extent");
-        assert_eq!(e.done, 4, "an empty page counts nothing");
-        let mut unknown = CopyProgress::new([Some(10), None]);
-        assert_eq!(unknown.stamp(page(3)).extent(), None);
+        let part = e.part.expect("the table's part");
+        assert_eq!(
+            (
+                part.name.as_str(),
+                part.number,
+                part.count,
+                part.done,
+                part.total
+            ),
+            ("s.a", 1, 2, 4, 10)
+        );
+        let e = p.stamp(page("s.b", 6)).extent().cloned().expect("extent");
+        assert_eq!(e.done, 10);
+        let part = e.part.expect("the table's part");
+        assert_eq!((part.number, part.done, part.total), (2, 6, 30));
+        assert_eq!(part.percent(true), 20.0);
+        let e = p.stamp(page("s.b", 0)).extent().cloned().expect("extent");
+        assert_eq!(e.done, 10, "an empty page counts nothing");
+        assert_eq!(e.part, None, "an empty page names no table");
+        let mut unknown = CopyProgress::new(estimates(&[("s.a", Some(10)), ("s.b", None)]));
+        assert_eq!(unknown.stamp(page("s.a", 3)).extent(), None);
+        assert_eq!(CopyProgress::unknown().stamp(page("s.a", 3)).extent(), None);
     }
 }

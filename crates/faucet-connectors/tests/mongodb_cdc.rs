@@ -348,6 +348,81 @@ async fn bookmarks_resume_exactly_and_an_idle_stream_moves_its_position() {
     client.database(&db).drop().await.expect("drop db");
 }
 
+/// A bounded run says how far along it is in oplog seconds: from its start's cluster time to
+/// the server's time at open, each page at its last event's, the last page all of it.
+#[tokio::test]
+async fn a_bounded_run_measures_its_progress_in_oplog_seconds() {
+    let url = mongodb_url();
+    let client = client(&url).await;
+    let db = db_name();
+    let start = now(&client).await;
+    let coll = client.database(&db).collection::<Document>("c");
+    for i in 0..4_i32 {
+        coll.insert_one(doc! {"_id": i}).await.expect("insert");
+        tokio::time::sleep(std::time::Duration::from_millis(700)).await;
+    }
+    let src = source(&url, &[format!("{db}.c")], start);
+    let pages = read_pages(&src, None, 1).await.expect("read");
+    assert_eq!(records(&pages).len(), 4);
+    let extents: Vec<_> = pages
+        .iter()
+        .map(|p| {
+            p.extent()
+                .cloned()
+                .expect("a bounded run's page has an extent")
+        })
+        .collect();
+    let total = extents[0].total;
+    assert!(
+        total >= 2,
+        "the writes span 2.8 s of cluster time: {extents:?}"
+    );
+    for e in &extents {
+        assert_eq!(e.unit, faucet_core::ExtentUnit::OplogSeconds);
+        assert!(!e.estimate, "exact in its unit");
+        assert_eq!(e.total, total, "one span");
+    }
+    assert!(
+        extents.windows(2).all(|w| w[0].done <= w[1].done),
+        "{extents:?}"
+    );
+    let last = extents.last().map_or(0, |e| e.done);
+    // The first write is at the start, the last 2.1 s later, the end after it.
+    assert!(
+        extents[0].done <= 1,
+        "the first event is at the start: {extents:?}"
+    );
+    assert!(
+        last >= 2 && last <= total,
+        "the last event 2.1 s in: {extents:?}"
+    );
+    // A continuous run has no end: no extent.
+    let mut config = MongodbCdcConfig::new(&url, vec![format!("{db}.c")]);
+    config.start = now(&client).await;
+    config.continuous = true;
+    let src = MongodbCdcSource::new(config).expect("valid");
+    let mut stream = src
+        .open(
+            None,
+            ReadOptions {
+                batch_size: 1,
+                ..ReadOptions::default()
+            },
+        )
+        .await
+        .expect("open");
+    coll.insert_one(doc! {"_id": 100}).await.expect("insert");
+    let page = loop {
+        let page = stream.next_page().await.expect("read").expect("a page");
+        if !page.is_empty() {
+            break page;
+        }
+    };
+    assert_eq!(page.extent(), None, "a continuous run's end is not known");
+    drop(stream);
+    client.database(&db).drop().await.expect("drop db");
+}
+
 #[tokio::test]
 async fn errors_are_typed_not_panics() {
     let src = source(

@@ -169,7 +169,8 @@ async fn a_bounded_run_reports_the_binlog_distance_to_its_end() {
     let extents: Vec<_> = pages
         .iter()
         .map(|p| {
-            *p.extent()
+            p.extent()
+                .cloned()
                 .expect("every page of a bounded run has an extent")
         })
         .collect();

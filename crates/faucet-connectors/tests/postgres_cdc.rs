@@ -347,7 +347,11 @@ async fn a_bounded_run_reports_the_wal_distance_to_its_end() {
     assert!(seen.len() >= 5, "pages of at most 10: {}", seen.len());
     let extents: Vec<_> = seen
         .iter()
-        .map(|p| p.extent.expect("every page of a bounded run has an extent"))
+        .map(|p| {
+            p.extent
+                .clone()
+                .expect("every page of a bounded run has an extent")
+        })
         .collect();
     let total = extents[0].total;
     // 45 rows of 200 bytes are more than 9 kB of WAL.

@@ -745,8 +745,9 @@ async fn repl_bookmark(store: &dyn faucet_core::state::StateStore) -> faucet_cor
         .expect("bookmark")
 }
 
-/// The copy's pages count rows of the tables' summed row estimates; the bounded change
-/// stream after it measures WAL bytes.
+/// The copy's pages count rows of the tables' summed row estimates and name the table each
+/// is of, with its place among the tables and its rows of its own estimate; the bounded
+/// change stream after it measures WAL bytes.
 #[tokio::test]
 async fn the_copy_counts_rows_of_the_tables_summed_estimates() {
     use faucet_core::ExtentUnit;
@@ -761,22 +762,13 @@ async fn the_copy_counts_rows_of_the_tables_summed_estimates() {
     .await;
     let src = source(&fx, &["a", "b"]);
     let pages = crate::postgres_cdc::read_all(&src, None, 100).await;
-    let mut copied = 0;
-    for page in &pages {
-        let snapshot_rows = page
-            .rows()
-            .filter(|r| r.get("op") == Some(&faucet_core::Value::Text("r".into())))
-            .count() as u64;
-        if snapshot_rows == 0 {
-            continue;
-        }
-        copied += snapshot_rows;
-        let e = page.extent().expect("a page of the copy has an extent");
-        assert_eq!(e.unit, ExtentUnit::Rows);
-        assert!(e.estimate);
-        assert_eq!((e.done, e.total), (copied, 500), "rows copied of 300 + 200");
-    }
-    assert_eq!(copied, 500);
+    let (tables, total) = crate::support::copy_shares(&pages);
+    assert_eq!(total, 500, "300 + 200 rows");
+    assert_eq!(
+        tables,
+        [(fx.table("a"), 300, 300), (fx.table("b"), 200, 200)],
+        "each table in its place, all its rows, its estimate"
+    );
     assert!(
         pages
             .iter()

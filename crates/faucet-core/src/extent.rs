@@ -8,6 +8,9 @@
 //! bytes (a bounded change stream: its position minus its start, of its end minus its
 //! start). A page without an extent (`None`) means "not known": a continuous change stream
 //! has no end, a query no row count. Nothing is invented in its place.
+//!
+//! A read made of parts of their own — the tables of a `faucet replicate` copy — also
+//! says which part a page is in and how far along that part is ([`ExtentPart`]).
 
 use std::time::{Duration, Instant};
 
@@ -23,6 +26,10 @@ pub enum ExtentUnit {
     Rows,
     /// Bytes of a change log: PostgreSQL WAL, a MySQL binlog (across its files).
     WalBytes,
+    /// Seconds of a MongoDB oplog: a bounded `mongodb-cdc` run's cluster time minus its
+    /// start, of its end minus its start (the oplog has no byte position; the share is of
+    /// time, not of events).
+    OplogSeconds,
 }
 
 impl ExtentUnit {
@@ -32,6 +39,7 @@ impl ExtentUnit {
             Self::Bytes => "bytes",
             Self::Rows => "rows",
             Self::WalBytes => "WAL bytes",
+            Self::OplogSeconds => "oplog seconds",
         }
     }
 }
@@ -39,7 +47,7 @@ impl ExtentUnit {
 /// How far along a read is: `done` of `total`, in `unit`. `estimate` when `total` is an
 /// estimate that the read may exceed (a table's row estimate); then [`Extent::percent`]
 /// stays below 100 until the read ends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Extent {
     /// How much was read up to the page's end (from the source's beginning, not the run's).
     pub done: u64,
@@ -49,6 +57,40 @@ pub struct Extent {
     pub unit: ExtentUnit,
     /// Whether `total` is an estimate (it may be exceeded, or not reached).
     pub estimate: bool,
+    /// The part of the read the page is in, where the read has parts (the tables of a
+    /// `faucet replicate` copy); `None` otherwise.
+    pub part: Option<ExtentPart>,
+}
+
+/// The part of a read a page is in — a table of a `faucet replicate` copy — and how far
+/// along that part is, in its [`Extent`]'s unit (an estimate when the extent's is).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExtentPart {
+    /// The part's name: a table (`schema.table`, `database.table`) or collection (`db.coll`).
+    pub name: String,
+    /// Its place among the parts this read has, from 1.
+    pub number: u32,
+    /// How many parts this read has.
+    pub count: u32,
+    /// Read of this part so far.
+    pub done: u64,
+    /// This part's total.
+    pub total: u64,
+}
+
+impl ExtentPart {
+    /// The share of the part read, percent, with the rule of its extent ([`Extent::percent`];
+    /// `estimate`: at most [`Extent::ESTIMATE_CAP`] until the part ends).
+    pub fn percent(&self, estimate: bool) -> f64 {
+        Extent {
+            done: self.done,
+            total: self.total,
+            unit: ExtentUnit::Rows,
+            estimate,
+            part: None,
+        }
+        .percent()
+    }
 }
 
 impl Extent {
@@ -62,6 +104,7 @@ impl Extent {
             total,
             unit,
             estimate: false,
+            part: None,
         }
     }
 
@@ -72,7 +115,14 @@ impl Extent {
             total,
             unit,
             estimate: true,
+            part: None,
         }
+    }
+
+    /// This extent, in `part` of the read.
+    pub fn with_part(mut self, part: ExtentPart) -> Self {
+        self.part = Some(part);
+        self
     }
 
     /// The share done, percent, in `0.0..=100.0`. Exact: `done / total` (an empty total is
@@ -119,16 +169,16 @@ impl EtaClock {
     /// The time left for `extent`, seen at `now`; takes it as the baseline when there is
     /// none yet (or the unit or total changed).
     pub fn eta(&mut self, extent: &Extent, now: Instant) -> Option<Duration> {
-        let (since, first) = match self.first {
+        let (since, first) = match &self.first {
             Some((at, first)) if first.unit == extent.unit && first.total == extent.total => {
-                (at, first)
+                (*at, first)
             }
             _ => {
-                self.first = Some((now, *extent));
+                self.first = Some((now, extent.clone()));
                 return None;
             }
         };
-        eta_from(&first, extent, now.saturating_duration_since(since))
+        eta_from(first, extent, now.saturating_duration_since(since))
     }
 }
 

@@ -38,7 +38,7 @@ pub use delivery::{
     DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, LimitingSide,
 };
 pub use error::{BoxError, FaucetError};
-pub use extent::{Extent, ExtentUnit};
+pub use extent::{Extent, ExtentPart, ExtentUnit};
 pub use page::{Bookmark, Page, PageBuilder, PageStart, RowRef, RowWriter};
 pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
 pub use sink::{CommitToken, Sink, SinkCapabilities, SinkWriter};

@@ -272,7 +272,7 @@ impl Slot {
             if let Some(lag) = p.lag {
                 st.lag_seconds = Some(lag.as_secs_f64());
             }
-            st.progress = p.extent.map(|e| ProgressView::new(&e, p.eta));
+            st.progress = p.extent.as_ref().map(|e| ProgressView::new(e, p.eta));
         })
     }
 
@@ -477,7 +477,7 @@ pub(crate) struct PipelineView {
 }
 
 /// `progress` of `GET /pipelines/{key}`: `{done, total, unit, percent, eta_seconds,
-/// estimate}`.
+/// estimate, part}`.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub(crate) struct ProgressView {
     /// Read so far, in `unit`, from the source's beginning.
@@ -494,6 +494,28 @@ pub(crate) struct ProgressView {
     eta_seconds: Option<f64>,
     /// Whether `total` is an estimate (a table's row count from the catalog).
     estimate: bool,
+    /// The part of the read the last page was in — a table of a `faucet replicate` copy —
+    /// `{name, number, count, done, total, percent}`; null for a read without parts (and in
+    /// a report of a member that does not send it).
+    #[serde(default)]
+    part: Option<PartView>,
+}
+
+/// `progress.part` of `GET /pipelines/{key}` ([`faucet_core::ExtentPart`]).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub(crate) struct PartView {
+    /// The table (`schema.table`, `database.table`) or collection (`db.coll`).
+    name: String,
+    /// Its place among the tables this read copies, from 1.
+    number: u32,
+    /// How many tables this read copies.
+    count: u32,
+    /// Read of this table, in the progress's `unit`.
+    done: u64,
+    /// This table's total (an estimate when the progress's is).
+    total: u64,
+    /// The share of this table read, 0–100 (below 100 for an estimate until it ends).
+    percent: f64,
 }
 
 impl ProgressView {
@@ -506,6 +528,14 @@ impl ProgressView {
             percent: extent.percent(),
             eta_seconds: eta.map(|d| d.as_secs_f64()),
             estimate: extent.estimate,
+            part: extent.part.as_ref().map(|p| PartView {
+                name: p.name.clone(),
+                number: p.number,
+                count: p.count,
+                done: p.done,
+                total: p.total,
+                percent: p.percent(extent.estimate),
+            }),
         }
     }
 }

@@ -343,9 +343,13 @@ async fn pump(
         }
         state.summary.pages += 1;
         state.summary.records_out += page.len() as u64;
-        let extent = page.extent().copied();
-        state.summary.extent = extent.or(state.summary.extent);
-        let eta = extent.and_then(|e| state.eta.eta(&e, Instant::now()));
+        let extent = page.extent().cloned();
+        if extent.is_some() {
+            state.summary.extent.clone_from(&extent);
+        }
+        let eta = extent
+            .as_ref()
+            .and_then(|e| state.eta.eta(e, Instant::now()));
         if let Some(report) = &p.options.on_progress {
             report(&Progress {
                 records: state.summary.records_out,

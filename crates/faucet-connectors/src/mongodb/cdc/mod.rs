@@ -169,6 +169,18 @@ impl Source for MongodbCdcSource {
         } else {
             Some(operation_time(&client, &self.validated).await?)
         };
+        // A bounded run's span in cluster time: from where it starts to `end`.
+        let span = end.and_then(|end| {
+            let begin = match &start {
+                Start::End => Some(end),
+                Start::At(ts) => Some(*ts),
+                Start::After(_) => from
+                    .as_ref()
+                    .and_then(|b| CdcBookmark::from_json(b).ok())
+                    .and_then(|b| b.cluster_time),
+            };
+            begin.map(|begin| (begin, end))
+        });
         let events =
             stream::watch(&client, &self.validated, start, &options, Carry::Documents).await?;
         Ok(Box::new(CdcPageStream {
@@ -178,6 +190,7 @@ impl Source for MongodbCdcSource {
             options,
             schema: record_schema(),
             end,
+            span,
             position: None,
             handed: None,
             last_handed_at: Instant::now(),

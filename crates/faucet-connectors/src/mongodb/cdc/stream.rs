@@ -33,7 +33,7 @@ use mongodb::options::{FullDocumentBeforeChangeType, FullDocumentType};
 
 use faucet_core::page::PageBuilder;
 use faucet_core::value::Schema;
-use faucet_core::{FaucetError, Page, PageDeadline, PageStream, ReadOptions};
+use faucet_core::{Extent, ExtentUnit, FaucetError, Page, PageDeadline, PageStream, ReadOptions};
 
 use super::bookmark::CdcBookmark;
 use super::config::{Before, FullDocument, ValidatedMongodbCdcConfig};
@@ -155,6 +155,11 @@ pub(crate) struct CdcPageStream<'a> {
     pub(crate) schema: Arc<Schema>,
     /// Bounded runs: the server's operation time at open; events after it are left.
     pub(crate) end: Option<Timestamp>,
+    /// Bounded runs: the cluster time the read starts from (the stored bookmark's, the
+    /// configured `at_operation_time`, or `end` for `start: end`) and `end`, for the pages'
+    /// [`Extent`] in oplog seconds; `None` for a continuous run or a bookmark without a
+    /// cluster time.
+    pub(crate) span: Option<(Timestamp, Timestamp)>,
     /// The position after the last event read (or the post-batch token).
     pub(crate) position: Option<CdcBookmark>,
     /// The position the last page handed over.
@@ -197,8 +202,24 @@ impl CdcPageStream<'_> {
     fn page(&mut self, page: PageBuilder, source_time: Option<SystemTime>) -> Page {
         self.handed.clone_from(&self.position);
         self.last_handed_at = Instant::now();
+        let extent = self.extent();
         page.finish(self.position.as_ref().map(CdcBookmark::to_json))
             .with_source_time(source_time)
+            .with_extent(extent)
+    }
+
+    /// How far a bounded run is, in seconds of cluster time: the position's minus the
+    /// start's, of the end's minus the start's (all of it once the stream is done).
+    fn extent(&self) -> Option<Extent> {
+        let (start, end) = self.span?;
+        let total = u64::from(end.time.saturating_sub(start.time));
+        let done = if self.done {
+            total
+        } else {
+            let at = self.position.as_ref()?.cluster_time?;
+            u64::from(at.time.saturating_sub(start.time))
+        };
+        Some(Extent::exact(done, total, ExtentUnit::OplogSeconds))
     }
 }
 

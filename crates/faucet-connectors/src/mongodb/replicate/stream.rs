@@ -255,7 +255,7 @@ impl<'a> ReplicateStream<'a> {
 /// for `None` (a collection resumes mid-way) or a count that cannot be read.
 async fn copy_progress(client: &Client, left: Option<Vec<String>>) -> CopyProgress {
     let Some(left) = left else {
-        return CopyProgress::new([None]);
+        return CopyProgress::unknown();
     };
     let mut estimates = Vec::with_capacity(left.len());
     for name in &left {
@@ -266,7 +266,7 @@ async fn copy_progress(client: &Client, left: Option<Vec<String>>) -> CopyProgre
             .estimated_document_count()
             .await
             .ok();
-        estimates.push(count);
+        estimates.push((name.clone(), count));
     }
     CopyProgress::new(estimates)
 }
