@@ -150,14 +150,18 @@ function button(label, action, enabled, onclick) {
   return b;
 }
 
-// `37% (12,345 of ~33,000 rows), ETA 1m 20s`; null (shown as —) where the source does not
-// know its end.
+// `37% (12,345 of ~33,000 rows), public.orders (3 of 12) 45%, ETA 1m 20s` (the table part
+// only while a replicate copies); null (shown as —) where the source does not know its end.
 function progress(pr) {
   if (!pr) return null;
-  const units = { bytes: 'bytes', rows: 'rows', wal_bytes: 'WAL bytes' };
+  const units = {
+    bytes: 'bytes', rows: 'rows', wal_bytes: 'WAL bytes', oplog_seconds: 'oplog seconds',
+  };
   const tilde = pr.estimate ? '~' : '';
   let text = `${Math.floor(pr.percent)}% (${pr.done.toLocaleString('en')} of ${tilde}` +
     `${pr.total.toLocaleString('en')} ${units[pr.unit] || pr.unit})`;
+  const part = pr.part;
+  if (part) text += `, ${part.name} (${part.number} of ${part.count}) ${Math.floor(part.percent)}%`;
   if (pr.eta_seconds !== null) text += `, ETA ${seconds(pr.eta_seconds)}`;
   return text;
 }
