@@ -22,8 +22,8 @@
 //! for good; `faucet run` on this state key reads it as its own bookmark, ignoring the
 //! member).
 
-use faucet_core::serde_json::{Map, Value as Json};
 use faucet_core::FaucetError;
+use faucet_core::serde_json::{Map, Value as Json};
 
 use super::CONNECTOR;
 use crate::copy_history::{self, Point, SnapshotStart};

@@ -37,8 +37,8 @@
 //! a warning) — an upsert target is unchanged by it, an append target receives those rows
 //! again as `op: r`; nothing is lost.
 
-use faucet_core::serde_json::{Map, Value as Json, json};
 use faucet_core::FaucetError;
+use faucet_core::serde_json::{Map, Value as Json, json};
 
 use super::CONNECTOR;
 use super::point::SnapshotPoint;
