@@ -41,8 +41,8 @@ state_table=bench_lat_state_$suffix
 for tool in pgbench pg_recvlogical psql python3; do
   command -v $tool >/dev/null || { echo "$tool not found (packages postgresql, postgresql-client)" >&2; exit 1; }
 done
-psql -X -q -v ON_ERROR_STOP=1 "$url" -c 'select 1' >/dev/null ||
-  { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+. "$repo/bench/lib.sh"
+need_pg "$url"
 
 echo "==> building faucet (release, --features postgres,state-postgres)" >&2
 cargo build --release --quiet -p faucet-cli --features postgres,state-postgres

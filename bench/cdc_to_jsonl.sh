@@ -34,8 +34,7 @@ publication=pub_bench_$suffix
 command -v pg_recvlogical >/dev/null || { echo "pg_recvlogical not found (package postgresql-client)" >&2; exit 1; }
 . "$repo/bench/lib.sh"
 need_gnu_time
-psql -X -q -v ON_ERROR_STOP=1 "$url" -c 'select 1' >/dev/null ||
-  { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+need_pg "$url"
 
 echo "==> building faucet (release, --features postgres)" >&2
 cargo build --release --quiet -p faucet-cli --features postgres

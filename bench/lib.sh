@@ -42,3 +42,54 @@ best_of() {
   done
   secs=$best
 }
+
+# need_pg URL → exits with where to start PostgreSQL unless it answers at URL.
+need_pg() {
+  psql -X -q -v ON_ERROR_STOP=1 "$1" -c 'select 1' >/dev/null ||
+    { echo "PostgreSQL is unreachable at $1; start it with scripts/services.sh" >&2; exit 1; }
+}
+
+# mariadb_client URL → sets auth (the `mariadb` client's -u/-h/-P[/-p] options for
+# mysql://user[:pass]@host[:port]/database) and client (the `mariadb` command with them).
+mariadb_client() {
+  local m_user m_pass m_host m_port
+  read -r m_user m_pass m_host m_port <<<"$(python3 - "$1" <<'PY'
+import sys, urllib.parse as u
+p = u.urlparse(sys.argv[1])
+print(p.username or "root", p.password or "-", p.hostname or "127.0.0.1", p.port or 3306)
+PY
+)"
+  auth=(-u"$m_user" -h"$m_host" -P"$m_port")
+  [ "$m_pass" = - ] || auth+=(-p"$m_pass")
+  client=(mariadb --no-defaults "${auth[@]}")
+}
+
+# mib → the last run's peak RSS ($rss_kb) in MiB.
+mib() { python3 -c "print($rss_kb / 1024)"; }
+
+# table_and_query TABLE URL FLOOR=RPS... → the query-source benchmarks' faucet runs: through
+# the caller's `run`, "$faucet" URL WHAT "$work/out.jsonl" "$work/state" 10000 for WHAT
+# `table=TABLE`, then `query=select * from TABLE`; prints each run's row and exits unless it
+# wrote $rows rows; then the start of the output, each run's ratio to every floor (`floor
+# text=123456`: name and rows/s) and the targets.
+table_and_query() {
+  local table=$1 url=$2 variant what got rps ratios floor summary=() line
+  shift 2
+  for variant in "table" "query"; do
+    if [ "$variant" = table ]; then what="table=$table"; else what="query=select * from $table"; fi
+    run "$faucet" "$url" "$what" "$work/out.jsonl" "$work/state" 10000
+    got=$(wc -l < "$work/out.jsonl")
+    rps=$(python3 -c "print(round($rows / $secs))")
+    printf '%-16s %9d %12s %8s %7.1f MiB\n' "faucet $variant" "$got" "$rps" "$cpu" "$(mib)"
+    [ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got rows, expected $rows" >&2; exit 1; }
+    ratios=""
+    for floor in "$@"; do
+      ratios+="${ratios:+, }/ ${floor%=*} = $(python3 -c "print(round($rps / ${floor##*=}, 2))")x"
+    done
+    summary+=("faucet ($variant) $ratios rows/s, peak RSS $((rss_kb / 1024)) MiB")
+  done
+  head -c 300 "$work/out.jsonl"; echo
+  echo
+  for line in "${summary[@]}"; do echo "$line"; done
+  echo "targets: ratio >= 0.8, faucet peak RSS < 64 MiB (batch size 10,000)"
+}

@@ -32,18 +32,9 @@ repeat=${REPEAT:-3}
 url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
 db=bench_mysql_jsonl_$$
 
-# mysql://user[:pass]@host[:port]/database → client options.
-read -r m_user m_pass m_host m_port <<<"$(python3 - "$url" <<'PY'
-import sys, urllib.parse as u
-p = u.urlparse(sys.argv[1])
-print(p.username or "root", p.password or "-", p.hostname or "127.0.0.1", p.port or 3306)
-PY
-)"
-client=(mariadb --no-defaults -u"$m_user" -h"$m_host" -P"$m_port")
-[ "$m_pass" = - ] || client+=(-p"$m_pass")
-bench_url="mysql://${url#mysql://}"; bench_url="${bench_url%/*}/$db"
-
 . "$repo/bench/lib.sh"
+mariadb_client "$url"
+bench_url="mysql://${url#mysql://}"; bench_url="${bench_url%/*}/$db"
 need_gnu_time
 sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
 sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
@@ -78,25 +69,10 @@ printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
 run "${client[@]}" --batch --quick --skip-column-names -e "SELECT * FROM $db.t"
 floor_rows=$(wc -l < "$work/stdout")
 floor_rps=$(python3 -c "print(round($rows / $secs))")
-printf '%-16s %9d %12s %8s %7.1f MiB  (mariadb --batch --quick, tab-separated text)\n' "floor text" "$floor_rows" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+printf '%-16s %9d %12s %8s %7.1f MiB  (mariadb --batch --quick, tab-separated text)\n' "floor text" "$floor_rows" "$floor_rps" "$cpu" "$(mib)"
 run "${client[@]}" --batch --quick --skip-column-names --raw -e "SELECT JSON_OBJECT('id', id, 'name', name, 'note', note, 'amount', amount, 'at', at, 'flag', flag, 'doc', JSON_EXTRACT(doc, '$')) FROM $db.t"
 json_rows=$(wc -l < "$work/stdout")
 json_rps=$(python3 -c "print(round($rows / $secs))")
-printf '%-16s %9d %12s %8s %7.1f MiB  (the server renders JSON_OBJECT)\n' "floor json" "$json_rows" "$json_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+printf '%-16s %9d %12s %8s %7.1f MiB  (the server renders JSON_OBJECT)\n' "floor json" "$json_rows" "$json_rps" "$cpu" "$(mib)"
 
-summary=()
-for variant in "table" "query"; do
-  if [ "$variant" = table ]; then what="table=$db.t"; else what="query=select * from $db.t"; fi
-  run "$faucet" "$bench_url" "$what" "$work/out.jsonl" "$work/state" 10000
-  got=$(wc -l < "$work/out.jsonl")
-  rps=$(python3 -c "print(round($rows / $secs))")
-  printf '%-16s %9d %12s %8s %7.1f MiB\n' "faucet $variant" "$got" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
-  [ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got rows, expected $rows" >&2; exit 1; }
-  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
-  jratio=$(python3 -c "print(round($rps / $json_rps, 2))")
-  summary+=("faucet ($variant) / floor text = ${ratio}x, / floor json = ${jratio}x rows/s, peak RSS $((rss_kb / 1024)) MiB")
-done
-head -c 300 "$work/out.jsonl"; echo
-echo
-for line in "${summary[@]}"; do echo "$line"; done
-echo "targets: ratio >= 0.8, faucet peak RSS < 64 MiB (batch size 10,000)"
+table_and_query "$db.t" "$bench_url" "floor text=$floor_rps" "floor json=$json_rps"

@@ -32,7 +32,7 @@ schema=bench_pg_jsonl_$$
 . "$repo/bench/lib.sh"
 need_gnu_time
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
-sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+need_pg "$url"
 
 echo "==> building the example (release)" >&2
 cargo build --release --quiet -p faucet-connectors --features postgres --example pg_to_jsonl
@@ -61,20 +61,6 @@ printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
 run psql -X -q "$url" -c "\\copy (select row_to_json(t) from $schema.t t) to '$work/floor.jsonl'"
 floor_rows=$(wc -l < "$work/floor.jsonl")
 floor_rps=$(python3 -c "print(round($rows / $secs))")
-printf '%-16s %9d %12s %8s %7.1f MiB  (psql; the server renders JSON)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+printf '%-16s %9d %12s %8s %7.1f MiB  (psql; the server renders JSON)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(mib)"
 
-summary=()
-for variant in "table" "query"; do
-  if [ "$variant" = table ]; then what="table=$schema.t"; else what="query=select * from $schema.t"; fi
-  run "$faucet" "$url" "$what" "$work/out.jsonl" "$work/state" 10000
-  got=$(wc -l < "$work/out.jsonl")
-  rps=$(python3 -c "print(round($rows / $secs))")
-  printf '%-16s %9d %12s %8s %7.1f MiB\n' "faucet $variant" "$got" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
-  [ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got rows, expected $rows" >&2; exit 1; }
-  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
-  summary+=("faucet ($variant) / floor = ${ratio}x rows/s, peak RSS $((rss_kb / 1024)) MiB")
-done
-head -c 300 "$work/out.jsonl"; echo
-echo
-for line in "${summary[@]}"; do echo "$line"; done
-echo "targets: ratio >= 0.8, faucet peak RSS < 64 MiB (batch size 10,000)"
+table_and_query "$schema.t" "$url" "floor=$floor_rps"

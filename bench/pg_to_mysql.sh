@@ -47,7 +47,7 @@ my_port=${my_hostport##*:}
 need_gnu_time
 sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$pg" -c "$1"; }
 mdb() { mariadb --no-defaults -u "$my_user" -h "$my_host" -P "$my_port" --batch --skip-column-names "$@"; }
-sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $pg; start it with scripts/services.sh" >&2; exit 1; }
+need_pg "$pg"
 mdb -e 'select 1' >/dev/null || { echo "MariaDB is unreachable at $my; start it with scripts/services.sh" >&2; exit 1; }
 
 echo "==> building the example (release)" >&2

@@ -37,7 +37,7 @@ schema=bench_pg_pg_$$
 . "$repo/bench/lib.sh"
 need_gnu_time
 sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
-sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+need_pg "$url"
 
 echo "==> building the example (release)" >&2
 cargo build --release --quiet -p faucet-connectors --features postgres --example pg_to_pg

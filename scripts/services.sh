@@ -50,6 +50,15 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
 }
 
+pip_try() { # what, package, what fails without it: an optional tool from PyPI
+  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
+    log "installing $1 from PyPI"
+    "$(command -v pip3 || command -v pip)" install -q "$2" >/dev/null 2>&1 \
+      || log "could not install $1: $3 will fail"
+  else
+    log "$1 is missing (pip install $2): $3 will fail"
+  fi
+}
 wait_for() { # name, command...
   local name=$1; shift
   for _ in $(seq 1 60); do
@@ -194,13 +203,7 @@ fi
 # --- kubernetes-validate (the deploy/ manifests are checked against the Kubernetes JSON
 # schemas it bundles, offline, by crates/faucet-cli/tests/deploy_manifests.rs) -------------
 if ! command -v kubernetes-validate >/dev/null; then
-  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
-    log "installing kubernetes-validate from PyPI"
-    "$(command -v pip3 || command -v pip)" install -q kubernetes-validate >/dev/null 2>&1 \
-      || log "could not install kubernetes-validate: the deploy/ manifest test will fail"
-  else
-    log "kubernetes-validate is missing (pip install kubernetes-validate): the deploy/ manifest test will fail"
-  fi
+  pip_try kubernetes-validate kubernetes-validate "the deploy/ manifest test"
 fi
 
 # --- nats-server with JetStream (the `nats` sink's tests; 127.0.0.1:4222) ------------------
@@ -214,25 +217,13 @@ wait_for "nats-server on 127.0.0.1:4222" bash -c '(exec 3<>/dev/tcp/127.0.0.1/42
 
 # --- nats-py (the nats sink tests' independent consumer, scripts/bus_consumer.py) ----------
 if ! python3 -c 'import nats' >/dev/null 2>&1; then
-  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
-    log "installing nats-py from PyPI"
-    "$(command -v pip3 || command -v pip)" install -q nats-py >/dev/null 2>&1 \
-      || log "could not install nats-py: the nats sink tests will fail"
-  else
-    log "nats-py is missing (pip install nats-py): the nats sink tests will fail"
-  fi
+  pip_try nats-py nats-py "the nats sink tests"
 fi
 
 # --- redis-py (the bus-sink tests read what faucet wrote with an independent consumer,
 # scripts/bus_consumer.py) ------------------------------------------------------------------
 if ! python3 -c 'import redis' >/dev/null 2>&1; then
-  if command -v pip3 >/dev/null || command -v pip >/dev/null; then
-    log "installing redis-py from PyPI"
-    "$(command -v pip3 || command -v pip)" install -q redis >/dev/null 2>&1 \
-      || log "could not install redis-py: the redis-streams sink tests will fail"
-  else
-    log "redis-py is missing (pip install redis): the redis-streams sink tests will fail"
-  fi
+  pip_try redis-py redis "the redis-streams sink tests"
 fi
 
 # --- chromium and playwright-core (the status page's browser test,

@@ -521,6 +521,160 @@ impl PageStream for KeepCopied<'_> {
     }
 }
 
+/// For `faucet run` of a change source: refuses a bookmark `obj` of `faucet replicate` (a
+/// copy in progress, or the history of one, which only `faucet replicate` continues), as
+/// [`FaucetError::Bookmark`] of `connector`; `stream` names what the change stream reads
+/// ("binlog stream"), `own` what a pipeline must own to start afresh (`` `name` (state key) ``).
+///
+/// # Errors
+/// When `obj` has a `snapshot` or `replicate` member.
+pub(crate) fn refuse_replicate_bookmark(
+    obj: &Map<String, Json>,
+    connector: &str,
+    stream: &str,
+    own: &str,
+) -> Result<(), FaucetError> {
+    if !(obj.contains_key("snapshot") || obj.contains_key(REPLICATE)) {
+        return Ok(());
+    }
+    Err(FaucetError::bookmark(
+        connector,
+        format!(
+            "this state key holds a bookmark of `faucet replicate` (a snapshot copy in \
+             progress, or the history of one the {stream} has not passed yet), which \
+             `faucet run` cannot continue: run `faucet replicate` with this config until it \
+             is done, or give this pipeline its own {own}"
+        ),
+        None,
+    ))
+}
+
+/// The database's part of a [`SnapshotBookmark`]: where its change stream starts after the
+/// copy, and whatever else that database's copy remembers (PostgreSQL: the slot's LSN and an
+/// unkeyed table in flight; MySQL: a `mysql-cdc` bookmark and the GTID state; MongoDB: a
+/// `mongodb-cdc` bookmark).
+pub(crate) trait SnapshotStart: Sized {
+    /// The consistent point of the copy's parts.
+    type Point: Point;
+    /// The connector named in bookmark errors.
+    const CONNECTOR: &'static str;
+    /// What the error for a wrong shape calls the bookmark: "the stored bookmark {b} is not
+    /// a {NAME}".
+    const NAME: &'static str;
+
+    /// Writes this part's members into the `snapshot` object (before `tables`).
+    fn to_members(&self, snapshot: &mut Map<String, Json>);
+
+    /// Reads this part from the `snapshot` object.
+    ///
+    /// # Errors
+    /// `bad()` when a member has the wrong shape.
+    fn from_members(snapshot: &Json, bad: &dyn Fn() -> FaucetError) -> Result<Self, FaucetError>;
+
+    /// Whether the copy history `copied` can belong to this start (default: any).
+    fn fits(&self, _copied: &Copied<Self::Point>) -> bool {
+        true
+    }
+
+    /// Reads a `snapshot` object that has no `tables` member: an older shape the database
+    /// still resumes from.
+    ///
+    /// # Errors
+    /// By default `bad()`: there is no older shape.
+    fn without_tables(
+        self,
+        _b: &Bookmark,
+        _snapshot: &Json,
+        bad: &dyn Fn() -> FaucetError,
+    ) -> Result<SnapshotBookmark<Self>, FaucetError> {
+        Err(bad())
+    }
+}
+
+/// Where a snapshot copy stands, the one bookmark of every replicate source while it copies:
+///
+/// ```json
+/// {"snapshot": {<the database's members>, "tables": {<copy history>}, "copied": ["s.z"]}}
+/// ```
+///
+/// `tables` is [`Copied::to_json`]'s form; `copied` names, in a late copy, the tables copied
+/// before (not read again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SnapshotBookmark<S: SnapshotStart> {
+    /// The database's part: where the change stream starts ([`SnapshotStart`]).
+    pub(crate) start: S,
+    /// What was copied so far.
+    pub(crate) copied: Copied<S::Point>,
+    /// A late copy's tables copied before (not read again). Empty for a first copy.
+    pub(crate) earlier: BTreeSet<String>,
+}
+
+impl<S: SnapshotStart> SnapshotBookmark<S> {
+    /// Whether `table` needs no copying: copied before, or copied to its last key.
+    pub(crate) fn holds(&self, table: &str) -> bool {
+        self.earlier.contains(table) || self.copied.finished(table)
+    }
+
+    /// The JSON form.
+    pub(crate) fn to_json(&self) -> Bookmark {
+        let mut s = Map::new();
+        self.start.to_members(&mut s);
+        s.insert("tables".into(), self.copied.to_json());
+        s.insert(COPIED.into(), json!(self.earlier));
+        json!({"snapshot": s})
+    }
+
+    /// Reads a snapshot bookmark; `Ok(None)` when `b` is not one (a change-stream bookmark).
+    ///
+    /// # Errors
+    /// [`FaucetError::Bookmark`] when `b` has a `snapshot` member of the wrong shape, or a
+    /// history that does not fit its start ([`SnapshotStart::fits`]).
+    pub(crate) fn from_json(b: &Bookmark) -> Result<Option<Self>, FaucetError> {
+        let Some(s) = b.get("snapshot") else {
+            return Ok(None);
+        };
+        let bad = || {
+            FaucetError::bookmark(
+                S::CONNECTOR,
+                format!("the stored bookmark {b} is not a {}", S::NAME),
+                None,
+            )
+        };
+        let start = S::from_members(s, &bad)?;
+        let Some(tables) = s.get("tables") else {
+            return start.without_tables(b, s, &bad).map(Some);
+        };
+        let copied = Copied::from_json(tables, &bad)?;
+        if !start.fits(&copied) {
+            return Err(bad());
+        }
+        let earlier = match s.get(COPIED) {
+            None | Some(Json::Null) => BTreeSet::new(),
+            Some(v) => strings(v).ok_or_else(bad)?.into_iter().collect(),
+        };
+        Ok(Some(Self {
+            start,
+            copied,
+            earlier,
+        }))
+    }
+}
+
+/// An optional string member of a bookmark object: `None` when absent or null.
+///
+/// # Errors
+/// `bad()` when it is there and not a string.
+pub(crate) fn optional_string(
+    obj: &Json,
+    name: &str,
+    bad: &dyn Fn() -> FaucetError,
+) -> Result<Option<String>, FaucetError> {
+    match obj.get(name) {
+        None | Some(Json::Null) => Ok(None),
+        Some(v) => Ok(Some(v.as_str().ok_or_else(bad)?.to_owned())),
+    }
+}
+
 /// A [`Point`] for the unit tests of the copy history and the copy filter: a plain number.
 #[cfg(test)]
 pub(crate) mod test_point {

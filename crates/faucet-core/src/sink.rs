@@ -100,11 +100,15 @@ pub trait SinkWriter: Send {
     /// [`FaucetError::Write`] or [`FaucetError::Data`] (a value the target cannot hold).
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError>;
 
-    /// Makes everything written so far durable.
+    /// Makes everything written so far durable. The default does nothing: for a writer whose
+    /// every [`SinkWriter::write`] is durable on return (a transaction per page, awaited
+    /// acknowledgements); a writer that buffers must flush here.
     ///
     /// # Errors
     /// [`FaucetError::Write`].
-    async fn flush(&mut self) -> Result<(), FaucetError>;
+    async fn flush(&mut self) -> Result<(), FaucetError> {
+        Ok(())
+    }
 
     /// Atomic watermark: writes `page` and stores `token` under `scope` (the state key) in one
     /// transaction, durable on return. The stored token only moves forward: a token whose

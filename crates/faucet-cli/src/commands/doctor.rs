@@ -113,7 +113,15 @@ pub(crate) async fn run(args: &DoctorArgs) -> usize {
             for row in &loaded.rows {
                 let id = loaded.has_matrix.then(|| row.label.clone());
                 match &row.config {
-                    Ok((key, p)) => probe_row(&mut checks, id, key, p, timeout).await,
+                    Ok((key, p)) => {
+                        let run = Run {
+                            row: id,
+                            key,
+                            p,
+                            timeout,
+                        };
+                        probe_row(&mut checks, run).await;
+                    }
                     Err(e) => checks.push(failed(
                         id,
                         "config",
@@ -139,13 +147,17 @@ pub(crate) async fn run(args: &DoctorArgs) -> usize {
     failed
 }
 
-async fn probe_row(
-    checks: &mut Vec<Check>,
+/// One configured run to probe: its row (with a matrix), state key and pipeline, and the
+/// probes' timeout.
+struct Run<'a> {
     row: Option<String>,
-    key: &str,
-    p: &PipelineConfig,
+    key: &'a str,
+    p: &'a PipelineConfig,
     timeout: Duration,
-) {
+}
+
+async fn probe_row(checks: &mut Vec<Check>, run: Run<'_>) {
+    let (row, key, p, timeout) = (run.row, run.key, run.p, run.timeout);
     let t = Instant::now();
     let (kind, target) = (p.source.type_name().to_owned(), p.source.target());
     // The schema the source fixes up front (change records), for the sink's probe.
@@ -215,7 +227,13 @@ async fn probe_row(
     // A source that failed its probe (down, a prerequisite missing) would fail the resume
     // probe the same way: one failed probe, not a second one blaming the stored bookmark.
     if state_ok && source_ok {
-        probe_resume(checks, row, key, p, timeout).await;
+        let run = Run {
+            row,
+            key,
+            p,
+            timeout,
+        };
+        probe_resume(checks, run).await;
     }
 }
 
@@ -315,13 +333,8 @@ async fn probe_keys(
 /// nothing is read or consumed). A failure names what it concerns in its error, after the
 /// elapsed time like every failed probe: `✗ resume mysql-cdc KEY 3 ms: mysql-cdc: cannot
 /// resume: …`.
-async fn probe_resume(
-    checks: &mut Vec<Check>,
-    row: Option<String>,
-    key: &str,
-    p: &PipelineConfig,
-    timeout: Duration,
-) {
+async fn probe_resume(checks: &mut Vec<Check>, run: Run<'_>) {
+    let (row, key, p, timeout) = (run.row, run.key, run.p, run.timeout);
     let t = Instant::now();
     let mut stored = false;
     let outcome = within(timeout, async {

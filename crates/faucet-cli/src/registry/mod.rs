@@ -69,6 +69,16 @@ pub(crate) struct Hints {
     pub(crate) other: Option<&'static str>,
 }
 
+impl Hints {
+    /// The hints of a local file: nothing to connect to, `other` for any failure.
+    pub(crate) const fn file(other: &'static str) -> Self {
+        Self {
+            connect: None,
+            other: Some(other),
+        }
+    }
+}
+
 /// The connect hint of every PostgreSQL connector and store.
 pub(crate) const POSTGRES_CONNECT_HINT: &str =
     "is PostgreSQL running, and are the host, port, user and database in the url right?";

@@ -136,10 +136,7 @@ impl SinkEntry for faucet_connectors::files::JsonlSinkConfig {
     }
 
     fn hints(&self) -> Hints {
-        Hints {
-            connect: None,
-            other: Some("does the directory exist, and can this user write to it?"),
-        }
+        Hints::file("does the directory exist, and can this user write to it?")
     }
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
@@ -302,14 +299,11 @@ impl SinkEntry for faucet_connectors::sqlite::SqliteSinkConfig {
     }
 
     fn hints(&self) -> Hints {
-        Hints {
-            connect: None,
-            other: Some(
-                "does the file's directory exist, can this user write the file and its \
+        Hints::file(
+            "does the file's directory exist, can this user write the file and its \
                  directory (WAL keeps `-wal` and `-shm` files beside it), and is no other \
                  writer holding it?",
-            ),
-        }
+        )
     }
 
     fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {

@@ -92,52 +92,36 @@ pub(crate) trait SourceEntry: std::fmt::Debug {
 
 /// The `doctor` hint of the file sources.
 #[cfg(feature = "files")]
-const FILE_HINTS: Hints = Hints {
-    connect: None,
-    other: Some("does the file exist, and can this user read it?"),
-};
+const FILE_HINTS: Hints = Hints::file("does the file exist, and can this user read it?");
 
-#[cfg(feature = "files")]
-impl SourceEntry for faucet_connectors::files::CsvSourceConfig {
-    fn target(&self) -> String {
-        self.path.display().to_string()
-    }
+/// The entry of a file source: `$config` read by `$source`; every file format alike.
+macro_rules! file_source_entry {
+    ($config:ident, $source:ident) => {
+        #[cfg(feature = "files")]
+        impl SourceEntry for faucet_connectors::files::$config {
+            fn target(&self) -> String {
+                self.path.display().to_string()
+            }
 
-    fn resolve_paths(&mut self, base: &Path) {
-        self.path = super::resolve_path(base, &self.path);
-    }
+            fn resolve_paths(&mut self, base: &Path) {
+                self.path = super::resolve_path(base, &self.path);
+            }
 
-    fn hints(&self) -> Hints {
-        FILE_HINTS
-    }
+            fn hints(&self) -> Hints {
+                FILE_HINTS
+            }
 
-    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(faucet_connectors::files::CsvSource::new(
-            self.clone(),
-        )?))
-    }
+            fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
+                Ok(Box::new(faucet_connectors::files::$source::new(
+                    self.clone(),
+                )?))
+            }
+        }
+    };
 }
 
-#[cfg(feature = "files")]
-impl SourceEntry for faucet_connectors::files::JsonlSourceConfig {
-    fn target(&self) -> String {
-        self.path.display().to_string()
-    }
-
-    fn resolve_paths(&mut self, base: &Path) {
-        self.path = super::resolve_path(base, &self.path);
-    }
-
-    fn hints(&self) -> Hints {
-        FILE_HINTS
-    }
-
-    fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(faucet_connectors::files::JsonlSource::new(
-            self.clone(),
-        )?))
-    }
-}
+file_source_entry!(CsvSourceConfig, CsvSource);
+file_source_entry!(JsonlSourceConfig, JsonlSource);
 
 /// A built source, boxed.
 #[cfg(any(feature = "postgres", feature = "mysql"))]

@@ -193,13 +193,10 @@ impl StateAbout for FileStateConfig {
     }
 
     fn hints(&self) -> Hints {
-        Hints {
-            connect: None,
-            other: Some(
-                "can this user create and write files in the state directory? a corrupt state \
+        Hints::file(
+            "can this user create and write files in the state directory? a corrupt state \
                  file must be restored, or deleted to start over on purpose",
-            ),
-        }
+        )
     }
 }
 

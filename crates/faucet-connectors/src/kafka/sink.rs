@@ -333,11 +333,6 @@ impl SinkWriter for KafkaWriter<'_> {
         Ok(())
     }
 
-    /// Each page is acknowledged in `write`; nothing is left to flush.
-    async fn flush(&mut self) -> Result<(), FaucetError> {
-        Ok(())
-    }
-
     /// Keeps `scope` for the message ids; a Kafka topic holds no fence: `Ok(false)`.
     async fn fence(
         &mut self,

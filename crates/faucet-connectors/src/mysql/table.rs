@@ -5,13 +5,15 @@
 
 use faucet_core::FaucetError;
 
+use crate::sql::ident;
+
 /// The longest MySQL/MariaDB database, table or column name, in characters (MySQL manual,
 /// "Identifier Length Limits").
 pub const MAX_IDENT_CHARS: usize = 64;
 
 /// `ident` between backticks, every backtick doubled: `` a`b `` → `` `a``b` ``.
 pub fn quote_ident(ident: &str) -> String {
-    crate::sql::ident::quote_ident_with(ident, '`')
+    ident::quote_ident_with(ident, '`')
 }
 
 /// A validated table name: an optional database and the table, each checked by
@@ -31,14 +33,8 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` naming the offending part.
     pub fn parse(name: &str, field: &str) -> Result<Self, FaucetError> {
-        let (database, table) = crate::sql::ident::split_qualified(name, field, "database")?;
-        for part in database.iter().chain(std::iter::once(&table)) {
-            validate_ident(part, field)?;
-        }
-        Ok(Self {
-            database: database.map(str::to_owned),
-            table: table.to_owned(),
-        })
+        let (database, table) = ident::parse_table(name, field, "database", validate_ident)?;
+        Ok(Self { database, table })
     }
 
     /// Parses `db.table`, the database required (`mysql-cdc`'s `tables`).
@@ -46,12 +42,9 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` for an unqualified or invalid name.
     pub fn parse_qualified(name: &str, field: &str) -> Result<Self, FaucetError> {
-        if !name.contains('.') {
-            return Err(FaucetError::config(
-                field,
-                format!("`{name}` names no database; write it as `database.{name}`"),
-            ));
-        }
+        ident::require_qualified(name, field, || {
+            format!("`{name}` names no database; write it as `database.{name}`")
+        })?;
         Self::parse(name, field)
     }
 
@@ -65,19 +58,13 @@ impl TableName {
 
     /// The quoted SQL form: `` `db`.`table` `` or `` `table` ``.
     pub fn quoted(&self) -> String {
-        match &self.database {
-            Some(d) => format!("{}.{}", quote_ident(d), quote_ident(&self.table)),
-            None => quote_ident(&self.table),
-        }
+        ident::quote_table(self.database.as_deref(), &self.table, '`')
     }
 }
 
 impl std::fmt::Display for TableName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.database {
-            Some(d) => write!(f, "{d}.{}", self.table),
-            None => f.write_str(&self.table),
-        }
+        ident::write_table(f, self.database.as_deref(), &self.table)
     }
 }
 

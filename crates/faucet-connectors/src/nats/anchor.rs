@@ -126,17 +126,27 @@ mod tests {
         h
     }
 
+    /// The anchor read from a page's headers in scope `k`: `sequence`, page start, page
+    /// index, and `more`.
+    fn anchor(sequence: &str, start: &str, index: &str, more: &[(&str, &str)]) -> Anchor {
+        let mut pairs = vec![
+            (HEADER_SCOPE, "k"),
+            (HEADER_SEQUENCE, sequence),
+            (HEADER_PAGE_START, start),
+            (HEADER_PAGE_INDEX, index),
+        ];
+        pairs.extend_from_slice(more);
+        read(&headers(&pairs), "k").expect("ok").expect("anchor")
+    }
+
     #[test]
     fn a_closed_page_is_committed() {
-        let h = headers(&[
-            (HEADER_SCOPE, "k"),
-            (HEADER_SEQUENCE, "4"),
-            (HEADER_PAGE_START, "{\"offset\":30}"),
-            (HEADER_PAGE_INDEX, "9"),
-            (HEADER_FENCE, "2"),
-            (HEADER_COMMIT, "{\"offset\":40}"),
-        ]);
-        let a = read(&h, "k").expect("ok").expect("anchor");
+        let a = anchor(
+            "4",
+            "{\"offset\":30}",
+            "9",
+            &[(HEADER_FENCE, "2"), (HEADER_COMMIT, "{\"offset\":40}")],
+        );
         assert_eq!(
             a.token,
             Some(CommitToken {
@@ -152,13 +162,7 @@ mod tests {
 
     #[test]
     fn a_page_stored_in_part_re_anchors_at_its_start_and_skips_what_is_stored() {
-        let h = headers(&[
-            (HEADER_SCOPE, "k"),
-            (HEADER_SEQUENCE, "5"),
-            (HEADER_PAGE_START, "{\"offset\":40}"),
-            (HEADER_PAGE_INDEX, "6"),
-        ]);
-        let a = read(&h, "k").expect("ok").expect("anchor");
+        let a = anchor("5", "{\"offset\":40}", "6", &[]);
         assert_eq!(
             a.token,
             Some(CommitToken {
@@ -168,13 +172,7 @@ mod tests {
         );
         assert_eq!((a.skip, a.fence), (7, None));
         // The source's first page, stored in part: no token, the skip from the start.
-        let h = headers(&[
-            (HEADER_SCOPE, "k"),
-            (HEADER_SEQUENCE, "1"),
-            (HEADER_PAGE_START, "null"),
-            (HEADER_PAGE_INDEX, "2"),
-        ]);
-        let a = read(&h, "k").expect("ok").expect("anchor");
+        let a = anchor("1", "null", "2", &[]);
         assert_eq!((a.token, a.start, a.skip), (None, Bookmark::Null, 3));
     }
 

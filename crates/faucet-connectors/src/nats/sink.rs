@@ -673,11 +673,6 @@ impl SinkWriter for NatsWriter<'_> {
         &self.written
     }
 
-    /// Each page's acknowledgements are awaited by its write; nothing is left to flush.
-    async fn flush(&mut self) -> Result<(), FaucetError> {
-        Ok(())
-    }
-
     /// Publishes the page's records not yet stored (a replay of a page stored in part skips
     /// its first ones), chained, the last carrying the token; durable when every
     /// acknowledgement is in. A page publishing nothing stores its token in a commit marker.

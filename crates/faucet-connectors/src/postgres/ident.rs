@@ -5,6 +5,8 @@
 
 use faucet_core::FaucetError;
 
+use crate::sql::ident;
+
 /// The longest PostgreSQL identifier, in bytes (`NAMEDATALEN - 1`; PostgreSQL manual,
 /// "Identifiers and Key Words"). The server silently truncates longer names, so they are
 /// rejected instead.
@@ -34,14 +36,8 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` naming the offending part.
     pub fn parse(name: &str, field: &str) -> Result<Self, FaucetError> {
-        let (schema, table) = crate::sql::ident::split_qualified(name, field, "schema")?;
-        for part in schema.iter().chain(std::iter::once(&table)) {
-            validate_ident(part, field)?;
-        }
-        Ok(Self {
-            schema: schema.map(str::to_owned),
-            name: table.to_owned(),
-        })
+        let (schema, name) = ident::parse_table(name, field, "schema", validate_ident)?;
+        Ok(Self { schema, name })
     }
 
     /// Parses `schema.table`, the schema required (`postgres-cdc`'s `tables`).
@@ -49,15 +45,12 @@ impl TableName {
     /// # Errors
     /// [`FaucetError::Config`] at `field` for an unqualified or invalid name.
     pub fn parse_qualified(name: &str, field: &str) -> Result<Self, FaucetError> {
-        if !name.contains('.') {
-            return Err(FaucetError::config(
-                field,
-                format!(
-                    "`{name}` is not schema-qualified; write it as `schema.table`, e.g. \
-                     `public.{name}`"
-                ),
-            ));
-        }
+        ident::require_qualified(name, field, || {
+            format!(
+                "`{name}` is not schema-qualified; write it as `schema.table`, e.g. \
+                 `public.{name}`"
+            )
+        })?;
         Self::parse(name, field)
     }
 
@@ -118,11 +111,7 @@ impl TableName {
 
     /// The quoted SQL form: `"schema"."table"` or `"table"`.
     pub fn quoted(&self) -> String {
-        use crate::sql::ident::quote_ident;
-        match &self.schema {
-            Some(s) => format!("{}.{}", quote_ident(s), quote_ident(&self.name)),
-            None => quote_ident(&self.name),
-        }
+        ident::quote_table(self.schema.as_deref(), &self.name, '"')
     }
 
     /// A sibling table in the same schema (`faucet_commit_tokens` beside the target, the
@@ -137,10 +126,7 @@ impl TableName {
 
 impl std::fmt::Display for TableName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.schema {
-            Some(s) => write!(f, "{s}.{}", self.name),
-            None => f.write_str(&self.name),
-        }
+        ident::write_table(f, self.schema.as_deref(), &self.name)
     }
 }
 

@@ -366,11 +366,6 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         &self.written
     }
 
-    /// Each page is written by its script call; nothing is left to flush.
-    async fn flush(&mut self) -> Result<(), FaucetError> {
-        Ok(())
-    }
-
     async fn write_committed(
         &mut self,
         page: &Page,

@@ -57,6 +57,69 @@ pub fn split_qualified<'a>(
     }
 }
 
+/// Parses a configured table name, `a.b` or `b` ([`split_qualified`]), checking each part
+/// by the system's rule `validate(part, field)`: the one parse of the SQL connectors'
+/// `TableName`s (`postgres::ident`, `mysql::table`).
+///
+/// # Errors
+/// [`faucet_core::FaucetError::Config`] at `field`, from [`split_qualified`] or `validate`.
+pub(crate) fn parse_table(
+    name: &str,
+    field: &str,
+    container: &str,
+    validate: fn(&str, &str) -> Result<(), faucet_core::FaucetError>,
+) -> Result<(Option<String>, String), faucet_core::FaucetError> {
+    let (outer, table) = split_qualified(name, field, container)?;
+    for part in outer.iter().chain(std::iter::once(&table)) {
+        validate(part, field)?;
+    }
+    Ok((outer.map(str::to_owned), table.to_owned()))
+}
+
+/// Refuses a table name without its container (`postgres-cdc`'s and `mysql-cdc`'s `tables`):
+/// `Ok` when `name` holds a `.`.
+///
+/// # Errors
+/// [`faucet_core::FaucetError::Config`] at `field` with the text `why` gives.
+pub(crate) fn require_qualified(
+    name: &str,
+    field: &str,
+    why: impl FnOnce() -> String,
+) -> Result<(), faucet_core::FaucetError> {
+    if name.contains('.') {
+        return Ok(());
+    }
+    Err(faucet_core::FaucetError::config(field, why()))
+}
+
+/// A table name's quoted SQL form, each part between `quote`s ([`quote_ident_with`]):
+/// `"a"."b"` / `` `a`.`b` ``, or the table alone.
+pub(crate) fn quote_table(outer: Option<&str>, table: &str, quote: char) -> String {
+    match outer {
+        Some(o) => format!(
+            "{}.{}",
+            quote_ident_with(o, quote),
+            quote_ident_with(table, quote)
+        ),
+        None => quote_ident_with(table, quote),
+    }
+}
+
+/// Writes a table name unquoted, `a.b` or `b` (the `Display` of the `TableName`s).
+///
+/// # Errors
+/// As [`std::fmt::Formatter::write_str`].
+pub(crate) fn write_table(
+    f: &mut std::fmt::Formatter<'_>,
+    outer: Option<&str>,
+    table: &str,
+) -> std::fmt::Result {
+    match outer {
+        Some(o) => write!(f, "{o}.{table}"),
+        None => f.write_str(table),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

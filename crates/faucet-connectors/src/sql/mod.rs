@@ -27,6 +27,7 @@ pub mod read;
 pub(crate) mod sink;
 #[cfg(feature = "sql-source")]
 pub mod table_pattern;
+pub mod validated;
 #[cfg(feature = "sql-source")]
 pub(crate) mod warnings;
 pub(crate) mod write;

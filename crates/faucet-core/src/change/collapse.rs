@@ -560,6 +560,15 @@ mod tests {
         ]
     }
 
+    /// A page of change records.
+    fn changes<const N: usize>(rows: [Vec<Value>; N]) -> Page {
+        let mut b = PageBuilder::new(change_schema(), 16);
+        for r in rows {
+            b.push_row(r);
+        }
+        b.finish(None)
+    }
+
     fn device(id: i64, name: &str, ver: i64) -> Value {
         row(&[
             ("id", Value::Int(id)),
@@ -607,17 +616,17 @@ mod tests {
 
     #[test]
     fn case_15_delete_insert_order_is_kept() {
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("d", key(1), Value::Null, &[]));
-        b.push_row(change("c", Value::Null, device(1, "a-reborn", 2), &[]));
-        b.push_row(change("c", Value::Null, device(4, "d", 1), &[]));
-        b.push_row(change("d", key(4), Value::Null, &[]));
-        b.push_row(change("u", key(2), device(2, "b2", 2), &[]));
-        b.push_row(change("d", key(2), Value::Null, &[]));
-        b.push_row(change("c", Value::Null, device(2, "b3", 3), &[]));
-        b.push_row(change("d", key(3), Value::Null, &[]));
-        b.push_row(change("c", Value::Null, device(3, "c-new", 2), &[]));
-        let page = b.finish(None);
+        let page = changes([
+            change("d", key(1), Value::Null, &[]),
+            change("c", Value::Null, device(1, "a-reborn", 2), &[]),
+            change("c", Value::Null, device(4, "d", 1), &[]),
+            change("d", key(4), Value::Null, &[]),
+            change("u", key(2), device(2, "b2", 2), &[]),
+            change("d", key(2), Value::Null, &[]),
+            change("c", Value::Null, device(2, "b3", 3), &[]),
+            change("d", key(3), Value::Null, &[]),
+            change("c", Value::Null, device(3, "c-new", 2), &[]),
+        ]);
         let mut seen = None;
         let c = run(&page, "id", &mut seen).expect("collapse");
         assert!(!c.truncate);
@@ -691,10 +700,10 @@ mod tests {
     fn a_key_change_carries_unchanged_columns_or_moves_the_stored_row() {
         let partial = |id: i64| row(&[("id", Value::Int(id)), ("ver", Value::Int(3))]);
         // The old key's value is earlier in the page: it is carried to the new key.
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("c", Value::Null, device(1, "kept", 1), &[]));
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        let page = b.finish(None);
+        let page = changes([
+            change("c", Value::Null, device(1, "kept", 1), &[]),
+            change("u", key(1), partial(5), &["name"]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(
             summary(&c),
@@ -702,10 +711,10 @@ mod tests {
         );
         assert!(moves(&c).is_empty());
         // Only the target has it: the stored row of 1 moves to 5, `name` left out.
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(2), device(2, "b", 2), &[]));
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(2), device(2, "b", 2), &[]),
+            change("u", key(1), partial(5), &["name"]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(
             summary(&c),
@@ -713,9 +722,7 @@ mod tests {
         );
         assert_eq!(moves(&c), vec![(1, 5, vec!["name".to_owned()], false)]);
         // The same key (no move): the stored value is kept by leaving the column out.
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(5), partial(5), &["name"]));
-        let page = b.finish(None);
+        let page = changes([change("u", key(5), partial(5), &["name"])]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(summary(&c), vec![('u', 5, None)]);
         assert!(moves(&c).is_empty());
@@ -726,11 +733,11 @@ mod tests {
         let partial = |id: i64| row(&[("id", Value::Int(id)), ("ver", Value::Int(3))]);
         // 1 → 5 → 9: two renames, in source order; a later same-key update of 9 that still
         // leaves `name` out keeps them.
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        b.push_row(change("u", key(5), partial(9), &["name"]));
-        b.push_row(change("u", key(9), partial(9), &["name"]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(1), partial(5), &["name"]),
+            change("u", key(5), partial(9), &["name"]),
+            change("u", key(9), partial(9), &["name"]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(
             summary(&c),
@@ -746,11 +753,11 @@ mod tests {
             [false, true]
         );
         // 1 → 5, then 9 → 12 frees 9, then 5 → 9: the renames interleave in source order.
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        b.push_row(change("u", key(9), partial(12), &["name"]));
-        b.push_row(change("u", key(5), partial(9), &["name"]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(1), partial(5), &["name"]),
+            change("u", key(9), partial(12), &["name"]),
+            change("u", key(5), partial(9), &["name"]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(
             moves(&c),
@@ -763,10 +770,10 @@ mod tests {
         // 5 → 8 frees 5, then 1 → 5 takes it: applied in that order. The page ends with a
         // row of 5, so the move 5 → 8 keeps a row of 8 it finds (on a replay the row of 5 is
         // the moved row of 1).
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(5), partial(8), &["name"]));
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(5), partial(8), &["name"]),
+            change("u", key(1), partial(5), &["name"]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(
             moves(&c),
@@ -777,17 +784,17 @@ mod tests {
         );
         // The old key inserted again after the move: an existing row of the new key is kept
         // (on a replay the row of the old key is the newer one).
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        b.push_row(change("c", Value::Null, device(1, "new", 1), &[]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(1), partial(5), &["name"]),
+            change("c", Value::Null, device(1, "new", 1), &[]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert_eq!(moves(&c), vec![(1, 5, vec!["name".to_owned()], true)]);
         // The moved row's value arrives later in the page: no move is left.
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        b.push_row(change("u", key(5), device(5, "set", 4), &[]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(1), partial(5), &["name"]),
+            change("u", key(5), device(5, "set", 4), &[]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         assert!(moves(&c).is_empty());
         assert_eq!(
@@ -795,20 +802,20 @@ mod tests {
             vec![('d', 1, None), ('u', 5, Some("set".into()))]
         );
         // A move whose new key is deleted later in the page: no move either.
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(1), partial(5), &["name"]));
-        b.push_row(change("d", key(5), Value::Null, &[]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(1), partial(5), &["name"]),
+            change("d", key(5), Value::Null, &[]),
+        ]);
         assert!(moves(&run(&page, "id", &mut None).expect("collapse")).is_empty());
     }
 
     #[test]
     fn a_missing_moved_row_names_keys_columns_row_and_the_fix() {
         let partial = row(&[("id", Value::Int(5)), ("ver", Value::Int(3))]);
-        let mut b = PageBuilder::new(change_schema(), 16);
-        b.push_row(change("u", key(2), device(2, "b", 2), &[]));
-        b.push_row(change("u", key(1), partial, &["name"]));
-        let page = b.finish(None);
+        let page = changes([
+            change("u", key(2), device(2, "b", 2), &[]),
+            change("u", key(1), partial, &["name"]),
+        ]);
         let c = run(&page, "id", &mut None).expect("collapse");
         match moved_row_missing("test", "t", c.moves()[0]) {
             FaucetError::Data {

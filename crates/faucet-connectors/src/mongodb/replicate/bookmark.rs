@@ -22,13 +22,11 @@
 //! for good; `faucet run` on this state key reads it as its own bookmark, ignoring the
 //! member).
 
-use std::collections::BTreeSet;
-
-use faucet_core::serde_json::{Value as Json, json};
-use faucet_core::{Bookmark, FaucetError};
+use faucet_core::FaucetError;
+use faucet_core::serde_json::{Map, Value as Json};
 
 use super::CONNECTOR;
-use crate::copy_history::{self, Point};
+use crate::copy_history::{self, Point, SnapshotStart};
 use crate::mongodb::cdc::CdcBookmark;
 
 /// The point of every part of a MongoDB copy: the anchor's resume token (`_data`). Parts are
@@ -52,82 +50,68 @@ pub(crate) type TableCopy = copy_history::TableCopy<Anchor>;
 /// Every collection's copy history.
 pub(crate) type Copied = copy_history::Copied<Anchor>;
 
-/// Where a copy stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SnapshotBookmark {
-    /// The anchor A: where the change stream is read from.
-    pub(crate) start: CdcBookmark,
-    /// What was copied so far.
-    pub(crate) copied: Copied,
-    /// A late copy's collections copied before (not read again). Empty for a first copy.
-    pub(crate) earlier: BTreeSet<String>,
-}
+/// Where a copy stands ([`copy_history::SnapshotBookmark`]); its `start` is the anchor A as
+/// a `mongodb-cdc` bookmark.
+pub(crate) type SnapshotBookmark = copy_history::SnapshotBookmark<CdcBookmark>;
 
-impl SnapshotBookmark {
-    /// Whether `table` needs no copying: copied before, or copied to its last key.
-    pub(crate) fn holds(&self, table: &str) -> bool {
-        self.earlier.contains(table) || self.copied.finished(table)
+impl SnapshotStart for CdcBookmark {
+    type Point = Anchor;
+    const CONNECTOR: &'static str = CONNECTOR;
+    const NAME: &'static str = "mongodb replicate snapshot bookmark";
+
+    fn to_members(&self, snapshot: &mut Map<String, Json>) {
+        snapshot.insert("start".into(), self.to_json());
     }
 
-    /// The anchor as a copy point.
-    pub(crate) fn anchor(&self) -> Anchor {
-        Anchor(self.start.resume_token.clone())
+    fn from_members(s: &Json, bad: &dyn Fn() -> FaucetError) -> Result<Self, FaucetError> {
+        CdcBookmark::from_json(s.get("start").ok_or_else(bad)?).map_err(|_| bad())
     }
 
-    /// The JSON form.
-    pub(crate) fn to_json(&self) -> Bookmark {
-        json!({"snapshot": {
-            "start": self.start.to_json(),
-            "tables": self.copied.to_json(),
-            "copied": self.earlier,
-        }})
-    }
-
-    /// Reads a snapshot bookmark; `Ok(None)` when `b` is not one (a change-stream bookmark).
-    ///
-    /// # Errors
-    /// [`FaucetError::Bookmark`] when `b` has a `snapshot` member of the wrong shape, or one
-    /// whose parts are not all as of its anchor.
-    pub(crate) fn from_json(b: &Bookmark) -> Result<Option<Self>, FaucetError> {
-        let Some(s) = b.get("snapshot") else {
-            return Ok(None);
-        };
-        let bad = || {
-            FaucetError::bookmark(
-                CONNECTOR,
-                format!("the stored bookmark {b} is not a mongodb replicate snapshot bookmark"),
-                None,
-            )
-        };
-        let start = CdcBookmark::from_json(s.get("start").ok_or_else(bad)?).map_err(|_| bad())?;
-        let copied = Copied::from_json(s.get("tables").ok_or_else(bad)?, &bad)?;
-        let anchor = Anchor(start.resume_token.clone());
-        if copied
+    /// Every part is as of the anchor.
+    fn fits(&self, copied: &Copied) -> bool {
+        let anchor = Anchor(self.resume_token.clone());
+        copied
             .tables
             .values()
             .flat_map(TableCopy::points)
-            .any(|p| p != anchor)
-        {
-            return Err(bad());
-        }
-        let earlier = match s.get("copied") {
-            None | Some(Json::Null) => BTreeSet::new(),
-            Some(v) => copy_history::strings(v)
-                .ok_or_else(bad)?
-                .into_iter()
-                .collect(),
-        };
-        Ok(Some(Self {
-            start,
-            copied,
-            earlier,
-        }))
+            .all(|p| p == anchor)
+    }
+}
+
+impl SnapshotBookmark {
+    /// The anchor as a copy point.
+    pub(crate) fn anchor(&self) -> Anchor {
+        Anchor(self.start.resume_token.clone())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use faucet_core::serde_json::json;
+
+    #[test]
+    fn todays_shape_still_reads() {
+        // As written before the bookmark became `copy_history::SnapshotBookmark`.
+        let stored = json!({"snapshot": {
+            "start": {"resume_token": "82aa"},
+            "tables": {"shop.a": {"key": ["_id"], "parts": [{"at": "82aa", "to": ["5"]}],
+                                  "dirty": [{"at": "82aa", "after": ["5"], "to": null}]}},
+            "copied": ["shop.z"]}});
+        let s = SnapshotBookmark::from_json(&stored)
+            .expect("ok")
+            .expect("snapshot");
+        assert_eq!(s.anchor(), Anchor("82aa".into()));
+        assert_eq!(
+            s.copied.tables["shop.a"].resume_after(),
+            Some(&["5".to_owned()][..])
+        );
+        assert!(s.holds("shop.z") && !s.holds("shop.a"));
+        let back = s.to_json();
+        assert_eq!(back["snapshot"]["tables"], stored["snapshot"]["tables"]);
+        assert_eq!(back["snapshot"]["copied"], stored["snapshot"]["copied"]);
+        assert_eq!(SnapshotBookmark::from_json(&back).expect("ok"), Some(s));
+    }
 
     #[test]
     fn round_trip_and_malformed() {

@@ -390,11 +390,6 @@ impl SinkWriter for MongodbWriter<'_> {
         self.write_page(page, None).await
     }
 
-    /// Each page is committed by its write; nothing is left to flush.
-    async fn flush(&mut self) -> Result<(), FaucetError> {
-        Ok(())
-    }
-
     /// The page and its token in one transaction. Without transactions (a standalone server)
     /// an upsert sink writes the page by key and keeps no token; an append sink never gets
     /// here ([`SinkWriter::last_committed_token`] refused).

@@ -164,16 +164,12 @@ impl CdcBookmark {
         let obj = bookmark
             .as_object()
             .ok_or_else(|| invalid(bookmark, "not an object"))?;
-        if obj.contains_key("snapshot") || obj.contains_key("replicate") {
-            return Err(FaucetError::bookmark(
-                CONNECTOR,
-                "this state key holds a bookmark of `faucet replicate` (a snapshot copy in \
-                 progress, or the history of one the binlog stream has not passed yet), which \
-                 `faucet run` cannot continue: run `faucet replicate` with this config until it \
-                 is done, or give this pipeline its own `name` (state key)",
-                None,
-            ));
-        }
+        crate::copy_history::refuse_replicate_bookmark(
+            obj,
+            CONNECTOR,
+            "binlog stream",
+            "`name` (state key)",
+        )?;
         if let Some(extra) = obj.keys().find(|k| {
             !matches!(
                 k.as_str(),

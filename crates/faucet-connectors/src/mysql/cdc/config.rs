@@ -87,31 +87,8 @@ impl std::fmt::Debug for MysqlCdcConfig {
 }
 
 /// A [`MysqlCdcConfig`] that passed [`MysqlCdcConfig::validate`], with what validation parsed.
-#[derive(Clone)]
-pub struct ValidatedMysqlCdcConfig {
-    pub(crate) config: MysqlCdcConfig,
-    pub(crate) connection: MysqlConnection,
-    pub(crate) tables: Vec<TableName>,
-    /// The pattern entries of `tables` (`shop.*`), resolved at start.
-    pub(crate) patterns: Vec<TablePattern>,
-}
-
-impl ValidatedMysqlCdcConfig {
-    /// The configuration as written.
-    pub fn config(&self) -> &MysqlCdcConfig {
-        &self.config
-    }
-}
-
-impl std::fmt::Debug for ValidatedMysqlCdcConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValidatedMysqlCdcConfig")
-            .field("config", &self.config)
-            .field("tables", &self.tables)
-            .field("patterns", &self.patterns)
-            .finish_non_exhaustive()
-    }
-}
+pub type ValidatedMysqlCdcConfig =
+    crate::sql::validated::ValidatedCdcConfig<MysqlCdcConfig, MysqlConnection, TableName>;
 
 impl MysqlCdcConfig {
     /// A configuration with the defaults for the optional fields.

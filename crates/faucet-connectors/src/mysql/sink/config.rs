@@ -15,39 +15,9 @@ use crate::sql::sink::route::{Route, TargetEntry};
 pub(crate) const CONNECTOR: &str = "mysql";
 
 /// A [`MysqlSinkConfig`] that passed [`MysqlSinkConfig::validate`], with what validation
-/// parsed; made only by `validate`, taken by [`super::MysqlSink::from_validated`].
-#[derive(Clone)]
-pub struct ValidatedMysqlSinkConfig {
-    pub(crate) config: MysqlSinkConfig,
-    pub(crate) connection: MysqlConnection,
-    /// The table, qualified with the URL's database when the config did not name one; for
-    /// a routed sink, where its commit token and fence tables live ([`Route::home`], else
-    /// the URL's database) and how messages name it.
-    pub(crate) table: TableName,
-    /// The route, when `table` is a template or `tables:` is given.
-    pub(crate) route: Option<Route>,
-}
-
-impl ValidatedMysqlSinkConfig {
-    /// The route, when the sink writes each source table into its own target (`table`
-    /// with a placeholder, or `tables:`).
-    pub fn route(&self) -> Option<&crate::sql::Route> {
-        self.route.as_ref()
-    }
-
-    /// The configuration as written.
-    pub fn config(&self) -> &MysqlSinkConfig {
-        &self.config
-    }
-}
-
-impl std::fmt::Debug for ValidatedMysqlSinkConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValidatedMysqlSinkConfig")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+/// parsed; taken by [`super::MysqlSink::from_validated`].
+pub type ValidatedMysqlSinkConfig =
+    crate::sql::validated::ValidatedSinkConfig<MysqlSinkConfig, MysqlConnection, TableName>;
 
 /// Configuration of a [`super::MysqlSink`] (MySQL or MariaDB; MariaDB 10.11 is tested).
 ///

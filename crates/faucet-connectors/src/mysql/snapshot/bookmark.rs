@@ -37,14 +37,12 @@
 //! a warning) — an upsert target is unchanged by it, an append target receives those rows
 //! again as `op: r`; nothing is lost.
 
-use std::collections::BTreeSet;
-
-use faucet_core::serde_json::{Value as Json, json};
-use faucet_core::{Bookmark, FaucetError};
+use faucet_core::FaucetError;
+use faucet_core::serde_json::{Map, Value as Json, json};
 
 use super::CONNECTOR;
 use super::point::SnapshotPoint;
-use crate::copy_history;
+use crate::copy_history::{self, SnapshotStart, optional_string};
 use crate::mysql::cdc::bookmark::CdcBookmark;
 
 /// What was copied of one table, points as binlog positions.
@@ -52,75 +50,42 @@ pub(crate) type TableCopy = copy_history::TableCopy<SnapshotPoint>;
 /// Every table's copy history.
 pub(crate) type Copied = copy_history::Copied<SnapshotPoint>;
 
-/// Where a snapshot copy stands.
+/// The MySQL part of a snapshot bookmark: `start` and `gtid_state` (module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SnapshotBookmark {
+pub(crate) struct BinlogStart {
     /// The first snapshot's point C1, where the binlog is read from.
-    pub(crate) start: CdcBookmark,
+    pub(crate) cdc: CdcBookmark,
     /// The GTID state at C1.
     pub(crate) gtid_state: Option<String>,
-    /// What was copied so far.
-    pub(crate) copied: Copied,
-    /// A late copy's tables copied before (not read again). Empty for a first copy.
-    pub(crate) earlier: BTreeSet<String>,
+}
+
+/// Where a snapshot copy stands ([`copy_history::SnapshotBookmark`]).
+pub(crate) type SnapshotBookmark = copy_history::SnapshotBookmark<BinlogStart>;
+
+impl SnapshotStart for BinlogStart {
+    type Point = SnapshotPoint;
+    const CONNECTOR: &'static str = CONNECTOR;
+    const NAME: &'static str = "mysql replicate snapshot bookmark";
+
+    fn to_members(&self, snapshot: &mut Map<String, Json>) {
+        snapshot.insert("start".into(), self.cdc.to_json());
+        snapshot.insert("gtid_state".into(), json!(self.gtid_state));
+    }
+
+    fn from_members(s: &Json, bad: &dyn Fn() -> FaucetError) -> Result<Self, FaucetError> {
+        // A late copy's `start` may be inside a transaction (module docs).
+        let cdc = CdcBookmark::from_json(s.get("start").ok_or_else(bad)?).map_err(|_| bad())?;
+        Ok(Self {
+            cdc,
+            gtid_state: optional_string(s, "gtid_state", bad)?,
+        })
+    }
 }
 
 impl SnapshotBookmark {
-    /// Whether `table` needs no copying: copied before, or copied to its last key.
-    pub(crate) fn holds(&self, table: &str) -> bool {
-        self.earlier.contains(table) || self.copied.finished(table)
-    }
-
     /// The first point C1.
     pub(crate) fn start_point(&self) -> SnapshotPoint {
-        SnapshotPoint(self.start.position.clone())
-    }
-
-    /// The JSON form.
-    pub(crate) fn to_json(&self) -> Bookmark {
-        json!({"snapshot": {
-            "start": self.start.to_json(),
-            "gtid_state": self.gtid_state,
-            "tables": self.copied.to_json(),
-            "copied": self.earlier,
-        }})
-    }
-
-    /// Reads a snapshot bookmark; `Ok(None)` when `b` is not one (a change-stream bookmark).
-    ///
-    /// # Errors
-    /// [`FaucetError::Bookmark`] when `b` has a `snapshot` member of the wrong shape.
-    pub(crate) fn from_json(b: &Bookmark) -> Result<Option<Self>, FaucetError> {
-        let Some(s) = b.get("snapshot") else {
-            return Ok(None);
-        };
-        let bad = || {
-            FaucetError::bookmark(
-                CONNECTOR,
-                format!("the stored bookmark {b} is not a mysql replicate snapshot bookmark"),
-                None,
-            )
-        };
-        // A late copy's `start` may be inside a transaction (module docs).
-        let start = CdcBookmark::from_json(s.get("start").ok_or_else(bad)?).map_err(|_| bad())?;
-        let gtid_state = match s.get("gtid_state") {
-            None | Some(Json::Null) => None,
-            Some(v) => Some(v.as_str().ok_or_else(bad)?.to_owned()),
-        };
-        let copied = Copied::from_json(s.get("tables").ok_or_else(bad)?, &bad)?;
-        let earlier = match s.get("copied") {
-            None | Some(Json::Null) => BTreeSet::new(),
-            Some(v) => copy_history::strings(v)
-                .ok_or_else(bad)?
-                .into_iter()
-                .collect(),
-        };
-        Ok(Some(Self {
-            start,
-            gtid_state,
-            copied,
-            earlier,
-        }))
+        SnapshotPoint(self.start.cdc.position.clone())
     }
 }
 
@@ -136,7 +101,6 @@ pub(crate) fn single_gtid(state: Option<&str>) -> Option<String> {
 mod tests {
     use super::*;
     use crate::copy_history::Point as _;
-    use crate::mysql::cdc::bookmark::ServerIdentity;
     use crate::mysql::cdc::position::BinlogPos;
 
     fn at(pos: u64) -> SnapshotPoint {
@@ -157,19 +121,12 @@ mod tests {
         t.advance(at(200), None);
         copied.tables.insert("shop.a".into(), t);
         let s = SnapshotBookmark {
-            start: CdcBookmark {
-                position: at(100).0,
-                gtid: Some("0-1-5".into()),
-                gtid_state: None,
-                gtid_set: None,
-                by_gtid: false,
-                server: ServerIdentity {
-                    server_id: 1,
-                    server_uuid: None,
-                },
-                in_txn: None,
+            start: BinlogStart {
+                cdc: CdcBookmark::from_json(&json!({"binlog_file": "mariadb-bin.000003",
+                    "binlog_pos": 100, "gtid": "0-1-5", "server": {"server_id": 1}}))
+                .expect("cdc bookmark"),
+                gtid_state: Some("0-1-5".into()),
             },
-            gtid_state: Some("0-1-5".into()),
             copied: copied.clone(),
             earlier: ["shop.z".to_owned()].into(),
         };
@@ -198,6 +155,35 @@ mod tests {
         ] {
             let e = SnapshotBookmark::from_json(&bad).expect_err("refused");
             assert!(matches!(e, FaucetError::Bookmark { .. }), "{e}");
+        }
+    }
+
+    #[test]
+    fn todays_shape_still_reads() {
+        // As written before the bookmark became `copy_history::SnapshotBookmark`.
+        let stored = json!({"snapshot": {
+            "start": {"binlog_file": "mariadb-bin.000003", "binlog_pos": 100, "gtid": "0-1-5",
+                      "server": {"server_id": 1, "server_uuid": null}},
+            "gtid_state": "0-1-5",
+            "tables": {"shop.a": {"key": ["id"],
+                                  "parts": [{"at": "mariadb-bin.000003:200", "to": null}],
+                                  "dirty": []}},
+            "copied": ["shop.z"]}});
+        let s = SnapshotBookmark::from_json(&stored)
+            .expect("ok")
+            .expect("snapshot");
+        assert_eq!(s.start_point(), at(100));
+        assert_eq!(s.start.gtid_state.as_deref(), Some("0-1-5"));
+        assert_eq!(s.start.cdc.gtid.as_deref(), Some("0-1-5"));
+        assert!(s.holds("shop.a") && s.holds("shop.z") && !s.holds("shop.b"));
+        let back = s.to_json();
+        assert_eq!(
+            SnapshotBookmark::from_json(&back).expect("ok"),
+            Some(s),
+            "{back}"
+        );
+        for member in ["start", "gtid_state", "tables", "copied"] {
+            assert!(back["snapshot"].get(member).is_some(), "{member}: {back}");
         }
     }
 

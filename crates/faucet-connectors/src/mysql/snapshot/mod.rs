@@ -84,7 +84,7 @@ use crate::mysql::query::Target;
 use crate::mysql::query::plan::Plan;
 use crate::mysql::table::TableName;
 
-use bookmark::{Copied, SnapshotBookmark, single_gtid};
+use bookmark::{BinlogStart, Copied, SnapshotBookmark, single_gtid};
 use filter::Filter;
 use point::{SnapshotSession, cdc_point};
 use stream::{ReplicateStream, no_primary_key};
@@ -154,7 +154,7 @@ impl MysqlReplicateSource {
     ) -> Result<Option<SnapshotSession>, FaucetError> {
         let mut conn = self.validated.connection.connect().await?;
         let facts = server::facts(&mut conn).await?;
-        if facts.identity != position.start.server {
+        if facts.identity != position.start.cdc.server {
             return Err(FaucetError::bookmark(
                 CONNECTOR,
                 format!(
@@ -162,13 +162,13 @@ impl MysqlReplicateSource {
                      this one has server_id {}: its binlog positions do not apply here. \
                      Delete this pipeline's state entry, empty the target, and run `faucet \
                      replicate` again",
-                    position.start.server.server_id, facts.identity.server_id
+                    position.start.cdc.server.server_id, facts.identity.server_id
                 ),
                 None,
             ));
         }
         let files = server::binlog_files(&mut conn).await?;
-        server::require_file(&files, &position.start.position)?;
+        server::require_file(&files, &position.start.cdc.position)?;
         let pending = tables.iter().any(|t| !position.holds(&t.to_string()));
         if !pending {
             return Ok(None);
@@ -177,7 +177,7 @@ impl MysqlReplicateSource {
         drop(conn);
         let session = SnapshotSession::start(&self.validated.connection, facts.mariadb).await?;
         tracing::info!(
-            first_point = %position.start.position,
+            first_point = %position.start.cdc.position,
             resumed_at = %session.point,
             "resuming the interrupted snapshot"
         );
@@ -261,8 +261,10 @@ impl Source for MysqlReplicateSource {
                         "copying the listed tables not copied before, then reading the binlog on"
                     );
                     SnapshotBookmark {
-                        start,
-                        gtid_state: None,
+                        start: BinlogStart {
+                            cdc: start,
+                            gtid_state: None,
+                        },
                         copied: history.unwrap_or_default(),
                         earlier: known,
                     }
@@ -280,24 +282,26 @@ impl Source for MysqlReplicateSource {
         drop(conn);
         let session = SnapshotSession::start(&connection, facts.mariadb).await?;
         let position = SnapshotBookmark {
-            start: CdcBookmark {
-                position: session.point.clone(),
-                gtid: single_gtid(session.gtid.as_deref()),
-                gtid_state: session
-                    .gtid
-                    .as_deref()
-                    .and_then(crate::mysql::cdc::position::GtidState::parse),
-                // MySQL: @@gtid_executed read at the snapshot point.
-                gtid_set: session
-                    .gtid
-                    .as_deref()
-                    .filter(|_| !facts.mariadb)
-                    .and_then(|g| crate::mysql::cdc::gtid_set::MysqlGtidSet::parse(g).ok()),
-                by_gtid: false,
-                server: facts.identity,
-                in_txn: None,
+            start: BinlogStart {
+                cdc: CdcBookmark {
+                    position: session.point.clone(),
+                    gtid: single_gtid(session.gtid.as_deref()),
+                    gtid_state: session
+                        .gtid
+                        .as_deref()
+                        .and_then(crate::mysql::cdc::position::GtidState::parse),
+                    // MySQL: @@gtid_executed read at the snapshot point.
+                    gtid_set: session
+                        .gtid
+                        .as_deref()
+                        .filter(|_| !facts.mariadb)
+                        .and_then(|g| crate::mysql::cdc::gtid_set::MysqlGtidSet::parse(g).ok()),
+                    by_gtid: false,
+                    server: facts.identity,
+                    in_txn: None,
+                },
+                gtid_state: session.gtid.clone(),
             },
-            gtid_state: session.gtid.clone(),
             copied: Copied::default(),
             earlier: BTreeSet::new(),
         };

@@ -134,7 +134,7 @@ impl<'a> ReplicateStream<'a> {
             return self.position.to_json();
         }
         after_copy(
-            self.position.start.to_json(),
+            self.position.start.cdc.to_json(),
             &self.position.start_point(),
             &self.position.copied,
             &self.listed(),
@@ -413,7 +413,7 @@ impl CopyThenChanges for ReplicateStream<'_> {
     /// Ends the snapshot, reads the binlog from C1.
     async fn open_changes(&mut self) -> Result<(), FaucetError> {
         self.phase = Phase::Changes(Box::new(EmptyStream));
-        let start = self.position.start.to_json();
+        let start = self.position.start.cdc.to_json();
         let stream = self.cdc.open(Some(start), self.options.clone()).await?;
         let filter = Filter::new(
             self.position.copied.clone(),
@@ -422,7 +422,7 @@ impl CopyThenChanges for ReplicateStream<'_> {
         );
         tracing::info!(
             tables = self.tables.len(),
-            from = %self.position.start.position,
+            from = %self.position.start.cdc.position,
             filtered = filter.is_some(),
             "snapshot copied; reading the binlog"
         );

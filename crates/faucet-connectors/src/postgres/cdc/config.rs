@@ -13,34 +13,9 @@ pub(crate) use crate::postgres::ident::TableName;
 use crate::sql::table_pattern::TablePattern;
 
 /// A [`PostgresCdcConfig`] that passed [`PostgresCdcConfig::validate`], with what validation
-/// parsed; made only by `validate`, taken by [`super::PostgresCdcSource::from_validated`], so
-/// the config is parsed once.
-#[derive(Clone)]
-pub struct ValidatedCdcConfig {
-    pub(crate) config: PostgresCdcConfig,
-    pub(crate) connection: PostgresUrl,
-    pub(crate) tables: Vec<TableName>,
-    /// The pattern entries of `tables` (`public.*`), resolved at start.
-    pub(crate) patterns: Vec<TablePattern>,
-}
-
-impl ValidatedCdcConfig {
-    /// The configuration as written.
-    pub fn config(&self) -> &PostgresCdcConfig {
-        &self.config
-    }
-}
-
-impl std::fmt::Debug for ValidatedCdcConfig {
-    /// The config (its URL redacted) and the tables; the connection parameters are left out.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValidatedCdcConfig")
-            .field("config", &self.config)
-            .field("tables", &self.tables)
-            .field("patterns", &self.patterns)
-            .finish_non_exhaustive()
-    }
-}
+/// parsed.
+pub type ValidatedCdcConfig =
+    crate::sql::validated::ValidatedCdcConfig<PostgresCdcConfig, PostgresUrl, TableName>;
 
 /// Configuration of a [`super::PostgresCdcSource`].
 ///
@@ -207,46 +182,44 @@ impl PostgresCdcConfig {
     }
 }
 
-/// PostgreSQL's rule for replication slot names (`ReplicationSlotValidateName`).
-fn validate_slot_name(name: &str) -> Result<(), FaucetError> {
-    let ok = !name.is_empty()
+/// Whether `name` is 1 to [`MAX_IDENT_BYTES`] bytes of lower-case letters, digits and `_`,
+/// and, unless `leading_digit`, does not start with a digit.
+fn lower_snake(name: &str, leading_digit: bool) -> bool {
+    !name.is_empty()
         && name.len() <= MAX_IDENT_BYTES
+        && (leading_digit || !name.as_bytes()[0].is_ascii_digit())
         && name
             .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(FaucetError::config(
-            "slot_name",
-            format!(
-                "`{name}` is not a valid replication slot name: use lower-case letters, digits \
-                 and `_`, at most {MAX_IDENT_BYTES} bytes"
-            ),
-        ))
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+/// PostgreSQL's rule for replication slot names (`ReplicationSlotValidateName`).
+fn validate_slot_name(name: &str) -> Result<(), FaucetError> {
+    if lower_snake(name, true) {
+        return Ok(());
     }
+    Err(FaucetError::config(
+        "slot_name",
+        format!(
+            "`{name}` is not a valid replication slot name: use lower-case letters, digits \
+             and `_`, at most {MAX_IDENT_BYTES} bytes"
+        ),
+    ))
 }
 
 /// Publication names are passed to pgoutput's `publication_names` unquoted, where the server
 /// folds them to lower case; so only names that need no quoting are accepted.
 fn validate_publication(name: &str) -> Result<(), FaucetError> {
-    let ok = !name.is_empty()
-        && name.len() <= MAX_IDENT_BYTES
-        && !name.as_bytes()[0].is_ascii_digit()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-    if ok {
-        Ok(())
-    } else {
-        Err(FaucetError::config(
-            "publication",
-            format!(
-                "`{name}` is not accepted as a publication name: use lower-case letters, \
-                 digits and `_`, not starting with a digit, at most {MAX_IDENT_BYTES} bytes"
-            ),
-        ))
+    if lower_snake(name, false) {
+        return Ok(());
     }
+    Err(FaucetError::config(
+        "publication",
+        format!(
+            "`{name}` is not accepted as a publication name: use lower-case letters, \
+             digits and `_`, not starting with a digit, at most {MAX_IDENT_BYTES} bytes"
+        ),
+    ))
 }
 
 #[cfg(test)]

@@ -141,45 +141,56 @@ mod tests {
 
     #[test]
     fn widenings_are_applied_and_narrowings_refused() {
-        let w = |target: &str, dt: DataType, src: &str| widen(target, &dt, src);
-        assert_eq!(
-            w("integer", DataType::Int, "bigint"),
-            Widening::Alter("bigint".into())
-        );
-        assert_eq!(w("bigint", DataType::Int, "integer"), Widening::Holds);
-        assert_eq!(
-            w(
+        let alter = |to: &str| Widening::Alter(to.into());
+        for (target, dt, src, expected) in [
+            ("integer", DataType::Int, "bigint", alter("bigint")),
+            ("bigint", DataType::Int, "integer", Widening::Holds),
+            (
                 "character varying(10)",
                 DataType::Text,
-                "character varying(20)"
+                "character varying(20)",
+                alter("character varying(20)"),
             ),
-            Widening::Alter("character varying(20)".into())
-        );
-        assert_eq!(
-            w("text", DataType::Text, "character varying(20)"),
-            Widening::Holds
-        );
-        assert_eq!(
-            w("character varying(10)", DataType::Text, "text"),
-            Widening::Alter("text".into())
-        );
-        assert_eq!(
-            w("numeric(10,2)", DataType::Numeric, "numeric(12,2)"),
-            Widening::Alter("numeric(12,2)".into())
-        );
-        assert_eq!(
-            w("numeric", DataType::Numeric, "numeric(12,2)"),
-            Widening::Holds
-        );
-        assert_eq!(
-            w("numeric(12,2)", DataType::Numeric, "numeric(12,4)"),
-            Widening::No
-        );
-        assert_eq!(w("bigint", DataType::Text, "text"), Widening::No);
-        assert_eq!(w("text", DataType::Int, "integer"), Widening::No);
-        assert_eq!(
-            w("real", DataType::Float, "double precision"),
-            Widening::Alter("double precision".into())
-        );
+            (
+                "text",
+                DataType::Text,
+                "character varying(20)",
+                Widening::Holds,
+            ),
+            (
+                "character varying(10)",
+                DataType::Text,
+                "text",
+                alter("text"),
+            ),
+            (
+                "numeric(10,2)",
+                DataType::Numeric,
+                "numeric(12,2)",
+                alter("numeric(12,2)"),
+            ),
+            (
+                "numeric",
+                DataType::Numeric,
+                "numeric(12,2)",
+                Widening::Holds,
+            ),
+            (
+                "numeric(12,2)",
+                DataType::Numeric,
+                "numeric(12,4)",
+                Widening::No,
+            ),
+            ("bigint", DataType::Text, "text", Widening::No),
+            ("text", DataType::Int, "integer", Widening::No),
+            (
+                "real",
+                DataType::Float,
+                "double precision",
+                alter("double precision"),
+            ),
+        ] {
+            assert_eq!(widen(target, &dt, src), expected, "{target} <- {src}");
+        }
     }
 }

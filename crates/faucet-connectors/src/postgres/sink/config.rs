@@ -15,41 +15,9 @@ use crate::sql::sink::route::{Route, TargetEntry};
 use crate::sql::{DroppedColumns, SchemaChanges};
 
 /// A [`PostgresSinkConfig`] that passed [`PostgresSinkConfig::validate`], with what
-/// validation parsed; made only by `validate`, taken by
-/// [`super::PostgresSink::from_validated`], so the config is parsed once.
-#[derive(Clone)]
-pub struct ValidatedSinkConfig {
-    pub(crate) config: PostgresSinkConfig,
-    pub(crate) connection: PostgresUrl,
-    /// The one target; for a routed sink, where its commit token and fence tables live
-    /// ([`Route::home`]) and how messages name it.
-    pub(crate) table: TableName,
-    /// The route, when `table` is a template or `tables:` is given.
-    pub(crate) route: Option<Route>,
-}
-
-impl ValidatedSinkConfig {
-    /// The route, when the sink writes each source table into its own target (`table`
-    /// with a placeholder, or `tables:`).
-    pub fn route(&self) -> Option<&crate::sql::Route> {
-        self.route.as_ref()
-    }
-
-    /// The configuration as written.
-    pub fn config(&self) -> &PostgresSinkConfig {
-        &self.config
-    }
-}
-
-impl std::fmt::Debug for ValidatedSinkConfig {
-    /// The config (its URL redacted); the connection options, which hold the password, are
-    /// left out.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValidatedSinkConfig")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+/// validation parsed; taken by [`super::PostgresSink::from_validated`].
+pub type ValidatedSinkConfig =
+    crate::sql::validated::ValidatedSinkConfig<PostgresSinkConfig, PostgresUrl, TableName>;
 
 /// Configuration of a [`super::PostgresSink`].
 ///

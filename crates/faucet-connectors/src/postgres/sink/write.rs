@@ -735,40 +735,25 @@ mod tests {
     #[test]
     fn upserts_of_whole_rows_use_on_conflict_and_partial_rows_update_then_insert() {
         let key = vec!["id".to_owned()];
+        let upsert = |cols: &str, names: &[&str], whole: bool| {
+            upsert_statements(("\"t\"", "pg_temp.faucet_stage"), cols, names, &key, whole)
+        };
         assert_eq!(
-            upsert_statements(
-                ("\"t\"", "pg_temp.faucet_stage"),
-                "\"id\", \"v\"",
-                &["id", "v"],
-                &key,
-                true
-            ),
+            upsert("\"id\", \"v\"", &["id", "v"], true),
             [
                 "INSERT INTO \"t\" (\"id\", \"v\") SELECT \"id\", \"v\" FROM pg_temp.faucet_stage \
               ON CONFLICT (\"id\") DO UPDATE SET \"v\" = EXCLUDED.\"v\""
             ]
         );
         assert_eq!(
-            upsert_statements(
-                ("\"t\"", "pg_temp.faucet_stage"),
-                "\"id\"",
-                &["id"],
-                &key,
-                true
-            ),
+            upsert("\"id\"", &["id"], true),
             [
                 "INSERT INTO \"t\" (\"id\") SELECT \"id\" FROM pg_temp.faucet_stage \
               ON CONFLICT (\"id\") DO NOTHING"
             ]
         );
         assert_eq!(
-            upsert_statements(
-                ("\"t\"", "pg_temp.faucet_stage"),
-                "\"id\", \"v\"",
-                &["id", "v"],
-                &key,
-                false
-            ),
+            upsert("\"id\", \"v\"", &["id", "v"], false),
             [
                 "UPDATE \"t\" AS t SET \"v\" = s.\"v\" FROM pg_temp.faucet_stage AS s \
                  WHERE t.\"id\" = s.\"id\"",

@@ -55,11 +55,11 @@ use std::collections::BTreeSet;
 
 use pgwire_replication::Lsn;
 
-use faucet_core::serde_json::{self, Value as Json, json};
+use faucet_core::serde_json::{self, Map, Value as Json, json};
 use faucet_core::{Bookmark, FaucetError};
 
 use super::CONNECTOR;
-use crate::copy_history::{self, Point, strings};
+use crate::copy_history::{self, Point, SnapshotStart, optional_string, strings};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 
 impl Point for Lsn {
@@ -81,99 +81,62 @@ pub(crate) type TableCopy = copy_history::TableCopy<Lsn>;
 /// Every table's copy history ([`copy_history::Copied`]).
 pub(crate) type Copied = copy_history::Copied<Lsn>;
 
-/// Where a snapshot copy stands.
+/// The PostgreSQL part of a snapshot bookmark: `slot_lsn`, `unkeyed` and, in a late copy,
+/// `stream` (module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SnapshotBookmark {
+pub(crate) struct SlotStart {
     /// The slot's consistent point C1: the change stream starts there.
     pub(crate) slot_lsn: Lsn,
-    /// What was copied so far.
-    pub(crate) copied: Copied,
     /// A table without a primary key whose copy started and did not finish.
     pub(crate) unkeyed: Option<String>,
-    /// A late copy's tables copied before (streamed since; not in `copied` unless their
-    /// copy history is still needed). Empty for a first copy.
-    pub(crate) earlier: BTreeSet<String>,
     /// A late copy's change-stream bookmark to continue from; `None`: `{"lsn": slot_lsn}`.
     pub(crate) stream: Option<Bookmark>,
 }
 
-impl SnapshotBookmark {
-    /// The JSON form.
-    pub(crate) fn to_json(&self) -> Bookmark {
-        let mut b = json!({"snapshot": {
-            "slot_lsn": lsn_text(self.slot_lsn),
-            "tables": self.copied.to_json(),
-            "unkeyed": self.unkeyed,
-            "copied": self.earlier,
-        }});
-        if let (Some(stream), Some(s)) = (&self.stream, b["snapshot"].as_object_mut()) {
-            s.insert("stream".into(), stream.clone());
+/// Where a snapshot copy stands ([`copy_history::SnapshotBookmark`]).
+pub(crate) type SnapshotBookmark = copy_history::SnapshotBookmark<SlotStart>;
+
+impl SnapshotStart for SlotStart {
+    type Point = Lsn;
+    const CONNECTOR: &'static str = CONNECTOR;
+    const NAME: &'static str = "replicate snapshot bookmark";
+
+    fn to_members(&self, snapshot: &mut Map<String, Json>) {
+        snapshot.insert("slot_lsn".into(), json!(lsn_text(self.slot_lsn)));
+        snapshot.insert("unkeyed".into(), json!(self.unkeyed));
+        if let Some(stream) = &self.stream {
+            snapshot.insert("stream".into(), stream.clone());
         }
-        b
     }
 
-    /// Whether `table` needs no copying: copied before, or copied to its last key.
-    pub(crate) fn holds(&self, table: &str) -> bool {
-        self.earlier.contains(table) || self.copied.finished(table)
-    }
-
-    /// The change-stream bookmark the stream starts from once everything is copied.
-    pub(crate) fn stream_start(&self) -> Bookmark {
-        self.stream
-            .clone()
-            .unwrap_or_else(|| json!({"lsn": lsn_text(self.slot_lsn)}))
-    }
-
-    /// Reads a snapshot bookmark; `Ok(None)` when `b` is not one (a CDC bookmark).
-    ///
-    /// # Errors
-    /// [`FaucetError::Bookmark`] when `b` has a `snapshot` member of the wrong shape, or is an
-    /// old-shape bookmark stopped between tables (see the module docs).
-    pub(crate) fn from_json(b: &Bookmark) -> Result<Option<Self>, FaucetError> {
-        let Some(s) = b.get("snapshot") else {
-            return Ok(None);
-        };
-        let bad = || {
-            FaucetError::bookmark(
-                CONNECTOR,
-                format!("the stored bookmark {b} is not a replicate snapshot bookmark"),
-                None,
-            )
-        };
+    fn from_members(s: &Json, bad: &dyn Fn() -> FaucetError) -> Result<Self, FaucetError> {
         let slot_lsn = s
             .get("slot_lsn")
             .and_then(Json::as_str)
             .and_then(parse_lsn)
             .ok_or_else(bad)?;
-        if let Some(tables) = s.get("tables") {
-            let copied = Copied::from_json(tables, &bad)?;
-            let unkeyed = match s.get("unkeyed") {
-                None | Some(Json::Null) => None,
-                Some(v) => Some(v.as_str().ok_or_else(bad)?.to_owned()),
-            };
-            let earlier = match s.get("copied") {
-                None | Some(Json::Null) => BTreeSet::new(),
-                Some(v) => strings(v).ok_or_else(bad)?.into_iter().collect(),
-            };
-            let stream = match s.get("stream") {
-                None | Some(Json::Null) => None,
-                Some(v) if cdc_position(v) == Some(slot_lsn) => Some(v.clone()),
-                Some(_) => return Err(bad()),
-            };
-            return Ok(Some(Self {
-                slot_lsn,
-                copied,
-                unkeyed,
-                earlier,
-                stream,
-            }));
-        }
-        // The shape before resumption: {"slot_lsn", "done", "table", "after_key"}.
-        let done = s.get("done").and_then(strings).ok_or_else(bad)?;
-        let table = match s.get("table") {
+        let stream = match s.get("stream") {
             None | Some(Json::Null) => None,
-            Some(v) => Some(v.as_str().ok_or_else(bad)?.to_owned()),
+            Some(v) if cdc_position(v) == Some(slot_lsn) => Some(v.clone()),
+            Some(_) => return Err(bad()),
         };
+        Ok(Self {
+            slot_lsn,
+            unkeyed: optional_string(s, "unkeyed", bad)?,
+            stream,
+        })
+    }
+
+    /// The shape before resumption: `{"slot_lsn", "done", "table", "after_key"}`.
+    fn without_tables(
+        self,
+        b: &Bookmark,
+        s: &Json,
+        bad: &dyn Fn() -> FaucetError,
+    ) -> Result<SnapshotBookmark, FaucetError> {
+        let slot_lsn = self.slot_lsn;
+        let done = s.get("done").and_then(strings).ok_or_else(bad)?;
+        let table = optional_string(s, "table", bad)?;
         let after_key = match s.get("after_key") {
             None | Some(Json::Null) => None,
             Some(v) => Some(strings(v).ok_or_else(bad)?),
@@ -222,13 +185,25 @@ impl SnapshotBookmark {
                 }],
             },
         );
-        Ok(Some(Self {
-            slot_lsn,
+        Ok(SnapshotBookmark {
+            start: Self {
+                slot_lsn,
+                unkeyed: None,
+                stream: None,
+            },
             copied,
-            unkeyed: None,
             earlier: BTreeSet::new(),
-            stream: None,
-        }))
+        })
+    }
+}
+
+impl SnapshotBookmark {
+    /// The change-stream bookmark the stream starts from once everything is copied.
+    pub(crate) fn stream_start(&self) -> Bookmark {
+        self.start
+            .stream
+            .clone()
+            .unwrap_or_else(|| json!({"lsn": lsn_text(self.start.slot_lsn)}))
     }
 }
 
@@ -297,11 +272,13 @@ mod tests {
         );
         assert_eq!(copied.latest_point(), Some(Lsn(0x200)));
         let s = SnapshotBookmark {
-            slot_lsn: Lsn(0x100),
+            start: SlotStart {
+                slot_lsn: Lsn(0x100),
+                unkeyed: Some("s.c".into()),
+                stream: None,
+            },
             copied: copied.clone(),
-            unkeyed: Some("s.c".into()),
             earlier: BTreeSet::new(),
-            stream: None,
         };
         assert_eq!(
             SnapshotBookmark::from_json(&s.to_json()).expect("ok"),
@@ -310,10 +287,13 @@ mod tests {
         // A late copy: the tables copied before, and the stream's bookmark to go on from.
         let late = SnapshotBookmark {
             earlier: ["s.a".to_owned()].into(),
-            stream: Some(
-                json!({"lsn": "0/100", "in_txn": {"final_lsn": "0/180", "xid": 7,
-                                                          "skip": 3}}),
-            ),
+            start: SlotStart {
+                stream: Some(
+                    json!({"lsn": "0/100", "in_txn": {"final_lsn": "0/180", "xid": 7,
+                                                              "skip": 3}}),
+                ),
+                ..s.start.clone()
+            },
             ..s
         };
         assert_eq!(
@@ -321,7 +301,10 @@ mod tests {
             Some(late.clone())
         );
         assert!(late.holds("s.a") && late.holds("s.b") && !late.holds("s.c"));
-        assert_eq!(late.stream_start(), late.stream.clone().expect("stream"));
+        assert_eq!(
+            late.stream_start(),
+            late.start.stream.clone().expect("stream")
+        );
         let mut moved = late.to_json();
         moved["snapshot"]["stream"]["lsn"] = json!("0/200");
         assert!(
@@ -334,6 +317,26 @@ mod tests {
         assert_eq!(back, Some(copied));
         assert_eq!(strip_history(&cdc), plain);
         assert_eq!(split_history(&plain).expect("ok").1, None);
+    }
+
+    #[test]
+    fn todays_shape_still_reads() {
+        // As written before the bookmark became `copy_history::SnapshotBookmark`.
+        let stored = json!({"snapshot": {"slot_lsn": "0/100",
+            "tables": {"s.b": {"key": ["id"], "parts": [{"at": "0/100", "to": ["42"]},
+                                                        {"at": "0/200", "to": null}],
+                               "dirty": [{"at": "0/100", "after": ["42"], "to": ["44"]}]}},
+            "unkeyed": "s.c", "copied": ["s.a"],
+            "stream": {"lsn": "0/100", "in_txn": {"final_lsn": "0/180", "xid": 7, "skip": 3}}}});
+        let s = SnapshotBookmark::from_json(&stored)
+            .expect("ok")
+            .expect("snapshot");
+        assert_eq!(s.copied, history());
+        assert_eq!(s.start.slot_lsn, Lsn(0x100));
+        assert_eq!(s.start.unkeyed.as_deref(), Some("s.c"));
+        assert!(s.holds("s.a") && s.holds("s.b"));
+        assert_eq!(s.stream_start(), stored["snapshot"]["stream"]);
+        assert_eq!(s.to_json(), stored, "written back member for member");
     }
 
     #[test]

@@ -100,7 +100,7 @@ use crate::postgres::cdc::config::TableName;
 use crate::postgres::cdc::{PostgresCdcConfig, PostgresCdcSource, ValidatedCdcConfig};
 use crate::postgres::connection::PostgresUrl;
 
-use bookmark::{Copied, SnapshotBookmark};
+use bookmark::{Copied, SlotStart, SnapshotBookmark};
 use export::{ExportedSnapshot, temporary_slot_name};
 use filter::Filter;
 use stream::ReplicateStream;
@@ -204,7 +204,7 @@ impl PostgresReplicateSource {
         position: &SnapshotBookmark,
         tables: &[TableName],
     ) -> Result<Option<ExportedSnapshot>, FaucetError> {
-        if let Some(table) = &position.unkeyed {
+        if let Some(table) = &position.start.unkeyed {
             return Err(FaucetError::bookmark(
                 CONNECTOR,
                 format!(
@@ -225,7 +225,7 @@ impl PostgresReplicateSource {
                     format!(
                         "the copy streams replication slot `{slot}` from {}, but the slot no \
                          longer exists, so the changes since then are lost. {}",
-                        lsn_text(position.slot_lsn),
+                        lsn_text(position.start.slot_lsn),
                         self.rerun()
                     ),
                     None,
@@ -236,8 +236,8 @@ impl PostgresReplicateSource {
         // A late copy streams from a `postgres-cdc` bookmark, which the slot may be ahead
         // of (a restored state): the stream then warns as `postgres-cdc` does.
         if let Some(c) = confirmed
-            && position.stream.is_none()
-            && c > position.slot_lsn
+            && position.start.stream.is_none()
+            && c > position.start.slot_lsn
         {
             return Err(FaucetError::bookmark(
                 CONNECTOR,
@@ -246,7 +246,7 @@ impl PostgresReplicateSource {
                      past its consistent point {}: the changes between them are no longer \
                      retained. {}",
                     lsn_text(c),
-                    lsn_text(position.slot_lsn),
+                    lsn_text(position.start.slot_lsn),
                     self.rerun()
                 ),
                 None,
@@ -271,7 +271,7 @@ impl PostgresReplicateSource {
         .await?;
         tracing::info!(
             slot = %slot,
-            consistent_point = %lsn_text(position.slot_lsn),
+            consistent_point = %lsn_text(position.start.slot_lsn),
             resumed_at = %exported.consistent_point_text,
             "resuming the interrupted snapshot"
         );
@@ -361,11 +361,13 @@ impl Source for PostgresReplicateSource {
                         "copying the listed tables not copied before, then streaming on"
                     );
                     SnapshotBookmark {
-                        slot_lsn,
+                        start: SlotStart {
+                            slot_lsn,
+                            unkeyed: None,
+                            stream: Some(cdc),
+                        },
                         copied: history.unwrap_or_default(),
-                        unkeyed: None,
                         earlier: known,
-                        stream: Some(cdc),
                     }
                 }
             };
@@ -381,11 +383,13 @@ impl Source for PostgresReplicateSource {
         }
         let exported = self.start_snapshot(&tables).await?;
         let position = SnapshotBookmark {
-            slot_lsn: exported.consistent_point,
+            start: SlotStart {
+                slot_lsn: exported.consistent_point,
+                unkeyed: None,
+                stream: None,
+            },
             copied: Copied::default(),
-            unkeyed: None,
             earlier: BTreeSet::new(),
-            stream: None,
         };
         Ok(Box::new(ReplicateStream::new(
             &self.cdc,

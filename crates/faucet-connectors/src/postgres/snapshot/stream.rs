@@ -102,7 +102,7 @@ pub(crate) struct ReplicateStream<'a> {
 
 impl<'a> ReplicateStream<'a> {
     /// A stream copying, inside `exported`, what `position` says is missing of `tables`
-    /// (all of them on a first run), then streaming the slot from `position.slot_lsn`.
+    /// (all of them on a first run), then streaming the slot from `position.start.slot_lsn`.
     pub(crate) fn new(
         cdc: &'a PostgresCdcSource,
         sql: PostgresUrl,
@@ -113,7 +113,7 @@ impl<'a> ReplicateStream<'a> {
     ) -> Self {
         let point = exported
             .as_ref()
-            .map_or(position.slot_lsn, |e| e.consistent_point);
+            .map_or(position.start.slot_lsn, |e| e.consistent_point);
         Self {
             cdc,
             sql,
@@ -164,7 +164,7 @@ impl<'a> ReplicateStream<'a> {
         }
         after_copy(
             self.position.stream_start(),
-            &self.position.slot_lsn,
+            &self.position.start.slot_lsn,
             &self.position.copied,
             &self.listed(),
         )
@@ -366,7 +366,7 @@ impl<'a> ReplicateStream<'a> {
         }
         if !keyed {
             // Durable before any of its rows: a crash mid-table is then refused.
-            self.position.unkeyed = Some(name);
+            self.position.start.unkeyed = Some(name);
             return Ok(Some(Some(Page::empty(
                 record_schema(),
                 Some(self.position.to_json()),
@@ -405,8 +405,8 @@ impl<'a> ReplicateStream<'a> {
             .entry(table.to_owned())
             .or_default()
             .advance(point, None);
-        if self.position.unkeyed.as_deref() == Some(table) {
-            self.position.unkeyed = None;
+        if self.position.start.unkeyed.as_deref() == Some(table) {
+            self.position.start.unkeyed = None;
         }
     }
 }
@@ -459,7 +459,7 @@ impl CopyThenChanges for ReplicateStream<'_> {
         let stream = self.cdc.open(Some(start), self.options.clone()).await?;
         let filter = Filter::new(
             self.position.copied.clone(),
-            self.position.slot_lsn,
+            self.position.start.slot_lsn,
             self.sql.clone(),
         );
         tracing::info!(

@@ -594,11 +594,6 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
         self.write_page(page, None).await
     }
 
-    /// Each page commits in [`SinkWriter::write`]; nothing is left to flush.
-    async fn flush(&mut self) -> Result<(), FaucetError> {
-        Ok(())
-    }
-
     async fn write_committed(
         &mut self,
         page: &Page,
