@@ -42,3 +42,31 @@ best_of() {
   done
   secs=$best
 }
+
+# mysql_auth URL → sets the array auth: the mariadb / mariadb-binlog options (-u, -h, -P and
+# -p when the URL has a password) of mysql://user[:password]@host[:port]/database.
+mysql_auth() {
+  local m_user m_pass m_host m_port
+  read -r m_user m_pass m_host m_port <<<"$(python3 - "$1" <<'PY'
+import sys, urllib.parse as u
+p = u.urlparse(sys.argv[1])
+print(p.username or "root", p.password or "-", p.hostname or "127.0.0.1", p.port or 3306)
+PY
+)"
+  auth=(-u"$m_user" -h"$m_host" -P"$m_port")
+  [ "$m_pass" = - ] || auth+=(-p"$m_pass")
+}
+
+# faucet_binary FEATURES → sets faucet: $FAUCET_BIN when set (an already built binary with
+# those features, e.g. a debug build to prove a script works), else the release build with
+# FEATURES, built now.
+faucet_binary() {
+  if [ -n "${FAUCET_BIN:-}" ]; then
+    faucet=$FAUCET_BIN
+    echo "==> using $faucet (FAUCET_BIN)" >&2
+  else
+    echo "==> building faucet (release, --features $1)" >&2
+    cargo build --release --quiet -p faucet-cli --features "$1"
+    faucet="${CARGO_TARGET_DIR:-$repo/target}/release/faucet"
+  fi
+}

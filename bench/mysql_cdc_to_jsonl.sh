@@ -29,18 +29,11 @@ rows=${ROWS:-1000000}
 url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
 db=bench_mysql_cdc_$$
 
-read -r m_user m_pass m_host m_port <<<"$(python3 - "$url" <<'PY'
-import sys, urllib.parse as u
-p = u.urlparse(sys.argv[1])
-print(p.username or "root", p.password or "-", p.hostname or "127.0.0.1", p.port or 3306)
-PY
-)"
-auth=(-u"$m_user" -h"$m_host" -P"$m_port")
-[ "$m_pass" = - ] || auth+=(-p"$m_pass")
+. "$repo/bench/lib.sh" # mysql_auth; need_gnu_time; timed CMD... → secs, cpu, rss_kb
+mysql_auth "$url"
 client=(mariadb --no-defaults "${auth[@]}")
 sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
 sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
-. "$repo/bench/lib.sh" # need_gnu_time; timed CMD... → secs, cpu, rss_kb
 need_gnu_time
 
 echo "==> building faucet (release, --features mysql)" >&2

@@ -32,18 +32,11 @@ repeat=${REPEAT:-3}
 url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
 db=bench_mysql_jsonl_$$
 
-# mysql://user[:pass]@host[:port]/database → client options.
-read -r m_user m_pass m_host m_port <<<"$(python3 - "$url" <<'PY'
-import sys, urllib.parse as u
-p = u.urlparse(sys.argv[1])
-print(p.username or "root", p.password or "-", p.hostname or "127.0.0.1", p.port or 3306)
-PY
-)"
-client=(mariadb --no-defaults -u"$m_user" -h"$m_host" -P"$m_port")
-[ "$m_pass" = - ] || client+=(-p"$m_pass")
+. "$repo/bench/lib.sh"
+mysql_auth "$url"   # mysql://user[:pass]@host[:port]/database → client options
+client=(mariadb --no-defaults "${auth[@]}")
 bench_url="mysql://${url#mysql://}"; bench_url="${bench_url%/*}/$db"
 
-. "$repo/bench/lib.sh"
 need_gnu_time
 sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
 sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
