@@ -75,7 +75,10 @@ async fn load(client: &Client, name: &str, n: u64) -> Result<(), Error> {
 }
 
 async fn optime(client: &Client) -> Result<(), Error> {
-    let hello = client.database("admin").run_command(doc! {"hello": 1}).await?;
+    let hello = client
+        .database("admin")
+        .run_command(doc! {"hello": 1})
+        .await?;
     let ts = hello
         .get_document("lastWrite")?
         .get_document("opTime")?
@@ -95,7 +98,11 @@ async fn update(client: &Client, name: &str) -> Result<(), Error> {
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
-    let arg = |i: usize| args.get(i).map(String::as_str).ok_or("missing arguments; see the source's doc comment");
+    let arg = |i: usize| {
+        args.get(i)
+            .map(String::as_str)
+            .ok_or("missing arguments; see the source's doc comment")
+    };
     let client = Client::with_uri_str(arg(2)?).await?;
     match arg(1)? {
         "watch" => {
