@@ -10,7 +10,7 @@ use crate::serve::promtool_check;
 use crate::support::Dir;
 use crate::support::bus::{delete_nats_stream, delete_redis_keys, nats_messages, redis_streams};
 use crate::support::pg::unique_suffix;
-use crate::support::server::{Server, sample};
+use crate::support::server::Server;
 
 const ROWS: usize = 120;
 
@@ -23,6 +23,14 @@ fn bus_pipeline(name: &str, sink: &str) -> String {
          state: {{ type: file, config: {{ path: ../state }} }}\n  \
          batch_size: 25\n  schedule: {{ cron: \"*/1 * * * * *\" }}\n"
     )
+}
+
+/// The value of the series `series` (name and labels exactly as exposed,
+/// `faucet_records_total{pipeline="p",row=""}`) in the Prometheus exposition `text`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
 }
 
 /// The series of `metric` for the row of pipeline `name`.

@@ -223,14 +223,6 @@ impl Server {
     }
 }
 
-/// The value of the series `series` (name and labels exactly as exposed,
-/// `faucet_records_total{pipeline="p",row=""}`) in the Prometheus exposition `text`.
-pub(crate) fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
