@@ -1,11 +1,26 @@
 #!/usr/bin/env python3
-"""Latency observer for bench/cdc_latency.sh: tails faucet's JSON Lines output and
-pg_recvlogical's test_decoding output, and polls faucet's state store, recording when each
-change became visible in the file and when it became durable (its bookmark persisted after
-the sink's flush). Latency = that time minus the change's commit time (by the server's clock,
-on this same host). Changes committed before it started are ignored. Stops when the file STOP exists, then writes a JSON report:
+"""Latency observer for bench/cdc_latency.sh: tails faucet's JSON Lines output and the
+floor's output, and polls faucet's state store, recording when each change became visible in
+the file and when it became durable (its bookmark persisted after the sink's flush). Latency
+= that time minus the change's commit time (by the server's clock, on this same host).
+Changes committed before it started are ignored. Stops when the file STOP exists, then writes
+a JSON report:
 
   {"faucet": {rate: {"visible": [...ms], "durable": [...ms]}}, "floor": {rate: [...ms]}}
+
+SOURCE (environment) says whose output it reads:
+
+* `postgres` (default): postgres-cdc records (`lsn`, `commit_ts`, `after.rate`) and
+  pg_recvlogical's test_decoding text (`rate[integer]:N`, `COMMIT n (at TIME)`); a record is
+  durable once the stored bookmark's `lsn` passed it.
+* `mysql`: mysql-cdc records (`binlog_file`, `binlog_pos`, `after.rate`, `after.at`) and
+  `mariadb-binlog --base64-output=decode-rows --verbose` text (`###   @2=N` the rate,
+  `###   @3='TIME'` the time, `COMMIT/*!*/;`). The binlog's own times have whole seconds
+  only, so the commit time is the row's `at` column, `NOW(6)` in UTC when the writer
+  inserted it (the statement's start: a few hundred microseconds before its commit, the same
+  for faucet and the floor); a record is durable once the stored bookmark's
+  (`binlog_file`, `binlog_pos`) — the end of the last transaction delivered — passed the
+  record's (the start of its transaction).
 
 Usage: cdc_latency.py OUT.jsonl FLOOR.txt STOP REPORT.json file STATE.json
        cdc_latency.py OUT.jsonl FLOOR.txt STOP REPORT.json postgres URL TABLE KEY
@@ -36,9 +51,25 @@ def find_lsn(value):
     return None
 
 
+def find_binlog(value):
+    """The (`binlog_file`, `binlog_pos`) of a stored mysql-cdc bookmark, wherever the store
+    nests it (not the `in_txn` part, which has no file)."""
+    if isinstance(value, dict):
+        if isinstance(value.get("binlog_file"), str) and isinstance(value.get("binlog_pos"), int):
+            return (value["binlog_file"], value["binlog_pos"])
+        for v in value.values():
+            found = find_binlog(v)
+            if found is not None:
+                return found
+    return None
+
+
 def epoch(ts):
-    """RFC 3339 / PostgreSQL timestamptz text → seconds since the epoch."""
+    """RFC 3339 / PostgreSQL timestamptz text → seconds since the epoch; a time without a
+    zone (a MariaDB DATETIME) is UTC."""
     ts = ts.strip().replace(" ", "T", 1)
+    if not re.search(r"(Z|[+-]\d\d(:?\d\d)?)$", ts):
+        ts += "+00:00"
     if ts.endswith("Z"):
         ts = ts[:-1] + "+00:00"
     m = re.match(r"^(.*T\d\d:\d\d:\d\d)(\.\d+)?([+-]\d\d(?::?\d\d)?)$", ts)
@@ -74,26 +105,87 @@ class Tail:
         return done
 
 
-class FileState:
-    def __init__(self, path):
-        self.path = path
+class Postgres:
+    """postgres-cdc records and pg_recvlogical's output."""
 
-    def lsn(self):
+    position = staticmethod(find_lsn)
+    rate_re = re.compile(rb"rate\[integer\]:(\d+)")
+    commit_re = re.compile(rb"^COMMIT \d+ \(at (.+)\)$")
+
+    @staticmethod
+    def record(r):
+        """(position, commit epoch, rate) of a faucet record."""
+        return lsn_value(r["lsn"]), epoch(r["commit_ts"]), str(r["after"]["rate"])
+
+    def __init__(self):
+        self.rate = None
+
+    def floor_line(self, line):
+        """The (commit epoch, rate) a floor line completes, if it does."""
+        m = self.rate_re.search(line)
+        if m:
+            self.rate = m.group(1).decode()
+            return None
+        m = self.commit_re.match(line)
+        if m:
+            rate, self.rate = self.rate, None
+            if rate is not None:
+                return epoch(m.group(1).decode()), rate
+        return None
+
+
+class Mysql:
+    """mysql-cdc records and mariadb-binlog's decoded rows (see the module docs)."""
+
+    position = staticmethod(find_binlog)
+    rate_re = re.compile(rb"^###   @2=(\d+)")
+    at_re = re.compile(rb"^###   @3='([^']+)'")
+
+    @staticmethod
+    def record(r):
+        return (r["binlog_file"], r["binlog_pos"]), epoch(r["after"]["at"]), str(r["after"]["rate"])
+
+    def __init__(self):
+        self.rate, self.rows = None, []
+
+    def floor_line(self, line):
+        m = self.rate_re.match(line)
+        if m:
+            self.rate = m.group(1).decode()
+            return None
+        m = self.at_re.match(line)
+        if m and self.rate is not None:
+            self.rows.append((epoch(m.group(1).decode()), self.rate))
+            self.rate = None
+            return None
+        if line.startswith(b"COMMIT/*!*/;") and self.rows:
+            # One row per transaction: the writer's single-row INSERTs.
+            done, self.rows = self.rows[-1], []
+            return done
+        return None
+
+
+class FileState:
+    def __init__(self, path, find):
+        self.path, self.find = path, find
+
+    def position(self):
         try:
             with open(self.path, "rb") as f:
-                return find_lsn(json.loads(f.read()))
+                return self.find(json.loads(f.read()))
         except (FileNotFoundError, ValueError):
             return None
 
 
 class PgState:
-    def __init__(self, url, table, key):
+    def __init__(self, find, url, table, key):
+        self.find = find
         self.p = subprocess.Popen(
             ["psql", "-X", "-q", "-A", "-t", url],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
         self.query = f"select value from {table} where key = '{key}';\n\\echo __end__\n"
 
-    def lsn(self):
+    def position(self):
         self.p.stdin.write(self.query)
         self.p.stdin.flush()
         value = None
@@ -103,46 +195,38 @@ class PgState:
                 return value
             if line.strip():
                 try:
-                    value = find_lsn(json.loads(line))
+                    value = self.find(json.loads(line))
                 except ValueError:
                     pass
 
 
 def main():
     out, floor, stop, report = sys.argv[1:5]
-    state = FileState(sys.argv[6]) if sys.argv[5] == "file" else PgState(*sys.argv[6:9])
+    source = Mysql() if os.environ.get("SOURCE", "postgres") == "mysql" else Postgres()
+    if sys.argv[5] == "file":
+        state = FileState(sys.argv[6], source.position)
+    else:
+        state = PgState(source.position, *sys.argv[6:9])
     faucet, floor_lat = {}, {}
-    pending = []  # (record lsn, commit epoch, rate), in file order
+    pending = []  # (record position, commit epoch, rate), in file order
     tail, ftail = Tail(out), Tail(floor)
-    floor_rate = None
-    rate_re = re.compile(rb"rate\[integer\]:(\d+)")
-    commit_re = re.compile(rb"^COMMIT \d+ \(at (.+)\)$")
     stopping_since = None
     started = time.time()
     while True:
         now = time.time()
         for line in tail.lines():
-            r = json.loads(line)
-            rate = str(r["after"]["rate"])
-            commit = epoch(r["commit_ts"])
+            position, commit, rate = source.record(json.loads(line))
             if commit < started:
                 continue
             faucet.setdefault(rate, {"visible": [], "durable": []})["visible"].append(
                 (now - commit) * 1000)
-            pending.append((lsn_value(r["lsn"]), commit, rate))
+            pending.append((position, commit, rate))
         for line in ftail.lines():
-            m = rate_re.search(line)
-            if m:
-                floor_rate = m.group(1).decode()
-                continue
-            m = commit_re.match(line)
-            if m:
-                commit = epoch(m.group(1).decode())
-                if floor_rate is not None and commit >= started:
-                    floor_lat.setdefault(floor_rate, []).append((now - commit) * 1000)
-                floor_rate = None
+            done = source.floor_line(line)
+            if done is not None and done[0] >= started:
+                floor_lat.setdefault(done[1], []).append((now - done[0]) * 1000)
         if pending:
-            durable = state.lsn()
+            durable = state.position()
             now = time.time()
             if durable is not None:
                 n = 0

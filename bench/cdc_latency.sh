@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Commit-to-durable latency of a continuous postgres-cdc → JSON Lines run, under a steady
-# writer of single-row transactions, beside pg_recvlogical reading the same changes.
+# Commit-to-durable latency of a continuous postgres-cdc (or mysql-cdc) → JSON Lines run,
+# under a steady writer of single-row transactions, beside pg_recvlogical (or mariadb-binlog)
+# reading the same changes.
 #
 #   bench/cdc_latency.sh                       # 10, 100, 1,000, 10,000 commits/s, 30 s each
 #   RATES="10 100" SECS=10 bench/cdc_latency.sh
 #   MAX_PAGE_DELAY=200ms bench/cdc_latency.sh  # faucet's pipeline setting (default 50ms)
+#   SOURCE=mysql bench/cdc_latency.sh          # mysql-cdc beside mariadb-binlog (below)
+#   FAUCET_BIN=target/debug/faucet …           # an already built binary instead of a release build
 #
 # Needs PostgreSQL with wal_level=logical (FAUCET_TEST_PG_URL, default
 # postgres://postgres@127.0.0.1:5432/test; scripts/services.sh starts it), pgbench and
@@ -24,13 +27,31 @@
 #     for the floor when its COMMIT line is in the file. Latency = that instant minus the
 #     change's commit time.
 # Prints p50 / p99 / max per rate, the writer's achieved rate, and faucet's peak RSS.
+#
+# SOURCE=mysql: the private MariaDB with a binlog (FAUCET_TEST_MYSQL_URL, default
+# mysql://root@127.0.0.1:3307/test; scripts/services.sh) and the mariadb / mariadb-binlog
+# clients; the state store's PostgreSQL as above. A database with a table t (id bigint
+# auto_increment, rate int, at datetime(6), payload text); faucet's bookmark made by a first
+# bounded `faucet run` (the end of the binlog); then, per state store:
+#   * faucet: `faucet run` continuous, mysql-cdc → jsonl as above;
+#   * the floor: `mariadb-binlog --read-from-remote-server --stop-never
+#     --base64-output=decode-rows --verbose` from the binlog's end, to a file;
+#   * the writer: bench/rate_writer.py, RATE single-row INSERTs per second in all over 8
+#     `mariadb` sessions, each row's `at` = NOW(6) in UTC;
+#   * bench/cdc_latency.py (SOURCE=mysql) as above; a change's commit time is its row's `at`
+#     (the binlog's times have whole seconds only), faucet's `durable` when the stored
+#     bookmark's binlog position passed the change's, the floor's when the transaction's
+#     `COMMIT` line is in its file.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
+. "$repo/bench/lib.sh" # need_pg, mariadb_client, faucet_binary
 rates=${RATES:-10 100 1000 10000}
 secs=${SECS:-30}
+export SOURCE=${SOURCE:-postgres}
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+mysql_url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
 suffix=$$
 schema=bench_lat_$suffix
 slot=faucet_lat_$suffix
@@ -38,15 +59,23 @@ floor_slot=faucet_lat_floor_$suffix
 publication=pub_lat_$suffix
 state_table=bench_lat_state_$suffix
 
-for tool in pgbench pg_recvlogical psql python3; do
-  command -v $tool >/dev/null || { echo "$tool not found (packages postgresql, postgresql-client)" >&2; exit 1; }
+case $SOURCE in
+  postgres) tools="pgbench pg_recvlogical psql python3"; features=postgres,state-postgres ;;
+  mysql) tools="mariadb mariadb-binlog psql python3"; features=mysql,state-postgres ;;
+  *) echo "SOURCE must be postgres or mysql, not $SOURCE" >&2; exit 2 ;;
+esac
+for tool in $tools; do
+  command -v $tool >/dev/null || { echo "$tool not found (packages postgresql, postgresql-client, mariadb-client)" >&2; exit 1; }
 done
-. "$repo/bench/lib.sh"
 need_pg "$url"
+if [ "$SOURCE" = mysql ]; then
+  mariadb_client "$mysql_url"
+  msql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
+  msql 'select 1' >/dev/null ||
+    { echo "MariaDB is unreachable at $mysql_url; start it with scripts/services.sh" >&2; exit 1; }
+fi
 
-echo "==> building faucet (release, --features postgres,state-postgres)" >&2
-cargo build --release --quiet -p faucet-cli --features postgres,state-postgres
-faucet="$repo/target/release/faucet"
+faucet_binary "$features"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-lat-bench.XXXXXX")
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
@@ -60,22 +89,35 @@ cleanup() {
   done
   sql "drop publication if exists $publication; drop schema if exists $schema cascade;
        drop table if exists $state_table, ${state_table}_lease" >/dev/null 2>&1 || true
+  [ "$SOURCE" != mysql ] || msql "drop database if exists $schema" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-sql "create schema $schema;
-     create table $schema.t (id bigserial primary key, rate int not null, payload text not null)"
-echo "insert into $schema.t (rate, payload) values (:rate, 'a change of about sixty bytes of payload text');" > "$work/insert.sql"
-
 delay_line=""
 [ -n "${MAX_PAGE_DELAY:-}" ] && delay_line="  max_page_delay: $MAX_PAGE_DELAY"
-pipeline() { # continuous state_block
+if [ "$SOURCE" = postgres ]; then
+  sql "create schema $schema;
+       create table $schema.t (id bigserial primary key, rate int not null, payload text not null)"
+  echo "insert into $schema.t (rate, payload) values (:rate, 'a change of about sixty bytes of payload text');" > "$work/insert.sql"
+  source_block="{ type: postgres-cdc, config: { connection_url: \"\${env:BENCH_PG_URL}\", slot_name: $slot, publication: $publication, tables: [$schema.t], create_publication: true, continuous: CONTINUOUS } }"
+else
+  # The database is named like the PostgreSQL schema; `at` is the row's commit time.
+  msql "create database $schema;
+        create table $schema.t (id bigint auto_increment primary key, rate int not null,
+          at datetime(6) not null, payload text not null)"
+  base="mysql://${mysql_url#mysql://}"; base="${base%/*}"
+  export BENCH_MYSQL_URL="$base/$schema"
+  source_block="{ type: mysql-cdc, config: { connection_url: \"\${env:BENCH_MYSQL_URL}\", server_id: SERVER_ID, tables: [$schema.t], continuous: CONTINUOUS } }"
+fi
+pipeline() { # continuous state_block n (mysql: each run its own server_id, since the server
+             # keeps a stopped run's replica connection for a while)
+  local block=${source_block/CONTINUOUS/$1} server_id=$((40000 + suffix % 20000 + $3))
   cat <<YAML
 version: 1
 name: cdc_lat
 pipeline:
-  source: { type: postgres-cdc, config: { connection_url: "\${env:BENCH_PG_URL}", slot_name: $slot, publication: $publication, tables: [$schema.t], create_publication: true, continuous: $1 } }
+  source: ${block/SERVER_ID/$server_id}
   sink: { type: jsonl, config: { path: ./out.jsonl } }
   state: $2
 $delay_line
@@ -84,15 +126,45 @@ YAML
 export BENCH_PG_URL=$url
 file_state='{ type: file, config: { path: ./state } }'
 pg_state="{ type: postgres, config: { url: \"\${env:BENCH_PG_URL}\", table: $state_table, ensure_table: true } }"
-pipeline false "$file_state" > "$work/first.yaml"
-(cd "$work" && "$faucet" run first.yaml --quiet)   # creates the publication and faucet's slot
-sql "select pg_create_logical_replication_slot('$floor_slot', 'test_decoding')" >/dev/null
+pipeline false "$file_state" 0 > "$work/first.yaml"
+# postgres: creates the publication and faucet's slot; mysql: the bookmark at the binlog's end.
+(cd "$work" && "$faucet" run first.yaml --quiet)
+[ "$SOURCE" != postgres ] || sql "select pg_create_logical_replication_slot('$floor_slot', 'test_decoding')" >/dev/null
+
+# The floor of the source, in the background, writing to $work/floor.txt; sets floor_pid.
+start_floor() {
+  if [ "$SOURCE" = postgres ]; then
+    pg_recvlogical -d "$url" --slot "$floor_slot" --start -F 1 -o include-timestamp=on -f "$work/floor.txt" &
+  else
+    local file pos
+    read -r file pos <<<"$(msql 'SHOW MASTER STATUS' | awk '{print $1, $2}')"
+    mariadb-binlog --no-defaults "${auth[@]}" --read-from-remote-server --stop-never \
+      --stop-never-slave-server-id=$((20000 + suffix % 20000)) --base64-output=decode-rows \
+      --verbose --start-position="$pos" --result-file="$work/floor.txt" "$file" &
+  fi
+  floor_pid=$!
+}
+
+# The writer at $1 commits/s for $secs s; prints the rate achieved.
+write_at() {
+  if [ "$SOURCE" = postgres ]; then
+    pgbench -n -c 8 -j 2 -R "$1" -T "$secs" -D rate="$1" -f "$work/insert.sql" "$url" 2>&1 |
+      awk '/^tps = /{printf "%d", $3}'
+  else
+    python3 "$repo/bench/rate_writer.py" "$1" "$secs" 8 \
+      "insert into t (rate, at, payload) values ({rate}, now(6), 'a change of about sixty bytes of payload text');" \
+      -- mariadb --no-defaults "${auth[@]}" --batch "--init-command=set time_zone = '+00:00'" "$schema" |
+      awk '/^tps = /{printf "%d", $3}'
+  fi
+}
+floor_name=pg_recvlogical
+[ "$SOURCE" = postgres ] || floor_name=mariadb-binlog
 
 summarize() { # report.json label
-  python3 - "$1" "$2" "$rates" <<'PY'
+  python3 - "$1" "$2" "$rates" "$floor_name" <<'PY'
 import json, sys
 rep = json.load(open(sys.argv[1]))
-label, rates = sys.argv[2], sys.argv[3].split()
+label, rates, floor = sys.argv[2], sys.argv[3].split(), sys.argv[4]
 def pct(xs, p):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(len(xs) * p))] if xs else float("nan")
@@ -102,7 +174,7 @@ for rate in rates:
     f = rep["faucet"].get(rate, {"visible": [], "durable": []})
     row("faucet visible", rate, f["visible"])
     row("faucet durable", rate, f["durable"])
-    row("pg_recvlogical", rate, rep["floor"].get(rate, []))
+    row(floor, rate, rep["floor"].get(rate, []))
 if rep["never_durable"]:
     print(f"warning: {rep['never_durable']} changes never became durable before the end")
 PY
@@ -111,10 +183,12 @@ PY
 for variant in file postgres; do
   state_block=$file_state
   [ "$variant" = postgres ] && state_block=$pg_state
-  pipeline true "$state_block" > "$work/run.yaml"
+  n=1
+  [ "$variant" = postgres ] && n=2
+  pipeline true "$state_block" "$n" > "$work/run.yaml"
   rm -f "$work/out.jsonl" "$work/floor.txt" "$work/stop" "$work/report.json"
-  pg_recvlogical -d "$url" --slot "$floor_slot" --start -F 1 -o include-timestamp=on -f "$work/floor.txt" &
-  floor_pid=$!; pids+=("$floor_pid")
+  start_floor
+  pids+=("$floor_pid")
   (cd "$work" && exec "$faucet" run run.yaml --quiet) &
   faucet_pid=$!; pids+=("$faucet_pid")
   sleep 3   # both streaming; the observer ignores changes committed before it started
@@ -128,8 +202,7 @@ for variant in file postgres; do
   observer_pid=$!; pids+=("$observer_pid")
   echo "==> state: $variant" >&2
   for rate in $rates; do
-    achieved=$(pgbench -n -c 8 -j 2 -R "$rate" -T "$secs" -D rate="$rate" -f "$work/insert.sql" "$url" 2>&1 |
-      awk '/^tps = /{printf "%d", $3}')
+    achieved=$(write_at "$rate")
     echo "    writer at $rate/s for ${secs}s: achieved ${achieved:-?} commits/s" >&2
     sleep 2
   done

@@ -93,3 +93,17 @@ table_and_query() {
   for line in "${summary[@]}"; do echo "$line"; done
   echo "targets: ratio >= 0.8, faucet peak RSS < 64 MiB (batch size 10,000)"
 }
+
+# faucet_binary FEATURES → sets faucet: $FAUCET_BIN when set (an already built binary with
+# those features, e.g. a debug build to prove a script works), else the release build with
+# FEATURES, built now.
+faucet_binary() {
+  if [ -n "${FAUCET_BIN:-}" ]; then
+    faucet=$FAUCET_BIN
+    echo "==> using $faucet (FAUCET_BIN)" >&2
+  else
+    echo "==> building faucet (release, --features $1)" >&2
+    cargo build --release --quiet -p faucet-cli --features "$1"
+    faucet="${CARGO_TARGET_DIR:-$repo/target}/release/faucet"
+  fi
+}

@@ -16,7 +16,7 @@
 //! own (tansu's topics are left behind: they are small and uniquely named).
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -24,7 +24,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::support::bus::{
-    Consumed, change_of, expect_kafka_up, kafka_messages, oracle, two_table_round, two_tables,
+    at_least_once, change_of, expect_kafka_up, kafka_messages, kills_in, oracle, regex_quote,
+    two_table_round, two_tables,
 };
 use crate::support::crash::{
     CrashScenario, abort_at_every_point, kill_after, killed_at_random_instants,
@@ -33,60 +34,6 @@ use crate::support::pg::{CdcObjectsGuard, Change, unique_suffix};
 use crate::support::{Dir, faucet_unarmed, output_of_success};
 
 const ROWS: usize = 3_000;
-
-/// How the copies of each distinct message (by topic and value) fell: panics unless every
-/// message with more than one copy has one `faucet-id` on all of them (a replay from the
-/// same durable bookmark: the page in flight at a crash), and unless at most
-/// `crashes × batch` messages are doubled. Returns the messages, first copies only, in the
-/// consumer's order, and how many were doubled.
-fn at_least_once(
-    got: &[Consumed],
-    crashes: usize,
-    batch: usize,
-    what: &str,
-) -> (Vec<Consumed>, usize) {
-    let mut first: HashMap<(String, String), (usize, String)> = HashMap::new();
-    let mut doubled = 0;
-    let mut out = Vec::new();
-    for m in got {
-        let id = m.fields["faucet-id"]
-            .as_str()
-            .expect("faucet-id")
-            .to_owned();
-        let content = (m.stream.clone(), m.fields["value"].to_string());
-        match first.get_mut(&content) {
-            None => {
-                first.insert(content, (1, id));
-                out.push(m.clone());
-            }
-            Some((copies, first_id)) => {
-                assert_eq!(
-                    *first_id, id,
-                    "{what}: a record delivered again under another id, so not from the \
-                     bookmark its first copy's page started at (not a page in flight): {m:?}"
-                );
-                if *copies == 1 {
-                    doubled += 1;
-                }
-                *copies += 1;
-            }
-        }
-    }
-    assert!(
-        doubled <= crashes * batch,
-        "{what}: {doubled} records doubled by {crashes} crashes of pages of {batch}"
-    );
-    (out, doubled)
-}
-
-/// How many runs `dir/kill.err` says were SIGKILLed mid-run.
-fn kills_in(dir: &Path) -> usize {
-    std::fs::read_to_string(dir.join("kill.err"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| l.starts_with("-- kill after") && l.ends_with("Ok(None)"))
-        .count()
-}
 
 /// csv → kafka: a topic of its own per `prepare`, `<prefix>-<n>.events`.
 struct CsvIntoKafka {
@@ -176,19 +123,6 @@ impl CrashScenario for CsvIntoKafka {
     fn points(&self) -> Vec<&'static str> {
         faucet_core::fault::ALL.to_vec()
     }
-}
-
-/// `s` as a regular expression matching itself.
-fn regex_quote(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' {
-                c.to_string()
-            } else {
-                format!("\\{c}")
-            }
-        })
-        .collect()
 }
 
 #[test]

@@ -99,6 +99,8 @@ mod run_files;
 mod schema_changes;
 mod serve;
 mod serve_api_guard;
+#[cfg(all(feature = "redis-streams", feature = "nats", feature = "postgres"))]
+mod serve_bus_sinks;
 #[cfg(feature = "cluster")]
 mod serve_cluster;
 mod signals;

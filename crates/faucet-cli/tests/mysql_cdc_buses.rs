@@ -2,24 +2,30 @@
 //! and mysql-cdc (many tables, routed per table) … into each sink"): the binlog of two tables
 //! of one database, routed per table (`….cdc.{schema}.{table}`: `{schema}` is the MySQL
 //! database), into NATS JetStream and into Redis streams with `delivery: effectively_once`,
-//! aborted at every fault point and SIGKILLed between new changes, rerun to completion; then
-//! the independent consumer (`scripts/bus_consumer.py`) reads everything back.
+//! and into Kafka (tansu) at-least-once, aborted at every fault point and SIGKILLed between
+//! new changes, rerun to completion; then the independent consumer
+//! (`scripts/bus_consumer.py`) reads everything back.
 //!
 //! The oracle is the workload itself: the test applies every statement to a model of the
 //! tables as well, so it knows, per key, the exact changes the binlog holds (every insert and
 //! update takes a fresh `v`, so no update is a no-op). Each subject / stream must hold, per
-//! key, exactly those changes, once each and in commit order, and nothing else.
+//! key, exactly those changes, once each and in commit order, and nothing else. Each Kafka
+//! topic must hold every one of them at least once, duplicates only of pages in flight at a
+//! crash ([`at_least_once`]: one `faucet-id` on every copy, at most a page per crash), and
+//! each key's first copies in commit order.
 //!
 //! The binlog server is `FAUCET_TEST_MYSQL_URL` (the private MariaDB `scripts/services.sh`
-//! starts), nats-server `FAUCET_TEST_NATS_URL`, Redis `FAUCET_TEST_REDIS_URL`; each test uses
-//! its own database, stream and keys, removed at the end.
+//! starts), nats-server `FAUCET_TEST_NATS_URL`, Redis `FAUCET_TEST_REDIS_URL`, tansu
+//! `FAUCET_TEST_KAFKA_BROKERS`; each test uses its own database, stream, keys and topics,
+//! removed at the end (tansu's topics are left behind: small and uniquely named).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 use std::time::Duration;
 
 use crate::support::bus::{
-    Consumed, change_of, delete_nats_stream, delete_redis_keys, nats_messages, redis_streams,
+    Consumed, at_least_once, change_of, delete_nats_stream, delete_redis_keys, expect_kafka_up,
+    kafka_messages, nats_messages, redis_streams, regex_quote,
 };
 use crate::support::crash::kill_after;
 use crate::support::mariadb::{mariadb, mysql_url_for, unique_server_id};
@@ -36,6 +42,8 @@ enum Bus {
     Nats { prefix: String, stream: String },
     /// Streams `<prefix>:cdc.<db>.<table>` (token keys under `<prefix>:`).
     Streams { prefix: String },
+    /// Topics `<prefix>.cdc.<db>.<table>`, at-least-once.
+    Kafka { prefix: String },
 }
 
 impl Bus {
@@ -52,6 +60,24 @@ impl Bus {
                  stream: \"{prefix}:cdc.{{schema}}.{{table}}\", prefix: \"{prefix}:\", key: [id], \
                  format: debezium }} }}"
             ),
+            Bus::Kafka { prefix } => format!(
+                "{{ type: kafka, config: {{ brokers: \"${{env:FAUCET_CRASH_KAFKA}}\", \
+                 topic: \"{prefix}.cdc.{{schema}}.{{table}}\", key: [id], format: debezium }} }}"
+            ),
+        }
+    }
+
+    /// Whether the bus takes `delivery: effectively_once` (Kafka does not: at-least-once).
+    fn effectively_once(&self) -> bool {
+        !matches!(self, Bus::Kafka { .. })
+    }
+
+    /// The fault points a page into the bus passes (a Kafka page has no `before_commit`).
+    fn points(&self) -> Vec<&'static str> {
+        if self.effectively_once() {
+            faucet_core::fault::SQL_SINK.to_vec()
+        } else {
+            faucet_core::fault::ALL.to_vec()
         }
     }
 
@@ -60,6 +86,7 @@ impl Bus {
         match self {
             Bus::Nats { prefix, .. } => format!("{prefix}.cdc.{db}.{table}"),
             Bus::Streams { prefix } => format!("{prefix}:cdc.{db}.{table}"),
+            Bus::Kafka { prefix } => format!("{prefix}.cdc.{db}.{table}"),
         }
     }
 
@@ -68,6 +95,7 @@ impl Bus {
         match self {
             Bus::Nats { prefix, stream } => nats_messages(stream, &format!("{prefix}.cdc.>")),
             Bus::Streams { prefix } => redis_streams(&format!("{prefix}:cdc.*")),
+            Bus::Kafka { prefix } => kafka_messages(&format!("{}\\.cdc\\..*", regex_quote(prefix))),
         }
     }
 }
@@ -77,6 +105,7 @@ impl Drop for Bus {
         match self {
             Bus::Nats { stream, .. } => delete_nats_stream(stream),
             Bus::Streams { prefix } => delete_redis_keys(&format!("{prefix}:*")),
+            Bus::Kafka { .. } => {}
         }
     }
 }
@@ -180,8 +209,14 @@ impl Drop for Source {
     }
 }
 
+/// The pages of a run.
+const BATCH: usize = 40;
+
 /// Runs the scenario into `bus` and checks what the consumer reads back.
 fn mysql_cdc_into(bus: Bus, tag: &str) {
+    if !bus.effectively_once() {
+        expect_kafka_up();
+    }
     let mut source = Source::new(tag);
     let db = source.db.clone();
     let dir = Dir::new();
@@ -193,9 +228,14 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
              server_id: {}, tables: [{db}.a, {db}.b] }} }}\n  \
              sink: {}\n  \
              state: {{ type: file, config: {{ path: ./state }} }}\n  \
-             delivery: effectively_once\n  batch_size: 40\n",
+             {}batch_size: {BATCH}\n",
             unique_server_id(),
-            bus.sink()
+            bus.sink(),
+            if bus.effectively_once() {
+                "delivery: effectively_once\n  "
+            } else {
+                ""
+            }
         ),
     );
     let url = mysql_url_for(&db, None);
@@ -203,7 +243,8 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
         let mut c: Command = faucet_unarmed();
         c.env("SOURCE_MYSQL_URL", &url)
             .env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url())
-            .env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url());
+            .env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url())
+            .env("FAUCET_CRASH_KAFKA", faucet_test_support::kafka_brokers());
         c
     };
     // The first run starts at the binlog's end: run it once on an empty database, so the
@@ -211,8 +252,9 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
     output_of_success(faucet().arg("run").current_dir(dir.path()), "the first run");
     source.workload(0);
     // Every point a bus page passes, `before_commit` (all of a page but its token stored)
-    // among them; more changes halfway so every run has pages to do.
-    for (n, point) in faucet_core::fault::SQL_SINK.into_iter().enumerate() {
+    // among them where there is one; more changes halfway so every run has pages to do.
+    let mut aborted = 0;
+    for (n, point) in bus.points().into_iter().enumerate() {
         if n == 3 {
             source.workload(5);
         }
@@ -221,6 +263,7 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
                 faucet().args(["run", "--quiet"]).current_dir(dir.path()),
                 &format!("{point}:{hit}"),
             );
+            aborted += 1;
         }
     }
     let mut killed = 0;
@@ -235,13 +278,25 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
         }
     }
     let out = output_of_success(faucet().arg("run").current_dir(dir.path()), "the final run");
+    let delivery = if bus.effectively_once() {
+        "effectively-once (atomic watermark)"
+    } else {
+        "at-least-once"
+    };
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("effectively-once (atomic watermark)"),
+        String::from_utf8_lossy(&out.stdout).contains(delivery),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
 
-    let consumed = bus.consume();
+    let mut consumed = bus.consume();
+    let mut doubled = 0;
+    if !bus.effectively_once() {
+        // At-least-once: only pages in flight at a crash come twice; their first copies
+        // must then be exactly the changes.
+        let what = format!("mysql-cdc → {tag}");
+        (consumed, doubled) = at_least_once(&consumed, aborted + killed, BATCH, &what);
+    }
     let routes: BTreeSet<String> = TABLES.iter().map(|t| bus.route(&db, t)).collect();
     let strays: Vec<&str> = consumed
         .iter()
@@ -288,7 +343,7 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
             want.get(&differing[0])
         );
     }
-    eprintln!("mysql-cdc → {tag}: {killed} runs SIGKILLed mid-run");
+    eprintln!("mysql-cdc → {tag}: {killed} runs SIGKILLed mid-run, {doubled} changes doubled");
 }
 
 #[test]
@@ -311,5 +366,17 @@ fn mysql_cdc_of_two_tables_routed_into_redis_streams_is_exactly_once_in_order_pe
             prefix: format!("faucet-test-mybus-{suffix}"),
         },
         "streams",
+    );
+}
+
+#[cfg(feature = "kafka")]
+#[test]
+fn mysql_cdc_of_two_tables_routed_into_kafka_is_at_least_once_in_order_per_key() {
+    let suffix = faucet_test_support::unique_suffix();
+    mysql_cdc_into(
+        Bus::Kafka {
+            prefix: format!("faucet-test-mybus-{suffix}"),
+        },
+        "kafka",
     );
 }

@@ -8,7 +8,9 @@
 //!   (`…:cdc.{schema}.{table}`), aborted at every fault point and SIGKILLed between new
 //!   changes: each stream holds exactly the changes an independent `test_decoding` slot saw
 //!   for its table, once each and in commit order (so in source order per key);
-//! * `faucet doctor` passes against the server and names an unreachable one.
+//! * `faucet doctor` passes against the server, names an unreachable one, and fails naming
+//!   the stream and `XADD` for a user whose ACL does not allow adding entries (an ACL user
+//!   made by the test and deleted at its end).
 //!
 //! Redis from `FAUCET_TEST_REDIS_URL`, PostgreSQL from `FAUCET_TEST_PG_URL`
 //! (`scripts/services.sh` starts both and installs redis-py); every test uses its own key
@@ -248,13 +250,78 @@ fn doctor_checks_the_server() {
     };
     dir.write("ok.yaml", config(&faucet_test_support::redis_url()));
     dir.write("down.yaml", config("redis://u:hunter2@127.0.0.1:1/0"));
+    // A user that may do everything but XADD.
+    let user = AclUser::new(&format!("faucet_test_rsdoc_{}", unique_suffix()), "-xadd");
+    dir.write("noxadd.yaml", config(&user.url()));
     let ok = dir.faucet(&["doctor", "ok.yaml"]);
     ok.expect_code(0);
     let down = dir.faucet(&["doctor", "down.yaml"]);
     assert_ne!(down.code, 0);
     down.stdout_has(&["cannot reach redis://u@127.0.0.1:1/0"]);
     assert!(!format!("{}{}", down.stdout, down.stderr).contains("hunter2"));
+    let refused = dir.faucet(&["doctor", "noxadd.yaml"]);
+    assert_ne!(refused.code, 0, "{}", refused.stdout);
+    refused.stdout_has(&[
+        &format!("may not add entries to the stream `{prefix}:events`"),
+        "'xadd'",
+    ]);
+    assert!(!refused.stdout.contains(AclUser::PASSWORD));
     // Nothing was written.
     assert!(redis_streams(&format!("{prefix}:*")).is_empty());
     delete_redis_keys(&format!("{prefix}:*"));
+}
+
+/// A Redis ACL user of the test (`ACL SETUSER name on >password ~* +@all <rule>`), deleted
+/// on drop.
+struct AclUser {
+    name: String,
+}
+
+impl AclUser {
+    const PASSWORD: &str = "acl-user-pw-8f3a";
+
+    fn new(name: &str, rule: &str) -> Self {
+        Self::acl(&[
+            "SETUSER",
+            name,
+            "on",
+            &format!(">{}", Self::PASSWORD),
+            "~*",
+            "+@all",
+            rule,
+        ]);
+        Self {
+            name: name.to_owned(),
+        }
+    }
+
+    /// The test server's URL with this user's login.
+    fn url(&self) -> String {
+        faucet_test_support::redis_url().replacen(
+            "redis://",
+            &format!("redis://{}:{}@", self.name, Self::PASSWORD),
+            1,
+        )
+    }
+
+    fn acl(args: &[&str]) {
+        crate::support::runtime().block_on(async {
+            let client = redis::Client::open(faucet_test_support::redis_url()).expect("redis url");
+            let mut c = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("redis connection");
+            redis::cmd("ACL")
+                .arg(args)
+                .query_async::<redis::Value>(&mut c)
+                .await
+                .expect("ACL");
+        });
+    }
+}
+
+impl Drop for AclUser {
+    fn drop(&mut self) {
+        Self::acl(&["DELUSER", &self.name]);
+    }
 }

@@ -25,6 +25,25 @@ pub struct CommitToken {
     pub bookmark: Bookmark,
 }
 
+/// What a sink that publishes messages to a bus (`nats`, `redis-streams`, `kafka`) tells
+/// about the page last handed to [`SinkWriter::write`] (or [`SinkWriter::write_committed`]),
+/// for `faucet serve`'s metrics and status ([`SinkWriter::published`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PublishStats {
+    /// Messages the page sent to the bus and had acknowledged (a replayed page's messages
+    /// found stored already are not sent again, and not counted).
+    pub messages: u64,
+    /// Bytes of those messages' key, value and faucet headers (names and values), as the
+    /// one message encoding of every bus sink makes them; the bus's own framing and
+    /// protocol headers are not counted.
+    pub bytes: u64,
+    /// The most publishes that awaited their acknowledgement at once during the page (a
+    /// page is durable only when every one is in, so none is pending between pages).
+    pub acks_pending: u64,
+    /// Seconds from the page's first publish to its last acknowledgement.
+    pub publish_seconds: f64,
+}
+
 /// A configured sink.
 #[async_trait]
 pub trait Sink: Send + Sync {
@@ -180,6 +199,14 @@ pub trait SinkWriter: Send {
     /// run loop after the page is durable; valid until the next write.
     fn written_targets(&self) -> &[(String, u64)] {
         &[]
+    }
+
+    /// What the page last handed to [`SinkWriter::write`] (or
+    /// [`SinkWriter::write_committed`]) published, for a sink that publishes messages to a
+    /// bus; `None` (the default) for other sinks, and before the first page. Read by the run
+    /// loop after the page is durable; valid until the next write.
+    fn published(&self) -> Option<PublishStats> {
+        None
     }
 
     /// Tells the writer the source's keys of its tables ([`crate::Source::table_keys`]),

@@ -4,6 +4,7 @@
 //! tests can run in parallel; and [`private_pg::PrivatePostgres`], a PostgreSQL server of a
 //! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own;
 //! [`private_mongo::PrivateMongo`], a SecantusDB (MongoDB wire protocol) server of a test's
+//! own; [`private_nats::PrivateNats`], a nats-server with users and permissions of a test's
 //! own; and [`mysql_value_table!`], the MySQL value table of docs/values.md as test data. Used as a dev-dependency by every crate's tests; it has no database client,
 //! so each crate connects with its own and hands the result to [`Service::expect_up`].
 //!
@@ -22,6 +23,7 @@
 pub mod mysql_values;
 pub mod private_mariadb;
 pub mod private_mongo;
+pub mod private_nats;
 pub mod private_pg;
 
 use std::fmt::Display;

@@ -217,6 +217,10 @@ impl SinkWriter for FieldedWriter<'_> {
         self.inner.written_targets()
     }
 
+    fn published(&self) -> Option<faucet_core::PublishStats> {
+        self.inner.published()
+    }
+
     async fn fence(
         &mut self,
         scope: &str,

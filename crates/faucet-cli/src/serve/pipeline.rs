@@ -62,6 +62,8 @@ pub(crate) struct Status {
     /// `records` per target, as the sink names them (at most
     /// [`crate::telemetry::metrics::MAX_TARGETS`] names, the rest under `(other)`).
     pub(crate) targets: BTreeMap<String, u64>,
+    /// What a bus sink published for the row in this process (`None` for other sinks).
+    pub(crate) published: Option<PublishedView>,
     /// The rate of `records`.
     pub(crate) rate: Rate,
     /// Runs started.
@@ -139,6 +141,7 @@ impl Slot {
                 records: 0,
                 pages: 0,
                 targets: BTreeMap::new(),
+                published: None,
                 rate: Rate::default(),
                 runs: 0,
                 failures: 0,
@@ -273,6 +276,9 @@ impl Slot {
                 st.lag_seconds = Some(lag.as_secs_f64());
             }
             st.progress = p.extent.as_ref().map(|e| ProgressView::new(e, p.eta));
+            if let Some(page) = &p.published {
+                st.published.get_or_insert_default().add(page);
+            }
         })
     }
 
@@ -306,6 +312,7 @@ impl Slot {
             age_seconds: 0.0,
             targets: st.targets.clone(),
             progress: st.progress.clone(),
+            published: st.published.clone(),
         }
     }
 
@@ -364,6 +371,7 @@ impl Slot {
             records: report.map_or(st.records, |r| r.records),
             pages: report.map_or(st.pages, |r| r.pages),
             targets: report.map_or_else(|| st.targets.clone(), |r| r.targets.clone()),
+            published: report.map_or_else(|| st.published.clone(), |r| r.published.clone()),
             rate_records_per_second: report.map_or(rate, |r| r.rate),
             runs: report.map_or(st.runs, |r| r.runs),
             failures: report.map_or(st.failures, |r| r.failures),
@@ -457,6 +465,10 @@ pub(crate) struct PipelineView {
     /// a row whose figures are its owner's report. At most 1,000 names; the records of
     /// further targets count under `(other)`.
     targets: BTreeMap<String, u64>,
+    /// What a bus sink (`nats`, `redis-streams`, `kafka`) published:
+    /// `{messages, bytes, pages, acks_pending, publish_seconds, publish_seconds_mean}`
+    /// ([`PublishedView`]); null for other sinks, and before the first page.
+    published: Option<PublishedView>,
     /// Records per second over the last 5 s window (null before one passed).
     rate_records_per_second: Option<f64>,
     /// Runs started by this process.
@@ -537,6 +549,37 @@ impl ProgressView {
                 percent: p.percent(extent.estimate),
             }),
         }
+    }
+}
+
+/// `published` of `GET /pipelines/{key}`: what a bus sink published for the row in the
+/// owner's process, from each page's [`faucet_core::PublishStats`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub(crate) struct PublishedView {
+    /// Messages published and acknowledged.
+    messages: u64,
+    /// Bytes of their key, value and headers.
+    bytes: u64,
+    /// Pages published.
+    pages: u64,
+    /// The most publishes awaiting their acknowledgement at once during the last page.
+    acks_pending: u64,
+    /// The last page's seconds from its first publish to its last acknowledgement.
+    publish_seconds: f64,
+    /// The mean of that over every page.
+    publish_seconds_mean: f64,
+}
+
+impl PublishedView {
+    /// Adds one page's figures.
+    pub(crate) fn add(&mut self, page: &faucet_core::PublishStats) {
+        let total = self.publish_seconds_mean * self.pages as f64 + page.publish_seconds;
+        self.messages += page.messages;
+        self.bytes += page.bytes;
+        self.pages += 1;
+        self.acks_pending = page.acks_pending;
+        self.publish_seconds = page.publish_seconds;
+        self.publish_seconds_mean = total / self.pages as f64;
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
-use super::pipeline::ProgressView;
+use super::pipeline::{ProgressView, PublishedView};
 
 /// The figures of one row as its owner last reported them: the state it shows, what its
 /// runs wrote, its lag and its errors. A member that does not run the row shows these
@@ -44,6 +44,8 @@ pub(crate) struct Report {
     pub(crate) targets: BTreeMap<String, u64>,
     /// The owner's progress of its run through the source, while it has one.
     pub(crate) progress: Option<ProgressView>,
+    /// What the owner's bus sink published (see `PipelineView::published`).
+    pub(crate) published: Option<PublishedView>,
 }
 
 /// What a [`Report`] carries as one JSON document (the status table's `detail` column):
@@ -58,6 +60,9 @@ pub(crate) struct ReportDetail {
     /// [`Report::progress`].
     #[serde(default)]
     pub(crate) progress: Option<ProgressView>,
+    /// [`Report::published`].
+    #[serde(default)]
+    pub(crate) published: Option<PublishedView>,
 }
 
 /// The window a [`Rate`] counts records in.

@@ -13,6 +13,10 @@
 //! | `faucet_records_total` | counter | records written to the sink (pages whose bookmark is durable) |
 //! | `faucet_target_records_total` | counter | the same per target (label `target`: a file, table, stream or subject as the sink names it, [`faucet_core::SinkWriter::written_targets`], e.g. each file of a routed jsonl `path`); the first [`MAX_TARGETS`] targets of a row are named, the records of any further ones count under `target="(other)"`; no series for a sink that does not name its targets |
 //! | `faucet_pages_total` | counter | pages written |
+//! | `faucet_sink_messages_total` | counter | bus sinks (`nats`, `redis-streams`, `kafka`): messages published and acknowledged ([`faucet_core::PublishStats`]; a replayed page's messages found stored already are not sent again, and not counted) |
+//! | `faucet_sink_bytes_total` | counter | bus sinks: bytes of those messages' key, value and faucet headers (the bus's framing not counted) |
+//! | `faucet_sink_acks_pending` | gauge | bus sinks: the most publishes that awaited their acknowledgement at once during the last page (a page is durable only when all are in, so none is pending between pages) |
+//! | `faucet_sink_publish_seconds` | summary | bus sinks: per page, the seconds from its first publish to its last acknowledgement (`_count` pages, `_sum` seconds, quantiles) |
 //! | `faucet_last_bookmark_timestamp_seconds` | gauge | Unix time the last bookmark became durable |
 //! | `faucet_source_lag_seconds` | gauge | the source lag of the last durable bookmark (`RunSummary::lag_seconds`) |
 //! | `faucet_run_failures_total` | counter | runs that ended with an error |
@@ -33,7 +37,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 use faucet_core::pipeline::Progress;
-use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
+use metrics::{
+    Unit, counter, describe_counter, describe_gauge, describe_histogram, gauge, histogram,
+};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 const RECORDS: &str = "faucet_records_total";
@@ -46,6 +52,10 @@ pub(crate) const MAX_TARGETS: usize = 1000;
 /// The target name the records of targets past [`MAX_TARGETS`] are counted under.
 pub(crate) const OTHER_TARGETS: &str = "(other)";
 const PAGES: &str = "faucet_pages_total";
+const SINK_MESSAGES: &str = "faucet_sink_messages_total";
+const SINK_BYTES: &str = "faucet_sink_bytes_total";
+const SINK_ACKS_PENDING: &str = "faucet_sink_acks_pending";
+const SINK_PUBLISH: &str = "faucet_sink_publish_seconds";
 const BOOKMARK_AT: &str = "faucet_last_bookmark_timestamp_seconds";
 const LAG: &str = "faucet_source_lag_seconds";
 const FAILURES: &str = "faucet_run_failures_total";
@@ -76,6 +86,26 @@ pub(crate) fn install() -> Result<PrometheusHandle, String> {
         "Records written to each target of the sink (a file, table or stream)."
     );
     describe_counter!(PAGES, Unit::Count, "Pages written to the sink.");
+    describe_counter!(
+        SINK_MESSAGES,
+        Unit::Count,
+        "Bus sinks: messages published and acknowledged."
+    );
+    describe_counter!(
+        SINK_BYTES,
+        Unit::Bytes,
+        "Bus sinks: bytes of the messages' key, value and headers."
+    );
+    describe_gauge!(
+        SINK_ACKS_PENDING,
+        Unit::Count,
+        "Bus sinks: the most publishes awaiting their acknowledgement at once during the last page."
+    );
+    describe_histogram!(
+        SINK_PUBLISH,
+        Unit::Seconds,
+        "Bus sinks: per page, seconds from its first publish to its last acknowledgement."
+    );
     describe_gauge!(
         BOOKMARK_AT,
         Unit::Seconds,
@@ -189,6 +219,15 @@ impl RowMetrics {
         if let Some(lag) = lag {
             gauge!(LAG, &labels).set(lag.as_secs_f64());
         }
+    }
+
+    /// A page published `p` (a bus sink, [`faucet_core::PublishStats`]).
+    fn published(&self, p: &faucet_core::PublishStats) {
+        let labels = self.labels();
+        counter!(SINK_MESSAGES, &labels).increment(p.messages);
+        counter!(SINK_BYTES, &labels).increment(p.bytes);
+        gauge!(SINK_ACKS_PENDING, &labels).set(p.acks_pending as f64);
+        histogram!(SINK_PUBLISH, &labels).record(p.publish_seconds);
     }
 
     /// `targets` (a page's records per target) under the names the row counts them by:
@@ -328,6 +367,9 @@ impl RunObserver {
         };
         self.metrics
             .page(records, pages, p.lag, p.bookmark.is_some());
+        if let Some(published) = &p.published {
+            self.metrics.published(published);
+        }
         Added {
             records,
             pages,

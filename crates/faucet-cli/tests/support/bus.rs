@@ -1,6 +1,10 @@
 //! What the bus-sink tests share: the independent consumer (`scripts/bus_consumer.py`, a
 //! Python script with the bus's own client library) that reads back everything a sink wrote,
-//! and the Redis keys a test made.
+//! the Redis keys a test made, the CDC workload of two tables, and the at-least-once check
+//! of what a Kafka consumer read ([`at_least_once`]).
+
+use std::collections::HashMap;
+use std::path::Path;
 
 use serde_json::{Value as Json, json};
 
@@ -187,4 +191,71 @@ pub(crate) fn two_table_round(a: &str, b: &str, round: usize) {
         "DELETE FROM {b}.items WHERE id % 13 = {}",
         round % 5
     ));
+}
+
+/// How the copies of each distinct message (by topic and value) fell: panics unless every
+/// message with more than one copy has one `faucet-id` on all of them (a replay from the
+/// same durable bookmark: the page in flight at a crash), and unless at most
+/// `crashes × batch` messages are doubled. Returns the messages, first copies only, in the
+/// consumer's order, and how many were doubled.
+pub(crate) fn at_least_once(
+    got: &[Consumed],
+    crashes: usize,
+    batch: usize,
+    what: &str,
+) -> (Vec<Consumed>, usize) {
+    let mut first: HashMap<(String, String), (usize, String)> = HashMap::new();
+    let mut doubled = 0;
+    let mut out = Vec::new();
+    for m in got {
+        let id = m.fields["faucet-id"]
+            .as_str()
+            .expect("faucet-id")
+            .to_owned();
+        let content = (m.stream.clone(), m.fields["value"].to_string());
+        match first.get_mut(&content) {
+            None => {
+                first.insert(content, (1, id));
+                out.push(m.clone());
+            }
+            Some((copies, first_id)) => {
+                assert_eq!(
+                    *first_id, id,
+                    "{what}: a record delivered again under another id, so not from the \
+                     bookmark its first copy's page started at (not a page in flight): {m:?}"
+                );
+                if *copies == 1 {
+                    doubled += 1;
+                }
+                *copies += 1;
+            }
+        }
+    }
+    assert!(
+        doubled <= crashes * batch,
+        "{what}: {doubled} records doubled by {crashes} crashes of pages of {batch}"
+    );
+    (out, doubled)
+}
+
+/// How many runs `dir/kill.err` says were SIGKILLed mid-run.
+pub(crate) fn kills_in(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("kill.err"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("-- kill after") && l.ends_with("Ok(None)"))
+        .count()
+}
+
+/// `s` as a regular expression matching itself.
+pub(crate) fn regex_quote(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c.to_string()
+            } else {
+                format!("\\{c}")
+            }
+        })
+        .collect()
 }

@@ -1,10 +1,12 @@
 //! What every message-bus sink shares: the [`message`] a record becomes (route, key, value,
-//! headers). The route is a [`faucet_core::route::TableTemplate`], the placeholder rule
+//! headers), and the [`stats`] of a page's publishes. The route is a [`faucet_core::route::TableTemplate`], the placeholder rule
 //! every sink routing by source table uses.
 
 pub mod message;
+pub mod stats;
 
 pub use message::{Message, MessageEncoder, MessageFormat, per_route};
+pub use stats::{PageMeter, message_bytes};
 
 use faucet_core::FaucetError;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use faucet_core::delivery::SinkLimit;
-use faucet_core::{FaucetError, Page, Sink, SinkCapabilities, SinkWriter, fault};
+use faucet_core::{FaucetError, Page, PublishStats, Sink, SinkCapabilities, SinkWriter, fault};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -15,7 +15,7 @@ use rdkafka::metadata::Metadata;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer as _};
 
 use super::config::{KafkaSinkConfig, ValidatedKafkaConfig, check_topic};
-use crate::bus::{Message, MessageEncoder};
+use crate::bus::{Message, MessageEncoder, PageMeter};
 
 /// The connector's name.
 pub const CONNECTOR: &str = "kafka";
@@ -154,6 +154,7 @@ impl Sink for KafkaSink {
             producer,
             scope: String::new(),
             written: Vec::new(),
+            published: None,
         }))
     }
 
@@ -162,6 +163,13 @@ impl Sink for KafkaSink {
     /// (`auto.create.topics.enable`; when the broker does not say, a warning). With a
     /// template, a warning when the broker says it does not create topics: every routed
     /// topic must then exist. Writes nothing and creates nothing.
+    ///
+    /// The right to publish is not probed: Kafka has no produce that writes nothing, and
+    /// reading the ACLs (`DescribeAcls`) needs the cluster's `Describe` right, which a
+    /// producer's user seldom has. A user without `Describe` on the topic does not see it in
+    /// the metadata (Kafka leaves it out), so the missing-topic message names that right; a
+    /// missing `Write` (or `IdempotentWrite`) right fails the first page's produce with
+    /// librdkafka's authorization error and the ACL to grant.
     ///
     /// # Errors
     /// [`FaucetError::Connect`] when no broker answers; [`FaucetError::Write`] when the
@@ -188,7 +196,8 @@ impl Sink for KafkaSink {
             (Some(topic), Some(false)) => Err(FaucetError::write(
                 CONNECTOR,
                 format!(
-                    "the topic `{topic}` does not exist at `{}` and the broker does not create \
+                    "the topic `{topic}` does not exist at `{}` (or the user may not see it: \
+                     it needs the Describe and Write ACLs on it) and the broker does not create \
                      topics (auto.create.topics.enable=false): create it (kafka-topics.sh \
                      --create --topic {topic})",
                     self.config.brokers
@@ -220,12 +229,16 @@ struct KafkaWriter<'a> {
     scope: String,
     /// The last page's messages per topic ([`SinkWriter::written_targets`]).
     written: Vec<(String, u64)>,
+    /// What the last page published ([`SinkWriter::published`]).
+    published: Option<PublishStats>,
 }
 
 impl KafkaWriter<'_> {
-    /// Produces `messages` and waits until the broker acknowledged every one (`acks=all`).
-    async fn produce(&self, messages: &[Message]) -> Result<(), FaucetError> {
+    /// Produces `messages` and waits until the broker acknowledged every one (`acks=all`);
+    /// returns what that published.
+    async fn produce(&self, messages: &[Message]) -> Result<PublishStats, FaucetError> {
         let mut pending: VecDeque<DeliveryFuture> = VecDeque::with_capacity(messages.len());
+        let mut meter = PageMeter::start();
         for (i, m) in messages.iter().enumerate() {
             if i == messages.len() / 2 && i > 0 {
                 // Half the page is handed to librdkafka; it may have sent some of it.
@@ -251,6 +264,7 @@ impl KafkaWriter<'_> {
                 match self.producer.send_result(record) {
                     Ok(delivery) => {
                         pending.push_back(delivery);
+                        meter.pending(pending.len());
                         break;
                     }
                     Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
@@ -268,7 +282,7 @@ impl KafkaWriter<'_> {
         for delivery in pending {
             self.acknowledged(delivery).await?;
         }
-        Ok(())
+        Ok(meter.finish(messages))
     }
 
     /// Waits for one produce's acknowledgement.
@@ -324,11 +338,12 @@ impl SinkWriter for KafkaWriter<'_> {
     /// Produces the page's records and waits for every acknowledgement: durable on return.
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
         self.written.clear();
+        self.published = None;
         if page.is_empty() {
             return Ok(());
         }
         let messages = self.sink.encoder.encode(page, &self.scope)?;
-        self.produce(&messages).await?;
+        self.published = Some(self.produce(&messages).await?);
         self.written = crate::bus::per_route(&messages);
         Ok(())
     }
@@ -348,5 +363,10 @@ impl SinkWriter for KafkaWriter<'_> {
     /// The topics the last page's messages went to, with how many each.
     fn written_targets(&self) -> &[(String, u64)] {
         &self.written
+    }
+
+    /// What the last page produced.
+    fn published(&self) -> Option<PublishStats> {
+        self.published
     }
 }

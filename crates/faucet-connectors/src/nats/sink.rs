@@ -21,7 +21,7 @@ use super::anchor::{
 };
 use super::config::{NatsSinkConfig, ValidatedNatsConfig, check_subject};
 use crate::bus::message::page_id;
-use crate::bus::{Message, MessageEncoder};
+use crate::bus::{Message, MessageEncoder, PageMeter};
 
 /// The connector's name.
 pub const CONNECTOR: &str = "nats";
@@ -114,7 +114,15 @@ impl NatsSink {
     }
 
     async fn connect(&self) -> Result<(Client, Context), FaucetError> {
-        let client = async_nats::ConnectOptions::new()
+        self.connect_with(async_nats::ConnectOptions::new()).await
+    }
+
+    /// [`NatsSink::connect`] with `options` (an event callback).
+    async fn connect_with(
+        &self,
+        options: async_nats::ConnectOptions,
+    ) -> Result<(Client, Context), FaucetError> {
+        let client = with_login(options, self.config.url.expose_secret())
             .connection_timeout(TIMEOUT)
             .name("faucet")
             .connect(self.config.url.expose_secret())
@@ -175,6 +183,26 @@ impl NatsSink {
     }
 }
 
+/// `options` with the login `url` holds, percent-decoded: `nats://user:password@host` a user
+/// and password, `nats://token@host` a token. async-nats reads neither from the URL itself
+/// (its `ServerAddr` only says one is there), so without this a server requiring a login
+/// refuses the connection.
+fn with_login(options: async_nats::ConnectOptions, url: &str) -> async_nats::ConnectOptions {
+    let Ok(addr) = url.parse::<async_nats::ServerAddr>() else {
+        return options;
+    };
+    let decode = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    match (addr.username(), addr.password()) {
+        (Some(user), Some(password)) => options.user_and_password(decode(user), decode(password)),
+        (Some(token), None) => options.token(decode(token)),
+        _ => options,
+    }
+}
+
 fn stream_missing(e: &jetstream::context::GetStreamError) -> bool {
     matches!(e.kind(), jetstream::context::GetStreamErrorKind::JetStream(j)
         if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND)
@@ -229,18 +257,33 @@ impl Sink for NatsSink {
             at: None,
             previous: None,
             written: Vec::new(),
+            published: None,
         }))
     }
 
     /// Reachable and the login accepted; JetStream on; the stream exists (or `create_stream`
-    /// may create it: then nothing more is probed); a publish to one of the sink's subjects
-    /// reaches the stream — sent with an expected last sequence no stream has, so the stream
-    /// refuses it and nothing is written.
+    /// may create it: then nothing more is probed); the user may publish to one of the sink's
+    /// subjects and the publish reaches the stream — an empty message sent with an expected
+    /// last sequence no stream has (`Nats-Expected-Last-Sequence: u64::MAX`), so the stream
+    /// refuses it and nothing is written. A publish the server's permissions refuse gets no
+    /// answer, only a `Permissions Violation` notice on the connection, which fails the check
+    /// naming the subject.
     ///
     /// # Errors
     /// The failing prerequisite, with its fix.
     async fn check(&self) -> Result<(), FaucetError> {
-        let (client, js) = self.connect().await?;
+        let (refused_tx, mut refused) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let options = async_nats::ConnectOptions::new().event_callback(move |event| {
+            let refused_tx = refused_tx.clone();
+            async move {
+                if let async_nats::Event::ServerError(async_nats::ServerError::Other(e)) = event
+                    && e.to_ascii_lowercase().contains("permissions violation")
+                {
+                    let _ = refused_tx.send(e);
+                }
+            }
+        });
+        let (client, js) = self.connect_with(options).await?;
         let name = &self.config.stream;
         match js.get_stream(name).await {
             Ok(_) => {}
@@ -263,7 +306,21 @@ impl Sink for NatsSink {
             .send_publish(subject.clone(), probe)
             .await
             .map_err(|e| self.fail("check (publishing a probe)", e))?;
-        let result = ack.await;
+        let result = tokio::select! {
+            result = std::future::IntoFuture::into_future(ack) => result,
+            Some(violation) = refused.recv() => {
+                drop(client);
+                return Err(FaucetError::write(
+                    CONNECTOR,
+                    format!(
+                        "the user may not publish to `{subject}` at {}: the server refused it \
+                         ({violation}); grant it publish permission on `{}`",
+                        self.server, self.filter
+                    ),
+                    None,
+                ));
+            }
+        };
         drop(client);
         match result {
             Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => Ok(()),
@@ -338,6 +395,8 @@ struct NatsWriter<'a> {
     previous: Option<Bookmark>,
     /// The last page's messages per subject ([`SinkWriter::written_targets`]).
     written: Vec<(String, u64)>,
+    /// What the last page published ([`SinkWriter::published`]).
+    published: Option<faucet_core::PublishStats>,
 }
 
 impl NatsWriter<'_> {
@@ -437,6 +496,7 @@ impl NatsWriter<'_> {
     ) -> Result<Option<u64>, FaucetError> {
         let prefix = start.map(|s| page_id(&self.scope, Some(s)));
         let mut pending: VecDeque<PublishAckFuture> = VecDeque::new();
+        let mut meter = PageMeter::start();
         let mut last = chain;
         let half = from + (messages.len() - from) / 2;
         for (i, m) in messages.iter().enumerate().skip(from) {
@@ -470,12 +530,14 @@ impl NatsWriter<'_> {
                 .await
                 .map_err(|e| self.publish_error(&m.route, e))?;
             pending.push_back(ack);
+            meter.pending(pending.len());
             if pending.len() >= WINDOW {
                 self.settle(&mut pending, 1, &mut last).await?;
             }
         }
         let n = pending.len();
         self.settle(&mut pending, n, &mut last).await?;
+        self.published = Some(meter.finish(&messages[from..]));
         Ok(last)
     }
 
@@ -643,6 +705,7 @@ impl SinkWriter for NatsWriter<'_> {
     /// durable). With a fence the publishes are chained as in [`SinkWriter::write_committed`].
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
         self.written.clear();
+        self.published = None;
         if page.is_empty() {
             self.previous = page.bookmark().cloned();
             return Ok(());
@@ -673,6 +736,12 @@ impl SinkWriter for NatsWriter<'_> {
         &self.written
     }
 
+    /// The messages the last page published (a replay's skipped ones not counted); `None`
+    /// for a page stored whole already (its commit marker is not counted).
+    fn published(&self) -> Option<faucet_core::PublishStats> {
+        self.published
+    }
+
     /// Publishes the page's records not yet stored (a replay of a page stored in part skips
     /// its first ones), chained, the last carrying the token; durable when every
     /// acknowledgement is in. A page publishing nothing stores its token in a commit marker.
@@ -683,6 +752,7 @@ impl SinkWriter for NatsWriter<'_> {
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
         self.written.clear();
+        self.published = None;
         let at = self.position(scope).await?;
         if token.sequence <= at.committed {
             return Err(FaucetError::write(

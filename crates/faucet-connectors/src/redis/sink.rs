@@ -4,14 +4,16 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use faucet_core::state::LeaseError;
-use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter, fault};
+use faucet_core::{
+    CommitToken, FaucetError, Page, PublishStats, Sink, SinkCapabilities, SinkWriter, fault,
+};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError};
 use secrecy::ExposeSecret as _;
 
 use super::config::{RedisStreamsSinkConfig, ValidatedRedisStreamsConfig};
 use super::script::WRITE_PAGE;
-use crate::bus::{Message, MessageEncoder};
+use crate::bus::{Message, MessageEncoder, PageMeter};
 
 /// The connector's name.
 pub const CONNECTOR: &str = "redis-streams";
@@ -198,12 +200,18 @@ impl Sink for RedisStreamsSink {
             scope: String::new(),
             fence: None,
             written: Vec::new(),
+            published: None,
         }))
     }
 
     /// Connects (reachable, login accepted), runs the page script with no entries (scripts
-    /// allowed, the prefix's keys readable), and checks that a fixed `stream` is a stream or
-    /// missing; warns when the server has no AOF. Writes nothing.
+    /// allowed, the prefix's keys readable), checks the right to add entries to the stream
+    /// (a fixed `stream`, or a template's stream for the source table
+    /// `faucet_doctor.faucet_doctor`) with `XADD <stream> 0-0 …` — the server checks the
+    /// user's ACL (the command and the key) first and then refuses the id 0-0 before it
+    /// touches the key, so a user with the right gets that refusal and nothing is written or
+    /// created —, and checks that a fixed `stream` is a stream or missing; warns when the
+    /// server has no AOF. Writes nothing.
     ///
     /// # Errors
     /// The failing prerequisite, with its fix.
@@ -229,6 +237,13 @@ impl Sink for RedisStreamsSink {
                 None,
             ));
         }
+        if let Ok(stream) = self
+            .encoder
+            .route()
+            .render(Some("faucet_doctor.faucet_doctor"))
+        {
+            self.check_xadd(&mut conn, &stream).await?;
+        }
         if let Some(stream) = self.encoder.route().fixed() {
             let kind: String = redis::cmd("TYPE")
                 .arg(stream)
@@ -241,6 +256,54 @@ impl Sink for RedisStreamsSink {
         }
         self.warn_unless_aof(&mut conn).await;
         Ok(())
+    }
+}
+
+impl RedisStreamsSink {
+    /// Whether the user may `XADD` to `stream`, probed with the id 0-0 (see
+    /// [`Sink::check`]): `NOPERM` fails the check naming the command and the key.
+    async fn check_xadd(
+        &self,
+        conn: &mut ConnectionManager,
+        stream: &str,
+    ) -> Result<(), FaucetError> {
+        let probe = redis::cmd("XADD")
+            .arg(stream)
+            .arg("0-0")
+            .arg("faucet-doctor")
+            .arg("probe")
+            .query_async::<redis::Value>(conn)
+            .await;
+        match probe {
+            Err(e) if e.code() == Some("NOPERM") => Err(FaucetError::write(
+                CONNECTOR,
+                format!(
+                    "the user may not add entries to the stream `{stream}` at {}: {e}; grant \
+                     it `+xadd` and the stream's keys (e.g. `~{}*`) in its ACL",
+                    self.server,
+                    self.encoder.route().fixed_prefix()
+                ),
+                None,
+            )),
+            // The id 0-0 refused: the ACL let the command through, nothing was written.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    redis::ErrorKind::ResponseError | redis::ErrorKind::TypeError
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(self.fail("check (probing XADD)", e)),
+            Ok(answer) => Err(FaucetError::write(
+                CONNECTOR,
+                format!(
+                    "check: `XADD {stream} 0-0` was not refused ({answer:?}); is this a Redis \
+                     server?"
+                ),
+                None,
+            )),
+        }
     }
 }
 
@@ -266,16 +329,20 @@ struct RedisStreamsWriter<'a> {
     fence: Option<u64>,
     /// The last page's entries per stream ([`SinkWriter::written_targets`]).
     written: Vec<(String, u64)>,
+    /// What the last page published ([`SinkWriter::published`]).
+    published: Option<PublishStats>,
 }
 
 impl RedisStreamsWriter<'_> {
-    /// Writes `messages` (and the token) in one script call.
+    /// Writes `messages` (and the token) in one script call; returns what that published
+    /// (every entry awaits the script's one reply).
     async fn write_page(
         &mut self,
         messages: &[Message],
         token: Option<&CommitToken>,
-    ) -> Result<(), FaucetError> {
+    ) -> Result<PublishStats, FaucetError> {
         let sink = self.sink;
+        let mut meter = PageMeter::start();
         let scope = sink.scope(&self.scope);
         let mut inv = self.script.prepare_invoke();
         inv.key(sink.fence_key(&scope)).key(sink.token_key(&scope));
@@ -314,12 +381,13 @@ impl RedisStreamsWriter<'_> {
             }
         }
         fault::point(fault::BEFORE_COMMIT);
+        meter.pending(messages.len());
         let (status, detail): (String, String) = inv
             .invoke_async(&mut self.conn)
             .await
             .map_err(|e| sink.fail("writing a page", e))?;
         match status.as_str() {
-            "ok" => Ok(()),
+            "ok" => Ok(meter.finish(messages)),
             "fenced" => Err(LeaseError::Fenced {
                 key: self.scope.clone(),
                 fence: self.fence.unwrap_or_default(),
@@ -352,11 +420,12 @@ impl SinkWriter for RedisStreamsWriter<'_> {
     /// Adds the page's entries in one script call (fenced, when the writer has a fence).
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
         self.written.clear();
+        self.published = None;
         if page.is_empty() {
             return Ok(());
         }
         let messages = self.sink.encoder.encode(page, &self.scope)?;
-        self.write_page(&messages, None).await?;
+        self.published = Some(self.write_page(&messages, None).await?);
         self.written = crate::bus::per_route(&messages);
         Ok(())
     }
@@ -366,6 +435,11 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         &self.written
     }
 
+    /// What the last page's script call added.
+    fn published(&self) -> Option<PublishStats> {
+        self.published
+    }
+
     async fn write_committed(
         &mut self,
         page: &Page,
@@ -373,9 +447,10 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
         self.written.clear();
+        self.published = None;
         scope.clone_into(&mut self.scope);
         let messages = self.sink.encoder.encode(page, scope)?;
-        self.write_page(&messages, Some(token)).await?;
+        self.published = Some(self.write_page(&messages, Some(token)).await?);
         self.written = crate::bus::per_route(&messages);
         Ok(())
     }

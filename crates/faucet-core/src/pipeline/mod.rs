@@ -65,6 +65,9 @@ pub struct Progress {
     /// This page's records per target, as the sink names its targets
     /// ([`crate::SinkWriter::written_targets`]; empty when it does not tell).
     pub targets: Vec<(String, u64)>,
+    /// What this page published, for a sink that publishes to a bus
+    /// ([`crate::SinkWriter::published`]; `None` for other sinks).
+    pub published: Option<crate::PublishStats>,
     /// How far along the source's read is at this page's end ([`crate::Page::extent`]);
     /// `None` when the source does not know its end (a continuous change stream, a query).
     pub extent: Option<Extent>,

@@ -361,6 +361,7 @@ async fn pump(
                     .map(std::time::Duration::from_secs_f64),
                 bookmark: page.bookmark().cloned(),
                 targets: state.writer.written_targets().to_vec(),
+                published: state.writer.published(),
                 extent,
                 eta,
             });

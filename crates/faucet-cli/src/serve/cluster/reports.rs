@@ -144,6 +144,7 @@ impl Reports {
                 .bind(sqlx::types::Json(ReportDetail {
                     targets: r.targets.clone(),
                     progress: r.progress.clone(),
+                    published: r.published.clone(),
                 }))
                 .execute(&mut *tx)
                 .await
@@ -192,6 +193,7 @@ impl Reports {
                 age_seconds: row.try_get::<f64, _>("age").map_err(ctx)?.max(0.0),
                 targets: detail.targets,
                 progress: detail.progress,
+                published: detail.published,
             };
             out.insert(row.try_get("key").map_err(ctx)?, report);
         }
