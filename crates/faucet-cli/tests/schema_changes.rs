@@ -125,6 +125,49 @@ pub(crate) fn jsonl(dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Asserts the jsonl records of the two-step workload of the jsonl tests: `c1 c2 s c3 c4 s
+/// c5` of `table`, the first `s` the ADD of a text column `w` to `(id, v)` (`position`: the
+/// source's position field, and how it spells an integer), with the position and
+/// `commit_ts` set and the columns before; the second's changes `second`.
+pub(crate) fn check_two_changes(
+    records: &[serde_json::Value],
+    table: &str,
+    position: (&str, &str),
+    second: serde_json::Value,
+) {
+    let (field, int) = position;
+    assert_eq!(
+        ops(records),
+        ["c1", "c2", "s", "c3", "c4", "s", "c5"],
+        "{records:?}"
+    );
+    let add = &records[2];
+    assert_eq!(add["table"], table);
+    assert!(
+        add[field].is_string() && add["commit_ts"].is_string(),
+        "{add}"
+    );
+    assert_eq!(
+        add["after"]["changes"],
+        serde_json::json!([{"kind": "add", "column": "w", "from": null, "to": null,
+                            "type": "text", "data_type": "text"}])
+    );
+    assert_eq!(
+        add["after"]["columns"],
+        serde_json::json!([
+            {"name": "id", "type": int, "data_type": "int", "key": true},
+            {"name": "v", "type": int, "data_type": "int", "key": false},
+            {"name": "w", "type": "text", "data_type": "text", "key": false}
+        ])
+    );
+    assert_eq!(
+        add["before"]["columns"].as_array().map(Vec::len),
+        Some(2),
+        "{add}"
+    );
+    assert_eq!(records[5]["after"]["changes"], second, "{records:?}");
+}
+
 /// Each record as `s` or its op and `after.id` (`c3`).
 pub(crate) fn ops(records: &[serde_json::Value]) -> Vec<String> {
     records
@@ -305,44 +348,16 @@ fn pg_to_jsonl_delivers_each_schema_change_once_in_order() {
              INSERT INTO {s}.items VALUES (5, 5, 'five')"
         ));
         output_of_success(&mut faucet(dir.path()), "a run after the RENAME");
-        let records = jsonl(dir.path());
-        assert_eq!(
-            ops(&records),
-            ["c1", "c2", "s", "c3", "c4", "s", "c5"],
-            "{records:?}"
-        );
-        let add = &records[2];
-        assert_eq!(add["table"], format!("{s}.items"));
-        assert!(
-            add["lsn"].is_string() && add["commit_ts"].is_string(),
-            "{add}"
-        );
-        assert_eq!(
-            add["after"]["changes"],
-            serde_json::json!([{"kind": "add", "column": "w", "from": null, "to": null,
-                                "type": "text", "data_type": "text"}])
-        );
-        assert_eq!(
-            add["after"]["columns"],
-            serde_json::json!([
-                {"name": "id", "type": "integer", "data_type": "int", "key": true},
-                {"name": "v", "type": "integer", "data_type": "int", "key": false},
-                {"name": "w", "type": "text", "data_type": "text", "key": false}
-            ])
-        );
-        assert_eq!(
-            add["before"]["columns"].as_array().map(Vec::len),
-            Some(2),
-            "{add}"
-        );
-        assert_eq!(
-            records[5]["after"]["changes"],
+        check_two_changes(
+            &jsonl(dir.path()),
+            &format!("{s}.items"),
+            ("lsn", "integer"),
             serde_json::json!([
                 {"kind": "rename", "column": "vv", "from": "v", "to": "vv",
                  "type": "bigint", "data_type": "int"},
                 {"kind": "type", "column": "vv", "from": "integer", "to": "bigint",
                  "type": "bigint", "data_type": "int"}
-            ])
+            ]),
         );
     }));
     rt.block_on(cleanup(&pool, &names));

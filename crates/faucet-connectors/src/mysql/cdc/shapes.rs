@@ -156,7 +156,7 @@ pub(crate) fn type_spelling(column: &MysqlColumn, meta: &[u8]) -> String {
     let unsigned = if column.unsigned { " unsigned" } else { "" };
     let chars = |bytes: u32| match &column.charset {
         Charset::Binary => bytes,
-        Charset::Utf8 if bytes % 4 == 0 => bytes / 4,
+        Charset::Utf8 if bytes.is_multiple_of(4) => bytes / 4,
         Charset::Utf8 => bytes / 3,
         Charset::Utf16Be | Charset::Utf16Le => bytes / 2,
         Charset::Utf32Be => bytes / 4,

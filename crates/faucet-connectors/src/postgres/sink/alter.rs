@@ -140,13 +140,7 @@ pub(crate) fn new_type(data_type: &DataType, source_type: &str) -> String {
 pub(crate) fn widen(target: &str, data_type: &DataType, source_type: &str) -> Widening {
     let new = new_type(data_type, source_type);
     let (column, value) = (kind(target), kind(&new));
-    if holds(&column, &value) {
-        Widening::Holds
-    } else if holds(&value, &column) {
-        Widening::Alter(new)
-    } else {
-        Widening::No
-    }
+    Widening::between(&column, &value, new, holds)
 }
 
 /// The `ALTER TABLE` of one step on `table`.

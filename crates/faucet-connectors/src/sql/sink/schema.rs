@@ -109,6 +109,26 @@ pub(crate) enum Widening {
     No,
 }
 
+impl Widening {
+    /// Whether a target column of kind `column` holds a new type `new` of kind `value`, or
+    /// the widening to `new` that does: by the dialect's `holds` (whether a column of the
+    /// first kind holds every value of the second). Neither way: [`Widening::No`].
+    pub(crate) fn between<K>(
+        column: &K,
+        value: &K,
+        new: String,
+        holds: impl Fn(&K, &K) -> bool,
+    ) -> Self {
+        if holds(column, value) {
+            Self::Holds
+        } else if holds(value, column) {
+            Self::Alter(new)
+        } else {
+            Self::No
+        }
+    }
+}
+
 /// One statement of a schema change, for [`SinkDialect::alter_sql`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Alter<'a> {
@@ -120,7 +140,11 @@ pub(crate) enum Alter<'a> {
     Type(&'a str, &'a str),
     /// `ALTER COLUMN name DROP NOT NULL` (the column's type, for systems that restate it:
     /// MySQL's `MODIFY COLUMN name type NULL`).
-    DropNotNull(&'a str, &'a str),
+    DropNotNull(
+        &'a str,
+        // Read by the MySQL dialect only.
+        #[cfg_attr(not(feature = "mysql"), allow(dead_code))] &'a str,
+    ),
     /// `DROP COLUMN name`.
     Drop(&'a str),
 }

@@ -91,8 +91,7 @@ pub(crate) fn translate(
 ) -> Page {
     let mut out = PageBuilder::new(part.schema().clone(), part.len());
     let mut next = 0; // the first schema change after the current row
-    let mut cache: HashMap<(usize, *const Schema), (Arc<Schema>, Vec<Option<usize>>)> =
-        HashMap::new();
+    let mut cache: HashMap<(usize, *const Schema), Reshaped> = HashMap::new();
     for r in 0..part.len() {
         let Some(row) = part.row(r) else { continue };
         if changes.get(next).is_some_and(|(at, _)| *at == r) {
@@ -111,11 +110,7 @@ pub(crate) fn translate(
                     .entry((next, Arc::as_ptr(&inner.schema)))
                     .or_insert_with(|| reshape(&inner.schema, &later, dropped))
                     .clone();
-                let kept = pick
-                    .iter()
-                    .flatten()
-                    .map(|&k| inner.values[k].clone())
-                    .collect();
+                let kept = pick.iter().map(|&k| inner.values[k].clone()).collect();
                 values[i] = Value::row(schema, kept);
             }
         }
@@ -135,6 +130,10 @@ pub(crate) fn translate(
     }
     out.finish(part.bookmark().cloned())
 }
+
+/// A row schema after some changes, and the index of the old field each field takes its
+/// value from ([`reshape`]).
+type Reshaped = (Arc<Schema>, Vec<usize>);
 
 /// The name a column `name` has after `changes` (in order), or `None` when one of them
 /// drops it and dropped columns are dropped.
@@ -156,17 +155,13 @@ fn final_name(name: &str, changes: &[&ColumnChange], dropped: DroppedColumns) ->
 
 /// The row schema of `schema` after `changes`, and for each of its fields the index of the
 /// old field it takes its value from.
-fn reshape(
-    schema: &Schema,
-    changes: &[&ColumnChange],
-    dropped: DroppedColumns,
-) -> (Arc<Schema>, Vec<Option<usize>>) {
+fn reshape(schema: &Schema, changes: &[&ColumnChange], dropped: DroppedColumns) -> Reshaped {
     let mut fields = Vec::new();
     let mut pick = Vec::new();
     for (k, f) in schema.fields().iter().enumerate() {
         if let Some(name) = final_name(&f.name, changes, dropped) {
             fields.push(Field::new(name, f.data_type.clone()));
-            pick.push(Some(k));
+            pick.push(k);
         }
     }
     (Arc::new(Schema::new(fields)), pick)
