@@ -29,35 +29,158 @@ use crate::support::{Run, output_of_success, pg_pool, runtime};
 /// The variable the configs read the PostgreSQL URL from.
 const PG_VAR: &str = "FAUCET_SCHEMA_PG_URL";
 
+#[cfg(feature = "mysql")]
+mod mysql;
+
 /// `faucet run --quiet` in `dir` with the URL in the environment.
-fn faucet(dir: &Path) -> Command {
+pub(crate) fn faucet(dir: &Path) -> Command {
     let mut c = faucet_with_pg_url(PG_VAR);
     c.args(["run", "--quiet"]).current_dir(dir);
     c
 }
 
-/// The pipeline: `postgres-cdc` of `<schema>.items` into `sink` (one line of YAML), pages of
-/// `batch` records, file state, plus `extra` pipeline-level lines.
-fn config(dir: &Path, names: &Names, sink: &str, batch: usize, extra: &str) {
+/// Writes `faucet.yaml` in `dir`: pipeline `name`, `source` and `sink` (one line of YAML
+/// each), file state, pages of `batch` records, plus `extra` pipeline-level lines.
+pub(crate) fn pipeline(
+    dir: &Path,
+    name: &str,
+    source: &str,
+    sink: &str,
+    batch: usize,
+    extra: &str,
+) {
     std::fs::write(
         dir.join("faucet.yaml"),
         format!(
-            "version: 1\nname: schema_{batch}\npipeline:\n  \
-             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-             slot_name: {slot}, publication: {publication}, tables: [{s}.items], \
-             create_publication: true }} }}\n  \
-             sink: {sink}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {batch}\n{extra}",
-            slot = names.slot,
-            publication = names.publication,
-            s = names.schema,
+            "version: 1\nname: {name}\npipeline:\n  source: {source}\n  sink: {sink}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {batch}\n{extra}"
         ),
     )
     .expect("config");
 }
 
+/// The pipeline: `postgres-cdc` of `<schema>.items` into `sink` (one line of YAML), pages of
+/// `batch` records, file state, plus `extra` pipeline-level lines.
+fn config(dir: &Path, names: &Names, sink: &str, batch: usize, extra: &str) {
+    pipeline(
+        dir,
+        &format!("schema_{batch}"),
+        &format!(
+            "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+             slot_name: {slot}, publication: {publication}, tables: [{s}.items], \
+             create_publication: true }} }}",
+            slot = names.slot,
+            publication = names.publication,
+            s = names.schema,
+        ),
+        sink,
+        batch,
+        extra,
+    );
+}
+
+/// Runs the pipeline in `dir` aborted at every SQL sink fault point (at hits 1 and 3; more
+/// with `FAUCET_SOAK=1`), then SIGKILLed at instants, then to the end: how many runs a
+/// fault point aborted (asserted to be at least one per point) and how many were killed.
+pub(crate) fn crash_then_finish(dir: &Path, what: &str) -> (usize, usize) {
+    let soak = std::env::var("FAUCET_SOAK").is_ok();
+    // The fault points first, every point at its first page before any later hit, so
+    // each has pages left to reach whatever the machine's speed (the SIGKILLs after
+    // them may get anywhere).
+    let hits: &[u32] = if soak { &[1, 2, 3, 5, 8] } else { &[1, 3] };
+    let mut aborted = 0;
+    for &hit in hits {
+        for point in faucet_core::fault::SQL_SINK {
+            let out = faucet(dir)
+                .env("FAUCET_FAULT", format!("{point}:{hit}"))
+                .output()
+                .expect("spawn faucet");
+            if !out.status.success() {
+                aborted += 1;
+            }
+        }
+    }
+    let mut killed = 0;
+    for k in 0..if soak { 12 } else { 4 } {
+        let delay = Duration::from_millis(40 + (k * 53 % 160));
+        if crate::support::crash::kill_after(faucet_with_pg_url(PG_VAR), dir, delay) {
+            killed += 1;
+        }
+    }
+    output_of_success(&mut faucet(dir), "the run to the end");
+    eprintln!("schema changes {what}: {killed} SIGKILLs mid-run, {aborted} aborts");
+    assert!(
+        aborted >= faucet_core::fault::SQL_SINK.len(),
+        "{what}: only {aborted} runs reached a fault point"
+    );
+    (aborted, killed)
+}
+
+/// The records of the jsonl file `out.jsonl` in `dir`.
+pub(crate) fn jsonl(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("out.jsonl"))
+        .expect("out.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect()
+}
+
+/// Asserts the jsonl records of the two-step workload of the jsonl tests: `c1 c2 s c3 c4 s
+/// c5` of `table`, the first `s` the ADD of a text column `w` to `(id, v)` (`position`: the
+/// source's position field, and how it spells an integer), with the position and
+/// `commit_ts` set and the columns before; the second's changes `second`.
+pub(crate) fn check_two_changes(
+    records: &[serde_json::Value],
+    table: &str,
+    position: (&str, &str),
+    second: serde_json::Value,
+) {
+    let (field, int) = position;
+    assert_eq!(
+        ops(records),
+        ["c1", "c2", "s", "c3", "c4", "s", "c5"],
+        "{records:?}"
+    );
+    let add = &records[2];
+    assert_eq!(add["table"], table);
+    assert!(
+        add[field].is_string() && add["commit_ts"].is_string(),
+        "{add}"
+    );
+    assert_eq!(
+        add["after"]["changes"],
+        serde_json::json!([{"kind": "add", "column": "w", "from": null, "to": null,
+                            "type": "text", "data_type": "text"}])
+    );
+    assert_eq!(
+        add["after"]["columns"],
+        serde_json::json!([
+            {"name": "id", "type": int, "data_type": "int", "key": true},
+            {"name": "v", "type": int, "data_type": "int", "key": false},
+            {"name": "w", "type": "text", "data_type": "text", "key": false}
+        ])
+    );
+    assert_eq!(
+        add["before"]["columns"].as_array().map(Vec::len),
+        Some(2),
+        "{add}"
+    );
+    assert_eq!(records[5]["after"]["changes"], second, "{records:?}");
+}
+
+/// Each record as `s` or its op and `after.id` (`c3`).
+pub(crate) fn ops(records: &[serde_json::Value]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| match r["op"].as_str().expect("op") {
+            "s" => "s".to_owned(),
+            op => format!("{op}{}", r["after"]["id"]),
+        })
+        .collect()
+}
+
 /// The source table, and (in `target`, when given) a target table of the same shape.
-fn source_table(s: &str, target: Option<&str>) {
+pub(crate) fn source_table(s: &str, target: Option<&str>) {
     let table = "(id int PRIMARY KEY, v integer NOT NULL, note varchar(10) NOT NULL, \
                  gone text NOT NULL)";
     sql(&format!(
@@ -70,7 +193,7 @@ fn source_table(s: &str, target: Option<&str>) {
 
 /// The changes: rows, then ADD, RENAME, two widenings and DROP, each with rows before and
 /// after it in its transaction and in the next.
-fn workload(s: &str) {
+pub(crate) fn workload(s: &str) {
     for step in [
         format!("INSERT INTO {s}.items SELECT g, g, 'n' || g, 'g' FROM generate_series(1, 30) g"),
         format!(
@@ -110,7 +233,7 @@ fn workload(s: &str) {
 }
 
 /// `(column, type)` of `table` in table order, `format_type`'s spelling.
-fn columns(table: &str) -> Vec<(String, String)> {
+pub(crate) fn columns(table: &str) -> Vec<(String, String)> {
     query(&format!(
         "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute \
          WHERE attrelid = '{table}'::regclass AND attnum > 0 AND NOT attisdropped \
@@ -120,7 +243,8 @@ fn columns(table: &str) -> Vec<(String, String)> {
 
 type Item = (i32, i64, String, Option<i64>);
 
-fn items(table: &str) -> Vec<Item> {
+/// The rows of `table` (`id, vv, note, w`), by id.
+pub(crate) fn items(table: &str) -> Vec<Item> {
     query(&format!(
         "SELECT id, vv::bigint, note::text, w FROM {table} ORDER BY id"
     ))
@@ -128,7 +252,7 @@ fn items(table: &str) -> Vec<Item> {
 
 /// Asserts the target is the source: the same columns and types (the dropped `gone` kept,
 /// NULL where rows were inserted after the drop) and the same rows.
-fn check_target(s: &str, t: &str, what: &str) {
+pub(crate) fn check_target(s: &str, t: &str, what: &str) {
     let mut target = columns(t);
     let gone = target
         .iter()
@@ -177,36 +301,7 @@ fn pg_to_pg_upsert_applies_add_rename_widen_drop_across_crashes() {
         // The first run makes the slot and the publication; the workload follows.
         output_of_success(&mut faucet(dir.path()), "the first run");
         workload(&s);
-        let soak = std::env::var("FAUCET_SOAK").is_ok();
-        // The fault points first, every point at its first page before any later hit, so
-        // each has pages left to reach whatever the machine's speed (the SIGKILLs after
-        // them may get anywhere).
-        let hits: &[u32] = if soak { &[1, 2, 3, 5, 8] } else { &[1, 3] };
-        let mut aborted = 0;
-        for &hit in hits {
-            for point in faucet_core::fault::SQL_SINK {
-                let out = faucet(dir.path())
-                    .env("FAUCET_FAULT", format!("{point}:{hit}"))
-                    .output()
-                    .expect("spawn faucet");
-                if !out.status.success() {
-                    aborted += 1;
-                }
-            }
-        }
-        let mut killed = 0;
-        for k in 0..if soak { 12 } else { 4 } {
-            let delay = Duration::from_millis(40 + (k * 53 % 160));
-            if crate::support::crash::kill_after(faucet_with_pg_url(PG_VAR), dir.path(), delay) {
-                killed += 1;
-            }
-        }
-        output_of_success(&mut faucet(dir.path()), "the run to the end");
-        eprintln!("schema changes pg → pg: {killed} SIGKILLs mid-run, {aborted} aborts");
-        assert!(
-            aborted >= faucet_core::fault::SQL_SINK.len(),
-            "only {aborted} runs reached a fault point"
-        );
+        crash_then_finish(dir.path(), "pg → pg");
         check_target(&s, &t, "after the crashes");
         // Another run has nothing to do and changes nothing.
         output_of_success(&mut faucet(dir.path()), "a run after the end");
@@ -253,51 +348,16 @@ fn pg_to_jsonl_delivers_each_schema_change_once_in_order() {
              INSERT INTO {s}.items VALUES (5, 5, 'five')"
         ));
         output_of_success(&mut faucet(dir.path()), "a run after the RENAME");
-        let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.path().join("out.jsonl"))
-            .expect("out.jsonl")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("a JSON line"))
-            .collect();
-        let ops: Vec<String> = records
-            .iter()
-            .map(|r| match r["op"].as_str().expect("op") {
-                "s" => "s".to_owned(),
-                op => format!("{op}{}", r["after"]["id"]),
-            })
-            .collect();
-        assert_eq!(ops, ["c1", "c2", "s", "c3", "c4", "s", "c5"], "{records:?}");
-        let add = &records[2];
-        assert_eq!(add["table"], format!("{s}.items"));
-        assert!(
-            add["lsn"].is_string() && add["commit_ts"].is_string(),
-            "{add}"
-        );
-        assert_eq!(
-            add["after"]["changes"],
-            serde_json::json!([{"kind": "add", "column": "w", "from": null, "to": null,
-                                "type": "text", "data_type": "text"}])
-        );
-        assert_eq!(
-            add["after"]["columns"],
-            serde_json::json!([
-                {"name": "id", "type": "integer", "data_type": "int", "key": true},
-                {"name": "v", "type": "integer", "data_type": "int", "key": false},
-                {"name": "w", "type": "text", "data_type": "text", "key": false}
-            ])
-        );
-        assert_eq!(
-            add["before"]["columns"].as_array().map(Vec::len),
-            Some(2),
-            "{add}"
-        );
-        assert_eq!(
-            records[5]["after"]["changes"],
+        check_two_changes(
+            &jsonl(dir.path()),
+            &format!("{s}.items"),
+            ("lsn", "integer"),
             serde_json::json!([
                 {"kind": "rename", "column": "vv", "from": "v", "to": "vv",
                  "type": "bigint", "data_type": "int"},
                 {"kind": "type", "column": "vv", "from": "integer", "to": "bigint",
                  "type": "bigint", "data_type": "int"}
-            ])
+            ]),
         );
     }));
     rt.block_on(cleanup(&pool, &names));

@@ -136,8 +136,17 @@ async fn a_listed_table_renamed_away_is_a_truncate_and_one_renamed_in_stops_the_
     .await;
     let pages = read_pages(&src, Some(start), 10).await.expect("read");
     let (a, b) = (db.table("a"), db.table("b"));
+    // The column rename is a schema-change record before b's first row of the new shape.
+    let (schema, rows): (Vec<J>, Vec<J>) =
+        records(&pages).into_iter().partition(|r| r["op"] == "s");
+    assert_eq!(schema.len(), 1, "{schema:?}");
+    assert_eq!(schema[0]["table"], b.as_str());
     assert_eq!(
-        changes(&records(&pages)),
+        schema[0]["after"]["changes"][0]["kind"], "rename",
+        "{schema:?}"
+    );
+    assert_eq!(
+        changes(&rows),
         [
             format!(r#"c {a} null {{"id":1}}"#),
             format!("t {a} null null"),
@@ -194,7 +203,14 @@ async fn events_before_an_alter_to_inet6_decode_by_the_type_they_were_written_wi
     .await;
     // The reader starts from before both, with today's catalog saying INET6.
     let recs = records(&read_pages(&src, Some(start), 10).await.expect("read"));
-    let values: Vec<&J> = recs.iter().map(|r| &r["after"]["c"]).collect();
+    // The type change is a schema-change record between the rows (module `shapes`).
+    let ops: Vec<&J> = recs.iter().map(|r| &r["op"]).collect();
+    assert_eq!(ops, ["c", "c", "s", "c"], "{recs:?}");
+    let values: Vec<&J> = recs
+        .iter()
+        .filter(|r| r["op"] != "s")
+        .map(|r| &r["after"]["c"])
+        .collect();
     assert_eq!(
         values,
         [

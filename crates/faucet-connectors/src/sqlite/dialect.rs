@@ -222,7 +222,7 @@ impl SinkDialect for SqliteSink {
                 quoted(to)
             )),
             Alter::Drop(c) => Some(format!("ALTER TABLE {t} DROP COLUMN {}", quoted(c))),
-            Alter::Type(..) | Alter::DropNotNull(_) => None,
+            Alter::Type(..) | Alter::DropNotNull(..) => None,
         }
     }
 

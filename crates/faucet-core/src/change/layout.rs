@@ -105,6 +105,16 @@ impl ChangeLayout {
         values.get(self.op).and_then(text_of) == Some(Op::Schema.code())
     }
 
+    /// The index of the `before` field.
+    pub fn before_index(&self) -> usize {
+        self.before
+    }
+
+    /// The index of the [`UNCHANGED`] field, when the records have one.
+    pub fn unchanged_index(&self) -> Option<usize> {
+        self.unchanged
+    }
+
     /// The index of the `after` field.
     pub fn after_index(&self) -> usize {
         self.after

@@ -22,10 +22,20 @@
 //! | `type` | the column | the old and new source types | the new type |
 //!
 //! Changes are listed in column order: renames and type changes, then drops, then adds.
+//!
+//! A change source keeps the shape it last delivered per table ([`Shapes`]), compares each
+//! new shape with it ([`announce`], by [`diff`]) and keeps them in its bookmark
+//! ([`add_shapes_to`], [`shapes_from_bookmark`]), so a restart neither repeats nor misses a
+//! change: `postgres-cdc` (Relation messages) and `mysql-cdc` (table maps) both.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use serde_json::{Map, Value as Json, json};
+
+use crate::FaucetError;
+use crate::page::Bookmark;
 use crate::value::{DataType, Field, Row, Schema, Value};
 
 /// `kind` of one [`ColumnChange`].
@@ -226,6 +236,143 @@ pub fn diff(old: &[Identified], new: &[Identified]) -> Vec<ColumnChange> {
         });
     }
     changes
+}
+
+/// The bookmark member holding the delivered shapes.
+pub const SHAPES: &str = "shapes";
+
+/// The shape each table was last delivered with, by qualified name (`public.items`,
+/// `shop.orders`).
+pub type Shapes = BTreeMap<String, Vec<Identified>>;
+
+/// The `before` and `after` values of the schema-change record of `table` going from the
+/// shape `old` to `new` ([`diff`]), or `None` when they are the same. Logs the change, and
+/// warns when columns were added (rows that existed got the source's default without a
+/// change record). `at` names the position for the log (`lsn 0/16B3748`).
+pub fn announce(
+    table: &str,
+    at: &str,
+    old: &[Identified],
+    new: &[Identified],
+) -> Option<(Value, Value)> {
+    let changes = diff(old, new);
+    if changes.is_empty() {
+        return None;
+    }
+    tracing::info!(
+        table,
+        at,
+        changes = ?changes.iter().map(|c| format!("{} {}", c.kind, c.column)).collect::<Vec<_>>(),
+        "the table's columns changed: a schema-change record goes before its next change"
+    );
+    let added: Vec<&str> = changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Add)
+        .map(|c| c.column.as_str())
+        .collect();
+    if !added.is_empty() {
+        tracing::warn!(
+            table,
+            added = ?added,
+            "columns were added mid-stream: rows that existed got their default in the \
+             source without any change record, so a target has NULL there until a row \
+             changes; resync the table if the sink needs those values"
+        );
+    }
+    let change = SchemaChange {
+        changes,
+        columns: new.iter().map(|c| c.shape.clone()).collect(),
+    };
+    let old: Vec<ColumnShape> = old.iter().map(|c| c.shape.clone()).collect();
+    Some((before_value(&old), change.after_value()))
+}
+
+/// Adds `shapes` to a bookmark object (`{…, "shapes": {"public.t": [[name, type,
+/// data_type, key, id], …]}}`); nothing when there are none or the bookmark is no object.
+pub fn add_shapes_to(bookmark: &mut Bookmark, shapes: &Shapes) {
+    if shapes.is_empty() {
+        return;
+    }
+    let Some(obj) = bookmark.as_object_mut() else {
+        return;
+    };
+    let mut out = Map::new();
+    for (table, columns) in shapes {
+        let cols: Vec<Json> = columns
+            .iter()
+            .map(|c| {
+                json!([
+                    c.shape.name,
+                    c.shape.source_type,
+                    data_type_name(&c.shape.data_type),
+                    c.shape.key,
+                    c.id
+                ])
+            })
+            .collect();
+        out.insert(table.clone(), Json::Array(cols));
+    }
+    obj.insert(SHAPES.into(), Json::Object(out));
+}
+
+/// The shapes of a bookmark of `connector` (none when it has no `shapes`).
+///
+/// # Errors
+/// [`FaucetError::Bookmark`] when `shapes` is not of the form [`add_shapes_to`] writes.
+pub fn shapes_from_bookmark(connector: &str, bookmark: &Bookmark) -> Result<Shapes, FaucetError> {
+    let Some(shapes) = bookmark.as_object().and_then(|o| o.get(SHAPES)) else {
+        return Ok(Shapes::new());
+    };
+    let invalid = |why: &str| {
+        FaucetError::bookmark(
+            connector,
+            format!(
+                "the bookmark's `shapes` {why}; expected {{\"schema.table\": [[name, type, \
+                 data_type, key, id], …]}}"
+            ),
+            None,
+        )
+    };
+    let obj = shapes
+        .as_object()
+        .ok_or_else(|| invalid("is not an object"))?;
+    let mut out = Shapes::new();
+    for (table, columns) in obj {
+        let columns = columns
+            .as_array()
+            .ok_or_else(|| invalid(&format!("of {table} is not an array")))?;
+        let mut shape = Vec::with_capacity(columns.len());
+        for c in columns {
+            let parts = c.as_array().map(Vec::as_slice).unwrap_or_default();
+            let [name, ty, dt, key, id] = parts else {
+                return Err(invalid(&format!(
+                    "of {table} has a column that is not 5 items"
+                )));
+            };
+            let (Some(name), Some(ty), Some(dt), Some(key), Some(id)) = (
+                name.as_str(),
+                ty.as_str(),
+                dt.as_str().and_then(parse_data_type),
+                key.as_bool(),
+                id.as_i64(),
+            ) else {
+                return Err(invalid(&format!(
+                    "of {table} has a column of the wrong types"
+                )));
+            };
+            shape.push(Identified {
+                shape: ColumnShape {
+                    name: name.to_owned(),
+                    source_type: ty.to_owned(),
+                    data_type: dt,
+                    key,
+                },
+                id,
+            });
+        }
+        out.insert(table.clone(), shape);
+    }
+    Ok(out)
 }
 
 fn column_schema() -> Arc<Schema> {
@@ -530,6 +677,34 @@ mod tests {
         let kinds: Vec<ChangeKind> = diff(&old, &new).iter().map(|c| c.kind).collect();
         assert_eq!(kinds, [ChangeKind::Drop]);
         assert!(diff(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn shapes_round_trip_through_the_bookmark() {
+        let mut shapes = Shapes::new();
+        shapes.insert("public.t".into(), vec![col("id", "integer", 1)]);
+        let mut b = json!({"lsn": "0/1"});
+        add_shapes_to(&mut b, &shapes);
+        assert_eq!(
+            b,
+            json!({"lsn": "0/1", "shapes": {"public.t": [["id", "integer", "int", false, 1]]}})
+        );
+        assert_eq!(shapes_from_bookmark("x", &b).expect("reads"), shapes);
+        assert!(shapes_from_bookmark("x", &json!({"shapes": {"t": [[1]]}})).is_err());
+        assert!(
+            shapes_from_bookmark("x", &json!({"lsn": "0/1"}))
+                .expect("none")
+                .is_empty()
+        );
+        assert!(
+            announce(
+                "t",
+                "here",
+                &[col("id", "integer", 1)],
+                &[col("id", "integer", 1)]
+            )
+            .is_none()
+        );
     }
 
     #[test]

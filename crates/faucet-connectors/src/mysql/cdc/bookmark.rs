@@ -8,6 +8,9 @@
 //!  "in_txn": {"binlog_pos": 1300, "gtid": "0-1-31", "skip": 10000}}
 //! ```
 //!
+//! * `shapes` / `column_renames` (absent when none): the table shapes delivered and the
+//!   column renames read since, for schema-change records across restarts (module
+//!   `super::shapes`); inside a transaction, as of its start.
 //! * `binlog_file` / `binlog_pos`: the position right after the last transaction delivered
 //!   completely (the end of its commit event), or a later event boundary reached between
 //!   transactions (events of other tables, a rotation to a new file). Everything committed
@@ -180,6 +183,8 @@ impl CdcBookmark {
                     | "by_gtid"
                     | "server"
                     | "in_txn"
+                    | faucet_core::change::schema::SHAPES
+                    | super::shapes::COLUMN_RENAMES
             )
         }) {
             return Err(invalid(bookmark, &format!("unknown field `{extra}`")));

@@ -4,7 +4,7 @@
 //!
 //! | field | value |
 //! |---|---|
-//! | `op` | `c` insert, `u` update, `d` delete, `t` truncate |
+//! | `op` | `c` insert, `u` update, `d` delete, `t` truncate, `s` schema change ([`super::shapes`]) |
 //! | `table` | `database.table` |
 //! | `binlog_file` | the binlog file of the change's transaction |
 //! | `binlog_pos` | the offset of the transaction's first event in that file: every change of a transaction carries the same one (the commit's own position is not known until the transaction has been read to its end, which a transaction larger than a page must not wait for) |
@@ -31,11 +31,13 @@ use mysql_async::consts::ColumnType;
 use mysql_common::io::ParseBuf;
 
 use faucet_core::change::Op;
+use faucet_core::change::schema::{ColumnShape, Identified, announce};
 use faucet_core::{DataType, FaucetError, Field, Schema, Value};
 
 use super::CONNECTOR;
 use super::events::RowsKind;
 use super::position::BinlogPos;
+use super::shapes::{Delivered, identify, type_spelling};
 use super::statement::Statement;
 use crate::mysql::catalog::TableCatalog;
 use crate::mysql::table::TableName;
@@ -103,6 +105,8 @@ pub(crate) struct TableShape {
     pub(crate) schema: Arc<Schema>,
     /// Per column, how its values are read from a row image ([`Wire::of`]).
     wire: Vec<Wire>,
+    /// The columns as a schema-change record shows them ([`super::shapes`]).
+    identified: Vec<Identified>,
 }
 
 /// How one column's values are read from a row image: chosen once per table map from the
@@ -209,6 +213,12 @@ pub(crate) struct ChangeDecoder {
     patterns: Vec<TablePattern>,
     collations: Collations,
     maps: HashMap<u64, Mapped>,
+    /// The shapes delivered and the column renames read since ([`super::shapes`]), shared
+    /// with the snapshot a transaction's bookmark carries.
+    delivered: Arc<Delivered>,
+    /// Per table, the shape last compared with the delivered one (a rows event of the same
+    /// table map is not compared again).
+    compared: HashMap<String, Arc<TableShape>>,
 }
 
 impl ChangeDecoder {
@@ -224,7 +234,72 @@ impl ChangeDecoder {
             patterns: patterns.to_vec(),
             collations,
             maps: HashMap::new(),
+            delivered: Arc::new(Delivered::default()),
+            compared: HashMap::new(),
         }
+    }
+
+    /// This decoder, resuming with what a bookmark says was delivered ([`super::shapes`]).
+    pub(crate) fn with_delivered(mut self, delivered: Delivered) -> Self {
+        self.delivered = Arc::new(delivered);
+        self
+    }
+
+    /// The shapes delivered and the renames read so far (counting the records decoded: the
+    /// stream's bookmark takes it between transactions, or as of a transaction's start).
+    pub(crate) fn delivered(&self) -> Arc<Delivered> {
+        self.delivered.clone()
+    }
+
+    /// Keeps the column renames of an `ALTER TABLE` of `table` (`database.table`) for the
+    /// comparison of its next shape, when the table is listed.
+    pub(crate) fn column_renames(&mut self, table: &TableName, renames: Vec<(String, String)>) {
+        let Some(database) = table.database.as_deref() else {
+            return;
+        };
+        if renames.is_empty() || !self.listed(database, &table.table) {
+            return;
+        }
+        Arc::make_mut(&mut self.delivered)
+            .renames
+            .entry(format!("{database}.{}", table.table))
+            .or_default()
+            .extend(renames);
+    }
+
+    /// The schema-change record to deliver before the changes of `shape` (a rows event's
+    /// table map) in `txn`, when the table's shape differs from the one delivered last. A
+    /// table's first shape is taken as it is.
+    pub(crate) fn shape_change(
+        &mut self,
+        shape: &Arc<TableShape>,
+        txn: &TxnContext,
+        at: &BinlogPos,
+    ) -> Option<Record> {
+        if self
+            .compared
+            .get(&shape.table)
+            .is_some_and(|s| Arc::ptr_eq(s, shape))
+        {
+            return None;
+        }
+        self.compared.insert(shape.table.clone(), shape.clone());
+        if self
+            .delivered
+            .shapes
+            .get(&shape.table)
+            .is_some_and(|old| *old == shape.identified)
+            && !self.delivered.renames.contains_key(&shape.table)
+        {
+            return None;
+        }
+        let delivered = Arc::make_mut(&mut self.delivered);
+        let renames = delivered.renames.remove(&shape.table).unwrap_or_default();
+        let stored: Vec<Identified> = shape.identified.clone();
+        let old = delivered.shapes.insert(shape.table.clone(), stored)?;
+        let (old, new) = identify(&old, &shape.identified, &renames);
+        let (before, after) = announce(&shape.table, &format!("binlog {at}"), &old, &new)?;
+        Some(txn.record(Op::Schema, &shape.table, before, after))
     }
 
     /// Whether `database.table` is listed, or matched by a pattern.
@@ -742,11 +817,26 @@ fn shape_of(
         let meta = tme.get_column_metadata(i).unwrap_or(&[]);
         wire.push(Wire::of(c, ty, meta));
     }
+    let key = catalog.primary_key.as_deref().unwrap_or_default();
+    let identified = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| Identified {
+            shape: ColumnShape {
+                name: c.name.clone(),
+                source_type: type_spelling(c, tme.get_column_metadata(i).unwrap_or(&[])),
+                data_type: c.data_type(),
+                key: key.contains(&c.name),
+            },
+            id: 0,
+        })
+        .collect();
     Ok(TableShape {
         table: table.to_owned(),
         columns,
         schema,
         wire,
+        identified,
     })
 }
 

@@ -71,6 +71,7 @@ pub(crate) mod position;
 mod resolve;
 mod resume;
 pub(crate) mod server;
+pub(crate) mod shapes;
 mod span;
 mod statement;
 mod statement_scope;
@@ -355,6 +356,11 @@ impl Source for MysqlCdcSource {
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
         // The bookmark is read before connecting: another source's is named as such offline.
         let (from, copied) = crate::copy_history::split_resume(from, CONNECTOR)?;
+        let delivered = from
+            .as_ref()
+            .map(shapes::Delivered::from_bookmark)
+            .transpose()?
+            .unwrap_or_default();
         let from = from.as_ref().map(CdcBookmark::from_json).transpose()?;
         let mut conn = self.connect().await?;
         let tables = self.tables_now(&mut conn).await?;
@@ -434,7 +440,8 @@ impl Source for MysqlCdcSource {
         );
         let stream = Box::new(spawn_reader(CdcPageStream::new(StreamStart {
             binlog,
-            decoder: ChangeDecoder::new(&tables, &self.validated.patterns, collations),
+            decoder: ChangeDecoder::new(&tables, &self.validated.patterns, collations)
+                .with_delivered(delivered),
             schema: record_schema(),
             batch_size: options.batch_size,
             max_page_delay: options.max_page_delay,

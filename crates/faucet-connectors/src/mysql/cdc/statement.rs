@@ -283,6 +283,50 @@ fn alter_statement(after: &str) -> Statement {
     }
 }
 
+/// The column renames of an `ALTER [ONLINE] [IGNORE] TABLE [IF EXISTS] t …` statement, in
+/// its clause order: `RENAME COLUMN a TO b` and `CHANGE [COLUMN] [IF EXISTS] a b type …`
+/// with two different names (module `super::shapes`). `None` for any other statement, or
+/// one without such a clause.
+pub(crate) fn column_renames(sql: &str) -> Option<(TableName, Vec<(String, String)>)> {
+    let (word, after) = keyword(skip_space_and_comments(sql));
+    if !word.eq_ignore_ascii_case("ALTER") {
+        return None;
+    }
+    let mut rest = optional_words(after, &["ONLINE"]);
+    rest = optional_words(rest, &["IGNORE"]);
+    let (table, after_table) = keyword(rest);
+    if !table.eq_ignore_ascii_case("TABLE") {
+        return None;
+    }
+    rest = optional_words(after_table, &["IF", "EXISTS"]);
+    let (name, after_name) = qualified_name(rest)?;
+    let mut renames = Vec::new();
+    for clause in top_level_clauses(skip_wait(after_name)) {
+        let (first, after_first) = keyword(skip_space_and_comments(clause));
+        let pair = if first.eq_ignore_ascii_case("RENAME") {
+            let (second, after_second) = keyword(skip_space_and_comments(after_first));
+            if !second.eq_ignore_ascii_case("COLUMN") {
+                continue;
+            }
+            identifier(skip_space_and_comments(after_second)).and_then(|(from, after_from)| {
+                identifier(optional_words(after_from, &["TO"])).map(|(to, _)| (from, to))
+            })
+        } else if first.eq_ignore_ascii_case("CHANGE") {
+            let mut rest = optional_words(after_first, &["COLUMN"]);
+            rest = optional_words(rest, &["IF", "EXISTS"]);
+            identifier(rest).and_then(|(from, after_from)| {
+                identifier(skip_space_and_comments(after_from)).map(|(to, _)| (from, to))
+            })
+        } else {
+            None
+        };
+        if let Some((from, to)) = pair.filter(|(f, t)| f != t) {
+            renames.push((from, to));
+        }
+    }
+    (!renames.is_empty()).then_some((name, renames))
+}
+
 /// `s` after the optional keywords `words`, all of them or none (`IF EXISTS`).
 fn optional_words<'a>(s: &'a str, words: &[&str]) -> &'a str {
     let mut rest = skip_space_and_comments(s);
@@ -545,6 +589,23 @@ mod tests {
             classify("CREATE OR REPLACE TEMPORARY TABLE a (id INT)"),
             Statement::Other
         );
+    }
+
+    #[test]
+    fn column_renames_are_read_from_alter_table() {
+        assert_eq!(
+            column_renames(
+                "ALTER TABLE shop.`t` ADD w INT, RENAME COLUMN v TO `vv`, \
+                 CHANGE COLUMN x y BIGINT NOT NULL, CHANGE z z TEXT, RENAME INDEX i TO j"
+            ),
+            Some((
+                name(Some("shop"), "t"),
+                vec![("v".into(), "vv".into()), ("x".into(), "y".into())]
+            ))
+        );
+        assert_eq!(column_renames("ALTER TABLE t ADD w INT"), None);
+        assert_eq!(column_renames("ALTER TABLE t RENAME TO u"), None);
+        assert_eq!(column_renames("RENAME TABLE t TO u"), None);
     }
 
     #[test]

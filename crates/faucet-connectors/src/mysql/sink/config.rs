@@ -10,6 +10,7 @@ pub use crate::sql::WriteMode;
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::{TableName, validate_column};
 use crate::sql::sink::route::{Route, TargetEntry};
+use crate::sql::{DroppedColumns, SchemaChanges};
 
 /// The connector's name, in errors and logs.
 pub(crate) const CONNECTOR: &str = "mysql";
@@ -72,6 +73,16 @@ pub struct MysqlSinkConfig {
     /// upserted by its source table's key.
     #[serde(default)]
     pub key: Vec<String>,
+    /// What an upsert target does with a source's schema change (`op: "s"` records):
+    /// `apply` (default: add, rename, widen, ahead of the page's transaction since MySQL's
+    /// DDL commits on its own; module `sql::sink::schema_ahead`) or `fail`.
+    #[serde(default)]
+    pub schema_changes: SchemaChanges,
+    /// What a column dropped in the source does to an upsert target: `keep` (default: the
+    /// column stays, made nullable; rows inserted later get NULL, a warning says so) or
+    /// `drop`.
+    #[serde(default)]
+    pub dropped_columns: DroppedColumns,
 }
 
 impl std::fmt::Debug for MysqlSinkConfig {
@@ -83,6 +94,8 @@ impl std::fmt::Debug for MysqlSinkConfig {
             .field("create_table", &self.create_table)
             .field("write_mode", &self.write_mode)
             .field("key", &self.key)
+            .field("schema_changes", &self.schema_changes)
+            .field("dropped_columns", &self.dropped_columns)
             .finish()
     }
 }
@@ -97,6 +110,8 @@ impl MysqlSinkConfig {
             create_table: false,
             write_mode: WriteMode::Append,
             key: Vec::new(),
+            schema_changes: SchemaChanges::Apply,
+            dropped_columns: DroppedColumns::Keep,
         }
     }
 

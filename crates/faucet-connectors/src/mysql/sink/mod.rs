@@ -43,6 +43,7 @@
 //! Capabilities: `atomic_watermark` always; `keyed_upsert` with `write_mode: upsert` (a
 //! routed sink: when every target upserts).
 
+mod alter;
 mod changes;
 mod config;
 mod encode;
@@ -64,6 +65,7 @@ use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
 use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
+use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter};
 use config::CONNECTOR;
 use table::TargetTable;
@@ -518,13 +520,57 @@ impl SinkDialect for MysqlSink {
         CONNECTOR
     }
 
-    /// Append: a schema-change record is a row; upsert: not applied yet (refused, naming
-    /// the change).
-    fn schema_apply(&self) -> crate::sql::sink::schema::SchemaApply {
-        match self.config.write_mode {
-            WriteMode::Append => crate::sql::sink::schema::SchemaApply::Rows,
-            WriteMode::Upsert => crate::sql::sink::schema::SchemaApply::Unsupported,
-        }
+    /// Append: a schema-change record is a row; upsert: applied by `schema_changes` /
+    /// `dropped_columns`, ahead of the page's transaction ([`alter`]).
+    fn schema_apply(&self) -> SchemaApply {
+        SchemaApply::by_mode(
+            self.config.write_mode,
+            self.config.schema_changes,
+            self.config.dropped_columns,
+        )
+    }
+
+    /// `false`: MySQL's DDL commits the open transaction implicitly.
+    fn transactional_ddl(&self) -> bool {
+        false
+    }
+
+    fn schema_key(&self) -> &[String] {
+        self.upsert_key()
+    }
+
+    fn columns_of(&self, table: &TargetTable) -> Vec<TargetColumn> {
+        table.declared.clone()
+    }
+
+    fn new_column_type(&self, data_type: &faucet_core::DataType, source_type: &str) -> String {
+        alter::new_type(data_type, source_type)
+    }
+
+    fn widen(&self, target: &str, data_type: &faucet_core::DataType, source: &str) -> Widening {
+        alter::widen(target, data_type, source)
+    }
+
+    fn alter_sql(&self, step: &Alter<'_>) -> Option<String> {
+        Some(alter::sql(&self.table, step))
+    }
+
+    /// Runs the DDL on its own (it commits implicitly; the engine runs it ahead of the
+    /// page's transaction).
+    async fn execute_ddl(&self, conn: &mut Conn, sql: &str) -> Result<(), FaucetError> {
+        conn.query_drop(sql)
+            .await
+            .map_err(|e| classify(e, "ALTER TABLE", &self.table))
+    }
+
+    async fn reload_target(
+        &self,
+        conn: &mut Conn,
+        _scratch: &mut Scratch,
+    ) -> Result<TargetTable, FaucetError> {
+        table::load(conn, &self.connection, &self.table)
+            .await?
+            .ok_or_else(|| missing_table(&self.table))
     }
 
     fn target_name(&self) -> String {

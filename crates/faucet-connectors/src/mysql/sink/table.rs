@@ -13,6 +13,7 @@ use super::encode::{ColumnType, is_mysql_time};
 use crate::mysql::catalog::{TableCatalog, column_precisions};
 use crate::mysql::connection::{MysqlConnection, convert_rows};
 use crate::mysql::table::{TableName, quote_ident};
+use crate::sql::sink::schema::TargetColumn;
 
 /// An existing target table.
 #[derive(Debug, Clone)]
@@ -27,6 +28,9 @@ pub(crate) struct TargetTable {
     /// The names of the triggers on the table: a value error the server raises may then be
     /// about a table a trigger writes (MySQL's messages name a column, not its table).
     pub(crate) triggers: Vec<String>,
+    /// Each column's `COLUMN_TYPE` (lower case; `json` for MariaDB's JSON) and NOT NULL, in
+    /// table order, for schema changes ([`super::alter`]).
+    pub(crate) declared: Vec<TargetColumn>,
 }
 
 impl TargetTable {
@@ -146,7 +150,25 @@ pub(crate) async fn load(
         .into_iter()
         .map(|(t,)| t)
         .collect();
+    let declared = catalog
+        .columns
+        .iter()
+        .map(|(n, _, nullable)| TargetColumn {
+            name: n.clone(),
+            sql_type: if json.contains(n) {
+                "json".to_owned()
+            } else {
+                precisions
+                    .iter()
+                    .find(|p| p.name == *n)
+                    .map(|p| p.column_type.clone())
+                    .unwrap_or_default()
+            },
+            not_null: !nullable,
+        })
+        .collect();
     Ok(Some(TargetTable {
+        declared,
         columns: catalog
             .columns
             .into_iter()

@@ -30,7 +30,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use faucet_core::change::schema::{ChangeKind, Identified, SchemaChange, before_value, diff};
+use faucet_core::change::schema::Identified;
 use std::sync::Arc;
 
 use faucet_core::change::{self, Op};
@@ -163,42 +163,19 @@ impl ChangeDecoder {
         rel.settled = true;
         let previous = self.announced.insert(rel.table.clone(), rel.shape.clone());
         let (old, txn) = previous.zip(txn)?;
-        let changes = diff(&old, &rel.shape);
-        if changes.is_empty() {
-            return None;
-        }
-        tracing::info!(
-            table = %rel.table,
-            lsn = %txn.lsn,
-            changes = ?changes.iter().map(|c| format!("{} {}", c.kind, c.column)).collect::<Vec<_>>(),
-            "the table's columns changed: a schema-change record goes before its next change"
-        );
-        let added: Vec<&str> = changes
-            .iter()
-            .filter(|c| c.kind == ChangeKind::Add)
-            .map(|c| c.column.as_str())
-            .collect();
-        if !added.is_empty() {
-            tracing::warn!(
-                table = %rel.table,
-                added = ?added,
-                "columns were added mid-stream: rows that existed got their default in the \
-                 source without any change record, so a target has NULL there until a row \
-                 changes; resync the table if the sink needs those values"
-            );
-        }
-        let change = SchemaChange {
-            changes,
-            columns: rel.shape.iter().map(|c| c.shape.clone()).collect(),
-        };
-        let old: Vec<_> = old.into_iter().map(|c| c.shape).collect();
+        let (before, after) = faucet_core::change::schema::announce(
+            &rel.table,
+            &format!("lsn {}", txn.lsn),
+            &old,
+            &rel.shape,
+        )?;
         Some([
             Value::Text(Op::Schema.code().into()),
             Value::Text(rel.table.as_str().into()),
             Value::Text(txn.lsn.as_str().into()),
             Value::TimestampTz(txn.commit_ts.as_str().into()),
-            before_value(&old),
-            change.after_value(),
+            before,
+            after,
             Value::Array(Vec::new()),
         ])
     }

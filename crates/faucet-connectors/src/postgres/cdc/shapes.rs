@@ -28,22 +28,14 @@
 //! A table's first shape (the first run, or a table first seen) is taken as it is: a change
 //! made before it is not announced.
 
-use std::collections::BTreeMap;
-
-use serde_json::{Map, Value as Json, json};
-
-use faucet_core::change::schema::{ColumnShape, Identified, data_type_name, parse_data_type};
+use faucet_core::change::schema::{ColumnShape, Identified};
 use faucet_core::{Bookmark, FaucetError};
 
 use super::CONNECTOR;
 use super::pgoutput::RelationColumn;
 use crate::postgres::types::data_type_of;
 
-/// The bookmark member holding the announced shapes.
-pub(crate) const SHAPES: &str = "shapes";
-
-/// The shape each table was last announced with, by qualified name.
-pub(crate) type Shapes = BTreeMap<String, Vec<Identified>>;
+pub(crate) use faucet_core::change::schema::{SHAPES, Shapes};
 
 /// The shape of a Relation message's columns (resolved by the stream: `source_type`,
 /// `decode_oid`, `attnum`).
@@ -67,31 +59,9 @@ pub(crate) fn shape_of(columns: &[RelationColumn]) -> Vec<Identified> {
 }
 
 /// Adds `shapes` to a bookmark object (`{"lsn": …, "shapes": {"public.t": [[name, type,
-/// data_type, key, attnum], …]}}`); nothing when there are none.
+/// data_type, key, attnum], …]}}`: [`faucet_core::change::schema::add_shapes_to`]).
 pub(crate) fn add_to(bookmark: &mut Bookmark, shapes: &Shapes) {
-    if shapes.is_empty() {
-        return;
-    }
-    let Some(obj) = bookmark.as_object_mut() else {
-        return;
-    };
-    let mut out = Map::new();
-    for (table, columns) in shapes {
-        let cols: Vec<Json> = columns
-            .iter()
-            .map(|c| {
-                json!([
-                    c.shape.name,
-                    c.shape.source_type,
-                    data_type_name(&c.shape.data_type),
-                    c.shape.key,
-                    c.id
-                ])
-            })
-            .collect();
-        out.insert(table.clone(), Json::Array(cols));
-    }
-    obj.insert(SHAPES.into(), Json::Object(out));
+    faucet_core::change::schema::add_shapes_to(bookmark, shapes);
 }
 
 /// The shapes of a bookmark (none when it has no `shapes`).
@@ -99,63 +69,13 @@ pub(crate) fn add_to(bookmark: &mut Bookmark, shapes: &Shapes) {
 /// # Errors
 /// [`FaucetError::Bookmark`] when `shapes` is not of the form [`add_to`] writes.
 pub(crate) fn from_bookmark(bookmark: &Bookmark) -> Result<Shapes, FaucetError> {
-    let Some(shapes) = bookmark.as_object().and_then(|o| o.get(SHAPES)) else {
-        return Ok(Shapes::new());
-    };
-    let invalid = |why: &str| {
-        FaucetError::bookmark(
-            CONNECTOR,
-            format!(
-                "the bookmark's `shapes` {why}; expected {{\"schema.table\": [[name, type, \
-                 data_type, key, attnum], …]}}"
-            ),
-            None,
-        )
-    };
-    let obj = shapes
-        .as_object()
-        .ok_or_else(|| invalid("is not an object"))?;
-    let mut out = Shapes::new();
-    for (table, columns) in obj {
-        let columns = columns
-            .as_array()
-            .ok_or_else(|| invalid(&format!("of {table} is not an array")))?;
-        let mut shape = Vec::with_capacity(columns.len());
-        for c in columns {
-            let parts = c.as_array().map(Vec::as_slice).unwrap_or_default();
-            let [name, ty, dt, key, id] = parts else {
-                return Err(invalid(&format!(
-                    "of {table} has a column that is not 5 items"
-                )));
-            };
-            let (Some(name), Some(ty), Some(dt), Some(key), Some(id)) = (
-                name.as_str(),
-                ty.as_str(),
-                dt.as_str().and_then(parse_data_type),
-                key.as_bool(),
-                id.as_i64(),
-            ) else {
-                return Err(invalid(&format!(
-                    "of {table} has a column of the wrong types"
-                )));
-            };
-            shape.push(Identified {
-                shape: ColumnShape {
-                    name: name.to_owned(),
-                    source_type: ty.to_owned(),
-                    data_type: dt,
-                    key,
-                },
-                id,
-            });
-        }
-        out.insert(table.clone(), shape);
-    }
-    Ok(out)
+    faucet_core::change::schema::shapes_from_bookmark(CONNECTOR, bookmark)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]

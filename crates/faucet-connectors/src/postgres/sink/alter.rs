@@ -1,7 +1,8 @@
 //! PostgreSQL's side of schema changes ([`crate::sql::sink::schema`]): the `ALTER TABLE`
 //! text, and which type changes are widenings PostgreSQL does without losing data.
 //!
-//! Types are compared in `format_type`'s spelling. A column holds a new type when every
+//! Types are compared in `format_type`'s spelling (a MySQL source's types are spelled so
+//! first: [`canonical`]). A column holds a new type when every
 //! value of it fits: a wider integer (`smallint` ⊂ `integer` ⊂ `bigint` ⊂ `numeric`), a
 //! longer or unbounded `character varying` or `text`, a `numeric` with as many integer and
 //! fraction digits or unbounded, `double precision` ⊃ `real`, or the same type. A change the
@@ -33,8 +34,45 @@ enum Kind {
     Other(String),
 }
 
+/// PostgreSQL's spelling of a MySQL type (`int(11)` → `integer`, `varchar(40)` →
+/// `character varying(40)`, `decimal(12,2)` → `numeric(12,2)`, `double` → `double
+/// precision`, an unsigned integer → the next wider one), or the type as it is.
+fn canonical(spelled: &str) -> String {
+    let t = spelled.trim().to_ascii_lowercase();
+    let unsigned = t.ends_with(" unsigned");
+    let base = t.trim_end_matches(" unsigned").trim();
+    let (name, args) = base
+        .split_once('(')
+        .map_or((base, ""), |(n, a)| (n.trim(), a));
+    let int = |bytes: u8| {
+        let name = match bytes + u8::from(unsigned) {
+            0..=2 => "smallint",
+            3..=4 => "integer",
+            5..=8 => "bigint",
+            _ => "numeric(20,0)",
+        };
+        name.to_owned()
+    };
+    match name {
+        "tinyint" => int(1),
+        "smallint" if args.is_empty() => "smallint".to_owned(),
+        "smallint" => int(2),
+        "mediumint" => int(3),
+        "int" => int(4),
+        "bigint" if unsigned => int(8),
+        "bigint" => "bigint".to_owned(),
+        "varchar" => format!("character varying({args}"),
+        "decimal" => format!("numeric({args}"),
+        "double" => "double precision".to_owned(),
+        "float" => "real".to_owned(),
+        "tinytext" | "mediumtext" | "longtext" => "text".to_owned(),
+        _ => spelled.trim().to_owned(),
+    }
+}
+
 fn kind(spelled: &str) -> Kind {
-    let t = spelled.trim();
+    let canonical = canonical(spelled);
+    let t = canonical.as_str();
     let args = |prefix: &str| -> Option<Vec<i64>> {
         let rest = t.strip_prefix(prefix)?.trim();
         let inner = rest.strip_prefix('(')?.strip_suffix(')')?;
@@ -88,13 +126,13 @@ fn holds(column: &Kind, value: &Kind) -> bool {
     }
 }
 
-/// The type a changed source column would get in the target: the source's own spelling
-/// when it is one of the types widening knows (a PostgreSQL source), else `data_type`
-/// mapped as `create_table` maps it.
+/// The type a changed source column would get in the target: the source's own type in
+/// PostgreSQL's spelling when it is one of the types widening knows (a PostgreSQL source,
+/// or a MySQL one: [`canonical`]), else `data_type` mapped as `create_table` maps it.
 pub(crate) fn new_type(data_type: &DataType, source_type: &str) -> String {
     match kind(source_type) {
         Kind::Other(_) => sql_type_of(data_type).to_owned(),
-        _ => source_type.trim().to_owned(),
+        _ => canonical(source_type),
     }
 }
 
@@ -102,13 +140,7 @@ pub(crate) fn new_type(data_type: &DataType, source_type: &str) -> String {
 pub(crate) fn widen(target: &str, data_type: &DataType, source_type: &str) -> Widening {
     let new = new_type(data_type, source_type);
     let (column, value) = (kind(target), kind(&new));
-    if holds(&column, &value) {
-        Widening::Holds
-    } else if holds(&value, &column) {
-        Widening::Alter(new)
-    } else {
-        Widening::No
-    }
+    Widening::between(&column, &value, new, holds)
 }
 
 /// The `ALTER TABLE` of one step on `table`.
@@ -125,7 +157,7 @@ pub(crate) fn sql(table: &TableName, alter: &Alter<'_>) -> String {
             let c = quote_ident(c);
             format!("ALTER TABLE {t} ALTER COLUMN {c} TYPE {ty} USING {c}::{ty}")
         }
-        Alter::DropNotNull(c) => {
+        Alter::DropNotNull(c, _) => {
             format!(
                 "ALTER TABLE {t} ALTER COLUMN {} DROP NOT NULL",
                 quote_ident(c)
@@ -189,8 +221,23 @@ mod tests {
                 "double precision",
                 alter("double precision"),
             ),
+            // MySQL's spellings (a mysql-cdc source).
+            (
+                "character varying(10)",
+                DataType::Text,
+                "varchar(40)",
+                alter("character varying(40)"),
+            ),
+            ("bigint", DataType::Int, "int unsigned", Widening::Holds),
+            (
+                "numeric(10,2)",
+                DataType::Numeric,
+                "decimal(12,2)",
+                alter("numeric(12,2)"),
+            ),
         ] {
             assert_eq!(widen(target, &dt, src), expected, "{target} <- {src}");
         }
+        assert_eq!(new_type(&DataType::Int, "int"), "integer");
     }
 }

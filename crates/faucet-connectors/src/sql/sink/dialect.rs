@@ -268,6 +268,13 @@ pub(crate) trait SinkDialect: Send + Sync {
         SchemaApply::Unsupported
     }
 
+    /// Whether a DDL statement can run inside the page's transaction (PostgreSQL, SQLite:
+    /// the default). MySQL's commits the transaction implicitly: its schema changes are
+    /// applied ahead of the page's transaction ([`super::schema_ahead`]).
+    fn transactional_ddl(&self) -> bool {
+        true
+    }
+
     /// The columns the sink upserts by (a schema change may not drop or rename them).
     fn schema_key(&self) -> &[String] {
         &[]

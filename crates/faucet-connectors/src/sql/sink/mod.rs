@@ -34,7 +34,10 @@
 //! **Schema changes** ([`schema`]): an upsert target applies a schema-change record (`op:
 //! "s"`) where it is in the page: the target's records are cut at it
 //! ([`faucet_core::change::segments`]), the rows before it are written, its DDL runs, then
-//! the rows after it — all in the page's one transaction, with the commit token.
+//! the rows after it — all in the page's one transaction, with the commit token. Where DDL
+//! is not transactional (MySQL: [`SinkDialect::transactional_ddl`]), the changes are applied
+//! ahead of the page's transaction instead, each a committed step that checks the catalog
+//! first, and the rows before a change are written in the shape after it ([`schema_ahead`]).
 
 pub(crate) mod columns;
 mod dialect;
@@ -42,6 +45,7 @@ pub(crate) mod fence;
 pub(crate) mod keys;
 pub(crate) mod route;
 pub(crate) mod schema;
+pub(crate) mod schema_ahead;
 pub(crate) mod token;
 
 use std::borrow::Cow;
@@ -323,6 +327,37 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
         }
     }
 
+    /// Applies the schema changes of each target's records ahead of the page's transaction
+    /// ([`schema_ahead`]): the records to write instead.
+    async fn schema_ahead<'p>(
+        &mut self,
+        parts: Vec<(usize, Cow<'p, Page>)>,
+    ) -> Result<Vec<(usize, Cow<'p, Page>)>, FaucetError> {
+        let dialect = self.dialect;
+        let Self {
+            conn, slots, fence, ..
+        } = self;
+        let mut out = Vec::with_capacity(parts.len());
+        for (slot, part) in parts {
+            let (Some(conn), Some(s)) = (conn.as_mut(), slots.get_mut(slot)) else {
+                out.push((slot, part));
+                continue;
+            };
+            let d = s.own.as_ref().unwrap_or(dialect);
+            let ahead = schema_ahead::apply_ahead(
+                d,
+                conn,
+                &mut s.table,
+                &mut s.scratch,
+                &part,
+                fence.as_ref(),
+            )
+            .await?;
+            out.push((slot, ahead.map_or(part, Cow::Owned)));
+        }
+        Ok(out)
+    }
+
     /// Writes `page` (and the token) in one transaction.
     async fn write_page(
         &mut self,
@@ -342,6 +377,17 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
             }
         }
         self.conn()?;
+        let parts = if dialect.transactional_ddl() {
+            parts
+        } else {
+            match self.schema_ahead(parts).await {
+                Ok(parts) => parts,
+                Err(e) => {
+                    self.undo_create().await;
+                    return Err(e);
+                }
+            }
+        };
         let Self {
             conn, slots, fence, ..
         } = self;

@@ -17,6 +17,8 @@
 //! The DDL runs inside the page's transaction (PostgreSQL and SQLite have transactional
 //! DDL), with the rows before and after it and the commit token: a change is applied
 //! exactly once, and a replayed page finds it applied (each step checks the target first).
+//! MySQL's DDL commits on its own: there the changes run ahead of the page's transaction,
+//! each checked against the catalog first ([`super::schema_ahead`]).
 //! A change of a column that is one of the sink's key columns (drop, rename) stops the run.
 
 use serde::Deserialize;
@@ -107,6 +109,26 @@ pub(crate) enum Widening {
     No,
 }
 
+impl Widening {
+    /// Whether a target column of kind `column` holds a new type `new` of kind `value`, or
+    /// the widening to `new` that does: by the dialect's `holds` (whether a column of the
+    /// first kind holds every value of the second). Neither way: [`Widening::No`].
+    pub(crate) fn between<K>(
+        column: &K,
+        value: &K,
+        new: String,
+        holds: impl Fn(&K, &K) -> bool,
+    ) -> Self {
+        if holds(column, value) {
+            Self::Holds
+        } else if holds(value, column) {
+            Self::Alter(new)
+        } else {
+            Self::No
+        }
+    }
+}
+
 /// One statement of a schema change, for [`SinkDialect::alter_sql`].
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Alter<'a> {
@@ -116,8 +138,13 @@ pub(crate) enum Alter<'a> {
     Rename(&'a str, &'a str),
     /// `ALTER COLUMN name TYPE type`.
     Type(&'a str, &'a str),
-    /// `ALTER COLUMN name DROP NOT NULL`.
-    DropNotNull(&'a str),
+    /// `ALTER COLUMN name DROP NOT NULL` (the column's type, for systems that restate it:
+    /// MySQL's `MODIFY COLUMN name type NULL`).
+    DropNotNull(
+        &'a str,
+        // Read by the MySQL dialect only.
+        #[cfg_attr(not(feature = "mysql"), allow(dead_code))] &'a str,
+    ),
     /// `DROP COLUMN name`.
     Drop(&'a str),
 }
@@ -331,7 +358,7 @@ pub(crate) async fn apply<D: SinkDialect>(
                              in it, updated rows keep their value"
                         );
                         if t.not_null {
-                            let sql = d.alter_sql(&Alter::DropNotNull(&c.column));
+                            let sql = d.alter_sql(&Alter::DropNotNull(&c.column, &t.sql_type));
                             if sql.is_none() {
                                 return Err(stop(
                                     c,

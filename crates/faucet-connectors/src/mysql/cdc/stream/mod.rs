@@ -36,6 +36,9 @@
 //!   stream carried over (`COM_BINLOG_DUMP_GTID`: the server skips the transactions of the
 //!   set wherever they lie in its binlog) never settles: its bookmarks stay `by_gtid` with the
 //!   up-to-date set, and every resume is by GTID set.
+//! * Schema changes: a rows event whose table map's shape differs from the one delivered
+//!   last is preceded by a schema-change record (module `super::shapes`); an `ALTER TABLE`
+//!   that renames columns is noted for that comparison.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -85,6 +88,9 @@ struct Txn {
     skip: u64,
     /// One statement without BEGIN/COMMIT: it ends with its Query event.
     standalone: bool,
+    /// The shapes delivered before it: a bookmark inside it (or at its start) carries these,
+    /// so a resume replays it with the same schema-change records ([`super::shapes`]).
+    delivered: Arc<super::shapes::Delivered>,
 }
 
 /// A GTID event seen, its group not started yet (MySQL: the BEGIN or the DDL comes next).
@@ -415,7 +421,14 @@ impl CdcPageStream {
 
     fn hand_over(&mut self, page: PageBuilder) -> Page {
         let bookmark = self.bookmark();
-        let json = bookmark.to_json();
+        let mut json = bookmark.to_json();
+        // Between transactions every decoded record was delivered; inside one (or at its
+        // start), the shapes as of its start (the resume replays it).
+        let delivered = self
+            .txn
+            .as_ref()
+            .map_or_else(|| self.decoder.delivered(), |t| t.delivered.clone());
+        delivered.add_to(&mut json);
         self.last_emitted = Some(bookmark);
         self.last_advance = Instant::now();
         // A carried-over stream's position is the old server's until it settles.
@@ -556,6 +569,9 @@ impl CdcPageStream {
                 let Some(ctx) = txn else {
                     return Ok(());
                 };
+                if let Some(record) = self.decoder.shape_change(&shape, &ctx, &at) {
+                    self.pending.push_back(record);
+                }
                 ChangeDecoder::rows(&shape, kind, &rows, &ctx, &at, &mut self.pending)?;
             }
         }
@@ -634,6 +650,7 @@ impl CdcPageStream {
             units: 0,
             skip,
             standalone: g.standalone,
+            delivered: self.decoder.delivered(),
         });
         self.position_time = Some(SystemTime::UNIX_EPOCH + Duration::from_micros(g.commit_us));
         Ok(())
@@ -773,6 +790,12 @@ impl CdcPageStream {
                 }
             }
             ddl => {
+                if ddl == Statement::Other
+                    && let Some((table, renames)) = statement::column_renames(sql)
+                {
+                    self.decoder
+                        .column_renames(&table.qualified_in(schema), renames);
+                }
                 if let Some(txn) = &self.txn {
                     let records = self.decoder.ddl(&ddl, schema, sql, &txn.ctx, at)?;
                     self.pending.extend(records);
