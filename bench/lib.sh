@@ -42,3 +42,19 @@ best_of() {
   done
   secs=$best
 }
+
+# faucet_binary FEATURES → sets faucet to the release `faucet` built with FEATURES (in
+# $CARGO_TARGET_DIR, else target/); FAUCET=path uses that binary instead and builds nothing
+# (a debug build proves a script works with tiny sizes; its numbers mean nothing).
+faucet_binary() {
+  if [ -n "${FAUCET:-}" ]; then
+    faucet=$(cd "$(dirname "$FAUCET")" && pwd)/$(basename "$FAUCET")
+    return
+  fi
+  echo "==> building faucet (release, --features $1)" >&2
+  cargo build --release --quiet -p faucet-cli --features "$1"
+  faucet="${CARGO_TARGET_DIR:-$repo/target}/release/faucet"
+}
+
+# pg_sql SQL → runs SQL with psql on $url (quiet, unaligned, stopping at the first error).
+pg_sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
