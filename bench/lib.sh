@@ -99,7 +99,7 @@ table_and_query() {
 # FEATURES, built now.
 faucet_binary() {
   if [ -n "${FAUCET_BIN:-}" ]; then
-    faucet=$FAUCET_BIN
+    faucet=$(cd "$(dirname "$FAUCET_BIN")" && pwd)/$(basename "$FAUCET_BIN")
     echo "==> using $faucet (FAUCET_BIN)" >&2
   else
     echo "==> building faucet (release, --features $1)" >&2
@@ -107,3 +107,6 @@ faucet_binary() {
     faucet="${CARGO_TARGET_DIR:-$repo/target}/release/faucet"
   fi
 }
+
+# pg_sql SQL → runs SQL with psql on $url (quiet, unaligned, stopping at the first error).
+pg_sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }

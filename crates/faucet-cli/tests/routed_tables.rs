@@ -1,164 +1,117 @@
-//! A whole schema through one change stream into per-table targets, through the real binary
-//! (issue 23): one `postgres-cdc` slot, a SQL sink whose `table` is a template
-//! (`<schema>.t_{table}`) or whose `tables:` maps each source table, every table with its own
-//! key — single (`bigint`), composite (`text, integer`), text, UUID — and, for the audit
-//! run, a table without a primary key under `REPLICA IDENTITY FULL`.
+//! A whole database through one change stream into per-table targets, through the real
+//! binary (issue 23): one `postgres-cdc` slot or one `mysql-cdc` binlog reader, a SQL sink
+//! whose `table` is a template (`<target>.{table}`), twelve tables with their own keys —
+//! single `bigint` and `integer`, composite `(text, integer)` and `(smallint, bigint, text)`,
+//! text, UUID (MariaDB `CHAR(36)`) — the same on both servers (`support::routed`).
 //!
-//! * `faucet replicate` PostgreSQL → PostgreSQL and PostgreSQL → MySQL (the MariaDB with a
-//!   binlog, `FAUCET_TEST_MYSQL_URL`), `write_mode: upsert` with no `key:` (each target is
-//!   created and upserted by its source table's key), under a concurrent writer (inserts,
-//!   updates, key changes, deletes), SIGKILLed at instants spread over the snapshot and the
-//!   stream, then rerun to completion: every target equals its source value by value, and
-//!   the server shows exactly one replication slot of the pipeline.
+//! * `faucet replicate` PostgreSQL → PostgreSQL, PostgreSQL → MySQL, MySQL → PostgreSQL and
+//!   MySQL → MySQL (the MariaDB with a binlog, `FAUCET_TEST_MYSQL_URL`), `write_mode: upsert`
+//!   with no `key:` (each target is created and upserted by its source table's key), under a
+//!   concurrent writer (inserts, updates, key changes, deletes, and once the copy is done a
+//!   `TRUNCATE` of one table), SIGKILLed at instants spread over the snapshot and the
+//!   stream, then rerun to completion: every target equals its source value by value. One
+//!   reader: while a run streams, the server shows exactly one reader of the pipeline —
+//!   PostgreSQL one active slot of its name (and after the last run exactly one slot),
+//!   MariaDB one `Binlog Dump` connection from the run's own sockets (its client ports read
+//!   from `/proc`, so other tests' readers do not count). The TRUNCATE comes after the copy
+//!   because one committed between two points of an interrupted copy of its table is
+//!   refused by design (`postgres::snapshot`).
+//! * A table without a primary key, as documented (README, "An upsert's key must be a key
+//!   of the source table" and `faucet replicate`): into upsert targets `faucet replicate`
+//!   refuses it (exit 3) before any target is made, from PostgreSQL even under `REPLICA
+//!   IDENTITY FULL`, naming the fix `write_mode: append`; from MySQL into append targets
+//!   too, at `tables` (a MySQL copy reads in primary-key order). From PostgreSQL it is
+//!   proven in the audit run below.
 //! * `faucet run` of `postgres-cdc` with `delivery: effectively_once` into append (audit)
-//!   targets, SIGKILLed while the writer runs: each audit table, replayed, is its source
-//!   table — nothing lost, no change twice.
+//!   targets of the twelve tables and a keyless `REPLICA IDENTITY FULL` one, SIGKILLed
+//!   while the writer runs (a TRUNCATE among its changes): each audit log, replayed over
+//!   the rows the slot started from, is its source table — nothing lost, no change twice.
 //! * `faucet validate` refuses, before anything connects, several tables upserted into one
 //!   table, a route that sends two listed tables to one target, and a listed table routed
 //!   nowhere.
 //!
 //! `FAUCET_SOAK=1` kills more often.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use sqlx::PgPool;
 
-use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url};
+use crate::support::pg::{Names, cleanup, faucet_with_pg_url};
 use crate::support::replicate::{killed_after, stored};
+use crate::support::routed::{self, Db, tables};
 use crate::support::{Dir, output_of_success, pg_pool, runtime};
 
-/// Rows of each keyed source table before the pipeline starts.
-const ROWS: i64 = 800;
+/// Rows of each source table before the pipeline starts.
+const ROWS: i64 = 300;
 /// Records per page: small, so the copy spans many pages and kills land inside it.
 const BATCH: u64 = 50;
 /// The variable the configs read the PostgreSQL URL from.
 const PG_VAR: &str = "FAUCET_ROUTE_PG_URL";
 /// The variable the configs read the MariaDB URL from.
-#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 const MY_VAR: &str = "FAUCET_ROUTE_MYSQL_URL";
 
-/// The keyed source tables and the columns a comparison reads, in order, the key first.
-const KEYED: [(&str, &str); 4] = [
-    ("single", "id, v, note"),
-    ("composite", "region, n, v"),
-    ("texty", "code, v"),
-    ("uuidy", "id, v"),
-];
-
-/// The key columns of each [`KEYED`] table (`None`: the keyless audit table).
-fn key_of(table: &str) -> Option<&'static str> {
-    match table {
-        "single" | "uuidy" => Some("id"),
-        "composite" => Some("region, n"),
-        "texty" => Some("code"),
-        _ => None,
-    }
+/// The MariaDB URL (the server with a binlog) with database `db`, and a fresh `server_id`
+/// for a reader of it.
+#[cfg(feature = "mysql")]
+fn mariadb_url(db: &str) -> (String, u32) {
+    use crate::support::mariadb::{mysql_url_for, unique_server_id};
+    (mysql_url_for(db, None), unique_server_id())
 }
 
-/// The keyed tables of `s`, `ROWS` rows each (and the sequence the writer takes values from).
-fn keyed_schema(s: &str) -> String {
-    format!(
-        "CREATE SCHEMA {s}; CREATE SEQUENCE {s}.seq;
-         CREATE TABLE {s}.single (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);
-         CREATE TABLE {s}.composite (region text, n integer, v bigint NOT NULL,
-                                     PRIMARY KEY (region, n));
-         CREATE TABLE {s}.texty (code text PRIMARY KEY, v bigint NOT NULL);
-         CREATE TABLE {s}.uuidy (id uuid PRIMARY KEY, v bigint NOT NULL);
-         INSERT INTO {s}.single SELECT g, nextval('{s}.seq'), 'n' || g
-           FROM generate_series(1, {ROWS}) g;
-         INSERT INTO {s}.composite SELECT (ARRAY['eu','us','ap'])[1 + g % 3], g,
-           nextval('{s}.seq') FROM generate_series(1, {ROWS}) g;
-         INSERT INTO {s}.texty SELECT 'c' || g, nextval('{s}.seq')
-           FROM generate_series(1, {ROWS}) g;
-         INSERT INTO {s}.uuidy SELECT md5(g::text)::uuid, nextval('{s}.seq')
-           FROM generate_series(1, {ROWS}) g;"
-    )
+/// Without the `mysql` feature no test reaches MariaDB.
+#[cfg(not(feature = "mysql"))]
+fn mariadb_url(db: &str) -> (String, u32) {
+    unreachable!("MariaDB is tested with the mysql feature ({db})")
 }
 
-/// The `i`-th statement of the writer on schema `s`: an insert, an update, a key change or
-/// a delete of one of the tables (`with_nokey`: also of `s.nokey`), each its own
-/// transaction.
-fn change(s: &str, i: i64, with_nokey: bool) -> String {
-    let k = (i * 7919) % ROWS + 1;
-    let tables = if with_nokey { 5 } else { 4 };
-    let fresh = ROWS * 10 + i;
-    match (i % tables, (i / tables) % 4) {
-        (0, 0) => format!("INSERT INTO {s}.single VALUES ({fresh}, nextval('{s}.seq'), 'w{i}')"),
-        (0, 1) => format!(
-            "UPDATE {s}.single SET v = nextval('{s}.seq'), note = note || '+' WHERE id = {k}"
-        ),
-        (0, 2) => format!("UPDATE {s}.single SET id = id + 1000000 WHERE id = {k}"),
-        (0, _) => format!("DELETE FROM {s}.single WHERE id = {k}"),
-        (1, 0) => format!("INSERT INTO {s}.composite VALUES ('new', {fresh}, nextval('{s}.seq'))"),
-        (1, 1) => format!("UPDATE {s}.composite SET v = nextval('{s}.seq') WHERE n = {k}"),
-        (1, 2) => format!("UPDATE {s}.composite SET n = n + 1000000 WHERE n = {k}"),
-        (1, _) => format!("DELETE FROM {s}.composite WHERE n = {k}"),
-        (2, 0) => format!("INSERT INTO {s}.texty VALUES ('w{i}', nextval('{s}.seq'))"),
-        (2, 1) => format!("UPDATE {s}.texty SET v = nextval('{s}.seq') WHERE code = 'c{k}'"),
-        (2, 2) => format!("UPDATE {s}.texty SET code = code || 'x' WHERE code = 'c{k}'"),
-        (2, _) => format!("DELETE FROM {s}.texty WHERE code = 'c{k}'"),
-        (3, 0) => format!("INSERT INTO {s}.uuidy VALUES (gen_random_uuid(), nextval('{s}.seq'))"),
-        (3, 1) => {
-            format!("UPDATE {s}.uuidy SET v = nextval('{s}.seq') WHERE id = md5('{k}')::uuid")
-        }
-        (3, 2) => {
-            format!("UPDATE {s}.uuidy SET id = gen_random_uuid() WHERE id = md5('{k}')::uuid")
-        }
-        (3, _) => format!("DELETE FROM {s}.uuidy WHERE id = md5('{k}')::uuid"),
-        (_, 0 | 1) => format!("INSERT INTO {s}.nokey VALUES ({}, 'x{i}')", i % 7),
-        (_, 2) => format!(
-            "UPDATE {s}.nokey SET b = b || '+' WHERE ctid = (SELECT ctid FROM {s}.nokey \
-             WHERE a = {} LIMIT 1)",
-            i % 7
-        ),
-        (_, _) => format!(
-            "DELETE FROM {s}.nokey WHERE ctid = (SELECT ctid FROM {s}.nokey WHERE a = {} \
-             LIMIT 1)",
-            i % 7
-        ),
-    }
-}
-
-/// Runs [`change`] one statement at a time until `stop`, on its own thread and runtime;
-/// returns how many it ran.
-fn writer(schema: String, with_nokey: bool, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<i64> {
-    std::thread::spawn(move || {
-        runtime().block_on(async move {
-            let pool = pg_pool().await;
-            let mut i: i64 = 0;
-            while !stop.load(Ordering::SeqCst) {
-                i += 1;
-                exec(&pool, &change(&schema, i, with_nokey)).await;
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            i
-        })
-    })
-}
-
-/// The pipeline file: `postgres-cdc` of `tables` of `names` into `sink`.
-fn config(dir: &Path, names: &Names, tables: &[&str], sink: &str, extra: &str) {
+/// The source block of a pipeline reading `tables` of `names.schema` on `db`: `postgres-cdc`
+/// (its slot and publication, created by the run) or `mysql-cdc` (a fresh `server_id`).
+fn source(db: Db, names: &Names, tables: &[String]) -> String {
     let listed: Vec<String> = tables
         .iter()
         .map(|t| format!("{}.{t}", names.schema))
         .collect();
+    let listed = listed.join(", ");
+    match db {
+        Db::Pg => format!(
+            "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+             slot_name: {}, publication: {}, tables: [{listed}], create_publication: true }} }}",
+            names.slot, names.publication
+        ),
+        Db::My => {
+            let (url, id) = mariadb_url(&names.schema);
+            format!(
+                "{{ type: mysql-cdc, config: {{ connection_url: \"{url}\", server_id: {id}, \
+                 tables: [{listed}] }} }}"
+            )
+        }
+    }
+}
+
+/// The upsert sink into `<target>.{table}` on `db`, each target created from its records.
+fn upsert_sink(db: Db, target: &str) -> String {
+    let (kind, var) = match db {
+        Db::Pg => ("postgres", PG_VAR),
+        Db::My => ("mysql", MY_VAR),
+    };
+    format!(
+        "{{ type: {kind}, config: {{ connection_url: \"${{env:{var}}}\", \
+         table: \"{target}.{{table}}\", write_mode: upsert, create_table: true }} }}"
+    )
+}
+
+/// Writes the pipeline file `dir/faucet.yaml` of `source` into `sink`.
+fn config(dir: &Path, source: &str, sink: &str, extra: &str) {
     std::fs::write(
         dir.join("faucet.yaml"),
         format!(
-            "version: 1\nname: routed\npipeline:\n  \
-             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-             slot_name: {slot}, publication: {publication}, tables: [{listed}], \
-             create_publication: true }} }}\n  \
-             sink: {sink}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n{extra}",
-            slot = names.slot,
-            publication = names.publication,
-            listed = listed.join(", "),
+            "version: 1\nname: routed\npipeline:\n  source: {source}\n  sink: {sink}\n  \
+             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n{extra}"
         ),
     )
     .expect("config");
@@ -168,7 +121,7 @@ fn config(dir: &Path, names: &Names, tables: &[&str], sink: &str, extra: &str) {
 fn faucet(dir: &Path, command: &str) -> Command {
     let mut c = faucet_with_pg_url(PG_VAR);
     #[cfg(feature = "mysql")]
-    c.env(MY_VAR, crate::support::mariadb::mysql_url_for("test", None));
+    c.env(MY_VAR, mariadb_url("test").0);
     c.args([command, "--quiet"])
         .current_dir(dir)
         .stdout(Stdio::null())
@@ -185,10 +138,21 @@ struct Kills {
     finished: usize,
 }
 
+/// Writes `dir/continuous.yaml`: the pipeline of `dir/faucet.yaml` with its source made
+/// continuous (it follows the stream instead of ending when caught up; the same state).
+fn continuous_config(dir: &Path) {
+    let yaml = std::fs::read_to_string(dir.join("faucet.yaml")).expect("config");
+    // The source's block comes first.
+    let yaml = yaml.replacen("config: { ", "config: { continuous: true, ", 1);
+    std::fs::write(dir.join("continuous.yaml"), yaml).expect("continuous config");
+}
+
 /// SIGKILLs `command` runs after `step_ms`, 2 × `step_ms`, … (a fixed sequence, so failures
 /// reproduce), five rounds (`FAUCET_SOAK=1`: fifteen); then, while no kill has landed in
-/// the stream yet, up to ten runs killed after 1 s, 400, 150, 60, 30 ms, ….
+/// the stream yet, up to ten runs of the pipeline made continuous ([`continuous_config`])
+/// killed after 0.6 s, 1.2 s, …: once one finishes the copy, its kill lands in the stream.
 fn kill_repeatedly(dir: &Path, command: &str, step_ms: u64) -> Kills {
+    continuous_config(dir);
     let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
         15
     } else {
@@ -210,10 +174,11 @@ fn kill_repeatedly(dir: &Path, command: &str, step_ms: u64) -> Kills {
         if kills.in_stream > 0 {
             break;
         }
-        // A run past the copy ends once caught up: sooner and sooner.
-        let after = [1000, 400, 150, 60, 30][round % 5];
+        let after = Duration::from_millis(600 * (1 + round as u64));
         let copying = stored(dir).is_some_and(|b| b.get("snapshot").is_some());
-        if !killed_after(faucet(dir, command), Duration::from_millis(after)) {
+        let mut run = faucet(dir, command);
+        run.arg("continuous.yaml");
+        if !killed_after(run, after) {
             kills.finished += 1;
         } else if copying && stored(dir).is_some_and(|b| b.get("snapshot").is_some()) {
             kills.in_copy += 1;
@@ -225,38 +190,123 @@ fn kill_repeatedly(dir: &Path, command: &str, step_ms: u64) -> Kills {
     kills
 }
 
+/// The local TCP ports of process `pid`'s sockets (its `/proc` file descriptors matched with
+/// the kernel's TCP tables).
+fn local_ports(pid: u32) -> HashSet<u16> {
+    let inodes: HashSet<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            Some(link.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+        })
+        .collect();
+    let mut ports = HashSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(inode)) = (fields.get(1), fields.get(9)) else {
+                continue;
+            };
+            let port = local
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            if let (true, Some(port)) = (inodes.contains(*inode), port) {
+                ports.insert(port);
+            }
+        }
+    }
+    ports
+}
+
+/// The readers of the pipeline on its source server `db` now: PostgreSQL, the active
+/// replication slots whose name starts with `names.slot` (the pipeline's, and a temporary
+/// one of a resumed copy); MariaDB, the connections in `Binlog Dump` from one of `ports`
+/// (the client ports of the run's sockets, [`local_ports`]).
+fn readers(db: Db, names: &Names, ports: &HashSet<u16>) -> usize {
+    match db {
+        Db::Pg => routed::query(
+            db,
+            &format!(
+                "SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE '{}%' \
+                 AND active",
+                names.slot
+            ),
+        )
+        .len(),
+        Db::My => {
+            let hosts = routed::query(
+                db,
+                "SELECT HOST FROM information_schema.PROCESSLIST \
+                 WHERE COMMAND LIKE 'Binlog Dump%'",
+            );
+            hosts
+                .iter()
+                .filter_map(|h| h.rsplit_once(':')?.1.parse::<u16>().ok())
+                .filter(|p| ports.contains(p))
+                .count()
+        }
+    }
+}
+
+/// Waits (up to 10 s) until no slot of the pipeline is active (PostgreSQL lets go of a
+/// killed run's slot when its walsender notices), then runs `command` of the pipeline made
+/// continuous ([`continuous_config`]) for `run_ms` while the writer writes, sampling
+/// [`readers`], and kills it: asserts the run read through exactly one reader the whole
+/// time it had one; then waits until the server let go of it.
+fn one_reader(db: Db, names: &Names, dir: &Path, command: &str, run_ms: u64) {
+    continuous_config(dir);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while readers(db, names, &HashSet::new()) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        readers(db, names, &HashSet::new()),
+        0,
+        "a killed run's reader is still there"
+    );
+    let mut child = faucet(dir, command)
+        .arg("continuous.yaml")
+        .spawn()
+        .expect("spawn faucet");
+    let end = Instant::now() + Duration::from_millis(run_ms);
+    let mut seen = Vec::new();
+    let mut ports = HashSet::new();
+    while Instant::now() < end {
+        ports.extend(local_ports(child.id()));
+        seen.push(readers(db, names, &ports));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // MariaDB ends a killed reader's dump when a write to it fails (a heartbeat at the
+    // latest); until then a run with the same `server_id` is refused.
+    let killed = Instant::now();
+    while readers(db, names, &ports) > 0 {
+        assert!(
+            killed.elapsed() < Duration::from_secs(70),
+            "the killed run's reader outlived it by 70 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("the killed run's reader went after {:?}", killed.elapsed());
+    assert!(
+        seen.contains(&1) && seen.iter().all(|&n| n <= 1),
+        "readers of the pipeline sampled during a run: {seen:?}"
+    );
+}
+
 /// The replication slots on the server whose name starts with `slot` (the pipeline's, and
 /// any temporary one a resumed copy left).
-async fn slots_of(pool: &PgPool, slot: &str) -> Vec<String> {
-    sqlx::query_scalar("SELECT slot_name::text FROM pg_replication_slots WHERE slot_name LIKE $1")
-        .bind(format!("{slot}%"))
-        .fetch_all(pool)
-        .await
-        .expect("slots")
-}
-
-/// The rows of PostgreSQL table `table`, each its `columns` as text joined by `|`, sorted.
-async fn pg_rows(pool: &PgPool, table: &str, columns: &str) -> Vec<String> {
-    let cols: Vec<String> = columns.split(", ").map(|c| format!("{c}::text")).collect();
-    let mut rows: Vec<String> = sqlx::query_scalar(&format!(
-        "SELECT concat_ws('|', {}) FROM {table}",
-        cols.join(", ")
-    ))
-    .fetch_all(pool)
-    .await
-    .unwrap_or_else(|e| panic!("SELECT from {table}: {e}"));
-    rows.sort();
-    rows
-}
-
-/// The rows of the MariaDB table `table`, as [`pg_rows`].
-#[cfg(feature = "mysql")]
-fn mariadb_rows(table: &str, columns: &str) -> Vec<String> {
-    let out =
-        crate::support::mariadb::mariadb(&format!("SELECT CONCAT_WS('|', {columns}) FROM {table}"));
-    let mut rows: Vec<String> = out.lines().map(str::to_owned).collect();
-    rows.sort();
-    rows
+fn slots_of(slot: &str) -> Vec<String> {
+    routed::query(
+        Db::Pg,
+        &format!("SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE '{slot}%'"),
+    )
 }
 
 /// Asserts `have` (a target's rows) equals `want` (its source's), naming the first
@@ -273,114 +323,217 @@ fn same_rows(what: &str, have: &[String], want: &[String]) {
     );
 }
 
-/// Runs the writer on a fresh keyed schema while `scenario` kills and reruns the pipeline
-/// in a fresh directory, then stops the writer, runs `command` to completion, asserts one
-/// slot, and hands over to `check`; cleans up whatever happens (`drop`: the targets kept
-/// outside the schema).
-fn with_writer(
-    tag: &str,
-    sink: impl Fn(&Names) -> String,
-    command: &str,
-    check: impl FnOnce(&tokio::runtime::Runtime, &PgPool, &Names),
-    drop: impl FnOnce(&Names),
-) {
+/// `faucet replicate` of the twelve tables of a fresh source schema / database on `from`
+/// into per-table upsert targets in a fresh one on `to`, under the writer: a first run
+/// aborted mid-copy, SIGKILLs over the copy and the stream, the TRUNCATE once the copy is
+/// done, a sampled run with [`one_reader`], then a run to completion after the writer
+/// stopped; asserts the stream's bookmark, one slot (PostgreSQL), and every target equal to
+/// its source value by value. Cleans up whatever happens.
+fn replicate(tag: &str, from: Db, to: Db) {
     let rt = runtime();
     let pool = rt.block_on(pg_pool());
     let names = Names::new(tag);
-    rt.block_on(exec(&pool, &keyed_schema(&names.schema)));
+    let target = format!("{}_t", names.schema);
+    routed::create(from, &names.schema, ROWS);
+    match to {
+        Db::Pg => routed::run(to, &format!("CREATE SCHEMA {target}")),
+        Db::My => routed::run(
+            to,
+            &format!("CREATE DATABASE {target} CHARACTER SET utf8mb4"),
+        ),
+    }
     let dir = tempfile::tempdir().expect("tempdir");
-    let tables: Vec<&str> = KEYED.iter().map(|(t, _)| *t).collect();
-    config(dir.path(), &names, &tables, &sink(&names), "");
+    let all: Vec<String> = tables().into_iter().map(|t| t.name).collect();
+    config(
+        dir.path(),
+        &source(from, &names, &all),
+        &upsert_sink(to, &target),
+        "",
+    );
     let stop = Arc::new(AtomicBool::new(false));
-    let writes = writer(names.schema.clone(), false, Arc::clone(&stop));
+    let truncate = Arc::new(AtomicBool::new(false));
+    let writes = routed::writer(
+        from,
+        names.schema.clone(),
+        ROWS,
+        Arc::clone(&truncate),
+        Arc::clone(&stop),
+    );
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         std::thread::sleep(Duration::from_millis(100));
         // A first run that stores its first position (the slot exists from then on).
         crate::support::replicate::aborted_mid_snapshot(
-            faucet(dir.path(), command),
+            faucet(dir.path(), "replicate"),
             dir.path(),
             "after_state_put",
             2,
         );
-        let kills = kill_repeatedly(dir.path(), command, 120);
+        let kills = kill_repeatedly(dir.path(), "replicate", 120);
         assert!(kills.in_copy > 0, "no kill landed in the copy: {kills:?}");
         assert!(
             kills.in_stream > 0,
             "no kill landed in the stream: {kills:?}"
         );
+        // The copy is done: the TRUNCATE is a change of the stream.
+        truncate.store(true, Ordering::SeqCst);
+        one_reader(from, &names, dir.path(), "replicate", 4000);
         stop.store(true, Ordering::SeqCst);
         let writes = writes.join().expect("writer");
-        assert!(writes > 100, "the writer ran only {writes} statements");
-        output_of_success(&mut faucet(dir.path(), command), "the last run");
-        let b = stored(dir.path()).expect("bookmark");
-        assert!(b.get("lsn").is_some(), "caught up to the stream: {b}");
-        let slots = rt.block_on(slots_of(&pool, &names.slot));
-        assert_eq!(
-            slots,
-            std::slice::from_ref(&names.slot),
-            "one slot for the whole schema"
+        assert!(
+            writes.statements > 100 && writes.truncated,
+            "the writer: {writes:?}"
         );
-        check(&rt, &pool, &names);
+        output_of_success(&mut faucet(dir.path(), "replicate"), "the last run");
+        let b = stored(dir.path()).expect("bookmark");
+        let position = match from {
+            Db::Pg => "lsn",
+            Db::My => "binlog_file",
+        };
+        assert!(
+            b.get(position).is_some() && b.get("snapshot").is_none(),
+            "caught up to the stream: {b}"
+        );
+        if from == Db::Pg {
+            assert_eq!(
+                slots_of(&names.slot),
+                std::slice::from_ref(&names.slot),
+                "one slot for the whole schema"
+            );
+        }
+        for (n, t) in tables().iter().enumerate() {
+            let want = routed::rows(from, &format!("{}.{}", names.schema, t.name), t.columns());
+            let have = routed::rows(to, &format!("{target}.{}", t.name), t.columns());
+            if n == 0 {
+                assert!((want.len() as i64) < ROWS / 2, "{}: not truncated", t.name);
+            } else {
+                assert!(
+                    want.len() as i64 > ROWS / 2,
+                    "{}: {} rows",
+                    t.name,
+                    want.len()
+                );
+            }
+            same_rows(&t.name, &have, &want);
+        }
     }));
     stop.store(true, Ordering::SeqCst);
-    rt.block_on(cleanup(&pool, &names));
-    drop(&names);
+    match from {
+        Db::Pg => rt.block_on(cleanup(&pool, &names)),
+        Db::My => routed::run(from, &format!("DROP DATABASE IF EXISTS {}", names.schema)),
+    }
+    match to {
+        Db::Pg => routed::run(to, &format!("DROP SCHEMA IF EXISTS {target} CASCADE")),
+        Db::My => routed::run(to, &format!("DROP DATABASE IF EXISTS {target}")),
+    }
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
     }
 }
 
 #[test]
-fn replicate_a_schema_into_postgres_per_table_targets_sigkilled_equals_the_source() {
-    with_writer(
-        "pgpg",
-        |n| {
-            format!(
-                "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-                 table: \"{}.t_{{table}}\", write_mode: upsert, create_table: true }} }}",
-                n.schema
-            )
-        },
-        "replicate",
-        |rt, pool, names| {
-            for (table, columns) in KEYED {
-                let s = &names.schema;
-                let want = rt.block_on(pg_rows(pool, &format!("{s}.{table}"), columns));
-                let have = rt.block_on(pg_rows(pool, &format!("{s}.t_{table}"), columns));
-                assert!(want.len() as i64 > ROWS / 2, "{table}: {} rows", want.len());
-                same_rows(table, &have, &want);
-            }
-        },
-        |_| {},
-    );
+fn replicate_postgres_into_postgres_per_table_targets_sigkilled_equals_the_source() {
+    replicate("pgpg", Db::Pg, Db::Pg);
 }
 
 #[cfg(feature = "mysql")]
 #[test]
-fn replicate_a_schema_into_mysql_per_table_targets_sigkilled_equals_the_source() {
-    let db = crate::support::mysql::database("route_my");
-    crate::support::mariadb::mariadb(&format!("CREATE DATABASE {db}"));
-    with_writer(
-        "pgmy",
-        |_| {
-            format!(
-                "{{ type: mysql, config: {{ connection_url: \"${{env:{MY_VAR}}}\", \
-                 table: \"{db}.{{table}}\", write_mode: upsert, create_table: true }} }}"
-            )
-        },
-        "replicate",
-        |rt, pool, names| {
-            for (table, columns) in KEYED {
-                let want =
-                    rt.block_on(pg_rows(pool, &format!("{}.{table}", names.schema), columns));
-                let have = mariadb_rows(&format!("{db}.{table}"), columns);
-                same_rows(table, &have, &want);
-            }
-        },
-        |_| {
-            crate::support::mariadb::mariadb(&format!("DROP DATABASE IF EXISTS {db}"));
-        },
+fn replicate_postgres_into_mysql_per_table_targets_sigkilled_equals_the_source() {
+    replicate("pgmy", Db::Pg, Db::My);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn replicate_mysql_into_postgres_per_table_targets_sigkilled_equals_the_source() {
+    replicate("mypg", Db::My, Db::Pg);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn replicate_mysql_into_mysql_per_table_targets_sigkilled_equals_the_source() {
+    replicate("mymy", Db::My, Db::My);
+}
+
+/// `faucet replicate` of a keyless table `nokey` (PostgreSQL: `REPLICA IDENTITY FULL`) and a
+/// keyed one of a fresh schema / database on `from` into targets on the same server,
+/// upserted (`upsert`) or appended: the run's outcome, and whether any target table was
+/// made.
+fn replicate_keyless(tag: &str, from: Db, upsert: bool) -> (crate::support::Run, bool) {
+    let names = Names::new(tag);
+    let s = &names.schema;
+    let target = format!("{s}_t");
+    let (create, full) = match from {
+        Db::Pg => (
+            format!("CREATE SCHEMA {s}; CREATE SCHEMA {target};"),
+            format!("ALTER TABLE {s}.nokey REPLICA IDENTITY FULL;"),
+        ),
+        Db::My => (
+            format!("CREATE DATABASE {s}; CREATE DATABASE {target};"),
+            String::new(),
+        ),
+    };
+    routed::run(
+        from,
+        &format!(
+            "{create} CREATE TABLE {s}.nokey (a bigint, b varchar(20)); {full} \
+             INSERT INTO {s}.nokey VALUES (1, 'x'), (1, 'x'), (2, 'y'); \
+             CREATE TABLE {s}.keyed (id bigint PRIMARY KEY, v bigint); \
+             INSERT INTO {s}.keyed VALUES (1, 1);"
+        ),
     );
+    let dir = tempfile::tempdir().expect("tempdir");
+    config(
+        dir.path(),
+        &source(from, &names, &["nokey".to_owned(), "keyed".to_owned()]),
+        &if upsert {
+            upsert_sink(from, &target)
+        } else {
+            upsert_sink(from, &target).replace("write_mode: upsert", "write_mode: append")
+        },
+        "",
+    );
+    let run =
+        crate::support::Run::from_output(faucet(dir.path(), "replicate").output().expect("faucet"));
+    let made = match from {
+        Db::Pg => format!("SELECT tablename FROM pg_tables WHERE schemaname = '{target}'"),
+        Db::My => format!(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{target}'"
+        ),
+    };
+    let made: Vec<String> = routed::query(from, &made)
+        .into_iter()
+        .filter(|t| t == "keyed" || t == "nokey")
+        .collect();
+    match from {
+        Db::Pg => {
+            runtime().block_on(async {
+                cleanup(&pg_pool().await, &names).await;
+            });
+            routed::run(from, &format!("DROP SCHEMA {target} CASCADE"));
+        }
+        Db::My => routed::run(from, &format!("DROP DATABASE {s}; DROP DATABASE {target}")),
+    }
+    (run, !made.is_empty())
+}
+
+#[test]
+fn replicate_refuses_a_keyless_postgres_table_into_upsert_targets_naming_the_fix() {
+    let (run, made) = replicate_keyless("nokeypg", Db::Pg, true);
+    run.expect_code(3)
+        .stderr_has(&["nokey", "no primary key", "write_mode: append"]);
+    assert!(!made, "a target was made before the refusal");
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn replicate_refuses_a_keyless_mysql_table_into_upsert_targets_and_at_tables() {
+    let (run, made) = replicate_keyless("nokeymy", Db::My, true);
+    run.expect_code(3)
+        .stderr_has(&["nokey", "no primary key", "write_mode: append"]);
+    assert!(!made, "a target was made before the refusal");
+    let (run, made) = replicate_keyless("nokeymya", Db::My, false);
+    run.expect_code(2)
+        .stderr_has(&["tables", "nokey", "primary key"]);
+    assert!(!made, "a target was made before the refusal");
 }
 
 /// The audit rows of `table` (`op`, `before`, `after` as JSON) in LSN order.
@@ -400,7 +553,7 @@ async fn audit(pool: &PgPool, table: &str) -> Vec<(String, serde_json::Value, se
         .collect()
 }
 
-/// `row`'s `columns` as text joined by `|`, as [`pg_rows`] prints them.
+/// `row`'s `columns` as text joined by `|`, as [`routed::rows`] prints them.
 fn joined(row: &serde_json::Value, columns: &str) -> String {
     columns
         .split(", ")
@@ -412,19 +565,31 @@ fn joined(row: &serde_json::Value, columns: &str) -> String {
         .join("|")
 }
 
-/// Replays an audit log strictly: an insert of a row already there, or an update or delete
-/// of a row not there, is a change delivered twice or lost. A keyed table's rows are found
-/// by `key` (an update without a `before` — the key did not change — by its `after`'s); a
-/// keyless one's (`REPLICA IDENTITY FULL`: `before` is the whole row) are a multiset.
+/// Replays an audit log strictly over `base` (the table's rows when the log starts, as
+/// [`routed::rows`] prints them): an insert of a row already there, or an update or delete
+/// of a row not there, is a change delivered twice or lost; a `t` empties the table. A
+/// keyed table's rows are found by `key` (an update without a `before` — the key did not
+/// change — by its `after`'s); a keyless one's (`REPLICA IDENTITY FULL`: `before` is the
+/// whole row) are a multiset.
 fn replay(
     what: &str,
+    base: &[String],
     log: &[(String, serde_json::Value, serde_json::Value)],
     columns: &str,
     key: Option<&str>,
 ) -> Vec<String> {
+    let key_columns = key.unwrap_or(columns);
+    let key_len = key_columns.split(", ").count();
     let mut rows: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let id = |row: &serde_json::Value| joined(row, key.unwrap_or(columns));
+    for row in base {
+        let k: Vec<&str> = row.split('|').take(key_len).collect();
+        rows.entry(k.join("|")).or_default().push(row.clone());
+    }
+    let id = |row: &serde_json::Value| joined(row, key_columns);
     for (op, before, after) in log {
+        if op == "t" {
+            rows.clear();
+        }
         if op == "u" || op == "d" {
             let old = if before.is_null() {
                 id(after)
@@ -449,28 +614,53 @@ fn replay(
     out
 }
 
+/// Inserts, updates and deletes on the keyless `s.nokey` (`a bigint, b text`, rows found
+/// by `ctid`), one statement a time through one `psql` session, until `stop`.
+fn nokey_writer(s: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<i64> {
+    std::thread::spawn(move || {
+        let mut session = routed::Session::open(Db::Pg);
+        let mut i: i64 = 0;
+        while !stop.load(Ordering::SeqCst) {
+            i += 1;
+            let a = i % 7;
+            let one = format!("(SELECT ctid FROM {s}.nokey WHERE a = {a} LIMIT 1)");
+            session.send(&match i % 4 {
+                0 | 1 => format!("INSERT INTO {s}.nokey VALUES ({a}, 'x{i}');"),
+                2 => format!("UPDATE {s}.nokey SET b = b || '+' WHERE ctid = {one};"),
+                _ => format!("DELETE FROM {s}.nokey WHERE ctid = {one};"),
+            });
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        session.close();
+        i
+    })
+}
+
 #[test]
 fn run_effectively_once_into_append_audit_targets_sigkilled_has_every_change_once() {
     let rt = runtime();
     let pool = rt.block_on(pg_pool());
     let names = Names::new("audit");
     let s = names.schema.clone();
-    // Empty tables: the audit logs, replayed from nothing, are the tables.
-    rt.block_on(exec(
-        &pool,
+    routed::create(Db::Pg, &s, ROWS);
+    routed::run(
+        Db::Pg,
         &format!(
-            "{}; TRUNCATE {s}.single, {s}.composite, {s}.texty, {s}.uuidy;
-             CREATE TABLE {s}.nokey (a bigint, b text); ALTER TABLE {s}.nokey REPLICA IDENTITY FULL",
-            keyed_schema(&s)
+            "CREATE TABLE {s}.nokey (a bigint, b text); ALTER TABLE {s}.nokey REPLICA IDENTITY FULL;
+             INSERT INTO {s}.nokey SELECT g % 7, 'b' || g FROM generate_series(1, 30) g"
         ),
-    ));
-    let mut tables: Vec<&str> = KEYED.iter().map(|(t, _)| *t).collect();
-    tables.push("nokey");
+    );
+    // Each table, its compared columns and its key (none: the keyless one).
+    let mut all: Vec<(String, &str, Option<&str>)> = tables()
+        .into_iter()
+        .map(|t| (t.name.clone(), t.columns(), Some(t.key())))
+        .collect();
+    all.push(("nokey".to_owned(), "a, b", None));
+    let listed: Vec<String> = all.iter().map(|(t, _, _)| t.clone()).collect();
     let dir = tempfile::tempdir().expect("tempdir");
     config(
         dir.path(),
-        &names,
-        &tables,
+        &source(Db::Pg, &names, &listed),
         &format!(
             "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
              table: \"{s}.audit_{{table}}\", create_table: true }} }}"
@@ -478,11 +668,24 @@ fn run_effectively_once_into_append_audit_targets_sigkilled_has_every_change_onc
         "  delivery: effectively_once\n",
     );
     let stop = Arc::new(AtomicBool::new(false));
+    let truncate = Arc::new(AtomicBool::new(false));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // The first run creates the slot; the writer starts after it.
+        // The first run creates the slot; the logs start from the rows there are then.
         output_of_success(&mut faucet(dir.path(), "run"), "the first run");
-        let writes = writer(s.clone(), true, Arc::clone(&stop));
+        let base: Vec<Vec<String>> = all
+            .iter()
+            .map(|(t, columns, _)| routed::rows(Db::Pg, &format!("{s}.{t}"), columns))
+            .collect();
+        let writes = routed::writer(
+            Db::Pg,
+            s.clone(),
+            ROWS,
+            Arc::clone(&truncate),
+            Arc::clone(&stop),
+        );
+        let nokey = nokey_writer(s.clone(), Arc::clone(&stop));
         std::thread::sleep(Duration::from_millis(1500));
+        truncate.store(true, Ordering::SeqCst);
         // Aborted between a page's commit (rows and token) and its bookmark: the rerun
         // re-anchors at the token, so no target gets that page twice.
         crate::support::expect_aborted(&mut faucet(dir.path(), "run"), "after_flush:1");
@@ -491,21 +694,22 @@ fn run_effectively_once_into_append_audit_targets_sigkilled_has_every_change_onc
         assert!(kills.in_stream > 0, "no kill landed in a run: {kills:?}");
         stop.store(true, Ordering::SeqCst);
         let writes = writes.join().expect("writer");
-        assert!(writes > 100, "the writer ran only {writes} statements");
+        let nokey = nokey.join().expect("nokey writer");
+        assert!(
+            writes.statements > 100 && writes.truncated && nokey > 50,
+            "the writers: {writes:?}, {nokey} keyless"
+        );
         output_of_success(&mut faucet(dir.path(), "run"), "the last run");
-        let slots = rt.block_on(slots_of(&pool, &names.slot));
         assert_eq!(
-            slots,
+            slots_of(&names.slot),
             std::slice::from_ref(&names.slot),
             "one slot for the whole schema"
         );
-        let mut all = KEYED.to_vec();
-        all.push(("nokey", "a, b"));
-        for (table, columns) in all {
+        for ((table, columns, key), base) in all.iter().zip(&base) {
             let log = rt.block_on(audit(&pool, &format!("{s}.audit_{table}")));
-            let want = rt.block_on(pg_rows(&pool, &format!("{s}.{table}"), columns));
+            let want = routed::rows(Db::Pg, &format!("{s}.{table}"), columns);
             assert!(!log.is_empty(), "{table}: no change audited");
-            same_rows(table, &replay(table, &log, columns, key_of(table)), &want);
+            same_rows(table, &replay(table, base, &log, columns, *key), &want);
         }
     }));
     stop.store(true, Ordering::SeqCst);

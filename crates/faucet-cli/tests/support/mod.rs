@@ -20,6 +20,8 @@ pub(crate) mod mysql;
 pub(crate) mod pg;
 #[cfg(feature = "postgres")]
 pub(crate) mod replicate;
+#[cfg(feature = "postgres")]
+pub(crate) mod routed;
 pub(crate) mod server;
 
 /// The repository's root (for `examples/`).
