@@ -28,6 +28,14 @@ fn pipeline(source: &str, sink: &str) -> String {
     )
 }
 
+/// `faucet validate` and `faucet run` in `dir` both refuse the config (exit 2), saying each
+/// of `needles`.
+fn refused_by_validate_and_run(dir: &Dir, needles: &[&str]) {
+    for cmd in ["validate", "run"] {
+        dir.faucet(&[cmd]).expect_code(2).stderr_has(needles);
+    }
+}
+
 #[test]
 fn mysql_cdc_into_one_of_its_own_tables_is_refused_before_anything_is_written() {
     let db = format!("cli_loop_{}", faucet_test_support::unique_suffix());
@@ -63,10 +71,7 @@ fn mysql_cdc_into_one_of_its_own_tables_is_refused_before_anything_is_written() 
         "localhost:",
         "read back as a new change",
     ];
-    dir.faucet(&["validate"])
-        .expect_code(2)
-        .stderr_has(&needles);
-    dir.faucet(&["run"]).expect_code(2).stderr_has(&needles);
+    refused_by_validate_and_run(&dir, &needles);
     // Nothing moved: the table as it was, no commit token table, no state.
     let count = |q: &str| rows(&sql(q));
     let untouched = || {
@@ -148,10 +153,7 @@ fn postgres_cdc_into_a_table_of_its_publication_is_refused_before_anything_is_wr
         "pipeline.source.config.tables[0]",
         "read back as a new change",
     ];
-    dir.faucet(&["validate"])
-        .expect_code(2)
-        .stderr_has(&needles);
-    dir.faucet(&["run"]).expect_code(2).stderr_has(&needles);
+    refused_by_validate_and_run(&dir, &needles);
     // No slot was created: the source never connected.
     let slots: i64 = runtime().block_on(async {
         let mut conn = crate::support::pg_connect(&url).await;

@@ -12,18 +12,20 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, replay_items,
+    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, items_rows, replay_items,
     test_decoding_table_changes, unique_suffix,
 };
 use crate::support::server::Server;
-use crate::support::{Dir, expect_aborted, output_of_success, pg_pool, runtime};
+use crate::support::{
+    Dir, expect_aborted, killed_quietly_after, output_of_success, pg_pool, runtime,
+};
 
 const BATCH: u64 = 50;
 const TABLES: [&str; 3] = ["t1", "t2", "t3"];
@@ -144,18 +146,11 @@ fn cdc_of_three_tables_into_a_file_each_crashed_loses_nothing_and_mixes_nothing(
                     round % 2
                 ),
             ));
-            let mut child = faucet(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn faucet");
-            std::thread::sleep(Duration::from_millis(20 + (round as u64 * 41 % 120)));
-            if child.try_wait().expect("wait").is_none() {
-                child.kill().expect("SIGKILL");
+            let after = Duration::from_millis(20 + (round as u64 * 41 % 120));
+            if killed_quietly_after(faucet(dir.path()), after) {
                 crashes += 1;
                 killed += 1;
             }
-            let _ = child.wait();
         }
         assert!(killed > 0, "no round was killed mid-run");
         output_of_success(&mut faucet(dir.path()), "the last run");
@@ -242,16 +237,7 @@ fn verify(
 
         // Replaying the file gives the table.
         let replica = replay_items(&records);
-        let rows: Vec<(i32, i64, String)> = rt
-            .block_on(
-                sqlx::query_as(&format!("SELECT id, v, note FROM {table} ORDER BY id"))
-                    .fetch_all(pool),
-            )
-            .expect("select");
-        let rows: Vec<(i64, (i64, String))> = rows
-            .into_iter()
-            .map(|(id, v, note)| (i64::from(id), (v, note)))
-            .collect();
+        let rows = rt.block_on(items_rows(pool, &table));
         assert!(
             replica == rows,
             "{t}: the replayed changes differ from the table"

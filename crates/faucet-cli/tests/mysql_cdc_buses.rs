@@ -15,71 +15,19 @@
 //! its own database, stream and keys, removed at the end.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::Duration;
 
+use crate::support::Dir;
 use crate::support::bus::{
-    Consumed, change_of, delete_nats_stream, delete_redis_keys, nats_messages, redis_streams,
+    Bus, abort_at_every_point_with, change_of, faucet_for_buses, final_run, killed_between_rounds,
 };
-use crate::support::crash::kill_after;
 use crate::support::mariadb::{mariadb, mysql_url_for, unique_server_id};
 use crate::support::mysql::database;
+use crate::support::output_of_success;
 use crate::support::pg::Change;
-use crate::support::{Dir, expect_aborted, faucet_unarmed, output_of_success};
 
 /// The two source tables of the database.
 const TABLES: [&str; 2] = ["a", "b"];
-
-/// Which bus the pipeline writes, with the names of its test's objects.
-enum Bus {
-    /// Subjects `<prefix>.cdc.<db>.<table>` of the JetStream `stream`.
-    Nats { prefix: String, stream: String },
-    /// Streams `<prefix>:cdc.<db>.<table>` (token keys under `<prefix>:`).
-    Streams { prefix: String },
-}
-
-impl Bus {
-    /// The pipeline's sink.
-    fn sink(&self) -> String {
-        match self {
-            Bus::Nats { prefix, stream } => format!(
-                "{{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
-                 subject: \"{prefix}.cdc.{{schema}}.{{table}}\", stream: {stream}, \
-                 create_stream: true, key: [id], format: debezium }} }}"
-            ),
-            Bus::Streams { prefix } => format!(
-                "{{ type: redis-streams, config: {{ url: \"${{env:FAUCET_CRASH_REDIS_URL}}\", \
-                 stream: \"{prefix}:cdc.{{schema}}.{{table}}\", prefix: \"{prefix}:\", key: [id], \
-                 format: debezium }} }}"
-            ),
-        }
-    }
-
-    /// The subject or stream name of source table `db.table`.
-    fn route(&self, db: &str, table: &str) -> String {
-        match self {
-            Bus::Nats { prefix, .. } => format!("{prefix}.cdc.{db}.{table}"),
-            Bus::Streams { prefix } => format!("{prefix}:cdc.{db}.{table}"),
-        }
-    }
-
-    /// Everything the independent consumer reads back.
-    fn consume(&self) -> Vec<Consumed> {
-        match self {
-            Bus::Nats { prefix, stream } => nats_messages(stream, &format!("{prefix}.cdc.>")),
-            Bus::Streams { prefix } => redis_streams(&format!("{prefix}:cdc.*")),
-        }
-    }
-}
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        match self {
-            Bus::Nats { stream, .. } => delete_nats_stream(stream),
-            Bus::Streams { prefix } => delete_redis_keys(&format!("{prefix}:*")),
-        }
-    }
-}
 
 /// The source database and the model of its tables: the current `v` of every key, and every
 /// change each key has had, in commit order.
@@ -195,54 +143,36 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
              state: {{ type: file, config: {{ path: ./state }} }}\n  \
              delivery: effectively_once\n  batch_size: 40\n",
             unique_server_id(),
-            bus.sink()
+            bus.sink("cdc.{schema}.{table}", ", format: debezium")
         ),
     );
     let url = mysql_url_for(&db, None);
     let faucet = || {
-        let mut c: Command = faucet_unarmed();
-        c.env("SOURCE_MYSQL_URL", &url)
-            .env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url())
-            .env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url());
+        let mut c = faucet_for_buses();
+        c.env("SOURCE_MYSQL_URL", &url);
         c
     };
     // The first run starts at the binlog's end: run it once on an empty database, so the
     // workload after it is all in the stream.
     output_of_success(faucet().arg("run").current_dir(dir.path()), "the first run");
     source.workload(0);
-    // Every point a bus page passes, `before_commit` (all of a page but its token stored)
-    // among them; more changes halfway so every run has pages to do.
-    for (n, point) in faucet_core::fault::SQL_SINK.into_iter().enumerate() {
-        if n == 3 {
-            source.workload(5);
-        }
-        for hit in [1, 3] {
-            expect_aborted(
-                faucet().args(["run", "--quiet"]).current_dir(dir.path()),
-                &format!("{point}:{hit}"),
-            );
-        }
-    }
-    let mut killed = 0;
-    for round in 1..5 {
-        source.workload(round);
-        if kill_after(
-            faucet(),
-            dir.path(),
-            Duration::from_millis(40 + (round as u64 * 53) % 200),
-        ) {
-            killed += 1;
-        }
-    }
-    let out = output_of_success(faucet().arg("run").current_dir(dir.path()), "the final run");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("effectively-once (atomic watermark)"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+    abort_at_every_point_with(faucet, dir.path(), || source.workload(5));
+    let killed = killed_between_rounds(
+        faucet,
+        dir.path(),
+        1..5,
+        |round| source.workload(round as i64),
+        |round| Duration::from_millis(40 + (round * 53) % 200),
+    );
+    final_run(
+        &mut faucet(),
+        dir.path(),
+        "effectively-once (atomic watermark)",
     );
 
-    let consumed = bus.consume();
-    let routes: BTreeSet<String> = TABLES.iter().map(|t| bus.route(&db, t)).collect();
+    let consumed = bus.consume("cdc.*");
+    let route = |table: &str| bus.route(&format!("cdc.{db}.{table}"));
+    let routes: BTreeSet<String> = TABLES.iter().map(|t| route(t)).collect();
     let strays: Vec<&str> = consumed
         .iter()
         .map(|m| m.stream.as_str())
@@ -253,7 +183,7 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
         "messages on no table's route: {strays:?}"
     );
     for table in TABLES {
-        let route = bus.route(&db, table);
+        let route = route(table);
         let mut got: BTreeMap<i64, Vec<Change>> = BTreeMap::new();
         for m in consumed.iter().filter(|m| m.stream == route) {
             let change = change_of(m, "binlog_file");
@@ -293,23 +223,10 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
 
 #[test]
 fn mysql_cdc_of_two_tables_routed_into_nats_is_exactly_once_in_order_per_key() {
-    let suffix = faucet_test_support::unique_suffix();
-    mysql_cdc_into(
-        Bus::Nats {
-            prefix: format!("faucet-test-mybus-{suffix}"),
-            stream: format!("FAUCET_TEST_MYBUS_{suffix}"),
-        },
-        "nats",
-    );
+    mysql_cdc_into(Bus::nats("mybus"), "nats");
 }
 
 #[test]
 fn mysql_cdc_of_two_tables_routed_into_redis_streams_is_exactly_once_in_order_per_key() {
-    let suffix = faucet_test_support::unique_suffix();
-    mysql_cdc_into(
-        Bus::Streams {
-            prefix: format!("faucet-test-mybus-{suffix}"),
-        },
-        "streams",
-    );
+    mysql_cdc_into(Bus::streams("mybus"), "streams");
 }

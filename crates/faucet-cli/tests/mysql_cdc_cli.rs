@@ -7,7 +7,7 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::support::mariadb::{mariadb as sql, mysql_url_for};
+use crate::support::mariadb::{fresh_database, mariadb as sql, mysql_url_for};
 
 fn faucet(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_faucet"))
@@ -45,11 +45,10 @@ fn lines(dir: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn mysql_cdc_runs_through_the_binary() {
-    let db = format!("cli_cdc_{}", std::process::id());
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; \
-         CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))"
-    ));
+    let db = fresh_database(
+        "cli_cdc",
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))",
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let url = mysql_url_for(&db, None);
     write_config(
@@ -172,11 +171,7 @@ fn mysql_cdc_runs_through_the_binary() {
 /// `run` and by `doctor`: it would read nothing while the bookmark moves on.
 #[test]
 fn a_listed_table_the_server_lacks_is_named_in_a_warning() {
-    let db = format!("cli_cdc_missing_{}", std::process::id());
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; \
-         CREATE TABLE {db}.t_pk (id INT PRIMARY KEY)"
-    ));
+    let db = fresh_database("cli_cdc_missing", "CREATE TABLE t_pk (id INT PRIMARY KEY)");
     let dir = tempfile::tempdir().expect("tempdir");
     let url = mysql_url_for(&db, None);
     write_config(
@@ -209,12 +204,13 @@ fn a_listed_table_the_server_lacks_is_named_in_a_warning() {
 fn mysql_cdc_aborted_at_every_fault_point_inside_a_large_transaction_loses_nothing() {
     const ROWS: usize = 5_000;
     const BATCH: usize = 500;
-    let db = format!("cli_cdc_crash_{}", std::process::id());
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; USE {db}; \
-         CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL); \
-         INSERT INTO t SELECT seq, 0 FROM seq_1_to_{ROWS}"
-    ));
+    let db = fresh_database(
+        "cli_cdc_crash",
+        &format!(
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL); \
+             INSERT INTO t SELECT seq, 0 FROM seq_1_to_{ROWS}"
+        ),
+    );
     let dir = tempfile::tempdir().expect("tempdir");
     let url = mysql_url_for(&db, None);
     write_config(

@@ -15,14 +15,10 @@ use std::process::Output;
 
 use crate::support::mysql::{mariadb, mariadb_at, url_for};
 use crate::support::pg::{Names, cleanup, query, sql};
-use crate::support::{faucet_unarmed, pg_url, runtime};
+use crate::support::{faucet_unarmed, pg_url, runtime, write_pipeline};
 
 fn rounds() -> usize {
-    if std::env::var("FAUCET_SOAK").is_ok() {
-        60
-    } else {
-        12
-    }
+    crate::support::soak_or(60, 12)
 }
 
 /// `faucet run` in `dir` with `env`; panics with its stderr unless it succeeded.
@@ -62,6 +58,15 @@ fn under_workload(pipelines: &[(&Path, Vec<(&str, String)>)], workload: impl FnO
     }
 }
 
+/// A `sink_type` (`mysql`, `postgres`) upsert sink by `id` into `table`, created on
+/// request, on the server in the environment variable `url_env`.
+fn upsert_sink(sink_type: &str, url_env: &str, table: &str) -> String {
+    format!(
+        "{{ type: {sink_type}, config: {{ connection_url: \"${{env:{url_env}}}\", \
+         table: {table}, create_table: true, write_mode: upsert, key: [id] }} }}"
+    )
+}
+
 fn null(v: &str) -> Option<String> {
     (v != "NULL").then(|| v.to_owned())
 }
@@ -77,21 +82,13 @@ fn postgres_cdc_into_mysql_upsert_equals_the_source() {
     ));
     mariadb(&format!("CREATE DATABASE `{db}` CHARACTER SET utf8mb4"));
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: xdb_pg\npipeline:\n  source: {{ type: postgres-cdc, config: {{ \
-             connection_url: \"${{env:XDB_PG_URL}}\", slot_name: {slot}, publication: {publication}, \
-             tables: [{s}.items], create_publication: true }} }}\n  \
-             sink: {{ type: mysql, config: {{ connection_url: \"${{env:XDB_MYSQL_URL}}\", \
-             table: items, create_table: true, write_mode: upsert, key: [id] }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  delivery: effectively_once\n  \
-             batch_size: 50\n",
-            slot = names.slot,
-            publication = names.publication,
-        ),
-    )
-    .expect("config");
+    write_pipeline(
+        dir.path(),
+        "xdb_pg",
+        &names.cdc_source("XDB_PG_URL", &format!("{s}.items")),
+        &upsert_sink("mysql", "XDB_MYSQL_URL", "items"),
+        "  delivery: effectively_once\n  batch_size: 50\n",
+    );
     let env = vec![("XDB_PG_URL", pg_url()), ("XDB_MYSQL_URL", url_for(&db))];
     run(dir.path(), &env);
     let result = std::panic::catch_unwind(|| {
@@ -222,30 +219,21 @@ fn mysql_cdc_into_mysql_atomic_and_into_postgres_upsert_equal_the_source() {
              server_id: {id}, tables: [{db}.src] }} }}"
         )
     };
-    std::fs::write(
-        mysql_dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: xdb_my\npipeline:\n  source: {}\n  \
-             sink: {{ type: mysql, config: {{ connection_url: \"${{env:XDB_SINK_URL}}\", \
-             table: copy, create_table: true, write_mode: upsert, key: [id] }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  delivery: effectively_once\n  \
-             batch_size: 40\n",
-            source(server_id)
-        ),
-    )
-    .expect("config");
-    std::fs::write(
-        pg_dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: xdb_my_pg\npipeline:\n  source: {}\n  \
-             sink: {{ type: postgres, config: {{ connection_url: \"${{env:XDB_PG_URL}}\", \
-             table: {s}.copy, create_table: true, write_mode: upsert, key: [id] }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  delivery: effectively_once\n  \
-             batch_size: 40\n",
-            source(server_id + 1)
-        ),
-    )
-    .expect("config");
+    let tail = "  delivery: effectively_once\n  batch_size: 40\n";
+    write_pipeline(
+        mysql_dir.path(),
+        "xdb_my",
+        &source(server_id),
+        &upsert_sink("mysql", "XDB_SINK_URL", "copy"),
+        tail,
+    );
+    write_pipeline(
+        pg_dir.path(),
+        "xdb_my_pg",
+        &source(server_id + 1),
+        &upsert_sink("postgres", "XDB_PG_URL", &format!("{s}.copy")),
+        tail,
+    );
     let my_env = vec![("XDB_SRC_URL", src.clone()), ("XDB_SINK_URL", url_for(&db))];
     let pg_env = vec![("XDB_SRC_URL", src.clone()), ("XDB_PG_URL", pg_url())];
     // The first runs start at the end of the log.
@@ -375,36 +363,21 @@ fn postgres_cdc_key_changes_keep_unchanged_toast_values_in_postgres_and_mysql() 
     mariadb(&format!("CREATE DATABASE `{db}` CHARACTER SET utf8mb4"));
     let pg_dir = tempfile::tempdir().expect("tempdir");
     let my_dir = tempfile::tempdir().expect("tempdir");
-    let source = |n: &Names| {
-        format!(
-            "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:XDB_PG_URL}}\", \
-             slot_name: {}, publication: {}, tables: [{s}.docs], create_publication: true }} }}",
-            n.slot, n.publication
-        )
-    };
-    std::fs::write(
-        pg_dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: xdb_toast_pg\npipeline:\n  source: {}\n  \
-             sink: {{ type: postgres, config: {{ connection_url: \"${{env:XDB_PG_URL}}\", \
-             table: {s}.docs_copy, create_table: true, write_mode: upsert, key: [id] }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: 50\n",
-            source(&names)
-        ),
-    )
-    .expect("config");
-    std::fs::write(
-        my_dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: xdb_toast_my\npipeline:\n  source: {}\n  \
-             sink: {{ type: mysql, config: {{ connection_url: \"${{env:XDB_MYSQL_URL}}\", \
-             table: docs, create_table: true, write_mode: upsert, key: [id] }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  \
-             delivery: effectively_once\n  batch_size: 50\n",
-            source(&second)
-        ),
-    )
-    .expect("config");
+    let tables = format!("{s}.docs");
+    write_pipeline(
+        pg_dir.path(),
+        "xdb_toast_pg",
+        &names.cdc_source("XDB_PG_URL", &tables),
+        &upsert_sink("postgres", "XDB_PG_URL", &format!("{s}.docs_copy")),
+        "  batch_size: 50\n",
+    );
+    write_pipeline(
+        my_dir.path(),
+        "xdb_toast_my",
+        &second.cdc_source("XDB_PG_URL", &tables),
+        &upsert_sink("mysql", "XDB_MYSQL_URL", "docs"),
+        "  delivery: effectively_once\n  batch_size: 50\n",
+    );
     let env = vec![("XDB_PG_URL", pg_url()), ("XDB_MYSQL_URL", url_for(&db))];
     let run_both = || {
         run(pg_dir.path(), &env);
@@ -484,20 +457,13 @@ fn doctor_names_the_audit_columns_a_mysql_append_table_lacks() {
          CREATE TABLE `{db}`.items_log (op VARCHAR(1), `table` TEXT, `before` JSON) ENGINE=InnoDB"
     ));
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(
-        dir.path().join("faucet.yaml"),
-        format!(
-            "version: 1\nname: xdb_audit\npipeline:\n  source: {{ type: postgres-cdc, config: {{ \
-             connection_url: \"${{env:XDB_PG_URL}}\", slot_name: {slot}, publication: {publication}, \
-             tables: [{s}.items], create_publication: true }} }}\n  \
-             sink: {{ type: mysql, config: {{ connection_url: \"${{env:XDB_MYSQL_URL}}\", \
-             table: items_log }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n",
-            slot = names.slot,
-            publication = names.publication,
-        ),
-    )
-    .expect("config");
+    write_pipeline(
+        dir.path(),
+        "xdb_audit",
+        &names.cdc_source("XDB_PG_URL", &format!("{s}.items")),
+        "{ type: mysql, config: { connection_url: \"${env:XDB_MYSQL_URL}\", table: items_log } }",
+        "",
+    );
     let doctor = || {
         faucet_unarmed()
             .env("XDB_PG_URL", pg_url())

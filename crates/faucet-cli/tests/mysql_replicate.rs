@@ -16,7 +16,7 @@
 //! * into a **MariaDB upsert** target (the `mysql` sink), aborted once between a page's write
 //!   and its bookmark: the target equals the source.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -30,7 +30,8 @@ use sqlx::PgPool;
 use crate::support::mariadb::{client as mariadb, mariadb as sql, mysql_url_for};
 use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
 use crate::support::replicate::{
-    aborted_mid_snapshot, in_flight, killed_after, mariadb_rows, pg_rows, replay, stored,
+    aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal, kills_mid_snapshot,
+    mariadb_rows, pg_rows, replayed_jsonl, under_workload,
 };
 use crate::support::{output_of_success, pg_pool, runtime};
 
@@ -169,10 +170,7 @@ fn source_rows(names: &Names) -> BTreeMap<i64, Json> {
 fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
     let want = source_rows(names);
     let have = rt.block_on(pg_rows(pool, &format!("{}.target", names.schema)));
-    assert_eq!(have.len(), want.len(), "row count");
-    for (id, row) in &want {
-        assert_eq!(have.get(id), Some(row), "id {id}");
-    }
+    expect_rows_equal(&have, &want);
 }
 
 /// Runs `scenario` with a workload on fresh objects, then stops the workload, catches up
@@ -189,27 +187,17 @@ fn with_workload(
     setup(&rt, &pool, &names);
     let dir = tempfile::tempdir().expect("tempdir");
     config(dir.path(), &names, &sink(&names));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = workload(names.db.clone(), Arc::clone(&stop));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        std::thread::sleep(Duration::from_millis(200));
-        scenario(dir.path());
-        stop.store(true, Ordering::SeqCst);
-        let writes = writes.join().expect("workload");
-        assert!(writes > 50, "the workload wrote only {writes} times");
-        output_of_success(&mut faucet(dir.path()), "the catching-up run");
-        let b = stored(dir.path()).expect("bookmark");
-        assert!(
-            b.get("binlog_file").is_some() && b.get("replicate").is_none(),
-            "caught up, the bookmark is mysql-cdc's: {b}"
-        );
-        check(&rt, &pool, &names, dir.path());
-    }));
-    stop.store(true, Ordering::SeqCst);
-    cleanup(&rt, &pool, &names);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    under_workload(
+        dir.path(),
+        |stop| workload(names.db.clone(), stop),
+        scenario,
+        |dir| {
+            output_of_success(&mut faucet(dir), "the catching-up run");
+        },
+        "binlog_file",
+        |dir| check(&rt, &pool, &names, dir),
+        || cleanup(&rt, &pool, &names),
+    );
 }
 
 #[test]
@@ -239,11 +227,7 @@ fn mariadb_upsert_sink(names: &Names) -> String {
 
 fn mariadb_target_equals_source(names: &Names) {
     let want = source_rows(names);
-    let have = mariadb_rows(&format!("{}.target", names.db));
-    assert_eq!(have.len(), want.len(), "row count");
-    for (id, row) in &want {
-        assert_eq!(have.get(id), Some(row), "id {id}");
-    }
+    expect_rows_equal(&mariadb_rows(&format!("{}.target", names.db)), &want);
 }
 
 #[test]
@@ -263,66 +247,24 @@ fn mysql_replicate_into_mariadb_upsert_under_writes_and_aborted_equals_the_sourc
 
 #[test]
 fn mysql_replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
-    let interruptions = std::cell::RefCell::new(Vec::new());
+    let last = std::cell::RefCell::new(None);
     with_workload(
         "jsonl",
         |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
         |dir| {
             // Page 6 of the first copy, then page 5 of the resumed one (each table starts
             // with its first page in flight, an empty page).
-            interruptions.borrow_mut().push(aborted_mid_snapshot(
-                faucet(dir),
-                dir,
-                "after_state_put",
-                6,
-            ));
-            std::thread::sleep(Duration::from_millis(200));
-            let second = aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 5);
-            std::thread::sleep(Duration::from_millis(200));
+            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_state_put", [6, 5]);
             output_of_success(&mut faucet(dir), "the resumed run");
-            interruptions.borrow_mut().push(second);
+            *last.borrow_mut() = Some(second);
         },
         |_, _, names, dir| {
             let table = format!("{}.items", names.db);
-            let last = interruptions.borrow().last().cloned().expect("interrupted");
-            let parts = last["snapshot"]["tables"][&table]["parts"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            assert_eq!(
-                parts.len(),
-                2,
-                "two snapshots before the second abort: {last}"
-            );
-            let text = std::fs::read_to_string(dir.join("out/changes.jsonl")).expect("output");
-            assert!(text.ends_with('\n'), "a torn last line");
-            let records: Vec<Json> = text
-                .lines()
-                .map(|l| serde_json::from_str(l).expect("json line"))
-                .collect();
-            let points: HashSet<String> = records
-                .iter()
-                .filter(|r| r["op"] == "r")
-                .map(|r| format!("{}:{}", r["binlog_file"], r["binlog_pos"]))
-                .collect();
-            assert_eq!(points.len(), 3, "three snapshots: {points:?}");
-            let ids: HashSet<i64> = records
-                .iter()
-                .flat_map(|r| [&r["before"], &r["after"]])
-                .filter_map(|v| v["id"].as_i64())
-                .collect();
-            let replayed = in_flight(&last, &table, &ids);
-            assert!(
-                replayed.len() as u64 <= 3 * BATCH,
-                "{} ids in flight",
-                replayed.len()
-            );
-            let got = replay(&records, &replayed);
-            let want = source_rows(names);
-            assert_eq!(got.len(), want.len(), "row count");
-            for (id, row) in &want {
-                assert_eq!(got.get(id), Some(row), "id {id}");
-            }
+            let last = last.borrow().clone().expect("interrupted");
+            let got = replayed_jsonl(dir, &last, &table, BATCH, |r| {
+                format!("{}:{}", r["binlog_file"], r["binlog_pos"])
+            });
+            expect_rows_equal(&got, &source_rows(names));
         },
     );
 }
@@ -333,11 +275,8 @@ fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equal
         "upsert",
         upsert_sink,
         |dir| {
-            aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
-            std::thread::sleep(Duration::from_millis(200));
-            let second = aborted_mid_snapshot(faucet(dir), dir, "after_flush", 4);
+            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_flush", [6, 4]);
             assert!(second.to_string().contains("dirty"), "{second}");
-            std::thread::sleep(Duration::from_millis(200));
             output_of_success(&mut faucet(dir), "the resumed run");
         },
         |rt, pool, names, _| target_equals_source(rt, pool, names),
@@ -346,27 +285,18 @@ fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equal
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        8
-    } else {
-        3
-    };
+    let rounds = crate::support::soak_or(8, 3);
     with_workload(
         "kill",
         upsert_sink,
         |dir| {
             aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 2);
-            let mut mid_snapshot = 0;
-            for round in 0..rounds {
-                let after = Duration::from_millis(40 + 23 * (round % 5));
-                if killed_after(faucet(dir), after)
-                    && stored(dir).is_some_and(|b| b.get("snapshot").is_some())
-                {
-                    mid_snapshot += 1;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            eprintln!("{mid_snapshot} of {rounds} kills landed mid-snapshot");
+            kills_mid_snapshot(
+                || faucet(dir),
+                dir,
+                rounds,
+                |round| Duration::from_millis(40 + 23 * (round % 5)),
+            );
             output_of_success(&mut faucet(dir), "the resumed run");
         },
         |rt, pool, names, _| target_equals_source(rt, pool, names),

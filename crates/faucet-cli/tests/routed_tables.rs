@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url};
+use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url, write_until};
 use crate::support::replicate::{killed_after, stored};
 use crate::support::{Dir, output_of_success, pg_pool, runtime};
 
@@ -124,21 +124,10 @@ fn change(s: &str, i: i64, with_nokey: bool) -> String {
     }
 }
 
-/// Runs [`change`] one statement at a time until `stop`, on its own thread and runtime;
-/// returns how many it ran.
-fn writer(schema: String, with_nokey: bool, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<i64> {
-    std::thread::spawn(move || {
-        runtime().block_on(async move {
-            let pool = pg_pool().await;
-            let mut i: i64 = 0;
-            while !stop.load(Ordering::SeqCst) {
-                i += 1;
-                exec(&pool, &change(&schema, i, with_nokey)).await;
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            i
-        })
-    })
+/// Runs [`change`] one statement at a time until `stop` ([`write_until`]); returns how many
+/// it ran.
+fn writer(schema: String, with_nokey: bool, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+    write_until(stop, move |i| change(&schema, i, with_nokey))
 }
 
 /// The pipeline file: `postgres-cdc` of `tables` of `names` into `sink`.
@@ -189,11 +178,7 @@ struct Kills {
 /// reproduce), five rounds (`FAUCET_SOAK=1`: fifteen); then, while no kill has landed in
 /// the stream yet, up to ten runs killed after 1 s, 400, 150, 60, 30 ms, ….
 fn kill_repeatedly(dir: &Path, command: &str, step_ms: u64) -> Kills {
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        15
-    } else {
-        5
-    };
+    let rounds = crate::support::soak_or(15, 5);
     let mut kills = Kills::default();
     for round in 0..rounds {
         let after = Duration::from_millis(step_ms * (1 + round % 5));
@@ -245,16 +230,6 @@ async fn pg_rows(pool: &PgPool, table: &str, columns: &str) -> Vec<String> {
     .fetch_all(pool)
     .await
     .unwrap_or_else(|e| panic!("SELECT from {table}: {e}"));
-    rows.sort();
-    rows
-}
-
-/// The rows of the MariaDB table `table`, as [`pg_rows`].
-#[cfg(feature = "mysql")]
-fn mariadb_rows(table: &str, columns: &str) -> Vec<String> {
-    let out =
-        crate::support::mariadb::mariadb(&format!("SELECT CONCAT_WS('|', {columns}) FROM {table}"));
-    let mut rows: Vec<String> = out.lines().map(str::to_owned).collect();
     rows.sort();
     rows
 }
@@ -373,7 +348,7 @@ fn replicate_a_schema_into_mysql_per_table_targets_sigkilled_equals_the_source()
             for (table, columns) in KEYED {
                 let want =
                     rt.block_on(pg_rows(pool, &format!("{}.{table}", names.schema), columns));
-                let have = mariadb_rows(&format!("{db}.{table}"), columns);
+                let have = crate::support::mariadb::joined_rows(&format!("{db}.{table}"), columns);
                 same_rows(table, &have, &want);
             }
         },

@@ -1,13 +1,7 @@
 //! Helpers every connector test module shares: reading a source to the end, and records as
 //! their JSON lines.
 
-use std::sync::Arc;
-
-use faucet_core::change::record_schema;
-use faucet_core::{
-    Bookmark, DataType, FaucetError, Field, Page, PageBuilder, ReadOptions, Schema, Source, Value,
-};
-use serde_json::Value as Json;
+use faucet_core::{Bookmark, FaucetError, Page, ReadOptions, Source};
 
 /// Reads `source` from `from` to the end in pages of `batch_size`; asserts no page is larger.
 pub(crate) async fn read_pages(
@@ -39,59 +33,4 @@ pub(crate) fn json_lines(pages: &[Page]) -> Vec<String> {
         }
     }
     out
-}
-
-/// `(op, table, before, after)` of one change record of `(id int, v text)` rows.
-pub(crate) type ChangeRow<'a> = (
-    &'a str,
-    &'a str,
-    Option<(i64, &'a str)>,
-    Option<(i64, &'a str)>,
-);
-
-/// A page of change records of `(id, v)` rows shaped like postgres-cdc's (`lsn` `0/<i>`,
-/// one `commit_ts`), `before` / `after` as given, ending at `bookmark`.
-#[allow(dead_code)] // not every feature set has a test that writes change records
-pub(crate) fn change_page(rows: &[ChangeRow<'_>], bookmark: Json) -> Page {
-    let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
-    let row_schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int),
-        Field::new("v", DataType::Text),
-    ]));
-    let row = |r: Option<(i64, &str)>| match r {
-        Some((id, v)) => Value::row(
-            row_schema.clone(),
-            vec![Value::Int(id), Value::Text(v.into())],
-        ),
-        None => Value::Null,
-    };
-    let mut b = PageBuilder::new(schema, rows.len());
-    for (i, (op, table, before, after)) in rows.iter().enumerate() {
-        b.push_row([
-            Value::Text((*op).into()),
-            Value::Text((*table).into()),
-            Value::Text(format!("0/{i}").into()),
-            Value::TimestampTz("2026-12-01T00:00:00Z".into()),
-            row(*before),
-            row(*after),
-        ]);
-    }
-    b.finish(Some(bookmark))
-}
-
-/// [`change_page`] of `(op, table, id, v)`: a `d` has the row as `before`, any other op as
-/// `after`.
-#[allow(dead_code)] // not every feature set has a bus sink test
-pub(crate) fn keyed_change_page(rows: &[(&str, &str, i64, &str)], bookmark: Json) -> Page {
-    let rows: Vec<ChangeRow<'_>> = rows
-        .iter()
-        .map(|&(op, table, id, v)| {
-            if op == "d" {
-                (op, table, Some((id, v)), None)
-            } else {
-                (op, table, None, Some((id, v)))
-            }
-        })
-        .collect();
-    change_page(&rows, bookmark)
 }

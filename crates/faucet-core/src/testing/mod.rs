@@ -5,6 +5,7 @@
 //!   [`MemorySink`] (a sink that records what is durable, with configurable capabilities),
 //!   and a [`CrashSwitch`] that makes both, and [`CrashingStateStore`], behave as if the
 //!   process died at a chosen operation — for in-process crash simulation (property tests);
+//! * [`pages`]: pages of change records for sink tests ([`change_page`]);
 //! * [`conformance`]: checks a connector must pass (strict config, bounded pages, bookmark
 //!   round trip, idempotent replay for keyed and atomic sinks, truthful guarantees, errors
 //!   not panics, cancellation flushes, state store contract). Each returns
@@ -12,6 +13,7 @@
 
 pub mod conformance;
 pub mod doubles;
+pub mod pages;
 
 pub use conformance::ConformanceError;
 
@@ -40,6 +42,7 @@ pub fn config_field(e: crate::FaucetError) -> String {
 }
 
 pub use doubles::{CrashSwitch, CrashingStateStore, MemorySink, PageGate, SinkLog, VecSource};
+pub use pages::{ChangeRow, change_page, keyed_change_page, keys_of_a_and_b};
 
 /// The bookmark of a state entry as the run loop stores it: `{"bookmark": B, "sink": "…"}`
 /// (a sink that names its target) gives `B`; a bare bookmark is itself.
