@@ -15,12 +15,11 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, items_rows, replay_items,
-    test_decoding_table_changes, unique_suffix,
+    Change, change_of_record, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url,
+    items_rows, replay_items, test_decoding_table_changes, unique_suffix,
 };
 use crate::support::server::Server;
 use crate::support::{
@@ -163,18 +162,6 @@ fn cdc_of_three_tables_into_a_file_each_crashed_loses_nothing_and_mixes_nothing(
     }
 }
 
-fn key_of(r: &Json) -> Change {
-    let op = r["op"].as_str().expect("op").to_owned();
-    match op.as_str() {
-        "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
-        _ => (
-            op,
-            r["after"]["id"].as_i64().expect("id"),
-            r["after"]["v"].as_i64(),
-        ),
-    }
-}
-
 fn verify(
     rt: &tokio::runtime::Runtime,
     pool: &PgPool,
@@ -219,7 +206,7 @@ fn verify(
         let mut counts: HashMap<Change, u64> = HashMap::new();
         let mut first_seen = Vec::new();
         for r in &records {
-            let key = key_of(r);
+            let key = change_of_record(r);
             let n = counts.entry(key.clone()).or_insert(0);
             if *n == 0 {
                 first_seen.push(key);

@@ -28,12 +28,12 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::mariadb::{client as mariadb, mariadb as sql, mysql_url_for};
-use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
+use crate::support::output_of_success;
+use crate::support::pg::{exec, unique_suffix};
 use crate::support::replicate::{
-    aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal, kills_mid_snapshot,
-    mariadb_rows, pg_rows, replayed_jsonl, under_workload,
+    ReplicaSource, aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal,
+    kills_mid_snapshot, mariadb_rows, pg_rows, replayed_jsonl, replicate, with_workload,
 };
-use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
@@ -63,86 +63,88 @@ impl Names {
     }
 }
 
-/// Inserts, updates and deletes on `items` (one autocommit statement each, every new value
-/// fresh) through one `mariadb` client session, until `stop`.
-fn workload(db: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let mut client = mariadb()
-            .arg(&db)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("the mariadb client runs");
-        let mut input = client.stdin.take().expect("stdin");
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
-            let k = (i * 7919) % ROWS + 1;
-            let statement = match i % 4 {
-                0 => format!(
-                    "INSERT INTO items VALUES ({}, {i} + 1000000, 'new') \
-                     ON DUPLICATE KEY UPDATE v = {i} + 1000000;",
-                    k + ROWS * (i % 3)
-                ),
-                1 | 2 => format!(
-                    "UPDATE items SET v = {i} + 1000000, note = CONCAT(note, '+') WHERE id = {k};"
-                ),
-                _ => format!("DELETE FROM items WHERE id = {k};"),
-            };
-            writeln!(input, "{statement}").expect("workload statement");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        drop(input);
-        let status = client.wait().expect("mariadb client");
-        assert!(status.success(), "the workload's client failed");
-        u64::try_from(i).unwrap_or_default()
-    })
-}
+impl ReplicaSource for Names {
+    const POSITION: &'static str = "binlog_file";
+    const PG_URL_ENV: &'static str = "FAUCET_MYREPL_PG_URL";
 
-fn setup(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
-    let db = &names.db;
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db} CHARACTER SET utf8mb4; \
-         CREATE TABLE {db}.items (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
-         CREATE TABLE {db}.target (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
-         USE {db}; INSERT INTO items SELECT seq, seq, CONCAT('n', seq) FROM seq_1_to_{ROWS};"
-    ));
-    let s = &names.schema;
-    rt.block_on(exec(
-        pool,
-        &format!(
-            "CREATE SCHEMA {s}; \
-             CREATE TABLE {s}.target (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
-        ),
-    ));
-}
+    /// A MariaDB database with `items` (3,000 rows) and an empty `target`, and a PostgreSQL
+    /// schema with an empty `target`.
+    fn create(rt: &tokio::runtime::Runtime, pool: &PgPool, tag: &str) -> Self {
+        let names = Names::new(tag);
+        let db = &names.db;
+        sql(&format!(
+            "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db} CHARACTER SET utf8mb4; \
+             CREATE TABLE {db}.items (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
+             CREATE TABLE {db}.target (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
+             USE {db}; INSERT INTO items SELECT seq, seq, CONCAT('n', seq) FROM seq_1_to_{ROWS};"
+        ));
+        let s = &names.schema;
+        rt.block_on(exec(
+            pool,
+            &format!(
+                "CREATE SCHEMA {s}; \
+                 CREATE TABLE {s}.target (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
+            ),
+        ));
+        names
+    }
 
-fn cleanup(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
-    let _ = mariadb()
-        .args(["-e", &format!("DROP DATABASE IF EXISTS {}", names.db)])
-        .output();
-    rt.block_on(exec(
-        pool,
-        &format!("DROP SCHEMA IF EXISTS {} CASCADE", names.schema),
-    ));
-}
-
-fn config(dir: &Path, names: &Names, sink: &str) {
-    let base = mysql_url_for("", None);
-    let base = base.trim_end_matches('/');
-    std::fs::write(
-        dir.join("faucet.yaml"),
+    fn source_yaml(&self) -> String {
+        let base = mysql_url_for("", None);
+        let base = base.trim_end_matches('/');
         format!(
-            "version: 1\nname: myrepl\npipeline:\n  \
-             source: {{ type: mysql-cdc, config: {{ connection_url: \"{base}/{db}\", \
-             server_id: {id}, tables: [{db}.items] }} }}\n  \
-             sink: {sink}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
-            db = names.db,
-            id = names.server_id,
-        ),
-    )
-    .expect("config");
+            "{{ type: mysql-cdc, config: {{ connection_url: \"{base}/{db}\", \
+             server_id: {id}, tables: [{db}.items] }} }}",
+            db = self.db,
+            id = self.server_id,
+        )
+    }
+
+    /// One autocommit statement each, through one `mariadb` client session.
+    fn workload(&self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+        let db = self.db.clone();
+        std::thread::spawn(move || {
+            let mut client = mariadb()
+                .arg(&db)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("the mariadb client runs");
+            let mut input = client.stdin.take().expect("stdin");
+            let mut i: i64 = 0;
+            while !stop.load(Ordering::SeqCst) {
+                i += 1;
+                let k = (i * 7919) % ROWS + 1;
+                let statement = match i % 4 {
+                    0 => format!(
+                        "INSERT INTO items VALUES ({}, {i} + 1000000, 'new') \
+                     ON DUPLICATE KEY UPDATE v = {i} + 1000000;",
+                        k + ROWS * (i % 3)
+                    ),
+                    1 | 2 => format!(
+                        "UPDATE items SET v = {i} + 1000000, note = CONCAT(note, '+') WHERE id = {k};"
+                    ),
+                    _ => format!("DELETE FROM items WHERE id = {k};"),
+                };
+                writeln!(input, "{statement}").expect("workload statement");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            drop(input);
+            let status = client.wait().expect("mariadb client");
+            assert!(status.success(), "the workload's client failed");
+            u64::try_from(i).unwrap_or_default()
+        })
+    }
+
+    fn drop_objects(&self, rt: &tokio::runtime::Runtime, pool: &PgPool) {
+        let _ = mariadb()
+            .args(["-e", &format!("DROP DATABASE IF EXISTS {}", self.db)])
+            .output();
+        rt.block_on(exec(
+            pool,
+            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
+        ));
+    }
 }
 
 fn upsert_sink(names: &Names) -> String {
@@ -154,12 +156,7 @@ fn upsert_sink(names: &Names) -> String {
 }
 
 fn faucet(dir: &Path) -> Command {
-    let mut c = faucet_with_pg_url("FAUCET_MYREPL_PG_URL");
-    c.args(["replicate", "--quiet"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    c
+    replicate::<Names>(dir)
 }
 
 /// The source's rows by MariaDB's own SELECT: `id -> {"id","v","note"}`.
@@ -173,37 +170,11 @@ fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Nam
     expect_rows_equal(&have, &want);
 }
 
-/// Runs `scenario` with a workload on fresh objects, then stops the workload, catches up
-/// and hands over to `check`; cleans up whatever happens.
-fn with_workload(
-    tag: &str,
-    sink: impl Fn(&Names) -> String,
-    scenario: impl FnOnce(&Path),
-    check: impl FnOnce(&tokio::runtime::Runtime, &PgPool, &Names, &Path),
-) {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new(tag);
-    setup(&rt, &pool, &names);
-    let dir = tempfile::tempdir().expect("tempdir");
-    config(dir.path(), &names, &sink(&names));
-    under_workload(
-        dir.path(),
-        |stop| workload(names.db.clone(), stop),
-        scenario,
-        |dir| {
-            output_of_success(&mut faucet(dir), "the catching-up run");
-        },
-        "binlog_file",
-        |dir| check(&rt, &pool, &names, dir),
-        || cleanup(&rt, &pool, &names),
-    );
-}
-
 #[test]
 fn mysql_replicate_into_postgres_upsert_under_writes_equals_the_source() {
-    with_workload(
+    with_workload::<Names>(
         "live",
+        BATCH,
         upsert_sink,
         |dir| {
             output_of_success(&mut faucet(dir), "the replicate run");
@@ -232,8 +203,9 @@ fn mariadb_target_equals_source(names: &Names) {
 
 #[test]
 fn mysql_replicate_into_mariadb_upsert_under_writes_and_aborted_equals_the_source() {
-    with_workload(
+    with_workload::<Names>(
         "maria",
+        BATCH,
         mariadb_upsert_sink,
         |dir| {
             aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
@@ -248,8 +220,9 @@ fn mysql_replicate_into_mariadb_upsert_under_writes_and_aborted_equals_the_sourc
 #[test]
 fn mysql_replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
     let last = std::cell::RefCell::new(None);
-    with_workload(
+    with_workload::<Names>(
         "jsonl",
+        BATCH,
         |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
         |dir| {
             // Page 6 of the first copy, then page 5 of the resumed one (each table starts
@@ -271,8 +244,9 @@ fn mysql_replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_source() {
-    with_workload(
+    with_workload::<Names>(
         "upsert",
+        BATCH,
         upsert_sink,
         |dir| {
             let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_flush", [6, 4]);
@@ -286,8 +260,9 @@ fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equal
 #[test]
 fn mysql_replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
     let rounds = crate::support::soak_or(8, 3);
-    with_workload(
+    with_workload::<Names>(
         "kill",
+        BATCH,
         upsert_sink,
         |dir| {
             aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 2);

@@ -16,8 +16,8 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, items_rows, lsn_value,
-    replay_items, test_decoding_changes, unique_suffix,
+    Change, change_of_record, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url,
+    items_rows, lsn_value, replay_items, test_decoding_changes, unique_suffix,
 };
 use crate::support::{bookmark_of, expect_aborted, killed_quietly_after, output_of_success};
 use crate::support::{pg_pool, runtime};
@@ -100,18 +100,6 @@ async fn oracle_changes(pool: &PgPool, names: &Names) -> Vec<Change> {
             .await
             .expect("oracle slot");
     test_decoding_changes(rows.iter().map(String::as_str), &names.schema)
-}
-
-fn key_of(r: &Json) -> Change {
-    let op = r["op"].as_str().expect("op").to_owned();
-    match op.as_str() {
-        "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
-        _ => (
-            op,
-            r["after"]["id"].as_i64().expect("id"),
-            r["after"]["v"].as_i64(),
-        ),
-    }
 }
 
 fn output(dir: &Path) -> Vec<Json> {
@@ -381,7 +369,7 @@ fn verify(
     let mut counts: HashMap<Change, u64> = HashMap::new();
     let mut first_seen: Vec<Change> = Vec::new();
     for r in &records {
-        let key = key_of(r);
+        let key = change_of_record(r);
         let n = counts.entry(key.clone()).or_insert(0);
         if *n == 0 {
             first_seen.push(key);

@@ -16,116 +16,87 @@
 //! PostgreSQL with wal_level=logical from `FAUCET_TEST_PG_URL` (`scripts/services.sh`).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url, write_until};
+use crate::support::output_of_success;
+use crate::support::pg::{Names, cleanup, exec, write_until};
 use crate::support::replicate::{
-    aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal, kills_mid_snapshot,
-    pg_rows, replayed_jsonl, under_workload,
+    ReplicaSource, aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal,
+    kills_mid_snapshot, pg_rows, replayed_jsonl, replicate, with_workload,
 };
-use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
 
-/// Inserts, updates and deletes on `items`, one transaction each, every new value fresh,
-/// until `stop` ([`write_until`]).
-fn workload(schema: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    write_until(stop, move |i| {
-        let k = (i * 7919) % ROWS + 1;
-        match i % 4 {
-            0 => format!(
-                "INSERT INTO {schema}.items VALUES ({}, nextval('{schema}.seq'), 'new') \
-                 ON CONFLICT (id) DO UPDATE SET v = nextval('{schema}.seq')",
-                k + ROWS * (i % 3)
-            ),
-            1 | 2 => format!(
-                "UPDATE {schema}.items SET v = nextval('{schema}.seq'), note = note || '+' \
-                 WHERE id = {k}"
-            ),
-            _ => format!("DELETE FROM {schema}.items WHERE id = {k}"),
-        }
-    })
-}
+impl ReplicaSource for Names {
+    const POSITION: &'static str = "lsn";
+    const PG_URL_ENV: &'static str = "FAUCET_REPL_CRASH_PG_URL";
 
-fn setup(pool: &PgPool, rt: &tokio::runtime::Runtime, names: &Names) {
-    let s = &names.schema;
-    rt.block_on(exec(
-        pool,
-        &format!(
-            "CREATE SCHEMA {s}; CREATE SEQUENCE {s}.seq;
-             CREATE TABLE {s}.items (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);
-             INSERT INTO {s}.items SELECT g, nextval('{s}.seq'), 'n' || g FROM generate_series(1, {ROWS}) g;
-             CREATE TABLE {s}.target (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
-        ),
-    ));
-}
+    /// A schema with `items` (3,000 rows) and an empty `target`; the slot and publication
+    /// are made by the first run.
+    fn create(rt: &tokio::runtime::Runtime, pool: &PgPool, tag: &str) -> Self {
+        let names = Names::new(tag);
+        let s = &names.schema;
+        rt.block_on(exec(
+            pool,
+            &format!(
+                "CREATE SCHEMA {s}; CREATE SEQUENCE {s}.seq;
+                 CREATE TABLE {s}.items (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);
+                 INSERT INTO {s}.items SELECT g, nextval('{s}.seq'), 'n' || g FROM generate_series(1, {ROWS}) g;
+                 CREATE TABLE {s}.target (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
+            ),
+        ));
+        names
+    }
 
-fn config(dir: &Path, names: &Names, sink: &str) {
-    std::fs::write(
-        dir.join("faucet.yaml"),
-        format!(
-            "version: 1\nname: repl_crash\npipeline:\n  \
-             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_REPL_CRASH_PG_URL}}\", \
-             slot_name: {slot}, publication: {publication}, tables: [{s}.items], create_publication: true }} }}\n  \
-             sink: {sink}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
-            slot = names.slot,
-            publication = names.publication,
-            s = names.schema,
-        ),
-    )
-    .expect("config");
+    fn source_yaml(&self) -> String {
+        self.cdc_source(Self::PG_URL_ENV, &format!("{}.items", self.schema))
+    }
+
+    /// One transaction each ([`write_until`]).
+    fn workload(&self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+        let schema = self.schema.clone();
+        write_until(stop, move |i| {
+            let k = (i * 7919) % ROWS + 1;
+            match i % 4 {
+                0 => format!(
+                    "INSERT INTO {schema}.items VALUES ({}, nextval('{schema}.seq'), 'new') \
+                     ON CONFLICT (id) DO UPDATE SET v = nextval('{schema}.seq')",
+                    k + ROWS * (i % 3)
+                ),
+                1 | 2 => format!(
+                    "UPDATE {schema}.items SET v = nextval('{schema}.seq'), note = note || '+' \
+                     WHERE id = {k}"
+                ),
+                _ => format!("DELETE FROM {schema}.items WHERE id = {k}"),
+            }
+        })
+    }
+
+    fn drop_objects(&self, rt: &tokio::runtime::Runtime, pool: &PgPool) {
+        rt.block_on(cleanup(pool, self));
+    }
 }
 
 fn faucet(dir: &Path) -> Command {
-    let mut c = faucet_with_pg_url("FAUCET_REPL_CRASH_PG_URL");
-    c.args(["replicate", "--quiet"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    c
+    replicate::<Names>(dir)
 }
 
 fn run_to_completion(dir: &Path) {
     output_of_success(&mut faucet(dir), "the restarted run");
 }
 
-/// Runs `scenario` with a workload on a fresh schema, then stops the workload, catches up
-/// and hands the pool and names to `check`; cleans up whatever happens.
-fn with_workload(
-    tag: &str,
-    sink: impl Fn(&Names) -> String,
-    scenario: impl FnOnce(&Path),
-    check: impl FnOnce(&tokio::runtime::Runtime, &PgPool, &Names, &Path),
-) {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new(tag);
-    setup(&pool, &rt, &names);
-    let dir = tempfile::tempdir().expect("tempdir");
-    config(dir.path(), &names, &sink(&names));
-    under_workload(
-        dir.path(),
-        |stop| workload(names.schema.clone(), stop),
-        scenario,
-        run_to_completion,
-        "lsn",
-        |dir| check(&rt, &pool, &names, dir),
-        || rt.block_on(cleanup(&pool, &names)),
-    );
-}
-
 #[test]
 fn replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
     let last = std::cell::RefCell::new(None);
-    with_workload(
+    with_workload::<Names>(
         "jsonl",
+        BATCH,
         |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
         |dir| {
             // Page 6 of the first copy, then page 5 of the resumed one (each table starts
@@ -161,8 +132,9 @@ fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Nam
 
 #[test]
 fn replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_source() {
-    with_workload(
+    with_workload::<Names>(
         "upsert",
+        BATCH,
         upsert_sink,
         |dir| {
             let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_flush", [6, 4]);
@@ -176,8 +148,9 @@ fn replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_
 #[test]
 fn replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
     let rounds = crate::support::soak_or(8, 3);
-    with_workload(
+    with_workload::<Names>(
         "kill",
+        BATCH,
         upsert_sink,
         |dir| {
             // A first run that stored its first position (the slot exists from then on);

@@ -635,28 +635,34 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     }
 }
 
+/// Writes `<r>.csv` (20 numbered lines) for each of `rows`, and returns the matrix of a CSV
+/// pipeline over them: row `r` reads `../<r>.csv` into the sink config `sink(r)` (the inside
+/// of its `config` mapping).
+fn csv_matrix(c: &Cluster, rows: &[String], sink: impl Fn(&str) -> String) -> String {
+    rows.iter()
+        .map(|r| {
+            c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
+            format!(
+                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ {} }} }} }}\n",
+                sink(r)
+            )
+        })
+        .collect()
+}
+
 /// `pipelines/csvjl.yaml`: `n` CSV → JSON Lines rows `r0`…, each its own CSV of 20 lines,
 /// on the shared PostgreSQL state store, every second.
 fn csv_rows(c: &Cluster, n: usize) -> Vec<String> {
     let rows: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
-    for r in &rows {
-        c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
-    }
-    let matrix: String = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ path: ../out/{r}.jsonl }} }} }}\n"
-            )
-        })
-        .collect();
+    let matrix = csv_matrix(c, &rows, |r| format!("path: ../out/{r}.jsonl"));
     c.dir.write(
         "pipelines/csvjl.yaml",
-        format!(
-            "version: 1\nname: csvjl\npipeline:\n  source: {{ type: csv, config: {{ path: ../x.csv }} }}\n  \
-             sink: {{ type: jsonl, config: {{ path: ../out/x.jsonl }} }}\n  state: {}\n  batch_size: 5\n  \
-             schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}",
-            c.state_yaml()
+        config_yaml(
+            "csvjl",
+            "{ type: csv, config: { path: ../x.csv } }",
+            "{ type: jsonl, config: { path: ../out/x.jsonl } }",
+            &c.state_yaml(),
+            &format!("  batch_size: 5\n  schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}"),
         ),
     );
     rows
@@ -1298,24 +1304,15 @@ fn the_cluster_database_restarted_mid_run_pauses_and_resumes_with_nothing_lost()
     c.members_table = "public.members".to_owned();
     let s = c.schema.clone();
     let rows: Vec<String> = (0..4).map(|i| format!("a{i}")).collect();
-    for r in &rows {
-        c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
-    }
-    let matrix: String = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ table: {s}.{r} }} }} }}\n"
-            )
-        })
-        .collect();
+    let matrix = csv_matrix(&c, &rows, |r| format!("table: {s}.{r}"));
     c.dir.write(
         "pipelines/csvpg.yaml",
-        format!(
-            "version: 1\nname: csvpg\npipeline:\n  source: {{ type: csv, config: {{ path: ../x.csv, columns: {{ id: int }} }} }}\n  \
-             sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CL_PG_URL}}\", table: {s}.x, create_table: true }} }}\n  \
-             state: {}\n  delivery: effectively_once\n  batch_size: 3\n  schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}",
-            c.state_yaml()
+        config_yaml(
+            "csvpg",
+            "{ type: csv, config: { path: ../x.csv, columns: { id: int } } }",
+            &format!("{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CL_PG_URL}}\", table: {s}.x, create_table: true }} }}"),
+            &c.state_yaml(),
+            &format!("  delivery: effectively_once\n  batch_size: 3\n  schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}"),
         ),
     );
     let exact = |n: i64| -> Result<(), String> {

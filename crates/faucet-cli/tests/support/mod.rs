@@ -27,6 +27,16 @@ pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Runs `test`, then `cleanup` whatever happened (the objects a test made on shared servers);
+/// a panic of `test` is passed on after the cleanup.
+pub(crate) fn with_cleanup(test: impl FnOnce(), cleanup: impl FnOnce()) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(test));
+    cleanup();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
 /// `soak` when `FAUCET_SOAK` is set (the longer runs of a soak test), `normal` otherwise.
 pub(crate) fn soak_or<T>(soak: T, normal: T) -> T {
     if std::env::var_os("FAUCET_SOAK").is_some() {

@@ -572,6 +572,20 @@ pub(crate) fn slot_exists(slot: &str) -> bool {
     !found.is_empty()
 }
 
+/// A change record of an `(id, v, …)` table as a [`Change`]: `(op, id, v)`, the id of
+/// `before` for a delete (and no `v`), of `after` otherwise.
+pub(crate) fn change_of_record(r: &serde_json::Value) -> Change {
+    let op = r["op"].as_str().expect("op").to_owned();
+    match op.as_str() {
+        "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
+        _ => (
+            op,
+            r["after"]["id"].as_i64().expect("id"),
+            r["after"]["v"].as_i64(),
+        ),
+    }
+}
+
 /// The rows of the `(id int, v bigint, note text)` table `table` as [`replay_items`] gives
 /// them: `(id, (v, note))` by id.
 pub(crate) async fn items_rows(pool: &sqlx::PgPool, table: &str) -> Vec<(i64, (i64, String))> {

@@ -136,42 +136,84 @@ pub(crate) fn replay(records: &[Json], in_flight: &HashSet<i64>) -> BTreeMap<i64
     rows
 }
 
-/// A `faucet replicate` test under a concurrent workload, whatever the source: `workload`
-/// (started with the stop flag) writes to the source while `scenario` runs `faucet` in
-/// `dir`; then the workload is stopped (it must have written more than 50 times), `catch_up`
-/// runs `faucet` to completion, the stored bookmark must be the change source's (it has a
-/// `position` member, `lsn` or `binlog_file`, and no `replicate` one), and `check` compares
-/// target and source. `cleanup` runs whatever happens; a panic is passed on after it.
-pub(crate) fn under_workload(
-    dir: &Path,
-    workload: impl FnOnce(Arc<AtomicBool>) -> std::thread::JoinHandle<u64>,
+/// The source side of a `faucet replicate` test under a workload ([`with_workload`]): a
+/// source table `items (id, v, note)` and an empty `target` of the same shape, made fresh
+/// per test and dropped after it, and how the pipeline reads them.
+pub(crate) trait ReplicaSource: Sized {
+    /// A member the stored bookmark has once the run caught up (`lsn`, `binlog_file`).
+    const POSITION: &'static str;
+    /// The environment variable the test's configs name for the PostgreSQL server.
+    const PG_URL_ENV: &'static str;
+    /// Fresh objects named after `tag` (on `pool` where they are PostgreSQL's).
+    fn create(rt: &tokio::runtime::Runtime, pool: &sqlx::PgPool, tag: &str) -> Self;
+    /// The pipeline's source (a YAML flow mapping) reading `items`.
+    fn source_yaml(&self) -> String;
+    /// Starts inserts, updates and deletes on `items`, every new value fresh, until `stop`;
+    /// the thread returns how many statements it ran.
+    fn workload(&self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64>;
+    /// Drops what [`ReplicaSource::create`] made, best effort.
+    fn drop_objects(&self, rt: &tokio::runtime::Runtime, pool: &sqlx::PgPool);
+}
+
+/// `faucet replicate --quiet` in `dir`, with the test PostgreSQL URL in `S::PG_URL_ENV`,
+/// stdout discarded and stderr piped.
+pub(crate) fn replicate<S: ReplicaSource>(dir: &Path) -> Command {
+    let mut c = super::pg::faucet_with_pg_url(S::PG_URL_ENV);
+    c.args(["replicate", "--quiet"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+/// A `faucet replicate` test under a concurrent workload: fresh objects (`S::create`), the
+/// pipeline from `items` into `sink(&source)` in pages of `batch`; `scenario` runs
+/// `faucet` in the directory while the workload writes, then the workload is stopped (it
+/// must have written more than 50 times), a last run catches up, the stored bookmark must
+/// be the change source's (it has `S::POSITION` and no `replicate` member), and `check`
+/// compares target and source. The objects are dropped whatever happens; a panic is passed
+/// on after that.
+pub(crate) fn with_workload<S: ReplicaSource>(
+    tag: &str,
+    batch: u64,
+    sink: impl Fn(&S) -> String,
     scenario: impl FnOnce(&Path),
-    catch_up: impl FnOnce(&Path),
-    position: &str,
-    check: impl FnOnce(&Path),
-    cleanup: impl FnOnce(),
+    check: impl FnOnce(&tokio::runtime::Runtime, &sqlx::PgPool, &S, &Path),
 ) {
+    let rt = super::runtime();
+    let pool = rt.block_on(super::pg_pool());
+    let source = S::create(&rt, &pool, tag);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    super::write_pipeline(
+        dir,
+        "replicate",
+        &source.source_yaml(),
+        &sink(&source),
+        &format!("  batch_size: {batch}\n"),
+    );
     let stop = Arc::new(AtomicBool::new(false));
-    let writes = workload(Arc::clone(&stop));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        std::thread::sleep(Duration::from_millis(200));
-        scenario(dir);
-        stop.store(true, Ordering::SeqCst);
-        let writes = writes.join().expect("workload");
-        assert!(writes > 50, "the workload wrote only {writes} times");
-        catch_up(dir);
-        let b = stored(dir).expect("bookmark");
-        assert!(
-            b.get(position).is_some() && b.get("replicate").is_none(),
-            "caught up, the bookmark is the change source's ({position}): {b}"
-        );
-        check(dir);
-    }));
-    stop.store(true, Ordering::SeqCst);
-    cleanup();
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    let writes = source.workload(Arc::clone(&stop));
+    super::with_cleanup(
+        || {
+            std::thread::sleep(Duration::from_millis(200));
+            scenario(dir);
+            stop.store(true, Ordering::SeqCst);
+            let writes = writes.join().expect("workload");
+            assert!(writes > 50, "the workload wrote only {writes} times");
+            super::output_of_success(&mut replicate::<S>(dir), "the catching-up run");
+            let b = stored(dir).expect("bookmark");
+            assert!(
+                b.get(S::POSITION).is_some() && b.get("replicate").is_none(),
+                "caught up, the bookmark is the change source's: {b}"
+            );
+            check(&rt, &pool, &source, dir);
+        },
+        || {
+            stop.store(true, Ordering::SeqCst);
+            source.drop_objects(&rt, &pool);
+        },
+    );
 }
 
 /// Panics unless `have` holds exactly the rows of `want`, value by value.
