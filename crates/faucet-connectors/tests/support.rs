@@ -1,24 +1,20 @@
 //! Helpers every connector test module shares: reading a source to the end, and records as
 //! their JSON lines.
 
-use faucet_core::{Bookmark, FaucetError, Page, ReadOptions, Source};
+use faucet_core::{Bookmark, FaucetError, Page, Source};
 
-/// Reads `source` from `from` to the end in pages of `batch_size`; asserts no page is larger.
+/// Reads `source` from `from` to the end in pages of `batch_size`
+/// ([`faucet_core::testing::read_pages`]); asserts no page is larger.
 pub(crate) async fn read_pages(
     source: &dyn Source,
     from: Option<Bookmark>,
     batch_size: usize,
 ) -> Result<Vec<Page>, FaucetError> {
-    let options = ReadOptions {
-        batch_size,
-        ..ReadOptions::default()
-    };
-    let mut stream = source.open(from, options).await?;
-    let mut pages = Vec::new();
-    while let Some(page) = stream.next_page().await? {
-        assert!(page.len() <= batch_size, "a page over batch_size");
-        pages.push(page);
-    }
+    let pages = faucet_core::testing::read_pages(source, from, batch_size).await?;
+    assert!(
+        pages.iter().all(|p| p.len() <= batch_size),
+        "a page over batch_size"
+    );
     Ok(pages)
 }
 

@@ -30,7 +30,7 @@ use crate::error::FaucetError;
 use crate::page::{Bookmark, Page, PageBuilder};
 use crate::pipeline::{Pipeline, RunStreamOptions};
 use crate::sink::{CommitToken, Sink};
-use crate::source::{ReadOptions, Source};
+use crate::source::Source;
 use crate::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome, StateStore};
 use crate::value::{DataType, Field, Schema, Value};
 
@@ -105,16 +105,7 @@ async fn read_all(
     from: Option<Bookmark>,
     batch_size: usize,
 ) -> Result<Vec<Page>, ConformanceError> {
-    let options = ReadOptions {
-        batch_size,
-        ..ReadOptions::default()
-    };
-    let mut stream = io(check, source.open(from, options).await)?;
-    let mut pages = Vec::new();
-    while let Some(page) = io(check, stream.next_page().await)? {
-        pages.push(page);
-    }
-    Ok(pages)
+    io(check, super::read_pages(source, from, batch_size).await)
 }
 
 fn rows_of(pages: &[Page]) -> Vec<Json> {

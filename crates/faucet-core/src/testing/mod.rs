@@ -17,6 +17,27 @@ pub mod pages;
 
 pub use conformance::ConformanceError;
 
+/// Reads `source` from `from` to its end in pages of `batch_size`: every page, in order.
+///
+/// # Errors
+/// The first error of `open` or `next_page`.
+pub async fn read_pages(
+    source: &dyn crate::source::Source,
+    from: Option<crate::page::Bookmark>,
+    batch_size: usize,
+) -> Result<Vec<crate::page::Page>, crate::FaucetError> {
+    let options = crate::source::ReadOptions {
+        batch_size,
+        ..crate::source::ReadOptions::default()
+    };
+    let mut stream = source.open(from, options).await?;
+    let mut pages = Vec::new();
+    while let Some(page) = stream.next_page().await? {
+        pages.push(page);
+    }
+    Ok(pages)
+}
+
 /// `err`'s Display and Debug forms followed by those of every error in its
 /// [`source`](std::error::Error::source) chain, joined by ` | ` — everything a user could see
 /// printed, for tests that check a secret (a password in a URL) never shows.
