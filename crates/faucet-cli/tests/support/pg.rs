@@ -572,6 +572,26 @@ pub(crate) fn slot_exists(slot: &str) -> bool {
     !found.is_empty()
 }
 
+/// The rows `select` returns, each column as text (`NULL` as `None`): every selected column
+/// must be of a text type (cast the others, `id::text`).
+pub(crate) fn text_rows(select: &str) -> Vec<Vec<Option<String>>> {
+    use sqlx::Row as _;
+    runtime().block_on(async {
+        let mut c = connect().await;
+        sqlx::query(select)
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_else(|e| panic!("{select}: {e}"))
+            .iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| row.try_get::<Option<String>, _>(i).expect("a text column"))
+                    .collect()
+            })
+            .collect()
+    })
+}
+
 /// A change record of an `(id, v, …)` table as a [`Change`]: `(op, id, v)`, the id of
 /// `before` for a delete (and no `v`), of `after` otherwise.
 pub(crate) fn change_of_record(r: &serde_json::Value) -> Change {
