@@ -194,7 +194,7 @@ impl Scenario {
             "{{ type: mysql, config: {{ connection_url: {url}, table: {db}.target{mode} }} }}"
         );
         let yaml = super::pipeline_yaml(
-            &name,
+            name,
             &source,
             &sink,
             &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),

@@ -331,7 +331,7 @@ impl Scenario {
             ),
         };
         let yaml = super::pipeline_yaml(
-            &name,
+            name,
             &source,
             &sink,
             &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),
