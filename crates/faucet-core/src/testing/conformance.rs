@@ -539,7 +539,7 @@ pub async fn lease_takeover_contract(
 /// [`crate::state::lease`]), on key `{prefix}lease`:
 /// a second holder is told who holds the key; a released key is free at once; renewal keeps a
 /// lease past its ttl; after a lease lapses another holder takes it with a larger fence; the
-/// stale holder's `put_fenced` and `renew_lease` are refused with [`LeaseError::Lost`](crate::state::lease::LeaseError::Lost) and
+/// stale holder's `put_fenced` and `renew_lease` are refused with [`LeaseError::Lost`] and
 /// the bookmark is unchanged; the stale holder's late release does not free the new lease.
 /// Takes about `3 × ttl`; `ttl` must be long enough for a few round trips (≥ 300 ms).
 ///
@@ -634,7 +634,7 @@ pub async fn lease_contract(
 ///   counter across releases, as the PostgreSQL and Redis stores do; the in-memory one
 ///   forgets a released key's fence);
 /// * busy: while another holder (`pid 4711 on host etl-2`) holds the key, a run fails with
-///   [`LeaseError::Held`](crate::state::LeaseError::Held) naming that holder, writes nothing to
+///   [`LeaseError::Held`] naming that holder, writes nothing to
 ///   the sink and stores no bookmark.
 ///
 /// Leaves both keys deleted and their leases released.
@@ -812,7 +812,7 @@ where
 /// `{prefix}race`, which must never have been used:
 ///
 /// * a lease of `ttl` that lapsed with nobody taking over is still lost: after `2.5 × ttl` its
-///   renewal is refused with [`LeaseError::Lost`](crate::state::LeaseError::Lost) whose reason
+///   renewal is refused with [`LeaseError::Lost`] whose reason
 ///   says it `expired`, its `put_fenced` is refused with `Lost` and nothing is written;
 /// * 8 concurrent acquisitions (tasks spawned on the runtime) of a free key have exactly one
 ///   winner, with fence 1 (losers do not burn fences), and every loser is told the winner.
