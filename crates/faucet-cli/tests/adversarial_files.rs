@@ -314,11 +314,7 @@ fn ascii_json(v: &Value) -> String {
 fn sigkill_at_random_instants_keeps_every_text_value_exact() {
     const BATCH: usize = 500;
     let n = 120_000;
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        40
-    } else {
-        6
-    };
+    let rounds = crate::support::soak_or(40, 6);
     let texts = edge_texts();
     let text = |i: usize| texts[i % texts.len()].as_str();
     let dir = Dir::new();

@@ -10,8 +10,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::postgres_connectors::{cdc_fixture, cdc_pipeline};
-use crate::support::pg::{CdcObjectsGuard, unique_suffix};
+use crate::postgres_connectors::{cdc_pipeline, own_cdc_fixture};
 use crate::support::{Dir, KillOnDrop, Run, faucet_command, pg_url, runtime};
 
 /// Commits per second of the writer, and for how long.
@@ -35,19 +34,8 @@ fn a_caught_up_stream_hands_each_commit_over_without_waiting_for_a_long_page_del
 
 /// The trickle scenario, with `max_page_delay` set to `page_delay` (`None`: the default).
 fn trickle(page_delay: Option<&str>) {
-    let suffix = unique_suffix();
-    let (schema, slot, publication) = (
-        format!("faucet_lat_{suffix}"),
-        format!("faucet_lat_{suffix}"),
-        format!("faucet_lat_pub_{suffix}"),
-    );
     let rt = runtime();
-    let pool = rt.block_on(cdc_fixture(&schema, &slot, &publication));
-    let _cleanup = CdcObjectsGuard {
-        slot: slot.clone(),
-        publication: publication.clone(),
-        schema: schema.clone(),
-    };
+    let (schema, slot, publication, pool, _cleanup) = own_cdc_fixture(&rt, "lat");
     let dir = Dir::new();
     // Default batch_size (10,000): a page is never full here.
     let delay_line = page_delay.map_or(String::new(), |d| format!("  max_page_delay: {d}\n"));

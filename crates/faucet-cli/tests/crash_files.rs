@@ -89,11 +89,7 @@ fn run_to_completion(dir: &Path) {
 #[test]
 fn aborted_at_every_fault_point_then_restarted_loses_nothing() {
     let n = 2_000; // 8 pages
-    let hits: &[u32] = if std::env::var("FAUCET_SOAK").is_ok() {
-        &[1, 2, 3, 5, 8]
-    } else {
-        &[1, 4]
-    };
+    let hits: &[u32] = crate::support::soak_or(&[1, 2, 3, 5, 8][..], &[1, 4][..]);
     for point in faucet_core::fault::ALL {
         for &hit in hits {
             let dir = tempfile::tempdir().expect("tempdir");
@@ -125,11 +121,7 @@ fn aborted_at_every_fault_point_then_restarted_loses_nothing() {
 #[test]
 fn killed_at_random_instants_then_restarted_loses_nothing() {
     let n = 60_000;
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        40
-    } else {
-        6
-    };
+    let rounds = crate::support::soak_or(40, 6);
     let dir = tempfile::tempdir().expect("tempdir");
     write_csv(&dir.path().join("in.csv"), n);
     write_config(dir.path());

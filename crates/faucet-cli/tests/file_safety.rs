@@ -28,6 +28,30 @@ fn pipeline(
     )
 }
 
+/// A fresh directory with `data` in `in.<source>` and, in `p.yaml`, a [`pipeline`] reading
+/// it (with `source_extra`) into `output`.
+fn prepared(
+    source: &str,
+    data: impl AsRef<[u8]>,
+    source_extra: &str,
+    output: &str,
+    memory_state: bool,
+) -> Dir {
+    let dir = Dir::new();
+    let input = format!("./in.{source}");
+    dir.write(&input, data);
+    dir.write(
+        "p.yaml",
+        pipeline(source, &input, source_extra, output, memory_state),
+    );
+    dir
+}
+
+/// [`prepared`] into `./out.jsonl` with the file state store and no source options.
+fn into_jsonl(source: &str, data: impl AsRef<[u8]>) -> Dir {
+    prepared(source, data, "", "./out.jsonl", false)
+}
+
 /// The stored bookmark (`null` when none was persisted), out of the state entry.
 fn bookmark(dir: &Dir) -> Value {
     dir.read("state/safety.json")
@@ -79,7 +103,6 @@ fn a_bookmark_is_refused_on_another_file_with_the_same_name() {
 #[test]
 fn a_bookmark_is_refused_on_a_file_replaced_in_place_with_aligned_rows() {
     for source in ["csv", "jsonl"] {
-        let dir = Dir::new();
         let (first, second) = if source == "csv" {
             ("id,v\n1,a\n2,b\n3,c\n", "id,v\n4,d\n5,e\n6,f\n7,g\n")
         } else {
@@ -88,9 +111,8 @@ fn a_bookmark_is_refused_on_a_file_replaced_in_place_with_aligned_rows() {
                 "{\"id\":\"4\",\"v\":\"d\"}\n{\"id\":\"5\",\"v\":\"e\"}\n{\"id\":\"6\",\"v\":\"f\"}\n",
             )
         };
+        let dir = into_jsonl(source, first);
         let input = format!("./in.{source}");
-        dir.write(&input, first);
-        dir.write("p.yaml", pipeline(source, &input, "", "./out.jsonl", false));
         dir.faucet(&["run", "p.yaml"]).expect_code(0);
         let before = dir.jsonl("out.jsonl");
         dir.write(&input, second);
@@ -122,12 +144,7 @@ fn a_bookmark_is_refused_on_a_file_replaced_in_place_with_aligned_rows() {
 
 #[test]
 fn an_old_bookmark_without_a_fingerprint_is_accepted_with_the_old_checks() {
-    let dir = Dir::new();
-    dir.write("in.csv", "id,v\n1,a\n2,b\n");
-    dir.write(
-        "p.yaml",
-        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
-    );
+    let dir = into_jsonl("csv", "id,v\n1,a\n2,b\n");
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     let mut old = bookmark(&dir);
     let fingerprint = old.as_object_mut().and_then(|m| m.remove("fingerprint"));
@@ -188,12 +205,7 @@ fn a_refused_run_leaves_the_sink_untouched_and_a_valid_last_line_is_kept() {
 
     // With a bookmark: a valid last line without a line break is data, completed with one;
     // a torn one (not JSON) is removed, and the warning says what.
-    let dir = Dir::new();
-    dir.write("in.csv", "id,v\n1,a\n");
-    dir.write(
-        "p.yaml",
-        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
-    );
+    let dir = into_jsonl("csv", "id,v\n1,a\n");
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     dir.append("out.jsonl", "{\"kept\":true}");
     dir.append("in.csv", "2,b\n");
@@ -219,17 +231,12 @@ fn an_unclosed_csv_quote_is_an_error_at_the_line_it_opened() {
         ("id,name\n1,\"a\nb\"\n2,x\n3,\"carol,\n", 5),
     ] {
         // A complete file (`read`): the quote is never closed, an error at its line.
-        let dir = Dir::new();
-        dir.write("in.csv", data);
-        dir.write(
-            "p.yaml",
-            pipeline(
-                "csv",
-                "./in.csv",
-                ", unterminated_last_line: read",
-                "./out.jsonl",
-                false,
-            ),
+        let dir = prepared(
+            "csv",
+            data,
+            ", unterminated_last_line: read",
+            "./out.jsonl",
+            false,
         );
         let run = dir.faucet(&["run", "p.yaml"]);
         run.expect_code(1)
@@ -238,12 +245,7 @@ fn an_unclosed_csv_quote_is_an_error_at_the_line_it_opened() {
         assert!(!out.contains("carol"), "{data:?}: {out}");
         // A file that may still grow (`wait`, the default): the record is held back, and
         // the warning names the line of the open quote and the way to see the error.
-        let dir = Dir::new();
-        dir.write("in.csv", data);
-        dir.write(
-            "p.yaml",
-            pipeline("csv", "./in.csv", "", "./out.jsonl", false),
-        );
+        let dir = into_jsonl("csv", data);
         let run = dir.faucet(&["run", "p.yaml"]);
         run.expect_code(0).stderr_has(&[
             &format!("quote_line={line}"),
@@ -267,12 +269,7 @@ fn a_quoted_field_spanning_lines_written_in_two_parts_is_read_whole() {
         "id,v\n1,a\n2,\"multi",
     ] {
         let rest = &"id,v\n1,a\n2,\"multi\nline\"\n3,c\n"[first.len()..];
-        let dir = Dir::new();
-        dir.write("in.csv", first);
-        dir.write(
-            "p.yaml",
-            pipeline("csv", "./in.csv", "", "./out.jsonl", false),
-        );
+        let dir = into_jsonl("csv", first);
         dir.faucet(&["run", "p.yaml"])
             .expect_code(0)
             .stderr_has(&["in.csv:3"]);
@@ -297,12 +294,7 @@ fn text_after_a_closing_csv_quote_is_an_error_naming_file_line_and_column() {
         ("id,v\n1,a\n\"2\" ,b\n", 3, "column 1 `id`"),
         ("id,v\n1,\"a\nb\"c\n", 3, "column 2 `v`"),
     ] {
-        let dir = Dir::new();
-        dir.write("in.csv", data);
-        dir.write(
-            "p.yaml",
-            pipeline("csv", "./in.csv", "", "./out.jsonl", false),
-        );
+        let dir = into_jsonl("csv", data);
         dir.faucet(&["run", "p.yaml"]).expect_code(1).stderr_has(&[
             &format!("in.csv:{line}"),
             column,
@@ -315,12 +307,7 @@ fn text_after_a_closing_csv_quote_is_an_error_naming_file_line_and_column() {
         );
     }
     // A quote inside an unquoted field is text, kept as written.
-    let dir = Dir::new();
-    dir.write("in.csv", "id,v\n1,5'10\"\n");
-    dir.write(
-        "p.yaml",
-        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
-    );
+    let dir = into_jsonl("csv", "id,v\n1,5'10\"\n");
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     assert_eq!(dir.jsonl("out.jsonl"), records(&[("1", "5'10\"")]));
 }
@@ -331,12 +318,7 @@ fn text_after_a_closing_csv_quote_is_an_error_naming_file_line_and_column() {
 #[test]
 fn jsonl_numbers_keep_the_text_they_were_written_with() {
     let line = r#"{"a":1e400,"b":1E5,"c":-0,"d":1.10,"e":12345678901234567890,"f":-2.5E-3,"g":[1E2,{"h":1e400}],"i":7}"#;
-    let dir = Dir::new();
-    dir.write("in.jsonl", format!("{line}\n"));
-    dir.write(
-        "p.yaml",
-        pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false),
-    );
+    let dir = into_jsonl("jsonl", format!("{line}\n"));
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     assert_eq!(dir.lines("out.jsonl"), [line]);
 }
@@ -363,12 +345,7 @@ fn a_run_that_writes_nothing_leaves_no_output_file() {
         assert_eq!(run.code, code, "{input}: {}", run.stderr);
         assert!(!dir.join("out").exists(), "{input}: the output was created");
     }
-    let dir = Dir::new();
-    dir.write("in.csv", "id,v\n");
-    dir.write(
-        "p.yaml",
-        pipeline("csv", "./in.csv", "", "./out/sub/x.jsonl", false),
-    );
+    let dir = prepared("csv", "id,v\n", "", "./out/sub/x.jsonl", false);
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     dir.append("in.csv", "1,a\n");
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
@@ -432,10 +409,8 @@ fn a_partial_last_line_waits_for_its_line_break() {
             "bra\"}\n{\"id\":\"3\",\"v\":\"c\"}\n",
         ),
     ] {
-        let dir = Dir::new();
+        let dir = into_jsonl(source, first);
         let input = format!("./in.{source}");
-        dir.write(&input, first);
-        dir.write("p.yaml", pipeline(source, &input, "", "./out.jsonl", false));
         dir.faucet(&["run", "p.yaml"]).expect_code(0).stderr_has(&[
             &format!("in.{source}:{line}"),
             "unterminated_last_line: read",
@@ -450,17 +425,12 @@ fn a_partial_last_line_waits_for_its_line_break() {
         );
     }
     // A complete file without a final line break, read whole on request.
-    let dir = Dir::new();
-    dir.write("in.csv", "id,v\n1,a\n2,b");
-    dir.write(
-        "p.yaml",
-        pipeline(
-            "csv",
-            "./in.csv",
-            ", unterminated_last_line: read",
-            "./out.jsonl",
-            false,
-        ),
+    let dir = prepared(
+        "csv",
+        "id,v\n1,a\n2,b",
+        ", unterminated_last_line: read",
+        "./out.jsonl",
+        false,
     );
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     assert_eq!(dir.jsonl("out.jsonl"), records(&[("1", "a"), ("2", "b")]));
@@ -468,17 +438,12 @@ fn a_partial_last_line_waits_for_its_line_break() {
 
 #[test]
 fn a_field_or_line_over_the_limit_is_an_error_naming_file_line_and_column() {
-    let dir = Dir::new();
-    dir.write("in.csv", format!("id,v\n1,a\n2,{}\n", "x".repeat(2000)));
-    dir.write(
-        "p.yaml",
-        pipeline(
-            "csv",
-            "./in.csv",
-            ", max_field_bytes: 1000",
-            "./out.jsonl",
-            false,
-        ),
+    let dir = prepared(
+        "csv",
+        format!("id,v\n1,a\n2,{}\n", "x".repeat(2000)),
+        ", max_field_bytes: 1000",
+        "./out.jsonl",
+        false,
     );
     dir.faucet(&["run", "p.yaml"]).expect_code(1).stderr_has(&[
         "in.csv:3",
@@ -486,34 +451,21 @@ fn a_field_or_line_over_the_limit_is_an_error_naming_file_line_and_column() {
         "max_field_bytes (1000 bytes)",
     ]);
     // The default (16 MiB) holds an unclosed quote's runaway field too.
-    let dir = Dir::new();
     let mut big = String::from("id,v\n1,\"a\n");
     big.push_str(&"y,\n".repeat(6 << 20));
-    dir.write("in.csv", &big);
-    dir.write(
-        "p.yaml",
-        pipeline("csv", "./in.csv", "", "./out.jsonl", false),
-    );
+    let dir = into_jsonl("csv", &big);
     dir.faucet(&["run", "p.yaml"]).expect_code(1).stderr_has(&[
         "in.csv:2",
         "column 2 `v`",
         "max_field_bytes (16777216 bytes)",
     ]);
 
-    let dir = Dir::new();
-    dir.write(
-        "in.jsonl",
+    let dir = prepared(
+        "jsonl",
         format!("{{\"id\":\"1\"}}\n{{\"id\":\"{}\"}}\n", "x".repeat(200)),
-    );
-    dir.write(
-        "p.yaml",
-        pipeline(
-            "jsonl",
-            "./in.jsonl",
-            ", max_line_bytes: 100",
-            "./out.jsonl",
-            false,
-        ),
+        ", max_line_bytes: 100",
+        "./out.jsonl",
+        false,
     );
     dir.faucet(&["run", "p.yaml"])
         .expect_code(1)
@@ -559,9 +511,7 @@ fn a_fifo_source_is_refused_before_it_is_opened() {
 
 #[test]
 fn a_jsonl_sink_writes_to_stdout_with_dash_and_refuses_devices() {
-    let dir = Dir::new();
-    dir.write("in.csv", "id,v\n1,a\n2,b\n3,c\n");
-    dir.write("p.yaml", pipeline("csv", "./in.csv", "", "-", false));
+    let dir = prepared("csv", "id,v\n1,a\n2,b\n3,c\n", "", "-", false);
     let run = dir.faucet(&["run", "p.yaml"]);
     run.expect_code(0).stderr_has(&["3 records"]);
     let lines: Vec<Value> = run
@@ -574,9 +524,7 @@ fn a_jsonl_sink_writes_to_stdout_with_dash_and_refuses_devices() {
     assert_eq!(bookmark(&dir)["records"], 3);
 
     for device in ["/dev/null", "/dev/stdout"] {
-        let dir = Dir::new();
-        dir.write("in.csv", "id,v\n1,a\n");
-        dir.write("p.yaml", pipeline("csv", "./in.csv", "", device, false));
+        let dir = prepared("csv", "id,v\n1,a\n", "", device, false);
         let run = dir.faucet(&["run", "p.yaml"]);
         run.expect_code(1)
             .stderr_has(&[device, "not a regular file", "path: \"-\""]);
@@ -613,22 +561,12 @@ fn jsonl_to_jsonl_keeps_missing_keys_missing_at_any_batch_size_and_refuses_dupli
         assert_eq!(bookmark(&dir)["records"], 5, "batch {batch}");
     }
     // Nested objects and arrays come out as given: duplicate keys, escapes, number spelling.
-    let dir = Dir::new();
     let nested = "{\"a\":6,\"n\":{\"x\":1,\"x\":2.50},\"l\":[\"caf\\u00e9\",1e400]}";
-    dir.write("in.jsonl", format!("{nested}\n"));
-    dir.write(
-        "p.yaml",
-        pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false),
-    );
+    let dir = into_jsonl("jsonl", format!("{nested}\n"));
     dir.faucet(&["run", "p.yaml"]).expect_code(0);
     assert_eq!(dir.lines("out.jsonl"), [nested]);
 
-    let dir = Dir::new();
-    dir.write("in.jsonl", "{\"a\":1}\n{\"a\":1,\"a\":2}\n");
-    dir.write(
-        "p.yaml",
-        pipeline("jsonl", "./in.jsonl", "", "./out.jsonl", false),
-    );
+    let dir = into_jsonl("jsonl", "{\"a\":1}\n{\"a\":1,\"a\":2}\n");
     dir.faucet(&["run", "p.yaml"])
         .expect_code(1)
         .stderr_has(&["in.jsonl:2", "the key `a` appears twice"]);

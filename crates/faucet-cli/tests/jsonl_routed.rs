@@ -12,18 +12,19 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
-use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, replay_items,
-    test_decoding_table_changes, unique_suffix,
+    Change, change_of_record, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url,
+    items_rows, replay_items, test_decoding_table_changes, unique_suffix,
 };
 use crate::support::server::Server;
-use crate::support::{Dir, expect_aborted, output_of_success, pg_pool, runtime};
+use crate::support::{
+    Dir, expect_aborted, killed_quietly_after, output_of_success, pg_pool, runtime,
+};
 
 const BATCH: u64 = 50;
 const TABLES: [&str; 3] = ["t1", "t2", "t3"];
@@ -144,18 +145,11 @@ fn cdc_of_three_tables_into_a_file_each_crashed_loses_nothing_and_mixes_nothing(
                     round % 2
                 ),
             ));
-            let mut child = faucet(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn faucet");
-            std::thread::sleep(Duration::from_millis(20 + (round as u64 * 41 % 120)));
-            if child.try_wait().expect("wait").is_none() {
-                child.kill().expect("SIGKILL");
+            let after = Duration::from_millis(20 + (round as u64 * 41 % 120));
+            if killed_quietly_after(faucet(dir.path()), after) {
                 crashes += 1;
                 killed += 1;
             }
-            let _ = child.wait();
         }
         assert!(killed > 0, "no round was killed mid-run");
         output_of_success(&mut faucet(dir.path()), "the last run");
@@ -165,18 +159,6 @@ fn cdc_of_three_tables_into_a_file_each_crashed_loses_nothing_and_mixes_nothing(
     rt.block_on(drop_cdc_test_objects(&pool, &slot, &publication, &s));
     if let Err(panic) = result {
         std::panic::resume_unwind(panic);
-    }
-}
-
-fn key_of(r: &Json) -> Change {
-    let op = r["op"].as_str().expect("op").to_owned();
-    match op.as_str() {
-        "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
-        _ => (
-            op,
-            r["after"]["id"].as_i64().expect("id"),
-            r["after"]["v"].as_i64(),
-        ),
     }
 }
 
@@ -224,7 +206,7 @@ fn verify(
         let mut counts: HashMap<Change, u64> = HashMap::new();
         let mut first_seen = Vec::new();
         for r in &records {
-            let key = key_of(r);
+            let key = change_of_record(r);
             let n = counts.entry(key.clone()).or_insert(0);
             if *n == 0 {
                 first_seen.push(key);
@@ -242,16 +224,7 @@ fn verify(
 
         // Replaying the file gives the table.
         let replica = replay_items(&records);
-        let rows: Vec<(i32, i64, String)> = rt
-            .block_on(
-                sqlx::query_as(&format!("SELECT id, v, note FROM {table} ORDER BY id"))
-                    .fetch_all(pool),
-            )
-            .expect("select");
-        let rows: Vec<(i64, (i64, String))> = rows
-            .into_iter()
-            .map(|(id, v, note)| (i64::from(id), (v, note)))
-            .collect();
+        let rows = rt.block_on(items_rows(pool, &table));
         assert!(
             replica == rows,
             "{t}: the replayed changes differ from the table"

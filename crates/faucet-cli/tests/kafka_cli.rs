@@ -16,24 +16,17 @@
 //! own (tansu's topics are left behind: they are small and uniquely named).
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::support::bus::{
-    at_least_once, change_of, expect_kafka_up, kafka_messages, kills_in, oracle, regex_quote,
-    two_table_round, two_tables,
+    CSV_ROWS, TwoTables, at_least_once, csv_config, csv_row_id, expect_kafka_up, faucet_for_buses,
+    final_run, kafka_messages, killed_between_rounds, kills_in, regex_quote, write_csv,
 };
-use crate::support::crash::{
-    CrashScenario, abort_at_every_point, kill_after, killed_at_random_instants,
-};
-use crate::support::pg::{CdcObjectsGuard, Change, unique_suffix};
-use crate::support::{Dir, faucet_unarmed, output_of_success};
-
-const ROWS: usize = 3_000;
+use crate::support::crash::{CrashScenario, abort_at_every_point, killed_at_random_instants};
+use crate::support::pg::unique_suffix;
+use crate::support::{Dir, faucet_unarmed};
 
 /// csv → kafka: a topic of its own per `prepare`, `<prefix>-<n>.events`.
 struct CsvIntoKafka {
@@ -63,22 +56,16 @@ impl CrashScenario for CsvIntoKafka {
         expect_kafka_up();
         self.round.set(self.round.get() + 1);
         *self.dir.borrow_mut() = Some(dir.to_owned());
-        let mut csv = String::from("id,v\n");
-        for i in 0..ROWS {
-            csv.push_str(&format!("{i},{}\n", i * 3));
-        }
-        std::fs::write(dir.join("in.csv"), csv).expect("csv");
+        write_csv(dir);
+        let sink = format!(
+            "{{ type: kafka, config: {{ brokers: \"${{env:FAUCET_CRASH_KAFKA}}\", \
+             topic: \"{}\", key: [id], compression: lz4 }} }}",
+            self.topic()
+        );
+        let tail = format!("  batch_size: {}\n", self.batch);
         std::fs::write(
             dir.join("faucet.yaml"),
-            format!(
-                "version: 1\nname: kafkacsv\npipeline:\n  \
-                 source: {{ type: csv, config: {{ path: ./in.csv, columns: {{ id: int, v: int }} }} }}\n  \
-                 sink: {{ type: kafka, config: {{ brokers: \"${{env:FAUCET_CRASH_KAFKA}}\", \
-                 topic: \"{t}\", key: [id], compression: lz4 }} }}\n  \
-                 state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {b}\n",
-                t = self.topic(),
-                b = self.batch
-            ),
+            csv_config("kafkacsv", &sink, &tail),
         )
         .expect("config");
     }
@@ -90,19 +77,11 @@ impl CrashScenario for CsvIntoKafka {
         let dir = self.dir.borrow().clone().expect("prepared");
         let crashes = kills_in(&dir).max(1);
         let (unique, doubled) = at_least_once(&got, crashes, self.batch, what);
-        let mut ids: Vec<i64> = unique
-            .iter()
-            .map(|m| {
-                let id = m.fields["value"]["id"].as_i64().expect("id");
-                assert_eq!(m.fields["value"]["v"], json!(id * 3), "{what}: {m:?}");
-                assert_eq!(m.fields["key"], json!({ "id": id }), "{what}");
-                id
-            })
-            .collect();
+        let mut ids: Vec<i64> = unique.iter().map(|m| csv_row_id(m, what)).collect();
         ids.sort_unstable();
         assert_eq!(
             ids,
-            (0..ROWS as i64).collect::<Vec<_>>(),
+            (0..CSV_ROWS as i64).collect::<Vec<_>>(),
             "{what}: rows lost"
         );
         eprintln!(
@@ -138,107 +117,36 @@ fn csv_into_kafka_is_at_least_once_across_sigkills() {
 #[test]
 fn postgres_cdc_of_two_tables_routed_into_kafka_is_at_least_once_in_key_order() {
     expect_kafka_up();
-    let suffix = unique_suffix();
-    let base = format!("kafka_cdc_{suffix}");
-    let schemas = [format!("{base}_a"), format!("{base}_b")];
-    let publication = format!("{base}_pub");
-    let slot = format!("{base}_slot");
-    let oracle_slot = format!("{base}_oracle");
-    let prefix = format!("faucet-test-kafkacdc-{suffix}");
-    let _guard = CdcObjectsGuard {
-        slot: slot.clone(),
-        publication: publication.clone(),
-        schema: schemas[0].clone(),
-    };
-    let _oracle_guard = CdcObjectsGuard {
-        slot: oracle_slot.clone(),
-        publication: publication.clone(),
-        schema: schemas[1].clone(),
-    };
-    let (a, b) = (&schemas[0], &schemas[1]);
-    two_tables(a, b, &publication, &slot, &oracle_slot);
+    let source = TwoTables::new("kafka_cdc");
+    let prefix = format!("faucet-test-kafkacdc-{}", unique_suffix());
     let batch = 40;
     let dir = Dir::new();
+    let sink = format!(
+        "{{ type: kafka, config: {{ brokers: \"${{env:FAUCET_CRASH_KAFKA}}\", \
+         topic: \"{prefix}.cdc.{{schema}}.{{table}}\", key: [id], format: debezium }} }}"
+    );
     dir.write(
         "faucet.yaml",
-        format!(
-            "version: 1\nname: kafkacdc\npipeline:\n  \
-             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
-             slot_name: {slot}, publication: {publication}, tables: [{a}.items, {b}.items] }} }}\n  \
-             sink: {{ type: kafka, config: {{ brokers: \"${{env:FAUCET_CRASH_KAFKA}}\", \
-             topic: \"{prefix}.cdc.{{schema}}.{{table}}\", key: [id], format: debezium }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {batch}\n"
-        ),
+        source.config("kafkacdc", &sink, &format!("  batch_size: {batch}\n")),
     );
-    let workload = |round: usize| two_table_round(a, b, round);
     let faucet = || {
-        let mut c = faucet_unarmed();
-        c.env("FAUCET_CRASH_KAFKA", faucet_test_support::kafka_brokers())
-            .env("FAUCET_CRASH_PG_URL", faucet_test_support::pg_url());
+        let mut c = faucet_for_buses();
+        c.env("FAUCET_CRASH_KAFKA", faucet_test_support::kafka_brokers());
         c
     };
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        12
-    } else {
-        4
-    };
-    let mut killed = 0;
-    for round in 0..rounds {
-        workload(round);
-        if kill_after(
-            faucet(),
-            dir.path(),
-            Duration::from_millis(60 + (round as u64 * 97) % 300),
-        ) {
-            killed += 1;
-        }
-    }
-    let out = output_of_success(faucet().arg("run").current_dir(dir.path()), "the final run");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("at-least-once"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
+    let rounds = crate::support::soak_or(12, 4);
+    let killed = killed_between_rounds(
+        faucet,
+        dir.path(),
+        0..rounds,
+        |round| source.round(round),
+        |round| Duration::from_millis(60 + (round * 97) % 300),
     );
-    let want = oracle(&oracle_slot, &schemas);
+    final_run(&mut faucet(), dir.path(), "at-least-once");
     let consumed = kafka_messages(&format!("{}\\.cdc\\..*", regex_quote(&prefix)));
     let (unique, doubled) = at_least_once(&consumed, killed.max(1), batch, "postgres-cdc → kafka");
-    for (s, want) in schemas.iter().zip(&want) {
-        let topic = format!("{prefix}.cdc.{s}.items");
-        // Kafka orders a partition, and a key stays in one: compare each key's changes.
-        let by_key = |changes: Vec<Change>| {
-            let mut m: BTreeMap<i64, Vec<Change>> = BTreeMap::new();
-            for c in changes {
-                m.entry(c.1).or_default().push(c);
-            }
-            m
-        };
-        let got: Vec<Change> = unique
-            .iter()
-            .filter(|m| m.stream == topic)
-            .map(|m| change_of(m, "lsn"))
-            .collect();
-        assert!(
-            want.len() > 500,
-            "{s}: a workload of {} changes",
-            want.len()
-        );
-        assert_eq!(
-            got.len(),
-            want.len(),
-            "{s}: {} distinct messages for {} changes",
-            got.len(),
-            want.len()
-        );
-        assert!(
-            by_key(got) == by_key(want.clone()),
-            "{s}: a key's messages differ from its changes, in order"
-        );
-    }
-    assert_eq!(
-        unique.len(),
-        want.iter().map(Vec::len).sum::<usize>(),
-        "messages on topics of no table"
-    );
+    // Kafka orders a partition, and a key stays in one: compare each key's changes.
+    source.expect_routed(&unique, |s| format!("{prefix}.cdc.{s}.items"), true);
     eprintln!(
         "postgres-cdc → kafka: {killed} runs SIGKILLed mid-run, {} messages, {doubled} changes doubled",
         consumed.len()

@@ -99,6 +99,12 @@ impl Backend {
         }
     }
 
+    /// Runs `test` on this backend, then [`Backend::reset`]s it.
+    pub(crate) fn test_then_reset(self, test: impl FnOnce(&Self)) {
+        test(&self);
+        self.reset();
+    }
+
     /// Removes everything a previous run of the test left.
     pub(crate) fn reset(&self) {
         match self {
@@ -154,7 +160,7 @@ impl Backend {
 
 /// A run that waits up to 30 s for the lease, reports in JSON and logs at `info` (so its
 /// stderr says when it is waiting).
-const WAITER_ARGS: &[&str] = &[
+pub(crate) const WAITER_ARGS: &[&str] = &[
     "run",
     "p.yaml",
     "--wait-for-lease",
@@ -455,16 +461,14 @@ fn file_state_one_runner_per_key_and_wait_for_lease() {
 
 #[test]
 fn postgres_state_one_runner_per_key_and_wait_for_lease() {
-    let backend = Backend::postgres("faucet_e2e_lease");
-    two_runs_on_one_key("lease_pg", &backend, 6_000);
-    backend.reset();
+    Backend::postgres("faucet_e2e_lease")
+        .test_then_reset(|b| two_runs_on_one_key("lease_pg", b, 6_000));
 }
 
 #[test]
 fn redis_state_one_runner_per_key_and_wait_for_lease() {
-    let backend = Backend::redis("faucet-e2e:lease:");
-    two_runs_on_one_key("lease_redis", &backend, 15_000);
-    backend.reset();
+    Backend::redis("faucet-e2e:lease:")
+        .test_then_reset(|b| two_runs_on_one_key("lease_redis", b, 15_000));
 }
 
 /// A holder SIGKILLed mid-run leaves its lease behind in a store whose leases outlive
@@ -504,16 +508,14 @@ fn killed_holder_on_this_host(name: &str, backend: &Backend, rows: u64) {
 
 #[test]
 fn postgres_state_a_killed_holder_s_lease_is_taken_over_at_once() {
-    let backend = Backend::postgres("faucet_e2e_lease_killed");
-    killed_holder_on_this_host("lease_pg_killed", &backend, 6_000);
-    backend.reset();
+    Backend::postgres("faucet_e2e_lease_killed")
+        .test_then_reset(|b| killed_holder_on_this_host("lease_pg_killed", b, 6_000));
 }
 
 #[test]
 fn redis_state_a_killed_holder_s_lease_is_taken_over_at_once() {
-    let backend = Backend::redis("faucet-e2e:lease-killed:");
-    killed_holder_on_this_host("lease_redis_killed", &backend, 15_000);
-    backend.reset();
+    Backend::redis("faucet-e2e:lease-killed:")
+        .test_then_reset(|b| killed_holder_on_this_host("lease_redis_killed", b, 15_000));
 }
 
 /// Point 2 for stores whose leases expire: a holder stopped past its ttl (once its output
@@ -584,20 +586,20 @@ fn stall_rounds() -> u64 {
 
 #[test]
 fn postgres_state_a_stalled_holder_cannot_write_its_bookmark() {
-    let backend = Backend::postgres("faucet_e2e_stall");
-    for round in 0..stall_rounds() {
-        stalled_holder_loses_the_lease(&format!("stall_pg{round}"), &backend, round * 5_000);
-    }
-    backend.reset();
+    Backend::postgres("faucet_e2e_stall").test_then_reset(|b| {
+        for round in 0..stall_rounds() {
+            stalled_holder_loses_the_lease(&format!("stall_pg{round}"), b, round * 5_000);
+        }
+    });
 }
 
 #[test]
 fn redis_state_a_stalled_holder_cannot_write_its_bookmark() {
-    let backend = Backend::redis("faucet-e2e:stall:");
-    for round in 0..stall_rounds() {
-        stalled_holder_loses_the_lease(&format!("stall_redis{round}"), &backend, round * 5_000);
-    }
-    backend.reset();
+    Backend::redis("faucet-e2e:stall:").test_then_reset(|b| {
+        for round in 0..stall_rounds() {
+            stalled_holder_loses_the_lease(&format!("stall_redis{round}"), b, round * 5_000);
+        }
+    });
 }
 
 /// Point 2 on the file store, its expected behaviour: the lease is an OS file lock, which the

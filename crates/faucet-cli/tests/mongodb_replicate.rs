@@ -231,11 +231,7 @@ fn mongodb_replicate_into_postgres_upsert_aborted_and_killed_equals_find() {
         "{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_MREPL_PG_URL}}\", \
          table: {schema}.target, write_mode: upsert, key: [_id] }} }}"
     );
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        8
-    } else {
-        3
-    };
+    let rounds = crate::support::soak_or(8, 3);
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         with_writer(
             &sink,

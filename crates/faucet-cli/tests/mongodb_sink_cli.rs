@@ -16,7 +16,7 @@ use std::time::Duration;
 use faucet_test_support::{mongodb_url, unique_suffix};
 use serde_json::{Value as Json, json};
 
-use crate::support::crash::{CrashScenario, abort_at_every_point, kill_after};
+use crate::support::crash::{CrashScenario, abort_at_every_point, kill_after, kill_seeds};
 use crate::support::mongo::mongo;
 use crate::support::pg::{drop_cdc_objects, faucet_with_pg_url, query, sql};
 
@@ -235,17 +235,9 @@ fn postgres_cdc_into_mongodb_upsert_survives_sigkill_under_a_concurrent_writer()
             n
         })
     };
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        20
-    } else {
-        6
-    };
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let rounds = crate::support::soak_or(20, 6);
     let mut interrupted = 0;
-    for _ in 0..rounds {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
+    for seed in kill_seeds(rounds) {
         if kill_after(faucet(), dir.path(), Duration::from_millis(80 + seed % 700)) {
             interrupted += 1;
         }

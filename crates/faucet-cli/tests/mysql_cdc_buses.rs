@@ -1,7 +1,7 @@
 //! `mysql-cdc` into the bus sinks through the real `faucet` binary (issue 26: "postgres-cdc
 //! and mysql-cdc (many tables, routed per table) … into each sink"): the binlog of two tables
 //! of one database, routed per table (`….cdc.{schema}.{table}`: `{schema}` is the MySQL
-//! database), into NATS JetStream and into Redis streams with `delivery: effectively_once`,
+//! database), into NATS JetStream and into Redis streams with `delivery: effectively_once`
 //! and into Kafka (tansu) at-least-once, aborted at every fault point and SIGKILLed between
 //! new changes, rerun to completion; then the independent consumer
 //! (`scripts/bus_consumer.py`) reads everything back.
@@ -20,95 +20,20 @@
 //! removed at the end (tansu's topics are left behind: small and uniquely named).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 use std::time::Duration;
 
+use crate::support::Dir;
 use crate::support::bus::{
-    Consumed, at_least_once, change_of, delete_nats_stream, delete_redis_keys, expect_kafka_up,
-    kafka_messages, nats_messages, redis_streams, regex_quote,
+    Bus, abort_at_every_point_with, at_least_once, change_of, expect_kafka_up, faucet_for_buses,
+    final_run, killed_between_rounds,
 };
-use crate::support::crash::kill_after;
 use crate::support::mariadb::{mariadb, mysql_url_for, unique_server_id};
 use crate::support::mysql::database;
+use crate::support::output_of_success;
 use crate::support::pg::Change;
-use crate::support::{Dir, expect_aborted, faucet_unarmed, output_of_success};
 
 /// The two source tables of the database.
 const TABLES: [&str; 2] = ["a", "b"];
-
-/// Which bus the pipeline writes, with the names of its test's objects.
-enum Bus {
-    /// Subjects `<prefix>.cdc.<db>.<table>` of the JetStream `stream`.
-    Nats { prefix: String, stream: String },
-    /// Streams `<prefix>:cdc.<db>.<table>` (token keys under `<prefix>:`).
-    Streams { prefix: String },
-    /// Topics `<prefix>.cdc.<db>.<table>`, at-least-once.
-    Kafka { prefix: String },
-}
-
-impl Bus {
-    /// The pipeline's sink.
-    fn sink(&self) -> String {
-        match self {
-            Bus::Nats { prefix, stream } => format!(
-                "{{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
-                 subject: \"{prefix}.cdc.{{schema}}.{{table}}\", stream: {stream}, \
-                 create_stream: true, key: [id], format: debezium }} }}"
-            ),
-            Bus::Streams { prefix } => format!(
-                "{{ type: redis-streams, config: {{ url: \"${{env:FAUCET_CRASH_REDIS_URL}}\", \
-                 stream: \"{prefix}:cdc.{{schema}}.{{table}}\", prefix: \"{prefix}:\", key: [id], \
-                 format: debezium }} }}"
-            ),
-            Bus::Kafka { prefix } => format!(
-                "{{ type: kafka, config: {{ brokers: \"${{env:FAUCET_CRASH_KAFKA}}\", \
-                 topic: \"{prefix}.cdc.{{schema}}.{{table}}\", key: [id], format: debezium }} }}"
-            ),
-        }
-    }
-
-    /// Whether the bus takes `delivery: effectively_once` (Kafka does not: at-least-once).
-    fn effectively_once(&self) -> bool {
-        !matches!(self, Bus::Kafka { .. })
-    }
-
-    /// The fault points a page into the bus passes (a Kafka page has no `before_commit`).
-    fn points(&self) -> Vec<&'static str> {
-        if self.effectively_once() {
-            faucet_core::fault::SQL_SINK.to_vec()
-        } else {
-            faucet_core::fault::ALL.to_vec()
-        }
-    }
-
-    /// The subject or stream name of source table `db.table`.
-    fn route(&self, db: &str, table: &str) -> String {
-        match self {
-            Bus::Nats { prefix, .. } => format!("{prefix}.cdc.{db}.{table}"),
-            Bus::Streams { prefix } => format!("{prefix}:cdc.{db}.{table}"),
-            Bus::Kafka { prefix } => format!("{prefix}.cdc.{db}.{table}"),
-        }
-    }
-
-    /// Everything the independent consumer reads back.
-    fn consume(&self) -> Vec<Consumed> {
-        match self {
-            Bus::Nats { prefix, stream } => nats_messages(stream, &format!("{prefix}.cdc.>")),
-            Bus::Streams { prefix } => redis_streams(&format!("{prefix}:cdc.*")),
-            Bus::Kafka { prefix } => kafka_messages(&format!("{}\\.cdc\\..*", regex_quote(prefix))),
-        }
-    }
-}
-
-impl Drop for Bus {
-    fn drop(&mut self) {
-        match self {
-            Bus::Nats { stream, .. } => delete_nats_stream(stream),
-            Bus::Streams { prefix } => delete_redis_keys(&format!("{prefix}:*")),
-            Bus::Kafka { .. } => {}
-        }
-    }
-}
 
 /// The source database and the model of its tables: the current `v` of every key, and every
 /// change each key has had, in commit order.
@@ -230,7 +155,7 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
              state: {{ type: file, config: {{ path: ./state }} }}\n  \
              {}batch_size: {BATCH}\n",
             unique_server_id(),
-            bus.sink(),
+            bus.sink("cdc.{schema}.{table}", ", format: debezium"),
             if bus.effectively_once() {
                 "delivery: effectively_once\n  "
             } else {
@@ -240,56 +165,31 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
     );
     let url = mysql_url_for(&db, None);
     let faucet = || {
-        let mut c: Command = faucet_unarmed();
-        c.env("SOURCE_MYSQL_URL", &url)
-            .env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url())
-            .env("FAUCET_CRASH_REDIS_URL", faucet_test_support::redis_url())
-            .env("FAUCET_CRASH_KAFKA", faucet_test_support::kafka_brokers());
+        let mut c = faucet_for_buses();
+        c.env("SOURCE_MYSQL_URL", &url);
         c
     };
     // The first run starts at the binlog's end: run it once on an empty database, so the
     // workload after it is all in the stream.
     output_of_success(faucet().arg("run").current_dir(dir.path()), "the first run");
     source.workload(0);
-    // Every point a bus page passes, `before_commit` (all of a page but its token stored)
-    // among them where there is one; more changes halfway so every run has pages to do.
-    let mut aborted = 0;
-    for (n, point) in bus.points().into_iter().enumerate() {
-        if n == 3 {
-            source.workload(5);
-        }
-        for hit in [1, 3] {
-            expect_aborted(
-                faucet().args(["run", "--quiet"]).current_dir(dir.path()),
-                &format!("{point}:{hit}"),
-            );
-            aborted += 1;
-        }
-    }
-    let mut killed = 0;
-    for round in 1..5 {
-        source.workload(round);
-        if kill_after(
-            faucet(),
-            dir.path(),
-            Duration::from_millis(40 + (round as u64 * 53) % 200),
-        ) {
-            killed += 1;
-        }
-    }
-    let out = output_of_success(faucet().arg("run").current_dir(dir.path()), "the final run");
+    let aborted =
+        abort_at_every_point_with(faucet, dir.path(), bus.points(), || source.workload(5));
+    let killed = killed_between_rounds(
+        faucet,
+        dir.path(),
+        1..5,
+        |round| source.workload(round as i64),
+        |round| Duration::from_millis(40 + (round * 53) % 200),
+    );
     let delivery = if bus.effectively_once() {
         "effectively-once (atomic watermark)"
     } else {
         "at-least-once"
     };
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains(delivery),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
+    final_run(&mut faucet(), dir.path(), delivery);
 
-    let mut consumed = bus.consume();
+    let mut consumed = bus.consume("cdc.*");
     let mut doubled = 0;
     if !bus.effectively_once() {
         // At-least-once: only pages in flight at a crash come twice; their first copies
@@ -297,7 +197,8 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
         let what = format!("mysql-cdc → {tag}");
         (consumed, doubled) = at_least_once(&consumed, aborted + killed, BATCH, &what);
     }
-    let routes: BTreeSet<String> = TABLES.iter().map(|t| bus.route(&db, t)).collect();
+    let route = |table: &str| bus.route(&format!("cdc.{db}.{table}"));
+    let routes: BTreeSet<String> = TABLES.iter().map(|t| route(t)).collect();
     let strays: Vec<&str> = consumed
         .iter()
         .map(|m| m.stream.as_str())
@@ -308,7 +209,7 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
         "messages on no table's route: {strays:?}"
     );
     for table in TABLES {
-        let route = bus.route(&db, table);
+        let route = route(table);
         let mut got: BTreeMap<i64, Vec<Change>> = BTreeMap::new();
         for m in consumed.iter().filter(|m| m.stream == route) {
             let change = change_of(m, "binlog_file");
@@ -348,35 +249,16 @@ fn mysql_cdc_into(bus: Bus, tag: &str) {
 
 #[test]
 fn mysql_cdc_of_two_tables_routed_into_nats_is_exactly_once_in_order_per_key() {
-    let suffix = faucet_test_support::unique_suffix();
-    mysql_cdc_into(
-        Bus::Nats {
-            prefix: format!("faucet-test-mybus-{suffix}"),
-            stream: format!("FAUCET_TEST_MYBUS_{suffix}"),
-        },
-        "nats",
-    );
+    mysql_cdc_into(Bus::nats("mybus"), "nats");
 }
 
 #[test]
 fn mysql_cdc_of_two_tables_routed_into_redis_streams_is_exactly_once_in_order_per_key() {
-    let suffix = faucet_test_support::unique_suffix();
-    mysql_cdc_into(
-        Bus::Streams {
-            prefix: format!("faucet-test-mybus-{suffix}"),
-        },
-        "streams",
-    );
+    mysql_cdc_into(Bus::streams("mybus"), "streams");
 }
 
 #[cfg(feature = "kafka")]
 #[test]
 fn mysql_cdc_of_two_tables_routed_into_kafka_is_at_least_once_in_order_per_key() {
-    let suffix = faucet_test_support::unique_suffix();
-    mysql_cdc_into(
-        Bus::Kafka {
-            prefix: format!("faucet-test-mybus-{suffix}"),
-        },
-        "kafka",
-    );
+    mysql_cdc_into(Bus::kafka("mybus"), "kafka");
 }

@@ -7,7 +7,8 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::support::mariadb::{mariadb as sql, mysql_url_for};
+use crate::support::mariadb::{fresh_database, mariadb as sql, mysql_url_for, unique_server_id};
+use crate::support::write_pipeline;
 
 fn faucet(dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_faucet"))
@@ -19,20 +20,19 @@ fn faucet(dir: &Path, args: &[&str]) -> std::process::Output {
         .expect("faucet runs")
 }
 
-/// Writes `faucet.yaml`: pipeline `name`, the `mysql-cdc` source at `url` as replica
-/// `server_id` of `tables` (a YAML list's inside) into `./out.jsonl`, a file state in
-/// `./state`, then `extra` (pipeline lines, each starting `  `, ending in a line break).
-fn write_config(dir: &Path, name: &str, url: &str, tables: &str, server_id: u32, extra: &str) {
-    std::fs::write(
-        dir.join("faucet.yaml"),
-        format!(
-            "version: 1\nname: {name}\npipeline:\n  source: {{ type: mysql-cdc, config: {{ \
-             connection_url: \"{url}\", server_id: {server_id}, tables: [{tables}] }} }}\n  \
-             sink: {{ type: jsonl, config: {{ path: ./out.jsonl }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n{extra}"
-        ),
-    )
-    .expect("config");
+/// Writes `faucet.yaml`: pipeline `name`, the `mysql-cdc` source on database `db` of the
+/// binlog server (as a replica of its own `server_id`) of `tables` (a YAML list's inside)
+/// into `./out.jsonl`, a file state in `./state`, then `extra` (pipeline lines, each
+/// starting `  `, ending in a line break).
+fn write_config(dir: &Path, name: &str, db: &str, tables: &str, extra: &str) {
+    let source = format!(
+        "{{ type: mysql-cdc, config: {{ connection_url: \"{}\", server_id: {}, \
+         tables: [{tables}] }} }}",
+        mysql_url_for(db, None),
+        unique_server_id()
+    );
+    let sink = "{ type: jsonl, config: { path: ./out.jsonl } }";
+    write_pipeline(dir, name, &source, sink, extra);
 }
 
 fn lines(dir: &Path) -> Vec<serde_json::Value> {
@@ -45,21 +45,12 @@ fn lines(dir: &Path) -> Vec<serde_json::Value> {
 
 #[test]
 fn mysql_cdc_runs_through_the_binary() {
-    let db = format!("cli_cdc_{}", std::process::id());
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; \
-         CREATE TABLE {db}.t (id INT PRIMARY KEY, v VARCHAR(10))"
-    ));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let url = mysql_url_for(&db, None);
-    write_config(
-        dir.path(),
-        "mycdc",
-        &url,
-        &format!("{db}.t"),
-        30_000 + std::process::id() % 30_000,
-        "",
+    let db = fresh_database(
+        "cli_cdc",
+        "CREATE TABLE t (id INT PRIMARY KEY, v VARCHAR(10))",
     );
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_config(dir.path(), "mycdc", &db, &format!("{db}.t"), "");
     let doctor = faucet(dir.path(), &["doctor"]);
     assert!(
         doctor.status.success(),
@@ -153,6 +144,7 @@ fn mysql_cdc_runs_through_the_binary() {
     // than blaming the stored bookmark for the same refused connection.
     let config = dir.path().join("faucet.yaml");
     let yaml = std::fs::read_to_string(&config).expect("config");
+    let url = mysql_url_for(&db, None);
     std::fs::write(&config, yaml.replace(&url, "mysql://root@127.0.0.1:1/x")).expect("config");
     let doctor = faucet(dir.path(), &["doctor", "--json"]);
     let report: serde_json::Value = serde_json::from_slice(&doctor.stdout).expect("doctor --json");
@@ -172,19 +164,13 @@ fn mysql_cdc_runs_through_the_binary() {
 /// `run` and by `doctor`: it would read nothing while the bookmark moves on.
 #[test]
 fn a_listed_table_the_server_lacks_is_named_in_a_warning() {
-    let db = format!("cli_cdc_missing_{}", std::process::id());
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; \
-         CREATE TABLE {db}.t_pk (id INT PRIMARY KEY)"
-    ));
+    let db = fresh_database("cli_cdc_missing", "CREATE TABLE t_pk (id INT PRIMARY KEY)");
     let dir = tempfile::tempdir().expect("tempdir");
-    let url = mysql_url_for(&db, None);
     write_config(
         dir.path(),
         "mycdc",
-        &url,
+        &db,
         &format!("{db}.t_pk, {db}.T_PK"),
-        crate::support::mariadb::unique_server_id(),
         "",
     );
     for args in [&["run"][..], &["doctor"][..]] {
@@ -209,20 +195,19 @@ fn a_listed_table_the_server_lacks_is_named_in_a_warning() {
 fn mysql_cdc_aborted_at_every_fault_point_inside_a_large_transaction_loses_nothing() {
     const ROWS: usize = 5_000;
     const BATCH: usize = 500;
-    let db = format!("cli_cdc_crash_{}", std::process::id());
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; USE {db}; \
-         CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL); \
-         INSERT INTO t SELECT seq, 0 FROM seq_1_to_{ROWS}"
-    ));
+    let db = fresh_database(
+        "cli_cdc_crash",
+        &format!(
+            "CREATE TABLE t (id INT PRIMARY KEY, v INT NOT NULL); \
+             INSERT INTO t SELECT seq, 0 FROM seq_1_to_{ROWS}"
+        ),
+    );
     let dir = tempfile::tempdir().expect("tempdir");
-    let url = mysql_url_for(&db, None);
     write_config(
         dir.path(),
         "mycrash",
-        &url,
+        &db,
         &format!("{db}.t"),
-        31_000 + std::process::id() % 30_000,
         &format!("  batch_size: {BATCH}\n"),
     );
     let first = faucet(dir.path(), &["run"]);

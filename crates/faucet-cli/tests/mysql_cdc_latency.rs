@@ -7,7 +7,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::support::mariadb::{mariadb as sql, mysql_url_for};
+use crate::support::mariadb::{fresh_database, mariadb as sql, mysql_url_for};
 use crate::support::{KillOnDrop, Run, faucet_command};
 
 /// The latency no change may exceed here (the page delay is 10 s); room for a loaded machine.
@@ -24,11 +24,7 @@ fn ids_in(path: &std::path::Path) -> Vec<i64> {
 
 #[test]
 fn a_caught_up_binlog_stream_hands_each_commit_over_without_waiting_for_a_long_page_delay() {
-    let db = format!("cli_cdc_lat_{}", std::process::id());
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; \
-         CREATE TABLE {db}.t (id INT PRIMARY KEY)"
-    ));
+    let db = fresh_database("cli_cdc_lat", "CREATE TABLE t (id INT PRIMARY KEY)");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("out.jsonl");
     std::fs::write(

@@ -16,7 +16,7 @@
 //! * into a **MariaDB upsert** target (the `mysql` sink), aborted once between a page's write
 //!   and its bookmark: the target equals the source.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -28,11 +28,12 @@ use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::mariadb::{client as mariadb, mariadb as sql, mysql_url_for};
-use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
+use crate::support::output_of_success;
+use crate::support::pg::{exec, unique_suffix};
 use crate::support::replicate::{
-    aborted_mid_snapshot, in_flight, killed_after, mariadb_rows, pg_rows, replay, stored,
+    ReplicaSource, aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal,
+    kills_mid_snapshot, mariadb_rows, pg_rows, replayed_jsonl, replicate, with_workload,
 };
-use crate::support::{output_of_success, pg_pool, runtime};
 
 const ROWS: i64 = 3000;
 const BATCH: u64 = 100;
@@ -62,86 +63,88 @@ impl Names {
     }
 }
 
-/// Inserts, updates and deletes on `items` (one autocommit statement each, every new value
-/// fresh) through one `mariadb` client session, until `stop`.
-fn workload(db: String, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let mut client = mariadb()
-            .arg(&db)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("the mariadb client runs");
-        let mut input = client.stdin.take().expect("stdin");
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
-            let k = (i * 7919) % ROWS + 1;
-            let statement = match i % 4 {
-                0 => format!(
-                    "INSERT INTO items VALUES ({}, {i} + 1000000, 'new') \
-                     ON DUPLICATE KEY UPDATE v = {i} + 1000000;",
-                    k + ROWS * (i % 3)
-                ),
-                1 | 2 => format!(
-                    "UPDATE items SET v = {i} + 1000000, note = CONCAT(note, '+') WHERE id = {k};"
-                ),
-                _ => format!("DELETE FROM items WHERE id = {k};"),
-            };
-            writeln!(input, "{statement}").expect("workload statement");
-            std::thread::sleep(Duration::from_millis(2));
-        }
-        drop(input);
-        let status = client.wait().expect("mariadb client");
-        assert!(status.success(), "the workload's client failed");
-        u64::try_from(i).unwrap_or_default()
-    })
-}
+impl ReplicaSource for Names {
+    const POSITION: &'static str = "binlog_file";
+    const PG_URL_ENV: &'static str = "FAUCET_MYREPL_PG_URL";
 
-fn setup(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
-    let db = &names.db;
-    sql(&format!(
-        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db} CHARACTER SET utf8mb4; \
-         CREATE TABLE {db}.items (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
-         CREATE TABLE {db}.target (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
-         USE {db}; INSERT INTO items SELECT seq, seq, CONCAT('n', seq) FROM seq_1_to_{ROWS};"
-    ));
-    let s = &names.schema;
-    rt.block_on(exec(
-        pool,
-        &format!(
-            "CREATE SCHEMA {s}; \
-             CREATE TABLE {s}.target (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
-        ),
-    ));
-}
+    /// A MariaDB database with `items` (3,000 rows) and an empty `target`, and a PostgreSQL
+    /// schema with an empty `target`.
+    fn create(rt: &tokio::runtime::Runtime, pool: &PgPool, tag: &str) -> Self {
+        let names = Names::new(tag);
+        let db = &names.db;
+        sql(&format!(
+            "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db} CHARACTER SET utf8mb4; \
+             CREATE TABLE {db}.items (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
+             CREATE TABLE {db}.target (id BIGINT PRIMARY KEY, v BIGINT NOT NULL, note VARCHAR(200) NOT NULL); \
+             USE {db}; INSERT INTO items SELECT seq, seq, CONCAT('n', seq) FROM seq_1_to_{ROWS};"
+        ));
+        let s = &names.schema;
+        rt.block_on(exec(
+            pool,
+            &format!(
+                "CREATE SCHEMA {s}; \
+                 CREATE TABLE {s}.target (id bigint PRIMARY KEY, v bigint NOT NULL, note text NOT NULL);"
+            ),
+        ));
+        names
+    }
 
-fn cleanup(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
-    let _ = mariadb()
-        .args(["-e", &format!("DROP DATABASE IF EXISTS {}", names.db)])
-        .output();
-    rt.block_on(exec(
-        pool,
-        &format!("DROP SCHEMA IF EXISTS {} CASCADE", names.schema),
-    ));
-}
-
-fn config(dir: &Path, names: &Names, sink: &str) {
-    let base = mysql_url_for("", None);
-    let base = base.trim_end_matches('/');
-    std::fs::write(
-        dir.join("faucet.yaml"),
+    fn source_yaml(&self) -> String {
+        let base = mysql_url_for("", None);
+        let base = base.trim_end_matches('/');
         format!(
-            "version: 1\nname: myrepl\npipeline:\n  \
-             source: {{ type: mysql-cdc, config: {{ connection_url: \"{base}/{db}\", \
-             server_id: {id}, tables: [{db}.items] }} }}\n  \
-             sink: {sink}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: {BATCH}\n",
-            db = names.db,
-            id = names.server_id,
-        ),
-    )
-    .expect("config");
+            "{{ type: mysql-cdc, config: {{ connection_url: \"{base}/{db}\", \
+             server_id: {id}, tables: [{db}.items] }} }}",
+            db = self.db,
+            id = self.server_id,
+        )
+    }
+
+    /// One autocommit statement each, through one `mariadb` client session.
+    fn workload(&self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
+        let db = self.db.clone();
+        std::thread::spawn(move || {
+            let mut client = mariadb()
+                .arg(&db)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::null())
+                .spawn()
+                .expect("the mariadb client runs");
+            let mut input = client.stdin.take().expect("stdin");
+            let mut i: i64 = 0;
+            while !stop.load(Ordering::SeqCst) {
+                i += 1;
+                let k = (i * 7919) % ROWS + 1;
+                let statement = match i % 4 {
+                    0 => format!(
+                        "INSERT INTO items VALUES ({}, {i} + 1000000, 'new') \
+                     ON DUPLICATE KEY UPDATE v = {i} + 1000000;",
+                        k + ROWS * (i % 3)
+                    ),
+                    1 | 2 => format!(
+                        "UPDATE items SET v = {i} + 1000000, note = CONCAT(note, '+') WHERE id = {k};"
+                    ),
+                    _ => format!("DELETE FROM items WHERE id = {k};"),
+                };
+                writeln!(input, "{statement}").expect("workload statement");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            drop(input);
+            let status = client.wait().expect("mariadb client");
+            assert!(status.success(), "the workload's client failed");
+            u64::try_from(i).unwrap_or_default()
+        })
+    }
+
+    fn drop_objects(&self, rt: &tokio::runtime::Runtime, pool: &PgPool) {
+        let _ = mariadb()
+            .args(["-e", &format!("DROP DATABASE IF EXISTS {}", self.db)])
+            .output();
+        rt.block_on(exec(
+            pool,
+            &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
+        ));
+    }
 }
 
 fn upsert_sink(names: &Names) -> String {
@@ -153,12 +156,7 @@ fn upsert_sink(names: &Names) -> String {
 }
 
 fn faucet(dir: &Path) -> Command {
-    let mut c = faucet_with_pg_url("FAUCET_MYREPL_PG_URL");
-    c.args(["replicate", "--quiet"])
-        .current_dir(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    c
+    replicate::<Names>(dir)
 }
 
 /// The source's rows by MariaDB's own SELECT: `id -> {"id","v","note"}`.
@@ -169,53 +167,14 @@ fn source_rows(names: &Names) -> BTreeMap<i64, Json> {
 fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
     let want = source_rows(names);
     let have = rt.block_on(pg_rows(pool, &format!("{}.target", names.schema)));
-    assert_eq!(have.len(), want.len(), "row count");
-    for (id, row) in &want {
-        assert_eq!(have.get(id), Some(row), "id {id}");
-    }
-}
-
-/// Runs `scenario` with a workload on fresh objects, then stops the workload, catches up
-/// and hands over to `check`; cleans up whatever happens.
-fn with_workload(
-    tag: &str,
-    sink: impl Fn(&Names) -> String,
-    scenario: impl FnOnce(&Path),
-    check: impl FnOnce(&tokio::runtime::Runtime, &PgPool, &Names, &Path),
-) {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new(tag);
-    setup(&rt, &pool, &names);
-    let dir = tempfile::tempdir().expect("tempdir");
-    config(dir.path(), &names, &sink(&names));
-    let stop = Arc::new(AtomicBool::new(false));
-    let writes = workload(names.db.clone(), Arc::clone(&stop));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        std::thread::sleep(Duration::from_millis(200));
-        scenario(dir.path());
-        stop.store(true, Ordering::SeqCst);
-        let writes = writes.join().expect("workload");
-        assert!(writes > 50, "the workload wrote only {writes} times");
-        output_of_success(&mut faucet(dir.path()), "the catching-up run");
-        let b = stored(dir.path()).expect("bookmark");
-        assert!(
-            b.get("binlog_file").is_some() && b.get("replicate").is_none(),
-            "caught up, the bookmark is mysql-cdc's: {b}"
-        );
-        check(&rt, &pool, &names, dir.path());
-    }));
-    stop.store(true, Ordering::SeqCst);
-    cleanup(&rt, &pool, &names);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    expect_rows_equal(&have, &want);
 }
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_under_writes_equals_the_source() {
-    with_workload(
+    with_workload::<Names>(
         "live",
+        BATCH,
         upsert_sink,
         |dir| {
             output_of_success(&mut faucet(dir), "the replicate run");
@@ -239,17 +198,14 @@ fn mariadb_upsert_sink(names: &Names) -> String {
 
 fn mariadb_target_equals_source(names: &Names) {
     let want = source_rows(names);
-    let have = mariadb_rows(&format!("{}.target", names.db));
-    assert_eq!(have.len(), want.len(), "row count");
-    for (id, row) in &want {
-        assert_eq!(have.get(id), Some(row), "id {id}");
-    }
+    expect_rows_equal(&mariadb_rows(&format!("{}.target", names.db)), &want);
 }
 
 #[test]
 fn mysql_replicate_into_mariadb_upsert_under_writes_and_aborted_equals_the_source() {
-    with_workload(
+    with_workload::<Names>(
         "maria",
+        BATCH,
         mariadb_upsert_sink,
         |dir| {
             aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
@@ -263,81 +219,38 @@ fn mysql_replicate_into_mariadb_upsert_under_writes_and_aborted_equals_the_sourc
 
 #[test]
 fn mysql_replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
-    let interruptions = std::cell::RefCell::new(Vec::new());
-    with_workload(
+    let last = std::cell::RefCell::new(None);
+    with_workload::<Names>(
         "jsonl",
+        BATCH,
         |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
         |dir| {
             // Page 6 of the first copy, then page 5 of the resumed one (each table starts
             // with its first page in flight, an empty page).
-            interruptions.borrow_mut().push(aborted_mid_snapshot(
-                faucet(dir),
-                dir,
-                "after_state_put",
-                6,
-            ));
-            std::thread::sleep(Duration::from_millis(200));
-            let second = aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 5);
-            std::thread::sleep(Duration::from_millis(200));
+            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_state_put", [6, 5]);
             output_of_success(&mut faucet(dir), "the resumed run");
-            interruptions.borrow_mut().push(second);
+            *last.borrow_mut() = Some(second);
         },
         |_, _, names, dir| {
             let table = format!("{}.items", names.db);
-            let last = interruptions.borrow().last().cloned().expect("interrupted");
-            let parts = last["snapshot"]["tables"][&table]["parts"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            assert_eq!(
-                parts.len(),
-                2,
-                "two snapshots before the second abort: {last}"
-            );
-            let text = std::fs::read_to_string(dir.join("out/changes.jsonl")).expect("output");
-            assert!(text.ends_with('\n'), "a torn last line");
-            let records: Vec<Json> = text
-                .lines()
-                .map(|l| serde_json::from_str(l).expect("json line"))
-                .collect();
-            let points: HashSet<String> = records
-                .iter()
-                .filter(|r| r["op"] == "r")
-                .map(|r| format!("{}:{}", r["binlog_file"], r["binlog_pos"]))
-                .collect();
-            assert_eq!(points.len(), 3, "three snapshots: {points:?}");
-            let ids: HashSet<i64> = records
-                .iter()
-                .flat_map(|r| [&r["before"], &r["after"]])
-                .filter_map(|v| v["id"].as_i64())
-                .collect();
-            let replayed = in_flight(&last, &table, &ids);
-            assert!(
-                replayed.len() as u64 <= 3 * BATCH,
-                "{} ids in flight",
-                replayed.len()
-            );
-            let got = replay(&records, &replayed);
-            let want = source_rows(names);
-            assert_eq!(got.len(), want.len(), "row count");
-            for (id, row) in &want {
-                assert_eq!(got.get(id), Some(row), "id {id}");
-            }
+            let last = last.borrow().clone().expect("interrupted");
+            let got = replayed_jsonl(dir, &last, &table, BATCH, |r| {
+                format!("{}:{}", r["binlog_file"], r["binlog_pos"])
+            });
+            expect_rows_equal(&got, &source_rows(names));
         },
     );
 }
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_source() {
-    with_workload(
+    with_workload::<Names>(
         "upsert",
+        BATCH,
         upsert_sink,
         |dir| {
-            aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
-            std::thread::sleep(Duration::from_millis(200));
-            let second = aborted_mid_snapshot(faucet(dir), dir, "after_flush", 4);
+            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_flush", [6, 4]);
             assert!(second.to_string().contains("dirty"), "{second}");
-            std::thread::sleep(Duration::from_millis(200));
             output_of_success(&mut faucet(dir), "the resumed run");
         },
         |rt, pool, names, _| target_equals_source(rt, pool, names),
@@ -346,27 +259,19 @@ fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equal
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        8
-    } else {
-        3
-    };
-    with_workload(
+    let rounds = crate::support::soak_or(8, 3);
+    with_workload::<Names>(
         "kill",
+        BATCH,
         upsert_sink,
         |dir| {
             aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 2);
-            let mut mid_snapshot = 0;
-            for round in 0..rounds {
-                let after = Duration::from_millis(40 + 23 * (round % 5));
-                if killed_after(faucet(dir), after)
-                    && stored(dir).is_some_and(|b| b.get("snapshot").is_some())
-                {
-                    mid_snapshot += 1;
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-            eprintln!("{mid_snapshot} of {rounds} kills landed mid-snapshot");
+            kills_mid_snapshot(
+                || faucet(dir),
+                dir,
+                rounds,
+                |round| Duration::from_millis(40 + 23 * (round % 5)),
+            );
             output_of_success(&mut faucet(dir), "the resumed run");
         },
         |rt, pool, names, _| target_equals_source(rt, pool, names),

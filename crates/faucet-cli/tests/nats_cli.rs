@@ -15,233 +15,30 @@
 //! (`scripts/services.sh` starts both and installs nats-py); every test uses its own stream,
 //! subjects, schemas and slots, removed at the end.
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-use serde_json::json;
-
-use crate::support::bus::{
-    change_of, delete_nats_stream, nats_messages, oracle, two_table_round, two_tables,
-};
-use crate::support::crash::{
-    CrashScenario, abort_at_every_point, kill_after, killed_at_random_instants,
-};
-use crate::support::pg::{CdcObjectsGuard, Change, unique_suffix};
-use crate::support::{Dir, faucet_unarmed, output_of_success};
-
-const ROWS: usize = 3_000;
-
-/// csv → nats (effectively-once): the subject `<prefix>.events` of the stream `<stream>`.
-struct CsvIntoNats {
-    prefix: String,
-    stream: String,
-    batch: usize,
-}
-
-impl CsvIntoNats {
-    fn new(tag: &str, batch: usize) -> Self {
-        let suffix = unique_suffix();
-        Self {
-            prefix: format!("faucet-test-natscli-{tag}-{suffix}"),
-            stream: format!("FAUCET_TEST_NATSCLI_{tag}_{suffix}"),
-            batch,
-        }
-    }
-}
-
-impl CrashScenario for CsvIntoNats {
-    fn prepare(&self, dir: &Path) {
-        delete_nats_stream(&self.stream);
-        let mut csv = String::from("id,v\n");
-        for i in 0..ROWS {
-            csv.push_str(&format!("{i},{}\n", i * 3));
-        }
-        std::fs::write(dir.join("in.csv"), csv).expect("csv");
-        std::fs::write(
-            dir.join("faucet.yaml"),
-            format!(
-                "version: 1\nname: natscsv\npipeline:\n  \
-                 source: {{ type: csv, config: {{ path: ./in.csv, columns: {{ id: int, v: int }} }} }}\n  \
-                 sink: {{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
-                 subject: \"{p}.events\", stream: {s}, create_stream: true, key: [id] }} }}\n  \
-                 state: {{ type: file, config: {{ path: ./state }} }}\n  \
-                 delivery: effectively_once\n  batch_size: {b}\n",
-                p = self.prefix,
-                s = self.stream,
-                b = self.batch
-            ),
-        )
-        .expect("config");
-    }
-
-    fn check(&self, what: &str) {
-        let got = nats_messages(&self.stream, &format!("{}.events", self.prefix));
-        let ids: Vec<i64> = got
-            .iter()
-            .map(|m| {
-                assert_eq!(
-                    m.fields["value"]["v"],
-                    json!(m.fields["value"]["id"].as_i64().unwrap_or(-1) * 3),
-                    "{what}: {m:?}"
-                );
-                assert_eq!(
-                    m.fields["key"],
-                    json!({"id": m.fields["value"]["id"]}),
-                    "{what}"
-                );
-                m.fields["value"]["id"].as_i64().expect("id")
-            })
-            .collect();
-        let want: Vec<i64> = (0..ROWS as i64).collect();
-        if ids != want {
-            let mut seen = std::collections::HashMap::new();
-            for id in &ids {
-                *seen.entry(*id).or_insert(0) += 1;
-            }
-            let dups = seen.values().filter(|&&n| n > 1).count();
-            let lost = want.iter().filter(|id| !seen.contains_key(id)).count();
-            panic!(
-                "{what}: {} entries, {lost} ids lost, {dups} doubled, or out of order",
-                ids.len()
-            );
-        }
-    }
-
-    fn drop(&self) {
-        delete_nats_stream(&self.stream);
-    }
-
-    fn faucet(&self) -> Command {
-        let mut c = faucet_unarmed();
-        c.env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url());
-        c
-    }
-}
+use crate::support::Dir;
+use crate::support::bus::{Bus, CsvIntoBus, delete_nats_stream, postgres_cdc_into};
+use crate::support::crash::{abort_at_every_point, killed_at_random_instants};
+use crate::support::pg::unique_suffix;
 
 #[test]
 fn csv_into_nats_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&CsvIntoNats::new("points", 250));
+    abort_at_every_point(&CsvIntoBus {
+        bus: Bus::nats("natscli-points"),
+        batch: 250,
+    });
 }
 
 #[test]
 fn csv_into_nats_is_exactly_once_across_sigkills() {
-    killed_at_random_instants(&CsvIntoNats::new("kills", 20));
+    killed_at_random_instants(&CsvIntoBus {
+        bus: Bus::nats("natscli-kills"),
+        batch: 20,
+    });
 }
 
 #[test]
 fn postgres_cdc_of_two_tables_routed_into_nats_is_exactly_once_in_order() {
-    let suffix = unique_suffix();
-    let base = format!("nats_cdc_{suffix}");
-    let schemas = [format!("{base}_a"), format!("{base}_b")];
-    let publication = format!("{base}_pub");
-    let slot = format!("{base}_slot");
-    let oracle_slot = format!("{base}_oracle");
-    let prefix = format!("faucet-test-natscdc-{suffix}");
-    let stream = format!("FAUCET_TEST_NATSCDC_{suffix}");
-    let _guard = CdcObjectsGuard {
-        slot: slot.clone(),
-        publication: publication.clone(),
-        schema: schemas[0].clone(),
-    };
-    let _oracle_guard = CdcObjectsGuard {
-        slot: oracle_slot.clone(),
-        publication: publication.clone(),
-        schema: schemas[1].clone(),
-    };
-    struct Stream(String);
-    impl Drop for Stream {
-        fn drop(&mut self) {
-            delete_nats_stream(&self.0);
-        }
-    }
-    let _stream = Stream(stream.clone());
-    let (a, b) = (&schemas[0], &schemas[1]);
-    two_tables(a, b, &publication, &slot, &oracle_slot);
-    let dir = Dir::new();
-    dir.write(
-        "faucet.yaml",
-        format!(
-            "version: 1\nname: natscdc\npipeline:\n  \
-             source: {{ type: postgres-cdc, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
-             slot_name: {slot}, publication: {publication}, tables: [{a}.items, {b}.items] }} }}\n  \
-             sink: {{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
-             subject: \"{prefix}.cdc.{{schema}}.{{table}}\", stream: {stream}, create_stream: true, \
-             key: [id], format: debezium }} }}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  \
-             delivery: effectively_once\n  batch_size: 40\n"
-        ),
-    );
-    let workload = |round: usize| two_table_round(a, b, round);
-    workload(0);
-    let faucet = || {
-        let mut c = faucet_unarmed();
-        c.env("FAUCET_CRASH_NATS_URL", faucet_test_support::nats_url())
-            .env("FAUCET_CRASH_PG_URL", faucet_test_support::pg_url());
-        c
-    };
-    // Every point a nats page passes, `before_commit` (all of a page but its last message,
-    // the token's, stored) among them; more changes halfway so every run has pages to do.
-    for (n, point) in faucet_core::fault::SQL_SINK.into_iter().enumerate() {
-        if n == 3 {
-            workload(5);
-        }
-        for hit in [1, 3] {
-            crate::support::expect_aborted(
-                faucet().args(["run", "--quiet"]).current_dir(dir.path()),
-                &format!("{point}:{hit}"),
-            );
-        }
-    }
-    let mut killed = 0;
-    for round in 1..5 {
-        workload(round);
-        if kill_after(
-            faucet(),
-            dir.path(),
-            Duration::from_millis(40 + (round as u64 * 53) % 200),
-        ) {
-            killed += 1;
-        }
-    }
-    let out = output_of_success(faucet().arg("run").current_dir(dir.path()), "the final run");
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("effectively-once (atomic watermark)"),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let want = oracle(&oracle_slot, &schemas);
-    let consumed = nats_messages(&stream, &format!("{prefix}.cdc.>"));
-    for (s, want) in schemas.iter().zip(&want) {
-        let subject = format!("{prefix}.cdc.{s}.items");
-        let got: Vec<Change> = consumed
-            .iter()
-            .filter(|m| m.stream == subject)
-            .map(|m| change_of(m, "lsn"))
-            .collect();
-        assert!(
-            want.len() > 500,
-            "{s}: a workload of {} changes",
-            want.len()
-        );
-        assert_eq!(
-            got.len(),
-            want.len(),
-            "{s}: {} entries for {} changes",
-            got.len(),
-            want.len()
-        );
-        assert!(
-            got == *want,
-            "{s}: the stream differs from the changes, in order"
-        );
-    }
-    assert_eq!(
-        consumed.len(),
-        want.iter().map(Vec::len).sum::<usize>(),
-        "messages on subjects of no table"
-    );
-    eprintln!("postgres-cdc → nats: {killed} runs SIGKILLed mid-run");
+    postgres_cdc_into(&Bus::nats("natscdc"), "natscdc");
 }
 
 #[test]

@@ -9,17 +9,17 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::pg::{
-    Change, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url, lsn_value, replay_items,
-    test_decoding_changes, unique_suffix,
+    Change, change_of_record, drop_cdc_test_objects, drop_slot, exec, faucet_with_pg_url,
+    items_rows, lsn_value, replay_items, test_decoding_changes, unique_suffix,
 };
-use crate::support::{bookmark_of, expect_aborted, output_of_success};
+use crate::support::{bookmark_of, expect_aborted, killed_quietly_after, output_of_success};
 use crate::support::{pg_pool, runtime};
 
 const BATCH: u64 = 50;
@@ -102,18 +102,6 @@ async fn oracle_changes(pool: &PgPool, names: &Names) -> Vec<Change> {
     test_decoding_changes(rows.iter().map(String::as_str), &names.schema)
 }
 
-fn key_of(r: &Json) -> Change {
-    let op = r["op"].as_str().expect("op").to_owned();
-    match op.as_str() {
-        "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
-        _ => (
-            op,
-            r["after"]["id"].as_i64().expect("id"),
-            r["after"]["v"].as_i64(),
-        ),
-    }
-}
-
 fn output(dir: &Path) -> Vec<Json> {
     let text = std::fs::read_to_string(dir.join("out/changes.jsonl")).unwrap_or_default();
     assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
@@ -138,21 +126,13 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         first_run_with_oracle(&rt, &pool, &names, dir.path());
         rt.block_on(workload(&pool, &s));
-        let initial = rt.block_on(confirmed_flush(&pool, &names.slot));
+        let ack_not_ahead = ack_checker(&rt, &pool, &names, dir.path());
 
         let soak = std::env::var("FAUCET_SOAK").is_ok();
         let hits: &[u32] = if soak { &[1, 2, 3, 5] } else { &[1, 3] };
         let mut crashes = 0u64;
-        let check_ack = |crashes: u64, what: &str| {
-            assert_ack_not_ahead(
-                &rt,
-                &pool,
-                &names,
-                dir.path(),
-                initial,
-                &format!("{what} (crash {crashes})"),
-            );
-        };
+        let check_ack =
+            |crashes: u64, what: &str| ack_not_ahead(&format!("{what} (crash {crashes})"));
         for point in faucet_core::fault::ALL {
             for &hit in hits {
                 expect_aborted(&mut faucet(dir.path()), &format!("{point}:{hit}"));
@@ -172,18 +152,11 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
                     round % 2
                 ),
             ));
-            let mut child = faucet(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn faucet");
-            std::thread::sleep(Duration::from_millis(20 + (round * 37 % 120) as u64));
-            if child.try_wait().expect("wait").is_none() {
-                child.kill().expect("SIGKILL");
+            let after = Duration::from_millis(20 + (round * 37 % 120) as u64);
+            if killed_quietly_after(faucet(dir.path()), after) {
                 crashes += 1;
                 killed += 1;
             }
-            let _ = child.wait();
             check_ack(crashes, "SIGKILL");
         }
         assert!(
@@ -220,7 +193,7 @@ fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
     let s = names.schema.clone();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         first_run_with_oracle(&rt, &pool, &names, dir.path());
-        let initial = rt.block_on(confirmed_flush(&pool, &names.slot));
+        let ack_not_ahead = ack_checker(&rt, &pool, &names, dir.path());
         // The writer: a single-row transaction every 10 ms (inserts, and updates and deletes
         // of earlier rows), on its own runtime and connection, until told to stop.
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -253,29 +226,16 @@ fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
         let rounds = if soak { 15 } else { 5 };
         let mut crashes = 0u64;
         for round in 0..rounds {
-            let mut child = faucet_with_pg_url("FAUCET_CDC_CRASH_PG_URL")
-                .args(["run", "continuous.yaml", "--quiet"])
-                .current_dir(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn faucet");
-            std::thread::sleep(Duration::from_millis(700 + (round * 173 % 600) as u64));
+            let mut run = faucet_with_pg_url("FAUCET_CDC_CRASH_PG_URL");
+            run.args(["run", "continuous.yaml", "--quiet"])
+                .current_dir(dir.path());
+            let after = Duration::from_millis(700 + (round * 173 % 600) as u64);
             assert!(
-                child.try_wait().expect("wait").is_none(),
+                killed_quietly_after(run, after),
                 "the continuous run ended by itself"
             );
-            child.kill().expect("SIGKILL");
-            let _ = child.wait();
             crashes += 1;
-            assert_ack_not_ahead(
-                &rt,
-                &pool,
-                &names,
-                dir.path(),
-                initial,
-                &format!("SIGKILL {crashes}"),
-            );
+            ack_not_ahead(&format!("SIGKILL {crashes}"));
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         writer.join().expect("writer");
@@ -291,7 +251,7 @@ fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
         // A page holds what arrived within its delay, plus the backlog of a restart: at 100
         // changes/s, well under 2 s of changes.
         verify(&rt, &pool, &names, dir.path(), crashes, 200, 200);
-        assert_ack_not_ahead(&rt, &pool, &names, dir.path(), initial, "the final run");
+        ack_not_ahead("the final run");
     }));
     rt.block_on(drop_names(&pool, &names));
     if let Err(panic) = result {
@@ -330,6 +290,18 @@ fn assert_ack_not_ahead(
         "after {what}: confirmed_flush_lsn {confirmed:X} passed the persisted bookmark \
          {persisted:X}"
     );
+}
+
+/// [`assert_ack_not_ahead`] on the test's slot and `dir`, `initial` the slot's position now
+/// (call it before the workload's changes are read).
+fn ack_checker<'a>(
+    rt: &'a tokio::runtime::Runtime,
+    pool: &'a PgPool,
+    names: &'a Names,
+    dir: &'a Path,
+) -> impl Fn(&str) + 'a {
+    let initial = rt.block_on(confirmed_flush(pool, &names.slot));
+    move |what| assert_ack_not_ahead(rt, pool, names, dir, initial, what)
 }
 
 /// A fresh schema with `items (id, v, note)` and a sequence, and a directory holding
@@ -397,7 +369,7 @@ fn verify(
     let mut counts: HashMap<Change, u64> = HashMap::new();
     let mut first_seen: Vec<Change> = Vec::new();
     for r in &records {
-        let key = key_of(r);
+        let key = change_of_record(r);
         let n = counts.entry(key.clone()).or_insert(0);
         if *n == 0 {
             first_seen.push(key);
@@ -427,16 +399,7 @@ fn verify(
 
     // Replaying the records gives the table, value by value.
     let replica = replay_items(&records);
-    let table: Vec<(i32, i64, String)> = rt
-        .block_on(
-            sqlx::query_as(&format!("SELECT id, v, note FROM {s}.items ORDER BY id"))
-                .fetch_all(pool),
-        )
-        .expect("select");
-    let table: Vec<(i64, (i64, String))> = table
-        .into_iter()
-        .map(|(id, v, note)| (i64::from(id), (v, note)))
-        .collect();
+    let table = rt.block_on(items_rows(pool, &format!("{s}.items")));
     assert_eq!(replica.len(), table.len());
     assert!(
         replica == table,

@@ -4,7 +4,7 @@
 
 use sqlx::PgPool;
 
-use crate::support::pg::drop_cdc_test_objects;
+use crate::support::pg::{CdcObjectsGuard, drop_cdc_test_objects, unique_suffix};
 use crate::support::{Dir, ids, numbered_csv};
 use crate::support::{pg_pool, pg_url, runtime};
 
@@ -176,6 +176,26 @@ pub(crate) async fn cdc_fixture(schema: &str, slot: &str, publication: &str) -> 
     .await
     .expect("create table");
     pool
+}
+
+/// A [`cdc_fixture`] of a test's own, made on `rt` with unique names:
+/// `(schema, slot, publication, pool, guard)`, the schema and the slot named
+/// `faucet_<tag>_<suffix>`, the publication `faucet_<tag>_pub_<suffix>`; all three dropped
+/// when `guard` is.
+pub(crate) fn own_cdc_fixture(
+    rt: &tokio::runtime::Runtime,
+    tag: &str,
+) -> (String, String, String, PgPool, CdcObjectsGuard) {
+    let suffix = unique_suffix();
+    let schema = format!("faucet_{tag}_{suffix}");
+    let publication = format!("faucet_{tag}_pub_{suffix}");
+    let pool = rt.block_on(cdc_fixture(&schema, &schema, &publication));
+    let guard = CdcObjectsGuard {
+        slot: schema.clone(),
+        publication: publication.clone(),
+        schema: schema.clone(),
+    };
+    (schema.clone(), schema, publication, pool, guard)
 }
 
 #[test]

@@ -10,7 +10,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url, query};
+use crate::support::pg::{Names, cleanup, exec, faucet_with_pg_url, query, text_rows};
 use crate::support::{Dir, output_of_success, pg_pool, runtime};
 
 const URL_VAR: &str = "FAUCET_VALUES_PG_URL";
@@ -298,21 +298,12 @@ fn expanded_years_and_json_text_are_written_back_unchanged_from_postgres_and_csv
         ),
     );
     output_of_success(&mut faucet(dir.path(), "run"), "postgres to postgres");
-    let text = "SELECT id, d::text, ts::text, tstz::text, a_d::text, j::text, jb::text FROM";
-    type Row = (
-        i32,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    );
-    let src: Vec<Row> = query(&format!("{text} {s}.src ORDER BY id"));
-    let dst: Vec<Row> = query(&format!("{text} {s}.dst ORDER BY id"));
+    let text = "SELECT id::text, d::text, ts::text, tstz::text, a_d::text, j::text, jb::text FROM";
+    let src = text_rows(&format!("{text} {s}.src ORDER BY id"));
+    let dst = text_rows(&format!("{text} {s}.dst ORDER BY id"));
     assert_eq!(dst, src);
     assert_eq!(
-        dst[0].5.as_deref(),
+        dst[0][5].as_deref(),
         Some(" {\"dup\":1,\n\"dup\":2, \"sp\" :  1} "),
         "json is written back byte for byte"
     );

@@ -367,25 +367,13 @@ fn faucet_run_serves_metrics_while_it_runs() {
 #[cfg(feature = "postgres")]
 mod cdc {
     use super::*;
-    use crate::postgres_connectors::{cdc_fixture, cdc_pipeline};
-    use crate::support::pg::{CdcObjectsGuard, unique_suffix};
+    use crate::postgres_connectors::{cdc_pipeline, own_cdc_fixture};
     use crate::support::{pg_url, runtime};
 
     #[test]
     fn a_continuous_cdc_row_runs_beside_a_scheduled_one_shows_its_lag_and_drains() {
-        let suffix = unique_suffix();
-        let (schema, slot, publication) = (
-            format!("faucet_serve_{suffix}"),
-            format!("faucet_serve_{suffix}"),
-            format!("faucet_serve_pub_{suffix}"),
-        );
         let rt = runtime();
-        let pool = rt.block_on(cdc_fixture(&schema, &slot, &publication));
-        let _cleanup = CdcObjectsGuard {
-            slot: slot.clone(),
-            publication: publication.clone(),
-            schema: schema.clone(),
-        };
+        let (schema, slot, publication, pool, _cleanup) = own_cdc_fixture(&rt, "serve");
         let dir = Dir::new();
         dir.write(
             "pipelines/cdc.yaml",

@@ -17,7 +17,7 @@ use sqlx::PgPool;
 
 use crate::support::pg::{drop_slot, exec, unique_suffix};
 use crate::support::server::Server;
-use crate::support::{Dir, ids, numbered_csv, pg_pool, pg_url, runtime};
+use crate::support::{Dir, config_yaml, ids, numbered_csv, pg_pool, pg_url, runtime};
 
 const TOKEN: &str = "cluster-test-token-0123456789";
 /// The lease ttl, and so the members' heartbeat ttl (heartbeat every second).
@@ -260,41 +260,60 @@ mod twelve {
                 .map(|r| format!("  - {}\n", row(r)))
                 .collect::<String>()
         };
-        c.dir.write(
-            "pipelines/csvpg.yaml",
-            format!(
-                "version: 1\nname: csvpg\npipeline:\n  \
-                 source: {{ type: csv, config: {{ path: ../a0.csv, columns: {{ id: int }} }} }}\n  \
-                 sink: {{ type: postgres, config: {{ connection_url: {url}, table: {s}.a0, create_table: true }} }}\n  \
-                 state: {state}\n  delivery: effectively_once\n  batch_size: 7\n  {every}\nmatrix:\n{}",
-                matrix(&["a0", "a1", "a2"], &|r| format!(
+        let eo = "  delivery: effectively_once\n";
+        // Pipeline `name`, every second, with a matrix of one row per `rows` item.
+        let write = |name: &str,
+                     source: &str,
+                     sink: &str,
+                     delivery: &str,
+                     rows: &[&str],
+                     row: &dyn Fn(&str) -> String| {
+            let tail = format!(
+                "{delivery}  batch_size: 7\n  {every}\nmatrix:\n{}",
+                matrix(rows, row)
+            );
+            c.dir.write(
+                &format!("pipelines/{name}.yaml"),
+                config_yaml(name, source, sink, &state, &tail),
+            );
+        };
+        write(
+            "csvpg",
+            "{ type: csv, config: { path: ../a0.csv, columns: { id: int } } }",
+            &format!(
+                "{{ type: postgres, config: {{ connection_url: {url}, table: {s}.a0, create_table: true }} }}"
+            ),
+            eo,
+            &["a0", "a1", "a2"],
+            &|r| {
+                format!(
                     "{{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ table: {s}.{r} }} }} }}"
-                ))
-            ),
+                )
+            },
         );
-        c.dir.write(
-            "pipelines/csvjl.yaml",
-            format!(
-                "version: 1\nname: csvjl\npipeline:\n  \
-                 source: {{ type: csv, config: {{ path: ../j0.csv }} }}\n  \
-                 sink: {{ type: jsonl, config: {{ path: ../out/j0.jsonl }} }}\n  \
-                 state: {state}\n  batch_size: 7\n  {every}\nmatrix:\n{}",
-                matrix(&["j0", "j1", "j2"], &|r| format!(
+        write(
+            "csvjl",
+            "{ type: csv, config: { path: ../j0.csv } }",
+            "{ type: jsonl, config: { path: ../out/j0.jsonl } }",
+            "",
+            &["j0", "j1", "j2"],
+            &|r| {
+                format!(
                     "{{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ path: ../out/{r}.jsonl }} }} }}"
-                ))
-            ),
+                )
+            },
         );
-        c.dir.write(
-            "pipelines/query.yaml",
-            format!(
-                "version: 1\nname: query\npipeline:\n  \
-                 source: {{ type: postgres, config: {{ connection_url: {url}, table: {s}.src, replication_method: incremental, replication_key: [id] }} }}\n  \
-                 sink: {{ type: postgres, config: {{ connection_url: {url}, table: {s}.q0, create_table: true, write_mode: upsert, key: [id] }} }}\n  \
-                 state: {state}\n  delivery: effectively_once\n  batch_size: 7\n  {every}\nmatrix:\n{}",
-                matrix(&["q0", "q1", "q2", "q3"], &|r| format!(
-                    "{{ id: {r}, sink: {{ config: {{ table: {s}.{r} }} }} }}"
-                ))
+        write(
+            "query",
+            &format!(
+                "{{ type: postgres, config: {{ connection_url: {url}, table: {s}.src, replication_method: incremental, replication_key: [id] }} }}"
             ),
+            &format!(
+                "{{ type: postgres, config: {{ connection_url: {url}, table: {s}.q0, create_table: true, write_mode: upsert, key: [id] }} }}"
+            ),
+            eo,
+            &["q0", "q1", "q2", "q3"],
+            &|r| format!("{{ id: {r}, sink: {{ config: {{ table: {s}.{r} }} }} }}"),
         );
         for (i, (name, sink)) in [
             (
@@ -309,14 +328,18 @@ mod twelve {
         .into_iter()
         .enumerate()
         {
+            let source = format!(
+                "{{ type: postgres-cdc, config: {{ connection_url: {url}, slot_name: {}, publication: {}, tables: [{s}.csrc], create_publication: true, continuous: true, slot_in_use: terminate }} }}",
+                slots[i], pubs[i]
+            );
             c.dir.write(
                 &format!("pipelines/{name}.yaml"),
-                format!(
-                    "version: 1\nname: {name}\npipeline:\n  \
-                     source: {{ type: postgres-cdc, config: {{ connection_url: {url}, slot_name: {}, publication: {}, tables: [{s}.csrc], create_publication: true, continuous: true, slot_in_use: terminate }} }}\n  \
-                     sink: {{ type: postgres, config: {sink} }}\n  \
-                     state: {state}\n  delivery: effectively_once\n  batch_size: 7\n",
-                    slots[i], pubs[i]
+                config_yaml(
+                    name,
+                    &source,
+                    &format!("{{ type: postgres, config: {sink} }}"),
+                    &state,
+                    "  delivery: effectively_once\n  batch_size: 7\n",
                 ),
             );
         }
@@ -612,28 +635,34 @@ fn sigkill_one_of_three_members_its_pipelines_resume_elsewhere_and_every_target_
     }
 }
 
+/// Writes `<r>.csv` (20 numbered lines) for each of `rows`, and returns the matrix of a CSV
+/// pipeline over them: row `r` reads `../<r>.csv` into the sink config `sink(r)` (the inside
+/// of its `config` mapping).
+fn csv_matrix(c: &Cluster, rows: &[String], sink: impl Fn(&str) -> String) -> String {
+    rows.iter()
+        .map(|r| {
+            c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
+            format!(
+                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ {} }} }} }}\n",
+                sink(r)
+            )
+        })
+        .collect()
+}
+
 /// `pipelines/csvjl.yaml`: `n` CSV → JSON Lines rows `r0`…, each its own CSV of 20 lines,
 /// on the shared PostgreSQL state store, every second.
 fn csv_rows(c: &Cluster, n: usize) -> Vec<String> {
     let rows: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
-    for r in &rows {
-        c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
-    }
-    let matrix: String = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ path: ../out/{r}.jsonl }} }} }}\n"
-            )
-        })
-        .collect();
+    let matrix = csv_matrix(c, &rows, |r| format!("path: ../out/{r}.jsonl"));
     c.dir.write(
         "pipelines/csvjl.yaml",
-        format!(
-            "version: 1\nname: csvjl\npipeline:\n  source: {{ type: csv, config: {{ path: ../x.csv }} }}\n  \
-             sink: {{ type: jsonl, config: {{ path: ../out/x.jsonl }} }}\n  state: {}\n  batch_size: 5\n  \
-             schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}",
-            c.state_yaml()
+        config_yaml(
+            "csvjl",
+            "{ type: csv, config: { path: ../x.csv } }",
+            "{ type: jsonl, config: { path: ../out/x.jsonl } }",
+            &c.state_yaml(),
+            &format!("  batch_size: 5\n  schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}"),
         ),
     );
     rows
@@ -1275,24 +1304,15 @@ fn the_cluster_database_restarted_mid_run_pauses_and_resumes_with_nothing_lost()
     c.members_table = "public.members".to_owned();
     let s = c.schema.clone();
     let rows: Vec<String> = (0..4).map(|i| format!("a{i}")).collect();
-    for r in &rows {
-        c.dir.write(&format!("{r}.csv"), numbered_csv(1, 20, true));
-    }
-    let matrix: String = rows
-        .iter()
-        .map(|r| {
-            format!(
-                "  - {{ id: {r}, source: {{ config: {{ path: ../{r}.csv }} }}, sink: {{ config: {{ table: {s}.{r} }} }} }}\n"
-            )
-        })
-        .collect();
+    let matrix = csv_matrix(&c, &rows, |r| format!("table: {s}.{r}"));
     c.dir.write(
         "pipelines/csvpg.yaml",
-        format!(
-            "version: 1\nname: csvpg\npipeline:\n  source: {{ type: csv, config: {{ path: ../x.csv, columns: {{ id: int }} }} }}\n  \
-             sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CL_PG_URL}}\", table: {s}.x, create_table: true }} }}\n  \
-             state: {}\n  delivery: effectively_once\n  batch_size: 3\n  schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}",
-            c.state_yaml()
+        config_yaml(
+            "csvpg",
+            "{ type: csv, config: { path: ../x.csv, columns: { id: int } } }",
+            &format!("{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CL_PG_URL}}\", table: {s}.x, create_table: true }} }}"),
+            &c.state_yaml(),
+            &format!("  delivery: effectively_once\n  batch_size: 3\n  schedule: \"*/1 * * * * *\"\nmatrix:\n{matrix}"),
         ),
     );
     let exact = |n: i64| -> Result<(), String> {

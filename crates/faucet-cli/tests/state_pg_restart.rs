@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use crate::lease_e2e::{
-    Backend, OUT, Spawned, doubled_of_all, id_counts, records_of, rows_moved, size,
+    Backend, OUT, Spawned, WAITER_ARGS, doubled_of_all, id_counts, records_of, rows_moved, size,
 };
 use crate::support::{Dir, csv_pipeline, numbered_csv};
 
@@ -134,14 +134,7 @@ fn postgres_restarted_mid_run_never_leaves_the_bookmark_ahead_of_the_sink() {
     eprintln!("restart outcomes (mode, exit code, records bookmarked): {outcomes:?}");
 
     let total = modes.len() as u64 * ROWS;
-    let rerun = dir.faucet(&[
-        "run",
-        "p.yaml",
-        "--wait-for-lease",
-        "30s",
-        "--output",
-        "json",
-    ]);
+    let rerun = dir.faucet(WAITER_ARGS);
     rerun.expect_code(0);
     assert!(rows_moved(&rerun) <= total);
     assert_eq!(assert_bookmark_not_ahead(&dir, &backend, key), total);

@@ -88,16 +88,6 @@ fn pg_rows(table: &str, columns: &str) -> Option<Vec<String>> {
     })
 }
 
-/// The rows of MariaDB table `table`, as [`pg_rows`].
-#[cfg(feature = "mysql")]
-fn mariadb_rows(table: &str, columns: &str) -> Vec<String> {
-    let out =
-        crate::support::mariadb::mariadb(&format!("SELECT CONCAT_WS('|', {columns}) FROM {table}"));
-    let mut rows: Vec<String> = out.lines().map(str::to_owned).collect();
-    rows.sort();
-    rows
-}
-
 /// Waits (up to 90 s) until the target `<target>.<t>` of each of `tables` holds the rows
 /// `source(t)` gives, then asserts it, naming the first table that differs.
 fn converge(target: &str, tables: &[(&str, &str)], source: &dyn Fn(&str, &str) -> Vec<String>) {
@@ -307,14 +297,15 @@ fn mysql_replicate_of_a_database_pattern_copies_the_tables_then_streams_a_new_on
             &[("FAUCET_PATTERN_MY_URL", mysql_url_for(&db, None))],
         );
         converge(&target, &TABLES[..2], &|t, c| {
-            mariadb_rows(&format!("{db}.{t}"), c)
+            crate::support::mariadb::joined_rows(&format!("{db}.{t}"), c)
         });
         mariadb(&changes_ab(&db, 1).join("; "));
         mariadb(&format!(
             "CREATE TABLE {db}.c (id INT PRIMARY KEY, w VARCHAR(40), n BIGINT); {}",
             changes_c(&db).join("; ")
         ));
-        let source = |t: &str, c: &str| mariadb_rows(&format!("{db}.{t}"), c);
+        let source =
+            |t: &str, c: &str| crate::support::mariadb::joined_rows(&format!("{db}.{t}"), c);
         converge(&target, &TABLES, &source);
         terminate(run);
         converge(&target, &TABLES, &source);

@@ -19,7 +19,7 @@ use rdkafka::message::Headers as _;
 use rdkafka::{ClientConfig, Message as _, Offset, TopicPartitionList};
 use serde_json::{Value as Json, json};
 
-use crate::support::keyed_change_page as change_page;
+use faucet_core::testing::keyed_change_page as change_page;
 
 /// One message read back.
 #[derive(Debug, Clone)]

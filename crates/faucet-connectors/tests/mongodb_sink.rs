@@ -12,7 +12,6 @@ use faucet_connectors::mongodb::sink::{
 };
 use faucet_connectors::mongodb::value;
 use faucet_core::change::record_schema;
-use faucet_core::keys::TableKeys;
 use faucet_core::state::LeaseError;
 use faucet_core::testing::conformance;
 use faucet_core::{
@@ -20,7 +19,7 @@ use faucet_core::{
 };
 use faucet_test_support::{Service, mongodb_url, unique_suffix};
 
-use crate::support::change_page;
+use faucet_core::testing::{change_page, keys_of_a_and_b};
 use mongodb::bson::{Bson, Document, doc};
 use serde_json::{Value as Json, json};
 
@@ -170,18 +169,7 @@ async fn change_records_are_upserted_by_key_and_routed_per_table() {
     let sink = MongodbSink::new(c).expect("sink");
     let mut w = sink.open().await.expect("open");
     // `a` keyed by id; `b` by (id, v): its `_id` is a sub-document.
-    w.source_keys(&[
-        TableKeys {
-            table: "public.a".into(),
-            primary_key: Some(vec!["id".into()]),
-            unique_sets: vec![vec!["id".into()]],
-        },
-        TableKeys {
-            table: "public.b".into(),
-            primary_key: Some(vec!["id".into(), "v".into()]),
-            unique_sets: vec![],
-        },
-    ]);
+    w.source_keys(&keys_of_a_and_b());
     let token = |sequence, bookmark: Json| CommitToken { sequence, bookmark };
     let page1 = change_page(
         &[

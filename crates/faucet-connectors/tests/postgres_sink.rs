@@ -11,7 +11,9 @@ use crate::postgres_sink_support::{
     append_sink, change, change_page, plain_page, read_back, row, table_text, upsert_sink,
     write_all,
 };
-use crate::sink_support::several_versions_page;
+use crate::sink_support::{
+    ARTICLE, article_key, expect_old_row_missing, moved, several_versions_page, toast_move_pages,
+};
 
 #[tokio::test]
 async fn append_and_upsert_keep_their_promises() {
@@ -151,22 +153,28 @@ async fn case_15_delete_insert_order_is_kept() {
     db.drop().await;
 }
 
+/// A fresh database `tag` with `article (id integer PRIMARY KEY, title text, body text)`, its
+/// `body` stored out of line (TOAST, `STORAGE EXTERNAL`), holding the rows `values` (SQL
+/// `VALUES` tuples); returns it and the table's qualified name.
+async fn articles(tag: &str, values: &str) -> (TestDb, String) {
+    let mut db = TestDb::new(tag).await;
+    db.exec(&format!(
+        "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
+         ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
+         INSERT INTO article VALUES {values};"
+    ))
+    .await;
+    let table = db.table("article");
+    (db, table)
+}
+
 /// Case 01: a column named in `unchanged_toast` keeps its stored value; also when an earlier
 /// record of the same page set it; a key update moves the row.
 #[tokio::test]
 async fn unchanged_toast_is_never_nulled() {
-    let mut db = TestDb::new("s_toast").await;
-    db.exec(
-        "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
-         ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
-         INSERT INTO article VALUES (1, 'draft', repeat('a', 10000));",
-    )
-    .await;
-    let table = db.table("article");
-    let t = "public.article";
-    let k = |id: i64| row(&[("id", Value::Int(id))]);
-    let partial =
-        |id: i64, title: &str| row(&[("id", Value::Int(id)), ("title", Value::Text(title.into()))]);
+    let (db, table) = articles("s_toast", "(1, 'draft', repeat('a', 10000))").await;
+    let t = ARTICLE;
+    let k = article_key;
     let full = |id: i64, title: &str, body: String| {
         row(&[
             ("id", Value::Int(id)),
@@ -178,10 +186,7 @@ async fn unchanged_toast_is_never_nulled() {
     let mut w = sink.open().await.expect("open");
     write_all(
         w.as_mut(),
-        &[change_page(
-            vec![change("u", t, k(1), partial(1, "published"), &["body"])],
-            json!(1),
-        )],
+        &[change_page(vec![moved(1, 1, "published")], json!(1))],
     )
     .await;
     let check = format!(
@@ -196,7 +201,7 @@ async fn unchanged_toast_is_never_nulled() {
         &[change_page(
             vec![
                 change("c", t, Value::Null, full(2, "two", "b".repeat(10000)), &[]),
-                change("u", t, k(2), partial(2, "two-edited"), &["body"]),
+                moved(2, 2, "two-edited"),
                 change("u", t, k(1), full(1, "edited", "b".repeat(10000)), &[]),
             ],
             json!(2),
@@ -251,74 +256,30 @@ async fn unchanged_toast_is_never_nulled() {
 /// fails the page naming both keys and the column, nothing of the page committed.
 #[tokio::test]
 async fn a_key_change_moves_the_stored_toast_value() {
-    let mut db = TestDb::new("s_toast_move").await;
-    db.exec(
-        "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
-         ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
-         INSERT INTO article VALUES (1, 'one', repeat('a', 10000)), (2, 'two', repeat('b', 10000)),
-           (3, 'three', repeat('c', 10000));",
+    let (db, table) = articles(
+        "s_toast_move",
+        "(1, 'one', repeat('a', 10000)), (2, 'two', repeat('b', 10000)), \
+         (3, 'three', repeat('c', 10000))",
     )
     .await;
-    let table = db.table("article");
-    let t = "public.article";
-    let k = |id: i64| row(&[("id", Value::Int(id))]);
-    let partial =
-        |id: i64, title: &str| row(&[("id", Value::Int(id)), ("title", Value::Text(title.into()))]);
     let sink = upsert_sink(&table, &["id"]);
     let mut w = sink.open().await.expect("open");
     let check = format!("SELECT id, title, length(body), left(body, 1) FROM {table} ORDER BY id");
-    let moves = change_page(
-        vec![
-            // The key only: 1 → 5.
-            change("u", t, k(1), partial(5, "one"), &["body"]),
-            // Twice in a row: 2 → 6 → 7, the title edited on the way.
-            change("u", t, k(2), partial(6, "two"), &["body"]),
-            change("u", t, k(6), partial(7, "two-edited"), &["body"]),
-            // 3 → 2: takes the key the page freed.
-            change("u", t, k(3), partial(2, "three"), &["body"]),
-        ],
-        json!(1),
-    );
+    let [moves, interleaved, lost] = toast_move_pages([json!(1), json!(2), json!(3)]);
     let want = "2\tthree\t10000\tc\n5\tone\t10000\ta\n7\ttwo-edited\t10000\tb\n";
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
     assert_eq!(table_text(&check).await, want);
     // Replayed (at-least-once): the same rows.
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
     assert_eq!(table_text(&check).await, want);
-    // 5 → 50, then 7 → 70 frees 7, then 50 → 7: the renames run in source order.
-    let interleaved = change_page(
-        vec![
-            change("u", t, k(5), partial(50, "one"), &["body"]),
-            change("u", t, k(7), partial(70, "two-edited"), &["body"]),
-            change("u", t, k(50), partial(7, "one"), &["body"]),
-        ],
-        json!(2),
-    );
     let want = "2\tthree\t10000\tc\n7\tone\t10000\ta\n70\ttwo-edited\t10000\tb\n";
     for _ in 0..2 {
         write_all(w.as_mut(), std::slice::from_ref(&interleaved)).await;
         assert_eq!(table_text(&check).await, want);
     }
     // The old row was never delivered: an error, not a row without its body.
-    let lost = change_page(
-        vec![
-            change("u", t, k(7), partial(7, "one-edited"), &["body"]),
-            change("u", t, k(9), partial(10, "ten"), &["body"]),
-        ],
-        json!(3),
-    );
     let err = w.write(&lost).await.expect_err("no old row");
-    let text = err.to_string();
-    for part in [
-        "page row 2",
-        "key (9)",
-        "key (10)",
-        "body",
-        "REPLICA IDENTITY FULL",
-    ] {
-        assert!(text.contains(part), "{part}: {text}");
-    }
-    assert!(matches!(err, FaucetError::Data { .. }), "{err:?}");
+    expect_old_row_missing(&err);
     drop(w);
     assert_eq!(table_text(&check).await, want, "nothing of the failed page");
     db.drop().await;

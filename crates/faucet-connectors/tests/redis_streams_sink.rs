@@ -12,7 +12,7 @@ use faucet_core::{CommitToken, FaucetError, Sink};
 use faucet_test_support::{Service, redis_url, unique_suffix};
 use serde_json::{Value as Json, json};
 
-use crate::support::keyed_change_page as change_page;
+use faucet_core::testing::keyed_change_page as change_page;
 
 async fn conn() -> redis::aio::MultiplexedConnection {
     let client = Service::Redis.expect_up(redis::Client::open(redis_url()));

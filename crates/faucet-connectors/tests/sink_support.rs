@@ -96,6 +96,83 @@ pub(crate) fn several_versions_page() -> Page {
     )
 }
 
+/// The table of the TOAST key-change tests, as its change records name it.
+pub(crate) const ARTICLE: &str = "public.article";
+
+/// The key `{id}` of an `article (id, title, body)` row.
+pub(crate) fn article_key(id: i64) -> Value {
+    row(&[("id", Value::Int(id))])
+}
+
+/// An `article` row without its `body` (`id`, `title`).
+pub(crate) fn article_partial(id: i64, title: &str) -> Value {
+    row(&[("id", Value::Int(id)), ("title", Value::Text(title.into()))])
+}
+
+/// The update of `article` `from` to key `to` and `title`, its `body` unchanged (TOAST).
+pub(crate) fn moved(from: i64, to: i64, title: &str) -> Vec<Value> {
+    change(
+        "u",
+        ARTICLE,
+        article_key(from),
+        article_partial(to, title),
+        &["body"],
+    )
+}
+
+/// The key-change pages of the TOAST move tests, on `article` rows `(1, one, a…)`,
+/// `(2, two, b…)`, `(3, three, c…)` (10,000 characters of body each), with the bookmarks
+/// `bookmarks` in order:
+///
+/// 1. the moves 1 → 5; 2 → 6 → 7, the title edited on the way; 3 → 2 (the key the page
+///    freed): then 2 `three` c, 5 `one` a, 7 `two-edited` b;
+/// 2. 5 → 50, 7 → 70 (frees 7), 50 → 7: the renames in source order: then 2 `three` c,
+///    7 `one` a, 70 `two-edited` b;
+/// 3. a move of 7 and one of 9, a row the target never got: refused
+///    ([`expect_old_row_missing`]).
+pub(crate) fn toast_move_pages(bookmarks: [Json; 3]) -> [Page; 3] {
+    let [b1, b2, b3] = bookmarks;
+    [
+        change_page(
+            vec![
+                moved(1, 5, "one"),
+                moved(2, 6, "two"),
+                moved(6, 7, "two-edited"),
+                moved(3, 2, "three"),
+            ],
+            b1,
+        ),
+        change_page(
+            vec![
+                moved(5, 50, "one"),
+                moved(7, 70, "two-edited"),
+                moved(50, 7, "one"),
+            ],
+            b2,
+        ),
+        change_page(vec![moved(7, 7, "one-edited"), moved(9, 10, "ten")], b3),
+    ]
+}
+
+/// Panics unless `err` (the write of the third of [`toast_move_pages`]) is a data error
+/// naming the page row, both keys, the column and the fix.
+pub(crate) fn expect_old_row_missing(err: &faucet_core::FaucetError) {
+    let text = err.to_string();
+    for part in [
+        "page row 2",
+        "key (9)",
+        "key (10)",
+        "body",
+        "REPLICA IDENTITY FULL",
+    ] {
+        assert!(text.contains(part), "{part}: {text}");
+    }
+    assert!(
+        matches!(err, faucet_core::FaucetError::Data { .. }),
+        "{err:?}"
+    );
+}
+
 /// Writes and flushes each page.
 pub(crate) async fn write_all(writer: &mut (dyn SinkWriter + '_), pages: &[Page]) {
     for p in pages {

@@ -1,30 +1,20 @@
 //! Helpers every connector test module shares: reading a source to the end, and records as
 //! their JSON lines.
 
-use std::sync::Arc;
+use faucet_core::{Bookmark, FaucetError, Page, Source};
 
-use faucet_core::change::record_schema;
-use faucet_core::{
-    Bookmark, DataType, FaucetError, Field, Page, PageBuilder, ReadOptions, Schema, Source, Value,
-};
-use serde_json::Value as Json;
-
-/// Reads `source` from `from` to the end in pages of `batch_size`; asserts no page is larger.
+/// Reads `source` from `from` to the end in pages of `batch_size`
+/// ([`faucet_core::testing::read_pages`]); asserts no page is larger.
 pub(crate) async fn read_pages(
     source: &dyn Source,
     from: Option<Bookmark>,
     batch_size: usize,
 ) -> Result<Vec<Page>, FaucetError> {
-    let options = ReadOptions {
-        batch_size,
-        ..ReadOptions::default()
-    };
-    let mut stream = source.open(from, options).await?;
-    let mut pages = Vec::new();
-    while let Some(page) = stream.next_page().await? {
-        assert!(page.len() <= batch_size, "a page over batch_size");
-        pages.push(page);
-    }
+    let pages = faucet_core::testing::read_pages(source, from, batch_size).await?;
+    assert!(
+        pages.iter().all(|p| p.len() <= batch_size),
+        "a page over batch_size"
+    );
     Ok(pages)
 }
 
@@ -41,7 +31,7 @@ pub(crate) fn copy_shares(pages: &[Page]) -> (Vec<(String, u64, u64)>, u64) {
     for page in pages {
         let snapshot_rows = page
             .rows()
-            .filter(|r| r.get("op") == Some(&Value::Text("r".into())))
+            .filter(|r| r.get("op") == Some(&faucet_core::Value::Text("r".into())))
             .count() as u64;
         if snapshot_rows == 0 {
             continue;
@@ -81,59 +71,4 @@ pub(crate) fn json_lines(pages: &[Page]) -> Vec<String> {
         }
     }
     out
-}
-
-/// `(op, table, before, after)` of one change record of `(id int, v text)` rows.
-pub(crate) type ChangeRow<'a> = (
-    &'a str,
-    &'a str,
-    Option<(i64, &'a str)>,
-    Option<(i64, &'a str)>,
-);
-
-/// A page of change records of `(id, v)` rows shaped like postgres-cdc's (`lsn` `0/<i>`,
-/// one `commit_ts`), `before` / `after` as given, ending at `bookmark`.
-#[allow(dead_code)] // not every feature set has a test that writes change records
-pub(crate) fn change_page(rows: &[ChangeRow<'_>], bookmark: Json) -> Page {
-    let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
-    let row_schema = Arc::new(Schema::new(vec![
-        Field::new("id", DataType::Int),
-        Field::new("v", DataType::Text),
-    ]));
-    let row = |r: Option<(i64, &str)>| match r {
-        Some((id, v)) => Value::row(
-            row_schema.clone(),
-            vec![Value::Int(id), Value::Text(v.into())],
-        ),
-        None => Value::Null,
-    };
-    let mut b = PageBuilder::new(schema, rows.len());
-    for (i, (op, table, before, after)) in rows.iter().enumerate() {
-        b.push_row([
-            Value::Text((*op).into()),
-            Value::Text((*table).into()),
-            Value::Text(format!("0/{i}").into()),
-            Value::TimestampTz("2026-12-01T00:00:00Z".into()),
-            row(*before),
-            row(*after),
-        ]);
-    }
-    b.finish(Some(bookmark))
-}
-
-/// [`change_page`] of `(op, table, id, v)`: a `d` has the row as `before`, any other op as
-/// `after`.
-#[allow(dead_code)] // not every feature set has a bus sink test
-pub(crate) fn keyed_change_page(rows: &[(&str, &str, i64, &str)], bookmark: Json) -> Page {
-    let rows: Vec<ChangeRow<'_>> = rows
-        .iter()
-        .map(|&(op, table, id, v)| {
-            if op == "d" {
-                (op, table, Some((id, v)), None)
-            } else {
-                (op, table, None, Some((id, v)))
-            }
-        })
-        .collect();
-    change_page(&rows, bookmark)
 }

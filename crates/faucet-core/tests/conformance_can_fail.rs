@@ -253,7 +253,7 @@ async fn lease_lapse_and_race_check_can_fail() {
     let err = lease_lapse_and_race(Arc::new(Faulty::new(Fault::Unleased)), "p::", ttl)
         .await
         .expect_err("no leases");
-    assert!(err.message.contains("a expected the lease"), "{err}");
+    assert!(err.message.contains("a-id expected the lease"), "{err}");
 }
 
 #[tokio::test]

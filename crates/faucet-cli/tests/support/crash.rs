@@ -78,11 +78,7 @@ pub(crate) fn killed_at_random_instants(scenario: &(impl CrashScenario + ?Sized)
     let _cleanup = Cleanup(scenario);
     // Six by default: with three, a sink whose commit token was broken passed one run in
     // three (a kill must land between the sink's commit and the bookmark's write).
-    let rounds = if std::env::var("FAUCET_SOAK").is_ok() {
-        20
-    } else {
-        6
-    };
+    let rounds = crate::support::soak_or(20, 6);
     // On a fast, quiet machine a whole run can end before the first kill instant (the rest
     // then have nothing left to interrupt): start over from scratch with the instants
     // scaled down until at least one kill lands mid-run.
@@ -90,12 +86,8 @@ pub(crate) fn killed_at_random_instants(scenario: &(impl CrashScenario + ?Sized)
     let dir = loop {
         let dir = tempfile::tempdir().expect("tempdir");
         scenario.prepare(dir.path());
-        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut interrupted = 0;
-        for _ in 0..rounds {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
+        for seed in kill_seeds(rounds) {
             let delay = Duration::from_millis((20 + seed % 400) / scale);
             if kill_after(scenario.faucet(), dir.path(), delay) {
                 interrupted += 1;
@@ -114,6 +106,21 @@ pub(crate) fn killed_at_random_instants(scenario: &(impl CrashScenario + ?Sized)
     };
     run_to_completion(scenario, dir.path());
     scenario.check("after SIGKILLs at random instants");
+}
+
+/// The fixed pseudo-random numbers (xorshift) the kill rounds draw their instants from,
+/// `rounds` of them, the same every run so that failures reproduce.
+pub(crate) fn kill_seeds(rounds: usize) -> impl Iterator<Item = u64> {
+    let next = |&seed: &u64| {
+        let mut s = seed;
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        Some(s)
+    };
+    std::iter::successors(Some(0x9e37_79b9_7f4a_7c15_u64), next)
+        .skip(1)
+        .take(rounds)
 }
 
 /// Starts `faucet run --quiet` (`faucet`) in `dir`, SIGKILLs it after `delay` (no destructor,

@@ -75,6 +75,25 @@ pub(crate) fn mariadb(sql: &str) -> String {
     mariadb_at(&mysql_url(), sql)
 }
 
+/// A fresh database `<tag>_<process id>` on the binlog server (dropped first when a run left
+/// it) holding what `tables` (statements run inside it) makes; its name.
+pub(crate) fn fresh_database(tag: &str, tables: &str) -> String {
+    let db = format!("{tag}_{}", std::process::id());
+    mariadb(&format!(
+        "DROP DATABASE IF EXISTS {db}; CREATE DATABASE {db}; USE {db}; {tables}"
+    ));
+    db
+}
+
+/// The rows of the table `table` on the binlog server, each its `columns` (`a, b`) joined
+/// by `|`, sorted (as the PostgreSQL tests print theirs, `concat_ws('|', …)`).
+pub(crate) fn joined_rows(table: &str, columns: &str) -> Vec<String> {
+    let out = mariadb(&format!("SELECT CONCAT_WS('|', {columns}) FROM {table}"));
+    let mut rows: Vec<String> = out.lines().map(str::to_owned).collect();
+    rows.sort();
+    rows
+}
+
 /// The rows [`mariadb_at`] printed, split into tab-separated fields.
 pub(crate) fn rows(printed: &str) -> Vec<Vec<String>> {
     printed

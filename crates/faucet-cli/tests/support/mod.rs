@@ -29,6 +29,58 @@ pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Runs `test`, then `cleanup` whatever happened (the objects a test made on shared servers);
+/// a panic of `test` is passed on after the cleanup.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn with_cleanup(test: impl FnOnce(), cleanup: impl FnOnce()) {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(test));
+    cleanup();
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
+    }
+}
+
+/// `soak` when `FAUCET_SOAK` is set (the longer runs of a soak test), `normal` otherwise.
+pub(crate) fn soak_or<T>(soak: T, normal: T) -> T {
+    if std::env::var_os("FAUCET_SOAK").is_some() {
+        soak
+    } else {
+        normal
+    }
+}
+
+/// The `state:` of a pipeline with the file state store in `./state`.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) const FILE_STATE: &str = "{ type: file, config: { path: ./state } }";
+
+/// The config of pipeline `name`: `source` into `sink` with the state store `state` (YAML
+/// flow mappings, `{ type: …, config: { … } }`), then the pipeline lines `tail` (each
+/// `  key: value\n`, e.g. `"  batch_size: 50\n"`; `""` for none), which may go on with
+/// top-level keys (`matrix:`).
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) fn config_yaml(name: &str, source: &str, sink: &str, state: &str, tail: &str) -> String {
+    format!(
+        "version: 1\nname: {name}\npipeline:\n  source: {source}\n  sink: {sink}\n  \
+         state: {state}\n{tail}"
+    )
+}
+
+/// [`config_yaml`] with the file state store in `./state` ([`FILE_STATE`]).
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) fn pipeline_yaml(name: &str, source: &str, sink: &str, tail: &str) -> String {
+    config_yaml(name, source, sink, FILE_STATE, tail)
+}
+
+/// Writes [`pipeline_yaml`] to `dir/faucet.yaml`.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
+pub(crate) fn write_pipeline(dir: &Path, name: &str, source: &str, sink: &str, tail: &str) {
+    std::fs::write(
+        dir.join("faucet.yaml"),
+        pipeline_yaml(name, source, sink, tail),
+    )
+    .expect("config");
+}
+
 /// A `faucet` command with a clean environment for logging.
 pub(crate) fn faucet_command() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_faucet"));
@@ -63,6 +115,29 @@ pub(crate) fn assert_succeeded(out: Output, what: &str) -> Output {
 #[track_caller]
 pub(crate) fn output_of_success(cmd: &mut Command, what: &str) -> Output {
     assert_succeeded(cmd.output().expect("spawn faucet"), what)
+}
+
+/// Spawns `cmd` (a `faucet` command, its stdio as the caller set it), SIGKILLs it after
+/// `after` (no destructor, no flush) unless it ended by then, and reaps it. Returns whether
+/// it was still running, that is whether it was killed mid-run.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn killed_after(mut cmd: Command, after: std::time::Duration) -> bool {
+    let mut child = cmd.spawn().expect("spawn faucet");
+    std::thread::sleep(after);
+    let running = child.try_wait().expect("try_wait").is_none();
+    if running {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    running
+}
+
+/// [`killed_after`] with stdout and stderr discarded.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+pub(crate) fn killed_quietly_after(mut cmd: Command, after: std::time::Duration) -> bool {
+    cmd.stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    killed_after(cmd, after)
 }
 
 /// Runs `cmd` with `FAUCET_FAULT=<fault>` (`point:hit`) to its end; panics unless it

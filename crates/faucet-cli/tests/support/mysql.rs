@@ -193,10 +193,11 @@ impl Scenario {
         let sink = format!(
             "{{ type: mysql, config: {{ connection_url: {url}, table: {db}.target{mode} }} }}"
         );
-        let yaml = format!(
-            "version: 1\nname: {name}\npipeline:\n  source: {source}\n  sink: {sink}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  \
-             delivery: effectively_once\n  batch_size: {batch}\n"
+        let yaml = super::pipeline_yaml(
+            name,
+            &source,
+            &sink,
+            &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),
         );
         Self { db, yaml, pair }
     }

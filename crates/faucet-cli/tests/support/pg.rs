@@ -39,6 +39,27 @@ pub(crate) async fn exec(pool: &sqlx::PgPool, sql: &str) {
 
 pub(crate) use faucet_test_support::unique_suffix;
 
+/// Runs `statement(i)` for `i` = 1, 2, … one at a time, 2 ms apart, until `stop`, on its own
+/// thread, runtime and pool (so it writes while the test waits on `faucet`); returns how
+/// many it ran.
+pub(crate) fn write_until(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    statement: impl Fn(i64) -> String + Send + 'static,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        runtime().block_on(async move {
+            let pool = super::pg_pool().await;
+            let mut i: i64 = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                i += 1;
+                exec(&pool, &statement(i)).await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            u64::try_from(i).unwrap_or_default()
+        })
+    })
+}
+
 /// A test's own schema, replication slot and publication names (`repl_<tag>_<suffix>`, ...).
 pub(crate) struct Names {
     pub(crate) schema: String,
@@ -54,6 +75,17 @@ impl Names {
             slot: format!("faucet_repl_{tag}_{suffix}"),
             publication: format!("pub_repl_{tag}_{suffix}"),
         }
+    }
+
+    /// A `postgres-cdc` source (YAML flow mapping) on the server in the environment variable
+    /// `url_env`, reading `tables` (a YAML list's items, `a.t, b.u`) through this slot and
+    /// this publication, which it creates.
+    pub(crate) fn cdc_source(&self, url_env: &str, tables: &str) -> String {
+        format!(
+            "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{url_env}}}\", \
+             slot_name: {}, publication: {}, tables: [{tables}], create_publication: true }} }}",
+            self.slot, self.publication
+        )
     }
 }
 
@@ -298,10 +330,11 @@ impl Scenario {
                 ),
             ),
         };
-        let yaml = format!(
-            "version: 1\nname: {name}\npipeline:\n  source: {source}\n  sink: {sink}\n  \
-             state: {{ type: file, config: {{ path: ./state }} }}\n  \
-             delivery: effectively_once\n  batch_size: {batch}\n"
+        let yaml = super::pipeline_yaml(
+            name,
+            &source,
+            &sink,
+            &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),
         );
         Self {
             schema,
@@ -537,6 +570,53 @@ pub(crate) fn slot_exists(slot: &str) -> bool {
         slot.replace('\'', "''")
     ));
     !found.is_empty()
+}
+
+/// The rows `select` returns, each column as text (`NULL` as `None`): every selected column
+/// must be of a text type (cast the others, `id::text`).
+pub(crate) fn text_rows(select: &str) -> Vec<Vec<Option<String>>> {
+    use sqlx::Row as _;
+    runtime().block_on(async {
+        let mut c = connect().await;
+        sqlx::query(select)
+            .fetch_all(&mut c)
+            .await
+            .unwrap_or_else(|e| panic!("{select}: {e}"))
+            .iter()
+            .map(|row| {
+                (0..row.len())
+                    .map(|i| row.try_get::<Option<String>, _>(i).expect("a text column"))
+                    .collect()
+            })
+            .collect()
+    })
+}
+
+/// A change record of an `(id, v, …)` table as a [`Change`]: `(op, id, v)`, the id of
+/// `before` for a delete (and no `v`), of `after` otherwise.
+pub(crate) fn change_of_record(r: &serde_json::Value) -> Change {
+    let op = r["op"].as_str().expect("op").to_owned();
+    match op.as_str() {
+        "d" => (op, r["before"]["id"].as_i64().expect("id"), None),
+        _ => (
+            op,
+            r["after"]["id"].as_i64().expect("id"),
+            r["after"]["v"].as_i64(),
+        ),
+    }
+}
+
+/// The rows of the `(id int, v bigint, note text)` table `table` as [`replay_items`] gives
+/// them: `(id, (v, note))` by id.
+pub(crate) async fn items_rows(pool: &sqlx::PgPool, table: &str) -> Vec<(i64, (i64, String))> {
+    let rows: Vec<(i32, i64, String)> =
+        sqlx::query_as(&format!("SELECT id, v, note FROM {table} ORDER BY id"))
+            .fetch_all(pool)
+            .await
+            .expect("select");
+    rows.into_iter()
+        .map(|(id, v, note)| (i64::from(id), (v, note)))
+        .collect()
 }
 
 /// What change records say an `(id int, v bigint, note text)` table holds, replayed in order

@@ -6,11 +6,14 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use serde_json::Value as Json;
 
 use super::bookmark_of;
+pub(crate) use super::killed_after;
 
 /// The rows of `table` (`id`, `v`, `note`) by PostgreSQL's SELECT: `id -> {"id","v","note"}`.
 pub(crate) async fn pg_rows(pool: &sqlx::PgPool, table: &str) -> BTreeMap<i64, Json> {
@@ -74,18 +77,6 @@ pub(crate) fn aborted_mid_snapshot(
     b
 }
 
-/// SIGKILLs `replicate` after `after`; `true` when it was still running (killed).
-pub(crate) fn killed_after(mut replicate: Command, after: Duration) -> bool {
-    let mut child = replicate.spawn().expect("spawn faucet");
-    std::thread::sleep(after);
-    let running = child.try_wait().expect("try_wait").is_none();
-    if running {
-        let _ = child.kill();
-    }
-    let _ = child.wait();
-    running
-}
-
 /// The ids inside the ranges in flight (`dirty`) of a stored snapshot bookmark.
 pub(crate) fn in_flight(bookmark: &Json, table: &str, ids: &HashSet<i64>) -> HashSet<i64> {
     let key = |v: &Json| -> Option<i64> { v.as_array()?.first()?.as_str()?.parse().ok() };
@@ -143,4 +134,178 @@ pub(crate) fn replay(records: &[Json], in_flight: &HashSet<i64>) -> BTreeMap<i64
         }
     }
     rows
+}
+
+/// The source side of a `faucet replicate` test under a workload ([`with_workload`]): a
+/// source table `items (id, v, note)` and an empty `target` of the same shape, made fresh
+/// per test and dropped after it, and how the pipeline reads them.
+pub(crate) trait ReplicaSource: Sized {
+    /// A member the stored bookmark has once the run caught up (`lsn`, `binlog_file`).
+    const POSITION: &'static str;
+    /// The environment variable the test's configs name for the PostgreSQL server.
+    const PG_URL_ENV: &'static str;
+    /// Fresh objects named after `tag` (on `pool` where they are PostgreSQL's).
+    fn create(rt: &tokio::runtime::Runtime, pool: &sqlx::PgPool, tag: &str) -> Self;
+    /// The pipeline's source (a YAML flow mapping) reading `items`.
+    fn source_yaml(&self) -> String;
+    /// Starts inserts, updates and deletes on `items`, every new value fresh, until `stop`;
+    /// the thread returns how many statements it ran.
+    fn workload(&self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64>;
+    /// Drops what [`ReplicaSource::create`] made, best effort.
+    fn drop_objects(&self, rt: &tokio::runtime::Runtime, pool: &sqlx::PgPool);
+}
+
+/// `faucet replicate --quiet` in `dir`, with the test PostgreSQL URL in `S::PG_URL_ENV`,
+/// stdout discarded and stderr piped.
+pub(crate) fn replicate<S: ReplicaSource>(dir: &Path) -> Command {
+    let mut c = super::pg::faucet_with_pg_url(S::PG_URL_ENV);
+    c.args(["replicate", "--quiet"])
+        .current_dir(dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    c
+}
+
+/// A `faucet replicate` test under a concurrent workload: fresh objects (`S::create`), the
+/// pipeline from `items` into `sink(&source)` in pages of `batch`; `scenario` runs
+/// `faucet` in the directory while the workload writes, then the workload is stopped (it
+/// must have written more than 50 times), a last run catches up, the stored bookmark must
+/// be the change source's (it has `S::POSITION` and no `replicate` member), and `check`
+/// compares target and source. The objects are dropped whatever happens; a panic is passed
+/// on after that.
+pub(crate) fn with_workload<S: ReplicaSource>(
+    tag: &str,
+    batch: u64,
+    sink: impl Fn(&S) -> String,
+    scenario: impl FnOnce(&Path),
+    check: impl FnOnce(&tokio::runtime::Runtime, &sqlx::PgPool, &S, &Path),
+) {
+    let rt = super::runtime();
+    let pool = rt.block_on(super::pg_pool());
+    let source = S::create(&rt, &pool, tag);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    super::write_pipeline(
+        dir,
+        "replicate",
+        &source.source_yaml(),
+        &sink(&source),
+        &format!("  batch_size: {batch}\n"),
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let writes = source.workload(Arc::clone(&stop));
+    super::with_cleanup(
+        || {
+            std::thread::sleep(Duration::from_millis(200));
+            scenario(dir);
+            stop.store(true, Ordering::SeqCst);
+            let writes = writes.join().expect("workload");
+            assert!(writes > 50, "the workload wrote only {writes} times");
+            super::output_of_success(&mut replicate::<S>(dir), "the catching-up run");
+            let b = stored(dir).expect("bookmark");
+            assert!(
+                b.get(S::POSITION).is_some() && b.get("replicate").is_none(),
+                "caught up, the bookmark is the change source's: {b}"
+            );
+            check(&rt, &pool, &source, dir);
+        },
+        || {
+            stop.store(true, Ordering::SeqCst);
+            source.drop_objects(&rt, &pool);
+        },
+    );
+}
+
+/// Panics unless `have` holds exactly the rows of `want`, value by value.
+#[track_caller]
+pub(crate) fn expect_rows_equal(have: &BTreeMap<i64, Json>, want: &BTreeMap<i64, Json>) {
+    assert_eq!(have.len(), want.len(), "row count");
+    for (id, row) in want {
+        assert_eq!(have.get(id), Some(row), "id {id}");
+    }
+}
+
+/// Two runs of `replicate` (a fresh `faucet replicate` command in `dir` each call) aborted
+/// mid-snapshot at `point`, at its `hits[0]`-th and then its `hits[1]`-th pass, 200 ms apart
+/// and 200 ms before the caller goes on; returns the bookmark stored at the second abort.
+pub(crate) fn aborted_twice_mid_snapshot(
+    replicate: impl Fn() -> Command,
+    dir: &Path,
+    point: &str,
+    hits: [u32; 2],
+) -> Json {
+    aborted_mid_snapshot(replicate(), dir, point, hits[0]);
+    std::thread::sleep(Duration::from_millis(200));
+    let second = aborted_mid_snapshot(replicate(), dir, point, hits[1]);
+    std::thread::sleep(Duration::from_millis(200));
+    second
+}
+
+/// SIGKILLs `rounds` runs of `replicate` (a fresh command each call), round `r` after
+/// `after(r)`, 100 ms apart; returns how many were killed with a snapshot bookmark stored
+/// (mid-snapshot).
+pub(crate) fn kills_mid_snapshot(
+    replicate: impl Fn() -> Command,
+    dir: &Path,
+    rounds: u64,
+    after: impl Fn(u64) -> Duration,
+) -> u64 {
+    let mut mid_snapshot = 0;
+    for round in 0..rounds {
+        if killed_after(replicate(), after(round))
+            && stored(dir).is_some_and(|b| b.get("snapshot").is_some())
+        {
+            mid_snapshot += 1;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("{mid_snapshot} of {rounds} kills landed mid-snapshot");
+    mid_snapshot
+}
+
+/// The rows `dir/out/changes.jsonl` (an append sink's output across two aborts) replays to,
+/// after checking its shape: `last` (the bookmark stored at the second abort) holds two
+/// snapshots of `table`, the file has no torn last line, its `op: r` records come from three
+/// snapshots (told apart by `snapshot_of`, the record's source position), and at most
+/// `3 × batch` ids were in flight. Replayed strictly ([`replay`]) but for those ids.
+pub(crate) fn replayed_jsonl(
+    dir: &Path,
+    last: &Json,
+    table: &str,
+    batch: u64,
+    snapshot_of: impl Fn(&Json) -> String,
+) -> BTreeMap<i64, Json> {
+    let parts = last["snapshot"]["tables"][table]["parts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(
+        parts.len(),
+        2,
+        "two snapshots before the second abort: {last}"
+    );
+    let text = std::fs::read_to_string(dir.join("out/changes.jsonl")).expect("output");
+    assert!(text.ends_with('\n'), "a torn last line");
+    let records: Vec<Json> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    let points: HashSet<String> = records
+        .iter()
+        .filter(|r| r["op"] == "r")
+        .map(snapshot_of)
+        .collect();
+    assert_eq!(points.len(), 3, "three snapshots: {points:?}");
+    let ids: HashSet<i64> = records
+        .iter()
+        .flat_map(|r| [&r["before"], &r["after"]])
+        .filter_map(|v| v["id"].as_i64())
+        .collect();
+    let replayed = in_flight(last, table, &ids);
+    assert!(
+        replayed.len() as u64 <= 3 * batch,
+        "{} ids in flight",
+        replayed.len()
+    );
+    replay(&records, &replayed)
 }

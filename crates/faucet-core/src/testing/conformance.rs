@@ -30,8 +30,8 @@ use crate::error::FaucetError;
 use crate::page::{Bookmark, Page, PageBuilder};
 use crate::pipeline::{Pipeline, RunStreamOptions};
 use crate::sink::{CommitToken, Sink};
-use crate::source::{ReadOptions, Source};
-use crate::state::{DOCTOR_KEY, StateStore};
+use crate::source::Source;
+use crate::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome, StateStore};
 use crate::value::{DataType, Field, Schema, Value};
 
 /// A failed conformance check: which check and what broke.
@@ -55,6 +55,49 @@ fn io<T>(check: &'static str, r: Result<T, FaucetError>) -> Result<T, Conformanc
     r.or_else(|e| fail(check, format!("unexpected error: {e}")))
 }
 
+/// A holder of the lease checks: `id`, on host `host-<name>` as process `pid`.
+fn test_holder(id: String, name: &str, pid: u32) -> LeaseHolder {
+    LeaseHolder {
+        id,
+        host: format!("host-{name}"),
+        pid,
+        since: "2026-11-30T06:00:00Z".to_owned(),
+        process: None,
+    }
+}
+
+/// The lease `holder` acquires on `key` for `ttl`; fails `check` unless it was granted.
+async fn acquired(
+    check: &'static str,
+    store: &dyn StateStore,
+    key: &str,
+    holder: &LeaseHolder,
+    ttl: std::time::Duration,
+) -> Result<Lease, ConformanceError> {
+    match io(check, store.acquire_lease(key, holder, ttl).await)? {
+        LeaseOutcome::Acquired(l) => Ok(l),
+        other => fail(
+            check,
+            format!("{} expected the lease, got {other:?}", holder.id),
+        ),
+    }
+}
+
+/// `Ok` when `r` is [`LeaseError::Lost`]; fails `check` saying `what` otherwise.
+fn expect_lost(
+    check: &'static str,
+    r: Result<(), FaucetError>,
+    what: &str,
+) -> Result<(), ConformanceError> {
+    match r {
+        Err(FaucetError::Lease(LeaseError::Lost { .. })) => Ok(()),
+        other => fail(
+            check,
+            format!("{what}: expected LeaseError::Lost, got {other:?}"),
+        ),
+    }
+}
+
 /// Reads a whole source in pages of `batch_size`, returning the pages.
 async fn read_all(
     check: &'static str,
@@ -62,16 +105,7 @@ async fn read_all(
     from: Option<Bookmark>,
     batch_size: usize,
 ) -> Result<Vec<Page>, ConformanceError> {
-    let options = ReadOptions {
-        batch_size,
-        ..ReadOptions::default()
-    };
-    let mut stream = io(check, source.open(from, options).await)?;
-    let mut pages = Vec::new();
-    while let Some(page) = io(check, stream.next_page().await)? {
-        pages.push(page);
-    }
-    Ok(pages)
+    io(check, super::read_pages(source, from, batch_size).await)
 }
 
 fn rows_of(pages: &[Page]) -> Vec<Json> {
@@ -466,22 +500,12 @@ pub async fn lease_takeover_contract(
     store: &dyn StateStore,
     prefix: &str,
 ) -> Result<(), ConformanceError> {
-    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
     const CHECK: &str = "lease_takeover_contract";
     let key = format!("{prefix}takeover");
     let long = std::time::Duration::from_secs(60);
-    let holder = |name: &str| LeaseHolder {
-        id: format!("{prefix}{name}"),
-        host: format!("host-{name}"),
-        pid: 4242,
-        since: "2026-11-30T06:00:00Z".to_owned(),
-        process: None,
-    };
+    let holder = |name: &str| test_holder(format!("{prefix}{name}"), name, 4242);
     let (a, b, c) = (holder("a"), holder("b"), holder("c"));
-    let la = match io(CHECK, store.acquire_lease(&key, &a, long).await)? {
-        LeaseOutcome::Acquired(l) => l,
-        other => return fail(CHECK, format!("a expected the lease, got {other:?}")),
-    };
+    let la = acquired(CHECK, store, &key, &a, long).await?;
     match io(CHECK, store.take_over_lease(&key, &c, long, &b).await)? {
         LeaseOutcome::HeldBy(h) if h == a => {}
         other => {
@@ -501,15 +525,11 @@ pub async fn lease_takeover_contract(
             format!("fence did not grow: {} after {}", lc.fence, la.fence),
         );
     }
-    match store.put_fenced(&key, &json!({"offset": 1}), &la).await {
-        Err(FaucetError::Lease(LeaseError::Lost { .. })) => {}
-        other => {
-            return fail(
-                CHECK,
-                format!("the taken-over holder's put_fenced: expected Lost, got {other:?}"),
-            );
-        }
-    }
+    expect_lost(
+        CHECK,
+        store.put_fenced(&key, &json!({"offset": 1}), &la).await,
+        "the taken-over holder's put_fenced",
+    )?;
     io(CHECK, store.release_lease(&lc).await)?;
     io(CHECK, store.delete(&key).await)?;
     Ok(())
@@ -519,7 +539,7 @@ pub async fn lease_takeover_contract(
 /// [`crate::state::lease`]), on key `{prefix}lease`:
 /// a second holder is told who holds the key; a released key is free at once; renewal keeps a
 /// lease past its ttl; after a lease lapses another holder takes it with a larger fence; the
-/// stale holder's `put_fenced` and `renew_lease` are refused with [`LeaseError::Lost`](crate::state::lease::LeaseError::Lost) and
+/// stale holder's `put_fenced` and `renew_lease` are refused with [`LeaseError::Lost`] and
 /// the bookmark is unchanged; the stale holder's late release does not free the new lease.
 /// Takes about `3 × ttl`; `ttl` must be long enough for a few round trips (≥ 300 ms).
 ///
@@ -530,26 +550,14 @@ pub async fn lease_contract(
     prefix: &str,
     ttl: std::time::Duration,
 ) -> Result<(), ConformanceError> {
-    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
     const CHECK: &str = "lease_contract";
     let key = format!("{prefix}lease");
     let long = std::time::Duration::from_secs(60);
-    let holder = |name: &str| LeaseHolder {
-        id: format!("{prefix}{name}"),
-        host: format!("host-{name}"),
-        pid: 4242,
-        since: "2026-11-30T06:00:00Z".to_owned(),
-        process: None,
-    };
+    let holder = |name: &str| test_holder(format!("{prefix}{name}"), name, 4242);
     let (a, b) = (holder("a"), holder("b"));
     let acquire = |h: LeaseHolder, ttl| {
         let key = key.clone();
-        async move {
-            match io(CHECK, store.acquire_lease(&key, &h, ttl).await)? {
-                LeaseOutcome::Acquired(l) => Ok(l),
-                other => fail(CHECK, format!("{} expected the lease, got {other:?}", h.id)),
-            }
-        }
+        async move { acquired(CHECK, store, &key, &h, ttl).await }
     };
     let held_by = |h: LeaseHolder| {
         let key = key.clone();
@@ -560,13 +568,7 @@ pub async fn lease_contract(
             }
         }
     };
-    let lost = |r: Result<(), FaucetError>, what: &str| match r {
-        Err(FaucetError::Lease(LeaseError::Lost { .. })) => Ok(()),
-        other => fail(
-            CHECK,
-            format!("{what}: expected LeaseError::Lost, got {other:?}"),
-        ),
-    };
+    let lost = |r: Result<(), FaucetError>, what: &str| expect_lost(CHECK, r, what);
 
     let la = acquire(a.clone(), long).await?;
     if held_by(b.clone()).await? != a {
@@ -632,7 +634,7 @@ pub async fn lease_contract(
 ///   counter across releases, as the PostgreSQL and Redis stores do; the in-memory one
 ///   forgets a released key's fence);
 /// * busy: while another holder (`pid 4711 on host etl-2`) holds the key, a run fails with
-///   [`LeaseError::Held`](crate::state::LeaseError::Held) naming that holder, writes nothing to
+///   [`LeaseError::Held`] naming that holder, writes nothing to
 ///   the sink and stores no bookmark.
 ///
 /// Leaves both keys deleted and their leases released.
@@ -650,7 +652,6 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<Arc<dyn StateStore>, FaucetError>>,
 {
-    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
     use crate::testing::{MemorySink, VecSource};
     const CHECK: &str = "state_store_under_run_loop";
     let opts = |key: &str| RunStreamOptions {
@@ -811,7 +812,7 @@ where
 /// `{prefix}race`, which must never have been used:
 ///
 /// * a lease of `ttl` that lapsed with nobody taking over is still lost: after `2.5 × ttl` its
-///   renewal is refused with [`LeaseError::Lost`](crate::state::LeaseError::Lost) whose reason
+///   renewal is refused with [`LeaseError::Lost`] whose reason
 ///   says it `expired`, its `put_fenced` is refused with `Lost` and nothing is written;
 /// * 8 concurrent acquisitions (tasks spawned on the runtime) of a free key have exactly one
 ///   winner, with fence 1 (losers do not burn fences), and every loser is told the winner.
@@ -825,23 +826,19 @@ pub async fn lease_lapse_and_race(
     prefix: &str,
     ttl: std::time::Duration,
 ) -> Result<(), ConformanceError> {
-    use crate::state::{LeaseError, LeaseHolder, LeaseOutcome};
     const CHECK: &str = "lease_lapse_and_race";
     let long = std::time::Duration::from_secs(30);
-    let holder = |name: &str| LeaseHolder {
-        id: format!("{name}-id"),
-        host: format!("host-{name}"),
-        pid: 4000 + u32::try_from(name.len()).unwrap_or(0),
-        since: "2026-11-30T06:00:00Z".to_owned(),
-        process: None,
+    let holder = |name: &str| {
+        test_holder(
+            format!("{name}-id"),
+            name,
+            4000 + u32::try_from(name.len()).unwrap_or(0),
+        )
     };
 
     // An expired lease nobody took is still lost.
     let key = format!("{prefix}lapsed");
-    let la = match io(CHECK, store.acquire_lease(&key, &holder("a"), ttl).await)? {
-        LeaseOutcome::Acquired(lease) => lease,
-        other => return fail(CHECK, format!("a expected the lease, got {other:?}")),
-    };
+    let la = acquired(CHECK, &*store, &key, &holder("a"), ttl).await?;
     tokio::time::sleep(ttl * 5 / 2).await;
     match store.renew_lease(&la, long).await {
         Err(FaucetError::Lease(LeaseError::Lost { reason, .. })) if reason.contains("expired") => {}
@@ -855,17 +852,11 @@ pub async fn lease_lapse_and_race(
             );
         }
     }
-    match store.put_fenced(&key, &json!(1), &la).await {
-        Err(FaucetError::Lease(LeaseError::Lost { .. })) => {}
-        other => {
-            return fail(
-                CHECK,
-                format!(
-                    "put_fenced under a lapsed lease: expected LeaseError::Lost, got {other:?}"
-                ),
-            );
-        }
-    }
+    expect_lost(
+        CHECK,
+        store.put_fenced(&key, &json!(1), &la).await,
+        "put_fenced under a lapsed lease",
+    )?;
     let stored = io(CHECK, store.get(&key).await)?;
     if stored.is_some() {
         return fail(
@@ -941,7 +932,6 @@ pub async fn lease_lapse_and_race(
 /// # Errors
 /// When a bad key is accepted, fails with another error, or takes a second or more.
 pub async fn bad_keys_fail_before_io(store: &dyn StateStore) -> Result<(), ConformanceError> {
-    use crate::state::{Lease, LeaseHolder};
     const CHECK: &str = "bad_keys_fail_before_io";
     let holder = LeaseHolder::this_process();
     let lease = Lease {

@@ -432,48 +432,10 @@ impl KeyIdentity for JsonIdentity {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
-    use faucet_core::change::record_schema;
-    use faucet_core::{DataType, Field, Schema};
+    use faucet_core::testing::{change_page, keys_of_a_and_b};
     use mongodb::bson::doc;
 
     use super::*;
-
-    /// `(op, table, before, after)` of one change record of `(id, v)` rows.
-    type ChangeRow<'a> = (
-        &'a str,
-        &'a str,
-        Option<(i64, &'a str)>,
-        Option<(i64, &'a str)>,
-    );
-
-    fn change_page(rows: &[ChangeRow<'_>]) -> Page {
-        let schema = record_schema(vec![Field::new("lsn", DataType::Text)], vec![]);
-        let row_schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::Int),
-            Field::new("v", DataType::Text),
-        ]));
-        let row = |r: Option<(i64, &str)>| match r {
-            Some((id, v)) => Value::row(
-                row_schema.clone(),
-                vec![Value::Int(id), Value::Text(v.into())],
-            ),
-            None => Value::Null,
-        };
-        let mut b = PageBuilder::new(schema, rows.len());
-        for (op, table, before, after) in rows {
-            b.push_row([
-                Value::Text((*op).into()),
-                Value::Text((*table).into()),
-                Value::Text("0/1".into()),
-                Value::TimestampTz("2026-12-01T00:00:00Z".into()),
-                row(*before),
-                row(*after),
-            ]);
-        }
-        b.finish(None)
-    }
 
     fn planner(template: &str, mode: MongoWriteMode) -> Planner {
         let mut p = Planner::new(
@@ -483,30 +445,22 @@ mod tests {
             SubMillisecond::Fail,
             None,
         );
-        p.source_keys = vec![
-            TableKeys {
-                table: "public.a".into(),
-                primary_key: Some(vec!["id".into()]),
-                unique_sets: vec![vec!["id".into()]],
-            },
-            TableKeys {
-                table: "public.b".into(),
-                primary_key: Some(vec!["id".into(), "v".into()]),
-                unique_sets: vec![],
-            },
-        ];
+        p.source_keys = keys_of_a_and_b();
         p
     }
 
     #[test]
     fn change_records_route_and_collapse_per_collection() {
-        let page = change_page(&[
-            ("c", "public.a", None, Some((1, "x"))),
-            ("c", "public.b", None, Some((1, "y"))),
-            ("u", "public.a", Some((1, "x")), Some((2, "x2"))),
-            ("d", "public.b", Some((1, "y")), None),
-            ("c", "public.a", None, Some((3, "z"))),
-        ]);
+        let page = change_page(
+            &[
+                ("c", "public.a", None, Some((1, "x"))),
+                ("c", "public.b", None, Some((1, "y"))),
+                ("u", "public.a", Some((1, "x")), Some((2, "x2"))),
+                ("d", "public.b", Some((1, "y")), None),
+                ("c", "public.a", None, Some((3, "z"))),
+            ],
+            None,
+        );
         let mut p = planner("rep.{table}", MongoWriteMode::Upsert);
         let ops = p.plan(&page).expect("plan");
         assert_eq!(ops.len(), 2);
@@ -529,11 +483,14 @@ mod tests {
 
     #[test]
     fn append_keeps_every_record_and_truncate_empties_first() {
-        let page = change_page(&[
-            ("c", "public.a", None, Some((1, "x"))),
-            ("t", "public.a", None, None),
-            ("c", "public.a", None, Some((4, "w"))),
-        ]);
+        let page = change_page(
+            &[
+                ("c", "public.a", None, Some((1, "x"))),
+                ("t", "public.a", None, None),
+                ("c", "public.a", None, Some((4, "w"))),
+            ],
+            None,
+        );
         let ops = planner("rep.{table}", MongoWriteMode::Append)
             .plan(&page)
             .expect("plan");
