@@ -49,9 +49,7 @@ admin="python3 $repo/bench/bus_admin.py"
 . "$repo/bench/lib.sh"
 need_gnu_time
 
-echo "==> building faucet (release, --features nats,redis-streams,kafka,postgres) and the floor" >&2
-cargo build --release --quiet -p faucet-cli --features nats,redis-streams,kafka,postgres
-faucet="$target_dir/release/faucet"
+faucet_binary nats,redis-streams,kafka,postgres
 cargo build --release --quiet --manifest-path bench/bus_floor/Cargo.toml --target-dir "$target_dir/bus_floor"
 floor="$target_dir/bus_floor/release/faucet-bench-bus-floor"
 

@@ -36,9 +36,7 @@ command -v pg_recvlogical >/dev/null || { echo "pg_recvlogical not found (packag
 need_gnu_time
 need_pg "$url"
 
-echo "==> building faucet (release, --features postgres)" >&2
-cargo build --release --quiet -p faucet-cli --features postgres
-faucet="$repo/target/release/faucet"
+faucet_binary postgres
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-cdc-bench.XXXXXX")
 sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }

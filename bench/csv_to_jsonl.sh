@@ -29,9 +29,8 @@ flights_xz=$repo/crates/faucet-cli/tests/data/nycflights13/flights-200k.csv.xz
 need_gnu_time
 
 echo "==> building (release)" >&2
-cargo build --release --quiet -p faucet-cli
+faucet_binary ""
 cargo build --release --quiet --manifest-path bench/floor/Cargo.toml --target-dir target/bench-floor
-faucet="$repo/target/release/faucet"
 floor="$repo/target/bench-floor/release/faucet-bench-floor"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-bench.XXXXXX")

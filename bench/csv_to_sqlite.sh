@@ -30,9 +30,7 @@ command -v sqlite3 >/dev/null || { echo "sqlite3 is missing; run scripts/service
 . "$repo/bench/lib.sh"
 need_gnu_time
 
-echo "==> building faucet (release, --features sqlite)" >&2
-cargo build --release --quiet -p faucet-cli --features sqlite
-faucet="$target_dir/release/faucet"
+faucet_binary sqlite
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-sqlite-bench.XXXXXX")
 trap '[ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"' EXIT

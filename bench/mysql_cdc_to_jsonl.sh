@@ -35,9 +35,7 @@ sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
 sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
 need_gnu_time
 
-echo "==> building faucet (release, --features mysql)" >&2
-cargo build --release --quiet -p faucet-cli --features mysql
-faucet="$repo/target/release/faucet"
+faucet_binary mysql
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-mysql-cdc-bench.XXXXXX")
 tmpfs=${TMPFS:-}
