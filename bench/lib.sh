@@ -102,8 +102,8 @@ faucet_binary() {
     faucet=$(cd "$(dirname "$FAUCET_BIN")" && pwd)/$(basename "$FAUCET_BIN")
     echo "==> using $faucet (FAUCET_BIN)" >&2
   else
-    echo "==> building faucet (release, --features $1)" >&2
-    cargo build --release --quiet -p faucet-cli --features "$1"
+    echo "==> building faucet (release, features: ${1:-default})" >&2
+    cargo build --release --quiet -p faucet-cli ${1:+--features "$1"}
     faucet="${CARGO_TARGET_DIR:-$repo/target}/release/faucet"
   fi
 }
