@@ -82,14 +82,24 @@ impl ExtentPart {
     /// The share of the part read, percent, with the rule of its extent ([`Extent::percent`];
     /// `estimate`: at most [`Extent::ESTIMATE_CAP`] until the part ends).
     pub fn percent(&self, estimate: bool) -> f64 {
-        Extent {
-            done: self.done,
-            total: self.total,
-            unit: ExtentUnit::Rows,
-            estimate,
-            part: None,
-        }
-        .percent()
+        share_percent(self.done, self.total, estimate)
+    }
+}
+
+/// `done` of `total`, percent, in `0.0..=100.0` (an empty total is 100); an `estimate` shows
+/// at most [`Extent::ESTIMATE_CAP`]. The one rule of [`Extent::percent`] and
+/// [`ExtentPart::percent`].
+fn share_percent(done: u64, total: u64, estimate: bool) -> f64 {
+    let share = if total == 0 {
+        1.0
+    } else {
+        (done as f64 / total as f64).min(1.0)
+    };
+    let percent = share * 100.0;
+    if estimate {
+        percent.min(Extent::ESTIMATE_CAP)
+    } else {
+        percent
     }
 }
 
@@ -129,17 +139,7 @@ impl Extent {
     /// 100). Estimate: the same, but at most [`Extent::ESTIMATE_CAP`] — an exceeded or empty
     /// estimate shows the cap, not 100 or more: only the read's end says it is done.
     pub fn percent(&self) -> f64 {
-        let share = if self.total == 0 {
-            1.0
-        } else {
-            (self.done as f64 / self.total as f64).min(1.0)
-        };
-        let percent = share * 100.0;
-        if self.estimate {
-            percent.min(Self::ESTIMATE_CAP)
-        } else {
-            percent
-        }
+        share_percent(self.done, self.total, self.estimate)
     }
 
     /// What is left to read, in `unit` (0 for an exceeded estimate: then not known).

@@ -166,73 +166,75 @@ fn pg_to_mysql_upsert_applies_add_rename_widen_drop_across_crashes() {
     let s = names.schema.clone();
     let db = database("schema_my");
     let dir = tempfile::tempdir().expect("tempdir");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        source_table(&s, None);
-        sink_sql(&format!(
-            "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
-        ));
-        pipeline(
-            dir.path(),
-            "schema_my",
-            &format!(
-                "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+    crate::support::with_cleanup(
+        || {
+            source_table(&s, None);
+            sink_sql(&format!(
+                "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
+            ));
+            pipeline(
+                dir.path(),
+                "schema_my",
+                &format!(
+                    "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
                  slot_name: {slot}, publication: {publication}, tables: [{s}.items], \
                  create_publication: true }} }}",
-                slot = names.slot,
-                publication = names.publication,
-            ),
-            &mysql_sink(&db, ""),
-            4,
-            "",
-        );
-        output_of_success(&mut faucet(dir.path()), "the first run");
-        workload(&s);
-        crash_then_finish(dir.path(), "pg → mysql");
-        let expected = pg_rows(&format!("{s}.items"));
-        check_mysql_target(&db, &expected, "after the crashes");
-        output_of_success(&mut faucet(dir.path()), "a run after the end");
-        check_mysql_target(&db, &expected, "a run after the end");
-    }));
-    rt.block_on(cleanup(&pool, &names));
-    sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+                    slot = names.slot,
+                    publication = names.publication,
+                ),
+                &mysql_sink(&db, ""),
+                4,
+                "",
+            );
+            output_of_success(&mut faucet(dir.path()), "the first run");
+            workload(&s);
+            crash_then_finish(dir.path(), "pg → mysql");
+            let expected = pg_rows(&format!("{s}.items"));
+            check_mysql_target(&db, &expected, "after the crashes");
+            output_of_success(&mut faucet(dir.path()), "a run after the end");
+            check_mysql_target(&db, &expected, "a run after the end");
+        },
+        || {
+            rt.block_on(cleanup(&pool, &names));
+            sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+        },
+    );
 }
 
 #[test]
 fn mysql_cdc_to_mysql_upsert_applies_the_changes_across_crashes() {
     let db = database("schema_mm");
     let dir = tempfile::tempdir().expect("tempdir");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        binlog_sql(&format!(
-            "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
-        ));
-        sink_sql(&format!(
-            "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
-        ));
-        pipeline(
-            dir.path(),
-            "schema_mm",
-            &cdc_source(&db, 1),
-            &mysql_sink(&db, ""),
-            4,
-            "",
-        );
-        output_of_success(&mut faucet(dir.path()), "the first run");
-        mysql_workload(&db);
-        crash_then_finish(dir.path(), "mysql → mysql");
-        let expected = mysql_rows(
-            |q| crate::support::mariadb::rows(&binlog_sql(q)),
-            &format!("{db}.items"),
-        );
-        check_mysql_target(&db, &expected, "after the crashes");
-    }));
-    binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-    sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    crate::support::with_cleanup(
+        || {
+            binlog_sql(&format!(
+                "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
+            ));
+            sink_sql(&format!(
+                "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
+            ));
+            pipeline(
+                dir.path(),
+                "schema_mm",
+                &cdc_source(&db, 1),
+                &mysql_sink(&db, ""),
+                4,
+                "",
+            );
+            output_of_success(&mut faucet(dir.path()), "the first run");
+            mysql_workload(&db);
+            crash_then_finish(dir.path(), "mysql → mysql");
+            let expected = mysql_rows(
+                |q| crate::support::mariadb::rows(&binlog_sql(q)),
+                &format!("{db}.items"),
+            );
+            check_mysql_target(&db, &expected, "after the crashes");
+        },
+        || {
+            binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+            sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+        },
+    );
 }
 
 #[test]
@@ -244,114 +246,116 @@ fn mysql_cdc_to_pg_upsert_applies_the_changes_across_crashes() {
     let t = format!("{s}.target");
     let db = database("schema_mp");
     let dir = tempfile::tempdir().expect("tempdir");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        binlog_sql(&format!(
-            "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
-        ));
-        sql(&format!(
-            "CREATE SCHEMA {s}; CREATE TABLE {t} (id int PRIMARY KEY, v integer NOT NULL, \
+    crate::support::with_cleanup(
+        || {
+            binlog_sql(&format!(
+                "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
+            ));
+            sql(&format!(
+                "CREATE SCHEMA {s}; CREATE TABLE {t} (id int PRIMARY KEY, v integer NOT NULL, \
              note varchar(10) NOT NULL, gone text NOT NULL)"
-        ));
-        pipeline(
-            dir.path(),
-            "schema_mp",
-            &cdc_source(&db, 2),
-            &format!(
-                "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+            ));
+            pipeline(
+                dir.path(),
+                "schema_mp",
+                &cdc_source(&db, 2),
+                &format!(
+                    "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
                  table: {t}, write_mode: upsert, key: [id] }} }}"
-            ),
-            4,
-            "",
-        );
-        output_of_success(&mut faucet(dir.path()), "the first run");
-        mysql_workload(&db);
-        crash_then_finish(dir.path(), "mysql → pg");
-        let cols: Vec<(String, String)> = super::columns(&t);
-        let want: Vec<(String, String)> = [
-            ("id", "integer"),
-            ("vv", "bigint"),
-            ("note", "character varying(40)"),
-            ("gone", "text"),
-            ("w", "bigint"),
-        ]
-        .iter()
-        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
-        .collect();
-        assert_eq!(cols, want, "columns");
-        let expected = mysql_rows(
-            |q| crate::support::mariadb::rows(&binlog_sql(q)),
-            &format!("{db}.items"),
-        );
-        assert_eq!(expected.len(), 39, "the workload");
-        assert_eq!(pg_rows(&t), expected, "rows");
-        let kept: Vec<(i32, Option<String>)> = query(&format!(
-            "SELECT id, gone FROM {t} WHERE id IN (1, 7, 33, 40) ORDER BY id"
-        ));
-        let kept: Vec<Vec<String>> = kept
-            .into_iter()
-            .map(|(id, g)| vec![id.to_string(), g.unwrap_or_else(|| "NULL".into())])
+                ),
+                4,
+                "",
+            );
+            output_of_success(&mut faucet(dir.path()), "the first run");
+            mysql_workload(&db);
+            crash_then_finish(dir.path(), "mysql → pg");
+            let cols: Vec<(String, String)> = super::columns(&t);
+            let want: Vec<(String, String)> = [
+                ("id", "integer"),
+                ("vv", "bigint"),
+                ("note", "character varying(40)"),
+                ("gone", "text"),
+                ("w", "bigint"),
+            ]
+            .iter()
+            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
             .collect();
-        assert_eq!(kept, kept_gone(), "the dropped column");
-    }));
-    rt.block_on(cleanup(&pool, &names));
-    binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            assert_eq!(cols, want, "columns");
+            let expected = mysql_rows(
+                |q| crate::support::mariadb::rows(&binlog_sql(q)),
+                &format!("{db}.items"),
+            );
+            assert_eq!(expected.len(), 39, "the workload");
+            assert_eq!(pg_rows(&t), expected, "rows");
+            let kept: Vec<(i32, Option<String>)> = query(&format!(
+                "SELECT id, gone FROM {t} WHERE id IN (1, 7, 33, 40) ORDER BY id"
+            ));
+            let kept: Vec<Vec<String>> = kept
+                .into_iter()
+                .map(|(id, g)| vec![id.to_string(), g.unwrap_or_else(|| "NULL".into())])
+                .collect();
+            assert_eq!(kept, kept_gone(), "the dropped column");
+        },
+        || {
+            rt.block_on(cleanup(&pool, &names));
+            binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+        },
+    );
 }
 
 #[test]
 fn mysql_cdc_to_jsonl_delivers_each_schema_change_once_in_order() {
     let db = database("schema_mj");
     let dir = tempfile::tempdir().expect("tempdir");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        binlog_sql(&format!(
-            "CREATE DATABASE {db}; CREATE TABLE {db}.items (id int PRIMARY KEY, v int)"
-        ));
-        pipeline(
-            dir.path(),
-            "schema_mj",
-            &cdc_source(&db, 3),
-            "{ type: jsonl, config: { path: ./out.jsonl } }",
-            2,
-            "",
-        );
-        output_of_success(&mut faucet(dir.path()), "the first run");
-        binlog_sql(&format!(
-            "INSERT INTO {db}.items VALUES (1, 1);
+    crate::support::with_cleanup(
+        || {
+            binlog_sql(&format!(
+                "CREATE DATABASE {db}; CREATE TABLE {db}.items (id int PRIMARY KEY, v int)"
+            ));
+            pipeline(
+                dir.path(),
+                "schema_mj",
+                &cdc_source(&db, 3),
+                "{ type: jsonl, config: { path: ./out.jsonl } }",
+                2,
+                "",
+            );
+            output_of_success(&mut faucet(dir.path()), "the first run");
+            binlog_sql(&format!(
+                "INSERT INTO {db}.items VALUES (1, 1);
              BEGIN; INSERT INTO {db}.items VALUES (2, 2);
              ALTER TABLE {db}.items ADD COLUMN w text;
              INSERT INTO {db}.items VALUES (3, 3, 'three'); COMMIT"
-        ));
-        output_of_success(&mut faucet(dir.path()), "a run after the ADD");
-        // The next run starts with the bookmark's shapes: no `s` again for the ADD. The
-        // RENAME is noted from its statement (a run stops after it, before the next row:
-        // the rename travels in the bookmark), the MODIFY is a type change.
-        binlog_sql(&format!(
-            "INSERT INTO {db}.items VALUES (4, 4, 'four');
+            ));
+            output_of_success(&mut faucet(dir.path()), "a run after the ADD");
+            // The next run starts with the bookmark's shapes: no `s` again for the ADD. The
+            // RENAME is noted from its statement (a run stops after it, before the next row:
+            // the rename travels in the bookmark), the MODIFY is a type change.
+            binlog_sql(&format!(
+                "INSERT INTO {db}.items VALUES (4, 4, 'four');
              ALTER TABLE {db}.items RENAME COLUMN w TO ww"
-        ));
-        output_of_success(&mut faucet(dir.path()), "a run after the RENAME");
-        binlog_sql(&format!(
-            "ALTER TABLE {db}.items MODIFY v bigint;
+            ));
+            output_of_success(&mut faucet(dir.path()), "a run after the RENAME");
+            binlog_sql(&format!(
+                "ALTER TABLE {db}.items MODIFY v bigint;
              INSERT INTO {db}.items VALUES (5, 5, 'five')"
-        ));
-        output_of_success(&mut faucet(dir.path()), "a run after the MODIFY");
-        output_of_success(&mut faucet(dir.path()), "a run with nothing new");
-        check_two_changes(
-            &jsonl(dir.path()),
-            &format!("{db}.items"),
-            ("binlog_file", "int"),
-            serde_json::json!([
-                {"kind": "type", "column": "v", "from": "int", "to": "bigint",
-                 "type": "bigint", "data_type": "int"},
-                {"kind": "rename", "column": "ww", "from": "w", "to": "ww",
-                 "type": "text", "data_type": "text"}
-            ]),
-        );
-    }));
-    binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            ));
+            output_of_success(&mut faucet(dir.path()), "a run after the MODIFY");
+            output_of_success(&mut faucet(dir.path()), "a run with nothing new");
+            check_two_changes(
+                &jsonl(dir.path()),
+                &format!("{db}.items"),
+                ("binlog_file", "int"),
+                serde_json::json!([
+                    {"kind": "type", "column": "v", "from": "int", "to": "bigint",
+                     "type": "bigint", "data_type": "int"},
+                    {"kind": "rename", "column": "ww", "from": "w", "to": "ww",
+                     "type": "text", "data_type": "text"}
+                ]),
+            );
+        },
+        || {
+            binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+        },
+    );
 }
