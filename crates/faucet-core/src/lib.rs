@@ -44,6 +44,7 @@ pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
 pub use sink::{CommitToken, PublishStats, Sink, SinkCapabilities, SinkWriter};
 pub use source::{
     PageDeadline, PageStream, ReadOptions, ReplayGuarantee, Retention, RetentionMonitor, Source,
+    ready_within,
 };
 pub use value::{DataType, Field, Json, Schema, Text, Value};
 

@@ -277,15 +277,15 @@ impl CdcPageStream {
         tokio::select! {
             biased;
             () = self.cancel.cancelled() => Ok(Next::Cancelled),
-            received = tokio::time::timeout(wait, client.recv()) => match received {
-                Err(_) => Ok(Next::Idle),
-                Ok(Ok(Some(event))) => Ok(Next::Event(event)),
-                Ok(Ok(None)) => Err(FaucetError::connect(
+            received = faucet_core::ready_within(wait, client.recv()) => match received {
+                None => Ok(Next::Idle),
+                Some(Ok(Some(event))) => Ok(Next::Event(event)),
+                Some(Ok(None)) => Err(FaucetError::connect(
                     CONNECTOR,
                     "the server ended the replication stream",
                     None,
                 )),
-                Ok(Err(e)) => Err(stream_error(e)),
+                Some(Err(e)) => Err(stream_error(e)),
             },
         }
     }

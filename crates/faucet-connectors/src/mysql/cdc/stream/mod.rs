@@ -459,14 +459,14 @@ impl CdcPageStream {
         tokio::select! {
             biased;
             () = self.cancel.cancelled() => Ok(Next::Cancelled),
-            received = tokio::time::timeout(wait, binlog.next()) => match received {
-                Err(_) => Ok(Next::Idle),
-                Ok(Some(Ok(event))) => Ok(Next::Event(event)),
-                Ok(None) => {
+            received = faucet_core::ready_within(wait, binlog.next()) => match received {
+                None => Ok(Next::Idle),
+                Some(Some(Ok(event))) => Ok(Next::Event(event)),
+                Some(None) => {
                     self.binlog = None;
                     Ok(Next::Ended)
                 }
-                Ok(Some(Err(e))) => Err(match &self.carry {
+                Some(Some(Err(e))) => Err(match &self.carry {
                     Some(c) => gtid_stream_error(e, &c.from),
                     None => stream_error(e, &self.position),
                 }),
