@@ -249,8 +249,9 @@ fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
             "only {delivered_while_writing} of {all} changes were delivered by the continuous runs"
         );
         // A page holds what arrived within its delay, plus the backlog of a restart: at 100
-        // changes/s, well under 2 s of changes.
-        verify(&rt, &pool, &names, dir.path(), crashes, 200, 200);
+        // changes/s, well under 2 s of changes. The writer reaches 100 changes/s on a quiet
+        // machine (~500 changes); on a loaded one a debug build's writer made 180.
+        verify(&rt, &pool, &names, dir.path(), crashes, 200, 100);
         ack_not_ahead("the final run");
     }));
     rt.block_on(drop_names(&pool, &names));
