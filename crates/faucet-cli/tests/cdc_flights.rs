@@ -286,151 +286,152 @@ fn flights_cdc_replay_reconstructs_the_table_value_by_value() {
     let dir = Dir::new();
     dir.write("faucet.yaml", pipeline(&names));
 
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let csv = flights_csv(rows);
-        rt.block_on(async {
-            exec(
-                &pool,
-                &format!(
-                    "CREATE SCHEMA {s};
-                     CREATE TABLE {table} (
-                         id bigserial PRIMARY KEY,
-                         year int, month int, day int, dep_time int, sched_dep_time int,
-                         dep_delay int, arr_time int, sched_arr_time int, arr_delay int,
-                         carrier text, flight int, tailnum text, origin text, dest text,
-                         air_time int, distance int, hour int, minute int, time_hour timestamptz,
-                         amount numeric(30,10), big bigint, seen_at timestamptz, doc jsonb,
-                         payload bytea, tags int[], ratio float8, notes text);
-                     CREATE PUBLICATION {p} FOR TABLE {table};",
-                    s = names.schema,
-                    p = names.publication
-                ),
-            )
-            .await;
-            let mut conn = pool.acquire().await.expect("connection");
-            let mut copy = conn
-                .copy_in_raw(&format!(
-                    "COPY {table} ({CSV_COLUMNS}) FROM STDIN (FORMAT csv, HEADER, NULL 'NA')"
-                ))
-                .await
-                .expect("COPY");
-            copy.send(csv.as_slice()).await.expect("COPY data");
-            let loaded = copy.finish().await.expect("COPY done");
-            assert_eq!(loaded, rows as u64, "flights loaded");
-            // Value cases on loaded rows, and TOASTed notes on some (the snapshot holds them).
-            exec(
-                &pool,
-                &format!(
-                    "UPDATE {table} SET amount = (distance::numeric / 7)::numeric(30,10), \
-                     big = 9007199254740993 + id, ratio = air_time::float8 / 3, \
-                     tags = ARRAY[flight, hour], doc = jsonb_build_object('tail', tailnum, 'n', id) \
-                     WHERE id % 10 = 0;
-                     UPDATE {table} SET notes = {} WHERE id % 500 = 0;",
-                    toast_text(10, "id::text")
-                ),
-            )
-            .await;
-        });
-        let load_secs = started.elapsed().as_secs_f64();
+    crate::support::with_cleanup(
+        || {
+            let csv = flights_csv(rows);
+            rt.block_on(async {
+                exec(
+                    &pool,
+                    &format!(
+                        "CREATE SCHEMA {s};
+                         CREATE TABLE {table} (
+                             id bigserial PRIMARY KEY,
+                             year int, month int, day int, dep_time int, sched_dep_time int,
+                             dep_delay int, arr_time int, sched_arr_time int, arr_delay int,
+                             carrier text, flight int, tailnum text, origin text, dest text,
+                             air_time int, distance int, hour int, minute int, time_hour timestamptz,
+                             amount numeric(30,10), big bigint, seen_at timestamptz, doc jsonb,
+                             payload bytea, tags int[], ratio float8, notes text);
+                         CREATE PUBLICATION {p} FOR TABLE {table};",
+                        s = names.schema,
+                        p = names.publication
+                    ),
+                )
+                .await;
+                let mut conn = pool.acquire().await.expect("connection");
+                let mut copy = conn
+                    .copy_in_raw(&format!(
+                        "COPY {table} ({CSV_COLUMNS}) FROM STDIN (FORMAT csv, HEADER, NULL 'NA')"
+                    ))
+                    .await
+                    .expect("COPY");
+                copy.send(csv.as_slice()).await.expect("COPY data");
+                let loaded = copy.finish().await.expect("COPY done");
+                assert_eq!(loaded, rows as u64, "flights loaded");
+                // Value cases on loaded rows, and TOASTed notes on some (the snapshot holds them).
+                exec(
+                    &pool,
+                    &format!(
+                        "UPDATE {table} SET amount = (distance::numeric / 7)::numeric(30,10), \
+                         big = 9007199254740993 + id, ratio = air_time::float8 / 3, \
+                         tags = ARRAY[flight, hour], doc = jsonb_build_object('tail', tailnum, 'n', id) \
+                         WHERE id % 10 = 0;
+                         UPDATE {table} SET notes = {} WHERE id % 500 = 0;",
+                        toast_text(10, "id::text")
+                    ),
+                )
+                .await;
+            });
+            let load_secs = started.elapsed().as_secs_f64();
 
-        // The first run creates the slot: the changes from here on are all captured, and the
-        // table as it is now is the replay's starting state.
-        output_of_success(&mut faucet_run(dir.path()), "the first run");
-        assert!(
-            read_records(dir.path(), "flights.jsonl").is_empty(),
-            "changes before the slot existed"
-        );
-        let mut replica = rt.block_on(select_table(&pool, &table));
-        assert_eq!(replica.len(), rows);
-
-        rt.block_on(workload_a(&pool, &table));
-        output_of_success(&mut faucet_run(dir.path()), "the second run");
-        let records = read_records(dir.path(), "flights.jsonl");
-        let seen = records.len();
-        let first = replay(&mut replica, records, &table, &canonical_float);
-        rt.block_on(async {
-            assert_same(
-                &replica,
-                &select_table(&pool, &table).await,
-                None,
-                "after the second run",
+            // The first run creates the slot: the changes from here on are all captured, and the
+            // table as it is now is the replay's starting state.
+            output_of_success(&mut faucet_run(dir.path()), "the first run");
+            assert!(
+                read_records(dir.path(), "flights.jsonl").is_empty(),
+                "changes before the slot existed"
             );
-        });
-        assert!(
-            first.unchanged_toast > 0,
-            "no unchanged TOAST value was exercised: {first:?}"
-        );
-        let before_truncate = replica.len() as u64;
+            let mut replica = rt.block_on(select_table(&pool, &table));
+            assert_eq!(replica.len(), rows);
 
-        // The truncate, then a run started while the big transaction is written.
-        rt.block_on(truncate_and_reload(&pool, &names.schema));
-        let during = faucet_run(dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn faucet");
-        let update_started = Instant::now();
-        rt.block_on(exec(
-            &pool,
-            &format!(
-                "UPDATE {table} SET dep_delay = coalesce(dep_delay, 0) + 1, \
-                 amount = coalesce(amount, 0) + 0.0000000001, \
-                 seen_at = coalesce(time_hour, now()) + interval '1 microsecond' \
-                 WHERE id IN (SELECT id FROM {table} ORDER BY id LIMIT {updated})"
-            ),
-        ));
-        let update_secs = update_started.elapsed().as_secs_f64();
-        assert_succeeded(
-            during.wait_with_output().expect("wait"),
-            "the run during the workload",
-        );
-        rt.block_on(workload_c(&pool, &table));
-        let catch_up = Instant::now();
-        // Bounded runs: the one above caught up to where it started; these read the rest.
-        for k in 0..2 {
-            output_of_success(&mut faucet_run(dir.path()), &format!("run {}", k + 4));
-        }
+            rt.block_on(workload_a(&pool, &table));
+            output_of_success(&mut faucet_run(dir.path()), "the second run");
+            let records = read_records(dir.path(), "flights.jsonl");
+            let seen = records.len();
+            let first = replay(&mut replica, records, &table, &canonical_float);
+            rt.block_on(async {
+                assert_same(
+                    &replica,
+                    &select_table(&pool, &table).await,
+                    None,
+                    "after the second run",
+                );
+            });
+            assert!(
+                first.unchanged_toast > 0,
+                "no unchanged TOAST value was exercised: {first:?}"
+            );
+            let before_truncate = replica.len() as u64;
 
-        let catch_up_secs = catch_up.elapsed().as_secs_f64();
-        let verify = Instant::now();
-        let mut records = read_records(dir.path(), "flights.jsonl");
-        let total = records.len();
-        let second = replay(
-            &mut replica,
-            records.split_off(seen),
-            &table,
-            &canonical_float,
-        );
-        let source = rt.block_on(select_table(&pool, &table));
-        assert_same(&replica, &source, Some(ADDED_COLUMN), "at the end");
-        assert_eq!(second.truncates, 1, "{second:?}");
-        // The column added mid-stream: one schema-change record before its first change.
-        assert_eq!(second.schema_changes, 1, "{second:?}");
-        assert!(second.updates >= updated as u64, "{second:?}");
-        assert!(second.unchanged_toast > 0, "{second:?}");
-        assert!(second.deletes > 0, "{second:?}");
-        // The reload after the truncate, and the one row inserted after the column was added.
-        assert_eq!(second.inserts, before_truncate + 1, "{second:?}");
-        let gated = source
-            .values()
-            .filter(|r| !r[ADDED_COLUMN].is_null())
-            .count();
-        assert!(gated > 0, "no row carries the added column");
-        let verify_secs = verify.elapsed().as_secs_f64();
-        eprintln!(
-            "cdc_flights: {rows} flights loaded in {load_secs:.1} s; {} change records \
-             (first {first:?}, then {second:?}); the {updated}-row update took {update_secs:.1} s; \
-             the last two runs {catch_up_secs:.1} s; {} rows equal value by value (read, replay \
-             and compare {verify_secs:.1} s); {:.1} s in all",
-            total,
-            source.len(),
-            started.elapsed().as_secs_f64()
-        );
-    }));
-    rt.block_on(cleanup(&pool, &names));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            // The truncate, then a run started while the big transaction is written.
+            rt.block_on(truncate_and_reload(&pool, &names.schema));
+            let during = faucet_run(dir.path())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn faucet");
+            let update_started = Instant::now();
+            rt.block_on(exec(
+                &pool,
+                &format!(
+                    "UPDATE {table} SET dep_delay = coalesce(dep_delay, 0) + 1, \
+                     amount = coalesce(amount, 0) + 0.0000000001, \
+                     seen_at = coalesce(time_hour, now()) + interval '1 microsecond' \
+                     WHERE id IN (SELECT id FROM {table} ORDER BY id LIMIT {updated})"
+                ),
+            ));
+            let update_secs = update_started.elapsed().as_secs_f64();
+            assert_succeeded(
+                during.wait_with_output().expect("wait"),
+                "the run during the workload",
+            );
+            rt.block_on(workload_c(&pool, &table));
+            let catch_up = Instant::now();
+            // Bounded runs: the one above caught up to where it started; these read the rest.
+            for k in 0..2 {
+                output_of_success(&mut faucet_run(dir.path()), &format!("run {}", k + 4));
+            }
+
+            let catch_up_secs = catch_up.elapsed().as_secs_f64();
+            let verify = Instant::now();
+            let mut records = read_records(dir.path(), "flights.jsonl");
+            let total = records.len();
+            let second = replay(
+                &mut replica,
+                records.split_off(seen),
+                &table,
+                &canonical_float,
+            );
+            let source = rt.block_on(select_table(&pool, &table));
+            assert_same(&replica, &source, Some(ADDED_COLUMN), "at the end");
+            assert_eq!(second.truncates, 1, "{second:?}");
+            // The column added mid-stream: one schema-change record before its first change.
+            assert_eq!(second.schema_changes, 1, "{second:?}");
+            assert!(second.updates >= updated as u64, "{second:?}");
+            assert!(second.unchanged_toast > 0, "{second:?}");
+            assert!(second.deletes > 0, "{second:?}");
+            // The reload after the truncate, and the one row inserted after the column was added.
+            assert_eq!(second.inserts, before_truncate + 1, "{second:?}");
+            let gated = source
+                .values()
+                .filter(|r| !r[ADDED_COLUMN].is_null())
+                .count();
+            assert!(gated > 0, "no row carries the added column");
+            let verify_secs = verify.elapsed().as_secs_f64();
+            eprintln!(
+                "cdc_flights: {rows} flights loaded in {load_secs:.1} s; {} change records \
+                 (first {first:?}, then {second:?}); the {updated}-row update took {update_secs:.1} s; \
+                 the last two runs {catch_up_secs:.1} s; {} rows equal value by value (read, replay \
+                 and compare {verify_secs:.1} s); {:.1} s in all",
+                total,
+                source.len(),
+                started.elapsed().as_secs_f64()
+            );
+        },
+        || {
+            rt.block_on(cleanup(&pool, &names));
+        },
+    );
 }
 
 /// The source probe's checklist line.
@@ -470,79 +471,80 @@ fn doctor_on_the_seed_pipeline_passes_then_names_wal_level() {
     )
     .expect("copy the seed's pipeline");
 
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        rt.block_on(async {
-            let db = sqlx::PgPool::connect(&source_url)
-                .await
-                .expect("the seed database");
-            exec(
-                &db,
-                "CREATE TABLE public.orders (id bigint PRIMARY KEY, status text);
-                 CREATE PUBLICATION faucet_pub FOR TABLE public.orders;",
-            )
-            .await;
-            db.close().await;
-        });
-        let run = dir.faucet_env(
-            &["doctor", "faucet.yaml"],
-            &[("SOURCE_PG_URL", &source_url), ("STATE_PG_URL", &base)],
-        );
-        run.expect_code(0).stdout_has(&["all 4 checks passed"]);
-        assert!(
-            probe_line(&run, "source").starts_with("✓ source postgres-cdc"),
-            "{}",
-            run.stdout
-        );
-        assert!(
-            probe_line(&run, "sink").starts_with("✓ sink jsonl"),
-            "{}",
-            run.stdout
-        );
-        assert!(
-            probe_line(&run, "state").starts_with("✓ state postgres"),
-            "{}",
-            run.stdout
-        );
-        assert!(dir.read("orders.jsonl").is_none(), "doctor wrote the sink");
+    crate::support::with_cleanup(
+        || {
+            rt.block_on(async {
+                let db = sqlx::PgPool::connect(&source_url)
+                    .await
+                    .expect("the seed database");
+                exec(
+                    &db,
+                    "CREATE TABLE public.orders (id bigint PRIMARY KEY, status text);
+                     CREATE PUBLICATION faucet_pub FOR TABLE public.orders;",
+                )
+                .await;
+                db.close().await;
+            });
+            let run = dir.faucet_env(
+                &["doctor", "faucet.yaml"],
+                &[("SOURCE_PG_URL", &source_url), ("STATE_PG_URL", &base)],
+            );
+            run.expect_code(0).stdout_has(&["all 4 checks passed"]);
+            assert!(
+                probe_line(&run, "source").starts_with("✓ source postgres-cdc"),
+                "{}",
+                run.stdout
+            );
+            assert!(
+                probe_line(&run, "sink").starts_with("✓ sink jsonl"),
+                "{}",
+                run.stdout
+            );
+            assert!(
+                probe_line(&run, "state").starts_with("✓ state postgres"),
+                "{}",
+                run.stdout
+            );
+            assert!(dir.read("orders.jsonl").is_none(), "doctor wrote the sink");
 
-        let replica = PrivateServer::start(None, &[]);
-        let run = dir.faucet_env(
-            &["doctor", "faucet.yaml"],
-            &[("SOURCE_PG_URL", &replica.url()), ("STATE_PG_URL", &base)],
-        );
-        let failed = run
-            .stdout
-            .lines()
-            .filter(|l| l.trim_start().starts_with('✗'))
-            .count();
-        assert_eq!(failed, 1, "{}", run.stdout);
-        run.expect_code(1).stdout_has(&["1 of 4 checks failed"]);
-        let source = probe_line(&run, "source");
-        assert!(source.starts_with("✗ source postgres-cdc"), "{source}");
-        assert!(source.contains("wal_level is `replica`"), "{source}");
-        assert!(
-            source.contains("ALTER SYSTEM SET wal_level = logical"),
-            "{source}"
-        );
-        assert!(source.contains("restart PostgreSQL"), "{source}");
-        assert!(
-            probe_line(&run, "sink").starts_with("✓ sink"),
-            "{}",
-            run.stdout
-        );
-        assert!(
-            probe_line(&run, "state").starts_with("✓ state"),
-            "{}",
-            run.stdout
-        );
-        replica.stop("fast");
-    }));
-    rt.block_on(async {
-        let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
-            .execute(&pool)
-            .await;
-    });
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            let replica = PrivateServer::start(None, &[]);
+            let run = dir.faucet_env(
+                &["doctor", "faucet.yaml"],
+                &[("SOURCE_PG_URL", &replica.url()), ("STATE_PG_URL", &base)],
+            );
+            let failed = run
+                .stdout
+                .lines()
+                .filter(|l| l.trim_start().starts_with('✗'))
+                .count();
+            assert_eq!(failed, 1, "{}", run.stdout);
+            run.expect_code(1).stdout_has(&["1 of 4 checks failed"]);
+            let source = probe_line(&run, "source");
+            assert!(source.starts_with("✗ source postgres-cdc"), "{source}");
+            assert!(source.contains("wal_level is `replica`"), "{source}");
+            assert!(
+                source.contains("ALTER SYSTEM SET wal_level = logical"),
+                "{source}"
+            );
+            assert!(source.contains("restart PostgreSQL"), "{source}");
+            assert!(
+                probe_line(&run, "sink").starts_with("✓ sink"),
+                "{}",
+                run.stdout
+            );
+            assert!(
+                probe_line(&run, "state").starts_with("✓ state"),
+                "{}",
+                run.stdout
+            );
+            replica.stop("fast");
+        },
+        || {
+            rt.block_on(async {
+                let _ = sqlx::raw_sql(&format!("DROP DATABASE IF EXISTS {database} WITH (FORCE)"))
+                    .execute(&pool)
+                    .await;
+            });
+        },
+    );
 }

@@ -99,46 +99,48 @@ fn query_into_append_at_least_once_with_its_state_deleted_is_refused_not_doubled
          INSERT INTO {s}.src SELECT g, g * 3 FROM generate_series(0, 499) g; \
          CREATE TABLE {s}.target (id int, v int)"
     ));
-    let result = std::panic::catch_unwind(|| {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(
-            dir.path().join("faucet.yaml"),
-            format!(
-                "version: 1\nname: lostappend\npipeline:\n  \
-                 source: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
-                 table: {s}.src, replication_method: incremental, replication_key: [id] }} }}\n  \
-                 sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
-                 table: {s}.target }} }}\n  \
-                 state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: 100\n"
-            ),
-        )
-        .expect("config");
-        let out = run_to_completion(dir.path());
-        assert!(
-            String::from_utf8_lossy(&out.stdout).contains("at-least-once"),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-        check_exactly_once_500(&s);
-        std::fs::remove_file(dir.path().join("state/lostappend.json")).expect("delete the state");
-        let again = crate::support::pg::faucet()
-            .args(["run", "--quiet"])
-            .current_dir(dir.path())
-            .output()
-            .expect("spawn faucet");
-        let err = String::from_utf8_lossy(&again.stderr);
-        assert!(!again.status.success(), "must not succeed: {err}");
-        assert!(
-            err.contains("no bookmark under state key `lostappend`")
-                && err.contains("the `postgres` sink already holds data"),
-            "the refusal names the state key and the sink: {err}"
-        );
-        check_exactly_once_500(&s);
-    });
-    sql(&format!("DROP SCHEMA IF EXISTS {s} CASCADE"));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    crate::support::with_cleanup(
+        || {
+            let dir = tempfile::tempdir().expect("tempdir");
+            std::fs::write(
+                dir.path().join("faucet.yaml"),
+                format!(
+                    "version: 1\nname: lostappend\npipeline:\n  \
+                     source: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
+                     table: {s}.src, replication_method: incremental, replication_key: [id] }} }}\n  \
+                     sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
+                     table: {s}.target }} }}\n  \
+                     state: {{ type: file, config: {{ path: ./state }} }}\n  batch_size: 100\n"
+                ),
+            )
+            .expect("config");
+            let out = run_to_completion(dir.path());
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("at-least-once"),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+            check_exactly_once_500(&s);
+            std::fs::remove_file(dir.path().join("state/lostappend.json"))
+                .expect("delete the state");
+            let again = crate::support::pg::faucet()
+                .args(["run", "--quiet"])
+                .current_dir(dir.path())
+                .output()
+                .expect("spawn faucet");
+            let err = String::from_utf8_lossy(&again.stderr);
+            assert!(!again.status.success(), "must not succeed: {err}");
+            assert!(
+                err.contains("no bookmark under state key `lostappend`")
+                    && err.contains("the `postgres` sink already holds data"),
+                "the refusal names the state key and the sink: {err}"
+            );
+            check_exactly_once_500(&s);
+        },
+        || {
+            sql(&format!("DROP SCHEMA IF EXISTS {s} CASCADE"));
+        },
+    );
 }
 
 fn check_exactly_once_500(schema: &str) {

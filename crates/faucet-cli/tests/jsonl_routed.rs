@@ -117,49 +117,50 @@ fn cdc_of_three_tables_into_a_file_each_crashed_loses_nothing_and_mixes_nothing(
     let pool = rt.block_on(pg_pool());
     let (s, slot, publication, dir) = setup(&rt, &pool);
     let oracle = format!("{slot}_oracle");
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        output_of_success(&mut faucet(dir.path()), "the first run");
-        rt.block_on(exec(
-            &pool,
-            &format!("SELECT pg_create_logical_replication_slot('{oracle}', 'test_decoding')"),
-        ));
-        rt.block_on(workload(&pool, &s));
-
-        let soak = std::env::var("FAUCET_SOAK").is_ok();
-        let hits: &[u32] = if soak { &[1, 2, 3, 5] } else { &[1, 3] };
-        let mut crashes = 0u64;
-        for point in faucet_core::fault::ALL {
-            for &hit in hits {
-                expect_aborted(&mut faucet(dir.path()), &format!("{point}:{hit}"));
-                crashes += 1;
-            }
-        }
-        let rounds = if soak { 10 } else { 3 };
-        let mut killed = 0;
-        for round in 0..rounds {
-            let t = TABLES[round % 3];
+    crate::support::with_cleanup(
+        || {
+            output_of_success(&mut faucet(dir.path()), "the first run");
             rt.block_on(exec(
                 &pool,
-                &format!(
-                    "UPDATE {s}.{t} SET v = nextval('{s}.seq') WHERE id % 2 = {}",
-                    round % 2
-                ),
+                &format!("SELECT pg_create_logical_replication_slot('{oracle}', 'test_decoding')"),
             ));
-            let after = Duration::from_millis(20 + (round as u64 * 41 % 120));
-            if killed_quietly_after(faucet(dir.path()), after) {
-                crashes += 1;
-                killed += 1;
+            rt.block_on(workload(&pool, &s));
+
+            let soak = std::env::var("FAUCET_SOAK").is_ok();
+            let hits: &[u32] = if soak { &[1, 2, 3, 5] } else { &[1, 3] };
+            let mut crashes = 0u64;
+            for point in faucet_core::fault::ALL {
+                for &hit in hits {
+                    expect_aborted(&mut faucet(dir.path()), &format!("{point}:{hit}"));
+                    crashes += 1;
+                }
             }
-        }
-        assert!(killed > 0, "no round was killed mid-run");
-        output_of_success(&mut faucet(dir.path()), "the last run");
-        verify(&rt, &pool, &s, &oracle, &dir, crashes);
-    }));
-    rt.block_on(drop_slot(&pool, &oracle, Duration::from_secs(5)));
-    rt.block_on(drop_cdc_test_objects(&pool, &slot, &publication, &s));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            let rounds = if soak { 10 } else { 3 };
+            let mut killed = 0;
+            for round in 0..rounds {
+                let t = TABLES[round % 3];
+                rt.block_on(exec(
+                    &pool,
+                    &format!(
+                        "UPDATE {s}.{t} SET v = nextval('{s}.seq') WHERE id % 2 = {}",
+                        round % 2
+                    ),
+                ));
+                let after = Duration::from_millis(20 + (round as u64 * 41 % 120));
+                if killed_quietly_after(faucet(dir.path()), after) {
+                    crashes += 1;
+                    killed += 1;
+                }
+            }
+            assert!(killed > 0, "no round was killed mid-run");
+            output_of_success(&mut faucet(dir.path()), "the last run");
+            verify(&rt, &pool, &s, &oracle, &dir, crashes);
+        },
+        || {
+            rt.block_on(drop_slot(&pool, &oracle, Duration::from_secs(5)));
+            rt.block_on(drop_cdc_test_objects(&pool, &slot, &publication, &s));
+        },
+    );
 }
 
 fn verify(
@@ -257,65 +258,66 @@ fn serve_counts_the_records_of_each_file() {
             .replace(&format!("batch_size: {BATCH}"), "max_page_delay: 100ms"),
     );
     let url = crate::support::pg_url();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let server = Server::start_env(&dir, &["faucet.yaml"], None, &[(PG_VAR, url.as_str())]);
-        // The run streams once its slot exists; the rows come after.
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let active: Vec<bool> = rt
-                .block_on(
-                    sqlx::query_scalar(&format!(
-                        "SELECT {} FROM pg_replication_slots WHERE slot_name = $1",
-                        crate::support::pg::SLOT_STREAMING
-                    ))
-                    .bind(&slot)
-                    .fetch_all(&pool),
-                )
-                .expect("slots");
-            if active == [true] {
-                break;
+    crate::support::with_cleanup(
+        || {
+            let server = Server::start_env(&dir, &["faucet.yaml"], None, &[(PG_VAR, url.as_str())]);
+            // The run streams once its slot exists; the rows come after.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            loop {
+                let active: Vec<bool> = rt
+                    .block_on(
+                        sqlx::query_scalar(&format!(
+                            "SELECT {} FROM pg_replication_slots WHERE slot_name = $1",
+                            crate::support::pg::SLOT_STREAMING
+                        ))
+                        .bind(&slot)
+                        .fetch_all(&pool),
+                    )
+                    .expect("slots");
+                if active == [true] {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "no active slot: {}",
+                    server.stderr()
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            for (t, n) in [("t1", 10), ("t2", 20), ("t3", 30)] {
+                rt.block_on(exec(
+                    &pool,
+                    &format!("INSERT INTO {s}.{t} SELECT g, g, 'n' FROM generate_series(1, {n}) g"),
+                ));
+            }
+            let doc = server.wait_for("jr", "60 records", |d| d["records"] == 60);
+            let file = |t: &str| format!("{}/out/{t}.jsonl", dir.path().display());
+            assert_eq!(
+                doc["targets"],
+                serde_json::json!({ file("t1"): 10, file("t2"): 20, file("t3"): 30 }),
+                "{doc}"
+            );
+            let (code, text) = server.request("GET", "/metrics", None);
+            assert_eq!(code, 200);
+            crate::serve::promtool_check(&text);
+            for (t, n) in [("t1", 10), ("t2", 20), ("t3", 30)] {
+                let series = format!(
+                    "faucet_target_records_total{{pipeline=\"jr\",row=\"\",target=\"{}\"}} {n}\n",
+                    file(t)
+                );
+                assert!(text.contains(&series), "{series} in\n{text}");
             }
             assert!(
-                std::time::Instant::now() < deadline,
-                "no active slot: {}",
-                server.stderr()
+                text.contains("faucet_records_total{pipeline=\"jr\",row=\"\"} 60\n"),
+                "{text}"
             );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        for (t, n) in [("t1", 10), ("t2", 20), ("t3", 30)] {
-            rt.block_on(exec(
-                &pool,
-                &format!("INSERT INTO {s}.{t} SELECT g, g, 'n' FROM generate_series(1, {n}) g"),
-            ));
-        }
-        let doc = server.wait_for("jr", "60 records", |d| d["records"] == 60);
-        let file = |t: &str| format!("{}/out/{t}.jsonl", dir.path().display());
-        assert_eq!(
-            doc["targets"],
-            serde_json::json!({ file("t1"): 10, file("t2"): 20, file("t3"): 30 }),
-            "{doc}"
-        );
-        let (code, text) = server.request("GET", "/metrics", None);
-        assert_eq!(code, 200);
-        crate::serve::promtool_check(&text);
-        for (t, n) in [("t1", 10), ("t2", 20), ("t3", 30)] {
-            let series = format!(
-                "faucet_target_records_total{{pipeline=\"jr\",row=\"\",target=\"{}\"}} {n}\n",
-                file(t)
-            );
-            assert!(text.contains(&series), "{series} in\n{text}");
-        }
-        assert!(
-            text.contains("faucet_records_total{pipeline=\"jr\",row=\"\"} 60\n"),
-            "{text}"
-        );
-        let (code, stderr) = server.terminate();
-        assert_eq!(code, 0, "{stderr}");
-    }));
-    rt.block_on(drop_cdc_test_objects(&pool, &slot, &publication, &s));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            let (code, stderr) = server.terminate();
+            assert_eq!(code, 0, "{stderr}");
+        },
+        || {
+            rt.block_on(drop_cdc_test_objects(&pool, &slot, &publication, &s));
+        },
+    );
 }
 
 /// `faucet validate` of `source` (YAML of `pipeline.source`) into a jsonl sink at `path`;

@@ -129,30 +129,31 @@ fn with_writer(
     config(dir.path(), &url, &db, sink);
     let stop = dir.path().join("stop-writer");
     let writes = writer(&url, &db, &stop, apart);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        std::thread::sleep(Duration::from_millis(300));
-        scenario(dir.path());
-        std::fs::write(&stop, "").expect("stop the writer");
-        let out = writes.wait_with_output().expect("writer");
-        assert!(out.status.success(), "the writer failed");
-        let n: u64 = String::from_utf8_lossy(&out.stdout)
-            .trim()
-            .parse()
-            .expect("count");
-        assert!(n > 100, "the writer wrote only {n} times");
-        output_of_success(&mut faucet(dir.path()), "the catching-up run");
-        let b = stored(dir.path()).expect("bookmark");
-        assert!(
-            b.get("resume_token").is_some() && b.get("snapshot").is_none(),
-            "caught up, the bookmark is mongodb-cdc's: {b}"
-        );
-        check(dir.path(), source_docs(&url, &db));
-    }));
-    let _ = std::fs::write(&stop, "");
-    drop(server);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    crate::support::with_cleanup(
+        || {
+            std::thread::sleep(Duration::from_millis(300));
+            scenario(dir.path());
+            std::fs::write(&stop, "").expect("stop the writer");
+            let out = writes.wait_with_output().expect("writer");
+            assert!(out.status.success(), "the writer failed");
+            let n: u64 = String::from_utf8_lossy(&out.stdout)
+                .trim()
+                .parse()
+                .expect("count");
+            assert!(n > 100, "the writer wrote only {n} times");
+            output_of_success(&mut faucet(dir.path()), "the catching-up run");
+            let b = stored(dir.path()).expect("bookmark");
+            assert!(
+                b.get("resume_token").is_some() && b.get("snapshot").is_none(),
+                "caught up, the bookmark is mongodb-cdc's: {b}"
+            );
+            check(dir.path(), source_docs(&url, &db));
+        },
+        || {
+            let _ = std::fs::write(&stop, "");
+            drop(server);
+        },
+    );
 }
 
 #[test]
@@ -232,45 +233,48 @@ fn mongodb_replicate_into_postgres_upsert_aborted_and_killed_equals_find() {
          table: {schema}.target, write_mode: upsert, key: [_id] }} }}"
     );
     let rounds = crate::support::soak_or(8, 3);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        with_writer(
-            &sink,
-            true,
-            |dir| {
-                let b = aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
-                assert!(b.to_string().contains("dirty"), "{b}");
-                for round in 0..rounds {
-                    let after = Duration::from_millis(300 + 97 * (round % 5));
-                    killed_after(faucet(dir), after);
-                    std::thread::sleep(Duration::from_millis(100));
-                }
-                output_of_success(&mut faucet(dir), "the resumed run");
-            },
-            |_, want| {
-                let rows: Vec<(i64, i64, String)> = rt.block_on(async {
-                    sqlx::query_as(&format!("SELECT _id, v, note FROM {schema}.target"))
-                        .fetch_all(&pool)
-                        .await
-                        .expect("select")
-                });
-                let have: BTreeMap<i64, Json> = rows
-                    .into_iter()
-                    .map(|(id, v, note)| (id, serde_json::json!({"_id": id, "v": v, "note": note})))
-                    .collect();
-                assert_eq!(have.len(), want.len(), "row count");
-                for (k, doc) in &want {
-                    assert_eq!(have.get(k), Some(doc), "`_id` {k}");
-                }
-            },
-        );
-    }));
-    rt.block_on(exec(
-        &pool,
-        &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
-    ));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    crate::support::with_cleanup(
+        || {
+            with_writer(
+                &sink,
+                true,
+                |dir| {
+                    let b = aborted_mid_snapshot(faucet(dir), dir, "after_flush", 6);
+                    assert!(b.to_string().contains("dirty"), "{b}");
+                    for round in 0..rounds {
+                        let after = Duration::from_millis(300 + 97 * (round % 5));
+                        killed_after(faucet(dir), after);
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    output_of_success(&mut faucet(dir), "the resumed run");
+                },
+                |_, want| {
+                    let rows: Vec<(i64, i64, String)> = rt.block_on(async {
+                        sqlx::query_as(&format!("SELECT _id, v, note FROM {schema}.target"))
+                            .fetch_all(&pool)
+                            .await
+                            .expect("select")
+                    });
+                    let have: BTreeMap<i64, Json> = rows
+                        .into_iter()
+                        .map(|(id, v, note)| {
+                            (id, serde_json::json!({"_id": id, "v": v, "note": note}))
+                        })
+                        .collect();
+                    assert_eq!(have.len(), want.len(), "row count");
+                    for (k, doc) in &want {
+                        assert_eq!(have.get(k), Some(doc), "`_id` {k}");
+                    }
+                },
+            );
+        },
+        || {
+            rt.block_on(exec(
+                &pool,
+                &format!("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+            ));
+        },
+    );
 }
 
 #[test]
@@ -298,66 +302,67 @@ fn a_collection_listed_later_is_copied_and_the_others_stream_on() {
         )
         .expect("config");
     };
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        write_config(&format!("{db}.a"));
-        output_of_success(&mut faucet(dir.path()), "the first replicate");
-        let first = stored(dir.path()).expect("bookmark");
-        assert_eq!(
-            first["copied"],
-            serde_json::json!([format!("{db}.a")]),
-            "{first}"
-        );
-        // Written after the copy: `a`'s change streams on; `b` is not listed yet.
-        mongo(
-            &url,
-            &format!(
-                "d = c[{db:?}]\nd['a'].update_one({{'_id': 3}}, {{'$set': {{'v': 300}}}})\n\
-                 d['b'].update_one({{'_id': 'k4'}}, {{'$set': {{'v': 400}}}})\n\
-                 d['b'].delete_one({{'_id': 'k5'}})"
-            ),
-        );
-        write_config(&format!("{db}.a, {db}.b"));
-        output_of_success(&mut faucet(dir.path()), "the replicate with b listed");
-        let text = std::fs::read_to_string(dir.path().join("out/changes.jsonl")).expect("out");
-        let records: Vec<Json> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("json line"))
-            .collect();
-        let count = |table: &str, op: &str| {
-            records
+    crate::support::with_cleanup(
+        || {
+            write_config(&format!("{db}.a"));
+            output_of_success(&mut faucet(dir.path()), "the first replicate");
+            let first = stored(dir.path()).expect("bookmark");
+            assert_eq!(
+                first["copied"],
+                serde_json::json!([format!("{db}.a")]),
+                "{first}"
+            );
+            // Written after the copy: `a`'s change streams on; `b` is not listed yet.
+            mongo(
+                &url,
+                &format!(
+                    "d = c[{db:?}]\nd['a'].update_one({{'_id': 3}}, {{'$set': {{'v': 300}}}})\n\
+                     d['b'].update_one({{'_id': 'k4'}}, {{'$set': {{'v': 400}}}})\n\
+                     d['b'].delete_one({{'_id': 'k5'}})"
+                ),
+            );
+            write_config(&format!("{db}.a, {db}.b"));
+            output_of_success(&mut faucet(dir.path()), "the replicate with b listed");
+            let text = std::fs::read_to_string(dir.path().join("out/changes.jsonl")).expect("out");
+            let records: Vec<Json> = text
+                .lines()
+                .map(|l| serde_json::from_str(l).expect("json line"))
+                .collect();
+            let count = |table: &str, op: &str| {
+                records
+                    .iter()
+                    .filter(|r| r["table"] == format!("{db}.{table}") && r["op"] == op)
+                    .count()
+            };
+            assert_eq!(count("a", "r"), 30, "a copied once");
+            assert_eq!(count("a", "u"), 1, "a's update streamed on");
+            // The late copy's anchor is the stored bookmark: `b`'s documents changed after it
+            // are left out of the copy and arrive as their changes.
+            assert_eq!(count("b", "r"), 18, "b copied late, without k4 and k5");
+            assert_eq!(
+                (count("b", "u"), count("b", "d")),
+                (1, 1),
+                "k4, k5 as changes"
+            );
+            assert!(
+                !records.iter().any(|r| r["op"] == "r"
+                    && ["k4", "k5"].contains(&r["after"]["_id"].as_str().unwrap_or(""))),
+                "a document changed after the anchor was copied too"
+            );
+            let k4 = records
                 .iter()
-                .filter(|r| r["table"] == format!("{db}.{table}") && r["op"] == op)
-                .count()
-        };
-        assert_eq!(count("a", "r"), 30, "a copied once");
-        assert_eq!(count("a", "u"), 1, "a's update streamed on");
-        // The late copy's anchor is the stored bookmark: `b`'s documents changed after it
-        // are left out of the copy and arrive as their changes.
-        assert_eq!(count("b", "r"), 18, "b copied late, without k4 and k5");
-        assert_eq!(
-            (count("b", "u"), count("b", "d")),
-            (1, 1),
-            "k4, k5 as changes"
-        );
-        assert!(
-            !records.iter().any(|r| r["op"] == "r"
-                && ["k4", "k5"].contains(&r["after"]["_id"].as_str().unwrap_or(""))),
-            "a document changed after the anchor was copied too"
-        );
-        let k4 = records
-            .iter()
-            .find(|r| r["op"] == "u" && r["after"]["_id"] == "k4")
-            .expect("k4's update");
-        assert_eq!(k4["after"]["v"], 400);
-        let last = stored(dir.path()).expect("bookmark");
-        assert_eq!(
-            last["copied"],
-            serde_json::json!([format!("{db}.a"), format!("{db}.b")]),
-            "{last}"
-        );
-    }));
-    mongo(&url, &format!("c.drop_database({db:?})"));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+                .find(|r| r["op"] == "u" && r["after"]["_id"] == "k4")
+                .expect("k4's update");
+            assert_eq!(k4["after"]["v"], 400);
+            let last = stored(dir.path()).expect("bookmark");
+            assert_eq!(
+                last["copied"],
+                serde_json::json!([format!("{db}.a"), format!("{db}.b")]),
+                "{last}"
+            );
+        },
+        || {
+            mongo(&url, &format!("c.drop_database({db:?})"));
+        },
+    );
 }

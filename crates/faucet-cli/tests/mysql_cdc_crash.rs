@@ -103,70 +103,71 @@ fn mysql_cdc_sigkilled_at_random_instants_inside_large_transactions_loses_nothin
     let url = mysql_url_for(&db, None);
     let dir = Dir::new();
     write_pipelines(&dir, &db, BATCH);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(dir.path(), &url, "faucet.yaml").expect_code(0);
-        // `txns` transactions of ROWS changes each: every kill below lands inside one.
-        for _ in 0..txns {
-            mariadb(&format!("UPDATE {db}.t SET v = v + 1"));
-        }
-        let mut delays = Delays::new();
-        let mut killed = 0;
-        let started = Instant::now();
-        for k in 0..kills {
-            let mut child = faucet_run(dir.path(), &url, "faucet.yaml")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("spawn faucet");
-            // The first kill comes early, inside the work (100 pages with fsyncs take far
-            // longer), so that a fast machine cannot finish the changes before any kill.
-            let hi = if k == 0 { 300 } else { 1_500 };
-            std::thread::sleep(delays.next(50, hi));
-            if child.try_wait().expect("wait").is_none() {
-                child.kill().expect("SIGKILL");
-                killed += 1;
+    crate::support::with_cleanup(
+        || {
+            run(dir.path(), &url, "faucet.yaml").expect_code(0);
+            // `txns` transactions of ROWS changes each: every kill below lands inside one.
+            for _ in 0..txns {
+                mariadb(&format!("UPDATE {db}.t SET v = v + 1"));
             }
-            let _ = child.wait();
-        }
-        let last = run(dir.path(), &url, "faucet.yaml");
-        last.expect_code(0);
-        assert!(
-            killed > 0,
-            "no run was killed mid-run: the kills proved nothing"
-        );
-        let seen = delivered(dir.path());
-        let lost: Vec<(u64, u64)> = (1..=ROWS)
-            .flat_map(|id| (1..=txns).map(move |v| (id, v)))
-            .filter(|k| !seen.contains_key(k))
-            .collect();
-        let extra: Vec<&(u64, u64)> = seen.keys().filter(|(_, v)| *v > txns).collect();
-        let duplicates: usize = seen.values().map(|n| n - 1).sum();
-        eprintln!(
-            "mysql_cdc_crash: {} changes in {txns} transactions, {killed} of {kills} runs \
-             SIGKILLed mid-run, {duplicates} duplicates, {:.1} s",
-            ROWS * txns,
-            started.elapsed().as_secs_f64()
-        );
-        assert!(
-            lost.is_empty(),
-            "{} changes lost, first {:?}",
-            lost.len(),
-            &lost[..lost.len().min(10)]
-        );
-        assert!(extra.is_empty(), "changes never made: {extra:?}");
-        assert!(
-            duplicates <= killed * BATCH,
-            "{duplicates} duplicates for {killed} kills of pages of {BATCH}"
-        );
-        // Nothing left: a run now reads nothing and writes nothing.
-        let before = read_records(dir.path(), "out.jsonl").len();
-        run(dir.path(), &url, "faucet.yaml").expect_code(0);
-        assert_eq!(read_records(dir.path(), "out.jsonl").len(), before);
-    }));
-    mariadb(&format!("DROP DATABASE IF EXISTS {db}"));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            let mut delays = Delays::new();
+            let mut killed = 0;
+            let started = Instant::now();
+            for k in 0..kills {
+                let mut child = faucet_run(dir.path(), &url, "faucet.yaml")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("spawn faucet");
+                // The first kill comes early, inside the work (100 pages with fsyncs take far
+                // longer), so that a fast machine cannot finish the changes before any kill.
+                let hi = if k == 0 { 300 } else { 1_500 };
+                std::thread::sleep(delays.next(50, hi));
+                if child.try_wait().expect("wait").is_none() {
+                    child.kill().expect("SIGKILL");
+                    killed += 1;
+                }
+                let _ = child.wait();
+            }
+            let last = run(dir.path(), &url, "faucet.yaml");
+            last.expect_code(0);
+            assert!(
+                killed > 0,
+                "no run was killed mid-run: the kills proved nothing"
+            );
+            let seen = delivered(dir.path());
+            let lost: Vec<(u64, u64)> = (1..=ROWS)
+                .flat_map(|id| (1..=txns).map(move |v| (id, v)))
+                .filter(|k| !seen.contains_key(k))
+                .collect();
+            let extra: Vec<&(u64, u64)> = seen.keys().filter(|(_, v)| *v > txns).collect();
+            let duplicates: usize = seen.values().map(|n| n - 1).sum();
+            eprintln!(
+                "mysql_cdc_crash: {} changes in {txns} transactions, {killed} of {kills} runs \
+                 SIGKILLed mid-run, {duplicates} duplicates, {:.1} s",
+                ROWS * txns,
+                started.elapsed().as_secs_f64()
+            );
+            assert!(
+                lost.is_empty(),
+                "{} changes lost, first {:?}",
+                lost.len(),
+                &lost[..lost.len().min(10)]
+            );
+            assert!(extra.is_empty(), "changes never made: {extra:?}");
+            assert!(
+                duplicates <= killed * BATCH,
+                "{duplicates} duplicates for {killed} kills of pages of {BATCH}"
+            );
+            // Nothing left: a run now reads nothing and writes nothing.
+            let before = read_records(dir.path(), "out.jsonl").len();
+            run(dir.path(), &url, "faucet.yaml").expect_code(0);
+            assert_eq!(read_records(dir.path(), "out.jsonl").len(), before);
+        },
+        || {
+            mariadb(&format!("DROP DATABASE IF EXISTS {db}"));
+        },
+    );
 }
 
 /// Polls until `out.jsonl` holds at least `n` records; fails after 60 s.
@@ -219,97 +220,98 @@ fn mysql_cdc_with_replication_slave_revoked_mid_run_fails_naming_it_and_resumes_
     let url = mysql_url_for(&db, Some((&user, password)));
     let dir = Dir::new();
     write_pipelines(&dir, &db, BATCH);
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        run(dir.path(), &url, "faucet.yaml").expect_code(0);
-        let mut child = faucet_run(dir.path(), &url, "continuous.yaml")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn faucet");
-        insert_rows(&db, 1, 500);
-        wait_for_records(dir.path(), 500, &mut child);
+    crate::support::with_cleanup(
+        || {
+            run(dir.path(), &url, "faucet.yaml").expect_code(0);
+            let mut child = faucet_run(dir.path(), &url, "continuous.yaml")
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn faucet");
+            insert_rows(&db, 1, 500);
+            wait_for_records(dir.path(), 500, &mut child);
 
-        // Revoked mid-run: the server checks REPLICATION SLAVE when a dump starts, so the
-        // dump in progress goes on (rows written now still arrive) ...
-        mariadb(&format!(
-            "REVOKE REPLICATION SLAVE ON *.* FROM '{user}'@'%'"
-        ));
-        insert_rows(&db, 501, 500);
-        wait_for_records(dir.path(), 1_000, &mut child);
-        // ... until its connection drops (a network blip, a server restart): then the run
-        // ends with an error, and no later run can read the binlog.
-        let dumps = mariadb(&format!(
-            "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = '{user}' \
-             AND COMMAND LIKE 'Binlog Dump%'"
-        ));
-        let dumps: Vec<&str> = dumps.lines().collect();
-        assert_eq!(dumps.len(), 1, "one dump connection of {user}: {dumps:?}");
-        mariadb(&format!("KILL CONNECTION {}", dumps[0]));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while child.try_wait().expect("wait").is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "the run outlived its dump connection by 60 s"
+            // Revoked mid-run: the server checks REPLICATION SLAVE when a dump starts, so the
+            // dump in progress goes on (rows written now still arrive) ...
+            mariadb(&format!(
+                "REVOKE REPLICATION SLAVE ON *.* FROM '{user}'@'%'"
+            ));
+            insert_rows(&db, 501, 500);
+            wait_for_records(dir.path(), 1_000, &mut child);
+            // ... until its connection drops (a network blip, a server restart): then the run
+            // ends with an error, and no later run can read the binlog.
+            let dumps = mariadb(&format!(
+                "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = '{user}' \
+                 AND COMMAND LIKE 'Binlog Dump%'"
+            ));
+            let dumps: Vec<&str> = dumps.lines().collect();
+            assert_eq!(dumps.len(), 1, "one dump connection of {user}: {dumps:?}");
+            mariadb(&format!("KILL CONNECTION {}", dumps[0]));
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while child.try_wait().expect("wait").is_none() {
+                assert!(
+                    Instant::now() < deadline,
+                    "the run outlived its dump connection by 60 s"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let ended = Run::from_output(child.wait_with_output().expect("wait"));
+            assert_ne!(ended.code, 0, "{}", ended.stderr);
+            insert_rows(&db, 1_001, 500);
+            let written = read_records(dir.path(), "out.jsonl").len();
+            let state = std::fs::read(dir.join("state")).ok();
+
+            let refused = run(dir.path(), &url, "faucet.yaml");
+            eprintln!(
+                "mysql_cdc_crash: the run whose dump was dropped: exit {}: {}\nthe rerun: exit {}: {}",
+                ended.code,
+                ended.stderr.trim(),
+                refused.code,
+                refused.stderr.trim()
             );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        let ended = Run::from_output(child.wait_with_output().expect("wait"));
-        assert_ne!(ended.code, 0, "{}", ended.stderr);
-        insert_rows(&db, 1_001, 500);
-        let written = read_records(dir.path(), "out.jsonl").len();
-        let state = std::fs::read(dir.join("state")).ok();
+            assert_ne!(refused.code, 0, "a run without REPLICATION SLAVE succeeded");
+            refused.stderr_has(&["REPLICATION SLAVE", "GRANT REPLICATION SLAVE ON *.* TO"]);
+            assert!(!refused.stderr.contains(password), "{}", refused.stderr);
+            assert_eq!(
+                read_records(dir.path(), "out.jsonl").len(),
+                written,
+                "the refused run wrote records"
+            );
+            assert_eq!(
+                std::fs::read(dir.join("state")).ok(),
+                state,
+                "the refused run moved the bookmark"
+            );
+            let doctor = Run::from_output(
+                faucet_unarmed()
+                    .env("SOURCE_MYSQL_URL", &url)
+                    .args(["doctor", "faucet.yaml"])
+                    .current_dir(dir.path())
+                    .output()
+                    .expect("doctor"),
+            );
+            doctor
+                .expect_code(1)
+                .stdout_has(&["✗ source mysql-cdc", "REPLICATION SLAVE"]);
 
-        let refused = run(dir.path(), &url, "faucet.yaml");
-        eprintln!(
-            "mysql_cdc_crash: the run whose dump was dropped: exit {}: {}\nthe rerun: exit {}: {}",
-            ended.code,
-            ended.stderr.trim(),
-            refused.code,
-            refused.stderr.trim()
-        );
-        assert_ne!(refused.code, 0, "a run without REPLICATION SLAVE succeeded");
-        refused.stderr_has(&["REPLICATION SLAVE", "GRANT REPLICATION SLAVE ON *.* TO"]);
-        assert!(!refused.stderr.contains(password), "{}", refused.stderr);
-        assert_eq!(
-            read_records(dir.path(), "out.jsonl").len(),
-            written,
-            "the refused run wrote records"
-        );
-        assert_eq!(
-            std::fs::read(dir.join("state")).ok(),
-            state,
-            "the refused run moved the bookmark"
-        );
-        let doctor = Run::from_output(
-            faucet_unarmed()
-                .env("SOURCE_MYSQL_URL", &url)
-                .args(["doctor", "faucet.yaml"])
-                .current_dir(dir.path())
-                .output()
-                .expect("doctor"),
-        );
-        doctor
-            .expect_code(1)
-            .stdout_has(&["✗ source mysql-cdc", "REPLICATION SLAVE"]);
-
-        mariadb(&format!("GRANT REPLICATION SLAVE ON *.* TO '{user}'@'%'"));
-        run(dir.path(), &url, "faucet.yaml").expect_code(0);
-        let seen = delivered(dir.path());
-        let lost: Vec<u64> = (1..=1_500)
-            .filter(|id| !seen.contains_key(&(*id, 1)))
-            .collect();
-        let duplicates: usize = seen.values().map(|n| n - 1).sum();
-        assert!(lost.is_empty(), "{} rows lost: {lost:?}", lost.len());
-        assert_eq!(seen.len(), 1_500, "rows never inserted");
-        assert!(
-            duplicates <= BATCH,
-            "{duplicates} duplicates for one dropped connection"
-        );
-    }));
-    mariadb(&format!(
-        "DROP DATABASE IF EXISTS {db}; DROP USER IF EXISTS '{user}'@'%'"
-    ));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            mariadb(&format!("GRANT REPLICATION SLAVE ON *.* TO '{user}'@'%'"));
+            run(dir.path(), &url, "faucet.yaml").expect_code(0);
+            let seen = delivered(dir.path());
+            let lost: Vec<u64> = (1..=1_500)
+                .filter(|id| !seen.contains_key(&(*id, 1)))
+                .collect();
+            let duplicates: usize = seen.values().map(|n| n - 1).sum();
+            assert!(lost.is_empty(), "{} rows lost: {lost:?}", lost.len());
+            assert_eq!(seen.len(), 1_500, "rows never inserted");
+            assert!(
+                duplicates <= BATCH,
+                "{duplicates} duplicates for one dropped connection"
+            );
+        },
+        || {
+            mariadb(&format!(
+                "DROP DATABASE IF EXISTS {db}; DROP USER IF EXISTS '{user}'@'%'"
+            ));
+        },
+    );
 }

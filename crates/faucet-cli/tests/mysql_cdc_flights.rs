@@ -265,129 +265,130 @@ fn mysql_cdc_flights_replay_reconstructs_the_table_value_by_value() {
     let dir = Dir::new();
     dir.write("faucet.yaml", cdc_pipeline(&names));
 
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        load(&names, &dir, rows);
-        let load_secs = started.elapsed().as_secs_f64();
+    crate::support::with_cleanup(
+        || {
+            load(&names, &dir, rows);
+            let load_secs = started.elapsed().as_secs_f64();
 
-        // The first run starts at the end of the log: the changes from here on are all
-        // captured, and the table as it is now is the replay's starting state.
-        output_of_success(&mut faucet_run(dir.path(), &names), "the first run");
-        assert!(
-            read_records(dir.path(), "flights.jsonl").is_empty(),
-            "changes before the first run"
-        );
-        let mut replica = select_table(&names);
-        assert_eq!(replica.len(), rows);
-
-        workload_a(&table);
-        output_of_success(&mut faucet_run(dir.path(), &names), "the second run");
-        let records = read_records(dir.path(), "flights.jsonl");
-        let seen = records.len();
-        let first = replay(&mut replica, records, &table, &same_mapping);
-        // The binlog's values are the value table's, literally.
-        for (k, (_, want)) in VALUE_CASES.iter().enumerate() {
-            let want: Map<String, Json> = serde_json::from_str(want).expect("expected JSON");
-            let got = &replica[&(FIRST_VALUE_ID + k as i64)];
-            for (col, w) in &want {
-                assert_eq!(&got[col], w, "value case {k}, column {col}");
-            }
-        }
-        let before_truncate = replica.len() as u64;
-
-        // The truncate and reload; a run reads it while the big transaction is written, and
-        // the binlog rotates as it reads.
-        mariadb(&format!(
-            "USE {db}; CREATE TABLE flights_copy AS SELECT * FROM flights; TRUNCATE flights;
-             INSERT INTO flights SELECT * FROM flights_copy; DROP TABLE flights_copy;",
-            db = names.db
-        ));
-        let during = faucet_run(dir.path(), &names)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn faucet");
-        let update_started = Instant::now();
-        mariadb(&format!(
-            "SET SESSION time_zone = '+00:00', SESSION sql_mode = '';
-             UPDATE {table} SET dep_delay = COALESCE(dep_delay, 0) + 1,
-               d = IF(d > 0, d - 0.0001, COALESCE(d, 0) + 0.0001),
-               dtm = COALESCE(dtm, '2000-01-01') - INTERVAL 1 MICROSECOND
-             ORDER BY id LIMIT {updated};
-             FLUSH BINARY LOGS;"
-        ));
-        let update_secs = update_started.elapsed().as_secs_f64();
-        assert_succeeded(
-            during.wait_with_output().expect("wait"),
-            "the run during the truncate and the big update",
-        );
-        // A run reading the big transaction while deletes, a rotation and ADD COLUMN happen.
-        let reading = faucet_run(dir.path(), &names)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn faucet");
-        workload_c(&table);
-        assert_succeeded(
-            reading.wait_with_output().expect("wait"),
-            "the run during the big transaction",
-        );
-        let catch_up = Instant::now();
-        // Bounded runs: each read to the end of the log it saw at start; these read the rest.
-        for k in 0..2 {
-            output_of_success(
-                &mut faucet_run(dir.path(), &names),
-                &format!("run {}", k + 5),
+            // The first run starts at the end of the log: the changes from here on are all
+            // captured, and the table as it is now is the replay's starting state.
+            output_of_success(&mut faucet_run(dir.path(), &names), "the first run");
+            assert!(
+                read_records(dir.path(), "flights.jsonl").is_empty(),
+                "changes before the first run"
             );
-        }
-        let catch_up_secs = catch_up.elapsed().as_secs_f64();
+            let mut replica = select_table(&names);
+            assert_eq!(replica.len(), rows);
 
-        let verify = Instant::now();
-        let mut records = read_records(dir.path(), "flights.jsonl");
-        let total = records.len();
-        let files: Vec<String> = records
-            .iter()
-            .filter_map(|r| r["binlog_file"].as_str().map(str::to_owned))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        let second = replay(&mut replica, records.split_off(seen), &table, &same_mapping);
-        let source = select_table(&names);
-        assert_same(&replica, &source, Some(ADDED_COLUMN), "at the end");
-        assert_eq!(second.truncates, 1, "{second:?}");
-        assert!(second.updates >= updated as u64, "{second:?}");
-        assert!(second.deletes > 0, "{second:?}");
-        // The reload after the truncate, and the one row inserted after the column was added.
-        assert_eq!(second.inserts, before_truncate + 1, "{second:?}");
-        let gated = source
-            .values()
-            .filter(|r| !r[ADDED_COLUMN].is_null())
-            .count();
-        assert!(gated > 0, "no row carries the added column");
-        assert!(
-            files.len() >= 3,
-            "the changes span fewer than 3 binlog files: {files:?}"
-        );
-        eprintln!(
-            "mysql_cdc_flights: {rows} flights loaded in {load_secs:.1} s; {} change records \
-             (first {first:?}, then {second:?}) in {files:?}; the {updated}-row update took \
-             {update_secs:.1} s; the last two runs {catch_up_secs:.1} s; {} rows equal value by \
-             value (read, replay and compare {:.1} s); {:.1} s in all",
-            total,
-            source.len(),
-            verify.elapsed().as_secs_f64(),
-            started.elapsed().as_secs_f64()
-        );
-    }));
-    mariadb(&format!("DROP DATABASE IF EXISTS {}", names.db));
-    rt.block_on(async {
-        let _ = sqlx::raw_sql(&format!(
-            "DROP TABLE IF EXISTS {state}, {state}_lease",
-            state = names.state_table
-        ))
-        .execute(&pool)
-        .await;
-    });
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            workload_a(&table);
+            output_of_success(&mut faucet_run(dir.path(), &names), "the second run");
+            let records = read_records(dir.path(), "flights.jsonl");
+            let seen = records.len();
+            let first = replay(&mut replica, records, &table, &same_mapping);
+            // The binlog's values are the value table's, literally.
+            for (k, (_, want)) in VALUE_CASES.iter().enumerate() {
+                let want: Map<String, Json> = serde_json::from_str(want).expect("expected JSON");
+                let got = &replica[&(FIRST_VALUE_ID + k as i64)];
+                for (col, w) in &want {
+                    assert_eq!(&got[col], w, "value case {k}, column {col}");
+                }
+            }
+            let before_truncate = replica.len() as u64;
+
+            // The truncate and reload; a run reads it while the big transaction is written, and
+            // the binlog rotates as it reads.
+            mariadb(&format!(
+                "USE {db}; CREATE TABLE flights_copy AS SELECT * FROM flights; TRUNCATE flights;
+                 INSERT INTO flights SELECT * FROM flights_copy; DROP TABLE flights_copy;",
+                db = names.db
+            ));
+            let during = faucet_run(dir.path(), &names)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn faucet");
+            let update_started = Instant::now();
+            mariadb(&format!(
+                "SET SESSION time_zone = '+00:00', SESSION sql_mode = '';
+                 UPDATE {table} SET dep_delay = COALESCE(dep_delay, 0) + 1,
+                   d = IF(d > 0, d - 0.0001, COALESCE(d, 0) + 0.0001),
+                   dtm = COALESCE(dtm, '2000-01-01') - INTERVAL 1 MICROSECOND
+                 ORDER BY id LIMIT {updated};
+                 FLUSH BINARY LOGS;"
+            ));
+            let update_secs = update_started.elapsed().as_secs_f64();
+            assert_succeeded(
+                during.wait_with_output().expect("wait"),
+                "the run during the truncate and the big update",
+            );
+            // A run reading the big transaction while deletes, a rotation and ADD COLUMN happen.
+            let reading = faucet_run(dir.path(), &names)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn faucet");
+            workload_c(&table);
+            assert_succeeded(
+                reading.wait_with_output().expect("wait"),
+                "the run during the big transaction",
+            );
+            let catch_up = Instant::now();
+            // Bounded runs: each read to the end of the log it saw at start; these read the rest.
+            for k in 0..2 {
+                output_of_success(
+                    &mut faucet_run(dir.path(), &names),
+                    &format!("run {}", k + 5),
+                );
+            }
+            let catch_up_secs = catch_up.elapsed().as_secs_f64();
+
+            let verify = Instant::now();
+            let mut records = read_records(dir.path(), "flights.jsonl");
+            let total = records.len();
+            let files: Vec<String> = records
+                .iter()
+                .filter_map(|r| r["binlog_file"].as_str().map(str::to_owned))
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let second = replay(&mut replica, records.split_off(seen), &table, &same_mapping);
+            let source = select_table(&names);
+            assert_same(&replica, &source, Some(ADDED_COLUMN), "at the end");
+            assert_eq!(second.truncates, 1, "{second:?}");
+            assert!(second.updates >= updated as u64, "{second:?}");
+            assert!(second.deletes > 0, "{second:?}");
+            // The reload after the truncate, and the one row inserted after the column was added.
+            assert_eq!(second.inserts, before_truncate + 1, "{second:?}");
+            let gated = source
+                .values()
+                .filter(|r| !r[ADDED_COLUMN].is_null())
+                .count();
+            assert!(gated > 0, "no row carries the added column");
+            assert!(
+                files.len() >= 3,
+                "the changes span fewer than 3 binlog files: {files:?}"
+            );
+            eprintln!(
+                "mysql_cdc_flights: {rows} flights loaded in {load_secs:.1} s; {} change records \
+                 (first {first:?}, then {second:?}) in {files:?}; the {updated}-row update took \
+                 {update_secs:.1} s; the last two runs {catch_up_secs:.1} s; {} rows equal value by \
+                 value (read, replay and compare {:.1} s); {:.1} s in all",
+                total,
+                source.len(),
+                verify.elapsed().as_secs_f64(),
+                started.elapsed().as_secs_f64()
+            );
+        },
+        || {
+            mariadb(&format!("DROP DATABASE IF EXISTS {}", names.db));
+            rt.block_on(async {
+                let _ = sqlx::raw_sql(&format!(
+                    "DROP TABLE IF EXISTS {state}, {state}_lease",
+                    state = names.state_table
+                ))
+                .execute(&pool)
+                .await;
+            });
+        },
+    );
 }

@@ -123,56 +123,56 @@ fn cdc_to_jsonl_killed_at_every_fault_point_loses_nothing() {
     let pool = rt.block_on(pg_pool());
     let (names, dir) = setup(&rt, &pool, "crash", &format!("batch_size: {BATCH}"));
     let s = names.schema.clone();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        first_run_with_oracle(&rt, &pool, &names, dir.path());
-        rt.block_on(workload(&pool, &s));
-        let ack_not_ahead = ack_checker(&rt, &pool, &names, dir.path());
+    crate::support::with_cleanup(
+        || {
+            first_run_with_oracle(&rt, &pool, &names, dir.path());
+            rt.block_on(workload(&pool, &s));
+            let ack_not_ahead = ack_checker(&rt, &pool, &names, dir.path());
 
-        let soak = std::env::var("FAUCET_SOAK").is_ok();
-        let hits: &[u32] = if soak { &[1, 2, 3, 5] } else { &[1, 3] };
-        let mut crashes = 0u64;
-        let check_ack =
-            |crashes: u64, what: &str| ack_not_ahead(&format!("{what} (crash {crashes})"));
-        for point in faucet_core::fault::ALL {
-            for &hit in hits {
-                expect_aborted(&mut faucet(dir.path()), &format!("{point}:{hit}"));
-                crashes += 1;
-                check_ack(crashes, &format!("{point}:{hit}"));
+            let soak = std::env::var("FAUCET_SOAK").is_ok();
+            let hits: &[u32] = if soak { &[1, 2, 3, 5] } else { &[1, 3] };
+            let mut crashes = 0u64;
+            let check_ack =
+                |crashes: u64, what: &str| ack_not_ahead(&format!("{what} (crash {crashes})"));
+            for point in faucet_core::fault::ALL {
+                for &hit in hits {
+                    expect_aborted(&mut faucet(dir.path()), &format!("{point}:{hit}"));
+                    crashes += 1;
+                    check_ack(crashes, &format!("{point}:{hit}"));
+                }
             }
-        }
-        // SIGKILL at pseudo-random instants, each round with new changes to read (updates
-        // of 400 rows in one transaction, so kills land inside transactions too).
-        let rounds = if soak { 12 } else { 4 };
-        let mut killed = 0;
-        for round in 0..rounds {
-            rt.block_on(exec(
-                &pool,
-                &format!(
-                    "UPDATE {s}.items SET v = nextval('{s}.seq') WHERE id % 2 = {}",
-                    round % 2
-                ),
-            ));
-            let after = Duration::from_millis(20 + (round * 37 % 120) as u64);
-            if killed_quietly_after(faucet(dir.path()), after) {
-                crashes += 1;
-                killed += 1;
+            // SIGKILL at pseudo-random instants, each round with new changes to read (updates
+            // of 400 rows in one transaction, so kills land inside transactions too).
+            let rounds = if soak { 12 } else { 4 };
+            let mut killed = 0;
+            for round in 0..rounds {
+                rt.block_on(exec(
+                    &pool,
+                    &format!(
+                        "UPDATE {s}.items SET v = nextval('{s}.seq') WHERE id % 2 = {}",
+                        round % 2
+                    ),
+                ));
+                let after = Duration::from_millis(20 + (round * 37 % 120) as u64);
+                if killed_quietly_after(faucet(dir.path()), after) {
+                    crashes += 1;
+                    killed += 1;
+                }
+                check_ack(crashes, "SIGKILL");
             }
-            check_ack(crashes, "SIGKILL");
-        }
-        assert!(
-            killed > 0,
-            "no round was killed mid-run: the SIGKILL rounds proved nothing"
-        );
-        run_to_completion(dir.path());
+            assert!(
+                killed > 0,
+                "no round was killed mid-run: the SIGKILL rounds proved nothing"
+            );
+            run_to_completion(dir.path());
 
-        verify(&rt, &pool, &names, dir.path(), crashes, BATCH, 2_000);
-        check_ack(crashes, "the final run");
-    }));
-
-    rt.block_on(drop_names(&pool, &names));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            verify(&rt, &pool, &names, dir.path(), crashes, BATCH, 2_000);
+            check_ack(crashes, "the final run");
+        },
+        || {
+            rt.block_on(drop_names(&pool, &names));
+        },
+    );
 }
 
 #[test]
@@ -191,73 +191,74 @@ fn continuous_cdc_killed_during_a_steady_stream_loses_nothing() {
     )
     .expect("config");
     let s = names.schema.clone();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        first_run_with_oracle(&rt, &pool, &names, dir.path());
-        let ack_not_ahead = ack_checker(&rt, &pool, &names, dir.path());
-        // The writer: a single-row transaction every 10 ms (inserts, and updates and deletes
-        // of earlier rows), on its own runtime and connection, until told to stop.
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let writer = {
-            let stop = stop.clone();
-            let s = s.clone();
-            std::thread::spawn(move || {
-                runtime().block_on(async move {
-                    let mut c = crate::support::pg_connect(&crate::support::pg_url()).await;
-                    let mut id = 0i64;
-                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                        id += 1;
-                        let sql = match id % 10 {
-                            3 => format!(
-                                "UPDATE {s}.items SET v = nextval('{s}.seq') WHERE id = {}",
-                                id / 2
-                            ),
-                            7 => format!("DELETE FROM {s}.items WHERE id = {}", id / 3),
-                            _ => format!(
-                                "INSERT INTO {s}.items VALUES ({id}, nextval('{s}.seq'), 'w{id}')"
-                            ),
-                        };
-                        sqlx::raw_sql(&sql).execute(&mut c).await.expect("write");
-                        tokio::time::sleep(Duration::from_millis(10)).await;
-                    }
+    crate::support::with_cleanup(
+        || {
+            first_run_with_oracle(&rt, &pool, &names, dir.path());
+            let ack_not_ahead = ack_checker(&rt, &pool, &names, dir.path());
+            // The writer: a single-row transaction every 10 ms (inserts, and updates and deletes
+            // of earlier rows), on its own runtime and connection, until told to stop.
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let writer = {
+                let stop = stop.clone();
+                let s = s.clone();
+                std::thread::spawn(move || {
+                    runtime().block_on(async move {
+                        let mut c = crate::support::pg_connect(&crate::support::pg_url()).await;
+                        let mut id = 0i64;
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            id += 1;
+                            let sql = match id % 10 {
+                                3 => format!(
+                                    "UPDATE {s}.items SET v = nextval('{s}.seq') WHERE id = {}",
+                                    id / 2
+                                ),
+                                7 => format!("DELETE FROM {s}.items WHERE id = {}", id / 3),
+                                _ => format!(
+                                    "INSERT INTO {s}.items VALUES ({id}, nextval('{s}.seq'), 'w{id}')"
+                                ),
+                            };
+                            sqlx::raw_sql(&sql).execute(&mut c).await.expect("write");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                        }
+                    })
                 })
-            })
-        };
-        let soak = std::env::var("FAUCET_SOAK").is_ok();
-        let rounds = if soak { 15 } else { 5 };
-        let mut crashes = 0u64;
-        for round in 0..rounds {
-            let mut run = faucet_with_pg_url("FAUCET_CDC_CRASH_PG_URL");
-            run.args(["run", "continuous.yaml", "--quiet"])
-                .current_dir(dir.path());
-            let after = Duration::from_millis(700 + (round * 173 % 600) as u64);
+            };
+            let soak = std::env::var("FAUCET_SOAK").is_ok();
+            let rounds = if soak { 15 } else { 5 };
+            let mut crashes = 0u64;
+            for round in 0..rounds {
+                let mut run = faucet_with_pg_url("FAUCET_CDC_CRASH_PG_URL");
+                run.args(["run", "continuous.yaml", "--quiet"])
+                    .current_dir(dir.path());
+                let after = Duration::from_millis(700 + (round * 173 % 600) as u64);
+                assert!(
+                    killed_quietly_after(run, after),
+                    "the continuous run ended by itself"
+                );
+                crashes += 1;
+                ack_not_ahead(&format!("SIGKILL {crashes}"));
+            }
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            writer.join().expect("writer");
+            // The continuous runs delivered while the writer wrote (with pages only at
+            // batch_size they would have delivered nothing before being killed).
+            let delivered_while_writing = output(dir.path()).len();
+            run_to_completion(dir.path());
+            let all = output(dir.path()).len();
             assert!(
-                killed_quietly_after(run, after),
-                "the continuous run ended by itself"
+                delivered_while_writing * 2 >= all,
+                "only {delivered_while_writing} of {all} changes were delivered by the continuous runs"
             );
-            crashes += 1;
-            ack_not_ahead(&format!("SIGKILL {crashes}"));
-        }
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        writer.join().expect("writer");
-        // The continuous runs delivered while the writer wrote (with pages only at
-        // batch_size they would have delivered nothing before being killed).
-        let delivered_while_writing = output(dir.path()).len();
-        run_to_completion(dir.path());
-        let all = output(dir.path()).len();
-        assert!(
-            delivered_while_writing * 2 >= all,
-            "only {delivered_while_writing} of {all} changes were delivered by the continuous runs"
-        );
-        // A page holds what arrived within its delay, plus the backlog of a restart: at 100
-        // changes/s, well under 2 s of changes. The writer reaches 100 changes/s on a quiet
-        // machine (~500 changes); on a loaded one a debug build's writer made 180.
-        verify(&rt, &pool, &names, dir.path(), crashes, 200, 100);
-        ack_not_ahead("the final run");
-    }));
-    rt.block_on(drop_names(&pool, &names));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            // A page holds what arrived within its delay, plus the backlog of a restart: at 100
+            // changes/s, well under 2 s of changes. The writer reaches 100 changes/s on a quiet
+            // machine (~500 changes); on a loaded one a debug build's writer made 180.
+            verify(&rt, &pool, &names, dir.path(), crashes, 200, 100);
+            ack_not_ahead("the final run");
+        },
+        || {
+            rt.block_on(drop_names(&pool, &names));
+        },
+    );
 }
 
 /// The first run creates the publication and the slot; the oracle slot (`test_decoding`)

@@ -307,63 +307,64 @@ fn late_table(
     case.config(dir, &["a", "b"], sink);
     let stop = Arc::new(AtomicBool::new(false));
     let writes = workload(db, case.names.schema.clone(), Arc::clone(&stop));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        std::thread::sleep(Duration::from_millis(200));
-        output_of_success(&mut case.command(dir, first), "streaming a and b");
-        // A first bounded `faucet run` reads from the slot it creates to the end of the log
-        // seen at start, which under load may hold no change yet (no bookmark stored): run
-        // again, as a user would, until a bookmark is stored.
-        for _ in 0..10 {
-            if stored(dir).is_some_and(|b| b.is_object()) {
-                break;
+    crate::support::with_cleanup(
+        || {
+            std::thread::sleep(Duration::from_millis(200));
+            output_of_success(&mut case.command(dir, first), "streaming a and b");
+            // A first bounded `faucet run` reads from the slot it creates to the end of the log
+            // seen at start, which under load may hold no change yet (no bookmark stored): run
+            // again, as a user would, until a bookmark is stored.
+            for _ in 0..10 {
+                if stored(dir).is_some_and(|b| b.is_object()) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+                output_of_success(&mut case.command(dir, first), "streaming a and b again");
             }
+            let first = stored(dir).expect("bookmark");
+            assert!(first.is_object(), "a bookmark: {first}");
+            assert!(first.get("snapshot").is_none(), "copied: {first}");
+            std::thread::sleep(Duration::from_millis(300));
+            case.config(dir, &["a", "b", "c"], sink);
+            case.publish_c(&rt, &pool);
             std::thread::sleep(Duration::from_millis(100));
-            output_of_success(&mut case.command(dir, first), "streaming a and b again");
-        }
-        let first = stored(dir).expect("bookmark");
-        assert!(first.is_object(), "a bookmark: {first}");
-        assert!(first.get("snapshot").is_none(), "copied: {first}");
-        std::thread::sleep(Duration::from_millis(300));
-        case.config(dir, &["a", "b", "c"], sink);
-        case.publish_c(&rt, &pool);
-        std::thread::sleep(Duration::from_millis(100));
-        let interrupted = match late {
-            LateRun::Whole => {
-                output_of_success(&mut case.faucet(dir), "replicating with c added");
-                None
-            }
-            LateRun::Aborted(point, hit) => {
-                let b = aborted_mid_snapshot(case.faucet(dir), dir, point, hit);
-                std::thread::sleep(Duration::from_millis(200));
-                output_of_success(&mut case.faucet(dir), "the resumed copy of c");
-                Some(b)
-            }
-        };
-        std::thread::sleep(Duration::from_millis(200));
-        stop.store(true, Ordering::SeqCst);
-        let writes = writes.join().expect("workload");
-        assert!(writes > 50, "the workload wrote only {writes} times");
-        output_of_success(&mut case.faucet(dir), "the catching-up run");
-        let b = stored(dir).expect("bookmark");
-        assert!(
-            b.get("snapshot").is_none() && b.get("replicate").is_none(),
-            "caught up, the bookmark is the change stream's: {b}"
-        );
-        check(&rt, &pool, &case, dir, interrupted);
-        let copied: BTreeSet<String> = b["copied"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no `copied` member: {b}"))
-            .iter()
-            .filter_map(|t| t.as_str().map(str::to_owned))
-            .collect();
-        let want: BTreeSet<String> = ["a", "b", "c"].iter().map(|t| case.table(t)).collect();
-        assert_eq!(copied, want, "{b}");
-    }));
-    stop.store(true, Ordering::SeqCst);
-    case.cleanup(&rt, &pool);
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            let interrupted = match late {
+                LateRun::Whole => {
+                    output_of_success(&mut case.faucet(dir), "replicating with c added");
+                    None
+                }
+                LateRun::Aborted(point, hit) => {
+                    let b = aborted_mid_snapshot(case.faucet(dir), dir, point, hit);
+                    std::thread::sleep(Duration::from_millis(200));
+                    output_of_success(&mut case.faucet(dir), "the resumed copy of c");
+                    Some(b)
+                }
+            };
+            std::thread::sleep(Duration::from_millis(200));
+            stop.store(true, Ordering::SeqCst);
+            let writes = writes.join().expect("workload");
+            assert!(writes > 50, "the workload wrote only {writes} times");
+            output_of_success(&mut case.faucet(dir), "the catching-up run");
+            let b = stored(dir).expect("bookmark");
+            assert!(
+                b.get("snapshot").is_none() && b.get("replicate").is_none(),
+                "caught up, the bookmark is the change stream's: {b}"
+            );
+            check(&rt, &pool, &case, dir, interrupted);
+            let copied: BTreeSet<String> = b["copied"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no `copied` member: {b}"))
+                .iter()
+                .filter_map(|t| t.as_str().map(str::to_owned))
+                .collect();
+            let want: BTreeSet<String> = ["a", "b", "c"].iter().map(|t| case.table(t)).collect();
+            assert_eq!(copied, want, "{b}");
+        },
+        || {
+            stop.store(true, Ordering::SeqCst);
+            case.cleanup(&rt, &pool);
+        },
+    );
 }
 
 /// The JSONL output's records.

@@ -359,75 +359,76 @@ fn replicate(tag: &str, from: Db, to: Db) {
         Arc::clone(&truncate),
         Arc::clone(&stop),
     );
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        std::thread::sleep(Duration::from_millis(100));
-        // A first run that stores its first position (the slot exists from then on).
-        crate::support::replicate::aborted_mid_snapshot(
-            faucet(dir.path(), "replicate"),
-            dir.path(),
-            "after_state_put",
-            2,
-        );
-        let kills = kill_repeatedly(dir.path(), "replicate", 120);
-        assert!(kills.in_copy > 0, "no kill landed in the copy: {kills:?}");
-        assert!(
-            kills.in_stream > 0,
-            "no kill landed in the stream: {kills:?}"
-        );
-        // The copy is done: the TRUNCATE is a change of the stream.
-        truncate.store(true, Ordering::SeqCst);
-        one_reader(from, &names, dir.path(), "replicate", 4000);
-        stop.store(true, Ordering::SeqCst);
-        let writes = writes.join().expect("writer");
-        assert!(
-            writes.statements > 100 && writes.truncated,
-            "the writer: {writes:?}"
-        );
-        output_of_success(&mut faucet(dir.path(), "replicate"), "the last run");
-        let b = stored(dir.path()).expect("bookmark");
-        let position = match from {
-            Db::Pg => "lsn",
-            Db::My => "binlog_file",
-        };
-        assert!(
-            b.get(position).is_some() && b.get("snapshot").is_none(),
-            "caught up to the stream: {b}"
-        );
-        if from == Db::Pg {
-            assert_eq!(
-                slots_of(&names.slot),
-                std::slice::from_ref(&names.slot),
-                "one slot for the whole schema"
+    crate::support::with_cleanup(
+        || {
+            std::thread::sleep(Duration::from_millis(100));
+            // A first run that stores its first position (the slot exists from then on).
+            crate::support::replicate::aborted_mid_snapshot(
+                faucet(dir.path(), "replicate"),
+                dir.path(),
+                "after_state_put",
+                2,
             );
-        }
-        for (n, t) in tables().iter().enumerate() {
-            let want = routed::rows(from, &format!("{}.{}", names.schema, t.name), t.columns());
-            let have = routed::rows(to, &format!("{target}.{}", t.name), t.columns());
-            if n == 0 {
-                assert!((want.len() as i64) < ROWS / 2, "{}: not truncated", t.name);
-            } else {
-                assert!(
-                    want.len() as i64 > ROWS / 2,
-                    "{}: {} rows",
-                    t.name,
-                    want.len()
+            let kills = kill_repeatedly(dir.path(), "replicate", 120);
+            assert!(kills.in_copy > 0, "no kill landed in the copy: {kills:?}");
+            assert!(
+                kills.in_stream > 0,
+                "no kill landed in the stream: {kills:?}"
+            );
+            // The copy is done: the TRUNCATE is a change of the stream.
+            truncate.store(true, Ordering::SeqCst);
+            one_reader(from, &names, dir.path(), "replicate", 4000);
+            stop.store(true, Ordering::SeqCst);
+            let writes = writes.join().expect("writer");
+            assert!(
+                writes.statements > 100 && writes.truncated,
+                "the writer: {writes:?}"
+            );
+            output_of_success(&mut faucet(dir.path(), "replicate"), "the last run");
+            let b = stored(dir.path()).expect("bookmark");
+            let position = match from {
+                Db::Pg => "lsn",
+                Db::My => "binlog_file",
+            };
+            assert!(
+                b.get(position).is_some() && b.get("snapshot").is_none(),
+                "caught up to the stream: {b}"
+            );
+            if from == Db::Pg {
+                assert_eq!(
+                    slots_of(&names.slot),
+                    std::slice::from_ref(&names.slot),
+                    "one slot for the whole schema"
                 );
             }
-            same_rows(&t.name, &have, &want);
-        }
-    }));
-    stop.store(true, Ordering::SeqCst);
-    match from {
-        Db::Pg => rt.block_on(cleanup(&pool, &names)),
-        Db::My => routed::run(from, &format!("DROP DATABASE IF EXISTS {}", names.schema)),
-    }
-    match to {
-        Db::Pg => routed::run(to, &format!("DROP SCHEMA IF EXISTS {target} CASCADE")),
-        Db::My => routed::run(to, &format!("DROP DATABASE IF EXISTS {target}")),
-    }
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+            for (n, t) in tables().iter().enumerate() {
+                let want = routed::rows(from, &format!("{}.{}", names.schema, t.name), t.columns());
+                let have = routed::rows(to, &format!("{target}.{}", t.name), t.columns());
+                if n == 0 {
+                    assert!((want.len() as i64) < ROWS / 2, "{}: not truncated", t.name);
+                } else {
+                    assert!(
+                        want.len() as i64 > ROWS / 2,
+                        "{}: {} rows",
+                        t.name,
+                        want.len()
+                    );
+                }
+                same_rows(&t.name, &have, &want);
+            }
+        },
+        || {
+            stop.store(true, Ordering::SeqCst);
+            match from {
+                Db::Pg => rt.block_on(cleanup(&pool, &names)),
+                Db::My => routed::run(from, &format!("DROP DATABASE IF EXISTS {}", names.schema)),
+            }
+            match to {
+                Db::Pg => routed::run(to, &format!("DROP SCHEMA IF EXISTS {target} CASCADE")),
+                Db::My => routed::run(to, &format!("DROP DATABASE IF EXISTS {target}")),
+            }
+        },
+    );
 }
 
 #[test]
@@ -669,54 +670,55 @@ fn run_effectively_once_into_append_audit_targets_sigkilled_has_every_change_onc
     );
     let stop = Arc::new(AtomicBool::new(false));
     let truncate = Arc::new(AtomicBool::new(false));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // The first run creates the slot; the logs start from the rows there are then.
-        output_of_success(&mut faucet(dir.path(), "run"), "the first run");
-        let base: Vec<Vec<String>> = all
-            .iter()
-            .map(|(t, columns, _)| routed::rows(Db::Pg, &format!("{s}.{t}"), columns))
-            .collect();
-        let writes = routed::writer(
-            Db::Pg,
-            s.clone(),
-            ROWS,
-            Arc::clone(&truncate),
-            Arc::clone(&stop),
-        );
-        let nokey = nokey_writer(s.clone(), Arc::clone(&stop));
-        std::thread::sleep(Duration::from_millis(1500));
-        truncate.store(true, Ordering::SeqCst);
-        // Aborted between a page's commit (rows and token) and its bookmark: the rerun
-        // re-anchors at the token, so no target gets that page twice.
-        crate::support::expect_aborted(&mut faucet(dir.path(), "run"), "after_flush:1");
-        std::thread::sleep(Duration::from_millis(200));
-        let kills = kill_repeatedly(dir.path(), "run", 25);
-        assert!(kills.in_stream > 0, "no kill landed in a run: {kills:?}");
-        stop.store(true, Ordering::SeqCst);
-        let writes = writes.join().expect("writer");
-        let nokey = nokey.join().expect("nokey writer");
-        assert!(
-            writes.statements > 100 && writes.truncated && nokey > 50,
-            "the writers: {writes:?}, {nokey} keyless"
-        );
-        output_of_success(&mut faucet(dir.path(), "run"), "the last run");
-        assert_eq!(
-            slots_of(&names.slot),
-            std::slice::from_ref(&names.slot),
-            "one slot for the whole schema"
-        );
-        for ((table, columns, key), base) in all.iter().zip(&base) {
-            let log = rt.block_on(audit(&pool, &format!("{s}.audit_{table}")));
-            let want = routed::rows(Db::Pg, &format!("{s}.{table}"), columns);
-            assert!(!log.is_empty(), "{table}: no change audited");
-            same_rows(table, &replay(table, base, &log, columns, *key), &want);
-        }
-    }));
-    stop.store(true, Ordering::SeqCst);
-    rt.block_on(cleanup(&pool, &names));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    crate::support::with_cleanup(
+        || {
+            // The first run creates the slot; the logs start from the rows there are then.
+            output_of_success(&mut faucet(dir.path(), "run"), "the first run");
+            let base: Vec<Vec<String>> = all
+                .iter()
+                .map(|(t, columns, _)| routed::rows(Db::Pg, &format!("{s}.{t}"), columns))
+                .collect();
+            let writes = routed::writer(
+                Db::Pg,
+                s.clone(),
+                ROWS,
+                Arc::clone(&truncate),
+                Arc::clone(&stop),
+            );
+            let nokey = nokey_writer(s.clone(), Arc::clone(&stop));
+            std::thread::sleep(Duration::from_millis(1500));
+            truncate.store(true, Ordering::SeqCst);
+            // Aborted between a page's commit (rows and token) and its bookmark: the rerun
+            // re-anchors at the token, so no target gets that page twice.
+            crate::support::expect_aborted(&mut faucet(dir.path(), "run"), "after_flush:1");
+            std::thread::sleep(Duration::from_millis(200));
+            let kills = kill_repeatedly(dir.path(), "run", 25);
+            assert!(kills.in_stream > 0, "no kill landed in a run: {kills:?}");
+            stop.store(true, Ordering::SeqCst);
+            let writes = writes.join().expect("writer");
+            let nokey = nokey.join().expect("nokey writer");
+            assert!(
+                writes.statements > 100 && writes.truncated && nokey > 50,
+                "the writers: {writes:?}, {nokey} keyless"
+            );
+            output_of_success(&mut faucet(dir.path(), "run"), "the last run");
+            assert_eq!(
+                slots_of(&names.slot),
+                std::slice::from_ref(&names.slot),
+                "one slot for the whole schema"
+            );
+            for ((table, columns, key), base) in all.iter().zip(&base) {
+                let log = rt.block_on(audit(&pool, &format!("{s}.audit_{table}")));
+                let want = routed::rows(Db::Pg, &format!("{s}.{table}"), columns);
+                assert!(!log.is_empty(), "{table}: no change audited");
+                same_rows(table, &replay(table, base, &log, columns, *key), &want);
+            }
+        },
+        || {
+            stop.store(true, Ordering::SeqCst);
+            rt.block_on(cleanup(&pool, &names));
+        },
+    );
 }
 
 /// `faucet validate` of a `postgres-cdc` source of `tables` (in schema `s`) into `sink`;

@@ -198,60 +198,61 @@ fn postgres_pattern(tag: &str, command: &str, rows_at_start: bool) {
         ),
         &pg_sink(&target),
     );
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        // doctor names the tables the pattern matches now (the view is not one).
-        let doctor = Run::from_output(
-            faucet_with_pg_url(PG_VAR)
-                .args(["doctor", "faucet.yaml"])
-                .current_dir(dir.path())
-                .output()
-                .expect("doctor"),
-        );
-        let line = format!("{s}.* → {s}.a, {s}.b");
-        assert!(
-            doctor.stdout.contains(&line) || doctor.stderr.contains(&line),
-            "doctor prints `{line}`:\n{}\n{}",
-            doctor.stdout,
-            doctor.stderr
-        );
-        let run = spawn(&dir, command, &[]);
-        wait_for("the run streams", || slot_active(&names.slot));
-        if rows_at_start {
-            // The copy is done once the targets hold the rows of the start.
-            converge(&target, &TABLES[..2], &|t, c| {
-                pg_rows(&format!("{s}.{t}"), c).expect("source")
-            });
-        }
-        rt.block_on(exec(&pool, &changes_ab(&s, 1).join("; ")));
-        // A table created while the run streams: the publication (FOR TABLES IN SCHEMA)
-        // publishes it, the stream meets it, the sink learns its key and creates its target.
-        rt.block_on(exec(
-            &pool,
-            &format!("CREATE TABLE {s}.c (id integer PRIMARY KEY, w text, n bigint)"),
-        ));
-        for statement in changes_c(&s) {
-            rt.block_on(exec(&pool, &statement));
-        }
-        let source = |t: &str, c: &str| pg_rows(&format!("{s}.{t}"), c).expect("source table");
-        converge(&target, &TABLES, &source);
-        terminate(run);
-        converge(&target, &TABLES, &source);
-        let published: Vec<(String,)> = crate::support::pg::query(&format!(
-            "SELECT n.nspname::text FROM pg_publication_namespace pn JOIN pg_namespace n \
-             ON n.oid = pn.pnnspid JOIN pg_publication p ON p.oid = pn.pnpubid \
-             WHERE p.pubname = '{}'",
-            names.publication
-        ));
-        assert_eq!(published, [(s.clone(),)], "FOR TABLES IN SCHEMA {s}");
-    }));
-    rt.block_on(cleanup(&pool, &names));
-    rt.block_on(exec(
-        &pool,
-        &format!("DROP SCHEMA IF EXISTS {target} CASCADE"),
-    ));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    crate::support::with_cleanup(
+        || {
+            // doctor names the tables the pattern matches now (the view is not one).
+            let doctor = Run::from_output(
+                faucet_with_pg_url(PG_VAR)
+                    .args(["doctor", "faucet.yaml"])
+                    .current_dir(dir.path())
+                    .output()
+                    .expect("doctor"),
+            );
+            let line = format!("{s}.* → {s}.a, {s}.b");
+            assert!(
+                doctor.stdout.contains(&line) || doctor.stderr.contains(&line),
+                "doctor prints `{line}`:\n{}\n{}",
+                doctor.stdout,
+                doctor.stderr
+            );
+            let run = spawn(&dir, command, &[]);
+            wait_for("the run streams", || slot_active(&names.slot));
+            if rows_at_start {
+                // The copy is done once the targets hold the rows of the start.
+                converge(&target, &TABLES[..2], &|t, c| {
+                    pg_rows(&format!("{s}.{t}"), c).expect("source")
+                });
+            }
+            rt.block_on(exec(&pool, &changes_ab(&s, 1).join("; ")));
+            // A table created while the run streams: the publication (FOR TABLES IN SCHEMA)
+            // publishes it, the stream meets it, the sink learns its key and creates its target.
+            rt.block_on(exec(
+                &pool,
+                &format!("CREATE TABLE {s}.c (id integer PRIMARY KEY, w text, n bigint)"),
+            ));
+            for statement in changes_c(&s) {
+                rt.block_on(exec(&pool, &statement));
+            }
+            let source = |t: &str, c: &str| pg_rows(&format!("{s}.{t}"), c).expect("source table");
+            converge(&target, &TABLES, &source);
+            terminate(run);
+            converge(&target, &TABLES, &source);
+            let published: Vec<(String,)> = crate::support::pg::query(&format!(
+                "SELECT n.nspname::text FROM pg_publication_namespace pn JOIN pg_namespace n \
+                 ON n.oid = pn.pnnspid JOIN pg_publication p ON p.oid = pn.pnpubid \
+                 WHERE p.pubname = '{}'",
+                names.publication
+            ));
+            assert_eq!(published, [(s.clone(),)], "FOR TABLES IN SCHEMA {s}");
+        },
+        || {
+            rt.block_on(cleanup(&pool, &names));
+            rt.block_on(exec(
+                &pool,
+                &format!("DROP SCHEMA IF EXISTS {target} CASCADE"),
+            ));
+        },
+    );
 }
 
 #[test]
@@ -290,34 +291,35 @@ fn mysql_replicate_of_a_database_pattern_copies_the_tables_then_streams_a_new_on
         ),
         &pg_sink(&target),
     );
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let run = spawn(
-            &dir,
-            "replicate",
-            &[("FAUCET_PATTERN_MY_URL", mysql_url_for(&db, None))],
-        );
-        converge(&target, &TABLES[..2], &|t, c| {
-            crate::support::mariadb::joined_rows(&format!("{db}.{t}"), c)
-        });
-        mariadb(&changes_ab(&db, 1).join("; "));
-        mariadb(&format!(
-            "CREATE TABLE {db}.c (id INT PRIMARY KEY, w VARCHAR(40), n BIGINT); {}",
-            changes_c(&db).join("; ")
-        ));
-        let source =
-            |t: &str, c: &str| crate::support::mariadb::joined_rows(&format!("{db}.{t}"), c);
-        converge(&target, &TABLES, &source);
-        terminate(run);
-        converge(&target, &TABLES, &source);
-    }));
-    mariadb(&format!("DROP DATABASE IF EXISTS {db}"));
-    rt.block_on(exec(
-        &pool,
-        &format!("DROP SCHEMA IF EXISTS {target} CASCADE"),
-    ));
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
+    crate::support::with_cleanup(
+        || {
+            let run = spawn(
+                &dir,
+                "replicate",
+                &[("FAUCET_PATTERN_MY_URL", mysql_url_for(&db, None))],
+            );
+            converge(&target, &TABLES[..2], &|t, c| {
+                crate::support::mariadb::joined_rows(&format!("{db}.{t}"), c)
+            });
+            mariadb(&changes_ab(&db, 1).join("; "));
+            mariadb(&format!(
+                "CREATE TABLE {db}.c (id INT PRIMARY KEY, w VARCHAR(40), n BIGINT); {}",
+                changes_c(&db).join("; ")
+            ));
+            let source =
+                |t: &str, c: &str| crate::support::mariadb::joined_rows(&format!("{db}.{t}"), c);
+            converge(&target, &TABLES, &source);
+            terminate(run);
+            converge(&target, &TABLES, &source);
+        },
+        || {
+            mariadb(&format!("DROP DATABASE IF EXISTS {db}"));
+            rt.block_on(exec(
+                &pool,
+                &format!("DROP SCHEMA IF EXISTS {target} CASCADE"),
+            ));
+        },
+    );
 }
 
 /// `faucet validate` of a `postgres-cdc` source of `tables` into a postgres sink with

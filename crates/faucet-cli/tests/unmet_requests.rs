@@ -76,45 +76,46 @@ fn effectively_once_into_postgres_append_behind_a_query_source_is_refused() {
          CREATE TABLE {s}.src (id int PRIMARY KEY, v int NOT NULL); \
          INSERT INTO {s}.src SELECT g, g FROM generate_series(1, 100) g"
     ));
-    let result = std::panic::catch_unwind(|| {
-        for request in ["effectively_once", "exactly_once"] {
-            let dir = Dir::new();
-            dir.write(
-                "p.yaml",
-                format!(
-                    "version: 1\nname: unmet\npipeline:\n  \
-                     source: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
-                     table: {s}.src, replication_method: incremental, replication_key: [id] }} }}\n  \
-                     sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
-                     table: {s}.target, create_table: true }} }}\n  \
-                     state: {{ type: file, config: {{ path: ./state }} }}\n  \
-                     delivery: {request}\n"
-                ),
-            );
-            // The limit is the source: the sink has an atomic watermark, but a query over a
-            // mutable table does not replay what it read, so only an upsert key can help.
-            assert_refused(
-                &dir,
-                &s,
-                &[
-                    "effectively-once delivery cannot be met",
-                    "the source `postgres`",
-                    "does not replay deterministically",
-                    "fix:",
-                    "`write_mode: upsert`",
-                    "`key: [...]`",
-                    "delivery: at_least_once",
-                ],
-            );
-        }
-        // The source table was only read by nobody: still its 100 rows.
-        let n: Vec<(i64,)> = query(&format!("SELECT count(*) FROM {s}.src"));
-        assert_eq!(n, vec![(100,)]);
-    });
-    sql(&format!("DROP SCHEMA IF EXISTS {s} CASCADE"));
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    crate::support::with_cleanup(
+        || {
+            for request in ["effectively_once", "exactly_once"] {
+                let dir = Dir::new();
+                dir.write(
+                    "p.yaml",
+                    format!(
+                        "version: 1\nname: unmet\npipeline:\n  \
+                         source: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
+                         table: {s}.src, replication_method: incremental, replication_key: [id] }} }}\n  \
+                         sink: {{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_CRASH_PG_URL}}\", \
+                         table: {s}.target, create_table: true }} }}\n  \
+                         state: {{ type: file, config: {{ path: ./state }} }}\n  \
+                         delivery: {request}\n"
+                    ),
+                );
+                // The limit is the source: the sink has an atomic watermark, but a query over a
+                // mutable table does not replay what it read, so only an upsert key can help.
+                assert_refused(
+                    &dir,
+                    &s,
+                    &[
+                        "effectively-once delivery cannot be met",
+                        "the source `postgres`",
+                        "does not replay deterministically",
+                        "fix:",
+                        "`write_mode: upsert`",
+                        "`key: [...]`",
+                        "delivery: at_least_once",
+                    ],
+                );
+            }
+            // The source table was only read by nobody: still its 100 rows.
+            let n: Vec<(i64,)> = query(&format!("SELECT count(*) FROM {s}.src"));
+            assert_eq!(n, vec![(100,)]);
+        },
+        || {
+            sql(&format!("DROP SCHEMA IF EXISTS {s} CASCADE"));
+        },
+    );
 }
 
 #[test]
@@ -126,69 +127,70 @@ fn effectively_once_with_a_memory_state_store_is_refused_where_the_token_needs_d
         "DROP SCHEMA IF EXISTS {s} CASCADE; CREATE SCHEMA {s}; \
          CREATE TABLE {s}.items (id int PRIMARY KEY, v int NOT NULL)"
     ));
-    let result = std::panic::catch_unwind(|| {
-        let url = "\"${env:FAUCET_CRASH_PG_URL}\"";
-        // Deterministic sources into the atomic-watermark sink (no key): only the state
-        // store is missing.
-        let sources = [
-            (
-                "csv",
-                "{ type: csv, config: { path: ./in.csv } }".to_owned(),
-            ),
-            (
-                "postgres-cdc",
-                format!(
-                    "{{ type: postgres-cdc, config: {{ connection_url: {url}, slot_name: {slot}, \
-                     publication: {publication}, tables: [{s}.items], create_publication: true }} }}"
+    crate::support::with_cleanup(
+        || {
+            let url = "\"${env:FAUCET_CRASH_PG_URL}\"";
+            // Deterministic sources into the atomic-watermark sink (no key): only the state
+            // store is missing.
+            let sources = [
+                (
+                    "csv",
+                    "{ type: csv, config: { path: ./in.csv } }".to_owned(),
                 ),
-            ),
-        ];
-        for (what, source) in &sources {
-            let dir = Dir::new();
-            dir.write("in.csv", "id,v\n1,1\n2,2\n");
-            dir.write(
-                "p.yaml",
-                format!(
-                    "version: 1\nname: unmet\npipeline:\n  source: {source}\n  \
-                     sink: {{ type: postgres, config: {{ connection_url: {url}, \
-                     table: {s}.target, create_table: true }} }}\n  \
-                     state: {{ type: memory }}\n  delivery: exactly_once\n"
+                (
+                    "postgres-cdc",
+                    format!(
+                        "{{ type: postgres-cdc, config: {{ connection_url: {url}, slot_name: {slot}, \
+                         publication: {publication}, tables: [{s}.items], create_publication: true }} }}"
+                    ),
                 ),
-            );
-            assert_refused(
-                &dir,
-                &s,
-                &[
-                    "effectively-once delivery cannot be met",
-                    "the state store `memory`",
-                    "is not durable",
-                    "fix:",
-                    "use a durable state store (`file`, `postgres` or `redis`)",
-                    "delivery: at_least_once",
-                ],
-            );
-            let slots: Vec<(i64,)> = query(&format!(
-                "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}'"
+            ];
+            for (what, source) in &sources {
+                let dir = Dir::new();
+                dir.write("in.csv", "id,v\n1,1\n2,2\n");
+                dir.write(
+                    "p.yaml",
+                    format!(
+                        "version: 1\nname: unmet\npipeline:\n  source: {source}\n  \
+                         sink: {{ type: postgres, config: {{ connection_url: {url}, \
+                         table: {s}.target, create_table: true }} }}\n  \
+                         state: {{ type: memory }}\n  delivery: exactly_once\n"
+                    ),
+                );
+                assert_refused(
+                    &dir,
+                    &s,
+                    &[
+                        "effectively-once delivery cannot be met",
+                        "the state store `memory`",
+                        "is not durable",
+                        "fix:",
+                        "use a durable state store (`file`, `postgres` or `redis`)",
+                        "delivery: at_least_once",
+                    ],
+                );
+                let slots: Vec<(i64,)> = query(&format!(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}'"
+                ));
+                assert_eq!(slots, vec![(0,)], "{what}: a replication slot was created");
+                let pubs: Vec<(i64,)> = query(&format!(
+                    "SELECT count(*) FROM pg_publication WHERE pubname = '{publication}'"
+                ));
+                assert_eq!(pubs, vec![(0,)], "{what}: a publication was created");
+            }
+        },
+        || {
+            sql(&format!(
+                "DROP PUBLICATION IF EXISTS {publication}; DROP SCHEMA IF EXISTS {s} CASCADE"
             ));
-            assert_eq!(slots, vec![(0,)], "{what}: a replication slot was created");
-            let pubs: Vec<(i64,)> = query(&format!(
-                "SELECT count(*) FROM pg_publication WHERE pubname = '{publication}'"
-            ));
-            assert_eq!(pubs, vec![(0,)], "{what}: a publication was created");
-        }
-    });
-    sql(&format!(
-        "DROP PUBLICATION IF EXISTS {publication}; DROP SCHEMA IF EXISTS {s} CASCADE"
-    ));
-    let _ = std::panic::catch_unwind(|| {
-        sql(&format!(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
-             WHERE slot_name = '{slot}'"
-        ));
-    });
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+            let _ = std::panic::catch_unwind(|| {
+                sql(&format!(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                 WHERE slot_name = '{slot}'"
+                ));
+            });
+        },
+    );
 }
 
 /// The lines `faucet validate` printed for the row labelled `label`: from its label line to
