@@ -15,6 +15,8 @@
 
 use std::path::Path;
 
+#[cfg(any(feature = "files", feature = "postgres", feature = "mysql"))]
+use faucet_core::change::NewFields;
 use faucet_core::{FaucetError, Source};
 
 use super::{Hints, at_field};
@@ -111,10 +113,13 @@ macro_rules! file_source_entry {
                 FILE_HINTS
             }
 
+            /// The file source, its records' new fields delivered as added columns
+            /// ([`NewFields`], the table named by the path).
             fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-                Ok(Box::new(faucet_connectors::files::$source::new(
-                    self.clone(),
-                )?))
+                Ok(Box::new(NewFields::new(
+                    faucet_connectors::files::$source::new(self.clone())?,
+                    self.path.display().to_string(),
+                )))
             }
         }
     };
@@ -173,10 +178,14 @@ impl<D: faucet_connectors::sql::query::QueryDialect> SourceEntry
         }
     }
 
+    /// The query source, its result's new columns delivered as added columns
+    /// ([`NewFields`], the table named by the table or `query`).
     fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
-        Ok(Box::new(faucet_connectors::sql::query::QuerySource::new(
-            self.clone(),
-        )?))
+        let table = self.table.clone().unwrap_or_else(|| "query".to_owned());
+        Ok(Box::new(NewFields::new(
+            faucet_connectors::sql::query::QuerySource::new(self.clone())?,
+            table,
+        )))
     }
 }
 

@@ -25,7 +25,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[serde(deny_unknown_fields)]
 pub struct CsvSourceConfig {
     /// The CSV file. A relative path is relative to the process's current directory (the
-    /// CLI resolves it against the config file's directory first).
+    /// CLI resolves it against the config file's directory first). A `*` in the file name
+    /// (`exports/orders-*.csv`, not in a directory) reads every matching file of the
+    /// directory in name order, each with its own header; a later file may add columns.
     pub path: PathBuf,
     /// Whether the first record holds the column names. Default `true`. A UTF-8 byte order
     /// mark at byte 0 is never part of the first name. Without a header, `columns` must
@@ -101,6 +103,17 @@ impl CsvSourceConfig {
     pub fn validate(&self) -> Result<(), FaucetError> {
         if self.path.as_os_str().is_empty() {
             return Err(FaucetError::config("path", "must name a CSV file"));
+        }
+        if self
+            .path
+            .parent()
+            .is_some_and(|d| d.to_string_lossy().contains('*'))
+        {
+            return Err(FaucetError::config(
+                "path",
+                "may hold `*` in its file name only (`exports/orders-*.csv`), not in a \
+                 directory",
+            ));
         }
         if self.max_field_bytes == 0 {
             return Err(FaucetError::config(

@@ -45,6 +45,8 @@ pub(super) struct CsvPageReader {
     records: u64,
     /// The end of the file was reached.
     done: bool,
+    /// A last record without its line break was held back (the file may still grow).
+    held: bool,
     /// The next page, holding the records read ahead of it, and their estimated size.
     ahead: Option<PageBuilder>,
     ahead_bytes: usize,
@@ -66,12 +68,14 @@ impl CsvPageReader {
                     dialect.max_field_bytes,
                 );
         let mut done = false;
+        let mut held = false;
         let (names, types) = if dialect.has_header {
             let next = reader
                 .read_record()
                 .map_err(|e| reader_error(&dialect, e, &[]))?;
             if next == Next::HeldBack {
                 warn_held(&dialect, &reader);
+                held = true;
             }
             if next == Next::Record {
                 header_columns(&dialect, &reader)?
@@ -119,9 +123,16 @@ impl CsvPageReader {
             types,
             records,
             done,
+            held,
             ahead: None,
             ahead_bytes: 0,
         })
+    }
+
+    /// Whether the read ended at a last record held back (no line break yet): the file
+    /// is not done.
+    pub(super) fn held_back(&self) -> bool {
+        self.held
     }
 
     /// Reads the next record into `page`: `None` at the end of the file, else the record's
@@ -142,6 +153,7 @@ impl CsvPageReader {
             }
             Next::HeldBack => {
                 self.done = true;
+                self.held = true;
                 warn_held(&self.dialect, &self.reader);
                 Ok(None)
             }
