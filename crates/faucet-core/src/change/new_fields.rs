@@ -26,6 +26,10 @@
 //! bookmark before the page that has the new field (the inner source's position is not
 //! moved, only the shape): resuming from it reads that page again, with the field known.
 //! The wrapped source never sees the `shapes` member.
+//!
+//! Only a sink that alters its tables wants these records (the SQL sinks: the CLI wraps a
+//! file or query source when the pipeline's sink is one); a file or a bus takes the rows as
+//! they come.
 
 use std::sync::Arc;
 
@@ -44,16 +48,15 @@ use crate::{PageStream, ReadOptions, ReplayGuarantee, RetentionMonitor, Source};
 
 /// A source of plain rows that delivers a schema-change record before the first record with
 /// a new field (module docs). Everything else is the wrapped source's.
-#[derive(Debug)]
-pub struct NewFields<S> {
-    inner: S,
+pub struct NewFields {
+    inner: Box<dyn Source>,
     table: String,
 }
 
-impl<S: Source> NewFields<S> {
+impl NewFields {
     /// Wraps `inner`; `table` names its records' table in the `s` records and in the
     /// bookmark's shapes (a file source's path, a query source's table or `query`).
-    pub fn new(inner: S, table: impl Into<String>) -> Self {
+    pub fn new(inner: Box<dyn Source>, table: impl Into<String>) -> Self {
         Self {
             inner,
             table: table.into(),
@@ -80,7 +83,7 @@ fn split_shapes(
 }
 
 #[async_trait]
-impl<S: Source> Source for NewFields<S> {
+impl Source for NewFields {
     fn connector(&self) -> &str {
         self.inner.connector()
     }

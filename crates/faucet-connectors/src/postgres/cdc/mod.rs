@@ -223,8 +223,8 @@ impl Source for PostgresCdcSource {
         Ok(Some(keys))
     }
 
-    /// Each listed or matched table's columns in the catalog now ([`shapes::current`]), as
-    /// the bookmark's `shapes` hold them.
+    /// Each listed or matched table's columns in the catalog now (`pg_attribute`, typed by
+    /// `format_type` as a Relation message's are), as the bookmark's `shapes` hold them.
     ///
     /// # Errors
     /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.

@@ -268,10 +268,9 @@ impl Sink for PostgresSink {
         Ok(())
     }
 
-    /// The drift of the table from the source table's `columns` ([`drift`]); `None` for a
+    /// The drift of the table from the source table's `columns`, as every SQL sink tells it
+    /// (`sql::sink::drift`, with the plan a run applies a schema change by); `None` for a
     /// routed sink or a table not created yet.
-    ///
-    /// [`drift`]: crate::sql::sink::drift::drift
     async fn check_drift(
         &self,
         _source_table: &str,

@@ -233,6 +233,10 @@ pub(crate) async fn apply<D: SinkDialect>(
     d.reload_target(conn, scratch).await.map(Some)
 }
 
+/// The statements of a schema change, in order, and the target's columns after them
+/// ([`plan`]).
+pub(crate) type Plan = (Vec<String>, Vec<TargetColumn>);
+
 /// What [`apply`] would do with `change` (at `position`) to the target `table`, without
 /// doing it: `None` when the target stores schema changes as rows (an audit log), else
 /// the statements it would run, in order (empty: the target already has the change), and
@@ -246,7 +250,7 @@ pub(crate) fn plan<D: SinkDialect>(
     table: &D::Table,
     change: &SchemaChange,
     position: &str,
-) -> Result<Option<(Vec<String>, Vec<TargetColumn>)>, FaucetError> {
+) -> Result<Option<Plan>, FaucetError> {
     let target = d.target_name();
     let stop = |c: &ColumnChange, why: String, fix: &str| {
         FaucetError::data(
