@@ -3,8 +3,8 @@
 //! (`faucet_core::change::NewFields`).
 //!
 //! * CSV files (`path: in/orders-*.csv`) whose later headers gain columns (and put them in
-//!   another order) → a PostgreSQL upsert target made by `create_table`: each new column
-//!   added once, across every SQL sink fault point and SIGKILLs, then a run with nothing to
+//!   another order; `amount` declared numeric, missing from the first file) → a PostgreSQL
+//!   upsert target made by `create_table`: each new column added once, of its type, across every SQL sink fault point and SIGKILLs, then a run with nothing to
 //!   do; values exact, the rows written before a column came NULL in it.
 //! * JSONL whose lines gain keys (also in a later run: the bookmark's shape) → an append
 //!   SQLite table: the columns added, a line leaving a key out is no drop.
@@ -53,7 +53,7 @@ fn csv_files_whose_header_gains_columns_alter_the_pg_target_across_crashes() {
             pipeline(
                 dir.path(),
                 "schema_csv",
-                "{ type: csv, config: { path: ./in/orders-*.csv, columns: { id: int } } }",
+                "{ type: csv, config: { path: ./in/orders-*.csv, columns: { id: int, amount: numeric } } }",
                 &pg_upsert(&t),
                 2,
                 "",
@@ -121,13 +121,13 @@ fn csv_files_whose_header_gains_columns_alter_the_pg_target_across_crashes() {
                     [
                         ("id".into(), "bigint".into()),
                         ("name".into(), "text".into()),
-                        ("amount".into(), "text".into()),
+                        ("amount".into(), "numeric".into()),
                         ("note".into(), "text".into())
                     ],
                     "{what}: columns"
                 );
                 let rows: Vec<Order> = query(&format!(
-                    "SELECT id, name, amount, note FROM {t} ORDER BY id"
+                    "SELECT id, name, amount::text, note FROM {t} ORDER BY id"
                 ));
                 assert_eq!(rows, expected, "{what}: rows");
             };

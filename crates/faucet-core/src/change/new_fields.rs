@@ -290,3 +290,135 @@ impl PageStream for Stream<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::value::Field;
+
+    /// A source of one-row pages, page `i` with the fields `pages[i]` (each value `i`), its
+    /// bookmark `{"offset": i + 1}`.
+    struct Pages(Vec<Vec<&'static str>>);
+
+    struct PagesStream<'a>(&'a Pages, usize);
+
+    #[async_trait]
+    impl Source for Pages {
+        fn connector(&self) -> &str {
+            "pages"
+        }
+        fn replay(&self) -> ReplayGuarantee {
+            ReplayGuarantee::Deterministic
+        }
+        async fn open(
+            &self,
+            from: Option<Bookmark>,
+            _options: ReadOptions,
+        ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
+            assert!(from.as_ref().is_none_or(|b| b.get(SHAPES).is_none()));
+            let at = from.and_then(|b| b["offset"].as_u64()).unwrap_or(0);
+            Ok(Box::new(PagesStream(
+                self,
+                usize::try_from(at).unwrap_or(0),
+            )))
+        }
+        async fn check(&self) -> Result<(), FaucetError> {
+            Ok(())
+        }
+    }
+
+    #[async_trait]
+    impl PageStream for PagesStream<'_> {
+        async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
+            let Some(fields) = self.0.0.get(self.1) else {
+                return Ok(None);
+            };
+            let schema = Arc::new(Schema::new(
+                fields
+                    .iter()
+                    .map(|f| Field::new(*f, DataType::Int))
+                    .collect(),
+            ));
+            let mut b = PageBuilder::new(schema, 1);
+            b.push_row(fields.iter().map(|_| Value::Int(self.1 as i64)));
+            self.1 += 1;
+            Ok(Some(b.finish(Some(json!({"offset": self.1})))))
+        }
+    }
+
+    /// Each page of a read from `from`: `s+w` for a schema change adding `w`, else its
+    /// fields (`id,v`); and the bookmarks.
+    async fn read(source: &NewFields, from: Option<Bookmark>) -> (Vec<String>, Vec<Bookmark>) {
+        let mut stream = source
+            .open(from, ReadOptions::default())
+            .await
+            .expect("opens");
+        let (mut seen, mut bookmarks) = (Vec::new(), Vec::new());
+        while let Some(page) = stream.next_page().await.expect("a page") {
+            let row = page.row(0).expect("a row").to_json();
+            seen.push(if row["op"] == "s" {
+                let added: Vec<String> = row["after"]["changes"]
+                    .as_array()
+                    .expect("changes")
+                    .iter()
+                    .map(|c| format!("{}{}", c["kind"].as_str().unwrap_or("?"), c["column"]))
+                    .collect();
+                format!("s {}", added.join(" "))
+            } else {
+                page.schema()
+                    .fields()
+                    .iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            });
+            bookmarks.push(page.bookmark().cloned().expect("a bookmark"));
+        }
+        (seen, bookmarks)
+    }
+
+    #[tokio::test]
+    async fn a_new_field_is_announced_once_before_its_first_page_and_resumes_keep_it() {
+        let source = NewFields::new(
+            Box::new(Pages(vec![
+                vec!["id", "v"],
+                vec!["id"],
+                vec!["id", "v", "w"],
+                vec!["w", "id"],
+                vec!["id", "x", "y"],
+            ])),
+            "t.jsonl",
+        );
+        let (seen, bookmarks) = read(&source, None).await;
+        assert_eq!(
+            seen,
+            [
+                "id,v",
+                "id",
+                "s add\"w\"",
+                "id,v,w",
+                "w,id",
+                "s add\"x\" add\"y\"",
+                "id,x,y"
+            ]
+        );
+        // The `s` page keeps the position before its page, with the new shape.
+        assert_eq!(bookmarks[2]["offset"], 2);
+        assert_eq!(
+            bookmarks[2][SHAPES]["t.jsonl"].as_array().map(Vec::len),
+            Some(3)
+        );
+        assert_eq!(bookmarks[3]["offset"], 3);
+        // Resuming from the `s` page's bookmark reads its page again, not the change.
+        let (seen, _) = read(&source, Some(bookmarks[2].clone())).await;
+        assert_eq!(seen, ["id,v,w", "w,id", "s add\"x\" add\"y\"", "id,x,y"]);
+        // Resuming before it (a crash before the `s` page was durable) announces it again.
+        let (seen, _) = read(&source, Some(bookmarks[1].clone())).await;
+        assert_eq!(seen[0], "s add\"w\"");
+        // A bookmark of an older faucet (no shapes): the first page's shape is taken as is.
+        let (seen, _) = read(&source, Some(json!({"offset": 3}))).await;
+        assert_eq!(seen, ["w,id", "s add\"x\" add\"y\"", "id,x,y"]);
+    }
+}

@@ -50,7 +50,9 @@ pub struct CsvSourceConfig {
     /// Column types by name, as a map (`{id: int, name: string}`) or a list (`[id, {amount:
     /// numeric}]`, a bare name is a string). Columns not listed are strings. With a header,
     /// every listed name must be in it; without one, the list (or the map, in its order)
-    /// names every column in file order.
+    /// names every column in file order. With a `path` pattern, a listed name may be
+    /// missing from a file's header (it may come in a later file; a run warns when no
+    /// matching file has it).
     #[serde(default)]
     pub columns: Option<Columns>,
     /// What to do with a last record that does not end in a line break: `wait` (the

@@ -76,6 +76,33 @@ pub(super) fn matching(path: &Path) -> Result<Vec<PathBuf>, FaucetError> {
     Ok(names.into_iter().map(|n| path.with_file_name(n)).collect())
 }
 
+/// Warns when a declared column (`columns`) is in the header of none of `files`: it may
+/// come in a file not there yet, or be misspelt (then nothing is typed as declared).
+///
+/// # Errors
+/// The errors of [`CsvPageReader::open`] for a file.
+fn warn_undeclared(dialect: &Arc<Dialect>, files: &[PathBuf]) -> Result<(), FaucetError> {
+    if dialect.columns.is_empty() || !dialect.has_header {
+        return Ok(());
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for file in files {
+        let reader = CsvPageReader::open(per_file(dialect, file.clone()), None)?;
+        names.extend(reader.column_names());
+    }
+    for (missing, _) in dialect.columns.iter().filter(|(n, _)| !names.contains(*n)) {
+        tracing::warn!(
+            connector = CONNECTOR,
+            path = %dialect.label,
+            column = missing,
+            headers = ?names,
+            "a column declared in `columns` is in no matching file yet: typed once a file \
+             has it (check its spelling)"
+        );
+    }
+    Ok(())
+}
+
 /// A read of several files in order, one [`CsvPageReader`] at a time.
 pub(super) struct FilesReader {
     dialect: Arc<Dialect>,
@@ -105,6 +132,7 @@ impl FilesReader {
                 current: Some(current),
             });
         };
+        warn_undeclared(&dialect, &files)?;
         let start = match &from {
             None => 0,
             Some(b) => {

@@ -75,6 +75,7 @@ impl CsvSource {
             path: config.path.clone(),
             label: config.path.to_string_lossy().into_owned(),
             has_header: config.has_header,
+            several: files::is_pattern(&config.path),
             delimiter: config.delimiter_byte()?,
             quote: config.quote_byte()?,
             null_values: config
@@ -146,7 +147,8 @@ impl Source for CsvSource {
     }
 
     /// Opens the file (with a pattern: each matching file) and reads its header, checking
-    /// the declared columns against it.
+    /// the declared columns against it (with a pattern, a declared column may be missing:
+    /// it may come in a later file).
     ///
     /// # Errors
     /// As [`CsvSource::open`] without a bookmark; with a pattern, [`FaucetError::Read`] when

@@ -23,6 +23,9 @@ pub(super) struct Dialect {
     /// The path as configured, for bookmarks and error locations.
     pub(super) label: String,
     pub(super) has_header: bool,
+    /// The path is a pattern of several files: a declared column may be missing from a
+    /// file's header (it may come in a later file).
+    pub(super) several: bool,
     pub(super) delimiter: u8,
     pub(super) quote: u8,
     pub(super) null_values: Vec<Vec<u8>>,
@@ -127,6 +130,11 @@ impl CsvPageReader {
             ahead: None,
             ahead_bytes: 0,
         })
+    }
+
+    /// The names of the file's columns, in file order.
+    pub(super) fn column_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.schema.fields().iter().map(|f| f.name.clone())
     }
 
     /// Whether the read ended at a last record held back (no line break yet): the file
@@ -386,7 +394,7 @@ fn header_columns(
         names.push(name.to_owned());
     }
     for (declared, _) in dialect.columns.iter() {
-        if !seen.contains_key(declared) {
+        if !dialect.several && !seen.contains_key(declared) {
             return Err(FaucetError::config(
                 "columns",
                 format!(
