@@ -26,7 +26,7 @@
 //! first page of a run).
 //!
 //! A source that knows its tables' columns from its catalog (`postgres-cdc`) gets a `drift`
-//! line per table whose target the sink can compare (the SQL sinks' tables): the columns
+//! line per table whose target the sink can compare (`postgres`, `sqlite` tables): the columns
 //! now against the stored bookmark's shapes (a schema change made while faucet was stopped,
 //! which a run delivers first) and the target's columns against the source's (a column
 //! added, dropped or retyped in the target by hand). `✓ drift postgres s.items → s.copy:

@@ -142,3 +142,45 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
         },
     );
 }
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn doctor_reports_the_alter_a_run_applies_to_a_sqlite_target() {
+    let rt = runtime();
+    let pool = rt.block_on(pg_pool());
+    let names = Names::new("schema_doc_lite");
+    let s = names.schema.clone();
+    let dir = tempfile::tempdir().expect("tempdir");
+    crate::support::with_cleanup(
+        || {
+            sql(&format!(
+                "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
+            ));
+            config(
+                dir.path(),
+                &names,
+                "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
+                 key: [id], create_table: true } }",
+                100,
+                "",
+            );
+            output_of_success(&mut faucet(dir.path()), "the first run");
+            sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
+            output_of_success(&mut faucet(dir.path()), "the run of row 1");
+            assert!(text(&drift(dir.path())).ends_with("no drift"));
+            sql(&format!("ALTER TABLE {s}.items ADD COLUMN w text"));
+            let check = drift(dir.path());
+            assert_eq!(check["ok"], true, "{check}");
+            let said = text(&check);
+            for part in [
+                "column `w` added, text",
+                "a run applies: ALTER TABLE \"items\" ADD COLUMN \"w\"",
+            ] {
+                assert!(said.contains(part), "`{part}` not in {said}");
+            }
+        },
+        || {
+            rt.block_on(cleanup(&pool, &names));
+        },
+    );
+}
