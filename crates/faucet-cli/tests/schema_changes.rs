@@ -29,6 +29,8 @@ use crate::support::{Run, output_of_success, pg_pool, runtime};
 /// The variable the configs read the PostgreSQL URL from.
 const PG_VAR: &str = "FAUCET_SCHEMA_PG_URL";
 
+mod doctor;
+mod files;
 #[cfg(feature = "mysql")]
 mod mysql;
 

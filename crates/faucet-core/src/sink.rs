@@ -108,6 +108,25 @@ pub trait Sink: Send + Sync {
     async fn check_schema(&self, _schema: &Schema) -> Result<(), FaucetError> {
         Ok(())
     }
+
+    /// Probes, without writing (for `faucet doctor`'s drift line), how the target of source
+    /// table `source_table` compares with that table's columns now, `columns` (in table
+    /// order), when a run first delivers `pending`, the schema change the source made since
+    /// the last run (if any): the statements the run would run for it or the error it would
+    /// stop with, and the differences left ([`crate::change::Drift`]). `Ok(None)` (the
+    /// default) when the sink cannot tell (not a table of columns, a target not created yet,
+    /// a routed sink).
+    ///
+    /// # Errors
+    /// When the target cannot be read ([`FaucetError::Connect`], [`FaucetError::Write`]).
+    async fn check_drift(
+        &self,
+        _source_table: &str,
+        _columns: &[crate::change::schema::ColumnShape],
+        _pending: Option<&crate::change::schema::SchemaChange>,
+    ) -> Result<Option<crate::change::Drift>, FaucetError> {
+        Ok(None)
+    }
 }
 
 /// An open sink.

@@ -219,6 +219,18 @@ pub trait Source: Send + Sync {
         Ok(None)
     }
 
+    /// The columns of the tables this source reads as its catalog has them now (queries
+    /// only), keyed and shaped as the `shapes` of its bookmarks
+    /// ([`crate::change::schema::Shapes`]), for `faucet doctor`'s drift line: compared with
+    /// the stored bookmark's, they are the schema change a run will deliver first. `Ok(None)`
+    /// (the default) when the source cannot know without reading data (a file, a query).
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
+    async fn current_shapes(&self) -> Result<Option<crate::change::schema::Shapes>, FaucetError> {
+        Ok(None)
+    }
+
     /// A monitor of what the source's upstream retains for this pipeline while it is not
     /// read (a PostgreSQL replication slot's WAL, a MongoDB oplog's window), for metrics and
     /// status; `None` (the default) when the upstream retains nothing on the pipeline's

@@ -25,6 +25,15 @@
 //! `postgres` `append` table lacking an audit column fails here, naming it, not at the
 //! first page of a run).
 //!
+//! A source that knows its tables' columns from its catalog (`postgres-cdc`) gets a `drift`
+//! line per table whose target the sink can compare (`postgres`, `sqlite` tables): the columns
+//! now against the stored bookmark's shapes (a schema change made while faucet was stopped,
+//! which a run delivers first) and the target's columns against the source's (a column
+//! added, dropped or retyped in the target by hand). `✓ drift postgres s.items → s.copy:
+//! the source changed since the last run (column `w` added, text); a run applies: ALTER
+//! TABLE … ADD COLUMN "w" text`, or `✗` with the error a run stops with (`schema_changes:
+//! fail`, a narrowing) or the difference a run fails on, with its `ALTER TABLE`.
+//!
 //! Probes never move data or advance a bookmark (a state store's check writes and deletes
 //! only the sentinel key `__faucet_doctor__`), and never print a password. The exit code is
 //! the number of failed probes (at most 100); a config that cannot be loaded is one failed
@@ -64,7 +73,7 @@ pub(crate) struct DoctorArgs {
 struct Check {
     /// The matrix row (`null` without a matrix).
     row: Option<String>,
-    /// `config`, `source`, `sink`, `keys`, `state` or `resume`.
+    /// `config`, `source`, `tables`, `sink`, `keys`, `state`, `resume` or `drift`.
     probe: &'static str,
     /// The connector or store type (`csv`, `postgres`), or the file for `config`.
     #[serde(rename = "type")]
@@ -228,12 +237,120 @@ async fn probe_row(checks: &mut Vec<Check>, run: Run<'_>) {
     // probe the same way: one failed probe, not a second one blaming the stored bookmark.
     if state_ok && source_ok {
         let run = Run {
-            row,
+            row: row.clone(),
             key,
             p,
             timeout,
         };
         probe_resume(checks, run).await;
+    }
+    if state_ok && source_ok && sink_ok {
+        let run = Run {
+            row,
+            key,
+            p,
+            timeout,
+        };
+        probe_drift(checks, run).await;
+    }
+}
+
+/// One source table's drift: the table, the schema change a run will deliver first (the
+/// source changed since the stored bookmark's shapes), and what the sink finds.
+type TableDrift = (
+    String,
+    Option<faucet_core::change::schema::SchemaChange>,
+    faucet_core::change::Drift,
+);
+
+/// The `drift` lines, one per source table whose columns the source knows from its catalog
+/// ([`faucet_core::Source::current_shapes`]) and whose target the sink can compare
+/// ([`faucet_core::Sink::check_drift`]): the source's columns now against the stored
+/// bookmark's shapes (what the last run delivered) — their difference is the schema change
+/// a run delivers first — and the target's columns against the source's. `✓` with what a
+/// run applies (or `no drift`), `✗` with the error a run stops with or the difference it
+/// fails on.
+async fn probe_drift(checks: &mut Vec<Check>, run: Run<'_>) {
+    use faucet_core::change::schema::{ColumnShape, SchemaChange, diff, shapes_from_bookmark};
+    let (row, key, p, timeout) = (run.row, run.key, run.p, run.timeout);
+    let t = Instant::now();
+    let outcome = within(timeout, async {
+        let source = p.source.build()?;
+        let Some(now) = source.current_shapes().await? else {
+            return Ok(Vec::new());
+        };
+        let store = p.state.connect().await?;
+        let delivered = match store.get(key).await? {
+            Some(entry) => shapes_from_bookmark(
+                source.connector(),
+                &faucet_core::pipeline::stored_bookmark(entry),
+            )?,
+            None => Default::default(),
+        };
+        let sink = p.sink.build()?;
+        let mut out: Vec<TableDrift> = Vec::new();
+        for (table, columns) in &now {
+            let shapes: Vec<ColumnShape> = columns.iter().map(|c| c.shape.clone()).collect();
+            let pending = delivered.get(table).and_then(|old| {
+                let changes = diff(old, columns);
+                (!changes.is_empty()).then(|| SchemaChange {
+                    changes,
+                    columns: shapes.clone(),
+                })
+            });
+            if let Some(drift) = sink.check_drift(table, &shapes, pending.as_ref()).await? {
+                out.push((table.clone(), pending, drift));
+            }
+        }
+        Ok(out)
+    })
+    .await;
+    let kind = p.sink.type_name().to_owned();
+    match outcome {
+        Ok(drifts) => {
+            for (table, pending, drift) in drifts {
+                let changed = pending
+                    .map(|c| {
+                        let what: Vec<String> = c.changes.iter().map(ToString::to_string).collect();
+                        format!(
+                            "the source changed since the last run ({}); ",
+                            what.join(", ")
+                        )
+                    })
+                    .unwrap_or_default();
+                let what = format!("{table} → {}", drift.target);
+                let text = format!("{changed}{drift}");
+                if drift.ok() {
+                    checks.push(passed(
+                        row.clone(),
+                        "drift",
+                        kind.clone(),
+                        format!("{what}: {text}"),
+                        t,
+                    ));
+                } else {
+                    checks.push(Check {
+                        row: row.clone(),
+                        probe: "drift",
+                        kind: kind.clone(),
+                        target: redact_url(&what),
+                        ok: false,
+                        elapsed_ms: t.elapsed().as_millis(),
+                        error: Some(text),
+                        hint: None,
+                    });
+                }
+            }
+        }
+        Err(e) => checks.push(failed(
+            row,
+            "drift",
+            kind,
+            String::new(),
+            t,
+            &e,
+            p.sink.hints(),
+        )),
     }
 }
 

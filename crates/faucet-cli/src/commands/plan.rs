@@ -171,7 +171,7 @@ fn clone_delivery(e: &FaucetError) -> FaucetError {
 /// the change source's tables would not each reach a target of their own
 /// ([`crate::registry::routing`]).
 pub(crate) fn plan(row: &Row, key: &str, p: &PipelineConfig) -> Result<Plan, FaucetError> {
-    let source = p.source.build()?;
+    let source = p.source.build_for(&p.sink)?;
     let sink = p.sink.build()?;
     let feedback = crate::registry::feedback::check(&p.source, &p.sink)?;
     #[cfg(feature = "sql")]

@@ -48,6 +48,15 @@ impl Source for FieldedSource {
         self.inner.table_keys().await
     }
 
+    async fn current_shapes(
+        &self,
+    ) -> Result<Option<faucet_core::change::schema::Shapes>, FaucetError> {
+        self.inner
+            .current_shapes()
+            .await
+            .map_err(|e| at_field(&self.prefix, e))
+    }
+
     fn retention_monitor(&self) -> Option<Box<dyn faucet_core::RetentionMonitor>> {
         self.inner.retention_monitor()
     }
@@ -164,6 +173,18 @@ impl Sink for FieldedSink {
     async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
         self.inner
             .check_schema(schema)
+            .await
+            .map_err(|e| at_field(&self.prefix, e))
+    }
+
+    async fn check_drift(
+        &self,
+        source_table: &str,
+        columns: &[faucet_core::change::schema::ColumnShape],
+        pending: Option<&faucet_core::change::schema::SchemaChange>,
+    ) -> Result<Option<faucet_core::change::Drift>, FaucetError> {
+        self.inner
+            .check_drift(source_table, columns, pending)
             .await
             .map_err(|e| at_field(&self.prefix, e))
     }

@@ -75,6 +75,14 @@ pub(crate) trait SinkEntry: std::fmt::Debug {
         None
     }
 
+    /// Whether the sink alters its tables for a schema change (the SQL sinks): then a source
+    /// of plain rows delivers its new fields as added columns
+    /// (`faucet_core::change::NewFields`). `false` for files and buses, which take the
+    /// rows as they come.
+    fn applies_schema_changes(&self) -> bool {
+        false
+    }
+
     /// For a file sink whose path is a template over the source table (`jsonl`'s
     /// `out/{table}.jsonl`): the template ([`super::routing::check_files`]); `None` for a
     /// fixed path, another sink, or a config that does not validate.
@@ -175,6 +183,10 @@ macro_rules! sql_sink_entry {
 
             fn build(&self) -> Result<Box<dyn Sink>, FaucetError> {
                 Ok(Box::new(<$sink>::new(self.clone())?))
+            }
+
+            fn applies_schema_changes(&self) -> bool {
+                true
             }
 
             fn written_table(&self) -> Option<super::feedback::WrittenTable> {
@@ -311,6 +323,10 @@ impl SinkEntry for faucet_connectors::sqlite::SqliteSinkConfig {
             self.clone(),
         )?))
     }
+
+    fn applies_schema_changes(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(feature = "mongodb")]
@@ -379,6 +395,12 @@ impl SinkConfig {
     /// What a database sink writes ([`SinkEntry::written_table`]).
     pub(crate) fn written_table(&self) -> Option<super::feedback::WrittenTable> {
         self.about().and_then(|e| e.written_table())
+    }
+
+    /// Whether the sink alters its tables for a schema change
+    /// ([`SinkEntry::applies_schema_changes`]).
+    pub(crate) fn applies_schema_changes(&self) -> bool {
+        self.about().is_some_and(|e| e.applies_schema_changes())
     }
 
     /// A file sink's path template ([`SinkEntry::file_route`]).

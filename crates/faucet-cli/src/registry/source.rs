@@ -15,6 +15,7 @@
 
 use std::path::Path;
 
+use faucet_core::change::NewFields;
 use faucet_core::{FaucetError, Source};
 
 use super::{Hints, at_field};
@@ -83,6 +84,13 @@ pub(crate) trait SourceEntry: std::fmt::Debug {
         None
     }
 
+    /// For a source of plain rows (a file, a query): the name the schema-change records of
+    /// its new fields carry ([`NewFields`]: the path, the query's `table` or `query`);
+    /// `None` for a change source, which delivers its own.
+    fn shape_table(&self) -> Option<String> {
+        None
+    }
+
     /// For a change source: the server and the tables it reads changes of, for the
     /// feedback-loop rule ([`super::feedback::check`]); `None` for every other source.
     fn change_feed(&self) -> Option<super::feedback::ChangeFeed> {
@@ -115,6 +123,10 @@ macro_rules! file_source_entry {
                 Ok(Box::new(faucet_connectors::files::$source::new(
                     self.clone(),
                 )?))
+            }
+
+            fn shape_table(&self) -> Option<String> {
+                Some(self.path.display().to_string())
             }
         }
     };
@@ -177,6 +189,10 @@ impl<D: faucet_connectors::sql::query::QueryDialect> SourceEntry
         Ok(Box::new(faucet_connectors::sql::query::QuerySource::new(
             self.clone(),
         )?))
+    }
+
+    fn shape_table(&self) -> Option<String> {
+        Some(self.table.clone().unwrap_or_else(|| "query".to_owned()))
     }
 }
 
@@ -353,6 +369,26 @@ impl SourceConfig {
     pub(crate) fn build(&self) -> Result<Box<dyn Source>, FaucetError> {
         let built = self.compiled()?.build();
         Self::fielded(built)
+    }
+
+    /// The source of a run into `sink`: [`SourceConfig::build`], its new fields delivered
+    /// as added columns ([`NewFields`]) when it reads plain rows
+    /// ([`SourceEntry::shape_table`]) and the sink alters its tables for them
+    /// ([`super::SinkConfig::applies_schema_changes`]); a file or bus sink takes the rows as
+    /// they come.
+    ///
+    /// # Errors
+    /// As [`SourceConfig::build`].
+    pub(crate) fn build_for(
+        &self,
+        sink: &super::SinkConfig,
+    ) -> Result<Box<dyn Source>, FaucetError> {
+        let source = self.build()?;
+        let table = self.about().and_then(|e| e.shape_table());
+        Ok(match table {
+            Some(table) if sink.applies_schema_changes() => Box::new(NewFields::new(source, table)),
+            _ => source,
+        })
     }
 
     /// `faucet replicate`'s source for this config: a consistent snapshot, then the changes.

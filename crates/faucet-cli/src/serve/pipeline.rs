@@ -64,6 +64,8 @@ pub(crate) struct Status {
     pub(crate) targets: BTreeMap<String, u64>,
     /// What a bus sink published for the row in this process (`None` for other sinks).
     pub(crate) published: Option<PublishedView>,
+    /// The last schema change this process delivered per source table.
+    pub(crate) schema_changes: BTreeMap<String, SchemaChangeView>,
     /// The rate of `records`.
     pub(crate) rate: Rate,
     /// Runs started.
@@ -142,6 +144,7 @@ impl Slot {
                 pages: 0,
                 targets: BTreeMap::new(),
                 published: None,
+                schema_changes: BTreeMap::new(),
                 rate: Rate::default(),
                 runs: 0,
                 failures: 0,
@@ -279,6 +282,17 @@ impl Slot {
             if let Some(page) = &p.published {
                 st.published.get_or_insert_default().add(page);
             }
+            let at = Utc::now().to_rfc3339_opts(SecondsFormat::Millis, true);
+            for change in &p.schema_changes {
+                st.schema_changes.insert(
+                    change.table.clone(),
+                    SchemaChangeView {
+                        changes: change.changes.clone(),
+                        position: change.position.clone(),
+                        at: at.clone(),
+                    },
+                );
+            }
         })
     }
 
@@ -372,6 +386,7 @@ impl Slot {
             pages: report.map_or(st.pages, |r| r.pages),
             targets: report.map_or_else(|| st.targets.clone(), |r| r.targets.clone()),
             published: report.map_or_else(|| st.published.clone(), |r| r.published.clone()),
+            schema_changes: st.schema_changes.clone(),
             rate_records_per_second: report.map_or(rate, |r| r.rate),
             runs: report.map_or(st.runs, |r| r.runs),
             failures: report.map_or(st.failures, |r| r.failures),
@@ -469,6 +484,11 @@ pub(crate) struct PipelineView {
     /// `{messages, bytes, pages, acks_pending, publish_seconds, publish_seconds_mean}`
     /// ([`PublishedView`]); null for other sinks, and before the first page.
     published: Option<PublishedView>,
+    /// The last schema change (`op: "s"`) this process delivered per source table:
+    /// `{"public.items": {"changes": ["column `w` added, text"], "position": "lsn 0/16B3748",
+    /// "at": "2026-12-06T12:00:00.000Z"}}` ([`SchemaChangeView`]); empty before one (this
+    /// process's own: a row run by another member shows what this one delivered, if any).
+    schema_changes: BTreeMap<String, SchemaChangeView>,
     /// Records per second over the last 5 s window (null before one passed).
     rate_records_per_second: Option<f64>,
     /// Runs started by this process.
@@ -581,6 +601,18 @@ impl PublishedView {
         self.publish_seconds = page.publish_seconds;
         self.publish_seconds_mean = total / self.pages as f64;
     }
+}
+
+/// One entry of `schema_changes` of `GET /pipelines/{key}`: the last schema-change record
+/// of a source table ([`faucet_core::change::Announced`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct SchemaChangeView {
+    /// What changed, a column each (``column `w` added, text``).
+    changes: Vec<String>,
+    /// Where in the source (`lsn 0/16B3748`); null for a file or query source.
+    position: Option<String>,
+    /// When the page that delivered it was written, RFC 3339 UTC.
+    at: String,
 }
 
 /// An error and its time.

@@ -245,6 +245,23 @@ impl Sink for SqliteSink {
         }
     }
 
+    /// The drift of the table from the source table's `columns`, as every SQL sink tells it
+    /// (`sql::sink::drift`); `None` while the table does not exist.
+    async fn check_drift(
+        &self,
+        _source_table: &str,
+        columns: &[faucet_core::change::schema::ColumnShape],
+        pending: Option<&faucet_core::change::schema::SchemaChange>,
+    ) -> Result<Option<faucet_core::change::Drift>, FaucetError> {
+        let mut conn = self.session().await?;
+        let Some(t) = table::load(&mut conn, &self.at()).await? else {
+            return Ok(None);
+        };
+        Ok(Some(crate::sql::sink::drift::drift(
+            self, &t, columns, pending,
+        )))
+    }
+
     /// Checks that an existing table has a column for every field of `schema` (what
     /// `append` writes, and `upsert` of plain rows); change records applied by `upsert`
     /// pass (only the data tells their columns); a missing table is [`Sink::check`]'s.

@@ -99,6 +99,21 @@ impl ChangeLayout {
         &self.position
     }
 
+    /// The position fields of the record in `values` (of a page of `schema`) for people:
+    /// `lsn 0/16B3748`, `binlog_file mariadb-bin.000003, binlog_pos 1234`; `None` when the
+    /// records have none (a file or query source's schema changes).
+    pub fn position_text(&self, schema: &Schema, values: &[Value]) -> Option<String> {
+        let parts: Vec<String> = self
+            .position
+            .iter()
+            .filter_map(|&i| {
+                let name = &schema.fields().get(i)?.name;
+                Some(format!("{name} {}", position_value(values.get(i)?)))
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
     /// Whether the record in `values` is a schema change (`op: "s"`), whose `before` and
     /// `after` are the table's shape, not rows ([`super::schema`]).
     pub fn is_schema(&self, values: &[Value]) -> bool {
@@ -154,6 +169,13 @@ impl ChangeLayout {
                 .is_some_and(|v| !v.is_null()),
         })
     }
+}
+
+/// A position field's value as its JSON form without quotes (`0/16B3748`, `1234`).
+fn position_value(value: &Value) -> String {
+    let mut v = Vec::new();
+    crate::value::json::write_value(&mut v, value);
+    String::from_utf8_lossy(&v).trim_matches('"').to_owned()
 }
 
 fn text_of(v: &Value) -> Option<&str> {

@@ -25,14 +25,20 @@
 //! upsert, `t` truncates, a key-changing `u` also deletes the old key, unchanged columns keep
 //! the stored value — moved with the row to its new key by a key-changing `u`, [`Moved`]).
 
+mod announced;
 mod collapse;
+mod drift;
 mod layout;
+mod new_fields;
 pub mod schema;
 
+pub use announced::{Announced, announced_in};
 pub use collapse::{
     Collapsed, KeyIdentity, Moved, Slot, check_records, collapse, moved_row_missing,
 };
+pub use drift::Drift;
 pub use layout::{Change, ChangeLayout};
+pub use new_fields::NewFields;
 
 use std::fmt;
 use std::sync::Arc;

@@ -110,6 +110,36 @@ pub struct ColumnChange {
     pub data_type: Option<DataType>,
 }
 
+impl fmt::Display for ColumnChange {
+    /// For people: ``column `w` added, text``, ``column `v` renamed to `vv` ``, ``column `v`
+    /// changed type from integer to bigint``, ``column `gone` dropped``.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let or_unknown = |s: &Option<String>| s.clone().unwrap_or_else(|| "?".to_owned());
+        match self.kind {
+            ChangeKind::Add => write!(
+                f,
+                "column `{}` added, {}",
+                self.column,
+                or_unknown(&self.source_type)
+            ),
+            ChangeKind::Drop => write!(f, "column `{}` dropped", self.column),
+            ChangeKind::Rename => write!(
+                f,
+                "column `{}` renamed to `{}`",
+                or_unknown(&self.from),
+                self.column
+            ),
+            ChangeKind::Type => write!(
+                f,
+                "column `{}` changed type from {} to {}",
+                self.column,
+                or_unknown(&self.from),
+                or_unknown(&self.to)
+            ),
+        }
+    }
+}
+
 /// What a schema-change record says: the changes, and the table's columns after them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SchemaChange {

@@ -75,6 +75,9 @@ pub struct Progress {
     /// without an extent, before [`crate::extent::EtaClock::MIN_SPAN`] of data, at a zero
     /// rate, or once an estimated total was exceeded.
     pub eta: Option<Duration>,
+    /// The schema-change records this page delivered ([`crate::change::announced_in`]), in
+    /// page order; empty for most pages.
+    pub schema_changes: Vec<crate::change::Announced>,
 }
 
 /// The bookmark inside a state entry as the run loop stores it (`{"bookmark": B, "sink":

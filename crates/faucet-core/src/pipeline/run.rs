@@ -364,6 +364,7 @@ async fn pump(
                 published: state.writer.published(),
                 extent,
                 eta,
+                schema_changes: crate::change::announced_in(&page),
             });
         }
         if p.options.cancel.is_cancelled() {

@@ -166,6 +166,23 @@ function progress(pr) {
   return text;
 }
 
+// The last schema change per source table, one line each: `public.items: column `w` added,
+// text (lsn 0/16B3748)`, its time as the title; null (shown as —) before one.
+function schemaChanges(cellEl, changes) {
+  const tables = Object.keys(changes || {});
+  if (tables.length === 0) {
+    cellEl.textContent = '—';
+    return;
+  }
+  for (const table of tables) {
+    const c = changes[table];
+    const where = c.position === null ? '' : ` (${c.position})`;
+    const line = el('div', `${table}: ${c.changes.join('; ')}${where}`);
+    line.title = `at ${c.at}`;
+    cellEl.append(line);
+  }
+}
+
 function pipelineRow(p) {
   const tr = el('tr');
   tr.dataset.key = p.key;
@@ -189,6 +206,10 @@ function pipelineRow(p) {
   const share = cell(progress(p.progress), 'num');
   share.dataset.field = 'progress';
   tr.append(share);
+  const schema = el('td');
+  schema.dataset.field = 'schema_changes';
+  schemaChanges(schema, p.schema_changes);
+  tr.append(schema);
   tr.append(cell(retention(p)));
   const error = p.error || (p.last_error && p.last_error.message);
   const errorCell = cell(error, 'error');

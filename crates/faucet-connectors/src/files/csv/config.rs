@@ -25,7 +25,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[serde(deny_unknown_fields)]
 pub struct CsvSourceConfig {
     /// The CSV file. A relative path is relative to the process's current directory (the
-    /// CLI resolves it against the config file's directory first).
+    /// CLI resolves it against the config file's directory first). A `*` in the file name
+    /// (`exports/orders-*.csv`, not in a directory) reads every matching file of the
+    /// directory in name order, each with its own header; a later file may add columns.
     pub path: PathBuf,
     /// Whether the first record holds the column names. Default `true`. A UTF-8 byte order
     /// mark at byte 0 is never part of the first name. Without a header, `columns` must
@@ -48,7 +50,9 @@ pub struct CsvSourceConfig {
     /// Column types by name, as a map (`{id: int, name: string}`) or a list (`[id, {amount:
     /// numeric}]`, a bare name is a string). Columns not listed are strings. With a header,
     /// every listed name must be in it; without one, the list (or the map, in its order)
-    /// names every column in file order.
+    /// names every column in file order. With a `path` pattern, a listed name may be
+    /// missing from a file's header (it may come in a later file; a run warns when no
+    /// matching file has it).
     #[serde(default)]
     pub columns: Option<Columns>,
     /// What to do with a last record that does not end in a line break: `wait` (the
@@ -101,6 +105,17 @@ impl CsvSourceConfig {
     pub fn validate(&self) -> Result<(), FaucetError> {
         if self.path.as_os_str().is_empty() {
             return Err(FaucetError::config("path", "must name a CSV file"));
+        }
+        if self
+            .path
+            .parent()
+            .is_some_and(|d| d.to_string_lossy().contains('*'))
+        {
+            return Err(FaucetError::config(
+                "path",
+                "may hold `*` in its file name only (`exports/orders-*.csv`), not in a \
+                 directory",
+            ));
         }
         if self.max_field_bytes == 0 {
             return Err(FaucetError::config(

@@ -8,6 +8,8 @@
 //!   field equal to one of `null_values` is null.
 //! * Bookmarks: a [`crate::files::FileBookmark`] after every page; resuming seeks to its byte
 //!   offset (the header is re-read from the start for the names).
+//! * Several files: a `path` whose file name holds `*` reads the matching files in name
+//!   order, each with its own header (`files.rs`).
 //! * Errors: a record with the wrong number of fields, invalid UTF-8, a value that does not
 //!   parse as its declared type, or a field longer than `max_field_bytes` is a
 //!   [`FaucetError::Data`] at `<path>:<line>` (the line the record starts on), naming the
@@ -34,6 +36,7 @@
 
 mod config;
 mod convert;
+mod files;
 mod page;
 mod reader;
 
@@ -43,6 +46,7 @@ use async_trait::async_trait;
 use faucet_core::{Bookmark, FaucetError, PageStream, ReadOptions, ReplayGuarantee, Source};
 
 pub use self::config::{ColumnType, Columns, CsvSourceConfig};
+use self::files::FilesReader;
 use self::page::{CsvPageReader, Dialect};
 use super::blocking;
 use super::bookmark::FileBookmark;
@@ -71,6 +75,7 @@ impl CsvSource {
             path: config.path.clone(),
             label: config.path.to_string_lossy().into_owned(),
             has_header: config.has_header,
+            several: files::is_pattern(&config.path),
             delimiter: config.delimiter_byte()?,
             quote: config.quote_byte()?,
             null_values: config
@@ -129,21 +134,43 @@ impl Source for CsvSource {
             .map(|b| FileBookmark::parse(CONNECTOR, &self.dialect.path, b))
             .transpose()?;
         let dialect = self.dialect.clone();
-        let reader =
-            blocking::read(CONNECTOR, move || CsvPageReader::open(dialect, from)).await??;
+        let reader = blocking::read(CONNECTOR, move || {
+            let files = files::is_pattern(&dialect.path)
+                .then(|| files::matching(&dialect.path))
+                .transpose()?;
+            FilesReader::open(dialect, files, from)
+        })
+        .await??;
         let stream =
             PrefetchStream::start(CONNECTOR, reader, options.batch_size.max(1), options.cancel)?;
         Ok(Box::new(stream))
     }
 
-    /// Opens the file and reads its header, checking the declared columns against it.
+    /// Opens the file (with a pattern: each matching file) and reads its header, checking
+    /// the declared columns against it (with a pattern, a declared column may be missing:
+    /// it may come in a later file).
     ///
     /// # Errors
-    /// As [`CsvSource::open`] without a bookmark.
+    /// As [`CsvSource::open`] without a bookmark; with a pattern, [`FaucetError::Read`] when
+    /// no file matches it.
     async fn check(&self) -> Result<(), FaucetError> {
         let dialect = self.dialect.clone();
         blocking::read(CONNECTOR, move || {
-            CsvPageReader::open(dialect, None).map(drop)
+            if !files::is_pattern(&dialect.path) {
+                return CsvPageReader::open(dialect, None).map(drop);
+            }
+            let found = files::matching(&dialect.path)?;
+            if found.is_empty() {
+                return Err(FaucetError::read(
+                    CONNECTOR,
+                    format!("no file matches {}", dialect.label),
+                    None,
+                ));
+            }
+            for file in found {
+                CsvPageReader::open(files::per_file(&dialect, file), None)?;
+            }
+            Ok(())
         })
         .await?
     }

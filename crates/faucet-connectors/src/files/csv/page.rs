@@ -23,6 +23,9 @@ pub(super) struct Dialect {
     /// The path as configured, for bookmarks and error locations.
     pub(super) label: String,
     pub(super) has_header: bool,
+    /// The path is a pattern of several files: a declared column may be missing from a
+    /// file's header (it may come in a later file).
+    pub(super) several: bool,
     pub(super) delimiter: u8,
     pub(super) quote: u8,
     pub(super) null_values: Vec<Vec<u8>>,
@@ -45,6 +48,8 @@ pub(super) struct CsvPageReader {
     records: u64,
     /// The end of the file was reached.
     done: bool,
+    /// A last record without its line break was held back (the file may still grow).
+    held: bool,
     /// The next page, holding the records read ahead of it, and their estimated size.
     ahead: Option<PageBuilder>,
     ahead_bytes: usize,
@@ -66,12 +71,14 @@ impl CsvPageReader {
                     dialect.max_field_bytes,
                 );
         let mut done = false;
+        let mut held = false;
         let (names, types) = if dialect.has_header {
             let next = reader
                 .read_record()
                 .map_err(|e| reader_error(&dialect, e, &[]))?;
             if next == Next::HeldBack {
                 warn_held(&dialect, &reader);
+                held = true;
             }
             if next == Next::Record {
                 header_columns(&dialect, &reader)?
@@ -119,9 +126,21 @@ impl CsvPageReader {
             types,
             records,
             done,
+            held,
             ahead: None,
             ahead_bytes: 0,
         })
+    }
+
+    /// The names of the file's columns, in file order.
+    pub(super) fn column_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.schema.fields().iter().map(|f| f.name.clone())
+    }
+
+    /// Whether the read ended at a last record held back (no line break yet): the file
+    /// is not done.
+    pub(super) fn held_back(&self) -> bool {
+        self.held
     }
 
     /// Reads the next record into `page`: `None` at the end of the file, else the record's
@@ -142,6 +161,7 @@ impl CsvPageReader {
             }
             Next::HeldBack => {
                 self.done = true;
+                self.held = true;
                 warn_held(&self.dialect, &self.reader);
                 Ok(None)
             }
@@ -374,7 +394,7 @@ fn header_columns(
         names.push(name.to_owned());
     }
     for (declared, _) in dialect.columns.iter() {
-        if !seen.contains_key(declared) {
+        if !dialect.several && !seen.contains_key(declared) {
             return Err(FaucetError::config(
                 "columns",
                 format!(

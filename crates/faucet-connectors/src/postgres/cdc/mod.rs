@@ -223,6 +223,21 @@ impl Source for PostgresCdcSource {
         Ok(Some(keys))
     }
 
+    /// Each listed or matched table's columns in the catalog now (`pg_attribute`, typed by
+    /// `format_type` as a Relation message's are), as the bookmark's `shapes` hold them.
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
+    async fn current_shapes(
+        &self,
+    ) -> Result<Option<faucet_core::change::schema::Shapes>, FaucetError> {
+        let mut conn = self.connection.connect_sql().await?;
+        let (tables, _) = resolve::tables_now(&mut conn, &self.tables, &self.patterns).await?;
+        let names: Vec<(String, String)> =
+            tables.iter().map(|t| (t.qualified(), t.quoted())).collect();
+        shapes::current(&mut conn, &names).await.map(Some)
+    }
+
     /// Without a bookmark the stream starts at the slot's confirmed position, which never
     /// passes a durable bookmark (case 03): a lost bookmark re-delivers at most the changes
     /// since the last acknowledgement, not the whole history.

@@ -72,6 +72,57 @@ pub(crate) fn from_bookmark(bookmark: &Bookmark) -> Result<Shapes, FaucetError> 
     faucet_core::change::schema::shapes_from_bookmark(CONNECTOR, bookmark)
 }
 
+/// The shape of each of `tables` (quoted, qualified) as the catalog has it now, keyed by
+/// the qualified name (`public.items`): the columns in `attnum` order, typed by
+/// `format_type` as a Relation message's are, `key` for the primary key's. A table that
+/// does not exist is left out.
+///
+/// # Errors
+/// [`FaucetError::Read`] when the catalog cannot be read.
+pub(crate) async fn current(
+    conn: &mut sqlx::PgConnection,
+    tables: &[(String, String)],
+) -> Result<Shapes, FaucetError> {
+    let mut out = Shapes::new();
+    for (qualified, quoted) in tables {
+        let rows: Vec<(String, String, i64, i64, bool)> = sqlx::query_as(
+            "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod), a.atttypid::int8, \
+               a.attnum::int8, EXISTS (SELECT 1 FROM pg_index i WHERE i.indrelid = a.attrelid \
+                 AND i.indisprimary AND a.attnum = ANY(i.indkey)) \
+             FROM pg_attribute a \
+             WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
+             ORDER BY a.attnum",
+        )
+        .bind(quoted)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| {
+            FaucetError::read(
+                CONNECTOR,
+                format!("cannot read the columns of {qualified}"),
+                Some(Box::new(e)),
+            )
+        })?;
+        if rows.is_empty() {
+            continue;
+        }
+        let shape = rows
+            .into_iter()
+            .map(|(name, source_type, type_oid, attnum, key)| Identified {
+                shape: ColumnShape {
+                    name,
+                    source_type,
+                    data_type: data_type_of(u32::try_from(type_oid).unwrap_or(0)),
+                    key,
+                },
+                id: attnum,
+            })
+            .collect();
+        out.insert(qualified.clone(), shape);
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -268,6 +268,27 @@ impl Sink for PostgresSink {
         Ok(())
     }
 
+    /// The drift of the table from the source table's `columns`, as every SQL sink tells it
+    /// (`sql::sink::drift`, with the plan a run applies a schema change by); `None` for a
+    /// routed sink or a table not created yet.
+    async fn check_drift(
+        &self,
+        _source_table: &str,
+        columns: &[faucet_core::change::schema::ColumnShape],
+        pending: Option<&faucet_core::change::schema::SchemaChange>,
+    ) -> Result<Option<faucet_core::change::Drift>, FaucetError> {
+        if self.route.is_some() {
+            return Ok(None);
+        }
+        let mut conn = self.connection.open_session(CONNECTOR).await?;
+        let Some(t) = table::load(&mut conn, &self.table).await? else {
+            return Ok(None);
+        };
+        Ok(Some(crate::sql::sink::drift::drift(
+            self, &t, columns, pending,
+        )))
+    }
+
     /// Checks that an existing table has a column for every field of `schema` (what
     /// `append` writes, and `upsert` of plain rows): for change records appended as rows,
     /// the audit columns (`op`, `table`, `lsn`, `commit_ts`, `before`, `after`,

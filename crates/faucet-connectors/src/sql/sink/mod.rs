@@ -41,6 +41,7 @@
 
 pub(crate) mod columns;
 mod dialect;
+pub(crate) mod drift;
 pub(crate) mod fence;
 pub(crate) mod keys;
 pub(crate) mod route;
@@ -299,7 +300,7 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
         let Some(s) = self.slots.get_mut(slot) else {
             return Ok(());
         };
-        if s.table.is_some() || page.is_empty() {
+        if s.table.is_some() || page.is_empty() || only_schema_changes(page) {
             return Ok(());
         }
         let d = s.own.as_ref().unwrap_or(dialect);
@@ -434,6 +435,15 @@ impl<'a, D: SinkDialect> SqlSinkWriter<'a, D> {
     }
 }
 
+/// Whether every record of `page` is a schema change: nothing to make a table from (a file
+/// or query source's added field, [`faucet_core::change::NewFields`], comes in a page of its
+/// own; a change source's comes with the change after it). The table is made from the rows
+/// that follow, in their shape.
+fn only_schema_changes(page: &Page) -> bool {
+    faucet_core::change::ChangeLayout::of(page.schema())
+        .is_some_and(|l| page.rows().all(|r| l.is_schema(r.values())))
+}
+
 /// The rows `rows` of `page`, in that order, as a page of their own (with its bookmark).
 fn sub_page(page: &Page, rows: &[usize]) -> Page {
     let mut b = PageBuilder::new(page.schema().clone(), rows.len());
@@ -554,8 +564,8 @@ impl<D: SinkDialect> PageTx<'_, D> {
                 continue;
             };
             let d = s.own.as_ref().unwrap_or(dialect);
-            let segments = match d.schema_apply() {
-                schema::SchemaApply::Rows => Vec::new(),
+            let segments = match schema::apply_mode(d, s.table.as_ref()) {
+                schema::SchemaApply::Rows(_) => Vec::new(),
                 _ => {
                     let all: Vec<usize> = (0..part.len()).collect();
                     faucet_core::change::segments(part, &all)

@@ -63,8 +63,12 @@ pub struct SchemaPolicy {
 /// What a dialect does with schema-change records ([`SinkDialect::schema_apply`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SchemaApply {
-    /// Append: a schema-change record is a row like the others (an audit log).
-    Rows,
+    /// Append: into a table of change records (an audit log: it has an `op` column) a
+    /// schema-change record is a row like the others; into a table of plain rows (a file or
+    /// query source's, whose added fields come as `s` records,
+    /// [`faucet_core::change::NewFields`]) it is applied by this policy
+    /// ([`SchemaApply::for_target`]).
+    Rows(SchemaPolicy),
     /// Upsert into a system that does not apply them yet: stop at one.
     Unsupported,
     /// Upsert: apply them by this policy.
@@ -79,10 +83,31 @@ impl SchemaApply {
         changes: SchemaChanges,
         dropped: DroppedColumns,
     ) -> Self {
+        let policy = SchemaPolicy { changes, dropped };
         match mode {
-            crate::sql::WriteMode::Append => Self::Rows,
-            crate::sql::WriteMode::Upsert => Self::Apply(SchemaPolicy { changes, dropped }),
+            crate::sql::WriteMode::Append => Self::Rows(policy),
+            crate::sql::WriteMode::Upsert => Self::Apply(policy),
         }
+    }
+
+    /// What it does into a target whose columns are `columns`: an append target without an
+    /// `op` column holds plain rows, so a schema change is applied there, not stored.
+    pub(crate) fn for_target(self, columns: &[TargetColumn]) -> Self {
+        match self {
+            Self::Rows(policy) if !columns.iter().any(|c| c.name == faucet_core::change::OP) => {
+                Self::Apply(policy)
+            }
+            other => other,
+        }
+    }
+}
+
+/// What dialect `d` does with schema-change records into `table` ([`SchemaApply::for_target`]
+/// of its columns); as configured while the target does not exist yet.
+pub(crate) fn apply_mode<D: SinkDialect>(d: &D, table: Option<&D::Table>) -> SchemaApply {
+    match table {
+        Some(t) => d.schema_apply().for_target(&d.columns_of(t)),
+        None => d.schema_apply(),
     }
 }
 
@@ -173,21 +198,9 @@ pub(crate) fn read(
         .after
         .ok_or_else(|| err("a schema-change record without its `after` shape".into()))?;
     let parsed = SchemaChange::from_after(after).map_err(err)?;
-    let mut position = Vec::new();
-    for &i in layout.position_fields() {
-        let mut v = Vec::new();
-        faucet_core::value::json::write_value(&mut v, &values[i]);
-        position.push(format!(
-            "{} {}",
-            page.schema().fields()[i].name,
-            String::from_utf8_lossy(&v).trim_matches('"')
-        ));
-    }
-    let position = if position.is_empty() {
-        format!("page row {}", row + 1)
-    } else {
-        position.join(", ")
-    };
+    let position = layout
+        .position_text(page.schema(), &values)
+        .unwrap_or_else(|| format!("page row {}", row + 1));
     Ok((parsed, position))
 }
 
@@ -206,6 +219,38 @@ pub(crate) async fn apply<D: SinkDialect>(
     change: &SchemaChange,
     position: &str,
 ) -> Result<Option<D::Table>, FaucetError> {
+    let Some((statements, _)) = plan(d, table, change, position)? else {
+        return Ok(None);
+    };
+    if statements.is_empty() {
+        return Ok(None);
+    }
+    let target = d.target_name();
+    for sql in statements {
+        tracing::info!(sink = d.connector(), target = %target, position, %sql, "applying a schema change");
+        d.execute_ddl(conn, &sql).await?;
+    }
+    d.reload_target(conn, scratch).await.map(Some)
+}
+
+/// The statements of a schema change, in order, and the target's columns after them
+/// ([`plan`]).
+pub(crate) type Plan = (Vec<String>, Vec<TargetColumn>);
+
+/// What [`apply`] would do with `change` (at `position`) to the target `table`, without
+/// doing it: `None` when the target stores schema changes as rows (an audit log), else
+/// the statements it would run, in order (empty: the target already has the change), and
+/// the target's columns after them.
+///
+/// # Errors
+/// As [`apply`]: the error a run stops with, for a change the policy or the target refuses
+/// or the dialect cannot express.
+pub(crate) fn plan<D: SinkDialect>(
+    d: &D,
+    table: &D::Table,
+    change: &SchemaChange,
+    position: &str,
+) -> Result<Option<Plan>, FaucetError> {
     let target = d.target_name();
     let stop = |c: &ColumnChange, why: String, fix: &str| {
         FaucetError::data(
@@ -214,16 +259,17 @@ pub(crate) async fn apply<D: SinkDialect>(
             format!(
                 "the source's schema changed at {position} ({}): {why}; nothing of this page \
                  was written. {fix}",
-                describe(c)
+                c
             ),
         )
     };
-    let policy = match d.schema_apply() {
-        SchemaApply::Rows => return Ok(None),
+    let mut columns = d.columns_of(table);
+    let policy = match d.schema_apply().for_target(&columns) {
+        SchemaApply::Rows(_) => return Ok(None),
         SchemaApply::Apply(p) => p,
         SchemaApply::Unsupported => {
             let Some(c) = change.changes.first() else {
-                return Ok(None);
+                return Ok(Some((Vec::new(), columns)));
             };
             return Err(stop(
                 c,
@@ -236,7 +282,6 @@ pub(crate) async fn apply<D: SinkDialect>(
             ));
         }
     };
-    let mut columns = d.columns_of(table);
     let has = |cols: &[TargetColumn], name: &str| cols.iter().any(|c| c.name == name);
     let mut statements = Vec::new();
     for c in &change.changes {
@@ -318,6 +363,9 @@ pub(crate) async fn apply<D: SinkDialect>(
                     Widening::Holds => {}
                     Widening::Alter(ty) => {
                         statements.push(d.alter_sql(&Alter::Type(&c.column, &ty)));
+                        if let Some(t) = columns.iter_mut().find(|t| t.name == c.column) {
+                            t.sql_type = ty;
+                        }
                     }
                     Widening::No => {
                         return Err(stop(
@@ -341,12 +389,13 @@ pub(crate) async fn apply<D: SinkDialect>(
                         "Re-key the target and the sink's `key`, or re-copy the table",
                     ));
                 }
-                let Some(t) = columns.iter().find(|t| t.name == c.column) else {
+                let Some(t) = columns.iter().find(|t| t.name == c.column).cloned() else {
                     continue;
                 };
                 match policy.dropped {
                     DroppedColumns::Drop => {
                         statements.push(d.alter_sql(&Alter::Drop(&c.column)));
+                        columns.retain(|t| t.name != c.column);
                     }
                     DroppedColumns::Keep => {
                         tracing::warn!(
@@ -370,52 +419,31 @@ pub(crate) async fn apply<D: SinkDialect>(
                                 ));
                             }
                             statements.push(sql);
+                            if let Some(t) = columns.iter_mut().find(|t| t.name == c.column) {
+                                t.not_null = false;
+                            }
                         }
                     }
                 }
             }
         }
     }
-    if statements.is_empty() {
-        return Ok(None);
-    }
-    for sql in statements {
-        let Some(sql) = sql else {
-            return Err(FaucetError::data(
-                d.connector(),
-                target.clone(),
-                format!(
-                    "the source's schema changed at {position}, and the {} sink cannot apply \
-                     such a change; nothing of this page was written. Apply it to the \
-                     target yourself, then run again",
-                    d.connector()
-                ),
-            ));
-        };
-        tracing::info!(sink = d.connector(), target = %target, position, %sql, "applying a schema change");
-        d.execute_ddl(conn, &sql).await?;
-    }
-    d.reload_target(conn, scratch).await.map(Some)
-}
-
-fn describe(c: &ColumnChange) -> String {
-    match c.kind {
-        ChangeKind::Add => format!(
-            "column `{}` added, {}",
-            c.column,
-            c.source_type.as_deref().unwrap_or("?")
-        ),
-        ChangeKind::Drop => format!("column `{}` dropped", c.column),
-        ChangeKind::Rename => format!(
-            "column `{}` renamed to `{}`",
-            c.from.as_deref().unwrap_or("?"),
-            c.column
-        ),
-        ChangeKind::Type => format!(
-            "column `{}` changed type from {} to {}",
-            c.column,
-            c.from.as_deref().unwrap_or("?"),
-            c.to.as_deref().unwrap_or("?")
-        ),
-    }
+    let statements = statements
+        .into_iter()
+        .map(|sql| {
+            sql.ok_or_else(|| {
+                FaucetError::data(
+                    d.connector(),
+                    target.clone(),
+                    format!(
+                        "the source's schema changed at {position}, and the {} sink cannot \
+                         apply such a change; nothing of this page was written. Apply it to \
+                         the target yourself, then run again",
+                        d.connector()
+                    ),
+                )
+            })
+        })
+        .collect::<Result<Vec<String>, FaucetError>>()?;
+    Ok(Some((statements, columns)))
 }

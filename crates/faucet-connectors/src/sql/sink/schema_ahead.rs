@@ -45,7 +45,7 @@ pub(crate) async fn apply_ahead<D: SinkDialect>(
     part: &Page,
     fence: Option<&WriterFence>,
 ) -> Result<Option<Page>, FaucetError> {
-    let SchemaApply::Apply(policy) = d.schema_apply() else {
+    let SchemaApply::Apply(policy) = schema::apply_mode(d, table.as_ref()) else {
         return Ok(None);
     };
     let Some(layout) = ChangeLayout::of(part.schema()) else {
