@@ -28,6 +28,7 @@ mod config;
 mod encode;
 mod fence;
 mod nul;
+mod snapshot_copy;
 mod table;
 mod token;
 mod write;
@@ -48,6 +49,7 @@ use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
+use snapshot_copy::SnapshotPath;
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -197,11 +199,7 @@ impl Sink for PostgresSink {
     /// `create_table` is off; [`FaucetError::Config`] when the key does not fit the table.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
         let mut conn = self.connection.open_session(CONNECTOR).await?;
-        let base = Scratch {
-            stage_ready: false,
-            source_table: None,
-            bufs: Buffers::default(),
-        };
+        let base = Scratch::default();
         if self.route.is_some() {
             return Ok(Box::new(SqlSinkWriter::routed(self, conn, base)));
         }
@@ -318,12 +316,15 @@ fn missing_table(name: &TableName) -> FaucetError {
     )
 }
 
-/// What a `postgres` writer keeps from page to page.
+/// What a `postgres` writer keeps from page to page (per target).
+#[derive(Default)]
 pub(crate) struct Scratch {
     /// Whether the session's staging table exists (upsert).
     stage_ready: bool,
     /// The `table` of the change records written so far.
     source_table: Option<String>,
+    /// How the target takes snapshot rows ([`snapshot_copy`]).
+    snapshot: SnapshotPath,
     bufs: Buffers,
 }
 
@@ -393,11 +394,7 @@ impl SinkDialect for PostgresSink {
             }
             None => {}
         }
-        let mut scratch = Scratch {
-            stage_ready: false,
-            source_table: None,
-            bufs: Buffers::default(),
-        };
+        let mut scratch = Scratch::default();
         if table.is_some() {
             self.ensure_stage(conn, &mut scratch).await?;
         }
@@ -495,6 +492,7 @@ impl SinkDialect for PostgresSink {
                     page,
                     &mut scratch.bufs,
                     &mut scratch.source_table,
+                    &mut scratch.snapshot,
                 )
                 .await
             }
@@ -574,12 +572,7 @@ impl SinkDialect for PostgresSink {
     }
 
     async fn holds_data(&self, conn: &mut PgConnection) -> Result<bool, FaucetError> {
-        let name = &self.table;
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted());
-        sqlx::query_scalar(&sql)
-            .fetch_one(conn)
-            .await
-            .map_err(|e| table::write_err(format!("cannot tell whether {name} holds data"), e))
+        table::holds_data(conn, &self.table).await
     }
 
     async fn ensure_tokens(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {
