@@ -7,7 +7,10 @@
 //!   `c`/`u`/`r` upsert `after`, `t` truncates the table), plain rows upsert themselves; the
 //!   page is collapsed to the last operation per key in source order, so several changes to
 //!   one key in a page are applied as if one by one (cases 14, 15), and a column named in
-//!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module.
+//!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module. Pages of
+//!   snapshot rows (`op: "r"`, `faucet replicate`'s copy) into a target that was empty take a
+//!   plain `COPY` instead, falling back to the upsert on a key conflict (its `snapshot_copy`
+//!   module).
 //! * The page transaction, the commit token (`faucet_commit_tokens` in the target's schema),
 //!   the writer fence (`faucet_fences`) and what a failure leaves behind are the SQL sink
 //!   engine's (`sql::sink`); this module is its PostgreSQL dialect.

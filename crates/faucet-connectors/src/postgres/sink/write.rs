@@ -390,11 +390,11 @@ pub(crate) async fn upsert(
     source_table: &mut Option<String>,
     snapshot: &mut SnapshotPath,
 ) -> Result<(), FaucetError> {
-    let label = target.name.to_string();
-    let collapsed = collapse(page, target.key, &label, source_table, target.nul)?;
-    if super::snapshot_copy::write(conn, target, page, &collapsed, snapshot, bufs).await? {
+    if super::snapshot_copy::write(conn, target, page, snapshot, source_table, bufs).await? {
         return Ok(());
     }
+    let label = target.name.to_string();
+    let collapsed = collapse(page, target.key, &label, source_table, target.nul)?;
     let quoted = target.name.quoted();
     if collapsed.truncate {
         conn.execute(format!("TRUNCATE {quoted}").as_str())
