@@ -11,7 +11,10 @@
 //!   `faucet_connectors::postgres::snapshot`), and applied here as upserts;
 //! * **postgres upsert**, aborted between a page's write and its bookmark (`after_flush`,
 //!   so the sink holds a page read as of the old snapshot) and SIGKILLed at random
-//!   instants: the target table equals the source.
+//!   instants: the target table equals the source. The target is empty when the copy
+//!   begins, so the copy takes the sink's plain COPY (`postgres::sink::snapshot_copy`);
+//!   it is also aborted at every fault point of a SQL sink, and a target that already holds
+//!   rows (stale versions of half the keys) takes the upsert and ends equal to the source.
 //!
 //! PostgreSQL with wal_level=logical from `FAUCET_TEST_PG_URL` (`scripts/services.sh`).
 
@@ -167,5 +170,52 @@ fn replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
             run_to_completion(dir);
         },
         |rt, pool, names, _| target_equals_source(rt, pool, names),
+    );
+}
+
+#[test]
+fn replicate_into_an_empty_postgres_target_aborted_at_every_point_equals_the_source() {
+    for point in faucet_core::fault::SQL_SINK {
+        with_workload::<Names>(
+            "points",
+            BATCH,
+            upsert_sink,
+            |dir| {
+                // The fourth hit: some pages of the copy are in the target, most are not.
+                aborted_mid_snapshot(faucet(dir), dir, point, 4);
+                run_to_completion(dir);
+            },
+            |rt, pool, names, _| target_equals_source(rt, pool, names),
+        );
+    }
+}
+
+#[test]
+fn replicate_into_a_postgres_target_holding_rows_upserts_them() {
+    let rt = crate::support::runtime();
+    let pool = rt.block_on(crate::support::pg_pool());
+    let names = Names::create(&rt, &pool, "held");
+    let s = &names.schema;
+    // Stale versions of every other key: the copy meets them as conflicts.
+    rt.block_on(exec(
+        &pool,
+        &format!("INSERT INTO {s}.target SELECT id, -v, 'stale' FROM {s}.items WHERE id % 2 = 0"),
+    ));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = dir.path();
+    crate::support::write_pipeline(
+        dir,
+        "replicate",
+        &names.source_yaml(),
+        &upsert_sink(&names),
+        &format!("  batch_size: {BATCH}\n"),
+    );
+    crate::support::with_cleanup(
+        || {
+            aborted_mid_snapshot(faucet(dir), dir, "after_flush", 4);
+            run_to_completion(dir);
+            target_equals_source(&rt, &pool, &names);
+        },
+        || names.drop_objects(&rt, &pool),
     );
 }

@@ -78,6 +78,8 @@ mod postgres_sink_pipeline;
 #[cfg(feature = "postgres")]
 mod postgres_sink_routed;
 #[cfg(feature = "postgres")]
+mod postgres_sink_snapshot;
+#[cfg(feature = "postgres")]
 mod postgres_sink_support;
 #[cfg(feature = "redis-streams")]
 mod redis_streams_sink;

@@ -134,6 +134,12 @@ impl Page {
         })
     }
 
+    /// The records' values, taking the page apart: record after record, `schema().len()`
+    /// values each (for a stage that turns records into others without copying their values).
+    pub fn into_values(self) -> Vec<Value> {
+        self.values
+    }
+
     /// The record at `index`.
     pub fn row(&self, index: usize) -> Option<RowRef<'_>> {
         let width = self.schema.len();

@@ -7,7 +7,10 @@
 //!   `c`/`u`/`r` upsert `after`, `t` truncates the table), plain rows upsert themselves; the
 //!   page is collapsed to the last operation per key in source order, so several changes to
 //!   one key in a page are applied as if one by one (cases 14, 15), and a column named in
-//!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module.
+//!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module. Pages of
+//!   snapshot rows (`op: "r"`, `faucet replicate`'s copy) into a target that was empty take a
+//!   plain `COPY` instead, falling back to the upsert on a key conflict (its `snapshot_copy`
+//!   module).
 //! * The page transaction, the commit token (`faucet_commit_tokens` in the target's schema),
 //!   the writer fence (`faucet_fences`) and what a failure leaves behind are the SQL sink
 //!   engine's (`sql::sink`); this module is its PostgreSQL dialect.
@@ -28,6 +31,7 @@ mod config;
 mod encode;
 mod fence;
 mod nul;
+mod snapshot_copy;
 mod table;
 mod token;
 mod write;
@@ -48,6 +52,7 @@ use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
+use snapshot_copy::SnapshotPath;
 use table::TargetTable;
 use write::{Buffers, Target};
 
@@ -197,11 +202,7 @@ impl Sink for PostgresSink {
     /// `create_table` is off; [`FaucetError::Config`] when the key does not fit the table.
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
         let mut conn = self.connection.open_session(CONNECTOR).await?;
-        let base = Scratch {
-            stage_ready: false,
-            source_table: None,
-            bufs: Buffers::default(),
-        };
+        let base = Scratch::default();
         if self.route.is_some() {
             return Ok(Box::new(SqlSinkWriter::routed(self, conn, base)));
         }
@@ -339,12 +340,15 @@ fn missing_table(name: &TableName) -> FaucetError {
     )
 }
 
-/// What a `postgres` writer keeps from page to page.
+/// What a `postgres` writer keeps from page to page (per target).
+#[derive(Default)]
 pub(crate) struct Scratch {
     /// Whether the session's staging table exists (upsert).
     stage_ready: bool,
     /// The `table` of the change records written so far.
     source_table: Option<String>,
+    /// How the target takes snapshot rows ([`snapshot_copy`]).
+    snapshot: SnapshotPath,
     bufs: Buffers,
 }
 
@@ -414,11 +418,7 @@ impl SinkDialect for PostgresSink {
             }
             None => {}
         }
-        let mut scratch = Scratch {
-            stage_ready: false,
-            source_table: None,
-            bufs: Buffers::default(),
-        };
+        let mut scratch = Scratch::default();
         if table.is_some() {
             self.ensure_stage(conn, &mut scratch).await?;
         }
@@ -516,6 +516,7 @@ impl SinkDialect for PostgresSink {
                     page,
                     &mut scratch.bufs,
                     &mut scratch.source_table,
+                    &mut scratch.snapshot,
                 )
                 .await
             }
@@ -595,12 +596,7 @@ impl SinkDialect for PostgresSink {
     }
 
     async fn holds_data(&self, conn: &mut PgConnection) -> Result<bool, FaucetError> {
-        let name = &self.table;
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted());
-        sqlx::query_scalar(&sql)
-            .fetch_one(conn)
-            .await
-            .map_err(|e| table::write_err(format!("cannot tell whether {name} holds data"), e))
+        table::holds_data(conn, &self.table).await
     }
 
     async fn ensure_tokens(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {

@@ -88,6 +88,21 @@ pub(crate) async fn load(
     Ok(Some(table))
 }
 
+/// Whether table `name` holds a row (`SELECT EXISTS (SELECT 1 FROM name)`).
+///
+/// # Errors
+/// [`FaucetError::Write`] when the table cannot be read.
+pub(crate) async fn holds_data(
+    conn: &mut PgConnection,
+    name: &TableName,
+) -> Result<bool, FaucetError> {
+    let sql = format!("SELECT EXISTS (SELECT 1 FROM {})", name.quoted());
+    sqlx::query_scalar(&sql)
+        .fetch_one(conn)
+        .await
+        .map_err(|e| write_err(format!("cannot tell whether {name} holds data"), e))
+}
+
 /// Whether a primary key or a plain unique index covers exactly the `key` columns (what
 /// `ON CONFLICT (key)` needs).
 ///

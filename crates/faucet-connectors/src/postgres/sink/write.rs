@@ -17,6 +17,7 @@ use faucet_core::{FaucetError, Page, Value, fault};
 use super::changes::{Slot, collapse, is_change_page};
 use super::encode::write_copy_value;
 use super::nul::{NulBytes, cleaned, holds_nul};
+use super::snapshot_copy::SnapshotPath;
 use super::table::{TargetTable, check_field_name};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::failure::{db_error, is_connection_lost};
@@ -43,7 +44,7 @@ pub(crate) struct Target<'a> {
 
 /// Why a COPY failed: the server's error, or a value holding U+0000 found before sending
 /// (`row`: the ordinal of the row in the COPY, `column`: the index of the column).
-enum CopyFailure {
+pub(super) enum CopyFailure {
     Sql(sqlx::Error),
     Nul { row: usize, column: usize },
 }
@@ -51,7 +52,7 @@ enum CopyFailure {
 /// The error for a value holding U+0000 at `column` of page row `row` (0-based) under the
 /// `fail` policy: names the table, column, page row, the record's key or source position,
 /// and the fix.
-fn nul_error(target: &Target<'_>, page: &Page, row: usize, column: &str) -> FaucetError {
+pub(super) fn nul_error(target: &Target<'_>, page: &Page, row: usize, column: &str) -> FaucetError {
     FaucetError::data(
         CONNECTOR,
         format!("{}, column {column}, page row {}", target.name, row + 1),
@@ -233,7 +234,7 @@ fn copy_context(context: &str) -> (Option<usize>, Option<String>) {
 
 /// Checks that every column of `names` exists in the target; `changes_appended` says the
 /// names are a change record's, appended as rows (the message then names the fix).
-fn check_columns<'n>(
+pub(super) fn check_columns<'n>(
     names: impl IntoIterator<Item = &'n str>,
     target: &Target<'_>,
     changes_appended: bool,
@@ -264,7 +265,7 @@ fn check_columns<'n>(
     Ok(())
 }
 
-fn column_list<'n>(names: impl IntoIterator<Item = &'n str>) -> String {
+pub(super) fn column_list<'n>(names: impl IntoIterator<Item = &'n str>) -> String {
     names
         .into_iter()
         .map(quote_ident)
@@ -274,7 +275,7 @@ fn column_list<'n>(names: impl IntoIterator<Item = &'n str>) -> String {
 
 /// Encodes `rows` and streams them into `COPY <into> (<cols>) FROM STDIN`, a chunk of about
 /// [`CHUNK_BYTES`] at a time, so the server parses one chunk while the next is encoded.
-async fn copy_in<'v, R, I>(
+pub(super) async fn copy_in<'v, R, I>(
     conn: &mut PgConnection,
     into: &str,
     cols: &str,
@@ -375,7 +376,9 @@ fn encode_row<'v>(
     Ok(())
 }
 
-/// Applies `page` as upserts and deletes by `target.key` (see [`super::changes`]).
+/// Applies `page` as upserts and deletes by `target.key` (see [`super::changes`]); a page of
+/// snapshot rows into a target that was empty takes a plain COPY instead
+/// ([`super::snapshot_copy`], as `snapshot` says).
 ///
 /// # Errors
 /// As [`append`]; plus [`FaucetError::Data`] for records without the key.
@@ -385,7 +388,11 @@ pub(crate) async fn upsert(
     page: &Page,
     bufs: &mut Buffers,
     source_table: &mut Option<String>,
+    snapshot: &mut SnapshotPath,
 ) -> Result<(), FaucetError> {
+    if super::snapshot_copy::write(conn, target, page, snapshot, source_table, bufs).await? {
+        return Ok(());
+    }
     let label = target.name.to_string();
     let collapsed = collapse(page, target.key, &label, source_table, target.nul)?;
     let quoted = target.name.quoted();

@@ -170,18 +170,21 @@ impl<'a> ReplicateStream<'a> {
         )
     }
 
-    /// `op: r` records of a page of `table`'s rows.
-    fn records(&self, page: &Page, table: &str) -> PageBuilder {
+    /// `op: r` records of a page of `table`'s rows (the rows' values move into them).
+    fn records(&self, page: Page, table: &str) -> PageBuilder {
         let row_schema = Arc::clone(page.schema());
-        let mut out = PageBuilder::new(record_schema(), page.len());
-        for row in page.rows() {
+        let (rows, width) = (page.len(), row_schema.len());
+        let mut out = PageBuilder::new(record_schema(), rows);
+        let mut values = page.into_values().into_iter();
+        for _ in 0..rows {
+            let row: Vec<Value> = values.by_ref().take(width).collect();
             out.push_row([
                 Value::Text(Op::Read.code().into()),
                 Value::Text(table.into()),
                 Value::Text(self.point_text.as_str().into()),
                 Value::Null,
                 Value::Null,
-                Value::row(Arc::clone(&row_schema), row.values().to_vec()),
+                Value::row(Arc::clone(&row_schema), row),
                 Value::Array(Vec::new()),
             ]);
         }
@@ -292,7 +295,7 @@ impl<'a> ReplicateStream<'a> {
             return Ok(Some(Some(self.hand_over_last(&name, page))));
         };
         let (end, key_names) = page_end(&page);
-        let records = self.records(&page, &name).finish(None);
+        let records = self.records(page, &name).finish(None);
         if !keyed {
             // One pass without mid-table bookmarks (a resume is refused: `unkeyed`).
             if end.is_none() {

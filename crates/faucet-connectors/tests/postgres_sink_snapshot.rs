@@ -1,0 +1,142 @@
+//! The `postgres` upsert sink and snapshot rows (`op: "r"`): into a target that was empty
+//! they take a plain COPY, a key the target already holds turns the page (and the target's
+//! later pages) back into upserts, and a target that held rows is upserted from the start.
+//! Which path a page took is seen from the target's statement-level `UPDATE` trigger, which
+//! an `INSERT … ON CONFLICT DO UPDATE` fires and a COPY does not.
+
+use faucet_core::{CommitToken, Sink, Value};
+use serde_json::json;
+
+use crate::postgres_query_support::TestDb;
+use crate::postgres_sink_support::{change, change_page, row, table_text, upsert_sink};
+
+/// `snap (id integer PRIMARY KEY, v text NOT NULL)` in `db`, with `rows` (SQL `VALUES`
+/// tuples, or empty), and a statement-level `UPDATE` trigger counting into `upserts`.
+async fn snapshot_target(db: &mut TestDb, rows: &str) -> String {
+    let s = db.table("snap");
+    let upserts = db.table("upserts");
+    let schema = &db.schema;
+    db.exec(&format!(
+        "CREATE TABLE {s} (id integer PRIMARY KEY, v text NOT NULL);
+         CREATE TABLE {upserts} (n integer);
+         CREATE FUNCTION {schema}.count_upsert() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN INSERT INTO {upserts} VALUES (1); RETURN NULL; END $$;
+         CREATE TRIGGER count_upsert AFTER UPDATE ON {s}
+           FOR EACH STATEMENT EXECUTE FUNCTION {schema}.count_upsert();"
+    ))
+    .await;
+    if !rows.is_empty() {
+        db.exec(&format!("INSERT INTO {s} VALUES {rows}")).await;
+    }
+    s
+}
+
+/// How many upsert statements the target took so far.
+async fn upserts(db: &TestDb) -> usize {
+    table_text(&format!("SELECT count(*) FROM {}", db.table("upserts")))
+        .await
+        .trim()
+        .parse()
+        .expect("count")
+}
+
+/// A page of snapshot rows `(id, v)` of `public.snap`, with bookmark `bookmark`.
+fn snapshot_page(rows: &[(i64, &str)], bookmark: i64) -> faucet_core::Page {
+    change_page(
+        rows.iter()
+            .map(|(id, v)| {
+                let after = row(&[("id", Value::Int(*id)), ("v", Value::Text((*v).into()))]);
+                change("r", "public.snap", Value::Null, after, &[])
+            })
+            .collect(),
+        json!(bookmark),
+    )
+}
+
+#[tokio::test]
+async fn snapshot_rows_copy_into_an_empty_target_and_upsert_after_a_key_conflict() {
+    let mut db = TestDb::new("s_snapshot_copy").await;
+    let table = snapshot_target(&mut db, "").await;
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    let token = |sequence: u64, bookmark: i64| CommitToken {
+        sequence,
+        bookmark: json!(bookmark),
+    };
+    // Empty target: a plain COPY (no upsert statement), with the commit token.
+    let first = snapshot_page(&[(1, "a"), (2, "b"), (3, "c")], 1);
+    w.write_committed(&first, "snap", &token(1, 1))
+        .await
+        .expect("first page");
+    assert_eq!(upserts(&db).await, 0, "the first page was upserted");
+    // Key 3 again (a page written again after a crash): the COPY is rolled back to its
+    // savepoint and the page upserted, in the same transaction as its token.
+    let second = snapshot_page(&[(3, "c2"), (4, "d"), (5, "e")], 2);
+    w.write_committed(&second, "snap", &token(2, 2))
+        .await
+        .expect("a key conflict is not an error");
+    assert!(
+        upserts(&db).await > 0,
+        "the conflicting page was not upserted"
+    );
+    let after_conflict = upserts(&db).await;
+    // From then on the target upserts.
+    w.write_committed(&snapshot_page(&[(6, "f")], 3), "snap", &token(3, 3))
+        .await
+        .expect("third page");
+    assert!(
+        upserts(&db).await > after_conflict,
+        "upserts again after a conflict"
+    );
+    assert_eq!(
+        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
+        "1\ta\n2\tb\n3\tc2\n4\td\n5\te\n6\tf\n"
+    );
+    assert_eq!(
+        w.last_committed_token("snap").await.expect("token"),
+        Some(token(3, 3))
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn snapshot_rows_into_a_target_holding_rows_are_upserted() {
+    let mut db = TestDb::new("s_snapshot_held").await;
+    let table = snapshot_target(&mut db, "(2, 'stale'), (9, 'kept')").await;
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    w.write(&snapshot_page(&[(1, "a"), (2, "b")], 1))
+        .await
+        .expect("write");
+    w.flush().await.expect("flush");
+    assert!(upserts(&db).await > 0, "a target holding rows is upserted");
+    assert_eq!(
+        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
+        "1\ta\n2\tb\n9\tkept\n"
+    );
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_page_with_other_changes_keeps_the_upsert_for_later_snapshot_rows() {
+    let mut db = TestDb::new("s_snapshot_mixed").await;
+    let table = snapshot_target(&mut db, "").await;
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    let after = row(&[("id", Value::Int(1)), ("v", Value::Text("a".into()))]);
+    let insert = change_page(
+        vec![change("c", "public.snap", Value::Null, after, &[])],
+        json!(1),
+    );
+    w.write(&insert).await.expect("insert");
+    w.write(&snapshot_page(&[(1, "a2"), (2, "b")], 2))
+        .await
+        .expect("snapshot rows after a change");
+    w.flush().await.expect("flush");
+    assert!(upserts(&db).await >= 2, "both pages upserted");
+    assert_eq!(
+        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
+        "1\ta2\n2\tb\n"
+    );
+    db.drop().await;
+}
