@@ -88,7 +88,12 @@ where
 
 async fn nats(url: &str, subject: &str, input: &str, batch: usize) -> Result<u64, Error> {
     let client = async_nats::connect(url).await?;
-    let js = async_nats::jetstream::new(client);
+    // As the sink: room for the whole window of unacknowledged publishes (the context's
+    // default, 5,000 in flight, made `send_publish` wait for a permit the window held, and
+    // the floor hung at its second page).
+    let js = async_nats::jetstream::ContextBuilder::new()
+        .max_ack_inflight(WINDOW + 16)
+        .build(client);
     let subject = subject.to_owned();
     pages(input, batch, |messages| {
         let js = js.clone();
