@@ -9,8 +9,10 @@
 //! a writer ([`SnapshotPath`]):
 //!
 //! * at its first page of only `op: "r"` records the writer asks once whether the target
-//!   holds a row; empty, its snapshot pages take the plain COPY from then on, else (and
-//!   after any page with another op) it upserts for the rest of the writer's life;
+//!   holds a row and has a unique index on the key; empty and keyed, its snapshot pages take
+//!   the plain COPY from then on, else (and after any page with another op) it upserts for
+//!   the rest of the writer's life (without a unique index a replayed page would not
+//!   conflict, and the upsert's `ON CONFLICT` stops the run naming the missing index);
 //! * the plain COPY runs under a savepoint in the page's transaction (with the commit token,
 //!   when there is one). A key the target already holds (23505 unique_violation on the
 //!   key's unique index: a page written again after a crash between its write and its
@@ -106,7 +108,11 @@ pub(crate) async fn write(
         return Ok(false);
     }
     if *path == SnapshotPath::Undecided {
-        let holds = table::holds_data(conn, target.name).await?;
+        // A key conflict is what tells a replayed page: without a unique index on the key
+        // a replay would insert its rows again, so such a target upserts (and its
+        // `ON CONFLICT` names the missing index, as before).
+        let holds = table::holds_data(conn, target.name).await?
+            || !table::has_unique_key(conn, target.name, target.key).await?;
         *path = if holds {
             SnapshotPath::Upsert
         } else {
@@ -116,7 +122,11 @@ pub(crate) async fn write(
             table = %target.name,
             plain_copy = !holds,
             "snapshot rows: the target {} when its first snapshot page came",
-            if holds { "held rows (upsert)" } else { "was empty (plain COPY)" }
+            if holds {
+                "held rows or has no unique index on the key (upsert)"
+            } else {
+                "was empty (plain COPY)"
+            }
         );
         if holds {
             return Ok(false);
