@@ -433,6 +433,30 @@ fn a_change_the_target_cannot_take_stops_the_run_naming_it() {
     );
 }
 
+/// The columns of `table` in the SQLite file `db`, in order.
+#[cfg(feature = "sqlite")]
+pub(crate) fn lite_columns(db: &Path, table: &str) -> Vec<String> {
+    let cols: Vec<(String,)> = lite_rows(
+        db,
+        &format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
+    );
+    cols.into_iter().map(|(c,)| c).collect()
+}
+
+/// The rows `sql` reads from the SQLite file `db`.
+#[cfg(feature = "sqlite")]
+pub(crate) fn lite_rows<T>(db: &Path, sql: &str) -> Vec<T>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> + Send + Unpin,
+{
+    runtime().block_on(async {
+        use sqlx::Connection as _;
+        let url = format!("sqlite://{}", db.display());
+        let mut c = sqlx::SqliteConnection::connect(&url).await.expect("sqlite");
+        sqlx::query_as(sql).fetch_all(&mut c).await.expect("rows")
+    })
+}
+
 #[cfg(feature = "sqlite")]
 #[test]
 fn pg_to_sqlite_upsert_applies_add_rename_and_drop() {
@@ -465,26 +489,12 @@ fn pg_to_sqlite_upsert_applies_add_rename_and_drop() {
              INSERT INTO {s}.items VALUES (5, 5, 'five')"
             ));
             output_of_success(&mut faucet(dir.path()), "the run");
-            let rows = rt.block_on(async {
-                use sqlx::Connection as _;
-                let url = format!("sqlite://{}", dir.path().join("t.db").display());
-                let mut c = sqlx::SqliteConnection::connect(&url).await.expect("sqlite");
-                let cols: Vec<(String,)> =
-                    sqlx::query_as("SELECT name FROM pragma_table_info('items') ORDER BY cid")
-                        .fetch_all(&mut c)
-                        .await
-                        .expect("columns");
-                let rows: Vec<(i64, i64, Option<String>)> =
-                    sqlx::query_as("SELECT id, vv, w FROM items ORDER BY id")
-                        .fetch_all(&mut c)
-                        .await
-                        .expect("rows");
-                (cols, rows)
-            });
-            let cols: Vec<&str> = rows.0.iter().map(|(c,)| c.as_str()).collect();
-            assert_eq!(cols, ["id", "vv", "w"]);
+            let db = dir.path().join("t.db");
+            assert_eq!(lite_columns(&db, "items"), ["id", "vv", "w"]);
+            let rows: Vec<(i64, i64, Option<String>)> =
+                lite_rows(&db, "SELECT id, vv, w FROM items ORDER BY id");
             assert_eq!(
-                rows.1,
+                rows,
                 [
                     (1, 10, Some("w1".into())),
                     (2, 2, Some("w2".into())),

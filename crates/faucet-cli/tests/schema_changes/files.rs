@@ -12,6 +12,8 @@
 //!   upsert target.
 
 use super::{PG_VAR, columns, crash_then_finish, faucet, pipeline};
+#[cfg(feature = "sqlite")]
+use super::{lite_columns, lite_rows};
 use crate::support::pg::{Names, cleanup, query, sql};
 use crate::support::{output_of_success, pg_pool, runtime};
 
@@ -178,22 +180,9 @@ fn jsonl_lines_that_gain_keys_add_columns_to_an_append_sqlite_table() {
     }
     output_of_success(&mut faucet(dir.path()), "the second run");
     output_of_success(&mut faucet(dir.path()), "a run with nothing to do");
-    let (cols, rows) = runtime().block_on(async {
-        use sqlx::Connection as _;
-        let url = format!("sqlite://{}", dir.path().join("t.db").display());
-        let mut c = sqlx::SqliteConnection::connect(&url).await.expect("sqlite");
-        let cols: Vec<(String,)> =
-            sqlx::query_as("SELECT name FROM pragma_table_info('items') ORDER BY cid")
-                .fetch_all(&mut c)
-                .await
-                .expect("columns");
-        let rows: Vec<LiteItem> = sqlx::query_as("SELECT id, v, w, x FROM items ORDER BY id")
-            .fetch_all(&mut c)
-            .await
-            .expect("rows");
-        (cols, rows)
-    });
-    let cols: Vec<&str> = cols.iter().map(|(c,)| c.as_str()).collect();
+    let db = dir.path().join("t.db");
+    let cols = lite_columns(&db, "items");
+    let rows: Vec<LiteItem> = lite_rows(&db, "SELECT id, v, w, x FROM items ORDER BY id");
     assert_eq!(cols, ["id", "v", "w", "x"]);
     assert_eq!(
         rows,
@@ -262,23 +251,6 @@ fn an_incremental_query_of_a_table_that_gained_a_column_alters_the_target() {
             rt.block_on(cleanup(&pool, &names));
         },
     );
-}
-
-/// The columns of `table` in the SQLite file `db`, in order.
-#[cfg(feature = "sqlite")]
-fn lite_columns(db: &std::path::Path, table: &str) -> Vec<String> {
-    runtime().block_on(async {
-        use sqlx::Connection as _;
-        let url = format!("sqlite://{}", db.display());
-        let mut c = sqlx::SqliteConnection::connect(&url).await.expect("sqlite");
-        let cols: Vec<(String,)> = sqlx::query_as(&format!(
-            "SELECT name FROM pragma_table_info('{table}') ORDER BY cid"
-        ))
-        .fetch_all(&mut c)
-        .await
-        .expect("columns");
-        cols.into_iter().map(|(c,)| c).collect()
-    })
 }
 
 #[cfg(feature = "sqlite")]
