@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use crate::extent::Extent;
-use crate::value::{Schema, Value};
+use crate::value::{DataType, Schema, Value};
 
 /// A source position reached after a page: a JSON value such as `{"lsn": "0/16B3748"}` or
 /// `{"updated_at": "...", "id": 42}`. Opaque to everything but the source that made it.
@@ -132,6 +132,21 @@ impl Page {
             schema: &self.schema,
             values: &self.values[i * width..(i + 1) * width],
         })
+    }
+
+    /// The data type of field `i`: the schema's, or where it is [`DataType::Unknown`] (a
+    /// schemaless source: JSON Lines, a CSV without declared columns) the type of the
+    /// field's first value in the page that has one, and [`DataType::Text`] when none has —
+    /// what a SQL sink makes a column of.
+    pub fn field_type(&self, i: usize) -> DataType {
+        match self.schema.fields().get(i).map(|f| &f.data_type) {
+            Some(DataType::Unknown) | None => self
+                .rows()
+                .filter_map(|r| r.values().get(i).map(Value::data_type))
+                .find(|t| *t != DataType::Unknown)
+                .unwrap_or(DataType::Text),
+            Some(t) => t.clone(),
+        }
     }
 
     /// The records' values, taking the page apart: record after record, `schema().len()`

@@ -43,7 +43,7 @@ use super::{Op, record_schema};
 use crate::FaucetError;
 use crate::keys::TableKeys;
 use crate::page::{Bookmark, Page, PageBuilder};
-use crate::value::{DataType, Schema, Value};
+use crate::value::{Schema, Value};
 use crate::{PageStream, ReadOptions, ReplayGuarantee, RetentionMonitor, Source};
 
 /// A source of plain rows that delivers a schema-change record before the first record with
@@ -182,14 +182,7 @@ impl Stream<'_> {
             .enumerate()
             .filter(|(_, f)| !known(&f.name))
             .map(|(i, f)| {
-                let data_type = if f.data_type == DataType::Unknown {
-                    page.rows()
-                        .map(|r| r.values()[i].data_type())
-                        .find(|t| *t != DataType::Unknown)
-                        .unwrap_or(DataType::Text)
-                } else {
-                    f.data_type.clone()
-                };
+                let data_type = page.field_type(i);
                 Identified {
                     shape: ColumnShape {
                         name: f.name.clone(),
@@ -296,7 +289,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::value::Field;
+    use crate::value::{DataType, Field};
 
     /// A source of one-row pages, page `i` with the fields `pages[i]` (each value `i`), its
     /// bookmark `{"offset": i + 1}`.

@@ -32,17 +32,7 @@ pub(crate) fn columns_for(page: &Page, apply_changes: bool) -> Option<Vec<(Strin
         fields
             .iter()
             .enumerate()
-            .map(|(i, f)| {
-                let t = if f.data_type == DataType::Unknown {
-                    page.rows()
-                        .map(|r| r.values()[i].data_type())
-                        .find(|t| *t != DataType::Unknown)
-                        .unwrap_or(DataType::Text)
-                } else {
-                    f.data_type.clone()
-                };
-                (f.name.clone(), t)
-            })
+            .map(|(i, f)| (f.name.clone(), page.field_type(i)))
             .collect(),
     )
 }
