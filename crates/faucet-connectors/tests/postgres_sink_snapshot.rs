@@ -140,3 +140,51 @@ async fn a_page_with_other_changes_keeps_the_upsert_for_later_snapshot_rows() {
     );
     db.drop().await;
 }
+
+/// A routed target without a unique index on the source's key gets no plain COPY (a page
+/// written again after a crash would not conflict there and would double its rows): the
+/// sink's check of each target (upsert needs a unique key) refuses it before any write,
+/// naming the fix, and nothing is written.
+#[tokio::test]
+async fn snapshot_rows_into_a_target_without_a_unique_key_are_not_copied() {
+    let mut db = TestDb::new("s_snapshot_nokey").await;
+    let target = db.table("t_snap");
+    db.exec(&format!(
+        "CREATE TABLE {target} (id integer, v text NOT NULL)"
+    ))
+    .await;
+    let mut config = faucet_connectors::postgres::PostgresSinkConfig::new(
+        crate::postgres_query_support::pg_url(),
+        format!("{}.t_{{table}}", db.schema),
+    );
+    config.write_mode = faucet_connectors::postgres::WriteMode::Upsert;
+    let sink = faucet_connectors::postgres::PostgresSink::new(config).expect("config");
+    let mut w = sink.open().await.expect("open");
+    w.source_keys(&[faucet_core::keys::TableKeys {
+        table: "public.snap".into(),
+        primary_key: Some(vec!["id".into()]),
+        unique_sets: vec![],
+    }]);
+    let written = w
+        .write_committed(
+            &snapshot_page(&[(1, "a"), (2, "b")], 1),
+            "snap",
+            &CommitToken {
+                sequence: 1,
+                bookmark: json!(1),
+            },
+        )
+        .await;
+    let refused = written.expect_err("a target without a unique key took the snapshot rows");
+    assert!(
+        refused
+            .to_string()
+            .contains("upsert needs a primary key or unique index"),
+        "{refused}"
+    );
+    assert_eq!(
+        table_text(&format!("SELECT count(*) FROM {target}")).await,
+        "0\n"
+    );
+    db.drop().await;
+}

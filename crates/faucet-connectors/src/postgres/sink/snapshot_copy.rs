@@ -9,15 +9,14 @@
 //! a writer ([`SnapshotPath`]):
 //!
 //! * at its first page of only `op: "r"` records the writer asks once whether the target
-//!   holds a row and has a unique index on the key; empty and keyed, its snapshot pages take
-//!   the plain COPY from then on, else (and after any page with another op) it upserts for
-//!   the rest of the writer's life (without a unique index a replayed page would not
-//!   conflict, and the upsert's `ON CONFLICT` stops the run naming the missing index);
+//!   holds a row; empty, its snapshot pages take the plain COPY from then on, else (and
+//!   after any page with another op) it upserts for the rest of the writer's life;
 //! * the plain COPY runs under a savepoint in the page's transaction (with the commit token,
 //!   when there is one). A key the target already holds (23505 unique_violation on the
 //!   key's unique index: a page written again after a crash between its write and its
 //!   bookmark, a row another writer added) rolls the COPY back to the savepoint, the page is
-//!   upserted instead and the target upserts from then on. A key twice in one page conflicts
+//!   upserted instead and the target upserts from then on (every upsert target has that
+//!   index: the sink refuses one without it before writing). A key twice in one page conflicts
 //!   the same way (the upsert's collapsing keeps its last version). The plain path therefore
 //!   never fails where the upsert would succeed, and never leaves a different table: a key
 //!   conflict is never an error of its own;
@@ -108,11 +107,7 @@ pub(crate) async fn write(
         return Ok(false);
     }
     if *path == SnapshotPath::Undecided {
-        // A key conflict is what tells a replayed page: without a unique index on the key
-        // a replay would insert its rows again, so such a target upserts (and its
-        // `ON CONFLICT` names the missing index, as before).
-        let holds = table::holds_data(conn, target.name).await?
-            || !table::has_unique_key(conn, target.name, target.key).await?;
+        let holds = table::holds_data(conn, target.name).await?;
         *path = if holds {
             SnapshotPath::Upsert
         } else {
@@ -122,11 +117,7 @@ pub(crate) async fn write(
             table = %target.name,
             plain_copy = !holds,
             "snapshot rows: the target {} when its first snapshot page came",
-            if holds {
-                "held rows or has no unique index on the key (upsert)"
-            } else {
-                "was empty (plain COPY)"
-            }
+            if holds { "held rows (upsert)" } else { "was empty (plain COPY)" }
         );
         if holds {
             return Ok(false);
