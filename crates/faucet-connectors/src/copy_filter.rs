@@ -406,6 +406,10 @@ impl<F: ChangeFilter> PageStream for FilteredChanges<'_, F> {
             .bookmark_durable(&crate::copy_history::strip_history(bookmark))
             .await
     }
+
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 }
 
 /// Stands in while the change stream opens (the snapshot's session is dropped first).

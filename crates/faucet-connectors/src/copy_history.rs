@@ -519,6 +519,10 @@ impl PageStream for KeepCopied<'_> {
         }
         self.inner.bookmark_durable(&plain).await
     }
+
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 }
 
 /// For `faucet run` of a change source: refuses a bookmark `obj` of `faucet replicate` (a

@@ -332,6 +332,19 @@ pub trait PageStream: Send {
     async fn bookmark_durable(&mut self, _bookmark: &Bookmark) -> Result<(), FaucetError> {
         Ok(())
     }
+
+    /// Whether the run loop may read the next page while the sink writes the last one handed
+    /// over, before that page's bookmark is durable: the run loop then tells
+    /// [`PageStream::bookmark_durable`] of a page after the next page is read, not before.
+    /// True only for a read that loses nothing by it and is likely to have the next page at
+    /// hand — a snapshot's copy, a change stream with a backlog (its last page was full) —
+    /// so an idle change stream is not left waiting for its next change before it hears that
+    /// the last one is durable. `false` (the default) for a stream that must hear of a
+    /// page's durability before it reads on, or that reads ahead in a task of its own
+    /// already.
+    fn reads_ahead(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

@@ -22,8 +22,16 @@ fn offset(v: &Option<Value>) -> u64 {
     v.as_ref().and_then(|b| b["offset"].as_u64()).unwrap_or(0)
 }
 
-async fn scenario(n: usize, batch: usize, mode: Mode, crashes: Vec<usize>, lose_state: bool) {
-    let source = VecSource::sequence(n);
+async fn scenario(
+    n: usize,
+    batch: usize,
+    mode: Mode,
+    crashes: Vec<usize>,
+    lose_state: bool,
+    reads_ahead: bool,
+) {
+    let mut source = VecSource::sequence(n);
+    source.reads_ahead = reads_ahead;
     let sink = match mode {
         Mode::Append => MemorySink::new(),
         Mode::Keyed => MemorySink::keyed("id"),
@@ -112,8 +120,9 @@ proptest! {
         mode in prop_oneof![Just(Mode::Append), Just(Mode::Keyed), Just(Mode::Atomic)],
         crashes in proptest::collection::vec(1usize..40, 0..6),
         lose_state in any::<bool>(),
+        reads_ahead in any::<bool>(),
     ) {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("rt");
-        rt.block_on(scenario(n, batch, mode, crashes, lose_state));
+        rt.block_on(scenario(n, batch, mode, crashes, lose_state, reads_ahead));
     }
 }

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use faucet_core::state::{MemoryStateStore, StateStore};
-use faucet_core::testing::{CrashSwitch, CrashingStateStore, MemorySink, VecSource};
+use faucet_core::testing::{CrashSwitch, CrashingStateStore, MemorySink, PageGate, VecSource};
 use faucet_core::{
     DeliveryError, DeliveryGuarantee, DeliveryRequest, EffectivelyOnceMechanism, FaucetError,
     LimitingSide, PageStart, Pipeline, RunStreamOptions,
@@ -190,22 +190,102 @@ async fn atomic_sink_re_anchors_when_state_is_behind_or_lost() {
 
 #[tokio::test]
 async fn a_failing_source_flushes_what_was_written_and_keeps_the_bookmark_behind() {
-    let mut source = VecSource::sequence(10);
-    source.fail_at_offset = Some(6);
+    // Read in turns and read ahead: the failed read of the third page is the run's error
+    // either way, after the second page is written and its bookmark stored.
+    for reads_ahead in [false, true] {
+        let mut source = VecSource::sequence(10);
+        source.fail_at_offset = Some(6);
+        source.reads_ahead = reads_ahead;
+        let sink = MemorySink::new();
+        let state = Arc::new(MemoryStateStore::new());
+        let err = Pipeline::new(&source, &sink)
+            .with_state_store(state.clone())
+            .with_options(opts(3))
+            .run()
+            .await
+            .expect_err("the source fails at offset 6");
+        assert!(matches!(err, FaucetError::Read { .. }), "{err}");
+        assert_eq!(sink.rows().len(), 6, "reads_ahead: {reads_ahead}");
+        assert_eq!(
+            state.get("t::run").await.expect("get"),
+            Some(json!({"offset": 6})),
+            "reads_ahead: {reads_ahead}"
+        );
+    }
+}
+
+/// A stream that reads ahead has its next page read while the last one is delivered: the
+/// page is written and its bookmark stored while the read of the next one waits (here, at
+/// a gate, as an idle change stream waits), and the source hears of it once that read is in.
+/// What reaches the sink, the state store and the source is the same as read in turns.
+#[tokio::test]
+async fn reading_ahead_delivers_the_page_in_hand_while_the_next_is_read() {
+    let gate = PageGate::new();
+    let mut source = VecSource::sequence(10).held_at(3, gate.clone());
+    source.reads_ahead = true;
     let sink = MemorySink::new();
     let state = Arc::new(MemoryStateStore::new());
-    let err = Pipeline::new(&source, &sink)
+    let run = Pipeline::new(&source, &sink)
         .with_state_store(state.clone())
         .with_options(opts(3))
-        .run()
-        .await
-        .expect_err("the source fails at offset 6");
-    assert!(matches!(err, FaucetError::Read { .. }), "{err}");
-    assert_eq!(sink.rows().len(), 6);
+        .run();
+    let watch = async {
+        gate.reached().await;
+        for _ in 0..500 {
+            if state.get("t::run").await.expect("get") == Some(json!({"offset": 3})) {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert_eq!(
+            sink.rows(),
+            source.expected()[..3],
+            "the first page is written"
+        );
+        assert!(source.acks().is_empty(), "told only after the next read");
+        gate.open();
+    };
+    let (summary, ()) = tokio::join!(run, watch);
+    let summary = summary.expect("run");
+    assert_eq!(summary.records_out, 10);
+    assert_eq!(sink.rows(), source.expected());
+    let offsets = |o: &[u64]| o.iter().map(|o| json!({ "offset": o })).collect::<Vec<_>>();
+    assert_eq!(source.acks(), offsets(&[3, 6, 9, 10]));
     assert_eq!(
-        state.get("t::run").await.expect("get"),
-        Some(json!({"offset": 6}))
+        sink.log().calls,
+        [
+            "write", "flush", "write", "flush", "write", "flush", "write", "flush", "flush"
+        ]
     );
+}
+
+/// A page the sink refuses while the next one is read ahead ends the run at once: the read
+/// (a source that waits for ever, as an idle change stream may) is dropped, not awaited,
+/// and nothing is stored.
+#[tokio::test]
+async fn a_failed_write_while_reading_ahead_does_not_wait_for_the_read() {
+    let gate = PageGate::new();
+    let mut source = VecSource::sequence(10).held_at(3, gate.clone());
+    source.reads_ahead = true;
+    let switch = CrashSwitch::at(1);
+    let sink = MemorySink::new().with_crash_switch(switch.clone());
+    let state = Arc::new(MemoryStateStore::new());
+    let run = Pipeline::new(&source, &sink)
+        .with_state_store(state.clone())
+        .with_options(opts(3))
+        .run();
+    let err = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+        .await
+        .expect("the run ends without waiting for the held read")
+        .expect_err("the sink refused the first page");
+    assert!(matches!(err, FaucetError::Write { .. }), "{err}");
+    assert!(switch.tripped());
+    assert!(sink.rows().is_empty());
+    assert_ne!(
+        state.get("t::run").await.expect("get"),
+        Some(json!({"offset": 3}))
+    );
+    assert!(source.acks().is_empty());
 }
 
 #[tokio::test]

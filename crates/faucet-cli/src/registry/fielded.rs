@@ -109,6 +109,10 @@ impl PageStream for FieldedStream<'_> {
     async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
         self.inner.bookmark_durable(bookmark).await
     }
+
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 }
 
 /// A sink whose [`FaucetError::Config`] errors — from `open`, `check` or its writer — carry

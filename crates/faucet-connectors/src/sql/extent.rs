@@ -48,6 +48,10 @@ impl PageStream for RowEstimate<'_> {
     async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
         self.inner.bookmark_durable(bookmark).await
     }
+
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 }
 
 /// A catalog's row count as an estimate: `None` for a negative one (PostgreSQL's

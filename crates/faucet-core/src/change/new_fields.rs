@@ -282,6 +282,10 @@ impl PageStream for Stream<'_> {
             None => Ok(()),
         }
     }
+
+    fn reads_ahead(&self) -> bool {
+        self.inner.reads_ahead()
+    }
 }
 
 #[cfg(test)]

@@ -2,6 +2,13 @@
 //! (state store, or the sink's commit token), then per page: read → write → flush → persist
 //! → tell the source.
 //!
+//! **Reading ahead.** When the stream says its next page is at hand
+//! ([`PageStream::reads_ahead`]: a snapshot's copy, a change stream with a backlog), the next
+//! page is read while the sink writes and the state store persists the last one, so the two
+//! overlap instead of taking turns; the source hears that a page is durable once the page
+//! after it is read. At most two pages are in memory. The order of what reaches the sink,
+//! the bookmarks and the fault points is the same either way.
+//!
 //! **A lost lease stops the run at once** ([`super::lease`] says when it counts as lost):
 //! reading a page (which for a continuous source can wait a long time) and the pauses
 //! between bookmark retries are raced against the loss, and the lease is checked again
@@ -315,11 +322,12 @@ async fn pump(
     let key = p.options.state_key.as_str();
     // Records handed over since the last bookmark (pages without one), for `PageStart`.
     let mut since_bookmark = 0u64;
+    // The next page, when it was read while the last one was delivered.
+    let mut ahead: Option<Result<Option<Page>, FaucetError>> = None;
     loop {
-        let page = tokio::select! {
-            biased;
-            lost = lease.lost() => return Err(lost),
-            page = stream.next_page() => page?,
+        let page = match ahead.take() {
+            Some(read) => read?,
+            None => read_next(lease, stream).await?,
         };
         let Some(mut page) = page else { break };
         state.summary.records_in += page.len() as u64;
@@ -333,39 +341,14 @@ async fn pump(
         };
         lease.check()?;
         learn_new_tables(p, state, key, &page).await?;
-        write_page(state, key, &page).await?;
+        if stream.reads_ahead() && !p.options.cancel.is_cancelled() {
+            let delivered = deliver(p, lease, state, &page, started);
+            ahead = Some(while_reading_ahead(delivered, lease, stream).await?);
+        } else {
+            deliver(p, lease, state, &page, started).await?;
+        }
         if let Some(bookmark) = page.bookmark() {
-            let value = entry::encode(bookmark, state.target.as_deref());
-            persist_bookmark(lease, key, &value).await?;
             stream.bookmark_durable(bookmark).await?;
-            state.summary.last_bookmark = Some(bookmark.clone());
-            state.summary.lag_seconds = page.source_time().map(lag_since).map(|d| d.as_secs_f64());
-        }
-        state.summary.pages += 1;
-        state.summary.records_out += page.len() as u64;
-        let extent = page.extent().cloned();
-        if extent.is_some() {
-            state.summary.extent.clone_from(&extent);
-        }
-        let eta = extent
-            .as_ref()
-            .and_then(|e| state.eta.eta(e, Instant::now()));
-        if let Some(report) = &p.options.on_progress {
-            report(&Progress {
-                records: state.summary.records_out,
-                pages: state.summary.pages,
-                elapsed: started.elapsed(),
-                lag: state
-                    .summary
-                    .lag_seconds
-                    .map(std::time::Duration::from_secs_f64),
-                bookmark: page.bookmark().cloned(),
-                targets: state.writer.written_targets().to_vec(),
-                published: state.writer.published(),
-                extent,
-                eta,
-                schema_changes: crate::change::announced_in(&page),
-            });
         }
         if p.options.cancel.is_cancelled() {
             state.summary.cancelled = true;
@@ -373,6 +356,92 @@ async fn pump(
         }
     }
     state.summary.cancelled |= p.options.cancel.is_cancelled();
+    Ok(())
+}
+
+/// The next page of `stream`, raced against the loss of the lease.
+async fn read_next(
+    lease: &LeaseGuard,
+    stream: &mut (dyn PageStream + '_),
+) -> Result<Option<Page>, FaucetError> {
+    tokio::select! {
+        biased;
+        lost = lease.lost() => Err(lost),
+        page = stream.next_page() => page,
+    }
+}
+
+/// Runs `delivered` (a page's [`deliver`]) while the next page is read
+/// ([`PageStream::reads_ahead`]); hands back that read's outcome once the page is delivered.
+/// A failed delivery fails at once and drops the read (the run ends; the stream with it); a
+/// failed read waits for the delivery, so the page in hand is written and its bookmark
+/// persisted before the read's error ends the run.
+async fn while_reading_ahead(
+    delivered: impl std::future::Future<Output = Result<(), FaucetError>>,
+    lease: &LeaseGuard,
+    stream: &mut (dyn PageStream + '_),
+) -> Result<Result<Option<Page>, FaucetError>, FaucetError> {
+    let read = read_next(lease, stream);
+    tokio::pin!(delivered, read);
+    let mut next = None;
+    loop {
+        tokio::select! {
+            done = &mut delivered => {
+                done?;
+                break;
+            }
+            page = &mut read, if next.is_none() => next = Some(page),
+        }
+    }
+    Ok(match next {
+        Some(page) => page,
+        None => read.await,
+    })
+}
+
+/// One page into the sink: written (with its commit token when atomic), its bookmark
+/// persisted, the run's summary brought up to it, and its progress reported.
+async fn deliver(
+    p: &Pipeline<'_>,
+    lease: &LeaseGuard,
+    state: &mut Loop<'_>,
+    page: &Page,
+    started: Instant,
+) -> Result<(), FaucetError> {
+    let key = p.options.state_key.as_str();
+    write_page(state, key, page).await?;
+    if let Some(bookmark) = page.bookmark() {
+        let value = entry::encode(bookmark, state.target.as_deref());
+        persist_bookmark(lease, key, &value).await?;
+        state.summary.last_bookmark = Some(bookmark.clone());
+        state.summary.lag_seconds = page.source_time().map(lag_since).map(|d| d.as_secs_f64());
+    }
+    state.summary.pages += 1;
+    state.summary.records_out += page.len() as u64;
+    let extent = page.extent().cloned();
+    if extent.is_some() {
+        state.summary.extent.clone_from(&extent);
+    }
+    let eta = extent
+        .as_ref()
+        .and_then(|e| state.eta.eta(e, Instant::now()));
+    if let Some(report) = &p.options.on_progress {
+        report(&Progress {
+            records: state.summary.records_out,
+            pages: state.summary.pages,
+            elapsed: started.elapsed(),
+            lag: state
+                .summary
+                .lag_seconds
+                .map(std::time::Duration::from_secs_f64),
+            bookmark: page.bookmark().cloned(),
+            targets: state.writer.written_targets().to_vec(),
+            published: state.writer.published(),
+            extent,
+            eta,
+            schema_changes: crate::change::announced_in(page),
+        });
+    }
     Ok(())
 }
 

@@ -109,6 +109,9 @@ pub struct VecSource {
     pub fail_at_offset: Option<usize>,
     /// Ignores batch_size and emits everything in one page (a broken source).
     pub ignore_batch_size: bool,
+    /// Lets the run loop read each next page while the last one is delivered
+    /// ([`PageStream::reads_ahead`]).
+    pub reads_ahead: bool,
     acks: Arc<Mutex<Vec<Bookmark>>>,
     switch: CrashSwitch,
     hold: Option<(usize, PageGate)>,
@@ -131,6 +134,7 @@ impl VecSource {
             off_by_one: false,
             fail_at_offset: None,
             ignore_batch_size: false,
+            reads_ahead: false,
             acks: Arc::default(),
             switch: CrashSwitch::never(),
             hold: None,
@@ -240,6 +244,10 @@ impl PageStream for VecStream<'_> {
         self.source.switch.tick("source ack")?;
         lock(&self.source.acks).push(bookmark.clone());
         Ok(())
+    }
+
+    fn reads_ahead(&self) -> bool {
+        self.source.reads_ahead
     }
 }
 

@@ -381,6 +381,14 @@ impl PageStream for ReplicateStream<'_> {
             None => Ok(()),
         }
     }
+
+    /// The copy reads ahead (its next page is read at the copy's snapshot, whatever the sink
+    /// does); the change stream as it says.
+    fn reads_ahead(&self) -> bool {
+        self.changes
+            .as_ref()
+            .is_none_or(|changes| changes.reads_ahead())
+    }
 }
 
 #[cfg(test)]

@@ -440,4 +440,13 @@ impl PageStream for ReplicateStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
         copy_then_changes(self).await
     }
+
+    /// The copy reads ahead (its next page is read in the snapshot's transaction, whatever
+    /// the sink does); the change stream as it says.
+    fn reads_ahead(&self) -> bool {
+        match &self.phase {
+            Phase::Snapshot { .. } => true,
+            Phase::Changes(stream) => stream.reads_ahead(),
+        }
+    }
 }

@@ -379,6 +379,10 @@ impl PageStream for CdcStream {
         self.0.ack(&bookmark).await;
         Ok(())
     }
+
+    fn reads_ahead(&self) -> bool {
+        self.0.has_backlog()
+    }
 }
 
 /// How many times opening the stream is tried when the walsender fails on an internal error.

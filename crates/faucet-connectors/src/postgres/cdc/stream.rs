@@ -116,6 +116,9 @@ pub(crate) struct CdcPageStream {
     last_emitted: CdcBookmark,
     last_advance: Instant,
     durable: Lsn,
+    /// The last page handed over was full: more changes are waiting (the run loop may read
+    /// the next page while the sink writes that one, `PageStream::reads_ahead`).
+    backlog: bool,
     /// The position the session reported from its start (the bookmark's).
     start_ack: Lsn,
     phase: Phase,
@@ -146,6 +149,7 @@ impl CdcPageStream {
             last_emitted: start.from,
             last_advance: Instant::now(),
             durable: start.from.lsn,
+            backlog: false,
             start_ack: start.from.lsn,
             phase,
         }
@@ -197,7 +201,9 @@ impl CdcPageStream {
         }
     }
 
-    /// Told that `bookmark` is durable: report its position to the server as flushed.
+    /// Told that `bookmark` is durable: report its position to the server as flushed. The
+    /// last page's (a bounded run's) closes the stream; an earlier page's, told after the
+    /// last page was read ahead ([`Self::has_backlog`]), does not.
     pub(crate) async fn ack(&mut self, bookmark: &CdcBookmark) {
         if bookmark.lsn > self.durable {
             self.durable = bookmark.lsn;
@@ -205,9 +211,15 @@ impl CdcPageStream {
                 client.update_applied_lsn(self.durable);
             }
         }
-        if self.phase == Phase::Last {
+        if self.phase == Phase::Last && *bookmark == self.last_emitted {
             self.close().await;
         }
+    }
+
+    /// Whether the last page handed over was full and the stream reads on: the next page is
+    /// likely at hand (no idle wait), so it may be read before the last one is durable.
+    pub(crate) fn has_backlog(&self) -> bool {
+        self.backlog && self.phase == Phase::Streaming
     }
 
     /// Whether a bounded run has read everything it set out to.
@@ -239,6 +251,7 @@ impl CdcPageStream {
     }
 
     fn hand_over(&mut self, page: PageBuilder) -> Page {
+        self.backlog = page.len() >= self.batch_size;
         let bookmark = self.bookmark();
         self.last_emitted = bookmark;
         self.last_advance = Instant::now();

@@ -493,4 +493,13 @@ impl PageStream for ReplicateStream<'_> {
             _ => Ok(()),
         }
     }
+
+    /// The copy reads ahead (its next page is read from the exported snapshot, whatever
+    /// the sink does); the change stream as it says.
+    fn reads_ahead(&self) -> bool {
+        match &self.phase {
+            Phase::Snapshot { .. } => true,
+            Phase::Changes(stream) => stream.reads_ahead(),
+        }
+    }
 }
