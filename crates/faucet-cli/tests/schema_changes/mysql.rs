@@ -25,7 +25,7 @@ const TABLE: &str = "(id int PRIMARY KEY, v int NOT NULL, note varchar(10) NOT N
                      gone text NOT NULL)";
 
 /// `(column, COLUMN_TYPE)` of `db`.`table` on the sink server, in table order.
-fn mysql_columns(db: &str, table: &str) -> Vec<Vec<String>> {
+pub(super) fn mysql_columns(db: &str, table: &str) -> Vec<Vec<String>> {
     sink_sql(&format!(
         "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
          WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION"
@@ -110,7 +110,7 @@ fn mysql_workload(db: &str) {
 
 /// The `mysql-cdc` source of `db.items` on the binlog server, as replica `unique_server_id()
 /// + n` (each test its own `n`: tests of one process run at once).
-fn cdc_source(db: &str, n: u32) -> String {
+pub(super) fn cdc_source(db: &str, n: u32) -> String {
     format!(
         "{{ type: mysql-cdc, config: {{ connection_url: \"{}\", server_id: {}, \
          tables: [{db}.items] }} }}",
@@ -120,7 +120,7 @@ fn cdc_source(db: &str, n: u32) -> String {
 }
 
 /// A `mysql` upsert sink into `db.target` on the sink server.
-fn mysql_sink(db: &str, extra: &str) -> String {
+pub(super) fn mysql_sink(db: &str, extra: &str) -> String {
     format!(
         "{{ type: mysql, config: {{ connection_url: \"{}\", table: target, \
          write_mode: upsert, key: [id]{extra} }} }}",
