@@ -9,8 +9,8 @@
 //!   column a run fails on, with the statement that adds it.
 
 use super::doctor::{drift, text};
-use super::mysql::{cdc_source, mysql_columns, mysql_sink};
-use super::{config, faucet, pipeline};
+use super::mysql::{cdc_to_mysql, drop_both, mysql_columns, mysql_sink};
+use super::{config, faucet};
 use crate::support::mariadb::mariadb as binlog_sql;
 use crate::support::mysql::{database, mariadb as sink_sql};
 use crate::support::output_of_success;
@@ -37,21 +37,7 @@ fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysq
     let dir = tempfile::tempdir().expect("tempdir");
     crate::support::with_cleanup(
         || {
-            binlog_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
-            ));
-            sink_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_dm",
-                &cdc_source(&db, 4),
-                &mysql_sink(&db, ""),
-                100,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
+            cdc_to_mysql(dir.path(), ("schema_dm", 4, 100), &db, TABLE);
             binlog_sql(&format!(
                 "INSERT INTO {db}.items VALUES (1, 7, 1, 2024, 1.5, '{{\"a\": 1}}', \
                  '2024-01-02 03:04:05.123', 'A', 'n1')"
@@ -102,10 +88,7 @@ fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysq
             let check = drift(dir.path());
             assert!(text(&check).ends_with("target: no drift"), "{check}");
         },
-        || {
-            binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-            sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-        },
+        || drop_both(&db),
     );
 }
 

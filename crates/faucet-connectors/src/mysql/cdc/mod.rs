@@ -342,7 +342,7 @@ impl Source for MysqlCdcSource {
     }
 
     /// Each listed or matched table's columns in the catalog now, shaped as the table maps'
-    /// are in the bookmark's `shapes` ([`shapes::current`]: `COLUMN_TYPE` in the table map's
+    /// are in the bookmark's `shapes` (`shapes::current`: `COLUMN_TYPE` in the table map's
     /// spelling, `int(11)` as `int`).
     ///
     /// # Errors

@@ -431,7 +431,7 @@ impl Sink for MysqlSink {
     }
 
     /// The drift of the table from the source table's `columns`, as every SQL sink tells it
-    /// (`sql::sink::drift`, types compared as [`alter`] compares them); `None` for a routed
+    /// (`sql::sink::drift`, types compared as `alter` compares them); `None` for a routed
     /// sink or a table not created yet.
     async fn check_drift(
         &self,
