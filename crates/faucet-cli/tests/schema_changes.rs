@@ -33,6 +33,8 @@ mod doctor;
 mod files;
 #[cfg(feature = "mysql")]
 mod mysql;
+#[cfg(feature = "mysql")]
+mod mysql_doctor;
 
 /// `faucet run --quiet` in `dir` with the URL in the environment.
 pub(crate) fn faucet(dir: &Path) -> Command {

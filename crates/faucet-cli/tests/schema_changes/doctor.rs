@@ -9,7 +9,7 @@ use crate::support::pg::{Names, cleanup, faucet_with_pg_url, sql};
 use crate::support::{pg_pool, runtime};
 
 /// The `drift` check of `faucet doctor --json` in `dir` (exactly one).
-fn drift(dir: &std::path::Path) -> serde_json::Value {
+pub(super) fn drift(dir: &std::path::Path) -> serde_json::Value {
     let out = faucet_with_pg_url(PG_VAR)
         .args(["doctor", "--json"])
         .current_dir(dir)
@@ -33,7 +33,7 @@ fn drift(dir: &std::path::Path) -> serde_json::Value {
 }
 
 /// The text of a drift check: its note when it passed, its error when not.
-fn text(check: &serde_json::Value) -> String {
+pub(super) fn text(check: &serde_json::Value) -> String {
     match check["ok"].as_bool() {
         Some(true) => check["target"].as_str().unwrap_or_default().to_owned(),
         _ => check["error"].as_str().unwrap_or_default().to_owned(),

@@ -25,7 +25,7 @@ const TABLE: &str = "(id int PRIMARY KEY, v int NOT NULL, note varchar(10) NOT N
                      gone text NOT NULL)";
 
 /// `(column, COLUMN_TYPE)` of `db`.`table` on the sink server, in table order.
-fn mysql_columns(db: &str, table: &str) -> Vec<Vec<String>> {
+pub(super) fn mysql_columns(db: &str, table: &str) -> Vec<Vec<String>> {
     sink_sql(&format!(
         "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
          WHERE TABLE_SCHEMA = '{db}' AND TABLE_NAME = '{table}' ORDER BY ORDINAL_POSITION"
@@ -120,12 +120,44 @@ fn cdc_source(db: &str, n: u32) -> String {
 }
 
 /// A `mysql` upsert sink into `db.target` on the sink server.
-fn mysql_sink(db: &str, extra: &str) -> String {
+pub(super) fn mysql_sink(db: &str, extra: &str) -> String {
     format!(
         "{{ type: mysql, config: {{ connection_url: \"{}\", table: target, \
          write_mode: upsert, key: [id]{extra} }} }}",
         url_for(db)
     )
+}
+
+/// A `mysql-cdc` → MySQL upsert pipeline in `dir` (`name`, replica `n`, pages of `batch`
+/// records) of `db`.items on the binlog server into `db`.target on the sink server, both
+/// created with the columns `table`; its first run done.
+pub(super) fn cdc_to_mysql(
+    dir: &std::path::Path,
+    (name, n, batch): (&str, u32, usize),
+    db: &str,
+    table: &str,
+) {
+    binlog_sql(&format!(
+        "CREATE DATABASE {db}; CREATE TABLE {db}.items {table}"
+    ));
+    sink_sql(&format!(
+        "CREATE DATABASE {db}; CREATE TABLE {db}.target {table} ENGINE=InnoDB"
+    ));
+    pipeline(
+        dir,
+        name,
+        &cdc_source(db, n),
+        &mysql_sink(db, ""),
+        batch,
+        "",
+    );
+    output_of_success(&mut faucet(dir), "the first run");
+}
+
+/// Drops database `db` on the binlog and the sink servers.
+pub(super) fn drop_both(db: &str) {
+    binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+    sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
 }
 
 /// Asserts a MySQL target of the workload: the source's columns and types (MariaDB's
@@ -207,21 +239,7 @@ fn mysql_cdc_to_mysql_upsert_applies_the_changes_across_crashes() {
     let dir = tempfile::tempdir().expect("tempdir");
     crate::support::with_cleanup(
         || {
-            binlog_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
-            ));
-            sink_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_mm",
-                &cdc_source(&db, 1),
-                &mysql_sink(&db, ""),
-                4,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
+            cdc_to_mysql(dir.path(), ("schema_mm", 1, 4), &db, TABLE);
             mysql_workload(&db);
             crash_then_finish(dir.path(), "mysql → mysql");
             let expected = mysql_rows(
@@ -230,10 +248,7 @@ fn mysql_cdc_to_mysql_upsert_applies_the_changes_across_crashes() {
             );
             check_mysql_target(&db, &expected, "after the crashes");
         },
-        || {
-            binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-            sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-        },
+        || drop_both(&db),
     );
 }
 

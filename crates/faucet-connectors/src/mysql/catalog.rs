@@ -215,3 +215,96 @@ pub async fn column_precisions(
         )
         .collect())
 }
+
+/// Each column of `db`.`table` with its type in the spelling of the binlog's table maps
+/// ([`canonical_type`] of its `COLUMN_TYPE`), in ordinal order (empty: no such table, or not
+/// visible to the user).
+///
+/// # Errors
+/// [`FaucetError::Read`] / [`FaucetError::Connect`] from [`MysqlConnection::error`].
+pub(crate) async fn spelled_types(
+    conn: &mut mysql_async::Conn,
+    connection: &MysqlConnection,
+    db: &str,
+    table: &str,
+) -> Result<Vec<(String, String)>, FaucetError> {
+    let what = format!("reading the column types of {db}.{table}");
+    let rows: Vec<mysql_async::Row> = conn
+        .exec(
+            "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
+             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
+            (db, table),
+        )
+        .await
+        .map_err(|e| connection.error(&what, e))?;
+    let rows = convert_rows::<(String, String)>(rows)
+        .map_err(|m| FaucetError::read(connection.connector(), format!("{what}: {m}"), None))?;
+    Ok(rows
+        .into_iter()
+        .map(|(name, column_type)| (name, canonical_type(&column_type)))
+        .collect())
+}
+
+/// A type as `information_schema.COLUMNS.COLUMN_TYPE` spells it (`int(11)`, `int(10) unsigned
+/// zerofill`, `year(4)`, `float(7,3)`, `point`), in the spelling the binlog's table maps give
+/// the same type (`mysql-cdc`'s schema shapes, `cdc::shapes::type_spelling`: `int`, `int
+/// unsigned`, `year`, `float`, `geometry`). What is no type is dropped — integer display
+/// widths, ZEROFILL (which implies UNSIGNED), YEAR's width, FLOAT/DOUBLE's (M,D) and
+/// signedness (the table map has neither) — and a spatial type is `geometry` (the table map
+/// says no more). Every other spelling is kept as given (`varchar(20)`, `decimal(10,2)
+/// unsigned`, `datetime(6)`, `enum('A','b')`: members keep their case), so is a spelling of
+/// another system (`character varying(20)`). The type names are compared ignoring case.
+pub(crate) fn canonical_type(column_type: &str) -> String {
+    let t = column_type.trim();
+    let lower = t.to_ascii_lowercase();
+    let (cut, zerofill) = match lower.strip_suffix(" zerofill") {
+        Some(b) => (b.trim_end().len(), true),
+        None => (lower.len(), false),
+    };
+    let unsigned = zerofill || lower[..cut].ends_with(" unsigned");
+    let cut = if lower[..cut].ends_with(" unsigned") {
+        lower[..cut].trim_end_matches(" unsigned").trim_end().len()
+    } else {
+        cut
+    };
+    let base = &lower[..cut];
+    let name = base.split_once('(').map_or(base, |(n, _)| n.trim_end());
+    let u = if unsigned { " unsigned" } else { "" };
+    match name {
+        "tinyint" | "smallint" | "mediumint" | "int" | "bigint" => format!("{name}{u}"),
+        "year" | "float" | "double" => name.to_owned(),
+        "point" | "linestring" | "polygon" | "multipoint" | "multilinestring" | "multipolygon"
+        | "geometrycollection" | "geomcollection" => "geometry".to_owned(),
+        _ if zerofill => format!("{}{u}", &t[..cut]),
+        _ => t.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::canonical_type;
+
+    #[test]
+    fn column_types_are_spelled_as_the_table_maps_spell_them() {
+        for (column_type, spelled) in [
+            ("int(11)", "int"),
+            ("INT(10) UNSIGNED", "int unsigned"),
+            ("int(5) unsigned zerofill", "int unsigned"),
+            ("tinyint(1)", "tinyint"),
+            ("bigint(20) unsigned", "bigint unsigned"),
+            ("year(4)", "year"),
+            ("float(7,3)", "float"),
+            ("double unsigned", "double"),
+            ("point", "geometry"),
+            ("decimal(10,2) unsigned zerofill", "decimal(10,2) unsigned"),
+            ("varchar(20)", "varchar(20)"),
+            ("decimal(10,2) unsigned", "decimal(10,2) unsigned"),
+            ("datetime(6)", "datetime(6)"),
+            ("enum('A','it''s')", "enum('A','it''s')"),
+            ("character varying(20)", "character varying(20)"),
+            ("int", "int"),
+        ] {
+            assert_eq!(canonical_type(column_type), spelled, "{column_type}");
+        }
+    }
+}

@@ -341,6 +341,24 @@ impl Source for MysqlCdcSource {
         Ok(Some(keys))
     }
 
+    /// Each listed or matched table's columns in the catalog now, shaped as the table maps'
+    /// are in the bookmark's `shapes` (`shapes::current`: `COLUMN_TYPE` in the table map's
+    /// spelling, `int(11)` as `int`).
+    ///
+    /// # Errors
+    /// [`FaucetError::Connect`] / [`FaucetError::Read`] when the catalog cannot be read.
+    async fn current_shapes(
+        &self,
+    ) -> Result<Option<faucet_core::change::schema::Shapes>, FaucetError> {
+        let mut conn = self.connect().await?;
+        let v = &self.validated;
+        let (tables, _) =
+            resolve::tables_now(&mut conn, &v.connection, &v.tables, &v.patterns).await?;
+        let shapes = shapes::current(&mut conn, &v.connection, &tables).await;
+        let _ = conn.disconnect().await;
+        shapes.map(Some)
+    }
+
     /// Checks the prerequisites and the bookmark, then requests the binlog right after
     /// `from` (or from `start` without one).
     ///

@@ -26,10 +26,15 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value as Json};
 
-use faucet_core::change::schema::{Identified, Shapes, add_shapes_to, shapes_from_bookmark};
+use faucet_core::change::schema::{
+    ColumnShape, Identified, Shapes, add_shapes_to, shapes_from_bookmark,
+};
 use faucet_core::{Bookmark, FaucetError};
 
 use super::CONNECTOR;
+use crate::mysql::catalog::spelled_types;
+use crate::mysql::connection::MysqlConnection;
+use crate::mysql::table::TableName;
 use crate::mysql::value::{Charset, Kind, MysqlColumn};
 
 /// The bookmark member holding the column renames not yet compared.
@@ -146,6 +151,61 @@ pub(crate) fn identify(
         })
         .collect();
     (old_ids, new_ids)
+}
+
+/// Each of `tables`' columns in the catalog now, shaped as the binlog path shapes a table
+/// map's (`changes::table_shape`), keyed `db.table` as the stream keys them, for `faucet
+/// doctor`'s drift line: the type is `COLUMN_TYPE` in the table map's spelling
+/// ([`crate::mysql::catalog::canonical_type`]; `json` for MariaDB's JSON, a LONGTEXT the
+/// catalog declares JSON), faucet's type that of the result set's column with its declared
+/// type (the query source's `describe`), the key the primary key's. A table the catalog
+/// does not show (not created yet) is left out.
+///
+/// # Errors
+/// [`FaucetError::Read`] / [`FaucetError::Connect`] when the catalog cannot be read, or a
+/// column's type is one faucet cannot read.
+pub(crate) async fn current(
+    conn: &mut mysql_async::Conn,
+    connection: &MysqlConnection,
+    tables: &[TableName],
+) -> Result<Shapes, FaucetError> {
+    let mut out = Shapes::new();
+    for t in tables {
+        let db = t.database.as_deref().unwrap_or(connection.database());
+        let spelled = spelled_types(conn, connection, db, &t.table).await?;
+        if spelled.is_empty() {
+            continue;
+        }
+        let target = crate::mysql::query::Target::Table(t.clone());
+        let described = crate::mysql::query::plan::describe(conn, connection, &target).await?;
+        let key = described
+            .keys
+            .and_then(|k| k.primary_key)
+            .unwrap_or_default();
+        let columns = described
+            .columns
+            .iter()
+            .map(|c| Identified {
+                shape: ColumnShape {
+                    name: c.name.clone(),
+                    source_type: if c.kind == Kind::Json {
+                        "json".to_owned()
+                    } else {
+                        spelled
+                            .iter()
+                            .find(|(n, _)| *n == c.name)
+                            .map(|(_, s)| s.clone())
+                            .unwrap_or_default()
+                    },
+                    data_type: c.data_type(),
+                    key: key.contains(&c.name),
+                },
+                id: 0,
+            })
+            .collect();
+        out.insert(format!("{db}.{}", t.table), columns);
+    }
+    Ok(out)
 }
 
 /// A column's type in MySQL's spelling (`int unsigned`, `varchar(20)`, `decimal(10,2)`,

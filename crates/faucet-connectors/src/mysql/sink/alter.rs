@@ -18,6 +18,7 @@
 use faucet_core::DataType;
 
 use super::table::column_type;
+use crate::mysql::catalog::canonical_type;
 use crate::mysql::table::{TableName, quote_ident};
 use crate::sql::sink::schema::{Alter, Widening};
 
@@ -38,9 +39,10 @@ enum Kind {
     Other(String),
 }
 
-/// The kind of a type spelled by MySQL or PostgreSQL, with MySQL's spelling of it.
+/// The kind of a type spelled by MySQL (`COLUMN_TYPE` or a table map's spelling, the same
+/// after [`canonical_type`]: `int(11)` is `int`) or PostgreSQL, with MySQL's spelling of it.
 fn kind(spelled: &str) -> (Kind, String) {
-    let t = spelled.trim().to_ascii_lowercase();
+    let t = canonical_type(spelled).to_ascii_lowercase();
     let unsigned = t.ends_with(" unsigned");
     let base = t.trim_end_matches(" unsigned").trim();
     let (name, args) = match base.split_once('(') {
@@ -118,10 +120,16 @@ pub(crate) fn new_type(data_type: &DataType, source_type: &str) -> String {
     }
 }
 
-/// Whether a `target` column holds a changed source column, or the widening that does.
+/// Whether a `target` column holds a changed source column, or the widening that does. A
+/// target column of the source's own type holds it (`datetime(3)`, `year`, `enum('a','b')`:
+/// types `create_table` would map otherwise).
 pub(crate) fn widen(target: &str, data_type: &DataType, source_type: &str) -> Widening {
+    let (column, _) = kind(target);
+    if column == kind(source_type).0 {
+        return Widening::Holds;
+    }
     let new = new_type(data_type, source_type);
-    let ((column, _), (value, _)) = (kind(target), kind(&new));
+    let (value, _) = kind(&new);
     Widening::between(&column, &value, new, holds)
 }
 
@@ -190,6 +198,21 @@ mod tests {
             Widening::Alter("bigint".into())
         );
         assert_eq!(new_type(&DataType::Int, "oid 23"), "bigint");
+        // MariaDB's COLUMN_TYPE against a table map's spelling of the same type: no change.
+        for (target, dt, src) in [
+            ("int(5) unsigned zerofill", DataType::Int, "int unsigned"),
+            ("year(4)", DataType::Int, "year"),
+            ("float(7,3)", DataType::Float, "float"),
+            ("datetime(3)", DataType::Timestamp, "datetime(3)"),
+            ("enum('a','b')", DataType::Text, "enum('a','b')"),
+            ("point", DataType::Json, "geometry"),
+        ] {
+            assert_eq!(w(target, dt, src), Widening::Holds, "{target} / {src}");
+        }
+        assert_eq!(
+            w("datetime(3)", DataType::Timestamp, "datetime(6)"),
+            Widening::No
+        );
     }
 
     #[test]

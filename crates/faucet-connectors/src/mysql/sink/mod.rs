@@ -429,6 +429,23 @@ impl Sink for MysqlSink {
             None => Ok(()),
         }
     }
+
+    /// The drift of the table from the source table's `columns`, as every SQL sink tells it
+    /// (`sql::sink::drift`, types compared as `alter` compares them); `None` for a routed
+    /// sink or a table not created yet.
+    async fn check_drift(
+        &self,
+        _source_table: &str,
+        columns: &[faucet_core::change::schema::ColumnShape],
+        pending: Option<&faucet_core::change::schema::SchemaChange>,
+    ) -> Result<Option<faucet_core::change::Drift>, FaucetError> {
+        if self.route.is_some() {
+            return Ok(None);
+        }
+        let (mut conn, _) = self.session().await?;
+        let t = table::load(&mut conn, &self.connection, &self.table).await?;
+        Ok(t.map(|t| crate::sql::sink::drift::drift(self, &t, columns, pending)))
+    }
 }
 
 /// What a `mysql` writer keeps from page to page.
