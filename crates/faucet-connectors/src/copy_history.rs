@@ -27,11 +27,30 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 
 use faucet_core::serde_json::{Map, Value as Json, json};
-use faucet_core::{Bookmark, FaucetError, Page, PageStream};
+use faucet_core::{Bookmark, FaucetError, Page, PageStream, Schema};
+
+/// What a copy hands out after [`TableCopy::hold_back`]: `page` (the page held back until
+/// now) carrying `bookmark`; for a table's first page, with nothing to hand out yet, an empty
+/// page of `schema` carrying it, so the bookmark naming the page in flight is stored all the
+/// same.
+pub(crate) fn carrying(
+    page: Option<Page>,
+    schema: Arc<Schema>,
+    bookmark: Option<Bookmark>,
+) -> Page {
+    match page {
+        None => Page::empty(schema, bookmark),
+        Some(mut page) => {
+            page.set_bookmark(bookmark);
+            page
+        }
+    }
+}
 
 /// A consistent point of a snapshot: totally ordered, with a text form for bookmarks.
 pub(crate) trait Point: Clone + Ord + Debug {

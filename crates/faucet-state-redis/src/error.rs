@@ -8,28 +8,12 @@
 //! `redis://user@host:port/db` — never the password.
 
 use faucet_core::FaucetError;
-use redis::{ConnectionAddr, ConnectionInfo, ErrorKind, RedisError};
+use redis::{ErrorKind, RedisError};
 
 /// The store's name in errors (`StateStore::name`).
 pub(crate) const STORE: &str = "redis";
 /// The `connector` of its [`FaucetError::Connect`] errors.
 pub(crate) const CONNECTOR: &str = "state store redis";
-
-/// `redis://[user@]host:port/db` (or `rediss://` / `redis+unix://`), without the password.
-pub(crate) fn describe_target(info: &ConnectionInfo) -> String {
-    let user = info
-        .redis
-        .username
-        .as_deref()
-        .map(|u| format!("{u}@"))
-        .unwrap_or_default();
-    let scheme = match info.addr {
-        ConnectionAddr::Tcp(..) => "redis",
-        ConnectionAddr::TcpTls { .. } => "rediss",
-        ConnectionAddr::Unix(_) => "redis+unix",
-    };
-    format!("{scheme}://{user}{}/{}", info.addr, info.redis.db)
-}
 
 /// Classifies `err`, raised while doing `op` against `target` (see the module docs).
 pub(crate) fn classify(op: &str, target: &str, err: RedisError) -> FaucetError {

@@ -13,8 +13,9 @@ use faucet_core::state::{
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands as _, AsyncConnectionConfig, Client};
 
-use crate::error::{STORE, classify, describe_target};
+use crate::error::{STORE, classify};
 use crate::scripts::Scripts;
+use faucet_connectors::redis::describe_server;
 
 /// The key prefix when none is given: `faucet:state:`.
 pub const DEFAULT_PREFIX: &str = "faucet:state:";
@@ -93,7 +94,7 @@ impl RedisStateStore {
     pub async fn connect(url: &str, prefix: &str) -> Result<Self, FaucetError> {
         validate_prefix(prefix)?;
         let client = Client::open(url).map_err(|e| classify("connect", "the state url", e))?;
-        let target = describe_target(client.get_connection_info());
+        let target = describe_server(client.get_connection_info());
         probe(&client, &target).await?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(CONNECT_TIMEOUT)

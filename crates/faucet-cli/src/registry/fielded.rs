@@ -12,6 +12,12 @@ use faucet_core::{
 
 use super::at_field;
 
+/// `result` with a [`FaucetError::Config`] placed under `prefix` ([`at_field`]): the one
+/// thing these wrappers add to what they pass through.
+fn placed<T>(prefix: &str, result: Result<T, FaucetError>) -> Result<T, FaucetError> {
+    result.map_err(|e| at_field(prefix, e))
+}
+
 /// A source whose [`FaucetError::Config`] errors — from `open`, `check` or a page — carry
 /// the field path `prefix.<field>` (see [`at_field`]); everything else passes through.
 pub(crate) struct FieldedSource {
@@ -51,10 +57,7 @@ impl Source for FieldedSource {
     async fn current_shapes(
         &self,
     ) -> Result<Option<faucet_core::change::schema::Shapes>, FaucetError> {
-        self.inner
-            .current_shapes()
-            .await
-            .map_err(|e| at_field(&self.prefix, e))
+        placed(&self.prefix, self.inner.current_shapes().await)
     }
 
     fn retention_monitor(&self) -> Option<Box<dyn faucet_core::RetentionMonitor>> {
@@ -66,11 +69,7 @@ impl Source for FieldedSource {
         from: Option<Bookmark>,
         options: ReadOptions,
     ) -> Result<Box<dyn PageStream + '_>, FaucetError> {
-        let inner = self
-            .inner
-            .open(from, options)
-            .await
-            .map_err(|e| at_field(&self.prefix, e))?;
+        let inner = placed(&self.prefix, self.inner.open(from, options).await)?;
         Ok(Box::new(FieldedStream {
             inner,
             prefix: &self.prefix,
@@ -78,17 +77,11 @@ impl Source for FieldedSource {
     }
 
     async fn check(&self) -> Result<(), FaucetError> {
-        self.inner
-            .check()
-            .await
-            .map_err(|e| at_field(&self.prefix, e))
+        placed(&self.prefix, self.inner.check().await)
     }
 
     async fn check_resume(&self, from: &Bookmark) -> Result<Option<String>, FaucetError> {
-        self.inner
-            .check_resume(from)
-            .await
-            .map_err(|e| at_field(&self.prefix, e))
+        placed(&self.prefix, self.inner.check_resume(from).await)
     }
 }
 
@@ -100,10 +93,7 @@ struct FieldedStream<'a> {
 #[async_trait]
 impl PageStream for FieldedStream<'_> {
     async fn next_page(&mut self) -> Result<Option<Page>, FaucetError> {
-        self.inner
-            .next_page()
-            .await
-            .map_err(|e| at_field(self.prefix, e))
+        placed(self.prefix, self.inner.next_page().await)
     }
 
     async fn bookmark_durable(&mut self, bookmark: &Bookmark) -> Result<(), FaucetError> {
@@ -156,11 +146,7 @@ impl Sink for FieldedSink {
     }
 
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {
-        let inner = self
-            .inner
-            .open()
-            .await
-            .map_err(|e| at_field(&self.prefix, e))?;
+        let inner = placed(&self.prefix, self.inner.open().await)?;
         Ok(Box::new(FieldedWriter {
             inner,
             prefix: &self.prefix,
@@ -168,17 +154,11 @@ impl Sink for FieldedSink {
     }
 
     async fn check(&self) -> Result<(), FaucetError> {
-        self.inner
-            .check()
-            .await
-            .map_err(|e| at_field(&self.prefix, e))
+        placed(&self.prefix, self.inner.check().await)
     }
 
     async fn check_schema(&self, schema: &faucet_core::Schema) -> Result<(), FaucetError> {
-        self.inner
-            .check_schema(schema)
-            .await
-            .map_err(|e| at_field(&self.prefix, e))
+        placed(&self.prefix, self.inner.check_schema(schema).await)
     }
 
     async fn check_drift(
@@ -187,10 +167,10 @@ impl Sink for FieldedSink {
         columns: &[faucet_core::change::schema::ColumnShape],
         pending: Option<&faucet_core::change::schema::SchemaChange>,
     ) -> Result<Option<faucet_core::change::Drift>, FaucetError> {
-        self.inner
-            .check_drift(source_table, columns, pending)
-            .await
-            .map_err(|e| at_field(&self.prefix, e))
+        placed(
+            &self.prefix,
+            self.inner.check_drift(source_table, columns, pending).await,
+        )
     }
 }
 
@@ -202,17 +182,11 @@ struct FieldedWriter<'a> {
 #[async_trait]
 impl SinkWriter for FieldedWriter<'_> {
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
-        self.inner
-            .write(page)
-            .await
-            .map_err(|e| at_field(self.prefix, e))
+        placed(self.prefix, self.inner.write(page).await)
     }
 
     async fn flush(&mut self) -> Result<(), FaucetError> {
-        self.inner
-            .flush()
-            .await
-            .map_err(|e| at_field(self.prefix, e))
+        placed(self.prefix, self.inner.flush().await)
     }
 
     async fn write_committed(
@@ -221,17 +195,14 @@ impl SinkWriter for FieldedWriter<'_> {
         scope: &str,
         token: &CommitToken,
     ) -> Result<(), FaucetError> {
-        self.inner
-            .write_committed(page, scope, token)
-            .await
-            .map_err(|e| at_field(self.prefix, e))
+        placed(
+            self.prefix,
+            self.inner.write_committed(page, scope, token).await,
+        )
     }
 
     async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
-        self.inner
-            .holds_data()
-            .await
-            .map_err(|e| at_field(self.prefix, e))
+        placed(self.prefix, self.inner.holds_data().await)
     }
 
     fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
@@ -253,20 +224,17 @@ impl SinkWriter for FieldedWriter<'_> {
         ttl: std::time::Duration,
         take_over: bool,
     ) -> Result<bool, FaucetError> {
-        self.inner
-            .fence(scope, fence, ttl, take_over)
-            .await
-            .map_err(|e| at_field(self.prefix, e))
+        placed(
+            self.prefix,
+            self.inner.fence(scope, fence, ttl, take_over).await,
+        )
     }
 
     async fn last_committed_token(
         &mut self,
         scope: &str,
     ) -> Result<Option<CommitToken>, FaucetError> {
-        self.inner
-            .last_committed_token(scope)
-            .await
-            .map_err(|e| at_field(self.prefix, e))
+        placed(self.prefix, self.inner.last_committed_token(scope).await)
     }
 }
 

@@ -234,12 +234,7 @@ impl MessageEncoder {
             let Some(i) = schema.index_of(name) else {
                 return Err(format!(
                     "the key field `{name}` is not a field of the record (fields: {})",
-                    schema
-                        .fields()
-                        .iter()
-                        .map(|f| f.name.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    schema.names().collect::<Vec<_>>().join(", ")
                 ));
             };
             if n > 0 {

@@ -29,3 +29,23 @@ mod sink;
 
 pub use config::{DEFAULT_PREFIX, RedisStreamsSinkConfig, ValidatedRedisStreamsConfig};
 pub use sink::{CONNECTOR, RedisStreamsSink};
+
+use ::redis::{ConnectionAddr, ConnectionInfo};
+
+/// `redis://[user@]host:port/db` (`rediss://` over TLS, `redis+unix://` on a socket), without
+/// the password: how the `redis-streams` sink and the Redis state store (`faucet-state-redis`)
+/// name a server in messages.
+pub fn describe_server(info: &ConnectionInfo) -> String {
+    let user = info
+        .redis
+        .username
+        .as_deref()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
+    let scheme = match info.addr {
+        ConnectionAddr::Tcp(..) => "redis",
+        ConnectionAddr::TcpTls { .. } => "rediss",
+        ConnectionAddr::Unix(_) => "redis+unix",
+    };
+    format!("{scheme}://{user}{}/{}", info.addr, info.redis.db)
+}

@@ -28,7 +28,7 @@ const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct RedisStreamsSink {
     config: RedisStreamsSinkConfig,
     encoder: MessageEncoder,
-    /// `redis://[user@]host:port/db`, never the password.
+    /// `redis://[user@]host:port/db` ([`super::describe_server`]), never the password.
     server: String,
 }
 
@@ -40,7 +40,7 @@ impl RedisStreamsSink {
     pub fn new(config: RedisStreamsSinkConfig) -> Result<Self, FaucetError> {
         let ValidatedRedisStreamsConfig { config, stream } = config.validate()?;
         let server = Client::open(config.url.expose_secret())
-            .map(|c| describe(c.get_connection_info()))
+            .map(|c| super::describe_server(c.get_connection_info()))
             .unwrap_or_default();
         let encoder = MessageEncoder::new(CONNECTOR, stream, config.key.clone(), config.format);
         Ok(Self {
@@ -145,17 +145,6 @@ impl RedisStreamsSink {
             );
         }
     }
-}
-
-/// `redis://[user@]host:port/db`, without the password.
-fn describe(info: &redis::ConnectionInfo) -> String {
-    let user = info
-        .redis
-        .username
-        .as_deref()
-        .map(|u| format!("{u}@"))
-        .unwrap_or_default();
-    format!("redis://{user}{}/{}", info.addr, info.redis.db)
 }
 
 #[async_trait]

@@ -121,6 +121,53 @@ impl TablePattern {
     }
 }
 
+/// Splits a change source's `tables` into the listed table names and the patterns, in the
+/// order written: an entry holding a `*` is a [`TablePattern`] over `container` (`schema`,
+/// `database`), whose container `parse` checks as a name; any other entry is a table name,
+/// parsed by `parse_qualified` (the container required). The one reading of `tables` both
+/// change sources use; they differ in `container`, their name rules, and `when_empty` (the
+/// message for an empty list, with an example).
+///
+/// # Errors
+/// [`FaucetError::Config`] at `tables` (with `when_empty`) when it is empty; at `tables[i]`
+/// for an invalid name or pattern, or an entry listed twice.
+pub(crate) fn split_tables<T: PartialEq>(
+    entries: &[String],
+    container: &str,
+    when_empty: &str,
+    parse: impl Fn(&str, &str) -> Result<T, FaucetError>,
+    parse_qualified: impl Fn(&str, &str) -> Result<T, FaucetError>,
+) -> Result<(Vec<T>, Vec<TablePattern>), FaucetError> {
+    if entries.is_empty() {
+        return Err(FaucetError::config("tables", when_empty));
+    }
+    let mut tables: Vec<T> = Vec::with_capacity(entries.len());
+    let mut patterns: Vec<TablePattern> = Vec::new();
+    for (i, t) in entries.iter().enumerate() {
+        let field = format!("tables[{i}]");
+        let twice = || {
+            Err(FaucetError::config(
+                &field,
+                format!("`{t}` is listed twice"),
+            ))
+        };
+        if let Some(pattern) = TablePattern::parse(t, &field, container)? {
+            parse(&pattern.container, &field)?;
+            if patterns.contains(&pattern) {
+                return twice();
+            }
+            patterns.push(pattern);
+            continue;
+        }
+        let table = parse_qualified(t, &field)?;
+        if tables.contains(&table) {
+            return twice();
+        }
+        tables.push(table);
+    }
+    Ok((tables, patterns))
+}
+
 impl std::fmt::Display for TablePattern {
     /// The entry as written: `shop.*`, `shop.order_*`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

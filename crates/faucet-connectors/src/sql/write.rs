@@ -23,6 +23,14 @@ pub enum WriteMode {
 }
 
 impl WriteMode {
+    /// The columns rows are upserted by: `key` in `upsert` mode, none in `append` mode.
+    pub fn upsert_key(self, key: &[String]) -> &[String] {
+        match self {
+            Self::Upsert => key,
+            Self::Append => &[],
+        }
+    }
+
     /// How `faucet validate` names the mode: ` (append)` or ` (upsert by id, region)`.
     pub fn describe(self, key: &[String]) -> String {
         match self {
@@ -104,7 +112,7 @@ pub(crate) fn missing_columns(
         .iter()
         .map(|f| format!("ADD COLUMN {}", column_sql(f)))
         .collect();
-    let all: Vec<&str> = schema.fields().iter().map(|f| f.name.as_str()).collect();
+    let all: Vec<&str> = schema.names().collect();
     let (what, other_fix) = if changes {
         (
             "the source's change records, appended as rows (an audit log)",

@@ -103,10 +103,7 @@ impl SqliteSink {
         Target {
             name: &self.config.table,
             path: &self.config.path,
-            upsert_key: match self.config.write_mode {
-                WriteMode::Upsert => &self.config.key,
-                WriteMode::Append => &[],
-            },
+            upsert_key: self.config.write_mode.upsert_key(&self.config.key),
             record_key: &self.config.key,
             busy_timeout_ms: self.config.busy_timeout_ms,
         }

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use sqlx::sqlite::{SqliteArguments, SqliteConnection};
 use sqlx::{Arguments as _, Sqlite};
 
-use faucet_core::change::{self, ChangeLayout, Moved, Slot, moved_row_missing};
+use faucet_core::change::{self, ChangeLayout, Moved, moved_row_missing};
 use faucet_core::{FaucetError, Page, Value, fault};
 
 use super::failure::classify;
@@ -230,12 +230,7 @@ pub(crate) async fn append(
     page: &Page,
     scratch: &mut Scratch,
 ) -> Result<(), FaucetError> {
-    let names: Vec<&str> = page
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name.as_str())
-        .collect();
+    let names: Vec<&str> = page.schema().names().collect();
     let changes = ChangeLayout::of(page.schema()).is_some();
     let rows = page.rows().enumerate().map(|(i, r)| (i, r.values().iter()));
     insert_rows(conn, target, table, scratch, (&names, false, changes), rows).await?;
@@ -285,14 +280,11 @@ pub(crate) async fn upsert(
         keyed.apply_moves(conn, &chains).await?;
     }
     // Deletes, many keys per statement: `(k1, k2) IN (VALUES (?, ?), …)` (row values).
-    let deletes = collapsed.slots.iter().filter_map(|s| match s {
-        Slot::Delete { key, row } => Some((*row, key.iter().copied())),
-        Slot::Upsert { .. } => None,
-    });
+    let deletes = collapsed.deletes();
     let per = rows_per(key.len());
     let mut batch = Batch::new();
-    for (row, values) in deletes {
-        batch.row(target, row, keyed.key, &key_aff, values)?;
+    for (values, row) in deletes {
+        batch.row(target, row, keyed.key, &key_aff, values.iter().copied())?;
         if batch.rows.len() == per {
             let sql = keyed.delete(per);
             run(

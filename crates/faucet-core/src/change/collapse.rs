@@ -125,6 +125,18 @@ impl<'a> Collapsed<'a> {
             })
             .collect()
     }
+
+    /// The [`Slot::Delete`]s in slot order: each one's key values (in `key` order) and page
+    /// row.
+    pub fn deletes(&self) -> Vec<(&[&'a Value], usize)> {
+        self.slots
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Delete { key, row } => Some((key.as_slice(), *row)),
+                Slot::Upsert { .. } => None,
+            })
+            .collect()
+    }
 }
 
 /// The error for a [`Moved`] whose row is not in the target: neither key has a row after the
@@ -305,12 +317,7 @@ pub fn check_records(page: &Page, connector: &str, target: &str) -> Result<(), F
 }
 
 fn row_columns(row: &Row) -> Vec<(&str, &Value)> {
-    row.schema
-        .fields()
-        .iter()
-        .map(|f| f.name.as_str())
-        .zip(&row.values)
-        .collect()
+    row.schema.names().zip(&row.values).collect()
 }
 
 /// The values of the `key` columns among `columns`, in key order.

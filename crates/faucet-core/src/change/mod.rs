@@ -274,7 +274,7 @@ mod tests {
             vec![Field::new("lsn", DataType::Text)],
             vec![unchanged_field()],
         );
-        let names: Vec<&str> = s.fields().iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<&str> = s.names().collect();
         assert_eq!(
             names,
             [

@@ -364,12 +364,7 @@ mod tests {
                     .collect();
                 format!("s {}", added.join(" "))
             } else {
-                page.schema()
-                    .fields()
-                    .iter()
-                    .map(|f| f.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(",")
+                page.schema().names().collect::<Vec<_>>().join(",")
             });
             bookmarks.push(page.bookmark().cloned().expect("a bookmark"));
         }

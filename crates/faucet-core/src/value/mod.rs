@@ -269,6 +269,12 @@ impl Schema {
         &self.fields
     }
 
+    /// The field names in order (the columns a page of this schema writes, as messages list
+    /// them).
+    pub fn names(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
+        self.fields.iter().map(|f| f.name.as_str())
+    }
+
     /// The number of fields.
     pub fn len(&self) -> usize {
         self.fields.len()

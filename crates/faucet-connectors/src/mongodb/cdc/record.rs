@@ -266,7 +266,7 @@ mod tests {
     #[test]
     fn the_schema_is_the_contract_with_the_update_description_last() {
         let s = record_schema();
-        let names: Vec<&str> = s.fields().iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<&str> = s.names().collect();
         assert_eq!(
             names,
             [

@@ -15,7 +15,7 @@ use faucet_core::{Bookmark, FaucetError, Page, PageBuilder, PageStream, ReadOpti
 use super::CONNECTOR;
 use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::watermark::{Watermark, key_of_text, key_text};
-use crate::copy_history::{KeepCopied, Staged, after_copy};
+use crate::copy_history::{KeepCopied, Staged, after_copy, carrying};
 use crate::copy_progress::CopyProgress;
 use crate::mongodb::cdc::record::{copied, record_schema};
 use crate::mongodb::cdc::{MongodbCdcSource, ValidatedMongodbCdcConfig};
@@ -240,14 +240,8 @@ impl<'a> ReplicateStream<'a> {
         entry.key = Some(vec!["_id".to_owned()]);
         let page = entry.hold_back(&anchor, after, end_key, previous);
         let bookmark = Some(self.position.to_json());
-        Ok(Some(Some(match page {
-            None => Page::empty(record_schema(), bookmark),
-            Some(page) => {
-                let mut page = self.hand_out(&name, page, &previous_keys);
-                page.set_bookmark(bookmark);
-                page
-            }
-        })))
+        let page = page.map(|page| self.hand_out(&name, page, &previous_keys));
+        Ok(Some(Some(carrying(page, record_schema(), bookmark))))
     }
 }
 

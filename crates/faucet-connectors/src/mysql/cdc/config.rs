@@ -9,7 +9,7 @@ use faucet_core::FaucetError;
 use super::CONNECTOR;
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
-use crate::sql::table_pattern::TablePattern;
+use crate::sql::table_pattern::split_tables;
 
 /// Configuration of a [`super::MysqlCdcSource`].
 ///
@@ -120,30 +120,13 @@ impl MysqlCdcConfig {
                  no other replica and not the server itself uses",
             ));
         }
-        if self.tables.is_empty() {
-            return Err(FaucetError::config(
-                "tables",
-                "name at least one table as database.table, e.g. [shop.orders]",
-            ));
-        }
-        let mut tables: Vec<TableName> = Vec::with_capacity(self.tables.len());
-        let mut patterns: Vec<TablePattern> = Vec::new();
-        for (i, t) in self.tables.iter().enumerate() {
-            let field = format!("tables[{i}]");
-            if let Some(pattern) = TablePattern::parse(t, &field, "database")? {
-                TableName::parse(&pattern.container, &field)?;
-                if patterns.contains(&pattern) {
-                    return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
-                }
-                patterns.push(pattern);
-                continue;
-            }
-            let table = TableName::parse_qualified(t, &field)?;
-            if tables.contains(&table) {
-                return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
-            }
-            tables.push(table);
-        }
+        let (tables, patterns) = split_tables(
+            &self.tables,
+            "database",
+            "name at least one table as database.table, e.g. [shop.orders]",
+            TableName::parse,
+            TableName::parse_qualified,
+        )?;
         if let StartPosition::At {
             binlog_file,
             binlog_pos,

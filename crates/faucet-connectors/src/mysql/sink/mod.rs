@@ -140,10 +140,7 @@ impl MysqlSink {
     }
 
     fn upsert_key(&self) -> &[String] {
-        match self.config.write_mode {
-            WriteMode::Upsert => &self.config.key,
-            WriteMode::Append => &[],
-        }
+        self.config.write_mode.upsert_key(&self.config.key)
     }
 
     /// Opens a session with the sink's settings; returns it, the server's upsert syntax and

@@ -12,7 +12,7 @@
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{Conn, Value as MyValue};
 
-use faucet_core::change::{ChangeLayout, Moved, Slot, moved_row_missing};
+use faucet_core::change::{ChangeLayout, Moved, moved_row_missing};
 use faucet_core::{FaucetError, Page, Value, fault};
 
 use super::changes::collapse;
@@ -21,6 +21,7 @@ use super::encode::{ColumnType, UNKNOWN_COLUMN, param, wire_size};
 use super::table::TargetTable;
 use crate::mysql::connection::ErrorKind;
 use crate::mysql::table::{TableName, quote_ident};
+use crate::sql::sink::statement_failed;
 
 /// At most this many rows per statement (and never more than 65,535 placeholders).
 const MAX_ROWS: usize = 2_000;
@@ -241,15 +242,7 @@ fn is_value_error(code: u16, state: &str) -> bool {
 /// outcome, or a lost session (outcome unknown).
 pub(crate) fn classify(e: mysql_async::Error, what: &str, target: &TableName) -> FaucetError {
     let lost = ErrorKind::of(&e) == ErrorKind::ConnectionLost;
-    let message = if lost {
-        format!(
-            "{what} on {target}: the session was lost, so whether the page committed is \
-             unknown; it is not retried (the run loop re-delivers it from the last bookmark)"
-        )
-    } else {
-        format!("{what} on {target} failed")
-    };
-    FaucetError::write(CONNECTOR, message, Some(Box::new(e)))
+    statement_failed(CONNECTOR, what, target, lost, Box::new(e))
 }
 
 /// Whether `e` says the session is gone (the outcome of a statement in flight is unknown).
@@ -521,12 +514,7 @@ pub(crate) async fn append(
     target: &Target<'_>,
     page: &Page,
 ) -> Result<(), FaucetError> {
-    let names: Vec<&str> = page
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name.as_str())
-        .collect();
+    let names: Vec<&str> = page.schema().names().collect();
     check_columns(&names, target, ChangeLayout::of(page.schema()).is_some())?;
     let mut ins = Inserter::new(target, &names, false);
     for (i, row) in page.rows().enumerate() {
@@ -568,14 +556,7 @@ pub(crate) async fn upsert(
         check_columns(&key_names, target, false)?;
         apply_moves(conn, target, &key_names, &chains).await?;
     }
-    let deletes: Vec<(&[&Value], usize)> = collapsed
-        .slots
-        .iter()
-        .filter_map(|s| match s {
-            Slot::Delete { key, row } => Some((key.as_slice(), *row)),
-            Slot::Upsert { .. } => None,
-        })
-        .collect();
+    let deletes = collapsed.deletes();
     if !deletes.is_empty() {
         check_columns(&key_names, target, false)?;
         delete(conn, target, &key_names, &deletes).await?;

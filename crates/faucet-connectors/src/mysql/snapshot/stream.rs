@@ -18,7 +18,7 @@ use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::filter::Filter;
 use super::point::{SnapshotPoint, SnapshotSession};
 use crate::copy_filter::{EmptyStream, FilteredChanges};
-use crate::copy_history::{KeepCopied, Staged, after_copy, strings};
+use crate::copy_history::{KeepCopied, Staged, after_copy, carrying, strings};
 use crate::copy_progress::{CopyProgress, CopyThenChanges, copy_progress, copy_then_changes};
 use crate::mysql::cdc::MysqlCdcSource;
 use crate::mysql::cdc::changes::record_schema;
@@ -343,13 +343,7 @@ impl<'a> ReplicateStream<'a> {
         // The first page is recorded in flight before anything of it is handed out.
         let page = entry.hold_back(&point, after, end, previous);
         let bookmark = Some(self.position.to_json());
-        Ok(Some(Some(match page {
-            None => Page::empty(record_schema(), bookmark),
-            Some(mut page) => {
-                page.set_bookmark(bookmark);
-                page
-            }
-        })))
+        Ok(Some(Some(carrying(page, record_schema(), bookmark))))
     }
 
     /// `page` as the last page of `table`, with the bookmark after it.

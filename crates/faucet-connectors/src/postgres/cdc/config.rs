@@ -10,7 +10,7 @@ use crate::postgres::connection::PostgresUrl;
 use crate::postgres::ident::MAX_IDENT_BYTES;
 /// The tables of `tables`: [`crate::postgres::ident::TableName`]s with the schema present.
 pub(crate) use crate::postgres::ident::TableName;
-use crate::sql::table_pattern::TablePattern;
+use crate::sql::table_pattern::{TablePattern, split_tables};
 
 /// A [`PostgresCdcConfig`] that passed [`PostgresCdcConfig::validate`], with what validation
 /// parsed.
@@ -154,31 +154,13 @@ impl PostgresCdcConfig {
 
     /// The `tables`, split and checked: the names, and the patterns.
     pub(crate) fn table_names(&self) -> Result<(Vec<TableName>, Vec<TablePattern>), FaucetError> {
-        if self.tables.is_empty() {
-            return Err(FaucetError::config(
-                "tables",
-                "name at least one schema-qualified table, e.g. [public.orders]",
-            ));
-        }
-        let mut out: Vec<TableName> = Vec::with_capacity(self.tables.len());
-        let mut patterns: Vec<TablePattern> = Vec::new();
-        for (i, t) in self.tables.iter().enumerate() {
-            let field = format!("tables[{i}]");
-            if let Some(pattern) = TablePattern::parse(t, &field, "schema")? {
-                TableName::parse(&pattern.container, &field)?;
-                if patterns.contains(&pattern) {
-                    return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
-                }
-                patterns.push(pattern);
-                continue;
-            }
-            let table = TableName::parse_qualified(t, &field)?;
-            if out.contains(&table) {
-                return Err(FaucetError::config(field, format!("`{t}` is listed twice")));
-            }
-            out.push(table);
-        }
-        Ok((out, patterns))
+        split_tables(
+            &self.tables,
+            "schema",
+            "name at least one schema-qualified table, e.g. [public.orders]",
+            TableName::parse,
+            TableName::parse_qualified,
+        )
     }
 }
 

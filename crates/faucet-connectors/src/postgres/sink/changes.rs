@@ -10,8 +10,6 @@ use super::encode::write_copy_value;
 use super::nul::{NulBytes, cleaned, holds_nul};
 use crate::postgres::config::CONNECTOR;
 
-pub(crate) use faucet_core::change::Slot;
-
 /// Whether `page` holds change records rather than plain rows.
 pub(crate) fn is_change_page(page: &Page) -> bool {
     change::ChangeLayout::of(page.schema()).is_some()

@@ -127,10 +127,7 @@ impl PostgresSink {
     }
 
     fn upsert_key(&self) -> &[String] {
-        match self.config.write_mode {
-            WriteMode::Upsert => &self.config.key,
-            WriteMode::Append => &[],
-        }
+        self.config.write_mode.upsert_key(&self.config.key)
     }
 
     /// Checks an existing table against the config: the key columns exist and, for upsert,

@@ -89,16 +89,11 @@ pub(crate) async fn write(
         return Ok(false);
     };
     let columns = Arc::clone(&first.after.schema);
-    let names: Vec<&str> = columns.fields().iter().map(|f| f.name.as_str()).collect();
+    let names: Vec<&str> = columns.names().collect();
     let plain = rows.iter().all(|r| {
         r.table == first.table
             && (Arc::ptr_eq(&r.after.schema, &columns)
-                || r.after
-                    .schema
-                    .fields()
-                    .iter()
-                    .map(|f| f.name.as_str())
-                    .eq(names.iter().copied()))
+                || r.after.schema.names().eq(names.iter().copied()))
     }) && target.key.iter().all(|k| names.contains(&k.as_str()))
         && source_table
             .as_deref()

@@ -14,7 +14,7 @@ use crate::sql::ident::quote_ident;
 use faucet_core::change::{self, ChangeLayout, Moved, moved_row_missing};
 use faucet_core::{FaucetError, Page, Value, fault};
 
-use super::changes::{Slot, collapse, is_change_page};
+use super::changes::{collapse, is_change_page};
 use super::encode::write_copy_value;
 use super::nul::{NulBytes, cleaned, holds_nul};
 use super::snapshot_copy::SnapshotPath;
@@ -22,6 +22,7 @@ use super::table::{TargetTable, check_field_name};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::failure::{db_error, is_connection_lost};
 use crate::postgres::ident::TableName;
+use crate::sql::sink::statement_failed;
 
 /// COPY data is sent in chunks of about this many bytes.
 const CHUNK_BYTES: usize = 256 * 1024;
@@ -202,15 +203,7 @@ pub(crate) fn classify(
         }
     }
     let lost = is_connection_lost(&e);
-    let message = if lost {
-        format!(
-            "{what} on {target}: the session was lost, so whether the page committed is \
-             unknown; it is not retried (the run loop re-delivers it from the last bookmark)"
-        )
-    } else {
-        format!("{what} on {target} failed")
-    };
-    FaucetError::write(CONNECTOR, message, Some(Box::new(e)))
+    statement_failed(CONNECTOR, what, target, lost, Box::new(e))
 }
 
 /// The line and column of a COPY's context (`COPY faucet_stage, line 3, column phone: "x"`
@@ -327,12 +320,7 @@ pub(crate) async fn append(
     page: &Page,
     bufs: &mut Buffers,
 ) -> Result<(), FaucetError> {
-    let names: Vec<&str> = page
-        .schema()
-        .fields()
-        .iter()
-        .map(|f| f.name.as_str())
-        .collect();
+    let names: Vec<&str> = page.schema().names().collect();
     check_columns(names.iter().copied(), target, is_change_page(page))?;
     copy_in(
         conn,
@@ -406,14 +394,7 @@ pub(crate) async fn upsert(
         apply_moves(conn, target, page, &chains, bufs).await?;
     }
     // Deletes: stage the keys, one DELETE ... USING.
-    let deletes: Vec<(&[&Value], usize)> = collapsed
-        .slots
-        .iter()
-        .filter_map(|s| match s {
-            Slot::Delete { key, row } => Some((key.as_slice(), *row)),
-            Slot::Upsert { .. } => None,
-        })
-        .collect();
+    let deletes = collapsed.deletes();
     if !deletes.is_empty() {
         check_columns(target.key.iter().map(String::as_str), target, false)?;
         let rows: Vec<usize> = deletes.iter().map(|(_, r)| *r).collect();

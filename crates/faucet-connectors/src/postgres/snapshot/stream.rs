@@ -18,7 +18,7 @@ use super::bookmark::{SnapshotBookmark, TableCopy};
 use super::export::ExportedSnapshot;
 use super::filter::Filter;
 use crate::copy_filter::{EmptyStream, FilteredChanges};
-use crate::copy_history::{KeepCopied, Staged, after_copy};
+use crate::copy_history::{KeepCopied, Staged, after_copy, carrying};
 use crate::copy_progress::{CopyProgress, CopyThenChanges, copy_progress, copy_then_changes};
 use crate::postgres::cdc::PostgresCdcSource;
 use crate::postgres::cdc::changes::record_schema;
@@ -323,13 +323,7 @@ impl<'a> ReplicateStream<'a> {
             c.after = to;
         }
         let bookmark = Some(self.position.to_json());
-        Ok(Some(Some(match page {
-            None => Page::empty(record_schema(), bookmark),
-            Some(mut page) => {
-                page.set_bookmark(bookmark);
-                page
-            }
-        })))
+        Ok(Some(Some(carrying(page, record_schema(), bookmark))))
     }
 
     /// Opens the next table that is not finished; `Ok(None)` when there is none.

@@ -86,6 +86,29 @@ pub(crate) fn sqlx_error(e: &FaucetError) -> Option<&sqlx::Error> {
     }
 }
 
+/// A statement of a page that failed with `e` (not a bad value): [`FaucetError::Write`] of
+/// `connector` saying `what` failed on `target`, or, when `lost` (the session dropped while
+/// it ran), that whether the page committed is unknown and the page is not retried. The
+/// one wording of the MySQL and PostgreSQL sinks.
+#[cfg(any(feature = "postgres", feature = "mysql"))]
+pub(crate) fn statement_failed(
+    connector: &str,
+    what: &str,
+    target: &dyn std::fmt::Display,
+    lost: bool,
+    e: faucet_core::BoxError,
+) -> FaucetError {
+    let message = if lost {
+        format!(
+            "{what} on {target}: the session was lost, so whether the page committed is \
+             unknown; it is not retried (the run loop re-delivers it from the last bookmark)"
+        )
+    } else {
+        format!("{what} on {target} failed")
+    };
+    FaucetError::write(connector, message, Some(e))
+}
+
 /// An open SQL sink: one session, one transaction per page (see the module).
 pub(crate) struct SqlSinkWriter<'a, D: SinkDialect> {
     dialect: &'a D,

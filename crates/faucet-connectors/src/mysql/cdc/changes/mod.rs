@@ -279,7 +279,7 @@ impl ChangeDecoder {
                 tracing::info!(
                     table = %shape.table,
                     at = %at,
-                    columns = ?shape.schema.fields().iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+                    columns = ?shape.schema.names().collect::<Vec<_>>(),
                     "the table's shape changed in the binlog; records after this follow it"
                 );
             }
