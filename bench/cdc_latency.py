@@ -105,7 +105,25 @@ class Tail:
         return done
 
 
-class Postgres:
+class Source:
+    """What both sources' floors share: a line naming a change's rate is remembered until a
+    later line completes the change (`other_line`)."""
+
+    rate_re = None  # the rate line's pattern, its first group the rate
+
+    def __init__(self):
+        self.rate = None
+
+    def floor_line(self, line):
+        """The (commit epoch, rate) a floor line completes, if it does."""
+        m = self.rate_re.search(line)
+        if m:
+            self.rate = m.group(1).decode()
+            return None
+        return self.other_line(line)
+
+
+class Postgres(Source):
     """postgres-cdc records and pg_recvlogical's output."""
 
     position = staticmethod(find_lsn)
@@ -117,15 +135,7 @@ class Postgres:
         """(position, commit epoch, rate) of a faucet record."""
         return lsn_value(r["lsn"]), epoch(r["commit_ts"]), str(r["after"]["rate"])
 
-    def __init__(self):
-        self.rate = None
-
-    def floor_line(self, line):
-        """The (commit epoch, rate) a floor line completes, if it does."""
-        m = self.rate_re.search(line)
-        if m:
-            self.rate = m.group(1).decode()
-            return None
+    def other_line(self, line):
         m = self.commit_re.match(line)
         if m:
             rate, self.rate = self.rate, None
@@ -134,7 +144,7 @@ class Postgres:
         return None
 
 
-class Mysql:
+class Mysql(Source):
     """mysql-cdc records and mariadb-binlog's decoded rows (see the module docs)."""
 
     position = staticmethod(find_binlog)
@@ -146,13 +156,10 @@ class Mysql:
         return (r["binlog_file"], r["binlog_pos"]), epoch(r["after"]["at"]), str(r["after"]["rate"])
 
     def __init__(self):
-        self.rate, self.rows = None, []
+        super().__init__()
+        self.rows = []
 
-    def floor_line(self, line):
-        m = self.rate_re.match(line)
-        if m:
-            self.rate = m.group(1).decode()
-            return None
+    def other_line(self, line):
         m = self.at_re.match(line)
         if m and self.rate is not None:
             self.rows.append((epoch(m.group(1).decode()), self.rate))

@@ -160,14 +160,11 @@ fn check_mysql_target(db: &str, expected: &[Vec<String>], what: &str) {
 
 #[test]
 fn pg_to_mysql_upsert_applies_add_rename_widen_drop_across_crashes() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_my");
-    let s = names.schema.clone();
-    let db = database("schema_my");
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
+    crate::support::pg::with_names("schema_my", |names, dir| {
+        let s = names.schema.clone();
+        let db = database("schema_my");
+        crate::support::with_cleanup(
+            || {
             source_table(&s, None);
             sink_sql(&format!(
                 "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
@@ -175,13 +172,7 @@ fn pg_to_mysql_upsert_applies_add_rename_widen_drop_across_crashes() {
             pipeline(
                 dir.path(),
                 "schema_my",
-                &format!(
-                    "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-                 slot_name: {slot}, publication: {publication}, tables: [{s}.items], \
-                 create_publication: true }} }}",
-                    slot = names.slot,
-                    publication = names.publication,
-                ),
+                &names.cdc_source(PG_VAR, &format!("{s}.items")),
                 &mysql_sink(&db, ""),
                 4,
                 "",
@@ -193,12 +184,12 @@ fn pg_to_mysql_upsert_applies_add_rename_widen_drop_across_crashes() {
             check_mysql_target(&db, &expected, "after the crashes");
             output_of_success(&mut faucet(dir.path()), "a run after the end");
             check_mysql_target(&db, &expected, "a run after the end");
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
+            },
+            || {
             sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-        },
-    );
+            },
+        );
+    });
 }
 
 #[test]
@@ -239,15 +230,12 @@ fn mysql_cdc_to_mysql_upsert_applies_the_changes_across_crashes() {
 
 #[test]
 fn mysql_cdc_to_pg_upsert_applies_the_changes_across_crashes() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_mp");
-    let s = names.schema.clone();
-    let t = format!("{s}.target");
-    let db = database("schema_mp");
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
+    crate::support::pg::with_names("schema_mp", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.target");
+        let db = database("schema_mp");
+        crate::support::with_cleanup(
+            || {
             binlog_sql(&format!(
                 "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
             ));
@@ -295,12 +283,12 @@ fn mysql_cdc_to_pg_upsert_applies_the_changes_across_crashes() {
                 .map(|(id, g)| vec![id.to_string(), g.unwrap_or_else(|| "NULL".into())])
                 .collect();
             assert_eq!(kept, kept_gone(), "the dropped column");
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
+            },
+            || {
             binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-        },
-    );
+            },
+        );
+    });
 }
 
 #[test]

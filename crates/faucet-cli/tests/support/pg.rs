@@ -101,6 +101,21 @@ pub(crate) async fn cleanup(pool: &sqlx::PgPool, names: &Names) {
     drop_cdc_test_objects(pool, &names.slot, &names.publication, &names.schema).await;
 }
 
+/// [`cleanup`] from a test's own (synchronous) code: drops the slot, the publication and the
+/// schema of `names`.
+pub(crate) fn drop_names(names: &Names) {
+    runtime().block_on(async { cleanup(&super::pg_pool().await, names).await });
+}
+
+/// Runs `test` with fresh [`Names`] (`Names::new(tag)`) and a temporary folder, then drops the
+/// names' slot, publication and schema ([`cleanup`]) — also when `test` panics (the panic is
+/// passed on after).
+pub(crate) fn with_names(tag: &str, test: impl FnOnce(&Names, &tempfile::TempDir)) {
+    let names = Names::new(tag);
+    let dir = tempfile::tempdir().expect("tempdir");
+    super::with_cleanup(|| test(&names, &dir), || drop_names(&names));
+}
+
 /// Drops the replication slot `slot` once no session holds it (a run spawned before a failed
 /// assertion may still be catching up: this waits up to `wait`), best effort.
 pub(crate) async fn drop_slot(pool: &sqlx::PgPool, slot: &str, wait: Duration) {
