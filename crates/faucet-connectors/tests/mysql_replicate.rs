@@ -45,13 +45,9 @@ fn source(db: &TestDb, id: u32) -> MysqlReplicateSource {
 fn workload(db: &TestDb, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     let big = db.table("big");
     let small = db.table("small");
-    tokio::spawn(async move {
-        let mut c = admin().await;
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
-            let k = (i * 7919) % BIG + 1;
-            let sql = match i % 6 {
+    let statement = move |i: i64| {
+        let k = (i * 7919) % BIG + 1;
+        match i % 6 {
                 0 => format!(
                     "INSERT INTO {big} VALUES ({}, 'new{i}', {i}, 1.5) \
                      ON DUPLICATE KEY UPDATE v = 'again{i}'",
@@ -68,11 +64,15 @@ fn workload(db: &TestDb, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> 
                     i % 60
                 ),
                 _ => format!("DELETE FROM {small} WHERE name = 'NAME{}'", i % 45),
-            };
+        }
+    };
+    tokio::spawn(async move {
+        let mut c = admin().await;
+        faucet_test_support::write_until(&stop, statement, async |sql| {
             c.query_drop(sql).await.expect("workload statement");
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        }
-        u64::try_from(i).unwrap_or_default()
+        })
+        .await
     })
 }
 

@@ -43,13 +43,9 @@ fn source(fx: &Fixture, tables: &[&str]) -> PostgresReplicateSource {
 fn workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     let big = fx.table("big");
     let small = fx.table("small");
-    tokio::spawn(async move {
-        let mut c = admin().await;
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
-            let k = (i * 7919) % BIG + 1;
-            let sql = match i % 5 {
+    let statement = move |i: i64| {
+        let k = (i * 7919) % BIG + 1;
+        match i % 5 {
                 0 => format!("INSERT INTO {big} VALUES ({}, 'new{i}', {i})", BIG + i),
                 1 => format!("UPDATE {big} SET v = 'u{i}', n = n + 1 WHERE id = {k}"),
                 2 => format!("DELETE FROM {big} WHERE id = {k}"),
@@ -62,15 +58,19 @@ fn workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64>
                     SMALL_BASE + 1 + i % 40,
                     SMALL_BASE + 1 + (i * 3) % 40
                 ),
-            };
+        }
+    };
+    tokio::spawn(async move {
+        let mut c = admin().await;
+        faucet_test_support::write_until(&stop, statement, async |sql| {
             for statement in sql.split("; ") {
                 sqlx::query(statement)
                     .execute(&mut c)
                     .await
                     .expect("workload");
             }
-        }
-        i as u64
+        })
+        .await
     })
 }
 
@@ -244,16 +244,12 @@ async fn setup_words(fx: &Fixture) {
 /// copied as of different points takes the filter's `u` → `d` / `c` rewrites).
 fn words_workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     let words = fx.table("words");
-    tokio::spawn(async move {
-        let mut c = admin().await;
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
+    let statement = move |i: i64| {
             let g = (i * 7919) % 3000 + 1;
             let key = format!(
                 "CASE WHEN {g} % 2 = 0 THEN upper(substr(md5('{g}'), 1, 6)) ELSE substr(md5('{g}'), 1, 6) END || {g}"
             );
-            let sql = match i % 5 {
+            match i % 5 {
                 0 => format!(
                     "INSERT INTO {words} VALUES (CASE WHEN {i} % 2 = 0 THEN 'Z' ELSE 'a' END || md5('{i}'), {i}) ON CONFLICT (w) DO UPDATE SET v = -{i}"
                 ),
@@ -264,13 +260,17 @@ fn words_workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandl
                      WHERE w = {key}"
                 ),
                 _ => format!("DELETE FROM {words} WHERE w = {key}"),
-            };
+            }
+    };
+    tokio::spawn(async move {
+        let mut c = admin().await;
+        faucet_test_support::write_until(&stop, statement, async |sql| {
             sqlx::query(&sql)
                 .execute(&mut c)
                 .await
                 .expect("words workload");
-        }
-        i as u64
+        })
+        .await
     })
 }
 

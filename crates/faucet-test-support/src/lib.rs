@@ -192,6 +192,22 @@ pub fn unique_suffix() -> String {
     )
 }
 
+/// A test's write workload: runs `exec(statement(i))` for `i` = 1, 2, … one at a time until
+/// `stop` is set (`exec` holds the connection, and may pause after each); returns how many
+/// statements ran.
+pub async fn write_until(
+    stop: &std::sync::atomic::AtomicBool,
+    statement: impl Fn(i64) -> String,
+    mut exec: impl AsyncFnMut(String),
+) -> u64 {
+    let mut i: i64 = 0;
+    while !stop.load(Ordering::SeqCst) {
+        i += 1;
+        exec(statement(i)).await;
+    }
+    u64::try_from(i).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,13 +49,11 @@ pub(crate) fn write_until(
     std::thread::spawn(move || {
         runtime().block_on(async move {
             let pool = super::pg_pool().await;
-            let mut i: i64 = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                i += 1;
-                exec(&pool, &statement(i)).await;
+            faucet_test_support::write_until(&stop, statement, async |sql| {
+                exec(&pool, &sql).await;
                 tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            u64::try_from(i).unwrap_or_default()
+            })
+            .await
         })
     })
 }
