@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::postgres_query_support::{TestDb, pg_url};
 use crate::postgres_sink_support::{
-    append_sink, change, change_page, plain_page, read_back, row, table_text, upsert_sink,
+    append_sink, assert_table, change, change_page, plain_page, read_back, row, table_text, upsert_sink,
     write_all,
 };
 use crate::sink_support::{
@@ -28,12 +28,9 @@ async fn append_and_upsert_keep_their_promises() {
     let append = append_sink(&appended);
     assert!(append.capabilities().atomic_watermark);
     assert!(!append.capabilities().keyed_upsert);
-    conformance::sink_flush_is_durable(&append, read_back(&appended, "id"))
+    conformance::sink_battery(&append, read_back(&appended, "id"))
         .await
-        .expect("flushed rows are there");
-    conformance::sink_guarantee_is_truthful(&append, read_back(&appended, "id"))
-        .await
-        .expect("atomic watermark holds");
+        .expect("sink conformance");
     let upsert = upsert_sink(&upserted, &["id"]);
     assert!(upsert.capabilities().keyed_upsert);
     conformance::sink_guarantee_is_truthful(&upsert, read_back(&upserted, "id"))
@@ -66,10 +63,7 @@ async fn case_14_several_versions_of_a_key_in_one_page() {
     w.write(&page).await.expect("first attempt succeeds");
     w.flush().await.expect("flush");
     let want = "1\t555\t5\n2\t444\t4\n";
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
-        want
-    );
+    assert_table(&format!("SELECT * FROM {table} ORDER BY id"), want).await;
     // The same as change records in one transaction (insert, insert, update, update, update).
     let cdc = db.table("contact_cdc");
     let c = |id: i64, p: &str, s: i64| {
@@ -93,10 +87,7 @@ async fn case_14_several_versions_of_a_key_in_one_page() {
     let sink = upsert_sink(&cdc, &["id"]);
     let mut w = sink.open().await.expect("open");
     write_all(w.as_mut(), &[page]).await;
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {cdc} ORDER BY id")).await,
-        want
-    );
+    assert_table(&format!("SELECT * FROM {cdc} ORDER BY id"), want).await;
     db.drop().await;
 }
 
@@ -193,7 +184,7 @@ async fn unchanged_toast_is_never_nulled() {
         "SELECT id, title, length(body), body = repeat('a', 10000), body = repeat('b', 10000) \
          FROM {table} ORDER BY id"
     );
-    assert_eq!(table_text(&check).await, "1\tpublished\t10000\tt\tf\n");
+    assert_table(&check, "1\tpublished\t10000\tt\tf\n").await;
     // One page: insert id 2 with a body, then an update leaving the body unchanged, then the
     // key of id 1 changes to 5 with the body unchanged... and a new body for id 5 later.
     write_all(
@@ -208,10 +199,7 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_eq!(
-        table_text(&check).await,
-        "1\tedited\t10000\tf\tt\n2\ttwo-edited\t10000\tf\tt\n"
-    );
+    assert_table(&check, "1\tedited\t10000\tf\tt\n2\ttwo-edited\t10000\tf\tt\n").await;
     write_all(
         w.as_mut(),
         &[change_page(
@@ -226,10 +214,7 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_eq!(
-        table_text(&check).await,
-        "1\tedited\t10000\tf\tt\n5\tmoved\t10000\tt\tf\n"
-    );
+    assert_table(&check, "1\tedited\t10000\tf\tt\n5\tmoved\t10000\tt\tf\n").await;
     // Truncate: everything before it in the page is dropped; what follows stays.
     write_all(
         w.as_mut(),
@@ -243,10 +228,7 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_eq!(
-        table_text(&format!("SELECT id, title, body FROM {table} ORDER BY id")).await,
-        "8\tafter\ty\n"
-    );
+    assert_table(&format!("SELECT id, title, body FROM {table} ORDER BY id"), "8\tafter\ty\n").await;
     db.drop().await;
 }
 
@@ -268,14 +250,14 @@ async fn a_key_change_moves_the_stored_toast_value() {
     let [moves, interleaved, lost] = toast_move_pages([json!(1), json!(2), json!(3)]);
     let want = "2\tthree\t10000\tc\n5\tone\t10000\ta\n7\ttwo-edited\t10000\tb\n";
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
-    assert_eq!(table_text(&check).await, want);
+    assert_table(&check, want).await;
     // Replayed (at-least-once): the same rows.
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
-    assert_eq!(table_text(&check).await, want);
+    assert_table(&check, want).await;
     let want = "2\tthree\t10000\tc\n7\tone\t10000\ta\n70\ttwo-edited\t10000\tb\n";
     for _ in 0..2 {
         write_all(w.as_mut(), std::slice::from_ref(&interleaved)).await;
-        assert_eq!(table_text(&check).await, want);
+        assert_table(&check, want).await;
     }
     // The old row was never delivered: an error, not a row without its body.
     let err = w.write(&lost).await.expect_err("no old row");
@@ -341,10 +323,7 @@ async fn the_commit_token_only_moves_forward() {
         w.last_committed_token("orders::us").await.expect("read"),
         Some(t(8))
     );
-    assert_eq!(
-        table_text(&format!("SELECT id FROM {table} ORDER BY id")).await,
-        "1\n2\n3\n4\n"
-    );
+    assert_table(&format!("SELECT id FROM {table} ORDER BY id"), "1\n2\n3\n4\n").await;
     // A second writer (a new run) sees the same tokens.
     drop(w);
     let mut again = sink.open().await.expect("reopen");
@@ -416,10 +395,7 @@ async fn a_value_the_column_cannot_hold_is_a_data_error() {
             other => panic!("{other:?}"),
         }
         // Nothing of the page was committed.
-        assert_eq!(
-            table_text(&format!("SELECT count(*) FROM {table}")).await,
-            "0\n"
-        );
+        assert_table(&format!("SELECT count(*) FROM {table}"), "0\n").await;
     }
     // A NULL into a NOT NULL column, and a field the table does not have.
     let t_sink = append_sink(&db.table("t"));
@@ -549,10 +525,7 @@ async fn a_lost_session_fails_the_page_without_a_retry() {
     assert!(matches!(err, FaucetError::Write { .. }), "{err}");
     let again = w.write(&page(&[5])).await.expect_err("no further pages");
     assert!(again.to_string().contains("unusable"), "{again}");
-    assert_eq!(
-        table_text(&format!("SELECT id FROM {table} ORDER BY id")).await,
-        "1\n2\n"
-    );
+    assert_table(&format!("SELECT id FROM {table} ORDER BY id"), "1\n2\n").await;
     db.drop().await;
 }
 
@@ -730,9 +703,6 @@ async fn a_token_outliving_its_dropped_table_is_forgotten() {
     w.write_committed(&page, "k", &token(1))
         .await
         .expect("a new sequence starts over");
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {table}")).await,
-        "1\ta\n"
-    );
+    assert_table(&format!("SELECT * FROM {table}"), "1\ta\n").await;
     db.drop().await;
 }

@@ -16,7 +16,7 @@ use faucet_core::{
 
 use crate::postgres_query_cases::{CASE_04, CASE_22, CASE_23, CASE_24};
 use crate::postgres_query_support::{TestDb, copy_in_csv, pg_url};
-use crate::postgres_sink_support::{append_sink, read_back, table_text, upsert_sink};
+use crate::postgres_sink_support::{append_sink, assert_table, read_back, table_text, upsert_sink};
 
 async fn run(
     source: &dyn Source,
@@ -223,10 +223,7 @@ async fn csv_into_postgres_with_the_atomic_watermark() {
         assert_eq!(again.records_out, 0);
         let got = table_text(&format!("SELECT * FROM {} ORDER BY faa", db.table(table))).await;
         assert_eq!(got, want, "{table}: 0 lost, 0 duplicated");
-        assert_eq!(
-            table_text(&format!("SELECT count(*) FROM {}", db.table(table))).await,
-            "1458\n"
-        );
+        assert_table(&format!("SELECT count(*) FROM {}", db.table(table)), "1458\n").await;
     }
     db.drop().await;
 }

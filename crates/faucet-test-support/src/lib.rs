@@ -5,7 +5,8 @@
 //! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own;
 //! [`private_mongo::PrivateMongo`], a SecantusDB (MongoDB wire protocol) server of a test's
 //! own; [`private_nats::PrivateNats`], a nats-server with users and permissions of a test's
-//! own; and [`mysql_value_table!`], the MySQL value table of docs/values.md as test data. Used as a dev-dependency by every crate's tests; it has no database client,
+//! own; [`mysql_value_table!`], the MySQL value table of docs/values.md as test data; and
+//! [`weather`], the columns of the example weather data. Used as a dev-dependency by every crate's tests; it has no database client,
 //! so each crate connects with its own and hands the result to [`Service::expect_up`].
 //!
 //! | service | variable | default |
@@ -25,6 +26,7 @@ pub mod private_mariadb;
 pub mod private_mongo;
 pub mod private_nats;
 pub mod private_pg;
+pub mod weather;
 
 use std::fmt::Display;
 use std::sync::atomic::{AtomicU32, Ordering};

@@ -346,6 +346,20 @@ where
     Ok(())
 }
 
+/// The checks every sink's tests run on a sink: [`sink_flush_is_durable`], then
+/// [`sink_guarantee_is_truthful`], both reading the target with `read_back`.
+///
+/// # Errors
+/// The first check that fails.
+pub async fn sink_battery<F, Fut>(sink: &dyn Sink, read_back: F) -> Result<(), ConformanceError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Vec<Json>>,
+{
+    sink_flush_is_durable(sink, &read_back).await?;
+    sink_guarantee_is_truthful(sink, read_back).await
+}
+
 /// `op` returns an error rather than panicking (it runs in a task, so a panic is caught).
 ///
 /// # Errors
