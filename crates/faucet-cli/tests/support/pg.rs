@@ -286,7 +286,7 @@ pub(crate) fn check_exactly_once(table: &str, n: usize, what: &str) {
 
 /// Which pipeline a [`Scenario`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pair {
+pub(crate) enum Pair {
     /// csv → postgres append, atomic watermark; the target has no key.
     CsvAppend,
     /// csv → postgres upsert by `id` (text, numeric and null values; keys restated later in
@@ -307,7 +307,8 @@ pub(crate) struct Scenario {
 }
 
 impl Scenario {
-    fn new(pair: Pair, tag: &str, batch: usize) -> Self {
+    /// The scenario `pair`, its objects named after `tag`, in pages of `batch` records.
+    pub(crate) fn new(pair: Pair, tag: &str, batch: usize) -> Self {
         let (prefix, name) = match pair {
             Pair::CsvAppend => ("cli_crash_csv", "crashcsv"),
             Pair::CsvUpsert => ("cli_crash_csvup", "crashcsvup"),
@@ -343,33 +344,13 @@ impl Scenario {
                 ),
             ),
         };
-        let yaml = super::pipeline_yaml(
-            name,
-            &source,
-            &sink,
-            &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),
-        );
+        let yaml = super::crash::scenario_yaml(name, &source, &sink, batch);
         Self {
             schema,
             name,
             yaml,
             pair,
         }
-    }
-
-    /// csv → postgres append (no key) with the atomic watermark.
-    pub(crate) fn csv_to_append(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::CsvAppend, tag, batch)
-    }
-
-    /// csv → postgres upsert by `id`.
-    pub(crate) fn csv_to_upsert(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::CsvUpsert, tag, batch)
-    }
-
-    /// Incremental postgres query → postgres upsert by `id`.
-    pub(crate) fn query_to_upsert(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::QueryUpsert, tag, batch)
     }
 
     /// The state file of the scenario's pipeline in `dir` (file state store under `./state`).
@@ -382,11 +363,7 @@ impl Scenario {
         let s = &self.schema;
         match self.pair {
             Pair::CsvAppend => {
-                let mut text = String::from("id,v\n");
-                for i in 0..ROWS {
-                    text.push_str(&format!("{i},{}\n", i * 3));
-                }
-                std::fs::write(dir.join("in.csv"), text).expect("csv");
+                std::fs::write(dir.join("in.csv"), super::crash::id_v_csv(ROWS)).expect("csv");
                 sql(&format!(
                     "DROP SCHEMA IF EXISTS {s} CASCADE; CREATE SCHEMA {s}; \
                      CREATE TABLE {s}.target (id bigint, v bigint)"
