@@ -194,6 +194,15 @@ pub fn unique_suffix() -> String {
     )
 }
 
+/// The member names of the JSON object `value` in order (the order a record or a report writes
+/// them); empty when `value` is not an object.
+pub fn json_keys(value: &serde_json::Value) -> Vec<&str> {
+    value
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
 /// A test's write workload: runs `exec(statement(i))` for `i` = 1, 2, … one at a time until
 /// `stop` is set (`exec` holds the connection, and may pause after each); returns how many
 /// statements ran.
