@@ -66,6 +66,24 @@ fn test_holder(id: String, name: &str, pid: u32) -> LeaseHolder {
     }
 }
 
+/// The holder `name` of a contract run on keys under `prefix`: id `{prefix}{name}`, on host
+/// `host-<name>` as process 4242.
+fn prefixed_holder(prefix: &str, name: &str) -> LeaseHolder {
+    test_holder(format!("{prefix}{name}"), name, 4242)
+}
+
+/// Fails `check` unless the lease `after` (taken from, or after, `before`) has a larger
+/// fence.
+fn fence_grew(check: &'static str, before: &Lease, after: &Lease) -> Result<(), ConformanceError> {
+    if after.fence <= before.fence {
+        return fail(
+            check,
+            format!("fence did not grow: {} after {}", after.fence, before.fence),
+        );
+    }
+    Ok(())
+}
+
 /// The lease `holder` acquires on `key` for `ttl`; fails `check` unless it was granted.
 async fn acquired(
     check: &'static str,
@@ -225,14 +243,10 @@ pub fn sample_page(ids: &[i64], tag: &str, bookmark: Json) -> Page {
 ///
 /// # Errors
 /// When a claim does not hold.
-pub async fn sink_guarantee_is_truthful<F, Fut>(
+pub async fn sink_guarantee_is_truthful(
     sink: &dyn Sink,
-    read_back: F,
-) -> Result<(), ConformanceError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Vec<Json>>,
-{
+    read_back: impl AsyncFn() -> Vec<Json>,
+) -> Result<(), ConformanceError> {
     const CHECK: &str = "sink_guarantee_is_truthful";
     let caps = sink.capabilities();
     if caps.keyed_upsert {
@@ -317,14 +331,10 @@ where
 ///
 /// # Errors
 /// When flushed rows are missing or different.
-pub async fn sink_flush_is_durable<F, Fut>(
+pub async fn sink_flush_is_durable(
     sink: &dyn Sink,
-    read_back: F,
-) -> Result<(), ConformanceError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Vec<Json>>,
-{
+    read_back: impl AsyncFn() -> Vec<Json>,
+) -> Result<(), ConformanceError> {
     const CHECK: &str = "sink_flush_is_durable";
     let page = sample_page(&[7, 8, 9], "d", json!({"offset": 3}));
     let before = read_back().await.len();
@@ -351,11 +361,10 @@ where
 ///
 /// # Errors
 /// The first check that fails.
-pub async fn sink_battery<F, Fut>(sink: &dyn Sink, read_back: F) -> Result<(), ConformanceError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Vec<Json>>,
-{
+pub async fn sink_battery(
+    sink: &dyn Sink,
+    read_back: impl AsyncFn() -> Vec<Json>,
+) -> Result<(), ConformanceError> {
     sink_flush_is_durable(sink, &read_back).await?;
     sink_guarantee_is_truthful(sink, read_back).await
 }
@@ -499,11 +508,12 @@ pub async fn state_store_contract(
         }
     }
     io(CHECK, store.check().await)?;
-    if io(CHECK, store.get(DOCTOR_KEY).await)?.is_some() {
-        return fail(CHECK, "check() left its sentinel key behind");
+    match io(CHECK, store.get(DOCTOR_KEY).await)? {
+        Some(_) => fail(CHECK, "check() left its sentinel key behind"),
+        None => Ok(()),
     }
-    Ok(())
 }
+
 /// The take-over part of the lease contract, for stores whose leases outlive their holder's
 /// process (PostgreSQL, Redis): [`StateStore::take_over_lease`] takes a lease from the
 /// holder it names, with a larger fence, and from no one else.
@@ -515,10 +525,10 @@ pub async fn lease_takeover_contract(
     prefix: &str,
 ) -> Result<(), ConformanceError> {
     const CHECK: &str = "lease_takeover_contract";
+    let holder = |name: &str| prefixed_holder(prefix, name);
+    let (a, b, c) = (holder("a"), holder("b"), holder("c"));
     let key = format!("{prefix}takeover");
     let long = std::time::Duration::from_secs(60);
-    let holder = |name: &str| test_holder(format!("{prefix}{name}"), name, 4242);
-    let (a, b, c) = (holder("a"), holder("b"), holder("c"));
     let la = acquired(CHECK, store, &key, &a, long).await?;
     match io(CHECK, store.take_over_lease(&key, &c, long, &b).await)? {
         LeaseOutcome::HeldBy(h) if h == a => {}
@@ -533,12 +543,7 @@ pub async fn lease_takeover_contract(
         LeaseOutcome::Acquired(l) => l,
         other => return fail(CHECK, format!("a take-over from a got {other:?}")),
     };
-    if lc.fence <= la.fence {
-        return fail(
-            CHECK,
-            format!("fence did not grow: {} after {}", lc.fence, la.fence),
-        );
-    }
+    fence_grew(CHECK, &la, &lc)?;
     expect_lost(
         CHECK,
         store.put_fenced(&key, &json!({"offset": 1}), &la).await,
@@ -567,8 +572,7 @@ pub async fn lease_contract(
     const CHECK: &str = "lease_contract";
     let key = format!("{prefix}lease");
     let long = std::time::Duration::from_secs(60);
-    let holder = |name: &str| test_holder(format!("{prefix}{name}"), name, 4242);
-    let (a, b) = (holder("a"), holder("b"));
+    let (a, b) = (prefixed_holder(prefix, "a"), prefixed_holder(prefix, "b"));
     let acquire = |h: LeaseHolder, ttl| {
         let key = key.clone();
         async move { acquired(CHECK, store, &key, &h, ttl).await }
@@ -607,12 +611,7 @@ pub async fn lease_contract(
 
     tokio::time::sleep(ttl * 2).await; // a stalls past its ttl
     let lb = acquire(b.clone(), long).await?;
-    if lb.fence <= la.fence {
-        return fail(
-            CHECK,
-            format!("fence did not grow: {} after {}", lb.fence, la.fence),
-        );
-    }
+    fence_grew(CHECK, &la, &lb)?;
     lost(
         store.put_fenced(&key, &json!({"offset": 5}), &la).await,
         "stale put_fenced",
