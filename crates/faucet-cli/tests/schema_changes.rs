@@ -111,6 +111,31 @@ pub(crate) fn crash_then_finish(dir: &Path, what: &str) -> (usize, usize) {
     (aborted, killed)
 }
 
+/// The first steps of the jsonl tests, on `table` (its database or schema made; `exec` runs
+/// SQL on the source): `table (id int PRIMARY KEY, v int)`, the pipeline `name` from `source`
+/// into `out.jsonl` in pages of 2, a first run (it starts at the end), then rows 1 and 2, the
+/// ADD of a text column `w` and row 3 in one transaction, and a run: `c1 c2 s c3`, the first
+/// part of what [`check_two_changes`] checks.
+pub(crate) fn jsonl_add_between_rows(
+    dir: &Path,
+    name: &str,
+    source: &str,
+    table: &str,
+    exec: impl Fn(&str),
+) {
+    exec(&format!("CREATE TABLE {table} (id int PRIMARY KEY, v int)"));
+    let sink = "{ type: jsonl, config: { path: ./out.jsonl } }";
+    pipeline(dir, name, source, sink, 2, "");
+    output_of_success(&mut faucet(dir), "the first run");
+    exec(&format!(
+        "INSERT INTO {table} VALUES (1, 1);
+         BEGIN; INSERT INTO {table} VALUES (2, 2);
+         ALTER TABLE {table} ADD COLUMN w text;
+         INSERT INTO {table} VALUES (3, 3, 'three'); COMMIT"
+    ));
+    output_of_success(&mut faucet(dir), "a run after the ADD");
+}
+
 /// The records of the jsonl file `out.jsonl` in `dir`.
 pub(crate) fn jsonl(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("out.jsonl"))
@@ -304,24 +329,10 @@ fn pg_to_pg_upsert_applies_add_rename_widen_drop_across_crashes() {
 fn pg_to_jsonl_delivers_each_schema_change_once_in_order() {
     crate::support::pg::with_names("schema_jsonl", |names, dir| {
         let s = names.schema.clone();
-        sql(&format!(
-            "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-        ));
-        config(
-            dir.path(),
-            &names,
-            "{ type: jsonl, config: { path: ./out.jsonl } }",
-            2,
-            "",
-        );
-        output_of_success(&mut faucet(dir.path()), "the first run");
-        sql(&format!(
-            "INSERT INTO {s}.items VALUES (1, 1);
-         BEGIN; INSERT INTO {s}.items VALUES (2, 2);
-         ALTER TABLE {s}.items ADD COLUMN w text;
-         INSERT INTO {s}.items VALUES (3, 3, 'three'); COMMIT"
-        ));
-        output_of_success(&mut faucet(dir.path()), "a run after the ADD");
+        let table = format!("{s}.items");
+        sql(&format!("CREATE SCHEMA {s}"));
+        let source = names.cdc_source(PG_VAR, &table);
+        jsonl_add_between_rows(dir.path(), "schema_jsonl", &source, &table, sql);
         // A new run starts with the shapes of its bookmark: no `s` again for the ADD, one for
         // the RENAME (told by attnum, not an added column) and the type change.
         sql(&format!(

@@ -21,18 +21,20 @@ pub const COLUMNS: [&str; 15] = [
     "time_hour",
 ];
 
-/// The columns examples/weather/faucet.yaml declares `int`.
-pub const INT_COLUMNS: [&str; 4] = ["year", "month", "day", "hour"];
+/// The columns examples/weather/faucet.yaml declares `int`: `year` to `hour`.
+pub const INT_COLUMNS: &[&str] = COLUMNS.split_at(1).1.split_at(4).0;
 
-/// The columns examples/weather/faucet.yaml declares `numeric` (written as the file's text).
-pub const NUMERIC_COLUMNS: [&str; 9] = [
-    "temp",
-    "dewp",
-    "humid",
-    "wind_dir",
-    "wind_speed",
-    "wind_gust",
-    "precip",
-    "pressure",
-    "visib",
-];
+/// The columns examples/weather/faucet.yaml declares `numeric` (written as the file's text):
+/// `temp` to `visib`.
+pub const NUMERIC_COLUMNS: &[&str] = COLUMNS.split_at(5).1.split_at(9).0;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_declared_columns_are_the_example_config_s() {
+        assert_eq!(super::INT_COLUMNS, ["year", "month", "day", "hour"]);
+        assert_eq!(super::NUMERIC_COLUMNS.first(), Some(&"temp"));
+        assert_eq!(super::NUMERIC_COLUMNS.last(), Some(&"visib"));
+        assert_eq!(super::NUMERIC_COLUMNS.len(), 9);
+    }
+}
