@@ -74,6 +74,18 @@ fn config(dir: &Path, names: &Names, sink: &str, batch: usize, extra: &str) {
     );
 }
 
+/// The schema of `names` with `items (id int PRIMARY KEY, <columns>)`, the pipeline of
+/// [`config`] into `sink` in pages of 100, and a first run (it makes the slot and the
+/// publication; the changes from then on reach the sink).
+pub(crate) fn items_then_first_run(dir: &Path, names: &Names, columns: &str, sink: &str) {
+    let s = &names.schema;
+    sql(&format!(
+        "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, {columns})"
+    ));
+    config(dir, names, sink, 100, "");
+    output_of_success(&mut faucet(dir), "the first run");
+}
+
 /// Runs the pipeline in `dir` aborted at every SQL sink fault point (at hits 1 and 3; more
 /// with `FAUCET_SOAK=1`), then SIGKILLed at instants, then to the end: how many runs a
 /// fault point aborted (asserted to be at least one per point) and how many were killed.
@@ -361,17 +373,13 @@ fn a_change_the_target_cannot_take_stops_the_run_naming_it() {
     crate::support::pg::with_names("schema_stop", |names, dir| {
         let s = names.schema.clone();
         let t = format!("{s}.target");
-        sql(&format!(
-            "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-        ));
         let sink = |extra: &str| {
             format!(
                 "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
              table: {t}, write_mode: upsert, key: [id], create_table: true{extra} }} }}"
             )
         };
-        config(dir.path(), &names, &sink(""), 100, "");
-        output_of_success(&mut faucet(dir.path()), "the first run");
+        items_then_first_run(dir.path(), names, "v integer", &sink(""));
         sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
         output_of_success(&mut faucet(dir.path()), "the run of row 1");
         sql(&format!(
@@ -394,11 +402,8 @@ fn a_change_the_target_cannot_take_stops_the_run_naming_it() {
         sql(&format!("DROP TABLE {t}"));
         std::fs::remove_dir_all(dir.path().join("state")).expect("state");
         crate::support::pg::drop_names(names);
-        sql(&format!(
-            "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-        ));
-        config(dir.path(), &names, &sink(", schema_changes: fail"), 100, "");
-        output_of_success(&mut faucet(dir.path()), "the first run (fail)");
+        let fail = sink(", schema_changes: fail");
+        items_then_first_run(dir.path(), names, "v integer", &fail);
         sql(&format!(
             "INSERT INTO {s}.items VALUES (1, 1);
          ALTER TABLE {s}.items ADD COLUMN w text;

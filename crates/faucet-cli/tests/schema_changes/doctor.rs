@@ -3,7 +3,7 @@
 //! `ALTER TABLE`s), a column dropped from the target by hand (what a run fails on, with its
 //! fix), and `schema_changes: fail` (the error a run stops with).
 
-use super::{PG_VAR, config, faucet};
+use super::{PG_VAR, config, faucet, items_then_first_run};
 use crate::support::output_of_success;
 use crate::support::pg::{Names, cleanup, faucet_with_pg_url, sql};
 use crate::support::{pg_pool, runtime};
@@ -51,12 +51,7 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
                  write_mode: upsert, key: [id], create_table: true{extra} }} }}"
             )
         };
-        sql(&format!(
-            "CREATE SCHEMA {s}; \
-             CREATE TABLE {s}.items (id int PRIMARY KEY, v integer, note varchar(10))"
-        ));
-        config(dir.path(), &names, &sink(""), 100, "");
-        output_of_success(&mut faucet(dir.path()), "the first run");
+        items_then_first_run(dir.path(), names, "v integer, note varchar(10)", &sink(""));
         sql(&format!(
             "INSERT INTO {s}.items VALUES (1, 1, 'a'), (2, 2, 'b')"
         ));
@@ -139,18 +134,9 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
 fn doctor_reports_the_alter_a_run_applies_to_a_sqlite_target() {
     crate::support::pg::with_names("schema_doc_lite", |names, dir| {
         let s = names.schema.clone();
-        sql(&format!(
-            "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-        ));
-        config(
-            dir.path(),
-            &names,
-            "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
-             key: [id], create_table: true } }",
-            100,
-            "",
-        );
-        output_of_success(&mut faucet(dir.path()), "the first run");
+        let sink = "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
+                    key: [id], create_table: true } }";
+        items_then_first_run(dir.path(), names, "v integer", sink);
         sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
         output_of_success(&mut faucet(dir.path()), "the run of row 1");
         assert!(text(&drift(dir.path())).ends_with("no drift"));
