@@ -48,14 +48,10 @@ async fn append_and_upsert_keep_their_promises() {
 /// version of each key wins.
 #[tokio::test]
 async fn case_14_several_versions_of_a_key_in_one_page() {
-    let mut db = TestDb::new("s_case14").await;
-    db.exec(
-        "CREATE TABLE contact (id integer PRIMARY KEY, phone text NOT NULL, seq integer NOT NULL);
+    let db = TestDb::with("s_case14", "CREATE TABLE contact (id integer PRIMARY KEY, phone text NOT NULL, seq integer NOT NULL);
          INSERT INTO contact VALUES (1, '000', 0);
          CREATE TABLE contact_cdc (LIKE contact INCLUDING ALL);
-         INSERT INTO contact_cdc VALUES (1, '000', 0);",
-    )
-    .await;
+         INSERT INTO contact_cdc VALUES (1, '000', 0);").await;
     let page = several_versions_page();
     let table = db.table("contact");
     let sink = upsert_sink(&table, &["id"]);
@@ -148,13 +144,11 @@ async fn case_15_delete_insert_order_is_kept() {
 /// `body` stored out of line (TOAST, `STORAGE EXTERNAL`), holding the rows `values` (SQL
 /// `VALUES` tuples); returns it and the table's qualified name.
 async fn articles(tag: &str, values: &str) -> (TestDb, String) {
-    let mut db = TestDb::new(tag).await;
-    db.exec(&format!(
+    let db = TestDb::with(tag, &format!(
         "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
          ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
          INSERT INTO article VALUES {values};"
-    ))
-    .await;
+    )).await;
     let table = db.table("article");
     (db, table)
 }
@@ -269,9 +263,7 @@ async fn a_key_change_moves_the_stored_toast_value() {
 
 #[tokio::test]
 async fn the_commit_token_only_moves_forward() {
-    let mut db = TestDb::new("s_token").await;
-    db.exec("CREATE TABLE t (id bigint PRIMARY KEY, v text)")
-        .await;
+    let mut db = TestDb::with("s_token", "CREATE TABLE t (id bigint PRIMARY KEY, v text)").await;
     let table = db.table("t");
     let sink = upsert_sink(&table, &["id"]);
     let mut w = sink.open().await.expect("open");
@@ -358,12 +350,8 @@ async fn the_commit_token_only_moves_forward() {
 
 #[tokio::test]
 async fn a_value_the_column_cannot_hold_is_a_data_error() {
-    let mut db = TestDb::new("s_data").await;
-    db.exec(
-        "CREATE TABLE t (id integer PRIMARY KEY, qty integer NOT NULL, note text); \
-         CREATE TABLE u (LIKE t INCLUDING ALL);",
-    )
-    .await;
+    let db = TestDb::with("s_data", "CREATE TABLE t (id integer PRIMARY KEY, qty integer NOT NULL, note text); \
+         CREATE TABLE u (LIKE t INCLUDING ALL);").await;
     let fields = [
         ("id", DataType::Int),
         ("qty", DataType::Text),
@@ -400,33 +388,27 @@ async fn a_value_the_column_cannot_hold_is_a_data_error() {
     // A NULL into a NOT NULL column, and a field the table does not have.
     let t_sink = append_sink(&db.table("t"));
     let mut w = t_sink.open().await.expect("open");
-    let nulls = plain_page(
-        &[("id", DataType::Int), ("qty", DataType::Int)],
-        vec![vec![Value::Int(1), Value::Null]],
-        json!(1),
-    );
-    let err = w.write(&nulls).await.expect_err("not null");
-    assert!(
-        matches!(&err, FaucetError::Data { location, .. } if location.contains("qty")),
-        "{err}"
-    );
-    let extra = plain_page(
-        &[("id", DataType::Int), ("colour", DataType::Text)],
-        vec![vec![Value::Int(1), Value::Null]],
-        json!(1),
-    );
-    let err = w.write(&extra).await.expect_err("unknown column");
-    assert!(
-        matches!(&err, FaucetError::Data { location, .. } if location.contains("colour")),
-        "{err}"
-    );
+    for (field, data_type, what) in [
+        ("qty", DataType::Int, "not null"),
+        ("colour", DataType::Text, "unknown column"),
+    ] {
+        let page = plain_page(
+            &[("id", DataType::Int), (field, data_type)],
+            vec![vec![Value::Int(1), Value::Null]],
+            json!(1),
+        );
+        let err = w.write(&page).await.expect_err(what);
+        assert!(
+            matches!(&err, FaucetError::Data { location, .. } if location.contains(field)),
+            "{what}: {err}"
+        );
+    }
     db.drop().await;
 }
 
 #[tokio::test]
 async fn tables_are_checked_and_created_on_request() {
-    let mut db = TestDb::new("s_create").await;
-    db.exec("CREATE TABLE nokey (id bigint, v text)").await;
+    let db = TestDb::with("s_create", "CREATE TABLE nokey (id bigint, v text)").await;
     // Missing without create_table: an error naming the fix.
     let missing = append_sink(&db.table("missing"));
     let err = missing.check().await.expect_err("missing");
@@ -496,9 +478,7 @@ async fn tables_are_checked_and_created_on_request() {
 /// and nothing of the failed page is in the table.
 #[tokio::test]
 async fn a_lost_session_fails_the_page_without_a_retry() {
-    let mut db = TestDb::new("s_lost").await;
-    db.exec("CREATE TABLE t (id bigint PRIMARY KEY, v text)")
-        .await;
+    let mut db = TestDb::with("s_lost", "CREATE TABLE t (id bigint PRIMARY KEY, v text)").await;
     let table = db.table("t");
     // The sink's session is named in the URL, so the test can end exactly that one.
     let name = format!("faucet_lost_{}", std::process::id());
@@ -580,12 +560,8 @@ async fn holds_data_answers_from_the_table() {
 async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
     use faucet_core::state::LeaseError;
     let ttl = std::time::Duration::from_secs(30);
-    let mut db = TestDb::new("s_fence").await;
-    db.exec(
-        "CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
-         CREATE TABLE readings (id bigint, v text)",
-    )
-    .await;
+    let db = TestDb::with("s_fence", "CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
+         CREATE TABLE readings (id bigint, v text)").await;
     let fields = [("id", DataType::Int), ("v", DataType::Text)];
     let page = |v: &str| {
         plain_page(

@@ -118,15 +118,11 @@ async fn both(source: &str, target: &str) -> (String, String) {
 /// equals the source every time.
 #[tokio::test]
 async fn incremental_query_into_upsert_is_effectively_once() {
-    let mut db = TestDb::new("p_incr_upsert").await;
-    db.exec(
-        "CREATE TABLE metric (id integer PRIMARY KEY, v integer NOT NULL, \
+    let mut db = TestDb::with("p_incr_upsert", "CREATE TABLE metric (id integer PRIMARY KEY, v integer NOT NULL, \
            updated_at timestamp(6) NOT NULL);
          INSERT INTO metric SELECT g, g * 10, timestamp '2026-01-01 00:00:00' + g * interval '1 second'
            FROM generate_series(1, 500) AS g;
-         CREATE TABLE target (LIKE metric INCLUDING ALL);",
-    )
-    .await;
+         CREATE TABLE target (LIKE metric INCLUDING ALL);").await;
     let (metric, target) = (db.table("metric"), db.table("target"));
     let mut config = PostgresQueryConfig::for_table(pg_url(), &metric);
     config.replication_method = ReplicationMethod::Incremental;
@@ -232,13 +228,9 @@ async fn csv_into_postgres_with_the_atomic_watermark() {
 /// state holds the last bookmark.
 #[tokio::test]
 async fn cancellation_flushes_the_page_in_hand() {
-    let mut db = TestDb::new("p_cancel").await;
-    db.exec(
-        "CREATE TABLE src (id bigint PRIMARY KEY, v text);
+    let db = TestDb::with("p_cancel", "CREATE TABLE src (id bigint PRIMARY KEY, v text);
          INSERT INTO src SELECT g, 'v' || g FROM generate_series(1, 1000) g;
-         CREATE TABLE dst (id bigint, v text);",
-    )
-    .await;
+         CREATE TABLE dst (id bigint, v text);").await;
     let mut config = PostgresQueryConfig::for_table(pg_url(), db.table("src"));
     config.replication_method = ReplicationMethod::Incremental;
     config.replication_key = vec!["id".into()];
