@@ -21,7 +21,9 @@ use sqlx::PgPool;
 
 #[cfg(all(feature = "state-postgres", feature = "state-redis"))]
 use crate::support::Run;
-use crate::support::flights::{ADDED_COLUMN, Table, assert_same, assert_second_part, flights_csv, read_records, replay};
+use crate::support::flights::{
+    ADDED_COLUMN, Table, assert_same, assert_second_part, flights_csv, read_records, replay,
+};
 use crate::support::pg::{exec, faucet_with_pg_url, unique_suffix};
 use crate::support::{Dir, assert_succeeded, output_of_success, pg_pool};
 use crate::support::{pg_url, runtime};

@@ -23,10 +23,12 @@ use std::time::Instant;
 use faucet_test_support::mysql_value_table;
 use serde_json::{Map, Value as Json};
 
-use crate::support::flights::{ADDED_COLUMN, Table, assert_second_part, flights_csv, read_records, replay};
+use crate::support::flights::{
+    ADDED_COLUMN, Table, assert_second_part, flights_csv, read_records, replay,
+};
 use crate::support::mariadb::{mariadb, mysql_url_for, unique_server_id};
-use crate::support::{Dir, assert_succeeded, faucet_unarmed, output_of_success};
 use crate::support::pg_url;
+use crate::support::{Dir, assert_succeeded, faucet_unarmed, output_of_success};
 
 /// The flights columns of the CSV, in its order.
 const CSV_COLUMNS: [&str; 19] = [
@@ -88,7 +90,6 @@ const VALUE_CASES: [(&str, &str); 3] = [
 
 /// The id of the first value case (after every loaded flight).
 const FIRST_VALUE_ID: i64 = 1_000_001;
-
 
 /// A test's own database, state table and replica id.
 struct Names {

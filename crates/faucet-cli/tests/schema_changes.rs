@@ -23,8 +23,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::pg::{Names, cleanup, faucet_with_pg_url, query, sql};
-use crate::support::{Run, output_of_success, pg_pool, runtime};
+use crate::support::pg::{Names, faucet_with_pg_url, query, sql};
+use crate::support::{Run, output_of_success, runtime};
 
 /// The variable the configs read the PostgreSQL URL from.
 const PG_VAR: &str = "FAUCET_SCHEMA_PG_URL";

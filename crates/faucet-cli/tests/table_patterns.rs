@@ -155,7 +155,9 @@ fn changes_c(s: &str) -> Vec<String> {
 
 /// `first`, then `then` with `{s}` standing for the schema `s`.
 fn followed_by(s: &str, first: impl Iterator<Item = String>, then: &[&str]) -> Vec<String> {
-    first.chain(then.iter().map(|t| t.replace("{s}", s))).collect()
+    first
+        .chain(then.iter().map(|t| t.replace("{s}", s)))
+        .collect()
 }
 
 /// Waits (up to 30 s) until `ready` holds.

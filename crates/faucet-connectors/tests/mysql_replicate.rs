@@ -48,31 +48,31 @@ fn workload(db: &TestDb, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> 
     let statement = move |i: i64| {
         let k = (i * 7919) % BIG + 1;
         match i % 6 {
-                0 => format!(
-                    "INSERT INTO {big} VALUES ({}, 'new{i}', {i}, 1.5) \
+            0 => format!(
+                "INSERT INTO {big} VALUES ({}, 'new{i}', {i}, 1.5) \
                      ON DUPLICATE KEY UPDATE v = 'again{i}'",
-                    BIG + i
-                ),
-                1 => format!("UPDATE {big} SET v = 'u{i}', n = n + 1 WHERE id = {k}"),
-                2 => format!("DELETE FROM {big} WHERE id = {k}"),
-                3 => format!(
-                    "UPDATE IGNORE {big} SET id = {} WHERE id = {k}",
-                    BIG * 10 + i
-                ),
-                4 => format!(
-                    "INSERT INTO {small} VALUES ('name{}', {i}) ON DUPLICATE KEY UPDATE n = {i}",
-                    i % 60
-                ),
-                _ => format!("DELETE FROM {small} WHERE name = 'NAME{}'", i % 45),
+                BIG + i
+            ),
+            1 => format!("UPDATE {big} SET v = 'u{i}', n = n + 1 WHERE id = {k}"),
+            2 => format!("DELETE FROM {big} WHERE id = {k}"),
+            3 => format!(
+                "UPDATE IGNORE {big} SET id = {} WHERE id = {k}",
+                BIG * 10 + i
+            ),
+            4 => format!(
+                "INSERT INTO {small} VALUES ('name{}', {i}) ON DUPLICATE KEY UPDATE n = {i}",
+                i % 60
+            ),
+            _ => format!("DELETE FROM {small} WHERE name = 'NAME{}'", i % 45),
         }
     };
     tokio::spawn(async move {
-        let mut c = admin().await;
-        faucet_test_support::write_until(&stop, statement, async |sql| {
+        let exec = |mut c: mysql_async::Conn, sql: String| async move {
             c.query_drop(sql).await.expect("workload statement");
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        })
-        .await
+            c
+        };
+        faucet_test_support::write_until(stop, admin().await, statement, exec).await
     })
 }
 

@@ -143,7 +143,7 @@ async fn case_22_infinities_and_nan_are_spelled_out() {
 
 #[tokio::test]
 async fn case_23_arrays_follow_the_literal_grammar() {
-    let db = TestDb::with("q_case23", CASE_23).await;
+    let mut db = TestDb::with("q_case23", CASE_23).await;
     let table = db.table("tagged");
     let pages = read_pages(&full(&table), None, 10).await.expect("read");
     assert_eq!(
@@ -242,14 +242,18 @@ async fn case_24_bytea_is_bytes() {
 /// bookmark's value, an update; three runs.
 #[tokio::test]
 async fn case_11_ties_are_neither_skipped_nor_repeated() {
-    let mut db = TestDb::with("q_case11", "CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL, \
+    let mut db = TestDb::with(
+        "q_case11",
+        "CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL, \
            updated_at timestamp(6) NOT NULL);
          INSERT INTO orders VALUES
           (1, 'new', '2026-06-12 16:31:30.000000'),
           (2, 'new', '2026-06-12 16:31:32.869000'),
           (3, 'new', '2026-06-12 16:31:32.869000'),
           (4, 'new', '2026-06-12 16:31:32.869000'),
-          (5, 'new', '2026-06-12 16:31:40.000000');").await;
+          (5, 'new', '2026-06-12 16:31:40.000000');",
+    )
+    .await;
     let table = db.table("orders");
     let src = incremental(&table, &["updated_at", "id"]);
     let run1 = read_pages(&src, None, 2).await.expect("run 1");
@@ -289,10 +293,14 @@ async fn case_11_ties_are_neither_skipped_nor_repeated() {
 /// a resume from every page's bookmark gives exactly the rest.
 #[tokio::test]
 async fn case_11_a_tie_group_larger_than_a_page() {
-    let db = TestDb::with("q_case11_big", "CREATE TABLE orders (id integer PRIMARY KEY, updated_at timestamp(6) NOT NULL);
+    let db = TestDb::with(
+        "q_case11_big",
+        "CREATE TABLE orders (id integer PRIMARY KEY, updated_at timestamp(6) NOT NULL);
          INSERT INTO orders SELECT g, '2026-06-12 16:31:32.869' FROM generate_series(1, 1000) g;
          INSERT INTO orders VALUES (1001, '2026-06-12 16:31:30'), (1002, '2026-06-12 16:31:40'),
-           (1003, '2026-06-12 16:31:32.869');").await;
+           (1003, '2026-06-12 16:31:32.869');",
+    )
+    .await;
     let table = db.table("orders");
     let src = incremental(&table, &["updated_at", "id"]);
     let pages = read_pages(&src, None, 7).await.expect("read");
@@ -316,12 +324,16 @@ async fn case_11_a_tie_group_larger_than_a_page() {
 /// tie group keep the bookmark before the group, so the group is read again).
 #[tokio::test]
 async fn a_non_unique_key_never_skips_rows() {
-    let db = TestDb::with("q_nonunique", "CREATE TABLE events (id integer PRIMARY KEY, updated_at timestamp NOT NULL);
+    let db = TestDb::with(
+        "q_nonunique",
+        "CREATE TABLE events (id integer PRIMARY KEY, updated_at timestamp NOT NULL);
          INSERT INTO events SELECT g, '2026-01-01'::timestamp + g * interval '1 s'
            FROM generate_series(1, 5) g;
          INSERT INTO events SELECT g, '2026-01-02' FROM generate_series(6, 105) g;
          INSERT INTO events SELECT g, '2026-01-03'::timestamp + g * interval '1 s'
-           FROM generate_series(106, 110) g;").await;
+           FROM generate_series(106, 110) g;",
+    )
+    .await;
     let table = db.table("events");
     let src = incremental(&table, &["updated_at"]);
     let pages = read_pages(&src, None, 7).await.expect("read");
@@ -393,12 +405,16 @@ async fn other_types_are_read_by_base_type_or_as_text() {
 /// canonical output), embedded as itself in JSON (a line break between tokens as a space).
 #[tokio::test]
 async fn json_and_jsonb_arrive_as_the_server_sent_them() {
-    let db = TestDb::with("q_json_text", r#"CREATE TABLE docs (id integer PRIMARY KEY, j json, jb jsonb);
+    let db = TestDb::with(
+        "q_json_text",
+        r#"CREATE TABLE docs (id integer PRIMARY KEY, j json, jb jsonb);
 INSERT INTO docs VALUES
  (1, E' {\n "b" : 1.10 ,\t"a": [ 1e400, -0 ], "b": "x  y \\"q\\" \\\\ \\u00e9 é" } ',
      E' {\n "b" : 1.10 ,\t"a": [ 1e2, -0 ], "b": "x  y \\"q\\" \\\\ \\u00e9 é" } '),
  (2, '12345678901234567890.5', '[ {"k": null}, [], {}, "", true ]'),
- (3, NULL, NULL);"#).await;
+ (3, NULL, NULL);"#,
+    )
+    .await;
     let pages = read_pages(&full(&db.table("docs")), None, 10)
         .await
         .expect("read");

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use crate::postgres_query_support::{TestDb, pg_url};
 use crate::postgres_sink_support::{
-    append_sink, assert_table, change, change_page, plain_page, read_back, row, table_text, upsert_sink,
-    write_all,
+    append_sink, assert_table, change, change_page, plain_page, read_back, row, table_text,
+    upsert_sink, write_all,
 };
 use crate::sink_support::{
     ARTICLE, article_key, expect_old_row_missing, moved, several_versions_page, toast_move_pages,
@@ -48,10 +48,14 @@ async fn append_and_upsert_keep_their_promises() {
 /// version of each key wins.
 #[tokio::test]
 async fn case_14_several_versions_of_a_key_in_one_page() {
-    let db = TestDb::with("s_case14", "CREATE TABLE contact (id integer PRIMARY KEY, phone text NOT NULL, seq integer NOT NULL);
+    let db = TestDb::with(
+        "s_case14",
+        "CREATE TABLE contact (id integer PRIMARY KEY, phone text NOT NULL, seq integer NOT NULL);
          INSERT INTO contact VALUES (1, '000', 0);
          CREATE TABLE contact_cdc (LIKE contact INCLUDING ALL);
-         INSERT INTO contact_cdc VALUES (1, '000', 0);").await;
+         INSERT INTO contact_cdc VALUES (1, '000', 0);",
+    )
+    .await;
     let page = several_versions_page();
     let table = db.table("contact");
     let sink = upsert_sink(&table, &["id"]);
@@ -144,11 +148,15 @@ async fn case_15_delete_insert_order_is_kept() {
 /// `body` stored out of line (TOAST, `STORAGE EXTERNAL`), holding the rows `values` (SQL
 /// `VALUES` tuples); returns it and the table's qualified name.
 async fn articles(tag: &str, values: &str) -> (TestDb, String) {
-    let db = TestDb::with(tag, &format!(
+    let db = TestDb::with(
+        tag,
+        &format!(
         "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
          ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
          INSERT INTO article VALUES {values};"
-    )).await;
+    ),
+    )
+    .await;
     let table = db.table("article");
     (db, table)
 }
@@ -193,7 +201,11 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_table(&check, "1\tedited\t10000\tf\tt\n2\ttwo-edited\t10000\tf\tt\n").await;
+    assert_table(
+        &check,
+        "1\tedited\t10000\tf\tt\n2\ttwo-edited\t10000\tf\tt\n",
+    )
+    .await;
     write_all(
         w.as_mut(),
         &[change_page(
@@ -222,7 +234,11 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_table(&format!("SELECT id, title, body FROM {table} ORDER BY id"), "8\tafter\ty\n").await;
+    assert_table(
+        &format!("SELECT id, title, body FROM {table} ORDER BY id"),
+        "8\tafter\ty\n",
+    )
+    .await;
     db.drop().await;
 }
 
@@ -315,7 +331,11 @@ async fn the_commit_token_only_moves_forward() {
         w.last_committed_token("orders::us").await.expect("read"),
         Some(t(8))
     );
-    assert_table(&format!("SELECT id FROM {table} ORDER BY id"), "1\n2\n3\n4\n").await;
+    assert_table(
+        &format!("SELECT id FROM {table} ORDER BY id"),
+        "1\n2\n3\n4\n",
+    )
+    .await;
     // A second writer (a new run) sees the same tokens.
     drop(w);
     let mut again = sink.open().await.expect("reopen");
@@ -350,8 +370,12 @@ async fn the_commit_token_only_moves_forward() {
 
 #[tokio::test]
 async fn a_value_the_column_cannot_hold_is_a_data_error() {
-    let db = TestDb::with("s_data", "CREATE TABLE t (id integer PRIMARY KEY, qty integer NOT NULL, note text); \
-         CREATE TABLE u (LIKE t INCLUDING ALL);").await;
+    let db = TestDb::with(
+        "s_data",
+        "CREATE TABLE t (id integer PRIMARY KEY, qty integer NOT NULL, note text); \
+         CREATE TABLE u (LIKE t INCLUDING ALL);",
+    )
+    .await;
     let fields = [
         ("id", DataType::Int),
         ("qty", DataType::Text),
@@ -560,8 +584,12 @@ async fn holds_data_answers_from_the_table() {
 async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
     use faucet_core::state::LeaseError;
     let ttl = std::time::Duration::from_secs(30);
-    let db = TestDb::with("s_fence", "CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
-         CREATE TABLE readings (id bigint, v text)").await;
+    let db = TestDb::with(
+        "s_fence",
+        "CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
+         CREATE TABLE readings (id bigint, v text)",
+    )
+    .await;
     let fields = [("id", DataType::Int), ("v", DataType::Text)];
     let page = |v: &str| {
         plain_page(

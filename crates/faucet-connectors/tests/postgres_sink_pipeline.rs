@@ -219,7 +219,11 @@ async fn csv_into_postgres_with_the_atomic_watermark() {
         assert_eq!(again.records_out, 0);
         let got = table_text(&format!("SELECT * FROM {} ORDER BY faa", db.table(table))).await;
         assert_eq!(got, want, "{table}: 0 lost, 0 duplicated");
-        assert_table(&format!("SELECT count(*) FROM {}", db.table(table)), "1458\n").await;
+        assert_table(
+            &format!("SELECT count(*) FROM {}", db.table(table)),
+            "1458\n",
+        )
+        .await;
     }
     db.drop().await;
 }
@@ -228,9 +232,13 @@ async fn csv_into_postgres_with_the_atomic_watermark() {
 /// state holds the last bookmark.
 #[tokio::test]
 async fn cancellation_flushes_the_page_in_hand() {
-    let db = TestDb::with("p_cancel", "CREATE TABLE src (id bigint PRIMARY KEY, v text);
+    let db = TestDb::with(
+        "p_cancel",
+        "CREATE TABLE src (id bigint PRIMARY KEY, v text);
          INSERT INTO src SELECT g, 'v' || g FROM generate_series(1, 1000) g;
-         CREATE TABLE dst (id bigint, v text);").await;
+         CREATE TABLE dst (id bigint, v text);",
+    )
+    .await;
     let mut config = PostgresQueryConfig::for_table(pg_url(), db.table("src"));
     config.replication_method = ReplicationMethod::Incremental;
     config.replication_key = vec!["id".into()];

@@ -203,18 +203,22 @@ pub fn json_keys(value: &serde_json::Value) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// A test's write workload: runs `exec(statement(i))` for `i` = 1, 2, … one at a time until
-/// `stop` is set (`exec` holds the connection, and may pause after each); returns how many
-/// statements ran.
-pub async fn write_until(
-    stop: &std::sync::atomic::AtomicBool,
+/// A test's write workload: runs `exec(conn, statement(i))` for `i` = 1, 2, … one at a time
+/// until `stop` is set, each call handing the connection on to the next (it may pause after
+/// its statement); returns how many statements ran.
+pub async fn write_until<C, Fut>(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    mut conn: C,
     statement: impl Fn(i64) -> String,
-    mut exec: impl AsyncFnMut(String),
-) -> u64 {
+    exec: impl Fn(C, String) -> Fut,
+) -> u64
+where
+    Fut: std::future::Future<Output = C>,
+{
     let mut i: i64 = 0;
     while !stop.load(Ordering::SeqCst) {
         i += 1;
-        exec(statement(i)).await;
+        conn = exec(conn, statement(i)).await;
     }
     u64::try_from(i).unwrap_or_default()
 }

@@ -166,7 +166,12 @@ fn max_page_delay_defaults_parses_and_names_its_path() {
     let delay = |text: &str| {
         let (_dir, loaded) = load_text(text);
         let loaded = loaded.expect("loads");
-        loaded.rows[0].config.as_ref().expect("valid").1.max_page_delay
+        loaded.rows[0]
+            .config
+            .as_ref()
+            .expect("valid")
+            .1
+            .max_page_delay
     };
     let ms = std::time::Duration::from_millis;
     assert_eq!(delay(BASE), ms(50), "the default");

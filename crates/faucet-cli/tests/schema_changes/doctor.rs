@@ -5,8 +5,7 @@
 
 use super::{PG_VAR, config, faucet, items_then_first_run};
 use crate::support::output_of_success;
-use crate::support::pg::{Names, cleanup, faucet_with_pg_url, sql};
-use crate::support::{pg_pool, runtime};
+use crate::support::pg::{faucet_with_pg_url, sql};
 
 /// The `drift` check of `faucet doctor --json` in `dir` (exactly one).
 fn drift(dir: &std::path::Path) -> serde_json::Value {

@@ -14,8 +14,8 @@
 use super::{PG_VAR, columns, crash_then_finish, faucet, pipeline};
 #[cfg(feature = "sqlite")]
 use super::{lite_columns, lite_rows};
-use crate::support::pg::{Names, cleanup, query, sql};
-use crate::support::{output_of_success, pg_pool, runtime};
+use crate::support::output_of_success;
+use crate::support::pg::{query, sql};
 
 /// A PostgreSQL upsert sink into `table` by `id`, creating it.
 fn pg_upsert(table: &str) -> String {

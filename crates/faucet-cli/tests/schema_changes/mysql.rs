@@ -17,8 +17,8 @@ use super::{
 };
 use crate::support::mariadb::{mariadb as binlog_sql, mysql_url_for, unique_server_id};
 use crate::support::mysql::{database, mariadb as sink_sql, url_for};
-use crate::support::pg::{Names, cleanup, query, sql};
-use crate::support::{output_of_success, pg_pool, runtime};
+use crate::support::output_of_success;
+use crate::support::pg::{query, sql};
 
 /// The target table's shape, as the source's starts.
 const TABLE: &str = "(id int PRIMARY KEY, v int NOT NULL, note varchar(10) NOT NULL, \
@@ -165,28 +165,28 @@ fn pg_to_mysql_upsert_applies_add_rename_widen_drop_across_crashes() {
         let db = database("schema_my");
         crate::support::with_cleanup(
             || {
-            source_table(&s, None);
-            sink_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_my",
-                &names.cdc_source(PG_VAR, &format!("{s}.items")),
-                &mysql_sink(&db, ""),
-                4,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            workload(&s);
-            crash_then_finish(dir.path(), "pg → mysql");
-            let expected = pg_rows(&format!("{s}.items"));
-            check_mysql_target(&db, &expected, "after the crashes");
-            output_of_success(&mut faucet(dir.path()), "a run after the end");
-            check_mysql_target(&db, &expected, "a run after the end");
+                source_table(&s, None);
+                sink_sql(&format!(
+                    "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
+                ));
+                pipeline(
+                    dir.path(),
+                    "schema_my",
+                    &names.cdc_source(PG_VAR, &format!("{s}.items")),
+                    &mysql_sink(&db, ""),
+                    4,
+                    "",
+                );
+                output_of_success(&mut faucet(dir.path()), "the first run");
+                workload(&s);
+                crash_then_finish(dir.path(), "pg → mysql");
+                let expected = pg_rows(&format!("{s}.items"));
+                check_mysql_target(&db, &expected, "after the crashes");
+                output_of_success(&mut faucet(dir.path()), "a run after the end");
+                check_mysql_target(&db, &expected, "a run after the end");
             },
             || {
-            sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+                sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
             },
         );
     });
@@ -236,56 +236,56 @@ fn mysql_cdc_to_pg_upsert_applies_the_changes_across_crashes() {
         let db = database("schema_mp");
         crate::support::with_cleanup(
             || {
-            binlog_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
-            ));
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {t} (id int PRIMARY KEY, v integer NOT NULL, \
+                binlog_sql(&format!(
+                    "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
+                ));
+                sql(&format!(
+                    "CREATE SCHEMA {s}; CREATE TABLE {t} (id int PRIMARY KEY, v integer NOT NULL, \
              note varchar(10) NOT NULL, gone text NOT NULL)"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_mp",
-                &cdc_source(&db, 2),
-                &format!(
-                    "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+                ));
+                pipeline(
+                    dir.path(),
+                    "schema_mp",
+                    &cdc_source(&db, 2),
+                    &format!(
+                        "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
                  table: {t}, write_mode: upsert, key: [id] }} }}"
-                ),
-                4,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            mysql_workload(&db);
-            crash_then_finish(dir.path(), "mysql → pg");
-            let cols: Vec<(String, String)> = super::columns(&t);
-            let want: Vec<(String, String)> = [
-                ("id", "integer"),
-                ("vv", "bigint"),
-                ("note", "character varying(40)"),
-                ("gone", "text"),
-                ("w", "bigint"),
-            ]
-            .iter()
-            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
-            .collect();
-            assert_eq!(cols, want, "columns");
-            let expected = mysql_rows(
-                |q| crate::support::mariadb::rows(&binlog_sql(q)),
-                &format!("{db}.items"),
-            );
-            assert_eq!(expected.len(), 39, "the workload");
-            assert_eq!(pg_rows(&t), expected, "rows");
-            let kept: Vec<(i32, Option<String>)> = query(&format!(
-                "SELECT id, gone FROM {t} WHERE id IN (1, 7, 33, 40) ORDER BY id"
-            ));
-            let kept: Vec<Vec<String>> = kept
-                .into_iter()
-                .map(|(id, g)| vec![id.to_string(), g.unwrap_or_else(|| "NULL".into())])
+                    ),
+                    4,
+                    "",
+                );
+                output_of_success(&mut faucet(dir.path()), "the first run");
+                mysql_workload(&db);
+                crash_then_finish(dir.path(), "mysql → pg");
+                let cols: Vec<(String, String)> = super::columns(&t);
+                let want: Vec<(String, String)> = [
+                    ("id", "integer"),
+                    ("vv", "bigint"),
+                    ("note", "character varying(40)"),
+                    ("gone", "text"),
+                    ("w", "bigint"),
+                ]
+                .iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
                 .collect();
-            assert_eq!(kept, kept_gone(), "the dropped column");
+                assert_eq!(cols, want, "columns");
+                let expected = mysql_rows(
+                    |q| crate::support::mariadb::rows(&binlog_sql(q)),
+                    &format!("{db}.items"),
+                );
+                assert_eq!(expected.len(), 39, "the workload");
+                assert_eq!(pg_rows(&t), expected, "rows");
+                let kept: Vec<(i32, Option<String>)> = query(&format!(
+                    "SELECT id, gone FROM {t} WHERE id IN (1, 7, 33, 40) ORDER BY id"
+                ));
+                let kept: Vec<Vec<String>> = kept
+                    .into_iter()
+                    .map(|(id, g)| vec![id.to_string(), g.unwrap_or_else(|| "NULL".into())])
+                    .collect();
+                assert_eq!(kept, kept_gone(), "the dropped column");
             },
             || {
-            binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+                binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
             },
         );
     });

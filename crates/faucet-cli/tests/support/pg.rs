@@ -48,12 +48,12 @@ pub(crate) fn write_until(
 ) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         runtime().block_on(async move {
-            let pool = super::pg_pool().await;
-            faucet_test_support::write_until(&stop, statement, async |sql| {
+            let step = |pool: sqlx::PgPool, sql: String| async move {
                 exec(&pool, &sql).await;
                 tokio::time::sleep(Duration::from_millis(2)).await;
-            })
-            .await
+                pool
+            };
+            faucet_test_support::write_until(stop, super::pg_pool().await, statement, step).await
         })
     })
 }

@@ -317,7 +317,12 @@ pub(crate) fn upsert_sigkilled_mid_snapshot<S: ReplicaSource>(
         upsert_sink::<S>,
         |dir| {
             aborted_mid_snapshot(replicate::<S>(dir), dir, "after_state_put", first_hit);
-            mid_snapshot.set(kills_mid_snapshot(|| replicate::<S>(dir), dir, rounds, after));
+            mid_snapshot.set(kills_mid_snapshot(
+                || replicate::<S>(dir),
+                dir,
+                rounds,
+                after,
+            ));
             super::output_of_success(&mut replicate::<S>(dir), "the resumed run");
         },
         |rt, pool, source, _| target_equals_source(rt, pool, source),
