@@ -318,7 +318,7 @@ fn pg_to_pg_upsert_applies_add_rename_widen_drop_across_crashes() {
         source_table(&s, Some(&t));
         config(
             dir.path(),
-            &names,
+            names,
             &format!(
                 "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
              table: {t}, write_mode: upsert, key: [id] }} }}"
@@ -449,7 +449,7 @@ fn pg_to_sqlite_upsert_applies_add_rename_and_drop() {
         ));
         config(
             dir.path(),
-            &names,
+            names,
             "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
          key: [id], create_table: true, dropped_columns: drop } }",
             3,

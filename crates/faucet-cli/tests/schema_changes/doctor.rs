@@ -103,7 +103,7 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
         sql(&format!("ALTER TABLE {t} ADD COLUMN w text"));
 
         // `schema_changes: fail`: the error the run would stop with.
-        config(dir.path(), &names, &sink(", schema_changes: fail"), 100, "");
+        config(dir.path(), names, &sink(", schema_changes: fail"), 100, "");
         sql(&format!("ALTER TABLE {s}.items ADD COLUMN x int"));
         let check = drift(dir.path());
         assert_eq!(check["ok"], false, "{check}");
