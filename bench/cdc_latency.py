@@ -106,12 +106,13 @@ class Tail:
 
 
 class Source:
-    """What both sources' floors share: a line naming a change's rate is remembered until a
-    later line completes the change (`other_line`)."""
+    """What both sources share: `position` finds a record's (or a bookmark's) position, and a
+    floor line matching `rate_pattern` (its first group the rate) is remembered until a later
+    line completes the change (`other_line`)."""
 
-    rate_re = None  # the rate line's pattern, its first group the rate
-
-    def __init__(self):
+    def __init__(self, position, rate_pattern):
+        self.position = position
+        self.rate_re = re.compile(rate_pattern)
         self.rate = None
 
     def floor_line(self, line):
@@ -126,9 +127,10 @@ class Source:
 class Postgres(Source):
     """postgres-cdc records and pg_recvlogical's output."""
 
-    position = staticmethod(find_lsn)
-    rate_re = re.compile(rb"rate\[integer\]:(\d+)")
     commit_re = re.compile(rb"^COMMIT \d+ \(at (.+)\)$")
+
+    def __init__(self):
+        super().__init__(find_lsn, rb"rate\[integer\]:(\d+)")
 
     @staticmethod
     def record(r):
@@ -147,17 +149,15 @@ class Postgres(Source):
 class Mysql(Source):
     """mysql-cdc records and mariadb-binlog's decoded rows (see the module docs)."""
 
-    position = staticmethod(find_binlog)
-    rate_re = re.compile(rb"^###   @2=(\d+)")
     at_re = re.compile(rb"^###   @3='([^']+)'")
+
+    def __init__(self):
+        super().__init__(find_binlog, rb"^###   @2=(\d+)")
+        self.rows = []
 
     @staticmethod
     def record(r):
         return (r["binlog_file"], r["binlog_pos"]), epoch(r["after"]["at"]), str(r["after"]["rate"])
-
-    def __init__(self):
-        super().__init__()
-        self.rows = []
 
     def other_line(self, line):
         m = self.at_re.match(line)
