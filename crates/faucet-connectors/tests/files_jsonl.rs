@@ -380,9 +380,12 @@ async fn sink_check_reports_an_unusable_path_and_the_battery_passes() {
                 .collect::<Vec<serde_json::Value>>()
         }
     };
-    conformance::sink_battery(&sink, read_back)
+    conformance::sink_flush_is_durable(&sink, read_back)
         .await
-        .expect("sink conformance");
+        .expect("flush is durable");
+    conformance::sink_guarantee_is_truthful(&sink, read_back)
+        .await
+        .expect("truthful guarantee");
     assert_eq!(
         sink.capabilities(),
         faucet_core::SinkCapabilities::default()

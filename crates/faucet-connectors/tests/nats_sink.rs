@@ -94,9 +94,12 @@ async fn conformance_battery() {
     let (stream, subject) = names("conf");
     let _guard = Stream(stream.clone());
     let sink = NatsSink::new(config(&stream, &subject)).expect("sink");
-    conformance::sink_battery(&sink, values_of(stream.clone()))
+    conformance::sink_flush_is_durable(&sink, values_of(stream.clone()))
         .await
-        .expect("sink conformance");
+        .expect("flush is durable");
+    conformance::sink_guarantee_is_truthful(&sink, values_of(stream.clone()))
+        .await
+        .expect("guarantee is truthful");
     conformance::config_is_strict::<NatsSinkConfig>(
         &json!({"url": nats_url(), "subject": "s", "stream": "S"}),
     )

@@ -42,9 +42,12 @@ async fn append_and_upsert_keep_their_promises() {
     let append = SqliteSink::new(SqliteSinkConfig::new(&db, "appended")).expect("sink");
     assert!(append.capabilities().atomic_watermark);
     assert!(!append.capabilities().keyed_upsert);
-    conformance::sink_battery(&append, read_back(db.clone(), "appended"))
+    conformance::sink_flush_is_durable(&append, read_back(db.clone(), "appended"))
         .await
-        .expect("sink conformance");
+        .expect("flushed rows are there");
+    conformance::sink_guarantee_is_truthful(&append, read_back(db.clone(), "appended"))
+        .await
+        .expect("atomic watermark holds");
     let upsert =
         SqliteSink::new(SqliteSinkConfig::new(&db, "upserted").upsert(["id"])).expect("sink");
     assert!(upsert.capabilities().keyed_upsert);

@@ -7,7 +7,6 @@
 //! | [`source_bookmarks_round_trip`] | sources: reopening from any page's bookmark yields exactly the rest |
 //! | [`sink_guarantee_is_truthful`] | sinks: a claimed keyed upsert or atomic watermark really absorbs a replay |
 //! | [`sink_flush_is_durable`] | sinks: what `flush` confirmed is there when the sink is read back |
-//! | [`sink_battery`] | sinks: the two checks above, on one read-back |
 //! | [`errors_not_panics`] | anything: a failing operation returns an error instead of panicking |
 //! | [`cancellation_flushes`] | source + sink: a cancelled run returns its summary and the sink holds exactly the delivered records |
 //! | [`state_store_contract`] | state stores: get/put/delete, missing delete, key validation, `check` leaves nothing |
@@ -36,8 +35,7 @@ mod state;
 
 pub use lease::{lease_contract, lease_lapse_and_race, lease_takeover_contract};
 pub use sink::{
-    ReadBack, cancellation_flushes, sample_page, sink_battery, sink_flush_is_durable,
-    sink_guarantee_is_truthful,
+    ReadBack, cancellation_flushes, sample_page, sink_flush_is_durable, sink_guarantee_is_truthful,
 };
 pub use source::{source_bookmarks_round_trip, source_pages_are_bounded};
 pub use state::{

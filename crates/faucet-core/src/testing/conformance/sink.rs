@@ -166,19 +166,6 @@ pub async fn sink_flush_is_durable(
     Ok(())
 }
 
-/// The checks every sink's tests run on a sink: [`sink_flush_is_durable`], then
-/// [`sink_guarantee_is_truthful`], both reading the target with `read_back`.
-///
-/// # Errors
-/// The first check that fails.
-pub async fn sink_battery(
-    sink: &dyn Sink,
-    read_back: impl ReadBack,
-) -> Result<(), ConformanceError> {
-    sink_flush_is_durable(sink, || read_back.read()).await?;
-    sink_guarantee_is_truthful(sink, read_back).await
-}
-
 /// A run cancelled after its first page returns `Ok` with `cancelled: true`, the sink holds
 /// exactly the records the summary counts (as `read_back` shows them), and the state store
 /// holds the summary's last bookmark. The source must yield more than one page at
