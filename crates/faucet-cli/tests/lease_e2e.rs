@@ -547,14 +547,8 @@ fn stalled_holder_loses_the_lease(name: &str, backend: &Backend, stop_after: u64
     std::thread::sleep(Duration::from_millis(300));
     let paused_at = records_of(backend.bookmark(&dir, name));
 
-    let taker = dir.faucet(&[
-        "run",
-        "p.yaml",
-        "--wait-for-lease",
-        "30s",
-        "--output",
-        "json",
-    ]);
+    // The waiter's arguments but its log level.
+    let taker = dir.faucet(&WAITER_ARGS[..WAITER_ARGS.len() - 2]);
     taker.expect_code(0);
     assert_eq!(
         rows_moved(&taker),
