@@ -32,37 +32,25 @@
 # (`/usr/bin/time`) and the ratios. Target: faucet ≥ 0.8× the floor.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-batch=${BATCH:-10000}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
+pg_cdc_names bus
 buses=${BUSES:-"nats redis"}
 cdc=${CDC:-1}
 nats_url=${FAUCET_TEST_NATS_URL:-nats://127.0.0.1:4222}
 redis_url=${FAUCET_TEST_REDIS_URL:-redis://127.0.0.1:6379/}
 kafka_brokers=${FAUCET_TEST_KAFKA_BROKERS:-127.0.0.1:19092}
-pg_url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
-target_dir=${CARGO_TARGET_DIR:-$repo/target}
-suffix=$$
+url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 admin="python3 $repo/bench/bus_admin.py"
 
-. "$repo/bench/lib.sh"
-need_gnu_time
 
 faucet_binary nats,redis-streams,kafka,postgres
-cargo build --release --quiet --manifest-path bench/bus_floor/Cargo.toml --target-dir "$target_dir/bus_floor"
-floor="$target_dir/bus_floor/release/faucet-bench-bus-floor"
+floor_binary bus_floor faucet-bench-bus-floor
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-bus-bench.XXXXXX")
-schema=bench_bus_$suffix
-publication=pub_bench_bus_$suffix
-floor_slot=faucet_bench_bus_floor_$suffix
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$pg_url" -c "$1"; }
+work_dir bus
+sql() { pg_sql "$@"; }
 cleanup() {
-  for s in $(sql "select slot_name from pg_replication_slots where slot_name like 'faucet_bench_bus%$suffix' and not active" 2>/dev/null); do
-    sql "select pg_drop_replication_slot('$s')" >/dev/null 2>&1 || true
-  done
-  sql "drop publication if exists $publication; drop schema if exists $schema cascade" >/dev/null 2>&1 || true
+  pg_cdc_cleanup
   for s in FLOOR FAUCET CDC; do $admin nats-delete "$nats_url" "BENCH_BUS_${s}_$suffix" 2>/dev/null || true; done
   $admin redis-delete "$redis_url" "bench-bus-$suffix:*" 2>/dev/null || true
   for t in "bench-bus-$suffix.events" "bench-bus-$suffix.cdc.$schema.t"; do
@@ -72,19 +60,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# timed CMD... → secs, cpu, rss_kb
-timed() {
-  local t0 t1
-  t0=$(date +%s.%N)
-  /usr/bin/time -f '%M %U %S' -o "$work/time.txt" "$@" > /dev/null
-  t1=$(date +%s.%N)
-  secs=$(python3 -c "print($t1 - $t0)")
-  read -r rss_kb u sy < "$work/time.txt"
-  cpu=$(python3 -c "print(round($u + $sy, 2))")
-}
-rps() { python3 -c "print(round($1 / $secs))"; }
-row() { printf '%-34s %9s %12s %8s %7.1f MiB\n' "$1" "$2" "$3" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"; }
-ratio() { python3 -c "print(round($1 / $2, 2))"; }
+row() { printf '%-34s %9s %12s %8s %7.1f MiB\n' "$1" "$2" "$3" "$cpu" "$(mib)"; }
 
 # The sink of a pipeline into BUS for ROUTE (a subject, or a stream key) and, for nats, STREAM.
 sink_of() {
@@ -92,6 +68,15 @@ sink_of() {
     nats) echo "{ type: nats, config: { url: \"$nats_url\", subject: \"$2\", stream: $3, create_stream: true } }" ;;
     redis) echo "{ type: redis-streams, config: { url: \"$redis_url\", stream: \"$2\", prefix: \"bench-bus-$suffix:\" } }" ;;
     kafka) echo "{ type: kafka, config: { brokers: \"$kafka_brokers\", topic: \"$2\" } }" ;;
+  esac
+}
+# cdc_route BUS TABLE → sets route (the subject, stream key or topic of TABLE's changes on BUS,
+# TABLE either `{schema}.{table}` as a template or a table's name) and stream (nats: the stream).
+cdc_route() {
+  case $1 in
+    nats) route="bench-bus-$suffix.cdc.$2"; stream=BENCH_BUS_CDC_$suffix ;;
+    redis) route="bench-bus-$suffix:cdc.$2"; stream="" ;;
+    kafka) route="bench-bus-$suffix.cdc.$2"; stream="" ;;
   esac
 }
 # Fresh, empty destinations: the floor's stream made here, faucet's by its sink.
@@ -128,8 +113,8 @@ for bus in $buses; do
   esac
   reset "$bus" "$fstream" "$route"
   [ "$bus" = nats ] && $admin nats-create "$nats_url" "$fstream" "$route"
-  case $bus in nats) url=$nats_url ;; redis) url=$redis_url ;; kafka) url=$kafka_brokers ;; esac
-  timed "$floor" "$bus" "$url" "$route" "$work/in.csv" "$batch"
+  case $bus in nats) dest=$nats_url ;; redis) dest=$redis_url ;; kafka) dest=$kafka_brokers ;; esac
+  timed "$floor" "$bus" "$dest" "$route" "$work/in.csv" "$batch" >/dev/null
   n=$(stored "$bus" "$route" "$fstream"); check "$n" "the $bus floor"
   floor_rps[$bus]=$(rps "$rows")
   row "floor → $bus" "$n" "${floor_rps[$bus]}"
@@ -149,7 +134,7 @@ pipeline:
   delivery: $delivery
   batch_size: $batch
 YAML
-    timed "$faucet" run --quiet --log-level error "$work/faucet.yaml"
+    timed "$faucet" run --quiet --log-level error "$work/faucet.yaml" >/dev/null
     n=$(stored "$bus" "$route" "$stream"); check "$n" "faucet ($delivery) into $bus"
     r=$(rps "$rows")
     row "faucet csv → $bus ($delivery)" "$n" "$r"
@@ -167,11 +152,7 @@ if [ "$cdc" = 1 ]; then
   sql "select pg_create_logical_replication_slot('$floor_slot', 'test_decoding')" >/dev/null
   # Every bus pipeline's slot, made before the change by a first run.
   for bus in $buses; do
-    case $bus in
-      nats) route="bench-bus-$suffix.cdc.{schema}.{table}"; stream=BENCH_BUS_CDC_$suffix ;;
-      redis) route="bench-bus-$suffix:cdc.{schema}.{table}"; stream="" ;;
-      kafka) route="bench-bus-$suffix.cdc.{schema}.{table}"; stream="" ;;
-    esac
+    cdc_route "$bus" "{schema}.{table}"
     cdc_delivery=effectively_once
     [ "$bus" = kafka ] && cdc_delivery=at_least_once
     mkdir -p "$work/cdc-$bus"
@@ -179,7 +160,7 @@ if [ "$cdc" = 1 ]; then
 version: 1
 name: bench_cdc
 pipeline:
-  source: { type: postgres-cdc, config: { connection_url: "$pg_url", slot_name: faucet_bench_bus_${bus}_$suffix, publication: $publication, tables: [$schema.t] } }
+  source: { type: postgres-cdc, config: { connection_url: "$url", slot_name: faucet_bus_${bus}_$suffix, publication: $publication, tables: [$schema.t] } }
   sink: $(sink_of "$bus" "$route" "$stream")
   state: { type: file, config: { path: ./state } }
   delivery: $cdc_delivery
@@ -191,17 +172,13 @@ YAML
   echo "==> UPDATE of $rows rows (one transaction)" >&2
   sql "update $schema.t set v = v + 1"
   endpos=$(sql "select pg_current_wal_lsn()")
-  timed pg_recvlogical -d "$pg_url" --slot "$floor_slot" --start --no-loop --endpos "$endpos" -f "$work/floor.txt"
+  timed pg_recvlogical -d "$url" --slot "$floor_slot" --start --no-loop --endpos "$endpos" -f "$work/floor.txt" >/dev/null
   n=$(grep -c "^table $schema.t: UPDATE" "$work/floor.txt" || true); check "$n" pg_recvlogical
   recv_rps=$(rps "$rows")
   row "pg_recvlogical (to a file)" "$n" "$recv_rps"
   for bus in $buses; do
-    case $bus in
-      nats) route="bench-bus-$suffix.cdc.$schema.t"; stream=BENCH_BUS_CDC_$suffix ;;
-      redis) route="bench-bus-$suffix:cdc.$schema.t"; stream="" ;;
-      kafka) route="bench-bus-$suffix.cdc.$schema.t"; stream="" ;;
-    esac
-    timed bash -c "cd '$work/cdc-$bus' && '$faucet' run --quiet --log-level error"
+    cdc_route "$bus" "$schema.t"
+    timed bash -c "cd '$work/cdc-$bus' && '$faucet' run --quiet --log-level error" >/dev/null
     n=$(stored "$bus" "$route" "$stream"); check "$n" "faucet postgres-cdc into $bus"
     r=$(rps "$rows")
     row "faucet postgres-cdc → $bus" "$n" "$r"

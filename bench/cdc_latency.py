@@ -105,19 +105,14 @@ class Tail:
         return done
 
 
-class Postgres:
-    """postgres-cdc records and pg_recvlogical's output."""
+class Source:
+    """What both sources share: `position` finds a record's (or a bookmark's) position, and a
+    floor line matching `rate_pattern` (its first group the rate) is remembered until a later
+    line completes the change (`other_line`)."""
 
-    position = staticmethod(find_lsn)
-    rate_re = re.compile(rb"rate\[integer\]:(\d+)")
-    commit_re = re.compile(rb"^COMMIT \d+ \(at (.+)\)$")
-
-    @staticmethod
-    def record(r):
-        """(position, commit epoch, rate) of a faucet record."""
-        return lsn_value(r["lsn"]), epoch(r["commit_ts"]), str(r["after"]["rate"])
-
-    def __init__(self):
+    def __init__(self, position, rate_pattern):
+        self.position = position
+        self.rate_re = re.compile(rate_pattern)
         self.rate = None
 
     def floor_line(self, line):
@@ -126,6 +121,23 @@ class Postgres:
         if m:
             self.rate = m.group(1).decode()
             return None
+        return self.other_line(line)
+
+
+class Postgres(Source):
+    """postgres-cdc records and pg_recvlogical's output."""
+
+    commit_re = re.compile(rb"^COMMIT \d+ \(at (.+)\)$")
+
+    def __init__(self):
+        super().__init__(find_lsn, rb"rate\[integer\]:(\d+)")
+
+    @staticmethod
+    def record(r):
+        """(position, commit epoch, rate) of a faucet record."""
+        return lsn_value(r["lsn"]), epoch(r["commit_ts"]), str(r["after"]["rate"])
+
+    def other_line(self, line):
         m = self.commit_re.match(line)
         if m:
             rate, self.rate = self.rate, None
@@ -134,25 +146,20 @@ class Postgres:
         return None
 
 
-class Mysql:
+class Mysql(Source):
     """mysql-cdc records and mariadb-binlog's decoded rows (see the module docs)."""
 
-    position = staticmethod(find_binlog)
-    rate_re = re.compile(rb"^###   @2=(\d+)")
     at_re = re.compile(rb"^###   @3='([^']+)'")
+
+    def __init__(self):
+        super().__init__(find_binlog, rb"^###   @2=(\d+)")
+        self.rows = []
 
     @staticmethod
     def record(r):
         return (r["binlog_file"], r["binlog_pos"]), epoch(r["after"]["at"]), str(r["after"]["rate"])
 
-    def __init__(self):
-        self.rate, self.rows = None, []
-
-    def floor_line(self, line):
-        m = self.rate_re.match(line)
-        if m:
-            self.rate = m.group(1).decode()
-            return None
+    def other_line(self, line):
         m = self.at_re.match(line)
         if m and self.rate is not None:
             self.rows.append((epoch(m.group(1).decode()), self.rate))

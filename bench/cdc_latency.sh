@@ -44,19 +44,14 @@
 #     `COMMIT` line is in its file.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-. "$repo/bench/lib.sh" # need_pg, mariadb_client, faucet_binary
+. "$(dirname "$0")/lib.sh" # bench_start, pg_cdc_names, need_pg, need_mariadb, faucet_binary
+bench_start
 rates=${RATES:-10 100 1000 10000}
 secs=${SECS:-30}
 export SOURCE=${SOURCE:-postgres}
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 mysql_url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
-suffix=$$
-schema=bench_lat_$suffix
-slot=faucet_lat_$suffix
-floor_slot=faucet_lat_floor_$suffix
-publication=pub_lat_$suffix
+pg_cdc_names lat
 state_table=bench_lat_state_$suffix
 
 case $SOURCE in
@@ -69,27 +64,21 @@ for tool in $tools; do
 done
 need_pg "$url"
 if [ "$SOURCE" = mysql ]; then
-  mariadb_client "$mysql_url"
-  msql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
-  msql 'select 1' >/dev/null ||
-    { echo "MariaDB is unreachable at $mysql_url; start it with scripts/services.sh" >&2; exit 1; }
+  need_mariadb "$mysql_url"
 fi
 
 faucet_binary "$features"
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-lat-bench.XXXXXX")
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
+work_dir lat
+sql() { pg_sql "$@"; }
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   sleep 1
-  for s in "$slot" "$floor_slot"; do
-    sql "select pg_drop_replication_slot('$s') from pg_replication_slots where slot_name = '$s' and not active" >/dev/null 2>&1 || true
-  done
-  sql "drop publication if exists $publication; drop schema if exists $schema cascade;
-       drop table if exists $state_table, ${state_table}_lease" >/dev/null 2>&1 || true
-  [ "$SOURCE" != mysql ] || msql "drop database if exists $schema" >/dev/null 2>&1 || true
+  pg_cdc_cleanup
+  sql "drop table if exists $state_table, ${state_table}_lease" >/dev/null 2>&1 || true
+  [ "$SOURCE" != mysql ] || my_sql "drop database if exists $schema" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -103,7 +92,7 @@ if [ "$SOURCE" = postgres ]; then
   source_block="{ type: postgres-cdc, config: { connection_url: \"\${env:BENCH_PG_URL}\", slot_name: $slot, publication: $publication, tables: [$schema.t], create_publication: true, continuous: CONTINUOUS } }"
 else
   # The database is named like the PostgreSQL schema; `at` is the row's commit time.
-  msql "create database $schema;
+  my_sql "create database $schema;
         create table $schema.t (id bigint auto_increment primary key, rate int not null,
           at datetime(6) not null, payload text not null)"
   base="mysql://${mysql_url#mysql://}"; base="${base%/*}"
@@ -137,7 +126,7 @@ start_floor() {
     pg_recvlogical -d "$url" --slot "$floor_slot" --start -F 1 -o include-timestamp=on -f "$work/floor.txt" &
   else
     local file pos
-    read -r file pos <<<"$(msql 'SHOW MASTER STATUS' | awk '{print $1, $2}')"
+    read -r file pos <<<"$(my_sql 'SHOW MASTER STATUS' | awk '{print $1, $2}')"
     mariadb-binlog --no-defaults "${auth[@]}" --read-from-remote-server --stop-never \
       --stop-never-slave-server-id=$((20000 + suffix % 20000)) --base64-output=decode-rows \
       --verbose --start-position="$pos" --result-file="$work/floor.txt" "$file" &

@@ -20,31 +20,20 @@
 # (`/usr/bin/time -v`), and the ratio; checks both saw ROWS changes.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-batch=${BATCH:-10000}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
-suffix=$$
-schema=bench_cdc_$suffix
-slot=faucet_bench_$suffix
-floor_slot=faucet_bench_floor_$suffix
-publication=pub_bench_$suffix
+pg_cdc_names cdc
 
 command -v pg_recvlogical >/dev/null || { echo "pg_recvlogical not found (package postgresql-client)" >&2; exit 1; }
-. "$repo/bench/lib.sh"
-need_gnu_time
 need_pg "$url"
 
 faucet_binary postgres
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-cdc-bench.XXXXXX")
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
+work_dir cdc
+sql() { pg_sql "$@"; }
 cleanup() {
-  for s in "$slot" "$floor_slot"; do
-    sql "select pg_drop_replication_slot('$s') from pg_replication_slots where slot_name = '$s' and not active" >/dev/null 2>&1 || true
-  done
-  sql "drop publication if exists $publication; drop schema if exists $schema cascade" >/dev/null 2>&1 || true
+  pg_cdc_cleanup
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -78,17 +67,17 @@ printf '\n%-16s %10s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
 timed bash -c "cd '$work' && '$faucet' run --quiet --output json > summary.json"
 faucet_n=$(wc -l < "$work/out.jsonl")
 pages=$(python3 -c "import json; print(json.load(open('$work/summary.json'))['runs'][0]['pages'])")
-faucet_rps=$(python3 -c "print(round($faucet_n / $secs))")
+faucet_rps=$(rps "$faucet_n")
 faucet_rss=$rss_kb
-printf '%-16s %10d %12s %8s %7.1f MiB\n' faucet "$faucet_n" "$faucet_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+printf '%-16s %10d %12s %8s %7.1f MiB\n' faucet "$faucet_n" "$faucet_rps" "$cpu" "$(mib)"
 
 timed pg_recvlogical -d "$url" --slot "$floor_slot" --start --no-loop --endpos "$endpos" -f "$work/floor.txt"
 floor_n=$(grep -c "^table $schema.t: UPDATE" "$work/floor.txt" || true)
-floor_rps=$(python3 -c "print(round($floor_n / $secs))")
-printf '%-16s %10d %12s %8s %7.1f MiB\n' pg_recvlogical "$floor_n" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+floor_rps=$(rps "$floor_n")
+printf '%-16s %10d %12s %8s %7.1f MiB\n' pg_recvlogical "$floor_n" "$floor_rps" "$cpu" "$(mib)"
 
 echo
-echo "faucet/pg_recvlogical = $(python3 -c "print(round($faucet_rps / $floor_rps, 2))")x changes/s; faucet peak RSS $((faucet_rss / 1024)) MiB (batch $batch, max_page_delay ${MAX_PAGE_DELAY:-50ms}, $pages pages)"
+echo "faucet/pg_recvlogical = $(ratio "$faucet_rps" "$floor_rps")x changes/s; faucet peak RSS $((faucet_rss / 1024)) MiB (batch $batch, max_page_delay ${MAX_PAGE_DELAY:-50ms}, $pages pages)"
 echo "sample record: $(head -c 300 "$work/out.jsonl")"
 if [ "$faucet_n" -ne "$rows" ] || [ "$floor_n" -ne "$rows" ]; then
   echo "error: expected $rows changes, faucet wrote $faucet_n, pg_recvlogical $floor_n" >&2

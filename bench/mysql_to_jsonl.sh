@@ -25,25 +25,17 @@
 # row counts. Targets: faucet ≥ 0.8× the floor's rows/s, peak RSS < 64 MiB.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-repeat=${REPEAT:-3}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
 url=${FAUCET_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3307/test}
 db=bench_mysql_jsonl_$$
 
-. "$repo/bench/lib.sh"
-mariadb_client "$url"
 bench_url="mysql://${url#mysql://}"; bench_url="${bench_url%/*}/$db"
-need_gnu_time
-sql() { "${client[@]}" --batch --skip-column-names -e "$1"; }
-sql 'select 1' >/dev/null || { echo "MariaDB is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+need_mariadb "$url"
+sql() { my_sql "$@"; }
+example_binary mysql,files mysql_to_jsonl
 
-echo "==> building the example (release)" >&2
-cargo build --release --quiet -p faucet-connectors --features mysql,files --example mysql_to_jsonl
-faucet="$repo/target/release/examples/mysql_to_jsonl"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-mysql-bench.XXXXXX")
+work_dir mysql
 cleanup() { [ -n "${KEEP:-}" ] && { echo "kept $work $db" >&2; return; }; sql "SET SESSION sql_log_bin = 0; DROP DATABASE IF EXISTS $db" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
@@ -68,11 +60,11 @@ run() { best_of 'rm -rf "$work/out.jsonl" "$work/state" "$work/floor.txt"' "$@";
 printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
 run "${client[@]}" --batch --quick --skip-column-names -e "SELECT * FROM $db.t"
 floor_rows=$(wc -l < "$work/stdout")
-floor_rps=$(python3 -c "print(round($rows / $secs))")
+floor_rps=$(rps "$rows")
 printf '%-16s %9d %12s %8s %7.1f MiB  (mariadb --batch --quick, tab-separated text)\n' "floor text" "$floor_rows" "$floor_rps" "$cpu" "$(mib)"
 run "${client[@]}" --batch --quick --skip-column-names --raw -e "SELECT JSON_OBJECT('id', id, 'name', name, 'note', note, 'amount', amount, 'at', at, 'flag', flag, 'doc', JSON_EXTRACT(doc, '$')) FROM $db.t"
 json_rows=$(wc -l < "$work/stdout")
-json_rps=$(python3 -c "print(round($rows / $secs))")
+json_rps=$(rps "$rows")
 printf '%-16s %9d %12s %8s %7.1f MiB  (the server renders JSON_OBJECT)\n' "floor json" "$json_rows" "$json_rps" "$cpu" "$(mib)"
 
 table_and_query "$db.t" "$bench_url" "floor text=$floor_rps" "floor json=$json_rps"

@@ -22,36 +22,21 @@
 # counts. Targets: faucet ≥ 0.8× the floor's rows/s, peak RSS < 64 MiB.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-repeat=${REPEAT:-3}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 schema=bench_pg_jsonl_$$
 
-. "$repo/bench/lib.sh"
-need_gnu_time
-sql() { psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
 need_pg "$url"
+example_binary postgres pg_to_jsonl
 
-echo "==> building the example (release)" >&2
-cargo build --release --quiet -p faucet-connectors --features postgres --example pg_to_jsonl
-faucet="$repo/target/release/examples/pg_to_jsonl"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-pg-bench.XXXXXX")
-cleanup() { [ -n "${KEEP:-}" ] && { echo "kept $work $schema" >&2; return; }; sql "drop schema if exists $schema cascade" >/dev/null 2>&1 || true; rm -rf "$work"; }
+work_dir pg
+cleanup() { [ -n "${KEEP:-}" ] && { echo "kept $work $schema" >&2; return; }; pg_sql "drop schema if exists $schema cascade" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
 echo "==> $rows rows in $schema.t" >&2
-sql "create schema $schema;
-     create table $schema.t (id bigint primary key, name text not null, note text,
-       amount numeric(12,2) not null, at timestamptz not null, flag boolean not null, doc jsonb);
-     insert into $schema.t
-       select g, 'name ' || g, case when g % 10 = 0 then null else md5(g::text) end,
-              (g % 100000) / 100.0, timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second',
-              g % 2 = 0, jsonb_build_object('k', g, 'tags', jsonb_build_array('a', g % 7))
-       from generate_series(1, $rows) g;"
-sql "vacuum analyze $schema.t"
+pg_sql "create schema $schema"
+pg_bench_table "$schema.t" "1 second"
 
 # run CMD... → secs, cpu, rss_kb of the fastest of $repeat runs (in $work).
 run_in=$work
@@ -60,7 +45,7 @@ run() { best_of 'rm -rf "$work/out.jsonl" "$work/state" "$work/floor.jsonl"' "$@
 printf '\n%-16s %9s %12s %8s %10s\n' program rows rows/s cpu_s peak_rss
 run psql -X -q "$url" -c "\\copy (select row_to_json(t) from $schema.t t) to '$work/floor.jsonl'"
 floor_rows=$(wc -l < "$work/floor.jsonl")
-floor_rps=$(python3 -c "print(round($rows / $secs))")
+floor_rps=$(rps "$rows")
 printf '%-16s %9d %12s %8s %7.1f MiB  (psql; the server renders JSON)\n' floor "$floor_rows" "$floor_rps" "$cpu" "$(mib)"
 
 table_and_query "$schema.t" "$url" "floor=$floor_rps"

@@ -26,35 +26,23 @@
 # and the ratio to the floor are printed. Targets: append ≥ 0.6×, upsert ≥ 0.4× the floor.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-repeat=${REPEAT:-3}
-batch=${BATCH:-10000}
-pg=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
+url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+pg=$url
 my=${FAUCET_TEST_MYSQL_SINK_URL:-mysql://root@127.0.0.1:3306/test}
 schema=bench_pg_my_$$
 db=bench_pg_my_$$
-my_base=${my%/*}
-my_db_url="$my_base/$db"
-my_hostport=${my_base#mysql://}
-my_user=${my_hostport%@*}
-my_hostport=${my_hostport#*@}
-my_host=${my_hostport%:*}
-my_port=${my_hostport##*:}
+my_db_url="${my%/*}/$db"
 
-. "$repo/bench/lib.sh"
-need_gnu_time
-sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$pg" -c "$1"; }
-mdb() { mariadb --no-defaults -u "$my_user" -h "$my_host" -P "$my_port" --batch --skip-column-names "$@"; }
+sql() { pg_sql "$@"; }
 need_pg "$pg"
-mdb -e 'select 1' >/dev/null || { echo "MariaDB is unreachable at $my; start it with scripts/services.sh" >&2; exit 1; }
+need_mariadb "$my"
+mdb() { "${client[@]}" --batch --skip-column-names "$@"; }
 
-echo "==> building the example (release)" >&2
-cargo build --release --quiet -p faucet-connectors --features postgres,mysql --example cross_db
-faucet="$repo/target/release/examples/cross_db"
+example_binary postgres,mysql cross_db
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-pgmy-bench.XXXXXX")
+work_dir pgmy
 cleanup() {
   [ -n "${KEEP:-}" ] && { echo "kept $work $schema $db" >&2; return; }
   sql "drop schema if exists $schema cascade" >/dev/null 2>&1 || true
@@ -63,18 +51,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-pg_ddl="(id bigint primary key, name text not null, note text, amount numeric(12,2) not null,
-         at timestamptz not null, flag boolean not null, doc jsonb)"
+pg_ddl=$pg_bench_ddl
 my_ddl="(id BIGINT PRIMARY KEY, name LONGTEXT NOT NULL, note LONGTEXT, amount DECIMAL(12,2) NOT NULL,
          at DATETIME(6) NOT NULL, flag BOOLEAN NOT NULL, doc JSON) ENGINE=InnoDB"
 echo "==> $rows rows in $schema.src (PostgreSQL) and $db.src (MariaDB)" >&2
-sql "create schema $schema; create table $schema.src $pg_ddl;
-     insert into $schema.src
-       select g, 'name ' || g, case when g % 10 = 0 then null else md5(g::text) end,
-              (g % 100000) / 100.0, timestamptz '2026-01-01 00:00:00+00' + g * interval '1.5 second',
-              g % 2 = 0, jsonb_build_object('k', g, 'tags', jsonb_build_array('a', g % 7))
-       from generate_series(1, $rows) g;"
-sql "vacuum analyze $schema.src"
+sql "create schema $schema"
+pg_bench_table "$schema.src" "1.5 second"
 mdb -e "create database $db character set utf8mb4"
 # What MariaDB reads: the PostgreSQL rows in LOAD DATA's default text form (tab-separated, \N).
 export_sql="select id, name, note, amount, to_char(at at time zone 'UTC', 'YYYY-MM-DD HH24:MI:SS.US'), flag::int, doc from $schema.src"
@@ -86,21 +68,20 @@ run() { local prep=$1; shift; best_of "bash -c $(printf '%q' "$prep")" bash -c "
 
 printf '\n%-22s %9s %12s %8s %10s %7s\n' program rows rows/s cpu_s peak_rss ratio
 report() { # LABEL GOT WANT
-  local rps ratio
+  local rps
   [ "$2" = "$3" ] || { echo "error: $1: the target differs from the source ($2 vs $3)" >&2; exit 1; }
-  rps=$(python3 -c "print(round($rows / $secs))")
-  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
-  printf '%-22s %9d %12s %8s %7.1f MiB %6sx\n' "$1" "$rows" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")" "$ratio"
+  rps=$(rps "$rows")
+  printf '%-22s %9d %12s %8s %7.1f MiB %6sx\n' "$1" "$rows" "$rps" "$cpu" "$(mib)" "$(ratio "$rps" "$floor_rps")"
 }
 mq() { printf '%q' "$1"; }
-M="mariadb --no-defaults -u $my_user -h $my_host -P $my_port"
+M=$(printf '%q ' "${client[@]}")
 
 # PostgreSQL → MariaDB.
 want=$(pg_digest "$schema.src")
 mdb -e "create table $db.floor $my_ddl; create table $db.appended $my_ddl; create table $db.upserted $my_ddl"
 run "$M -e 'truncate $db.floor'; rm -f $work/floor.tsv" \
   "psql -X -q '$pg' -c $(mq "\\copy ($export_sql) to '$work/floor.tsv'") && $M --local-infile=1 -e $(mq "load data local infile '$work/floor.tsv' into table $db.floor")"
-floor_rps=$(python3 -c "print(round($rows / $secs))")
+floor_rps=$(rps "$rows")
 report "floor (psql + LOAD)" "$(my_digest "$db.floor")" "$want"
 run "$M -e 'truncate $db.appended'" \
   "'$faucet' '$pg' $schema.src '$my_db_url' $db.appended append $batch"
@@ -120,7 +101,7 @@ want=$(my_digest "$db.src")
 sql "create table $schema.floor $pg_ddl; create table $schema.appended $pg_ddl"
 run "psql -X -q '$pg' -c 'truncate $schema.floor'; rm -f $work/back.tsv" \
   "$M --batch --quick --skip-column-names -e $(mq "select id, name, note, amount, date_format(at, '%Y-%m-%d %H:%i:%s.%f+00'), flag = 1, doc from $db.src") > '$work/back.tsv' && psql -X -q '$pg' -c $(mq "\\copy $schema.floor from '$work/back.tsv' with (null 'NULL')")"
-floor_rps=$(python3 -c "print(round($rows / $secs))")
+floor_rps=$(rps "$rows")
 report "floor (mariadb + copy)" "$(pg_digest "$schema.floor")" "$want"
 run "psql -X -q '$pg' -c 'truncate $schema.appended'" \
   "'$faucet' '$my_db_url' $db.src '$pg' $schema.appended append $batch"

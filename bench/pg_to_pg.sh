@@ -26,37 +26,23 @@
 # and the ratio to the floor are printed. Target: append ≥ 0.6× the floor's rows/s.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
-rows=${ROWS:-1000000}
-repeat=${REPEAT:-3}
-batch=${BATCH:-10000}
+. "$(dirname "$0")/lib.sh"
+bench_start 1000000
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 schema=bench_pg_pg_$$
 
-. "$repo/bench/lib.sh"
-need_gnu_time
-sql() { PGOPTIONS="-c client_min_messages=warning" psql -X -q -At -v ON_ERROR_STOP=1 "$url" -c "$1"; }
+sql() { pg_sql "$@"; }
 need_pg "$url"
+example_binary postgres pg_to_pg
 
-echo "==> building the example (release)" >&2
-cargo build --release --quiet -p faucet-connectors --features postgres --example pg_to_pg
-faucet="$repo/target/release/examples/pg_to_pg"
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-pgpg-bench.XXXXXX")
+work_dir pgpg
 cleanup() { [ -n "${KEEP:-}" ] && { echo "kept $work $schema" >&2; return; }; sql "drop schema if exists $schema cascade" >/dev/null 2>&1 || true; rm -rf "$work"; }
 trap cleanup EXIT
 
-ddl="(id bigint primary key, name text not null, note text, amount numeric(12,2) not null,
-      at timestamptz not null, flag boolean not null, doc jsonb)"
+ddl=$pg_bench_ddl
 echo "==> $rows rows in $schema.src" >&2
-sql "create schema $schema; create table $schema.src $ddl;
-     insert into $schema.src
-       select g, 'name ' || g, case when g % 10 = 0 then null else md5(g::text) end,
-              (g % 100000) / 100.0, timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second',
-              g % 2 = 0, jsonb_build_object('k', g, 'tags', jsonb_build_array('a', g % 7))
-       from generate_series(1, $rows) g;"
-sql "vacuum analyze $schema.src"
+sql "create schema $schema"
+pg_bench_table "$schema.src" "1 second"
 digest() { sql "select count(*) || ' ' || md5(string_agg(t::text, ',' order by id)) from $1 t"; }
 
 # run PREPARE_SQL CMD... → secs, cpu, rss_kb of the fastest of $repeat runs.
@@ -65,18 +51,17 @@ run() { local prep=$1; shift; best_of "sql $(printf '%q' "$prep"); rm -rf \"\$wo
 want=$(digest "$schema.src")
 printf '\n%-14s %9s %12s %8s %10s %7s\n' program rows rows/s cpu_s peak_rss ratio
 report() { # LABEL TABLE
-  local got rps ratio
+  local got rps
   got=$(digest "$2")
   [ "$got" = "$want" ] || { echo "error: $1: $2 differs from the source ($got vs $want)" >&2; exit 1; }
-  rps=$(python3 -c "print(round($rows / $secs))")
-  ratio=$(python3 -c "print(round($rps / $floor_rps, 2))")
-  printf '%-14s %9d %12s %8s %7.1f MiB %6sx\n' "$1" "$rows" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")" "$ratio"
+  rps=$(rps "$rows")
+  printf '%-14s %9d %12s %8s %7.1f MiB %6sx\n' "$1" "$rows" "$rps" "$cpu" "$(mib)" "$(ratio "$rps" "$floor_rps")"
 }
 
 sql "create table $schema.floor $ddl"
 run "truncate $schema.floor" \
   "psql -X -q '$url' -c '\\copy (select * from $schema.src) to stdout with (format binary)' | psql -X -q '$url' -c '\\copy $schema.floor from stdin with (format binary)'"
-floor_rps=$(python3 -c "print(round($rows / $secs))")
+floor_rps=$(rps "$rows")
 report "floor (psql)" "$schema.floor"
 
 sql "create table $schema.appended $ddl"

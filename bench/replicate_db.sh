@@ -29,21 +29,17 @@
 # pipeline ≥ 0.8× the floor, peak RSS ≤ 64 MiB.
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-cd "$repo"
+. "$(dirname "$0")/lib.sh"
+bench_start 100000
 tables=${TABLES:-20}
-rows=${ROWS:-100000}
-batch=${BATCH:-10000}
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
 s=bench_repl_$$
 
-. "$repo/bench/lib.sh"
-need_gnu_time
 command -v pg_dump >/dev/null || { echo "pg_dump not found (package postgresql-client)" >&2; exit 1; }
-pg_sql 'select 1' >/dev/null || { echo "PostgreSQL is unreachable at $url; start it with scripts/services.sh" >&2; exit 1; }
+need_pg "$url"
 faucet_binary postgres
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/faucet-repl-bench.XXXXXX")
+work_dir repl
 cleanup() {
   [ -n "${KEEP:-}" ] && { echo "kept $work and schemas ${s}_*" >&2; return; }
   pg_sql "select pg_drop_replication_slot(slot_name) from pg_replication_slots
@@ -86,16 +82,16 @@ report() { # LABEL SCHEMA
     got=$(digest "$2.t$i")
     [ "$got" = "${want[i]}" ] || { echo "error: $1: $2.t$i differs from the source ($got vs ${want[i]})" >&2; exit 1; }
   done
-  rps=$(python3 -c "print(round($total / $secs))")
-  ratio=$(python3 -c "print(round($rps / ${floor_rps:-$rps}, 2))")
-  printf '%-22s %9d %12s %8s %7.1f MiB %6sx\n' "$1" "$total" "$rps" "$cpu" "$(python3 -c "print($rss_kb / 1024)")" "$ratio"
+  rps=$(rps "$total")
+  ratio=$(ratio "$rps" "${floor_rps:-$rps}")
+  printf '%-22s %9d %12s %8s %7.1f MiB %6sx\n' "$1" "$total" "$rps" "$cpu" "$(mib)" "$ratio"
 }
 
 # The floor: the tables' data as pg_dump writes it, loaded by psql.
 make_tables "${s}_floor"
 timed bash -c "pg_dump --data-only --schema='${s}_src' '$url' \
   | sed '/^COPY /s/${s}_src\./${s}_floor./' | psql -X -q -v ON_ERROR_STOP=1 '$url' >/dev/null"
-floor_rps=$(python3 -c "print(round($total / $secs))")
+floor_rps=$(rps "$total")
 report "floor (pg_dump|psql)" "${s}_floor"
 
 # config DIR NAME TABLES TARGET_SCHEMA → DIR/faucet.yaml: replicate TABLES into TARGET_SCHEMA.

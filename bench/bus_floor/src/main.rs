@@ -25,10 +25,12 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
+#[path = "../../floor/src/csv_json.rs"]
+mod csv_json;
+use csv_json::Error;
+
 /// Unacknowledged publishes at most, as the nats sink's window.
 const WINDOW: usize = 8192;
-
-type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// One row as a message: value, `faucet-position`, `faucet-id`.
 struct Message {
@@ -43,31 +45,14 @@ where
     F: FnMut(Vec<Message>) -> Fut,
     Fut: std::future::Future<Output = Result<(), Error>>,
 {
-    let mut reader = csv::ReaderBuilder::new()
-        .buffer_capacity(1 << 20)
-        .from_path(input)?;
-    let keys: Vec<Vec<u8>> = reader
-        .byte_headers()?
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let mut key = if i == 0 { b"{".to_vec() } else { b",".to_vec() };
-            serde_json::to_writer(&mut key, std::str::from_utf8(name)?)?;
-            key.push(b':');
-            Ok(key)
-        })
-        .collect::<Result<_, Error>>()?;
+    let (mut reader, keys) = csv_json::open(input)?;
     let mut record = csv::ByteRecord::new();
     let mut records = 0u64;
     let mut messages = Vec::with_capacity(batch);
     let mut page_no = 0u64;
     while reader.read_byte_record(&mut record)? {
         let mut value = Vec::with_capacity(record.as_slice().len() + 96);
-        for (key, field) in keys.iter().zip(record.iter()) {
-            value.extend_from_slice(key);
-            serde_json::to_writer(&mut value, std::str::from_utf8(field)?)?;
-        }
-        value.push(b'}');
+        csv_json::write_object(&mut value, &keys, &record)?;
         let offset = record.position().map_or(0, |p| p.byte());
         messages.push(Message {
             value,

@@ -10,28 +10,16 @@ use std::fs::File;
 use std::io::{BufWriter, Write as _};
 use std::time::Instant;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+mod csv_json;
+
+fn main() -> Result<(), csv_json::Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [input, output] = args.as_slice() else {
         eprintln!("usage: faucet-bench-floor IN.csv OUT.jsonl");
         std::process::exit(2);
     };
     let started = Instant::now();
-    let mut reader = csv::ReaderBuilder::new()
-        .buffer_capacity(1 << 20)
-        .from_path(input)?;
-    // `{"name":` for the first key, `,"name":` for the others.
-    let keys: Vec<Vec<u8>> = reader
-        .byte_headers()?
-        .iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let mut key = if i == 0 { b"{".to_vec() } else { b",".to_vec() };
-            serde_json::to_writer(&mut key, std::str::from_utf8(name)?)?;
-            key.push(b':');
-            Ok(key)
-        })
-        .collect::<Result<_, Box<dyn std::error::Error>>>()?;
+    let (mut reader, keys) = csv_json::open(input)?;
     let file = File::create(output)?;
     let mut out = BufWriter::with_capacity(1 << 20, &file);
     let mut record = csv::ByteRecord::new();
@@ -40,11 +28,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if record.len() != keys.len() {
             return Err(format!("record {} has {} fields", records + 1, record.len()).into());
         }
-        for (key, field) in keys.iter().zip(record.iter()) {
-            out.write_all(key)?;
-            serde_json::to_writer(&mut out, std::str::from_utf8(field)?)?;
-        }
-        out.write_all(b"}\n")?;
+        csv_json::write_object(&mut out, &keys, &record)?;
+        out.write_all(b"\n")?;
         records += 1;
     }
     out.flush()?;

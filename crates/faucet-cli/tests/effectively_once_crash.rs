@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use crate::support::bookmark_of;
 use crate::support::pg::{
-    BATCH, Change, KILL_BATCH, Scenario, abort_at_every_point, kill_after,
+    BATCH, Change, KILL_BATCH, Pair, Scenario, abort_at_every_point, kill_after,
     killed_at_random_instants, lsn_value, query, run_aborted_at, run_to_completion, sql,
     state_lost_at_every_point, table_exists, test_decoding_changes, unique_suffix,
 };
@@ -45,19 +45,19 @@ fn soak() -> bool {
 
 #[test]
 fn csv_into_upsert_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&Scenario::csv_to_upsert("points", BATCH));
+    abort_at_every_point(&Scenario::new(Pair::CsvUpsert, "points", BATCH));
 }
 
 #[test]
 fn csv_into_upsert_survives_sigkill() {
-    killed_at_random_instants(&Scenario::csv_to_upsert("kill", KILL_BATCH));
+    killed_at_random_instants(&Scenario::new(Pair::CsvUpsert, "kill", KILL_BATCH));
 }
 
 // ---- state entry deleted between crash and restart ---------------------------------------
 
 #[test]
 fn csv_into_append_with_its_state_deleted_resumes_from_the_commit_token() {
-    let told = state_lost_at_every_point(&Scenario::csv_to_append("lost", BATCH));
+    let told = state_lost_at_every_point(&Scenario::new(Pair::CsvAppend, "lost", BATCH));
     for (i, stderr) in told.iter().enumerate() {
         assert!(
             stderr.contains(RE_ANCHORED),
@@ -68,7 +68,7 @@ fn csv_into_append_with_its_state_deleted_resumes_from_the_commit_token() {
 
 #[test]
 fn csv_into_upsert_with_its_state_deleted_is_still_exact() {
-    let told = state_lost_at_every_point(&Scenario::csv_to_upsert("lost", BATCH));
+    let told = state_lost_at_every_point(&Scenario::new(Pair::CsvUpsert, "lost", BATCH));
     // csv is deterministic and the file store durable: the atomic watermark is derived here
     // too, so the token re-anchors the source before the upsert would have to absorb anything.
     for (i, stderr) in told.iter().enumerate() {
@@ -83,7 +83,7 @@ fn csv_into_upsert_with_its_state_deleted_is_still_exact() {
 fn query_into_upsert_with_its_state_deleted_is_still_exact() {
     // Keyed upsert: the query source has no token to resume from and reads from the start;
     // the upsert absorbs the replay (checked value by value).
-    state_lost_at_every_point(&Scenario::query_to_upsert("lost", BATCH));
+    state_lost_at_every_point(&Scenario::new(Pair::QueryUpsert, "lost", BATCH));
 }
 
 /// The contrast: query → postgres **append** is at-least-once (the query does not replay, and

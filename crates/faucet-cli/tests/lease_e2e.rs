@@ -99,6 +99,16 @@ impl Backend {
         }
     }
 
+    /// How many rows the lease tests' pipeline moves on this store: enough that a second run
+    /// starts while the first is still writing (the faster a store commits a page, the more).
+    pub(crate) fn rows(&self) -> u64 {
+        match self {
+            Self::File => 3_000,
+            Self::Postgres { .. } => 6_000,
+            Self::Redis { .. } => 15_000,
+        }
+    }
+
     /// Runs `test` on this backend, then [`Backend::reset`]s it.
     pub(crate) fn test_then_reset(self, test: impl FnOnce(&Self)) {
         test(&self);
@@ -375,7 +385,8 @@ const BATCH: u64 = 10;
 
 /// Point 1: exclusion, waiting after a holder that finishes, waiting after a holder stopped
 /// by SIGTERM. `rows` is sized so that the holder runs a few seconds on `backend`.
-fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
+fn two_runs_on_one_key(name: &str, backend: &Backend) {
+    let rows = backend.rows();
     let dir = pipeline_dir(name, backend, rows, BATCH);
     let host = hostname();
 
@@ -454,28 +465,33 @@ fn two_runs_on_one_key(name: &str, backend: &Backend, rows: u64) {
     assert_eq!(bookmark["records"], 2 * rows, "{bookmark}");
 }
 
-#[test]
-fn file_state_one_runner_per_key_and_wait_for_lease() {
-    two_runs_on_one_key("lease_file", &Backend::File, 3_000);
+/// One `#[test]` per line `test => store, name;`: `check(name, &store)` on that state store
+/// (a [`Backend`]), which is reset after.
+macro_rules! store_tests {
+    ($check:ident: $($test:ident => $store:expr, $name:literal;)+) => {
+        $(
+            #[test]
+            fn $test() {
+                $store.test_then_reset(|b| $check($name, b));
+            }
+        )+
+    };
 }
 
-#[test]
-fn postgres_state_one_runner_per_key_and_wait_for_lease() {
-    Backend::postgres("faucet_e2e_lease")
-        .test_then_reset(|b| two_runs_on_one_key("lease_pg", b, 6_000));
-}
-
-#[test]
-fn redis_state_one_runner_per_key_and_wait_for_lease() {
-    Backend::redis("faucet-e2e:lease:")
-        .test_then_reset(|b| two_runs_on_one_key("lease_redis", b, 15_000));
+store_tests! { two_runs_on_one_key:
+    file_state_one_runner_per_key_and_wait_for_lease => Backend::File, "lease_file";
+    postgres_state_one_runner_per_key_and_wait_for_lease =>
+        Backend::postgres("faucet_e2e_lease"), "lease_pg";
+    redis_state_one_runner_per_key_and_wait_for_lease =>
+        Backend::redis("faucet-e2e:lease:"), "lease_redis";
 }
 
 /// A holder SIGKILLed mid-run leaves its lease behind in a store whose leases outlive
 /// their process; the next run on the same host sees that the holder's process is gone
 /// and takes the lease at once (not after the 30 s ttl), then moves exactly what the killed
 /// run had not made durable: every row at least once, none lost.
-fn killed_holder_on_this_host(name: &str, backend: &Backend, rows: u64) {
+fn killed_holder_on_this_host(name: &str, backend: &Backend) {
+    let rows = backend.rows();
     let dir = pipeline_dir(name, backend, rows, BATCH);
     let mut holder = Spawned::start(&dir, "killed", &["run", "p.yaml", "--output", "json"]);
     holder.wait_until("its first page", |_| size(&dir, OUT) > 0);
@@ -506,16 +522,11 @@ fn killed_holder_on_this_host(name: &str, backend: &Backend, rows: u64) {
     assert_eq!(bookmark["records"], rows, "{bookmark}");
 }
 
-#[test]
-fn postgres_state_a_killed_holder_s_lease_is_taken_over_at_once() {
-    Backend::postgres("faucet_e2e_lease_killed")
-        .test_then_reset(|b| killed_holder_on_this_host("lease_pg_killed", b, 6_000));
-}
-
-#[test]
-fn redis_state_a_killed_holder_s_lease_is_taken_over_at_once() {
-    Backend::redis("faucet-e2e:lease-killed:")
-        .test_then_reset(|b| killed_holder_on_this_host("lease_redis_killed", b, 15_000));
+store_tests! { killed_holder_on_this_host:
+    postgres_state_a_killed_holder_s_lease_is_taken_over_at_once =>
+        Backend::postgres("faucet_e2e_lease_killed"), "lease_pg_killed";
+    redis_state_a_killed_holder_s_lease_is_taken_over_at_once =>
+        Backend::redis("faucet-e2e:lease-killed:"), "lease_redis_killed";
 }
 
 /// Point 2 for stores whose leases expire: a holder stopped past its ttl (once its output
@@ -536,14 +547,8 @@ fn stalled_holder_loses_the_lease(name: &str, backend: &Backend, stop_after: u64
     std::thread::sleep(Duration::from_millis(300));
     let paused_at = records_of(backend.bookmark(&dir, name));
 
-    let taker = dir.faucet(&[
-        "run",
-        "p.yaml",
-        "--wait-for-lease",
-        "30s",
-        "--output",
-        "json",
-    ]);
+    // The waiter's arguments but its log level.
+    let taker = dir.faucet(&WAITER_ARGS[..WAITER_ARGS.len() - 2]);
     taker.expect_code(0);
     assert_eq!(
         rows_moved(&taker),
@@ -584,22 +589,19 @@ fn stall_rounds() -> u64 {
     }
 }
 
-#[test]
-fn postgres_state_a_stalled_holder_cannot_write_its_bookmark() {
-    Backend::postgres("faucet_e2e_stall").test_then_reset(|b| {
-        for round in 0..stall_rounds() {
-            stalled_holder_loses_the_lease(&format!("stall_pg{round}"), b, round * 5_000);
-        }
-    });
+/// [`stalled_holder_loses_the_lease`] in [`stall_rounds`] rounds (`<name><round>`), the holder
+/// stopped after `round × 5,000` bytes of output.
+fn stalled_in_rounds(name: &str, backend: &Backend) {
+    for round in 0..stall_rounds() {
+        stalled_holder_loses_the_lease(&format!("{name}{round}"), backend, round * 5_000);
+    }
 }
 
-#[test]
-fn redis_state_a_stalled_holder_cannot_write_its_bookmark() {
-    Backend::redis("faucet-e2e:stall:").test_then_reset(|b| {
-        for round in 0..stall_rounds() {
-            stalled_holder_loses_the_lease(&format!("stall_redis{round}"), b, round * 5_000);
-        }
-    });
+store_tests! { stalled_in_rounds:
+    postgres_state_a_stalled_holder_cannot_write_its_bookmark =>
+        Backend::postgres("faucet_e2e_stall"), "stall_pg";
+    redis_state_a_stalled_holder_cannot_write_its_bookmark =>
+        Backend::redis("faucet-e2e:stall:"), "stall_redis";
 }
 
 /// Point 2 on the file store, its expected behaviour: the lease is an OS file lock, which the

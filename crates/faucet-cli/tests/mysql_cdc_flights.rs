@@ -23,10 +23,12 @@ use std::time::Instant;
 use faucet_test_support::mysql_value_table;
 use serde_json::{Map, Value as Json};
 
-use crate::support::flights::{Table, assert_same, flights_csv, read_records, replay};
+use crate::support::flights::{
+    ADDED_COLUMN, Table, assert_second_part, flights_csv, read_records, replay,
+};
 use crate::support::mariadb::{mariadb, mysql_url_for, unique_server_id};
+use crate::support::pg_url;
 use crate::support::{Dir, assert_succeeded, faucet_unarmed, output_of_success};
-use crate::support::{pg_pool, pg_url, runtime};
 
 /// The flights columns of the CSV, in its order.
 const CSV_COLUMNS: [&str; 19] = [
@@ -88,10 +90,6 @@ const VALUE_CASES: [(&str, &str); 3] = [
 
 /// The id of the first value case (after every loaded flight).
 const FIRST_VALUE_ID: i64 = 1_000_001;
-
-/// The column added mid-stream (nullable, no default: rows that existed get NULL and no
-/// change record).
-const ADDED_COLUMN: &str = "gate";
 
 /// A test's own database, state table and replica id.
 struct Names {
@@ -251,19 +249,10 @@ fn workload_c(t: &str) {
 
 #[test]
 fn mysql_cdc_flights_replay_reconstructs_the_table_value_by_value() {
-    let soak = std::env::var("FAUCET_SOAK").is_ok();
-    let (rows, updated) = if soak {
-        (336_776, 200_000)
-    } else {
-        (200_000, 200_000)
-    };
-    let started = Instant::now();
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
     let names = Names::new();
     let table = names.table();
-    let dir = Dir::new();
-    dir.write("faucet.yaml", cdc_pipeline(&names));
+    let (rows, updated, started, dir) =
+        crate::support::flights::start(200_000, cdc_pipeline(&names));
 
     crate::support::with_cleanup(
         || {
@@ -353,17 +342,7 @@ fn mysql_cdc_flights_replay_reconstructs_the_table_value_by_value() {
                 .collect();
             let second = replay(&mut replica, records.split_off(seen), &table, &same_mapping);
             let source = select_table(&names);
-            assert_same(&replica, &source, Some(ADDED_COLUMN), "at the end");
-            assert_eq!(second.truncates, 1, "{second:?}");
-            assert!(second.updates >= updated as u64, "{second:?}");
-            assert!(second.deletes > 0, "{second:?}");
-            // The reload after the truncate, and the one row inserted after the column was added.
-            assert_eq!(second.inserts, before_truncate + 1, "{second:?}");
-            let gated = source
-                .values()
-                .filter(|r| !r[ADDED_COLUMN].is_null())
-                .count();
-            assert!(gated > 0, "no row carries the added column");
+            assert_second_part(&replica, &source, &second, updated, before_truncate);
             assert!(
                 files.len() >= 3,
                 "the changes span fewer than 3 binlog files: {files:?}"
@@ -381,14 +360,7 @@ fn mysql_cdc_flights_replay_reconstructs_the_table_value_by_value() {
         },
         || {
             mariadb(&format!("DROP DATABASE IF EXISTS {}", names.db));
-            rt.block_on(async {
-                let _ = sqlx::raw_sql(&format!(
-                    "DROP TABLE IF EXISTS {state}, {state}_lease",
-                    state = names.state_table
-                ))
-                .execute(&pool)
-                .await;
-            });
+            crate::support::drop_state_tables(&names.state_table);
         },
     );
 }

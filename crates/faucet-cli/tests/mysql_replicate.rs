@@ -31,8 +31,9 @@ use crate::support::mariadb::{client as mariadb, mariadb as sql, mysql_url_for};
 use crate::support::output_of_success;
 use crate::support::pg::{exec, unique_suffix};
 use crate::support::replicate::{
-    ReplicaSource, aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal,
-    kills_mid_snapshot, mariadb_rows, pg_rows, replayed_jsonl, replicate, with_workload,
+    ReplicaSource, aborted_mid_snapshot, expect_rows_equal, jsonl_aborted_twice_mid_snapshot,
+    mariadb_rows, replicate, target_equals_source, upsert_aborted_between_write_and_bookmark,
+    upsert_sigkilled_mid_snapshot, upsert_sink, with_workload,
 };
 
 const ROWS: i64 = 3000;
@@ -145,29 +146,27 @@ impl ReplicaSource for Names {
             &format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema),
         ));
     }
-}
 
-fn upsert_sink(names: &Names) -> String {
-    format!(
-        "{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_MYREPL_PG_URL}}\", \
-         table: {}.target, write_mode: upsert, key: [id] }} }}",
-        names.schema
-    )
+    fn items(&self) -> String {
+        format!("{}.items", self.db)
+    }
+
+    fn pg_schema(&self) -> &str {
+        &self.schema
+    }
+
+    fn snapshot_of(record: &Json) -> String {
+        format!("{}:{}", record["binlog_file"], record["binlog_pos"])
+    }
+
+    /// By MariaDB's own SELECT: `id -> {"id","v","note"}`.
+    fn source_rows(&self, _: &tokio::runtime::Runtime, _: &PgPool) -> BTreeMap<i64, Json> {
+        mariadb_rows(&self.items())
+    }
 }
 
 fn faucet(dir: &Path) -> Command {
     replicate::<Names>(dir)
-}
-
-/// The source's rows by MariaDB's own SELECT: `id -> {"id","v","note"}`.
-fn source_rows(names: &Names) -> BTreeMap<i64, Json> {
-    mariadb_rows(&format!("{}.items", names.db))
-}
-
-fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
-    let want = source_rows(names);
-    let have = rt.block_on(pg_rows(pool, &format!("{}.target", names.schema)));
-    expect_rows_equal(&have, &want);
 }
 
 #[test]
@@ -175,7 +174,7 @@ fn mysql_replicate_into_postgres_upsert_under_writes_equals_the_source() {
     with_workload::<Names>(
         "live",
         BATCH,
-        upsert_sink,
+        upsert_sink::<Names>,
         |dir| {
             output_of_success(&mut faucet(dir), "the replicate run");
             std::thread::sleep(Duration::from_millis(200));
@@ -197,7 +196,7 @@ fn mariadb_upsert_sink(names: &Names) -> String {
 }
 
 fn mariadb_target_equals_source(names: &Names) {
-    let want = source_rows(names);
+    let want = mariadb_rows(&names.items());
     expect_rows_equal(&mariadb_rows(&format!("{}.target", names.db)), &want);
 }
 
@@ -219,61 +218,17 @@ fn mysql_replicate_into_mariadb_upsert_under_writes_and_aborted_equals_the_sourc
 
 #[test]
 fn mysql_replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
-    let last = std::cell::RefCell::new(None);
-    with_workload::<Names>(
-        "jsonl",
-        BATCH,
-        |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
-        |dir| {
-            // Page 6 of the first copy, then page 5 of the resumed one (each table starts
-            // with its first page in flight, an empty page).
-            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_state_put", [6, 5]);
-            output_of_success(&mut faucet(dir), "the resumed run");
-            *last.borrow_mut() = Some(second);
-        },
-        |_, _, names, dir| {
-            let table = format!("{}.items", names.db);
-            let last = last.borrow().clone().expect("interrupted");
-            let got = replayed_jsonl(dir, &last, &table, BATCH, |r| {
-                format!("{}:{}", r["binlog_file"], r["binlog_pos"])
-            });
-            expect_rows_equal(&got, &source_rows(names));
-        },
-    );
+    jsonl_aborted_twice_mid_snapshot::<Names>(BATCH);
 }
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_source() {
-    with_workload::<Names>(
-        "upsert",
-        BATCH,
-        upsert_sink,
-        |dir| {
-            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_flush", [6, 4]);
-            assert!(second.to_string().contains("dirty"), "{second}");
-            output_of_success(&mut faucet(dir), "the resumed run");
-        },
-        |rt, pool, names, _| target_equals_source(rt, pool, names),
-    );
+    upsert_aborted_between_write_and_bookmark::<Names>(BATCH);
 }
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
-    let rounds = crate::support::soak_or(8, 3);
-    with_workload::<Names>(
-        "kill",
-        BATCH,
-        upsert_sink,
-        |dir| {
-            aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 2);
-            kills_mid_snapshot(
-                || faucet(dir),
-                dir,
-                rounds,
-                |round| Duration::from_millis(40 + 23 * (round % 5)),
-            );
-            output_of_success(&mut faucet(dir), "the resumed run");
-        },
-        |rt, pool, names, _| target_equals_source(rt, pool, names),
-    );
+    upsert_sigkilled_mid_snapshot::<Names>(BATCH, 2, |round| {
+        Duration::from_millis(40 + 23 * (round % 5))
+    });
 }

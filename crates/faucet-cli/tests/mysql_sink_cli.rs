@@ -15,7 +15,7 @@
 
 use crate::support::Dir;
 use crate::support::crash::{abort_at_every_point, killed_at_random_instants};
-use crate::support::mysql::{BATCH, KILL_BATCH, Scenario, database, mariadb, url_for};
+use crate::support::mysql::{BATCH, KILL_BATCH, Pair, Scenario, database, mariadb, url_for};
 
 /// Exit code of an unmet delivery request (`faucet --help`, "Exit codes").
 const DELIVERY_UNMET: i32 = 3;
@@ -24,34 +24,34 @@ const USAGE: i32 = 2;
 
 #[test]
 fn csv_into_mysql_append_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&Scenario::csv_to_append("points", BATCH));
+    abort_at_every_point(&Scenario::new(Pair::CsvAppend, "points", BATCH));
 }
 
 #[test]
 fn mysql_query_into_mysql_upsert_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&Scenario::query_to_upsert("points", BATCH));
+    abort_at_every_point(&Scenario::new(Pair::QueryUpsert, "points", BATCH));
 }
 
 #[test]
 fn mysql_cdc_into_mysql_append_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&Scenario::cdc_to_append("points", BATCH));
+    abort_at_every_point(&Scenario::new(Pair::CdcAppend, "points", BATCH));
 }
 
 #[test]
 fn mysql_cdc_into_mysql_append_survives_sigkill() {
     // Pages of 5: the bounded run is a few seconds long, so every kill lands mid-run, most
     // inside the two transactions of 1,000 and 1,500 changes.
-    killed_at_random_instants(&Scenario::cdc_to_append("kill", 5));
+    killed_at_random_instants(&Scenario::new(Pair::CdcAppend, "kill", 5));
 }
 
 #[test]
 fn csv_into_mysql_append_survives_sigkill() {
-    killed_at_random_instants(&Scenario::csv_to_append("kill", KILL_BATCH));
+    killed_at_random_instants(&Scenario::new(Pair::CsvAppend, "kill", KILL_BATCH));
 }
 
 #[test]
 fn mysql_query_into_mysql_upsert_survives_sigkill() {
-    killed_at_random_instants(&Scenario::query_to_upsert("kill", KILL_BATCH));
+    killed_at_random_instants(&Scenario::new(Pair::QueryUpsert, "kill", KILL_BATCH));
 }
 
 /// The tables of `db`.

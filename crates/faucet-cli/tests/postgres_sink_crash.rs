@@ -11,25 +11,25 @@
 //! `scripts/services.sh`); each test in its own schema. `FAUCET_SOAK=1` runs more random kills.
 
 use crate::support::pg::{
-    BATCH, KILL_BATCH, Scenario, abort_at_every_point, killed_at_random_instants,
+    BATCH, KILL_BATCH, Pair, Scenario, abort_at_every_point, killed_at_random_instants,
 };
 
 #[test]
 fn csv_into_append_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&Scenario::csv_to_append("points", BATCH));
+    abort_at_every_point(&Scenario::new(Pair::CsvAppend, "points", BATCH));
 }
 
 #[test]
 fn query_into_upsert_is_exactly_once_across_aborts_at_every_fault_point() {
-    abort_at_every_point(&Scenario::query_to_upsert("points", BATCH));
+    abort_at_every_point(&Scenario::new(Pair::QueryUpsert, "points", BATCH));
 }
 
 #[test]
 fn csv_into_append_survives_sigkill() {
-    killed_at_random_instants(&Scenario::csv_to_append("kill", KILL_BATCH));
+    killed_at_random_instants(&Scenario::new(Pair::CsvAppend, "kill", KILL_BATCH));
 }
 
 #[test]
 fn query_into_upsert_survives_sigkill() {
-    killed_at_random_instants(&Scenario::query_to_upsert("kill", KILL_BATCH));
+    killed_at_random_instants(&Scenario::new(Pair::QueryUpsert, "kill", KILL_BATCH));
 }

@@ -18,19 +18,22 @@
 //!
 //! PostgreSQL with wal_level=logical from `FAUCET_TEST_PG_URL` (`scripts/services.sh`).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use serde_json::Value as Json;
 use sqlx::PgPool;
 
 use crate::support::output_of_success;
 use crate::support::pg::{Names, cleanup, exec, write_until};
 use crate::support::replicate::{
-    ReplicaSource, aborted_mid_snapshot, aborted_twice_mid_snapshot, expect_rows_equal,
-    kills_mid_snapshot, pg_rows, replayed_jsonl, replicate, with_workload,
+    ReplicaSource, aborted_mid_snapshot, jsonl_aborted_twice_mid_snapshot, pg_rows, replicate,
+    target_equals_source, upsert_aborted_between_write_and_bookmark, upsert_sigkilled_mid_snapshot,
+    upsert_sink, with_workload,
 };
 
 const ROWS: i64 = 3000;
@@ -84,6 +87,22 @@ impl ReplicaSource for Names {
     fn drop_objects(&self, rt: &tokio::runtime::Runtime, pool: &PgPool) {
         rt.block_on(cleanup(pool, self));
     }
+
+    fn items(&self) -> String {
+        format!("{}.items", self.schema)
+    }
+
+    fn pg_schema(&self) -> &str {
+        &self.schema
+    }
+
+    fn snapshot_of(record: &Json) -> String {
+        record["lsn"].as_str().expect("lsn").to_owned()
+    }
+
+    fn source_rows(&self, rt: &tokio::runtime::Runtime, pool: &PgPool) -> BTreeMap<i64, Json> {
+        rt.block_on(pg_rows(pool, &self.items()))
+    }
 }
 
 fn faucet(dir: &Path) -> Command {
@@ -96,81 +115,20 @@ fn run_to_completion(dir: &Path) {
 
 #[test]
 fn replicate_into_jsonl_aborted_twice_mid_snapshot_equals_the_source() {
-    let last = std::cell::RefCell::new(None);
-    with_workload::<Names>(
-        "jsonl",
-        BATCH,
-        |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
-        |dir| {
-            // Page 6 of the first copy, then page 5 of the resumed one (each table starts
-            // with its first page in flight, an empty page).
-            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_state_put", [6, 5]);
-            run_to_completion(dir);
-            *last.borrow_mut() = Some(second);
-        },
-        |rt, pool, names, dir| {
-            let table = format!("{}.items", names.schema);
-            let last = last.borrow().clone().expect("interrupted");
-            let got = replayed_jsonl(dir, &last, &table, BATCH, |r| {
-                r["lsn"].as_str().expect("lsn").to_owned()
-            });
-            expect_rows_equal(&got, &rt.block_on(pg_rows(pool, &table)));
-        },
-    );
-}
-
-fn upsert_sink(names: &Names) -> String {
-    format!(
-        "{{ type: postgres, config: {{ connection_url: \"${{env:FAUCET_REPL_CRASH_PG_URL}}\", \
-         table: {}.target, write_mode: upsert, key: [id] }} }}",
-        names.schema
-    )
-}
-
-fn target_equals_source(rt: &tokio::runtime::Runtime, pool: &PgPool, names: &Names) {
-    let want = rt.block_on(pg_rows(pool, &format!("{}.items", names.schema)));
-    let have = rt.block_on(pg_rows(pool, &format!("{}.target", names.schema)));
-    expect_rows_equal(&have, &want);
+    jsonl_aborted_twice_mid_snapshot::<Names>(BATCH);
 }
 
 #[test]
 fn replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equals_the_source() {
-    with_workload::<Names>(
-        "upsert",
-        BATCH,
-        upsert_sink,
-        |dir| {
-            let second = aborted_twice_mid_snapshot(|| faucet(dir), dir, "after_flush", [6, 4]);
-            assert!(second.to_string().contains("dirty"), "{second}");
-            run_to_completion(dir);
-        },
-        |rt, pool, names, _| target_equals_source(rt, pool, names),
-    );
+    upsert_aborted_between_write_and_bookmark::<Names>(BATCH);
 }
 
 #[test]
 fn replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
-    let rounds = crate::support::soak_or(8, 3);
-    with_workload::<Names>(
-        "kill",
-        BATCH,
-        upsert_sink,
-        |dir| {
-            // A first run that stored its first position (the slot exists from then on);
-            // a kill before that point leaves a slot without a bookmark, which the next run
-            // refuses with the fix (covered by the connector's docs, not by this test).
-            aborted_mid_snapshot(faucet(dir), dir, "after_state_put", 1);
-            let mid_snapshot = kills_mid_snapshot(
-                || faucet(dir),
-                dir,
-                rounds,
-                |round| Duration::from_millis(60 + 37 * (round % 5)),
-            );
-            assert!(mid_snapshot > 0, "no kill landed mid-snapshot");
-            run_to_completion(dir);
-        },
-        |rt, pool, names, _| target_equals_source(rt, pool, names),
-    );
+    let mid_snapshot = upsert_sigkilled_mid_snapshot::<Names>(BATCH, 1, |round| {
+        Duration::from_millis(60 + 37 * (round % 5))
+    });
+    assert!(mid_snapshot > 0, "no kill landed mid-snapshot");
 }
 
 #[test]
@@ -179,7 +137,7 @@ fn replicate_into_an_empty_postgres_target_aborted_at_every_point_equals_the_sou
         with_workload::<Names>(
             "points",
             BATCH,
-            upsert_sink,
+            upsert_sink::<Names>,
             |dir| {
                 // The fourth hit: some pages of the copy are in the target, most are not.
                 aborted_mid_snapshot(faucet(dir), dir, point, 4);

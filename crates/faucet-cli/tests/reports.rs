@@ -44,12 +44,7 @@ fn run_output_json_has_one_document_with_every_row() {
         "a file has no clock"
     );
     assert_eq!(good["error"], serde_json::Value::Null);
-    let keys: Vec<&str> = good
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = faucet_test_support::json_keys(good);
     assert_eq!(
         keys,
         [

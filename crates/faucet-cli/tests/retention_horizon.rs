@@ -36,9 +36,7 @@ fn a_short_horizon_is_measured_exposed_and_warned_of() {
     let rt = runtime();
     let exec = |sql: &str| {
         rt.block_on(async {
-            let mut c = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
-                .await
-                .expect("private server");
+            let mut c = crate::support::pg_connect(&url).await;
             sqlx::raw_sql(sql)
                 .execute(&mut c)
                 .await

@@ -1,21 +1,9 @@
 //! `faucet run` end to end on real files: exact values, resume, appends, matrix rows, `.env`.
 
+use faucet_test_support::weather::{INT_COLUMNS, NUMERIC_COLUMNS};
 use serde_json::Value;
 
 use crate::support::{Dir, csv_pipeline, ids, numbered_csv};
-
-const INT_COLUMNS: [&str; 4] = ["year", "month", "day", "hour"];
-const NUMERIC_COLUMNS: [&str; 9] = [
-    "temp",
-    "dewp",
-    "humid",
-    "wind_dir",
-    "wind_speed",
-    "wind_gust",
-    "precip",
-    "pressure",
-    "visib",
-];
 
 /// Asserts that the output `line` holds exactly the CSV row: `NA` is null, the example's int
 /// and numeric columns are JSON numbers written with the very characters of the file (`1e3`

@@ -23,8 +23,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::pg::{Names, cleanup, faucet_with_pg_url, query, sql};
-use crate::support::{Run, output_of_success, pg_pool, runtime};
+use crate::support::pg::{Names, faucet_with_pg_url, query, sql};
+use crate::support::{Run, output_of_success, runtime};
 
 /// The variable the configs read the PostgreSQL URL from.
 const PG_VAR: &str = "FAUCET_SCHEMA_PG_URL";
@@ -69,18 +69,23 @@ fn config(dir: &Path, names: &Names, sink: &str, batch: usize, extra: &str) {
     pipeline(
         dir,
         &format!("schema_{batch}"),
-        &format!(
-            "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-             slot_name: {slot}, publication: {publication}, tables: [{s}.items], \
-             create_publication: true }} }}",
-            slot = names.slot,
-            publication = names.publication,
-            s = names.schema,
-        ),
+        &names.cdc_source(PG_VAR, &format!("{}.items", names.schema)),
         sink,
         batch,
         extra,
     );
+}
+
+/// The schema of `names` with `items (id int PRIMARY KEY, <columns>)`, the pipeline of
+/// [`config`] into `sink` in pages of 100, and a first run (it makes the slot and the
+/// publication; the changes from then on reach the sink).
+pub(crate) fn items_then_first_run(dir: &Path, names: &Names, columns: &str, sink: &str) {
+    let s = &names.schema;
+    sql(&format!(
+        "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, {columns})"
+    ));
+    config(dir, names, sink, 100, "");
+    output_of_success(&mut faucet(dir), "the first run");
 }
 
 /// Runs the pipeline in `dir` aborted at every SQL sink fault point (at hits 1 and 3; more
@@ -118,6 +123,31 @@ pub(crate) fn crash_then_finish(dir: &Path, what: &str) -> (usize, usize) {
         "{what}: only {aborted} runs reached a fault point"
     );
     (aborted, killed)
+}
+
+/// The first steps of the jsonl tests, on `table` (its database or schema made; `exec` runs
+/// SQL on the source): `table (id int PRIMARY KEY, v int)`, the pipeline `name` from `source`
+/// into `out.jsonl` in pages of 2, a first run (it starts at the end), then rows 1 and 2, the
+/// ADD of a text column `w` and row 3 in one transaction, and a run: `c1 c2 s c3`, the first
+/// part of what [`check_two_changes`] checks.
+pub(crate) fn jsonl_add_between_rows(
+    dir: &Path,
+    name: &str,
+    source: &str,
+    table: &str,
+    exec: impl Fn(&str),
+) {
+    exec(&format!("CREATE TABLE {table} (id int PRIMARY KEY, v int)"));
+    let sink = "{ type: jsonl, config: { path: ./out.jsonl } }";
+    pipeline(dir, name, source, sink, 2, "");
+    output_of_success(&mut faucet(dir), "the first run");
+    exec(&format!(
+        "INSERT INTO {table} VALUES (1, 1);
+         BEGIN; INSERT INTO {table} VALUES (2, 2);
+         ALTER TABLE {table} ADD COLUMN w text;
+         INSERT INTO {table} VALUES (3, 3, 'three'); COMMIT"
+    ));
+    output_of_success(&mut faucet(dir), "a run after the ADD");
 }
 
 /// The records of the jsonl file `out.jsonl` in `dir`.
@@ -284,155 +314,107 @@ pub(crate) fn check_target(s: &str, t: &str, what: &str) {
 
 #[test]
 fn pg_to_pg_upsert_applies_add_rename_widen_drop_across_crashes() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_pg");
-    let s = names.schema.clone();
-    let t = format!("{s}.target");
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            source_table(&s, Some(&t));
-            config(
-                dir.path(),
-                &names,
-                &format!(
-                    "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-                 table: {t}, write_mode: upsert, key: [id] }} }}"
-                ),
-                4,
-                "",
-            );
-            // The first run makes the slot and the publication; the workload follows.
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            workload(&s);
-            crash_then_finish(dir.path(), "pg → pg");
-            check_target(&s, &t, "after the crashes");
-            // Another run has nothing to do and changes nothing.
-            output_of_success(&mut faucet(dir.path()), "a run after the end");
-            check_target(&s, &t, "a run after the end");
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+    crate::support::pg::with_names("schema_pg", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.target");
+        source_table(&s, Some(&t));
+        config(
+            dir.path(),
+            names,
+            &format!(
+                "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+             table: {t}, write_mode: upsert, key: [id] }} }}"
+            ),
+            4,
+            "",
+        );
+        // The first run makes the slot and the publication; the workload follows.
+        output_of_success(&mut faucet(dir.path()), "the first run");
+        workload(&s);
+        crash_then_finish(dir.path(), "pg → pg");
+        check_target(&s, &t, "after the crashes");
+        // Another run has nothing to do and changes nothing.
+        output_of_success(&mut faucet(dir.path()), "a run after the end");
+        check_target(&s, &t, "a run after the end");
+    });
 }
 
 #[test]
 fn pg_to_jsonl_delivers_each_schema_change_once_in_order() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_jsonl");
-    let s = names.schema.clone();
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-            ));
-            config(
-                dir.path(),
-                &names,
-                "{ type: jsonl, config: { path: ./out.jsonl } }",
-                2,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            sql(&format!(
-                "INSERT INTO {s}.items VALUES (1, 1);
-             BEGIN; INSERT INTO {s}.items VALUES (2, 2);
-             ALTER TABLE {s}.items ADD COLUMN w text;
-             INSERT INTO {s}.items VALUES (3, 3, 'three'); COMMIT"
-            ));
-            output_of_success(&mut faucet(dir.path()), "a run after the ADD");
-            // A new run starts with the shapes of its bookmark: no `s` again for the ADD, one for
-            // the RENAME (told by attnum, not an added column) and the type change.
-            sql(&format!(
-                "INSERT INTO {s}.items VALUES (4, 4, 'four');
-             ALTER TABLE {s}.items RENAME COLUMN v TO vv;
-             ALTER TABLE {s}.items ALTER COLUMN vv TYPE bigint;
-             INSERT INTO {s}.items VALUES (5, 5, 'five')"
-            ));
-            output_of_success(&mut faucet(dir.path()), "a run after the RENAME");
-            check_two_changes(
-                &jsonl(dir.path()),
-                &format!("{s}.items"),
-                ("lsn", "integer"),
-                serde_json::json!([
-                    {"kind": "rename", "column": "vv", "from": "v", "to": "vv",
-                     "type": "bigint", "data_type": "int"},
-                    {"kind": "type", "column": "vv", "from": "integer", "to": "bigint",
-                     "type": "bigint", "data_type": "int"}
-                ]),
-            );
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+    crate::support::pg::with_names("schema_jsonl", |names, dir| {
+        let s = names.schema.clone();
+        let table = format!("{s}.items");
+        sql(&format!("CREATE SCHEMA {s}"));
+        let source = names.cdc_source(PG_VAR, &table);
+        jsonl_add_between_rows(dir.path(), "schema_jsonl", &source, &table, sql);
+        // A new run starts with the shapes of its bookmark: no `s` again for the ADD, one for
+        // the RENAME (told by attnum, not an added column) and the type change.
+        sql(&format!(
+            "INSERT INTO {s}.items VALUES (4, 4, 'four');
+         ALTER TABLE {s}.items RENAME COLUMN v TO vv;
+         ALTER TABLE {s}.items ALTER COLUMN vv TYPE bigint;
+         INSERT INTO {s}.items VALUES (5, 5, 'five')"
+        ));
+        output_of_success(&mut faucet(dir.path()), "a run after the RENAME");
+        check_two_changes(
+            &jsonl(dir.path()),
+            &format!("{s}.items"),
+            ("lsn", "integer"),
+            serde_json::json!([
+                {"kind": "rename", "column": "vv", "from": "v", "to": "vv",
+                 "type": "bigint", "data_type": "int"},
+                {"kind": "type", "column": "vv", "from": "integer", "to": "bigint",
+                 "type": "bigint", "data_type": "int"}
+            ]),
+        );
+    });
 }
 
 #[test]
 fn a_change_the_target_cannot_take_stops_the_run_naming_it() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_stop");
-    let s = names.schema.clone();
-    let t = format!("{s}.target");
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-            ));
-            let sink = |extra: &str| {
-                format!(
-                    "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-                 table: {t}, write_mode: upsert, key: [id], create_table: true{extra} }} }}"
-                )
-            };
-            config(dir.path(), &names, &sink(""), 100, "");
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
-            output_of_success(&mut faucet(dir.path()), "the run of row 1");
-            sql(&format!(
-                "BEGIN; INSERT INTO {s}.items VALUES (2, 2);
-             ALTER TABLE {s}.items ALTER COLUMN v TYPE text;
-             INSERT INTO {s}.items VALUES (3, 'three'); COMMIT"
-            ));
-            let run = Run::from_output(faucet(dir.path()).output().expect("spawn"));
-            assert!(run.code != 0, "{}", run.stderr);
-            run.stderr_has(&[
-                &t,
-                "column v",
-                "changed type from integer to text",
-                "lsn ",
-                "nothing of this page was written",
-            ]);
-            let rows: Vec<(i64,)> = query(&format!("SELECT id FROM {t} ORDER BY id"));
-            assert_eq!(rows, [(1,)], "rows of the refused page were written");
-            // `schema_changes: fail` stops at an ADD too.
-            sql(&format!("DROP TABLE {t}"));
-            std::fs::remove_dir_all(dir.path().join("state")).expect("state");
-            rt.block_on(cleanup(&pool, &names));
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-            ));
-            config(dir.path(), &names, &sink(", schema_changes: fail"), 100, "");
-            output_of_success(&mut faucet(dir.path()), "the first run (fail)");
-            sql(&format!(
-                "INSERT INTO {s}.items VALUES (1, 1);
-             ALTER TABLE {s}.items ADD COLUMN w text;
-             INSERT INTO {s}.items VALUES (2, 2, 'two')"
-            ));
-            let run = Run::from_output(faucet(dir.path()).output().expect("spawn"));
-            assert!(run.code != 0, "{}", run.stderr);
-            run.stderr_has(&["column w", "added", "schema_changes: fail"]);
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+    crate::support::pg::with_names("schema_stop", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.target");
+        let sink = |extra: &str| {
+            format!(
+                "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+             table: {t}, write_mode: upsert, key: [id], create_table: true{extra} }} }}"
+            )
+        };
+        items_then_first_run(dir.path(), names, "v integer", &sink(""));
+        sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
+        output_of_success(&mut faucet(dir.path()), "the run of row 1");
+        sql(&format!(
+            "BEGIN; INSERT INTO {s}.items VALUES (2, 2);
+         ALTER TABLE {s}.items ALTER COLUMN v TYPE text;
+         INSERT INTO {s}.items VALUES (3, 'three'); COMMIT"
+        ));
+        let run = Run::from_output(faucet(dir.path()).output().expect("spawn"));
+        assert!(run.code != 0, "{}", run.stderr);
+        run.stderr_has(&[
+            &t,
+            "column v",
+            "changed type from integer to text",
+            "lsn ",
+            "nothing of this page was written",
+        ]);
+        let rows: Vec<(i64,)> = query(&format!("SELECT id FROM {t} ORDER BY id"));
+        assert_eq!(rows, [(1,)], "rows of the refused page were written");
+        // `schema_changes: fail` stops at an ADD too.
+        sql(&format!("DROP TABLE {t}"));
+        std::fs::remove_dir_all(dir.path().join("state")).expect("state");
+        crate::support::pg::drop_names(names);
+        let fail = sink(", schema_changes: fail");
+        items_then_first_run(dir.path(), names, "v integer", &fail);
+        sql(&format!(
+            "INSERT INTO {s}.items VALUES (1, 1);
+         ALTER TABLE {s}.items ADD COLUMN w text;
+         INSERT INTO {s}.items VALUES (2, 2, 'two')"
+        ));
+        let run = Run::from_output(faucet(dir.path()).output().expect("spawn"));
+        assert!(run.code != 0, "{}", run.stderr);
+        run.stderr_has(&["column w", "added", "schema_changes: fail"]);
+    });
 }
 
 /// The columns of `table` in the SQLite file `db`, in order.
@@ -462,52 +444,43 @@ where
 #[cfg(feature = "sqlite")]
 #[test]
 fn pg_to_sqlite_upsert_applies_add_rename_and_drop() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_lite");
-    let s = names.schema.clone();
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer, gone text)"
-            ));
-            config(
-                dir.path(),
-                &names,
-                "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
-             key: [id], create_table: true, dropped_columns: drop } }",
-                3,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            sql(&format!(
-                "INSERT INTO {s}.items SELECT g, g, 'g' FROM generate_series(1, 4) g;
-             BEGIN; UPDATE {s}.items SET v = 10 WHERE id = 1;
-             ALTER TABLE {s}.items ADD COLUMN w text;
-             ALTER TABLE {s}.items RENAME COLUMN v TO vv;
-             UPDATE {s}.items SET w = 'w' || id WHERE id <= 2; COMMIT;
-             ALTER TABLE {s}.items DROP COLUMN gone;
-             INSERT INTO {s}.items VALUES (5, 5, 'five')"
-            ));
-            output_of_success(&mut faucet(dir.path()), "the run");
-            let db = dir.path().join("t.db");
-            assert_eq!(lite_columns(&db, "items"), ["id", "vv", "w"]);
-            let rows: Vec<(i64, i64, Option<String>)> =
-                lite_rows(&db, "SELECT id, vv, w FROM items ORDER BY id");
-            assert_eq!(
-                rows,
-                [
-                    (1, 10, Some("w1".into())),
-                    (2, 2, Some("w2".into())),
-                    (3, 3, None),
-                    (4, 4, None),
-                    (5, 5, Some("five".into()))
-                ]
-            );
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+    crate::support::pg::with_names("schema_lite", |names, dir| {
+        let s = names.schema.clone();
+        sql(&format!(
+            "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer, gone text)"
+        ));
+        config(
+            dir.path(),
+            names,
+            "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
+         key: [id], create_table: true, dropped_columns: drop } }",
+            3,
+            "",
+        );
+        output_of_success(&mut faucet(dir.path()), "the first run");
+        sql(&format!(
+            "INSERT INTO {s}.items SELECT g, g, 'g' FROM generate_series(1, 4) g;
+         BEGIN; UPDATE {s}.items SET v = 10 WHERE id = 1;
+         ALTER TABLE {s}.items ADD COLUMN w text;
+         ALTER TABLE {s}.items RENAME COLUMN v TO vv;
+         UPDATE {s}.items SET w = 'w' || id WHERE id <= 2; COMMIT;
+         ALTER TABLE {s}.items DROP COLUMN gone;
+         INSERT INTO {s}.items VALUES (5, 5, 'five')"
+        ));
+        output_of_success(&mut faucet(dir.path()), "the run");
+        let db = dir.path().join("t.db");
+        assert_eq!(lite_columns(&db, "items"), ["id", "vv", "w"]);
+        let rows: Vec<(i64, i64, Option<String>)> =
+            lite_rows(&db, "SELECT id, vv, w FROM items ORDER BY id");
+        assert_eq!(
+            rows,
+            [
+                (1, 10, Some("w1".into())),
+                (2, 2, Some("w2".into())),
+                (3, 3, None),
+                (4, 4, None),
+                (5, 5, Some("five".into()))
+            ]
+        );
+    });
 }

@@ -3,7 +3,7 @@
 //! and a bare `/readyz` behind the token (`/metrics` opened on purpose by `--public-metrics`;
 //! the status page `/`, which holds no data, open).
 
-use serde_json::Value;
+use faucet_test_support::json_keys as keys;
 
 use crate::serve::two_pipelines as pipelines;
 use crate::support::server::Server;
@@ -76,13 +76,6 @@ fn listen_takes_a_host_name_and_refuses_one_that_does_not_resolve() {
             .expect_code(2)
             .stderr_has(&["--listen", said]);
     }
-}
-
-/// The keys of a JSON object.
-fn keys(doc: &Value) -> Vec<&str> {
-    doc.as_object()
-        .map(|o| o.keys().map(String::as_str).collect())
-        .unwrap_or_default()
 }
 
 #[test]

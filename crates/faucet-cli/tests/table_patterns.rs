@@ -119,34 +119,45 @@ fn converge(target: &str, tables: &[(&str, &str)], source: &dyn Fn(&str, &str) -
 /// The workload's statements on tables `a` and `b` (`s`: the schema or database): inserts,
 /// then updates and deletes of some.
 fn changes_ab(s: &str, first: i64) -> Vec<String> {
-    let mut out = Vec::new();
-    for i in first..first + 30 {
-        out.push(format!("INSERT INTO {s}.a VALUES ({i}, 'a{i}')"));
-        out.push(format!("INSERT INTO {s}.b VALUES ('k{i}', {i})"));
-    }
-    out.push(format!(
-        "UPDATE {s}.a SET v = CONCAT(v, '+') WHERE id % 3 = 0"
-    ));
-    out.push(format!("DELETE FROM {s}.a WHERE id % 5 = 0"));
-    out.push(format!("UPDATE {s}.b SET n = n * 10 WHERE n % 4 = 0"));
-    out.push(format!("DELETE FROM {s}.b WHERE n % 7 = 0"));
-    out
+    let inserts = (first..first + 30).flat_map(|i| {
+        [
+            format!("INSERT INTO {s}.a VALUES ({i}, 'a{i}')"),
+            format!("INSERT INTO {s}.b VALUES ('k{i}', {i})"),
+        ]
+    });
+    followed_by(
+        s,
+        inserts,
+        &[
+            "UPDATE {s}.a SET v = CONCAT(v, '+') WHERE id % 3 = 0",
+            "DELETE FROM {s}.a WHERE id % 5 = 0",
+            "UPDATE {s}.b SET n = n * 10 WHERE n % 4 = 0",
+            "DELETE FROM {s}.b WHERE n % 7 = 0",
+        ],
+    )
 }
 
 /// Table `c`'s statements after its creation: inserts, updates, deletes, and a change of
 /// `a` and `b` after them.
 fn changes_c(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for i in 1..=40 {
-        out.push(format!("INSERT INTO {s}.c VALUES ({i}, 'c{i}', {})", i * 3));
-    }
-    out.push(format!(
-        "UPDATE {s}.c SET w = CONCAT(w, '!'), n = n + 1 WHERE id % 2 = 0"
-    ));
-    out.push(format!("DELETE FROM {s}.c WHERE id % 6 = 0"));
-    out.push(format!("UPDATE {s}.a SET v = 'after c' WHERE id = 1"));
-    out.push(format!("INSERT INTO {s}.b VALUES ('late', 99)"));
-    out
+    let inserts = (1..=40).map(|i| format!("INSERT INTO {s}.c VALUES ({i}, 'c{i}', {})", i * 3));
+    followed_by(
+        s,
+        inserts,
+        &[
+            "UPDATE {s}.c SET w = CONCAT(w, '!'), n = n + 1 WHERE id % 2 = 0",
+            "DELETE FROM {s}.c WHERE id % 6 = 0",
+            "UPDATE {s}.a SET v = 'after c' WHERE id = 1",
+            "INSERT INTO {s}.b VALUES ('late', 99)",
+        ],
+    )
+}
+
+/// `first`, then `then` with `{s}` standing for the schema `s`.
+fn followed_by(s: &str, first: impl Iterator<Item = String>, then: &[&str]) -> Vec<String> {
+    first
+        .chain(then.iter().map(|t| t.replace("{s}", s)))
+        .collect()
 }
 
 /// Waits (up to 30 s) until `ready` holds.

@@ -50,23 +50,7 @@ async fn weather_csv_reads_every_row_with_exact_values() {
             .iter()
             .map(|f| f.name.as_str())
             .collect::<Vec<_>>(),
-        [
-            "origin",
-            "year",
-            "month",
-            "day",
-            "hour",
-            "temp",
-            "dewp",
-            "humid",
-            "wind_dir",
-            "wind_speed",
-            "wind_gust",
-            "precip",
-            "pressure",
-            "visib",
-            "time_hour"
-        ]
+        faucet_test_support::weather::COLUMNS
     );
     assert_eq!(
         json_lines(&pages[..1])[0],

@@ -102,12 +102,7 @@ async fn changes_of_listed_tables_are_exact_records_and_resume_from_the_bookmark
     );
     // Field order and positions: the three changes of the one transaction share its
     // position and GTID; GTIDs are MariaDB's domain-server-seq.
-    let keys: Vec<&str> = recs[0]
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
+    let keys = faucet_test_support::json_keys(&recs[0]);
     assert_eq!(
         keys,
         [

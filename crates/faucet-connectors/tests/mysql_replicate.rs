@@ -45,34 +45,34 @@ fn source(db: &TestDb, id: u32) -> MysqlReplicateSource {
 fn workload(db: &TestDb, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     let big = db.table("big");
     let small = db.table("small");
-    tokio::spawn(async move {
-        let mut c = admin().await;
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
-            let k = (i * 7919) % BIG + 1;
-            let sql = match i % 6 {
-                0 => format!(
-                    "INSERT INTO {big} VALUES ({}, 'new{i}', {i}, 1.5) \
+    let statement = move |i: i64| {
+        let k = (i * 7919) % BIG + 1;
+        match i % 6 {
+            0 => format!(
+                "INSERT INTO {big} VALUES ({}, 'new{i}', {i}, 1.5) \
                      ON DUPLICATE KEY UPDATE v = 'again{i}'",
-                    BIG + i
-                ),
-                1 => format!("UPDATE {big} SET v = 'u{i}', n = n + 1 WHERE id = {k}"),
-                2 => format!("DELETE FROM {big} WHERE id = {k}"),
-                3 => format!(
-                    "UPDATE IGNORE {big} SET id = {} WHERE id = {k}",
-                    BIG * 10 + i
-                ),
-                4 => format!(
-                    "INSERT INTO {small} VALUES ('name{}', {i}) ON DUPLICATE KEY UPDATE n = {i}",
-                    i % 60
-                ),
-                _ => format!("DELETE FROM {small} WHERE name = 'NAME{}'", i % 45),
-            };
+                BIG + i
+            ),
+            1 => format!("UPDATE {big} SET v = 'u{i}', n = n + 1 WHERE id = {k}"),
+            2 => format!("DELETE FROM {big} WHERE id = {k}"),
+            3 => format!(
+                "UPDATE IGNORE {big} SET id = {} WHERE id = {k}",
+                BIG * 10 + i
+            ),
+            4 => format!(
+                "INSERT INTO {small} VALUES ('name{}', {i}) ON DUPLICATE KEY UPDATE n = {i}",
+                i % 60
+            ),
+            _ => format!("DELETE FROM {small} WHERE name = 'NAME{}'", i % 45),
+        }
+    };
+    tokio::spawn(async move {
+        let exec = |mut c: mysql_async::Conn, sql: String| async move {
             c.query_drop(sql).await.expect("workload statement");
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-        }
-        u64::try_from(i).unwrap_or_default()
+            c
+        };
+        faucet_test_support::write_until(stop, admin().await, statement, exec).await
     })
 }
 

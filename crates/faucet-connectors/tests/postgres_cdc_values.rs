@@ -42,6 +42,15 @@ fn assert_row(got: &Json, expected: &str, floats: &[&str]) {
     }
 }
 
+/// [`assert_row`] of each row against the expected JSON at its index; as many rows as expected.
+#[track_caller]
+fn assert_rows(rows: &[Json], expected: &[&str], floats: &[&str]) {
+    assert_eq!(rows.len(), expected.len(), "{rows:?}");
+    for (got, want) in rows.iter().zip(expected) {
+        assert_row(got, want, floats);
+    }
+}
+
 #[tokio::test]
 async fn case_04_numerics_keep_every_digit() {
     let fx = Fixture::new("num").await;
@@ -61,28 +70,16 @@ async fn case_04_numerics_keep_every_digit() {
     )
     .await;
     let rows = afters(&fx, &source).await;
-    let f = &["fx"];
-    assert_row(
-        &rows[0],
-        r#"{"id":1,"amount":0.00000000000000006938893903907228,"pegged_rate":1.123456789012345678,"qty":12345678901234567890,"price":0.1000,"fx":0.1,"big":9007199254740993}"#,
-        f,
+    assert_rows(
+        &rows,
+        &[
+            r#"{"id":1,"amount":0.00000000000000006938893903907228,"pegged_rate":1.123456789012345678,"qty":12345678901234567890,"price":0.1000,"fx":0.1,"big":9007199254740993}"#,
+            r#"{"id":2,"amount":12345678901234567890.123456789,"pegged_rate":0.000000000000000001,"qty":9007199254740993,"price":123456.7890,"fx":1e300,"big":-9223372036854775808}"#,
+            r#"{"id":3,"amount":1.10,"pegged_rate":-99999999999999999.999999999999999999,"qty":-9223372036854775809,"price":-0.0001,"fx":2.5e-308,"big":9223372036854775807}"#,
+            r#"{"id":4,"amount":100,"pegged_rate":0.000000000000000001,"qty":0,"price":9.9999,"fx":-0.0,"big":0}"#,
+        ],
+        &["fx"],
     );
-    assert_row(
-        &rows[1],
-        r#"{"id":2,"amount":12345678901234567890.123456789,"pegged_rate":0.000000000000000001,"qty":9007199254740993,"price":123456.7890,"fx":1e300,"big":-9223372036854775808}"#,
-        f,
-    );
-    assert_row(
-        &rows[2],
-        r#"{"id":3,"amount":1.10,"pegged_rate":-99999999999999999.999999999999999999,"qty":-9223372036854775809,"price":-0.0001,"fx":2.5e-308,"big":9223372036854775807}"#,
-        f,
-    );
-    assert_row(
-        &rows[3],
-        r#"{"id":4,"amount":100,"pegged_rate":0.000000000000000001,"qty":0,"price":9.9999,"fx":-0.0,"big":0}"#,
-        f,
-    );
-    assert_eq!(rows.len(), 4);
 }
 
 #[tokio::test]
@@ -103,21 +100,14 @@ async fn case_22_infinities_and_nan_are_spelled_out() {
     )
     .await;
     let rows = afters(&fx, &source).await;
-    let f = &["score", "score4"];
-    assert_row(
-        &rows[0],
-        r#"{"id":1,"valid_to":"infinity","valid_ts":"infinity","valid_day":"infinity","amount":"NaN","ratio":"NaN","score":"NaN","score4":"NaN"}"#,
-        f,
-    );
-    assert_row(
-        &rows[1],
-        r#"{"id":2,"valid_to":"-infinity","valid_ts":"-infinity","valid_day":"-infinity","amount":0.00,"ratio":"Infinity","score":"Infinity","score4":"-Infinity"}"#,
-        f,
-    );
-    assert_row(
-        &rows[2],
-        r#"{"id":3,"valid_to":"2026-01-01T00:00:00Z","valid_ts":"2026-01-01T00:00:00","valid_day":"2026-01-01","amount":1.50,"ratio":"-Infinity","score":0,"score4":1e-45}"#,
-        f,
+    assert_rows(
+        &rows,
+        &[
+            r#"{"id":1,"valid_to":"infinity","valid_ts":"infinity","valid_day":"infinity","amount":"NaN","ratio":"NaN","score":"NaN","score4":"NaN"}"#,
+            r#"{"id":2,"valid_to":"-infinity","valid_ts":"-infinity","valid_day":"-infinity","amount":0.00,"ratio":"Infinity","score":"Infinity","score4":"-Infinity"}"#,
+            r#"{"id":3,"valid_to":"2026-01-01T00:00:00Z","valid_ts":"2026-01-01T00:00:00","valid_day":"2026-01-01","amount":1.50,"ratio":"-Infinity","score":0,"score4":1e-45}"#,
+        ],
+        &["score", "score4"],
     );
 }
 
@@ -145,10 +135,7 @@ async fn case_23_array_literals_are_parsed_not_split() {
         r#"{"id":4,"tags":[],"nums":null,"grid":[[1,2],[3,4]]}"#,
         r#"{"id":5,"tags":["x","y"],"nums":[7,8],"grid":null}"#,
     ];
-    assert_eq!(rows.len(), expected.len());
-    for (got, want) in rows.iter().zip(expected) {
-        assert_row(got, want, &[]);
-    }
+    assert_rows(&rows, &expected, &[]);
 }
 
 #[tokio::test]

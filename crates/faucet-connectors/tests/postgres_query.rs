@@ -14,8 +14,8 @@ fn airports_csv() -> String {
 }
 
 async fn airports_db(name: &str) -> TestDb {
-    let mut db = TestDb::new(name).await;
-    db.exec(
+    let mut db = TestDb::with(
+        name,
         "CREATE TABLE airports (faa text PRIMARY KEY, name text, lat double precision, \
          lon double precision, alt integer, tz integer, dst text, tzone text)",
     )
@@ -196,9 +196,11 @@ async fn a_query_is_read_as_a_subquery() {
 
 #[tokio::test]
 async fn problems_are_typed_errors() {
-    let mut db = TestDb::new("q_errors").await;
-    db.exec("CREATE TABLE t (id integer PRIMARY KEY, v text)")
-        .await;
+    let db = TestDb::with(
+        "q_errors",
+        "CREATE TABLE t (id integer PRIMARY KEY, v text)",
+    )
+    .await;
     let table = db.table("t");
     // A missing table.
     let missing = source(PostgresQueryConfig::for_table(pg_url(), db.table("nope")));

@@ -77,8 +77,7 @@ INSERT INTO blob_store VALUES
 
 #[tokio::test]
 async fn case_04_numerics_keep_every_digit() {
-    let mut db = TestDb::new("q_case04").await;
-    db.exec(CASE_04).await;
+    let db = TestDb::with("q_case04", CASE_04).await;
     let pages = read_pages(&full(&db.table("trade")), None, 10)
         .await
         .expect("read");
@@ -124,8 +123,7 @@ async fn case_04_numerics_keep_every_digit() {
 
 #[tokio::test]
 async fn case_22_infinities_and_nan_are_spelled_out() {
-    let mut db = TestDb::new("q_case22").await;
-    db.exec(CASE_22).await;
+    let db = TestDb::with("q_case22", CASE_22).await;
     let pages = read_pages(&full(&db.table("validity")), None, 10)
         .await
         .expect("read");
@@ -145,8 +143,7 @@ async fn case_22_infinities_and_nan_are_spelled_out() {
 
 #[tokio::test]
 async fn case_23_arrays_follow_the_literal_grammar() {
-    let mut db = TestDb::new("q_case23").await;
-    db.exec(CASE_23).await;
+    let mut db = TestDb::with("q_case23", CASE_23).await;
     let table = db.table("tagged");
     let pages = read_pages(&full(&table), None, 10).await.expect("read");
     assert_eq!(
@@ -174,8 +171,7 @@ async fn case_23_arrays_follow_the_literal_grammar() {
 
 #[tokio::test]
 async fn case_24_bytea_is_bytes() {
-    let mut db = TestDb::new("q_case24").await;
-    db.exec(CASE_24).await;
+    let mut db = TestDb::with("q_case24", CASE_24).await;
     // A role whose sessions render bytea in the escape form (`bytea_output = escape`): the
     // source's session setup still reads hex, so the bytes are the same.
     let role = format!("faucet_esc_{}", std::process::id());
@@ -246,8 +242,8 @@ async fn case_24_bytea_is_bytes() {
 /// bookmark's value, an update; three runs.
 #[tokio::test]
 async fn case_11_ties_are_neither_skipped_nor_repeated() {
-    let mut db = TestDb::new("q_case11").await;
-    db.exec(
+    let mut db = TestDb::with(
+        "q_case11",
         "CREATE TABLE orders (id integer PRIMARY KEY, status text NOT NULL, \
            updated_at timestamp(6) NOT NULL);
          INSERT INTO orders VALUES
@@ -297,8 +293,8 @@ async fn case_11_ties_are_neither_skipped_nor_repeated() {
 /// a resume from every page's bookmark gives exactly the rest.
 #[tokio::test]
 async fn case_11_a_tie_group_larger_than_a_page() {
-    let mut db = TestDb::new("q_case11_big").await;
-    db.exec(
+    let db = TestDb::with(
+        "q_case11_big",
         "CREATE TABLE orders (id integer PRIMARY KEY, updated_at timestamp(6) NOT NULL);
          INSERT INTO orders SELECT g, '2026-06-12 16:31:32.869' FROM generate_series(1, 1000) g;
          INSERT INTO orders VALUES (1001, '2026-06-12 16:31:30'), (1002, '2026-06-12 16:31:40'),
@@ -328,8 +324,8 @@ async fn case_11_a_tie_group_larger_than_a_page() {
 /// tie group keep the bookmark before the group, so the group is read again).
 #[tokio::test]
 async fn a_non_unique_key_never_skips_rows() {
-    let mut db = TestDb::new("q_nonunique").await;
-    db.exec(
+    let db = TestDb::with(
+        "q_nonunique",
         "CREATE TABLE events (id integer PRIMARY KEY, updated_at timestamp NOT NULL);
          INSERT INTO events SELECT g, '2026-01-01'::timestamp + g * interval '1 s'
            FROM generate_series(1, 5) g;
@@ -409,8 +405,8 @@ async fn other_types_are_read_by_base_type_or_as_text() {
 /// canonical output), embedded as itself in JSON (a line break between tokens as a space).
 #[tokio::test]
 async fn json_and_jsonb_arrive_as_the_server_sent_them() {
-    let mut db = TestDb::new("q_json_text").await;
-    db.exec(
+    let db = TestDb::with(
+        "q_json_text",
         r#"CREATE TABLE docs (id integer PRIMARY KEY, j json, jb jsonb);
 INSERT INTO docs VALUES
  (1, E' {\n "b" : 1.10 ,\t"a": [ 1e400, -0 ], "b": "x  y \\"q\\" \\\\ \\u00e9 é" } ',

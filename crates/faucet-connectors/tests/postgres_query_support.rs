@@ -40,6 +40,13 @@ impl TestDb {
         Self { conn, schema }
     }
 
+    /// [`TestDb::new`], then `ddl` (several statements allowed) run in the schema.
+    pub(crate) async fn with(name: &str, ddl: &str) -> Self {
+        let mut db = Self::new(name).await;
+        db.exec(ddl).await;
+        db
+    }
+
     /// `schema.table`.
     pub(crate) fn table(&self, table: &str) -> String {
         format!("{}.{table}", self.schema)

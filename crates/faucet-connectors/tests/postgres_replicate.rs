@@ -43,34 +43,34 @@ fn source(fx: &Fixture, tables: &[&str]) -> PostgresReplicateSource {
 fn workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     let big = fx.table("big");
     let small = fx.table("small");
+    let statement = move |i: i64| {
+        let k = (i * 7919) % BIG + 1;
+        match i % 5 {
+            0 => format!("INSERT INTO {big} VALUES ({}, 'new{i}', {i})", BIG + i),
+            1 => format!("UPDATE {big} SET v = 'u{i}', n = n + 1 WHERE id = {k}"),
+            2 => format!("DELETE FROM {big} WHERE id = {k}"),
+            3 => format!(
+                "INSERT INTO {small} VALUES ({}, 'sn{i}', {i}) ON CONFLICT (id) DO UPDATE SET v = 'again{i}'",
+                SMALL_BASE + 100 + i % 60
+            ),
+            _ => format!(
+                "UPDATE {small} SET n = n + {i} WHERE id = {}; DELETE FROM {small} WHERE id = {}",
+                SMALL_BASE + 1 + i % 40,
+                SMALL_BASE + 1 + (i * 3) % 40
+            ),
+        }
+    };
     tokio::spawn(async move {
-        let mut c = admin().await;
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
-            let k = (i * 7919) % BIG + 1;
-            let sql = match i % 5 {
-                0 => format!("INSERT INTO {big} VALUES ({}, 'new{i}', {i})", BIG + i),
-                1 => format!("UPDATE {big} SET v = 'u{i}', n = n + 1 WHERE id = {k}"),
-                2 => format!("DELETE FROM {big} WHERE id = {k}"),
-                3 => format!(
-                    "INSERT INTO {small} VALUES ({}, 'sn{i}', {i}) ON CONFLICT (id) DO UPDATE SET v = 'again{i}'",
-                    SMALL_BASE + 100 + i % 60
-                ),
-                _ => format!(
-                    "UPDATE {small} SET n = n + {i} WHERE id = {}; DELETE FROM {small} WHERE id = {}",
-                    SMALL_BASE + 1 + i % 40,
-                    SMALL_BASE + 1 + (i * 3) % 40
-                ),
-            };
+        let exec = |mut c: sqlx::PgConnection, sql: String| async move {
             for statement in sql.split("; ") {
                 sqlx::query(statement)
                     .execute(&mut c)
                     .await
                     .expect("workload");
             }
-        }
-        i as u64
+            c
+        };
+        faucet_test_support::write_until(stop, admin().await, statement, exec).await
     })
 }
 
@@ -244,33 +244,33 @@ async fn setup_words(fx: &Fixture) {
 /// copied as of different points takes the filter's `u` → `d` / `c` rewrites).
 fn words_workload(fx: &Fixture, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<u64> {
     let words = fx.table("words");
-    tokio::spawn(async move {
-        let mut c = admin().await;
-        let mut i: i64 = 0;
-        while !stop.load(Ordering::SeqCst) {
-            i += 1;
-            let g = (i * 7919) % 3000 + 1;
-            let key = format!(
-                "CASE WHEN {g} % 2 = 0 THEN upper(substr(md5('{g}'), 1, 6)) ELSE substr(md5('{g}'), 1, 6) END || {g}"
-            );
-            let sql = match i % 5 {
-                0 => format!(
-                    "INSERT INTO {words} VALUES (CASE WHEN {i} % 2 = 0 THEN 'Z' ELSE 'a' END || md5('{i}'), {i}) ON CONFLICT (w) DO UPDATE SET v = -{i}"
-                ),
-                1 | 2 => format!("UPDATE {words} SET v = v + {i} WHERE w = {key}"),
-                // A key change, to anywhere in the key space (across the copied ranges).
-                3 => format!(
-                    "UPDATE {words} SET w = CASE WHEN {i} % 2 = 0 THEN 'b' ELSE 'Y' END || md5('m{i}') \
+    let statement = move |i: i64| {
+        let g = (i * 7919) % 3000 + 1;
+        let key = format!(
+            "CASE WHEN {g} % 2 = 0 THEN upper(substr(md5('{g}'), 1, 6)) ELSE substr(md5('{g}'), 1, 6) END || {g}"
+        );
+        match i % 5 {
+            0 => format!(
+                "INSERT INTO {words} VALUES (CASE WHEN {i} % 2 = 0 THEN 'Z' ELSE 'a' END || md5('{i}'), {i}) ON CONFLICT (w) DO UPDATE SET v = -{i}"
+            ),
+            1 | 2 => format!("UPDATE {words} SET v = v + {i} WHERE w = {key}"),
+            // A key change, to anywhere in the key space (across the copied ranges).
+            3 => format!(
+                "UPDATE {words} SET w = CASE WHEN {i} % 2 = 0 THEN 'b' ELSE 'Y' END || md5('m{i}') \
                      WHERE w = {key}"
-                ),
-                _ => format!("DELETE FROM {words} WHERE w = {key}"),
-            };
+            ),
+            _ => format!("DELETE FROM {words} WHERE w = {key}"),
+        }
+    };
+    tokio::spawn(async move {
+        let exec = |mut c: sqlx::PgConnection, sql: String| async move {
             sqlx::query(&sql)
                 .execute(&mut c)
                 .await
                 .expect("words workload");
-        }
-        i as u64
+            c
+        };
+        faucet_test_support::write_until(stop, admin().await, statement, exec).await
     })
 }
 

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use crate::postgres_query_support::{TestDb, pg_url};
 use crate::postgres_sink_support::{
-    append_sink, change, change_page, plain_page, read_back, row, table_text, upsert_sink,
-    write_all,
+    append_sink, assert_table, change, change_page, plain_page, read_back, row, table_text,
+    upsert_sink, write_all,
 };
 use crate::sink_support::{
     ARTICLE, article_key, expect_old_row_missing, moved, several_versions_page, toast_move_pages,
@@ -51,8 +51,8 @@ async fn append_and_upsert_keep_their_promises() {
 /// version of each key wins.
 #[tokio::test]
 async fn case_14_several_versions_of_a_key_in_one_page() {
-    let mut db = TestDb::new("s_case14").await;
-    db.exec(
+    let db = TestDb::with(
+        "s_case14",
         "CREATE TABLE contact (id integer PRIMARY KEY, phone text NOT NULL, seq integer NOT NULL);
          INSERT INTO contact VALUES (1, '000', 0);
          CREATE TABLE contact_cdc (LIKE contact INCLUDING ALL);
@@ -66,10 +66,7 @@ async fn case_14_several_versions_of_a_key_in_one_page() {
     w.write(&page).await.expect("first attempt succeeds");
     w.flush().await.expect("flush");
     let want = "1\t555\t5\n2\t444\t4\n";
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
-        want
-    );
+    assert_table(&format!("SELECT * FROM {table} ORDER BY id"), want).await;
     // The same as change records in one transaction (insert, insert, update, update, update).
     let cdc = db.table("contact_cdc");
     let c = |id: i64, p: &str, s: i64| {
@@ -93,10 +90,7 @@ async fn case_14_several_versions_of_a_key_in_one_page() {
     let sink = upsert_sink(&cdc, &["id"]);
     let mut w = sink.open().await.expect("open");
     write_all(w.as_mut(), &[page]).await;
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {cdc} ORDER BY id")).await,
-        want
-    );
+    assert_table(&format!("SELECT * FROM {cdc} ORDER BY id"), want).await;
     db.drop().await;
 }
 
@@ -157,12 +151,14 @@ async fn case_15_delete_insert_order_is_kept() {
 /// `body` stored out of line (TOAST, `STORAGE EXTERNAL`), holding the rows `values` (SQL
 /// `VALUES` tuples); returns it and the table's qualified name.
 async fn articles(tag: &str, values: &str) -> (TestDb, String) {
-    let mut db = TestDb::new(tag).await;
-    db.exec(&format!(
+    let db = TestDb::with(
+        tag,
+        &format!(
         "CREATE TABLE article (id integer PRIMARY KEY, title text NOT NULL, body text NOT NULL);
          ALTER TABLE article ALTER COLUMN body SET STORAGE EXTERNAL;
          INSERT INTO article VALUES {values};"
-    ))
+    ),
+    )
     .await;
     let table = db.table("article");
     (db, table)
@@ -193,7 +189,7 @@ async fn unchanged_toast_is_never_nulled() {
         "SELECT id, title, length(body), body = repeat('a', 10000), body = repeat('b', 10000) \
          FROM {table} ORDER BY id"
     );
-    assert_eq!(table_text(&check).await, "1\tpublished\t10000\tt\tf\n");
+    assert_table(&check, "1\tpublished\t10000\tt\tf\n").await;
     // One page: insert id 2 with a body, then an update leaving the body unchanged, then the
     // key of id 1 changes to 5 with the body unchanged... and a new body for id 5 later.
     write_all(
@@ -208,10 +204,11 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_eq!(
-        table_text(&check).await,
-        "1\tedited\t10000\tf\tt\n2\ttwo-edited\t10000\tf\tt\n"
-    );
+    assert_table(
+        &check,
+        "1\tedited\t10000\tf\tt\n2\ttwo-edited\t10000\tf\tt\n",
+    )
+    .await;
     write_all(
         w.as_mut(),
         &[change_page(
@@ -226,10 +223,7 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_eq!(
-        table_text(&check).await,
-        "1\tedited\t10000\tf\tt\n5\tmoved\t10000\tt\tf\n"
-    );
+    assert_table(&check, "1\tedited\t10000\tf\tt\n5\tmoved\t10000\tt\tf\n").await;
     // Truncate: everything before it in the page is dropped; what follows stays.
     write_all(
         w.as_mut(),
@@ -243,10 +237,11 @@ async fn unchanged_toast_is_never_nulled() {
         )],
     )
     .await;
-    assert_eq!(
-        table_text(&format!("SELECT id, title, body FROM {table} ORDER BY id")).await,
-        "8\tafter\ty\n"
-    );
+    assert_table(
+        &format!("SELECT id, title, body FROM {table} ORDER BY id"),
+        "8\tafter\ty\n",
+    )
+    .await;
     db.drop().await;
 }
 
@@ -268,14 +263,14 @@ async fn a_key_change_moves_the_stored_toast_value() {
     let [moves, interleaved, lost] = toast_move_pages([json!(1), json!(2), json!(3)]);
     let want = "2\tthree\t10000\tc\n5\tone\t10000\ta\n7\ttwo-edited\t10000\tb\n";
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
-    assert_eq!(table_text(&check).await, want);
+    assert_table(&check, want).await;
     // Replayed (at-least-once): the same rows.
     write_all(w.as_mut(), std::slice::from_ref(&moves)).await;
-    assert_eq!(table_text(&check).await, want);
+    assert_table(&check, want).await;
     let want = "2\tthree\t10000\tc\n7\tone\t10000\ta\n70\ttwo-edited\t10000\tb\n";
     for _ in 0..2 {
         write_all(w.as_mut(), std::slice::from_ref(&interleaved)).await;
-        assert_eq!(table_text(&check).await, want);
+        assert_table(&check, want).await;
     }
     // The old row was never delivered: an error, not a row without its body.
     let err = w.write(&lost).await.expect_err("no old row");
@@ -287,9 +282,7 @@ async fn a_key_change_moves_the_stored_toast_value() {
 
 #[tokio::test]
 async fn the_commit_token_only_moves_forward() {
-    let mut db = TestDb::new("s_token").await;
-    db.exec("CREATE TABLE t (id bigint PRIMARY KEY, v text)")
-        .await;
+    let mut db = TestDb::with("s_token", "CREATE TABLE t (id bigint PRIMARY KEY, v text)").await;
     let table = db.table("t");
     let sink = upsert_sink(&table, &["id"]);
     let mut w = sink.open().await.expect("open");
@@ -341,10 +334,11 @@ async fn the_commit_token_only_moves_forward() {
         w.last_committed_token("orders::us").await.expect("read"),
         Some(t(8))
     );
-    assert_eq!(
-        table_text(&format!("SELECT id FROM {table} ORDER BY id")).await,
-        "1\n2\n3\n4\n"
-    );
+    assert_table(
+        &format!("SELECT id FROM {table} ORDER BY id"),
+        "1\n2\n3\n4\n",
+    )
+    .await;
     // A second writer (a new run) sees the same tokens.
     drop(w);
     let mut again = sink.open().await.expect("reopen");
@@ -379,8 +373,8 @@ async fn the_commit_token_only_moves_forward() {
 
 #[tokio::test]
 async fn a_value_the_column_cannot_hold_is_a_data_error() {
-    let mut db = TestDb::new("s_data").await;
-    db.exec(
+    let db = TestDb::with(
+        "s_data",
         "CREATE TABLE t (id integer PRIMARY KEY, qty integer NOT NULL, note text); \
          CREATE TABLE u (LIKE t INCLUDING ALL);",
     )
@@ -416,41 +410,32 @@ async fn a_value_the_column_cannot_hold_is_a_data_error() {
             other => panic!("{other:?}"),
         }
         // Nothing of the page was committed.
-        assert_eq!(
-            table_text(&format!("SELECT count(*) FROM {table}")).await,
-            "0\n"
-        );
+        assert_table(&format!("SELECT count(*) FROM {table}"), "0\n").await;
     }
     // A NULL into a NOT NULL column, and a field the table does not have.
     let t_sink = append_sink(&db.table("t"));
     let mut w = t_sink.open().await.expect("open");
-    let nulls = plain_page(
-        &[("id", DataType::Int), ("qty", DataType::Int)],
-        vec![vec![Value::Int(1), Value::Null]],
-        json!(1),
-    );
-    let err = w.write(&nulls).await.expect_err("not null");
-    assert!(
-        matches!(&err, FaucetError::Data { location, .. } if location.contains("qty")),
-        "{err}"
-    );
-    let extra = plain_page(
-        &[("id", DataType::Int), ("colour", DataType::Text)],
-        vec![vec![Value::Int(1), Value::Null]],
-        json!(1),
-    );
-    let err = w.write(&extra).await.expect_err("unknown column");
-    assert!(
-        matches!(&err, FaucetError::Data { location, .. } if location.contains("colour")),
-        "{err}"
-    );
+    for (field, data_type, what) in [
+        ("qty", DataType::Int, "not null"),
+        ("colour", DataType::Text, "unknown column"),
+    ] {
+        let page = plain_page(
+            &[("id", DataType::Int), (field, data_type)],
+            vec![vec![Value::Int(1), Value::Null]],
+            json!(1),
+        );
+        let err = w.write(&page).await.expect_err(what);
+        assert!(
+            matches!(&err, FaucetError::Data { location, .. } if location.contains(field)),
+            "{what}: {err}"
+        );
+    }
     db.drop().await;
 }
 
 #[tokio::test]
 async fn tables_are_checked_and_created_on_request() {
-    let mut db = TestDb::new("s_create").await;
-    db.exec("CREATE TABLE nokey (id bigint, v text)").await;
+    let db = TestDb::with("s_create", "CREATE TABLE nokey (id bigint, v text)").await;
     // Missing without create_table: an error naming the fix.
     let missing = append_sink(&db.table("missing"));
     let err = missing.check().await.expect_err("missing");
@@ -520,9 +505,7 @@ async fn tables_are_checked_and_created_on_request() {
 /// and nothing of the failed page is in the table.
 #[tokio::test]
 async fn a_lost_session_fails_the_page_without_a_retry() {
-    let mut db = TestDb::new("s_lost").await;
-    db.exec("CREATE TABLE t (id bigint PRIMARY KEY, v text)")
-        .await;
+    let mut db = TestDb::with("s_lost", "CREATE TABLE t (id bigint PRIMARY KEY, v text)").await;
     let table = db.table("t");
     // The sink's session is named in the URL, so the test can end exactly that one.
     let name = format!("faucet_lost_{}", std::process::id());
@@ -549,10 +532,7 @@ async fn a_lost_session_fails_the_page_without_a_retry() {
     assert!(matches!(err, FaucetError::Write { .. }), "{err}");
     let again = w.write(&page(&[5])).await.expect_err("no further pages");
     assert!(again.to_string().contains("unusable"), "{again}");
-    assert_eq!(
-        table_text(&format!("SELECT id FROM {table} ORDER BY id")).await,
-        "1\n2\n"
-    );
+    assert_table(&format!("SELECT id FROM {table} ORDER BY id"), "1\n2\n").await;
     db.drop().await;
 }
 
@@ -607,8 +587,8 @@ async fn holds_data_answers_from_the_table() {
 async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
     use faucet_core::state::LeaseError;
     let ttl = std::time::Duration::from_secs(30);
-    let mut db = TestDb::new("s_fence").await;
-    db.exec(
+    let db = TestDb::with(
+        "s_fence",
         "CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
          CREATE TABLE readings (id bigint, v text)",
     )
@@ -730,9 +710,6 @@ async fn a_token_outliving_its_dropped_table_is_forgotten() {
     w.write_committed(&page, "k", &token(1))
         .await
         .expect("a new sequence starts over");
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {table}")).await,
-        "1\ta\n"
-    );
+    assert_table(&format!("SELECT * FROM {table}"), "1\ta\n").await;
     db.drop().await;
 }

@@ -16,7 +16,7 @@ use faucet_core::{
 
 use crate::postgres_query_cases::{CASE_04, CASE_22, CASE_23, CASE_24};
 use crate::postgres_query_support::{TestDb, copy_in_csv, pg_url};
-use crate::postgres_sink_support::{append_sink, read_back, table_text, upsert_sink};
+use crate::postgres_sink_support::{append_sink, assert_table, read_back, table_text, upsert_sink};
 
 async fn run(
     source: &dyn Source,
@@ -118,15 +118,11 @@ async fn both(source: &str, target: &str) -> (String, String) {
 /// equals the source every time.
 #[tokio::test]
 async fn incremental_query_into_upsert_is_effectively_once() {
-    let mut db = TestDb::new("p_incr_upsert").await;
-    db.exec(
-        "CREATE TABLE metric (id integer PRIMARY KEY, v integer NOT NULL, \
+    let mut db = TestDb::with("p_incr_upsert", "CREATE TABLE metric (id integer PRIMARY KEY, v integer NOT NULL, \
            updated_at timestamp(6) NOT NULL);
          INSERT INTO metric SELECT g, g * 10, timestamp '2026-01-01 00:00:00' + g * interval '1 second'
            FROM generate_series(1, 500) AS g;
-         CREATE TABLE target (LIKE metric INCLUDING ALL);",
-    )
-    .await;
+         CREATE TABLE target (LIKE metric INCLUDING ALL);").await;
     let (metric, target) = (db.table("metric"), db.table("target"));
     let mut config = PostgresQueryConfig::for_table(pg_url(), &metric);
     config.replication_method = ReplicationMethod::Incremental;
@@ -223,10 +219,11 @@ async fn csv_into_postgres_with_the_atomic_watermark() {
         assert_eq!(again.records_out, 0);
         let got = table_text(&format!("SELECT * FROM {} ORDER BY faa", db.table(table))).await;
         assert_eq!(got, want, "{table}: 0 lost, 0 duplicated");
-        assert_eq!(
-            table_text(&format!("SELECT count(*) FROM {}", db.table(table))).await,
-            "1458\n"
-        );
+        assert_table(
+            &format!("SELECT count(*) FROM {}", db.table(table)),
+            "1458\n",
+        )
+        .await;
     }
     db.drop().await;
 }
@@ -235,8 +232,8 @@ async fn csv_into_postgres_with_the_atomic_watermark() {
 /// state holds the last bookmark.
 #[tokio::test]
 async fn cancellation_flushes_the_page_in_hand() {
-    let mut db = TestDb::new("p_cancel").await;
-    db.exec(
+    let db = TestDb::with(
+        "p_cancel",
         "CREATE TABLE src (id bigint PRIMARY KEY, v text);
          INSERT INTO src SELECT g, 'v' || g FROM generate_series(1, 1000) g;
          CREATE TABLE dst (id bigint, v text);",

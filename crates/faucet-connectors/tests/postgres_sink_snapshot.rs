@@ -8,7 +8,9 @@ use faucet_core::{CommitToken, Sink, Value};
 use serde_json::json;
 
 use crate::postgres_query_support::TestDb;
-use crate::postgres_sink_support::{change, change_page, row, table_text, upsert_sink};
+use crate::postgres_sink_support::{
+    assert_table, change, change_page, row, table_text, upsert_sink,
+};
 
 /// `snap (id integer PRIMARY KEY, v text NOT NULL)` in `db`, with `rows` (SQL `VALUES`
 /// tuples, or empty), and a statement-level `UPDATE` trigger counting into `upserts`.
@@ -88,10 +90,11 @@ async fn snapshot_rows_copy_into_an_empty_target_and_upsert_after_a_key_conflict
         upserts(&db).await > after_conflict,
         "upserts again after a conflict"
     );
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
-        "1\ta\n2\tb\n3\tc2\n4\td\n5\te\n6\tf\n"
-    );
+    assert_table(
+        &format!("SELECT * FROM {table} ORDER BY id"),
+        "1\ta\n2\tb\n3\tc2\n4\td\n5\te\n6\tf\n",
+    )
+    .await;
     assert_eq!(
         w.last_committed_token("snap").await.expect("token"),
         Some(token(3, 3))
@@ -110,10 +113,11 @@ async fn snapshot_rows_into_a_target_holding_rows_are_upserted() {
         .expect("write");
     w.flush().await.expect("flush");
     assert!(upserts(&db).await > 0, "a target holding rows is upserted");
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
-        "1\ta\n2\tb\n9\tkept\n"
-    );
+    assert_table(
+        &format!("SELECT * FROM {table} ORDER BY id"),
+        "1\ta\n2\tb\n9\tkept\n",
+    )
+    .await;
     db.drop().await;
 }
 
@@ -134,10 +138,11 @@ async fn a_page_with_other_changes_keeps_the_upsert_for_later_snapshot_rows() {
         .expect("snapshot rows after a change");
     w.flush().await.expect("flush");
     assert!(upserts(&db).await >= 2, "both pages upserted");
-    assert_eq!(
-        table_text(&format!("SELECT * FROM {table} ORDER BY id")).await,
-        "1\ta2\n2\tb\n"
-    );
+    assert_table(
+        &format!("SELECT * FROM {table} ORDER BY id"),
+        "1\ta2\n2\tb\n",
+    )
+    .await;
     db.drop().await;
 }
 
@@ -182,9 +187,6 @@ async fn snapshot_rows_into_a_target_without_a_unique_key_are_not_copied() {
             .contains("upsert needs a primary key or unique index"),
         "{refused}"
     );
-    assert_eq!(
-        table_text(&format!("SELECT count(*) FROM {target}")).await,
-        "0\n"
-    );
+    assert_table(&format!("SELECT count(*) FROM {target}"), "0\n").await;
     db.drop().await;
 }

@@ -27,6 +27,12 @@ pub(crate) async fn table_text(select: &str) -> String {
     copy_out(&mut admin().await, select).await
 }
 
+/// Asserts `select` reads `want` (COPY text: a line a row, tab-separated columns), on a fresh
+/// session.
+pub(crate) async fn assert_table(select: &str, want: &str) {
+    assert_eq!(table_text(select).await, want, "`{select}`");
+}
+
 /// A read-back closure for the conformance checks: the rows of `table` as JSON objects,
 /// ordered by `order`.
 pub(crate) fn read_back(

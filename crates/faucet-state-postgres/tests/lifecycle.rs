@@ -34,25 +34,18 @@ async fn lifecycle_keeps_nested_json_and_big_integers_exactly() {
     assert_eq!(in_db, "12345678901234567890");
 
     let first_update = stamp(&pool, "orders::eu").await;
-    store
-        .put("orders::eu", &json!({"lsn": "0/16B3750"}))
-        .await
-        .expect("overwrite");
-    assert_eq!(
-        store.get("orders::eu").await.expect("get"),
-        Some(json!({"lsn": "0/16B3750"}))
-    );
+    let newer = json!({"lsn": "0/16B3750"});
+    store.put("orders::eu", &newer).await.expect("overwrite");
+    assert_eq!(store.get("orders::eu").await.expect("get"), Some(newer));
     assert!(
         stamp(&pool, "orders::eu").await >= first_update,
         "updated_at moves"
     );
     assert_eq!(count(&pool, "fst_lifecycle").await, 1, "one row per key");
 
-    store.delete("orders::eu").await.expect("delete");
-    store
-        .delete("orders::eu")
-        .await
-        .expect("delete of a missing key");
+    for what in ["delete", "delete of a missing key"] {
+        store.delete("orders::eu").await.expect(what);
+    }
     assert_eq!(store.get("orders::eu").await.expect("get"), None);
     assert_eq!(count(&pool, "fst_lifecycle").await, 0);
     drop_tables(&pool, "fst_lifecycle").await;

@@ -5,7 +5,8 @@
 //! test's own; [`private_mariadb::PrivateMariadb`], a MariaDB with a binlog of a test's own;
 //! [`private_mongo::PrivateMongo`], a SecantusDB (MongoDB wire protocol) server of a test's
 //! own; [`private_nats::PrivateNats`], a nats-server with users and permissions of a test's
-//! own; and [`mysql_value_table!`], the MySQL value table of docs/values.md as test data. Used as a dev-dependency by every crate's tests; it has no database client,
+//! own; [`mysql_value_table!`], the MySQL value table of docs/values.md as test data; and
+//! [`weather`], the columns of the example weather data. Used as a dev-dependency by every crate's tests; it has no database client,
 //! so each crate connects with its own and hands the result to [`Service::expect_up`].
 //!
 //! | service | variable | default |
@@ -25,6 +26,7 @@ pub mod private_mariadb;
 pub mod private_mongo;
 pub mod private_nats;
 pub mod private_pg;
+pub mod weather;
 
 use std::fmt::Display;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -190,6 +192,35 @@ pub fn unique_suffix() -> String {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::SeqCst)
     )
+}
+
+/// The member names of the JSON object `value` in order (the order a record or a report writes
+/// them); empty when `value` is not an object.
+pub fn json_keys(value: &serde_json::Value) -> Vec<&str> {
+    value
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// A test's write workload: runs `exec(conn, statement(i))` for `i` = 1, 2, … one at a time
+/// until `stop` is set, each call handing the connection on to the next (it may pause after
+/// its statement); returns how many statements ran.
+pub async fn write_until<C, Fut>(
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    mut conn: C,
+    statement: impl Fn(i64) -> String,
+    exec: impl Fn(C, String) -> Fut,
+) -> u64
+where
+    Fut: std::future::Future<Output = C>,
+{
+    let mut i: i64 = 0;
+    while !stop.load(Ordering::SeqCst) {
+        i += 1;
+        conn = exec(conn, statement(i)).await;
+    }
+    u64::try_from(i).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -163,30 +163,21 @@ fn strings_for_numbers_only_where_documented() {
 
 #[test]
 fn max_page_delay_defaults_parses_and_names_its_path() {
-    let (_dir, loaded) = load_text(BASE);
-    let loaded = loaded.expect("loads");
-    assert_eq!(
+    let delay = |text: &str| {
+        let (_dir, loaded) = load_text(text);
+        let loaded = loaded.expect("loads");
         loaded.rows[0]
             .config
             .as_ref()
             .expect("valid")
             .1
-            .max_page_delay,
-        std::time::Duration::from_millis(50)
-    );
-    for (given, ms) in [("250", 250), ("'20'", 20), ("2s", 2000), ("'150ms'", 150)] {
-        let (_dir, loaded) = load_text(&format!("{BASE}  max_page_delay: {given}\n"));
-        let loaded = loaded.expect("loads");
-        assert_eq!(
-            loaded.rows[0]
-                .config
-                .as_ref()
-                .expect("valid")
-                .1
-                .max_page_delay,
-            std::time::Duration::from_millis(ms),
-            "{given}"
-        );
+            .max_page_delay
+    };
+    let ms = std::time::Duration::from_millis;
+    assert_eq!(delay(BASE), ms(50), "the default");
+    for (given, want) in [("250", 250), ("'20'", 20), ("2s", 2000), ("'150ms'", 150)] {
+        let text = format!("{BASE}  max_page_delay: {given}\n");
+        assert_eq!(delay(&text), ms(want), "{given}");
     }
     for bad in ["0", "-1", "soon", "2h"] {
         let (_dir, loaded) = load_text(&format!("{BASE}  max_page_delay: {bad}\n"));

@@ -3,10 +3,9 @@
 //! `ALTER TABLE`s), a column dropped from the target by hand (what a run fails on, with its
 //! fix), and `schema_changes: fail` (the error a run stops with).
 
-use super::{PG_VAR, config, faucet};
+use super::{PG_VAR, config, faucet, items_then_first_run};
 use crate::support::output_of_success;
-use crate::support::pg::{Names, cleanup, faucet_with_pg_url, sql};
-use crate::support::{pg_pool, runtime};
+use crate::support::pg::{faucet_with_pg_url, sql};
 
 /// The `drift` check of `faucet doctor --json` in `dir` (exactly one).
 pub(super) fn drift(dir: &std::path::Path) -> serde_json::Value {
@@ -42,145 +41,113 @@ pub(super) fn text(check: &serde_json::Value) -> String {
 
 #[test]
 fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_doc");
-    let s = names.schema.clone();
-    let t = format!("{s}.target");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let sink = |extra: &str| {
-        format!(
-            "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", table: {t}, \
-             write_mode: upsert, key: [id], create_table: true{extra} }} }}"
-        )
-    };
-    crate::support::with_cleanup(
-        || {
-            sql(&format!(
-                "CREATE SCHEMA {s}; \
-                 CREATE TABLE {s}.items (id int PRIMARY KEY, v integer, note varchar(10))"
-            ));
-            config(dir.path(), &names, &sink(""), 100, "");
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            sql(&format!(
-                "INSERT INTO {s}.items VALUES (1, 1, 'a'), (2, 2, 'b')"
-            ));
-            output_of_success(&mut faucet(dir.path()), "the run of rows 1 and 2");
-            let check = drift(dir.path());
-            assert_eq!(check["ok"], true, "{check}");
-            assert!(
-                text(&check).ends_with(&format!("{s}.items → {t}: no drift")),
-                "{check}"
-            );
+    crate::support::pg::with_names("schema_doc", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.target");
+        let sink = |extra: &str| {
+            format!(
+                "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", table: {t}, \
+                 write_mode: upsert, key: [id], create_table: true{extra} }} }}"
+            )
+        };
+        items_then_first_run(dir.path(), names, "v integer, note varchar(10)", &sink(""));
+        sql(&format!(
+            "INSERT INTO {s}.items VALUES (1, 1, 'a'), (2, 2, 'b')"
+        ));
+        output_of_success(&mut faucet(dir.path()), "the run of rows 1 and 2");
+        let check = drift(dir.path());
+        assert_eq!(check["ok"], true, "{check}");
+        assert!(
+            text(&check).ends_with(&format!("{s}.items → {t}: no drift")),
+            "{check}"
+        );
 
-            // Faucet is stopped; the source changes.
-            sql(&format!(
-                "ALTER TABLE {s}.items ADD COLUMN w text; \
-                 ALTER TABLE {s}.items RENAME COLUMN note TO memo; \
-                 ALTER TABLE {s}.items ALTER COLUMN v TYPE bigint"
-            ));
-            let check = drift(dir.path());
-            assert_eq!(check["ok"], true, "{check}");
-            let said = text(&check);
-            for part in [
-                "the source changed since the last run",
-                "column `note` renamed to `memo`",
-                "column `v` changed type from integer to bigint",
-                "column `w` added, text",
-                "a run applies: ",
-                "RENAME COLUMN \"note\" TO \"memo\"",
-                "ADD COLUMN \"w\" text",
-            ] {
-                assert!(said.contains(part), "`{part}` not in {said}");
-            }
-            // The run applies it; then there is nothing left to say.
-            sql(&format!("INSERT INTO {s}.items VALUES (3, 3, 'c', 'w3')"));
-            output_of_success(&mut faucet(dir.path()), "the run after the change");
-            let check = drift(dir.path());
-            assert!(text(&check).ends_with("no drift"), "{check}");
+        // Faucet is stopped; the source changes.
+        sql(&format!(
+            "ALTER TABLE {s}.items ADD COLUMN w text; \
+             ALTER TABLE {s}.items RENAME COLUMN note TO memo; \
+             ALTER TABLE {s}.items ALTER COLUMN v TYPE bigint"
+        ));
+        let check = drift(dir.path());
+        assert_eq!(check["ok"], true, "{check}");
+        let said = text(&check);
+        for part in [
+            "the source changed since the last run",
+            "column `note` renamed to `memo`",
+            "column `v` changed type from integer to bigint",
+            "column `w` added, text",
+            "a run applies: ",
+            "RENAME COLUMN \"note\" TO \"memo\"",
+            "ADD COLUMN \"w\" text",
+        ] {
+            assert!(said.contains(part), "`{part}` not in {said}");
+        }
+        // The run applies it; then there is nothing left to say.
+        sql(&format!("INSERT INTO {s}.items VALUES (3, 3, 'c', 'w3')"));
+        output_of_success(&mut faucet(dir.path()), "the run after the change");
+        let check = drift(dir.path());
+        assert!(text(&check).ends_with("no drift"), "{check}");
 
-            // The target loses a column by hand: a run would fail at the first row with it.
-            sql(&format!("ALTER TABLE {t} DROP COLUMN w"));
-            let check = drift(dir.path());
-            assert_eq!(check["ok"], false, "{check}");
-            let said = text(&check);
-            for part in [
-                "column `w` (text) is in the source, not in the target",
-                "a run fails at the first row that has it",
-                "add it: ALTER TABLE",
-            ] {
-                assert!(said.contains(part), "`{part}` not in {said}");
-            }
-            sql(&format!("ALTER TABLE {t} ADD COLUMN w text"));
+        // The target loses a column by hand: a run would fail at the first row with it.
+        sql(&format!("ALTER TABLE {t} DROP COLUMN w"));
+        let check = drift(dir.path());
+        assert_eq!(check["ok"], false, "{check}");
+        let said = text(&check);
+        for part in [
+            "column `w` (text) is in the source, not in the target",
+            "a run fails at the first row that has it",
+            "add it: ALTER TABLE",
+        ] {
+            assert!(said.contains(part), "`{part}` not in {said}");
+        }
+        sql(&format!("ALTER TABLE {t} ADD COLUMN w text"));
 
-            // `schema_changes: fail`: the error the run would stop with.
-            config(dir.path(), &names, &sink(", schema_changes: fail"), 100, "");
-            sql(&format!("ALTER TABLE {s}.items ADD COLUMN x int"));
-            let check = drift(dir.path());
-            assert_eq!(check["ok"], false, "{check}");
-            let said = text(&check);
-            for part in [
-                "column `x` added, integer",
-                "a run stops: ",
-                "`schema_changes: fail` is set",
-            ] {
-                assert!(said.contains(part), "`{part}` not in {said}");
-            }
-            sql(&format!(
-                "INSERT INTO {s}.items VALUES (4, 4, 'd', 'w4', 4)"
-            ));
-            let run = crate::support::Run::from_output(faucet(dir.path()).output().expect("spawn"));
-            assert!(
-                run.code != 0,
-                "the run must stop as doctor said: {}",
-                run.stderr
-            );
-            run.stderr_has(&["column `x` added", "schema_changes: fail"]);
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+        // `schema_changes: fail`: the error the run would stop with.
+        config(dir.path(), names, &sink(", schema_changes: fail"), 100, "");
+        sql(&format!("ALTER TABLE {s}.items ADD COLUMN x int"));
+        let check = drift(dir.path());
+        assert_eq!(check["ok"], false, "{check}");
+        let said = text(&check);
+        for part in [
+            "column `x` added, integer",
+            "a run stops: ",
+            "`schema_changes: fail` is set",
+        ] {
+            assert!(said.contains(part), "`{part}` not in {said}");
+        }
+        sql(&format!(
+            "INSERT INTO {s}.items VALUES (4, 4, 'd', 'w4', 4)"
+        ));
+        let run = crate::support::Run::from_output(faucet(dir.path()).output().expect("spawn"));
+        assert!(
+            run.code != 0,
+            "the run must stop as doctor said: {}",
+            run.stderr
+        );
+        run.stderr_has(&["column `x` added", "schema_changes: fail"]);
+    });
 }
 
 #[cfg(feature = "sqlite")]
 #[test]
 fn doctor_reports_the_alter_a_run_applies_to_a_sqlite_target() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_doc_lite");
-    let s = names.schema.clone();
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {s}.items (id int PRIMARY KEY, v integer)"
-            ));
-            config(
-                dir.path(),
-                &names,
-                "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
-                 key: [id], create_table: true } }",
-                100,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
-            output_of_success(&mut faucet(dir.path()), "the run of row 1");
-            assert!(text(&drift(dir.path())).ends_with("no drift"));
-            sql(&format!("ALTER TABLE {s}.items ADD COLUMN w text"));
-            let check = drift(dir.path());
-            assert_eq!(check["ok"], true, "{check}");
-            let said = text(&check);
-            for part in [
-                "column `w` added, text",
-                "a run applies: ALTER TABLE \"items\" ADD COLUMN \"w\"",
-            ] {
-                assert!(said.contains(part), "`{part}` not in {said}");
-            }
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+    crate::support::pg::with_names("schema_doc_lite", |names, dir| {
+        let s = names.schema.clone();
+        let sink = "{ type: sqlite, config: { path: ./t.db, table: items, write_mode: upsert, \
+                    key: [id], create_table: true } }";
+        items_then_first_run(dir.path(), names, "v integer", sink);
+        sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
+        output_of_success(&mut faucet(dir.path()), "the run of row 1");
+        assert!(text(&drift(dir.path())).ends_with("no drift"));
+        sql(&format!("ALTER TABLE {s}.items ADD COLUMN w text"));
+        let check = drift(dir.path());
+        assert_eq!(check["ok"], true, "{check}");
+        let said = text(&check);
+        for part in [
+            "column `w` added, text",
+            "a run applies: ALTER TABLE \"items\" ADD COLUMN \"w\"",
+        ] {
+            assert!(said.contains(part), "`{part}` not in {said}");
+        }
+    });
 }

@@ -14,8 +14,8 @@
 use super::{PG_VAR, columns, crash_then_finish, faucet, pipeline};
 #[cfg(feature = "sqlite")]
 use super::{lite_columns, lite_rows};
-use crate::support::pg::{Names, cleanup, query, sql};
-use crate::support::{output_of_success, pg_pool, runtime};
+use crate::support::output_of_success;
+use crate::support::pg::{query, sql};
 
 /// A PostgreSQL upsert sink into `table` by `id`, creating it.
 fn pg_upsert(table: &str) -> String {
@@ -39,109 +39,100 @@ type Order = (i64, String, Option<String>, Option<String>);
 
 #[test]
 fn csv_files_whose_header_gains_columns_alter_the_pg_target_across_crashes() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_csv");
-    let s = names.schema.clone();
-    let t = format!("{s}.orders");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let write = |name: &str, text: String| {
-        std::fs::create_dir_all(dir.path().join("in")).expect("mkdir");
-        std::fs::write(dir.path().join("in").join(name), text).expect("csv");
-    };
-    crate::support::with_cleanup(
-        || {
-            sql(&format!("CREATE SCHEMA {s}"));
-            pipeline(
-                dir.path(),
-                "schema_csv",
-                "{ type: csv, config: { path: ./in/orders-*.csv, columns: { id: int, amount: numeric } } }",
-                &pg_upsert(&t),
-                2,
-                "",
-            );
-            let mut expected: Vec<Order> = Vec::new();
-            write(
-                "orders-2026-12-01.csv",
-                csv(
-                    &["id", "name"],
-                    (1..=6).map(|i| {
-                        expected.push((i, format!("n{i}"), None, None));
-                        vec![i.to_string(), format!("n{i}")]
-                    }),
-                ),
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
+    crate::support::pg::with_names("schema_csv", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.orders");
+        let write = |name: &str, text: String| {
+            std::fs::create_dir_all(dir.path().join("in")).expect("mkdir");
+            std::fs::write(dir.path().join("in").join(name), text).expect("csv");
+        };
+        sql(&format!("CREATE SCHEMA {s}"));
+        pipeline(
+            dir.path(),
+            "schema_csv",
+            "{ type: csv, config: { path: ./in/orders-*.csv, columns: { id: int, amount: numeric } } }",
+            &pg_upsert(&t),
+            2,
+            "",
+        );
+        let mut expected: Vec<Order> = Vec::new();
+        write(
+            "orders-2026-12-01.csv",
+            csv(
+                &["id", "name"],
+                (1..=6).map(|i| {
+                    expected.push((i, format!("n{i}"), None, None));
+                    vec![i.to_string(), format!("n{i}")]
+                }),
+            ),
+        );
+        output_of_success(&mut faucet(dir.path()), "the first run");
+        assert_eq!(
+            columns(&t),
+            [
+                ("id".into(), "bigint".into()),
+                ("name".into(), "text".into())
+            ]
+        );
+        // The next day's file has an `amount`, and updates row 1; the day after's puts
+        // its columns in another order and adds `note`.
+        let day2: Vec<Vec<String>> = std::iter::once(1)
+            .chain(7..=46)
+            .map(|i| vec![i.to_string(), format!("m{i}"), format!("{i}.25")])
+            .collect();
+        for r in &day2 {
+            let id: i64 = r[0].parse().expect("id");
+            let row = (id, r[1].clone(), Some(r[2].clone()), None);
+            match expected.iter_mut().find(|e| e.0 == id) {
+                Some(e) => *e = row,
+                None => expected.push(row),
+            }
+        }
+        write(
+            "orders-2026-12-02.csv",
+            csv(&["id", "name", "amount"], day2),
+        );
+        write(
+            "orders-2026-12-03.csv",
+            csv(
+                &["id", "amount", "note", "name"],
+                (47..=66).map(|i| {
+                    expected.push((
+                        i,
+                        format!("l{i}"),
+                        Some(format!("{i}.5")),
+                        Some(format!("note, {i}")),
+                    ));
+                    vec![
+                        i.to_string(),
+                        format!("{i}.5"),
+                        format!("\"note, {i}\""),
+                        format!("l{i}"),
+                    ]
+                }),
+            ),
+        );
+        let check = |what: &str| {
             assert_eq!(
                 columns(&t),
                 [
                     ("id".into(), "bigint".into()),
-                    ("name".into(), "text".into())
-                ]
+                    ("name".into(), "text".into()),
+                    ("amount".into(), "numeric".into()),
+                    ("note".into(), "text".into())
+                ],
+                "{what}: columns"
             );
-            // The next day's file has an `amount`, and updates row 1; the day after's puts
-            // its columns in another order and adds `note`.
-            let day2: Vec<Vec<String>> = std::iter::once(1)
-                .chain(7..=46)
-                .map(|i| vec![i.to_string(), format!("m{i}"), format!("{i}.25")])
-                .collect();
-            for r in &day2 {
-                let id: i64 = r[0].parse().expect("id");
-                let row = (id, r[1].clone(), Some(r[2].clone()), None);
-                match expected.iter_mut().find(|e| e.0 == id) {
-                    Some(e) => *e = row,
-                    None => expected.push(row),
-                }
-            }
-            write(
-                "orders-2026-12-02.csv",
-                csv(&["id", "name", "amount"], day2),
-            );
-            write(
-                "orders-2026-12-03.csv",
-                csv(
-                    &["id", "amount", "note", "name"],
-                    (47..=66).map(|i| {
-                        expected.push((
-                            i,
-                            format!("l{i}"),
-                            Some(format!("{i}.5")),
-                            Some(format!("note, {i}")),
-                        ));
-                        vec![
-                            i.to_string(),
-                            format!("{i}.5"),
-                            format!("\"note, {i}\""),
-                            format!("l{i}"),
-                        ]
-                    }),
-                ),
-            );
-            let check = |what: &str| {
-                assert_eq!(
-                    columns(&t),
-                    [
-                        ("id".into(), "bigint".into()),
-                        ("name".into(), "text".into()),
-                        ("amount".into(), "numeric".into()),
-                        ("note".into(), "text".into())
-                    ],
-                    "{what}: columns"
-                );
-                let rows: Vec<Order> = query(&format!(
-                    "SELECT id, name, amount::text, note FROM {t} ORDER BY id"
-                ));
-                assert_eq!(rows, expected, "{what}: rows");
-            };
-            crash_then_finish(dir.path(), "csv files → pg");
-            check("after the crashes");
-            output_of_success(&mut faucet(dir.path()), "a run after the end");
-            check("a run after the end");
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+            let rows: Vec<Order> = query(&format!(
+                "SELECT id, name, amount::text, note FROM {t} ORDER BY id"
+            ));
+            assert_eq!(rows, expected, "{what}: rows");
+        };
+        crash_then_finish(dir.path(), "csv files → pg");
+        check("after the crashes");
+        output_of_success(&mut faucet(dir.path()), "a run after the end");
+        check("a run after the end");
+    });
 }
 
 /// A row of the SQLite table of the JSONL test: `id, v, w, x`.
@@ -199,58 +190,49 @@ fn jsonl_lines_that_gain_keys_add_columns_to_an_append_sqlite_table() {
 
 #[test]
 fn an_incremental_query_of_a_table_that_gained_a_column_alters_the_target() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_query");
-    let s = names.schema.clone();
-    let t = format!("{s}.copy");
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {s}.src (id bigint PRIMARY KEY, v int);
-                 INSERT INTO {s}.src SELECT g, g FROM generate_series(1, 5) g"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_query",
-                &format!(
-                    "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-                     table: {s}.src, replication_method: incremental, replication_key: [id] }} }}"
-                ),
-                &pg_upsert(&t),
-                2,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            sql(&format!(
-                "ALTER TABLE {s}.src ADD COLUMN w numeric(10,2);
-                 INSERT INTO {s}.src SELECT g, g, g / 4.0 FROM generate_series(6, 9) g"
-            ));
-            output_of_success(&mut faucet(dir.path()), "the run after the ADD");
-            output_of_success(&mut faucet(dir.path()), "a run with nothing to do");
-            assert_eq!(
-                columns(&t),
-                [
-                    ("id".into(), "bigint".into()),
-                    ("v".into(), "bigint".into()),
-                    ("w".into(), "numeric".into())
-                ]
-            );
-            let rows: Vec<(i64, i64, Option<String>)> =
-                query(&format!("SELECT id, v, w::text FROM {t} ORDER BY id"));
-            let expected: Vec<(i64, i64, Option<String>)> = (1..=9)
-                .map(|g| {
-                    let w = (g > 5).then(|| format!("{:.2}", g as f64 / 4.0));
-                    (g, g, w)
-                })
-                .collect();
-            assert_eq!(rows, expected);
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-        },
-    );
+    crate::support::pg::with_names("schema_query", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.copy");
+        sql(&format!(
+            "CREATE SCHEMA {s}; CREATE TABLE {s}.src (id bigint PRIMARY KEY, v int);
+             INSERT INTO {s}.src SELECT g, g FROM generate_series(1, 5) g"
+        ));
+        pipeline(
+            dir.path(),
+            "schema_query",
+            &format!(
+                "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+                 table: {s}.src, replication_method: incremental, replication_key: [id] }} }}"
+            ),
+            &pg_upsert(&t),
+            2,
+            "",
+        );
+        output_of_success(&mut faucet(dir.path()), "the first run");
+        sql(&format!(
+            "ALTER TABLE {s}.src ADD COLUMN w numeric(10,2);
+             INSERT INTO {s}.src SELECT g, g, g / 4.0 FROM generate_series(6, 9) g"
+        ));
+        output_of_success(&mut faucet(dir.path()), "the run after the ADD");
+        output_of_success(&mut faucet(dir.path()), "a run with nothing to do");
+        assert_eq!(
+            columns(&t),
+            [
+                ("id".into(), "bigint".into()),
+                ("v".into(), "bigint".into()),
+                ("w".into(), "numeric".into())
+            ]
+        );
+        let rows: Vec<(i64, i64, Option<String>)> =
+            query(&format!("SELECT id, v, w::text FROM {t} ORDER BY id"));
+        let expected: Vec<(i64, i64, Option<String>)> = (1..=9)
+            .map(|g| {
+                let w = (g > 5).then(|| format!("{:.2}", g as f64 / 4.0));
+                (g, g, w)
+            })
+            .collect();
+        assert_eq!(rows, expected);
+    });
 }
 
 #[cfg(feature = "sqlite")]

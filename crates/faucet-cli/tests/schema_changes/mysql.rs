@@ -12,13 +12,13 @@
 //!   the changes; a rename is a rename.
 
 use super::{
-    PG_VAR, check_two_changes, crash_then_finish, faucet, items, jsonl, pipeline, source_table,
-    workload,
+    PG_VAR, check_two_changes, crash_then_finish, faucet, items, jsonl, jsonl_add_between_rows,
+    pipeline, source_table, workload,
 };
 use crate::support::mariadb::{mariadb as binlog_sql, mysql_url_for, unique_server_id};
 use crate::support::mysql::{database, mariadb as sink_sql, url_for};
-use crate::support::pg::{Names, cleanup, query, sql};
-use crate::support::{output_of_success, pg_pool, runtime};
+use crate::support::output_of_success;
+use crate::support::pg::{query, sql};
 
 /// The target table's shape, as the source's starts.
 const TABLE: &str = "(id int PRIMARY KEY, v int NOT NULL, note varchar(10) NOT NULL, \
@@ -192,45 +192,36 @@ fn check_mysql_target(db: &str, expected: &[Vec<String>], what: &str) {
 
 #[test]
 fn pg_to_mysql_upsert_applies_add_rename_widen_drop_across_crashes() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_my");
-    let s = names.schema.clone();
-    let db = database("schema_my");
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            source_table(&s, None);
-            sink_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_my",
-                &format!(
-                    "{{ type: postgres-cdc, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
-                 slot_name: {slot}, publication: {publication}, tables: [{s}.items], \
-                 create_publication: true }} }}",
-                    slot = names.slot,
-                    publication = names.publication,
-                ),
-                &mysql_sink(&db, ""),
-                4,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            workload(&s);
-            crash_then_finish(dir.path(), "pg → mysql");
-            let expected = pg_rows(&format!("{s}.items"));
-            check_mysql_target(&db, &expected, "after the crashes");
-            output_of_success(&mut faucet(dir.path()), "a run after the end");
-            check_mysql_target(&db, &expected, "a run after the end");
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-            sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-        },
-    );
+    crate::support::pg::with_names("schema_my", |names, dir| {
+        let s = names.schema.clone();
+        let db = database("schema_my");
+        crate::support::with_cleanup(
+            || {
+                source_table(&s, None);
+                sink_sql(&format!(
+                    "CREATE DATABASE {db}; CREATE TABLE {db}.target {TABLE} ENGINE=InnoDB"
+                ));
+                pipeline(
+                    dir.path(),
+                    "schema_my",
+                    &names.cdc_source(PG_VAR, &format!("{s}.items")),
+                    &mysql_sink(&db, ""),
+                    4,
+                    "",
+                );
+                output_of_success(&mut faucet(dir.path()), "the first run");
+                workload(&s);
+                crash_then_finish(dir.path(), "pg → mysql");
+                let expected = pg_rows(&format!("{s}.items"));
+                check_mysql_target(&db, &expected, "after the crashes");
+                output_of_success(&mut faucet(dir.path()), "a run after the end");
+                check_mysql_target(&db, &expected, "a run after the end");
+            },
+            || {
+                sink_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+            },
+        );
+    });
 }
 
 #[test]
@@ -254,68 +245,65 @@ fn mysql_cdc_to_mysql_upsert_applies_the_changes_across_crashes() {
 
 #[test]
 fn mysql_cdc_to_pg_upsert_applies_the_changes_across_crashes() {
-    let rt = runtime();
-    let pool = rt.block_on(pg_pool());
-    let names = Names::new("schema_mp");
-    let s = names.schema.clone();
-    let t = format!("{s}.target");
-    let db = database("schema_mp");
-    let dir = tempfile::tempdir().expect("tempdir");
-    crate::support::with_cleanup(
-        || {
-            binlog_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
-            ));
-            sql(&format!(
-                "CREATE SCHEMA {s}; CREATE TABLE {t} (id int PRIMARY KEY, v integer NOT NULL, \
+    crate::support::pg::with_names("schema_mp", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.target");
+        let db = database("schema_mp");
+        crate::support::with_cleanup(
+            || {
+                binlog_sql(&format!(
+                    "CREATE DATABASE {db}; CREATE TABLE {db}.items {TABLE}"
+                ));
+                sql(&format!(
+                    "CREATE SCHEMA {s}; CREATE TABLE {t} (id int PRIMARY KEY, v integer NOT NULL, \
              note varchar(10) NOT NULL, gone text NOT NULL)"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_mp",
-                &cdc_source(&db, 2),
-                &format!(
-                    "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
+                ));
+                pipeline(
+                    dir.path(),
+                    "schema_mp",
+                    &cdc_source(&db, 2),
+                    &format!(
+                        "{{ type: postgres, config: {{ connection_url: \"${{env:{PG_VAR}}}\", \
                  table: {t}, write_mode: upsert, key: [id] }} }}"
-                ),
-                4,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            mysql_workload(&db);
-            crash_then_finish(dir.path(), "mysql → pg");
-            let cols: Vec<(String, String)> = super::columns(&t);
-            let want: Vec<(String, String)> = [
-                ("id", "integer"),
-                ("vv", "bigint"),
-                ("note", "character varying(40)"),
-                ("gone", "text"),
-                ("w", "bigint"),
-            ]
-            .iter()
-            .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
-            .collect();
-            assert_eq!(cols, want, "columns");
-            let expected = mysql_rows(
-                |q| crate::support::mariadb::rows(&binlog_sql(q)),
-                &format!("{db}.items"),
-            );
-            assert_eq!(expected.len(), 39, "the workload");
-            assert_eq!(pg_rows(&t), expected, "rows");
-            let kept: Vec<(i32, Option<String>)> = query(&format!(
-                "SELECT id, gone FROM {t} WHERE id IN (1, 7, 33, 40) ORDER BY id"
-            ));
-            let kept: Vec<Vec<String>> = kept
-                .into_iter()
-                .map(|(id, g)| vec![id.to_string(), g.unwrap_or_else(|| "NULL".into())])
+                    ),
+                    4,
+                    "",
+                );
+                output_of_success(&mut faucet(dir.path()), "the first run");
+                mysql_workload(&db);
+                crash_then_finish(dir.path(), "mysql → pg");
+                let cols: Vec<(String, String)> = super::columns(&t);
+                let want: Vec<(String, String)> = [
+                    ("id", "integer"),
+                    ("vv", "bigint"),
+                    ("note", "character varying(40)"),
+                    ("gone", "text"),
+                    ("w", "bigint"),
+                ]
+                .iter()
+                .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
                 .collect();
-            assert_eq!(kept, kept_gone(), "the dropped column");
-        },
-        || {
-            rt.block_on(cleanup(&pool, &names));
-            binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
-        },
-    );
+                assert_eq!(cols, want, "columns");
+                let expected = mysql_rows(
+                    |q| crate::support::mariadb::rows(&binlog_sql(q)),
+                    &format!("{db}.items"),
+                );
+                assert_eq!(expected.len(), 39, "the workload");
+                assert_eq!(pg_rows(&t), expected, "rows");
+                let kept: Vec<(i32, Option<String>)> = query(&format!(
+                    "SELECT id, gone FROM {t} WHERE id IN (1, 7, 33, 40) ORDER BY id"
+                ));
+                let kept: Vec<Vec<String>> = kept
+                    .into_iter()
+                    .map(|(id, g)| vec![id.to_string(), g.unwrap_or_else(|| "NULL".into())])
+                    .collect();
+                assert_eq!(kept, kept_gone(), "the dropped column");
+            },
+            || {
+                binlog_sql(&format!("DROP DATABASE IF EXISTS {db}"));
+            },
+        );
+    });
 }
 
 #[test]
@@ -324,25 +312,12 @@ fn mysql_cdc_to_jsonl_delivers_each_schema_change_once_in_order() {
     let dir = tempfile::tempdir().expect("tempdir");
     crate::support::with_cleanup(
         || {
-            binlog_sql(&format!(
-                "CREATE DATABASE {db}; CREATE TABLE {db}.items (id int PRIMARY KEY, v int)"
-            ));
-            pipeline(
-                dir.path(),
-                "schema_mj",
-                &cdc_source(&db, 3),
-                "{ type: jsonl, config: { path: ./out.jsonl } }",
-                2,
-                "",
-            );
-            output_of_success(&mut faucet(dir.path()), "the first run");
-            binlog_sql(&format!(
-                "INSERT INTO {db}.items VALUES (1, 1);
-             BEGIN; INSERT INTO {db}.items VALUES (2, 2);
-             ALTER TABLE {db}.items ADD COLUMN w text;
-             INSERT INTO {db}.items VALUES (3, 3, 'three'); COMMIT"
-            ));
-            output_of_success(&mut faucet(dir.path()), "a run after the ADD");
+            binlog_sql(&format!("CREATE DATABASE {db}"));
+            let table = format!("{db}.items");
+            let source = cdc_source(&db, 3);
+            jsonl_add_between_rows(dir.path(), "schema_mj", &source, &table, |q| {
+                binlog_sql(q);
+            });
             // The next run starts with the bookmark's shapes: no `s` again for the ADD. The
             // RENAME is noted from its statement (a run stops after it, before the next row:
             // the rename travels in the bookmark), the MODIFY is a type change.

@@ -29,6 +29,26 @@ pub(crate) trait CrashScenario {
     }
 }
 
+/// The CSV of the crash scenarios' csv pipelines: the header `id,v`, then `rows` lines
+/// `i,3i` for `i` in `0..rows`.
+pub(crate) fn id_v_csv(rows: usize) -> String {
+    let mut text = String::from("id,v\n");
+    for i in 0..rows {
+        text.push_str(&format!("{i},{}\n", i * 3));
+    }
+    text
+}
+
+/// [`super::pipeline_yaml`] of a crash scenario: `effectively_once`, pages of `batch`.
+pub(crate) fn scenario_yaml(name: &str, source: &str, sink: &str, batch: usize) -> String {
+    super::pipeline_yaml(
+        name,
+        source,
+        sink,
+        &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),
+    )
+}
+
 /// Drops the scenario's objects when the driver ends, also when an assertion failed.
 pub(crate) struct Cleanup<'a, S: CrashScenario + ?Sized>(pub(crate) &'a S);
 

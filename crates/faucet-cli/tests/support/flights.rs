@@ -16,7 +16,7 @@ use std::process::Command;
 
 use serde_json::{Map, Value as Json};
 
-use crate::support::repo_root;
+use crate::support::{Dir, repo_root};
 
 /// A table as `id → row` (JSON objects by column name).
 pub(crate) type Table = HashMap<i64, Map<String, Json>>;
@@ -101,6 +101,21 @@ pub(crate) fn read_records(dir: &Path, name: &str) -> Vec<Json> {
         .enumerate()
         .map(|(i, l)| serde_json::from_str(l).unwrap_or_else(|e| panic!("line {} ({e})", i + 1)))
         .collect()
+}
+
+/// The column both flights workloads add mid-stream (nullable, no default: rows that existed get
+/// NULL and no change record).
+pub(crate) const ADDED_COLUMN: &str = "gate";
+
+/// A flights replay test's start: `(rows, updated, started, dir)` — the flights to load and the
+/// rows the big transaction updates (336,776 and 200,000 with `FAUCET_SOAK`, else `normal`
+/// each), the instant the test started, and a fresh [`Dir`] holding `config` as `faucet.yaml`.
+pub(crate) fn start(normal: usize, config: String) -> (usize, usize, std::time::Instant, Dir) {
+    let (rows, updated) = super::soak_or((336_776, 200_000), (normal, normal));
+    let started = std::time::Instant::now();
+    let dir = Dir::new();
+    dir.write("faucet.yaml", config);
+    (rows, updated, started, dir)
 }
 
 /// Counts of the change records replayed, by op.
@@ -188,6 +203,29 @@ pub(crate) fn replay(
         }
     }
     n
+}
+
+/// Asserts what both flights workloads make of the second part of the stream, replayed onto
+/// `replica` (`second`, its counts), against the table at the end (`source`): the replay equals
+/// the table ([`assert_same`]); one TRUNCATE; at least `updated` updates (the big
+/// transaction); some deletes; `before_truncate + 1` inserts (the reload after the truncate,
+/// and the one row inserted after [`ADDED_COLUMN`] was added); and some row carrying it.
+#[track_caller]
+pub(crate) fn assert_second_part(
+    replica: &Table,
+    source: &Table,
+    second: &Replayed,
+    updated: usize,
+    before_truncate: u64,
+) {
+    let added = ADDED_COLUMN;
+    assert_same(replica, source, Some(added), "at the end");
+    assert_eq!(second.truncates, 1, "{second:?}");
+    assert!(second.updates >= updated as u64, "{second:?}");
+    assert!(second.deletes > 0, "{second:?}");
+    assert_eq!(second.inserts, before_truncate + 1, "{second:?}");
+    let gated = source.values().filter(|r| !r[added].is_null()).count();
+    assert!(gated > 0, "no row carries the added column {added}");
 }
 
 /// Asserts the replayed table equals the source, column by column, listing the first

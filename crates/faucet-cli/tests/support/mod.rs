@@ -380,6 +380,16 @@ pub(crate) async fn pg_pool() -> sqlx::PgPool {
     )
 }
 
+/// Drops the PostgreSQL state store's table `table` and its lease table (`<table>_lease`) on
+/// the test server, best effort (a test's cleanup: a failed DROP is ignored).
+#[cfg(any(feature = "postgres", feature = "state-postgres"))]
+pub(crate) fn drop_state_tables(table: &str) {
+    runtime().block_on(async {
+        let drop = format!("DROP TABLE IF EXISTS \"{table}\", \"{table}_lease\"");
+        let _ = sqlx::raw_sql(&drop).execute(&pg_pool().await).await;
+    });
+}
+
 /// One connection to PostgreSQL at `url` (the test server, or a private one a test started);
 /// panics naming the service and the script that starts it when the server is unreachable.
 #[cfg(any(

@@ -70,7 +70,7 @@ pub(crate) fn check_exactly_once(table: &str, n: usize, what: &str) {
 
 /// Which pipeline a [`Scenario`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pair {
+pub(crate) enum Pair {
     /// csv → mysql append, atomic watermark; the target has no key.
     CsvAppend,
     /// Incremental mysql query → mysql upsert by `id` (keyed upsert).
@@ -163,7 +163,8 @@ fn check_changes_exactly_once(table: &str, source: &str, what: &str) {
 }
 
 impl Scenario {
-    fn new(pair: Pair, tag: &str, batch: usize) -> Self {
+    /// The scenario `pair`, its objects named after `tag`, in pages of `batch` records.
+    pub(crate) fn new(pair: Pair, tag: &str, batch: usize) -> Self {
         let (prefix, name) = match pair {
             Pair::CsvAppend => ("cli_mcrash_csv", "mcrashcsv"),
             Pair::QueryUpsert => ("cli_mcrash_my", "mcrashmy"),
@@ -193,29 +194,8 @@ impl Scenario {
         let sink = format!(
             "{{ type: mysql, config: {{ connection_url: {url}, table: {db}.target{mode} }} }}"
         );
-        let yaml = super::pipeline_yaml(
-            name,
-            &source,
-            &sink,
-            &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),
-        );
+        let yaml = super::crash::scenario_yaml(name, &source, &sink, batch);
         Self { db, yaml, pair }
-    }
-
-    /// csv → mysql append (no key) with the atomic watermark.
-    pub(crate) fn csv_to_append(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::CsvAppend, tag, batch)
-    }
-
-    /// Incremental mysql query → mysql upsert by `id`.
-    pub(crate) fn query_to_upsert(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::QueryUpsert, tag, batch)
-    }
-
-    /// `mysql-cdc` of a table on the binlog server → mysql append (an audit table created
-    /// by the sink) with the atomic watermark.
-    pub(crate) fn cdc_to_append(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::CdcAppend, tag, batch)
     }
 }
 
@@ -234,11 +214,7 @@ impl CrashScenario for Scenario {
         ));
         match self.pair {
             Pair::CsvAppend => {
-                let mut text = String::from("id,v\n");
-                for i in 0..ROWS {
-                    text.push_str(&format!("{i},{}\n", i * 3));
-                }
-                std::fs::write(dir.join("in.csv"), text).expect("csv");
+                std::fs::write(dir.join("in.csv"), super::crash::id_v_csv(ROWS)).expect("csv");
                 mariadb(&format!(
                     "CREATE TABLE `{d}`.target (id BIGINT, v BIGINT) ENGINE=InnoDB"
                 ));

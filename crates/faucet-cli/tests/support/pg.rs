@@ -48,14 +48,12 @@ pub(crate) fn write_until(
 ) -> std::thread::JoinHandle<u64> {
     std::thread::spawn(move || {
         runtime().block_on(async move {
-            let pool = super::pg_pool().await;
-            let mut i: i64 = 0;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-                i += 1;
-                exec(&pool, &statement(i)).await;
+            let step = |pool: sqlx::PgPool, sql: String| async move {
+                exec(&pool, &sql).await;
                 tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            u64::try_from(i).unwrap_or_default()
+                pool
+            };
+            faucet_test_support::write_until(stop, super::pg_pool().await, statement, step).await
         })
     })
 }
@@ -99,6 +97,21 @@ pub(crate) const SLOT_STREAMING: &str = "active AND confirmed_flush_lsn IS NOT N
 /// Drops the slot (waiting for its process to let go), the publication and the schema.
 pub(crate) async fn cleanup(pool: &sqlx::PgPool, names: &Names) {
     drop_cdc_test_objects(pool, &names.slot, &names.publication, &names.schema).await;
+}
+
+/// [`cleanup`] from a test's own (synchronous) code: drops the slot, the publication and the
+/// schema of `names`.
+pub(crate) fn drop_names(names: &Names) {
+    runtime().block_on(async { cleanup(&super::pg_pool().await, names).await });
+}
+
+/// Runs `test` with fresh [`Names`] (`Names::new(tag)`) and a temporary folder, then drops the
+/// names' slot, publication and schema ([`cleanup`]) — also when `test` panics (the panic is
+/// passed on after).
+pub(crate) fn with_names(tag: &str, test: impl FnOnce(&Names, &tempfile::TempDir)) {
+    let names = Names::new(tag);
+    let dir = tempfile::tempdir().expect("tempdir");
+    super::with_cleanup(|| test(&names, &dir), || drop_names(&names));
 }
 
 /// Drops the replication slot `slot` once no session holds it (a run spawned before a failed
@@ -273,7 +286,7 @@ pub(crate) fn check_exactly_once(table: &str, n: usize, what: &str) {
 
 /// Which pipeline a [`Scenario`] runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Pair {
+pub(crate) enum Pair {
     /// csv → postgres append, atomic watermark; the target has no key.
     CsvAppend,
     /// csv → postgres upsert by `id` (text, numeric and null values; keys restated later in
@@ -294,7 +307,8 @@ pub(crate) struct Scenario {
 }
 
 impl Scenario {
-    fn new(pair: Pair, tag: &str, batch: usize) -> Self {
+    /// The scenario `pair`, its objects named after `tag`, in pages of `batch` records.
+    pub(crate) fn new(pair: Pair, tag: &str, batch: usize) -> Self {
         let (prefix, name) = match pair {
             Pair::CsvAppend => ("cli_crash_csv", "crashcsv"),
             Pair::CsvUpsert => ("cli_crash_csvup", "crashcsvup"),
@@ -330,33 +344,13 @@ impl Scenario {
                 ),
             ),
         };
-        let yaml = super::pipeline_yaml(
-            name,
-            &source,
-            &sink,
-            &format!("  delivery: effectively_once\n  batch_size: {batch}\n"),
-        );
+        let yaml = super::crash::scenario_yaml(name, &source, &sink, batch);
         Self {
             schema,
             name,
             yaml,
             pair,
         }
-    }
-
-    /// csv → postgres append (no key) with the atomic watermark.
-    pub(crate) fn csv_to_append(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::CsvAppend, tag, batch)
-    }
-
-    /// csv → postgres upsert by `id`.
-    pub(crate) fn csv_to_upsert(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::CsvUpsert, tag, batch)
-    }
-
-    /// Incremental postgres query → postgres upsert by `id`.
-    pub(crate) fn query_to_upsert(tag: &str, batch: usize) -> Self {
-        Self::new(Pair::QueryUpsert, tag, batch)
     }
 
     /// The state file of the scenario's pipeline in `dir` (file state store under `./state`).
@@ -369,11 +363,7 @@ impl Scenario {
         let s = &self.schema;
         match self.pair {
             Pair::CsvAppend => {
-                let mut text = String::from("id,v\n");
-                for i in 0..ROWS {
-                    text.push_str(&format!("{i},{}\n", i * 3));
-                }
-                std::fs::write(dir.join("in.csv"), text).expect("csv");
+                std::fs::write(dir.join("in.csv"), super::crash::id_v_csv(ROWS)).expect("csv");
                 sql(&format!(
                     "DROP SCHEMA IF EXISTS {s} CASCADE; CREATE SCHEMA {s}; \
                      CREATE TABLE {s}.target (id bigint, v bigint)"

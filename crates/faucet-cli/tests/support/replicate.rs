@@ -153,6 +153,79 @@ pub(crate) trait ReplicaSource: Sized {
     fn workload(&self, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64>;
     /// Drops what [`ReplicaSource::create`] made, best effort.
     fn drop_objects(&self, rt: &tokio::runtime::Runtime, pool: &sqlx::PgPool);
+    /// The source table `items` as the change records name it (`schema.items`, `db.items`).
+    fn items(&self) -> String;
+    /// The PostgreSQL schema holding the empty `target` the upsert tests write.
+    fn pg_schema(&self) -> &str;
+    /// The source position of a change record, the same for every record of one snapshot.
+    fn snapshot_of(record: &Json) -> String;
+    /// The rows of `items` now, by the source database's own SELECT.
+    fn source_rows(&self, rt: &tokio::runtime::Runtime, pool: &sqlx::PgPool)
+    -> BTreeMap<i64, Json>;
+}
+
+/// The `postgres` sink upserting into the source's PostgreSQL `target` (keyed by `id`).
+pub(crate) fn upsert_sink<S: ReplicaSource>(source: &S) -> String {
+    format!(
+        "{{ type: postgres, config: {{ connection_url: \"${{env:{}}}\", \
+         table: {}.target, write_mode: upsert, key: [id] }} }}",
+        S::PG_URL_ENV,
+        source.pg_schema()
+    )
+}
+
+/// Panics unless the PostgreSQL `target` holds exactly the source's rows, value by value.
+pub(crate) fn target_equals_source<S: ReplicaSource>(
+    rt: &tokio::runtime::Runtime,
+    pool: &sqlx::PgPool,
+    source: &S,
+) {
+    let want = source.source_rows(rt, pool);
+    let have = rt.block_on(pg_rows(pool, &format!("{}.target", source.pg_schema())));
+    expect_rows_equal(&have, &want);
+}
+
+/// Both sources' jsonl crash test: `faucet replicate` into a jsonl (append) sink aborted
+/// twice mid-snapshot after a bookmark is stored (`after_state_put`, page 6 of the first copy,
+/// then page 5 of the resumed one: each table starts with its first page in flight, an empty
+/// page), then run to the end; the output replays ([`replayed_jsonl`]) to the source's rows.
+pub(crate) fn jsonl_aborted_twice_mid_snapshot<S: ReplicaSource>(batch: u64) {
+    let last = std::cell::RefCell::new(None);
+    with_workload::<S>(
+        "jsonl",
+        batch,
+        |_| "{ type: jsonl, config: { path: ./out/changes.jsonl } }".to_owned(),
+        |dir| {
+            let second =
+                aborted_twice_mid_snapshot(|| replicate::<S>(dir), dir, "after_state_put", [6, 5]);
+            super::output_of_success(&mut replicate::<S>(dir), "the resumed run");
+            *last.borrow_mut() = Some(second);
+        },
+        |rt, pool, source, dir| {
+            let last = last.borrow().clone().expect("interrupted");
+            let got = replayed_jsonl(dir, &last, &source.items(), batch, S::snapshot_of);
+            expect_rows_equal(&got, &source.source_rows(rt, pool));
+        },
+    );
+}
+
+/// Both sources' upsert crash test: `faucet replicate` into the PostgreSQL `target` (upsert)
+/// aborted twice mid-snapshot between a page's write and its bookmark (`after_flush`, at its
+/// 6th and then its 4th pass; the second bookmark marks its snapshot dirty: the sink holds a
+/// page read as of the old snapshot), then run to the end; the target equals the source.
+pub(crate) fn upsert_aborted_between_write_and_bookmark<S: ReplicaSource>(batch: u64) {
+    with_workload::<S>(
+        "upsert",
+        batch,
+        upsert_sink::<S>,
+        |dir| {
+            let second =
+                aborted_twice_mid_snapshot(|| replicate::<S>(dir), dir, "after_flush", [6, 4]);
+            assert!(second.to_string().contains("dirty"), "{second}");
+            super::output_of_success(&mut replicate::<S>(dir), "the resumed run");
+        },
+        |rt, pool, source, _| target_equals_source(rt, pool, source),
+    );
 }
 
 /// `faucet replicate --quiet` in `dir`, with the test PostgreSQL URL in `S::PG_URL_ENV`,
@@ -223,6 +296,38 @@ pub(crate) fn expect_rows_equal(have: &BTreeMap<i64, Json>, want: &BTreeMap<i64,
     for (id, row) in want {
         assert_eq!(have.get(id), Some(row), "id {id}");
     }
+}
+
+/// Both sources' SIGKILL crash test: `faucet replicate` into the PostgreSQL `target` (upsert);
+/// a first run aborted mid-snapshot at the `first_hit`-th pass of `after_state_put` (a
+/// position stored: a kill before that leaves a slot without a bookmark, which the next run
+/// refuses with the fix), then `soak_or(8, 3)` runs SIGKILLed, round `r` after `after(r)`,
+/// then a run to the end; the target equals the source. Returns how many kills landed
+/// mid-snapshot.
+pub(crate) fn upsert_sigkilled_mid_snapshot<S: ReplicaSource>(
+    batch: u64,
+    first_hit: u32,
+    after: impl Fn(u64) -> Duration,
+) -> u64 {
+    let rounds = super::soak_or(8, 3);
+    let mid_snapshot = std::cell::Cell::new(0);
+    with_workload::<S>(
+        "kill",
+        batch,
+        upsert_sink::<S>,
+        |dir| {
+            aborted_mid_snapshot(replicate::<S>(dir), dir, "after_state_put", first_hit);
+            mid_snapshot.set(kills_mid_snapshot(
+                || replicate::<S>(dir),
+                dir,
+                rounds,
+                after,
+            ));
+            super::output_of_success(&mut replicate::<S>(dir), "the resumed run");
+        },
+        |rt, pool, source, _| target_equals_source(rt, pool, source),
+    );
+    mid_snapshot.get()
 }
 
 /// Two runs of `replicate` (a fresh `faucet replicate` command in `dir` each call) aborted
