@@ -211,13 +211,14 @@ pub(crate) async fn current(
 /// A column's type in MySQL's spelling (`int unsigned`, `varchar(20)`, `decimal(10,2)`,
 /// `mediumtext`, `datetime(6)`), from its table map entry (`meta`: the type's metadata
 /// bytes). Character lengths are the table map's byte lengths over the charset's widest
-/// character (utf8mb4: 4, or 3 when the length is no multiple of 4: utf8mb3).
+/// character (utf8mb4: 4, utf8mb3: 3; a legacy multi-byte charset's byte length is kept, a
+/// type at least as wide as the source's).
 pub(crate) fn type_spelling(column: &MysqlColumn, meta: &[u8]) -> String {
     let unsigned = if column.unsigned { " unsigned" } else { "" };
     let chars = |bytes: u32| match &column.charset {
         Charset::Binary => bytes,
-        Charset::Utf8 if bytes.is_multiple_of(4) => bytes / 4,
-        Charset::Utf8 => bytes / 3,
+        Charset::Utf8 => bytes / 4,
+        Charset::Utf8Mb3 => bytes / 3,
         Charset::Utf16Be | Charset::Utf16Le => bytes / 2,
         Charset::Utf32Be => bytes / 4,
         _ => bytes,
@@ -378,6 +379,13 @@ mod tests {
     fn types_are_spelled_as_mysql_does() {
         let mut c = MysqlColumn::new("v", Kind::VarChar, crate::mysql::value::Origin::Binlog);
         assert_eq!(type_spelling(&c, &80u16.to_le_bytes()), "varchar(20)");
+        // utf8mb3: 3 bytes a character, whatever the byte length is a multiple of (12
+        // bytes are varchar(4), not the varchar(3) of utf8mb4's width).
+        c.charset = crate::mysql::value::Charset::Utf8Mb3;
+        assert_eq!(type_spelling(&c, &12u16.to_le_bytes()), "varchar(4)");
+        assert_eq!(type_spelling(&c, &15u16.to_le_bytes()), "varchar(5)");
+        c.charset = crate::mysql::value::Charset::from_name("latin1");
+        assert_eq!(type_spelling(&c, &12u16.to_le_bytes()), "varchar(12)");
         c.kind = Kind::Decimal;
         assert_eq!(type_spelling(&c, &[12, 2]), "decimal(12,2)");
         c.kind = Kind::Int;

@@ -20,8 +20,12 @@ pub const BINARY_COLLATION: u16 = 63;
 pub enum Charset {
     /// `binary`: bytes, not text.
     Binary,
-    /// utf8mb4, utf8mb3 (`utf8`): already UTF-8 (checked).
+    /// utf8mb4: already UTF-8 (checked); up to 4 bytes a character.
     Utf8,
+    /// utf8mb3 (`utf8` before MySQL 8.0.30 / MariaDB 10.6): UTF-8 of the Basic Multilingual
+    /// Plane, decoded as [`Charset::Utf8`]; up to 3 bytes a character (a table map's
+    /// `varchar(n)` is `3n` bytes long, not `4n`).
+    Utf8Mb3,
     /// A single- or multi-byte legacy charset decoded by `encoding_rs` (latin1 is
     /// windows-1252, as MySQL defines it).
     Legacy(&'static Encoding),
@@ -47,7 +51,8 @@ impl Charset {
         use encoding_rs as e;
         let legacy = match name {
             "binary" => return Self::Binary,
-            "utf8mb4" | "utf8mb3" | "utf8" => return Self::Utf8,
+            "utf8mb4" => return Self::Utf8,
+            "utf8mb3" | "utf8" => return Self::Utf8Mb3,
             "ucs2" | "utf16" => return Self::Utf16Be,
             "utf16le" => return Self::Utf16Le,
             "utf32" => return Self::Utf32Be,
@@ -91,7 +96,7 @@ impl Charset {
     pub fn decode_text(&self, bytes: &[u8]) -> Result<faucet_core::Text, String> {
         match self {
             // Checked in place: up to 24 bytes are then stored inline, without allocating.
-            Self::Utf8 => std::str::from_utf8(bytes)
+            Self::Utf8 | Self::Utf8Mb3 => std::str::from_utf8(bytes)
                 .map(faucet_core::Text::from)
                 .map_err(|e| utf8_error(e.valid_up_to())),
             _ => self.decode(bytes.to_vec()).map(faucet_core::Text::from),
@@ -104,7 +109,7 @@ impl Charset {
     /// As [`Charset::decode_text`].
     pub fn decode(&self, bytes: Vec<u8>) -> Result<String, String> {
         match self {
-            Self::Utf8 => {
+            Self::Utf8 | Self::Utf8Mb3 => {
                 String::from_utf8(bytes).map_err(|e| utf8_error(e.utf8_error().valid_up_to()))
             }
             Self::Legacy(encoding) => encoding
@@ -210,9 +215,9 @@ impl Collations {
         let by_id = [
             (8, latin1.clone()),
             (47, latin1),
-            (33, Charset::Utf8),
-            (83, Charset::Utf8),
-            (192, Charset::Utf8),
+            (33, Charset::Utf8Mb3),
+            (83, Charset::Utf8Mb3),
+            (192, Charset::Utf8Mb3),
             (45, Charset::Utf8),
             (46, Charset::Utf8),
             (224, Charset::Utf8),
@@ -248,6 +253,9 @@ mod tests {
         let c = Collations::builtin();
         assert_eq!(c.charset(63), Charset::Binary);
         assert_eq!(c.charset(45), Charset::Utf8);
+        assert_eq!(c.charset(33), Charset::Utf8Mb3);
+        assert_eq!(Charset::from_name("utf8"), Charset::Utf8Mb3);
+        assert_eq!(Charset::Utf8Mb3.decode("é€".into()).expect("utf8mb3"), "é€");
         assert_eq!(c.charset(8), Charset::Legacy(encoding_rs::WINDOWS_1252));
         assert!(matches!(c.charset(9999), Charset::Unsupported(_)));
         let latin1 = c.charset(8);
