@@ -137,7 +137,9 @@ pub struct ColumnPrecision {
     pub name: String,
     /// DATA_TYPE, lower case (`datetime`, `binary`, …).
     pub data_type: String,
-    /// COLUMN_TYPE, lower case (`datetime(3)`, `binary(16)`, `bigint(20) unsigned`, …).
+    /// COLUMN_TYPE as the catalog spells it (`datetime(3)`, `binary(16)`, `bigint(20)
+    /// unsigned`, `enum('A','b')`: MariaDB writes type names in lower case, ENUM and SET
+    /// members as declared); `canonical_type` (this module) gives the table maps' spelling.
     pub column_type: String,
     /// CHARACTER_MAXIMUM_LENGTH: characters of a CHAR/VARCHAR, bytes of a BINARY/VARBINARY.
     pub char_length: Option<u64>,
@@ -166,7 +168,7 @@ pub async fn column_precisions(
     let what = format!("reading the column types of {db}.{table}");
     let rows: Vec<mysql_async::Row> = conn
         .exec(
-            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), LOWER(COLUMN_TYPE), \
+            "SELECT COLUMN_NAME, LOWER(DATA_TYPE), COLUMN_TYPE, \
              CHARACTER_MAXIMUM_LENGTH, NUMERIC_PRECISION, NUMERIC_SCALE, DATETIME_PRECISION, \
              IS_NULLABLE = 'NO' AND COLUMN_DEFAULT IS NULL \
              AND EXTRA NOT LIKE '%auto_increment%' AND EXTRA NOT LIKE '%GENERATED%' \
@@ -217,31 +219,24 @@ pub async fn column_precisions(
 }
 
 /// Each column of `db`.`table` with its type in the spelling of the binlog's table maps
-/// ([`canonical_type`] of its `COLUMN_TYPE`), in ordinal order (empty: no such table, or not
-/// visible to the user).
+/// ([`canonical_type`] of its `COLUMN_TYPE`, read by [`column_precisions`]), in ordinal order
+/// (empty: no such table, or not visible to the user).
 ///
 /// # Errors
-/// [`FaucetError::Read`] / [`FaucetError::Connect`] from [`MysqlConnection::error`].
+/// As [`column_precisions`].
 pub(crate) async fn spelled_types(
     conn: &mut mysql_async::Conn,
     connection: &MysqlConnection,
     db: &str,
     table: &str,
 ) -> Result<Vec<(String, String)>, FaucetError> {
-    let what = format!("reading the column types of {db}.{table}");
-    let rows: Vec<mysql_async::Row> = conn
-        .exec(
-            "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS \
-             WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION",
-            (db, table),
-        )
-        .await
-        .map_err(|e| connection.error(&what, e))?;
-    let rows = convert_rows::<(String, String)>(rows)
-        .map_err(|m| FaucetError::read(connection.connector(), format!("{what}: {m}"), None))?;
-    Ok(rows
+    Ok(column_precisions(conn, connection, db, table)
+        .await?
         .into_iter()
-        .map(|(name, column_type)| (name, canonical_type(&column_type)))
+        .map(|c| {
+            let spelled = canonical_type(&c.column_type);
+            (c.name, spelled)
+        })
         .collect())
 }
 
