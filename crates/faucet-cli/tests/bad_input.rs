@@ -319,7 +319,9 @@ fn matrix_errors_name_the_row() {
 
 #[test]
 fn lease_held_by_another_run_exits_4() {
-    use faucet_core::state::{FileStateStore, LeaseHolder, LeaseOutcome, StateStore as _};
+    use faucet_core::state::{
+        FileStateStore, LeaseHolder, LeaseOutcome, LeaseRequest, StateStore as _,
+    };
     let dir = setup(&csv_pipeline("p", ""));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -328,7 +330,11 @@ fn lease_held_by_another_run_exits_4() {
     let store = FileStateStore::new(dir.join(".faucet/state"));
     let holder = LeaseHolder::this_process();
     let lease = rt
-        .block_on(store.acquire_lease("p", &holder, std::time::Duration::from_secs(30)))
+        .block_on(store.acquire_lease(&LeaseRequest::new(
+            "p",
+            &holder,
+            std::time::Duration::from_secs(30),
+        )))
         .expect("acquire");
     assert!(matches!(lease, LeaseOutcome::Acquired(_)), "{lease:?}");
     dir.faucet(&["run", "p.yaml"])

@@ -1,4 +1,4 @@
-//! Case 13 (shared/cases/13-state-missing-or-torn.md), S1: the bookmark of a finished run is
+//! A state store that lost its bookmark (scenario S1 of the state-store cases): the bookmark of a finished run is
 //! deleted, and the next run must not silently append the whole source again to an
 //! append-only target. A run that crashed before its first bookmark still restarts.
 

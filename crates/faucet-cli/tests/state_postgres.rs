@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use faucet_core::state::{LeaseHolder, LeaseOutcome, StateStore as _};
+use faucet_core::state::{LeaseHolder, LeaseOutcome, LeaseRequest, StateStore as _};
 use faucet_state_postgres::PostgresStateStore;
 use sqlx::PgPool;
 
@@ -107,11 +107,11 @@ fn a_held_postgres_lease_exits_4_until_it_is_released() {
         })
         .expect("store");
     let outcome = rt
-        .block_on(store.acquire_lease(
+        .block_on(store.acquire_lease(&LeaseRequest::new(
             "pglease",
             &LeaseHolder::this_process(),
             Duration::from_secs(60),
-        ))
+        )))
         .expect("acquire");
     let LeaseOutcome::Acquired(lease) = outcome else {
         panic!("lease not acquired: {outcome:?}");

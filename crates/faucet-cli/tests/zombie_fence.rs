@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use faucet_core::state::{LeaseHolder, LeaseOutcome, StateStore};
+use faucet_core::state::{LeaseHolder, LeaseOutcome, LeaseRequest, StateStore};
 use faucet_state_postgres::PostgresStateStore;
 
 use crate::lease_e2e::Spawned;
@@ -286,7 +286,11 @@ fn zombie_at(case: &Case, point: &str, disable_fence: bool) -> Zombie {
     });
     let holder = LeaseHolder::this_process();
     let lease_b = match rt
-        .block_on(store.acquire_lease(&format!("{NAME}::b"), &holder, Duration::from_secs(600)))
+        .block_on(store.acquire_lease(&LeaseRequest::new(
+            &format!("{NAME}::b"),
+            &holder,
+            Duration::from_secs(600),
+        )))
         .expect("acquire row b's lease")
     {
         LeaseOutcome::Acquired(l) => l,

@@ -544,32 +544,42 @@ impl PageStream for KeepCopied<'_> {
     }
 }
 
-/// For `faucet run` of a change source: refuses a bookmark `obj` of `faucet replicate` (a
-/// copy in progress, or the history of one, which only `faucet replicate` continues), as
-/// [`FaucetError::Bookmark`] of `connector`; `stream` names what the change stream reads
-/// ("binlog stream"), `own` what a pipeline must own to start afresh (`` `name` (state key) ``).
+/// The members of a change source's bookmark, for `faucet run`: `bookmark` must be an
+/// object with no member outside `known`, and not a bookmark of `faucet replicate` (a copy
+/// in progress, or the history of one, which only `faucet replicate` continues). `source`
+/// is `(connector, stream, own)`: the connector named in the error, what its change stream
+/// reads ("binlog stream"), what a pipeline must own to start afresh (`` `name` (state key)
+/// ``); `invalid` makes the error for a bookmark of another shape.
 ///
 /// # Errors
-/// When `obj` has a `snapshot` or `replicate` member.
-pub(crate) fn refuse_replicate_bookmark(
-    obj: &Map<String, Json>,
-    connector: &str,
-    stream: &str,
-    own: &str,
-) -> Result<(), FaucetError> {
-    if !(obj.contains_key("snapshot") || obj.contains_key(REPLICATE)) {
-        return Ok(());
+/// `invalid(bookmark, why)` for a value that is not an object or has a member outside
+/// `known`; [`FaucetError::Bookmark`] of the connector for a bookmark of `faucet replicate`
+/// (a `snapshot` or `replicate` member).
+pub(crate) fn change_bookmark_fields<'b>(
+    bookmark: &'b Bookmark,
+    (connector, stream, own): (&str, &str, &str),
+    known: &[&str],
+    invalid: impl Fn(&Bookmark, &str) -> FaucetError,
+) -> Result<&'b Map<String, Json>, FaucetError> {
+    let obj = bookmark
+        .as_object()
+        .ok_or_else(|| invalid(bookmark, "not an object"))?;
+    if obj.contains_key("snapshot") || obj.contains_key(REPLICATE) {
+        return Err(FaucetError::bookmark(
+            connector,
+            format!(
+                "this state key holds a bookmark of `faucet replicate` (a snapshot copy in \
+                 progress, or the history of one the {stream} has not passed yet), which \
+                 `faucet run` cannot continue: run `faucet replicate` with this config until \
+                 it is done, or give this pipeline its own {own}"
+            ),
+            None,
+        ));
     }
-    Err(FaucetError::bookmark(
-        connector,
-        format!(
-            "this state key holds a bookmark of `faucet replicate` (a snapshot copy in \
-             progress, or the history of one the {stream} has not passed yet), which \
-             `faucet run` cannot continue: run `faucet replicate` with this config until it \
-             is done, or give this pipeline its own {own}"
-        ),
-        None,
-    ))
+    match obj.keys().find(|k| !known.contains(&k.as_str())) {
+        Some(extra) => Err(invalid(bookmark, &format!("unknown field `{extra}`"))),
+        None => Ok(obj),
+    }
 }
 
 /// The database's part of a [`SnapshotBookmark`]: where its change stream starts after the

@@ -8,7 +8,8 @@ use serde_json::json;
 
 use crate::files_support::*;
 
-/// `shared/cases/19-csv-quoted-newlines.md`, byte for byte.
+/// A CSV with quoted commas, doubled quotes and newlines (LF and CRLF) inside quoted fields
+/// and no final newline, byte for byte.
 const C19: &[u8] = b"id,name,note,amount\r\n1,\"Widget, large\",\"line one\nline two\",10.50\r\n2,\"He said \"\"hi\"\"\",\"\",0\r\n3,plain,\"crlf inside\r\nstill row 3\",7\r\n4,last,no-final-newline,8";
 const C19_BASE64: &str = "aWQsbmFtZSxub3RlLGFtb3VudA0KMSwiV2lkZ2V0LCBsYXJnZSIsImxpbmUgb25lCmxpbmUgdHdvIiwxMC41MA0KMiwiSGUgc2FpZCAiImhpIiIiLCIiLDANCjMscGxhaW4sImNybGYgaW5zaWRlDQpzdGlsbCByb3cgMyIsNw0KNCxsYXN0LG5vLWZpbmFsLW5ld2xpbmUsOA==";
 const C19_JSONL: &str = concat!(

@@ -15,7 +15,8 @@ use faucet_core::change::record_schema;
 use faucet_core::state::LeaseError;
 use faucet_core::testing::conformance;
 use faucet_core::{
-    CommitToken, DataType, FaucetError, Field, Page, PageBuilder, Schema, Sink, Value,
+    Commit, CommitToken, DataType, FaucetError, Fence, Field, Page, PageBuilder, Schema, Sink,
+    Value,
 };
 use faucet_test_support::{Service, mongodb_url, unique_suffix};
 
@@ -182,7 +183,7 @@ async fn change_records_are_upserted_by_key_and_routed_per_table() {
         ],
         json!({"lsn": "0/1"}),
     );
-    w.write_committed(&page1, "k", &token(1, json!({"lsn": "0/1"})))
+    w.write_committed(&page1, &Commit::new("k", &token(1, json!({"lsn": "0/1"}))))
         .await
         .expect("page 1");
     assert_eq!(
@@ -196,7 +197,7 @@ async fn change_records_are_upserted_by_key_and_routed_per_table() {
     );
     // A replay of page 1 is refused by its token and changes nothing.
     assert!(
-        w.write_committed(&page1, "k", &token(1, json!({"lsn": "0/1"})))
+        w.write_committed(&page1, &Commit::new("k", &token(1, json!({"lsn": "0/1"}))))
             .await
             .is_err()
     );
@@ -209,7 +210,7 @@ async fn change_records_are_upserted_by_key_and_routed_per_table() {
         ],
         json!({"lsn": "0/2"}),
     );
-    w.write_committed(&page2, "k", &token(2, json!({"lsn": "0/2"})))
+    w.write_committed(&page2, &Commit::new("k", &token(2, json!({"lsn": "0/2"}))))
         .await
         .expect("page 2");
     assert_eq!(
@@ -429,12 +430,12 @@ async fn a_stale_writer_is_fenced() {
     let s = sink(&db.name, "t", MongoWriteMode::Append, &[]);
     let ttl = Duration::from_secs(30);
     let mut old = s.open().await.expect("open");
-    assert!(old.fence("k", 1, ttl, false).await.expect("fence"));
+    assert!(old.fence(&Fence::new("k", 1, ttl)).await.expect("fence"));
     old.write(&conformance::sample_page(&[1], "a", json!(1)))
         .await
         .expect("page of fence 1");
     let mut new = s.open().await.expect("open");
-    assert!(new.fence("k", 2, ttl, false).await.expect("fence"));
+    assert!(new.fence(&Fence::new("k", 2, ttl)).await.expect("fence"));
     let e = old
         .write(&conformance::sample_page(&[2], "a", json!(2)))
         .await
@@ -454,7 +455,7 @@ async fn a_stale_writer_is_fenced() {
     assert_eq!(ids, [1, 3]);
     // A fence below the stored one is refused at `fence` already.
     let mut stale = s.open().await.expect("open");
-    assert!(stale.fence("k", 1, ttl, false).await.is_err());
+    assert!(stale.fence(&Fence::new("k", 1, ttl)).await.is_err());
 }
 
 #[tokio::test]

@@ -43,7 +43,7 @@ async fn every_type_reads_the_same_from_the_binlog_as_from_select() {
 }
 
 /// Negative TIME values with one to six fraction digits (mysql_common mis-decodes TIME(1)
-/// and TIME(2) ones: shared/notes/mysql.md) read the same from the binlog as from SELECT.
+/// and TIME(2) ones: see `mysql::value::binlog`) read the same from the binlog as from SELECT.
 #[tokio::test]
 async fn negative_times_with_every_precision_read_the_same_both_ways() {
     let mut db = TestDb::new("cdc_times").await;

@@ -5,7 +5,7 @@
 
 use faucet_connectors::mysql::{MysqlSink, MysqlSinkConfig};
 use faucet_core::testing::conformance;
-use faucet_core::{CommitToken, DataType, FaucetError, Sink, Value};
+use faucet_core::{Commit, CommitToken, DataType, FaucetError, Fence, Sink, Value};
 use serde_json::json;
 
 use crate::mysql_sink_support::{append_sink, read_back, sink_db, texts, upsert_sink, url_for};
@@ -161,7 +161,7 @@ async fn a_non_transactional_engine_is_refused_naming_it() {
         );
         assert!(err.to_string().contains("ENGINE=InnoDB"), "{err}");
         let err = w
-            .write_committed(&page, "k", &token)
+            .write_committed(&page, &Commit::new("k", &token))
             .await
             .expect_err(engine);
         assert!(matches!(err, FaucetError::Delivery(_)), "{err:?}");
@@ -327,7 +327,7 @@ async fn change_records_are_applied_by_key() {
         sequence: 1,
         bookmark: json!({"lsn": "0/3"}),
     };
-    w.write_committed(&truncated, "changes", &token)
+    w.write_committed(&truncated, &Commit::new("changes", &token))
         .await
         .expect("write");
     assert_eq!(
@@ -495,13 +495,13 @@ async fn the_commit_token_commits_with_the_rows() {
         sequence: 1,
         bookmark: json!({"b": 1, "big": u64::MAX}),
     };
-    w.write_committed(&page(&[1, 2], 1), "k", &t1)
+    w.write_committed(&page(&[1, 2], 1), &Commit::new("k", &t1))
         .await
         .expect("page 1");
     assert_eq!(w.holds_data().await.expect("holds"), Some(true));
     // A replay of sequence 1 is refused, its rows with it.
     let err = w
-        .write_committed(&page(&[3], 1), "k", &t1)
+        .write_committed(&page(&[3], 1), &Commit::new("k", &t1))
         .await
         .expect_err("stale");
     assert!(err.to_string().contains("refused"), "{err}");
@@ -513,7 +513,7 @@ async fn the_commit_token_commits_with_the_rows() {
         sequence: 2,
         bookmark: json!({"b": 2}),
     };
-    w.write_committed(&page(&[3], 2), "k", &t2)
+    w.write_committed(&page(&[3], 2), &Commit::new("k", &t2))
         .await
         .expect("page 2");
     drop(w);
@@ -553,10 +553,10 @@ async fn a_stale_writer_is_fenced_off() {
     let sink = append_sink(&db, "t");
     let ttl = std::time::Duration::from_secs(30);
     let mut old = sink.open().await.expect("open");
-    assert!(old.fence("k", 1, ttl, false).await.expect("fence 1"));
+    assert!(old.fence(&Fence::new("k", 1, ttl)).await.expect("fence 1"));
     old.write(&page(1)).await.expect("old writes");
     let mut new = sink.open().await.expect("open");
-    new.fence("k", 2, ttl, false).await.expect("fence 2");
+    new.fence(&Fence::new("k", 2, ttl)).await.expect("fence 2");
     new.write(&page(2)).await.expect("new writes");
     let err = old.write(&page(3)).await.expect_err("fenced");
     assert!(
@@ -576,8 +576,11 @@ async fn a_stale_writer_is_fenced_off() {
     );
     // Opening with fence 1 again is refused; a take-over sets it.
     let mut again = sink.open().await.expect("open");
-    assert!(again.fence("k", 1, ttl, false).await.is_err());
-    again.fence("k", 1, ttl, true).await.expect("take over");
+    assert!(again.fence(&Fence::new("k", 1, ttl)).await.is_err());
+    again
+        .fence(&Fence::new("k", 1, ttl).taking_over())
+        .await
+        .expect("take over");
     again.write(&page(4)).await.expect("writes after take-over");
     db.drop_db().await;
 }
@@ -860,7 +863,7 @@ async fn statements_fit_max_allowed_packet_and_a_row_too_large_is_a_data_error()
             sequence,
             bookmark: json!({ "n": sequence }),
         };
-        w.write_committed(&page, "big", &token(1))
+        w.write_committed(&page, &Commit::new("big", &token(1)))
             .await
             .unwrap_or_else(|e| panic!("{table}: {e:?}"));
         let lengths = server
@@ -874,7 +877,7 @@ async fn statements_fit_max_allowed_packet_and_a_row_too_large_is_a_data_error()
         big[5][1] = body(105, 2_000_000);
         let page = plain_page(&fields, big, json!({"n": 2}));
         let err = w
-            .write_committed(&page, "big", &token(2))
+            .write_committed(&page, &Commit::new("big", &token(2)))
             .await
             .expect_err("a row larger than max_allowed_packet");
         let text = err.to_string();
@@ -902,7 +905,7 @@ async fn statements_fit_max_allowed_packet_and_a_row_too_large_is_a_data_error()
         );
         // The writer is still usable: the next page commits.
         let page = plain_page(&fields, rows(200), json!({"n": 3}));
-        w.write_committed(&page, "big", &token(3))
+        w.write_committed(&page, &Commit::new("big", &token(3)))
             .await
             .unwrap_or_else(|e| panic!("{table}: {e}"));
         assert_eq!(

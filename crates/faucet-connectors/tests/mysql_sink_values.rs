@@ -7,7 +7,7 @@
 //! fields differing only in case).
 
 use faucet_connectors::mysql::{MysqlSink, MysqlSinkConfig};
-use faucet_core::{CommitToken, DataType, FaucetError, Sink, Value};
+use faucet_core::{Commit, CommitToken, DataType, FaucetError, Sink, Value};
 use serde_json::json;
 
 use crate::mysql_sink_support::{append_sink, sink_db, texts, url_for};
@@ -318,9 +318,12 @@ async fn an_empty_first_page_leaves_no_token_for_a_table_not_made_yet() {
         sequence: 1,
         bookmark: json!(1),
     };
-    w.write_committed(&plain_page(&fields, vec![], json!(1)), "k", &t1)
-        .await
-        .expect("empty page");
+    w.write_committed(
+        &plain_page(&fields, vec![], json!(1)),
+        &Commit::new("k", &t1),
+    )
+    .await
+    .expect("empty page");
     assert!(!exists(&mut db, "later").await);
     let tokens = format!(
         "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{}' AND \
@@ -343,8 +346,7 @@ async fn an_empty_first_page_leaves_no_token_for_a_table_not_made_yet() {
     };
     w.write_committed(
         &plain_page(&fields, vec![vec![Value::Int(7)]], json!(2)),
-        "k",
-        &t2,
+        &Commit::new("k", &t2),
     )
     .await
     .expect("page with rows");

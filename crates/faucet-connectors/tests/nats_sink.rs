@@ -7,7 +7,7 @@ use std::time::Duration;
 use async_nats::jetstream;
 use faucet_connectors::nats::{NatsSink, NatsSinkConfig};
 use faucet_core::testing::conformance;
-use faucet_core::{CommitToken, Sink};
+use faucet_core::{Commit, CommitToken, Fence, Sink};
 use faucet_test_support::{Service, nats_url, unique_suffix};
 use serde_json::{Value as Json, json};
 
@@ -136,7 +136,7 @@ async fn a_page_stored_in_part_is_re_anchored_exactly() {
     };
     let mut w = sink.open().await.expect("open");
     assert_eq!(w.last_committed_token(scope).await.expect("token"), None);
-    w.write_committed(&page(&[1, 2, 3], 3), scope, &t(1, 3))
+    w.write_committed(&page(&[1, 2, 3], 3), &Commit::new(scope, &t(1, 3)))
         .await
         .expect("page 1");
     drop(w);
@@ -167,10 +167,10 @@ async fn a_page_stored_in_part_is_re_anchored_exactly() {
     );
     // The replay of page 2 in two smaller pages (other boundaries): the first wholly stored
     // (a commit marker only), the second publishing what was not.
-    w.write_committed(&page(&[4], 4), scope, &t(2, 4))
+    w.write_committed(&page(&[4], 4), &Commit::new(scope, &t(2, 4)))
         .await
         .expect("replayed page, all stored");
-    w.write_committed(&page(&[5, 6, 7], 7), scope, &t(3, 7))
+    w.write_committed(&page(&[5, 6, 7], 7), &Commit::new(scope, &t(3, 7)))
         .await
         .expect("replayed page, stored in part");
     assert_eq!(
@@ -187,20 +187,20 @@ async fn a_page_stored_in_part_is_re_anchored_exactly() {
     // expects a stream sequence that has moved on.
     let mut stale = sink.open().await.expect("open");
     stale
-        .fence(scope, 1, Duration::from_secs(5), false)
+        .fence(&Fence::new(scope, 1, Duration::from_secs(5)))
         .await
         .expect("fence");
     let mut newer = sink.open().await.expect("open");
     newer
-        .fence(scope, 2, Duration::from_secs(5), false)
+        .fence(&Fence::new(scope, 2, Duration::from_secs(5)))
         .await
         .expect("fence");
     newer
-        .write_committed(&page(&[8], 8), scope, &t(4, 8))
+        .write_committed(&page(&[8], 8), &Commit::new(scope, &t(4, 8)))
         .await
         .expect("newer run's page");
     let err = stale
-        .write_committed(&page(&[8], 8), scope, &t(4, 8))
+        .write_committed(&page(&[8], 8), &Commit::new(scope, &t(4, 8)))
         .await
         .expect_err("zombie refused");
     assert!(err.to_string().contains("fence"), "{err}");

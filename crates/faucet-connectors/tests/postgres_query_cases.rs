@@ -1,4 +1,5 @@
-//! Cases 04, 11, 22, 23, 24 through the `postgres` query source (shared/cases): exact values
+//! Cases 04, 11, 22, 23, 24 through the `postgres` query source (numeric precision,
+//! incremental ties, infinity/NaN, arrays as text, bytea output): exact values
 //! of numerics, specials, arrays and bytea; incremental reads over tie groups.
 
 use std::collections::BTreeSet;

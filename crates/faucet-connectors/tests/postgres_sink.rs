@@ -3,7 +3,7 @@
 
 use faucet_connectors::postgres::{PostgresSink, PostgresSinkConfig};
 use faucet_core::testing::conformance;
-use faucet_core::{CommitToken, DataType, FaucetError, Sink, Value};
+use faucet_core::{Commit, CommitToken, DataType, FaucetError, Fence, Sink, Value};
 use serde_json::json;
 
 use crate::postgres_query_support::{TestDb, pg_url};
@@ -303,27 +303,30 @@ async fn the_commit_token_only_moves_forward() {
         sequence,
         bookmark: json!({"offset": sequence, "big": 12345678901234567890u64}),
     };
-    w.write_committed(&page(&[1, 2]), "orders::eu", &t(1))
+    w.write_committed(&page(&[1, 2]), &Commit::new("orders::eu", &t(1)))
         .await
         .expect("1");
-    w.write_committed(&page(&[3]), "orders::eu", &t(2))
+    w.write_committed(&page(&[3]), &Commit::new("orders::eu", &t(2)))
         .await
         .expect("2");
     // A stale writer (same or lower sequence) is refused and its rows are not committed.
     for stale in [2, 1] {
         let err = w
-            .write_committed(&page(&[90 + stale as i64]), "orders::eu", &t(stale))
+            .write_committed(
+                &page(&[90 + stale as i64]),
+                &Commit::new("orders::eu", &t(stale)),
+            )
             .await
             .expect_err("stale");
         assert!(matches!(err, FaucetError::Write { .. }), "{err}");
         assert!(err.to_string().contains("refused"), "{err}");
     }
     // Another scope has its own token; an empty page still moves its token.
-    w.write_committed(&page(&[4]).clone(), "orders::us", &t(7))
+    w.write_committed(&page(&[4]).clone(), &Commit::new("orders::us", &t(7)))
         .await
         .expect("us");
     let empty = faucet_core::Page::empty(page(&[0]).schema().clone(), Some(json!({"offset": 8})));
-    w.write_committed(&empty, "orders::us", &t(8))
+    w.write_committed(&empty, &Commit::new("orders::us", &t(8)))
         .await
         .expect("empty page");
     assert_eq!(
@@ -578,7 +581,7 @@ async fn holds_data_answers_from_the_table() {
     db.drop().await;
 }
 
-/// The sink refuses a zombie (`shared/notes/serve.md`): a writer whose lease a newer run
+/// The sink refuses a zombie (a lease alone cannot stop it: docs/delivery.md): a writer whose lease a newer run
 /// took (a larger fence) wakes up holding a page of older values; its page is rolled back
 /// with a typed error, for upsert and append alike, and the newer writer's rows stay. A
 /// control writer that never told the sink its fence overwrites them: the check is what
@@ -612,7 +615,7 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
         // takes over and writes the newer values.
         let mut zombie = sink.open().await.expect("open");
         assert!(
-            zombie.fence("k", 1, ttl, false).await.expect("fence"),
+            zombie.fence(&Fence::new("k", 1, ttl)).await.expect("fence"),
             "postgres fences"
         );
         zombie
@@ -620,7 +623,7 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
             .await
             .expect("first page of fence 1");
         let mut newer = sink.open().await.expect("open");
-        assert!(newer.fence("k", 2, ttl, false).await.expect("fence"));
+        assert!(newer.fence(&Fence::new("k", 2, ttl)).await.expect("fence"));
         newer.write(&page("new")).await.expect("fence 2 writes");
         let before = table_text(&format!("SELECT * FROM {target} ORDER BY 1, 2")).await;
         // The zombie wakes up with a page of old values: refused, rolled back.
@@ -650,19 +653,34 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
         // the target's fence and writes.
         let mut reset = sink.open().await.expect("open");
         assert!(matches!(
-            reset.fence("k", 1, ttl, false).await,
+            reset.fence(&Fence::new("k", 1, ttl)).await,
             Err(FaucetError::Lease(LeaseError::Fenced { newer: 2, .. }))
         ));
-        assert!(reset.fence("k", 1, ttl, true).await.expect("take over"));
+        assert!(
+            reset
+                .fence(&Fence::new("k", 1, ttl).taking_over())
+                .await
+                .expect("take over")
+        );
         reset
             .write(&page("new"))
             .await
             .expect("the taken-over fence writes");
         let mut newer_again = sink.open().await.expect("open");
-        assert!(newer_again.fence("k", 2, ttl, false).await.expect("fence"));
+        assert!(
+            newer_again
+                .fence(&Fence::new("k", 2, ttl))
+                .await
+                .expect("fence")
+        );
         // Another pipeline (another state key) on the same table has its own fence.
         let mut other = sink.open().await.expect("open");
-        assert!(other.fence("other", 1, ttl, false).await.expect("fence"));
+        assert!(
+            other
+                .fence(&Fence::new("other", 1, ttl))
+                .await
+                .expect("fence")
+        );
         other.write(&page("other")).await.expect("its own scope");
         // Control: a writer that never set its fence is not checked, and overwrites.
         let mut unfenced = sink.open().await.expect("open");
@@ -695,7 +713,9 @@ async fn a_token_outliving_its_dropped_table_is_forgotten() {
         bookmark: json!({"offset": sequence}),
     };
     let mut w = sink.open().await.expect("open");
-    w.write_committed(&page, "k", &token(5)).await.expect("5");
+    w.write_committed(&page, &Commit::new("k", &token(5)))
+        .await
+        .expect("5");
     drop(w);
     let mut w = sink.open().await.expect("open");
     assert_eq!(
@@ -707,7 +727,7 @@ async fn a_token_outliving_its_dropped_table_is_forgotten() {
     db.exec(&format!("DROP TABLE {table}")).await;
     let mut w = sink.open().await.expect("open");
     assert_eq!(w.last_committed_token("k").await.expect("read"), None);
-    w.write_committed(&page, "k", &token(1))
+    w.write_committed(&page, &Commit::new("k", &token(1)))
         .await
         .expect("a new sequence starts over");
     assert_table(&format!("SELECT * FROM {table}"), "1\ta\n").await;

@@ -6,7 +6,7 @@
 
 use faucet_connectors::postgres::{PostgresSink, PostgresSinkConfig};
 use faucet_core::keys::TableKeys;
-use faucet_core::{CommitToken, FaucetError, Sink, Value};
+use faucet_core::{Commit, CommitToken, FaucetError, Sink, Value};
 use serde_json::json;
 
 use crate::postgres_query_support::{TestDb, pg_url};
@@ -73,7 +73,7 @@ async fn a_page_of_several_targets_is_one_transaction_with_one_token() {
         ],
         json!({"lsn": "0/1"}),
     );
-    w.write_committed(&page, "k", &token(1))
+    w.write_committed(&page, &Commit::new("k", &token(1)))
         .await
         .expect("page 1");
     let ta = db.table("t_a");
@@ -116,7 +116,7 @@ async fn a_page_of_several_targets_is_one_transaction_with_one_token() {
     );
     let page = change_page(vec![a(3, Value::Int(30)), bad], json!({"lsn": "0/2"}));
     let err = w
-        .write_committed(&page, "k", &token(2))
+        .write_committed(&page, &Commit::new("k", &token(2)))
         .await
         .expect_err("refused");
     assert!(matches!(err, FaucetError::Data { .. }), "{err}");
@@ -138,7 +138,7 @@ async fn a_page_of_several_targets_is_one_transaction_with_one_token() {
         vec![a(3, Value::Int(30)), b("y", 3, 300)],
         json!({"lsn": "0/2"}),
     );
-    w.write_committed(&page, "k", &token(2))
+    w.write_committed(&page, &Commit::new("k", &token(2)))
         .await
         .expect("page 2");
     assert_eq!(

@@ -4,7 +4,7 @@
 //! Which path a page took is seen from the target's statement-level `UPDATE` trigger, which
 //! an `INSERT … ON CONFLICT DO UPDATE` fires and a COPY does not.
 
-use faucet_core::{CommitToken, Sink, Value};
+use faucet_core::{Commit, CommitToken, Sink, Value};
 use serde_json::json;
 
 use crate::postgres_query_support::TestDb;
@@ -67,14 +67,14 @@ async fn snapshot_rows_copy_into_an_empty_target_and_upsert_after_a_key_conflict
     };
     // Empty target: a plain COPY (no upsert statement), with the commit token.
     let first = snapshot_page(&[(1, "a"), (2, "b"), (3, "c")], 1);
-    w.write_committed(&first, "snap", &token(1, 1))
+    w.write_committed(&first, &Commit::new("snap", &token(1, 1)))
         .await
         .expect("first page");
     assert_eq!(upserts(&db).await, 0, "the first page was upserted");
     // Key 3 again (a page written again after a crash): the COPY is rolled back to its
     // savepoint and the page upserted, in the same transaction as its token.
     let second = snapshot_page(&[(3, "c2"), (4, "d"), (5, "e")], 2);
-    w.write_committed(&second, "snap", &token(2, 2))
+    w.write_committed(&second, &Commit::new("snap", &token(2, 2)))
         .await
         .expect("a key conflict is not an error");
     assert!(
@@ -83,9 +83,12 @@ async fn snapshot_rows_copy_into_an_empty_target_and_upsert_after_a_key_conflict
     );
     let after_conflict = upserts(&db).await;
     // From then on the target upserts.
-    w.write_committed(&snapshot_page(&[(6, "f")], 3), "snap", &token(3, 3))
-        .await
-        .expect("third page");
+    w.write_committed(
+        &snapshot_page(&[(6, "f")], 3),
+        &Commit::new("snap", &token(3, 3)),
+    )
+    .await
+    .expect("third page");
     assert!(
         upserts(&db).await > after_conflict,
         "upserts again after a conflict"
@@ -173,11 +176,13 @@ async fn snapshot_rows_into_a_target_without_a_unique_key_are_not_copied() {
     let written = w
         .write_committed(
             &snapshot_page(&[(1, "a"), (2, "b")], 1),
-            "snap",
-            &CommitToken {
-                sequence: 1,
-                bookmark: json!(1),
-            },
+            &Commit::new(
+                "snap",
+                &CommitToken {
+                    sequence: 1,
+                    bookmark: json!(1),
+                },
+            ),
         )
         .await;
     let refused = written.expect_err("a target without a unique key took the snapshot rows");

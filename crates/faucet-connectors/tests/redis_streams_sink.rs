@@ -8,7 +8,7 @@ use faucet_connectors::bus::MessageFormat;
 use faucet_connectors::redis::{RedisStreamsSink, RedisStreamsSinkConfig};
 use faucet_core::state::LeaseError;
 use faucet_core::testing::conformance;
-use faucet_core::{CommitToken, FaucetError, Sink};
+use faucet_core::{Commit, CommitToken, FaucetError, Fence, Sink};
 use faucet_test_support::{Service, redis_url, unique_suffix};
 use serde_json::{Value as Json, json};
 
@@ -118,7 +118,7 @@ async fn change_records_are_routed_by_table_with_key_and_headers() {
         sequence: 1,
         bookmark: json!({"lsn": "0/3"}),
     };
-    w.write_committed(&page, "orders-key", &token)
+    w.write_committed(&page, &Commit::new("orders-key", &token))
         .await
         .expect("write");
     assert_eq!(
@@ -156,16 +156,19 @@ async fn a_zombie_writer_is_refused_and_writes_nothing() {
     let sink = RedisStreamsSink::new(config(&p, &stream)).expect("sink");
     let ttl = Duration::from_secs(10);
     let mut old = sink.open().await.expect("open");
-    assert!(old.fence("k", 1, ttl, false).await.expect("fence"));
+    assert!(old.fence(&Fence::new("k", 1, ttl)).await.expect("fence"));
     let t1 = CommitToken {
         sequence: 1,
         bookmark: json!(1),
     };
-    old.write_committed(&conformance::sample_page(&[1], "a", json!(1)), "k", &t1)
-        .await
-        .expect("first page");
+    old.write_committed(
+        &conformance::sample_page(&[1], "a", json!(1)),
+        &Commit::new("k", &t1),
+    )
+    .await
+    .expect("first page");
     let mut new = sink.open().await.expect("open");
-    assert!(new.fence("k", 2, ttl, false).await.expect("fence"));
+    assert!(new.fence(&Fence::new("k", 2, ttl)).await.expect("fence"));
     let t2 = CommitToken {
         sequence: 2,
         bookmark: json!(2),
@@ -173,8 +176,7 @@ async fn a_zombie_writer_is_refused_and_writes_nothing() {
     let err = old
         .write_committed(
             &conformance::sample_page(&[2], "zombie", json!(2)),
-            "k",
-            &t2,
+            &Commit::new("k", &t2),
         )
         .await
         .expect_err("the zombie is fenced");
@@ -189,9 +191,12 @@ async fn a_zombie_writer_is_refused_and_writes_nothing() {
         ),
         "{err}"
     );
-    new.write_committed(&conformance::sample_page(&[2], "new", json!(2)), "k", &t2)
-        .await
-        .expect("the new writer's page");
+    new.write_committed(
+        &conformance::sample_page(&[2], "new", json!(2)),
+        &Commit::new("k", &t2),
+    )
+    .await
+    .expect("the new writer's page");
     let values: Vec<Json> = entries(&stream)
         .await
         .into_iter()
@@ -204,10 +209,14 @@ async fn a_zombie_writer_is_refused_and_writes_nothing() {
     // A writer given an older fence than the stored one is refused at once; take-over sets it.
     let mut late = sink.open().await.expect("open");
     assert!(matches!(
-        late.fence("k", 1, ttl, false).await,
+        late.fence(&Fence::new("k", 1, ttl)).await,
         Err(FaucetError::Lease(LeaseError::Fenced { .. }))
     ));
-    assert!(late.fence("k", 1, ttl, true).await.expect("take over"));
+    assert!(
+        late.fence(&Fence::new("k", 1, ttl).taking_over())
+            .await
+            .expect("take over")
+    );
 }
 
 #[tokio::test]
@@ -235,7 +244,7 @@ async fn a_page_is_refused_whole_when_one_stream_key_is_not_a_stream() {
         bookmark: json!({"lsn": "0/2"}),
     };
     let err = w
-        .write_committed(&page, "k", &token)
+        .write_committed(&page, &Commit::new("k", &token))
         .await
         .expect_err("wrong type");
     assert!(err.to_string().contains("not a stream"), "{err}");

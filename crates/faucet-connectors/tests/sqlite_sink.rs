@@ -9,7 +9,7 @@ use std::process::Command;
 
 use faucet_connectors::sqlite::{SqliteSink, SqliteSinkConfig};
 use faucet_core::testing::conformance;
-use faucet_core::{CommitToken, DataType, Sink, Value};
+use faucet_core::{Commit, CommitToken, DataType, Fence, Sink, Value};
 use serde_json::{Value as Json, json};
 
 use crate::sink_support::{change, change_page, plain_page, row, write_all};
@@ -308,10 +308,10 @@ async fn the_commit_token_survives_the_session_and_a_replay_is_refused() {
     {
         let mut w = sink.open().await.expect("open");
         assert_eq!(w.last_committed_token("k").await.expect("none yet"), None);
-        w.write_committed(&page(&[1, 2]), "k", &token(1))
+        w.write_committed(&page(&[1, 2]), &Commit::new("k", &token(1)))
             .await
             .expect("first");
-        w.write_committed(&page(&[3]), "k", &token(2))
+        w.write_committed(&page(&[3]), &Commit::new("k", &token(2)))
             .await
             .expect("second");
     }
@@ -321,7 +321,7 @@ async fn the_commit_token_survives_the_session_and_a_replay_is_refused() {
         Some(token(2))
     );
     let err = w
-        .write_committed(&page(&[3]), "k", &token(2))
+        .write_committed(&page(&[3]), &Commit::new("k", &token(2)))
         .await
         .expect_err("a replayed token")
         .to_string();
@@ -421,12 +421,12 @@ async fn a_fenced_writer_writes_nothing() {
     let page = |ids: &[i64]| faucet_core::testing::conformance::sample_page(ids, "x", json!(0));
     let ttl = std::time::Duration::from_secs(30);
     let mut old = sink.open().await.expect("open");
-    assert!(old.fence("k", 1, ttl, false).await.expect("fence 1"));
+    assert!(old.fence(&Fence::new("k", 1, ttl)).await.expect("fence 1"));
     old.write(&page(&[1]))
         .await
         .expect("the first writer's page");
     let mut new = sink.open().await.expect("open");
-    assert!(new.fence("k", 2, ttl, false).await.expect("fence 2"));
+    assert!(new.fence(&Fence::new("k", 2, ttl)).await.expect("fence 2"));
     new.write(&page(&[2]))
         .await
         .expect("the newer writer's page");

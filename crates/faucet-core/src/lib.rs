@@ -41,7 +41,7 @@ pub use error::{BoxError, FaucetError};
 pub use extent::{Extent, ExtentPart, ExtentUnit};
 pub use page::{Bookmark, Page, PageBuilder, PageStart, RowRef, RowWriter};
 pub use pipeline::{Pipeline, RunStreamOptions, RunSummary};
-pub use sink::{CommitToken, PublishStats, Sink, SinkCapabilities, SinkWriter};
+pub use sink::{Commit, CommitToken, Fence, PublishStats, Sink, SinkCapabilities, SinkWriter};
 pub use source::{
     PageDeadline, PageStream, ReadOptions, ReplayGuarantee, Retention, RetentionMonitor, Source,
     ready_within,

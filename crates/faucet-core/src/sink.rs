@@ -25,6 +25,63 @@ pub struct CommitToken {
     pub bookmark: Bookmark,
 }
 
+/// A page's commit in atomic-watermark mode ([`SinkWriter::write_committed`]): the token to
+/// store with the page's rows and the scope (the run's state key) it is stored under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Commit {
+    /// The state key the token belongs to; one target may hold the tokens of many.
+    pub scope: String,
+    /// The token: the page's sequence and the bookmark after it.
+    pub token: CommitToken,
+}
+
+impl Commit {
+    /// The commit of `token` under `scope`.
+    #[must_use]
+    pub fn new(scope: &str, token: &CommitToken) -> Self {
+        Self {
+            scope: scope.to_owned(),
+            token: token.clone(),
+        }
+    }
+}
+
+/// The run's lease fence as handed to a sink ([`SinkWriter::fence`]): every page written under
+/// `scope` from now on carries `number`, and the target refuses a page of a smaller one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The state key the fence guards.
+    pub scope: String,
+    /// The lease's fencing number ([`crate::state::Lease::fence`]); it grows with every
+    /// acquisition of the key.
+    pub number: u64,
+    /// The lease's time to live: how long a writer stalled mid-page may hold the target.
+    pub ttl: std::time::Duration,
+    /// Set the target's fence to `number` even when it holds a larger one (the run loop's
+    /// second call, once its lease is known to be the live one).
+    pub take_over: bool,
+}
+
+impl Fence {
+    /// Fence `number` on `scope` for a lease of `ttl`, not taking over.
+    #[must_use]
+    pub fn new(scope: &str, number: u64, ttl: std::time::Duration) -> Self {
+        Self {
+            scope: scope.to_owned(),
+            number,
+            ttl,
+            take_over: false,
+        }
+    }
+
+    /// The same fence, taking over whatever fence the target holds.
+    #[must_use]
+    pub fn taking_over(mut self) -> Self {
+        self.take_over = true;
+        self
+    }
+}
+
 /// What a sink that publishes messages to a bus (`nats`, `redis-streams`, `kafka`) tells
 /// about the page last handed to [`SinkWriter::write`] (or [`SinkWriter::write_committed`]),
 /// for `faucet serve`'s metrics and status ([`SinkWriter::published`]).
@@ -148,18 +205,14 @@ pub trait SinkWriter: Send {
         Ok(())
     }
 
-    /// Atomic watermark: writes `page` and stores `token` under `scope` (the state key) in one
-    /// transaction, durable on return. The stored token only moves forward: a token whose
-    /// sequence is not above the stored one is refused, so a stale writer cannot move it back.
+    /// Atomic watermark: writes `page` and stores `commit.token` under `commit.scope` (the
+    /// state key) in one transaction, durable on return. The stored token only moves forward:
+    /// a token whose sequence is not above the stored one is refused, so a stale writer cannot
+    /// move it back.
     ///
     /// # Errors
     /// [`FaucetError::Write`]; the default refuses, for sinks without the capability.
-    async fn write_committed(
-        &mut self,
-        _page: &Page,
-        _scope: &str,
-        _token: &CommitToken,
-    ) -> Result<(), FaucetError> {
+    async fn write_committed(&mut self, _page: &Page, _commit: &Commit) -> Result<(), FaucetError> {
         Err(FaucetError::write(
             "sink",
             "this sink has no atomic watermark",
@@ -167,34 +220,29 @@ pub trait SinkWriter: Send {
         ))
     }
 
-    /// Tells the writer the fencing number of the run's lease on `scope` (the state key):
-    /// from now on every page it writes under `scope` carries `fence`. A sink that can fence
-    /// (returns `Ok(true)`) checks it inside each page's transaction and rolls the page back
-    /// with [`crate::state::LeaseError::Fenced`] when the target has already taken a page of
-    /// a larger fence for `scope` — a writer that stalled past its lease (SIGSTOP, a long
-    /// pause, a partition) and woke up holding a page while a newer run took over
-    /// (`shared/notes/serve.md`: the resource must reject a stale writer; a lease alone
-    /// cannot). The default returns `Ok(false)`: such a sink stays at-least-once against a
-    /// zombie writer. `ttl` is the lease's: a sink should not let a writer stalled in the
-    /// middle of a page hold the target (locks, an open transaction) for longer than that,
-    /// so the run that takes over is not blocked by it.
+    /// Tells the writer the run's lease fence ([`Fence`]): from now on every page it writes
+    /// under `fence.scope` carries `fence.number`. A sink that can fence (returns `Ok(true)`)
+    /// checks it inside each page's transaction and rolls the page back with
+    /// [`crate::state::LeaseError::Fenced`] when the target has already taken a page of a
+    /// larger fence for the scope — a writer that stalled past its lease (SIGSTOP, a long
+    /// pause, a partition) and woke up holding a page while a newer run took over: a lease
+    /// alone cannot stop such a writer, only the resource it writes to can refuse it
+    /// (`docs/delivery.md`). The default returns `Ok(false)`: such a sink stays at-least-once
+    /// against a zombie writer. `fence.ttl` is the lease's: a sink should not let a writer
+    /// stalled in the middle of a page hold the target (locks, an open transaction) for
+    /// longer than that, so the run that takes over is not blocked by it.
     ///
     /// Called once, before the first page. When the target already holds a larger fence for
-    /// `scope`, a sink answers [`crate::state::LeaseError::Fenced`]; the run loop then makes
+    /// the scope, a sink answers [`crate::state::LeaseError::Fenced`]; the run loop then makes
     /// sure its lease is still the live one in the state store (so the larger fence is left
     /// over from a state store that was reset or replaced, not a newer run) and calls again
-    /// with `take_over`, which sets the target's fence to `fence` whatever it held.
+    /// with `fence.take_over`, which sets the target's fence to `fence.number` whatever it
+    /// held.
     ///
     /// # Errors
     /// [`crate::state::LeaseError::Fenced`] as above; [`FaucetError::Write`] when the fence
     /// cannot be set up (e.g. its table created).
-    async fn fence(
-        &mut self,
-        _scope: &str,
-        _fence: u64,
-        _ttl: std::time::Duration,
-        _take_over: bool,
-    ) -> Result<bool, FaucetError> {
+    async fn fence(&mut self, _fence: &Fence) -> Result<bool, FaucetError> {
         Ok(false)
     }
 
@@ -202,7 +250,7 @@ pub trait SinkWriter: Send {
     /// the sink cannot tell (`None`, the default). The run loop asks before a run that has no
     /// bookmark and never started: an append-only target that already holds data then means
     /// the bookmark was lost, and delivering the whole source again would double it
-    /// (`shared/cases/13-state-missing-or-torn.md`, S1).
+    /// (a lost or torn state store).
     ///
     /// # Errors
     /// [`FaucetError::Write`] when the target cannot be inspected.

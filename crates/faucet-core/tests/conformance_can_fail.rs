@@ -5,7 +5,7 @@ use std::sync::Arc;
 use faucet_core::FaucetError;
 use std::time::Duration;
 
-use faucet_core::state::{Lease, LeaseHolder, LeaseOutcome, MemoryStateStore, StateStore};
+use faucet_core::state::{Lease, LeaseOutcome, LeaseRequest, MemoryStateStore, StateStore};
 use faucet_core::testing::conformance::{
     cancellation_flushes, config_is_strict, errors_not_panics, sink_flush_is_durable,
     sink_guarantee_is_truthful, source_bookmarks_round_trip, source_pages_are_bounded,
@@ -345,15 +345,10 @@ impl StateStore for Faulty {
     async fn delete(&self, key: &str) -> Result<(), FaucetError> {
         self.inner.delete(key).await
     }
-    async fn acquire_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-    ) -> Result<LeaseOutcome, FaucetError> {
+    async fn acquire_lease(&self, request: &LeaseRequest) -> Result<LeaseOutcome, FaucetError> {
         match self.fault {
             Fault::Unleased => Ok(LeaseOutcome::Unsupported),
-            _ => self.inner.acquire_lease(key, holder, ttl).await,
+            _ => self.inner.acquire_lease(request).await,
         }
     }
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {

@@ -302,7 +302,7 @@ async fn cancellation_finishes_the_page_in_hand() {
 
 #[tokio::test]
 async fn a_second_runner_of_the_same_key_is_refused_with_the_holder_named() {
-    use faucet_core::state::{LeaseHolder, LeaseOutcome};
+    use faucet_core::state::{LeaseHolder, LeaseOutcome, LeaseRequest};
     let state = Arc::new(MemoryStateStore::new());
     let other = LeaseHolder {
         id: "other".into(),
@@ -312,7 +312,11 @@ async fn a_second_runner_of_the_same_key_is_refused_with_the_holder_named() {
         process: None,
     };
     let lease = match state
-        .acquire_lease("t::run", &other, std::time::Duration::from_secs(60))
+        .acquire_lease(&LeaseRequest::new(
+            "t::run",
+            &other,
+            std::time::Duration::from_secs(60),
+        ))
         .await
         .expect("acquire")
     {

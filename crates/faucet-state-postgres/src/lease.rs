@@ -16,7 +16,7 @@ use std::time::Duration;
 use faucet_core::FaucetError;
 use faucet_core::serde_json::{self, Value};
 use faucet_core::state::validate_state_key;
-use faucet_core::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome};
+use faucet_core::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest};
 use sqlx::types::Json;
 
 use crate::error::STORE;
@@ -65,15 +65,13 @@ impl PostgresStateStore {
         self.context(op, &self.sql.lease_table)
     }
 
-    /// Takes the lease on `key` when it is free, expired, already `holder`'s, or held by
-    /// the holder whose id is `gone` (a take-over from a process known to have exited).
+    /// Takes the lease on `request.key` when it is free, expired, already the request's
+    /// holder's, or held by the holder `request.gone` (a take-over from a process known to have exited).
     pub(crate) async fn acquire(
         &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-        gone: Option<&str>,
+        request: &LeaseRequest,
     ) -> Result<LeaseOutcome, FaucetError> {
+        let (key, holder) = (request.key.as_str(), &request.holder);
         validate_state_key(key)?;
         let holder_value = holder_json(holder)?;
         for _ in 0..ACQUIRE_ATTEMPTS {
@@ -81,8 +79,8 @@ impl PostgresStateStore {
                 .bind(key)
                 .bind(&holder.id)
                 .bind(Json(&holder_value))
-                .bind(ttl_secs(ttl))
-                .bind(gone)
+                .bind(ttl_secs(request.ttl))
+                .bind(request.gone_id())
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(|e| self.lease_context("acquire lease").classify(e))?;

@@ -9,7 +9,7 @@ use faucet_connectors::postgres::connection::{PostgresUrl, describe};
 use faucet_core::FaucetError;
 use faucet_core::serde_json::Value;
 use faucet_core::state::{
-    Lease, LeaseHolder, LeaseOutcome, StateStore, check_round_trip, validate_state_key,
+    Lease, LeaseOutcome, LeaseRequest, StateStore, check_round_trip, validate_state_key,
 };
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::types::Json;
@@ -323,23 +323,8 @@ impl StateStore for PostgresStateStore {
             .map_err(|e| e.with_context("check"))
     }
 
-    async fn acquire_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-    ) -> Result<LeaseOutcome, FaucetError> {
-        self.acquire(key, holder, ttl, None).await
-    }
-
-    async fn take_over_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-        gone: &LeaseHolder,
-    ) -> Result<LeaseOutcome, FaucetError> {
-        self.acquire(key, holder, ttl, Some(&gone.id)).await
+    async fn acquire_lease(&self, request: &LeaseRequest) -> Result<LeaseOutcome, FaucetError> {
+        self.acquire(request).await
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {

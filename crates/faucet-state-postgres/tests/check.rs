@@ -6,7 +6,7 @@
 //! does not exist (SQLSTATE 28000) and a database that does not exist (3D000).
 
 use faucet_core::FaucetError;
-use faucet_core::state::{DOCTOR_KEY, LeaseHolder, StateStore};
+use faucet_core::state::{DOCTOR_KEY, LeaseHolder, LeaseRequest, StateStore};
 use faucet_state_postgres::PostgresStateStore;
 use sqlx::postgres::PgPoolOptions;
 use std::time::Duration;
@@ -84,7 +84,11 @@ async fn a_missing_lease_table_fails_check_and_acquire_with_ensure_table_hint() 
     assert_eq!(count(&pool, table).await, 0, "the round trip left nothing");
 
     let err = store
-        .acquire_lease("k", &LeaseHolder::this_process(), Duration::from_secs(5))
+        .acquire_lease(&LeaseRequest::new(
+            "k",
+            &LeaseHolder::this_process(),
+            Duration::from_secs(5),
+        ))
         .await
         .expect_err("no lease table");
     assert_state_error(&err, &["fst_check_nolease_lease", "ensure_table: true"]);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use faucet_core::FaucetError;
-use faucet_core::state::{LeaseError, LeaseHolder, LeaseOutcome, StateStore};
+use faucet_core::state::{LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest, StateStore};
 use faucet_core::testing::conformance;
 
 use crate::support::{drop_tables, fresh_store};
@@ -30,7 +30,11 @@ async fn a_lapsed_lease_is_lost_and_concurrent_acquisitions_have_one_winner() {
 async fn a_deleted_lease_row_is_a_lost_lease() {
     let (store, pool) = fresh_store("fst_lease_gone").await;
     let outcome = store
-        .acquire_lease("p::k", &LeaseHolder::this_process(), LONG)
+        .acquire_lease(&LeaseRequest::new(
+            "p::k",
+            &LeaseHolder::this_process(),
+            LONG,
+        ))
         .await
         .expect("acquire");
     let LeaseOutcome::Acquired(la) = outcome else {

@@ -38,7 +38,7 @@ async fn resumes_across_a_restart_and_refuses_a_busy_key() {
     result.expect("the store under the run loop");
 }
 
-/// `shared/cases/13-state-missing-or-torn.md`, S5: the state store becomes unwritable after
+/// A state store that fails (scenario S5 of the state-store cases): the state store becomes unwritable after
 /// a run; the next run must fail (not report success), and once the store is writable
 /// again a run delivers everything, losing nothing.
 #[tokio::test]

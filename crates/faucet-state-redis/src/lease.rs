@@ -20,7 +20,7 @@ use crate::error::STORE;
 use crate::store::RedisStateStore;
 use faucet_core::FaucetError;
 use faucet_core::serde_json::{self, Value};
-use faucet_core::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome};
+use faucet_core::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest};
 
 /// The exact text of a lease key's value; the Lua acquisition builds the same bytes.
 fn lease_value(holder_json: &str, fence: u64) -> String {
@@ -68,15 +68,13 @@ impl RedisStateStore {
         Ok(lease_value(&holder_json(&lease.holder)?, lease.fence))
     }
 
-    /// Takes the lease on `key` when it is free, already `holder`'s, or held by the holder
-    /// whose id is `gone` (a take-over from a process known to have exited).
+    /// Takes the lease on `request.key` when it is free, already the request's holder's, or
+    /// held by the holder `request.gone` (a take-over from a process known to have exited).
     pub(crate) async fn acquire(
         &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-        gone: Option<&str>,
+        request: &LeaseRequest,
     ) -> Result<LeaseOutcome, FaucetError> {
+        let (key, holder) = (request.key.as_str(), &request.holder);
         self.redis_key(key)?;
         let lease_key = self.lease_key(key);
         let mut conn = self.conn.clone();
@@ -87,8 +85,8 @@ impl RedisStateStore {
             .key(self.fence_key(key))
             .arg(holder_json(holder)?)
             .arg(&holder.id)
-            .arg(ttl_millis(ttl))
-            .arg(gone.unwrap_or(""))
+            .arg(ttl_millis(request.ttl))
+            .arg(request.gone_id().unwrap_or(""))
             .invoke_async(&mut conn)
             .await
             .map_err(self.fail("acquire lease"))?;

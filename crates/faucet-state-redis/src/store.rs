@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use faucet_core::FaucetError;
 use faucet_core::serde_json::{self, Value};
 use faucet_core::state::{
-    DOCTOR_KEY, Lease, LeaseHolder, LeaseOutcome, StateStore, check_round_trip, validate_state_key,
+    DOCTOR_KEY, Lease, LeaseOutcome, LeaseRequest, StateStore, check_round_trip, validate_state_key,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands as _, AsyncConnectionConfig, Client};
@@ -228,23 +228,8 @@ impl StateStore for RedisStateStore {
         Ok(())
     }
 
-    async fn acquire_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-    ) -> Result<LeaseOutcome, FaucetError> {
-        self.acquire(key, holder, ttl, None).await
-    }
-
-    async fn take_over_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-        gone: &LeaseHolder,
-    ) -> Result<LeaseOutcome, FaucetError> {
-        self.acquire(key, holder, ttl, Some(&gone.id)).await
+    async fn acquire_lease(&self, request: &LeaseRequest) -> Result<LeaseOutcome, FaucetError> {
+        self.acquire(request).await
     }
 
     async fn renew_lease(&self, lease: &Lease, ttl: Duration) -> Result<(), FaucetError> {

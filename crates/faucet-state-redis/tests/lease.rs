@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use faucet_core::serde_json::json;
-use faucet_core::state::{LeaseHolder, LeaseOutcome, StateStore};
+use faucet_core::state::{LeaseHolder, LeaseOutcome, LeaseRequest, StateStore};
 use faucet_core::testing::conformance;
 
 use crate::support::{clear, fresh_store};
@@ -32,7 +32,7 @@ async fn a_state_key_named_like_a_lease_cannot_collide_with_one() {
     let prefix = "fst:lease-collide:";
     let (store, mut conn) = fresh_store(prefix).await;
     let outcome = store
-        .acquire_lease("k", &LeaseHolder::this_process(), LONG)
+        .acquire_lease(&LeaseRequest::new("k", &LeaseHolder::this_process(), LONG))
         .await
         .expect("acquire");
     let LeaseOutcome::Acquired(la) = outcome else {

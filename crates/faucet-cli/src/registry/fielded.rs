@@ -6,8 +6,8 @@
 
 use async_trait::async_trait;
 use faucet_core::{
-    Bookmark, CommitToken, FaucetError, Page, PageStream, ReadOptions, ReplayGuarantee, Sink,
-    SinkCapabilities, SinkWriter, Source,
+    Bookmark, Commit, CommitToken, FaucetError, Fence, Page, PageStream, ReadOptions,
+    ReplayGuarantee, Sink, SinkCapabilities, SinkWriter, Source,
 };
 
 use super::at_field;
@@ -189,16 +189,8 @@ impl SinkWriter for FieldedWriter<'_> {
         placed(self.prefix, self.inner.flush().await)
     }
 
-    async fn write_committed(
-        &mut self,
-        page: &Page,
-        scope: &str,
-        token: &CommitToken,
-    ) -> Result<(), FaucetError> {
-        placed(
-            self.prefix,
-            self.inner.write_committed(page, scope, token).await,
-        )
+    async fn write_committed(&mut self, page: &Page, commit: &Commit) -> Result<(), FaucetError> {
+        placed(self.prefix, self.inner.write_committed(page, commit).await)
     }
 
     async fn holds_data(&mut self) -> Result<Option<bool>, FaucetError> {
@@ -217,17 +209,8 @@ impl SinkWriter for FieldedWriter<'_> {
         self.inner.published()
     }
 
-    async fn fence(
-        &mut self,
-        scope: &str,
-        fence: u64,
-        ttl: std::time::Duration,
-        take_over: bool,
-    ) -> Result<bool, FaucetError> {
-        placed(
-            self.prefix,
-            self.inner.fence(scope, fence, ttl, take_over).await,
-        )
+    async fn fence(&mut self, fence: &Fence) -> Result<bool, FaucetError> {
+        placed(self.prefix, self.inner.fence(fence).await)
     }
 
     async fn last_committed_token(

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Cluster, TTL, cdc_takeover, eventually, slot_active_pid};
+use super::cdc::{cdc_takeover, slot_active_pid};
+use super::{Cluster, TTL, eventually};
 
 /// The bookmark stored under `take` in the cluster's state table.
 fn stored_bookmark(c: &Cluster) -> Value {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use faucet_core::delivery::SinkLimit;
-use faucet_core::{FaucetError, Page, PublishStats, Sink, SinkCapabilities, SinkWriter, fault};
+use faucet_core::{
+    FaucetError, Fence, Page, PublishStats, Sink, SinkCapabilities, SinkWriter, fault,
+};
 use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -349,14 +351,8 @@ impl SinkWriter for KafkaWriter<'_> {
     }
 
     /// Keeps `scope` for the message ids; a Kafka topic holds no fence: `Ok(false)`.
-    async fn fence(
-        &mut self,
-        scope: &str,
-        _fence: u64,
-        _ttl: Duration,
-        _take_over: bool,
-    ) -> Result<bool, FaucetError> {
-        scope.clone_into(&mut self.scope);
+    async fn fence(&mut self, order: &Fence) -> Result<bool, FaucetError> {
+        order.scope.clone_into(&mut self.scope);
         Ok(false)
     }
 

@@ -192,29 +192,16 @@ pub async fn column_precisions(
         .map_err(|m| FaucetError::read(connection.connector(), format!("{what}: {m}"), None))?;
     Ok(rows
         .into_iter()
-        .map(
-            |(
-                name,
-                data_type,
-                column_type,
-                char_length,
-                numeric_precision,
-                numeric_scale,
-                datetime_precision,
-                required,
-            )| {
-                ColumnPrecision {
-                    name,
-                    data_type,
-                    column_type,
-                    char_length,
-                    numeric_precision,
-                    numeric_scale,
-                    datetime_precision,
-                    required,
-                }
-            },
-        )
+        .map(|f| ColumnPrecision {
+            name: f.0,
+            data_type: f.1,
+            column_type: f.2,
+            char_length: f.3,
+            numeric_precision: f.4,
+            numeric_scale: f.5,
+            datetime_precision: f.6,
+            required: f.7,
+        })
         .collect())
 }
 

@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use faucet_core::state::LeaseError;
 use faucet_core::{
-    Bookmark, CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter, fault,
+    Bookmark, Commit, CommitToken, FaucetError, Fence, Page, Sink, SinkCapabilities, SinkWriter,
+    fault,
 };
 use secrecy::ExposeSecret as _;
 
@@ -745,12 +746,8 @@ impl SinkWriter for NatsWriter<'_> {
     /// Publishes the page's records not yet stored (a replay of a page stored in part skips
     /// its first ones), chained, the last carrying the token; durable when every
     /// acknowledgement is in. A page publishing nothing stores its token in a commit marker.
-    async fn write_committed(
-        &mut self,
-        page: &Page,
-        scope: &str,
-        token: &CommitToken,
-    ) -> Result<(), FaucetError> {
+    async fn write_committed(&mut self, page: &Page, commit: &Commit) -> Result<(), FaucetError> {
+        let (scope, token) = (commit.scope.as_str(), &commit.token);
         self.written.clear();
         self.published = None;
         let at = self.position(scope).await?;
@@ -804,13 +801,8 @@ impl SinkWriter for NatsWriter<'_> {
     /// Keeps `fence`: from now on pages are chained (each publish names the stream sequence
     /// it follows, so a zombie's publish after a newer run's is refused) and carry it. A last
     /// message of the scope with a larger fence is [`LeaseError::Fenced`] unless `take_over`.
-    async fn fence(
-        &mut self,
-        scope: &str,
-        fence: u64,
-        _ttl: Duration,
-        take_over: bool,
-    ) -> Result<bool, FaucetError> {
+    async fn fence(&mut self, order: &Fence) -> Result<bool, FaucetError> {
+        let (scope, fence, take_over) = (order.scope.as_str(), order.number, order.take_over);
         scope.clone_into(&mut self.scope);
         let anchor = self.read_anchor(scope).await?;
         if let Some(newer) = anchor.fence

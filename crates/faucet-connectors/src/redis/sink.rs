@@ -5,7 +5,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use faucet_core::state::LeaseError;
 use faucet_core::{
-    CommitToken, FaucetError, Page, PublishStats, Sink, SinkCapabilities, SinkWriter, fault,
+    Commit, CommitToken, FaucetError, Fence, Page, PublishStats, Sink, SinkCapabilities,
+    SinkWriter, fault,
 };
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, RedisError};
@@ -429,12 +430,8 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         self.published
     }
 
-    async fn write_committed(
-        &mut self,
-        page: &Page,
-        scope: &str,
-        token: &CommitToken,
-    ) -> Result<(), FaucetError> {
+    async fn write_committed(&mut self, page: &Page, commit: &Commit) -> Result<(), FaucetError> {
+        let (scope, token) = (commit.scope.as_str(), &commit.token);
         self.written.clear();
         self.published = None;
         scope.clone_into(&mut self.scope);
@@ -447,13 +444,8 @@ impl SinkWriter for RedisStreamsWriter<'_> {
     /// Raises the scope's fence to `fence` (refused when it holds a larger one), or with
     /// `take_over` sets it; every later page's script checks it. Redis runs each script
     /// whole, so a writer stalled mid-page holds nothing: `ttl` is not needed.
-    async fn fence(
-        &mut self,
-        scope: &str,
-        fence: u64,
-        _ttl: Duration,
-        take_over: bool,
-    ) -> Result<bool, FaucetError> {
+    async fn fence(&mut self, order: &Fence) -> Result<bool, FaucetError> {
+        let (scope, fence, take_over) = (order.scope.as_str(), order.number, order.take_over);
         scope.clone_into(&mut self.scope);
         self.fence = Some(fence);
         if take_over {

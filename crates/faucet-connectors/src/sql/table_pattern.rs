@@ -96,29 +96,38 @@ impl TablePattern {
     pub fn is_whole(&self) -> bool {
         self.prefix.is_empty()
     }
+}
 
-    /// Adds to `out` each of `names` (the tables of this pattern's container, as the catalog
-    /// listed them, in the order to keep) that the pattern matches and `out` lacks, made a
-    /// table by `table`; whether any matched. The one expansion both change sources use.
-    pub(crate) fn add_matches<T: PartialEq>(
-        &self,
-        names: Vec<String>,
-        out: &mut Vec<T>,
-        table: impl Fn(String) -> T,
-    ) -> bool {
+/// The tables of `listed` and those `patterns` match, listed ones first, then each pattern's
+/// in the order of `names` (the tables of each pattern's container, one list per pattern, as
+/// the catalog ordered them), without repeats, each made a table by `table(container,
+/// name)`; and the patterns that matched nothing. The one expansion both change sources
+/// use; they differ only in the catalog query that lists a container's tables.
+pub(crate) fn tables_matched<'p, T: Clone + PartialEq>(
+    listed: &[T],
+    patterns: &'p [TablePattern],
+    names: Vec<Vec<String>>,
+    table: impl Fn(&str, String) -> T,
+) -> (Vec<T>, Vec<&'p TablePattern>) {
+    let mut out = listed.to_vec();
+    let mut empty = Vec::new();
+    for (pattern, names) in patterns.iter().zip(names) {
         let mut any = false;
         for name in names {
-            if !self.matches(&self.container, &name) {
+            if !pattern.matches(&pattern.container, &name) {
                 continue;
             }
             any = true;
-            let table = table(name);
+            let table = table(&pattern.container, name);
             if !out.contains(&table) {
                 out.push(table);
             }
         }
-        any
+        if !any {
+            empty.push(pattern);
+        }
     }
+    (out, empty)
 }
 
 /// Splits a change source's `tables` into the listed table names and the patterns, in the

@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::error::FaucetError;
-use crate::state::{Lease, LeaseError, LeaseHolder, LeaseOutcome, StateStore};
+use crate::state::{Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest, StateStore};
 
 /// How many times one acquisition takes over from a holder that is gone (a store that
 /// kept answering with a dead holder would otherwise loop).
@@ -111,7 +111,9 @@ impl LeaseGuard {
             asked = Instant::now();
             let outcome = match gone.take() {
                 Some(g) => {
-                    let outcome = store.take_over_lease(key, &holder, ttl, &g).await?;
+                    let outcome = store
+                        .acquire_lease(&LeaseRequest::new(key, &holder, ttl).taking_over(&g))
+                        .await?;
                     if matches!(outcome, LeaseOutcome::Acquired(_)) {
                         tracing::warn!(
                             key,
@@ -122,7 +124,11 @@ impl LeaseGuard {
                     }
                     outcome
                 }
-                None => store.acquire_lease(key, &holder, ttl).await?,
+                None => {
+                    store
+                        .acquire_lease(&LeaseRequest::new(key, &holder, ttl))
+                        .await?
+                }
             };
             match outcome {
                 LeaseOutcome::Acquired(lease) => break Some(lease),

@@ -30,7 +30,7 @@ use crate::extent::EtaClock;
 use crate::fault;
 use crate::keys::{self, KeyNote};
 use crate::page::{Bookmark, Page, PageStart};
-use crate::sink::{CommitToken, SinkWriter};
+use crate::sink::{Commit, CommitToken, Fence, SinkWriter};
 use crate::source::{PageStream, ReadOptions};
 use crate::state::validate_state_key;
 
@@ -457,12 +457,15 @@ async fn write_page(state: &mut Loop<'_>, key: &str, page: &Page) -> Result<(), 
     fault::point(fault::BEFORE_WRITE);
     match (state.atomic, page.bookmark()) {
         (true, Some(bookmark)) => {
-            let token = CommitToken {
-                sequence: state.sequence + 1,
-                bookmark: bookmark.clone(),
+            let commit = Commit {
+                scope: key.to_owned(),
+                token: CommitToken {
+                    sequence: state.sequence + 1,
+                    bookmark: bookmark.clone(),
+                },
             };
-            state.writer.write_committed(page, key, &token).await?;
-            state.sequence = token.sequence;
+            state.writer.write_committed(page, &commit).await?;
+            state.sequence = commit.token.sequence;
             fault::point(fault::AFTER_WRITE);
         }
         _ => {
@@ -558,7 +561,8 @@ async fn set_fence(
     fence: u64,
 ) -> Result<(), FaucetError> {
     let ttl = p.options.lease_ttl;
-    let checks = match writer.fence(key, fence, ttl, false).await {
+    let order = Fence::new(key, fence, ttl);
+    let checks = match writer.fence(&order).await {
         Err(FaucetError::Lease(crate::state::LeaseError::Fenced { newer, target, .. })) => {
             lease.confirm(ttl).await?;
             tracing::warn!(
@@ -570,7 +574,7 @@ async fn set_fence(
                  the state store's leases were reset or another store was used before; taking \
                  the target's fence over"
             );
-            writer.fence(key, fence, ttl, true).await?
+            writer.fence(&order.taking_over()).await?
         }
         other => other?,
     };

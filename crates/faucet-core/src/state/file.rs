@@ -4,7 +4,8 @@
 //! over `<dir>/<key>.json` and fsyncs the directory, so after a crash at any instant the file
 //! is either the old bookmark or the new one — never empty, never half written — and two
 //! concurrent writers cannot tear it. A file that is empty or not JSON is reported as an
-//! error naming the file, never as "no bookmark" (`shared/cases/13-state-missing-or-torn.md`).
+//! error naming the file, never as "no bookmark" (a torn state file must not restart a run
+//! from the beginning).
 //!
 //! Why the directory is fsynced on every `put`, not only when the file is first created:
 //! POSIX `rename` promises that the name switch is atomic (readers see the old file or the
@@ -45,7 +46,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome};
+use super::lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest};
 use super::{StateStore, validate_state_key};
 use crate::error::FaucetError;
 
@@ -409,15 +410,10 @@ impl StateStore for FileStateStore {
     /// Takes an exclusive `flock` on `<dir>/<key>.lock` without waiting. `ttl` is not used:
     /// the OS lock lasts until release or process exit. A holder that already holds the key
     /// through this store re-acquires it with the next fence.
-    async fn acquire_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        _ttl: Duration,
-    ) -> Result<LeaseOutcome, FaucetError> {
-        let path = self.lock_path_of(key)?;
+    async fn acquire_lease(&self, request: &LeaseRequest) -> Result<LeaseOutcome, FaucetError> {
+        let path = self.lock_path_of(&request.key)?;
         let store = self.clone();
-        let (key, holder) = (key.to_owned(), holder.clone());
+        let (key, holder) = (request.key.clone(), request.holder.clone());
         blocking(move || {
             let mut locks = store.held_locks();
             if let Some(held) = locks.get_mut(&key) {
@@ -555,7 +551,7 @@ mod tests {
 
     async fn acquired(store: &FileStateStore, key: &str, holder: &LeaseHolder) -> Lease {
         match store
-            .acquire_lease(key, holder, Duration::from_millis(1))
+            .acquire_lease(&LeaseRequest::new(key, holder, Duration::from_millis(1)))
             .await
             .expect("acquire")
         {
@@ -566,7 +562,7 @@ mod tests {
 
     async fn held_by(store: &FileStateStore, key: &str, holder: &LeaseHolder) -> LeaseHolder {
         match store
-            .acquire_lease(key, holder, Duration::from_secs(30))
+            .acquire_lease(&LeaseRequest::new(key, holder, Duration::from_secs(30)))
             .await
             .expect("acquire")
         {
@@ -663,7 +659,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let a = FileStateStore::new(dir.path());
         let err = a
-            .acquire_lease("../x", &LeaseHolder::this_process(), Duration::from_secs(1))
+            .acquire_lease(&LeaseRequest::new(
+                "../x",
+                &LeaseHolder::this_process(),
+                Duration::from_secs(1),
+            ))
             .await
             .expect_err("bad key");
         assert!(matches!(err, FaucetError::Config { .. }), "{err:?}");

@@ -9,6 +9,7 @@
 //! moves a bookmark backwards.
 
 use std::fmt;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -126,6 +127,48 @@ impl fmt::Display for LeaseHolder {
             "pid {} on host {} (since {})",
             self.pid, self.host, self.since
         )
+    }
+}
+
+/// What a runner asks of [`super::StateStore::acquire_lease`]: the lease on `key` for `ttl`
+/// as `holder` — and, with `gone` set, taken over from that holder, known to have exited
+/// ([`LeaseHolder::is_gone_from_this_host`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRequest {
+    /// The state key to lease.
+    pub key: String,
+    /// This runner.
+    pub holder: LeaseHolder,
+    /// How long the lease lasts without a renewal.
+    pub ttl: Duration,
+    /// The holder to take the lease over from: the store takes it, as it would take an
+    /// expired lease, only while this holder (by its id) still holds it, with a new fence.
+    pub gone: Option<LeaseHolder>,
+}
+
+impl LeaseRequest {
+    /// The lease on `key` for `ttl` as `holder`, unless another live holder has it.
+    #[must_use]
+    pub fn new(key: &str, holder: &LeaseHolder, ttl: Duration) -> Self {
+        Self {
+            key: key.to_owned(),
+            holder: holder.clone(),
+            ttl,
+            gone: None,
+        }
+    }
+
+    /// The id of the holder to take the lease over from, if any.
+    #[must_use]
+    pub fn gone_id(&self) -> Option<&str> {
+        self.gone.as_ref().map(|g| g.id.as_str())
+    }
+
+    /// The same request, taking the lease over from `gone`.
+    #[must_use]
+    pub fn taking_over(mut self, gone: &LeaseHolder) -> Self {
+        self.gone = Some(gone.clone());
+        self
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use super::lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome};
+use super::lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest};
 use super::{StateStore, validate_state_key};
 use crate::error::FaucetError;
 
@@ -82,12 +82,8 @@ impl StateStore for MemoryStateStore {
         Ok(())
     }
 
-    async fn acquire_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-    ) -> Result<LeaseOutcome, FaucetError> {
+    async fn acquire_lease(&self, request: &LeaseRequest) -> Result<LeaseOutcome, FaucetError> {
+        let (key, holder, ttl) = (request.key.as_str(), &request.holder, request.ttl);
         validate_state_key(key)?;
         let mut leases = self.leases();
         let now = Instant::now();

@@ -21,7 +21,7 @@ use crate::error::FaucetError;
 
 pub use file::FileStateStore;
 pub use key::{MAX_STATE_KEY_LEN, shown_key, validate_state_key};
-pub use lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome, ProcessIdentity};
+pub use lease::{Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest, ProcessIdentity};
 pub use memory::MemoryStateStore;
 
 /// The sentinel key `check()` writes, reads and deletes (`__faucet_doctor__`).
@@ -118,38 +118,17 @@ pub trait StateStore: Send + Sync {
         check_round_trip(self, "").await
     }
 
-    /// Takes the lease on `key` for `ttl`, unless another live holder has it.
-    /// The default: [`LeaseOutcome::Unsupported`].
+    /// Takes the lease on `request.key` for `request.ttl`, unless another live holder has it;
+    /// with `request.gone`, takes it from that holder, known to have exited
+    /// ([`LeaseHolder::is_gone_from_this_host`]), as an expired one would be taken: only while
+    /// `gone` (by its id) still holds it, with a new fence. A store whose lease dies with its
+    /// process (OS file locks) needs no take-over and may ignore `gone`. The default:
+    /// [`LeaseOutcome::Unsupported`].
     ///
     /// # Errors
     /// [`FaucetError::State`] when the store cannot be reached.
-    async fn acquire_lease(
-        &self,
-        _key: &str,
-        _holder: &LeaseHolder,
-        _ttl: Duration,
-    ) -> Result<LeaseOutcome, FaucetError> {
+    async fn acquire_lease(&self, _request: &LeaseRequest) -> Result<LeaseOutcome, FaucetError> {
         Ok(LeaseOutcome::Unsupported)
-    }
-
-    /// Takes the lease on `key` for `ttl` from `gone`, a holder known to have exited
-    /// ([`LeaseHolder::is_gone_from_this_host`]), as [`StateStore::acquire_lease`] would take
-    /// an expired one: only while `gone` (by its id) still holds it, with a new fence. Stores
-    /// whose leases outlive their holder's process implement it; the default is
-    /// [`StateStore::acquire_lease`] (a store whose lease dies with its process — OS file
-    /// locks — needs nothing more).
-    ///
-    /// # Errors
-    /// [`FaucetError::State`] when the store cannot be reached.
-    async fn take_over_lease(
-        &self,
-        key: &str,
-        holder: &LeaseHolder,
-        ttl: Duration,
-        gone: &LeaseHolder,
-    ) -> Result<LeaseOutcome, FaucetError> {
-        let _ = gone;
-        self.acquire_lease(key, holder, ttl).await
     }
 
     /// Extends a held lease by `ttl` from now.

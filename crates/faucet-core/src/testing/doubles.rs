@@ -8,7 +8,7 @@ use serde_json::{Value as Json, json};
 
 use crate::error::FaucetError;
 use crate::page::{Bookmark, Page, PageBuilder};
-use crate::sink::{CommitToken, Sink, SinkCapabilities, SinkWriter};
+use crate::sink::{Commit, CommitToken, Sink, SinkCapabilities, SinkWriter};
 use crate::source::{PageStream, ReadOptions, ReplayGuarantee, Source};
 use crate::state::{MemoryStateStore, StateStore};
 use crate::value::{DataType, Field, Schema, Value};
@@ -392,12 +392,8 @@ impl SinkWriter for MemoryWriter<'_> {
         Ok(())
     }
 
-    async fn write_committed(
-        &mut self,
-        page: &Page,
-        scope: &str,
-        token: &CommitToken,
-    ) -> Result<(), FaucetError> {
+    async fn write_committed(&mut self, page: &Page, commit: &Commit) -> Result<(), FaucetError> {
+        let (scope, token) = (commit.scope.as_str(), &commit.token);
         if !self.sink.atomic {
             return Err(FaucetError::write("memory", "no atomic watermark", None));
         }

@@ -2,8 +2,8 @@
 //!
 //! * Tokenizing: `csv-core` (the `csv` crate's engine), see `reader.rs`; quoted delimiters,
 //!   doubled quotes and line breaks (LF and CRLF, kept byte for byte) survive any buffer
-//!   boundary (`shared/cases/19-csv-quoted-newlines.md`); a UTF-8 BOM at byte 0 is not part
-//!   of the first column name, a BOM anywhere else is data (`shared/cases/20-csv-utf8-bom.md`).
+//!   boundary (RFC 4180); a UTF-8 BOM at byte 0 is not part
+//!   of the first column name, a BOM anywhere else is data.
 //! * Values: `Value::Text` unless [`CsvSourceConfig::columns`] declares a type; an unquoted
 //!   field equal to one of `null_values` is null.
 //! * Bookmarks: a [`crate::files::FileBookmark`] after every page; resuming seeks to its byte

@@ -11,7 +11,7 @@ use mongodb::{Client, ClientSession, Collection};
 use faucet_core::delivery::{DeliveryError, LimitingSide};
 use faucet_core::keys::TableKeys;
 use faucet_core::state::LeaseError;
-use faucet_core::{CommitToken, FaucetError, Page, SinkWriter, fault};
+use faucet_core::{Commit, CommitToken, FaucetError, Fence, Page, SinkWriter, fault};
 
 use super::ops::{CollectionOps, Planner};
 use super::{CONNECTOR, FENCES, MongoWriteMode, MongodbSink, TOKENS};
@@ -393,12 +393,8 @@ impl SinkWriter for MongodbWriter<'_> {
     /// The page and its token in one transaction. Without transactions (a standalone server)
     /// an upsert sink writes the page by key and keeps no token; an append sink never gets
     /// here ([`SinkWriter::last_committed_token`] refused).
-    async fn write_committed(
-        &mut self,
-        page: &Page,
-        scope: &str,
-        token: &CommitToken,
-    ) -> Result<(), FaucetError> {
+    async fn write_committed(&mut self, page: &Page, commit: &Commit) -> Result<(), FaucetError> {
+        let (scope, token) = (commit.scope.as_str(), &commit.token);
         scope.clone_into(&mut self.state_key);
         self.write_page(page, self.transactions.then_some(token))
             .await
@@ -409,13 +405,8 @@ impl SinkWriter for MongodbWriter<'_> {
     /// previous writer recorded there (`killSessions`: a killed run's transaction would hold
     /// its documents until the server's transaction lifetime ends). Without transactions:
     /// no fence (`Ok(false)`).
-    async fn fence(
-        &mut self,
-        scope: &str,
-        fence: u64,
-        _ttl: Duration,
-        take_over: bool,
-    ) -> Result<bool, FaucetError> {
+    async fn fence(&mut self, order: &Fence) -> Result<bool, FaucetError> {
+        let (scope, fence, take_over) = (order.scope.as_str(), order.number, order.take_over);
         scope.clone_into(&mut self.state_key);
         if !self.transactions {
             return Ok(false);

@@ -164,31 +164,19 @@ impl CdcBookmark {
     /// # Errors
     /// [`FaucetError::Bookmark`] when `bookmark` does not have this shape.
     pub(crate) fn from_json(bookmark: &Bookmark) -> Result<Self, FaucetError> {
-        let obj = bookmark
-            .as_object()
-            .ok_or_else(|| invalid(bookmark, "not an object"))?;
-        crate::copy_history::refuse_replicate_bookmark(
-            obj,
-            CONNECTOR,
-            "binlog stream",
-            "`name` (state key)",
-        )?;
-        if let Some(extra) = obj.keys().find(|k| {
-            !matches!(
-                k.as_str(),
-                "binlog_file"
-                    | "binlog_pos"
-                    | "gtid"
-                    | "gtid_state"
-                    | "by_gtid"
-                    | "server"
-                    | "in_txn"
-                    | faucet_core::change::schema::SHAPES
-                    | super::shapes::COLUMN_RENAMES
-            )
-        }) {
-            return Err(invalid(bookmark, &format!("unknown field `{extra}`")));
-        }
+        let known = [
+            "binlog_file",
+            "binlog_pos",
+            "gtid",
+            "gtid_state",
+            "by_gtid",
+            "server",
+            "in_txn",
+            faucet_core::change::schema::SHAPES,
+            super::shapes::COLUMN_RENAMES,
+        ];
+        let source = (CONNECTOR, "binlog stream", "`name` (state key)");
+        let obj = crate::copy_history::change_bookmark_fields(bookmark, source, &known, invalid)?;
         let file = obj
             .get("binlog_file")
             .and_then(|v| v.as_str())

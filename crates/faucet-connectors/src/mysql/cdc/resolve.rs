@@ -12,7 +12,7 @@ use faucet_core::FaucetError;
 
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
-use crate::sql::table_pattern::TablePattern;
+use crate::sql::table_pattern::{TablePattern, tables_matched};
 
 /// The tables of `listed` and those `patterns` match now, listed ones first, then each
 /// pattern's in name order, without repeats; and the patterns that matched nothing.
@@ -25,30 +25,29 @@ pub(crate) async fn tables_now<'p>(
     listed: &[TableName],
     patterns: &'p [TablePattern],
 ) -> Result<(Vec<TableName>, Vec<&'p TablePattern>), FaucetError> {
-    let mut out = listed.to_vec();
-    let mut empty = Vec::new();
+    let mut names = Vec::with_capacity(patterns.len());
     for pattern in patterns {
-        let names: Vec<String> = conn
-            .exec(
+        let database = &pattern.container;
+        names.push(
+            conn.exec(
                 "SELECT TABLE_NAME FROM information_schema.TABLES \
                  WHERE BINARY TABLE_SCHEMA = ? AND TABLE_TYPE IN ('BASE TABLE', 'SYSTEM VERSIONED') \
                  ORDER BY BINARY TABLE_NAME",
-                (pattern.container.clone(),),
+                (database,),
             )
             .await
             .map_err(|e| {
-                connection.error(
-                    &format!("listing the tables of database `{}`", pattern.container),
-                    e,
-                )
-            })?;
-        let any = pattern.add_matches(names, &mut out, |table| TableName {
-            database: Some(pattern.container.clone()),
-            table,
-        });
-        if !any {
-            empty.push(pattern);
-        }
+                connection.error(&format!("listing the tables of database `{database}`"), e)
+            })?,
+        );
     }
-    Ok((out, empty))
+    Ok(tables_matched(
+        listed,
+        patterns,
+        names,
+        |database, table| TableName {
+            database: Some(database.to_owned()),
+            table,
+        },
+    ))
 }

@@ -158,45 +158,43 @@ mod tests {
     #[test]
     fn widenings_are_applied_and_narrowings_refused() {
         let w = |target: &str, dt: DataType, src: &str| widen(target, &dt, src);
-        assert_eq!(
-            w("int(11)", DataType::Int, "bigint"),
-            Widening::Alter("bigint".into())
-        );
-        assert_eq!(
-            w("int(11)", DataType::Int, "bigint"),
-            w("int", DataType::Int, "bigint")
-        );
-        assert_eq!(w("bigint(20)", DataType::Int, "int"), Widening::Holds);
-        assert_eq!(w("bigint(20)", DataType::Int, "integer"), Widening::Holds);
-        assert_eq!(
-            w("varchar(10)", DataType::Text, "character varying(20)"),
-            Widening::Alter("varchar(20)".into())
-        );
-        assert_eq!(
-            w("varchar(10)", DataType::Text, "text"),
-            Widening::Alter("text".into())
-        );
-        assert_eq!(
-            w("longtext", DataType::Text, "varchar(20)"),
-            Widening::Holds
-        );
-        assert_eq!(
-            w("decimal(10,2)", DataType::Numeric, "numeric(12,2)"),
-            Widening::Alter("decimal(12,2)".into())
-        );
-        assert_eq!(
-            w("decimal(12,2)", DataType::Numeric, "decimal(12,4)"),
-            Widening::No
-        );
-        assert_eq!(
-            w("float", DataType::Float, "double precision"),
-            Widening::Alter("double".into())
-        );
-        assert_eq!(w("bigint(20)", DataType::Text, "text"), Widening::No);
-        assert_eq!(
-            w("int(10) unsigned", DataType::Int, "bigint"),
-            Widening::Alter("bigint".into())
-        );
+        let alter = |t: &str| Widening::Alter(t.into());
+        for (target, dt, src, want) in [
+            ("int(11)", DataType::Int, "bigint", alter("bigint")),
+            ("int", DataType::Int, "bigint", alter("bigint")),
+            ("bigint(20)", DataType::Int, "int", Widening::Holds),
+            ("bigint(20)", DataType::Int, "integer", Widening::Holds),
+            (
+                "varchar(10)",
+                DataType::Text,
+                "character varying(20)",
+                alter("varchar(20)"),
+            ),
+            ("varchar(10)", DataType::Text, "text", alter("text")),
+            ("longtext", DataType::Text, "varchar(20)", Widening::Holds),
+            (
+                "decimal(10,2)",
+                DataType::Numeric,
+                "numeric(12,2)",
+                alter("decimal(12,2)"),
+            ),
+            (
+                "decimal(12,2)",
+                DataType::Numeric,
+                "decimal(12,4)",
+                Widening::No,
+            ),
+            (
+                "float",
+                DataType::Float,
+                "double precision",
+                alter("double"),
+            ),
+            ("bigint(20)", DataType::Text, "text", Widening::No),
+            ("int(10) unsigned", DataType::Int, "bigint", alter("bigint")),
+        ] {
+            assert_eq!(w(target, dt, src), want, "{target} ← {src}");
+        }
         assert_eq!(new_type(&DataType::Int, "oid 23"), "bigint");
         // MariaDB's COLUMN_TYPE against a table map's spelling of the same type: no change.
         for (target, dt, src) in [

@@ -198,7 +198,7 @@ const TIMEF_INT_OFS: i64 = 0x80_0000;
 /// part, big-endian, offset by `TIMEF_INT_OFS` = 0x800000, then 1 byte of hundredths), decoded here
 /// because mysql_common 0.37's `my_time_packed_from_binary` keeps that byte in a `u32` and
 /// subtracts 0x100 from it for a negative value with a fraction: a panic in a debug build,
-/// a wrong value in release (shared/notes/mysql.md). The arithmetic is MySQL's
+/// a wrong value in release (checked against MariaDB 10.11 here). The arithmetic is MySQL's
 /// (`my_time_packed_from_binary` in `sql-common/my_time.cc`), the result mysql_common's own
 /// [`time_from_packed`](mysql_common::binlog::misc::time_from_packed), so it then goes
 /// through [`from_binlog`] like every other TIME.

@@ -77,22 +77,14 @@ impl CdcBookmark {
     /// # Errors
     /// [`FaucetError::Bookmark`] when `bookmark` does not have this shape.
     pub(crate) fn from_json(bookmark: &Bookmark) -> Result<Self, FaucetError> {
-        let obj = bookmark
-            .as_object()
-            .ok_or_else(|| invalid(bookmark, "not an object"))?;
-        crate::copy_history::refuse_replicate_bookmark(
-            obj,
+        // `shapes`: the announced table shapes, read by `super::shapes`.
+        let known = ["lsn", "in_txn", super::shapes::SHAPES];
+        let source = (
             CONNECTOR,
             "change stream",
             "`name` (state key) and `slot_name`",
-        )?;
-        // `shapes`: the announced table shapes, read by `super::shapes`.
-        if let Some(extra) = obj
-            .keys()
-            .find(|k| !matches!(k.as_str(), "lsn" | "in_txn" | super::shapes::SHAPES))
-        {
-            return Err(invalid(bookmark, &format!("unknown field `{extra}`")));
-        }
+        );
+        let obj = crate::copy_history::change_bookmark_fields(bookmark, source, &known, invalid)?;
         let lsn = obj
             .get("lsn")
             .and_then(|v| v.as_str())

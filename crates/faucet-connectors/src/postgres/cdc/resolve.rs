@@ -12,7 +12,7 @@ use faucet_core::FaucetError;
 
 use super::CONNECTOR;
 use super::config::TableName;
-use crate::sql::table_pattern::TablePattern;
+use crate::sql::table_pattern::{TablePattern, tables_matched};
 
 /// The tables of `listed` and those `patterns` match now, listed ones first, then each
 /// pattern's in name order, without repeats; and the patterns that matched nothing.
@@ -24,34 +24,29 @@ pub(crate) async fn tables_now<'p>(
     listed: &[TableName],
     patterns: &'p [TablePattern],
 ) -> Result<(Vec<TableName>, Vec<&'p TablePattern>), FaucetError> {
-    let mut out = listed.to_vec();
-    let mut empty = Vec::new();
+    let mut names = Vec::with_capacity(patterns.len());
     for pattern in patterns {
-        let names: Vec<String> = sqlx::query_scalar(
-            "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
-             WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition \
-             ORDER BY c.relname",
-        )
-        .bind(&pattern.container)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| {
-            FaucetError::read(
-                CONNECTOR,
-                format!(
-                    "listing the tables of schema `{}` failed",
-                    pattern.container
-                ),
-                Some(Box::new(e)),
+        let schema = &pattern.container;
+        names.push(
+            sqlx::query_scalar(
+                "SELECT c.relname::text FROM pg_class c \
+                 JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND NOT c.relispartition \
+                 ORDER BY c.relname",
             )
-        })?;
-        let any = pattern.add_matches(names, &mut out, |name| TableName {
-            schema: Some(pattern.container.clone()),
-            name,
-        });
-        if !any {
-            empty.push(pattern);
-        }
+            .bind(schema)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| {
+                let what = format!("listing the tables of schema `{schema}` failed");
+                FaucetError::read(CONNECTOR, what, Some(Box::new(e)))
+            })?,
+        );
     }
-    Ok((out, empty))
+    Ok(tables_matched(listed, patterns, names, |schema, name| {
+        TableName {
+            schema: Some(schema.to_owned()),
+            name,
+        }
+    }))
 }

@@ -56,7 +56,7 @@ use async_trait::async_trait;
 
 use faucet_core::change::Segment;
 use faucet_core::keys::TableKeys;
-use faucet_core::{CommitToken, FaucetError, Page, PageBuilder, SinkWriter, fault};
+use faucet_core::{Commit, CommitToken, FaucetError, Fence, Page, PageBuilder, SinkWriter, fault};
 
 pub(crate) use dialect::SinkDialect;
 use fence::WriterFence;
@@ -673,12 +673,8 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
         self.write_page(page, None).await
     }
 
-    async fn write_committed(
-        &mut self,
-        page: &Page,
-        scope: &str,
-        token: &CommitToken,
-    ) -> Result<(), FaucetError> {
+    async fn write_committed(&mut self, page: &Page, commit: &Commit) -> Result<(), FaucetError> {
+        let (scope, token) = (commit.scope.as_str(), &commit.token);
         self.written.clear();
         if let Some(refusal) = self.refusal(true) {
             return Err(refusal);
@@ -724,13 +720,13 @@ impl<D: SinkDialect> SinkWriter for SqlSinkWriter<'_, D> {
     /// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when the table holds a
     /// larger fence and not `take_over`; [`FaucetError::Write`] when the fence table cannot
     /// be created or the timeout set.
-    async fn fence(
-        &mut self,
-        scope: &str,
-        fence: u64,
-        ttl: std::time::Duration,
-        take_over: bool,
-    ) -> Result<bool, FaucetError> {
+    async fn fence(&mut self, order: &Fence) -> Result<bool, FaucetError> {
+        let (scope, fence, ttl, take_over) = (
+            order.scope.as_str(),
+            order.number,
+            order.ttl,
+            order.take_over,
+        );
         let dialect = self.dialect;
         if self.refusal(false).is_some() {
             return Ok(false);

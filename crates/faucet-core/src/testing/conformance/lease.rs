@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::json;
 
 use crate::error::FaucetError;
-use crate::state::{Lease, LeaseError, LeaseHolder, LeaseOutcome, StateStore};
+use crate::state::{Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest, StateStore};
 
 use super::{ConformanceError, fail, io};
 
@@ -47,7 +47,12 @@ async fn acquired(
     holder: &LeaseHolder,
     ttl: std::time::Duration,
 ) -> Result<Lease, ConformanceError> {
-    match io(check, store.acquire_lease(key, holder, ttl).await)? {
+    match io(
+        check,
+        store
+            .acquire_lease(&LeaseRequest::new(key, holder, ttl))
+            .await,
+    )? {
         LeaseOutcome::Acquired(l) => Ok(l),
         other => fail(
             check,
@@ -72,7 +77,7 @@ fn expect_lost(
 }
 
 /// The take-over part of the lease contract, for stores whose leases outlive their holder's
-/// process (PostgreSQL, Redis): [`StateStore::take_over_lease`] takes a lease from the
+/// process (PostgreSQL, Redis): [`StateStore::acquire_lease`] with [`LeaseRequest::gone`] takes a lease from the
 /// holder it names, with a larger fence, and from no one else.
 ///
 /// # Errors
@@ -87,7 +92,12 @@ pub async fn lease_takeover_contract(
     let key = format!("{prefix}takeover");
     let long = std::time::Duration::from_secs(60);
     let la = acquired(CHECK, store, &key, &a, long).await?;
-    match io(CHECK, store.take_over_lease(&key, &c, long, &b).await)? {
+    match io(
+        CHECK,
+        store
+            .acquire_lease(&LeaseRequest::new(&key, &c, long).taking_over(&b))
+            .await,
+    )? {
         LeaseOutcome::HeldBy(h) if h == a => {}
         other => {
             return fail(
@@ -96,7 +106,12 @@ pub async fn lease_takeover_contract(
             );
         }
     }
-    let lc = match io(CHECK, store.take_over_lease(&key, &c, long, &a).await)? {
+    let lc = match io(
+        CHECK,
+        store
+            .acquire_lease(&LeaseRequest::new(&key, &c, long).taking_over(&a))
+            .await,
+    )? {
         LeaseOutcome::Acquired(l) => l,
         other => return fail(CHECK, format!("a take-over from a got {other:?}")),
     };
@@ -137,7 +152,12 @@ pub async fn lease_contract(
     let held_by = |h: LeaseHolder| {
         let key = key.clone();
         async move {
-            match io(CHECK, store.acquire_lease(&key, &h, long).await)? {
+            match io(
+                CHECK,
+                store
+                    .acquire_lease(&LeaseRequest::new(&key, &h, long))
+                    .await,
+            )? {
                 LeaseOutcome::HeldBy(other) => Ok(other),
                 other => fail(CHECK, format!("{} expected HeldBy, got {other:?}", h.id)),
             }
@@ -257,7 +277,9 @@ pub async fn lease_lapse_and_race(
     for i in 0..8 {
         let (store, key, h) = (store.clone(), key.clone(), holder(&format!("r{i}")));
         tasks.push(tokio::spawn(async move {
-            store.acquire_lease(&key, &h, long).await
+            store
+                .acquire_lease(&LeaseRequest::new(&key, &h, long))
+                .await
         }));
     }
     let mut winners = Vec::new();

@@ -8,7 +8,7 @@ use serde_json::{Value as Json, json};
 
 use crate::page::{Page, PageBuilder};
 use crate::pipeline::{Pipeline, RunStreamOptions};
-use crate::sink::{CommitToken, Sink};
+use crate::sink::{Commit, CommitToken, Sink};
 use crate::source::Source;
 use crate::state::StateStore;
 use crate::value::{DataType, Field, Schema, Value};
@@ -102,16 +102,22 @@ pub async fn sink_guarantee_is_truthful(
         };
         io(
             CHECK,
-            w.write_committed(&sample_page(&[100], "t", json!(2)), scope, &t2)
-                .await,
+            w.write_committed(
+                &sample_page(&[100], "t", json!(2)),
+                &Commit::new(scope, &t2),
+            )
+            .await,
         )?;
         let stale = CommitToken {
             sequence: 1,
             bookmark: json!({"offset": 1}),
         };
-        if w.write_committed(&sample_page(&[101], "t", json!(1)), scope, &stale)
-            .await
-            .is_ok()
+        if w.write_committed(
+            &sample_page(&[101], "t", json!(1)),
+            &Commit::new(scope, &stale),
+        )
+        .await
+        .is_ok()
         {
             return fail(
                 CHECK,

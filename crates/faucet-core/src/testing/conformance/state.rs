@@ -8,7 +8,9 @@ use serde_json::{Value as Json, json};
 
 use crate::error::FaucetError;
 use crate::pipeline::{Pipeline, RunStreamOptions};
-use crate::state::{DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome, StateStore};
+use crate::state::{
+    DOCTOR_KEY, Lease, LeaseError, LeaseHolder, LeaseOutcome, LeaseRequest, StateStore,
+};
 
 use super::{ConformanceError, fail, io};
 
@@ -153,11 +155,11 @@ where
     match io(
         CHECK,
         store
-            .acquire_lease(
+            .acquire_lease(&LeaseRequest::new(
                 &key,
                 &LeaseHolder::this_process(),
                 std::time::Duration::from_secs(5),
-            )
+            ))
             .await,
     )? {
         LeaseOutcome::Acquired(lease) if lease.fence == 3 || !fence_counts_acquisitions => {
@@ -193,7 +195,11 @@ where
     let held = match io(
         CHECK,
         store
-            .acquire_lease(&key, &other, std::time::Duration::from_secs(30))
+            .acquire_lease(&LeaseRequest::new(
+                &key,
+                &other,
+                std::time::Duration::from_secs(30),
+            ))
             .await,
     )? {
         LeaseOutcome::Acquired(lease) => lease,
@@ -282,7 +288,11 @@ pub async fn bad_keys_fail_before_io(store: &dyn StateStore) -> Result<(), Confo
             "acquire_lease",
             &key,
             store
-                .acquire_lease(&key, &holder, std::time::Duration::from_secs(1))
+                .acquire_lease(&LeaseRequest::new(
+                    &key,
+                    &holder,
+                    std::time::Duration::from_secs(1),
+                ))
                 .await
                 .map(|_| ()),
         )?;

@@ -338,17 +338,17 @@ impl ChangeDecoder {
         out: &mut VecDeque<Record>,
     ) -> Result<(), FaucetError> {
         let start = out.len();
-        let decoded = Self::rows_into(shape, kind, rows, txn, at, out);
+        let decoded = Self::rows_into(shape, (kind, rows), txn, at, out);
         if decoded.is_err() {
             out.truncate(start);
         }
         decoded
     }
 
+    /// [`Self::rows`] of the rows event `(kind, rows)`, leaving what it appended on an error.
     fn rows_into(
         shape: &TableShape,
-        kind: RowsKind,
-        rows: &RowsEventData<'_>,
+        (kind, rows): (RowsKind, &RowsEventData<'_>),
         txn: &TxnContext,
         at: &BinlogPos,
         out: &mut VecDeque<Record>,
