@@ -6,7 +6,7 @@ use std::time::Duration;
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, Context};
-use async_nats::{Client, HeaderMap};
+use async_nats::{Client, HeaderMap, HeaderName};
 use async_trait::async_trait;
 use bytes::Bytes;
 use faucet_core::state::LeaseError;
@@ -374,6 +374,12 @@ struct Position {
     skip: u64,
 }
 
+/// `value` (JSON or an id: UTF-8 as the encoder wrote it) as a header value's text; checked
+/// with `from_utf8` (a byte that is not UTF-8 would be replaced, never dropped).
+fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
+    std::str::from_utf8(value).map_or_else(|_| String::from_utf8_lossy(value), Into::into)
+}
+
 /// What a page's messages say about the page, beside the shared message headers.
 struct PageMeta<'a> {
     sequence: u64,
@@ -458,28 +464,30 @@ impl NatsWriter<'_> {
         id: Option<&str>,
         meta: Option<&PageMeta<'_>>,
     ) -> HeaderMap {
+        // Names from `from_static`: no check or copy of a name per message.
+        let name = HeaderName::from_static;
         let mut h = HeaderMap::new();
         if let Some(m) = m {
-            for (name, value) in m.headers() {
-                h.insert(name, String::from_utf8_lossy(value).as_ref());
+            for (header, value) in m.headers() {
+                h.insert(name(header), text(value).as_ref());
             }
             if let Some(key) = &m.key {
-                h.insert(HEADER_KEY, String::from_utf8_lossy(key).as_ref());
+                h.insert(name(HEADER_KEY), text(key).as_ref());
             }
         }
         if let Some(id) = id {
-            h.insert("Nats-Msg-Id", id);
+            h.insert(name("Nats-Msg-Id"), id);
         }
         if self.fence.is_some() || meta.is_some() {
-            h.insert(HEADER_SCOPE, self.scope.as_str());
+            h.insert(name(HEADER_SCOPE), self.scope.as_str());
         }
         if let Some(f) = self.fence {
-            h.insert(HEADER_FENCE, f.to_string().as_str());
+            h.insert(name(HEADER_FENCE), f.to_string());
         }
         if let Some(meta) = meta {
-            h.insert(HEADER_SEQUENCE, meta.sequence.to_string().as_str());
-            h.insert(HEADER_PAGE_START, meta.start.as_str());
-            h.insert(HEADER_PAGE_INDEX, index.to_string().as_str());
+            h.insert(name(HEADER_SEQUENCE), meta.sequence.to_string());
+            h.insert(name(HEADER_PAGE_START), meta.start.as_str());
+            h.insert(name(HEADER_PAGE_INDEX), index.to_string());
         }
         h
     }
@@ -519,7 +527,10 @@ impl NatsWriter<'_> {
                 headers.insert(HEADER_COMMIT, commit);
             }
             if let Some(seq) = chain.as_mut() {
-                headers.insert("Nats-Expected-Last-Sequence", seq.to_string().as_str());
+                headers.insert(
+                    HeaderName::from_static("Nats-Expected-Last-Sequence"),
+                    seq.to_string(),
+                );
                 *seq += 1;
             }
             let msg = PublishMessage::build()
