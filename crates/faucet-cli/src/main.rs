@@ -28,13 +28,6 @@ use crate::commands::run::RunArgs;
 use crate::commands::validate::ValidateArgs;
 use crate::exit::Exit;
 
-/// The binary's allocator: mimalloc rather than the system's. A page's records are many small
-/// allocations made on one tokio worker and freed on another (values, JSON, bus messages and
-/// their headers); glibc's malloc spent about a quarter of a CSV → NATS run in its arenas
-/// (`bench/bus_sinks.sh` under `perf`), mimalloc's per-thread free lists do not.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 const ABOUT: &str = "Moves data from change streams, SQL queries and files into files and \
 databases in bounded pages, and resumes exactly where it stopped.";
 
