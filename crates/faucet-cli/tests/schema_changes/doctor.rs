@@ -31,6 +31,19 @@ pub(super) fn drift(dir: &std::path::Path) -> serde_json::Value {
     checks[0].clone()
 }
 
+/// The text of the drift check in `dir` ([`drift`], [`text`]), after asserting that it passed
+/// (`ok`) or failed and that it says every one of `parts`.
+#[track_caller]
+pub(super) fn drift_says(dir: &std::path::Path, ok: bool, parts: &[&str]) -> String {
+    let check = drift(dir);
+    assert_eq!(check["ok"], ok, "{check}");
+    let said = text(&check);
+    for part in parts {
+        assert!(said.contains(part), "`{part}` not in {said}");
+    }
+    said
+}
+
 /// The text of a drift check: its note when it passed, its error when not.
 pub(super) fn text(check: &serde_json::Value) -> String {
     match check["ok"].as_bool() {
@@ -68,20 +81,19 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
              ALTER TABLE {s}.items RENAME COLUMN note TO memo; \
              ALTER TABLE {s}.items ALTER COLUMN v TYPE bigint"
         ));
-        let check = drift(dir.path());
-        assert_eq!(check["ok"], true, "{check}");
-        let said = text(&check);
-        for part in [
-            "the source changed since the last run",
-            "column `note` renamed to `memo`",
-            "column `v` changed type from integer to bigint",
-            "column `w` added, text",
-            "a run applies: ",
-            "RENAME COLUMN \"note\" TO \"memo\"",
-            "ADD COLUMN \"w\" text",
-        ] {
-            assert!(said.contains(part), "`{part}` not in {said}");
-        }
+        drift_says(
+            dir.path(),
+            true,
+            &[
+                "the source changed since the last run",
+                "column `note` renamed to `memo`",
+                "column `v` changed type from integer to bigint",
+                "column `w` added, text",
+                "a run applies: ",
+                "RENAME COLUMN \"note\" TO \"memo\"",
+                "ADD COLUMN \"w\" text",
+            ],
+        );
         // The run applies it; then there is nothing left to say.
         sql(&format!("INSERT INTO {s}.items VALUES (3, 3, 'c', 'w3')"));
         output_of_success(&mut faucet(dir.path()), "the run after the change");
@@ -90,31 +102,29 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
 
         // The target loses a column by hand: a run would fail at the first row with it.
         sql(&format!("ALTER TABLE {t} DROP COLUMN w"));
-        let check = drift(dir.path());
-        assert_eq!(check["ok"], false, "{check}");
-        let said = text(&check);
-        for part in [
-            "column `w` (text) is in the source, not in the target",
-            "a run fails at the first row that has it",
-            "add it: ALTER TABLE",
-        ] {
-            assert!(said.contains(part), "`{part}` not in {said}");
-        }
+        drift_says(
+            dir.path(),
+            false,
+            &[
+                "column `w` (text) is in the source, not in the target",
+                "a run fails at the first row that has it",
+                "add it: ALTER TABLE",
+            ],
+        );
         sql(&format!("ALTER TABLE {t} ADD COLUMN w text"));
 
         // `schema_changes: fail`: the error the run would stop with.
         config(dir.path(), names, &sink(", schema_changes: fail"), 100, "");
         sql(&format!("ALTER TABLE {s}.items ADD COLUMN x int"));
-        let check = drift(dir.path());
-        assert_eq!(check["ok"], false, "{check}");
-        let said = text(&check);
-        for part in [
-            "column `x` added, integer",
-            "a run stops: ",
-            "`schema_changes: fail` is set",
-        ] {
-            assert!(said.contains(part), "`{part}` not in {said}");
-        }
+        drift_says(
+            dir.path(),
+            false,
+            &[
+                "column `x` added, integer",
+                "a run stops: ",
+                "`schema_changes: fail` is set",
+            ],
+        );
         sql(&format!(
             "INSERT INTO {s}.items VALUES (4, 4, 'd', 'w4', 4)"
         ));
@@ -140,14 +150,13 @@ fn doctor_reports_the_alter_a_run_applies_to_a_sqlite_target() {
         output_of_success(&mut faucet(dir.path()), "the run of row 1");
         assert!(text(&drift(dir.path())).ends_with("no drift"));
         sql(&format!("ALTER TABLE {s}.items ADD COLUMN w text"));
-        let check = drift(dir.path());
-        assert_eq!(check["ok"], true, "{check}");
-        let said = text(&check);
-        for part in [
-            "column `w` added, text",
-            "a run applies: ALTER TABLE \"items\" ADD COLUMN \"w\"",
-        ] {
-            assert!(said.contains(part), "`{part}` not in {said}");
-        }
+        drift_says(
+            dir.path(),
+            true,
+            &[
+                "column `w` added, text",
+                "a run applies: ALTER TABLE \"items\" ADD COLUMN \"w\"",
+            ],
+        );
     });
 }

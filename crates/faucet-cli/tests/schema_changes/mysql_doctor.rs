@@ -8,7 +8,7 @@
 //! * `postgres-cdc` → MySQL, a target made by hand without one of the source's columns: the
 //!   column a run fails on, with the statement that adds it.
 
-use super::doctor::{drift, text};
+use super::doctor::{drift, drift_says, text};
 use super::mysql::{cdc_to_mysql, drop_both, mysql_columns, mysql_sink};
 use super::{config, faucet};
 use crate::support::mariadb::mariadb as binlog_sql;
@@ -22,14 +22,6 @@ use crate::support::{pg_pool, runtime};
 const TABLE: &str = "(id int PRIMARY KEY, v int(5) unsigned zerofill, flag tinyint(1), \
                      y year(4), f float(7,3), j json, d datetime(3), e enum('A','b'), \
                      note varchar(10))";
-
-/// Asserts that every part is in `said`.
-#[track_caller]
-fn says(said: &str, parts: &[&str]) {
-    for part in parts {
-        assert!(said.contains(part), "`{part}` not in {said}");
-    }
-}
 
 #[test]
 fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysql_target() {
@@ -53,10 +45,9 @@ fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysq
 
             // Faucet is stopped; the source gains a column.
             binlog_sql(&format!("ALTER TABLE {db}.items ADD COLUMN w varchar(20)"));
-            let check = drift(dir.path());
-            assert_eq!(check["ok"], true, "{check}");
-            says(
-                &text(&check),
+            let said = drift_says(
+                dir.path(),
+                true,
                 &[
                     "the source changed since the last run (column `w` added, varchar(20))",
                     &format!(
@@ -65,7 +56,7 @@ fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysq
                     ),
                 ],
             );
-            assert!(!text(&check).contains("column `v`"), "{check}");
+            assert!(!said.contains("column `v`"), "{said}");
 
             // The run applies it, as doctor said; then there is nothing left to say.
             binlog_sql(&format!(
@@ -112,11 +103,9 @@ fn doctor_reports_a_column_a_mysql_target_lacks_for_a_postgres_cdc_source() {
             ));
             config(dir.path(), &names, &mysql_sink(&db, ""), 100, "");
             output_of_success(&mut faucet(dir.path()), "the first run");
-            let check = drift(dir.path());
-            assert_eq!(check["ok"], false, "{check}");
-            let said = text(&check);
-            says(
-                &said,
+            let said = drift_says(
+                dir.path(),
+                false,
                 &[
                     "column `w` (text) is in the source, not in the target",
                     "a run fails at the first row that has it",
