@@ -544,6 +544,14 @@ impl PageStream for KeepCopied<'_> {
     }
 }
 
+/// Whether `bookmark` is one of `faucet replicate`'s (a `snapshot` or `replicate` member: a
+/// copy in progress, or the history of one), which `faucet run` of a change source refuses.
+pub(crate) fn is_replicate_bookmark(bookmark: &Bookmark) -> bool {
+    bookmark
+        .as_object()
+        .is_some_and(|o| o.contains_key("snapshot") || o.contains_key(REPLICATE))
+}
+
 /// The members of a change source's bookmark, for `faucet run`: `bookmark` must be an
 /// object with no member outside `known`, and not a bookmark of `faucet replicate` (a copy
 /// in progress, or the history of one, which only `faucet replicate` continues). `source`
@@ -564,7 +572,7 @@ pub(crate) fn change_bookmark_fields<'b>(
     let obj = bookmark
         .as_object()
         .ok_or_else(|| invalid(bookmark, "not an object"))?;
-    if obj.contains_key("snapshot") || obj.contains_key(REPLICATE) {
+    if is_replicate_bookmark(bookmark) {
         return Err(FaucetError::bookmark(
             connector,
             format!(

@@ -109,27 +109,19 @@ impl LeaseGuard {
         let mut asked;
         let lease = loop {
             asked = Instant::now();
-            let outcome = match gone.take() {
-                Some(g) => {
-                    let outcome = store
-                        .acquire_lease(&LeaseRequest::new(key, &holder, ttl).taking_over(&g))
-                        .await?;
-                    if matches!(outcome, LeaseOutcome::Acquired(_)) {
-                        tracing::warn!(
-                            key,
-                            previous = %g,
-                            "the previous run of this key on this host is gone (killed?); took \
-                             over its lease at once; what it had not made durable is read again"
-                        );
-                    }
-                    outcome
-                }
-                None => {
-                    store
-                        .acquire_lease(&LeaseRequest::new(key, &holder, ttl))
-                        .await?
-                }
+            let request = LeaseRequest {
+                gone: gone.take(),
+                ..LeaseRequest::new(key, &holder, ttl)
             };
+            let outcome = store.acquire_lease(&request).await?;
+            if let (Some(g), LeaseOutcome::Acquired(_)) = (&request.gone, &outcome) {
+                tracing::warn!(
+                    key,
+                    previous = %g,
+                    "the previous run of this key on this host is gone (killed?); took over its \
+                     lease at once; what it had not made durable is read again"
+                );
+            }
             match outcome {
                 LeaseOutcome::Acquired(lease) => break Some(lease),
                 LeaseOutcome::Unsupported => {

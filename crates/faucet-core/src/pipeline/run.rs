@@ -383,20 +383,16 @@ async fn while_reading_ahead(
 ) -> Result<Result<Option<Page>, FaucetError>, FaucetError> {
     let read = read_next(lease, stream);
     tokio::pin!(delivered, read);
-    let mut next = None;
-    loop {
-        tokio::select! {
-            done = &mut delivered => {
-                done?;
-                break;
-            }
-            page = &mut read, if next.is_none() => next = Some(page),
+    tokio::select! {
+        done = &mut delivered => {
+            done?;
+            Ok(read.await)
+        }
+        page = &mut read => {
+            delivered.await?;
+            Ok(page)
         }
     }
-    Ok(match next {
-        Some(page) => page,
-        None => read.await,
-    })
 }
 
 /// One page into the sink: written (with its commit token when atomic), its bookmark

@@ -492,10 +492,7 @@ impl Source for MysqlCdcSource {
         if from.is_null() {
             return self.first_run_note().await.map(Some);
         }
-        if from
-            .as_object()
-            .is_some_and(|o| o.contains_key("snapshot") || o.contains_key("replicate"))
-        {
+        if crate::copy_history::is_replicate_bookmark(from) {
             // Not judged here (`faucet replicate` reads it), but said: `faucet run` refuses it.
             return Ok(Some(
                 "holds a `faucet replicate` bookmark (a snapshot copy in progress, or the \
