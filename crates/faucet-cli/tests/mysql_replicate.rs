@@ -228,7 +228,8 @@ fn mysql_replicate_into_postgres_upsert_aborted_between_write_and_bookmark_equal
 
 #[test]
 fn mysql_replicate_into_postgres_upsert_sigkilled_mid_snapshot_equals_the_source() {
-    upsert_sigkilled_mid_snapshot::<Names>(BATCH, 2, |round| {
+    let mid_snapshot = upsert_sigkilled_mid_snapshot::<Names>(BATCH, 2, |round| {
         Duration::from_millis(40 + 23 * (round % 5))
     });
+    assert!(mid_snapshot > 0, "no kill landed mid-snapshot");
 }

@@ -95,11 +95,7 @@ impl Case {
             }
             // csv → an append target: the postgres table, or Redis streams (no table).
             _ => {
-                let mut csv = String::from("id,v\n");
-                for i in 0..ROWS {
-                    csv.push_str(&format!("{i},{}\n", i * 3));
-                }
-                dir.write("in.csv", csv);
+                dir.write("in.csv", crate::support::crash::id_v_csv(ROWS));
                 sql(&format!("CREATE SCHEMA {s}"));
                 if kind == Kind::Atomic {
                     sql(&format!(
@@ -157,11 +153,8 @@ impl Case {
 impl Drop for Case {
     fn drop(&mut self) {
         let _ = std::panic::catch_unwind(|| {
-            sql(&format!(
-                "DROP SCHEMA IF EXISTS {} CASCADE; DROP TABLE IF EXISTS \"{}\"; \
-                 DROP TABLE IF EXISTS \"{}_lease\"",
-                self.schema, self.state, self.state
-            ));
+            sql(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema));
+            crate::support::drop_state_tables(&self.state);
             #[cfg(feature = "redis-streams")]
             crate::support::bus::delete_redis_keys(&format!("{}:*", self.schema));
             #[cfg(feature = "nats")]

@@ -8,7 +8,7 @@ use crate::support::output_of_success;
 use crate::support::pg::{faucet_with_pg_url, sql};
 
 /// The `drift` check of `faucet doctor --json` in `dir` (exactly one).
-pub(super) fn drift(dir: &std::path::Path) -> serde_json::Value {
+fn drift(dir: &std::path::Path) -> serde_json::Value {
     let out = faucet_with_pg_url(PG_VAR)
         .args(["doctor", "--json"])
         .current_dir(dir)
@@ -44,8 +44,17 @@ pub(super) fn drift_says(dir: &std::path::Path, ok: bool, parts: &[&str]) -> Str
     said
 }
 
+/// Asserts that the drift check in `dir` passed and its note ends with `ending` (`… → target:
+/// no drift`).
+#[track_caller]
+pub(super) fn no_drift(dir: &std::path::Path, ending: &str) {
+    let check = drift(dir);
+    assert_eq!(check["ok"], true, "{check}");
+    assert!(text(&check).ends_with(ending), "{check}");
+}
+
 /// The text of a drift check: its note when it passed, its error when not.
-pub(super) fn text(check: &serde_json::Value) -> String {
+fn text(check: &serde_json::Value) -> String {
     match check["ok"].as_bool() {
         Some(true) => check["target"].as_str().unwrap_or_default().to_owned(),
         _ => check["error"].as_str().unwrap_or_default().to_owned(),
@@ -68,12 +77,7 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
             "INSERT INTO {s}.items VALUES (1, 1, 'a'), (2, 2, 'b')"
         ));
         output_of_success(&mut faucet(dir.path()), "the run of rows 1 and 2");
-        let check = drift(dir.path());
-        assert_eq!(check["ok"], true, "{check}");
-        assert!(
-            text(&check).ends_with(&format!("{s}.items → {t}: no drift")),
-            "{check}"
-        );
+        no_drift(dir.path(), &format!("{s}.items → {t}: no drift"));
 
         // Faucet is stopped; the source changes.
         sql(&format!(
@@ -97,8 +101,7 @@ fn doctor_reports_drift_made_while_stopped_and_what_a_run_does_about_it() {
         // The run applies it; then there is nothing left to say.
         sql(&format!("INSERT INTO {s}.items VALUES (3, 3, 'c', 'w3')"));
         output_of_success(&mut faucet(dir.path()), "the run after the change");
-        let check = drift(dir.path());
-        assert!(text(&check).ends_with("no drift"), "{check}");
+        no_drift(dir.path(), "no drift");
 
         // The target loses a column by hand: a run would fail at the first row with it.
         sql(&format!("ALTER TABLE {t} DROP COLUMN w"));
@@ -148,7 +151,7 @@ fn doctor_reports_the_alter_a_run_applies_to_a_sqlite_target() {
         items_then_first_run(dir.path(), names, "v integer", sink);
         sql(&format!("INSERT INTO {s}.items VALUES (1, 1)"));
         output_of_success(&mut faucet(dir.path()), "the run of row 1");
-        assert!(text(&drift(dir.path())).ends_with("no drift"));
+        no_drift(dir.path(), "no drift");
         sql(&format!("ALTER TABLE {s}.items ADD COLUMN w text"));
         drift_says(
             dir.path(),

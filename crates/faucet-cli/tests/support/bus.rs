@@ -356,11 +356,7 @@ pub(crate) fn csv_config(name: &str, sink: &str, tail: &str) -> String {
 
 /// Writes `dir/in.csv`: rows `id,v` with ids `0..CSV_ROWS` and `v = 3 × id`.
 pub(crate) fn write_csv(dir: &Path) {
-    let mut csv = String::from("id,v\n");
-    for i in 0..CSV_ROWS {
-        csv.push_str(&format!("{i},{}\n", i * 3));
-    }
-    std::fs::write(dir.join("in.csv"), csv).expect("csv");
+    std::fs::write(dir.join("in.csv"), super::crash::id_v_csv(CSV_ROWS)).expect("csv");
 }
 
 /// The id of a message the csv pipeline wrote; panics unless its `v` is `3 × id` and its

@@ -304,6 +304,7 @@ pub(crate) fn expect_rows_equal(have: &BTreeMap<i64, Json>, want: &BTreeMap<i64,
 /// refuses with the fix), then `soak_or(8, 3)` runs SIGKILLed, round `r` after `after(r)`,
 /// then a run to the end; the target equals the source. Returns how many kills landed
 /// mid-snapshot.
+#[must_use]
 pub(crate) fn upsert_sigkilled_mid_snapshot<S: ReplicaSource>(
     batch: u64,
     first_hit: u32,

@@ -179,18 +179,14 @@ pub async fn sink_flush_is_durable(
 ///
 /// # Errors
 /// When the run fails, is not marked cancelled, or the sink and state disagree with it.
-pub async fn cancellation_flushes<F, Fut>(
+pub async fn cancellation_flushes(
     source: &dyn Source,
     sink: &dyn Sink,
     batch_size: usize,
-    read_back: F,
-) -> Result<(), ConformanceError>
-where
-    F: Fn() -> Fut,
-    Fut: Future<Output = Vec<Json>>,
-{
+    read_back: impl ReadBack,
+) -> Result<(), ConformanceError> {
     const CHECK: &str = "cancellation_flushes";
-    let before = read_back().await.len();
+    let before = read_back.read().await.len();
     let state = Arc::new(crate::state::MemoryStateStore::new());
     // The target may already hold other checks' rows: mark the key as a run that started
     // (no bookmark yet), so the lost-bookmark guard does not refuse the append.
@@ -216,7 +212,7 @@ where
     if !summary.cancelled {
         return fail(CHECK, "the summary does not say the run was cancelled");
     }
-    let written = read_back().await.len() - before;
+    let written = read_back.read().await.len() - before;
     if written as u64 != summary.records_out {
         return fail(
             CHECK,
