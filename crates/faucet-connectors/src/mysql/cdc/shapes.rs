@@ -170,6 +170,7 @@ pub(crate) async fn current(
     tables: &[TableName],
 ) -> Result<Shapes, FaucetError> {
     let mut out = Shapes::new();
+    let collations = crate::mysql::query::plan::load_collations(conn, connection).await?;
     for t in tables {
         let db = t.database.as_deref().unwrap_or(connection.database());
         let spelled = spelled_types(conn, connection, db, &t.table).await?;
@@ -177,7 +178,9 @@ pub(crate) async fn current(
             continue;
         }
         let target = crate::mysql::query::Target::Table(t.clone());
-        let described = crate::mysql::query::plan::describe(conn, connection, &target).await?;
+        let described =
+            crate::mysql::query::plan::describe_with(conn, connection, &target, &collations)
+                .await?;
         let key = described
             .keys
             .and_then(|k| k.primary_key)

@@ -99,6 +99,34 @@ pub(crate) async fn describe(
     connection: &MysqlConnection,
     target: &Target,
 ) -> Result<Described<MysqlColumn>, FaucetError> {
+    let collations = load_collations(conn, connection).await?;
+    describe_with(conn, connection, target, &collations).await
+}
+
+/// The server's collations ([`Collations::load`]), for [`describe_with`]: read once for
+/// many descriptions.
+///
+/// # Errors
+/// [`FaucetError::Read`] / [`FaucetError::Connect`] when they cannot be read.
+pub(crate) async fn load_collations(
+    conn: &mut mysql_async::Conn,
+    connection: &MysqlConnection,
+) -> Result<Collations, FaucetError> {
+    Collations::load(conn)
+        .await
+        .map_err(|e| connection.error("reading the server's collations", e))
+}
+
+/// [`describe`] with the server's collations already read.
+///
+/// # Errors
+/// As [`describe`].
+pub(crate) async fn describe_with(
+    conn: &mut mysql_async::Conn,
+    connection: &MysqlConnection,
+    target: &Target,
+    collations: &Collations,
+) -> Result<Described<MysqlColumn>, FaucetError> {
     let (from_sql, label, catalog) = match target {
         Target::Table(t) => {
             let t = t.qualified_in(connection.database());
@@ -122,16 +150,13 @@ pub(crate) async fn describe(
             (from_sql, label, None)
         }
     };
-    let collations = Collations::load(conn)
-        .await
-        .map_err(|e| connection.error("reading the server's collations", e))?;
     let statement = conn
         .prep(format!("SELECT * FROM {from_sql}"))
         .await
         .map_err(|e| connection.error(&format!("describing {label}"), e))?;
     let mut columns = Vec::with_capacity(statement.columns().len());
     for c in statement.columns().iter() {
-        let mut model = MysqlColumn::from_result_column(c, &collations).map_err(|m| {
+        let mut model = MysqlColumn::from_result_column(c, collations).map_err(|m| {
             FaucetError::read(
                 CONNECTOR,
                 format!("{label}, column {}: {m}", c.name_str()),
