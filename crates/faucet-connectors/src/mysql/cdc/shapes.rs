@@ -35,7 +35,7 @@ use super::CONNECTOR;
 use crate::mysql::catalog::spelled_types;
 use crate::mysql::connection::MysqlConnection;
 use crate::mysql::table::TableName;
-use crate::mysql::value::{Charset, Kind, MysqlColumn};
+use crate::mysql::value::{Kind, MysqlColumn};
 
 /// The bookmark member holding the column renames not yet compared.
 pub(crate) const COLUMN_RENAMES: &str = "column_renames";
@@ -214,18 +214,10 @@ pub(crate) async fn current(
 /// A column's type in MySQL's spelling (`int unsigned`, `varchar(20)`, `decimal(10,2)`,
 /// `mediumtext`, `datetime(6)`), from its table map entry (`meta`: the type's metadata
 /// bytes). Character lengths are the table map's byte lengths over the charset's widest
-/// character (utf8mb4: 4, utf8mb3: 3; a legacy multi-byte charset's byte length is kept, a
-/// type at least as wide as the source's).
+/// character ([`MysqlColumn::max_len`], the server's `CHARACTER_SETS.MAXLEN`).
 pub(crate) fn type_spelling(column: &MysqlColumn, meta: &[u8]) -> String {
     let unsigned = if column.unsigned { " unsigned" } else { "" };
-    let chars = |bytes: u32| match &column.charset {
-        Charset::Binary => bytes,
-        Charset::Utf8 => bytes / 4,
-        Charset::Utf8Mb3 => bytes / 3,
-        Charset::Utf16Be | Charset::Utf16Le => bytes / 2,
-        Charset::Utf32Be => bytes / 4,
-        _ => bytes,
-    };
+    let chars = |bytes: u32| bytes / u32::from(column.max_len.max(1));
     let fraction = |base: &str| {
         if column.fraction > 0 {
             format!("{base}({})", column.fraction)
@@ -384,10 +376,13 @@ mod tests {
         assert_eq!(type_spelling(&c, &80u16.to_le_bytes()), "varchar(20)");
         // utf8mb3: 3 bytes a character, whatever the byte length is a multiple of (12
         // bytes are varchar(4), not the varchar(3) of utf8mb4's width).
-        c.charset = crate::mysql::value::Charset::Utf8Mb3;
+        c.max_len = 3;
         assert_eq!(type_spelling(&c, &12u16.to_le_bytes()), "varchar(4)");
         assert_eq!(type_spelling(&c, &15u16.to_le_bytes()), "varchar(5)");
-        c.charset = crate::mysql::value::Charset::from_name("latin1");
+        // utf16: MAXLEN 4 (a supplementary character is a surrogate pair), not 2.
+        c.max_len = 4;
+        assert_eq!(type_spelling(&c, &40u16.to_le_bytes()), "varchar(10)");
+        c.max_len = 1;
         assert_eq!(type_spelling(&c, &12u16.to_le_bytes()), "varchar(12)");
         c.kind = Kind::Decimal;
         assert_eq!(type_spelling(&c, &[12, 2]), "decimal(12,2)");

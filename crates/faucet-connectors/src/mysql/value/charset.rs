@@ -20,12 +20,9 @@ pub const BINARY_COLLATION: u16 = 63;
 pub enum Charset {
     /// `binary`: bytes, not text.
     Binary,
-    /// utf8mb4: already UTF-8 (checked); up to 4 bytes a character.
+    /// utf8mb4, and utf8mb3 (`utf8` before MySQL 8.0.30 / MariaDB 10.6: UTF-8 of the Basic
+    /// Multilingual Plane): already UTF-8 (checked).
     Utf8,
-    /// utf8mb3 (`utf8` before MySQL 8.0.30 / MariaDB 10.6): UTF-8 of the Basic Multilingual
-    /// Plane, decoded as [`Charset::Utf8`]; up to 3 bytes a character (a table map's
-    /// `varchar(n)` is `3n` bytes long, not `4n`).
-    Utf8Mb3,
     /// A single- or multi-byte legacy charset decoded by `encoding_rs` (latin1 is
     /// windows-1252, as MySQL defines it).
     Legacy(&'static Encoding),
@@ -51,8 +48,7 @@ impl Charset {
         use encoding_rs as e;
         let legacy = match name {
             "binary" => return Self::Binary,
-            "utf8mb4" => return Self::Utf8,
-            "utf8mb3" | "utf8" => return Self::Utf8Mb3,
+            "utf8mb4" | "utf8mb3" | "utf8" => return Self::Utf8,
             "ucs2" | "utf16" => return Self::Utf16Be,
             "utf16le" => return Self::Utf16Le,
             "utf32" => return Self::Utf32Be,
@@ -96,7 +92,7 @@ impl Charset {
     pub fn decode_text(&self, bytes: &[u8]) -> Result<faucet_core::Text, String> {
         match self {
             // Checked in place: up to 24 bytes are then stored inline, without allocating.
-            Self::Utf8 | Self::Utf8Mb3 => std::str::from_utf8(bytes)
+            Self::Utf8 => std::str::from_utf8(bytes)
                 .map(faucet_core::Text::from)
                 .map_err(|e| utf8_error(e.valid_up_to())),
             _ => self.decode(bytes.to_vec()).map(faucet_core::Text::from),
@@ -109,7 +105,7 @@ impl Charset {
     /// As [`Charset::decode_text`].
     pub fn decode(&self, bytes: Vec<u8>) -> Result<String, String> {
         match self {
-            Self::Utf8 | Self::Utf8Mb3 => {
+            Self::Utf8 => {
                 String::from_utf8(bytes).map_err(|e| utf8_error(e.utf8_error().valid_up_to()))
             }
             Self::Legacy(encoding) => encoding
@@ -149,18 +145,19 @@ impl Charset {
     }
 }
 
-/// Collation id → [`Charset`], for the server at hand, and how that server numbers the
-/// charsets of a binlog TABLE_MAP.
+/// Collation id → [`Charset`] and its widest character in bytes
+/// (`information_schema.CHARACTER_SETS.MAXLEN`), for the server at hand, and how that server
+/// numbers the charsets of a binlog TABLE_MAP.
 #[derive(Debug, Clone, Default)]
 pub struct Collations {
-    by_id: HashMap<u16, Charset>,
+    by_id: HashMap<u16, (Charset, u8)>,
     geometry_in_table_map_charsets: bool,
 }
 
 impl Collations {
-    /// Reads every collation of the connected server
-    /// (`SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS`), and whether it
-    /// is MariaDB (`SELECT VERSION()`; see [`Collations::geometry_in_table_map_charsets`]).
+    /// Reads every collation of the connected server with its charset's `MAXLEN`
+    /// (`information_schema.COLLATIONS` joined with `CHARACTER_SETS`), and whether it is
+    /// MariaDB (`SELECT VERSION()`; see [`Collations::geometry_in_table_map_charsets`]).
     ///
     /// # Errors
     /// The driver's error.
@@ -169,17 +166,29 @@ impl Collations {
         let mariadb = version.is_some_and(|v| v.contains("MariaDB"));
         let rows: Vec<mysql_async::Row> = conn
             .query(
-                "SELECT ID, CHARACTER_SET_NAME FROM information_schema.COLLATIONS \
-                 WHERE ID IS NOT NULL AND CHARACTER_SET_NAME IS NOT NULL",
+                "SELECT c.ID, c.CHARACTER_SET_NAME, s.MAXLEN \
+                 FROM information_schema.COLLATIONS c \
+                 JOIN information_schema.CHARACTER_SETS s \
+                 ON s.CHARACTER_SET_NAME = c.CHARACTER_SET_NAME \
+                 WHERE c.ID IS NOT NULL",
             )
             .await?;
-        let rows = crate::mysql::connection::convert_rows::<(Option<u64>, Option<String>)>(rows)
+        let rows =
+            crate::mysql::connection::convert_rows::<(Option<u64>, Option<String>, Option<u64>)>(
+                rows,
+            )
             .map_err(|m| mysql_async::Error::Other(m.into()))?;
-        let mut by_id: HashMap<u16, Charset> = rows
+        let mut by_id: HashMap<u16, (Charset, u8)> = rows
             .into_iter()
-            .filter_map(|(id, name)| Some((u16::try_from(id?).ok()?, Charset::from_name(&name?))))
+            .filter_map(|(id, name, max_len)| {
+                let max_len = u8::try_from(max_len?).ok()?.max(1);
+                Some((
+                    u16::try_from(id?).ok()?,
+                    (Charset::from_name(&name?), max_len),
+                ))
+            })
             .collect();
-        by_id.insert(BINARY_COLLATION, Charset::Binary);
+        by_id.insert(BINARY_COLLATION, (Charset::Binary, 1));
         Ok(Self {
             by_id,
             geometry_in_table_map_charsets: mariadb,
@@ -211,18 +220,19 @@ impl Collations {
     /// 33, 83, 192, 45, 46, 224, 255) and binary; use [`Collations::load`] against a live
     /// server for the rest.
     pub fn builtin() -> Self {
-        let latin1 = Charset::from_name("latin1");
+        let latin1 = (Charset::from_name("latin1"), 1);
+        let (utf8mb3, utf8mb4) = ((Charset::Utf8, 3), (Charset::Utf8, 4));
         let by_id = [
             (8, latin1.clone()),
             (47, latin1),
-            (33, Charset::Utf8Mb3),
-            (83, Charset::Utf8Mb3),
-            (192, Charset::Utf8Mb3),
-            (45, Charset::Utf8),
-            (46, Charset::Utf8),
-            (224, Charset::Utf8),
-            (255, Charset::Utf8),
-            (BINARY_COLLATION, Charset::Binary),
+            (33, utf8mb3.clone()),
+            (83, utf8mb3.clone()),
+            (192, utf8mb3),
+            (45, utf8mb4.clone()),
+            (46, utf8mb4.clone()),
+            (224, utf8mb4.clone()),
+            (255, utf8mb4),
+            (BINARY_COLLATION, (Charset::Binary, 1)),
         ]
         .into_iter()
         .collect();
@@ -238,9 +248,17 @@ impl Collations {
             return Charset::Binary;
         }
         match self.by_id.get(&id) {
-            Some(c) => c.clone(),
+            Some((c, _)) => c.clone(),
             None => Charset::Unsupported(Arc::from(format!("of collation id {id}").as_str())),
         }
+    }
+
+    /// The widest character of collation `id`'s charset, in bytes (`MAXLEN`: utf8mb4 4,
+    /// utf8mb3 3, ucs2 2, utf16 4, gbk 2, latin1 and binary 1); 1 for an unknown id. A
+    /// `CHAR`/`VARCHAR` of `n` characters is `n × MAXLEN` bytes in a binlog TABLE_MAP and in
+    /// a result set's column length.
+    pub fn max_len(&self, id: u16) -> u8 {
+        self.by_id.get(&id).map_or(1, |(_, w)| *w)
     }
 }
 
@@ -253,9 +271,15 @@ mod tests {
         let c = Collations::builtin();
         assert_eq!(c.charset(63), Charset::Binary);
         assert_eq!(c.charset(45), Charset::Utf8);
-        assert_eq!(c.charset(33), Charset::Utf8Mb3);
-        assert_eq!(Charset::from_name("utf8"), Charset::Utf8Mb3);
-        assert_eq!(Charset::Utf8Mb3.decode("é€".into()).expect("utf8mb3"), "é€");
+        assert_eq!(c.charset(33), Charset::Utf8);
+        assert_eq!((c.max_len(33), c.max_len(45), c.max_len(8)), (3, 4, 1));
+        assert_eq!(Charset::from_name("utf8"), Charset::Utf8);
+        assert_eq!(
+            Charset::from_name("utf8mb3")
+                .decode("é€".into())
+                .expect("utf8mb3"),
+            "é€"
+        );
         assert_eq!(c.charset(8), Charset::Legacy(encoding_rs::WINDOWS_1252));
         assert!(matches!(c.charset(9999), Charset::Unsupported(_)));
         let latin1 = c.charset(8);

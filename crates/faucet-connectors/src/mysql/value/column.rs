@@ -90,6 +90,9 @@ pub struct MysqlColumn {
     pub collation: u16,
     /// The charset of that collation.
     pub charset: Charset,
+    /// The widest character of that charset in bytes ([`Collations::max_len`]): a `CHAR(n)`
+    /// or `VARCHAR(n)` is `n × max_len` bytes long.
+    pub max_len: u8,
     /// CHAR/BINARY(n): the length in bytes (BINARY(n) values are padded back to it with
     /// zero bytes); 0 when unknown.
     pub length: u32,
@@ -113,6 +116,7 @@ impl MysqlColumn {
             unsigned: false,
             collation: 45,
             charset: Charset::Utf8,
+            max_len: 4,
             length: 0,
             fraction: 0,
             bits: 0,
@@ -204,6 +208,7 @@ impl MysqlColumn {
     fn set_collation(&mut self, collation: u16, collations: &Collations) {
         self.collation = collation;
         self.charset = collations.charset(collation);
+        self.max_len = collations.max_len(collation);
     }
 
     /// Refines the kind from the declared type of the column in the catalog
