@@ -22,8 +22,9 @@
 #     idempotent producer (acks=all), every delivery report of a page awaited before the next;
 #   * faucet at_least_once and effectively_once: the release `faucet run`, csv → the sink,
 #     file state store, batch BATCH (effectively_once adds the re-anchor headers and chains
-#     each nats publish to the stream sequence before it; on redis the page's Lua script
-#     also writes the commit token and checks the fence). kafka: at_least_once only.
+#     each nats publish to the stream sequence before it; on redis the page's MULTI/EXEC
+#     also writes the commit token, after a WATCH round trip that checks the fence and the
+#     token). kafka: at_least_once only.
 # CDC part, per bus: one UPDATE of ROWS rows (one transaction) read by postgres-cdc into the
 # sink (effectively_once; kafka at_least_once), against the stricter of two floors measured in the same run:
 # pg_recvlogical reading the same change (test_decoding, to a file) and the bus floor's CSV

@@ -8,8 +8,8 @@
 //!   (`bench::/<16 hex digits>/<index>`) of the same shape as faucet's.
 //! * `nats`: JetStream publishes pipelined (at most 8,192 unacknowledged, as the sink), every
 //!   acknowledgement of a page of `BATCH` rows awaited before the next page.
-//! * `redis`: each page of `BATCH` rows is one `MULTI`/`EXEC` of `XADD`s (the sink sends one
-//!   Lua script per page: the same one atomic step and one round trip).
+//! * `redis`: each page of `BATCH` rows is one `MULTI`/`EXEC` of `XADD`s (the sink's too, after
+//!   one `WATCH` round trip that checks its fence and token).
 //! * `kafka`: librdkafka's idempotent producer (`rdkafka`'s `FutureProducer`, `acks=all`,
 //!   `partitioner=murmur2_random`, as the sink), every produce of a page of `BATCH` rows handed
 //!   to it, then every delivery report awaited before the next page.

@@ -1,6 +1,7 @@
 //! The `redis-streams` sink against the Redis of `FAUCET_TEST_REDIS_URL`: the conformance
 //! battery, routing of change records by table, the commit token and the writer fence
-//! inside a page's script, and a page refused whole. Every test uses its own key prefix.
+//! inside a page's one atomic step, a page refused whole, and pages written whole while
+//! another client adds to the same stream. Every test uses its own key prefix.
 
 use std::time::Duration;
 
@@ -216,6 +217,88 @@ async fn a_zombie_writer_is_refused_and_writes_nothing() {
         late.fence(&Fence::new("k", 1, ttl).taking_over())
             .await
             .expect("take over")
+    );
+}
+
+/// Another client adds entries to the sink's stream without pause, so a page's `EXEC` finds
+/// its watched stream key changed (and the page then goes through the script): every page
+/// is still written whole, once, in order, with its token.
+#[tokio::test]
+async fn pages_are_whole_while_another_client_adds_to_the_same_stream() {
+    let p = prefix();
+    let stream = format!("{p}:events");
+    let sink = RedisStreamsSink::new(config(&p, &stream)).expect("sink");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let other = tokio::spawn({
+        let (stream, stop) = (stream.clone(), stop.clone());
+        async move {
+            let mut c = conn().await;
+            let mut n = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                redis::cmd("XADD")
+                    .arg(&stream)
+                    .arg("*")
+                    .arg("other")
+                    .arg(n)
+                    .query_async::<()>(&mut c)
+                    .await
+                    .expect("xadd");
+                n += 1;
+            }
+            n
+        }
+    });
+    let mut w = sink.open().await.expect("open");
+    assert!(
+        w.fence(&Fence::new("k", 1, Duration::from_secs(10)))
+            .await
+            .expect("fence")
+    );
+    let pages = 10i64;
+    for page in 0..pages {
+        let ids: Vec<i64> = (page * 300..(page + 1) * 300).collect();
+        let token = CommitToken {
+            sequence: u64::try_from(page + 1).expect("small"),
+            bookmark: json!(page + 1),
+        };
+        w.write_committed(
+            &conformance::sample_page(&ids, "a", json!(page + 1)),
+            &Commit::new("k", &token),
+        )
+        .await
+        .expect("a page beside another writer");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let others = other.await.expect("the other client");
+    let all = entries(&stream).await;
+    let ours: Vec<Json> = all.iter().filter_map(|e| e.get("value").cloned()).collect();
+    let expected: Vec<Json> = (0..pages * 300)
+        .map(|id| json!({"id": id, "v": format!("a{id}")}))
+        .collect();
+    assert_eq!(ours, expected);
+    assert_eq!(all.len() as u64, expected.len() as u64 + others);
+    // One atomic step a page: no entry of the other client falls inside a page's entries.
+    for page in 0..pages {
+        let at: Vec<usize> = all
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                e.get("value")
+                    .and_then(|v| v["id"].as_i64())
+                    .map(|id| id / 300)
+                    == Some(page)
+            })
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(at.len(), 300);
+        assert_eq!(at[299] - at[0], 299, "page {page} was interleaved");
+    }
+    assert_eq!(
+        w.last_committed_token("k").await.expect("token"),
+        Some(CommitToken {
+            sequence: 10,
+            bookmark: json!(10)
+        })
     );
 }
 

@@ -5,25 +5,28 @@
 //!   message ([`crate::bus::message`]): `key` (with `key:`), `value`, `faucet-op`,
 //!   `faucet-table`, `faucet-position`, `faucet-id`. Entry ids are Redis's own (`*`), so
 //!   entries keep the order they were written in.
-//! * A page is one Lua script call (its `script` module): Redis runs it as one atomic step, so the
-//!   page's entries, its commit token (`{prefix}token/<scope>`, a hash of `sequence` and
-//!   `bookmark`) and the writer-fence check (`{prefix}fence/<scope>`) are written together
-//!   or not at all. That is an atomic watermark: effectively-once with a source that
-//!   replays deterministically and a durable state store. The scope is `<state key> ->
-//!   <stream template>`.
+//! * A page is one atomic step (its `page` module): one `MULTI`/`EXEC` under a `WATCH` of its
+//!   keys, or — when another writer keeps changing them — one Lua script call (its `script`
+//!   module). Either way the page's entries, its commit token (`{prefix}token/<scope>`, a
+//!   hash of `sequence` and `bookmark`) and the writer-fence check (`{prefix}fence/<scope>`)
+//!   are written together or not at all. That is an atomic watermark: effectively-once with
+//!   a source that replays deterministically and a durable state store. The scope is
+//!   `<state key> -> <stream template>`.
 //! * A zombie writer (a run that stalled past its lease while a newer run took over) is
-//!   refused by its next page's script, which finds a larger fence, with
-//!   [`faucet_core::state::LeaseError::Fenced`]; nothing of that page is written.
+//!   refused at its next page, which finds a larger fence (or a changed fence key at its
+//!   `EXEC`), with [`faucet_core::state::LeaseError::Fenced`]; nothing of that page is
+//!   written.
 //! * Durability is Redis's: an entry is acknowledged once in the server's memory; with
 //!   `appendonly yes` it survives a restart, with `appendfsync always` also a power loss.
 //!   `open` and `faucet doctor` warn when AOF is off.
 //! * Redis Cluster: a page's keys must share a hash slot (a hash tag in `stream` and
-//!   `prefix`), or the server refuses the script (`CROSSSLOT`).
+//!   `prefix`), or the server refuses the page (`CROSSSLOT`).
 //! * Fault points: [`faucet_core::fault::MID_PAGE`] fires once half a page's entries are in
-//!   its script's arguments, [`faucet_core::fault::BEFORE_COMMIT`] before the script is sent
-//!   (a page is one script: at either, nothing of it has reached Redis).
+//!   its transaction, [`faucet_core::fault::BEFORE_COMMIT`] after its checks and before its
+//!   `EXEC` is sent (at either, nothing of the page has reached Redis).
 
 mod config;
+mod page;
 mod script;
 mod sink;
 

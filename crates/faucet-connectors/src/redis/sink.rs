@@ -5,15 +5,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use faucet_core::state::LeaseError;
 use faucet_core::{
-    Commit, CommitToken, FaucetError, Fence, Page, PublishStats, Sink, SinkCapabilities,
-    SinkWriter, fault,
+    Commit, CommitToken, FaucetError, Fence, Page, PublishStats, Sink, SinkCapabilities, SinkWriter,
 };
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, RedisError};
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, Client, RedisError};
 use secrecy::ExposeSecret as _;
 
 use super::config::{RedisStreamsSinkConfig, ValidatedRedisStreamsConfig};
-use super::script::WRITE_PAGE;
+use super::page::{PageWrite, Verdict, WATCH_ATTEMPTS};
 use crate::bus::{Message, MessageEncoder, PageMeter};
 
 /// The connector's name.
@@ -70,15 +69,16 @@ impl RedisStreamsSink {
         format!("{}fence/{scope}", self.config.prefix)
     }
 
-    async fn connect(&self) -> Result<ConnectionManager, FaucetError> {
+    /// A connection that never reconnects by itself (see [`super::page`]: a `WATCH` must
+    /// not outlive its connection unnoticed), pinged.
+    async fn connect(&self) -> Result<MultiplexedConnection, FaucetError> {
         let client = Client::open(self.config.url.expose_secret())
             .map_err(|_| FaucetError::config("url", "is not a usable Redis URL"))?;
-        let config = ConnectionManagerConfig::new()
+        let config = AsyncConnectionConfig::new()
             .set_connection_timeout(CONNECT_TIMEOUT)
-            .set_response_timeout(RESPONSE_TIMEOUT)
-            .set_number_of_retries(3)
-            .set_max_delay(2_000);
-        let mut conn = ConnectionManager::new_with_config(client, config)
+            .set_response_timeout(RESPONSE_TIMEOUT);
+        let mut conn = client
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(|e| self.fail("connect", e))?;
         redis::cmd("PING")
@@ -108,8 +108,8 @@ impl RedisStreamsSink {
                 "; the server rejected the login: check the user and password in `url`"
             }
             (_, Some("NOPERM")) => {
-                "; the ACL user needs XADD, TYPE, GET, SET, HGET, HSET, EVALSHA/EVAL on the \
-                 streams and on the prefix's keys"
+                "; the ACL user needs XADD, TYPE, GET, SET, HGET, HSET, WATCH, UNWATCH, \
+                 MULTI, EXEC, EVALSHA/EVAL on the streams and on the prefix's keys"
             }
             (redis::ErrorKind::ReadOnly, _) => {
                 "; the server is a read-only replica: point `url` at the primary"
@@ -130,7 +130,7 @@ impl RedisStreamsSink {
 
     /// Logs a warning when the server does not append every write to its log (AOF off): a
     /// Redis restart then loses the entries (and tokens) written since its last snapshot.
-    async fn warn_unless_aof(&self, conn: &mut ConnectionManager) {
+    async fn warn_unless_aof(&self, conn: &mut MultiplexedConnection) {
         let info: Result<String, _> = redis::cmd("INFO")
             .arg("persistence")
             .query_async(conn)
@@ -154,7 +154,8 @@ impl Sink for RedisStreamsSink {
         CONNECTOR
     }
 
-    /// An atomic watermark: a page's entries and its commit token are one script.
+    /// An atomic watermark: a page's entries and its commit token are one `MULTI`/`EXEC`
+    /// (or one script).
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
@@ -185,8 +186,7 @@ impl Sink for RedisStreamsSink {
         self.warn_unless_aof(&mut conn).await;
         Ok(Box::new(RedisStreamsWriter {
             sink: self,
-            conn,
-            script: redis::Script::new(WRITE_PAGE),
+            conn: Some(conn),
             scope: String::new(),
             fence: None,
             written: Vec::new(),
@@ -194,8 +194,9 @@ impl Sink for RedisStreamsSink {
         }))
     }
 
-    /// Connects (reachable, login accepted), runs the page script with no entries (scripts
-    /// allowed, the prefix's keys readable), checks the right to add entries to the stream
+    /// Connects (reachable, login accepted), writes an empty page both ways a page is
+    /// written (the script allowed, `WATCH`/`MULTI`/`EXEC` allowed, the prefix's keys
+    /// readable), checks the right to add entries to the stream
     /// (a fixed `stream`, or a template's stream for the source table
     /// `faucet_doctor.faucet_doctor`) with `XADD <stream> 0-0 …` — the server checks the
     /// user's ACL (the command and the key) first and then refuses the id 0-0 before it
@@ -208,25 +209,24 @@ impl Sink for RedisStreamsSink {
     async fn check(&self) -> Result<(), FaucetError> {
         let mut conn = self.connect().await?;
         let scope = self.scope("faucet-doctor");
-        let script = redis::Script::new(WRITE_PAGE);
-        let mut inv = script.prepare_invoke();
-        inv.key(self.fence_key(&scope))
-            .key(self.token_key(&scope))
-            .arg("")
-            .arg("")
-            .arg("")
-            .arg("");
-        let (status, _detail): (String, String) = inv
-            .invoke_async(&mut conn)
+        let (fence_key, token_key) = (self.fence_key(&scope), self.token_key(&scope));
+        // Nothing to check and nothing to write: both ways a page is written, empty.
+        let probe = PageWrite {
+            fence_key: &fence_key,
+            token_key: &token_key,
+            fence: None,
+            token: None,
+            maxlen: None,
+            messages: &[],
+        };
+        probe
+            .scripted(&mut conn)
             .await
             .map_err(|e| self.fail("check (running the page script)", e))?;
-        if status != "ok" {
-            return Err(FaucetError::write(
-                CONNECTOR,
-                format!("check: the page script answered {status} without entries"),
-                None,
-            ));
-        }
+        probe
+            .watched(&mut conn, &probe.transaction())
+            .await
+            .map_err(|e| self.fail("check (WATCH and MULTI/EXEC on the prefix's keys)", e))?;
         if let Ok(stream) = self
             .encoder
             .route()
@@ -254,7 +254,7 @@ impl RedisStreamsSink {
     /// [`Sink::check`]): `NOPERM` fails the check naming the command and the key.
     async fn check_xadd(
         &self,
-        conn: &mut ConnectionManager,
+        conn: &mut MultiplexedConnection,
         stream: &str,
     ) -> Result<(), FaucetError> {
         let probe = redis::cmd("XADD")
@@ -308,11 +308,11 @@ fn wrong_type(key: &str, kind: &str) -> FaucetError {
     )
 }
 
-/// An open [`RedisStreamsSink`]: one connection, one script call per page.
+/// An open [`RedisStreamsSink`]: one connection (dropped after a failure, opened again at the
+/// next call), one `MULTI`/`EXEC` (or script call) per page.
 struct RedisStreamsWriter<'a> {
     sink: &'a RedisStreamsSink,
-    conn: ConnectionManager,
-    script: redis::Script,
+    conn: Option<MultiplexedConnection>,
     /// The state key last told (fence, token); part of every message id.
     scope: String,
     /// The run's lease fence, checked by every page's script.
@@ -324,8 +324,35 @@ struct RedisStreamsWriter<'a> {
 }
 
 impl RedisStreamsWriter<'_> {
-    /// Writes `messages` (and the token) in one script call; returns what that published
-    /// (every entry awaits the script's one reply).
+    /// The connection, opened again when a failure dropped it.
+    async fn conn(&mut self) -> Result<&mut MultiplexedConnection, FaucetError> {
+        if self.conn.is_none() {
+            self.conn = Some(self.sink.connect().await?);
+        }
+        self.conn
+            .as_mut()
+            .ok_or_else(|| FaucetError::write(CONNECTOR, "no connection", None))
+    }
+
+    /// Runs `cmd` on the connection; a failure drops the connection and is named by `op`.
+    async fn query<T: redis::FromRedisValue>(
+        &mut self,
+        op: &str,
+        cmd: &redis::Cmd,
+    ) -> Result<T, FaucetError> {
+        let answer = cmd.query_async(self.conn().await?).await;
+        answer.map_err(|e| self.failed(op, e))
+    }
+
+    /// `e` as [`RedisStreamsSink::fail`] names it; drops the connection, which may hold a
+    /// `WATCH` or be broken.
+    fn failed(&mut self, op: &str, e: RedisError) -> FaucetError {
+        self.conn = None;
+        self.sink.fail(op, e)
+    }
+
+    /// Writes `messages` (and the token) as one atomic step ([`super::page`]); returns what
+    /// that published (every entry awaits the one reply).
     async fn write_page(
         &mut self,
         messages: &[Message],
@@ -334,73 +361,65 @@ impl RedisStreamsWriter<'_> {
         let sink = self.sink;
         let mut meter = PageMeter::start();
         let scope = sink.scope(&self.scope);
-        let mut inv = self.script.prepare_invoke();
-        inv.key(sink.fence_key(&scope)).key(sink.token_key(&scope));
-        inv.arg(self.fence.map(|f| f.to_string()).unwrap_or_default());
-        match token {
-            Some(t) => {
-                let bookmark = serde_json::to_string(&t.bookmark).map_err(|e| {
-                    FaucetError::write(CONNECTOR, "cannot encode the bookmark", Some(Box::new(e)))
-                })?;
-                inv.arg(t.sequence.to_string()).arg(bookmark);
-            }
-            None => {
-                inv.arg("").arg("");
-            }
-        }
-        inv.arg(
-            sink.config
-                .maxlen
-                .map(|n| n.to_string())
-                .unwrap_or_default(),
-        );
-        for (i, m) in messages.iter().enumerate() {
-            if i == messages.len() / 2 && i > 0 {
-                // Half the page is in the script's arguments, nothing of it sent yet.
-                fault::point(fault::MID_PAGE);
-            }
-            inv.key(&m.route);
-            let fields = 1 + usize::from(m.key.is_some()) + m.headers().count();
-            inv.arg(fields);
-            if let Some(key) = &m.key {
-                inv.arg("key").arg(key.as_slice());
-            }
-            inv.arg("value").arg(m.value.as_slice());
-            for (name, value) in m.headers() {
-                inv.arg(name).arg(value);
-            }
-        }
-        fault::point(fault::BEFORE_COMMIT);
+        let bookmark = token
+            .map(|t| serde_json::to_string(&t.bookmark))
+            .transpose()
+            .map_err(|e| {
+                FaucetError::write(CONNECTOR, "cannot encode the bookmark", Some(Box::new(e)))
+            })?;
+        let (fence_key, token_key) = (sink.fence_key(&scope), sink.token_key(&scope));
+        let page = PageWrite {
+            fence_key: &fence_key,
+            token_key: &token_key,
+            fence: self.fence,
+            token: token.zip(bookmark.as_deref()).map(|(t, b)| (t.sequence, b)),
+            maxlen: sink.config.maxlen,
+            messages,
+        };
+        let tx = page.transaction();
         meter.pending(messages.len());
-        let (status, detail): (String, String) = inv
-            .invoke_async(&mut self.conn)
-            .await
-            .map_err(|e| sink.fail("writing a page", e))?;
-        match status.as_str() {
-            "ok" => Ok(meter.finish(messages)),
-            "fenced" => Err(LeaseError::Fenced {
+        let mut verdict = None;
+        for _ in 0..WATCH_ATTEMPTS {
+            let conn = self.conn().await?;
+            let watched = page.watched(conn, &tx).await;
+            verdict = watched.map_err(|e| self.failed("writing a page", e))?;
+            if verdict.is_some() {
+                break;
+            }
+        }
+        let verdict = match verdict {
+            Some(v) => v,
+            None => {
+                tracing::debug!(
+                    streams = %sink.encoder.route(),
+                    "the page's keys changed between WATCH and EXEC {WATCH_ATTEMPTS} times \
+                     (another writer adds to its streams): writing it with the page script"
+                );
+                let conn = self.conn().await?;
+                let scripted = page.scripted(conn).await;
+                scripted.map_err(|e| self.failed("writing a page", e))?
+            }
+        };
+        match verdict {
+            Verdict::Written => Ok(meter.finish(messages)),
+            Verdict::Fenced(newer) => Err(LeaseError::Fenced {
                 key: self.scope.clone(),
                 fence: self.fence.unwrap_or_default(),
-                newer: detail.parse().unwrap_or_default(),
+                newer: newer.parse().unwrap_or_default(),
                 target: format!("redis-streams {}", sink.encoder.route()),
             }
             .into()),
-            "stale" => Err(FaucetError::write(
+            Verdict::Stale(stored) => Err(FaucetError::write(
                 CONNECTOR,
                 format!(
-                    "commit token for `{scope}` refused: {} holds sequence {detail}, not below \
-                     {} (a stale or concurrent writer); nothing of the page was written",
-                    sink.token_key(&scope),
+                    "commit token for `{scope}` refused: {token_key} holds sequence {stored}, \
+                     not below {} (a stale or concurrent writer); nothing of the page was \
+                     written",
                     token.map_or(0, |t| t.sequence)
                 ),
                 None,
             )),
-            "wrongtype" => Err(wrong_type(&detail, "value of another type")),
-            other => Err(FaucetError::write(
-                CONNECTOR,
-                format!("the page script answered `{other}`"),
-                None,
-            )),
+            Verdict::WrongType(key) => Err(wrong_type(&key, "value of another type")),
         }
     }
 }
@@ -442,7 +461,7 @@ impl SinkWriter for RedisStreamsWriter<'_> {
     }
 
     /// Raises the scope's fence to `fence` (refused when it holds a larger one), or with
-    /// `take_over` sets it; every later page's script checks it. Redis runs each script
+    /// `take_over` sets it; every later page checks it. Redis runs each `EXEC` (and script)
     /// whole, so a writer stalled mid-page holds nothing: `ttl` is not needed.
     async fn fence(&mut self, order: &Fence) -> Result<bool, FaucetError> {
         let (scope, fence, take_over) = (order.scope.as_str(), order.number, order.take_over);
@@ -450,12 +469,8 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         self.fence = Some(fence);
         if take_over {
             let key = self.sink.fence_key(&self.sink.scope(scope));
-            redis::cmd("SET")
-                .arg(key)
-                .arg(fence)
-                .query_async::<()>(&mut self.conn)
-                .await
-                .map_err(|e| self.sink.fail("setting the writer fence", e))?;
+            let set = redis::cmd("SET").arg(key).arg(fence).clone();
+            self.query::<()>("setting the writer fence", &set).await?;
             return Ok(true);
         }
         self.write_page(&[], None).await?;
@@ -468,11 +483,8 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         let Some(stream) = self.sink.encoder.route().fixed() else {
             return Ok(None);
         };
-        let len: u64 = redis::cmd("XLEN")
-            .arg(stream)
-            .query_async(&mut self.conn)
-            .await
-            .map_err(|e| self.sink.fail("reading the stream length", e))?;
+        let xlen = redis::cmd("XLEN").arg(stream).clone();
+        let len: u64 = self.query("reading the stream length", &xlen).await?;
         Ok(Some(len > 0))
     }
 
@@ -483,13 +495,13 @@ impl SinkWriter for RedisStreamsWriter<'_> {
     ) -> Result<Option<CommitToken>, FaucetError> {
         scope.clone_into(&mut self.scope);
         let key = self.sink.token_key(&self.sink.scope(scope));
-        let (sequence, bookmark): (Option<String>, Option<String>) = redis::cmd("HMGET")
+        let hmget = redis::cmd("HMGET")
             .arg(&key)
             .arg("sequence")
             .arg("bookmark")
-            .query_async(&mut self.conn)
-            .await
-            .map_err(|e| self.sink.fail("reading the commit token", e))?;
+            .clone();
+        let (sequence, bookmark): (Option<String>, Option<String>) =
+            self.query("reading the commit token", &hmget).await?;
         let (Some(sequence), Some(bookmark)) = (sequence, bookmark) else {
             return Ok(None);
         };
