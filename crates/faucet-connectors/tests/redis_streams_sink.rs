@@ -302,6 +302,62 @@ async fn pages_are_whole_while_another_client_adds_to_the_same_stream() {
     );
 }
 
+/// The server closes the writer's connection between two pages (a restart, its idle
+/// `timeout`): the next page is checked and written on a new connection, once.
+#[tokio::test]
+async fn a_page_after_the_server_closed_the_connection_is_written_on_a_new_one() {
+    let p = prefix();
+    let stream = format!("{p}:events");
+    let sink = RedisStreamsSink::new(config(&p, &stream)).expect("sink");
+    let mut w = sink.open().await.expect("open");
+    let token = |n: u64| CommitToken {
+        sequence: n,
+        bookmark: json!(n),
+    };
+    w.write_committed(
+        &conformance::sample_page(&[1, 2], "a", json!(1)),
+        &Commit::new("k", &token(1)),
+    )
+    .await
+    .expect("first page");
+    let mut c = conn().await;
+    let clients: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut c)
+        .await
+        .expect("client list");
+    let name = format!("name={}", sink.client_name());
+    let ids: Vec<&str> = clients
+        .lines()
+        .filter(|l| l.split(' ').any(|f| f == name))
+        .filter_map(|l| l.split(' ').find_map(|f| f.strip_prefix("id=")))
+        .collect();
+    assert_eq!(ids.len(), 1, "{clients}");
+    redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("ID")
+        .arg(ids[0])
+        .query_async::<()>(&mut c)
+        .await
+        .expect("client kill");
+    w.write_committed(
+        &conformance::sample_page(&[3], "a", json!(2)),
+        &Commit::new("k", &token(2)),
+    )
+    .await
+    .expect("the page after the connection was closed");
+    assert_eq!(
+        values_of(stream.clone())().await,
+        [1, 2, 3]
+            .map(|id| json!({"id": id, "v": format!("a{id}")}))
+            .to_vec()
+    );
+    assert_eq!(
+        w.last_committed_token("k").await.expect("token"),
+        Some(token(2))
+    );
+}
+
 #[tokio::test]
 async fn a_page_is_refused_whole_when_one_stream_key_is_not_a_stream() {
     let p = prefix();

@@ -16,7 +16,9 @@
 //! `WATCH` lives on a connection: the writer's connection is a plain multiplexed one that
 //! never reconnects by itself (a reconnection between `WATCH` and `EXEC` would run the
 //! transaction unwatched); the writer drops it after any failure and opens another for the
-//! next call.
+//! next call. A connection the server closed between pages (a restart, its idle `timeout`)
+//! fails the `WATCH` step, which writes nothing: that step is tried once more on a new
+//! connection.
 
 use redis::aio::MultiplexedConnection;
 use redis::{RedisError, Value};
@@ -115,18 +117,17 @@ impl PageWrite<'_> {
         tx
     }
 
-    /// `WATCH`es the page's keys, reads them and checks them; `Written` means the checks
-    /// passed and the keys stay watched for `tx`, which is then sent: `None` when the
-    /// server refused its `EXEC` (a watched key changed), else what was found.
+    /// `WATCH`es the page's keys, reads them and checks them. When the checks pass
+    /// ([`Verdict::Written`]) the keys stay watched for [`PageWrite::commit`]; else the
+    /// `WATCH` is dropped. Writes nothing, so it may be tried again on a new connection.
     ///
     /// # Errors
     /// The server's or the connection's error; the connection may then hold a `WATCH` and
     /// must not be used again.
-    pub(crate) async fn watched(
+    pub(crate) async fn watch(
         &self,
         conn: &mut MultiplexedConnection,
-        tx: &redis::Pipeline,
-    ) -> Result<Option<Verdict>, RedisError> {
+    ) -> Result<Verdict, RedisError> {
         let streams = streams(self.messages);
         let mut read = redis::pipe();
         read.cmd("WATCH")
@@ -153,11 +154,23 @@ impl PageWrite<'_> {
         );
         if verdict != Verdict::Written {
             redis::cmd("UNWATCH").query_async::<()>(conn).await?;
-            return Ok(Some(verdict));
         }
+        Ok(verdict)
+    }
+
+    /// Sends `tx` ([`PageWrite::transaction`]) after a [`PageWrite::watch`] that passed:
+    /// whether the server ran its `EXEC` (`false`: a watched key changed, nothing written).
+    ///
+    /// # Errors
+    /// The server's or the connection's error (whether `EXEC` ran is then unknown).
+    pub(crate) async fn commit(
+        &self,
+        conn: &mut MultiplexedConnection,
+        tx: &redis::Pipeline,
+    ) -> Result<bool, RedisError> {
         faucet_core::fault::point(faucet_core::fault::BEFORE_COMMIT);
         let done: Value = tx.query_async(conn).await?;
-        Ok((done != Value::Nil).then_some(Verdict::Written))
+        Ok(done != Value::Nil)
     }
 
     /// The checks of the module docs over what was read: the stored fence, the stored

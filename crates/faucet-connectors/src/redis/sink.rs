@@ -85,7 +85,22 @@ impl RedisStreamsSink {
             .query_async::<()>(&mut conn)
             .await
             .map_err(|e| self.fail("connect", e))?;
+        // How `CLIENT LIST` names the connection (a user without `+client` keeps it unnamed).
+        let named = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(self.client_name())
+            .query_async::<()>(&mut conn)
+            .await;
+        if let Err(e) = named {
+            tracing::debug!(server = %self.server, "CLIENT SETNAME refused: {e}");
+        }
         Ok(conn)
+    }
+
+    /// The connection's name in `CLIENT LIST`: `faucet-redis-streams@<prefix>` (a prefix
+    /// has no whitespace, which a client name may not hold).
+    pub fn client_name(&self) -> String {
+        format!("{CONNECTOR}@{}", self.config.prefix)
     }
 
     /// A redis error as a [`FaucetError`]: a [`FaucetError::Connect`] when the server cannot
@@ -223,8 +238,11 @@ impl Sink for RedisStreamsSink {
             .scripted(&mut conn)
             .await
             .map_err(|e| self.fail("check (running the page script)", e))?;
-        probe
-            .watched(&mut conn, &probe.transaction())
+        let watch_and_exec = async {
+            probe.watch(&mut conn).await?;
+            probe.commit(&mut conn, &probe.transaction()).await
+        };
+        watch_and_exec
             .await
             .map_err(|e| self.fail("check (WATCH and MULTI/EXEC on the prefix's keys)", e))?;
         if let Ok(stream) = self
@@ -379,11 +397,26 @@ impl RedisStreamsWriter<'_> {
         let tx = page.transaction();
         meter.pending(messages.len());
         let mut verdict = None;
+        let mut reconnected = false;
         for _ in 0..WATCH_ATTEMPTS {
-            let conn = self.conn().await?;
-            let watched = page.watched(conn, &tx).await;
-            verdict = watched.map_err(|e| self.failed("writing a page", e))?;
-            if verdict.is_some() {
+            let watched = match page.watch(self.conn().await?).await {
+                // A connection the server closed since the last page (a restart, its idle
+                // `timeout`): nothing of the page was sent; once more on a new one.
+                Err(e) if !reconnected && (e.is_connection_dropped() || e.is_io_error()) => {
+                    reconnected = true;
+                    self.conn = None;
+                    page.watch(self.conn().await?).await
+                }
+                other => other,
+            };
+            let checked = watched.map_err(|e| self.failed("checking a page", e))?;
+            if checked != Verdict::Written {
+                verdict = Some(checked);
+                break;
+            }
+            let committed = page.commit(self.conn().await?, &tx).await;
+            if committed.map_err(|e| self.failed("writing a page", e))? {
+                verdict = Some(Verdict::Written);
                 break;
             }
         }
