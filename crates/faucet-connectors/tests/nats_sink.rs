@@ -210,3 +210,26 @@ async fn a_page_stored_in_part_is_re_anchored_exactly() {
         "nothing of the zombie's page"
     );
 }
+
+/// A source table whose name holds a line break (PostgreSQL and MySQL allow one in a quoted
+/// identifier) cannot be a NATS header: the page is a data error naming the header, before
+/// anything of it is published — not a panic inside the client.
+#[tokio::test]
+async fn a_table_name_with_a_line_break_is_a_data_error_before_anything_is_sent() {
+    let (stream, subject) = names("newline");
+    let _guard = Stream(stream.clone());
+    let sink = NatsSink::new(config(&stream, &subject)).expect("sink");
+    let mut w = sink.open().await.expect("open");
+    let page = faucet_core::testing::keyed_change_page(
+        &[("c", "public.orders", 1, "a"), ("c", "public.a\nb", 2, "b")],
+        json!({"lsn": "0/2"}),
+    );
+    let err = w.write(&page).await.expect_err("a line break in a header");
+    assert!(
+        matches!(err, faucet_core::FaucetError::Data { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("faucet-table"), "{err}");
+    assert!(err.to_string().contains("record 2"), "{err}");
+    assert_eq!(values_of(stream.clone())().await, Vec::<Json>::new());
+}

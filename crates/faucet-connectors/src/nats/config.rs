@@ -5,7 +5,8 @@ use faucet_core::route::TableTemplate;
 use secrecy::{ExposeSecret as _, SecretString};
 use serde::Deserialize;
 
-use crate::bus::MessageFormat;
+use crate::bus::message::HEADER_TABLE;
+use crate::bus::{Message, MessageFormat};
 
 /// Configuration of the `nats` sink (`type: nats`).
 /// ```yaml
@@ -171,6 +172,34 @@ pub fn check_subject(subject: &str) -> Result<(), String> {
             "the subject {subject:?} is not one NATS can publish to (an empty token, a wildcard \
              `*` / `>` or whitespace, from the source table's name)"
         ));
+    }
+    Ok(())
+}
+
+/// Checks what a record puts on the wire before any of its page is sent: its subject
+/// ([`check_subject`]) and its header values (the shared message headers and `faucet-key`),
+/// none of which may hold a line break — NATS headers are lines, and async-nats panics on a
+/// `\r` or `\n` in a value. A source table's name may hold one (PostgreSQL and MySQL allow
+/// it in a quoted identifier); faucet's JSON values escape it.
+///
+/// # Errors
+/// A message naming the header, its value and the fix.
+pub fn check_message(m: &Message) -> Result<(), String> {
+    check_subject(&m.route)?;
+    let key = m.key.as_deref().map(|k| (super::anchor::HEADER_KEY, k));
+    for (name, value) in m.headers().chain(key) {
+        if value.iter().any(|b| matches!(b, b'\r' | b'\n')) {
+            let fix = if name == HEADER_TABLE {
+                "; rename the source table, or send its changes to another sink"
+            } else {
+                ""
+            };
+            return Err(format!(
+                "the `{name}` header would hold a line break ({:?}), which a NATS header cannot \
+                 carry{fix}",
+                String::from_utf8_lossy(value)
+            ));
+        }
     }
     Ok(())
 }

@@ -41,5 +41,7 @@ pub mod anchor;
 mod config;
 mod sink;
 
-pub use config::{NatsSinkConfig, ValidatedNatsConfig, check_subject, subject_filter};
+pub use config::{
+    NatsSinkConfig, ValidatedNatsConfig, check_message, check_subject, subject_filter,
+};
 pub use sink::{CONNECTOR, NatsSink, marker_subject};

@@ -21,7 +21,7 @@ use super::anchor::{
     self, Anchor, HEADER_COMMIT, HEADER_FENCE, HEADER_KEY, HEADER_PAGE_INDEX, HEADER_PAGE_START,
     HEADER_SCOPE, HEADER_SEQUENCE,
 };
-use super::config::{NatsSinkConfig, ValidatedNatsConfig, check_subject};
+use super::config::{NatsSinkConfig, ValidatedNatsConfig, check_message};
 use crate::bus::message::page_id;
 use crate::bus::{Message, MessageEncoder, PageMeter};
 
@@ -506,6 +506,11 @@ impl NatsWriter<'_> {
         meta: Option<&PageMeta<'_>>,
         mut chain: Option<u64>,
     ) -> Result<Option<u64>, FaucetError> {
+        for (i, m) in messages.iter().enumerate().skip(from) {
+            check_message(m).map_err(|msg| {
+                FaucetError::data(CONNECTOR, format!("record {} of the page", i + 1), msg)
+            })?;
+        }
         let prefix = start.map(|s| page_id(&self.scope, Some(s)));
         let mut pending: VecDeque<PublishAckFuture> = VecDeque::new();
         let mut meter = PageMeter::start();
@@ -521,9 +526,6 @@ impl NatsWriter<'_> {
                 self.fault_point(fault::BEFORE_COMMIT, &mut pending, &mut last)
                     .await?;
             }
-            check_subject(&m.route).map_err(|msg| {
-                FaucetError::data(CONNECTOR, format!("record {} of the page", i + 1), msg)
-            })?;
             let id = prefix.as_ref().map(|p| format!("{p}/{i}"));
             let mut headers = self.headers(Some(m), i, id.as_deref(), meta);
             if is_last && let Some(commit) = meta.and_then(|m| m.commit) {
