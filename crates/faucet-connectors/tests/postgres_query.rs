@@ -89,6 +89,9 @@ async fn full_table_reads_every_airport_exactly() {
         Some(&json!({"full_table": "in_progress", "key": ["faa"], "values": [last_faa]}))
     );
     assert_eq!(pages[2].bookmark(), Some(&json!({"full_table": "done"})));
+    // Any positive batch size is a page size (one past a semaphore's most permits panicked).
+    let whole = read_pages(&src, None, usize::MAX).await.expect("read");
+    assert_eq!(whole.iter().map(Page::len).collect::<Vec<_>>(), [1458]);
     // Resume from the middle gives exactly the rest; from `done` a new full read.
     let rest = read_pages(&src, pages[0].bookmark().cloned(), 500)
         .await

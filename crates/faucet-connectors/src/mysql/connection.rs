@@ -21,6 +21,9 @@ use faucet_core::FaucetError;
 /// literals as `_utf8mb4 X'…'`, which read the same under every mode.
 pub const SESSION_SETUP: [&str; 2] = ["SET time_zone = '+00:00'", "SET NAMES utf8mb4"];
 
+/// The longest `abs_conn_ttl` (with its jitter) a URL may set: 100 years.
+const ABS_CONN_TTL_MAX: Duration = Duration::from_secs(100 * 365 * 86_400);
+
 /// How long opening a TCP connection may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -148,6 +151,21 @@ impl MysqlConnection {
             };
             FaucetError::config(field, format!("{what} (the URL itself is not shown)"))
         })?;
+        // mysql_async adds these to `Instant::now()` unchecked for every new connection and
+        // panics on an overflow (`?abs_conn_ttl=18446744073709551615`).
+        let ttl = opts.abs_conn_ttl().unwrap_or_default();
+        let jitter = opts.abs_conn_ttl_jitter().unwrap_or_default();
+        if ttl.saturating_add(jitter) > ABS_CONN_TTL_MAX {
+            return Err(FaucetError::config(
+                field,
+                format!(
+                    "`abs_conn_ttl` plus `abs_conn_ttl_jitter` is {} s; at most {} s (100 \
+                     years) are taken",
+                    ttl.saturating_add(jitter).as_secs(),
+                    ABS_CONN_TTL_MAX.as_secs()
+                ),
+            ));
+        }
         if opts.db_name().is_none_or(str::is_empty) {
             return Err(FaucetError::config(
                 field,
@@ -333,6 +351,9 @@ mod tests {
             "mysql://u:hunter2@[::1/db",
             "mysql://u:hunter2@h:3306",
             "mysql://u:hunter2@h/db?nonsense=1",
+            // mysql_async panicked adding it to `Instant::now()`.
+            "mysql://u:hunter2@h/db?abs_conn_ttl=18446744073709551615",
+            "mysql://u:hunter2@h/db?abs_conn_ttl=1&abs_conn_ttl_jitter=18446744073709551615",
         ] {
             let err = MysqlConnection::parse(&SecretString::from(bad), "connection_url", "mysql")
                 .expect_err(bad);

@@ -77,6 +77,7 @@ impl PostgresUrl {
         } else {
             options.application_name(APPLICATION_NAME)
         };
+        writable_as_url(&options).map_err(|m| FaucetError::config(field, m))?;
         let password = password_of(&options)
             .map_err(|()| {
                 FaucetError::config(field, "the password is not valid percent-encoded UTF-8")
@@ -196,7 +197,34 @@ impl PostgresUrl {
     }
 }
 
-/// The password sqlx would log in with, percent-decoded; `Err` when it is not UTF-8.
+/// Checks that sqlx can write `options` back as a URL, as [`password_of`] has it do: sqlx
+/// builds `postgres://<user>@<host>:<port>` unescaped and panics ("BUG: generated
+/// un-parseable URL") when that does not parse — a `?host=` a URL cannot hold (`a%20b`,
+/// `%00`, `a%3Ab`) or such a user.
+///
+/// # Errors
+/// A message naming the host and the user (neither is a secret).
+fn writable_as_url(options: &PgConnectOptions) -> Result<(), String> {
+    use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+    let host = match options.get_socket() {
+        Some(socket) => {
+            utf8_percent_encode(&socket.to_string_lossy(), NON_ALPHANUMERIC).to_string()
+        }
+        None => options.get_host().to_owned(),
+    };
+    let (user, port) = (options.get_username(), options.get_port());
+    url::Url::parse(&format!("postgres://{user}@{host}:{port}"))
+        .map(drop)
+        .map_err(|e| {
+            format!(
+                "the host {:?} or the user {user:?} is not one a connection URL can hold ({e})",
+                options.get_host()
+            )
+        })
+}
+
+/// The password sqlx would log in with, percent-decoded; `Err` when it is not UTF-8. Only
+/// after [`writable_as_url`] passed.
 fn password_of(options: &PgConnectOptions) -> Result<Option<String>, ()> {
     // sqlx keeps no getter for the password; its URL form holds it percent-encoded.
     let url = options.to_url_lossy();
@@ -246,6 +274,16 @@ mod tests {
         assert!(!format!("{ok:?}").contains("hunter2"));
         let e = parse("not a url").expect_err("garbage");
         assert!(matches!(e, FaucetError::Config { .. }));
+        // Hosts a URL cannot hold: a config error, where sqlx's URL writer panicked.
+        for host in ["a%20b", "%00", "%5B", "a%3Ab"] {
+            let url = format!("postgres://u:hunter2@h:5432/db?host={host}");
+            let e = parse(&url).expect_err(&url);
+            assert!(
+                matches!(&e, FaucetError::Config { field, .. } if field == "connection_url"),
+                "{e}"
+            );
+            assert!(!e.to_string().contains("hunter2"), "{e}");
+        }
     }
 
     #[test]

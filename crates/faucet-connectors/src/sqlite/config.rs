@@ -51,8 +51,8 @@ pub struct SqliteSinkConfig {
     #[serde(default)]
     pub key: Vec<String>,
     /// How long a write waits for another connection's lock on the file before the page
-    /// fails with an error naming the file (SQLite's busy timeout), in milliseconds.
-    /// Default 5000.
+    /// fails with an error naming the file (SQLite's busy timeout), in milliseconds, at most
+    /// 2,147,483,647 (a C `int`). Default 5000.
     #[serde(default = "default_busy_timeout_ms")]
     pub busy_timeout_ms: u64,
     /// What an upsert target does with a source's schema change (`op: "s"` records):
@@ -112,6 +112,17 @@ impl SqliteSinkConfig {
             ));
         }
         validate_table(&self.table)?;
+        // SQLite's busy timeout is a C int of milliseconds (sqlx panics on more).
+        if i32::try_from(self.busy_timeout_ms).is_err() {
+            return Err(FaucetError::config(
+                "busy_timeout_ms",
+                format!(
+                    "is {}; SQLite takes at most {} (about 24 days)",
+                    self.busy_timeout_ms,
+                    i32::MAX
+                ),
+            ));
+        }
         self.write_mode.validate_key(&self.key, validate_column)
     }
 }
@@ -124,7 +135,10 @@ fn validate_table(name: &str) -> Result<(), FaucetError> {
         Some("holds U+0000, which no SQLite name can hold")
     } else if name.contains('.') {
         Some("holds a `.`: name one table of the file (attached schemas are not written)")
-    } else if name.len() >= 7 && name[..7].eq_ignore_ascii_case("sqlite_") {
+    } else if name
+        .get(..7)
+        .is_some_and(|p| p.eq_ignore_ascii_case("sqlite_"))
+    {
         Some("starts with `sqlite_`, which SQLite keeps for its own tables")
     } else {
         None
@@ -186,5 +200,15 @@ mod tests {
             );
         }
         assert_eq!(field(SqliteSinkConfig::new("", "t")), "path");
+        // A multi-byte character across the 7th byte is a name, not a panic.
+        SqliteSinkConfig::new("x.db", "sqlite€x")
+            .validate()
+            .expect("a name");
+        let mut c = base.clone();
+        c.busy_timeout_ms = 3_000_000_000;
+        assert_eq!(field(c), "busy_timeout_ms");
+        let mut c = base;
+        c.busy_timeout_ms = i32::MAX as u64;
+        c.validate().expect("the largest busy timeout");
     }
 }

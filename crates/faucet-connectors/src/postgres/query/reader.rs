@@ -114,7 +114,9 @@ pub(crate) fn spawn(
     let (raw_tx, raw_rx) = mpsc::channel(batch_size.min(1024));
     let (pages_tx, pages_rx) = mpsc::channel(1);
     let (taken_tx, taken_rx) = std::sync::mpsc::channel();
-    let prefetch = Arc::new(Semaphore::new(batch_size));
+    // A semaphore holds at most `MAX_PERMITS` (2^61 - 1) permits and panics above: a
+    // `batch_size` beyond it (the config allows any positive number) reads ahead that many.
+    let prefetch = Arc::new(Semaphore::new(batch_size.min(Semaphore::MAX_PERMITS)));
     let sql = plan.read_sql(&start);
     let label = plan.label.clone();
     let assembler = Assembler::new(plan, batch_size, start);
