@@ -135,6 +135,73 @@ fn csv_files_whose_header_gains_columns_alter_the_pg_target_across_crashes() {
     });
 }
 
+/// A later file's header names a column the target system cannot have: PostgreSQL would
+/// truncate a 64-byte name (an `ADD COLUMN` of the cut name had run before the write was
+/// refused), SQLite would add a column named `""`. The run stops before anything is altered,
+/// naming the field; the target keeps its columns and rows.
+#[test]
+fn a_new_column_name_the_target_cannot_hold_alters_nothing() {
+    crate::support::pg::with_names("schema_badname", |names, dir| {
+        let s = names.schema.clone();
+        let t = format!("{s}.items");
+        sql(&format!("CREATE SCHEMA {s}"));
+        std::fs::create_dir_all(dir.path().join("in")).expect("mkdir");
+        std::fs::write(dir.path().join("in/a-1.csv"), "id,a\n1,x\n").expect("csv");
+        pipeline(
+            dir.path(),
+            "schema_badname",
+            "{ type: csv, config: { path: ./in/a-*.csv, columns: { id: int } } }",
+            &pg_upsert(&t),
+            10,
+            "",
+        );
+        output_of_success(&mut faucet(dir.path()), "the first run");
+        let long = "x".repeat(63) + "A";
+        std::fs::write(
+            dir.path().join("in/a-2.csv"),
+            format!("id,a,{long}\n2,y,z\n"),
+        )
+        .expect("csv");
+        let out = faucet(dir.path()).output().expect("faucet");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("longer than PostgreSQL's limit"), "{said}");
+        assert!(said.contains(&long), "{said}");
+        assert_eq!(
+            columns(&t),
+            [("id".into(), "bigint".into()), ("a".into(), "text".into())]
+        );
+        let rows: Vec<(i64, String)> = query(&format!("SELECT id, a FROM {t} ORDER BY id"));
+        assert_eq!(rows, [(1, "x".to_owned())]);
+    });
+    #[cfg(feature = "sqlite")]
+    {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("in.jsonl"),
+            "{\"id\":1,\"a\":1}\n{\"id\":2,\"\":2}\n",
+        )
+        .expect("jsonl");
+        pipeline(
+            dir.path(),
+            "schema_badname_lite",
+            "{ type: jsonl, config: { path: ./in.jsonl } }",
+            "{ type: sqlite, config: { path: ./t.db, table: items, create_table: true } }",
+            1,
+            "",
+        );
+        let out = faucet(dir.path()).output().expect("faucet");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{said}");
+        assert!(said.contains("empty column name"), "{said}");
+        assert!(!said.contains("`table`"), "{said}");
+        let db = dir.path().join("t.db");
+        assert_eq!(lite_columns(&db, "items"), ["id", "a"]);
+        let rows: Vec<(i64, i64)> = lite_rows(&db, "SELECT id, a FROM items ORDER BY id");
+        assert_eq!(rows, [(1, 1)]);
+    }
+}
+
 /// A row of the SQLite table of the JSONL test: `id, v, w, x`.
 #[cfg(feature = "sqlite")]
 type LiteItem = (i64, Option<i64>, Option<String>, Option<i64>);

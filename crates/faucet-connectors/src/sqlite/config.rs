@@ -149,18 +149,27 @@ fn validate_table(name: &str) -> Result<(), FaucetError> {
     }
 }
 
-/// A column name this sink takes: not empty, without NUL.
+/// A column name this sink takes: not empty, without NUL ([`column_name_problem`]).
 pub(crate) fn validate_column(name: &str, field: &str) -> Result<(), FaucetError> {
+    match column_name_problem(name) {
+        None => Ok(()),
+        Some(problem) => Err(FaucetError::config(field, problem)),
+    }
+}
+
+/// Why `name` cannot be a SQLite column name, if it cannot: empty, or holding U+0000. The
+/// one rule for a `key` column, a column `create_table` makes and one a schema change adds
+/// or renames.
+pub(crate) fn column_name_problem(name: &str) -> Option<String> {
     if name.is_empty() {
-        return Err(FaucetError::config(field, "is an empty column name"));
+        Some("is an empty column name".to_owned())
+    } else if name.contains('\0') {
+        Some(format!(
+            "{name:?} holds U+0000, which no SQLite name can hold"
+        ))
+    } else {
+        None
     }
-    if name.contains('\0') {
-        return Err(FaucetError::config(
-            field,
-            format!("{name:?} holds U+0000, which no SQLite name can hold"),
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

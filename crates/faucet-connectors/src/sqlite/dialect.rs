@@ -191,6 +191,10 @@ impl SinkDialect for SqliteSink {
             .collect()
     }
 
+    fn column_name_problem(&self, name: &str) -> Option<String> {
+        super::config::column_name_problem(name)
+    }
+
     fn new_column_type(&self, data_type: &faucet_core::DataType, _source_type: &str) -> String {
         column_type(data_type).to_owned()
     }

@@ -133,13 +133,13 @@ pub(crate) async fn create(
         return Ok(None);
     };
     for (i, (c, _)) in columns.iter().enumerate() {
-        super::config::validate_column(c, "table").map_err(|e| {
-            FaucetError::data(
+        if let Some(problem) = super::config::column_name_problem(c) {
+            return Err(FaucetError::data(
                 super::CONNECTOR,
                 format!("{}, field {c:?}", target.name),
-                e.to_string(),
-            )
-        })?;
+                format!("field {c:?} {problem}; rename it in the source, nothing was created"),
+            ));
+        }
         if let Some((other, _)) = columns[..i].iter().find(|(o, _)| o.eq_ignore_ascii_case(c)) {
             return Err(FaucetError::data(
                 super::CONNECTOR,

@@ -481,25 +481,44 @@ pub(crate) async fn nopad_binary_collation(
     Ok("utf8mb4_bin")
 }
 
-/// Checks that the records' field `field` can be a MySQL column name: 1 to 64 characters,
-/// no NUL, not ending in a space. Done before anything is created.
+/// Checks that the records' field `field` can be a MySQL column name
+/// ([`column_name_problem`]). Done before anything is created.
 ///
 /// # Errors
 /// [`FaucetError::Data`] at `<table>, field <field>`.
 pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), FaucetError> {
-    let chars = field.chars().count();
-    if field.is_empty() || field.contains('\0') || field.ends_with(' ') || chars > 64 {
-        return Err(FaucetError::data(
+    match column_name_problem(field) {
+        None => Ok(()),
+        Some(problem) => Err(FaucetError::data(
             CONNECTOR,
             format!("{table}, field {field:?}"),
             format!(
-                "field {field:?} cannot be a MySQL column name (1 to 64 characters, no NUL, \
-                 not ending in a space); rename it in the source (a header cell, a JSON key, \
-                 a column alias), nothing was created"
+                "{problem}; rename it in the source (a header cell, a JSON key, a column \
+                 alias), nothing was created"
             ),
+        )),
+    }
+}
+
+/// Why `name` cannot be a MySQL / MariaDB column name, if it cannot: 1 to 64 characters,
+/// no NUL, not ending in a space, and no character outside the Basic Multilingual Plane
+/// (identifiers are utf8mb3: an emoji is refused by the server with "Invalid utf8mb4
+/// character string"). The one rule for a column `create_table` makes and a schema change
+/// adds or renames.
+pub(crate) fn column_name_problem(name: &str) -> Option<String> {
+    let chars = name.chars().count();
+    if name.is_empty()
+        || name.contains('\0')
+        || name.ends_with(' ')
+        || chars > 64
+        || name.chars().any(|c| u32::from(c) > 0xFFFF)
+    {
+        return Some(format!(
+            "field {name:?} cannot be a MySQL column name (1 to 64 characters of the Basic \
+             Multilingual Plane, no NUL, not ending in a space)"
         ));
     }
-    Ok(())
+    None
 }
 
 #[cfg(test)]

@@ -552,6 +552,10 @@ impl SinkDialect for PostgresSink {
             .collect()
     }
 
+    fn column_name_problem(&self, name: &str) -> Option<String> {
+        table::column_name_problem(name)
+    }
+
     fn new_column_type(&self, data_type: &faucet_core::DataType, source_type: &str) -> String {
         alter::new_type(data_type, source_type)
     }

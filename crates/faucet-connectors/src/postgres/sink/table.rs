@@ -170,45 +170,45 @@ pub(crate) async fn create(
     load(conn, name).await
 }
 
-/// Checks that the records' field `field` can be a PostgreSQL column name: 1 to
-/// [`MAX_IDENT_BYTES`] bytes (longer names are truncated by the server, so the column would
-/// not match the field) without U+0000 (which no identifier can hold). Done before anything
-/// is created.
+/// Why `name` cannot be a PostgreSQL column name, if it cannot: empty, holding U+0000
+/// (which no identifier can hold), or longer than [`MAX_IDENT_BYTES`] bytes (the server
+/// would truncate it, so the column would not match the field). The one rule for a column
+/// `create_table` makes and a schema change adds or renames.
+pub(crate) fn column_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("a field has an empty name, which no PostgreSQL column can have".to_owned())
+    } else if name.contains('\0') {
+        Some(format!(
+            "field {name:?} holds U+0000, which no PostgreSQL column name can hold"
+        ))
+    } else if name.len() > MAX_IDENT_BYTES {
+        Some(format!(
+            "field `{name}` is {} bytes, longer than PostgreSQL's limit of {MAX_IDENT_BYTES} \
+             bytes for a column name (NAMEDATALEN - 1; the server would truncate it)",
+            name.len()
+        ))
+    } else {
+        None
+    }
+}
+
+/// Checks that the records' field `field` can be a PostgreSQL column name
+/// ([`column_name_problem`]). Done before anything is created.
 ///
 /// # Errors
 /// [`FaucetError::Data`] at `<table>, field <field>` naming what is wrong and the fix.
 pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), FaucetError> {
-    let fix = "rename the field in the source (a header cell, a JSON key, a column alias in a \
-               `query`), nothing was created";
-    if field.is_empty() {
-        return Err(FaucetError::data(
+    match column_name_problem(field) {
+        None => Ok(()),
+        Some(problem) => Err(FaucetError::data(
             CONNECTOR,
-            format!("{table}, field \"\""),
-            format!("a field has an empty name, which no PostgreSQL column can have; {fix}"),
-        ));
-    }
-    if field.contains('\0') {
-        return Err(FaucetError::data(
-            CONNECTOR,
-            format!("{table}, field {:?}", field),
+            format!("{table}, field {field:?}"),
             format!(
-                "field {field:?} holds U+0000, which no PostgreSQL column name can hold; {fix}"
+                "{problem}; rename the field in the source (a header cell, a JSON key, a \
+                 column alias in a `query`), nothing was created"
             ),
-        ));
+        )),
     }
-    if field.len() <= MAX_IDENT_BYTES {
-        return Ok(());
-    }
-    Err(FaucetError::data(
-        CONNECTOR,
-        format!("{table}, field {field}"),
-        format!(
-            "field `{field}` is {} bytes, longer than PostgreSQL's limit of {MAX_IDENT_BYTES} \
-             bytes for a column name (NAMEDATALEN - 1; the server would truncate it); rename \
-             the field in the source (e.g. a column alias in a `query`), nothing was created",
-            field.len()
-        ),
-    ))
 }
 
 /// Drops `name` if it holds no row, taking an exclusive lock first (without waiting: a table

@@ -285,6 +285,14 @@ pub(crate) trait SinkDialect: Send + Sync {
         Vec::new()
     }
 
+    /// Why `name` cannot be a column of this system's targets, if it cannot (the rule
+    /// `create_table` applies to the records' fields): checked before a schema change adds
+    /// or renames a column to it, so nothing is altered for a name the system would refuse
+    /// or truncate.
+    fn column_name_problem(&self, _name: &str) -> Option<String> {
+        None
+    }
+
     /// The column type an added column gets: `data_type` mapped as `create_table` maps it
     /// (`source_type`, the source's own spelling, where the dialect can use it as is).
     fn new_column_type(&self, data_type: &DataType, _source_type: &str) -> String {

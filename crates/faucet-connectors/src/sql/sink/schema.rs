@@ -297,6 +297,16 @@ pub(crate) fn plan<D: SinkDialect>(
             .schema_key()
             .iter()
             .any(|k| *k == c.column || Some(k) == c.from.as_ref());
+        if matches!(c.kind, ChangeKind::Add | ChangeKind::Rename)
+            && let Some(problem) = d.column_name_problem(&c.column)
+        {
+            return Err(stop(
+                c,
+                problem,
+                "Rename the column in the source (or set `schema_changes: fail` and alter the \
+                 target by hand), then run again",
+            ));
+        }
         match c.kind {
             ChangeKind::Add => {
                 if !has(&columns, &c.column) {
