@@ -17,7 +17,7 @@
 //!   the first run was stopped (so a stale page would overwrite newer values), and for a csv →
 //!   postgres append with the **atomic watermark** (every row exactly once), and the same csv
 //!   into the bus sinks with their atomic watermark — Redis streams (the fence checked in each
-//!   page's script) and NATS JetStream (each page's publishes chained to the stream sequence
+//!   page's atomic step) and NATS JetStream (each page's publishes chained to the stream sequence
 //!   it expects, the last message's fence read first): every row once, in order.
 //!
 //! The control (`FAUCET_TEST_DISABLE_FENCE=1`, read only by debug builds): the same zombie at
@@ -48,7 +48,7 @@ enum Kind {
     Upsert,
     /// csv → postgres append, atomic watermark.
     Atomic,
-    /// csv → redis-streams, atomic watermark (the fence checked in each page's script).
+    /// csv → redis-streams, atomic watermark (the fence checked in each page's atomic step).
     #[cfg(feature = "redis-streams")]
     Streams,
     /// csv → NATS JetStream, atomic watermark (each publish chained to the stream sequence the
@@ -447,8 +447,8 @@ fn an_atomic_watermark_target_refuses_a_zombie_at_every_point_of_the_page_cycle(
     refused_at_every_point(Kind::Atomic, "aw");
 }
 
-/// The same zombie into Redis streams: its page's script finds the newer fence and writes
-/// nothing; the stream holds every row once, in order.
+/// The same zombie into Redis streams: its page finds the newer fence (or its `EXEC` the
+/// fence changed) and writes nothing; the stream holds every row once, in order.
 #[cfg(feature = "redis-streams")]
 #[test]
 fn a_redis_streams_target_refuses_a_zombie_at_every_point_of_the_page_cycle() {

@@ -225,6 +225,7 @@ async fn a_zombie_writer_is_refused_and_writes_nothing() {
 /// is still written whole, once, in order, with its token.
 #[tokio::test]
 async fn pages_are_whole_while_another_client_adds_to_the_same_stream() {
+    let scripts_before = script_calls().await;
     let p = prefix();
     let stream = format!("{p}:events");
     let sink = RedisStreamsSink::new(config(&p, &stream)).expect("sink");
@@ -300,6 +301,26 @@ async fn pages_are_whole_while_another_client_adds_to_the_same_stream() {
             bookmark: json!(10)
         })
     );
+    // The pages went through the script (the server's count; other tests add a few calls).
+    let scripts = script_calls().await - scripts_before;
+    assert!(scripts >= 10, "{scripts} script calls");
+}
+
+/// How many script calls (`EVALSHA` and `EVAL`) the server has run (`INFO commandstats`).
+async fn script_calls() -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(&mut conn().await)
+        .await
+        .expect("info");
+    info.lines()
+        .filter(|l| l.starts_with("cmdstat_evalsha:") || l.starts_with("cmdstat_eval:"))
+        .filter_map(|l| {
+            l.split([':', ','])
+                .find_map(|f| f.strip_prefix("calls="))
+                .and_then(|n| n.parse::<u64>().ok())
+        })
+        .sum()
 }
 
 /// The server closes the writer's connection between two pages (a restart, its idle
@@ -410,6 +431,10 @@ fn bad_configs_name_the_field() {
     );
     let mut c = RedisStreamsSinkConfig::new(redis_url(), "s");
     c.maxlen = Some(0);
+    assert_eq!(field(c), "maxlen");
+    // Redis refuses it inside the page's EXEC, after the fence and before the token.
+    let mut c = RedisStreamsSinkConfig::new(redis_url(), "s");
+    c.maxlen = Some(u64::MAX);
     assert_eq!(field(c), "maxlen");
     let mut c = RedisStreamsSinkConfig::new(redis_url(), "s");
     c.key = vec!["id".into(), "id".into()];

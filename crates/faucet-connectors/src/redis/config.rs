@@ -105,6 +105,19 @@ impl RedisStreamsSinkConfig {
                 "must be at least 1 (leave it out to keep every entry)",
             ));
         }
+        // Redis reads `MAXLEN` when the `XADD` runs, inside the page's `EXEC`: a number it
+        // refuses there would fail every entry while the token after them is stored.
+        if let Some(n) = self.maxlen
+            && i64::try_from(n).is_err()
+        {
+            return Err(FaucetError::config(
+                "maxlen",
+                format!(
+                    "is {n}; Redis takes at most {} (a signed 64-bit number)",
+                    i64::MAX
+                ),
+            ));
+        }
         crate::bus::validate_key(&self.key)?;
         if let Some(c) = self
             .prefix

@@ -22,8 +22,8 @@
 //! * Redis Cluster: a page's keys must share a hash slot (a hash tag in `stream` and
 //!   `prefix`), or the server refuses the page (`CROSSSLOT`).
 //! * Fault points: [`faucet_core::fault::MID_PAGE`] fires once half a page's entries are in
-//!   its transaction, [`faucet_core::fault::BEFORE_COMMIT`] after its checks and before its
-//!   `EXEC` is sent (at either, nothing of the page has reached Redis).
+//!   its transaction, [`faucet_core::fault::BEFORE_COMMIT`] once the transaction is built,
+//!   before anything of the page is sent (at either, nothing of it has reached Redis).
 
 mod config;
 mod page;

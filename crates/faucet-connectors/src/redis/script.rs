@@ -9,7 +9,8 @@
 //!
 //! Order: every check first, then the writes (Redis does not roll a script back, so nothing
 //! is written unless all of it can be): the stored fence must not be above the writer's; the
-//! stored token's sequence must be below the new one; every stream key must be a stream or
+//! stored token's sequence must be below the new one (a stored value that is not a number
+//! refuses the page, as the `WATCH` path's checks do); every stream key must be a stream or
 //! missing (a `WRONGTYPE` half-way would leave half a page). Then the fence is raised, the
 //! entries added (`XADD key [MAXLEN ~ n] * field value …`, each message's fields passed by
 //! `unpack(ARGV, from, to)`: building a Lua table per entry doubled the script's time, 52 ms
@@ -25,11 +26,15 @@ local fence = ARGV[1]
 local seq = ARGV[2]
 if fence ~= '' then
   local held = redis.call('GET', KEYS[1])
-  if held and tonumber(held) > tonumber(fence) then return {'fenced', held} end
+  if held and (tonumber(held) == nil or tonumber(held) > tonumber(fence)) then
+    return {'fenced', held}
+  end
 end
 if seq ~= '' then
   local stored = redis.call('HGET', KEYS[2], 'sequence')
-  if stored and tonumber(stored) >= tonumber(seq) then return {'stale', stored} end
+  if stored and (tonumber(stored) == nil or tonumber(stored) >= tonumber(seq)) then
+    return {'stale', stored}
+  end
 end
 local checked = {}
 for i = 3, #KEYS do

@@ -19,7 +19,7 @@ use crate::bus::{Message, MessageEncoder, PageMeter};
 pub const CONNECTOR: &str = "redis-streams";
 /// How long opening a connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long one command (a page's script among them) may wait for its reply.
+/// How long one command (a page's `EXEC` or script among them) may wait for its reply.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The `redis-streams` sink (see the module docs of [`crate::redis`]). Built without I/O;
@@ -97,10 +97,16 @@ impl RedisStreamsSink {
         Ok(conn)
     }
 
-    /// The connection's name in `CLIENT LIST`: `faucet-redis-streams@<prefix>` (a prefix
-    /// has no whitespace, which a client name may not hold).
+    /// The connection's name in `CLIENT LIST`: `faucet-redis-streams@<prefix>`, every
+    /// character of the prefix outside `!`..`~` (which a client name may not hold) as `_`.
     pub fn client_name(&self) -> String {
-        format!("{CONNECTOR}@{}", self.config.prefix)
+        let prefix: String = self
+            .config
+            .prefix
+            .chars()
+            .map(|c| if c.is_ascii_graphic() { c } else { '_' })
+            .collect();
+        format!("{CONNECTOR}@{prefix}")
     }
 
     /// A redis error as a [`FaucetError`]: a [`FaucetError::Connect`] when the server cannot
@@ -238,9 +244,16 @@ impl Sink for RedisStreamsSink {
             .scripted(&mut conn)
             .await
             .map_err(|e| self.fail("check (running the page script)", e))?;
+        // A transaction that reads (an empty one is never sent): `MULTI`, `EXEC` allowed.
+        let mut read = redis::pipe();
+        read.atomic()
+            .cmd("HGET")
+            .arg(&token_key)
+            .arg("sequence")
+            .ignore();
         let watch_and_exec = async {
             probe.watch(&mut conn).await?;
-            probe.commit(&mut conn, &probe.transaction()).await
+            probe.commit(&mut conn, &read).await
         };
         watch_and_exec
             .await
@@ -333,7 +346,7 @@ struct RedisStreamsWriter<'a> {
     conn: Option<MultiplexedConnection>,
     /// The state key last told (fence, token); part of every message id.
     scope: String,
-    /// The run's lease fence, checked by every page's script.
+    /// The run's lease fence, checked by every page.
     fence: Option<u64>,
     /// The last page's entries per stream ([`SinkWriter::written_targets`]).
     written: Vec<(String, u64)>,
@@ -395,6 +408,8 @@ impl RedisStreamsWriter<'_> {
             messages,
         };
         let tx = page.transaction();
+        // Once a page, before anything of it is sent (and before a refused page's checks).
+        faucet_core::fault::point(faucet_core::fault::BEFORE_COMMIT);
         meter.pending(messages.len());
         let mut verdict = None;
         let mut reconnected = false;
@@ -459,7 +474,7 @@ impl RedisStreamsWriter<'_> {
 
 #[async_trait]
 impl SinkWriter for RedisStreamsWriter<'_> {
-    /// Adds the page's entries in one script call (fenced, when the writer has a fence).
+    /// Adds the page's entries in one atomic step (fenced, when the writer has a fence).
     async fn write(&mut self, page: &Page) -> Result<(), FaucetError> {
         self.written.clear();
         self.published = None;
@@ -477,7 +492,7 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         &self.written
     }
 
-    /// What the last page's script call added.
+    /// What the last page's atomic step added.
     fn published(&self) -> Option<PublishStats> {
         self.published
     }

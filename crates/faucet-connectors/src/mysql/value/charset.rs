@@ -168,9 +168,9 @@ impl Collations {
             .query(
                 "SELECT c.ID, c.CHARACTER_SET_NAME, s.MAXLEN \
                  FROM information_schema.COLLATIONS c \
-                 JOIN information_schema.CHARACTER_SETS s \
+                 LEFT JOIN information_schema.CHARACTER_SETS s \
                  ON s.CHARACTER_SET_NAME = c.CHARACTER_SET_NAME \
-                 WHERE c.ID IS NOT NULL",
+                 WHERE c.ID IS NOT NULL AND c.CHARACTER_SET_NAME IS NOT NULL",
             )
             .await?;
         let rows =
@@ -181,7 +181,11 @@ impl Collations {
         let mut by_id: HashMap<u16, (Charset, u8)> = rows
             .into_iter()
             .filter_map(|(id, name, max_len)| {
-                let max_len = u8::try_from(max_len?).ok()?.max(1);
+                // A charset without a width keeps its byte lengths (1: at least as wide).
+                let max_len = max_len
+                    .and_then(|n| u8::try_from(n).ok())
+                    .unwrap_or(1)
+                    .max(1);
                 Some((
                     u16::try_from(id?).ok()?,
                     (Charset::from_name(&name?), max_len),
