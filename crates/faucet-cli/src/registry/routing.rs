@@ -54,7 +54,8 @@ pub(crate) fn check_files(
         return Err(FaucetError::config(
             "pipeline.sink.config.path",
             format!(
-                "`{template}` names a file per source table, and the `{}` source's records                  have no source table (it is not a change source); use a fixed path",
+                "`{template}` names a file per source table, and the `{}` source's records \
+                 have no source table (it is not a change source); use a fixed path",
                 source.type_name(),
             ),
         ));

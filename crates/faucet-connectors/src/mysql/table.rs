@@ -103,7 +103,19 @@ pub fn validate_column(name: &str, field: &str) -> Result<(), FaucetError> {
     check_length(name, field, "column")
 }
 
+/// Checks the length of a name, and that its characters are of the Basic Multilingual Plane
+/// (MySQL and MariaDB names are utf8mb3: an emoji is refused by the server with "Invalid
+/// utf8mb4 character string" or an "Illegal mix of collations").
 fn check_length(ident: &str, field: &str, what: &str) -> Result<(), FaucetError> {
+    if let Some(c) = ident.chars().find(|c| u32::from(*c) > 0xFFFF) {
+        return Err(FaucetError::config(
+            field,
+            format!(
+                "{what} `{ident}` holds {c:?}, outside the Basic Multilingual Plane, which no \
+                 MySQL name can hold"
+            ),
+        ));
+    }
     let chars = ident.chars().count();
     if chars > MAX_IDENT_CHARS {
         return Err(FaucetError::config(
@@ -148,6 +160,7 @@ mod tests {
             "a\0b",
             "trailing ",
             &"x".repeat(65),
+            "s.emoji😀",
         ] {
             assert!(
                 matches!(TableName::parse(bad, "f"), Err(FaucetError::Config { field, .. }) if field == "f"),
@@ -157,5 +170,6 @@ mod tests {
         assert!(TableName::parse_qualified("orders", "f").is_err());
         assert!(validate_column("a b`c", "k").is_ok());
         assert!(validate_column("", "k").is_err());
+        assert!(validate_column("a😀", "k").is_err());
     }
 }
