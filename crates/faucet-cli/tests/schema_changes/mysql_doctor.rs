@@ -20,11 +20,13 @@ use crate::support::{pg_pool, runtime};
 /// The source's and the target's columns: types whose `COLUMN_TYPE` is not the table map's
 /// spelling of them, and some that are; text in charsets whose widest character is 4 (utf16:
 /// a table map's byte length over 2 once spelled `varchar(20)`), 3 (utf8mb3) and 2 (gbk)
-/// bytes.
+/// bytes; a MariaDB `uca1400` collation (its id only in
+/// `COLLATION_CHARACTER_SET_APPLICABILITY`: once an unsupported charset).
 const TABLE: &str = "(id int PRIMARY KEY, v int(5) unsigned zerofill, flag tinyint(1), \
                      y year(4), f float(7,3), j json, d datetime(3), e enum('A','b'), \
                      note varchar(10), u varchar(10) CHARACTER SET utf16, \
-                     m varchar(4) CHARACTER SET utf8mb3, g char(6) CHARACTER SET gbk)";
+                     m varchar(4) CHARACTER SET utf8mb3, g char(6) CHARACTER SET gbk, \
+                     k varchar(5) COLLATE utf8mb4_uca1400_ai_ci)";
 
 #[test]
 fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysql_target() {
@@ -35,7 +37,7 @@ fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysq
             cdc_to_mysql(dir.path(), ("schema_dm", 4, 100), &db, TABLE);
             binlog_sql(&format!(
                 "INSERT INTO {db}.items VALUES (1, 7, 1, 2024, 1.5, '{{\"a\": 1}}', \
-                 '2024-01-02 03:04:05.123', 'A', 'n1', 'u1😀', 'm1é', 'g1')"
+                 '2024-01-02 03:04:05.123', 'A', 'n1', 'u1😀', 'm1é', 'g1', 'k1é')"
             ));
             output_of_success(&mut faucet(dir.path()), "the run of row 1");
             // The bookmark holds the table map's shape; the catalog's is the same table.
@@ -59,7 +61,7 @@ fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysq
             // The run applies it, as doctor said; then there is nothing left to say.
             binlog_sql(&format!(
                 "INSERT INTO {db}.items VALUES (2, 8, 0, 2025, 2.5, '[]', \
-                 '2025-01-02 03:04:05.456', 'b', 'n2', 'u2', 'm2', 'g2', 'w2')"
+                 '2025-01-02 03:04:05.456', 'b', 'n2', 'u2', 'm2', 'g2', 'k2', 'w2')"
             ));
             output_of_success(&mut faucet(dir.path()), "the run after the ADD");
             let columns = mysql_columns(&db, "target");
@@ -70,11 +72,11 @@ fn doctor_reports_a_mysql_cdc_change_made_while_stopped_and_the_alter_for_a_mysq
             );
             assert_eq!(
                 sink_sql(&format!(
-                    "SELECT id, u, m, g, w FROM {db}.target ORDER BY id"
+                    "SELECT id, u, m, g, k, w FROM {db}.target ORDER BY id"
                 )),
                 [
-                    ["1", "u1😀", "m1é", "g1", "NULL"],
-                    ["2", "u2", "m2", "g2", "w2"]
+                    ["1", "u1😀", "m1é", "g1", "k1é", "NULL"],
+                    ["2", "u2", "m2", "g2", "k2", "w2"]
                 ]
                 .map(|r| r.map(str::to_owned).to_vec())
                 .to_vec(),

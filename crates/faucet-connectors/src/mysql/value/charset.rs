@@ -156,31 +156,48 @@ pub struct Collations {
 
 impl Collations {
     /// Reads every collation of the connected server with its charset's `MAXLEN`
-    /// (`information_schema.COLLATIONS` joined with `CHARACTER_SETS`), and whether it is
-    /// MariaDB (`SELECT VERSION()`; see [`Collations::geometry_in_table_map_charsets`]).
+    /// (`information_schema.COLLATIONS`, and on MariaDB `COLLATION_CHARACTER_SET_APPLICABILITY`,
+    /// joined with `CHARACTER_SETS`), and whether it is MariaDB (`SELECT VERSION()`; see
+    /// [`Collations::geometry_in_table_map_charsets`]).
     ///
     /// # Errors
     /// The driver's error.
     pub async fn load(conn: &mut mysql_async::Conn) -> Result<Self, mysql_async::Error> {
         let version: Option<String> = conn.query_first("SELECT VERSION()").await?;
         let mariadb = version.is_some_and(|v| v.contains("MariaDB"));
-        let rows: Vec<mysql_async::Row> = conn
-            .query(
-                "SELECT c.ID, c.CHARACTER_SET_NAME, s.MAXLEN \
-                 FROM information_schema.COLLATIONS c \
-                 LEFT JOIN information_schema.CHARACTER_SETS s \
-                 ON s.CHARACTER_SET_NAME = c.CHARACTER_SET_NAME \
-                 WHERE c.ID IS NOT NULL AND c.CHARACTER_SET_NAME IS NOT NULL",
-            )
-            .await?;
-        let rows =
-            crate::mysql::connection::convert_rows::<(Option<u64>, Option<String>, Option<u64>)>(
-                rows,
-            )
+        let mut by_id = HashMap::new();
+        for (table, required) in [
+            ("COLLATIONS", true),
+            // MariaDB 10.10+: the charset-bound ids of its `uca1400` collations (2048 on,
+            // `utf8mb4_uca1400_ai_ci`, MariaDB 11.4's default, among them) are only here;
+            // `COLLATIONS` lists those collations without an id. Older servers have no `ID`
+            // column in it (MySQL 8, MariaDB before 10.10): then there is nothing to add.
+            ("COLLATION_CHARACTER_SET_APPLICABILITY", false),
+        ] {
+            if !required && !mariadb {
+                continue;
+            }
+            let rows: Result<Vec<mysql_async::Row>, _> = conn
+                .query(format!(
+                    "SELECT c.ID, c.CHARACTER_SET_NAME, s.MAXLEN \
+                     FROM information_schema.{table} c \
+                     LEFT JOIN information_schema.CHARACTER_SETS s \
+                     ON s.CHARACTER_SET_NAME = c.CHARACTER_SET_NAME \
+                     WHERE c.ID IS NOT NULL AND c.CHARACTER_SET_NAME IS NOT NULL"
+                ))
+                .await;
+            let rows = match rows {
+                Ok(rows) => rows,
+                Err(mysql_async::Error::Server(_)) if !required => continue,
+                Err(e) => return Err(e),
+            };
+            let rows = crate::mysql::connection::convert_rows::<(
+                Option<u64>,
+                Option<String>,
+                Option<u64>,
+            )>(rows)
             .map_err(|m| mysql_async::Error::Other(m.into()))?;
-        let mut by_id: HashMap<u16, (Charset, u8)> = rows
-            .into_iter()
-            .filter_map(|(id, name, max_len)| {
+            by_id.extend(rows.into_iter().filter_map(|(id, name, max_len)| {
                 // A charset without a width keeps its byte lengths (1: at least as wide).
                 let max_len = max_len
                     .and_then(|n| u8::try_from(n).ok())
@@ -190,8 +207,8 @@ impl Collations {
                     u16::try_from(id?).ok()?,
                     (Charset::from_name(&name?), max_len),
                 ))
-            })
-            .collect();
+            }));
+        }
         by_id.insert(BINARY_COLLATION, (Charset::Binary, 1));
         Ok(Self {
             by_id,
