@@ -85,48 +85,40 @@ pub fn validate_ident(ident: &str, field: &str) -> Result<(), FaucetError> {
             ),
         ));
     }
-    check_length(ident, field, "name")
+    validate_column(ident, field)
 }
 
-/// Checks a column name given in a config (a key column): 1 to [`MAX_IDENT_CHARS`]
-/// characters without NUL; always quoted.
+/// Checks a column name given in a config (a key column) ([`name_problem`]); always quoted.
 ///
 /// # Errors
 /// [`FaucetError::Config`] at `field`.
 pub fn validate_column(name: &str, field: &str) -> Result<(), FaucetError> {
-    if name.is_empty() || name.contains('\0') {
-        return Err(FaucetError::config(
-            field,
-            format!("`{name}` must be 1 to {MAX_IDENT_CHARS} characters without NUL"),
-        ));
+    match name_problem(name) {
+        None => Ok(()),
+        Some(problem) => Err(FaucetError::config(field, problem)),
     }
-    check_length(name, field, "column")
 }
 
-/// Checks the length of a name, and that its characters are of the Basic Multilingual Plane
-/// (MySQL and MariaDB names are utf8mb3: an emoji is refused by the server with "Invalid
-/// utf8mb4 character string" or an "Illegal mix of collations").
-fn check_length(ident: &str, field: &str, what: &str) -> Result<(), FaucetError> {
-    if let Some(c) = ident.chars().find(|c| u32::from(*c) > 0xFFFF) {
-        return Err(FaucetError::config(
-            field,
-            format!(
-                "{what} `{ident}` holds {c:?}, outside the Basic Multilingual Plane, which no \
-                 MySQL name can hold"
-            ),
+/// Why `name` cannot be a MySQL or MariaDB name (database, table, column), if it cannot:
+/// empty, holding NUL, over [`MAX_IDENT_CHARS`] characters, or holding a character outside
+/// the Basic Multilingual Plane (names are utf8mb3: an emoji is refused by the server with
+/// "Invalid utf8mb4 character string" or an "Illegal mix of collations").
+pub fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.contains('\0') {
+        return Some(format!(
+            "`{name}` must be 1 to {MAX_IDENT_CHARS} characters without NUL"
         ));
     }
-    let chars = ident.chars().count();
-    if chars > MAX_IDENT_CHARS {
-        return Err(FaucetError::config(
-            field,
-            format!(
-                "{what} `{ident}` is {chars} characters, longer than MySQL's limit of \
-                 {MAX_IDENT_CHARS}"
-            ),
+    if let Some(c) = name.chars().find(|c| u32::from(*c) > 0xFFFF) {
+        return Some(format!(
+            "`{name}` holds {c:?}, outside the Basic Multilingual Plane, which no MySQL name \
+             can hold"
         ));
     }
-    Ok(())
+    let chars = name.chars().count();
+    (chars > MAX_IDENT_CHARS).then(|| {
+        format!("`{name}` is {chars} characters, longer than MySQL's limit of {MAX_IDENT_CHARS}")
+    })
 }
 
 #[cfg(test)]

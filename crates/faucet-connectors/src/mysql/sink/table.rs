@@ -500,25 +500,15 @@ pub(crate) fn check_field_name(table: &TableName, field: &str) -> Result<(), Fau
     }
 }
 
-/// Why `name` cannot be a MySQL / MariaDB column name, if it cannot: 1 to 64 characters,
-/// no NUL, not ending in a space, and no character outside the Basic Multilingual Plane
-/// (identifiers are utf8mb3: an emoji is refused by the server with "Invalid utf8mb4
-/// character string"). The one rule for a column `create_table` makes and a schema change
-/// adds or renames.
+/// Why `name` cannot be a MySQL / MariaDB column name, if it cannot: the rule of every MySQL
+/// name ([`crate::mysql::table::name_problem`]) and not ending in a space. The one rule for a
+/// column `create_table` makes and a schema change adds or renames.
 pub(crate) fn column_name_problem(name: &str) -> Option<String> {
-    let chars = name.chars().count();
-    if name.is_empty()
-        || name.contains('\0')
-        || name.ends_with(' ')
-        || chars > 64
-        || name.chars().any(|c| u32::from(c) > 0xFFFF)
-    {
-        return Some(format!(
-            "field {name:?} cannot be a MySQL column name (1 to 64 characters of the Basic \
-             Multilingual Plane, no NUL, not ending in a space)"
-        ));
-    }
-    None
+    let problem = crate::mysql::table::name_problem(name).or_else(|| {
+        name.ends_with(' ')
+            .then(|| format!("`{name}` ends in a space, which no MySQL name can"))
+    });
+    problem.map(|p| format!("field {p}"))
 }
 
 #[cfg(test)]
