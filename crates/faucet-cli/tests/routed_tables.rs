@@ -255,8 +255,8 @@ fn readers(db: Db, names: &Names, ports: &HashSet<u16>) -> usize {
 
 /// Waits (up to 10 s) until no slot of the pipeline is active (PostgreSQL lets go of a
 /// killed run's slot when its walsender notices), then runs `command` of the pipeline made
-/// continuous ([`continuous_config`]) for `run_ms` while the writer writes, sampling
-/// [`readers`], and kills it: asserts the run read through exactly one reader the whole
+/// continuous ([`continuous_config`]) for `run_ms` (longer, up to 30 s more, until its reader
+/// has been seen) while the writer writes, sampling [`readers`], and kills it: asserts the run read through exactly one reader the whole
 /// time it had one; then waits until the server let go of it.
 fn one_reader(db: Db, names: &Names, dir: &Path, command: &str, run_ms: u64) {
     continuous_config(dir);
@@ -274,9 +274,12 @@ fn one_reader(db: Db, names: &Names, dir: &Path, command: &str, run_ms: u64) {
         .spawn()
         .expect("spawn faucet");
     let end = Instant::now() + Duration::from_millis(run_ms);
+    // Under load the copy may outlast `run_ms`: sampling goes on (30 s at most) until the
+    // run's reader has been seen, so the kill lands while the run reads.
+    let latest = end + Duration::from_secs(30);
     let mut seen = Vec::new();
     let mut ports = HashSet::new();
-    while Instant::now() < end {
+    while Instant::now() < end || (!seen.contains(&1) && Instant::now() < latest) {
         ports.extend(local_ports(child.id()));
         seen.push(readers(db, names, &ports));
         std::thread::sleep(Duration::from_millis(20));
