@@ -145,9 +145,8 @@ async fn a_page_stored_in_part_is_re_anchored_exactly() {
     let ctx = js().await;
     for (i, id) in [4, 5].iter().enumerate() {
         let mut h = async_nats::HeaderMap::new();
-        h.insert("faucet-scope", scope);
-        h.insert("faucet-sequence", "2");
-        h.insert("faucet-page-start", "{\"offset\":3}");
+        let page = json!({"scope": scope, "sequence": 2, "start": {"offset": 3}});
+        h.insert("faucet-page", page.to_string().as_str());
         h.insert("faucet-page-index", i.to_string().as_str());
         ctx.publish_with_headers(
             subject.clone(),

@@ -42,13 +42,24 @@ impl PageMeter {
     /// The page's figures once every acknowledgement of `sent` (the messages it published)
     /// is in.
     pub fn finish(self, sent: &[Message]) -> PublishStats {
+        self.finish_tallied(tally(sent))
+    }
+
+    /// [`PageMeter::finish`] for messages counted before they were handed to the client
+    /// ([`tally`]: a writer that moves each message into its publish).
+    pub fn finish_tallied(self, (messages, bytes): (u64, u64)) -> PublishStats {
         PublishStats {
-            messages: sent.len() as u64,
-            bytes: sent.iter().map(message_bytes).sum(),
+            messages,
+            bytes,
             acks_pending: self.acks_pending as u64,
             publish_seconds: self.started.elapsed().as_secs_f64(),
         }
     }
+}
+
+/// How many messages `sent` holds and their bytes ([`message_bytes`]).
+pub fn tally(sent: &[Message]) -> (u64, u64) {
+    (sent.len() as u64, sent.iter().map(message_bytes).sum())
 }
 
 #[cfg(test)]

@@ -7,17 +7,16 @@ use async_nats::header::{NATS_EXPECTED_LAST_SEQUENCE, NATS_MESSAGE_ID};
 use async_nats::jetstream::context::PublishAckFuture;
 use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::{self, Context};
-use async_nats::{Client, HeaderMap, HeaderName};
+use async_nats::{Client, HeaderMap, HeaderName, HeaderValue};
 use async_trait::async_trait;
 use bytes::Bytes;
 use faucet_core::state::LeaseError;
 use faucet_core::{Bookmark, Commit, CommitToken, FaucetError, Fence, Page, SinkWriter, fault};
 
-use crate::bus::message::page_id;
-use crate::bus::{Message, PageMeter};
+use crate::bus::message::{HEADER_ID, HEADER_OP, HEADER_POSITION, HEADER_TABLE, page_id};
+use crate::bus::{Message, PageMeter, stats};
 use crate::nats::anchor::{
-    self, Anchor, HEADER_COMMIT, HEADER_FENCE, HEADER_KEY, HEADER_PAGE_INDEX, HEADER_PAGE_START,
-    HEADER_SCOPE, HEADER_SEQUENCE,
+    self, Anchor, HEADER_COMMIT, HEADER_KEY, HEADER_PAGE, HEADER_PAGE_INDEX, PageHeader,
 };
 use crate::nats::config::check_message;
 
@@ -44,11 +43,80 @@ fn text(value: &[u8]) -> std::borrow::Cow<'_, str> {
     std::str::from_utf8(value).map_or_else(|_| String::from_utf8_lossy(value), Into::into)
 }
 
-/// What a page's messages say about the page, beside the shared message headers.
+/// What a committed page's messages say about the page, beside the shared message headers.
 struct PageMeta<'a> {
     sequence: u64,
-    start: String,
+    start: &'a Bookmark,
     commit: Option<&'a str>,
+}
+
+/// `faucet-page` and, on a committed page (`index`), `faucet-page-index`.
+fn anchor_headers(h: &mut HeaderMap, page: &HeaderValue, index: Option<usize>) {
+    h.insert(HeaderName::from_static(HEADER_PAGE), page.clone());
+    if let Some(index) = index {
+        h.insert(
+            HeaderName::from_static(HEADER_PAGE_INDEX),
+            HeaderValue::from(index),
+        );
+    }
+}
+
+/// Header values that repeat from one message of a page to the next, made once: async-nats
+/// checks every value it is handed for a line break, character by character (7 % of a
+/// CSV → NATS run's CPU), and a clone is not checked again.
+#[derive(Default)]
+struct Repeats {
+    /// The last `faucet-position`: a plain row's is its page's bookmark (a csv source's is
+    /// some 300 bytes), the same for every row of the page.
+    position: Option<(Vec<u8>, HeaderValue)>,
+    /// The last message's `faucet-id`: `Nats-Msg-Id` is mostly the same text.
+    id: Option<HeaderValue>,
+}
+
+impl Repeats {
+    /// The message's own headers ([`Message::headers`]) and `faucet-key`.
+    fn message_headers(
+        &mut self,
+        key: Option<&[u8]>,
+        op: Option<&'static str>,
+        table: Option<String>,
+        position: Vec<u8>,
+        id: String,
+    ) -> HeaderMap {
+        // Names from `from_static`: no validation or copy of a name per message.
+        let name = HeaderName::from_static;
+        let mut h = HeaderMap::new();
+        if let Some(op) = op {
+            h.insert(name(HEADER_OP), op);
+        }
+        if let Some(table) = table {
+            h.insert(name(HEADER_TABLE), table);
+        }
+        let position = match self.position.take() {
+            Some((last, value)) if last == position => (last, value),
+            _ => {
+                let value = HeaderValue::from(text(&position).as_ref());
+                (position, value)
+            }
+        };
+        h.insert(name(HEADER_POSITION), position.1.clone());
+        self.position = Some(position);
+        let id = HeaderValue::from(id);
+        h.insert(name(HEADER_ID), id.clone());
+        self.id = Some(id);
+        if let Some(key) = key {
+            h.insert(name(HEADER_KEY), text(key).as_ref());
+        }
+        h
+    }
+
+    /// `Nats-Msg-Id` `id`: a clone of the message's `faucet-id` when they are the same text.
+    fn message_id(&mut self, h: &mut HeaderMap, id: String) {
+        match &self.id {
+            Some(same) if same.as_str() == id => h.insert(NATS_MESSAGE_ID, same.clone()),
+            _ => h.insert(NATS_MESSAGE_ID, id),
+        }
+    }
 }
 
 /// An open [`NatsSink`].
@@ -137,48 +205,28 @@ impl NatsWriter<'_> {
             .ok_or_else(|| FaucetError::write(CONNECTOR, "no position", None))
     }
 
-    /// The headers of `m` (none for a commit marker), the `index`-th record of its page.
-    fn headers(
-        &self,
-        m: Option<&Message>,
-        index: usize,
-        id: Option<&str>,
-        meta: Option<&PageMeta<'_>>,
-    ) -> HeaderMap {
-        // Names from `from_static`: no validation or copy of a name per message.
-        let name = HeaderName::from_static;
-        let mut h = HeaderMap::new();
-        if let Some(m) = m {
-            for (header, value) in m.headers() {
-                h.insert(name(header), text(value).as_ref());
-            }
-            if let Some(key) = &m.key {
-                h.insert(name(HEADER_KEY), text(key).as_ref());
-            }
+    /// The `faucet-page` header for a page with `meta` (a committed page) or written under a
+    /// fence; `None` for neither. Made once a page ([`anchor`]) and cloned into each message.
+    fn page_header(&self, meta: Option<&PageMeta<'_>>) -> Option<HeaderValue> {
+        if self.fence.is_none() && meta.is_none() {
+            return None;
         }
-        if let Some(id) = id {
-            h.insert(NATS_MESSAGE_ID, id);
-        }
-        if self.fence.is_some() || meta.is_some() {
-            h.insert(name(HEADER_SCOPE), self.scope.as_str());
-        }
-        if let Some(f) = self.fence {
-            h.insert(name(HEADER_FENCE), f.to_string());
-        }
-        if let Some(meta) = meta {
-            h.insert(name(HEADER_SEQUENCE), meta.sequence.to_string());
-            h.insert(name(HEADER_PAGE_START), meta.start.as_str());
-            h.insert(name(HEADER_PAGE_INDEX), index.to_string());
-        }
-        h
+        let page = PageHeader {
+            scope: self.scope.clone(),
+            sequence: meta.map(|m| m.sequence),
+            start: meta.map(|m| m.start.clone()).unwrap_or_default(),
+            fence: self.fence,
+        };
+        Some(HeaderValue::from(page.text()))
     }
 
     /// Publishes `messages[from..]` (the page's records `from..`), pipelined; each publish
     /// expects the stream sequence before it when `chain` holds one. Returns the stream's
-    /// last sequence after them.
+    /// last sequence after them. The messages are consumed: each one's value and route go
+    /// to its publish as they are, not copied.
     async fn publish(
         &mut self,
-        messages: &[Message],
+        messages: Vec<Message>,
         from: usize,
         start: Option<&Bookmark>,
         meta: Option<&PageMeta<'_>>,
@@ -189,38 +237,57 @@ impl NatsWriter<'_> {
                 FaucetError::data(CONNECTOR, format!("record {} of the page", i + 1), msg)
             })?;
         }
+        let sent = stats::tally(&messages[from..]);
         let prefix = start.map(|s| page_id(&self.scope, Some(s)));
+        let page = self.page_header(meta);
+        let mut repeats = Repeats::default();
         let mut pending: VecDeque<PublishAckFuture> = VecDeque::new();
         let mut meter = PageMeter::start();
         let mut last = chain;
-        let half = from + (messages.len() - from) / 2;
-        for (i, m) in messages.iter().enumerate().skip(from) {
+        let (len, half) = (messages.len(), from + (messages.len() - from) / 2);
+        for (i, m) in messages.into_iter().enumerate().skip(from) {
             if i == half && i > from {
                 self.fault_point(fault::MID_PAGE, &mut pending, &mut last)
                     .await?;
             }
-            let is_last = i + 1 == messages.len();
+            let is_last = i + 1 == len;
             if is_last && meta.is_some() {
                 self.fault_point(fault::BEFORE_COMMIT, &mut pending, &mut last)
                     .await?;
             }
-            let id = prefix.as_ref().map(|p| format!("{p}/{i}"));
-            let mut headers = self.headers(Some(m), i, id.as_deref(), meta);
+            let Message {
+                route,
+                key,
+                value,
+                op,
+                table,
+                position,
+                id,
+            } = m;
+            let mut headers = repeats.message_headers(key.as_deref(), op, table, position, id);
+            if let Some(prefix) = &prefix {
+                repeats.message_id(&mut headers, format!("{prefix}/{i}"));
+            }
+            if let Some(page) = &page {
+                anchor_headers(&mut headers, page, meta.is_some().then_some(i));
+            }
             if is_last && let Some(commit) = meta.and_then(|m| m.commit) {
                 headers.insert(HeaderName::from_static(HEADER_COMMIT), commit);
             }
             if let Some(seq) = chain.as_mut() {
-                headers.insert(NATS_EXPECTED_LAST_SEQUENCE, seq.to_string());
+                headers.insert(NATS_EXPECTED_LAST_SEQUENCE, HeaderValue::from(*seq));
                 *seq += 1;
             }
             let msg = PublishMessage::build()
-                .payload(Bytes::copy_from_slice(&m.value))
+                .payload(Bytes::from(value))
                 .headers(headers);
+            // The route's bytes become the subject as they are (a clone is a reference count).
+            let subject = async_nats::Subject::from(route);
             let ack = self
                 .js
-                .send_publish(m.route.clone(), msg)
+                .send_publish(subject.clone(), msg)
                 .await
-                .map_err(|e| self.publish_error(&m.route, e))?;
+                .map_err(|e| self.publish_error(&subject, e))?;
             pending.push_back(ack);
             meter.pending(pending.len());
             if pending.len() >= WINDOW {
@@ -229,7 +296,7 @@ impl NatsWriter<'_> {
         }
         let n = pending.len();
         self.settle(&mut pending, n, &mut last).await?;
-        self.published = Some(meter.finish(&messages[from..]));
+        self.published = Some(meter.finish_tallied(sent));
         Ok(last)
     }
 
@@ -354,22 +421,25 @@ impl NatsWriter<'_> {
         let meta = if remaining == 0 {
             PageMeta {
                 sequence: token.sequence,
-                start: bookmark.clone(),
+                start: &token.bookmark,
                 commit: Some(&bookmark),
             }
         } else {
             PageMeta {
                 sequence: token.sequence + 1,
-                start: bookmark.clone(),
+                start: &token.bookmark,
                 commit: None,
             }
         };
         let index = usize::try_from(remaining.saturating_sub(1)).unwrap_or(usize::MAX);
-        let mut h = self.headers(None, index, None, Some(&meta));
+        let mut h = HeaderMap::new();
+        if let Some(page) = self.page_header(Some(&meta)) {
+            anchor_headers(&mut h, &page, Some(index));
+        }
         if let Some(c) = meta.commit {
             h.insert(HEADER_COMMIT, c);
         }
-        h.insert("Nats-Expected-Last-Sequence", chain.to_string().as_str());
+        h.insert(NATS_EXPECTED_LAST_SEQUENCE, HeaderValue::from(chain));
         let subject = marker_subject(&self.sink.config.stream);
         let ack = self
             .js
@@ -411,14 +481,15 @@ impl SinkWriter for NatsWriter<'_> {
             None => None,
         };
         let start = self.previous.take();
+        let written = crate::bus::per_route(&messages);
         let last = self
-            .publish(&messages, 0, start.as_ref(), None, chain)
+            .publish(messages, 0, start.as_ref(), None, chain)
             .await?;
         if let (Some(at), Some(last)) = (self.at.as_mut(), last) {
             at.last_seq = last;
         }
         self.previous = page.bookmark().cloned();
-        self.written = crate::bus::per_route(&messages);
+        self.written = written;
         Ok(())
     }
 
@@ -460,12 +531,13 @@ impl SinkWriter for NatsWriter<'_> {
         let commit = json(&token.bookmark)?;
         let meta = PageMeta {
             sequence: token.sequence,
-            start: json(&at.start)?,
+            start: &at.start,
             commit: Some(&commit),
         };
+        let written = crate::bus::per_route(&messages);
         let last = if skip < messages.len() {
             self.publish(
-                &messages,
+                messages,
                 skip,
                 Some(&at.start),
                 Some(&meta),
@@ -485,7 +557,7 @@ impl SinkWriter for NatsWriter<'_> {
             start: token.bookmark.clone(),
             skip: at.skip - skip as u64,
         });
-        self.written = crate::bus::per_route(&messages);
+        self.written = written;
         Ok(())
     }
 
