@@ -269,6 +269,9 @@ fn one_reader(db: Db, names: &Names, dir: &Path, command: &str, run_ms: u64) {
         0,
         "a killed run's reader is still there"
     );
+    if matches!(db, Db::My) {
+        await_server_id_free(dir);
+    }
     let mut child = faucet(dir, command)
         .arg("continuous.yaml")
         .spawn()
@@ -280,6 +283,13 @@ fn one_reader(db: Db, names: &Names, dir: &Path, command: &str, run_ms: u64) {
     let mut seen = Vec::new();
     let mut ports = HashSet::new();
     while Instant::now() < end || (!seen.contains(&1) && Instant::now() < latest) {
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut stderr = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut stderr);
+            }
+            panic!("the sampled run ended by itself ({status}); readers seen {seen:?}: {stderr}");
+        }
         ports.extend(local_ports(child.id()));
         seen.push(readers(db, names, &ports));
         std::thread::sleep(Duration::from_millis(20));
@@ -301,6 +311,33 @@ fn one_reader(db: Db, names: &Names, dir: &Path, command: &str, run_ms: u64) {
         seen.contains(&1) && seen.iter().all(|&n| n <= 1),
         "readers of the pipeline sampled during a run: {seen:?}"
     );
+}
+
+/// Waits (up to 70 s) until MariaDB no longer lists the pipeline's `server_id` (from the
+/// `continuous.yaml` in `dir`) among its replicas (`SHOW SLAVE HOSTS`): a SIGKILLed reader
+/// stays registered until the server drops it (`slave_net_timeout`, a heartbeat at the
+/// latest), and mysql-cdc refuses a run whose `server_id` is in use until then — a sampled
+/// run started too soon ended at once, and a fresh-clone CI run saw only zeros.
+fn await_server_id_free(dir: &Path) {
+    let config = std::fs::read_to_string(dir.join("continuous.yaml")).expect("continuous.yaml");
+    let id: String = config
+        .split("server_id: ")
+        .nth(1)
+        .expect("a mysql-cdc source names its server_id")
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(70);
+    while routed::query(Db::My, "SHOW SLAVE HOSTS")
+        .iter()
+        .any(|row| row.split('\t').next() == Some(id.as_str()))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "server_id {id} is still registered 70 s on"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 /// The replication slots on the server whose name starts with `slot` (the pipeline's, and

@@ -34,7 +34,8 @@ pub struct SqliteSinkConfig {
     /// and the fence table `faucet_fences` live in the same file.
     pub path: PathBuf,
     /// The target table: one name (no `schema.` part), not empty, without NUL or `.`, not
-    /// starting with `sqlite_` (SQLite's own); matched exactly and always quoted.
+    /// starting with `sqlite_` (SQLite's own) nor named `faucet_commit_tokens` or
+    /// `faucet_fences` (faucet's own); matched exactly and always quoted.
     pub table: String,
     /// Create the table when it is missing, from the first page's field types (the type table
     /// of the [`super`] module: `INTEGER`, `REAL`, `TEXT`, `BLOB`), with the `key` columns as
@@ -145,7 +146,7 @@ fn validate_table(name: &str) -> Result<(), FaucetError> {
     };
     match problem {
         Some(p) => Err(FaucetError::config("table", format!("`{name}` {p}"))),
-        None => Ok(()),
+        None => crate::sql::sink::route::refuse_reserved(name, "table"),
     }
 }
 
@@ -201,7 +202,14 @@ mod tests {
         assert_eq!(field(c), "key");
         assert_eq!(field(base.clone().upsert(["id", "id"])), "key[1]");
         assert_eq!(field(base.clone().upsert([""])), "key[0]");
-        for bad in ["", "main.t", "sqlite_master", "a\0b"] {
+        for bad in [
+            "",
+            "main.t",
+            "sqlite_master",
+            "a\0b",
+            "Faucet_Fences",
+            "faucet_commit_tokens",
+        ] {
             assert_eq!(
                 field(SqliteSinkConfig::new("x.db", bad)),
                 "table",

@@ -40,7 +40,8 @@ pub struct MysqlSinkConfig {
     pub connection_url: SecretString,
     /// The target table, `db.table` or `table` (then in the URL's database); each part 1 to
     /// 64 characters without NUL or `.`, always quoted with backticks. The commit token table
-    /// `faucet_commit_tokens` and the fence table `faucet_fences` live in the same database.
+    /// `faucet_commit_tokens` and the fence table `faucet_fences` live in the same database:
+    /// a target of either name is refused.
     /// Its engine must be transactional (InnoDB): MyISAM, Aria, MEMORY … are refused before
     /// any data moves.
     ///
@@ -144,7 +145,9 @@ impl MysqlSinkConfig {
         let table = match &route {
             None => {
                 self.write_mode.validate_key(&self.key, validate_column)?;
-                TableName::parse(&self.table, "table")?.qualified_in(connection.database())
+                let name = TableName::parse(&self.table, "table")?;
+                crate::sql::sink::route::refuse_reserved(&self.table, "table")?;
+                name.qualified_in(connection.database())
             }
             Some(r) => TableName {
                 database: Some(r.home().unwrap_or_else(|| connection.database().to_owned())),
@@ -188,6 +191,14 @@ mod tests {
             Err(FaucetError::Config { field, .. }) => field,
             other => panic!("{other:?}"),
         };
+        // faucet's own tables beside the target are no target.
+        for own in ["faucet_commit_tokens", "s.faucet_fences"] {
+            assert_eq!(
+                field(MysqlSinkConfig::new("mysql://h/db", own)),
+                "table",
+                "{own}"
+            );
+        }
         let base = MysqlSinkConfig::new("mysql://h/db", "t");
         base.validate().expect("valid");
         let mut c = base.clone();

@@ -38,7 +38,8 @@ pub struct PostgresSinkConfig {
     pub connection_url: SecretString,
     /// The target table, `table` or `schema.table`; each part 1 to 63 bytes without NUL
     /// or `.` (any other character works), matched exactly (case-sensitively) and always quoted. The commit
-    /// token table `faucet_commit_tokens` lives in the same schema.
+    /// token table `faucet_commit_tokens` and the fence table `faucet_fences` live in the same
+    /// schema: a target of either name is refused.
     ///
     /// Or a template over the change records' source table (`replica.{table}`,
     /// `{schema}_{table}`; placeholders of [`faucet_core::route::TableTemplate`]): each
@@ -158,7 +159,9 @@ impl PostgresSinkConfig {
 
     /// The validated table name.
     pub(crate) fn table_name(&self) -> Result<TableName, FaucetError> {
-        TableName::parse(&self.table, "table")
+        let name = TableName::parse(&self.table, "table")?;
+        crate::sql::sink::route::refuse_reserved(&self.table, "table")?;
+        Ok(name)
     }
 }
 
@@ -201,6 +204,14 @@ mod tests {
             Err(FaucetError::Config { field, .. }) => field,
             other => panic!("{other:?}"),
         };
+        // faucet's own tables beside the target are no target.
+        for own in ["faucet_commit_tokens", "s.faucet_fences"] {
+            assert_eq!(
+                field(PostgresSinkConfig::new("postgres://h/db", own)),
+                "table",
+                "{own}"
+            );
+        }
         let base = PostgresSinkConfig::new("postgres://h/db", "t");
         base.validate().expect("valid");
         let mut c = base.clone();

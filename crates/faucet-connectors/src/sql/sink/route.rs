@@ -44,6 +44,39 @@ use faucet_core::keys::TableKeys;
 use faucet_core::route::TableTemplate;
 
 use crate::sql::WriteMode;
+use crate::sql::sink::fence::FENCES;
+use crate::sql::sink::token::TOKENS;
+
+/// Refuses `name` (a target table as written: `table` or `schema.table`) when its table part
+/// is one of faucet's own tables, which live beside the targets: the commit tokens
+/// (`faucet_commit_tokens`) and the writer fences (`faucet_fences`). Rows routed there would
+/// be written into faucet's bookkeeping (or fail on its columns) — a source table of that
+/// name, routed by `{table}`, met it. Compared without case: SQLite, and MySQL on a
+/// case-insensitive file system, fold it.
+///
+/// # Errors
+/// [`FaucetError::Config`] naming `field`.
+pub(crate) fn refuse_reserved(name: &str, field: &str) -> Result<(), FaucetError> {
+    let table = name.rsplit('.').next().unwrap_or(name);
+    match [TOKENS, FENCES]
+        .into_iter()
+        .find(|own| table.eq_ignore_ascii_case(own))
+    {
+        Some(own) => Err(FaucetError::config(
+            field,
+            format!(
+                "`{name}` names faucet's own `{own}` table (the sink keeps its {} there, \
+                 beside the targets); write into a table of another name",
+                if own == TOKENS {
+                    "commit tokens"
+                } else {
+                    "writer fences"
+                }
+            ),
+        )),
+        None => Ok(()),
+    }
+}
 
 /// One `tables:` entry as written: a target name, or `{table, key, write_mode}`.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
@@ -120,19 +153,21 @@ impl RouteTarget {
     ///
     /// # Errors
     /// [`FaucetError::Data`] of `connector` naming the source table, when the rendered name
-    /// is not a valid table name.
+    /// is not a valid table name, or names one of faucet's own tables ([`refuse_reserved`]).
     pub fn parsed_name<N>(
         &self,
         connector: &str,
         parse: impl Fn(&str, &str) -> Result<N, FaucetError>,
     ) -> Result<N, FaucetError> {
-        parse(&self.name, "table").map_err(|e| {
-            FaucetError::data(
-                connector,
-                format!("table {}", self.source_table),
-                format!("the target name {e}"),
-            )
-        })
+        refuse_reserved(&self.name, "table")
+            .and_then(|()| parse(&self.name, "table"))
+            .map_err(|e| {
+                FaucetError::data(
+                    connector,
+                    format!("table {}", self.source_table),
+                    format!("the target name {e}"),
+                )
+            })
     }
 }
 
@@ -222,8 +257,11 @@ impl Route {
             None
         } else {
             let t = TableTemplate::parse(table, "table")?;
-            if t.fixed().is_some() && tables.is_empty() {
-                return Ok(None);
+            if let Some(fixed) = t.fixed() {
+                refuse_reserved(fixed, "table")?;
+                if tables.is_empty() {
+                    return Ok(None);
+                }
             }
             // A template must render a valid name for any qualified source table.
             let sample = t
@@ -244,6 +282,7 @@ impl Route {
             }
             let name = entry.table();
             parse_name(name, &at)?;
+            refuse_reserved(name, &at)?;
             if let Some(other) = targets.insert(name, source) {
                 return Err(FaucetError::config(
                     at,
@@ -469,6 +508,43 @@ mod tests {
             primary_key: Some(pk.iter().map(|c| (*c).to_owned()).collect()),
             unique_sets: vec![],
         }
+    }
+
+    #[test]
+    fn faucet_s_own_tables_are_no_target() {
+        let refused = |r: Result<Option<Route>, FaucetError>, field: &str, own: &str| {
+            let e = r.expect_err("refused").to_string();
+            assert!(e.contains(field) && e.contains(own), "{e}");
+        };
+        for name in ["faucet_commit_tokens", "s.FAUCET_FENCES"] {
+            let own = name.rsplit('.').next().expect("part");
+            refused(route(name, &[], WriteMode::Append), "table", own);
+            let map = [("s.t", TargetEntry::Name(name.into()))];
+            refused(route("", &map, WriteMode::Append), "tables.s.t", own);
+        }
+        // A template is refused at the record whose source table renders to one of them.
+        let r = route("replica.{table}", &[], WriteMode::Append)
+            .expect("ok")
+            .expect("routes");
+        let target = r
+            .resolve("test", "s.faucet_fences", &[], 0)
+            .expect("resolved");
+        let e = target
+            .parsed_name("test", |n, f| no_dots3(n, f).map(|()| n.to_owned()))
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("table s.faucet_fences") && e.contains("faucet's own"),
+            "{e}"
+        );
+        let ok = r
+            .resolve("test", "s.faucet_fences_2", &[], 0)
+            .expect("resolved");
+        assert_eq!(
+            ok.parsed_name("test", |n, _| Ok(n.to_owned()))
+                .expect("a name that only starts like it"),
+            "replica.faucet_fences_2"
+        );
     }
 
     #[test]
