@@ -153,7 +153,8 @@ impl RouteTarget {
     ///
     /// # Errors
     /// [`FaucetError::Data`] of `connector` naming the source table, when the rendered name
-    /// is not a valid table name, or names one of faucet's own tables (`faucet_commit_tokens`, `faucet_fences`).
+    /// is not a valid table name, or names one of faucet's own tables
+    /// (`faucet_commit_tokens`, `faucet_fences`).
     pub fn parsed_name<N>(
         &self,
         connector: &str,
