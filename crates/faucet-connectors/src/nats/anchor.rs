@@ -3,7 +3,7 @@
 //!
 //! | header | on | value |
 //! |---|---|---|
-//! | `faucet-page` | every message of an effectively-once or fenced page | the page as JSON, the same for all its messages: `{"scope": <state key>, "sequence": <commit-token sequence>, "start": <bookmark the page started from, null for a source's first page>, "fence": <the run's writer fence>}` (`sequence` and `start` only with a commit token, `fence` only with a lease) |
+//! | `faucet-page` | every message of an effectively-once or fenced page | the page as JSON, the same for all its messages: `{"scope": <state key>, "sequence": <commit-token sequence>, "start": <bookmark the page started from, null for a source's first page>, "fence": <the run's writer fence>}` (`sequence` only with a commit token, `fence` only with a lease; `start` always, `null` on a fenced page without a token) |
 //! | `faucet-page-index` | every message of an effectively-once page | the record's index in its page, from 0 |
 //! | `faucet-commit` | a page's last message | the bookmark after the page (the commit token's), as JSON |
 //!
@@ -51,12 +51,18 @@ pub struct PageHeader {
     /// The page's commit-token sequence; absent on a fenced page without a token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<u64>,
-    /// The bookmark the page started from (`null`: the source's start).
-    #[serde(default)]
-    pub start: Bookmark,
+    /// The bookmark the page started from (`Some(null)`: the source's start); `None` when
+    /// the message does not say (a malformed or foreign one: refused where it is needed).
+    #[serde(default, deserialize_with = "present")]
+    pub start: Option<Bookmark>,
     /// The writer fence of the run that wrote the page, when it held a lease.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
+}
+
+/// A field that is there, `null` included (`Option<Value>` alone reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Bookmark>, D::Error> {
+    Bookmark::deserialize(d).map(Some)
 }
 
 impl PageHeader {
@@ -84,15 +90,16 @@ impl PageHeader {
         Ok(Some(Self {
             scope: scope.unwrap_or_default().to_owned(),
             sequence: sequence.map(|v| number(EARLIER[1], v)).transpose()?,
-            start: match start {
-                Some(v) => serde_json::from_str(v).map_err(|_| {
-                    format!(
-                        "the header `{}` of the last message is not JSON",
-                        EARLIER[2]
-                    )
-                })?,
-                None => Bookmark::Null,
-            },
+            start: start
+                .map(|v| {
+                    serde_json::from_str(v).map_err(|_| {
+                        format!(
+                            "the header `{}` of the last message is not JSON",
+                            EARLIER[2]
+                        )
+                    })
+                })
+                .transpose()?,
             fence: fence.map(|v| number(EARLIER[3], v)).transpose()?,
         }))
     }
@@ -156,7 +163,13 @@ pub fn read(headers: &HeaderMap, scope: &str) -> Result<Option<Anchor>, String> 
         .ok_or_else(|| {
             format!("the header `{HEADER_PAGE_INDEX}` of the last message is not a number")
         })?;
-    let start = page.start;
+    let start = page.start.ok_or_else(|| {
+        format!(
+            "the last message does not say where its page started (`start` in `{HEADER_PAGE}`, \
+             or `{}`)",
+            EARLIER[2]
+        )
+    })?;
     // The page before a source's first page: no token (the run starts from the state
     // store's bookmark, which is where that page started).
     let token = (!start.is_null()).then(|| CommitToken {
@@ -196,7 +209,7 @@ mod tests {
         let page = PageHeader {
             scope: "k".into(),
             sequence: Some(sequence),
-            start,
+            start: Some(start),
             fence,
         }
         .text();
@@ -210,7 +223,7 @@ mod tests {
         let page = PageHeader {
             scope: "a\r\nb".into(),
             sequence: Some(4),
-            start: json!({"offset": 30}),
+            start: Some(json!({"offset": 30})),
             fence: Some(2),
         };
         assert_eq!(
@@ -292,7 +305,24 @@ mod tests {
                 .expect_err("bad")
                 .contains("faucet-sequence")
         );
-        let no_index = headers(&[(HEADER_PAGE, r#"{"scope":"k","sequence":1}"#)]);
+        // A page stored in part must say where it started: no `start` is not the source's
+        // start (`"start":null` is).
+        let no_start = headers(&[
+            (HEADER_PAGE, r#"{"scope":"k","sequence":2}"#),
+            (HEADER_PAGE_INDEX, "0"),
+        ]);
+        assert!(read(&no_start, "k").expect_err("start").contains("start"));
+        let earlier_no_start = headers(&[
+            ("faucet-scope", "k"),
+            ("faucet-sequence", "2"),
+            (HEADER_PAGE_INDEX, "0"),
+        ]);
+        assert!(
+            read(&earlier_no_start, "k")
+                .expect_err("start")
+                .contains("faucet-page-start")
+        );
+        let no_index = headers(&[(HEADER_PAGE, r#"{"scope":"k","sequence":1,"start":null}"#)]);
         assert!(
             read(&no_index, "k")
                 .expect_err("index")

@@ -214,7 +214,7 @@ impl NatsWriter<'_> {
         let page = PageHeader {
             scope: self.scope.clone(),
             sequence: meta.map(|m| m.sequence),
-            start: meta.map(|m| m.start.clone()).unwrap_or_default(),
+            start: Some(meta.map(|m| m.start.clone()).unwrap_or_default()),
             fence: self.fence,
         };
         Some(HeaderValue::from(page.text()))
