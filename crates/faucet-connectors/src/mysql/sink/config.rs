@@ -145,9 +145,7 @@ impl MysqlSinkConfig {
         let table = match &route {
             None => {
                 self.write_mode.validate_key(&self.key, validate_column)?;
-                let name = TableName::parse(&self.table, "table")?;
-                crate::sql::sink::route::refuse_reserved(&self.table, "table")?;
-                name.qualified_in(connection.database())
+                TableName::parse(&self.table, "table")?.qualified_in(connection.database())
             }
             Some(r) => TableName {
                 database: Some(r.home().unwrap_or_else(|| connection.database().to_owned())),

@@ -159,9 +159,7 @@ impl PostgresSinkConfig {
 
     /// The validated table name.
     pub(crate) fn table_name(&self) -> Result<TableName, FaucetError> {
-        let name = TableName::parse(&self.table, "table")?;
-        crate::sql::sink::route::refuse_reserved(&self.table, "table")?;
-        Ok(name)
+        TableName::parse(&self.table, "table")
     }
 }
 

@@ -258,6 +258,8 @@ impl Route {
             None
         } else {
             let t = TableTemplate::parse(table, "table")?;
+            // A fixed name is refused here for every SQL sink that parses a route (postgres,
+            // mysql): their one-table path needs no check of its own.
             if let Some(fixed) = t.fixed() {
                 refuse_reserved(fixed, "table")?;
                 if tables.is_empty() {
