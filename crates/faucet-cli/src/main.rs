@@ -12,6 +12,7 @@ mod exit;
 mod lenient;
 mod progress;
 mod registry;
+mod runtime;
 mod secret;
 mod serve;
 mod signals;
@@ -26,7 +27,7 @@ use tracing_subscriber::EnvFilter;
 use crate::commands::doctor::DoctorArgs;
 use crate::commands::run::RunArgs;
 use crate::commands::validate::ValidateArgs;
-use crate::exit::Exit;
+use crate::runtime::Threads;
 
 const ABOUT: &str = "Moves data from change streams, SQL queries and files into files and \
 databases in bounded pages, and resumes exactly where it stopped.";
@@ -105,28 +106,21 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(&cli.log_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return Exit::RunFailed.into();
-        }
-    };
-    runtime.block_on(async move {
-        match cli.command {
-            Command::Run(args) => commands::run::run(args).await.into(),
-            Command::Replicate(args) => commands::replicate::run(args).await.into(),
-            Command::Serve(args) => serve::run(args).await.into(),
-            Command::Validate(args) => commands::validate::run(&args).into(),
-            Command::Doctor(args) => {
-                let failed = commands::doctor::run(&args).await;
-                ExitCode::from(u8::try_from(failed.min(100)).unwrap_or(100))
+    match cli.command {
+        // One pipeline at a time: the runtime is chosen by its sources (`runtime`).
+        Command::Run(args) => commands::run::main(args).into(),
+        Command::Replicate(args) => commands::replicate::main(args).into(),
+        Command::Serve(args) => runtime::block_on(Threads::PerCore, serve::run(args))
+            .unwrap_or_else(|exit| exit)
+            .into(),
+        Command::Validate(args) => commands::validate::run(&args).into(),
+        Command::Doctor(args) => {
+            match runtime::block_on(Threads::PerCore, commands::doctor::run(&args)) {
+                Ok(failed) => ExitCode::from(u8::try_from(failed.min(100)).unwrap_or(100)),
+                Err(exit) => exit.into(),
             }
         }
-    })
+    }
 }
 
 /// Sets up the stderr log with `filter` (`--log-level` / `FAUCET_LOG`). sqlx's own statement

@@ -91,8 +91,9 @@ pub async fn check(source: &dyn Source, sink: &dyn Sink) -> Result<Option<KeyNot
     Ok(check_with_keys(source, sink).await?.0)
 }
 
-/// [`check`], also handing back the source's keys it read (`None` when the sink does not
-/// upsert or the source cannot know), for [`crate::SinkWriter::source_keys`].
+/// [`check`], also handing back the source's keys it read (`None` when the sink neither
+/// upserts nor keys by the source's keys, [`Sink::keys_by_source`], or the source cannot
+/// know), for [`crate::SinkWriter::source_keys`].
 ///
 /// # Errors
 /// As [`check`].
@@ -101,7 +102,13 @@ pub async fn check_with_keys(
     sink: &dyn Sink,
 ) -> Result<(Option<KeyNote>, Option<Vec<TableKeys>>), FaucetError> {
     if sink.upserts_by().is_none() {
-        return Ok((None, None));
+        // Nothing to judge; a sink that keys by the source's keys is told them.
+        let tables = if sink.keys_by_source() {
+            source.table_keys().await?
+        } else {
+            None
+        };
+        return Ok((None, tables));
     }
     let Some(tables) = source.table_keys().await? else {
         return Ok((None, None));

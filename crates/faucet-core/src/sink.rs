@@ -143,6 +143,15 @@ pub trait Sink: Send + Sync {
         self.upserts_by()
     }
 
+    /// Whether this sink keys what it writes by the source's keys of its tables where its
+    /// config names no key (a bus sink's message key of a change record): the run loop then
+    /// reads the source's keys ([`crate::Source::table_keys`]) and tells the writer
+    /// ([`SinkWriter::source_keys`]), as it does for a sink that upserts. The default is
+    /// `false`.
+    fn keys_by_source(&self) -> bool {
+        false
+    }
+
     /// Opens the sink for writing (creates files, connects, creates tables as configured).
     ///
     /// # Errors

@@ -168,6 +168,20 @@ pub trait Source: Send + Sync {
         false
     }
 
+    /// Whether this source's streams read and decode in a tokio task of their own, in
+    /// parallel with the run loop (a MySQL query or binlog read decodes its next page while
+    /// the run loop writes the last one). Such a source needs a multi-thread runtime to
+    /// gain anything from it. `false` (the default): the stream reads in the run loop's task,
+    /// or on an OS thread of its own (the csv source, a PostgreSQL query's decoder) — then a
+    /// current-thread runtime serves a single pipeline best, since every handoff between the
+    /// run loop and its clients' tasks (a replication client's events, a bus client's
+    /// publishes) is then a plain function call, not a thread wake-up. `faucet run` and
+    /// `faucet replicate` choose their runtime by it (docs/run-loop.md, "One thread per
+    /// pipeline").
+    fn reads_in_task(&self) -> bool {
+        false
+    }
+
     /// Opens a stream starting right after `from` (`None`: from the beginning).
     ///
     /// # Errors

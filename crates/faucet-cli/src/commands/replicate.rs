@@ -18,49 +18,81 @@
 //! overlap for the tables already copied.
 
 use faucet_core::delivery::Topology;
-use faucet_core::{FaucetError, Pipeline, RunStreamOptions};
+use faucet_core::{FaucetError, Pipeline, RunStreamOptions, Source};
 use tokio_util::sync::CancellationToken;
 
 use super::plan;
 use super::run::RunArgs;
-use crate::config;
+use crate::config::{self, Loaded, Row};
 use crate::exit::Exit;
 use crate::output;
 use crate::progress::ProgressLine;
+use crate::runtime::Threads;
 
-/// Runs the command: every selected row in order; the exit code is the first failure's.
-pub(crate) async fn run(args: RunArgs) -> Exit {
-    match replicate(&args).await {
-        Ok(()) => Exit::Success,
-        Err((context, e)) => {
-            output::print_error(&context, &e);
-            Exit::of(&e)
-        }
+/// Runs the command: every selected row in order, on the runtime their sources call for
+/// ([`crate::runtime`]); the exit code is the first failure's.
+pub(crate) fn main(args: RunArgs) -> Exit {
+    let fail = |(context, e): (String, FaucetError)| {
+        output::print_error(&context, &e);
+        Exit::of(&e)
+    };
+    let loaded = match load(&args) {
+        Ok(loaded) => loaded,
+        Err(e) => return fail((String::new(), e)),
+    };
+    let rows = match plan::select(&loaded, args.row.as_deref()) {
+        Ok(rows) => rows,
+        Err(e) => return fail((String::new(), e)),
+    };
+    // Each row's replicate source, built without I/O: whether one of them reads in a task
+    // of its own picks the runtime.
+    let sources: Vec<Built> = rows
+        .iter()
+        .map(|row| match &row.config {
+            Ok((_, p)) => p.source.replicate(),
+            Err(e) => Err(FaucetError::config("pipeline", e.to_string())),
+        })
+        .collect();
+    let threads = Threads::for_sources(sources.iter().filter_map(|s| s.as_deref().ok()));
+    match crate::runtime::block_on(threads, replicate(&args, &loaded, rows, sources)) {
+        Ok(Ok(())) => Exit::Success,
+        Ok(Err(failed)) => fail(failed),
+        Err(exit) => exit,
     }
 }
 
-async fn replicate(args: &RunArgs) -> Result<(), (String, FaucetError)> {
-    let whole = |e| (String::new(), e);
+/// A row's replicate source, built without I/O, or why it cannot be.
+type Built = Result<Box<dyn Source>, FaucetError>;
+
+/// The config file, loaded (no I/O beyond reading it).
+fn load(args: &RunArgs) -> Result<Loaded, FaucetError> {
     if args.metrics_listen.is_some() {
-        return Err(whole(FaucetError::config(
+        return Err(FaucetError::config(
             "--metrics-listen",
             "is not supported by `faucet replicate` yet; use it with `faucet run`",
-        )));
+        ));
     }
-    let loaded = config::load(&args.config).map_err(whole)?;
-    let rows = plan::select(&loaded, args.row.as_deref()).map_err(whole)?;
+    config::load(&args.config)
+}
+
+async fn replicate(
+    args: &RunArgs,
+    loaded: &Loaded,
+    rows: Vec<&Row>,
+    sources: Vec<Built>,
+) -> Result<(), (String, FaucetError)> {
     let cancel = CancellationToken::new();
     if let Err(e) = crate::signals::install(cancel.clone()) {
         tracing::warn!(error = %e, "cannot install signal handlers");
     }
-    for row in rows {
-        let context = plan::context(&loaded, &row.label);
+    for (row, source) in rows.into_iter().zip(sources) {
+        let context = plan::context(loaded, &row.label);
         let at = |e| (context.clone(), e);
         let (key, p) = row
             .config
             .as_ref()
             .map_err(|e| at(FaucetError::config("pipeline", e.to_string())))?;
-        let source = p.source.replicate().map_err(at)?;
+        let source = source.map_err(at)?;
         let mut built = plan::plan(row, key, p).map_err(at)?;
         let topology = Topology {
             source: source.connector(),

@@ -19,6 +19,7 @@ use crate::config::DEFAULT_CONFIG;
 use crate::exit::Exit;
 use crate::output::{self, ErrorJson, RunJson, RunReport};
 use crate::progress::ProgressLine;
+use crate::runtime::Threads;
 
 /// `faucet run`'s arguments.
 #[derive(Debug, Args)]
@@ -95,15 +96,15 @@ pub(crate) enum OutputFormat {
     Json,
 }
 
-/// Runs the command.
-pub(crate) async fn run(args: RunArgs) -> Exit {
-    let json = args.output == OutputFormat::Json;
+/// Runs the command: every selected row is prepared (no I/O), then the rows run one after
+/// another on the runtime their sources call for ([`crate::runtime`]).
+pub(crate) fn main(args: RunArgs) -> Exit {
     let plans = match plan::prepare(&args.config, args.row.as_deref()) {
         Ok(p) => p,
         Err(failed) => {
             let (context, e) = *failed;
             output::print_error(&context, &e);
-            if json {
+            if args.output == OutputFormat::Json {
                 RunReport {
                     runs: Vec::new(),
                     ok: false,
@@ -115,6 +116,13 @@ pub(crate) async fn run(args: RunArgs) -> Exit {
             return Exit::of(&e);
         }
     };
+    let threads = Threads::for_sources(plans.iter().map(|p| p.source.as_ref()));
+    crate::runtime::block_on(threads, run(args, plans)).unwrap_or_else(|exit| exit)
+}
+
+/// Runs the prepared rows in order; the exit code is the first failure's.
+async fn run(args: RunArgs, plans: Vec<Prepared>) -> Exit {
+    let json = args.output == OutputFormat::Json;
     if plans.iter().any(|p| p.sink_to_stdout) {
         output::reports_to_stderr();
     }

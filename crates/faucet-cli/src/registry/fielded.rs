@@ -46,6 +46,10 @@ impl Source for FieldedSource {
         self.inner.resumes_without_bookmark()
     }
 
+    fn reads_in_task(&self) -> bool {
+        self.inner.reads_in_task()
+    }
+
     fn record_schema(&self) -> Option<std::sync::Arc<faucet_core::Schema>> {
         self.inner.record_schema()
     }
@@ -143,6 +147,10 @@ impl Sink for FieldedSink {
 
     fn upserts_by_table(&self, source_table: &str) -> Option<Vec<String>> {
         self.inner.upserts_by_table(source_table)
+    }
+
+    fn keys_by_source(&self) -> bool {
+        self.inner.keys_by_source()
     }
 
     async fn open(&self) -> Result<Box<dyn SinkWriter + '_>, FaucetError> {

@@ -265,21 +265,29 @@ impl Bus {
     }
 
     /// The pipeline's sink (YAML flow mapping) writing `route` (placeholders allowed), keyed
-    /// by `id`, with the sink options `extra` (`""` or `, format: debezium`) after.
+    /// by `id`, with the sink options `extra` (`""` or `, format: debezium`) after. A fixed
+    /// route (csv rows) names `key: [id]`; a template (a change stream routed per table)
+    /// names no key, so its change records are keyed by their table's source key — `id`, the
+    /// primary key of every table these tests stream (checked by [`change_of`]).
     pub(crate) fn sink(&self, route: &str, extra: &str) -> String {
+        let key = if route.contains('{') {
+            ""
+        } else {
+            ", key: [id]"
+        };
         match self {
             Bus::Nats { prefix, stream } => format!(
                 "{{ type: nats, config: {{ url: \"${{env:FAUCET_CRASH_NATS_URL}}\", \
-                 subject: \"{prefix}.{route}\", stream: {stream}, create_stream: true, \
-                 key: [id]{extra} }} }}"
+                 subject: \"{prefix}.{route}\", stream: {stream}, create_stream: true\
+                 {key}{extra} }} }}"
             ),
             Bus::Streams { prefix } => format!(
                 "{{ type: redis-streams, config: {{ url: \"${{env:FAUCET_CRASH_REDIS_URL}}\", \
-                 stream: \"{prefix}:{route}\", prefix: \"{prefix}:\", key: [id]{extra} }} }}"
+                 stream: \"{prefix}:{route}\", prefix: \"{prefix}:\"{key}{extra} }} }}"
             ),
             Bus::Kafka { prefix } => format!(
                 "{{ type: kafka, config: {{ brokers: \"${{env:FAUCET_CRASH_KAFKA}}\", \
-                 topic: \"{prefix}.{route}\", key: [id]{extra} }} }}"
+                 topic: \"{prefix}.{route}\"{key}{extra} }} }}"
             ),
         }
     }

@@ -5,7 +5,7 @@
 //! |---|---|
 //! | route | the stream / subject / topic: the sink's [`TableTemplate`] rendered for the record's source table (`cdc.{schema}.{table}` → `cdc.public.orders`) |
 //! | value | `format: faucet` (default): the record as faucet's JSON, the bytes of a jsonl line without its newline ([`faucet_core::RowRef::write_json`]) — a change record as its change-record JSON. `format: debezium`: `{"before","after","source","op","ts_ms"}` (below) |
-//! | key | with `key: [f, …]`: `{"f": value, …}` as JSON, taken from the row, or from a change record's `after` (its `before` for a delete); none without `key` or for a truncate |
+//! | key | `{"f": value, …}` as JSON, taken from the row, or from a change record's `after` (its `before` for a delete), of the fields `key: [f, …]` names; without `key`, a change record's by its source table's key ([`SourceKeys`]: the primary key, else the first unique key whose columns the record has); none for a plain row without `key`, a table without a key, or a truncate |
 //! | `faucet-op` | a change record's op (`c` `u` `d` `r` `t`); absent for plain rows |
 //! | `faucet-table` | a change record's source table (`public.orders`, `shop.orders`); absent for plain rows |
 //! | `faucet-position` | where the record is in its source, as JSON: a change record's position fields (`{"lsn":"0/16B3748"}`, `{"binlog_file":…,"binlog_pos":…,"gtid":…}`); for a plain row, the bookmark after its page |
@@ -50,7 +50,7 @@ pub enum MessageFormat {
 pub struct Message {
     /// The stream, subject or topic.
     pub route: String,
-    /// The key as JSON, when the sink has `key` fields.
+    /// The key as JSON: the sink's `key` fields, or a change record's source key.
     pub key: Option<Vec<u8>>,
     /// The value.
     pub value: Vec<u8>,
@@ -91,6 +91,39 @@ pub fn per_route(messages: &[Message]) -> Vec<(String, u64)> {
     out
 }
 
+/// The source's keys of its tables, as a bus sink's writer is told them
+/// ([`faucet_core::SinkWriter::source_keys`]): what a change record is keyed by when the
+/// sink's config has no `key`. Per table: the primary key, then each unique key (a
+/// PostgreSQL replica identity index among them); a record is keyed by the first of them
+/// whose columns it has all of (a delete's `before` holds only the replica identity's).
+#[derive(Debug, Clone, Default)]
+pub struct SourceKeys(std::collections::HashMap<String, Vec<Vec<String>>>);
+
+impl SourceKeys {
+    /// The keys of `tables`; a table without any is left out (its records have no key).
+    pub fn new(tables: &[faucet_core::keys::TableKeys]) -> Self {
+        Self(
+            tables
+                .iter()
+                .filter(|t| !t.is_keyless())
+                .map(|t| {
+                    let keys = t.primary_key.iter().chain(&t.unique_sets).cloned();
+                    (t.table.clone(), keys.collect())
+                })
+                .collect(),
+        )
+    }
+
+    /// The first key of `table` whose every column is a field of `schema`.
+    fn of(&self, table: &str, schema: &Schema) -> Option<&[String]> {
+        self.0
+            .get(table)?
+            .iter()
+            .map(Vec::as_slice)
+            .find(|key| key.iter().all(|c| schema.index_of(c).is_some()))
+    }
+}
+
 /// Turns pages into [`Message`]s for one sink's configuration.
 #[derive(Debug, Clone)]
 pub struct MessageEncoder {
@@ -122,14 +155,26 @@ impl MessageEncoder {
         &self.route
     }
 
+    /// Whether change records are keyed by their source table's key: the config names no
+    /// `key` ([`faucet_core::Sink::keys_by_source`]).
+    pub fn keys_by_source(&self) -> bool {
+        self.key.is_empty()
+    }
+
     /// The messages of `page`'s records, in order; `scope` is the state key the writer was
-    /// told (empty when none).
+    /// told (empty when none), `keys` the source's keys it was told (change records are
+    /// keyed by them when the sink has no `key`).
     ///
     /// # Errors
     /// [`FaucetError::Data`] naming the record when its route cannot be rendered (a template
     /// with placeholders and a record without a source table), a `key` field is missing, or
     /// a change record is malformed.
-    pub fn encode(&self, page: &Page, scope: &str) -> Result<Vec<Message>, FaucetError> {
+    pub fn encode(
+        &self,
+        page: &Page,
+        scope: &str,
+        keys: &SourceKeys,
+    ) -> Result<Vec<Message>, FaucetError> {
         let schema = page.schema();
         let layout = ChangeLayout::of(schema);
         let start = page.start();
@@ -149,8 +194,7 @@ impl MessageEncoder {
                         .route
                         .render(None)
                         .map_err(|m| FaucetError::data(self.connector, at(), m))?;
-                    let key = self
-                        .key_of(schema, values)
+                    let key = key_json(&self.key, schema, values)
                         .map_err(|m| FaucetError::data(self.connector, at(), m))?;
                     let mut value = Vec::with_capacity(64);
                     match self.format {
@@ -184,9 +228,15 @@ impl MessageEncoder {
                         _ => change.after.or(change.before),
                     };
                     let key = match keyed {
-                        Some(r) if !matches!(change.op, Op::Truncate | Op::Schema) => self
-                            .key_of(&r.schema, &r.values)
-                            .map_err(|m| FaucetError::data(self.connector, at(), m))?,
+                        Some(r) if !matches!(change.op, Op::Truncate | Op::Schema) => {
+                            let names = match (self.key.is_empty(), change.table) {
+                                (false, _) => Some(self.key.as_slice()),
+                                (true, Some(table)) => keys.of(table, &r.schema),
+                                (true, None) => None,
+                            };
+                            key_json(names.unwrap_or_default(), &r.schema, &r.values)
+                                .map_err(|m| FaucetError::data(self.connector, at(), m))?
+                        }
                         _ => None,
                     };
                     let mut position = Vec::with_capacity(48);
@@ -222,40 +272,45 @@ impl MessageEncoder {
         }
         Ok(out)
     }
-
-    /// `{"f": value, …}` of the `key` fields of a row of `schema`, or `None` without `key`.
-    fn key_of(&self, schema: &Schema, values: &[Value]) -> Result<Option<Vec<u8>>, String> {
-        if self.key.is_empty() {
-            return Ok(None);
-        }
-        let mut out = Vec::with_capacity(32);
-        out.push(b'{');
-        for (n, name) in self.key.iter().enumerate() {
-            let Some(i) = schema.index_of(name) else {
-                return Err(format!(
-                    "the key field `{name}` is not a field of the record (fields: {})",
-                    schema.names().collect::<Vec<_>>().join(", ")
-                ));
-            };
-            if n > 0 {
-                out.push(b',');
-            }
-            write_str(&mut out, name);
-            out.push(b':');
-            write_value(&mut out, &values[i]);
-        }
-        out.push(b'}');
-        Ok(Some(out))
-    }
 }
 
-/// `<scope>/<16 hex digits of SHA-256 of the bookmark's JSON>` (no bookmark: of nothing):
-/// the page part of `faucet-id` and of the `nats` sink's `Nats-Msg-Id`, both over the
-/// bookmark the page started from.
+/// `{"f": value, …}` of the fields `names` of a row of `schema`, or `None` for no names.
+fn key_json(
+    names: &[String],
+    schema: &Schema,
+    values: &[Value],
+) -> Result<Option<Vec<u8>>, String> {
+    if names.is_empty() {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(32);
+    out.push(b'{');
+    for (n, name) in names.iter().enumerate() {
+        let Some(i) = schema.index_of(name) else {
+            return Err(format!(
+                "the key field `{name}` is not a field of the record (fields: {})",
+                schema.names().collect::<Vec<_>>().join(", ")
+            ));
+        };
+        if n > 0 {
+            out.push(b',');
+        }
+        write_str(&mut out, name);
+        out.push(b':');
+        write_value(&mut out, &values[i]);
+    }
+    out.push(b'}');
+    Ok(Some(out))
+}
+
+/// `<scope>/<16 hex digits of SHA-256 of the bookmark's JSON>` (no bookmark, or a `null`
+/// one — the source's start either way: of nothing): the page part of `faucet-id` and of the
+/// `nats` sink's `Nats-Msg-Id`, both over the bookmark the page started from.
 pub fn page_id(scope: &str, bookmark: Option<&faucet_core::Bookmark>) -> String {
-    let text = bookmark
-        .map(|b| serde_json::to_vec(b).unwrap_or_default())
-        .unwrap_or_default();
+    let text = match bookmark {
+        None | Some(faucet_core::Bookmark::Null) => Vec::new(),
+        Some(b) => serde_json::to_vec(b).unwrap_or_default(),
+    };
     let digest = sha2::Sha256::digest(&text);
     let mut hex = String::with_capacity(scope.len() + 17);
     hex.push_str(scope);
@@ -359,11 +414,63 @@ mod tests {
         serde_json::from_slice(bytes).expect("json")
     }
 
+    /// Without `key`, a change record is keyed by its table's source key: the primary key,
+    /// or the first unique key the record's row has every column of; a table the source
+    /// shows no key for, or one the sink was not told, gives no key. A configured `key`
+    /// wins over the source's.
+    #[test]
+    fn change_records_are_keyed_by_the_source_key_without_key() {
+        let keys = |primary: Option<&[&str]>, unique: &[&[&str]]| {
+            let names = |k: &[&str]| k.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
+            SourceKeys::new(&[faucet_core::keys::TableKeys {
+                table: "public.orders".into(),
+                primary_key: primary.map(names),
+                unique_sets: unique.iter().map(|k| names(k)).collect(),
+            }])
+        };
+        let e = encoder("cdc.{table}", &[], MessageFormat::Faucet);
+        assert!(e.keys_by_source());
+        let keyed = |keys: &SourceKeys| -> Vec<Option<serde_json::Value>> {
+            e.encode(&change_page(), "", keys)
+                .expect("encode")
+                .iter()
+                .map(|m| m.key.as_deref().map(parse))
+                .collect()
+        };
+        // The insert's `after` and the delete's `before` both hold `id`.
+        let by_id = Some(json!({"id": 7}));
+        assert_eq!(keyed(&keys(Some(&["id"]), &[])), vec![by_id.clone(), by_id]);
+        // A primary key the rows do not have: the first unique key they do.
+        assert_eq!(
+            keyed(&keys(Some(&["tenant", "id"]), &[&["x"], &["v"]])),
+            vec![Some(json!({"v": "a"})), Some(json!({"v": null}))]
+        );
+        assert_eq!(keyed(&keys(None, &[])), vec![None, None], "a keyless table");
+        assert_eq!(keyed(&SourceKeys::default()), vec![None, None], "not told");
+        let configured = encoder("cdc.{table}", &["v"], MessageFormat::Faucet);
+        assert!(!configured.keys_by_source());
+        let m = configured
+            .encode(&change_page(), "", &keys(Some(&["id"]), &[]))
+            .expect("encode");
+        assert_eq!(m[0].key.as_deref().map(parse), Some(json!({"v": "a"})));
+    }
+
+    /// A page that starts from the source's start gets one page id whether its start is
+    /// given as no bookmark (the run loop's first page) or as `null` (the nats sink's
+    /// re-anchor of an empty stream): its `faucet-id` and `Nats-Msg-Id` are the same text.
+    #[test]
+    fn the_source_start_has_one_page_id() {
+        let none = page_id("k", None);
+        assert_eq!(page_id("k", Some(&faucet_core::Bookmark::Null)), none);
+        assert_eq!(none.len(), "k/".len() + 16);
+        assert_ne!(page_id("k", Some(&serde_json::json!({"offset": 0}))), none);
+    }
+
     #[test]
     fn change_records_carry_route_key_and_headers() {
         let page = change_page();
         let msgs = encoder("cdc.{schema}.{table}", &["id"], MessageFormat::Faucet)
-            .encode(&page, "orders")
+            .encode(&page, "orders", &SourceKeys::default())
             .expect("encode");
         assert_eq!(msgs.len(), 2);
         assert_eq!(msgs[0].route, "cdc.public.orders");
@@ -386,7 +493,7 @@ mod tests {
         assert!(msgs[1].id.starts_with("orders/") && msgs[1].id.ends_with("/1"));
         // Deterministic: the same page gives the same ids, another page other ones.
         let again = encoder("x", &[], MessageFormat::Faucet)
-            .encode(&page, "orders")
+            .encode(&page, "orders", &SourceKeys::default())
             .expect("encode");
         assert_eq!(again[1].id, msgs[1].id);
         assert_eq!(again[0].key, None);
@@ -396,7 +503,7 @@ mod tests {
             offset: 0,
         });
         let other = encoder("x", &[], MessageFormat::Faucet)
-            .encode(&other, "orders")
+            .encode(&other, "orders", &SourceKeys::default())
             .expect("encode");
         assert_ne!(other[1].id, msgs[1].id);
     }
@@ -415,24 +522,30 @@ mod tests {
         // Run 1: one page of both records, from 0/5.
         let mut whole = change_page();
         whole.set_start(at("0/5", 0));
-        let whole = e.encode(&whole, "k").expect("encode");
+        let whole = e
+            .encode(&whole, "k", &SourceKeys::default())
+            .expect("encode");
         // Run 2, from the same bookmark: the second record comes in a page of its own after a
         // page without a bookmark that held the first.
         let mut tail = change_page();
         tail.set_start(at("0/5", 1));
-        let tail = e.encode(&tail, "k").expect("encode");
+        let tail = e
+            .encode(&tail, "k", &SourceKeys::default())
+            .expect("encode");
         assert_eq!(tail[0].id, whole[1].id, "the same record, the same id");
         // Run 3, from a later bookmark, ending at the same one: its first record is not run 1's.
         let mut later = change_page();
         later.set_start(at("0/10", 0));
-        let later = e.encode(&later, "k").expect("encode");
+        let later = e
+            .encode(&later, "k", &SourceKeys::default())
+            .expect("encode");
         assert!(later.iter().all(|m| whole.iter().all(|w| w.id != m.id)));
     }
 
     #[test]
     fn the_debezium_envelope() {
         let msgs = encoder("x", &[], MessageFormat::Debezium)
-            .encode(&change_page(), "")
+            .encode(&change_page(), "", &SourceKeys::default())
             .expect("encode");
         assert_eq!(
             parse(&msgs[0].value),
@@ -447,7 +560,7 @@ mod tests {
     fn plain_rows_and_their_errors() {
         let page = faucet_core::testing::conformance::sample_page(&[1, 2], "v", json!(9));
         let msgs = encoder("events", &["id"], MessageFormat::Debezium)
-            .encode(&page, "")
+            .encode(&page, "", &SourceKeys::default())
             .expect("encode");
         assert_eq!(msgs[1].route, "events");
         assert_eq!(msgs[1].op, None);
@@ -457,11 +570,11 @@ mod tests {
             json!({"before": null, "after": {"id": 2, "v": "v2"}, "source": {}, "op": "r", "ts_ms": null})
         );
         let err = encoder("cdc.{table}", &[], MessageFormat::Faucet)
-            .encode(&page, "")
+            .encode(&page, "", &SourceKeys::default())
             .expect_err("no table");
         assert!(matches!(err, FaucetError::Data { .. }), "{err}");
         let err = encoder("events", &["nope"], MessageFormat::Faucet)
-            .encode(&page, "")
+            .encode(&page, "", &SourceKeys::default())
             .expect_err("no field");
         assert!(err.to_string().contains("`nope`"), "{err}");
     }

@@ -5,7 +5,7 @@
 pub mod message;
 pub mod stats;
 
-pub use message::{Message, MessageEncoder, MessageFormat, per_route};
+pub use message::{Message, MessageEncoder, MessageFormat, SourceKeys, per_route};
 pub use stats::{PageMeter, message_bytes};
 
 use faucet_core::FaucetError;

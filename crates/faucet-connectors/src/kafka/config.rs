@@ -86,7 +86,8 @@ pub struct KafkaSinkConfig {
     /// The record fields whose values make the message key (`{"id": 7}`), from a change
     /// record's `after` (its `before` for a delete). The partition is chosen by the key
     /// (librdkafka's `murmur2_random`, the Java client's partitioner: one key, one partition,
-    /// so a key's records stay in order); without `key` messages have no key and are spread.
+    /// so a key's records stay in order). Without `key`, a change record is keyed by its source
+    /// table's key ([`crate::bus::SourceKeys`]); other rows have no key and are spread.
     #[serde(default)]
     pub key: Vec<String>,
     /// The message value: `faucet` (the record as faucet's JSON) or `debezium` (the envelope

@@ -2,7 +2,7 @@
 //!
 //! * Each record is one produce (librdkafka's idempotent producer, `acks=all`) to the topic
 //!   its `topic` template names for the record's source table: the bus message
-//!   ([`crate::bus::message`]) as value, its key (with `key:`) as the Kafka key — the
+//!   ([`crate::bus::message`]) as value, its key (`key:`, or a change record's source key) as the Kafka key — the
 //!   partition follows the key (`murmur2_random`, the Java client's rule), so one key's
 //!   records stay in order — and headers `faucet-op`, `faucet-table`, `faucet-position`,
 //!   `faucet-id`.

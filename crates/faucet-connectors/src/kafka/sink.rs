@@ -17,7 +17,7 @@ use rdkafka::metadata::Metadata;
 use rdkafka::producer::{DeliveryFuture, FutureProducer, FutureRecord, Producer as _};
 
 use super::config::{KafkaSinkConfig, ValidatedKafkaConfig, check_topic};
-use crate::bus::{Message, MessageEncoder, PageMeter};
+use crate::bus::{Message, MessageEncoder, PageMeter, SourceKeys};
 
 /// The connector's name.
 pub const CONNECTOR: &str = "kafka";
@@ -122,6 +122,11 @@ impl Sink for KafkaSink {
     }
 
     /// Neither: a page's messages and its commit token cannot be one step (see [`LIMIT`]).
+    /// Without `key`, change records are keyed by their source table's key.
+    fn keys_by_source(&self) -> bool {
+        self.encoder.keys_by_source()
+    }
+
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: false,
@@ -157,6 +162,7 @@ impl Sink for KafkaSink {
             scope: String::new(),
             written: Vec::new(),
             published: None,
+            keys: SourceKeys::default(),
         }))
     }
 
@@ -233,6 +239,8 @@ struct KafkaWriter<'a> {
     written: Vec<(String, u64)>,
     /// What the last page published ([`SinkWriter::published`]).
     published: Option<PublishStats>,
+    /// The source's keys of its tables, when told ([`SinkWriter::source_keys`]).
+    keys: SourceKeys,
 }
 
 impl KafkaWriter<'_> {
@@ -344,7 +352,7 @@ impl SinkWriter for KafkaWriter<'_> {
         if page.is_empty() {
             return Ok(());
         }
-        let messages = self.sink.encoder.encode(page, &self.scope)?;
+        let messages = self.sink.encoder.encode(page, &self.scope, &self.keys)?;
         self.published = Some(self.produce(&messages).await?);
         self.written = crate::bus::per_route(&messages);
         Ok(())
@@ -357,6 +365,11 @@ impl SinkWriter for KafkaWriter<'_> {
     }
 
     /// The topics the last page's messages went to, with how many each.
+    /// Keeps the source's keys: change records are keyed by them when the sink has no `key`.
+    fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
+        self.keys = SourceKeys::new(keys);
+    }
+
     fn written_targets(&self) -> &[(String, u64)] {
         &self.written
     }

@@ -38,7 +38,9 @@ pub struct NatsSinkConfig {
     #[serde(default)]
     pub create_stream: bool,
     /// The record fields whose values make the message key (`{"id": 7}`, header
-    /// `faucet-key`), from a change record's `after` (its `before` for a delete).
+    /// `faucet-key`), from a change record's `after` (its `before` for a delete). Empty: a
+    /// change record is keyed by its source table's key ([`crate::bus::SourceKeys`]), other
+    /// rows have none.
     #[serde(default)]
     pub key: Vec<String>,
     /// The message value: `faucet` (the record as faucet's JSON) or `debezium` (the envelope

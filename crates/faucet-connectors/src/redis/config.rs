@@ -35,7 +35,8 @@ pub struct RedisStreamsSinkConfig {
     #[serde(default)]
     pub maxlen: Option<u64>,
     /// The record fields whose values make the message key (`{"id": 7}`), from a change
-    /// record's `after` (its `before` for a delete). Empty: no `key` field.
+    /// record's `after` (its `before` for a delete). Empty: a change record is keyed by its
+    /// source table's key ([`crate::bus::SourceKeys`]); other rows have no `key` field.
     #[serde(default)]
     pub key: Vec<String>,
     /// The message value: `faucet` (the record as faucet's JSON) or `debezium` (the envelope

@@ -13,7 +13,7 @@ use secrecy::ExposeSecret as _;
 
 use super::config::{RedisStreamsSinkConfig, ValidatedRedisStreamsConfig};
 use super::page::{PageWrite, Verdict, WATCH_ATTEMPTS};
-use crate::bus::{Message, MessageEncoder, PageMeter};
+use crate::bus::{Message, MessageEncoder, PageMeter, SourceKeys};
 
 /// The connector's name.
 pub const CONNECTOR: &str = "redis-streams";
@@ -177,6 +177,11 @@ impl Sink for RedisStreamsSink {
 
     /// An atomic watermark: a page's entries and its commit token are one `MULTI`/`EXEC`
     /// (or one script).
+    /// Without `key`, change records are keyed by their source table's key.
+    fn keys_by_source(&self) -> bool {
+        self.encoder.keys_by_source()
+    }
+
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
@@ -212,6 +217,7 @@ impl Sink for RedisStreamsSink {
             fence: None,
             written: Vec::new(),
             published: None,
+            keys: SourceKeys::default(),
         }))
     }
 
@@ -352,6 +358,8 @@ struct RedisStreamsWriter<'a> {
     written: Vec<(String, u64)>,
     /// What the last page published ([`SinkWriter::published`]).
     published: Option<PublishStats>,
+    /// The source's keys of its tables, when told ([`SinkWriter::source_keys`]).
+    keys: SourceKeys,
 }
 
 impl RedisStreamsWriter<'_> {
@@ -481,13 +489,18 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         if page.is_empty() {
             return Ok(());
         }
-        let messages = self.sink.encoder.encode(page, &self.scope)?;
+        let messages = self.sink.encoder.encode(page, &self.scope, &self.keys)?;
         self.published = Some(self.write_page(&messages, None).await?);
         self.written = crate::bus::per_route(&messages);
         Ok(())
     }
 
     /// The streams the last page's entries went to, with how many each.
+    /// Keeps the source's keys: change records are keyed by them when the sink has no `key`.
+    fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
+        self.keys = SourceKeys::new(keys);
+    }
+
     fn written_targets(&self) -> &[(String, u64)] {
         &self.written
     }
@@ -502,7 +515,7 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         self.written.clear();
         self.published = None;
         scope.clone_into(&mut self.scope);
-        let messages = self.sink.encoder.encode(page, scope)?;
+        let messages = self.sink.encoder.encode(page, scope, &self.keys)?;
         self.published = Some(self.write_page(&messages, Some(token)).await?);
         self.written = crate::bus::per_route(&messages);
         Ok(())

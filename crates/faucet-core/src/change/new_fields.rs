@@ -96,6 +96,10 @@ impl Source for NewFields {
         self.inner.resumes_without_bookmark()
     }
 
+    fn reads_in_task(&self) -> bool {
+        self.inner.reads_in_task()
+    }
+
     /// Opens the wrapped source from `from` without its `shapes`.
     ///
     /// # Errors

@@ -297,6 +297,11 @@ impl Source for MysqlCdcSource {
         CONNECTOR
     }
 
+    /// A task reads the binlog and decodes its pages ([`spawn_reader`]).
+    fn reads_in_task(&self) -> bool {
+        true
+    }
+
     /// The binlog replays the same changes in the same order from a position.
     fn replay(&self) -> ReplayGuarantee {
         ReplayGuarantee::Deterministic

@@ -89,6 +89,8 @@ impl QueryDialect for Mysql {
     const CONNECTOR: &'static str = CONNECTOR;
     const CONFIG_TYPE: &'static str = "MysqlQueryConfig";
     const LEADING_KEY_BOUND: bool = true;
+    /// A task reads the rows into pages (`reader::spawn`).
+    const READS_IN_TASK: bool = true;
     type Connection = MysqlConnection;
     type Table = TableName;
     type Session = mysql_async::Conn;

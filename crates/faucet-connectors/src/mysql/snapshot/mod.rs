@@ -191,6 +191,11 @@ impl Source for MysqlReplicateSource {
         CONNECTOR
     }
 
+    /// The binlog after the snapshot is read as `mysql-cdc` reads it, in a task of its own.
+    fn reads_in_task(&self) -> bool {
+        true
+    }
+
     /// A snapshot cannot be read again once its session ended.
     fn replay(&self) -> ReplayGuarantee {
         ReplayGuarantee::NonDeterministic

@@ -14,7 +14,7 @@ use faucet_core::state::LeaseError;
 use faucet_core::{Bookmark, Commit, CommitToken, FaucetError, Fence, Page, SinkWriter, fault};
 
 use crate::bus::message::{HEADER_ID, HEADER_OP, HEADER_POSITION, HEADER_TABLE, page_id};
-use crate::bus::{Message, PageMeter, stats};
+use crate::bus::{Message, PageMeter, SourceKeys, stats};
 use crate::nats::anchor::{
     self, Anchor, HEADER_COMMIT, HEADER_KEY, HEADER_PAGE, HEADER_PAGE_INDEX, PageHeader,
 };
@@ -136,6 +136,8 @@ pub(super) struct NatsWriter<'a> {
     written: Vec<(String, u64)>,
     /// What the last page published ([`SinkWriter::published`]).
     published: Option<faucet_core::PublishStats>,
+    /// The source's keys of its tables, when told ([`SinkWriter::source_keys`]).
+    keys: SourceKeys,
 }
 
 impl<'a> NatsWriter<'a> {
@@ -151,6 +153,7 @@ impl<'a> NatsWriter<'a> {
             previous: None,
             written: Vec::new(),
             published: None,
+            keys: SourceKeys::default(),
         }
     }
 }
@@ -472,7 +475,7 @@ impl SinkWriter for NatsWriter<'_> {
             self.previous = page.bookmark().cloned();
             return Ok(());
         }
-        let messages = self.sink.encoder.encode(page, &self.scope)?;
+        let messages = self.sink.encoder.encode(page, &self.scope, &self.keys)?;
         let chain = match self.fence {
             Some(_) => {
                 let scope = self.scope.clone();
@@ -495,6 +498,11 @@ impl SinkWriter for NatsWriter<'_> {
 
     /// The subjects the last page's messages went to, with how many each (a replayed page
     /// counts whole, also the messages found already stored).
+    /// Keeps the source's keys: change records are keyed by them when the sink has no `key`.
+    fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
+        self.keys = SourceKeys::new(keys);
+    }
+
     fn written_targets(&self) -> &[(String, u64)] {
         &self.written
     }
@@ -524,7 +532,7 @@ impl SinkWriter for NatsWriter<'_> {
                 None,
             ));
         }
-        let messages = self.sink.encoder.encode(page, scope)?;
+        let messages = self.sink.encoder.encode(page, scope, &self.keys)?;
         let skip = usize::try_from(at.skip)
             .unwrap_or(usize::MAX)
             .min(messages.len());

@@ -87,6 +87,8 @@ impl QueryDialect for Postgres {
     const CONNECTOR: &'static str = CONNECTOR;
     const CONFIG_TYPE: &'static str = "PostgresQueryConfig";
     const LEADING_KEY_BOUND: bool = false;
+    /// A task copies, an OS thread decodes (`reader::spawn`).
+    const READS_IN_TASK: bool = false;
     type Connection = PostgresUrl;
     type Table = TableName;
     type Session = sqlx::PgConnection;

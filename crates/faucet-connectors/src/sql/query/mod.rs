@@ -54,6 +54,10 @@ pub trait QueryDialect: Send + Sync + Sized + 'static {
     /// Whether a resumed read adds `k1 >= v1` before the tuple comparison (MariaDB uses an
     /// index on the key for it, which it does not for a row comparison alone).
     const LEADING_KEY_BOUND: bool;
+    /// Whether [`QueryDialect::read`] reads and decodes in a tokio task of its own
+    /// ([`Source::reads_in_task`]): MySQL's reader task; PostgreSQL decodes on an OS
+    /// thread of its own.
+    const READS_IN_TASK: bool;
     /// The parsed connection URL.
     type Connection: Clone + Send + Sync + 'static;
     /// A validated table name (`schema.table`, `database.table`).
@@ -236,6 +240,10 @@ impl<D: QueryDialect> Source for QuerySource<D> {
 
     fn replay(&self) -> ReplayGuarantee {
         ReplayGuarantee::NonDeterministic
+    }
+
+    fn reads_in_task(&self) -> bool {
+        D::READS_IN_TASK
     }
 
     async fn open(
