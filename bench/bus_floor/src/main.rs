@@ -6,14 +6,18 @@
 //!   from the header, as faucet's csv source without `columns` makes it), its headers those
 //!   of the shape below.
 //! * `nats`: JetStream publishes pipelined (at most 8,192 unacknowledged, as the sink), every
-//!   acknowledgement of a page of `BATCH` rows awaited before the next page.
+//!   acknowledgement of a page of `BATCH` rows awaited (in order, one at a time, as the sink)
+//!   before the next page.
+//! * The runtime: tokio's current-thread one, as `faucet run` uses for these sources
+//!   (`FLOOR_RUNTIME=multi` for the multi-thread one: slower here, every publish handed to
+//!   the client's connection task can wake a thread).
 //! * `redis`: each page of `BATCH` rows is one `MULTI`/`EXEC` of `XADD`s (the sink's too, after
 //!   one `WATCH` round trip that checks its fence and token).
 //! * `kafka`: librdkafka's idempotent producer (`rdkafka`'s `FutureProducer`, `acks=all`,
 //!   `partitioner=murmur2_random`, as the sink), every produce of a page of `BATCH` rows handed
 //!   to it, then every delivery report awaited before the next page.
 //!
-//! Two shapes of message (the last argument):
+//! Three shapes of message (the last argument):
 //! * `faucet` (the floor `bench/bus_sinks.sh` compares against): byte for byte the messages
 //!   faucet's sinks send for a CSV source — `faucet-position` the bookmark after the page
 //!   (the csv source's: file, byte offset, line, records and a fingerprint of two SHA-256
@@ -25,12 +29,23 @@
 //!   also sets the commit token (`HSET`), as the sink's does.
 //! * `minimal`: the least a consumer needs — `faucet-position` `{"offset":N}` (the row's byte
 //!   offset) and `faucet-id`, nothing else.
+//! * `cdc:TABLE` (the floor of the CDC part): byte for byte the messages faucet's sinks send
+//!   for `postgres-cdc`'s change records of one `UPDATE … SET v = v + 1` transaction on
+//!   `TABLE (id int primary key, v int, note text)` — the CSV's n-th record stands for the
+//!   row `id = n` (its fields are not used): the change record as its JSON value
+//!   (`{"op":"u","table",…,"before":{"id":n},"after":{"id":n,"v":n+1,"note":"note n"},…}`),
+//!   `faucet-op`, `faucet-table`, `faucet-position` the change's LSN, `faucet-id`, the key
+//!   `{"id":n}` (nats: `faucet-key`; redis: the entry's `key`; kafka: the message key),
+//!   `bench_cdc/<16 hex>/<index>`, and the page bookmarks of a transaction read in part
+//!   (`{"lsn","in_txn":{"final_lsn","xid","skip"},"shapes":{TABLE:[…]}}`) where the `faucet`
+//!   shape has the csv bookmark — with the same extras per bus as `faucet`.
 //!
 //! Usage:
 //! `faucet-bench-bus-floor nats URL SUBJECT IN.csv BATCH SHAPE` (the stream must capture
 //! SUBJECT and be empty) or `faucet-bench-bus-floor redis URL STREAM IN.csv BATCH SHAPE` or
-//! `faucet-bench-bus-floor kafka BROKERS TOPIC IN.csv BATCH SHAPE`, SHAPE `faucet` or
-//! `minimal`; prints `{"records": N, "seconds": S}`.
+//! `faucet-bench-bus-floor kafka BROKERS TOPIC IN.csv BATCH SHAPE`, SHAPE `faucet`, `minimal`
+//! or `cdc:TABLE`; IN.csv `pgoutput:…` (with `cdc:TABLE`) reads the change from a slot
+//! instead ([`Input`]); prints `{"records": N, "seconds": S}`.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -46,11 +61,66 @@ const WINDOW: usize = 8192;
 /// The state key of faucet's bench pipeline (`name: bench`), in ids and page headers.
 const SCOPE: &str = "bench";
 
-/// One row as a message: value, `faucet-position`, `faucet-id`.
+/// One row as a message: value, `faucet-position`, `faucet-id`, and for a change record
+/// `faucet-op`, `faucet-table` and its key (the source table's primary key).
 struct Message {
     value: Vec<u8>,
     position: String,
     id: String,
+    change: Option<(&'static str, String)>,
+    key: Option<String>,
+}
+
+/// Which messages the floor sends (see the module's documentation).
+#[derive(Debug, Clone)]
+enum Shape {
+    Minimal,
+    Faucet,
+    Cdc { table: String },
+}
+
+impl Shape {
+    /// Whether the messages carry faucet's whole header set (the page headers and chain on
+    /// nats, the commit token on redis).
+    fn full(&self) -> bool {
+        !matches!(self, Shape::Minimal)
+    }
+
+    /// The state key of faucet's bench pipeline of this shape.
+    fn scope(&self) -> &'static str {
+        match self {
+            Shape::Cdc { .. } => CDC_SCOPE,
+            _ => SCOPE,
+        }
+    }
+}
+
+/// The state key of bench/bus_sinks.sh's CDC pipelines (`name: bench_cdc`).
+const CDC_SCOPE: &str = "bench_cdc";
+/// The LSN of the floor's change records (faucet's differ only in their digits).
+const LSN: &str = "0/ACFF5B8";
+
+/// A postgres-cdc bookmark inside the `UPDATE` transaction on `table` after `skip` of its
+/// changes, as faucet writes it (with the table's shape).
+fn cdc_bookmark(table: &str, skip: u64) -> String {
+    format!(
+        "{{\"lsn\":\"0/ACFF400\",\"in_txn\":{{\"final_lsn\":\"{LSN}\",\"xid\":731,\"skip\":{skip}}},\
+         \"shapes\":{{{}:[[\"id\",\"integer\",\"int\",true,1],[\"v\",\"integer\",\"int\",false,2],\
+         [\"note\",\"text\",\"text\",false,3]]}}}}",
+        serde_json::to_string(table).unwrap_or_default()
+    )
+}
+
+/// postgres-cdc's change record of the `UPDATE` of row `id` of `table`, as faucet encodes it.
+fn cdc_value(table: &str, id: u64) -> Vec<u8> {
+    format!(
+        "{{\"op\":\"u\",\"table\":{},\"lsn\":\"{LSN}\",\"commit_ts\":\"2026-12-07T04:13:16.718305Z\",\
+         \"before\":{{\"id\":{id}}},\"after\":{{\"id\":{id},\"v\":{},\"note\":\"note {id}\"}},\
+         \"unchanged_toast\":[]}}",
+        serde_json::to_string(table).unwrap_or_default(),
+        id + 1
+    )
+    .into_bytes()
 }
 
 /// One page of messages, with the bookmarks around it (JSON; `null` before the first page).
@@ -75,39 +145,140 @@ fn bookmark(input: &str, offset: u64, line: u64, records: u64) -> String {
     )
 }
 
+/// Where the records come from: a CSV file, or (`pgoutput:HOST:PORT:USER:DATABASE:SLOT:PUBLICATION:STOP`,
+/// `cdc:TABLE` only) the change itself, read from a pgoutput slot with the replication client
+/// faucet's postgres-cdc uses (`pgwire-replication`, the same walsender options), up to the
+/// commit at or after the LSN `STOP` (the password from `PGPASSWORD`) — so the floor publishes each change as it arrives, on the
+/// same cores as the walsender decoding it. Each update (`U`) is one record; nothing of it is
+/// decoded beyond its first byte.
+enum Input {
+    Csv(csv::Reader<std::fs::File>, Vec<Vec<u8>>, csv::ByteRecord),
+    Changes { client: pgwire_replication::ReplicationClient, stop: pgwire_replication::Lsn },
+}
+
+impl Input {
+    async fn open(input: &str, shape: &Shape) -> Result<Self, Error> {
+        match (input.strip_prefix("pgoutput:"), shape) {
+            (Some(spec), Shape::Cdc { .. }) => {
+                let [host, port, user, database, slot, publication, stop] =
+                    <[&str; 7]>::try_from(spec.split(':').collect::<Vec<_>>())
+                        .map_err(|_| "pgoutput:HOST:PORT:USER:DATABASE:SLOT:PUBLICATION:STOP")?;
+                let stop = parse_lsn(stop).ok_or("STOP: an LSN, X/X")?;
+                let password = std::env::var("PGPASSWORD").unwrap_or_default();
+                let config = pgwire_replication::ReplicationConfig::new(
+                    host, user, password, database, slot, publication,
+                )
+                .with_port(port.parse()?)
+                .with_stop_lsn(stop)
+                .with_options(
+                    "-c client_encoding=UTF8 -c TimeZone=UTC -c DateStyle=ISO \
+                     -c IntervalStyle=iso_8601 -c extra_float_digits=1 -c bytea_output=hex",
+                );
+                let mut client = pgwire_replication::ReplicationClient::connect(config).await?;
+                client.wait_started().await?;
+                Ok(Input::Changes { client, stop })
+            }
+            (Some(_), _) => Err("reading a change stream needs the `cdc:TABLE` shape".into()),
+            (None, _) => {
+                let (reader, keys) = csv_json::open(input)?;
+                Ok(Input::Csv(reader, keys, csv::ByteRecord::new()))
+            }
+        }
+    }
+
+    /// Moves to the next record; `false` at the end.
+    async fn next(&mut self) -> Result<bool, Error> {
+        use pgwire_replication::ReplicationEvent as E;
+        match self {
+            Input::Csv(reader, _, record) => Ok(reader.read_byte_record(record)?),
+            Input::Changes { client, stop } => loop {
+                let end = match client.recv().await? {
+                    Some(E::XLogData { data, .. }) if data.first() == Some(&b'U') => return Ok(true),
+                    Some(E::Commit { end_lsn, .. }) => end_lsn >= *stop,
+                    Some(E::StoppedAt { .. }) | None => true,
+                    Some(_) => false,
+                };
+                if end {
+                    // Acknowledged, as a consumer would: the slot moves past the change.
+                    client.update_applied_lsn(*stop);
+                    client.shutdown().await?;
+                    return Ok(false);
+                }
+            },
+        }
+    }
+
+    /// The csv reader's position (none for changes).
+    fn position(&self) -> Option<&csv::Position> {
+        match self {
+            Input::Csv(reader, _, _) => Some(reader.position()),
+            Input::Changes { .. } => None,
+        }
+    }
+}
+
+/// PostgreSQL's `X/X` LSN text.
+fn parse_lsn(text: &str) -> Option<pgwire_replication::Lsn> {
+    let (hi, lo) = text.split_once('/')?;
+    let (hi, lo) = (u64::from_str_radix(hi, 16).ok()?, u64::from_str_radix(lo, 16).ok()?);
+    Some(pgwire_replication::Lsn((hi << 32) | lo))
+}
+
 /// Reads `input` and hands every page of `batch` messages of `shape` to `page`.
-async fn pages<F, Fut>(input: &str, batch: usize, faucet: bool, mut page: F) -> Result<u64, Error>
+async fn pages<F, Fut>(input: &str, batch: usize, shape: &Shape, mut page: F) -> Result<u64, Error>
 where
     F: FnMut(Page) -> Fut,
     Fut: std::future::Future<Output = Result<(), Error>>,
 {
-    let (mut reader, keys) = csv_json::open(input)?;
-    let mut record = csv::ByteRecord::new();
+    let mut source = Input::open(input, shape).await?;
     let mut records = 0u64;
     let mut messages = Vec::with_capacity(batch);
     let mut number = 0u64;
     let mut start = "null".to_owned();
+    let scope = shape.scope();
     let ended = |messages: &mut Vec<Message>, at: Option<&csv::Position>, records| {
-        let end = at.map_or_else(String::new, |p| bookmark(input, p.byte(), p.line(), records));
-        if faucet {
+        let end = match shape {
+            Shape::Cdc { table } => cdc_bookmark(table, records),
+            _ => at.map_or_else(String::new, |p| bookmark(input, p.byte(), p.line(), records)),
+        };
+        if matches!(shape, Shape::Faucet) {
             for m in messages.iter_mut() {
                 m.position.clone_from(&end);
             }
         }
         end
     };
-    while reader.read_byte_record(&mut record)? {
-        let mut value = Vec::with_capacity(record.as_slice().len() + 96);
-        csv_json::write_object(&mut value, &keys, &record)?;
-        let offset = record.position().map_or(0, |p| p.byte());
-        messages.push(Message {
-            value,
-            position: if faucet { String::new() } else { format!("{{\"offset\":{offset}}}") },
-            id: format!("{SCOPE}/{number:016x}/{}", messages.len()),
-        });
+    while source.next().await? {
+        let id = format!("{scope}/{number:016x}/{}", messages.len());
+        let message = match (shape, &source) {
+            (Shape::Cdc { table }, _) => Message {
+                value: cdc_value(table, records + 1),
+                position: format!("{{\"lsn\":\"{LSN}\"}}"),
+                id,
+                change: Some(("u", table.clone())),
+                key: Some(format!("{{\"id\":{}}}", records + 1)),
+            },
+            (_, Input::Csv(_, keys, record)) => {
+                let offset = record.position().map_or(0, |p| p.byte());
+                let mut value = Vec::with_capacity(record.as_slice().len() + 96);
+                csv_json::write_object(&mut value, keys, record)?;
+                Message {
+                    value,
+                    position: match shape {
+                        Shape::Minimal => format!("{{\"offset\":{offset}}}"),
+                        _ => String::new(),
+                    },
+                    id,
+                    change: None,
+                    key: None,
+                }
+            }
+            (_, Input::Changes { .. }) => unreachable!("Input::open refuses changes without `cdc`"),
+        };
+        messages.push(message);
         records += 1;
         if messages.len() == batch {
-            let end = ended(&mut messages, Some(reader.position()), records);
+            let end = ended(&mut messages, source.position(), records);
             let messages = std::mem::replace(&mut messages, Vec::with_capacity(batch));
             let start = std::mem::replace(&mut start, end.clone());
             page(Page { number, start, end, messages }).await?;
@@ -115,13 +286,13 @@ where
         }
     }
     if !messages.is_empty() {
-        let end = ended(&mut messages, Some(reader.position()), records);
+        let end = ended(&mut messages, source.position(), records);
         page(Page { number, start, end, messages }).await?;
     }
     Ok(records)
 }
 
-async fn nats(url: &str, subject: &str, input: &str, batch: usize, faucet: bool) -> Result<u64, Error> {
+async fn nats(url: &str, subject: &str, input: &str, batch: usize, shape: &Shape) -> Result<u64, Error> {
     use async_nats::HeaderValue;
     use async_nats::header::{NATS_EXPECTED_LAST_SEQUENCE, NATS_MESSAGE_ID};
     let client = async_nats::connect(url).await?;
@@ -133,20 +304,25 @@ async fn nats(url: &str, subject: &str, input: &str, batch: usize, faucet: bool)
         .build(client);
     let subject = subject.to_owned();
     let chain = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    pages(input, batch, faucet, |page| {
+    let (faucet, scope) = (shape.full(), shape.scope());
+    pages(input, batch, shape, |page| {
         let js = js.clone();
         let subject = subject.clone();
         let chain = chain.clone();
         async move {
             let mut pending = VecDeque::new();
             let header = format!(
-                "{{\"scope\":\"{SCOPE}\",\"sequence\":{},\"start\":{},\"fence\":1}}",
+                "{{\"scope\":\"{scope}\",\"sequence\":{},\"start\":{},\"fence\":1}}",
                 page.number + 1,
                 page.start
             );
             let n = page.messages.len();
             for (i, m) in page.messages.into_iter().enumerate() {
                 let mut headers = async_nats::HeaderMap::new();
+                if let Some((op, table)) = &m.change {
+                    headers.insert("faucet-op", *op);
+                    headers.insert("faucet-table", table.as_str());
+                }
                 headers.insert("faucet-position", m.position.as_str());
                 if faucet {
                     headers.insert(NATS_MESSAGE_ID, m.id.as_str());
@@ -159,6 +335,9 @@ async fn nats(url: &str, subject: &str, input: &str, batch: usize, faucet: bool)
                     }
                 }
                 headers.insert("faucet-id", m.id);
+                if let Some(key) = &m.key {
+                    headers.insert("faucet-key", key.as_str());
+                }
                 let msg = async_nats::jetstream::message::PublishMessage::build()
                     .payload(Bytes::from(m.value))
                     .headers(headers);
@@ -167,8 +346,9 @@ async fn nats(url: &str, subject: &str, input: &str, batch: usize, faucet: bool)
                     pending.pop_front().expect("a pending ack").await?;
                 }
             }
-            for ack in futures_util::future::join_all(pending.into_iter().map(std::future::IntoFuture::into_future)).await {
-                ack?;
+            // In order, one at a time, as the sink settles them.
+            for ack in pending {
+                ack.await?;
             }
             Ok(())
         }
@@ -176,10 +356,11 @@ async fn nats(url: &str, subject: &str, input: &str, batch: usize, faucet: bool)
     .await
 }
 
-async fn redis(url: &str, stream: &str, input: &str, batch: usize, faucet: bool) -> Result<u64, Error> {
+async fn redis(url: &str, stream: &str, input: &str, batch: usize, shape: &Shape) -> Result<u64, Error> {
     let client = redis::Client::open(url)?;
     let conn = client.get_multiplexed_async_connection().await?;
-    pages(input, batch, faucet, |page| {
+    let (faucet, scope) = (shape.full(), shape.scope());
+    pages(input, batch, shape, |page| {
         let mut conn = conn.clone();
         async move {
             let mut pipe = redis::pipe();
@@ -187,15 +368,18 @@ async fn redis(url: &str, stream: &str, input: &str, batch: usize, faucet: bool)
             let messages = page.messages;
             if faucet {
                 let token = format!("{{\"sequence\":{},\"bookmark\":{}}}", page.number + 1, page.end);
-                pipe.cmd("HSET").arg(format!("{stream}:tokens")).arg(SCOPE).arg(token).ignore();
+                pipe.cmd("HSET").arg(format!("{stream}:tokens")).arg(scope).arg(token).ignore();
             }
             for m in &messages {
-                pipe.cmd("XADD")
-                    .arg(stream)
-                    .arg("*")
-                    .arg("value")
-                    .arg(&m.value)
-                    .arg("faucet-position")
+                let xadd = pipe.cmd("XADD").arg(stream).arg("*");
+                if let Some(key) = &m.key {
+                    xadd.arg("key").arg(key);
+                }
+                xadd.arg("value").arg(&m.value);
+                if let Some((op, table)) = &m.change {
+                    xadd.arg("faucet-op").arg(*op).arg("faucet-table").arg(table);
+                }
+                xadd.arg("faucet-position")
                     .arg(&m.position)
                     .arg("faucet-id")
                     .arg(&m.id)
@@ -208,7 +392,7 @@ async fn redis(url: &str, stream: &str, input: &str, batch: usize, faucet: bool)
     .await
 }
 
-async fn kafka(brokers: &str, topic: &str, input: &str, batch: usize, faucet: bool) -> Result<u64, Error> {
+async fn kafka(brokers: &str, topic: &str, input: &str, batch: usize, shape: &Shape) -> Result<u64, Error> {
     use rdkafka::error::{KafkaError, RDKafkaErrorCode};
     use rdkafka::message::{Header, OwnedHeaders};
     use rdkafka::producer::{FutureProducer, FutureRecord};
@@ -219,17 +403,26 @@ async fn kafka(brokers: &str, topic: &str, input: &str, batch: usize, faucet: bo
         .set("partitioner", "murmur2_random")
         .set("message.timeout.ms", "60000")
         .create()?;
-    pages(input, batch, faucet, |page| {
+    pages(input, batch, shape, |page| {
         let producer = producer.clone();
         async move {
             let messages = page.messages;
             let mut pending = VecDeque::with_capacity(messages.len());
             for m in &messages {
-                let headers = OwnedHeaders::new_with_capacity(2)
+                let mut headers = OwnedHeaders::new_with_capacity(4);
+                if let Some((op, table)) = &m.change {
+                    headers = headers
+                        .insert(Header { key: "faucet-op", value: Some(op.as_bytes()) })
+                        .insert(Header { key: "faucet-table", value: Some(table.as_bytes()) });
+                }
+                let headers = headers
                     .insert(Header { key: "faucet-position", value: Some(m.position.as_bytes()) })
                     .insert(Header { key: "faucet-id", value: Some(m.id.as_bytes()) });
                 let mut record: FutureRecord<'_, [u8], [u8]> =
                     FutureRecord::to(topic).payload(m.value.as_slice()).headers(headers);
+                if let Some(key) = &m.key {
+                    record = record.key(key.as_bytes());
+                }
                 loop {
                     match producer.send_result(record) {
                         Ok(delivery) => {
@@ -255,32 +448,43 @@ async fn kafka(brokers: &str, topic: &str, input: &str, batch: usize, faucet: bo
     .await
 }
 
-/// Whether `shape` (`faucet` or `minimal`) asks for faucet's messages.
-fn faucet(shape: &str) -> Result<bool, Error> {
+/// The shape named `shape`: `faucet`, `minimal` or `cdc:TABLE`.
+fn parse_shape(shape: &str) -> Result<Shape, Error> {
     match shape {
-        "faucet" => Ok(true),
-        "minimal" => Ok(false),
-        other => Err(format!("message shape {other:?}: `faucet` or `minimal`").into()),
+        "faucet" => Ok(Shape::Faucet),
+        "minimal" => Ok(Shape::Minimal),
+        other => match other.strip_prefix("cdc:") {
+            Some(table) if !table.is_empty() => Ok(Shape::Cdc { table: table.to_owned() }),
+            _ => Err(format!("message shape {other:?}: `faucet`, `minimal` or `cdc:TABLE`").into()),
+        },
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<(), Error> {
+fn main() -> Result<(), Error> {
+    let mut builder = if std::env::var("FLOOR_RUNTIME").as_deref() == Ok("multi") {
+        tokio::runtime::Builder::new_multi_thread()
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+    };
+    builder.enable_all().build()?.block_on(run())
+}
+
+async fn run() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let started = Instant::now();
     let records = match args.as_slice() {
         [bus, url, route, input, batch, shape] if bus == "nats" => {
-            nats(url, route, input, batch.parse()?, faucet(shape)?).await?
+            nats(url, route, input, batch.parse()?, &parse_shape(shape)?).await?
         }
         [bus, url, route, input, batch, shape] if bus == "redis" => {
-            redis(url, route, input, batch.parse()?, faucet(shape)?).await?
+            redis(url, route, input, batch.parse()?, &parse_shape(shape)?).await?
         }
         [bus, brokers, topic, input, batch, shape] if bus == "kafka" => {
-            kafka(brokers, topic, input, batch.parse()?, faucet(shape)?).await?
+            kafka(brokers, topic, input, batch.parse()?, &parse_shape(shape)?).await?
         }
         _ => {
             eprintln!(
-                "usage: faucet-bench-bus-floor (nats URL SUBJECT | redis URL STREAM | kafka BROKERS TOPIC) IN.csv BATCH (faucet | minimal)"
+                "usage: faucet-bench-bus-floor (nats URL SUBJECT | redis URL STREAM | kafka BROKERS TOPIC) IN.csv BATCH (faucet | minimal | cdc:TABLE)"
             );
             std::process::exit(2);
         }

@@ -319,36 +319,42 @@ impl NatsWriter<'_> {
         Ok(())
     }
 
-    /// Awaits the `n` oldest acknowledgements of `pending`.
+    /// Awaits the `n` oldest acknowledgements of `pending`, in order, one at a time: one
+    /// that is in already is taken without registering a waker or a timeout (a `join_all`
+    /// of thousands cost about 15 % of a postgres-cdc → nats run's CPU). Every one is
+    /// awaited even after a refusal, so the stream is still when the refusal is judged.
     async fn settle(
         &mut self,
         pending: &mut VecDeque<PublishAckFuture>,
         n: usize,
         last: &mut Option<u64>,
     ) -> Result<(), FaucetError> {
-        let acks = futures_util::future::join_all(
-            pending.drain(..n).map(std::future::IntoFuture::into_future),
-        )
-        .await;
-        for ack in acks {
+        let mut refused: Option<Option<jetstream::context::PublishError>> = None;
+        for ack in pending.drain(..n) {
+            let ack = ack.await;
+            if refused.is_some() {
+                continue;
+            }
             match ack {
                 // The same record is stored already: a newer run wrote it (the server checks
                 // the id before the expected sequence), so this writer was overtaken.
-                Ok(ack) if ack.duplicate && last.is_some() => {
-                    return Err(self.overtaken().await);
-                }
+                Ok(ack) if ack.duplicate && last.is_some() => refused = Some(None),
                 Ok(ack) => {
                     if last.is_some() || !ack.duplicate {
                         *last = Some(ack.sequence.max(last.unwrap_or(0)));
                     }
                 }
                 Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
-                    return Err(self.overtaken().await);
+                    refused = Some(None);
                 }
-                Err(e) => return Err(self.publish_error(&self.sink.config.stream, e)),
+                Err(e) => refused = Some(Some(e)),
             }
         }
-        Ok(())
+        match refused {
+            None => Ok(()),
+            Some(None) => Err(self.overtaken().await),
+            Some(Some(e)) => Err(self.publish_error(&self.sink.config.stream, e)),
+        }
     }
 
     fn publish_error(&self, subject: &str, e: jetstream::context::PublishError) -> FaucetError {
