@@ -297,7 +297,7 @@ impl Source for MysqlCdcSource {
         CONNECTOR
     }
 
-    /// A task reads the binlog and decodes its pages ([`spawn_reader`]).
+    /// A task reads the binlog and decodes its pages (`spawn_reader`).
     fn reads_in_task(&self) -> bool {
         true
     }
