@@ -121,12 +121,12 @@ impl Sink for KafkaSink {
         CONNECTOR
     }
 
-    /// Neither: a page's messages and its commit token cannot be one step (see [`LIMIT`]).
     /// Without `key`, change records are keyed by their source table's key.
     fn keys_by_source(&self) -> bool {
         self.encoder.keys_by_source()
     }
 
+    /// Neither: a page's messages and its commit token cannot be one step (see [`LIMIT`]).
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: false,
@@ -364,12 +364,12 @@ impl SinkWriter for KafkaWriter<'_> {
         Ok(false)
     }
 
-    /// The topics the last page's messages went to, with how many each.
     /// Keeps the source's keys: change records are keyed by them when the sink has no `key`.
     fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
         self.keys = SourceKeys::new(keys);
     }
 
+    /// The topics the last page's messages went to, with how many each.
     fn written_targets(&self) -> &[(String, u64)] {
         &self.written
     }

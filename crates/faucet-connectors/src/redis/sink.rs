@@ -175,13 +175,13 @@ impl Sink for RedisStreamsSink {
         CONNECTOR
     }
 
-    /// An atomic watermark: a page's entries and its commit token are one `MULTI`/`EXEC`
-    /// (or one script).
     /// Without `key`, change records are keyed by their source table's key.
     fn keys_by_source(&self) -> bool {
         self.encoder.keys_by_source()
     }
 
+    /// An atomic watermark: a page's entries and its commit token are one `MULTI`/`EXEC`
+    /// (or one script).
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,
@@ -495,12 +495,12 @@ impl SinkWriter for RedisStreamsWriter<'_> {
         Ok(())
     }
 
-    /// The streams the last page's entries went to, with how many each.
     /// Keeps the source's keys: change records are keyed by them when the sink has no `key`.
     fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
         self.keys = SourceKeys::new(keys);
     }
 
+    /// The streams the last page's entries went to, with how many each.
     fn written_targets(&self) -> &[(String, u64)] {
         &self.written
     }

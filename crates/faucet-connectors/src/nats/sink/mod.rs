@@ -214,13 +214,13 @@ impl Sink for NatsSink {
         CONNECTOR
     }
 
-    /// An atomic watermark: each page's last message carries its commit token, and a page
-    /// stored in part is re-anchored exactly (see [`super::anchor`]).
     /// Without `key`, change records are keyed by their source table's key.
     fn keys_by_source(&self) -> bool {
         self.encoder.keys_by_source()
     }
 
+    /// An atomic watermark: each page's last message carries its commit token, and a page
+    /// stored in part is re-anchored exactly (see [`super::anchor`]).
     fn capabilities(&self) -> SinkCapabilities {
         SinkCapabilities {
             atomic_watermark: true,

@@ -20,7 +20,7 @@ use crate::nats::anchor::{
 };
 use crate::nats::config::check_message;
 
-use super::{CONNECTOR, NatsSink, WINDOW, marker_subject};
+use super::{CONNECTOR, NatsSink, TIMEOUT, WINDOW, marker_subject};
 
 /// Where an open writer stands in the stream.
 #[derive(Debug, Clone)]
@@ -320,18 +320,33 @@ impl NatsWriter<'_> {
     }
 
     /// Awaits the `n` oldest acknowledgements of `pending`, in order, one at a time: one
-    /// that is in already is taken without registering a waker or a timeout (a `join_all`
-    /// of thousands cost about 15 % of a postgres-cdc → nats run's CPU). Every one is
-    /// awaited even after a refusal, so the stream is still when the refusal is judged.
+    /// that is in already is taken without registering a waker or a timer (a `join_all`
+    /// of thousands cost about 15 % of a postgres-cdc → nats run's CPU). All of them must be
+    /// in within [`TIMEOUT`] of the call, as when they were awaited at once (each one's own
+    /// timeout starts when it is first polled, so one after another a stuck server would
+    /// cost `n` timeouts): past it, the error is a lost connection. Every one is awaited
+    /// even after a refusal, so the stream is still when the refusal is judged.
     async fn settle(
         &mut self,
         pending: &mut VecDeque<PublishAckFuture>,
         n: usize,
         last: &mut Option<u64>,
     ) -> Result<(), FaucetError> {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
         let mut refused: Option<Option<jetstream::context::PublishError>> = None;
         for ack in pending.drain(..n) {
-            let ack = ack.await;
+            let Ok(ack) = tokio::time::timeout_at(deadline, ack.into_future()).await else {
+                return Err(FaucetError::connect(
+                    CONNECTOR,
+                    format!(
+                        "publishing to `{}`: no acknowledgement from {} within {} s",
+                        self.sink.config.stream,
+                        self.sink.server,
+                        TIMEOUT.as_secs()
+                    ),
+                    None,
+                ));
+            };
             if refused.is_some() {
                 continue;
             }
@@ -502,13 +517,13 @@ impl SinkWriter for NatsWriter<'_> {
         Ok(())
     }
 
-    /// The subjects the last page's messages went to, with how many each (a replayed page
-    /// counts whole, also the messages found already stored).
     /// Keeps the source's keys: change records are keyed by them when the sink has no `key`.
     fn source_keys(&mut self, keys: &[faucet_core::keys::TableKeys]) {
         self.keys = SourceKeys::new(keys);
     }
 
+    /// The subjects the last page's messages went to, with how many each (a replayed page
+    /// counts whole, also the messages found already stored).
     fn written_targets(&self) -> &[(String, u64)] {
         &self.written
     }
