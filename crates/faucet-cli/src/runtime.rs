@@ -9,12 +9,9 @@
 //! (a futex call and a context switch: a fifth of a postgres-cdc → nats run's CPU under
 //! `perf`). A source that decodes its next page in a tokio task of its own, in parallel with
 //! the run loop ([`faucet_core::Source::reads_in_task`]: `mysql`, `mysql-cdc`), keeps the
-//! worker threads: on one thread its decode would wait for the run loop. Measured with the
-//! release build on 2 cores (`bench/bus_sinks.sh`, `cdc_to_jsonl.sh`, `mysql_cdc_to_jsonl.sh`,
-//! 400,000 rows): postgres-cdc → nats 64,377 → 81,289 rows/s with a third less CPU,
-//! postgres-cdc → jsonl +5 %, csv → nats / redis within noise; mysql-cdc → jsonl on one thread
-//! would lose 15–20 %. Blocking work keeps its own threads either way (`spawn_blocking`, the
-//! csv source's read-ahead thread, a PostgreSQL query's decoder).
+//! worker threads: on one thread its decode would wait for the run loop. Blocking work keeps
+//! its own threads either way. What was measured, and why: docs/run-loop.md, "One thread per
+//! pipeline".
 
 use std::future::Future;
 

@@ -110,13 +110,22 @@ impl Repeats {
         h
     }
 
-    /// `Nats-Msg-Id` `id`: a clone of the message's `faucet-id` when they are the same text.
-    fn message_id(&mut self, h: &mut HeaderMap, id: String) {
+    /// `Nats-Msg-Id`: a clone of the message's `faucet-id` when the page's ids are the same
+    /// text (`same`, decided once a page), else `<prefix>/<i>`.
+    fn message_id(&self, h: &mut HeaderMap, same: bool, prefix: &str, i: usize) {
         match &self.id {
-            Some(same) if same.as_str() == id => h.insert(NATS_MESSAGE_ID, same.clone()),
-            _ => h.insert(NATS_MESSAGE_ID, id),
+            Some(id) if same => h.insert(NATS_MESSAGE_ID, id.clone()),
+            _ => h.insert(NATS_MESSAGE_ID, format!("{prefix}/{i}")),
         }
     }
+}
+
+/// Why a publish of a page was refused ([`NatsWriter::settle`]).
+enum Refused {
+    /// The stream moved on: a newer run's publish, or another writer's.
+    Overtaken,
+    /// Any other failure.
+    Failed(jetstream::context::PublishError),
 }
 
 /// An open [`NatsSink`].
@@ -242,6 +251,13 @@ impl NatsWriter<'_> {
         }
         let sent = stats::tally(&messages[from..]);
         let prefix = start.map(|s| page_id(&self.scope, Some(s)));
+        // `Nats-Msg-Id` is `<prefix>/<i>`, `faucet-id` `<page id>/<offset + i>`: equal for one
+        // message only when prefix and page id agree and the offset is 0, so equal for all.
+        let same_ids = prefix.as_deref().is_some_and(|p| {
+            messages
+                .get(from)
+                .is_some_and(|m| m.id == format!("{p}/{from}"))
+        });
         let page = self.page_header(meta);
         let mut repeats = Repeats::default();
         let mut pending: VecDeque<PublishAckFuture> = VecDeque::new();
@@ -269,7 +285,7 @@ impl NatsWriter<'_> {
             } = m;
             let mut headers = repeats.message_headers(key.as_deref(), op, table, position, id);
             if let Some(prefix) = &prefix {
-                repeats.message_id(&mut headers, format!("{prefix}/{i}"));
+                repeats.message_id(&mut headers, same_ids, prefix, i);
             }
             if let Some(page) = &page {
                 anchor_headers(&mut headers, page, meta.is_some().then_some(i));
@@ -324,8 +340,9 @@ impl NatsWriter<'_> {
     /// of thousands cost about 15 % of a postgres-cdc → nats run's CPU). All of them must be
     /// in within [`TIMEOUT`] of the call, as when they were awaited at once (each one's own
     /// timeout starts when it is first polled, so one after another a stuck server would
-    /// cost `n` timeouts): past it, the error is a lost connection. Every one is awaited
-    /// even after a refusal, so the stream is still when the refusal is judged.
+    /// cost `n` timeouts): past it, the error is a lost connection (or the refusal, when
+    /// one came before). Every one is awaited even after a refusal, so the stream is still
+    /// when the refusal is judged.
     async fn settle(
         &mut self,
         pending: &mut VecDeque<PublishAckFuture>,
@@ -333,9 +350,12 @@ impl NatsWriter<'_> {
         last: &mut Option<u64>,
     ) -> Result<(), FaucetError> {
         let deadline = tokio::time::Instant::now() + TIMEOUT;
-        let mut refused: Option<Option<jetstream::context::PublishError>> = None;
+        let mut refused: Option<Refused> = None;
         for ack in pending.drain(..n) {
             let Ok(ack) = tokio::time::timeout_at(deadline, ack.into_future()).await else {
+                if refused.is_some() {
+                    break; // the refusal says more than the silence after it
+                }
                 return Err(FaucetError::connect(
                     CONNECTOR,
                     format!(
@@ -353,22 +373,22 @@ impl NatsWriter<'_> {
             match ack {
                 // The same record is stored already: a newer run wrote it (the server checks
                 // the id before the expected sequence), so this writer was overtaken.
-                Ok(ack) if ack.duplicate && last.is_some() => refused = Some(None),
+                Ok(ack) if ack.duplicate && last.is_some() => refused = Some(Refused::Overtaken),
                 Ok(ack) => {
                     if last.is_some() || !ack.duplicate {
                         *last = Some(ack.sequence.max(last.unwrap_or(0)));
                     }
                 }
                 Err(e) if e.kind() == jetstream::context::PublishErrorKind::WrongLastSequence => {
-                    refused = Some(None);
+                    refused = Some(Refused::Overtaken);
                 }
-                Err(e) => refused = Some(Some(e)),
+                Err(e) => refused = Some(Refused::Failed(e)),
             }
         }
         match refused {
             None => Ok(()),
-            Some(None) => Err(self.overtaken().await),
-            Some(Some(e)) => Err(self.publish_error(&self.sink.config.stream, e)),
+            Some(Refused::Overtaken) => Err(self.overtaken().await),
+            Some(Refused::Failed(e)) => Err(self.publish_error(&self.sink.config.stream, e)),
         }
     }
 
