@@ -9,7 +9,13 @@
 #
 # Needs PostgreSQL with wal_level=logical (FAUCET_TEST_PG_URL, default
 # postgres://postgres@127.0.0.1:5432/test; scripts/services.sh starts it), psql and pg_dump.
-# Source and targets live in one database (and share the server's cores with the clients).
+# Source and targets live in one database (and share the server's cores with the clients),
+# unless TARGET_URL names a database on a second server — what users replicating between two
+# servers have: the slot then does not decode the WAL of the copy's own writes. On Debian, as
+# root: `pg_createcluster 15 faucet_bench --port 5433 && sed -i '1i host all all 127.0.0.1/32
+# trust' /etc/postgresql/15/faucet_bench/pg_hba.conf && pg_ctlcluster 15 faucet_bench start &&
+# psql -h 127.0.0.1 -p 5433 -U postgres -c 'create database test'`, then
+# TARGET_URL=postgres://postgres@127.0.0.1:5433/test. Both servers share this machine's cores.
 #
 # Setup: schema <s>_src with TABLES tables t1..tN of ROWS rows each (id bigint primary key,
 # name text, amount numeric(12,2), at timestamptz, doc jsonb); each target schema gets the
@@ -33,6 +39,9 @@ set -euo pipefail
 bench_start 100000
 tables=${TABLES:-20}
 url=${FAUCET_TEST_PG_URL:-postgres://postgres@127.0.0.1:5432/test}
+# Where the targets live: TARGET_URL (a second server, as users replicate between two), or the
+# source's server.
+target_url=${TARGET_URL:-$url}
 s=bench_repl_$$
 
 command -v pg_dump >/dev/null || { echo "pg_dump not found (package postgresql-client)" >&2; exit 1; }
@@ -47,21 +56,24 @@ cleanup() {
   for p in $(pg_sql "select pubname from pg_publication where pubname like 'pub_${s}%'" 2>/dev/null); do
     pg_sql "drop publication $p" >/dev/null 2>&1 || true
   done
-  for schema in src floor one sep; do pg_sql "drop schema if exists ${s}_$schema cascade" >/dev/null 2>&1 || true; done
+  pg_sql "drop schema if exists ${s}_src cascade" >/dev/null 2>&1 || true
+  for schema in floor one sep; do target_sql "drop schema if exists ${s}_$schema cascade" >/dev/null 2>&1 || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
+# target_sql SQL: pg_sql on the targets' server.
+target_sql() { url=$target_url pg_sql "$1"; }
 
 ddl="(id bigint primary key, name text not null, amount numeric(12,2) not null,
       at timestamptz not null, doc jsonb)"
-# make_tables SCHEMA → the schema with the TABLES empty tables.
+# make_tables SCHEMA [SQL] → the schema with the TABLES empty tables (SQL: pg_sql or target_sql).
 make_tables() {
   local sql="create schema $1;" i
   for ((i = 1; i <= tables; i++)); do sql+=" create table $1.t$i $ddl;"; done
-  pg_sql "$sql"
+  "${2:-target_sql}" "$sql"
 }
 echo "==> $tables tables × $rows rows in ${s}_src" >&2
-make_tables "${s}_src"
+make_tables "${s}_src" pg_sql
 for ((i = 1; i <= tables; i++)); do
   pg_sql "insert into ${s}_src.t$i
             select g, 'name ' || g, (g % 100000) / 100.0,
@@ -70,9 +82,9 @@ for ((i = 1; i <= tables; i++)); do
             from generate_series(1, $rows) g"
 done
 pg_sql "vacuum analyze" >/dev/null
-digest() { pg_sql "select count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' order by id)), '') from $1 t"; }
+digest() { "${2:-target_sql}" "select count(*) || ' ' || coalesce(md5(string_agg(t::text, ',' order by id)), '') from $1 t"; }
 declare -a want
-for ((i = 1; i <= tables; i++)); do want[i]=$(digest "${s}_src.t$i"); done
+for ((i = 1; i <= tables; i++)); do want[i]=$(digest "${s}_src.t$i" pg_sql); done
 total=$((tables * rows))
 
 printf '\n%-22s %9s %12s %8s %10s %7s\n' program rows rows/s cpu_s peak_rss ratio
@@ -90,7 +102,7 @@ report() { # LABEL SCHEMA
 # The floor: the tables' data as pg_dump writes it, loaded by psql.
 make_tables "${s}_floor"
 timed bash -c "pg_dump --data-only --schema='${s}_src' '$url' \
-  | sed '/^COPY /s/${s}_src\./${s}_floor./' | psql -X -q -v ON_ERROR_STOP=1 '$url' >/dev/null"
+  | sed '/^COPY /s/${s}_src\./${s}_floor./' | psql -X -q -v ON_ERROR_STOP=1 '$target_url' >/dev/null"
 floor_rps=$(rps "$total")
 report "floor (pg_dump|psql)" "${s}_floor"
 
@@ -102,12 +114,12 @@ version: 1
 name: $2
 pipeline:
   source: { type: postgres-cdc, config: { connection_url: "\${env:BENCH_PG_URL}", slot_name: faucet_$2, publication: pub_$2, tables: [$3], create_publication: true } }
-  sink: { type: postgres, config: { connection_url: "\${env:BENCH_PG_URL}", table: "$4.{table}", write_mode: upsert } }
+  sink: { type: postgres, config: { connection_url: "\${env:BENCH_PG_TARGET_URL}", table: "$4.{table}", write_mode: upsert } }
   state: { type: file, config: { path: ./state } }
   batch_size: $batch
 YAML
 }
-export BENCH_PG_URL=$url
+export BENCH_PG_URL=$url BENCH_PG_TARGET_URL=$target_url
 
 make_tables "${s}_one"
 config "$work/one" "${s}_one" "\"${s}_src.*\"" "${s}_one"
