@@ -25,7 +25,7 @@ use mysql_async::prelude::Queryable as _;
 use faucet_core::FaucetError;
 
 use super::config::CONNECTOR;
-use super::write::classify;
+use super::statement::classify;
 use crate::mysql::table::TableName;
 use crate::sql::sink::fence::{WriterFence, fenced};
 

@@ -47,7 +47,9 @@ mod alter;
 mod changes;
 mod config;
 mod encode;
+mod engine;
 mod fence;
+mod statement;
 mod table;
 mod token;
 mod write;
@@ -56,7 +58,6 @@ use async_trait::async_trait;
 use mysql_async::Conn;
 use mysql_async::prelude::Queryable as _;
 
-use faucet_core::delivery::{DeliveryError, LimitingSide};
 use faucet_core::{CommitToken, FaucetError, Page, Sink, SinkCapabilities, SinkWriter};
 
 pub use config::{MysqlSinkConfig, ValidatedMysqlSinkConfig, WriteMode};
@@ -68,8 +69,10 @@ use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter};
 use config::CONNECTOR;
+use engine::NotTransactional;
+use statement::{classify, is_lost};
 use table::TargetTable;
-use write::{Server, Target, UpsertSyntax, classify, is_lost};
+use write::{Server, Target, UpsertSyntax};
 
 /// The `sql_mode` of every session of the sink: strict for every engine (a value the column
 /// cannot hold is an error, not a warning), no zero or half-zero dates, division by zero an
@@ -454,71 +457,6 @@ pub(crate) struct Scratch {
     /// first page, or when effectively-once asks for the commit token, before any data moves
     /// — in the words of what was asked, which `open` does not know.
     refusal: Option<NotTransactional>,
-}
-
-/// A target table whose engine is not transactional (MyISAM, Aria, MEMORY, a view): a
-/// ROLLBACK keeps its rows, so neither a page's all-or-nothing nor the atomic watermark holds.
-#[derive(Debug, Clone)]
-struct NotTransactional {
-    table: TableName,
-    /// `uses the MyISAM engine` / `is a view (or has no engine)`.
-    what: String,
-}
-
-impl NotTransactional {
-    fn new(table: &TableName, engine: &table::Engine) -> Self {
-        let what = if engine.name.is_empty() {
-            "is a view (or has no engine), which faucet cannot write in a transaction".to_owned()
-        } else {
-            format!(
-                "uses the {} engine, which is not transactional",
-                engine.name
-            )
-        };
-        Self {
-            table: table.clone(),
-            what,
-        }
-    }
-
-    fn fix(&self) -> String {
-        format!(
-            "convert it (`ALTER TABLE {} ENGINE=InnoDB`) or write into an InnoDB table",
-            self.table.quoted()
-        )
-    }
-
-    /// The refusal when effectively-once was asked: [`FaucetError::Delivery`].
-    fn for_effectively_once(&self) -> FaucetError {
-        DeliveryError::Unsatisfiable {
-            side: LimitingSide::Sink,
-            connector: CONNECTOR.to_owned(),
-            reason: format!(
-                "table {} {}: no commit token can commit with its rows, and a page that fails \
-                 halfway would stay half-written",
-                self.table, self.what
-            ),
-            fix: self.fix(),
-        }
-        .into()
-    }
-
-    /// The refusal for any other delivery (and `faucet doctor`): [`FaucetError::Config`] at
-    /// `table` — this sink commits every page whole or not at all, which such a table
-    /// cannot do.
-    fn for_writes(&self) -> FaucetError {
-        FaucetError::config(
-            "table",
-            format!(
-                "table {} {}: a page that fails halfway (a value a column cannot hold, a lost \
-                 connection) would stay half-written, and this sink commits a page whole or \
-                 not at all; {}; nothing was written",
-                self.table,
-                self.what,
-                self.fix()
-            ),
-        )
-    }
 }
 
 /// MySQL / MariaDB for the SQL sink engine ([`SqlSinkWriter`]): `START TRANSACTION`,

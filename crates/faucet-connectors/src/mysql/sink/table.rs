@@ -466,7 +466,7 @@ pub(crate) async fn nopad_binary_collation(
              WHERE COLLATION_NAME IN ('utf8mb4_nopad_bin', 'utf8mb4_0900_bin')",
         )
         .await
-        .map_err(|e| super::write::classify(e, "reading the server's collations", name))?;
+        .map_err(|e| super::statement::classify(e, "reading the server's collations", name))?;
     for c in ["utf8mb4_nopad_bin", "utf8mb4_0900_bin"] {
         if found.iter().any(|f| f == c) {
             return Ok(c);

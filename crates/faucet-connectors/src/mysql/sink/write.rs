@@ -3,11 +3,9 @@
 //! deletes every row (`t`), deletes by key (`d`) and upserts (`INSERT … ON DUPLICATE KEY
 //! UPDATE`, one statement per column layout and chunk); a key-changing update whose unchanged
 //! TOAST values exist only in the target first renames the stored row to its new key
-//! ([`faucet_core::change::Moved`]). A server error about a value
-//! (SQLSTATE classes 22 and 23, and the strict-mode errors) and any warning a statement
-//! leaves (a DECIMAL rounded, a string truncated: MySQL's notes) become
-//! [`FaucetError::Data`] naming the table, the column and the page row: nothing is coerced
-//! silently.
+//! ([`faucet_core::change::Moved`]). Every statement runs through [`super::statement`],
+//! which turns a server error or warning about a value into a [`FaucetError::Data`] naming
+//! the table, the column and the page row: nothing is coerced silently.
 
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{Conn, Value as MyValue};
@@ -18,10 +16,9 @@ use faucet_core::{FaucetError, Page, Value, fault};
 use super::changes::collapse;
 use super::config::CONNECTOR;
 use super::encode::{ColumnType, UNKNOWN_COLUMN, param, wire_size};
+use super::statement::{Batch, classify, run, value_error};
 use super::table::TargetTable;
-use crate::mysql::connection::ErrorKind;
 use crate::mysql::table::{TableName, quote_ident};
-use crate::sql::sink::statement_failed;
 
 /// At most this many rows per statement (and never more than 65,535 placeholders).
 const MAX_ROWS: usize = 2_000;
@@ -33,9 +30,6 @@ const MAX_BYTES: usize = 4 * 1024 * 1024;
 const PACKET_OVERHEAD: usize = 1024;
 /// The most placeholders one prepared statement may have.
 const MAX_PLACEHOLDERS: usize = 65_535;
-/// The warning MySQL 8.0.20+ gives for `VALUES()` in `ON DUPLICATE KEY UPDATE`, which is not
-/// about a value.
-const DEPRECATED_SYNTAX: u16 = 1287;
 
 /// How an upsert refers to the row it proposed: `VALUES(c)` (MariaDB, which has no row
 /// alias, and MySQL before 8.0.19) or a row alias `AS faucet_new … faucet_new.c` (MySQL
@@ -153,192 +147,6 @@ fn fitting_row(
              one packet; raise it on the server (`SET GLOBAL max_allowed_packet = …` and in \
              its configuration; new sessions take the value) or make the value smaller",
             target.max_packet
-        ),
-    ))
-}
-
-/// The data error for a value at `column` of page row `row` (0-based).
-fn value_error(
-    target: &Target<'_>,
-    row: Option<usize>,
-    column: Option<&str>,
-    message: String,
-) -> FaucetError {
-    // MySQL's messages name a column, never its table: with triggers on the target, the
-    // column may be a table's a trigger writes, so it is not put on the target.
-    let triggers = &target.table.triggers;
-    let (column, elsewhere) = match column {
-        Some(c) if !triggers.is_empty() || target.table.type_of(c).is_none() => (None, Some(c)),
-        c => (c, None),
-    };
-    let mut location = target.name.to_string();
-    if let Some(c) = column {
-        location.push_str(&format!(", column {c}"));
-    }
-    if let Some(r) = row {
-        location.push_str(&format!(", page row {}", r + 1));
-    }
-    let mut message = message;
-    match elsewhere {
-        Some(c) if !triggers.is_empty() => message.push_str(&format!(
-            " — the server names column `{c}` without its table, and {} has triggers ({}) \
-             that may write other tables: the column may be one of theirs",
-            target.name,
-            triggers.join(", ")
-        )),
-        Some(c) => message.push_str(&format!(
-            " — the server names column `{c}`, which {} does not have (another table's)",
-            target.name
-        )),
-        None => {}
-    }
-    FaucetError::data(
-        CONNECTOR,
-        location,
-        format!("{message}; nothing of this page was committed"),
-    )
-}
-
-/// The column a server message names: `for column 'c'`, `` column `db`.`t`.`c` ``,
-/// `Column 'c' cannot be null`, `Field 'c' doesn't have a default value`.
-fn column_in(message: &str) -> Option<String> {
-    for quoted in ["column '", "Column '", "Field '"] {
-        if let Some(rest) = message.split(quoted).nth(1) {
-            return rest.split('\'').next().map(str::to_owned);
-        }
-    }
-    if let Some(rest) = message.split("column `").nth(1) {
-        let name = rest.split(' ').next().unwrap_or(rest);
-        return name
-            .trim_end_matches('`')
-            .rsplit("`.`")
-            .next()
-            .map(|c| c.trim_matches('`').to_owned());
-    }
-    None
-}
-
-/// `… at row 3` → 3.
-fn row_in(message: &str) -> Option<usize> {
-    message
-        .rsplit("at row ")
-        .next()
-        .filter(|_| message.contains("at row "))
-        .and_then(|r| r.trim().parse().ok())
-}
-
-/// Whether a server error is about a value (SQLSTATE class 22 or 23, or one of the
-/// strict-mode errors MySQL files under HY000).
-fn is_value_error(code: u16, state: &str) -> bool {
-    state.starts_with("22")
-        || state.starts_with("23")
-        || matches!(
-            code,
-            1048 | 1101 | 1265 | 1292 | 1364 | 1366 | 1367 | 1406 | 3140 | 4025
-        )
-}
-
-/// Why a statement failed, told apart for the caller: a bad value, a failure with a known
-/// outcome, or a lost session (outcome unknown).
-pub(crate) fn classify(e: mysql_async::Error, what: &str, target: &TableName) -> FaucetError {
-    let lost = ErrorKind::of(&e) == ErrorKind::ConnectionLost;
-    statement_failed(CONNECTOR, what, target, lost, Box::new(e))
-}
-
-/// Whether `e` says the session is gone (the outcome of a statement in flight is unknown).
-pub(crate) fn is_lost(e: &FaucetError) -> bool {
-    matches!(e, FaucetError::Write { source: Some(s), .. }
-        if s.downcast_ref::<mysql_async::Error>()
-            .is_some_and(|e| ErrorKind::of(e) == ErrorKind::ConnectionLost))
-}
-
-/// One statement's rows: the page row of each, for error messages, and the parameters.
-#[derive(Default)]
-struct Batch {
-    rows: Vec<usize>,
-    params: Vec<MyValue>,
-    bytes: usize,
-}
-
-/// Runs `sql` with `batch`'s parameters, then turns an error about a value, or any warning
-/// the statement left, into a [`FaucetError::Data`] naming column and page row.
-async fn run(
-    conn: &mut Conn,
-    target: &Target<'_>,
-    sql: &str,
-    batch: &Batch,
-    width: usize,
-    what: &str,
-) -> Result<(), FaucetError> {
-    let params = mysql_async::Params::Positional(batch.params.clone());
-    let params = if batch.params.is_empty() {
-        mysql_async::Params::Empty
-    } else {
-        params
-    };
-    match conn.exec_drop(sql, params).await {
-        Err(mysql_async::Error::Server(s)) if is_value_error(s.code, &s.state) => {
-            let column = column_in(&s.message);
-            let row = locate(batch, width, &s.message, s.code);
-            Err(value_error(
-                target,
-                row,
-                column.as_deref(),
-                format!("{} (MySQL error {})", s.message, s.code),
-            ))
-        }
-        Err(e) => Err(classify(e, what, target.name)),
-        Ok(()) if conn.get_warnings() > 0 => warned(conn, target, batch, width, what).await,
-        Ok(()) => Ok(()),
-    }
-}
-
-/// The page row a server message points at: `at row N` of the statement, or for a NULL in
-/// a NOT NULL column (no row in MySQL's message) the first row with NULL there.
-fn locate(batch: &Batch, width: usize, message: &str, code: u16) -> Option<usize> {
-    if let Some(n) = row_in(message) {
-        return batch.rows.get(n.checked_sub(1)?).copied();
-    }
-    if batch.rows.len() == 1 {
-        return batch.rows.first().copied();
-    }
-    if code == 1048 && width > 0 {
-        return batch
-            .params
-            .chunks(width)
-            .position(|r| r.contains(&MyValue::NULL))
-            .and_then(|i| batch.rows.get(i).copied());
-    }
-    None
-}
-
-/// A statement succeeded with warnings: the first one that is about a value fails the page.
-async fn warned(
-    conn: &mut Conn,
-    target: &Target<'_>,
-    batch: &Batch,
-    width: usize,
-    what: &str,
-) -> Result<(), FaucetError> {
-    let warnings: Vec<(String, u16, String)> = conn
-        .query("SHOW WARNINGS")
-        .await
-        .map_err(|e| classify(e, "SHOW WARNINGS", target.name))?;
-    let Some((level, code, message)) = warnings
-        .into_iter()
-        .find(|(_, c, _)| *c != DEPRECATED_SYNTAX)
-    else {
-        return Ok(());
-    };
-    let column = column_in(&message);
-    let row = locate(batch, width, &message, code);
-    Err(value_error(
-        target,
-        row,
-        column.as_deref(),
-        format!(
-            "{what} left {level} {code}: {message} — the value would have been changed by the \
-             server, so the page is refused (faucet never lets a value be coerced silently)"
         ),
     ))
 }
@@ -815,19 +623,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn server_messages_name_column_and_row() {
-        assert_eq!(
-            column_in("Data too long for column 'a' at row 3").as_deref(),
-            Some("a")
-        );
-        assert_eq!(row_in("Data too long for column 'a' at row 3"), Some(3));
-        assert_eq!(
-            column_in("Incorrect datetime value: '2024-02-30' for column `db`.`t`.`d` at row 1")
-                .as_deref(),
-            Some("d")
-        );
-        assert_eq!(column_in("Column 'v' cannot be null").as_deref(), Some("v"));
-        assert_eq!(row_in("Column 'v' cannot be null"), None);
+    fn update_info_gives_the_matched_rows() {
         assert_eq!(
             matched_rows("Rows matched: 1  Changed: 0  Warnings: 0"),
             Some(1)
