@@ -10,7 +10,8 @@
 # Needs PostgreSQL with wal_level=logical (FAUCET_TEST_PG_URL, default
 # postgres://postgres@127.0.0.1:5432/test; scripts/services.sh starts it), psql and pg_dump.
 # Source and targets live in one database (and share the server's cores with the clients),
-# unless TARGET_URL names a database on a second server — what users replicating between two
+# unless TARGET_URL names a database on a second server (the targets and the floor's copy then
+# live there) — what users replicating between two
 # servers have: the slot then does not decode the WAL of the copy's own writes. On Debian, as
 # root: `pg_createcluster 15 faucet_bench --port 5433 && sed -i '1i host all all 127.0.0.1/32
 # trust' /etc/postgresql/15/faucet_bench/pg_hba.conf && pg_ctlcluster 15 faucet_bench start &&
@@ -46,11 +47,13 @@ s=bench_repl_$$
 
 command -v pg_dump >/dev/null || { echo "pg_dump not found (package postgresql-client)" >&2; exit 1; }
 need_pg "$url"
+[ "$target_url" = "$url" ] || psql -X -q -At -c 'select 1' "$target_url" >/dev/null ||
+  { echo "error: cannot connect to TARGET_URL ($target_url): see the header for making a second server" >&2; exit 1; }
 faucet_binary postgres
 
 work_dir repl
 cleanup() {
-  [ -n "${KEEP:-}" ] && { echo "kept $work and schemas ${s}_*" >&2; return; }
+  [ -n "${KEEP:-}" ] && { echo "kept $work and schemas ${s}_* (the targets' on TARGET_URL when set)" >&2; return; }
   pg_sql "select pg_drop_replication_slot(slot_name) from pg_replication_slots
           where slot_name like 'faucet_${s}%' and not active" >/dev/null 2>&1 || true
   for p in $(pg_sql "select pubname from pg_publication where pubname like 'pub_${s}%'" 2>/dev/null); do
@@ -62,7 +65,7 @@ cleanup() {
 }
 trap cleanup EXIT
 # target_sql SQL: pg_sql on the targets' server.
-target_sql() { url=$target_url pg_sql "$1"; }
+target_sql() { local url=$target_url; pg_sql "$1"; }
 
 ddl="(id bigint primary key, name text not null, amount numeric(12,2) not null,
       at timestamptz not null, doc jsonb)"

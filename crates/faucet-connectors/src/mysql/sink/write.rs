@@ -3,9 +3,10 @@
 //! deletes every row (`t`), deletes by key (`d`) and upserts (`INSERT … ON DUPLICATE KEY
 //! UPDATE`, one statement per column layout and chunk); a key-changing update whose unchanged
 //! TOAST values exist only in the target first renames the stored row to its new key
-//! ([`faucet_core::change::Moved`]). Every statement runs through [`super::statement`],
-//! which turns a server error or warning about a value into a [`FaucetError::Data`] naming
-//! the table, the column and the page row: nothing is coerced silently.
+//! ([`faucet_core::change::Moved`]). Every writing statement runs through
+//! [`super::statement`]'s `run`, which turns a server error or warning about a value into a
+//! [`FaucetError::Data`] naming the table, the column and the page row: nothing is coerced
+//! silently.
 
 use mysql_async::prelude::Queryable as _;
 use mysql_async::{Conn, Value as MyValue};

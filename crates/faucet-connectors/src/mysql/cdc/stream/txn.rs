@@ -33,7 +33,7 @@ impl CdcPageStream {
     ///
     /// # Errors
     /// [`FaucetError::Bookmark`] when the bookmark's transaction is not the one found at its
-    /// place.
+    /// place (or, carried over, by its GTID).
     pub(super) fn begin(&mut self, g: PendingGtid) -> Result<(), FaucetError> {
         let mut skip = 0;
         let parsed = g.gtid.as_deref().and_then(MariadbGtid::parse);
@@ -98,11 +98,13 @@ impl CdcPageStream {
         Ok(())
     }
 
-    /// Closes the open transaction at the commit event ending at `end`: the position (or, on
-    /// a carried-over stream, what settles it) and the GTID state move past it.
+    /// Closes the open transaction at the commit event ending at `end`: the GTID state moves
+    /// past it, and so does the position — on a carried-over stream only where it settles
+    /// (MariaDB: `settle_at`; a MySQL carry never settles).
     ///
     /// # Errors
-    /// A protocol error for a commit outside a transaction or with changes not delivered;
+    /// [`FaucetError::Read`] (an unexpected binlog stream) for a commit outside a transaction
+    /// or with changes not delivered;
     /// [`FaucetError::Bookmark`] when a resume's bookmark said more of the transaction's
     /// changes were delivered than it has.
     pub(super) fn commit(&mut self, end: u64) -> Result<(), FaucetError> {
