@@ -62,9 +62,11 @@ best_of() {
 }
 
 # need_pg URL → exits with where to start PostgreSQL unless it answers at URL.
+# need_pg URL [HINT] → exits unless the server answers; HINT is what to do (default: start it
+# with scripts/services.sh).
 need_pg() {
   psql -X -q -v ON_ERROR_STOP=1 "$1" -c 'select 1' >/dev/null ||
-    { echo "PostgreSQL is unreachable at $1; start it with scripts/services.sh" >&2; exit 1; }
+    { echo "PostgreSQL is unreachable at $1; ${2:-start it with scripts/services.sh}" >&2; exit 1; }
 }
 
 # mariadb_client URL → sets auth (the `mariadb` client's -u/-h/-P[/-p] options for

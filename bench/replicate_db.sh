@@ -47,8 +47,7 @@ s=bench_repl_$$
 
 command -v pg_dump >/dev/null || { echo "pg_dump not found (package postgresql-client)" >&2; exit 1; }
 need_pg "$url"
-[ "$target_url" = "$url" ] || psql -X -q -At -c 'select 1' "$target_url" >/dev/null ||
-  { echo "error: cannot connect to TARGET_URL ($target_url): see the header for making a second server" >&2; exit 1; }
+[ "$target_url" = "$url" ] || need_pg "$target_url" "bench/replicate_db.sh's header says how to make a second server"
 faucet_binary postgres
 
 work_dir repl
