@@ -61,7 +61,6 @@ best_of() {
   secs=$best
 }
 
-# need_pg URL → exits with where to start PostgreSQL unless it answers at URL.
 # need_pg URL [HINT] → exits unless the server answers; HINT is what to do (default: start it
 # with scripts/services.sh).
 need_pg() {
