@@ -12,9 +12,12 @@
 # Source and targets live in one database (and share the server's cores with the clients),
 # unless TARGET_URL names a database on a second server (the targets and the floor's copy then
 # live there) — what users replicating between two servers have: the slot then does not decode
-# the WAL of the copy's own writes. On Debian, as root: `pg_createcluster 15 faucet_bench --port 5433 && sed -i '1i host all all 127.0.0.1/32
-# trust' /etc/postgresql/15/faucet_bench/pg_hba.conf && pg_ctlcluster 15 faucet_bench start &&
-# psql -h 127.0.0.1 -p 5433 -U postgres -c 'create database test'`, then
+# the WAL of the copy's own writes. On Debian, as root:
+#   pg_createcluster 15 faucet_bench --port 5433
+#   sed -i '1i host all all 127.0.0.1/32 trust' /etc/postgresql/15/faucet_bench/pg_hba.conf
+#   pg_ctlcluster 15 faucet_bench start
+#   psql -h 127.0.0.1 -p 5433 -U postgres -c 'create database test'
+# then
 # TARGET_URL=postgres://postgres@127.0.0.1:5433/test. Both servers share this machine's cores.
 #
 # Setup: schema <s>_src with TABLES tables t1..tN of ROWS rows each (id bigint primary key,
