@@ -56,6 +56,11 @@ pub(crate) fn upsert_sink(db: &TestDb, table: &str, key: &[&str]) -> MysqlSink {
         .expect("config")
 }
 
+/// `Some(v)` as an owned string: one cell of [`texts`].
+pub(crate) fn s(v: &str) -> Option<String> {
+    Some(v.to_owned())
+}
+
 /// Every row of `sql` as text (the text protocol: the server's own rendering; NULL as `None`).
 pub(crate) async fn texts(db: &mut TestDb, sql: &str) -> Vec<Vec<Option<String>>> {
     let rows: Vec<mysql_async::Row> = db

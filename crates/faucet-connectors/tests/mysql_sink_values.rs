@@ -3,19 +3,16 @@
 //! precision, digits a FLOAT or DOUBLE cannot hold, a BINARY(n) padded with zero bytes, the
 //! trailing spaces a CHAR/ENUM drops, a text into BIT. Each fails its page naming the page row
 //! and the column, nothing of the page committed; values that fit go in exactly. And
-//! `create_table`'s refusals of tables MySQL cannot make (key too wide, a JSON key, two
-//! fields differing only in case).
+//! `create_table`'s type mapping (every row of the README table, each value read back as the
+//! server renders it) and its refusals of tables MySQL cannot make (key too wide, a JSON key,
+//! two fields differing only in case).
 
 use faucet_connectors::mysql::{MysqlSink, MysqlSinkConfig};
 use faucet_core::{Commit, CommitToken, DataType, FaucetError, Sink, Value};
 use serde_json::json;
 
-use crate::mysql_sink_support::{append_sink, sink_db, texts, url_for};
-use crate::sink_support::{plain_page, write_all};
-
-fn s(v: &str) -> Option<String> {
-    Some(v.to_owned())
-}
+use crate::mysql_sink_support::{append_sink, s, sink_db, texts, url_for};
+use crate::sink_support::{plain_page, row, write_all};
 
 /// The fields of table `t` below, in order.
 fn fields() -> Vec<(&'static str, DataType)> {
@@ -354,5 +351,169 @@ async fn an_empty_first_page_leaves_no_token_for_a_table_not_made_yet() {
     let mut w = sink.open().await.expect("reopen");
     assert_eq!(w.last_committed_token("k").await.expect("token"), Some(t2));
     assert_eq!(db.column("SELECT id FROM later").await, [s("7")]);
+    db.drop_db().await;
+}
+
+/// `create_table` maps every faucet value type to a MySQL column that holds it exactly
+/// (README, "mysql sink"); each value reads back as the server renders it.
+#[tokio::test]
+async fn create_table_maps_every_type_and_values_round_trip() {
+    let mut db = sink_db("ms_types").await;
+    let fields: Vec<(&str, DataType, Value, &str, &str)> = vec![
+        (
+            "id",
+            DataType::Int,
+            Value::Int(-9223372036854775808),
+            "bigint(20)",
+            "-9223372036854775808",
+        ),
+        ("b", DataType::Bool, Value::Bool(true), "tinyint(1)", "1"),
+        ("f", DataType::Float, Value::Float(0.1), "double", "0.1"),
+        (
+            "n",
+            DataType::Numeric,
+            Value::Numeric("12345678901234567890.1234567890".into()),
+            "decimal(65,10)",
+            "12345678901234567890.1234567890",
+        ),
+        (
+            "u",
+            DataType::Numeric,
+            Value::Numeric("18446744073709551615".into()),
+            "decimal(65,0)",
+            "18446744073709551615",
+        ),
+        (
+            "t",
+            DataType::Text,
+            Value::Text("café ✓ 'q' \\ \"".into()),
+            "longtext",
+            "café ✓ 'q' \\ \"",
+        ),
+        (
+            "by",
+            DataType::Bytes,
+            Value::Bytes(vec![0, 255, 10, 0]),
+            "longblob",
+            "\0\u{fffd}\n\0",
+        ),
+        (
+            "j",
+            DataType::Json,
+            Value::Json(
+                faucet_core::Json::verbatim(r#"{"a":[1,2.50,null],"b":"x"}"#).expect("json"),
+            ),
+            "longtext",
+            "{\"a\":[1,2.50,null],\"b\":\"x\"}",
+        ),
+        (
+            "d",
+            DataType::Date,
+            Value::Date("2024-02-29".into()),
+            "date",
+            "2024-02-29",
+        ),
+        (
+            "ts",
+            DataType::Timestamp,
+            Value::Timestamp("2024-02-29T13:45:00.123456".into()),
+            "datetime(6)",
+            "2024-02-29 13:45:00.123456",
+        ),
+        (
+            "tz",
+            DataType::TimestampTz,
+            Value::TimestampTz("2024-02-29T12:45:00.5Z".into()),
+            "datetime(6)",
+            "2024-02-29 12:45:00.500000",
+        ),
+        (
+            "tm",
+            DataType::Time,
+            Value::Time("13:45:00.25".into()),
+            "time(6)",
+            "13:45:00.250000",
+        ),
+        (
+            "ttz",
+            DataType::TimeTz,
+            Value::TimeTz("13:45:00+01:00".into()),
+            "varchar(32)",
+            "13:45:00+01:00",
+        ),
+        (
+            "my_time",
+            DataType::Interval,
+            Value::Interval("-838:59:59.000000".into()),
+            "time(6)",
+            "-838:59:59.000000",
+        ),
+        (
+            "iso",
+            DataType::Interval,
+            Value::Interval("P1Y2M3DT4H5M6.5S".into()),
+            "varchar(64)",
+            "P1Y2M3DT4H5M6.5S",
+        ),
+        (
+            "arr",
+            DataType::Array(Box::new(DataType::Int)),
+            Value::Array(vec![Value::Int(1), Value::Null]),
+            "longtext",
+            "[1,null]",
+        ),
+        (
+            "nested",
+            DataType::Json,
+            row(&[("k", Value::Int(1))]),
+            "longtext",
+            "{\"k\":1}",
+        ),
+        ("unknown", DataType::Unknown, Value::Null, "longtext", ""),
+    ];
+    let names: Vec<(&str, DataType)> = fields.iter().map(|(n, t, ..)| (*n, t.clone())).collect();
+    let values: Vec<Value> = fields.iter().map(|(_, _, v, ..)| v.clone()).collect();
+    let sink = MysqlSink::new(
+        MysqlSinkConfig::new(url_for(&db.db), "typed")
+            .creating_table()
+            .upsert(["id"]),
+    )
+    .expect("config");
+    let mut w = sink.open().await.expect("open");
+    write_all(w.as_mut(), &[plain_page(&names, vec![values], json!(1))]).await;
+    let sql = format!(
+        "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = '{}' \
+         AND TABLE_NAME = 'typed' ORDER BY ORDINAL_POSITION",
+        db.db
+    );
+    let types = texts(&mut db, &sql).await;
+    let want: Vec<Vec<Option<String>>> = fields
+        .iter()
+        .map(|(n, _, _, t, _)| vec![s(n), s(t)])
+        .collect();
+    assert_eq!(types, want);
+    let engine = db
+        .column(&format!(
+            "SELECT CONCAT(ENGINE, ' ', TABLE_COLLATION) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = '{}' AND TABLE_NAME = 'typed'",
+            db.db
+        ))
+        .await;
+    assert_eq!(engine, [s("InnoDB utf8mb4_nopad_bin")]);
+    let back = texts(&mut db, "SELECT * FROM typed").await;
+    for (i, (name, _, v, _, text)) in fields.iter().enumerate() {
+        let got = back[0][i].clone();
+        let want = if v.is_null() { None } else { s(text) };
+        assert_eq!(got, want, "{name}");
+    }
+    // MariaDB's JSON is LONGTEXT with a json_valid check: that check is there.
+    let checks = db
+        .column(&format!(
+            "SELECT COUNT(*) FROM information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA = '{}' \
+             AND TABLE_NAME = 'typed'",
+            db.db
+        ))
+        .await;
+    assert_eq!(checks, [s("3")]);
     db.drop_db().await;
 }

@@ -114,7 +114,8 @@ pub(crate) fn is_lost(e: &FaucetError) -> bool {
             .is_some_and(|e| ErrorKind::of(e) == ErrorKind::ConnectionLost))
 }
 
-/// One statement's rows: the page row of each, for error messages, and the parameters.
+/// One statement's rows: the page row of each, for error messages, and the parameters
+/// (`width` a row, in row order).
 #[derive(Default)]
 pub(super) struct Batch {
     pub(super) rows: Vec<usize>,
@@ -122,26 +123,49 @@ pub(super) struct Batch {
     pub(super) bytes: usize,
 }
 
-/// Runs `sql` with `batch`'s parameters, then turns an error about a value, or any warning
-/// the statement left, into a [`FaucetError::Data`] naming column and page row.
+/// What is left of a [`Batch`] once its parameters went to the server: where its errors
+/// point.
+struct Sent {
+    /// The page row of each statement row.
+    rows: Vec<usize>,
+    /// The first statement row holding a NULL parameter (for error 1048, whose message
+    /// names no row); `None` without one or when rows are not `width` parameters.
+    first_null: Option<usize>,
+}
+
+/// Runs `sql` with `batch`'s parameters (moved to the server, not copied), then turns an
+/// error about a value, or any warning the statement left, into a [`FaucetError::Data`]
+/// naming column and page row. `width` is the parameters a statement row has (0: do not
+/// look for a row's NULL).
 pub(super) async fn run(
     conn: &mut Conn,
     target: &Target<'_>,
     sql: &str,
-    batch: &Batch,
+    batch: Batch,
     width: usize,
     what: &str,
 ) -> Result<(), FaucetError> {
-    let params = mysql_async::Params::Positional(batch.params.clone());
+    let first_null = (width > 0)
+        .then(|| {
+            batch
+                .params
+                .chunks(width)
+                .position(|r| r.contains(&MyValue::NULL))
+        })
+        .flatten();
     let params = if batch.params.is_empty() {
         mysql_async::Params::Empty
     } else {
-        params
+        mysql_async::Params::Positional(batch.params)
+    };
+    let sent = Sent {
+        rows: batch.rows,
+        first_null,
     };
     match conn.exec_drop(sql, params).await {
         Err(mysql_async::Error::Server(s)) if is_value_error(s.code, &s.state) => {
             let column = column_in(&s.message);
-            let row = locate(batch, width, &s.message, s.code);
+            let row = locate(&sent, &s.message, s.code);
             Err(value_error(
                 target,
                 row,
@@ -150,26 +174,22 @@ pub(super) async fn run(
             ))
         }
         Err(e) => Err(classify(e, what, target.name)),
-        Ok(()) if conn.get_warnings() > 0 => warned(conn, target, batch, width, what).await,
+        Ok(()) if conn.get_warnings() > 0 => warned(conn, target, &sent, what).await,
         Ok(()) => Ok(()),
     }
 }
 
 /// The page row a server message points at: `at row N` of the statement, or for a NULL in
 /// a NOT NULL column (no row in MySQL's message) the first row with NULL there.
-fn locate(batch: &Batch, width: usize, message: &str, code: u16) -> Option<usize> {
+fn locate(sent: &Sent, message: &str, code: u16) -> Option<usize> {
     if let Some(n) = row_in(message) {
-        return batch.rows.get(n.checked_sub(1)?).copied();
+        return sent.rows.get(n.checked_sub(1)?).copied();
     }
-    if batch.rows.len() == 1 {
-        return batch.rows.first().copied();
+    if sent.rows.len() == 1 {
+        return sent.rows.first().copied();
     }
-    if code == 1048 && width > 0 {
-        return batch
-            .params
-            .chunks(width)
-            .position(|r| r.contains(&MyValue::NULL))
-            .and_then(|i| batch.rows.get(i).copied());
+    if code == 1048 {
+        return sent.first_null.and_then(|i| sent.rows.get(i).copied());
     }
     None
 }
@@ -178,8 +198,7 @@ fn locate(batch: &Batch, width: usize, message: &str, code: u16) -> Option<usize
 async fn warned(
     conn: &mut Conn,
     target: &Target<'_>,
-    batch: &Batch,
-    width: usize,
+    sent: &Sent,
     what: &str,
 ) -> Result<(), FaucetError> {
     let warnings: Vec<(String, u16, String)> = conn
@@ -193,7 +212,7 @@ async fn warned(
         return Ok(());
     };
     let column = column_in(&message);
-    let row = locate(batch, width, &message, code);
+    let row = locate(sent, &message, code);
     Err(value_error(
         target,
         row,

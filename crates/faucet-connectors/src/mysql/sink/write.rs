@@ -274,9 +274,8 @@ impl<'a> Inserter<'a> {
             sql.push_str(&self.tuple);
         }
         sql.push_str(&self.tail);
-        run(conn, target, &sql, &self.batch, self.width, "INSERT").await?;
-        self.batch = Batch::default();
-        Ok(())
+        let batch = std::mem::take(&mut self.batch);
+        run(conn, target, &sql, batch, self.width, "INSERT").await
     }
 }
 
@@ -353,7 +352,7 @@ pub(crate) async fn upsert(
             conn,
             target,
             &format!("DELETE FROM {quoted}"),
-            &Batch::default(),
+            Batch::default(),
             0,
             "DELETE",
         )
@@ -450,7 +449,7 @@ async fn partial<'v>(
         }
         let named: Vec<&str> = others.iter().chain(&key_names).copied().collect();
         fitting_row(target, row, &named, &batch.params)?;
-        run(conn, target, &sql, &batch, 0, "UPDATE").await?;
+        run(conn, target, &sql, batch, 0, "UPDATE").await?;
         if matched_rows(&conn.info()) == Some(0) {
             missing.push((columns, row));
         }
@@ -542,9 +541,9 @@ async fn apply_moves(
             continue;
         }
         let to = params(m.row, &[&m.to])?;
-        run(conn, target, &delete_sql, &to, 0, "DELETE").await?;
+        run(conn, target, &delete_sql, to, 0, "DELETE").await?;
         let rename = params(m.row, &[&m.to, &m.from])?;
-        run(conn, target, &rename_sql, &rename, 0, "UPDATE").await?;
+        run(conn, target, &rename_sql, rename, 0, "UPDATE").await?;
     }
     for last in lasts {
         if !exists(conn, &params(last.row, &[&last.to])?).await? {
@@ -605,8 +604,15 @@ async fn delete(
             && (batch.rows.len() >= per || batch.bytes + bytes > target.cut_bytes())
         {
             let sql = statement(batch.rows.len());
-            run(conn, target, &sql, &batch, key_names.len(), "DELETE").await?;
-            batch = Batch::default();
+            run(
+                conn,
+                target,
+                &sql,
+                std::mem::take(&mut batch),
+                key_names.len(),
+                "DELETE",
+            )
+            .await?;
         }
         batch.bytes += bytes;
         batch.params.extend(params);
@@ -614,7 +620,7 @@ async fn delete(
     }
     if !batch.rows.is_empty() {
         let sql = statement(batch.rows.len());
-        run(conn, target, &sql, &batch, key_names.len(), "DELETE").await?;
+        run(conn, target, &sql, batch, key_names.len(), "DELETE").await?;
     }
     Ok(())
 }
