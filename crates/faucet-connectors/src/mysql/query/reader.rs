@@ -80,22 +80,29 @@ async fn pump(
         .exec_iter(sql, ())
         .await
         .map_err(|e| connection.error(&what, e))?;
+    // A row already received is taken without looking at `cancel` (a look takes its lock, a
+    // fresh waiter two more); the cancellation is awaited while the next row is not there,
+    // and looked at after every page handed over.
+    let mut cancelled = std::pin::pin!(cancel.cancelled());
     loop {
         let row = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Ok(true),
             row = result.next() => row.map_err(|e| {
                 connection.error(&format!("{what} (after {} rows)", assembler.rows_read), e)
             })?,
+            () = &mut cancelled => return Ok(true),
         };
         let Some(row) = row else {
             break;
         };
-        if let Some(page) = assembler.push_row(row.unwrap())?
-            && tx.send(Ok(page)).await.is_err()
-        {
-            // The stream was dropped.
-            return Ok(true);
+        if let Some(page) = assembler.push_row(row.unwrap())? {
+            if tx.send(Ok(page)).await.is_err() {
+                // The stream was dropped.
+                return Ok(true);
+            }
+            if cancel.is_cancelled() {
+                return Ok(true);
+            }
         }
     }
     drop(result);
