@@ -1,9 +1,8 @@
 //! PostgreSQL edge cases through the binary: names PostgreSQL stores but other tools
-//! mangle (non-ASCII, quotes, `;`, longer than 63 bytes), combinations that cannot work
-//! (change records appended as rows), values PostgreSQL cannot store (U+0000), missing
-//! privileges, and a slot creation that waits for other transactions. Each case must fail
-//! before anything is created — or work end to end. Change records appended as rows (the
-//! audit table) are in [`audit`].
+//! mangle (non-ASCII, quotes, `;`, longer than 63 bytes), values PostgreSQL cannot store
+//! (U+0000), missing privileges, and a slot creation that waits for other transactions. Each
+//! case must fail before anything is created — or work end to end. Change records appended
+//! as rows (the audit table) are in [`audit`].
 //!
 //! PostgreSQL with wal_level=logical from `FAUCET_TEST_PG_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/test`; `scripts/services.sh` starts it).

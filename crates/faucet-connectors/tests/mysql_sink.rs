@@ -118,6 +118,26 @@ async fn a_value_the_column_cannot_hold_fails_the_page_naming_row_and_column() {
             "nothing of the failed page is committed: {err}"
         );
     }
+    // The NULL's row is found in the column MySQL names, not in an earlier row's NULL of a
+    // nullable column.
+    let mut nullable_null = good(11);
+    nullable_null[1] = Value::Null;
+    let mut bad_row = good(12);
+    bad_row[2] = Value::Null;
+    let page = plain_page(
+        &fields,
+        vec![good(10), nullable_null, bad_row, good(13)],
+        json!(2),
+    );
+    let err = w.write(&page).await.expect_err("NULL into NOT NULL");
+    let FaucetError::Data { location, .. } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(
+        location,
+        &format!("{}.t, column name, page row 3", db.db),
+        "{err}"
+    );
     // The writer goes on with the next page.
     write_all(w.as_mut(), &[plain_page(&fields, vec![good(2)], json!(3))]).await;
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Change records into an append sink: an audit-log table (op, table, lsn, commit_ts,
+//! (13) Change records into an append sink: an audit-log table (op, table, lsn, commit_ts,
 //! before, after, unchanged_toast) made by `create_table`, `doctor` naming the audit columns
 //! a table lacks, and `faucet replicate`'s snapshot and changes appended in order.
 

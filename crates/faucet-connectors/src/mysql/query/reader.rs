@@ -106,7 +106,8 @@ async fn pump(
         }
     }
     drop(result);
-    Ok(false)
+    // A cancellation that came while the last rows were already in hand is still one.
+    Ok(cancel.is_cancelled())
 }
 
 /// Cuts decoded rows into pages.

@@ -114,8 +114,8 @@ pub(crate) fn is_lost(e: &FaucetError) -> bool {
             .is_some_and(|e| ErrorKind::of(e) == ErrorKind::ConnectionLost))
 }
 
-/// One statement's rows: the page row of each, for error messages, and the parameters
-/// (`width` a row, in row order).
+/// One statement's rows: the page row of each, for error messages, and the parameters (a
+/// statement row's after another's).
 #[derive(Default)]
 pub(super) struct Batch {
     pub(super) rows: Vec<usize>,
@@ -125,34 +125,58 @@ pub(super) struct Batch {
 
 /// What is left of a [`Batch`] once its parameters went to the server: where its errors
 /// point.
-struct Sent {
+struct Sent<'c> {
     /// The page row of each statement row.
     rows: Vec<usize>,
-    /// The first statement row holding a NULL parameter (for error 1048, whose message
-    /// names no row); `None` without one or when rows are not `width` parameters.
-    first_null: Option<usize>,
+    /// The columns of a statement row, in parameter order (empty: not looked at).
+    columns: &'c [&'c str],
+    /// For each of `columns`, the first statement row holding NULL there (for error 1048,
+    /// whose message names the column but no row); empty for a statement of one row.
+    first_null: Vec<Option<usize>>,
+}
+
+impl Sent<'_> {
+    /// The first statement row with NULL in `column`; when `column` is not one of the
+    /// statement's (a trigger's statement failed), the first row with NULL anywhere.
+    fn null_row(&self, column: Option<&str>) -> Option<usize> {
+        match column.and_then(|c| self.columns.iter().position(|n| *n == c)) {
+            Some(at) => self.first_null.get(at).copied().flatten(),
+            None => self.first_null.iter().flatten().min().copied(),
+        }
+    }
+}
+
+/// For each of `width` columns, the first statement row whose parameter there is NULL.
+fn first_nulls(params: &[MyValue], width: usize) -> Vec<Option<usize>> {
+    let mut first = vec![None; width];
+    if width == 0 {
+        return first;
+    }
+    for (i, v) in params.iter().enumerate() {
+        if matches!(v, MyValue::NULL) {
+            first[i % width].get_or_insert(i / width);
+        }
+    }
+    first
 }
 
 /// Runs `sql` with `batch`'s parameters (moved to the server, not copied), then turns an
 /// error about a value, or any warning the statement left, into a [`FaucetError::Data`]
-/// naming column and page row. `width` is the parameters a statement row has (0: do not
-/// look for a row's NULL).
+/// naming column and page row. `columns` names a statement row's parameters in order, for
+/// the row of a NULL in a NOT NULL column (empty for a statement that cannot raise that).
 pub(super) async fn run(
     conn: &mut Conn,
     target: &Target<'_>,
     sql: &str,
     batch: Batch,
-    width: usize,
+    columns: &[&str],
     what: &str,
 ) -> Result<(), FaucetError> {
-    let first_null = (width > 0)
-        .then(|| {
-            batch
-                .params
-                .chunks(width)
-                .position(|r| r.contains(&MyValue::NULL))
-        })
-        .flatten();
+    let first_null = if batch.rows.len() > 1 {
+        first_nulls(&batch.params, columns.len())
+    } else {
+        Vec::new()
+    };
     let params = if batch.params.is_empty() {
         mysql_async::Params::Empty
     } else {
@@ -160,12 +184,13 @@ pub(super) async fn run(
     };
     let sent = Sent {
         rows: batch.rows,
+        columns,
         first_null,
     };
     match conn.exec_drop(sql, params).await {
         Err(mysql_async::Error::Server(s)) if is_value_error(s.code, &s.state) => {
             let column = column_in(&s.message);
-            let row = locate(&sent, &s.message, s.code);
+            let row = locate(&sent, &s.message, s.code, column.as_deref());
             Err(value_error(
                 target,
                 row,
@@ -180,8 +205,8 @@ pub(super) async fn run(
 }
 
 /// The page row a server message points at: `at row N` of the statement, or for a NULL in
-/// a NOT NULL column (no row in MySQL's message) the first row with NULL there.
-fn locate(sent: &Sent, message: &str, code: u16) -> Option<usize> {
+/// a NOT NULL column (no row in MySQL's message) the first row with NULL in `column`.
+fn locate(sent: &Sent<'_>, message: &str, code: u16, column: Option<&str>) -> Option<usize> {
     if let Some(n) = row_in(message) {
         return sent.rows.get(n.checked_sub(1)?).copied();
     }
@@ -189,7 +214,9 @@ fn locate(sent: &Sent, message: &str, code: u16) -> Option<usize> {
         return sent.rows.first().copied();
     }
     if code == 1048 {
-        return sent.first_null.and_then(|i| sent.rows.get(i).copied());
+        return sent
+            .null_row(column)
+            .and_then(|i| sent.rows.get(i).copied());
     }
     None
 }
@@ -198,7 +225,7 @@ fn locate(sent: &Sent, message: &str, code: u16) -> Option<usize> {
 async fn warned(
     conn: &mut Conn,
     target: &Target<'_>,
-    sent: &Sent,
+    sent: &Sent<'_>,
     what: &str,
 ) -> Result<(), FaucetError> {
     let warnings: Vec<(String, u16, String)> = conn
@@ -212,7 +239,7 @@ async fn warned(
         return Ok(());
     };
     let column = column_in(&message);
-    let row = locate(sent, &message, code);
+    let row = locate(sent, &message, code, column.as_deref());
     Err(value_error(
         target,
         row,
@@ -227,6 +254,34 @@ async fn warned(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_null_is_located_in_its_column() {
+        let int = |i: i64| MyValue::Int(i);
+        // Rows of (a, b): (1, NULL), (NULL, 2), (3, NULL).
+        let params = [
+            int(1),
+            MyValue::NULL,
+            MyValue::NULL,
+            int(2),
+            int(3),
+            MyValue::NULL,
+        ];
+        let sent = Sent {
+            rows: vec![4, 5, 6],
+            columns: &["a", "b"],
+            first_null: first_nulls(&params, 2),
+        };
+        assert_eq!(sent.null_row(Some("a")), Some(1));
+        assert_eq!(sent.null_row(Some("b")), Some(0));
+        // A column the statement does not have (a trigger's): the first row with any NULL.
+        assert_eq!(sent.null_row(Some("c")), Some(0));
+        assert_eq!(
+            locate(&sent, "Column 'a' cannot be null", 1048, Some("a")),
+            Some(5)
+        );
+        assert_eq!(first_nulls(&params, 0), Vec::<Option<usize>>::new());
+    }
 
     #[test]
     fn server_messages_name_column_and_row() {

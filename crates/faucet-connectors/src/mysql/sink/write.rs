@@ -275,7 +275,7 @@ impl<'a> Inserter<'a> {
         }
         sql.push_str(&self.tail);
         let batch = std::mem::take(&mut self.batch);
-        run(conn, target, &sql, batch, self.width, "INSERT").await
+        run(conn, target, &sql, batch, self.names, "INSERT").await
     }
 }
 
@@ -353,7 +353,7 @@ pub(crate) async fn upsert(
             target,
             &format!("DELETE FROM {quoted}"),
             Batch::default(),
-            0,
+            &[],
             "DELETE",
         )
         .await?;
@@ -449,7 +449,7 @@ async fn partial<'v>(
         }
         let named: Vec<&str> = others.iter().chain(&key_names).copied().collect();
         fitting_row(target, row, &named, &batch.params)?;
-        run(conn, target, &sql, batch, 0, "UPDATE").await?;
+        run(conn, target, &sql, batch, &[], "UPDATE").await?;
         if matched_rows(&conn.info()) == Some(0) {
             missing.push((columns, row));
         }
@@ -541,9 +541,9 @@ async fn apply_moves(
             continue;
         }
         let to = params(m.row, &[&m.to])?;
-        run(conn, target, &delete_sql, to, 0, "DELETE").await?;
+        run(conn, target, &delete_sql, to, &[], "DELETE").await?;
         let rename = params(m.row, &[&m.to, &m.from])?;
-        run(conn, target, &rename_sql, rename, 0, "UPDATE").await?;
+        run(conn, target, &rename_sql, rename, &[], "UPDATE").await?;
     }
     for last in lasts {
         if !exists(conn, &params(last.row, &[&last.to])?).await? {
@@ -609,7 +609,7 @@ async fn delete(
                 target,
                 &sql,
                 std::mem::take(&mut batch),
-                key_names.len(),
+                &[],
                 "DELETE",
             )
             .await?;
@@ -620,7 +620,7 @@ async fn delete(
     }
     if !batch.rows.is_empty() {
         let sql = statement(batch.rows.len());
-        run(conn, target, &sql, batch, key_names.len(), "DELETE").await?;
+        run(conn, target, &sql, batch, &[], "DELETE").await?;
     }
     Ok(())
 }

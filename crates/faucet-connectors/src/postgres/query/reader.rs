@@ -235,9 +235,9 @@ async fn pump(
     let mut rows_in_buf = 0usize;
     let mut bytes_read: u64 = 0;
     // The server sends a message per row. A row already received is taken without looking
-    // at `cancel` (a look takes its lock, a fresh waiter two more: a tenth of this task's
-    // time); the cancellation is awaited while the next row is not there, and `send` looks
-    // at it before every chunk it hands over.
+    // at `cancel` (a look takes its lock, a fresh waiter two more); the cancellation is
+    // awaited while the next row is not there, and `send` looks at it before every chunk it
+    // hands over.
     let mut cancelled = std::pin::pin!(cancel.cancelled());
     loop {
         let chunk = tokio::select! {
