@@ -136,11 +136,16 @@ fn setup(c: &mut Cluster) -> Sources {
 
 /// Waits until both CDC rows hold their slots, so every later change reaches them.
 fn wait_for_slots(c: &Cluster) {
+    // Streaming, not merely there: a slot still being created shows already, and a change
+    // committed before its consistent point is never streamed.
     let sql = format!(
-        "SELECT count(*)::bigint, NULL::text FROM pg_replication_slots WHERE slot_name IN ('{}', '{}')",
-        c.slots[0], c.slots[1]
+        "SELECT count(*)::bigint, NULL::text FROM pg_replication_slots \
+         WHERE slot_name IN ('{}', '{}') AND {}",
+        c.slots[0],
+        c.slots[1],
+        crate::support::pg::SLOT_STREAMING
     );
-    eventually("both CDC slots exist", Duration::from_secs(90), || {
+    eventually("both CDC slots stream", Duration::from_secs(90), || {
         let n = c.rows(&sql)[0].0;
         if n == 2 {
             Ok(())
