@@ -195,7 +195,6 @@ struct Inserter<'a> {
     head: String,
     tuple: String,
     tail: String,
-    width: usize,
     types: Vec<&'a ColumnType>,
     names: &'a [&'a str],
     max_rows: usize,
@@ -217,7 +216,6 @@ impl<'a> Inserter<'a> {
             head: format!("INSERT INTO {} ({cols}) VALUES ", target.name.quoted()),
             tuple,
             tail,
-            width,
             types: types(target, names),
             names,
             max_rows: MAX_ROWS.min(MAX_PLACEHOLDERS / width.max(1)).max(1),
@@ -239,7 +237,7 @@ impl<'a> Inserter<'a> {
         row: usize,
         values: impl Iterator<Item = &'v Value>,
     ) -> Result<(), FaucetError> {
-        let mut params = Vec::with_capacity(self.width);
+        let mut params = Vec::with_capacity(self.names.len());
         for (i, v) in values.enumerate() {
             let p = param(v, self.types[i], &mut self.json)
                 .map_err(|m| value_error(target, Some(row), Some(self.names[i]), m))?;
