@@ -195,3 +195,133 @@ async fn snapshot_rows_into_a_target_without_a_unique_key_are_not_copied() {
     assert_table(&format!("SELECT count(*) FROM {target}"), "0\n").await;
     db.drop().await;
 }
+
+/// How many transactions wrote the rows of `table` (their distinct `xmin`).
+async fn writing_transactions(table: &str) -> usize {
+    table_text(&format!("SELECT count(DISTINCT xmin::text) FROM {table}"))
+        .await
+        .trim()
+        .parse()
+        .expect("count")
+}
+
+/// A page of snapshot rows `(id, v)` for the ids `ids`, `v` = `prefix` and the id.
+fn numbered_page(ids: std::ops::Range<i64>, prefix: &str, bookmark: i64) -> faucet_core::Page {
+    let texts: Vec<(i64, String)> = ids.map(|id| (id, format!("{prefix}{id}"))).collect();
+    let rows: Vec<(i64, &str)> = texts.iter().map(|(id, v)| (*id, v.as_str())).collect();
+    snapshot_page(&rows, bookmark)
+}
+
+/// The rows `(id, v)` of `ids` as `assert_table` reads them.
+fn numbered_text(ids: impl Iterator<Item = i64>, prefix: &str) -> String {
+    ids.map(|id| format!("{id}\t{prefix}{id}\n")).collect()
+}
+
+/// A snapshot page of many rows into an empty target is copied by two sessions at once, each
+/// committing its part (two transactions wrote it), the page's session last with the commit
+/// token, under the writer's fence. A page written again (a crash after the second session
+/// committed its part, before the token) meets its own keys: both parts roll back and the
+/// page is upserted, so no row is doubled or lost.
+#[tokio::test]
+async fn a_large_snapshot_page_is_copied_by_two_sessions_and_a_replay_is_upserted() {
+    let mut db = TestDb::new("s_snapshot_split").await;
+    let table = snapshot_target(&mut db, "").await;
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    let fence = faucet_core::Fence::new("snap", 7, std::time::Duration::from_secs(30));
+    assert!(w.fence(&fence).await.expect("fence"));
+    let token = |sequence: u64, bookmark: i64| CommitToken {
+        sequence,
+        bookmark: json!(bookmark),
+    };
+    w.write_committed(
+        &numbered_page(1..1001, "a", 1),
+        &Commit::new("snap", &token(1, 1)),
+    )
+    .await
+    .expect("first page");
+    assert_eq!(upserts(&db).await, 0, "the first page was upserted");
+    assert_eq!(
+        writing_transactions(&table).await,
+        2,
+        "the page was not parted between two sessions"
+    );
+    assert_table(
+        &format!("SELECT * FROM {table} ORDER BY id"),
+        &numbered_text(1..1001, "a"),
+    )
+    .await;
+    // The same keys again, new values: a replay after a crash between the two commits.
+    w.write_committed(
+        &numbered_page(501..1501, "b", 2),
+        &Commit::new("snap", &token(2, 2)),
+    )
+    .await
+    .expect("a replayed page is not an error");
+    assert!(upserts(&db).await > 0, "the replayed page was not upserted");
+    let want = numbered_text(1..501, "a") + &numbered_text(501..1501, "b");
+    assert_table(&format!("SELECT * FROM {table} ORDER BY id"), &want).await;
+    assert_eq!(
+        w.last_committed_token("snap").await.expect("token"),
+        Some(token(2, 2))
+    );
+    db.drop().await;
+}
+
+/// A value the target refuses in a page copied by two sessions is the page's error naming
+/// its page row (whichever session copied it), and nothing of the page stays: the part of
+/// the other session is rolled back too.
+#[tokio::test]
+async fn a_refused_value_in_a_parted_snapshot_page_names_its_row_and_writes_nothing() {
+    let mut db = TestDb::new("s_snapshot_split_bad").await;
+    let table = snapshot_target(&mut db, "").await;
+    let sink = upsert_sink(&table, &["id"]);
+    for bad in [3_usize, 150, 299] {
+        let mut w = sink.open().await.expect("open");
+        let mut records = Vec::new();
+        for id in 1..=300_i64 {
+            let v = if id as usize == bad {
+                Value::Null
+            } else {
+                Value::Text(format!("v{id}").into())
+            };
+            let after = row(&[("id", Value::Int(id)), ("v", v)]);
+            records.push(change("r", "public.snap", Value::Null, after, &[]));
+        }
+        let page = change_page(records, json!(1));
+        let err = w
+            .write(&page)
+            .await
+            .expect_err("a NULL into a NOT NULL column was written");
+        assert!(
+            err.to_string().contains(&format!("page row {bad}")),
+            "row {bad}: {err}"
+        );
+        assert_table(&format!("SELECT count(*) FROM {table}"), "0\n").await;
+    }
+    db.drop().await;
+}
+
+/// A key twice in one large snapshot page (the upsert's collapsing keeps its last version)
+/// lands in one session's part, so the two sessions never wait on each other's key: the
+/// page is upserted, the key's last version stored.
+#[tokio::test]
+async fn a_key_twice_in_a_parted_snapshot_page_keeps_its_last_version() {
+    let mut db = TestDb::new("s_snapshot_split_twice").await;
+    let table = snapshot_target(&mut db, "").await;
+    let sink = upsert_sink(&table, &["id"]);
+    let mut w = sink.open().await.expect("open");
+    let mut rows: Vec<(i64, String)> = (1..=200).map(|id| (id, format!("a{id}"))).collect();
+    rows.push((77, "last".into()));
+    let rows: Vec<(i64, &str)> = rows.iter().map(|(id, v)| (*id, v.as_str())).collect();
+    let written = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        w.write(&snapshot_page(&rows, 1)),
+    )
+    .await
+    .expect("the two sessions waited on each other");
+    written.expect("write");
+    let want = numbered_text(1..77, "a") + "77\tlast\n" + &numbered_text(78..201, "a");
+    assert_table(&format!("SELECT * FROM {table} ORDER BY id"), &want).await;
+    db.drop().await;
+}

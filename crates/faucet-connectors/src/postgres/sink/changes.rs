@@ -29,19 +29,27 @@ pub(crate) fn collapse<'a>(
     source_table: &mut Option<String>,
     nul: NulBytes,
 ) -> Result<Collapsed<'a>, FaucetError> {
-    let mut ids = KeyIds {
-        scratch: Vec::new(),
-        nul,
-    };
+    let mut ids = KeyIds::new(nul);
     change::collapse(page, key, CONNECTOR, target, source_table, &mut ids)
 }
 
-/// Key identities for collapsing, as the target will hold them.
-struct KeyIds {
+/// Key identities, as the target will hold them: for collapsing, and for parting a snapshot
+/// page between two sessions ([`super::snapshot_copy`]).
+pub(crate) struct KeyIds {
     scratch: Vec<u8>,
     /// The sink's U+0000 policy: keys that differ only by U+0000 are one key once it is
     /// stripped or replaced (`x\0` and `x` under `strip`).
     nul: NulBytes,
+}
+
+impl KeyIds {
+    /// Key identities under the sink's U+0000 policy `nul`.
+    pub(crate) fn new(nul: NulBytes) -> Self {
+        Self {
+            scratch: Vec::new(),
+            nul,
+        }
+    }
 }
 
 impl KeyIdentity for KeyIds {

@@ -10,12 +10,15 @@
 //! );
 //! ```
 //!
-//! Every page's transaction starts by raising the row to its writer's fence, unless the row
-//! already holds a larger one: then the page is rolled back with
-//! `LeaseError::Fenced`. The row stays locked until the page commits, so a newer writer's
-//! first page waits for an older writer's page in flight and then supersedes it; an older
-//! writer that wakes up later finds the larger fence and writes nothing. Append and upsert
-//! alike; with the atomic watermark the token's forward-only sequence is a second guard.
+//! Every page's transaction starts by locking the row `FOR SHARE` and reading it: the
+//! writer's own fence (the writer raised it when it was given its fence) goes on; a larger
+//! one rolls the page back with `LeaseError::Fenced`; a smaller or missing one is raised to
+//! the writer's (an `UPDATE`'s lock). The row stays locked until the page commits, so a
+//! newer writer's raise waits for an older writer's page in flight and then supersedes it;
+//! an older writer that wakes up later finds the larger fence and writes nothing. The shared
+//! lock lets the writer's second session (`second_session`) hold the row beside the page's.
+//! Append and upsert alike; with the atomic watermark the token's forward-only sequence is a
+//! second guard.
 //!
 //! A writer that stalled *inside* a page's transaction (after the check, before `COMMIT`)
 //! holds the fence row until the server ends its session for idling longer than the lease
@@ -102,8 +105,9 @@ fn bigint(fence: u64) -> Result<i64, FaucetError> {
     })
 }
 
-/// Raises the scope's fence to `writer.fence` (inside each page's transaction, and once
-/// when the writer is given its fence), or refuses.
+/// Checks that the scope's fence is `writer.fence`, locking the row `FOR SHARE` until the
+/// transaction ends (inside each page's transaction, and once when the writer is given its
+/// fence), or raises it to `writer.fence` when it is smaller or missing, or refuses.
 ///
 /// # Errors
 /// `LeaseError::Fenced` when the table holds a larger fence (the caller rolls back);
@@ -116,6 +120,30 @@ pub(crate) async fn check(
 ) -> Result<(), FaucetError> {
     let fence = bigint(writer.fence)?;
     let err = |e| write_err(format!("cannot check the writer fence in {fences}"), e);
+    // The common case, one round trip that writes nothing: the row holds this writer's
+    // fence. The shared lock lets the writer's second session hold the row too
+    // (`second_session`), and makes a newer writer's raise wait for the page.
+    let sql = format!(
+        "SELECT fence FROM {} WHERE scope = $1 FOR SHARE",
+        fences.quoted()
+    );
+    let held: Option<i64> = sqlx::query_scalar(&sql)
+        .bind(&writer.scope)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err)?;
+    match held {
+        Some(f) if f == fence => return Ok(()),
+        Some(newer) if newer > fence => {
+            return Err(fenced(
+                writer,
+                u64::try_from(newer).unwrap_or_default(),
+                CONNECTOR,
+                target,
+            ));
+        }
+        _ => {}
+    }
     let sql = format!(
         "INSERT INTO {} AS f (scope, fence) VALUES ($1, $2) \
          ON CONFLICT (scope) DO UPDATE SET fence = EXCLUDED.fence, fenced_at = now() \

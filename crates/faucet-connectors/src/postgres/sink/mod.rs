@@ -10,7 +10,11 @@
 //!   `unchanged_toast` keeps its stored value (case 01). See its `changes` module. Pages of
 //!   snapshot rows (`op: "r"`, `faucet replicate`'s copy) into a target that was empty take a
 //!   plain `COPY` instead, falling back to the upsert on a key conflict (its `snapshot_copy`
-//!   module).
+//!   module); a page of 64 rows or more is copied in two parts at once, the second on a
+//!   second session of the sink that commits its part just before the page's transaction
+//!   (its `second_session` module).
+//! * Each page's transaction with a writer fence reads the fence row under a shared lock
+//!   (its `fence` module).
 //! * The page transaction, the commit token (`faucet_commit_tokens` in the target's schema),
 //!   the writer fence (`faucet_fences`) and what a failure leaves behind are the SQL sink
 //!   engine's (`sql::sink`); this module is its PostgreSQL dialect.
@@ -31,6 +35,7 @@ mod config;
 mod encode;
 mod fence;
 mod nul;
+mod second_session;
 mod snapshot_copy;
 mod table;
 mod token;
@@ -52,6 +57,7 @@ use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
 use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
+use second_session::SecondSession;
 use snapshot_copy::SnapshotPath;
 use table::TargetTable;
 use write::{Buffers, Target};
@@ -71,6 +77,8 @@ pub struct PostgresSink {
     /// The session's staging table of this target (upsert): `pg_temp.faucet_stage`, or
     /// `pg_temp.faucet_stage_<n>` for routed target n.
     stage: String,
+    /// The second session on the target, shared by the sink's clones (routed targets).
+    second: SecondSession,
 }
 
 impl std::fmt::Debug for PostgresSink {
@@ -101,6 +109,7 @@ impl PostgresSink {
         } = validated;
         let tokens = table.sibling(crate::sql::sink::token::TOKENS);
         let fences = table.sibling(crate::sql::sink::fence::FENCES);
+        let second = SecondSession::new(connection.clone(), fences.clone());
         Self {
             config,
             connection,
@@ -109,6 +118,7 @@ impl PostgresSink {
             fences,
             route,
             stage: table::STAGE.to_owned(),
+            second,
         }
     }
 
@@ -503,6 +513,7 @@ impl SinkDialect for PostgresSink {
             record_key: &self.config.key,
             nul: self.config.nul_bytes,
             stage: &self.stage,
+            second: &self.second,
         };
         let written = match self.config.write_mode {
             WriteMode::Append => write::append(conn, &target, page, &mut scratch.bufs).await,
@@ -634,6 +645,7 @@ impl SinkDialect for PostgresSink {
         conn: &mut PgConnection,
         writer: &WriterFence,
     ) -> Result<(), FaucetError> {
+        self.second.set_fence(writer);
         fence::check(conn, &self.fences, &self.table, writer).await
     }
 
@@ -650,6 +662,7 @@ impl SinkDialect for PostgresSink {
         conn: &mut PgConnection,
         ttl: std::time::Duration,
     ) -> Result<(), FaucetError> {
+        self.second.set_ttl(ttl);
         fence::abort_stalled_pages_after(conn, ttl).await
     }
 

@@ -12,7 +12,10 @@
 //!   holds a row; empty, its snapshot pages take the plain COPY from then on, else (and
 //!   after any page with another op) it upserts for the rest of the writer's life;
 //! * the plain COPY runs under a savepoint in the page's transaction (with the commit token,
-//!   when there is one). A key the target already holds (23505 unique_violation on the
+//!   when there is one); a page of [`second_session::MIN_ROWS`] rows or more is parted in two
+//!   by key and the second part copied at once on the sink's second session, which commits
+//!   it just before the page's transaction ([`second_session`] gives the protocol; a key
+//!   conflict in either part is a conflict of the page). A key the target already holds (23505 unique_violation on the
 //!   key's unique index: a page written again after a crash between its write and its
 //!   bookmark, a row another writer added) rolls the COPY back to the savepoint, the page is
 //!   upserted instead and the target upserts from then on (every upsert target has that
@@ -37,10 +40,14 @@ use std::sync::Arc;
 use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
 
+use faucet_core::Value;
 use faucet_core::change::{ChangeLayout, Op};
 use faucet_core::value::Row;
 use faucet_core::{FaucetError, Page, fault};
 
+use super::changes::KeyIds;
+use super::nul::NulBytes;
+use super::second_session::{self, SecondSession};
 use super::table;
 use super::write::{
     Buffers, CopyFailure, Target, check_columns, classify, column_list, copy_in, nul_error,
@@ -120,11 +127,44 @@ pub(crate) async fn write(
     }
     check_columns(names.iter().copied(), target, false)?;
     savepoint(conn, target, "SAVEPOINT").await?;
-    let values = rows.iter().map(|r| r.after.values.iter());
     let cols = column_list(names.iter().copied());
-    match copy_in(conn, &target.name.quoted(), &cols, values, target.nul, bufs).await {
-        Ok(_) => {}
-        Err(CopyFailure::Sql(e)) if is_key_conflict(&e) => {
+    let into = target.name.quoted();
+    let copied = if rows.len() < second_session::MIN_ROWS {
+        copy_in(
+            conn,
+            &into,
+            &cols,
+            rows.iter().map(|r| r.after.values.iter()),
+            target.nul,
+            bufs,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|failure| Failed {
+            failure,
+            rows: None,
+            what: "COPY",
+        })
+    } else {
+        let key_at: Vec<usize> = target
+            .key
+            .iter()
+            .filter_map(|k| names.iter().position(|n| n == k))
+            .collect();
+        let copy = PlainCopy {
+            into: &into,
+            cols: &cols,
+            rows: &rows,
+            nul: target.nul,
+        };
+        copy.split(conn, target.second, &key_at, bufs).await
+    };
+    match copied {
+        Ok(()) => {}
+        Err(Failed {
+            failure: CopyFailure::Sql(e),
+            ..
+        }) if is_key_conflict(&e) => {
             savepoint(conn, target, "ROLLBACK TO SAVEPOINT").await?;
             *path = SnapshotPath::Upsert;
             tracing::info!(
@@ -134,8 +174,17 @@ pub(crate) async fn write(
             );
             return Ok(false);
         }
-        Err(CopyFailure::Sql(e)) => return Err(classify(e, "COPY", target.name, None)),
-        Err(CopyFailure::Nul { row, column }) => {
+        Err(Failed {
+            failure: CopyFailure::Sql(e),
+            rows: part,
+            what,
+        }) => return Err(classify(e, what, target.name, part.as_deref())),
+        Err(Failed {
+            failure: CopyFailure::Nul { row, column },
+            rows: part,
+            ..
+        }) => {
+            let row = part.and_then(|p| p.get(row).copied()).unwrap_or(row);
             return Err(nul_error(target, page, row, names[column]));
         }
     }
@@ -144,6 +193,152 @@ pub(crate) async fn write(
     }
     fault::point(fault::MID_PAGE);
     Ok(true)
+}
+
+/// A failed COPY of a page or of one part of it: `rows` maps the part's COPY lines to
+/// page rows (`None`: the whole page, in order); `what` failed.
+struct Failed {
+    failure: CopyFailure,
+    rows: Option<Vec<usize>>,
+    what: &'static str,
+}
+
+/// The `after` values of the page rows `part` of `rows`, in its order.
+fn values<'r>(
+    rows: &'r [SnapshotRow<'_>],
+    part: &'r [usize],
+) -> impl Iterator<Item = std::slice::Iter<'r, Value>> + Send {
+    part.iter()
+        .filter_map(|&i| rows.get(i))
+        .map(|r| r.after.values.iter())
+}
+
+/// One plain COPY of a snapshot page into its target.
+struct PlainCopy<'a, 'r> {
+    into: &'a str,
+    cols: &'a str,
+    rows: &'a [SnapshotRow<'r>],
+    nul: NulBytes,
+}
+
+impl PlainCopy<'_, '_> {
+    /// Copies the page in two parts at once, one on `conn` (in the page's transaction) and
+    /// one on the `second` session (taken while the first part is copied), which commits its
+    /// part when both succeeded ([`second_session`]). A part the server refused is the error
+    /// (its rows mapped); a second session that declined, or failed of its own (lost: it is
+    /// dropped), leaves its part to `conn`; a `COMMIT` of the second session that fails is
+    /// the page's error.
+    async fn split(
+        &self,
+        conn: &mut PgConnection,
+        second: &SecondSession,
+        key_at: &[usize],
+        bufs: &mut Buffers,
+    ) -> Result<(), Failed> {
+        let (one, two) = parts(self.rows, key_at, self.nul);
+        let theirs = async {
+            let mut claimed = second.begin().await?;
+            let copied = claimed
+                .copy(self.into, self.cols, values(self.rows, &two), self.nul)
+                .await;
+            Some((claimed, copied))
+        };
+        let (mine, theirs) = tokio::join!(
+            copy_in(
+                conn,
+                self.into,
+                self.cols,
+                values(self.rows, &one),
+                self.nul,
+                bufs
+            ),
+            theirs,
+        );
+        let failed = |failure, part: Vec<usize>| Failed {
+            failure,
+            rows: Some(part),
+            what: "COPY",
+        };
+        match (mine, theirs) {
+            (Err(f), theirs) => {
+                if let Some((claimed, _)) = theirs {
+                    claimed.rollback().await;
+                }
+                return Err(failed(f, one));
+            }
+            (Ok(_), None) => {}
+            (Ok(_), Some((claimed, Ok(_)))) => {
+                return claimed.commit().await.map_err(|e| Failed {
+                    failure: CopyFailure::Sql(e),
+                    rows: None,
+                    what: "COMMIT of the second session's part of the page",
+                });
+            }
+            (Ok(_), Some((claimed, Err(CopyFailure::Sql(e))))) if !refused_a_row(&e) => {
+                tracing::warn!(
+                    error = %e,
+                    "the second session failed: its part of the page is copied by the page's \
+                     session, and a new one opened for the next page"
+                );
+                claimed.drop_session();
+            }
+            (Ok(_), Some((claimed, Err(f)))) => {
+                claimed.rollback().await;
+                return Err(failed(f, two));
+            }
+        }
+        copy_in(
+            conn,
+            self.into,
+            self.cols,
+            values(self.rows, &two),
+            self.nul,
+            bufs,
+        )
+        .await
+        .map(|_| ())
+        .map_err(|f| failed(f, two))
+    }
+}
+
+/// The page rows of `rows` parted in two by the hash of their key (the values at `key_at`
+/// as the target holds them), in page order within each part: rows of one key are in one
+/// part.
+fn parts(rows: &[SnapshotRow<'_>], key_at: &[usize], nul: NulBytes) -> (Vec<usize>, Vec<usize>) {
+    use faucet_core::change::KeyIdentity as _;
+    let mut ids = KeyIds::new(nul);
+    let (mut one, mut two) = (
+        Vec::with_capacity(rows.len() / 2 + 1),
+        Vec::with_capacity(rows.len() / 2 + 1),
+    );
+    let mut key: Vec<&Value> = Vec::with_capacity(key_at.len());
+    let mut text = Vec::new();
+    for (i, r) in rows.iter().enumerate() {
+        key.clear();
+        key.extend(key_at.iter().filter_map(|&k| r.after.values.get(k)));
+        text.clear();
+        ids.identify(&key, &mut text);
+        if fnv1a(&text) >> 63 == 0 {
+            one.push(i);
+        } else {
+            two.push(i);
+        }
+    }
+    (one, two)
+}
+
+/// The 64-bit FNV-1a hash of `bytes` (a key's text is a few bytes: this is cheaper per row
+/// than a keyed hasher; its high bits are the well-mixed ones).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Whether the server refused a row (SQLSTATE classes 22 and 23), rather than the session
+/// failing.
+fn refused_a_row(e: &sqlx::Error) -> bool {
+    db_error(e).is_some_and(|d| d.code().starts_with("22") || d.code().starts_with("23"))
 }
 
 /// One snapshot record of a page: its source table and its row.

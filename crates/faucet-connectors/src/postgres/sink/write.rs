@@ -17,6 +17,7 @@ use faucet_core::{FaucetError, Page, Value, fault};
 use super::changes::{collapse, is_change_page};
 use super::encode::write_copy_value;
 use super::nul::{NulBytes, cleaned, holds_nul};
+use super::second_session::SecondSession;
 use super::snapshot_copy::SnapshotPath;
 use super::table::{TargetTable, check_field_name};
 use crate::postgres::config::CONNECTOR;
@@ -41,6 +42,8 @@ pub(crate) struct Target<'a> {
     pub(crate) nul: NulBytes,
     /// The session's staging table of this target (`pg_temp.faucet_stage[_<n>]`).
     pub(crate) stage: &'a str,
+    /// The sink's second session, that takes part of a snapshot page's plain COPY.
+    pub(crate) second: &'a SecondSession,
 }
 
 /// Why a COPY failed: the server's error, or a value holding U+0000 found before sending

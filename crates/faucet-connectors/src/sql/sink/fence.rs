@@ -2,8 +2,10 @@
 //! newer run took. One row per scope (the commit token's, [`super::token::scope`]) in
 //! `faucet_fences`, beside the target table, holding the largest lease fence that has
 //! written a page. Every page's transaction starts by raising the row to its writer's fence
-//! (the row then stays locked until the page commits), unless the row holds a larger one:
-//! then the page is rolled back with [`LeaseError::Fenced`]. A newer writer's first page
+//! (the row then stays locked until the page commits; PostgreSQL reads a row that holds the
+//! writer's fence already under a shared lock instead, so its second session can hold it
+//! too), unless the row holds a larger one: then the page is rolled back with
+//! [`LeaseError::Fenced`]. A newer writer's first page
 //! waits for an older writer's page in flight and then supersedes it; an older writer that
 //! wakes up later finds the larger fence and writes nothing. Each dialect spells the
 //! statements ([`super::SinkDialect::check_fence`]).
