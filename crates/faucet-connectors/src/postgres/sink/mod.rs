@@ -666,8 +666,9 @@ impl SinkDialect for PostgresSink {
         fence::abort_stalled_pages_after(conn, ttl).await
     }
 
-    /// A page the server rolled back by ending its idle session: [`LeaseError::Fenced`]
-    /// (faucet_core::state::LeaseError::Fenced) when a newer writer has written since.
+    /// A page the server rolled back by ending its idle session:
+    /// [`LeaseError::Fenced`](faucet_core::state::LeaseError::Fenced) when a newer writer has
+    /// written since.
     async fn explain(&self, error: FaucetError, writer: Option<&WriterFence>) -> FaucetError {
         match writer {
             Some(w) if sqlx_error(&error).is_some_and(fence::is_idle_abort) => {
