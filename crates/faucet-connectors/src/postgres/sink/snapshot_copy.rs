@@ -15,12 +15,13 @@
 //!   when there is one); a page of [`second_session::MIN_ROWS`] rows or more is parted in two
 //!   by key and the second part copied at once on the sink's second session, which commits
 //!   it just before the page's transaction ([`second_session`] gives the protocol; a key
-//!   conflict in either part is a conflict of the page). A key the target already holds (23505 unique_violation on the
-//!   key's unique index: a page written again after a crash between its write and its
-//!   bookmark, a row another writer added) rolls the COPY back to the savepoint, the page is
-//!   upserted instead and the target upserts from then on (every upsert target has that
-//!   index: the sink refuses one without it before writing). A key twice in one page conflicts
-//!   the same way (the upsert's collapsing keeps its last version). The plain path therefore
+//!   conflict in either part is a conflict of the page). A key the target already holds
+//!   (23505 unique_violation on the key's unique index: a page written again after a crash
+//!   between its write and its bookmark, a row another writer added) rolls the COPY back to
+//!   the savepoint, the page is upserted instead and the target upserts from then on (every
+//!   upsert target has that index: the sink refuses one without it before writing). A key
+//!   twice in one page conflicts the same way (the upsert's collapsing keeps its last
+//!   version). The plain path therefore
 //!   never fails where the upsert would succeed, and never leaves a different table: a key
 //!   conflict is never an error of its own;
 //! * a page the plain COPY does not take as it is — an `after` row without a key column,
