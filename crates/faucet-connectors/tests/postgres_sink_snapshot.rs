@@ -55,16 +55,20 @@ fn snapshot_page(rows: &[(i64, &str)], bookmark: i64) -> faucet_core::Page {
     )
 }
 
+/// The commit token of sequence `sequence` at bookmark `bookmark`.
+fn token(sequence: u64, bookmark: i64) -> CommitToken {
+    CommitToken {
+        sequence,
+        bookmark: json!(bookmark),
+    }
+}
+
 #[tokio::test]
 async fn snapshot_rows_copy_into_an_empty_target_and_upsert_after_a_key_conflict() {
     let mut db = TestDb::new("s_snapshot_copy").await;
     let table = snapshot_target(&mut db, "").await;
     let sink = upsert_sink(&table, &["id"]);
     let mut w = sink.open().await.expect("open");
-    let token = |sequence: u64, bookmark: i64| CommitToken {
-        sequence,
-        bookmark: json!(bookmark),
-    };
     // Empty target: a plain COPY (no upsert statement), with the commit token.
     let first = snapshot_page(&[(1, "a"), (2, "b"), (3, "c")], 1);
     w.write_committed(&first, &Commit::new("snap", &token(1, 1)))
@@ -176,13 +180,7 @@ async fn snapshot_rows_into_a_target_without_a_unique_key_are_not_copied() {
     let written = w
         .write_committed(
             &snapshot_page(&[(1, "a"), (2, "b")], 1),
-            &Commit::new(
-                "snap",
-                &CommitToken {
-                    sequence: 1,
-                    bookmark: json!(1),
-                },
-            ),
+            &Commit::new("snap", &token(1, 1)),
         )
         .await;
     let refused = written.expect_err("a target without a unique key took the snapshot rows");
@@ -230,10 +228,6 @@ async fn a_large_snapshot_page_is_copied_by_two_sessions_and_a_replay_is_upserte
     let mut w = sink.open().await.expect("open");
     let fence = faucet_core::Fence::new("snap", 7, std::time::Duration::from_secs(30));
     assert!(w.fence(&fence).await.expect("fence"));
-    let token = |sequence: u64, bookmark: i64| CommitToken {
-        sequence,
-        bookmark: json!(bookmark),
-    };
     w.write_committed(
         &numbered_page(1..1001, "a", 1),
         &Commit::new("snap", &token(1, 1)),

@@ -105,6 +105,54 @@ fn bigint(fence: u64) -> Result<i64, FaucetError> {
     })
 }
 
+/// How [`read`] locks the fence row it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowLock {
+    /// No lock: the fence as last committed.
+    None,
+    /// `FOR SHARE` until the transaction ends, waiting for a raise in flight.
+    Share,
+    /// `FOR SHARE NOWAIT`: fails (55P03) instead of waiting for a raise in flight.
+    ShareNoWait,
+}
+
+/// The fence of `scope` in `fences` (`None`: no row), read under `lock`: the one reading of
+/// the fence row (the page's check, the second session's check, the explanation of a page
+/// the server ended).
+///
+/// # Errors
+/// The server's error.
+pub(crate) async fn read(
+    conn: &mut PgConnection,
+    fences: &TableName,
+    scope: &str,
+    lock: RowLock,
+) -> Result<Option<i64>, sqlx::Error> {
+    let lock = match lock {
+        RowLock::None => "",
+        RowLock::Share => " FOR SHARE",
+        RowLock::ShareNoWait => " FOR SHARE NOWAIT",
+    };
+    let sql = format!(
+        "SELECT fence FROM {} WHERE scope = $1{lock}",
+        fences.quoted()
+    );
+    sqlx::query_scalar(&sql)
+        .bind(scope)
+        .fetch_optional(&mut *conn)
+        .await
+}
+
+/// `writer`'s page refused: the row holds `newer` ([`fenced`]).
+fn refused(writer: &WriterFence, newer: i64, target: &TableName) -> FaucetError {
+    fenced(
+        writer,
+        u64::try_from(newer).unwrap_or_default(),
+        CONNECTOR,
+        target,
+    )
+}
+
 /// Checks that the scope's fence is `writer.fence`, locking the row `FOR SHARE` until the
 /// transaction ends (inside each page's transaction, and once when the writer is given its
 /// fence), or raises it to `writer.fence` when it is smaller or missing, or refuses.
@@ -123,25 +171,12 @@ pub(crate) async fn check(
     // The common case, one round trip that writes nothing: the row holds this writer's
     // fence. The shared lock lets the writer's second session hold the row too
     // (`second_session`), and makes a newer writer's raise wait for the page.
-    let sql = format!(
-        "SELECT fence FROM {} WHERE scope = $1 FOR SHARE",
-        fences.quoted()
-    );
-    let held: Option<i64> = sqlx::query_scalar(&sql)
-        .bind(&writer.scope)
-        .fetch_optional(&mut *conn)
+    match read(conn, fences, &writer.scope, RowLock::Share)
         .await
-        .map_err(err)?;
-    match held {
+        .map_err(err)?
+    {
         Some(f) if f == fence => return Ok(()),
-        Some(newer) if newer > fence => {
-            return Err(fenced(
-                writer,
-                u64::try_from(newer).unwrap_or_default(),
-                CONNECTOR,
-                target,
-            ));
-        }
+        Some(newer) if newer > fence => return Err(refused(writer, newer, target)),
         _ => {}
     }
     let sql = format!(
@@ -159,18 +194,12 @@ pub(crate) async fn check(
     if raised.is_some() {
         return Ok(());
     }
-    let sql = format!("SELECT fence FROM {} WHERE scope = $1", fences.quoted());
-    let newer: i64 = sqlx::query_scalar(&sql)
-        .bind(&writer.scope)
-        .fetch_one(&mut *conn)
+    // Not raised: the row holds a larger fence (the insert made it exist).
+    let newer = read(conn, fences, &writer.scope, RowLock::None)
         .await
+        .and_then(|f| f.ok_or(sqlx::Error::RowNotFound))
         .map_err(err)?;
-    Err(fenced(
-        writer,
-        u64::try_from(newer).unwrap_or_default(),
-        CONNECTOR,
-        target,
-    ))
+    Err(refused(writer, newer, target))
 }
 
 /// SQLSTATE 25P03 idle_in_transaction_session_timeout: the server ended the session because
@@ -191,23 +220,16 @@ pub(crate) async fn explain_idle_abort(
     writer: &WriterFence,
     original: FaucetError,
 ) -> FaucetError {
-    let read = async {
+    let reading = async {
         let mut conn = connection.open_session(CONNECTOR).await?;
-        let sql = format!("SELECT fence FROM {} WHERE scope = $1", fences.quoted());
-        let fence: Option<i64> = sqlx::query_scalar(&sql)
-            .bind(&writer.scope)
-            .fetch_optional(&mut conn)
+        read(&mut conn, fences, &writer.scope, RowLock::None)
             .await
-            .map_err(|e| write_err(format!("cannot read the writer fence in {fences}"), e))?;
-        Ok::<_, FaucetError>(fence)
+            .map_err(|e| write_err(format!("cannot read the writer fence in {fences}"), e))
     };
-    match read.await {
-        Ok(Some(newer)) if u64::try_from(newer).is_ok_and(|n| n > writer.fence) => fenced(
-            writer,
-            u64::try_from(newer).unwrap_or_default(),
-            CONNECTOR,
-            target,
-        ),
+    match reading.await {
+        Ok(Some(newer)) if u64::try_from(newer).is_ok_and(|n| n > writer.fence) => {
+            refused(writer, newer, target)
+        }
         Ok(_) => original,
         Err(e) => {
             tracing::warn!(error = %e, "cannot read the writer fence after the server ended a stalled page");

@@ -46,7 +46,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use faucet_core::Value;
 
-use super::fence;
+use super::fence::{self, RowLock};
 use super::nul::NulBytes;
 use super::write::{Buffers, CopyFailure, copy_in};
 use crate::postgres::config::CONNECTOR;
@@ -207,14 +207,7 @@ impl Claimed<'_> {
         let Some(w) = writer else {
             return Ok(true);
         };
-        let sql = format!(
-            "SELECT fence FROM {} WHERE scope = $1 FOR SHARE NOWAIT",
-            fences.quoted()
-        );
-        let held: Option<i64> = sqlx::query_scalar(&sql)
-            .bind(&w.scope)
-            .fetch_optional(&mut *conn)
-            .await?;
+        let held = fence::read(conn, fences, &w.scope, RowLock::ShareNoWait).await?;
         Ok(held.is_some_and(|f| u64::try_from(f).is_ok_and(|f| f == w.fence)))
     }
 
