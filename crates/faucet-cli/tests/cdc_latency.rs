@@ -127,7 +127,11 @@ fn trickle(page_delay: Option<&str>) {
             committed.lock().expect("lock").len()
         );
         let now = Instant::now();
-        for line in dir.lines("out/changes.jsonl").iter().skip(seen.len()) {
+        for line in dir
+            .written_lines("out/changes.jsonl")
+            .iter()
+            .skip(seen.len())
+        {
             let record: serde_json::Value = serde_json::from_str(line).expect("a json line");
             let id = record["after"]["id"].as_i64().expect("id");
             assert!(

@@ -293,7 +293,7 @@ fn postgres_cdc_continuous_stops_on_sigterm_and_resumes_without_loss() {
         .expect("insert");
     });
     let deadline = Instant::now() + Duration::from_secs(60);
-    while dir.lines("out/changes.jsonl").len() < 30 {
+    while dir.written_lines("out/changes.jsonl").len() < 30 {
         assert!(
             Instant::now() < deadline,
             "the continuous run delivered nothing in 60 s"

@@ -284,6 +284,24 @@ impl Dir {
             .unwrap_or_default()
     }
 
+    /// The complete lines of `rel` while another process appends to it: only lines ended by
+    /// `\n`. A write in flight can be seen in part — Linux raises a file's size page by page
+    /// as `write(2)` copies, so a line that crosses a 4 KiB page shows its head first — and a
+    /// test that parsed that head would fail on a line the sink wrote whole.
+    pub(crate) fn written_lines(&self, rel: &str) -> Vec<String> {
+        let mut bytes = self.read(rel).unwrap_or_default();
+        let whole = bytes
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |at| at + 1);
+        bytes.truncate(whole);
+        String::from_utf8(bytes)
+            .expect("utf-8")
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The JSON objects of a JSON Lines file.
     pub(crate) fn jsonl(&self, rel: &str) -> Vec<serde_json::Value> {
         self.lines(rel)
