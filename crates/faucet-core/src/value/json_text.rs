@@ -41,21 +41,8 @@ impl Json {
     /// serde_json's error (with line and column in `text`; the tree parser's wording) when
     /// `text` is not valid JSON.
     pub fn parse(text: &str) -> Result<Self, serde_json::Error> {
-        // Syntax, strings (control characters, escapes), numbers, trailing characters.
-        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
-            // The tree parser's message is sometimes more precise ("trailing comma"): the
-            // error path can afford it.
-            return Err(serde_json::from_str::<serde_json::Value>(text)
-                .err()
-                .unwrap_or(e));
-        }
         let mut out = String::with_capacity(text.len());
-        let scan = compact_into(text, &mut out);
-        if scan.max_depth > DEEP || scan.surrogate_escape {
-            // What the cheap check lets through and the tree parser refuses: deep nesting and
-            // unpaired surrogates (`"\ud800"`). Rare: ask the tree parser for the verdict.
-            serde_json::from_str::<serde_json::Value>(text)?;
-        }
+        validate(text, Some(&mut out))?;
         Ok(Self(out.into_boxed_str()))
     }
 
@@ -67,7 +54,7 @@ impl Json {
     /// # Errors
     /// As [`Json::parse`].
     pub fn verbatim(text: &str) -> Result<Self, serde_json::Error> {
-        Self::parse(text)?;
+        validate(text, None)?;
         Ok(Self(text.into()))
     }
 
@@ -118,6 +105,26 @@ impl From<serde_json::Value> for Json {
     }
 }
 
+/// Validates `text` as one JSON value (what [`Json::parse`] accepts), appending its compact
+/// form to `compact` when given (a verbatim value needs only the verdict: no copy is made).
+fn validate(text: &str, compact: Option<&mut String>) -> Result<(), serde_json::Error> {
+    // Syntax, strings (control characters, escapes), numbers, trailing characters.
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        // The tree parser's message is sometimes more precise ("trailing comma"): the
+        // error path can afford it.
+        return Err(serde_json::from_str::<serde_json::Value>(text)
+            .err()
+            .unwrap_or(e));
+    }
+    let scan = compact_into(text, compact);
+    if scan.max_depth > DEEP || scan.surrogate_escape {
+        // What the cheap check lets through and the tree parser refuses: deep nesting and
+        // unpaired surrogates (`"\ud800"`). Rare: ask the tree parser for the verdict.
+        serde_json::from_str::<serde_json::Value>(text)?;
+    }
+    Ok(())
+}
+
 /// What [`compact_into`] saw on its way.
 struct Scan {
     /// The deepest nesting of objects and arrays.
@@ -126,10 +133,10 @@ struct Scan {
     surrogate_escape: bool,
 }
 
-/// Appends `text` without the whitespace outside strings (JSON's insignificant whitespace is
-/// space, tab, line feed and carriage return). `text` must be valid JSON; runs of kept bytes
-/// are copied at once.
-fn compact_into(text: &str, out: &mut String) -> Scan {
+/// Appends `text` to `out` (when given) without the whitespace outside strings (JSON's
+/// insignificant whitespace is space, tab, line feed and carriage return), and notes what
+/// [`Scan`] holds. `text` must be valid JSON; runs of kept bytes are copied at once.
+fn compact_into(text: &str, mut out: Option<&mut String>) -> Scan {
     let b = text.as_bytes();
     let mut scan = Scan {
         max_depth: 0,
@@ -141,7 +148,9 @@ fn compact_into(text: &str, out: &mut String) -> Scan {
     while i < b.len() {
         match b[i] {
             b' ' | b'\t' | b'\n' | b'\r' => {
-                out.push_str(&text[run..i]);
+                if let Some(out) = out.as_deref_mut() {
+                    out.push_str(&text[run..i]);
+                }
                 i += 1;
                 run = i;
             }
@@ -181,7 +190,9 @@ fn compact_into(text: &str, out: &mut String) -> Scan {
         }
     }
     // `i` may have run past the end by one on an unterminated string; `run` never does.
-    out.push_str(&text[run..]);
+    if let Some(out) = out {
+        out.push_str(&text[run..]);
+    }
     scan
 }
 
