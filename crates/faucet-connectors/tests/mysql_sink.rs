@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::mysql_sink_support::{append_sink, read_back, s, sink_db, texts, upsert_sink, url_for};
 use crate::sink_support::{
-    change, change_page, expect_old_row_missing, plain_page, row, several_versions_page,
+    change, change_page, expect_old_row_missing, id_v_page, plain_page, row, several_versions_page,
     toast_move_pages, write_all,
 };
 
@@ -479,16 +479,7 @@ async fn an_upsert_key_must_match_a_unique_index() {
 #[tokio::test]
 async fn the_commit_token_commits_with_the_rows() {
     let mut db = sink_db("ms_token").await;
-    let fields = [("id", DataType::Int), ("v", DataType::Text)];
-    let page = |ids: &[i64], b: i64| {
-        plain_page(
-            &fields,
-            ids.iter()
-                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}").into())])
-                .collect(),
-            json!(b),
-        )
-    };
+    let page = |ids: &[i64], b: i64| id_v_page(ids, json!(b));
     let sink = MysqlSink::new(
         MysqlSinkConfig::new(url_for(&db.db), "t")
             .creating_table()

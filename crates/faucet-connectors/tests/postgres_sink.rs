@@ -12,7 +12,8 @@ use crate::postgres_sink_support::{
     upsert_sink, write_all,
 };
 use crate::sink_support::{
-    ARTICLE, article_key, expect_old_row_missing, moved, several_versions_page, toast_move_pages,
+    ARTICLE, article_key, expect_old_row_missing, id_row, id_v_page, moved, several_versions_page,
+    toast_move_pages,
 };
 
 #[tokio::test]
@@ -69,14 +70,8 @@ async fn case_14_several_versions_of_a_key_in_one_page() {
     assert_table(&format!("SELECT * FROM {table} ORDER BY id"), want).await;
     // The same as change records in one transaction (insert, insert, update, update, update).
     let cdc = db.table("contact_cdc");
-    let c = |id: i64, p: &str, s: i64| {
-        row(&[
-            ("id", Value::Int(id)),
-            ("phone", Value::Text(p.into())),
-            ("seq", Value::Int(s)),
-        ])
-    };
-    let k = |id: i64| row(&[("id", Value::Int(id))]);
+    let c = |id: i64, p: &str, s: i64| id_row(id, ("phone", p), ("seq", s));
+    let k = article_key;
     let page = change_page(
         vec![
             change("c", "public.contact_src", Value::Null, c(1, "111", 1), &[]),
@@ -95,14 +90,8 @@ async fn case_14_several_versions_of_a_key_in_one_page() {
 }
 
 fn case_15_records() -> Vec<Vec<Value>> {
-    let d = |id: i64, name: &str, ver: i64| {
-        row(&[
-            ("id", Value::Int(id)),
-            ("name", Value::Text(name.into())),
-            ("ver", Value::Int(ver)),
-        ])
-    };
-    let k = |id: i64| row(&[("id", Value::Int(id))]);
+    let d = |id: i64, name: &str, ver: i64| id_row(id, ("name", name), ("ver", ver));
+    let k = article_key;
     let t = "public.device";
     vec![
         change("d", t, k(1), Value::Null, &[]),
@@ -290,15 +279,7 @@ async fn the_commit_token_only_moves_forward() {
         w.last_committed_token("orders::eu").await.expect("read"),
         None
     );
-    let page = |ids: &[i64]| {
-        plain_page(
-            &[("id", DataType::Int), ("v", DataType::Text)],
-            ids.iter()
-                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}").into())])
-                .collect(),
-            json!({"offset": ids[0]}),
-        )
-    };
+    let page = |ids: &[i64]| id_v_page(ids, json!({"offset": ids[0]}));
     let t = |sequence: u64| CommitToken {
         sequence,
         bookmark: json!({"offset": sequence, "big": 12345678901234567890u64}),
@@ -517,15 +498,7 @@ async fn a_lost_session_fails_the_page_without_a_retry() {
     let sink =
         PostgresSink::new(PostgresSinkConfig::new(url, &table).upsert(["id"])).expect("config");
     let mut w = sink.open().await.expect("open");
-    let page = |ids: &[i64]| {
-        plain_page(
-            &[("id", DataType::Int), ("v", DataType::Text)],
-            ids.iter()
-                .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}").into())])
-                .collect(),
-            json!(ids[0]),
-        )
-    };
+    let page = |ids: &[i64]| id_v_page(ids, json!(ids[0]));
     write_all(w.as_mut(), &[page(&[1, 2])]).await;
     db.exec(&format!(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"

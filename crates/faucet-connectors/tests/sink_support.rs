@@ -53,6 +53,18 @@ pub(crate) fn change_page(records: Vec<Vec<Value>>, bookmark: Json) -> Page {
     b.finish(Some(bookmark))
 }
 
+/// A page of `(id bigint, v text)` rows, `{id, "v<id>"}` for each of `ids`, with
+/// `bookmark`: the rows of the commit-token and lost-session tests.
+pub(crate) fn id_v_page(ids: &[i64], bookmark: Json) -> Page {
+    plain_page(
+        &[("id", DataType::Int), ("v", DataType::Text)],
+        ids.iter()
+            .map(|i| vec![Value::Int(*i), Value::Text(format!("v{i}").into())])
+            .collect(),
+        bookmark,
+    )
+}
+
 /// A page of plain rows with `fields` (name, type).
 pub(crate) fn plain_page(
     fields: &[(&str, DataType)],
@@ -99,9 +111,20 @@ pub(crate) fn several_versions_page() -> Page {
 /// The table of the TOAST key-change tests, as its change records name it.
 pub(crate) const ARTICLE: &str = "public.article";
 
-/// The key `{id}` of an `article (id, title, body)` row.
+/// The key `{id}` of an `article (id, title, body)` row (and of any table keyed by `id`).
 pub(crate) fn article_key(id: i64) -> Value {
     row(&[("id", Value::Int(id))])
+}
+
+/// A row `{id, <text column>, <int column>}`: the shape of the small keyed tables of the
+/// sink cases (`contact {id, phone, seq}`, `device {id, name, ver}`); their key is
+/// [`article_key`]'s `{id}` too.
+pub(crate) fn id_row(id: i64, text: (&str, &str), int: (&str, i64)) -> Value {
+    row(&[
+        ("id", Value::Int(id)),
+        (text.0, Value::Text(text.1.into())),
+        (int.0, Value::Int(int.1)),
+    ])
 }
 
 /// An `article` row without its `body` (`id`, `title`).
