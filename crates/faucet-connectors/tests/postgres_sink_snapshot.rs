@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::postgres_query_support::TestDb;
 use crate::postgres_sink_support::{
-    assert_table, change, change_page, row, table_text, upsert_sink,
+    assert_table, change, change_page, row, table_count, upsert_sink,
 };
 
 /// `snap (id integer PRIMARY KEY, v text NOT NULL)` in `db`, with `rows` (SQL `VALUES`
@@ -35,22 +35,25 @@ async fn snapshot_target(db: &mut TestDb, rows: &str) -> String {
 
 /// How many upsert statements the target took so far.
 async fn upserts(db: &TestDb) -> usize {
-    table_text(&format!("SELECT count(*) FROM {}", db.table("upserts")))
-        .await
-        .trim()
-        .parse()
-        .expect("count")
+    table_count(&format!("SELECT count(*) FROM {}", db.table("upserts"))).await
 }
 
 /// A page of snapshot rows `(id, v)` of `public.snap`, with bookmark `bookmark`.
 fn snapshot_page(rows: &[(i64, &str)], bookmark: i64) -> faucet_core::Page {
+    snapshot_page_of(
+        rows.iter().map(|(id, v)| (*id, Value::Text((*v).into()))),
+        bookmark,
+    )
+}
+
+/// [`snapshot_page`] with any value for `v` (a NULL the target refuses).
+fn snapshot_page_of(rows: impl Iterator<Item = (i64, Value)>, bookmark: i64) -> faucet_core::Page {
     change_page(
-        rows.iter()
-            .map(|(id, v)| {
-                let after = row(&[("id", Value::Int(*id)), ("v", Value::Text((*v).into()))]);
-                change("r", "public.snap", Value::Null, after, &[])
-            })
-            .collect(),
+        rows.map(|(id, v)| {
+            let after = row(&[("id", Value::Int(id)), ("v", v)]);
+            change("r", "public.snap", Value::Null, after, &[])
+        })
+        .collect(),
         json!(bookmark),
     )
 }
@@ -196,18 +199,17 @@ async fn snapshot_rows_into_a_target_without_a_unique_key_are_not_copied() {
 
 /// How many transactions wrote the rows of `table` (their distinct `xmin`).
 async fn writing_transactions(table: &str) -> usize {
-    table_text(&format!("SELECT count(DISTINCT xmin::text) FROM {table}"))
-        .await
-        .trim()
-        .parse()
-        .expect("count")
+    table_count(&format!("SELECT count(DISTINCT xmin::text) FROM {table}")).await
 }
 
 /// A page of snapshot rows `(id, v)` for the ids `ids`, `v` = `prefix` and the id.
 fn numbered_page(ids: std::ops::Range<i64>, prefix: &str, bookmark: i64) -> faucet_core::Page {
-    let texts: Vec<(i64, String)> = ids.map(|id| (id, format!("{prefix}{id}"))).collect();
-    let rows: Vec<(i64, &str)> = texts.iter().map(|(id, v)| (*id, v.as_str())).collect();
-    snapshot_page(&rows, bookmark)
+    snapshot_page_of(ids.map(|id| (id, numbered(prefix, id))), bookmark)
+}
+
+/// The `v` of row `id` of a [`numbered_page`].
+fn numbered(prefix: &str, id: i64) -> Value {
+    Value::Text(format!("{prefix}{id}").into())
 }
 
 /// The rows `(id, v)` of `ids` as `assert_table` reads them.
@@ -270,19 +272,21 @@ async fn a_refused_value_in_a_parted_snapshot_page_names_its_row_and_writes_noth
     let mut db = TestDb::new("s_snapshot_split_bad").await;
     let table = snapshot_target(&mut db, "").await;
     let sink = upsert_sink(&table, &["id"]);
-    for bad in [3_usize, 150, 299] {
+    for bad in [3_i64, 150, 299] {
         let mut w = sink.open().await.expect("open");
-        let mut records = Vec::new();
-        for id in 1..=300_i64 {
-            let v = if id as usize == bad {
-                Value::Null
-            } else {
-                Value::Text(format!("v{id}").into())
-            };
-            let after = row(&[("id", Value::Int(id)), ("v", v)]);
-            records.push(change("r", "public.snap", Value::Null, after, &[]));
-        }
-        let page = change_page(records, json!(1));
+        let page = snapshot_page_of(
+            (1..=300).map(|id| {
+                (
+                    id,
+                    if id == bad {
+                        Value::Null
+                    } else {
+                        numbered("v", id)
+                    },
+                )
+            }),
+            1,
+        );
         let err = w
             .write(&page)
             .await
@@ -305,12 +309,12 @@ async fn a_key_twice_in_a_parted_snapshot_page_keeps_its_last_version() {
     let table = snapshot_target(&mut db, "").await;
     let sink = upsert_sink(&table, &["id"]);
     let mut w = sink.open().await.expect("open");
-    let mut rows: Vec<(i64, String)> = (1..=200).map(|id| (id, format!("a{id}"))).collect();
-    rows.push((77, "last".into()));
-    let rows: Vec<(i64, &str)> = rows.iter().map(|(id, v)| (*id, v.as_str())).collect();
+    let rows = (1..=200)
+        .map(|id| (id, numbered("a", id)))
+        .chain([(77, Value::Text("last".into()))]);
     let written = tokio::time::timeout(
         std::time::Duration::from_secs(60),
-        w.write(&snapshot_page(&rows, 1)),
+        w.write(&snapshot_page_of(rows, 1)),
     )
     .await
     .expect("the two sessions waited on each other");

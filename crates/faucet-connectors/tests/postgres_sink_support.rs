@@ -27,6 +27,11 @@ pub(crate) async fn table_text(select: &str) -> String {
     copy_out(&mut admin().await, select).await
 }
 
+/// The number `select` (one row, one count) reads, on a fresh session.
+pub(crate) async fn table_count(select: &str) -> usize {
+    table_text(select).await.trim().parse().expect("a count")
+}
+
 /// Asserts `select` reads `want` (COPY text: a line a row, tab-separated columns), on a fresh
 /// session.
 pub(crate) async fn assert_table(select: &str, want: &str) {

@@ -55,7 +55,8 @@ use crate::postgres::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
 
 /// Pages of fewer snapshot rows are copied by the page's session alone: the second
-/// session's four round trips and its `COMMIT` would cost more than the parsing they share.
+/// session's five round trips (`BEGIN`, the fence read, the COPY's start and end, `COMMIT`)
+/// would cost more than the parsing they share.
 pub(crate) const MIN_ROWS: usize = 64;
 
 /// The sink's second session (see the module); clones share it, so every writer and routed
@@ -112,13 +113,7 @@ impl SecondSession {
     /// The writer's fence, which the fence row must hold for the session to write.
     pub(crate) fn set_fence(&self, writer: &WriterFence) {
         if let Ok(mut s) = self.inner.settings.lock() {
-            let same = s
-                .fence
-                .as_ref()
-                .is_some_and(|f| f.fence == writer.fence && f.scope == writer.scope);
-            if !same {
-                s.fence = Some(writer.clone());
-            }
+            s.fence = Some(writer.clone());
         }
     }
 

@@ -52,6 +52,7 @@ use super::second_session::{self, SecondSession};
 use super::table;
 use super::write::{
     Buffers, CopyFailure, Target, check_columns, classify, column_list, copy_in, nul_error,
+    refuses_a_value,
 };
 use crate::postgres::failure::db_error;
 
@@ -130,34 +131,20 @@ pub(crate) async fn write(
     savepoint(conn, target, "SAVEPOINT").await?;
     let cols = column_list(names.iter().copied());
     let into = target.name.quoted();
+    let copy = PlainCopy {
+        into: &into,
+        cols: &cols,
+        rows: &rows,
+        nul: target.nul,
+    };
     let copied = if rows.len() < second_session::MIN_ROWS {
-        copy_in(
-            conn,
-            &into,
-            &cols,
-            rows.iter().map(|r| r.after.values.iter()),
-            target.nul,
-            bufs,
-        )
-        .await
-        .map(|_| ())
-        .map_err(|failure| Failed {
-            failure,
-            rows: None,
-            what: "COPY",
-        })
+        copy.part(conn, (0..rows.len()).collect(), bufs).await
     } else {
         let key_at: Vec<usize> = target
             .key
             .iter()
             .filter_map(|k| names.iter().position(|n| n == k))
             .collect();
-        let copy = PlainCopy {
-            into: &into,
-            cols: &cols,
-            rows: &rows,
-            nul: target.nul,
-        };
         copy.split(conn, target.second, &key_at, bufs).await
     };
     match copied {
@@ -196,8 +183,9 @@ pub(crate) async fn write(
     Ok(true)
 }
 
-/// A failed COPY of a page or of one part of it: `rows` maps the part's COPY lines to
-/// page rows (`None`: the whole page, in order); `what` failed.
+/// A failed COPY of a part of a page (the whole page is one part): `rows` maps the part's
+/// COPY lines to page rows (`None`: a failure of no row, the second session's `COMMIT`);
+/// `what` failed.
 struct Failed {
     failure: CopyFailure,
     rows: Option<Vec<usize>>,
@@ -244,38 +232,25 @@ impl PlainCopy<'_, '_> {
                 .await;
             Some((claimed, copied))
         };
-        let (mine, theirs) = tokio::join!(
-            copy_in(
-                conn,
-                self.into,
-                self.cols,
-                values(self.rows, &one),
-                self.nul,
-                bufs
-            ),
-            theirs,
-        );
-        let failed = |failure, part: Vec<usize>| Failed {
-            failure,
-            rows: Some(part),
-            what: "COPY",
-        };
+        let (mine, theirs) = tokio::join!(self.part(conn, one, bufs), theirs);
         match (mine, theirs) {
-            (Err(f), theirs) => {
+            (Err(failed), theirs) => {
                 if let Some((claimed, _)) = theirs {
                     claimed.rollback().await;
                 }
-                return Err(failed(f, one));
+                return Err(failed);
             }
-            (Ok(_), None) => {}
-            (Ok(_), Some((claimed, Ok(_)))) => {
+            (Ok(()), None) => {}
+            (Ok(()), Some((claimed, Ok(_)))) => {
                 return claimed.commit().await.map_err(|e| Failed {
                     failure: CopyFailure::Sql(e),
                     rows: None,
                     what: "COMMIT of the second session's part of the page",
                 });
             }
-            (Ok(_), Some((claimed, Err(CopyFailure::Sql(e))))) if !refused_a_row(&e) => {
+            (Ok(()), Some((claimed, Err(CopyFailure::Sql(e)))))
+                if !db_error(&e).is_some_and(|d| refuses_a_value(d.code())) =>
+            {
                 tracing::warn!(
                     error = %e,
                     "the second session failed: its part of the page is copied by the page's \
@@ -283,22 +258,43 @@ impl PlainCopy<'_, '_> {
                 );
                 claimed.drop_session();
             }
-            (Ok(_), Some((claimed, Err(f)))) => {
+            (Ok(()), Some((claimed, Err(failure)))) => {
                 claimed.rollback().await;
-                return Err(failed(f, two));
+                return Err(Failed {
+                    failure,
+                    rows: Some(two),
+                    what: "COPY",
+                });
             }
         }
-        copy_in(
+        self.part(conn, two, bufs).await
+    }
+
+    /// Copies the page rows `part` (indices into the page's rows, in order) on `conn`; a
+    /// failure maps the part's COPY lines back to those page rows.
+    async fn part(
+        &self,
+        conn: &mut PgConnection,
+        part: Vec<usize>,
+        bufs: &mut Buffers,
+    ) -> Result<(), Failed> {
+        match copy_in(
             conn,
             self.into,
             self.cols,
-            values(self.rows, &two),
+            values(self.rows, &part),
             self.nul,
             bufs,
         )
         .await
-        .map(|_| ())
-        .map_err(|f| failed(f, two))
+        {
+            Ok(_) => Ok(()),
+            Err(failure) => Err(Failed {
+                failure,
+                rows: Some(part),
+                what: "COPY",
+            }),
+        }
     }
 }
 
@@ -334,12 +330,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// Whether the server refused a row (SQLSTATE classes 22 and 23), rather than the session
-/// failing.
-fn refused_a_row(e: &sqlx::Error) -> bool {
-    db_error(e).is_some_and(|d| d.code().starts_with("22") || d.code().starts_with("23"))
 }
 
 /// One snapshot record of a page: its source table and its row.

@@ -151,6 +151,13 @@ pub(crate) struct Buffers {
     scratch: Vec<u8>,
 }
 
+/// Whether SQLSTATE `code` is the server refusing a row's value rather than the statement or
+/// the session failing: class 22 (data exception) or 23 (integrity constraint violation),
+/// the PostgreSQL manual's appendix A.
+pub(super) fn refuses_a_value(code: &str) -> bool {
+    code.starts_with("22") || code.starts_with("23")
+}
+
 /// Why a statement failed, told apart for the caller: a bad value, a failure with a known
 /// outcome (rolled back), or a lost session (outcome unknown).
 pub(crate) fn classify(
@@ -161,7 +168,7 @@ pub(crate) fn classify(
 ) -> FaucetError {
     if let Some(db) = db_error(&e) {
         let code = db.code();
-        if code.starts_with("22") || code.starts_with("23") {
+        if refuses_a_value(code) {
             let (line, column) = copy_context(db.r#where().unwrap_or(""));
             let column = db.column().map(str::to_owned).or(column);
             let row = match (line, rows) {
