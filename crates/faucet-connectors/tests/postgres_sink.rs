@@ -565,8 +565,9 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
     let ttl = std::time::Duration::from_secs(30);
     let db = TestDb::with(
         "s_fence",
-        "CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
-         CREATE TABLE readings (id bigint, v text)",
+        r#"CREATE TABLE device (id bigint PRIMARY KEY, v text NOT NULL);
+         CREATE TABLE readings (id bigint, v text);
+         CREATE TABLE "it's\log" (id bigint, v text)"#,
     )
     .await;
     let fields = [("id", DataType::Int), ("v", DataType::Text)];
@@ -579,11 +580,25 @@ async fn a_writer_with_a_stale_fence_is_refused_and_its_page_rolled_back() {
             json!(1),
         )
     };
-    for (table, sink) in [
-        ("device", upsert_sink(&db.table("device"), &["id"])),
-        ("readings", append_sink(&db.table("readings"))),
+    // The third target's name holds a quote and a backslash, and so does its fence row's
+    // scope, which each page's fence read sends as a literal.
+    for (table, sink, target) in [
+        (
+            "device",
+            upsert_sink(&db.table("device"), &["id"]),
+            db.table("device"),
+        ),
+        (
+            "readings",
+            append_sink(&db.table("readings")),
+            db.table("readings"),
+        ),
+        (
+            r"it's\log",
+            append_sink(&db.table(r"it's\log")),
+            db.table(r#""it's\log""#),
+        ),
     ] {
-        let target = db.table(table);
         // The zombie (fence 1) writes a first page, then stalls; a newer run (fence 2)
         // takes over and writes the newer values.
         let mut zombie = sink.open().await.expect("open");

@@ -446,3 +446,103 @@ async fn a_restarting_state_store_is_retried_and_the_run_completes() {
         Some(json!({"offset": 9}))
     );
 }
+
+/// A durable store whose put of the bookmark `{"offset": held}` waits until the test opens
+/// it (as a file store's fsync or a database's commit takes its time).
+struct HeldStore {
+    inner: MemoryStateStore,
+    held: u64,
+    reached: tokio::sync::Notify,
+    open: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl StateStore for HeldStore {
+    fn name(&self) -> &str {
+        "held"
+    }
+    fn is_durable(&self) -> bool {
+        true
+    }
+    async fn get(&self, key: &str) -> Result<Option<serde_json::Value>, FaucetError> {
+        self.inner.get(key).await
+    }
+    async fn put(&self, key: &str, value: &serde_json::Value) -> Result<(), FaucetError> {
+        if value
+            .to_string()
+            .contains(&format!("\"offset\":{}", self.held))
+        {
+            self.reached.notify_one();
+            self.open.notified().await;
+        }
+        self.inner.put(key, value).await
+    }
+    async fn delete(&self, key: &str) -> Result<(), FaucetError> {
+        self.inner.delete(key).await
+    }
+}
+
+/// An atomic-watermark run persists a page's bookmark while the next page is written (the
+/// sink's commit token covers the page already); the source still hears of a bookmark only
+/// once the store has it, and in order. A run without the atomic watermark writes the next
+/// page only after the bookmark is stored: the store is its only record.
+#[tokio::test]
+async fn an_atomic_run_writes_the_next_page_while_the_last_bookmark_is_persisted() {
+    for atomic in [true, false] {
+        let source = VecSource::sequence(10);
+        let sink = if atomic {
+            MemorySink::atomic()
+        } else {
+            MemorySink::new()
+        };
+        let state = Arc::new(HeldStore {
+            inner: MemoryStateStore::new(),
+            held: 3,
+            reached: tokio::sync::Notify::new(),
+            open: tokio::sync::Notify::new(),
+        });
+        let run = Pipeline::new(&source, &sink)
+            .with_state_store(state.clone())
+            .with_options(opts(3))
+            .run();
+        let watch = async {
+            state.reached.notified().await;
+            let written = if atomic { 6 } else { 3 };
+            for _ in 0..50 {
+                if sink.rows().len() > written {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+            assert_eq!(
+                sink.rows(),
+                source.expected()[..written],
+                "atomic: {atomic}: written while the first page's bookmark is persisted"
+            );
+            assert!(
+                source.acks().is_empty(),
+                "atomic: {atomic}: the source heard of a bookmark not yet stored"
+            );
+            state.open.notify_one();
+        };
+        let (summary, ()) = tokio::join!(run, watch);
+        let summary = summary.expect("run");
+        assert_eq!(
+            summary.guarantee == DeliveryGuarantee::AtLeastOnce,
+            !atomic,
+            "{:?}",
+            summary.guarantee
+        );
+        assert_eq!(sink.rows(), source.expected());
+        let offsets = |o: &[u64]| o.iter().map(|o| json!({ "offset": o })).collect::<Vec<_>>();
+        assert_eq!(source.acks(), offsets(&[3, 6, 9, 10]), "atomic: {atomic}");
+        assert!(
+            state
+                .get("t::run")
+                .await
+                .expect("get")
+                .is_some_and(|v| v.to_string().contains("\"offset\":10")),
+            "atomic: {atomic}: the last bookmark is stored"
+        );
+    }
+}

@@ -12,6 +12,12 @@ use crate::sql::ident;
 /// rejected instead.
 pub const MAX_IDENT_BYTES: usize = 63;
 
+/// A string literal under `standard_conforming_strings = on` (every faucet session sets it,
+/// `types::SESSION_SETUP`): quotes doubled, backslashes literal.
+pub(crate) fn quote_literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
 /// A validated table name: an optional schema and the table, each checked by
 /// [`validate_ident`] (1 to 63 bytes, no NUL, no `.`). This is the one table-name rule of
 /// every PostgreSQL connector (query source, sink, `postgres-cdc`, `faucet replicate`).

@@ -2,7 +2,8 @@
 //! bookmarks in a [`StateStore`], keeping the invariants of docs/run-loop.md:
 //!
 //! 1. per page, **write → flush → persist the bookmark** (atomic-watermark sinks commit the
-//!    rows and the token in one step, then the bookmark is persisted);
+//!    rows and the token in one step, then the bookmark is persisted while the next page is
+//!    written: the token covers the page already);
 //! 2. the source hears that a bookmark is durable only after it is;
 //! 3. the delivery request is resolved before any data moves (see [`crate::delivery`]);
 //! 4. one runner per state key, through the state store's lease where it has one;

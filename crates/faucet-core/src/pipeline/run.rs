@@ -1,6 +1,7 @@
 //! The run loop, split into its steps: resolve the guarantee, take the lease, find the start
 //! (state store, or the sink's commit token), then per page: read → write → flush → persist
-//! → tell the source.
+//! → tell the source (an atomic-watermark run persists while the next page is written:
+//! [`deliver`]).
 //!
 //! **Reading ahead.** When the stream says its next page is at hand
 //! ([`PageStream::reads_ahead`]: a snapshot's copy, a change stream with a backlog), the next
@@ -312,12 +313,55 @@ async fn finish(
     }
 }
 
+/// A bookmark being persisted while the next page is written (an atomic-watermark run:
+/// see [`deliver`]).
+type Persisting<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), FaucetError>> + Send + 'a>>;
+
+/// Reads, delivers and acknowledges pages until the stream ends, fails or is cancelled; a
+/// bookmark still being persisted then is persisted before it returns (the run's error wins
+/// over its).
 async fn pump(
     p: &Pipeline<'_>,
     lease: &LeaseGuard,
     state: &mut Loop<'_>,
     stream: &mut (dyn PageStream + '_),
     started: Instant,
+) -> Result<(), FaucetError> {
+    let mut persisting = None;
+    let mut unheard = None;
+    let pumped = pump_pages(
+        p,
+        lease,
+        state,
+        stream,
+        started,
+        &mut persisting,
+        &mut unheard,
+    )
+    .await;
+    let persisted = match persisting {
+        Some(persist) => persist.await,
+        None => Ok(()),
+    };
+    pumped?;
+    persisted?;
+    if let Some(bookmark) = unheard {
+        stream.bookmark_durable(&bookmark).await?;
+    }
+    Ok(())
+}
+
+/// [`pump`]'s loop. `persisting` is the bookmark persist under way ([`deliver`]), `unheard`
+/// the bookmark it persists: the source hears of it once it is persisted.
+async fn pump_pages<'l>(
+    p: &'l Pipeline<'_>,
+    lease: &'l LeaseGuard,
+    state: &mut Loop<'_>,
+    stream: &mut (dyn PageStream + '_),
+    started: Instant,
+    persisting: &mut Option<Persisting<'l>>,
+    unheard: &mut Option<Bookmark>,
 ) -> Result<(), FaucetError> {
     let key = p.options.state_key.as_str();
     // Records handed over since the last bookmark (pages without one), for `PageStart`.
@@ -342,13 +386,22 @@ async fn pump(
         lease.check()?;
         learn_new_tables(p, state, key, &page).await?;
         if stream.reads_ahead() && !p.options.cancel.is_cancelled() {
-            let delivered = deliver(p, lease, state, &page, started);
+            let delivered = deliver(p, lease, state, &page, started, persisting);
             ahead = Some(while_reading_ahead(delivered, lease, stream).await?);
         } else {
-            deliver(p, lease, state, &page, started).await?;
+            deliver(p, lease, state, &page, started, persisting).await?;
+        }
+        // `deliver` awaited the persist of the bookmark before (if any): the source hears
+        // of it now; of this page's when it is persisted.
+        if let Some(bookmark) = unheard.take() {
+            stream.bookmark_durable(&bookmark).await?;
         }
         if let Some(bookmark) = page.bookmark() {
-            stream.bookmark_durable(bookmark).await?;
+            if persisting.is_some() {
+                *unheard = Some(bookmark.clone());
+            } else {
+                stream.bookmark_durable(bookmark).await?;
+            }
         }
         if p.options.cancel.is_cancelled() {
             state.summary.cancelled = true;
@@ -397,18 +450,45 @@ async fn while_reading_ahead(
 
 /// One page into the sink: written (with its commit token when atomic), its bookmark
 /// persisted, the run's summary brought up to it, and its progress reported.
-async fn deliver(
-    p: &Pipeline<'_>,
-    lease: &LeaseGuard,
+///
+/// **An atomic-watermark run persists a page's bookmark while the next page is written**
+/// (`persisting`: the persist under way, awaited beside the next page's write and before
+/// the next persist starts, so bookmarks still reach the store in order). The sink's commit
+/// token, committed with the page's rows, is the run's record of that page: a run that
+/// stops before the store has the bookmark resumes from the token
+/// ([`resume_point`]), exactly as when it stops between a page's commit and its persist.
+/// This takes the state store's write (a file store's two `fsync`s, a database's commit)
+/// out of the time between two pages. Other runs persist before the next page is written:
+/// for them the store's bookmark is the only record of what the sink holds.
+async fn deliver<'l>(
+    p: &'l Pipeline<'_>,
+    lease: &'l LeaseGuard,
     state: &mut Loop<'_>,
     page: &Page,
     started: Instant,
+    persisting: &mut Option<Persisting<'l>>,
 ) -> Result<(), FaucetError> {
     let key = p.options.state_key.as_str();
-    write_page(state, key, page).await?;
+    match persisting.take() {
+        Some(earlier) => {
+            let (persisted, written) = tokio::join!(earlier, write_page(state, key, page));
+            // The page's own failure first: a run that stalled past its lease and woke up
+            // has its page refused by the sink's fence (the stronger word) as well as its
+            // earlier bookmark by the store.
+            written?;
+            persisted?;
+        }
+        None => write_page(state, key, page).await?,
+    }
     if let Some(bookmark) = page.bookmark() {
         let value = entry::encode(bookmark, state.target.as_deref());
-        persist_bookmark(lease, key, &value).await?;
+        if state.atomic {
+            *persisting = Some(Box::pin(async move {
+                persist_bookmark(lease, key, &value).await
+            }));
+        } else {
+            persist_bookmark(lease, key, &value).await?;
+        }
         state.summary.last_bookmark = Some(bookmark.clone());
         state.summary.lag_seconds = page.source_time().map(lag_since).map(|d| d.as_secs_f64());
     }

@@ -12,7 +12,7 @@ use faucet_core::{DataType, FaucetError};
 
 use super::Postgres;
 use crate::postgres::config::CONNECTOR;
-use crate::postgres::ident::TableName;
+use crate::postgres::ident::{TableName, quote_literal};
 use crate::postgres::type_catalog::DecodeOids;
 use crate::postgres::types::{self, oid};
 pub(crate) use crate::sql::bookmark::Start;
@@ -127,12 +127,6 @@ pub(crate) async fn describe(
         columns,
         keys,
     })
-}
-
-/// A string literal under `standard_conforming_strings = on` (set by the session setup):
-/// quotes doubled, backslashes literal.
-pub(crate) fn quote_literal(text: &str) -> String {
-    format!("'{}'", text.replace('\'', "''"))
 }
 
 /// Fills in `format_type` of the key columns at `indexes`, for casting bookmark literals.

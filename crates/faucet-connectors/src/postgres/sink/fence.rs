@@ -10,10 +10,11 @@
 //! );
 //! ```
 //!
-//! Every page's transaction starts by locking the row `FOR SHARE` and reading it: the
-//! writer's own fence (the writer raised it when it was given its fence) goes on; a larger
-//! one rolls the page back with `LeaseError::Fenced`; a smaller or missing one is raised to
-//! the writer's (an `UPDATE`'s lock). The row stays locked until the page commits, so a
+//! Every page's transaction starts by locking the row `FOR SHARE` and reading it (sent with
+//! the `BEGIN`, one round trip: [`begin_checked`]): the writer's own fence (the writer
+//! raised it when it was given its fence) goes on; a larger one rolls the page back with
+//! `LeaseError::Fenced`; a smaller or missing one is raised to the writer's (an `UPDATE`'s
+//! lock). The row stays locked until the page commits, so a
 //! newer writer's raise waits for an older writer's page in flight and then supersedes it;
 //! an older writer that wakes up later finds the larger fence and writes nothing. The shared
 //! lock lets the writer's second session (`second_session`) hold the row beside the page's.
@@ -28,15 +29,15 @@
 //! reports `LeaseError::Fenced` when a newer writer has written since, as for a page the
 //! check refused.
 
-use sqlx::Executor as _;
 use sqlx::postgres::PgConnection;
+use sqlx::{Executor as _, Row as _};
 
 use faucet_core::FaucetError;
 
 use super::table::{create_shared, write_err};
 use crate::postgres::config::CONNECTOR;
 use crate::postgres::connection::PostgresUrl;
-use crate::postgres::ident::TableName;
+use crate::postgres::ident::{TableName, quote_literal};
 use crate::sql::sink::fence::{WriterFence, fenced};
 
 /// Creates the fence table when missing (outside any page transaction: DDL; runs creating
@@ -166,15 +167,60 @@ pub(crate) async fn check(
     target: &TableName,
     writer: &WriterFence,
 ) -> Result<(), FaucetError> {
-    let fence = bigint(writer.fence)?;
-    let err = |e| write_err(format!("cannot check the writer fence in {fences}"), e);
-    // The common case, one round trip that writes nothing: the row holds this writer's
-    // fence. The shared lock lets the writer's second session hold the row too
-    // (`second_session`), and makes a newer writer's raise wait for the page.
-    match read(conn, fences, &writer.scope, RowLock::Share)
+    let stored = read(conn, fences, &writer.scope, RowLock::Share)
         .await
-        .map_err(err)?
-    {
+        .map_err(|e| check_err(fences, e))?;
+    settle(conn, fences, target, writer, stored).await
+}
+
+/// Starts a page's transaction and reads the fence row `FOR SHARE` in it, in one round trip
+/// (one simple query: `BEGIN; SELECT … FOR SHARE`, the scope as a literal), then goes on as
+/// [`check`] does. The page's check, the first statements of its transaction.
+///
+/// # Errors
+/// As [`check`]; a failed `BEGIN` as [`super::write::classify`] names it. The caller rolls
+/// back (the transaction may have begun).
+pub(crate) async fn begin_checked(
+    conn: &mut PgConnection,
+    fences: &TableName,
+    target: &TableName,
+    writer: &WriterFence,
+) -> Result<(), FaucetError> {
+    let sql = format!(
+        "BEGIN; SELECT fence FROM {} WHERE scope = {} FOR SHARE",
+        fences.quoted(),
+        quote_literal(&writer.scope)
+    );
+    let rows = conn
+        .fetch_all(sql.as_str())
+        .await
+        .map_err(|e| super::write::classify(e, "BEGIN and the writer fence check", target, None))?;
+    let stored = match rows.first() {
+        Some(row) => Some(row.try_get::<i64, _>(0).map_err(|e| check_err(fences, e))?),
+        None => None,
+    };
+    settle(conn, fences, target, writer, stored).await
+}
+
+fn check_err(fences: &TableName, e: sqlx::Error) -> FaucetError {
+    write_err(format!("cannot check the writer fence in {fences}"), e)
+}
+
+/// The check after the fence row was read (`stored`, `None`: no row) under a shared lock:
+/// the writer's own fence goes on, a larger one refuses, a smaller or missing one is raised.
+async fn settle(
+    conn: &mut PgConnection,
+    fences: &TableName,
+    target: &TableName,
+    writer: &WriterFence,
+    stored: Option<i64>,
+) -> Result<(), FaucetError> {
+    let fence = bigint(writer.fence)?;
+    let err = |e| check_err(fences, e);
+    // The common case, one read that writes nothing: the row holds this writer's fence.
+    // The shared lock lets the writer's second session hold the row too
+    // (`second_session`), and makes a newer writer's raise wait for the page.
+    match stored {
         Some(f) if f == fence => return Ok(()),
         Some(newer) if newer > fence => return Err(refused(writer, newer, target)),
         _ => {}

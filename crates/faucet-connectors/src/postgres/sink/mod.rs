@@ -56,7 +56,7 @@ use super::ident::TableName;
 use crate::sql::sink::fence::WriterFence;
 use crate::sql::sink::route::{Route, RouteTarget, UpsertKeys};
 use crate::sql::sink::schema::{Alter, SchemaApply, TargetColumn, Widening};
-use crate::sql::sink::{SinkDialect, SqlSinkWriter, sqlx_error};
+use crate::sql::sink::{BeginFailed, SinkDialect, SqlSinkWriter, sqlx_error};
 use second_session::SecondSession;
 use snapshot_copy::SnapshotPath;
 use table::TargetTable;
@@ -469,6 +469,24 @@ impl SinkDialect for PostgresSink {
             .await
             .map_err(|e| write::classify(e, "BEGIN", &self.table, None))?;
         Ok(())
+    }
+
+    /// `BEGIN` and the fence row's read in one round trip ([`fence::begin_checked`]); its
+    /// failure is rolled back (outside a transaction PostgreSQL's `ROLLBACK` only warns).
+    async fn begin_page(
+        &self,
+        conn: &mut PgConnection,
+        writer: Option<&WriterFence>,
+    ) -> Result<(), BeginFailed> {
+        match writer {
+            Some(writer) => {
+                self.second.set_fence(writer);
+                fence::begin_checked(conn, &self.fences, &self.table, writer)
+                    .await
+                    .map_err(BeginFailed::Begun)
+            }
+            None => self.begin(conn).await.map_err(BeginFailed::Begin),
+        }
     }
 
     async fn commit(&self, conn: &mut PgConnection) -> Result<(), FaucetError> {

@@ -6,7 +6,8 @@
 //! per second than one (its README paragraph gives the runs).
 //!
 //! Per page, after the page's session began the page's transaction, checked the writer fence
-//! (a `FOR SHARE` lock on the fence row, [`super::fence::check`]) and set the savepoint:
+//! (a `FOR SHARE` lock on the fence row, read with the `BEGIN`,
+//! [`super::fence::begin_checked`]) and set the savepoint:
 //!
 //! 1. the rows are parted in two by their key's hash (a key twice in a page lands in one
 //!    part, so the two sessions never wait on each other's uncommitted key);

@@ -40,7 +40,7 @@ use super::bookmark::{Copied, TableCopy, cdc_position};
 use crate::copy_filter::{SourceFilter, key_tuple, text};
 use crate::postgres::cdc::client::{lsn_text, parse_lsn};
 use crate::postgres::connection::PostgresUrl;
-use crate::postgres::query::plan::quote_literal;
+use crate::postgres::ident::quote_literal;
 
 /// Field positions of a change record (`record_schema`).
 const OP: usize = 0;

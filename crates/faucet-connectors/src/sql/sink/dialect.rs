@@ -19,6 +19,16 @@ use super::schema::{Alter, SchemaApply, TargetColumn, Widening};
 /// config, the target's name and the connection settings). Every method that takes a
 /// session runs one or a few statements on it; none opens a transaction of its own except
 /// [`SinkDialect::begin`].
+/// Why a page's transaction did not get past its start ([`SinkDialect::begin_page`]).
+#[derive(Debug)]
+pub(crate) enum BeginFailed {
+    /// `BEGIN` failed: no transaction is open.
+    Begin(FaucetError),
+    /// What came after `BEGIN` failed (the fence check), or both went at once: a
+    /// transaction may be open, and the engine rolls it back.
+    Begun(FaucetError),
+}
+
 #[async_trait]
 pub(crate) trait SinkDialect: Send + Sync {
     /// A session with the server (sqlx's `PgConnection`, mysql_async's `Conn`).
@@ -131,6 +141,28 @@ pub(crate) trait SinkDialect: Send + Sync {
     /// # Errors
     /// [`FaucetError::Write`], lost or not ([`SinkDialect::is_lost`]).
     async fn begin(&self, conn: &mut Self::Conn) -> Result<(), FaucetError>;
+
+    /// Starts a page's transaction ([`SinkDialect::begin`]) and, for a fenced writer, checks
+    /// its fence first thing in it ([`SinkDialect::check_fence`]). A dialect whose client
+    /// can send both at once does so (PostgreSQL: one round trip).
+    ///
+    /// # Errors
+    /// As [`SinkDialect::begin`] and [`SinkDialect::check_fence`], told apart by whether
+    /// the transaction may have begun ([`BeginFailed`]).
+    async fn begin_page(
+        &self,
+        conn: &mut Self::Conn,
+        fence: Option<&WriterFence>,
+    ) -> Result<(), BeginFailed> {
+        self.begin(conn).await.map_err(BeginFailed::Begin)?;
+        match fence {
+            Some(writer) => self
+                .check_fence(conn, writer)
+                .await
+                .map_err(BeginFailed::Begun),
+            None => Ok(()),
+        }
+    }
 
     /// Commits the page's transaction.
     ///

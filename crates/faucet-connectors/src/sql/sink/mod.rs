@@ -58,7 +58,7 @@ use faucet_core::change::Segment;
 use faucet_core::keys::TableKeys;
 use faucet_core::{Commit, CommitToken, FaucetError, Fence, Page, PageBuilder, SinkWriter, fault};
 
-pub(crate) use dialect::SinkDialect;
+pub(crate) use dialect::{BeginFailed, SinkDialect};
 use fence::WriterFence;
 
 /// One target of a writer: the sink's own table, or a routed target met in the records.
@@ -534,7 +534,11 @@ impl<D: SinkDialect> PageTx<'_, D> {
             let gone = dialect.is_lost(&e);
             (e, gone)
         };
-        dialect.begin(conn).await.map_err(lost)?;
+        match dialect.begin_page(conn, self.fence).await {
+            Ok(()) => {}
+            Err(BeginFailed::Begin(e)) => return Err(lost(e)),
+            Err(BeginFailed::Begun(e)) => return Err(self.refused(conn, e).await),
+        }
         let altered = match self.statements(conn, slots).await {
             Ok(altered) => altered,
             Err(e) => return Err(self.refused(conn, e).await),
@@ -569,7 +573,7 @@ impl<D: SinkDialect> PageTx<'_, D> {
         }
     }
 
-    /// The statements of the transaction: the fence check, the rows of each target (cut
+    /// The statements of the transaction after the fence check: the rows of each target (cut
     /// at its schema changes, [`schema`]), the token. Returns the targets a schema change
     /// altered, as they are now (the slots keep theirs until the page commits).
     async fn statements(
@@ -578,9 +582,6 @@ impl<D: SinkDialect> PageTx<'_, D> {
         slots: &mut [Slot<D>],
     ) -> Result<Vec<(usize, D::Table)>, FaucetError> {
         let dialect = self.dialect;
-        if let Some(writer) = self.fence {
-            dialect.check_fence(conn, writer).await?;
-        }
         let mut altered = Vec::new();
         for (slot, part) in self.parts {
             let Some(s) = slots.get_mut(*slot) else {
