@@ -15,10 +15,6 @@ use super::fence::WriterFence;
 use super::route::{Route, RouteTarget};
 use super::schema::{Alter, SchemaApply, TargetColumn, Widening};
 
-/// One SQL database's side of a sink (implemented by each system's sink: it holds the
-/// config, the target's name and the connection settings). Every method that takes a
-/// session runs one or a few statements on it; none opens a transaction of its own except
-/// [`SinkDialect::begin`].
 /// Why a page's transaction did not get past its start ([`SinkDialect::begin_page`]).
 #[derive(Debug)]
 pub(crate) enum BeginFailed {
@@ -29,6 +25,10 @@ pub(crate) enum BeginFailed {
     Begun(FaucetError),
 }
 
+/// One SQL database's side of a sink (implemented by each system's sink: it holds the
+/// config, the target's name and the connection settings). Every method that takes a
+/// session runs one or a few statements on it; none opens a transaction of its own except
+/// [`SinkDialect::begin`] and [`SinkDialect::begin_page`] (which runs or sends `begin`).
 #[async_trait]
 pub(crate) trait SinkDialect: Send + Sync {
     /// A session with the server (sqlx's `PgConnection`, mysql_async's `Conn`).
