@@ -117,9 +117,10 @@ pub(crate) enum RowLock {
     ShareNoWait,
 }
 
-/// The fence of `scope` in `fences` (`None`: no row), read under `lock`: the one reading of
-/// the fence row (the page's check, the second session's check, the explanation of a page
-/// the server ended).
+/// The fence of `scope` in `fences` (`None`: no row), read under `lock`: the check when a
+/// writer is given its fence, the second session's check, the explanation of a page the
+/// server ended. A page's own check reads the row with its `BEGIN` ([`begin_checked`]: the
+/// same `SELECT … FOR SHARE`, the scope as a literal in one simple query).
 ///
 /// # Errors
 /// The server's error.
