@@ -153,7 +153,7 @@ fn check_exactly_once_500(schema: &str) {
 /// hits need more pages of the same workload (every crash moves a pipeline on by a few
 /// pages, and the last point's last hit still needs that many pages left to reach).
 fn cdc_batch() -> usize {
-    if soak() { 20 } else { 50 }
+    crate::support::soak_or(20, 50)
 }
 
 /// When a pipeline's state entry is deleted.

@@ -30,11 +30,7 @@ use crate::support::{
 /// pages of the same workload (every crash moves the run on by a few pages, and the last
 /// point's last hit still needs that many pages left to reach).
 fn batch() -> u64 {
-    if std::env::var("FAUCET_SOAK").is_ok() {
-        10
-    } else {
-        50
-    }
+    crate::support::soak_or(10, 50)
 }
 const TABLES: [&str; 3] = ["t1", "t2", "t3"];
 const PG_VAR: &str = "FAUCET_JSONL_ROUTED_PG_URL";

@@ -314,8 +314,14 @@ async fn finish(
 }
 
 /// A bookmark being persisted while the next page is written (an atomic-watermark run:
-/// see [`deliver`]).
-type Persisting<'a> =
+/// see [`deliver`]); the source hears of `bookmark` once `persist` is done.
+struct Persisting<'a> {
+    persist: PersistFuture<'a>,
+    bookmark: Bookmark,
+}
+
+/// A bookmark's persist ([`persist_bookmark`]) under way.
+type PersistFuture<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), FaucetError>> + Send + 'a>>;
 
 /// Reads, delivers and acknowledges pages until the stream ends, fails or is cancelled; a
@@ -329,31 +335,19 @@ async fn pump(
     started: Instant,
 ) -> Result<(), FaucetError> {
     let mut persisting = None;
-    let mut unheard = None;
-    let pumped = pump_pages(
-        p,
-        lease,
-        state,
-        stream,
-        started,
-        &mut persisting,
-        &mut unheard,
-    )
-    .await;
+    let pumped = pump_pages(p, lease, state, stream, started, &mut persisting).await;
     let persisted = match persisting {
-        Some(persist) => persist.await,
-        None => Ok(()),
+        Some(last) => last.persist.await.map(|()| Some(last.bookmark)),
+        None => Ok(None),
     };
     pumped?;
-    persisted?;
-    if let Some(bookmark) = unheard {
+    if let Some(bookmark) = persisted? {
         stream.bookmark_durable(&bookmark).await?;
     }
     Ok(())
 }
 
-/// [`pump`]'s loop. `persisting` is the bookmark persist under way ([`deliver`]), `unheard`
-/// the bookmark it persists: the source hears of it once it is persisted.
+/// [`pump`]'s loop; `persisting` is the bookmark persist under way ([`deliver`]).
 async fn pump_pages<'l>(
     p: &'l Pipeline<'_>,
     lease: &'l LeaseGuard,
@@ -361,7 +355,6 @@ async fn pump_pages<'l>(
     stream: &mut (dyn PageStream + '_),
     started: Instant,
     persisting: &mut Option<Persisting<'l>>,
-    unheard: &mut Option<Bookmark>,
 ) -> Result<(), FaucetError> {
     let key = p.options.state_key.as_str();
     // Records handed over since the last bookmark (pages without one), for `PageStart`.
@@ -385,23 +378,23 @@ async fn pump_pages<'l>(
         };
         lease.check()?;
         learn_new_tables(p, state, key, &page).await?;
+        // The persist of the bookmark before (if any) is awaited beside this page's write:
+        // the source hears of that bookmark then, of this page's once it is persisted.
+        let (earlier, stored) = match persisting.take() {
+            Some(e) => (Some(e.persist), Some(e.bookmark)),
+            None => (None, None),
+        };
         if stream.reads_ahead() && !p.options.cancel.is_cancelled() {
-            let delivered = deliver(p, lease, state, &page, started, persisting);
+            let delivered = deliver(p, lease, state, &page, started, earlier, persisting);
             ahead = Some(while_reading_ahead(delivered, lease, stream).await?);
         } else {
-            deliver(p, lease, state, &page, started, persisting).await?;
+            deliver(p, lease, state, &page, started, earlier, persisting).await?;
         }
-        // `deliver` awaited the persist of the bookmark before (if any): the source hears
-        // of it now; of this page's when it is persisted.
-        if let Some(bookmark) = unheard.take() {
-            stream.bookmark_durable(&bookmark).await?;
+        if let Some(bookmark) = &stored {
+            stream.bookmark_durable(bookmark).await?;
         }
-        if let Some(bookmark) = page.bookmark() {
-            if persisting.is_some() {
-                *unheard = Some(bookmark.clone());
-            } else {
-                stream.bookmark_durable(bookmark).await?;
-            }
+        if let Some(bookmark) = page.bookmark().filter(|_| persisting.is_none()) {
+            stream.bookmark_durable(bookmark).await?;
         }
         if p.options.cancel.is_cancelled() {
             state.summary.cancelled = true;
@@ -452,8 +445,9 @@ async fn while_reading_ahead(
 /// persisted, the run's summary brought up to it, and its progress reported.
 ///
 /// **An atomic-watermark run persists a page's bookmark while the next page is written**
-/// (`persisting`: the persist under way, awaited beside the next page's write and before
-/// the next persist starts, so bookmarks still reach the store in order). The sink's commit
+/// (`earlier`: the last page's persist, awaited beside this page's write and so before the
+/// next persist starts — bookmarks still reach the store in order; `next`: this page's,
+/// left under way). The sink's commit
 /// token, committed with the page's rows, is the run's record of that page: a run that
 /// stops before the store has the bookmark resumes from the token
 /// ([`resume_point`]), exactly as when it stops between a page's commit and its persist.
@@ -466,10 +460,11 @@ async fn deliver<'l>(
     state: &mut Loop<'_>,
     page: &Page,
     started: Instant,
-    persisting: &mut Option<Persisting<'l>>,
+    earlier: Option<PersistFuture<'l>>,
+    next: &mut Option<Persisting<'l>>,
 ) -> Result<(), FaucetError> {
     let key = p.options.state_key.as_str();
-    match persisting.take() {
+    match earlier {
         Some(earlier) => {
             let (persisted, written) = tokio::join!(earlier, write_page(state, key, page));
             // The page's own failure first: a run that stalled past its lease and woke up
@@ -483,9 +478,10 @@ async fn deliver<'l>(
     if let Some(bookmark) = page.bookmark() {
         let value = entry::encode(bookmark, state.target.as_deref());
         if state.atomic {
-            *persisting = Some(Box::pin(async move {
-                persist_bookmark(lease, key, &value).await
-            }));
+            *next = Some(Persisting {
+                persist: Box::pin(async move { persist_bookmark(lease, key, &value).await }),
+                bookmark: bookmark.clone(),
+            });
         } else {
             persist_bookmark(lease, key, &value).await?;
         }

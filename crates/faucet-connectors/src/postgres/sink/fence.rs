@@ -106,6 +106,20 @@ fn bigint(fence: u64) -> Result<i64, FaucetError> {
     })
 }
 
+/// The statement that reads the fence of the scope `scope` (an SQL expression: `$1`, or a
+/// literal) under `lock`: [`read`]'s, and the second statement of [`begin_checked`].
+fn select(fences: &TableName, scope: &str, lock: RowLock) -> String {
+    let lock = match lock {
+        RowLock::None => "",
+        RowLock::Share => " FOR SHARE",
+        RowLock::ShareNoWait => " FOR SHARE NOWAIT",
+    };
+    format!(
+        "SELECT fence FROM {} WHERE scope = {scope}{lock}",
+        fences.quoted()
+    )
+}
+
 /// How [`read`] locks the fence row it reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RowLock {
@@ -120,7 +134,7 @@ pub(crate) enum RowLock {
 /// The fence of `scope` in `fences` (`None`: no row), read under `lock`: the check when a
 /// writer is given its fence, the second session's check, the explanation of a page the
 /// server ended. A page's own check reads the row with its `BEGIN` ([`begin_checked`]: the
-/// same `SELECT … FOR SHARE`, the scope as a literal in one simple query).
+/// same statement, [`select`], the scope as a literal in one simple query).
 ///
 /// # Errors
 /// The server's error.
@@ -130,16 +144,7 @@ pub(crate) async fn read(
     scope: &str,
     lock: RowLock,
 ) -> Result<Option<i64>, sqlx::Error> {
-    let lock = match lock {
-        RowLock::None => "",
-        RowLock::Share => " FOR SHARE",
-        RowLock::ShareNoWait => " FOR SHARE NOWAIT",
-    };
-    let sql = format!(
-        "SELECT fence FROM {} WHERE scope = $1{lock}",
-        fences.quoted()
-    );
-    sqlx::query_scalar(&sql)
+    sqlx::query_scalar(&select(fences, "$1", lock))
         .bind(scope)
         .fetch_optional(&mut *conn)
         .await
@@ -188,9 +193,8 @@ pub(crate) async fn begin_checked(
     writer: &WriterFence,
 ) -> Result<(), FaucetError> {
     let sql = format!(
-        "BEGIN; SELECT fence FROM {} WHERE scope = {} FOR SHARE",
-        fences.quoted(),
-        quote_literal(&writer.scope)
+        "BEGIN; {}",
+        select(fences, &quote_literal(&writer.scope), RowLock::Share)
     );
     let rows = conn
         .fetch_all(sql.as_str())
